@@ -1,0 +1,32 @@
+# The two commands of the README, over CMake:
+#   make run    builds and runs the main job
+#   make test   builds (plain and with ASan+UBSan) and runs every test through CTest
+BUILD ?= build
+SAN_BUILD ?= build-san
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+
+.PHONY: all build build-san run test test-plain test-san bench clean
+
+all: build
+
+build:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+build-san:
+	@cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DVRAM_SANITIZE=ON >/dev/null
+	@cmake --build $(SAN_BUILD) -j $(JOBS)
+
+run: build
+	./$(BUILD)/vram version
+
+test-plain: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-san: build-san
+	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 VRAM_TEST_SANITIZED=1 ctest --output-on-failure -j $(JOBS)
+
+test: test-plain test-san
+
+clean:
+	rm -rf $(BUILD) $(SAN_BUILD)

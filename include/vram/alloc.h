@@ -1,0 +1,105 @@
+/* alloc.h — the stream-ordered caching allocator.
+ *
+ * One allocator serves one device (backend.h). It hands out blocks rounded to 512 bytes from
+ * two pools (small: requests up to 1 MiB; large: the rest), caches freed blocks for reuse, and
+ * asks the device for memory only when its cache cannot serve a request. Two memory models:
+ *
+ *   pages     (default where the device supports it; VRAM_ALLOC_CONF expandable_segments:True)
+ *             each pool owns one large virtual address range; physical pages (2 MiB) are mapped
+ *             on demand under the blocks that need them, so free space coalesces across what
+ *             would be separate segments, and fully free pages are moved to where they are
+ *             needed instead of mapping new ones.
+ *   segments  one device allocation per segment, as PyTorch's native allocator does.
+ *
+ * Streams: a block freed on stream S is reused at once by S; another stream may take it only
+ * once the work S had queued before the free has finished (an event, polled, never waited on
+ * in the allocation path). record_stream marks a block as used by another stream too; its free
+ * then waits for that stream's work before the block is reused.
+ *
+ * When a request does not fit, the allocator releases its cache and retries; if it still fails
+ * it returns VRAM_ERR_OUT_OF_MEMORY and an out-of-memory report (vram_allocator_oom_report).
+ *
+ * Every allocation carries a tag (stats.h); statistics are kept per pool and per tag.
+ * All functions are thread safe.
+ */
+#ifndef VRAM_ALLOC_H
+#define VRAM_ALLOC_H
+
+#include "vram/backend.h"
+#include "vram/config.h"
+#include "vram/stats.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vram_allocator vram_allocator;
+
+/* Creates an allocator over `dev` (which it does not own). `cfg` NULL means defaults plus
+ * VRAM_ALLOC_CONF from the environment. */
+vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, vram_allocator **out);
+
+/* Returns every block and page to the device and frees the allocator. Live blocks are
+ * released too (the caller is done with the device). */
+void vram_allocator_destroy(vram_allocator *a);
+
+vram_device *vram_allocator_device(vram_allocator *a);
+const vram_alloc_config *vram_allocator_config(vram_allocator *a);
+
+/* Allocates `size` bytes (size 0 gives a unique 512-byte block) for use on `stream`. */
+vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream stream, vram_tag tag,
+                                  void **ptr);
+
+/* Frees a block. An unknown or already freed pointer returns VRAM_ERR_NOT_FOUND and changes
+ * nothing. */
+vram_status vram_allocator_free(vram_allocator *a, void *ptr);
+
+/* Marks the block as used on `stream` as well as its allocation stream. */
+vram_status vram_allocator_record_stream(vram_allocator *a, void *ptr, vram_stream stream);
+
+/* Size (rounded), requested size and tag of a live block. */
+vram_status vram_allocator_block_info(vram_allocator *a, const void *ptr, size_t *size,
+                                      size_t *requested, vram_tag *tag);
+
+/* Changes the tag of a live block (statistics move with it). */
+vram_status vram_allocator_set_tag(vram_allocator *a, void *ptr, vram_tag tag);
+
+/* Returns cached memory to the device: free segments (segments model) and fully free pages
+ * (pages model). Waits for pending stream events first. */
+vram_status vram_allocator_empty_cache(vram_allocator *a);
+
+/* Caps reserved memory at fraction x device capacity, fraction in (0, 1]. */
+vram_status vram_allocator_set_memory_fraction(vram_allocator *a, double fraction);
+
+/* Caps reserved memory at `bytes` (0 removes the cap). */
+vram_status vram_allocator_set_limit(vram_allocator *a, uint64_t bytes);
+
+/* The cap in force, in bytes (device capacity when none is set). */
+uint64_t vram_allocator_limit(vram_allocator *a);
+
+void vram_allocator_get_stats(vram_allocator *a, vram_stats *out);
+void vram_allocator_reset_peak_stats(vram_allocator *a);
+void vram_allocator_reset_accumulated_stats(vram_allocator *a);
+
+/* Tags: names of the built-in tags are "parameter", "gradient", "optimizer_state",
+ * "activation", "temporary", "other". Registering an existing name returns its tag. */
+vram_status vram_allocator_tag_register(vram_allocator *a, const char *name, vram_tag *out);
+const char *vram_allocator_tag_name(vram_allocator *a, vram_tag tag);
+
+/* The report of the most recent out-of-memory failure ("" if none): what was requested, what
+ * is allocated, reserved, cached, the limit, the largest free block and the biggest tags. */
+const char *vram_allocator_oom_report(vram_allocator *a);
+
+/* Checks every internal invariant (blocks tile their ranges without overlap, free lists match
+ * blocks, statistics equal what they count). Returns VRAM_ERR_INTERNAL with a detail on the
+ * first violation. Slow: O(blocks). For tests and debugging. */
+vram_status vram_allocator_check(vram_allocator *a);
+
+/* The largest block the allocator could hand out right now without asking the device. */
+uint64_t vram_allocator_largest_free(vram_allocator *a);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

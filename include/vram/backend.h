@@ -1,0 +1,90 @@
+/* backend.h — devices: where the allocator's memory comes from.
+ *
+ * A device is a small table of functions (vram_device_ops) plus its state. The allocator calls
+ * it for two kinds of memory and for stream ordering:
+ *
+ *   segments  mem_alloc / mem_free: one device allocation per call (cudaMalloc-like). Every
+ *             device has them.
+ *   pages     va_reserve / va_release a virtual address range, page_map / page_unmap physical
+ *             pages inside it (cuMemCreate+cuMemMap+cuMemSetAccess, or mprotect on the host,
+ *             or pure bookkeeping on the sim device). Optional: NULL where the device lacks
+ *             virtual memory management, and the allocator then falls back to segments.
+ *   streams   event_record / event_query / event_sync / event_destroy. A device whose work is
+ *             synchronous (sim, host) may set them to NULL: every event is then complete.
+ *
+ * Addresses are uint64_t so that a simulated device can hand out addresses with no memory
+ * behind them. Streams are opaque uintptr_t handles (a CUstream on CUDA, 0 = default stream).
+ *
+ * Devices are opened by a spec string, "NAME[:ARGS]": "sim", "sim:80GiB", "host",
+ * "cuda:0", "cuda:1:segments". Adding a backend is one file with a `vram_device_open_fn` and
+ * one line in the registry table (src/backends/registry.c).
+ */
+#ifndef VRAM_BACKEND_H
+#define VRAM_BACKEND_H
+
+#include "vram/vram.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uintptr_t vram_stream;
+typedef struct vram_device vram_device;
+
+typedef struct vram_device_ops {
+    /* Segments: a device allocation of `size` bytes (size is a multiple of 512). */
+    vram_status (*mem_alloc)(vram_device *dev, size_t size, uint64_t *addr);
+    vram_status (*mem_free)(vram_device *dev, uint64_t addr, size_t size);
+
+    /* Pages (optional). va_reserve takes no physical memory; page_map backs
+     * [addr, addr+size) (a multiple of page_size, inside a reservation) with physical memory
+     * readable and writable by the device; page_unmap returns it. page_map fails with
+     * VRAM_ERR_OUT_OF_MEMORY when the device has no physical memory left. */
+    vram_status (*va_reserve)(vram_device *dev, size_t size, uint64_t *addr);
+    vram_status (*va_release)(vram_device *dev, uint64_t addr, size_t size);
+    vram_status (*page_map)(vram_device *dev, uint64_t addr, size_t size);
+    vram_status (*page_unmap)(vram_device *dev, uint64_t addr, size_t size);
+
+    /* Streams and events (optional; NULL = all work is synchronous). event_query returns
+     * VRAM_OK when complete, VRAM_ERR_STATE while pending, another status on error. */
+    vram_status (*event_record)(vram_device *dev, vram_stream stream, void **event);
+    vram_status (*event_query)(vram_device *dev, void *event);
+    vram_status (*event_sync)(vram_device *dev, void *event);
+    void (*event_destroy)(vram_device *dev, void *event);
+
+    /* Free and total physical memory of the device, as the driver reports it. */
+    vram_status (*mem_info)(vram_device *dev, size_t *free_bytes, size_t *total_bytes);
+
+    /* Releases everything the device holds (its reservations, its context references). */
+    void (*close)(vram_device *dev);
+} vram_device_ops;
+
+struct vram_device {
+    const vram_device_ops *ops;
+    void *impl;            /* the backend's own state */
+    char kind[16];         /* "sim", "host", "cuda" */
+    char name[96];         /* e.g. "sim (80.00 GiB)", "NVIDIA H200" */
+    int index;             /* device ordinal within its kind */
+    size_t page_size;      /* granularity of page_map; 0 when pages are unsupported */
+    uint64_t capacity;     /* physical bytes the device can hold */
+    int host_accessible;   /* addresses may be dereferenced by the CPU (host device) */
+};
+
+/* Opens a device from its spec (see above). Errors: VRAM_ERR_INVALID_ARG for an unknown kind
+ * or bad arguments, VRAM_ERR_NO_DEVICE when the driver or device is absent. */
+vram_status vram_device_open(const char *spec, vram_device **out);
+void vram_device_close(vram_device *dev);
+
+/* The constructor every backend provides: `args` is what follows "NAME:" (or ""). */
+typedef vram_status (*vram_device_open_fn)(const char *args, vram_device **out);
+
+/* Convenience: 1 if the device can reserve and map pages. */
+static inline int vram_device_has_pages(const vram_device *dev) {
+    return dev->ops->va_reserve && dev->ops->page_map && dev->page_size > 0;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

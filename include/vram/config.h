@@ -1,0 +1,46 @@
+/* config.h — allocator options, parsed from VRAM_ALLOC_CONF.
+ *
+ * The string has PYTORCH_CUDA_ALLOC_CONF's shape: comma-separated key:value pairs, e.g.
+ *   VRAM_ALLOC_CONF="expandable_segments:False,max_split_size_mb:256,memory_fraction:0.9"
+ * Unknown keys and bad values are errors naming the key (see docs/alloc_conf.md).
+ */
+#ifndef VRAM_CONFIG_H
+#define VRAM_CONFIG_H
+
+#include "vram/vram.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vram_alloc_config {
+    int expandable_segments;        /* 1: page model (default where the device has pages) */
+    uint64_t page_size;             /* page granularity for the page model (default 2 MiB) */
+    uint64_t max_split_size;        /* blocks >= this are never split (UINT64_MAX = unlimited) */
+    uint64_t max_non_split_rounding;/* an oversize block serves requests up to this much smaller */
+    uint32_t roundup_power2_divisions; /* 0/1 = round to 512 B; else to floor_pow2/d steps */
+    double garbage_collection_threshold; /* 0 = off; else (0,1): reclaim cache above this share */
+    double memory_fraction;         /* share of the device capacity the allocator may hold (0,1] */
+    uint64_t max_reserved;          /* absolute cap on reserved bytes (0 = none) */
+    uint32_t history_entries;       /* event ring size for snapshots (0 = off) */
+    int caching;                    /* 0 = every free goes back to the device (debugging) */
+} vram_alloc_config;
+
+/* The defaults, before any string is applied. */
+void vram_alloc_config_default(vram_alloc_config *cfg);
+
+/* Applies a VRAM_ALLOC_CONF string on top of `cfg` (NULL or "" changes nothing). On error
+ * `cfg` is left unchanged and the detail names the key and value. */
+vram_status vram_alloc_config_parse(const char *text, vram_alloc_config *cfg);
+
+/* Defaults plus the VRAM_ALLOC_CONF environment variable, if set. */
+vram_status vram_alloc_config_from_env(vram_alloc_config *cfg);
+
+/* Writes the configuration back as a VRAM_ALLOC_CONF string (round-trips through _parse). */
+void vram_alloc_config_format(const vram_alloc_config *cfg, char *buf, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,119 @@
+/* sim.c — the simulated device: an address space with no memory behind it.
+ *
+ * It hands out addresses and counts bytes against a capacity, so an allocation trace can be
+ * replayed as if on a GPU of any size, on any machine, at the speed of the allocator's own
+ * bookkeeping. Segments come from a bump pointer in one half of a 2^47 address space and
+ * page reservations from the other; page_map only counts mapped bytes. Its work is
+ * synchronous, so it has no events. Spec: "sim" (80 GiB) or "sim:SIZE" ("sim:141GiB").
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "vram/backend.h"
+
+#define SIM_SEGMENT_BASE (1ull << 40)
+#define SIM_VA_BASE (1ull << 46)
+#define SIM_PAGE_SIZE (2ull << 20)
+
+typedef struct sim_state {
+    uint64_t used;       /* bytes held by segments and mapped pages */
+    uint64_t next_seg;   /* bump pointer for segments (addresses are never reused) */
+    uint64_t next_va;    /* bump pointer for reservations */
+} sim_state;
+
+static vram_status sim_take(vram_device *dev, size_t size) {
+    sim_state *s = dev->impl;
+    if (size > dev->capacity - s->used) return VRAM_ERR_OUT_OF_MEMORY;
+    s->used += size;
+    return VRAM_OK;
+}
+
+static vram_status sim_mem_alloc(vram_device *dev, size_t size, uint64_t *addr) {
+    sim_state *s = dev->impl;
+    vram_status st = sim_take(dev, size);
+    if (st != VRAM_OK) return st;
+    *addr = s->next_seg;
+    s->next_seg += (size + SIM_PAGE_SIZE - 1) / SIM_PAGE_SIZE * SIM_PAGE_SIZE;
+    return VRAM_OK;
+}
+
+static vram_status sim_mem_free(vram_device *dev, uint64_t addr, size_t size) {
+    (void)addr;
+    sim_state *s = dev->impl;
+    s->used -= size;
+    return VRAM_OK;
+}
+
+static vram_status sim_va_reserve(vram_device *dev, size_t size, uint64_t *addr) {
+    sim_state *s = dev->impl;
+    *addr = s->next_va;
+    s->next_va += (size + SIM_PAGE_SIZE - 1) / SIM_PAGE_SIZE * SIM_PAGE_SIZE + SIM_PAGE_SIZE;
+    return VRAM_OK;
+}
+
+static vram_status sim_va_release(vram_device *dev, uint64_t addr, size_t size) {
+    (void)dev; (void)addr; (void)size;
+    return VRAM_OK;
+}
+
+static vram_status sim_page_map(vram_device *dev, uint64_t addr, size_t size) {
+    (void)addr;
+    return sim_take(dev, size);
+}
+
+static vram_status sim_page_unmap(vram_device *dev, uint64_t addr, size_t size) {
+    return sim_mem_free(dev, addr, size);
+}
+
+static vram_status sim_mem_info(vram_device *dev, size_t *free_bytes, size_t *total_bytes) {
+    sim_state *s = dev->impl;
+    *free_bytes = dev->capacity - s->used;
+    *total_bytes = dev->capacity;
+    return VRAM_OK;
+}
+
+static void sim_close(vram_device *dev) {
+    free(dev->impl);
+    free(dev);
+}
+
+static const vram_device_ops sim_ops = {
+    .mem_alloc = sim_mem_alloc,
+    .mem_free = sim_mem_free,
+    .va_reserve = sim_va_reserve,
+    .va_release = sim_va_release,
+    .page_map = sim_page_map,
+    .page_unmap = sim_page_unmap,
+    .mem_info = sim_mem_info,
+    .close = sim_close,
+};
+
+vram_status vram_sim_device_open(const char *args, vram_device **out) {
+    uint64_t capacity = 80ull << 30;
+    if (args && *args) {
+        vram_status st = vram_parse_size(args, &capacity);
+        if (st != VRAM_OK) return vram_error(st, "sim device: %s", vram_last_error());
+        if (capacity < SIM_PAGE_SIZE)
+            return vram_error(VRAM_ERR_INVALID_ARG, "sim device: capacity '%s' is below one 2 MiB page", args);
+        if (capacity > (1ull << 45))
+            return vram_error(VRAM_ERR_INVALID_ARG, "sim device: capacity '%s' is above 32 TiB", args);
+    }
+    vram_device *dev = calloc(1, sizeof *dev);
+    sim_state *s = calloc(1, sizeof *s);
+    if (!dev || !s) {
+        free(dev);
+        free(s);
+        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "sim device: host out of memory");
+    }
+    s->next_seg = SIM_SEGMENT_BASE;
+    s->next_va = SIM_VA_BASE;
+    dev->ops = &sim_ops;
+    dev->impl = s;
+    snprintf(dev->kind, sizeof dev->kind, "sim");
+    char cap[32];
+    snprintf(dev->name, sizeof dev->name, "sim (%s)", vram_format_size(capacity, cap, sizeof cap));
+    dev->page_size = SIM_PAGE_SIZE;
+    dev->capacity = capacity;
+    *out = dev;
+    return VRAM_OK;
+}

@@ -1,0 +1,90 @@
+/* status.c — status names, the thread-local last-error detail, and size parsing/formatting.
+ *
+ * The detail buffer is per thread (C11 _Thread_local), so concurrent callers of the allocator
+ * each see their own message. vram_error() formats into it and hands the status back, which
+ * keeps error paths to one line at the call site.
+ */
+#include "vram/vram.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Thread_local char last_error[512];
+
+const char *vram_status_str(vram_status status) {
+    switch (status) {
+    case VRAM_OK: return "ok";
+    case VRAM_ERR_INVALID_ARG: return "invalid argument";
+    case VRAM_ERR_OUT_OF_MEMORY: return "out of memory";
+    case VRAM_ERR_NOT_FOUND: return "not found";
+    case VRAM_ERR_NO_DEVICE: return "no device";
+    case VRAM_ERR_DRIVER: return "driver error";
+    case VRAM_ERR_PARSE: return "parse error";
+    case VRAM_ERR_IO: return "i/o error";
+    case VRAM_ERR_UNSUPPORTED: return "unsupported";
+    case VRAM_ERR_STATE: return "invalid state";
+    case VRAM_ERR_SHAPE: return "shape mismatch";
+    case VRAM_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown status";
+}
+
+const char *vram_last_error(void) { return last_error; }
+
+void vram_error_clear(void) { last_error[0] = '\0'; }
+
+vram_status vram_error(vram_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+vram_status vram_parse_size(const char *text, uint64_t *out) {
+    if (!text || !out) return vram_error(VRAM_ERR_INVALID_ARG, "size: null argument");
+    const char *p = text;
+    while (isspace((unsigned char)*p)) p++;
+    if (!isdigit((unsigned char)*p) && *p != '.')
+        return vram_error(VRAM_ERR_PARSE, "bad size '%s': expected a number such as 512, 64KiB or 80GiB", text);
+    errno = 0;
+    char *end;
+    double value = strtod(p, &end);
+    if (end == p || errno == ERANGE || !(value >= 0) || isinf(value))
+        return vram_error(VRAM_ERR_PARSE, "bad size '%s'", text);
+    while (isspace((unsigned char)*end)) end++;
+    static const struct { const char *suffix; double mult; } units[] = {
+        {"", 1}, {"B", 1},
+        {"K", 1024.0}, {"KiB", 1024.0}, {"KB", 1e3},
+        {"M", 1048576.0}, {"MiB", 1048576.0}, {"MB", 1e6},
+        {"G", 1073741824.0}, {"GiB", 1073741824.0}, {"GB", 1e9},
+        {"T", 1099511627776.0}, {"TiB", 1099511627776.0}, {"TB", 1e12},
+    };
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(end, units[i].suffix) == 0) {
+            double bytes = value * units[i].mult;
+            if (bytes >= 18446744073709551615.0)
+                return vram_error(VRAM_ERR_PARSE, "bad size '%s': too large", text);
+            *out = (uint64_t)(bytes + 0.5);
+            return VRAM_OK;
+        }
+    }
+    return vram_error(VRAM_ERR_PARSE, "bad size '%s': unknown unit '%s' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", text, end);
+}
+
+char *vram_format_size(uint64_t bytes, char *buf, size_t cap) {
+    if (bytes <= 1024)
+        snprintf(buf, cap, "%.2f bytes", (double)bytes);
+    else if (bytes <= 1048576ull)
+        snprintf(buf, cap, "%.2f KiB", (double)bytes / 1024.0);
+    else if (bytes <= 1073741824ull)
+        snprintf(buf, cap, "%.2f MiB", (double)bytes / 1048576.0);
+    else
+        snprintf(buf, cap, "%.2f GiB", (double)bytes / 1073741824.0);
+    return buf;
+}
