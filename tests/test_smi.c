@@ -321,10 +321,17 @@ static void test_csv(void) {
     r = run(ENV(procs), ARGS("--query-compute-apps=gpu_uuid,pid,used_memory,user", "--format=csv"));
     char want[512];
     snprintf(want, sizeof want,
-             "gpu_uuid, pid, used_memory [MiB], user\nGPU-fa4e0000-0000-0000-0000-000000000000, %u, 300 MiB, %s\n"
+             "gpu_uuid, pid, used_gpu_memory [MiB], user\nGPU-fa4e0000-0000-0000-0000-000000000000, %u, 300 MiB, %s\n"
              "GPU-fa4e0000-0000-0000-0000-000000000001, 4242, [N/A], [N/A]\n",
              (unsigned)getpid(), self_user);
     CHECK(r.status == 0 && !strcmp(r.out, want), "apps CSV:\n%s\nwanted:\n%s%s", r.out, want, r.err);
+    result_free(&r);
+
+    /* The bytes the H200 run recorded (bench/results/2026-12-02-smi-gpu.md), where nvidia-smi
+     * printed used 3691 and reserved 616: partial MiB round up, free rounds down. */
+    r = run(ENV("FAKE_NVML_GPUS=1", "FAKE_NVML_MEM=0:150754820096:644939776:3870097408"),
+            ARGS("--query-gpu=memory.used,memory.reserved,memory.total,memory.free", "--format=csv,noheader,nounits"));
+    CHECK(r.status == 0 && !strcmp(r.out, "3691, 616, 143771, 139465\n"), "MiB rounding as nvidia-smi: %s", r.out);
     result_free(&r);
 
     r = run(NULL, ARGS("--query-gpu=index,memory.bogus"));

@@ -68,7 +68,11 @@ void smi_buf_free(smi_buf *b) {
 
 /* ---- shared helpers ---------------------------------------------------------------------- */
 
-static unsigned long long mib(uint64_t bytes) { return (unsigned long long)(bytes / (1024 * 1024)); }
+/* Whole MiB the way nvidia-smi prints them. Seen on driver 580 (bench/results/2026-12-02-smi-gpu.md):
+ * used 3870097408 B showed as 3691 and reserved 644939776 B as 616, i.e. rounded up; total is
+ * a whole number of MiB anyway. A partial MiB in use counts as used; free rounds down. */
+static unsigned long long mib_up(uint64_t bytes) { return (unsigned long long)((bytes >> 20) + ((bytes & 0xFFFFF) != 0)); }
+static unsigned long long mib_down(uint64_t bytes) { return (unsigned long long)(bytes >> 20); }
 
 static const char *kinds_text(uint32_t kinds) {
     if ((kinds & VRAM_SMI_PROCESS_COMPUTE) && (kinds & VRAM_SMI_PROCESS_GRAPHICS)) return "C+G";
@@ -144,14 +148,14 @@ static void f_uuid(smi_buf *b, const csv_ctx *c) {
 static void f_driver(smi_buf *b, const csv_ctx *c) {
     if (c->s->driver && c->s->driver[0]) csv_text(b, c->s->driver); else na(b);
 }
-static void mib_value(smi_buf *b, const csv_ctx *c, int ok, uint64_t bytes) {
+static void mib_value(smi_buf *b, const csv_ctx *c, int ok, unsigned long long mib) {
     if (!ok) na(b);
-    else smi_buf_printf(b, c->units ? "%llu MiB" : "%llu", mib(bytes));
+    else smi_buf_printf(b, c->units ? "%llu MiB" : "%llu", mib);
 }
-static void f_mem_total(smi_buf *b, const csv_ctx *c) { mib_value(b, c, c->d->valid & VRAM_SMI_HAS_MEMORY, c->d->total_bytes); }
-static void f_mem_used(smi_buf *b, const csv_ctx *c) { mib_value(b, c, c->d->valid & VRAM_SMI_HAS_MEMORY, c->d->used_bytes); }
-static void f_mem_free(smi_buf *b, const csv_ctx *c) { mib_value(b, c, c->d->valid & VRAM_SMI_HAS_MEMORY, c->d->free_bytes); }
-static void f_mem_reserved(smi_buf *b, const csv_ctx *c) { mib_value(b, c, c->d->valid & VRAM_SMI_HAS_RESERVED, c->d->reserved_bytes); }
+static void f_mem_total(smi_buf *b, const csv_ctx *c) { mib_value(b, c, c->d->valid & VRAM_SMI_HAS_MEMORY, mib_down(c->d->total_bytes)); }
+static void f_mem_used(smi_buf *b, const csv_ctx *c) { mib_value(b, c, c->d->valid & VRAM_SMI_HAS_MEMORY, mib_up(c->d->used_bytes)); }
+static void f_mem_free(smi_buf *b, const csv_ctx *c) { mib_value(b, c, c->d->valid & VRAM_SMI_HAS_MEMORY, mib_down(c->d->free_bytes)); }
+static void f_mem_reserved(smi_buf *b, const csv_ctx *c) { mib_value(b, c, c->d->valid & VRAM_SMI_HAS_RESERVED, mib_up(c->d->reserved_bytes)); }
 static void pct_value(smi_buf *b, const csv_ctx *c, int ok, uint32_t v) {
     if (!ok) na(b);
     else smi_buf_printf(b, c->units ? "%u %%" : "%u", v);
@@ -180,39 +184,40 @@ static void f_user(smi_buf *b, const csv_ctx *c) {
     if (c->p->user[0]) csv_text(b, c->p->user); else na(b);
 }
 static void f_type(smi_buf *b, const csv_ctx *c) { smi_buf_printf(b, "%s", kinds_text(c->p->kinds)); }
-static void f_used_memory(smi_buf *b, const csv_ctx *c) { mib_value(b, c, c->p->memory_known, c->p->used_bytes); }
+static void f_used_memory(smi_buf *b, const csv_ctx *c) { mib_value(b, c, c->p->memory_known, mib_up(c->p->used_bytes)); }
 
 static const struct field {
     const char *name;
     const char *unit; /* header suffix, NULL for none */
+    const char *header; /* the header's name when it differs from the field's (nvidia-smi's) */
     int kind;         /* FK_GPU: a GPU field (usable in both lists); FK_APP: process only */
     field_fn fn;
 } fields[] = {
-    {"timestamp", NULL, FK_GPU, f_timestamp},
-    {"index", NULL, FK_GPU, f_index},
-    {"name", NULL, FK_GPU, f_name},
-    {"uuid", NULL, FK_GPU, f_uuid},
-    {"driver_version", NULL, FK_GPU, f_driver},
-    {"memory.total", "MiB", FK_GPU, f_mem_total},
-    {"memory.reserved", "MiB", FK_GPU, f_mem_reserved},
-    {"memory.used", "MiB", FK_GPU, f_mem_used},
-    {"memory.free", "MiB", FK_GPU, f_mem_free},
-    {"utilization.gpu", "%", FK_GPU, f_util_gpu},
-    {"utilization.memory", "%", FK_GPU, f_util_mem},
-    {"temperature.gpu", NULL, FK_GPU, f_temp},
-    {"power.draw", "W", FK_GPU, f_power},
-    {"power.limit", "W", FK_GPU, f_power_limit},
+    {"timestamp", NULL, NULL, FK_GPU, f_timestamp},
+    {"index", NULL, NULL, FK_GPU, f_index},
+    {"name", NULL, NULL, FK_GPU, f_name},
+    {"uuid", NULL, NULL, FK_GPU, f_uuid},
+    {"driver_version", NULL, NULL, FK_GPU, f_driver},
+    {"memory.total", "MiB", NULL, FK_GPU, f_mem_total},
+    {"memory.reserved", "MiB", NULL, FK_GPU, f_mem_reserved},
+    {"memory.used", "MiB", NULL, FK_GPU, f_mem_used},
+    {"memory.free", "MiB", NULL, FK_GPU, f_mem_free},
+    {"utilization.gpu", "%", NULL, FK_GPU, f_util_gpu},
+    {"utilization.memory", "%", NULL, FK_GPU, f_util_mem},
+    {"temperature.gpu", NULL, NULL, FK_GPU, f_temp},
+    {"power.draw", "W", NULL, FK_GPU, f_power},
+    {"power.limit", "W", NULL, FK_GPU, f_power_limit},
     /* process fields, with nvidia-smi's --query-compute-apps names */
-    {"gpu_index", NULL, FK_APP, f_index},
-    {"gpu_uuid", NULL, FK_APP, f_uuid},
-    {"gpu_name", NULL, FK_APP, f_name},
-    {"pid", NULL, FK_APP, f_pid},
-    {"process_name", NULL, FK_APP, f_process_name},
-    {"command", NULL, FK_APP, f_command},
-    {"user", NULL, FK_APP, f_user},
-    {"type", NULL, FK_APP, f_type},
-    {"used_memory", "MiB", FK_APP, f_used_memory},
-    {"used_gpu_memory", "MiB", FK_APP, f_used_memory},
+    {"gpu_index", NULL, NULL, FK_APP, f_index},
+    {"gpu_uuid", NULL, NULL, FK_APP, f_uuid},
+    {"gpu_name", NULL, NULL, FK_APP, f_name},
+    {"pid", NULL, NULL, FK_APP, f_pid},
+    {"process_name", NULL, NULL, FK_APP, f_process_name},
+    {"command", NULL, NULL, FK_APP, f_command},
+    {"user", NULL, NULL, FK_APP, f_user},
+    {"type", NULL, NULL, FK_APP, f_type},
+    {"used_memory", "MiB", "used_gpu_memory", FK_APP, f_used_memory},
+    {"used_gpu_memory", "MiB", NULL, FK_APP, f_used_memory},
 };
 #define NFIELDS (int)(sizeof fields / sizeof fields[0])
 
@@ -277,9 +282,10 @@ void smi_csv_default_fields(smi_csv *c, int with_timestamp) {
 void smi_render_csv_header(smi_buf *b, const smi_csv *c) {
     for (size_t i = 0; i < c->nfields; i++) {
         const struct field *f = &fields[c->fields[i]];
+        const char *name = f->header ? f->header : f->name;
         if (i) smi_buf_put(b, ", ", 2);
-        if (f->unit && c->units) smi_buf_printf(b, "%s [%s]", f->name, f->unit);
-        else smi_buf_printf(b, "%s", f->name);
+        if (f->unit && c->units) smi_buf_printf(b, "%s [%s]", name, f->unit);
+        else smi_buf_printf(b, "%s", name);
     }
     smi_buf_put(b, "\n", 1);
 }
