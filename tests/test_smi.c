@@ -174,6 +174,26 @@ static void sleep_ms(long ms) {
     nanosleep(&d, NULL);
 }
 
+/* A second opinion from Python's json and csv modules, where python3 runs (it is optional:
+ * format_check.h is the check that always runs). Returns 1 when fine or when skipped. */
+static int python_agrees(const char *kind, const char *text) {
+    if (system("python3 -c 'import json, csv' >/dev/null 2>&1") != 0) return 1;
+    char path[300], cmd[1024];
+    snprintf(path, sizeof path, "%s/py_%s", tmpdir, kind);
+    FILE *f = fopen(path, "w");
+    if (!f) return 0;
+    fputs(text, f);
+    fclose(f);
+    if (!strcmp(kind, "json"))
+        snprintf(cmd, sizeof cmd, "python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1])]' %s", path);
+    else
+        snprintf(cmd, sizeof cmd, "python3 -c 'import csv, sys; rows = list(csv.reader(open(sys.argv[1]), skipinitialspace=True)); "
+                                  "assert rows and all(len(r) == len(rows[0]) for r in rows), rows' %s", path);
+    int rc = system(cmd);
+    unlink(path);
+    return rc == 0;
+}
+
 #define ENV(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
@@ -201,6 +221,7 @@ static void test_json_full(void) {
     jv doc;
     int ok = json_parse(r.out, &doc, err, sizeof err) == 0;
     CHECK(ok, "JSON parses: %s\n%s", err, r.out);
+    CHECK(python_agrees("json", r.out), "python's json reads it too");
     if (ok) {
         CHECK(jis_str(jget(&doc, "driver_version"), "550.54.15"), "driver_version");
         const jv *ts = jget(&doc, "timestamp");
@@ -271,6 +292,7 @@ static size_t split_lines(char *text, char **lines, size_t max) {
 static void test_csv(void) {
     result r = run(ENV("FAKE_NVML_GPUS=3", "FAKE_NVML_UNSUPPORTED=2:temp,2:power,2:util"), ARGS("--csv"));
     CHECK(r.status == 0, "--csv exit %d: %s", r.status, r.err);
+    CHECK(python_agrees("csv", r.out), "python's csv reads it with the same field count in every row");
     char *lines[16];
     size_t n = split_lines(r.out, lines, 16);
     CHECK(n == 4, "header + 3 rows, got %zu", n);

@@ -33,16 +33,26 @@ static void emit(smi_buf *b, smi_buf *line, const smi_table_opts *o) {
     if (line->data) line->data[0] = '\0';
 }
 
-static void spark(smi_buf *line, const double *hist, size_t n, int utf8) {
+/* Draws the history scaled between its own lowest and highest value, so a change of a few
+ * hundred MiB on an 80 GiB card still shows; the caller prints the range beside it. */
+static void spark(smi_buf *line, const double *hist, size_t n, int utf8, double *lo_out, double *hi_out) {
     static const char *blocks[8] = {"\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587", "\u2588"};
     static const char ascii[8] = {'_', '.', ',', '-', '=', '+', '*', '#'};
+    double lo = 2.0, hi = -1.0;
+    for (size_t i = 0; i < n; i++) {
+        if (hist[i] < 0) continue;
+        if (hist[i] < lo) lo = hist[i];
+        if (hist[i] > hi) hi = hist[i];
+    }
+    *lo_out = lo;
+    *hi_out = hi;
     for (size_t i = 0; i < n; i++) {
         double v = hist[i];
         if (v < 0) {
             smi_buf_put(line, " ", 1);
             continue;
         }
-        int level = (int)(v * 8.0);
+        int level = hi - lo > 1e-9 ? (int)((v - lo) / (hi - lo) * 7.0 + 0.5) : 0;
         if (level > 7) level = 7;
         if (level < 0) level = 0;
         if (utf8) smi_buf_put(line, blocks[level], strlen(blocks[level]));
@@ -95,9 +105,9 @@ void smi_render_table(smi_buf *b, const smi_sample *s, const smi_table_opts *o) 
         emit(b, &line, o);
         if (o->history && o->history[g] && o->hist_len) {
             smi_buf_printf(&line, "     memory history ");
-            spark(&line, o->history[g], o->hist_len, o->utf8);
-            if (v & VRAM_SMI_HAS_MEMORY && d->total_bytes)
-                smi_buf_printf(&line, " %5.1f %%", 100.0 * (double)d->used_bytes / (double)d->total_bytes);
+            double lo, hi;
+            spark(&line, o->history[g], o->hist_len, o->utf8, &lo, &hi);
+            if (hi >= 0) smi_buf_printf(&line, "  %.1f-%.1f %%", 100.0 * lo, 100.0 * hi);
             emit(b, &line, o);
         }
     }
