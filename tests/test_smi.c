@@ -402,6 +402,19 @@ static void test_device_errors(void) {
           "table with errors:\n%s", r.out);
     result_free(&r);
 
+    /* NO_PERMISSION on single fields (as in containers): only those fields are N/A. */
+    r = run(ENV("FAKE_NVML_UNSUPPORTED=0:power:4,0:procs:4"), ARGS("--json"));
+    if (json_parse(r.out, &doc, err, sizeof err) == 0) {
+        const jv *g0 = gpu_of(&doc, 0);
+        CHECK(jis_null(jget(g0, "error")) && jis_null(jget(g0, "power_w")) && jis_null(jget(g0, "processes")) &&
+                  jis_u64(jget(g0, "memory_total_bytes"), 24 * GiB) && jis_u64(jget(g0, "temperature_c"), 50),
+              "field-level NO_PERMISSION: %s", r.out);
+        jfree(&doc);
+    } else {
+        CHECK(0, "JSON: %s", err);
+    }
+    result_free(&r);
+
     /* An old driver: no nvmlInit_v2 & co, no memory v2, process lists only as v1 records. */
     char procs[128];
     snprintf(procs, sizeof procs, "FAKE_NVML_PROCS=0:%u:%llu,1:777:%llu", (unsigned)getpid(), 64 * MiB, 65 * MiB);

@@ -4,7 +4,8 @@
  * Every field is read on its own and sets its `valid` bit only on success, so a device that
  * does not support power or temperature still shows its memory. Two codes mean the device as a
  * whole is unreadable: NO_PERMISSION (usually from the handle) and GPU_IS_LOST (from any read);
- * they go to `nvml_error` and the record keeps only its index.
+ * they go to `nvml_error` and the record keeps only its index. NO_PERMISSION on a single field
+ * (common in containers) only turns that field off.
  *
  * Memory: nvmlDeviceGetMemoryInfo_v2 with version 0x02000028 gives used without the driver's
  * reservation (what nvidia-smi shows); if the symbol is missing or refuses, v1 is used, whose
@@ -130,7 +131,11 @@ void vram_smi_device_clear(vram_smi_device *dev) {
     memset(dev, 0, sizeof *dev);
 }
 
-static int device_fatal(nvml_return r) { return r == NVML_ERROR_GPU_IS_LOST || r == NVML_ERROR_NO_PERMISSION; }
+/* A lost GPU answers nothing more; a field refused for permission is only that field's N/A
+ * (containers often deny power or process queries), but trying older versions of it is
+ * pointless. */
+static int device_fatal(nvml_return r) { return r == NVML_ERROR_GPU_IS_LOST; }
+static int stop_trying(nvml_return r) { return r == NVML_ERROR_GPU_IS_LOST || r == NVML_ERROR_NO_PERMISSION; }
 
 static vram_status grow_buffer(vram_smi *s, unsigned entries) {
     if (entries <= s->buf_entries) return VRAM_OK;
@@ -205,7 +210,7 @@ static nvml_return read_list(vram_smi *s, nvml_device dev, nvml_process_fn fns[4
             /* Headroom, since processes can start between this call and the next. */
             if ((*st = grow_buffer(s, want + want / 2 + 8)) != VRAM_OK) return NVML_ERROR_UNKNOWN;
         }
-        if (device_fatal(last)) return last;
+        if (stop_trying(last)) return last;
     }
     return last;
 }

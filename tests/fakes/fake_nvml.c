@@ -7,8 +7,9 @@
  *                                    process symbols write 32-byte records, as those drivers did)
  *   FAKE_NVML_HANDLE_ERROR=I:CODE,.. nvmlDeviceGetHandleByIndex_v2(I) fails (4 no permission)
  *   FAKE_NVML_LOST=I,..              device I answers GPU_IS_LOST to every query
- *   FAKE_NVML_UNSUPPORTED=I:F,..     field F of device I is NOT_SUPPORTED; F is one of name,
- *                                    uuid, memory, memory_v2, util, temp, power, limit, procs
+ *   FAKE_NVML_UNSUPPORTED=I:F[:CODE],..  field F of device I answers CODE (default 3,
+ *                                    NOT_SUPPORTED); F is one of name, uuid, memory, memory_v2,
+ *                                    util, temp, power, limit, procs
  *   FAKE_NVML_MEM=I:TOTAL:RESERVED:USED,..  bytes (default total 24 GiB, reserved 512 MiB,
  *                                    used (I+1) GiB + 3 MiB)
  *   FAKE_NVML_PROCS=I:PID:BYTES[:g],..  a compute (or with :g graphics) process on device I;
@@ -118,10 +119,11 @@ static void configure(void) {
         snprintf(buf, sizeof buf, "%s", e);
         for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
             unsigned g;
+            int code = 3;
             char f[32];
-            if (sscanf(tok, "%u:%31s", &g, f) != 2 || g >= MAX_GPUS) continue;
+            if (sscanf(tok, "%u:%31[^:]:%d", &g, f, &code) < 2 || g >= MAX_GPUS) continue;
             for (int k = 0; k < F_COUNT; k++)
-                if (!strcmp(f, field_names[k])) devices[g].unsupported[k] = 1;
+                if (!strcmp(f, field_names[k])) devices[g].unsupported[k] = code;
         }
     }
     if ((e = getenv("FAKE_NVML_MEM"))) {
@@ -165,7 +167,7 @@ static int check(nvmlDevice_t d, int field) {
     if (!init_count) return 1; /* UNINITIALIZED */
     if (!d) return 2;
     if (d->lost) return 15;
-    if (field >= 0 && d->unsupported[field]) return 3;
+    if (field >= 0 && d->unsupported[field]) return d->unsupported[field];
     return 0;
 }
 
@@ -275,7 +277,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) {
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m) {
     int r = check(d, F_MEMORY);
     if (r) return r;
-    if (d->unsupported[F_MEMORY_V2]) return 3;
+    if (d->unsupported[F_MEMORY_V2]) return d->unsupported[F_MEMORY_V2];
     if (!m) return 2;
     if (m->version != (unsigned)(sizeof(nvmlMemory_v2_t) | (2u << 24))) return 25;
     unsigned long long u = used_now(d);
