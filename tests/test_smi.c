@@ -537,6 +537,12 @@ static void test_options(void) {
     result r = run(ENV("FAKE_NVML_GPUS=3"), ARGS("-i", "2,0", "--query-gpu=index", "--format=csv,noheader"));
     CHECK(r.status == 0 && !strcmp(r.out, "2\n0\n"), "-i 2,0: %s", r.out);
     result_free(&r);
+    r = run(ENV("FAKE_NVML_GPUS=3"), ARGS("-i", "GPU-fa4e0000-0000-0000-0000-000000000001,0", "--query-gpu=index", "--format=csv,noheader"));
+    CHECK(r.status == 0 && !strcmp(r.out, "1\n0\n"), "-i by UUID: %s %s", r.out, r.err);
+    result_free(&r);
+    r = run(ENV("FAKE_NVML_GPUS=3"), ARGS("-i", "GPU-ffff"));
+    CHECK(r.status == 2 && strstr(r.err, "no GPU has the UUID GPU-ffff"), "-i unknown UUID: %s", r.err);
+    result_free(&r);
     r = run(ENV("FAKE_NVML_GPUS=3"), ARGS("-i", "3"));
     CHECK(r.status == 2 && strstr(r.err, "no GPU 3: NVML reports 3 GPUs (indices 0-2)"), "-i past count: %s", r.err);
     result_free(&r);

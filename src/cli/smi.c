@@ -68,7 +68,7 @@ static void usage(FILE *out) {
             "  -l, --loop SEC          sample every SEC seconds (default 1 with a bare -l), refreshed in place\n"
             "  --loop-ms MS, -lms MS   sample every MS milliseconds\n"
             "  --count N               stop after N samples (with -l)\n"
-            "  -i, --id N[,M...]       only these GPUs (NVML indices)\n"
+            "  -i, --id N[,M...]       only these GPUs (NVML indices, or UUIDs / UUID prefixes GPU-...)\n"
             "  --pid PID               only this process; with -l, stop when it exits\n"
             "  --json                  one JSON object per sample, one per line (a stream with -l)\n"
             "  --csv[=noheader,nounits]  CSV in nvidia-smi's shape (memory.used [MiB], ...)\n"
@@ -308,8 +308,22 @@ static int select_devices(smi_run *r, const char *ids) {
     char copy[512];
     snprintf(copy, sizeof copy, "%s", ids);
     for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        int64_t idx;
-        if (parse_int(tok, UINT32_MAX, &idx) != 0) return bad("bad -i '%s': expected GPU indices such as 0 or 0,2", ids);
+        int64_t idx = -1;
+        if (!strncmp(tok, "GPU-", 4) || !strncmp(tok, "MIG-", 4)) { /* a UUID, or a prefix of one, as nvidia-smi -i */
+            for (uint32_t i = 0; i < count && idx < 0; i++) {
+                vram_smi_device d;
+                if (vram_smi_device_query(r->smi, i, &d) == VRAM_OK && (d.valid & VRAM_SMI_HAS_UUID) &&
+                    !strncmp(d.uuid, tok, strlen(tok)))
+                    idx = i;
+                vram_smi_device_clear(&d);
+            }
+            if (idx < 0) {
+                fprintf(stderr, "vram smi: no GPU has the UUID %s\n", tok);
+                return 2;
+            }
+        } else if (parse_int(tok, UINT32_MAX, &idx) != 0) {
+            return bad("bad -i '%s': expected GPU indices or UUIDs such as 0, 0,2 or GPU-32d536a6", ids);
+        }
         if ((uint64_t)idx >= count) {
             fprintf(stderr, "vram smi: no GPU %lld: NVML reports %u GPU%s (indices 0-%u)\n", (long long)idx, count,
                     count == 1 ? "" : "s", count - 1);

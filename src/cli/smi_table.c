@@ -70,7 +70,7 @@ void smi_render_table(smi_buf *b, const smi_sample *s, const smi_table_opts *o) 
     smi_buf_printf(&line, "vram smi   %s   %s   driver %s", o->host ? o->host : "", when,
                    s->driver && s->driver[0] ? s->driver : "N/A");
     emit(b, &line, o);
-    smi_buf_printf(&line, "GPU  %-24s %-19s  %-*s  %5s  %5s  %s", "NAME", "MEMORY USED / TOTAL", BAR_WIDTH + 2, "",
+    smi_buf_printf(&line, "GPU  %-24s %21s  %-*s  %5s  %5s  %s", "NAME", "MEMORY USED / TOTAL", BAR_WIDTH + 2, "",
                    "UTIL", "TEMP", "POWER DRAW / LIMIT");
     emit(b, &line, o);
     int any_v1 = 0;
@@ -92,7 +92,7 @@ void smi_render_table(smi_buf *b, const smi_sample *s, const smi_table_opts *o) 
             smi_buf_put(&line, "]", 1);
             if (d->memory_version == 1) any_v1 = 1;
         } else {
-            smi_buf_printf(&line, "%-19s  %-*s", "N/A", BAR_WIDTH + 2, "");
+            smi_buf_printf(&line, "%21s  %-*s", "N/A", BAR_WIDTH + 2, "");
         }
         if (v & VRAM_SMI_HAS_UTILIZATION) smi_buf_printf(&line, "  %3u %%", d->utilization_gpu_pct);
         else smi_buf_printf(&line, "  %5s", "N/A");
