@@ -531,23 +531,55 @@ static int usable(const vram_allocator *a, const vram_block *b, uint64_t rsize, 
 }
 
 /* Best fit among the first blocks of one bin (the scan is bounded; bins are narrow). */
-static inline vram_block *bin_best(const vram_allocator *a, vram_block *list, uint64_t rsize, vram_stream s) {
-    vram_block *best = NULL;
+static inline int range_mapped(const vram_allocator *a, const vram_region *r, uint64_t addr, uint64_t rsize);
+
+/* Smaller first, then lower address (keeps the used address range compact). */
+static inline int better_fit(const vram_block *x, const vram_block *y) {
+    return x->size < y->size || (x->size == y->size && x->addr < y->addr);
+}
+
+/* Best fit among the first blocks of one bin (the scan is bounded; bins are narrow). In the
+ * pages model a block whose pages are already mapped wins over a smaller one that would need
+ * pages mapped: *mapped tells which kind was returned. */
+static inline vram_block *bin_best(const vram_allocator *a, vram_block *list, uint64_t rsize, vram_stream s,
+                                   int *mapped) {
+    vram_block *best = NULL, *best_mapped = NULL;
     int scanned = 0;
     for (vram_block *b = list; b && scanned < 32; b = b->fnext, scanned++) {
         if (!usable(a, b, rsize, s)) continue;
-        if (!best || b->size < best->size || (b->size == best->size && b->addr < best->addr)) best = b;
-        if (b->size == rsize) break;
+        if (a->pages_model && (!best_mapped || better_fit(b, best_mapped)) && range_mapped(a, b->region, b->addr, rsize)) {
+            best_mapped = b;
+            if (b->size == rsize) break;
+            continue;
+        }
+        if (!best || better_fit(b, best)) best = b;
+        if (!a->pages_model && b->size == rsize) break;
     }
-    return best;
+    *mapped = best_mapped != NULL || !a->pages_model;
+    return best_mapped ? best_mapped : best;
 }
 
+/* The free block to serve rsize on stream s: the best fit, except that in the pages model a
+ * slightly larger block with its pages mapped is preferred to one that would make pages move
+ * (each page mapped costs tens of microseconds of driver time on a GPU). The search for a
+ * mapped block goes at most VRAM_MAPPED_SEARCH_BINS bins past the first fit. */
+#define VRAM_MAPPED_SEARCH_BINS 256
 static inline vram_block *find_free(vram_allocator *a, vram_pool *p, uint64_t rsize, vram_stream s) {
+    vram_block *fallback = NULL;
+    unsigned first = 0;
     for (unsigned i = bin_next(p, bin_of(rsize)); i < VRAM_NBINS; i = bin_next(p, i + 1)) {
-        vram_block *b = bin_best(a, p->bins[i], rsize, s);
-        if (b) return b;
+        int mapped;
+        vram_block *b = bin_best(a, p->bins[i], rsize, s, &mapped);
+        if (!b) continue;
+        if (mapped) return b;
+        if (!fallback) {
+            fallback = b;
+            first = i;
+        } else if (i - first > VRAM_MAPPED_SEARCH_BINS) {
+            break;
+        }
     }
-    return NULL;
+    return fallback;
 }
 
 /* ---------------------------------------------------------------------------------------- */
