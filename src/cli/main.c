@@ -10,6 +10,7 @@ static const struct {
     const char *help;
 } commands[] = {
     {"version", vram_cmd_version, "print the version"},
+    {"train", vram_cmd_train, "train a GPT on a text corpus on the CPU, with a memory report by category"},
 };
 
 static void usage(FILE *out) {

@@ -8,11 +8,12 @@
  * transposed operand costs nothing extra). Edge tiles go through a small local buffer.
  * The micro-kernel is compiled twice (AVX2+FMA and baseline) and picked at load time.
  *
- * Threads: work is split by batch entries when there are enough of them (attention), else by
- * rows of C; every element of C is computed by one thread in a fixed order, so results do not
- * depend on the thread count. Pack buffers are temporaries from the caching allocator.
+ * Threads: work is cut into chunks of batch entries (attention) or of rows of C, taken from
+ * an atomic counter; every element of C is computed by one thread in a fixed order, so results
+ * do not depend on the thread count. Pack buffers are temporaries from the caching allocator.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "rt_internal.h"
@@ -25,7 +26,7 @@
 
 typedef float v8f __attribute__((vector_size(32)));
 
-__attribute__((target_clones("arch=haswell", "default")))
+__attribute__((target_clones("avx512f", "fma", "default")))
 static void micro_6x16(int64_t kc, const float *restrict ap, const float *restrict bp, float *restrict c, int64_t ldc) {
     v8f acc[MR][2];
     memset(acc, 0, sizeof acc);
@@ -141,21 +142,17 @@ static void gemm_f32(const mm_job *j, const float *A, const float *B, float *C, 
     }
 }
 
-static void *mm_run(void *arg) {
-    mm_job *j = arg;
+/* Work shared by the threads of one call: chunks (batch entries or row blocks) are taken from
+ * an atomic counter, so a thread slowed by a busy core simply takes fewer chunks. */
+typedef struct mm_shared {
+    mm_job base;
+    int by_batch;
+    int64_t chunk, nchunks;
+    atomic_llong next;
+} mm_shared;
+
+static void run_one(const mm_job *j, float *apack, float *bpack) {
     size_t es = vram_dtype_size(j->dt);
-    float *apack = NULL, *bpack = NULL;
-    void *ab = NULL, *bb = NULL;
-    if (j->dt == VRAM_DTYPE_F32) {
-        if (vram_allocator_malloc(j->rt->alloc, sizeof(float) * MC * KC, 0, VRAM_TAG_TEMPORARY, &ab) != VRAM_OK ||
-            vram_allocator_malloc(j->rt->alloc, sizeof(float) * KC * (NC + NR), 0, VRAM_TAG_TEMPORARY, &bb) != VRAM_OK) {
-            /* No room for pack buffers: fall back to the unpacked loop (slow, but correct). */
-            if (ab) vram_allocator_free(j->rt->alloc, ab);
-            ab = NULL;
-        }
-        apack = ab;
-        bpack = bb;
-    }
     for (int64_t b = j->b0; b < j->b1; b++) {
         const char *A = (const char *)j->A + b * j->sa_b * (int64_t)es;
         const char *B = (const char *)j->B + b * j->sb_b * (int64_t)es;
@@ -175,50 +172,68 @@ static void *mm_run(void *arg) {
             gemm_f64(j, (const double *)A, (const double *)B, (double *)C);
         }
     }
-    if (ab) vram_allocator_free(j->rt->alloc, ab);
-    if (bb) vram_allocator_free(j->rt->alloc, bb);
+}
+
+static void *mm_worker(void *arg) {
+    mm_shared *sh = arg;
+    vram_allocator *al = sh->base.rt->alloc;
+    void *ab = NULL, *bb = NULL;
+    if (sh->base.dt == VRAM_DTYPE_F32) {
+        if (vram_allocator_malloc(al, sizeof(float) * MC * KC, 0, VRAM_TAG_TEMPORARY, &ab) != VRAM_OK ||
+            vram_allocator_malloc(al, sizeof(float) * KC * (NC + NR), 0, VRAM_TAG_TEMPORARY, &bb) != VRAM_OK) {
+            /* No room for pack buffers: the unpacked loop (slow, but correct). */
+            if (ab) vram_allocator_free(al, ab);
+            ab = NULL;
+        }
+    }
+    for (;;) {
+        int64_t c = atomic_fetch_add(&sh->next, 1);
+        if (c >= sh->nchunks) break;
+        mm_job j = sh->base;
+        if (sh->by_batch) {
+            j.b0 = c * sh->chunk;
+            j.b1 = j.b0 + sh->chunk < sh->base.b1 ? j.b0 + sh->chunk : sh->base.b1;
+        } else {
+            j.m0 = c * sh->chunk;
+            j.m1 = j.m0 + sh->chunk < sh->base.M ? j.m0 + sh->chunk : sh->base.M;
+        }
+        run_one(&j, ab, bb);
+    }
+    if (ab) vram_allocator_free(al, ab);
+    if (bb) vram_allocator_free(al, bb);
     return NULL;
 }
 
 void vram_cpu_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, const void *A,
                      int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b, int64_t sb_k, int64_t sb_n,
                      void *C, int accumulate) {
-    mm_job base = {rt, dt, 0, batch, 0, M, M, N, K, A, sa_b, sa_m, sa_k, B, sb_b, sb_k, sb_n, C, accumulate};
     if (batch <= 0 || M <= 0 || N <= 0) return;
+    mm_shared sh = {.base = {rt, dt, 0, batch, 0, M, M, N, K, A, sa_b, sa_m, sa_k, B, sb_b, sb_k, sb_n, C, accumulate}};
     double flops = 2.0 * (double)batch * (double)M * (double)N * (double)K;
     int threads = rt->threads;
-    if (flops < 4e6 || threads <= 1) {
-        mm_run(&base);
-        return;
-    }
-    mm_job jobs[64];
-    pthread_t tid[64];
-    int n = 0;
-    if (batch >= threads) {
-        for (int t = 0; t < threads; t++) {
-            jobs[n] = base;
-            jobs[n].b0 = batch * t / threads;
-            jobs[n].b1 = batch * (t + 1) / threads;
-            if (jobs[n].b1 > jobs[n].b0) n++;
-        }
+    if (flops < 4e6 || threads <= 1) threads = 1;
+    if (batch >= 2 * threads && threads > 1) {
+        sh.by_batch = 1;
+        sh.chunk = (batch + 4 * threads - 1) / (4 * threads);
+        sh.nchunks = (batch + sh.chunk - 1) / sh.chunk;
     } else {
-        int64_t rows_per = (M + threads - 1) / threads;
-        rows_per = (rows_per + MR - 1) / MR * MR;
-        for (int64_t m0 = 0; m0 < M && n < threads; m0 += rows_per) {
-            jobs[n] = base;
-            jobs[n].m0 = m0;
-            jobs[n].m1 = m0 + rows_per < M ? m0 + rows_per : M;
-            n++;
+        sh.by_batch = 1;
+        sh.chunk = batch;
+        sh.nchunks = 1;
+        if (threads > 1) { /* split rows: whole batches run in each chunk */
+            sh.by_batch = 0;
+            int64_t rows = (M + 4 * threads - 1) / (4 * threads);
+            if (rows < MC) rows = MC;
+            sh.chunk = (rows + MR - 1) / MR * MR;
+            sh.nchunks = (M + sh.chunk - 1) / sh.chunk;
         }
     }
+    atomic_init(&sh.next, 0);
+    if (sh.nchunks < threads) threads = (int)sh.nchunks;
+    pthread_t tid[64];
     int started[64] = {0};
-    for (int t = 1; t < n; t++) started[t] = pthread_create(&tid[t], NULL, mm_run, &jobs[t]) == 0;
-    mm_run(&jobs[0]);
-    for (int t = 1; t < n; t++) {
-        if (started[t]) {
-            pthread_join(tid[t], NULL);
-        } else {
-            mm_run(&jobs[t]); /* could not start a thread: do its share here */
-        }
-    }
+    for (int t = 1; t < threads && t < 64; t++) started[t] = pthread_create(&tid[t], NULL, mm_worker, &sh) == 0;
+    mm_worker(&sh); /* the calling thread works too, and finishes whatever is left */
+    for (int t = 1; t < threads && t < 64; t++)
+        if (started[t]) pthread_join(tid[t], NULL);
 }
