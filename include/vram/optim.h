@@ -46,7 +46,7 @@ vram_status vram_optimizer_new(vram_runtime *rt, vram_param_list *params, const 
 void vram_optimizer_free(vram_optimizer *o); /* returns its state memory */
 vram_status vram_optimizer_step(vram_optimizer *o);
 void vram_optimizer_set_lr(vram_optimizer *o, double lr);
-/* Bytes of optimizer state held now. */
+/* Bytes of optimizer state held now (as requested; the allocator rounds each block to 512). */
 uint64_t vram_optimizer_state_bytes(const vram_optimizer *o);
 
 /* Scales all gradients so their global L2 norm is at most max_norm; *total_norm (may be NULL)
