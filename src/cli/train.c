@@ -162,6 +162,11 @@ static int parse(int argc, char **argv, train_opts *o) {
     return 0;
 }
 
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -329,6 +334,11 @@ int vram_cmd_train(int argc, char **argv) {
     fflush(stdout);
     int64_t fwd_tags[VRAM_TAG_BUILTIN_COUNT] = {0};
     double t_start = now_s(), last_loss = NAN, last_val = NAN;
+    double *step_ms = calloc((size_t)o.steps + 1, sizeof *step_ms);
+    if (!step_ms) {
+        rc = fail(a, VRAM_ERR_OUT_OF_MEMORY, "starting");
+        goto done;
+    }
     for (int step = 1; step <= o.steps; step++) {
         double t0 = now_s(), loss_sum = 0;
         vram_param_list_zero_grad(params, 1);
@@ -344,9 +354,11 @@ int vram_cmd_train(int argc, char **argv) {
             char what[64];
             snprintf(what, sizeof what, "training step %d", step);
             rc = fail(a, s, what);
+            free(step_ms);
             goto done;
         }
         double dt = now_s() - t0;
+        step_ms[step - 1] = dt * 1e3;
         last_loss = loss_sum / o.accum;
         vram_stats st;
         vram_allocator_get_stats(a, &st);
@@ -357,6 +369,7 @@ int vram_cmd_train(int argc, char **argv) {
             s = evaluate(g, data, rt, &o, &last_val);
             if (s != VRAM_OK) {
                 rc = fail(a, s, "evaluating");
+                free(step_ms);
                 goto done;
             }
             printf("eval step %4d | val loss %.4f (no_grad, %d batches)\n", step, last_val, o.eval_batches);
@@ -367,6 +380,20 @@ int vram_cmd_train(int argc, char **argv) {
     printf("done: %d steps in %.1f s; final train loss %.4f%s", o.steps, total, last_loss, isnan(last_val) ? "" : ", val loss ");
     if (!isnan(last_val)) printf("%.4f", last_val);
     printf(" (unigram entropy %.4f nats)\n", unigram);
+    if (o.steps > 0) {
+        /* median step time without the first step (which also allocates the optimizer state) */
+        int n = o.steps > 1 ? o.steps - 1 : 1;
+        double *t = o.steps > 1 ? step_ms + 1 : step_ms;
+        qsort(t, (size_t)n, sizeof *t, cmp_double);
+        double med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+        vram_stats st;
+        vram_allocator_get_stats(a, &st);
+        printf("summary: median step %.1f ms, %.0f tokens/s; peak allocated %s, peak reserved %s\n", med,
+               (double)o.batch * o.accum * o.gpt.context / (med * 1e-3),
+               mib(st.allocated_bytes[VRAM_POOL_ALL].peak, b1, sizeof b1),
+               mib(st.reserved_bytes[VRAM_POOL_ALL].peak, (char[32]){0}, 32));
+    }
+    free(step_ms);
     if (o.report) {
         printf("\n");
         char *sum = NULL;

@@ -6,7 +6,7 @@
  * into 6-row strips (k-major) that stay in L1; the micro-kernel then keeps a 6x16 tile of C in
  * twelve 8-float vector registers while it walks K. Packing also absorbs any strides (a
  * transposed operand costs nothing extra). Edge tiles go through a small local buffer.
- * The micro-kernel is compiled twice (AVX2+FMA and baseline) and picked at load time.
+ * The micro-kernel is compiled twice (AVX2+FMA and baseline) and picked on first use.
  *
  * Threads: work is cut into chunks of batch entries (attention) or of rows of C, taken from
  * an atomic counter; every element of C is computed by one thread in a fixed order, so results
@@ -26,31 +26,54 @@
 
 typedef float v8f __attribute__((vector_size(32)));
 
-__attribute__((target_clones("avx512f", "fma", "default")))
-static void micro_6x16(int64_t kc, const float *restrict ap, const float *restrict bp, float *restrict c, int64_t ldc) {
-    v8f acc[MR][2];
-    memset(acc, 0, sizeof acc);
-    for (int64_t k = 0; k < kc; k++) {
-        v8f b0, b1;
-        memcpy(&b0, bp + k * NR, 32);
-        memcpy(&b1, bp + k * NR + 8, 32);
-        for (int r = 0; r < MR; r++) {
-            float a = ap[k * MR + r];
-            v8f av = {a, a, a, a, a, a, a, a};
-            acc[r][0] += av * b0;
-            acc[r][1] += av * b1;
-        }
+/* The micro-kernel body, compiled twice below: with AVX2+FMA (acc += a * b becomes one fused
+ * multiply-add) and for the baseline; micro_6x16 picks one on first use. */
+#define MICRO_BODY                                                                                 \
+    v8f acc[MR][2];                                                                                \
+    memset(acc, 0, sizeof acc);                                                                    \
+    for (int64_t k = 0; k < kc; k++) {                                                             \
+        v8f b0, b1;                                                                                \
+        memcpy(&b0, bp + k * NR, 32);                                                              \
+        memcpy(&b1, bp + k * NR + 8, 32);                                                          \
+        for (int r = 0; r < MR; r++) {                                                             \
+            float a = ap[k * MR + r];                                                              \
+            v8f av = {a, a, a, a, a, a, a, a};                                                     \
+            acc[r][0] += av * b0;                                                                  \
+            acc[r][1] += av * b1;                                                                  \
+        }                                                                                          \
+    }                                                                                              \
+    for (int r = 0; r < MR; r++) {                                                                 \
+        float *cr = c + r * ldc;                                                                   \
+        v8f c0, c1;                                                                                \
+        memcpy(&c0, cr, 32);                                                                       \
+        memcpy(&c1, cr + 8, 32);                                                                   \
+        c0 += acc[r][0];                                                                           \
+        c1 += acc[r][1];                                                                           \
+        memcpy(cr, &c0, 32);                                                                       \
+        memcpy(cr + 8, &c1, 32);                                                                   \
     }
-    for (int r = 0; r < MR; r++) {
-        float *cr = c + r * ldc;
-        v8f c0, c1;
-        memcpy(&c0, cr, 32);
-        memcpy(&c1, cr + 8, 32);
-        c0 += acc[r][0];
-        c1 += acc[r][1];
-        memcpy(cr, &c0, 32);
-        memcpy(cr + 8, &c1, 32);
+
+typedef void (*micro_fn)(int64_t kc, const float *restrict ap, const float *restrict bp, float *restrict c, int64_t ldc);
+
+__attribute__((target("avx2,fma"))) static void micro_fma(int64_t kc, const float *restrict ap,
+                                                          const float *restrict bp, float *restrict c, int64_t ldc) {
+    MICRO_BODY
+}
+
+static void micro_base(int64_t kc, const float *restrict ap, const float *restrict bp, float *restrict c, int64_t ldc) {
+    MICRO_BODY
+}
+
+static _Atomic(micro_fn) micro_impl;
+
+static void micro_6x16(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc) {
+    micro_fn f = atomic_load_explicit(&micro_impl, memory_order_relaxed);
+    if (!f) {
+        __builtin_cpu_init();
+        f = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? micro_fma : micro_base;
+        atomic_store_explicit(&micro_impl, f, memory_order_relaxed);
     }
+    f(kc, ap, bp, c, ldc);
 }
 
 typedef struct mm_job {
@@ -109,15 +132,17 @@ static void gemm_f32(const mm_job *j, const float *A, const float *B, float *C, 
             for (int64_t ic = j->m0; ic < j->m1; ic += MC) {
                 int64_t mc = j->m1 - ic < MC ? j->m1 - ic : MC;
                 for (int64_t s = 0; s < mc; s += MR) {
+                    /* k outer, rows inner: contiguous writes, and for a transposed A (sa_m == 1,
+                     * the weight-gradient product) contiguous reads too */
                     float *dst = apack + (s / MR) * kc * MR;
                     int64_t h = mc - s < MR ? mc - s : MR;
-                    for (int64_t r = 0; r < MR; r++) {
-                        if (r < h) {
-                            const float *src = A + (ic + s + r) * j->sa_m + pc * j->sa_k;
-                            for (int64_t k = 0; k < kc; k++) dst[k * MR + r] = src[k * j->sa_k];
-                        } else {
-                            for (int64_t k = 0; k < kc; k++) dst[k * MR + r] = 0;
-                        }
+                    const float *src = A + (ic + s) * j->sa_m + pc * j->sa_k;
+                    if (h == MR) {
+                        for (int64_t k = 0; k < kc; k++)
+                            for (int64_t r = 0; r < MR; r++) dst[k * MR + r] = src[r * j->sa_m + k * j->sa_k];
+                    } else {
+                        for (int64_t k = 0; k < kc; k++)
+                            for (int64_t r = 0; r < MR; r++) dst[k * MR + r] = r < h ? src[r * j->sa_m + k * j->sa_k] : 0;
                     }
                 }
                 for (int64_t s = 0; s < nc; s += NR) {
