@@ -18,9 +18,12 @@ import statistics
 import sys
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", sys.argv[8] if len(sys.argv) > 8 else "1")  # OpenBLAS ignores torch.set_num_threads
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 corpus, steps, B, L, H, C, T, threads = sys.argv[1], *map(int, sys.argv[2:9])
 torch.set_num_threads(threads)

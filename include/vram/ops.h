@@ -36,6 +36,10 @@ vram_status vram_matmul(vram_tensor *a, vram_tensor *b, vram_tensor **out);
 /* x [.., in] · weight [out, in]^T + bias [out] (bias may be NULL). */
 vram_status vram_linear(vram_tensor *x, vram_tensor *weight, vram_tensor *bias, vram_tensor **out);
 
+/* linear(gelu(x), weight, bias), keeping only x for backward (gelu(x) is recomputed there):
+ * the same values and gradients as the two ops, with one activation fewer saved. */
+vram_status vram_gelu_linear(vram_tensor *x, vram_tensor *weight, vram_tensor *bias, vram_tensor **out);
+
 /* Along the last dimension. */
 vram_status vram_softmax(vram_tensor *x, vram_tensor **out);
 vram_status vram_log_softmax(vram_tensor *x, vram_tensor **out);

@@ -155,12 +155,11 @@ vram_status vram_nn_mlp_init(vram_nn_mlp *m, vram_runtime *rt, vram_param_list *
 }
 
 vram_status vram_nn_mlp_forward(const vram_nn_mlp *m, vram_tensor *x, int training, vram_tensor **y) {
-    vram_tensor *h = NULL, *g = NULL, *p = NULL;
+    vram_tensor *h = NULL, *p = NULL;
     vram_status s = vram_nn_linear_forward(&m->fc, x, &h);
-    if (s == VRAM_OK) s = vram_gelu(h, &g);
+    /* gelu + projection as one op, so the 4x-wide GELU output is not kept for backward */
+    if (s == VRAM_OK) s = vram_gelu_linear(h, m->proj.weight, m->proj.bias, &p);
     vram_tensor_free(h);
-    if (s == VRAM_OK) s = vram_nn_linear_forward(&m->proj, g, &p);
-    vram_tensor_free(g);
     if (s == VRAM_OK && training && m->dropout > 0) {
         s = vram_dropout(p, m->dropout, training, y);
         vram_tensor_free(p);
@@ -189,19 +188,22 @@ vram_status vram_nn_attention_forward(const vram_nn_attention *m, vram_tensor *x
     if (x->ndim != 3 || x->shape[2] != m->width)
         return vram_error(VRAM_ERR_SHAPE, "attention: input %s must be [B, T, %lld]", SHAPE_STR(x, sx), (long long)m->width);
     int64_t B = x->shape[0], T = x->shape[1], C = m->width, H = m->heads, D = C / H;
-    vram_tensor *qkv = NULL, *qkv5 = NULL, *parts[3] = {0}, *att = NULL, *att_t = NULL, *merged = NULL, *proj = NULL;
+    vram_tensor *qkv = NULL, *qkv5 = NULL, *perm = NULL, *parts[3] = {0}, *att = NULL, *att_t = NULL, *merged = NULL,
+                *proj = NULL;
     vram_status s = vram_nn_linear_forward(&m->c_attn, x, &qkv);
+    /* [B, T, 3C] -> view [B, T, 3, H, D] -> view [B, H, 3, T, D]; each of q, k, v is then one
+     * copy into a contiguous [B, H, T, D], which the batched products use without copying. */
     if (s == VRAM_OK) s = vram_reshape(qkv, 5, (int64_t[]){B, T, 3, H, D}, &qkv5);
     vram_tensor_free(qkv);
-    for (int i = 0; i < 3 && s == VRAM_OK; i++) {
-        vram_tensor *sl = NULL, *r = NULL;
-        s = vram_slice(qkv5, 2, i, i + 1, 1, &sl);
-        if (s == VRAM_OK) s = vram_reshape(sl, 4, (int64_t[]){B, T, H, D}, &r);
-        vram_tensor_free(sl);
-        if (s == VRAM_OK) s = vram_transpose(r, 1, 2, &parts[i]);
-        vram_tensor_free(r);
-    }
+    if (s == VRAM_OK) s = vram_transpose(qkv5, 1, 3, &perm);
     vram_tensor_free(qkv5);
+    for (int i = 0; i < 3 && s == VRAM_OK; i++) {
+        vram_tensor *sl = NULL;
+        s = vram_slice(perm, 2, i, i + 1, 1, &sl);
+        if (s == VRAM_OK) s = vram_reshape(sl, 4, (int64_t[]){B, H, T, D}, &parts[i]);
+        vram_tensor_free(sl);
+    }
+    vram_tensor_free(perm);
     if (s == VRAM_OK) s = vram_causal_attention(parts[0], parts[1], parts[2], &att);
     for (int i = 0; i < 3; i++) vram_tensor_free(parts[i]);
     if (s == VRAM_OK) s = vram_transpose(att, 1, 2, &att_t);

@@ -5,6 +5,8 @@
  * kernel packs them) but one uniform batch stride, so batch dimensions that cannot be
  * flattened into one stride are made contiguous first. Backward: dA = dC @ B^T and
  * dB = A^T @ dC, again as strided views, summed over the batch when the operand was 2-D.
+ * gelu_linear is linear(gelu(x)) that keeps only x for backward and recomputes gelu(x) there:
+ * the MLP's widest activation is then stored once instead of twice (llm.c's recompute idea).
  */
 #include <math.h>
 #include <string.h>
@@ -202,6 +204,79 @@ vram_status vram_linear(vram_tensor *x, vram_tensor *w, vram_tensor *bias, vram_
         vram_node_save(n, w);
     }
     vram_tensor_free(xc);
+    *out = y;
+    return VRAM_OK;
+}
+
+/* ---- gelu_linear: linear(gelu(x)) saving only x ---- */
+
+static vram_status gelu_linear_backward(vram_node *n, vram_tensor *g, vram_tensor **gin) {
+    vram_runtime *rt = n->rt;
+    vram_tensor *x = n->saved[0], *w = n->saved[1], *gc = NULL, *h = NULL, *gh = NULL;
+    int64_t out_f = w->shape[0], in_f = w->shape[1], rows = vram_tensor_numel(x) / in_f;
+    vram_status s = vram_tensor_contig(g, &gc);
+    /* recompute gelu(x): the activation forward did not keep */
+    if (s == VRAM_OK && vram_node_needs(n, 1)) s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &h);
+    if (s == VRAM_OK && h) {
+        rt->k->unary(VRAM_UN_GELU, 0, x->dtype, vram_tensor_numel(x), vram_tensor_data(h), vram_tensor_data(x));
+        s = vram_tensor_empty(rt, g->dtype, 2, w->shape, VRAM_TAG_TEMPORARY, &gin[1]);
+        if (s == VRAM_OK) /* gW [out, in] = g^T [out, rows] @ gelu(x) [rows, in] */
+            rt->k->matmul(rt, g->dtype, 1, out_f, in_f, rows, vram_tensor_data(gc), 0, 1, out_f, vram_tensor_data(h), 0,
+                          in_f, 1, vram_tensor_data(gin[1]), 0);
+        vram_tensor_free(h);
+    }
+    if (s == VRAM_OK && vram_node_needs(n, 0)) { /* gx = (g @ W) * gelu'(x) */
+        s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &gh);
+        if (s == VRAM_OK) {
+            rt->k->matmul(rt, g->dtype, 1, rows, in_f, out_f, vram_tensor_data(gc), 0, out_f, 1, vram_tensor_data(w), 0,
+                          w->strides[0], w->strides[1], vram_tensor_data(gh), 0);
+            s = vram_tensor_empty(rt, g->dtype, n->in_ndim[0], n->in_shape[0], VRAM_TAG_TEMPORARY, &gin[0]);
+        }
+        if (s == VRAM_OK)
+            rt->k->unary_backward(VRAM_UN_GELU, 0, x->dtype, vram_tensor_numel(x), vram_tensor_data(gin[0]),
+                                  vram_tensor_data(gh), vram_tensor_data(x));
+        vram_tensor_free(gh);
+    }
+    if (s == VRAM_OK && n->n_in > 2 && vram_node_needs(n, 2)) {
+        int64_t shape[1] = {out_f};
+        s = vram_sum_to_shape(gc, 1, shape, &gin[2]);
+    }
+    vram_tensor_free(gc);
+    return s;
+}
+
+vram_status vram_gelu_linear(vram_tensor *x, vram_tensor *w, vram_tensor *bias, vram_tensor **out) {
+    if (!x || !w || !out) return vram_error(VRAM_ERR_INVALID_ARG, "gelu_linear: null argument");
+    vram_status s = vram_check_float("gelu_linear", x);
+    if (s != VRAM_OK) return s;
+    vram_tensor *xc = NULL, *h = NULL, *y = NULL;
+    s = vram_tensor_contig(x, &xc);
+    if (s == VRAM_OK) s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &h);
+    if (s == VRAM_OK) {
+        x->rt->k->unary(VRAM_UN_GELU, 0, x->dtype, vram_tensor_numel(x), vram_tensor_data(h), vram_tensor_data(xc));
+        vram_no_grad_enter(); /* the linear part is recorded below as one node */
+        s = vram_linear(h, w, bias, &y);
+        vram_no_grad_exit();
+    }
+    vram_tensor_free(h);
+    if (s == VRAM_OK) {
+        vram_tensor *in[3] = {x, w, bias};
+        if (vram_should_record(bias ? 3 : 2, in)) {
+            vram_node *n = vram_node_attach(y, "gelu_linear", gelu_linear_backward, bias ? 3 : 2, in);
+            if (!n) {
+                s = vram_error(VRAM_ERR_OUT_OF_MEMORY, "gelu_linear: out of host memory for the graph");
+            } else {
+                vram_node_remember_shape(n, 0, x);
+                vram_node_save(n, xc);
+                vram_node_save(n, w);
+            }
+        }
+    }
+    vram_tensor_free(xc);
+    if (s != VRAM_OK) {
+        vram_tensor_free(y);
+        return s;
+    }
     *out = y;
     return VRAM_OK;
 }
