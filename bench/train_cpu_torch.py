@@ -5,7 +5,8 @@ Trains the same GPT as `vram train` (GPT-2 block layout, untied bias-free head, 
 AdamW, clip 1.0, byte-level KJV batches) on the CPU and prints the median step time, tokens/s
 and memory. Memory: PyTorch 1.13 has no CPU allocator statistics, so the bytes held in glibc malloc
 (mallinfo2: in-use arena + mmapped blocks, where PyTorch's CPU tensors live) are sampled at
-the phase boundaries of a step (end of forward, end of backward, after the optimizer step)
+the phase boundaries of a step (end of forward, after each module's backward, end of backward,
+after the optimizer step)
 and the largest sample minus the sample taken before the model existed is printed, as is the
 process's peak RSS.
 
@@ -83,6 +84,10 @@ heap0 = heap_bytes()
 samples = {}
 model = GPT()
 opt = torch.optim.AdamW(model.parameters(), lr=2e-3)
+# also sample inside backward, after each module's gradients (where backward temporaries live)
+for mod in model.modules():
+    if mod is not model:
+        mod.register_full_backward_hook(lambda *_: sample("during backward"))
 
 
 def batch():
@@ -117,7 +122,7 @@ for s in range(steps):
 
 med = statistics.median(times[2:]) if len(times) > 2 else statistics.median(times)
 print(f"torch {torch.__version__}, {threads} threads, {sum(p.numel() for p in model.parameters())} parameters, "
-      f"BLAS: {torch.__config__.show().split('BLAS_INFO=')[1].split(',')[0]} (libblas.so.3 via Debian alternatives)")
+      f"BLAS_INFO={torch.__config__.show().split('BLAS_INFO=')[1].split(',')[0]} (the libblas.so.3 that Debian's alternatives select)")
 print(f"torch: median step {med * 1e3:.1f} ms, {B * T / med:.0f} tokens/s, final loss {loss:.4f}")
 print("torch: heap in use above the start (mallinfo2), max over steps: " +
       ", ".join(f"{k} {v / 2**20:.2f} MiB" for k, v in samples.items()))

@@ -247,6 +247,19 @@ static void matmul_f32(void) {
     for (int64_t i = 0; i < M * N; i++) worst = fmax(worst, fabs(r64[i] - r32[i]));
     CHECK(worst < 1e-4, "f32 matmul differs from f64 by %g", worst);
     printf("%-28s max abs error %.2e\n", "matmul f32 blocked", worst);
+    /* A transposed (packed path) against A row-major (read in place): the same numbers */
+    vram_tensor *at32 = NULL, *at32c = NULL, *a2 = NULL, *c2 = NULL;
+    CHECK_OK(vram_transpose(a32, 0, 1, &at32));
+    CHECK_OK(vram_contiguous(at32, &at32c)); /* [K, M] in memory */
+    CHECK_OK(vram_transpose(at32c, 0, 1, &a2)); /* [M, K] view with unit row stride */
+    CHECK_OK(vram_matmul(a2, bt32, &c2));
+    static double r2[131 * 77];
+    vram_tensor_to_f64(c2, r2);
+    double worst2 = 0;
+    for (int64_t i = 0; i < M * N; i++) worst2 = fmax(worst2, fabs(r2[i] - r32[i]));
+    CHECK(worst2 < 1e-4, "f32 matmul with a transposed A differs by %g", worst2);
+    vram_tensor *more[4] = {at32, at32c, a2, c2};
+    for (int i = 0; i < 4; i++) vram_tensor_free(more[i]);
     vram_no_grad_exit();
     vram_tensor *all[8] = {a64, b64, a32, b32, bt64, bt32, c64, c32};
     for (int i = 0; i < 8; i++) vram_tensor_free(all[i]);

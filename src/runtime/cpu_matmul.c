@@ -3,7 +3,8 @@
  *
  * Blocking: for each NC-wide column block of B and KC-deep slice of K, B is packed into
  * 16-column strips (k-major) that stay in L2; for each MC-high row block of A, A is packed
- * into 6-row strips (k-major) that stay in L1; the micro-kernel then keeps a 6x16 tile of C in
+ * into 6-row strips (k-major) that stay in L1, unless its rows are contiguous, when the kernel
+ * reads it in place; the micro-kernel then keeps a 6x16 tile of C in
  * twelve 8-float vector registers while it walks K. Packing also absorbs any strides (a
  * transposed operand costs nothing extra). Edge tiles go through a small local buffer.
  * The micro-kernel is compiled twice (AVX2+FMA and baseline) and picked on first use.
@@ -26,9 +27,11 @@
 
 typedef float v8f __attribute__((vector_size(32)));
 
-/* The micro-kernel body, compiled twice below: with AVX2+FMA (acc += a * b becomes one fused
- * multiply-add) and for the baseline; micro_6x16 picks one on first use. */
-#define MICRO_BODY                                                                                 \
+/* The micro-kernel body, compiled for AVX2+FMA (acc += a * b becomes one fused multiply-add)
+ * and for the baseline, each in two flavours of A: packed (k-major strips of MR rows) and
+ * direct (row-major A read in place, which spares packing when A's rows are contiguous, the
+ * common case of activations times weights). The dispatcher picks on first use. */
+#define MICRO_BODY(A_AT)                                                                           \
     v8f acc[MR][2];                                                                                \
     memset(acc, 0, sizeof acc);                                                                    \
     for (int64_t k = 0; k < kc; k++) {                                                             \
@@ -36,7 +39,7 @@ typedef float v8f __attribute__((vector_size(32)));
         memcpy(&b0, bp + k * NR, 32);                                                              \
         memcpy(&b1, bp + k * NR + 8, 32);                                                          \
         for (int r = 0; r < MR; r++) {                                                             \
-            float a = ap[k * MR + r];                                                              \
+            float a = A_AT;                                                                        \
             v8f av = {a, a, a, a, a, a, a, a};                                                     \
             acc[r][0] += av * b0;                                                                  \
             acc[r][1] += av * b1;                                                                  \
@@ -53,27 +56,41 @@ typedef float v8f __attribute__((vector_size(32)));
         memcpy(cr + 8, &c1, 32);                                                                   \
     }
 
-typedef void (*micro_fn)(int64_t kc, const float *restrict ap, const float *restrict bp, float *restrict c, int64_t ldc);
+/* lda: row stride of A for the direct flavour (ignored when packed). */
+typedef void (*micro_fn)(int64_t kc, const float *restrict ap, int64_t lda, const float *restrict bp, float *restrict c,
+                         int64_t ldc);
 
-__attribute__((target("avx2,fma"))) static void micro_fma(int64_t kc, const float *restrict ap,
+__attribute__((target("avx2,fma"))) static void micro_fma(int64_t kc, const float *restrict ap, int64_t lda,
                                                           const float *restrict bp, float *restrict c, int64_t ldc) {
-    MICRO_BODY
+    (void)lda;
+    MICRO_BODY(ap[k * MR + r])
+}
+__attribute__((target("avx2,fma"))) static void micro_fma_direct(int64_t kc, const float *restrict ap, int64_t lda,
+                                                                 const float *restrict bp, float *restrict c, int64_t ldc) {
+    MICRO_BODY(ap[r * lda + k])
+}
+static void micro_base(int64_t kc, const float *restrict ap, int64_t lda, const float *restrict bp, float *restrict c,
+                       int64_t ldc) {
+    (void)lda;
+    MICRO_BODY(ap[k * MR + r])
+}
+static void micro_base_direct(int64_t kc, const float *restrict ap, int64_t lda, const float *restrict bp,
+                              float *restrict c, int64_t ldc) {
+    MICRO_BODY(ap[r * lda + k])
 }
 
-static void micro_base(int64_t kc, const float *restrict ap, const float *restrict bp, float *restrict c, int64_t ldc) {
-    MICRO_BODY
-}
+static _Atomic(micro_fn) micro_impl[2];
 
-static _Atomic(micro_fn) micro_impl;
-
-static void micro_6x16(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc) {
-    micro_fn f = atomic_load_explicit(&micro_impl, memory_order_relaxed);
+/* direct: A read in place with row stride lda; otherwise ap is a packed strip. */
+static void micro_6x16(int direct, int64_t kc, const float *ap, int64_t lda, const float *bp, float *c, int64_t ldc) {
+    micro_fn f = atomic_load_explicit(&micro_impl[direct], memory_order_relaxed);
     if (!f) {
         __builtin_cpu_init();
-        f = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? micro_fma : micro_base;
-        atomic_store_explicit(&micro_impl, f, memory_order_relaxed);
+        int fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        f = direct ? (fma ? micro_fma_direct : micro_base_direct) : (fma ? micro_fma : micro_base);
+        atomic_store_explicit(&micro_impl[direct], f, memory_order_relaxed);
     }
-    f(kc, ap, bp, c, ldc);
+    f(kc, ap, lda, bp, c, ldc);
 }
 
 typedef struct mm_job {
@@ -137,6 +154,7 @@ static void gemm_f32(const mm_job *j, const float *A, const float *B, float *C, 
                     float *dst = apack + (s / MR) * kc * MR;
                     int64_t h = mc - s < MR ? mc - s : MR;
                     const float *src = A + (ic + s) * j->sa_m + pc * j->sa_k;
+                    if (h == MR && j->sa_k == 1) continue; /* read in place by the direct kernel */
                     if (h == MR) {
                         for (int64_t k = 0; k < kc; k++)
                             for (int64_t r = 0; r < MR; r++) dst[k * MR + r] = src[r * j->sa_m + k * j->sa_k];
@@ -150,13 +168,14 @@ static void gemm_f32(const mm_job *j, const float *A, const float *B, float *C, 
                     const float *bp = bpack + (s / NR) * kc * NR;
                     for (int64_t t = 0; t < mc; t += MR) {
                         int64_t h = mc - t < MR ? mc - t : MR;
-                        const float *ap = apack + (t / MR) * kc * MR;
+                        int direct = h == MR && j->sa_k == 1;
+                        const float *ap = direct ? A + (ic + t) * j->sa_m + pc : apack + (t / MR) * kc * MR;
                         float *c = C + (ic + t) * N + jc + s;
                         if (h == MR && w == NR) {
-                            micro_6x16(kc, ap, bp, c, N);
+                            micro_6x16(direct, kc, ap, j->sa_m, bp, c, N);
                         } else {
                             float tile[MR * NR] = {0};
-                            micro_6x16(kc, ap, bp, tile, NR);
+                            micro_6x16(direct, kc, ap, j->sa_m, bp, tile, NR);
                             for (int64_t r = 0; r < h; r++)
                                 for (int64_t x = 0; x < w; x++) c[r * N + x] += tile[r * NR + x];
                         }
