@@ -76,6 +76,7 @@ static inline float fast_expf(float x) {
 #define M_ERF(x) _Generic((x), float: fast_erff, default: erf)(x)
 #define M_TANH(x) _Generic((x), float: tanhf, default: tanh)(x)
 #define M_LOG(x) _Generic((x), float: logf, default: log)(x)
+#define M_SQRT(x) _Generic((x), float: sqrtf, default: sqrt)(x)
 
 /* Advances idx over dims [0, nd-1) (the last dim is the inner loop); returns 0 at the end. */
 static inline int next_outer(int nd, const int64_t *shape, int64_t *idx) {
@@ -292,6 +293,7 @@ static void cpu_softmax_backward(vram_dtype dt, int64_t rows, int64_t n, int log
     });
 }
 
+VEC_CLONES
 static void cpu_layer_norm(vram_dtype dt, int64_t rows, int64_t n, double eps, void *out, const void *in,
                            const void *wv, const void *bv, void *meanv, void *rstdv) {
     DISPATCH(dt, {
@@ -316,6 +318,7 @@ static void cpu_layer_norm(vram_dtype dt, int64_t rows, int64_t n, double eps, v
     });
 }
 
+VEC_CLONES
 static void cpu_layer_norm_backward(vram_dtype dt, int64_t rows, int64_t n, void *gxv, void *gwv, void *gbv,
                                     const void *gout, const void *xv, const void *wv, const void *meanv,
                                     const void *rstdv) {
@@ -503,6 +506,7 @@ static void cpu_pool2d_backward(vram_dtype dt, int is_max, int64_t planes, int64
 }
 
 /* PyTorch's SGD: g += wd p; buf = g (first step) or momentum buf + g; p -= lr buf. */
+VEC_CLONES
 static void cpu_sgd_update(vram_dtype dt, int64_t n, void *pv, const void *gv, void *bufv, double lr, double momentum,
                            double wd, int first) {
     DISPATCH(dt, {
@@ -520,6 +524,7 @@ static void cpu_sgd_update(vram_dtype dt, int64_t n, void *pv, const void *gv, v
 }
 
 /* PyTorch's Adam (L2 decay in the gradient) and AdamW (decoupled: p *= 1 - lr wd). */
+VEC_CLONES
 static void cpu_adam_update(vram_dtype dt, int64_t n, void *pv, const void *gv, void *mv, void *vv, double lr, double b1,
                             double b2, double eps, double wd, int decoupled, int64_t step) {
     double bc1 = 1 - pow(b1, (double)step), bc2 = 1 - pow(b2, (double)step);
@@ -537,11 +542,12 @@ static void cpu_adam_update(vram_dtype dt, int64_t n, void *pv, const void *gv, 
             }
             m[i] = tb1 * m[i] + (1 - tb1) * gi;
             v[i] = tb2 * v[i] + (1 - tb2) * gi * gi;
-            p[i] -= step_size * m[i] / ((T)sqrt((double)v[i]) / sbc2 + te);
+            p[i] -= step_size * m[i] / (M_SQRT(v[i]) / sbc2 + te);
         }
     });
 }
 
+VEC_CLONES
 static void cpu_adagrad_update(vram_dtype dt, int64_t n, void *pv, const void *gv, void *sv, double lr, double eps,
                                double wd, int64_t step, double lr_decay) {
     double clr = lr / (1 + (double)(step - 1) * lr_decay);
@@ -551,7 +557,7 @@ static void cpu_adagrad_update(vram_dtype dt, int64_t n, void *pv, const void *g
         for (int64_t i = 0; i < n; i++) {
             T gi = g[i] + (T)wd * p[i];
             s[i] += gi * gi;
-            p[i] -= (T)clr * gi / ((T)sqrt((double)s[i]) + (T)eps);
+            p[i] -= (T)clr * gi / (M_SQRT(s[i]) + (T)eps);
         }
     });
 }

@@ -32,6 +32,8 @@ typedef float v8f __attribute__((vector_size(32)));
  * direct (row-major A read in place, which spares packing when A's rows are contiguous, the
  * common case of activations times weights). The dispatcher picks on first use. */
 #define MICRO_BODY(A_AT)                                                                           \
+    const int store = ldc < 0; /* first K block of a non-accumulating product: C is written */   \
+    if (store) ldc = -ldc;                                                                         \
     v8f acc[MR][2];                                                                                \
     memset(acc, 0, sizeof acc);                                                                    \
     for (int64_t k = 0; k < kc; k++) {                                                             \
@@ -48,15 +50,21 @@ typedef float v8f __attribute__((vector_size(32)));
     for (int r = 0; r < MR; r++) {                                                                 \
         float *cr = c + r * ldc;                                                                   \
         v8f c0, c1;                                                                                \
-        memcpy(&c0, cr, 32);                                                                       \
-        memcpy(&c1, cr + 8, 32);                                                                   \
-        c0 += acc[r][0];                                                                           \
-        c1 += acc[r][1];                                                                           \
+        if (store) {                                                                               \
+            c0 = acc[r][0];                                                                        \
+            c1 = acc[r][1];                                                                        \
+        } else {                                                                                   \
+            memcpy(&c0, cr, 32);                                                                   \
+            memcpy(&c1, cr + 8, 32);                                                               \
+            c0 += acc[r][0];                                                                       \
+            c1 += acc[r][1];                                                                       \
+        }                                                                                          \
         memcpy(cr, &c0, 32);                                                                       \
         memcpy(cr + 8, &c1, 32);                                                                   \
     }
 
-/* lda: row stride of A for the direct flavour (ignored when packed). */
+/* lda: row stride of A for the direct flavour (ignored when packed). A negative ldc means
+ * "store the tile" (C not yet initialised) rather than "add to it". */
 typedef void (*micro_fn)(int64_t kc, const float *restrict ap, int64_t lda, const float *restrict bp, float *restrict c,
                          int64_t ldc);
 
@@ -125,8 +133,11 @@ static void gemm_f64(const mm_job *j, const double *A, const double *B, double *
 
 static void gemm_f32(const mm_job *j, const float *A, const float *B, float *C, float *apack, float *bpack) {
     int64_t N = j->N, K = j->K;
-    for (int64_t i = j->m0; i < j->m1; i++)
-        if (!j->accumulate) memset(C + i * N, 0, sizeof(float) * (size_t)N);
+    if (K == 0) { /* an empty sum: C = 0 (or unchanged when accumulating) */
+        for (int64_t i = j->m0; i < j->m1; i++)
+            if (!j->accumulate) memset(C + i * N, 0, sizeof(float) * (size_t)N);
+        return;
+    }
     for (int64_t jc = 0; jc < N; jc += NC) {
         int64_t nc = N - jc < NC ? N - jc : NC;
         for (int64_t pc = 0; pc < K; pc += KC) {
@@ -171,13 +182,15 @@ static void gemm_f32(const mm_job *j, const float *A, const float *B, float *C, 
                         int direct = h == MR && j->sa_k == 1;
                         const float *ap = direct ? A + (ic + t) * j->sa_m + pc : apack + (t / MR) * kc * MR;
                         float *c = C + (ic + t) * N + jc + s;
+                        int first = pc == 0 && !j->accumulate;
                         if (h == MR && w == NR) {
-                            micro_6x16(direct, kc, ap, j->sa_m, bp, c, N);
+                            micro_6x16(direct, kc, ap, j->sa_m, bp, c, first ? -N : N);
                         } else {
-                            float tile[MR * NR] = {0};
-                            micro_6x16(direct, kc, ap, j->sa_m, bp, tile, NR);
+                            float tile[MR * NR];
+                            micro_6x16(direct, kc, ap, j->sa_m, bp, tile, -(int64_t)NR);
                             for (int64_t r = 0; r < h; r++)
-                                for (int64_t x = 0; x < w; x++) c[r * N + x] += tile[r * NR + x];
+                                for (int64_t x = 0; x < w; x++)
+                                    c[r * N + x] = first ? tile[r * NR + x] : c[r * N + x] + tile[r * NR + x];
                         }
                     }
                 }
