@@ -106,6 +106,8 @@ static void test_no_grad_and_backward(void) {
     int64_t act = tag_cur(VRAM_TAG_ACTIVATION);
     CHECK(act > 0, "a recorded forward holds activations (%lld)", (long long)act);
     CHECK_OK(vram_backward(loss, NULL));
+    CHECK(vram_backward(loss, NULL) == VRAM_ERR_STATE, "a second backward through a consumed graph is refused");
+    CHECK(strstr(vram_last_error(), "already consumed") != NULL, "detail: %s", vram_last_error());
     vram_tensor_free(loss);
     vram_tensor_free(ids);
     vram_tensor_free(tg);
