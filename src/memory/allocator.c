@@ -42,7 +42,7 @@ void vram_allocator_unlock(vram_allocator *a) { atomic_flag_clear_explicit(&a->l
 /* ---------------------------------------------------------------------------------------- */
 /* Block structs come from slabs and are recycled through a free list.                       */
 
-static vram_block *block_new(vram_allocator *a) {
+static inline vram_block *block_new(vram_allocator *a) {
     if (!a->free_structs) {
         vram_block_slab *slab = malloc(sizeof *slab);
         if (!slab) return NULL;
@@ -64,7 +64,7 @@ static vram_block *block_new(vram_allocator *a) {
     b->tag = 0;
     b->nuses = b->nevents = 0;
     b->state = BLOCK_FREE;
-    b->ready = b->in_cached = 0;
+    b->ready = b->in_cached = b->deferred = 0;
     b->bin = 0;
     return b;
 }
@@ -156,7 +156,7 @@ static inline unsigned bin_of(uint64_t size) {
     return bin < VRAM_NBINS ? bin : VRAM_NBINS - 1;
 }
 
-static void bin_insert(vram_pool *p, vram_block *b) {
+static inline void bin_insert(vram_pool *p, vram_block *b) {
     unsigned i = bin_of(b->size);
     b->bin = (uint16_t)i;
     b->fprev = NULL;
@@ -167,7 +167,7 @@ static void bin_insert(vram_pool *p, vram_block *b) {
     p->summary |= 1ull << (i >> 6);
 }
 
-static void bin_remove(vram_pool *p, vram_block *b) {
+static inline void bin_remove(vram_pool *p, vram_block *b) {
     unsigned i = b->bin;
     if (b->fprev) b->fprev->fnext = b->fnext;
     else p->bins[i] = b->fnext;
@@ -180,7 +180,7 @@ static void bin_remove(vram_pool *p, vram_block *b) {
 }
 
 /* The first non-empty bin at or after `i`, or VRAM_NBINS. */
-static unsigned bin_next(const vram_pool *p, unsigned i) {
+static inline unsigned bin_next(const vram_pool *p, unsigned i) {
     if (i >= VRAM_NBINS) return VRAM_NBINS;
     unsigned w = i >> 6;
     uint64_t bits = p->bitmap[w] & (~0ull << (i & 63));
@@ -233,7 +233,7 @@ static int stream_list_append(vram_allocator *a, vram_block *b) {
 /* ---------------------------------------------------------------------------------------- */
 /* History and statistics.                                                                   */
 
-static void history_add(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size,
+static inline void history_add(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size,
                         vram_stream stream, vram_tag tag) {
     if (!a->history) return;
     struct timespec ts;
@@ -246,16 +246,6 @@ static void history_add(vram_allocator *a, vram_event_action action, uint64_t ad
     e->tag = tag;
     e->time_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
     a->history_next++;
-}
-
-static inline void stat_pool_add(vram_stat *arr, int pool, int64_t amount) {
-    vram_stat_add(&arr[VRAM_POOL_ALL], amount);
-    vram_stat_add(&arr[pool], amount);
-}
-
-static inline void stat_pool_sub(vram_stat *arr, int pool, int64_t amount) {
-    vram_stat_sub(&arr[VRAM_POOL_ALL], amount);
-    vram_stat_sub(&arr[pool], amount);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -316,10 +306,10 @@ static vram_status map_pages(vram_allocator *a, vram_region *r, uint64_t p0, uin
     int right = p1 < r->npages && vram_page_mapped(r, p1);
     bits_set(r->mapped, p0, p1, 1);
     int64_t bytes = (int64_t)((p1 - p0) * P);
-    stat_pool_add(a->stats.reserved_bytes, r->pool, bytes);
+    stat_pool_up(a->stats.reserved_bytes, r->pool, bytes);
     int delta = 1 - left - right;
-    if (delta > 0) stat_pool_add(a->stats.segment, r->pool, delta);
-    else if (delta < 0) stat_pool_sub(a->stats.segment, r->pool, -delta);
+    if (delta > 0) stat_pool_up(a->stats.segment, r->pool, delta);
+    else if (delta < 0) stat_pool_down(a->stats.segment, r->pool, -delta);
     a->stats.num_device_alloc++;
     history_add(a, VRAM_EVENT_SEGMENT_MAP, r->base + p0 * P, (uint64_t)bytes, 0, 0);
     return VRAM_OK;
@@ -334,10 +324,10 @@ static vram_status unmap_pages(vram_allocator *a, vram_region *r, uint64_t p0, u
     int left = p0 > 0 && vram_page_mapped(r, p0 - 1);
     int right = p1 < r->npages && vram_page_mapped(r, p1);
     int64_t bytes = (int64_t)((p1 - p0) * P);
-    stat_pool_sub(a->stats.reserved_bytes, r->pool, bytes);
+    stat_pool_down(a->stats.reserved_bytes, r->pool, bytes);
     int delta = left + right - 1;
-    if (delta > 0) stat_pool_add(a->stats.segment, r->pool, delta);
-    else if (delta < 0) stat_pool_sub(a->stats.segment, r->pool, -delta);
+    if (delta > 0) stat_pool_up(a->stats.segment, r->pool, delta);
+    else if (delta < 0) stat_pool_down(a->stats.segment, r->pool, -delta);
     a->stats.num_device_free++;
     history_add(a, VRAM_EVENT_SEGMENT_UNMAP, r->base + p0 * P, (uint64_t)bytes, 0, 0);
     return VRAM_OK;
@@ -374,14 +364,86 @@ static int mergeable(const vram_block *x, const vram_block *y) {
 }
 
 /* Takes a free block out of every index it is in (bin, stream list, cached list). */
-static void free_unlink(vram_allocator *a, vram_block *b) {
+static inline void free_unlink(vram_allocator *a, vram_block *b) {
     bin_remove(&a->pools[b->region->pool], b);
     if (!b->ready) stream_list_remove(a, b);
     cached_remove(a, b);
 }
 
+static inline void stream_track(vram_allocator *a, vram_block *b);
+
+/* Deferred frees. A freed block first goes, uncoalesced, into one of a few `recent` slots
+ * (chosen by its size), evicting the slot's previous block into the bins; a request of exactly
+ * that size then takes it back without searching, splitting or merging. This is what makes a
+ * repeated allocate/free of one size cost a few dozen nanoseconds. Deferred blocks are flushed
+ * into the bins whenever the allocator would otherwise map pages or create a segment, before
+ * pages are released, and by empty_cache, so they never raise reserved memory. */
+
+static void recent_unslot(vram_allocator *a, vram_block *b) {
+    unsigned k = vram_recent_slot(b->size);
+    if (a->recent[k] == b) {
+        a->recent[k] = NULL;
+        a->nrecent--;
+    }
+    b->deferred = 0;
+}
+
+/* Merges into the unindexed free block b its deferred neighbours that it may merge with
+ * (repeatedly: deferred blocks can lie side by side). Returns the resulting block. */
+static vram_block *absorb_deferred(vram_allocator *a, vram_block *b) {
+    for (;;) {
+        vram_block *p = b->prev, *n = b->next;
+        if (p && p->deferred && mergeable(p, b)) {
+            recent_unslot(a, p);
+            p->size += b->size;
+            p->next = n;
+            if (n) n->prev = p;
+            if (b->free_seq > p->free_seq) p->free_seq = b->free_seq;
+            block_release(a, b);
+            b = p;
+        } else if (n && n->deferred && mergeable(b, n)) {
+            recent_unslot(a, n);
+            b->size += n->size;
+            b->next = n->next;
+            if (n->next) n->next->prev = b;
+            if (n->free_seq > b->free_seq) b->free_seq = n->free_seq;
+            block_release(a, n);
+        } else {
+            return b;
+        }
+    }
+}
+
+static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_addr, uint64_t fresh_size);
+
+static void recent_flush(vram_allocator *a) {
+    for (unsigned k = 0; k < VRAM_RECENT_SLOTS && a->nrecent; k++) {
+        vram_block *b = a->recent[k];
+        if (!b) continue;
+        a->recent[k] = NULL;
+        a->nrecent--;
+        b->deferred = 0;
+        b->free_seq = ++a->free_seq; /* its owner's list is ordered by free_seq */
+        free_insert(a, b, b->addr, b->size);
+    }
+}
+
+static void recent_put(vram_allocator *a, vram_block *b) {
+    unsigned k = vram_recent_slot(b->size);
+    vram_block *old = a->recent[k];
+    b->deferred = 1;
+    a->recent[k] = b;
+    if (!old) {
+        a->nrecent++;
+        return;
+    }
+    old->deferred = 0;
+    old->free_seq = ++a->free_seq; /* its owner's list is ordered by free_seq */
+    free_insert(a, old, old->addr, old->size); /* may absorb b, which then leaves its slot */
+}
+
 /* Moves an indexed free block to the bin of its (changed) size. */
-static void rebin(vram_allocator *a, vram_block *b) {
+static inline void rebin(vram_allocator *a, vram_block *b) {
     if (bin_of(b->size) == b->bin) return;
     vram_pool *p = &a->pools[b->region->pool];
     bin_remove(p, b);
@@ -389,7 +451,7 @@ static void rebin(vram_allocator *a, vram_block *b) {
 }
 
 /* Puts free block b, which is in no index yet, in its owner's not-ready list. */
-static void stream_track(vram_allocator *a, vram_block *b) {
+static inline void stream_track(vram_allocator *a, vram_block *b) {
     if (b->ready || stream_list_append(a, b) == 0) return;
     /* the stream table is full: wait for this stream's work instead of tracking it */
     void *ev = NULL;
@@ -406,6 +468,14 @@ static void stream_track(vram_allocator *a, vram_block *b) {
  * size class changes. `fresh` is the range that just became free (for the cached test).
  * Returns the resulting block. */
 static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_addr, uint64_t fresh_size) {
+    if ((b->prev && b->prev->deferred) || (b->next && b->next->deferred)) {
+        vram_block *merged = absorb_deferred(a, b);
+        if (merged != b || merged->size != fresh_size) { /* all of it is newly free */
+            fresh_addr = merged->addr;
+            fresh_size = merged->size;
+        }
+        b = merged;
+    }
     vram_block *prev = b->prev, *next = b->next, *keep;
     int merge_prev = prev && mergeable(prev, b), merge_next = next && mergeable(b, next);
     uint64_t seq = b->free_seq;
@@ -476,6 +546,7 @@ static void stream_make_ready(vram_allocator *a, vram_stream_state *st, uint64_t
 /* Waits for every stream with not-ready blocks and makes them ready (rare: before pages are
  * moved or released, and when out of memory). */
 static vram_status sync_all_streams(vram_allocator *a) {
+    if (a->nrecent) recent_flush(a);
     if (!a->not_ready_count) return VRAM_OK;
     a->stats.num_sync_all_streams++;
     for (int i = 0; i < a->nstreams; i++) {
@@ -529,7 +600,7 @@ static uint64_t round_size(const vram_allocator *a, uint64_t size) {
     return (size + VRAM_BLOCK_ALIGN - 1) & ~(VRAM_BLOCK_ALIGN - 1);
 }
 
-static int pool_of(uint64_t rsize) { return rsize <= VRAM_SMALL_LIMIT ? VRAM_POOL_SMALL : VRAM_POOL_LARGE; }
+static inline int pool_of(uint64_t rsize) { return rsize <= VRAM_SMALL_LIMIT ? VRAM_POOL_SMALL : VRAM_POOL_LARGE; }
 
 static int usable(const vram_allocator *a, const vram_block *b, uint64_t rsize, vram_stream s) {
     if (b->size < rsize || (!b->ready && b->stream != s)) return 0;
@@ -541,23 +612,55 @@ static int usable(const vram_allocator *a, const vram_block *b, uint64_t rsize, 
 }
 
 /* Best fit among the first blocks of one bin (the scan is bounded; bins are narrow). */
-static vram_block *bin_best(const vram_allocator *a, vram_block *list, uint64_t rsize, vram_stream s) {
-    vram_block *best = NULL;
+static inline int range_mapped(const vram_allocator *a, const vram_region *r, uint64_t addr, uint64_t rsize);
+
+/* Smaller first, then lower address (keeps the used address range compact). */
+static inline int better_fit(const vram_block *x, const vram_block *y) {
+    return x->size < y->size || (x->size == y->size && x->addr < y->addr);
+}
+
+/* Best fit among the first blocks of one bin (the scan is bounded; bins are narrow). In the
+ * pages model a block whose pages are already mapped wins over a smaller one that would need
+ * pages mapped: *mapped tells which kind was returned. */
+static inline vram_block *bin_best(const vram_allocator *a, vram_block *list, uint64_t rsize, vram_stream s,
+                                   int *mapped) {
+    vram_block *best = NULL, *best_mapped = NULL;
     int scanned = 0;
     for (vram_block *b = list; b && scanned < 32; b = b->fnext, scanned++) {
         if (!usable(a, b, rsize, s)) continue;
-        if (!best || b->size < best->size || (b->size == best->size && b->addr < best->addr)) best = b;
-        if (b->size == rsize) break;
+        if (a->pages_model && (!best_mapped || better_fit(b, best_mapped)) && range_mapped(a, b->region, b->addr, rsize)) {
+            best_mapped = b;
+            if (b->size == rsize) break;
+            continue;
+        }
+        if (!best || better_fit(b, best)) best = b;
+        if (!a->pages_model && b->size == rsize) break;
     }
-    return best;
+    *mapped = best_mapped != NULL || !a->pages_model;
+    return best_mapped ? best_mapped : best;
 }
 
-static vram_block *find_free(vram_allocator *a, vram_pool *p, uint64_t rsize, vram_stream s) {
+/* The free block to serve rsize on stream s: the best fit, except that in the pages model a
+ * slightly larger block with its pages mapped is preferred to one that would make pages move
+ * (each page mapped costs tens of microseconds of driver time on a GPU). The search for a
+ * mapped block goes at most VRAM_MAPPED_SEARCH_BINS bins past the first fit. */
+#define VRAM_MAPPED_SEARCH_BINS 256
+static inline vram_block *find_free(vram_allocator *a, vram_pool *p, uint64_t rsize, vram_stream s) {
+    vram_block *fallback = NULL;
+    unsigned first = 0;
     for (unsigned i = bin_next(p, bin_of(rsize)); i < VRAM_NBINS; i = bin_next(p, i + 1)) {
-        vram_block *b = bin_best(a, p->bins[i], rsize, s);
-        if (b) return b;
+        int mapped;
+        vram_block *b = bin_best(a, p->bins[i], rsize, s, &mapped);
+        if (!b) continue;
+        if (mapped) return b;
+        if (!fallback) {
+            fallback = b;
+            first = i;
+        } else if (i - first > VRAM_MAPPED_SEARCH_BINS) {
+            break;
+        }
     }
-    return NULL;
+    return fallback;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -633,10 +736,10 @@ static uint64_t release_segments(vram_allocator *a, uint64_t want) {
         if (!r->expandable && b->ready && b->state == BLOCK_FREE && !b->prev && !b->next) {
             if (a->dev->ops->mem_free(a->dev, r->base, r->size) == VRAM_OK) {
                 free_unlink(a, b);
-                stat_pool_sub(a->stats.reserved_bytes, r->pool, (int64_t)r->size);
-                stat_pool_sub(a->stats.segment, r->pool, 1);
+                stat_pool_down(a->stats.reserved_bytes, r->pool, (int64_t)r->size);
+                stat_pool_down(a->stats.segment, r->pool, 1);
                 if (a->cfg.max_split_size != UINT64_MAX && r->size >= a->cfg.max_split_size)
-                    vram_stat_sub(&a->stats.oversize_segments, 1);
+                    stat_down(&a->stats.oversize_segments, 1);
                 a->stats.num_device_free++;
                 history_add(a, VRAM_EVENT_SEGMENT_FREE, r->base, r->size, 0, 0);
                 released += r->size;
@@ -971,10 +1074,10 @@ static vram_block *new_segment(vram_allocator *a, int pool, uint64_t rsize, int 
         *err = VRAM_ERR_OUT_OF_MEMORY;
         return NULL;
     }
-    stat_pool_add(a->stats.reserved_bytes, pool, (int64_t)size);
-    stat_pool_add(a->stats.segment, pool, 1);
+    stat_pool_up(a->stats.reserved_bytes, pool, (int64_t)size);
+    stat_pool_up(a->stats.segment, pool, 1);
     if (a->cfg.max_split_size != UINT64_MAX && size >= a->cfg.max_split_size)
-        vram_stat_add(&a->stats.oversize_segments, 1);
+        stat_up(&a->stats.oversize_segments, 1);
     a->stats.num_device_alloc++;
     history_add(a, VRAM_EVENT_SEGMENT_ALLOC, base, size, 0, 0);
     return r->first;
@@ -1006,7 +1109,18 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
     vram_pool *p = &a->pools[pool];
     int retried = 0;
     vram_status err = VRAM_OK;
-    vram_block *b = find_free(a, p, rsize, stream);
+    vram_block *b = a->recent[vram_recent_slot(rsize)];
+    if (b && b->size == rsize && (b->ready || b->stream == stream)) { /* an exact deferred block */
+        a->recent[vram_recent_slot(rsize)] = NULL;
+        a->nrecent--;
+        b->deferred = 0;
+        goto take;
+    }
+    b = find_free(a, p, rsize, stream);
+    if (a->nrecent && (!b || (a->pages_model && !range_mapped(a, b->region, b->addr, rsize)))) {
+        recent_flush(a); /* deferred blocks may hold what is needed: never map for want of them */
+        b = find_free(a, p, rsize, stream);
+    }
     if (!b && a->not_ready_count) {
         poll_streams(a, 1);
         b = find_free(a, p, rsize, stream);
@@ -1076,6 +1190,7 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
     } else {
         free_unlink(a, b);
     }
+take:
     if (live_put(&a->live, b) != 0) {
         b->state = BLOCK_FREE;
         b->ready = 1;
@@ -1090,17 +1205,17 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
     b->tag = tag;
     b->nuses = 0;
     int bpool = b->region->pool;
-    stat_pool_add(a->stats.allocation, bpool, 1);
-    stat_pool_add(a->stats.allocated_bytes, bpool, (int64_t)b->size);
-    stat_pool_add(a->stats.active, bpool, 1);
-    stat_pool_add(a->stats.active_bytes, bpool, (int64_t)b->size);
-    stat_pool_add(a->stats.requested_bytes, bpool, (int64_t)size);
+    stat_pool_up(a->stats.allocation, bpool, 1);
+    stat_pool_up(a->stats.allocated_bytes, bpool, (int64_t)b->size);
+    stat_pool_up(a->stats.active, bpool, 1);
+    stat_pool_up(a->stats.active_bytes, bpool, (int64_t)b->size);
+    stat_pool_up(a->stats.requested_bytes, bpool, (int64_t)size);
     if (a->cfg.max_split_size != UINT64_MAX && b->size >= a->cfg.max_split_size)
-        vram_stat_add(&a->stats.oversize_allocations, 1);
+        stat_up(&a->stats.oversize_allocations, 1);
     vram_tag_stats *ts = &a->stats.tags[tag];
-    vram_stat_add(&ts->allocation, 1);
-    vram_stat_add(&ts->allocated_bytes, (int64_t)b->size);
-    vram_stat_add(&ts->requested_bytes, (int64_t)size);
+    stat_up(&ts->allocation, 1);
+    stat_up(&ts->allocated_bytes, (int64_t)b->size);
+    stat_up(&ts->requested_bytes, (int64_t)size);
     history_add(a, VRAM_EVENT_ALLOC, b->addr, size, stream, tag);
     *ptr = (void *)(uintptr_t)b->addr;
     vram_allocator_unlock(a);
@@ -1111,12 +1226,12 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
 /* free.                                                                                     */
 
 /* Returns a LIVE or PENDING block to the free structures (PyTorch's free_block). */
-static void free_block(vram_allocator *a, vram_block *b) {
+static inline void free_block(vram_allocator *a, vram_block *b) {
     int pool = b->region->pool;
     live_del(&a->live, b->addr);
-    stat_pool_sub(a->stats.active, pool, 1);
-    stat_pool_sub(a->stats.active_bytes, pool, (int64_t)b->size);
-    stat_pool_sub(a->stats.requested_bytes, pool, (int64_t)b->requested);
+    stat_pool_down(a->stats.active, pool, 1);
+    stat_pool_down(a->stats.active_bytes, pool, (int64_t)b->size);
+    stat_pool_down(a->stats.requested_bytes, pool, (int64_t)b->requested);
     history_add(a, VRAM_EVENT_FREE_COMPLETED, b->addr, b->requested, b->stream, b->tag);
     if (b->uses) {
         free(b->uses);
@@ -1132,14 +1247,17 @@ static void free_block(vram_allocator *a, vram_block *b) {
     b->ready = !a->has_events;
     b->free_seq = ++a->free_seq;
     b->requested = 0;
-    b = free_insert(a, b, b->addr, b->size);
     if (!a->cfg.caching) {
+        free_insert(a, b, b->addr, b->size);
         sync_all_streams(a);
         release_cache(a, UINT64_MAX);
     } else if (a->cfg.garbage_collection_threshold > 0) {
+        free_insert(a, b, b->addr, b->size);
         double high = a->cfg.garbage_collection_threshold * (double)a->limit;
         double reserved = (double)a->stats.reserved_bytes[0].current;
         if (reserved > high) release_cache(a, (uint64_t)(reserved - high));
+    } else {
+        recent_put(a, b);
     }
 }
 
@@ -1172,14 +1290,14 @@ vram_status vram_allocator_free(vram_allocator *a, void *ptr) {
                           b ? " (already freed, waiting for its streams)" : "");
     }
     int pool = b->region->pool;
-    stat_pool_sub(a->stats.allocation, pool, 1);
-    stat_pool_sub(a->stats.allocated_bytes, pool, (int64_t)b->size);
+    stat_pool_down(a->stats.allocation, pool, 1);
+    stat_pool_down(a->stats.allocated_bytes, pool, (int64_t)b->size);
     if (a->cfg.max_split_size != UINT64_MAX && b->size >= a->cfg.max_split_size)
-        vram_stat_sub(&a->stats.oversize_allocations, 1);
+        stat_down(&a->stats.oversize_allocations, 1);
     vram_tag_stats *ts = &a->stats.tags[b->tag];
-    vram_stat_sub(&ts->allocation, 1);
-    vram_stat_sub(&ts->allocated_bytes, (int64_t)b->size);
-    vram_stat_sub(&ts->requested_bytes, (int64_t)b->requested);
+    stat_down(&ts->allocation, 1);
+    stat_down(&ts->allocated_bytes, (int64_t)b->size);
+    stat_down(&ts->requested_bytes, (int64_t)b->requested);
     history_add(a, VRAM_EVENT_FREE_REQUESTED, b->addr, b->requested, b->stream, b->tag);
     if (b->nuses && a->has_events) {
         /* Used on other streams: wait for their work before the block is reused. */
@@ -1262,12 +1380,12 @@ vram_status vram_allocator_set_tag(vram_allocator *a, void *ptr, vram_tag tag) {
         return vram_error(VRAM_ERR_NOT_FOUND, "set_tag of %p: not a live allocation", ptr);
     }
     vram_tag_stats *from = &a->stats.tags[b->tag], *to = &a->stats.tags[tag];
-    vram_stat_sub(&from->allocation, 1);
-    vram_stat_sub(&from->allocated_bytes, (int64_t)b->size);
-    vram_stat_sub(&from->requested_bytes, (int64_t)b->requested);
-    vram_stat_add(&to->allocation, 1);
-    vram_stat_add(&to->allocated_bytes, (int64_t)b->size);
-    vram_stat_add(&to->requested_bytes, (int64_t)b->requested);
+    stat_down(&from->allocation, 1);
+    stat_down(&from->allocated_bytes, (int64_t)b->size);
+    stat_down(&from->requested_bytes, (int64_t)b->requested);
+    stat_up(&to->allocation, 1);
+    stat_up(&to->allocated_bytes, (int64_t)b->size);
+    stat_up(&to->requested_bytes, (int64_t)b->requested);
     b->tag = tag;
     vram_allocator_unlock(a);
     return VRAM_OK;
@@ -1280,6 +1398,7 @@ vram_status vram_allocator_empty_cache(vram_allocator *a) {
     if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "empty_cache: null allocator");
     vram_allocator_lock(a);
     if (a->pending_head) process_pending(a);
+    recent_flush(a);
     vram_status st = sync_all_streams(a);
     if (st == VRAM_OK) {
         if (a->pages_model) {
@@ -1348,16 +1467,38 @@ static void count_inactive_split(vram_allocator *a, vram_stats *out) {
 void vram_allocator_get_stats(vram_allocator *a, vram_stats *out) {
     vram_allocator_lock(a);
     if (!a->pages_model) count_inactive_split(a, &a->stats);
-    *out = a->stats;
+    vram_stats_export(&a->stats, out);
     vram_allocator_unlock(a);
 }
 
+static void export_stat(vram_stat *s) { s->freed = s->allocated + s->freed - s->current; }
+
+void vram_stats_export(const vram_stats *in, vram_stats *out) {
+    *out = *in;
+    vram_stat *arrays[] = {out->allocation, out->segment, out->active, out->allocated_bytes, out->reserved_bytes,
+                           out->active_bytes, out->requested_bytes};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
+        arrays[i][0].allocated = arrays[i][1].allocated + arrays[i][2].allocated;
+        for (int p = 0; p < VRAM_POOL_COUNT; p++) export_stat(&arrays[i][p]);
+    }
+    export_stat(&out->oversize_allocations);
+    export_stat(&out->oversize_segments);
+    for (int t = 0; t < VRAM_TAG_MAX; t++) {
+        export_stat(&out->tags[t].allocation);
+        export_stat(&out->tags[t].allocated_bytes);
+        export_stat(&out->tags[t].requested_bytes);
+    }
+}
+
 static void reset_peak(vram_stat *s) { s->peak = s->current; }
-static void reset_accum(vram_stat *s) { s->allocated = s->freed = 0; }
+static void reset_accum(vram_stat *s) {
+    s->allocated = 0;
+    s->freed = s->current; /* the internal reset base, see allocator_internal.h */
+}
 
 static void for_each_stat(vram_stats *st, void (*fn)(vram_stat *)) {
-    vram_stat *arrays[] = {st->allocation, st->segment, st->active, st->inactive_split, st->allocated_bytes,
-                           st->reserved_bytes, st->active_bytes, st->inactive_split_bytes, st->requested_bytes};
+    vram_stat *arrays[] = {st->allocation, st->segment, st->active, st->allocated_bytes, st->reserved_bytes,
+                           st->active_bytes, st->requested_bytes};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
         for (int p = 0; p < VRAM_POOL_COUNT; p++) fn(&arrays[i][p]);
     fn(&st->oversize_allocations);
