@@ -50,9 +50,11 @@ size_t vram_dtype_size(vram_dtype dtype);
 const char *vram_dtype_name(vram_dtype dtype);
 int vram_dtype_is_float(vram_dtype dtype);
 
-/* A runtime over `a` (not owned). The kernel table is chosen from the allocator's device kind
- * ("host" and "sim"-free host-accessible devices get the CPU table); a device without one gives
- * VRAM_ERR_UNSUPPORTED. `threads` 0 = one per online CPU (for the matrix product). */
+/* A runtime over `a` (not owned). The kernel table is chosen from the allocator's device:
+ * host-accessible devices (the host device) get the CPU table; a device without a table (sim,
+ * and CUDA until its table exists) gives VRAM_ERR_UNSUPPORTED. `threads` 0 = one per online
+ * CPU (for the matrix product). A runtime and its tensors are used by one thread at a time
+ * (the random state is not locked); the allocator underneath is thread safe. */
 vram_status vram_runtime_new(vram_allocator *a, int threads, vram_runtime **out);
 void vram_runtime_free(vram_runtime *rt);
 vram_allocator *vram_runtime_allocator(vram_runtime *rt);
