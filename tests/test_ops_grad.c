@@ -128,6 +128,13 @@ static vram_status c_gelu_linear(vram_tensor **x, vram_tensor **o) {
     vram_tensor_free(t);
     return s;
 }
+static vram_status c_ln_linear(vram_tensor **x, vram_tensor **o) {
+    vram_tensor *t = NULL;
+    vram_status s = vram_transpose(x[0], 0, 1, &t);
+    if (s == VRAM_OK) s = vram_layer_norm_linear(t, x[1], x[2], 1e-5, x[3], x[4], o);
+    vram_tensor_free(t);
+    return s;
+}
 static vram_status c_relu(vram_tensor **x, vram_tensor **o) { return vram_relu(x[0], o); }
 static vram_status c_gelu(vram_tensor **x, vram_tensor **o) { return vram_gelu(x[0], o); }
 static vram_status c_tanh(vram_tensor **x, vram_tensor **o) { return vram_tanh(x[0], o); }
@@ -319,6 +326,11 @@ int main(void) {
     gradcheck("linear (transposed input)", c_linear, 3, x);
     x[0] = leaf(2, SH(5, 3), -2, 2), x[1] = leaf(2, SH(4, 5), -1, 1), x[2] = leaf(1, SH(4), -1, 1);
     gradcheck("gelu_linear (transposed)", c_gelu_linear, 3, x);
+    {
+        vram_tensor *y[5] = {leaf(2, SH(6, 3), -2, 2), leaf(1, SH(6), 0.5, 1.5), leaf(1, SH(6), -1, 1), leaf(2, SH(4, 6), -1, 1),
+                             leaf(1, SH(4), -1, 1)};
+        gradcheck("layer_norm_linear (transp.)", c_ln_linear, 5, y);
+    }
     x[0] = leaf(2, SH(3, 4), 0.1, 1);
     {
         double *p = vram_tensor_data(x[0]);

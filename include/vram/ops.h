@@ -40,6 +40,12 @@ vram_status vram_linear(vram_tensor *x, vram_tensor *weight, vram_tensor *bias, 
  * the same values and gradients as the two ops, with one activation fewer saved. */
 vram_status vram_gelu_linear(vram_tensor *x, vram_tensor *weight, vram_tensor *bias, vram_tensor **out);
 
+/* linear(layer_norm(x, ln_weight, ln_bias, eps), weight, bias) keeping x and one mean and
+ * 1/std per row for backward, not the normalised x (recomputed there). ln_weight and ln_bias
+ * are required; bias may be NULL. */
+vram_status vram_layer_norm_linear(vram_tensor *x, vram_tensor *ln_weight, vram_tensor *ln_bias, double eps,
+                                   vram_tensor *weight, vram_tensor *bias, vram_tensor **out);
+
 /* Along the last dimension. */
 vram_status vram_softmax(vram_tensor *x, vram_tensor **out);
 vram_status vram_log_softmax(vram_tensor *x, vram_tensor **out);

@@ -301,15 +301,16 @@ static void cpu_layer_norm(vram_dtype dt, int64_t rows, int64_t n, double eps, v
         for (int64_t r = 0; r < rows; r++) {
             const T *x = (const T *)in + r * n;
             T *y = (T *)out + r * n;
-            double m = 0, v = 0;
+            /* sums in the element type (vectorisable); rows are short (the model width) */
+            T m = 0, v = 0;
             for (int64_t j = 0; j < n; j++) m += x[j];
-            m /= (double)n;
+            m /= (T)n;
             for (int64_t j = 0; j < n; j++) v += (x[j] - m) * (x[j] - m);
-            v /= (double)n;
-            double rs = 1.0 / sqrt(v + eps);
-            ((T *)meanv)[r] = (T)m;
-            ((T *)rstdv)[r] = (T)rs;
-            T mt = (T)m, rt = (T)rs;
+            v /= (T)n;
+            T rs = (T)1 / M_SQRT(v + (T)eps);
+            ((T *)meanv)[r] = m;
+            ((T *)rstdv)[r] = rs;
+            T mt = m, rt = rs;
             for (int64_t j = 0; j < n; j++) {
                 T h = (x[j] - mt) * rt;
                 y[j] = (w ? h * w[j] : h) + (b ? b[j] : 0);
@@ -328,17 +329,19 @@ static void cpu_layer_norm_backward(vram_dtype dt, int64_t rows, int64_t n, void
         for (int64_t r = 0; r < rows; r++) {
             const T *g = (const T *)gout + r * n, *x = (const T *)xv + r * n;
             T m = ((const T *)meanv)[r], rs = ((const T *)rstdv)[r];
-            double s1 = 0, s2 = 0;
+            T s1 = 0, s2 = 0;
             for (int64_t j = 0; j < n; j++) {
                 T h = (x[j] - m) * rs;
                 T dh = w ? g[j] * w[j] : g[j];
                 s1 += dh;
-                s2 += (double)dh * h;
-                if (gw) gw[j] += g[j] * h;
-                if (gb) gb[j] += g[j];
+                s2 += dh * h;
             }
+            if (gw)
+                for (int64_t j = 0; j < n; j++) gw[j] += g[j] * ((x[j] - m) * rs);
+            if (gb)
+                for (int64_t j = 0; j < n; j++) gb[j] += g[j];
             if (gx) {
-                T a = (T)(s1 / (double)n), c = (T)(s2 / (double)n);
+                T a = s1 / (T)n, c = s2 / (T)n;
                 T *gr = gx + r * n;
                 for (int64_t j = 0; j < n; j++) {
                     T h = (x[j] - m) * rs;

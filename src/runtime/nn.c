@@ -154,18 +154,25 @@ vram_status vram_nn_mlp_init(vram_nn_mlp *m, vram_runtime *rt, vram_param_list *
     return s;
 }
 
-vram_status vram_nn_mlp_forward(const vram_nn_mlp *m, vram_tensor *x, int training, vram_tensor **y) {
-    vram_tensor *h = NULL, *p = NULL;
-    vram_status s = vram_nn_linear_forward(&m->fc, x, &h);
+/* The MLP after its first projection: h = fc(x) -> proj(gelu(h)) (+ dropout). */
+static vram_status mlp_from_hidden(const vram_nn_mlp *m, vram_tensor *h, int training, vram_tensor **y) {
+    vram_tensor *p = NULL;
     /* gelu + projection as one op, so the 4x-wide GELU output is not kept for backward */
-    if (s == VRAM_OK) s = vram_gelu_linear(h, m->proj.weight, m->proj.bias, &p);
-    vram_tensor_free(h);
+    vram_status s = vram_gelu_linear(h, m->proj.weight, m->proj.bias, &p);
     if (s == VRAM_OK && training && m->dropout > 0) {
         s = vram_dropout(p, m->dropout, training, y);
         vram_tensor_free(p);
     } else if (s == VRAM_OK) {
         *y = p;
     }
+    return s;
+}
+
+vram_status vram_nn_mlp_forward(const vram_nn_mlp *m, vram_tensor *x, int training, vram_tensor **y) {
+    vram_tensor *h = NULL;
+    vram_status s = vram_nn_linear_forward(&m->fc, x, &h);
+    if (s == VRAM_OK) s = mlp_from_hidden(m, h, training, y);
+    vram_tensor_free(h);
     return s;
 }
 
@@ -183,14 +190,11 @@ vram_status vram_nn_attention_init(vram_nn_attention *m, vram_runtime *rt, vram_
     return s;
 }
 
-vram_status vram_nn_attention_forward(const vram_nn_attention *m, vram_tensor *x, int training, vram_tensor **y) {
-    char sx[96];
-    if (x->ndim != 3 || x->shape[2] != m->width)
-        return vram_error(VRAM_ERR_SHAPE, "attention: input %s must be [B, T, %lld]", SHAPE_STR(x, sx), (long long)m->width);
-    int64_t B = x->shape[0], T = x->shape[1], C = m->width, H = m->heads, D = C / H;
-    vram_tensor *qkv = NULL, *qkv5 = NULL, *perm = NULL, *parts[3] = {0}, *att = NULL, *att_t = NULL, *merged = NULL,
-                *proj = NULL;
-    vram_status s = vram_nn_linear_forward(&m->c_attn, x, &qkv);
+/* Attention after its input projection: qkv [B, T, 3C] -> [B, T, C]. Takes qkv's reference. */
+static vram_status attention_from_qkv(const vram_nn_attention *m, vram_tensor *qkv, int training, vram_tensor **y) {
+    int64_t B = qkv->shape[0], T = qkv->shape[1], C = m->width, H = m->heads, D = C / H;
+    vram_tensor *qkv5 = NULL, *perm = NULL, *parts[3] = {0}, *att = NULL, *att_t = NULL, *merged = NULL, *proj = NULL;
+    vram_status s = VRAM_OK;
     /* [B, T, 3C] -> view [B, T, 3, H, D] -> view [B, H, 3, T, D]; each of q, k, v is then one
      * copy into a contiguous [B, H, T, D], which the batched products use without copying. */
     if (s == VRAM_OK) s = vram_reshape(qkv, 5, (int64_t[]){B, T, 3, H, D}, &qkv5);
@@ -221,6 +225,16 @@ vram_status vram_nn_attention_forward(const vram_nn_attention *m, vram_tensor *x
     return s;
 }
 
+vram_status vram_nn_attention_forward(const vram_nn_attention *m, vram_tensor *x, int training, vram_tensor **y) {
+    char sx[96];
+    if (x->ndim != 3 || x->shape[2] != m->width)
+        return vram_error(VRAM_ERR_SHAPE, "attention: input %s must be [B, T, %lld]", SHAPE_STR(x, sx), (long long)m->width);
+    vram_tensor *qkv = NULL;
+    vram_status s = vram_nn_linear_forward(&m->c_attn, x, &qkv);
+    if (s == VRAM_OK) s = attention_from_qkv(m, qkv, training, y);
+    return s;
+}
+
 vram_status vram_nn_block_init(vram_nn_block *m, vram_runtime *rt, vram_param_list *l, const char *name, int64_t width,
                                int64_t heads, double dropout) {
     char buf[128];
@@ -232,14 +246,20 @@ vram_status vram_nn_block_init(vram_nn_block *m, vram_runtime *rt, vram_param_li
 }
 
 vram_status vram_nn_block_forward(vram_nn_block *m, vram_tensor *x, int training, vram_tensor **y) {
-    vram_tensor *a = NULL, *b = NULL, *h = NULL, *c = NULL, *d = NULL;
-    vram_status s = vram_nn_layer_norm_forward(&m->ln1, x, &a);
-    if (s == VRAM_OK) s = vram_nn_attention_forward(&m->attn, a, training, &b);
-    vram_tensor_free(a);
+    char sx[96];
+    if (x->ndim != 3 || x->shape[2] != m->attn.width)
+        return vram_error(VRAM_ERR_SHAPE, "block: input %s must be [B, T, %lld]", SHAPE_STR(x, sx), (long long)m->attn.width);
+    /* Each layer norm is fused with the projection after it (layer_norm_linear), so the
+     * normalised activations are recomputed in backward instead of kept. */
+    vram_tensor *qkv = NULL, *b = NULL, *h = NULL, *c = NULL, *d = NULL;
+    vram_status s = vram_layer_norm_linear(x, m->ln1.weight, m->ln1.bias, m->ln1.eps, m->attn.c_attn.weight,
+                                           m->attn.c_attn.bias, &qkv);
+    if (s == VRAM_OK) s = attention_from_qkv(&m->attn, qkv, training, &b);
     if (s == VRAM_OK) s = vram_add(x, b, &h);
     vram_tensor_free(b);
-    if (s == VRAM_OK) s = vram_nn_layer_norm_forward(&m->ln2, h, &c);
-    if (s == VRAM_OK) s = vram_nn_mlp_forward(&m->mlp, c, training, &d);
+    if (s == VRAM_OK)
+        s = vram_layer_norm_linear(h, m->ln2.weight, m->ln2.bias, m->ln2.eps, m->mlp.fc.weight, m->mlp.fc.bias, &c);
+    if (s == VRAM_OK) s = mlp_from_hidden(&m->mlp, c, training, &d);
     vram_tensor_free(c);
     if (s == VRAM_OK) s = vram_add(h, d, y);
     vram_tensor_free(h);

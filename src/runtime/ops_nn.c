@@ -4,7 +4,9 @@
  * Each works on contiguous rows of the last dimension. What they save for backward is the
  * least that backward needs: softmax its output; cross-entropy its logits and one log-sum-exp
  * per row (not the probabilities); layer norm its input and one mean and 1/std per row;
- * embedding only the ids.
+ * embedding only the ids. layer_norm_linear (linear of a layer norm, as every transformer
+ * block has twice) keeps the layer norm's input and row statistics but not its output, which
+ * backward recomputes.
  */
 #include <string.h>
 
@@ -264,6 +266,115 @@ vram_status vram_embedding(vram_tensor *table, vram_tensor *ids, vram_tensor **o
         }
         vram_node_remember_shape(n, 0, table);
         vram_node_save(n, ids);
+    }
+    *out = y;
+    return VRAM_OK;
+}
+
+/* ---- layer_norm_linear: linear(layer_norm(x)) keeping only x (and per-row statistics) ---- */
+
+static vram_status ln_linear_backward(vram_node *n, vram_tensor *g, vram_tensor **gin) {
+    vram_runtime *rt = n->rt;
+    vram_tensor *x = n->saved[0], *mean = n->saved[1], *rstd = n->saved[2], *lw = n->saved[3], *lb = n->saved[4],
+                *w = n->saved[5];
+    int64_t c = x->shape[x->ndim - 1], rows = vram_tensor_numel(x) / c, out_f = w->shape[0];
+    vram_tensor *gc = NULL, *a = NULL, *m2 = NULL, *r2 = NULL, *ga = NULL;
+    int64_t rs[1] = {rows}, cs[1] = {c};
+    vram_status s = vram_tensor_contig(g, &gc);
+    /* recompute the normalised input, which forward did not keep */
+    if (s == VRAM_OK) s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &a);
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, x->dtype, 1, rs, VRAM_TAG_TEMPORARY, &m2);
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, x->dtype, 1, rs, VRAM_TAG_TEMPORARY, &r2);
+    if (s == VRAM_OK)
+        rt->k->layer_norm(x->dtype, rows, c, n->dp[0], vram_tensor_data(a), vram_tensor_data(x), vram_tensor_data(lw),
+                          vram_tensor_data(lb), vram_tensor_data(m2), vram_tensor_data(r2));
+    vram_tensor_free(m2);
+    vram_tensor_free(r2);
+    if (s == VRAM_OK && vram_node_needs(n, 3)) { /* gW [out, c] = g^T [out, rows] @ a [rows, c] */
+        s = vram_tensor_empty(rt, x->dtype, 2, w->shape, VRAM_TAG_TEMPORARY, &gin[3]);
+        if (s == VRAM_OK)
+            rt->k->matmul(rt, x->dtype, 1, out_f, c, rows, vram_tensor_data(gc), 0, 1, out_f, vram_tensor_data(a), 0, c, 1,
+                          vram_tensor_data(gin[3]), 0);
+    }
+    if (s == VRAM_OK && n->n_in > 4 && vram_node_needs(n, 4)) {
+        int64_t os[1] = {out_f};
+        s = vram_sum_to_shape(gc, 1, os, &gin[4]);
+    }
+    int need_ln = vram_node_needs(n, 0) || vram_node_needs(n, 1) || vram_node_needs(n, 2);
+    if (s == VRAM_OK && need_ln) { /* ga [rows, c] = g @ W */
+        s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &ga);
+        if (s == VRAM_OK)
+            rt->k->matmul(rt, x->dtype, 1, rows, c, out_f, vram_tensor_data(gc), 0, out_f, 1, vram_tensor_data(w), 0,
+                          w->strides[0], w->strides[1], vram_tensor_data(ga), 0);
+        if (s == VRAM_OK && vram_node_needs(n, 0)) s = vram_tensor_empty(rt, x->dtype, n->in_ndim[0], n->in_shape[0], VRAM_TAG_TEMPORARY, &gin[0]);
+        if (s == VRAM_OK && vram_node_needs(n, 1)) s = vram_tensor_new(rt, x->dtype, 1, cs, VRAM_TAG_TEMPORARY, &gin[1]);
+        if (s == VRAM_OK && vram_node_needs(n, 2)) s = vram_tensor_new(rt, x->dtype, 1, cs, VRAM_TAG_TEMPORARY, &gin[2]);
+        if (s == VRAM_OK)
+            rt->k->layer_norm_backward(x->dtype, rows, c, gin[0] ? vram_tensor_data(gin[0]) : NULL,
+                                       gin[1] ? vram_tensor_data(gin[1]) : NULL, gin[2] ? vram_tensor_data(gin[2]) : NULL,
+                                       vram_tensor_data(ga), vram_tensor_data(x), vram_tensor_data(lw),
+                                       vram_tensor_data(mean), vram_tensor_data(rstd));
+    }
+    vram_tensor_free(ga);
+    vram_tensor_free(a);
+    vram_tensor_free(gc);
+    return s;
+}
+
+vram_status vram_layer_norm_linear(vram_tensor *x, vram_tensor *ln_w, vram_tensor *ln_b, double eps, vram_tensor *w,
+                                   vram_tensor *bias, vram_tensor **out) {
+    char sx[96];
+    if (!x || !ln_w || !ln_b || !w || !out)
+        return vram_error(VRAM_ERR_INVALID_ARG, "layer_norm_linear: null argument (the layer norm needs weight and bias)");
+    vram_status s = vram_check_float("layer_norm_linear", x);
+    if (s != VRAM_OK) return s;
+    if (x->ndim < 1 || x->shape[x->ndim - 1] == 0)
+        return vram_error(VRAM_ERR_SHAPE, "layer_norm_linear: input %s needs a non-empty last dimension", SHAPE_STR(x, sx));
+    int64_t c = x->shape[x->ndim - 1], rows = vram_tensor_numel(x) / c, rs[1] = {rows};
+    vram_tensor *params[2] = {ln_w, ln_b};
+    for (int i = 0; i < 2; i++) {
+        char sp[96];
+        s = vram_check_same_dtype("layer_norm_linear", x, params[i]);
+        if (s != VRAM_OK) return s;
+        if (params[i]->ndim != 1 || params[i]->shape[0] != c || !vram_tensor_is_contiguous(params[i]))
+            return vram_error(VRAM_ERR_SHAPE, "layer_norm_linear: input %s and layer-norm %s %s: expected a contiguous [%lld]",
+                              SHAPE_STR(x, sx), i ? "bias" : "weight", SHAPE_STR(params[i], sp), (long long)c);
+    }
+    vram_runtime *rt = x->rt;
+    vram_tensor *a = NULL, *y = NULL, *xc = NULL, *mean = NULL, *rstd = NULL;
+    s = vram_tensor_contig(x, &xc);
+    if (s == VRAM_OK) s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &a);
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, x->dtype, 1, rs, VRAM_TAG_TEMPORARY, &mean);
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, x->dtype, 1, rs, VRAM_TAG_TEMPORARY, &rstd);
+    if (s == VRAM_OK) {
+        rt->k->layer_norm(x->dtype, rows, c, eps, vram_tensor_data(a), vram_tensor_data(xc), vram_tensor_data(ln_w),
+                          vram_tensor_data(ln_b), vram_tensor_data(mean), vram_tensor_data(rstd));
+        vram_no_grad_enter(); /* recorded below as one node that keeps x, not layer_norm(x) */
+        s = vram_linear(a, w, bias, &y);
+        vram_no_grad_exit();
+    }
+    vram_tensor_free(a);
+    vram_tensor *in[5] = {x, ln_w, ln_b, w, bias};
+    int nin = bias ? 5 : 4;
+    if (s == VRAM_OK && vram_should_record(nin, in)) {
+        vram_node *n = attach_or_fail(y, "layer_norm_linear", ln_linear_backward, nin, in, &s);
+        if (n) {
+            n->dp[0] = eps;
+            vram_node_remember_shape(n, 0, x);
+            vram_node_save(n, xc);
+            vram_node_save(n, mean);
+            vram_node_save(n, rstd);
+            vram_node_save(n, ln_w);
+            vram_node_save(n, ln_b);
+            vram_node_save(n, w);
+        }
+    }
+    vram_tensor_free(xc);
+    vram_tensor_free(mean);
+    vram_tensor_free(rstd);
+    if (s != VRAM_OK) {
+        vram_tensor_free(y);
+        return s;
     }
     *out = y;
     return VRAM_OK;
