@@ -3,7 +3,10 @@
 # GPT configuration: median step time, tokens/s and memory. Prints the machine, the commands
 # and the numbers; results go to bench/results/*-train-cpu.md.
 #
-# usage: bench/compare_train_cpu.sh [STEPS] [ROUNDS]   (after `make`; needs /usr/bin/python3 with torch)
+# usage: bench/compare_train_cpu.sh [STEPS] [ROUNDS]   (after `make`)
+# Needs Debian's PyTorch for the other side: apt-get install python3-torch libopenblas0-pthread
+# (without OpenBLAS, Debian's torch falls back to the reference BLAS and is ~20x slower).
+# Neither is a dependency of vram's build or tests.
 # Config: 4 layers, 4 heads, width 128, context 64, batch 16, AdamW, clip 1.0, KJV bytes.
 set -eu
 STEPS=${1:-30}
