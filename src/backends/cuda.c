@@ -362,14 +362,13 @@ static vram_status cuda_page_unmap(vram_device *dev, uint64_t addr, size_t size)
                               (unsigned long long)(res->base + i * s->granularity));
         }
     }
-    /* A block freed on its own stream is reusable at once, with no event, so kernels queued
-     * before the free may still touch these pages: wait for the device before unmapping, as
-     * PyTorch's expandable segments do. Unmapping is rare (empty_cache, moving pages). */
-    CUresult r = drv.CtxSynchronize();
-    CUresult r2 = cuda_unmap_pages(s, res, first, count);
+    /* No device-wide synchronize here: the allocator unmaps only pages whose blocks are
+     * "ready", i.e. an event recorded after their last free has completed (alloc.h), so no
+     * queued kernel can still touch them; a cuCtxSynchronize would also wait for unrelated
+     * streams' work and stall training on every page move. */
+    CUresult r = cuda_unmap_pages(s, res, first, count);
     pthread_mutex_unlock(&s->lock);
-    if (r != CUDA_SUCCESS) return cuda_fail(r, "cuCtxSynchronize");
-    return r2 == CUDA_SUCCESS ? VRAM_OK : cuda_fail(r2, "cuMemUnmap");
+    return r == CUDA_SUCCESS ? VRAM_OK : cuda_fail(r, "cuMemUnmap");
 }
 
 static vram_status cuda_event_record(vram_device *dev, vram_stream stream, void **event) {
