@@ -26,23 +26,26 @@ if [[ $what == *latency* ]]; then
   TORCH_DIR=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')
   CUDART_DIR=$(python3 -c 'import nvidia.cuda_runtime as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
   g++ -O2 -std=c++17 bench/bench_torch_alloc.cpp -o b/bench_torch_alloc -I"$TORCH_DIR/include" \
-      -I/usr/local/cuda/include -L"$TORCH_DIR/lib" -lc10_cuda -lc10 -Wl,-rpath,"$TORCH_DIR/lib" \
+      -I/usr/local/cuda/include -L"$TORCH_DIR/lib" -Wl,--no-as-needed -ltorch_cuda -ltorch_cpu -Wl,--as-needed -lc10_cuda -lc10 -Wl,-rpath,"$TORCH_DIR/lib" \
       ${CUDART_DIR:+-L"$CUDART_DIR" -Wl,-rpath,"$CUDART_DIR"} -l:libcudart.so.13 > "$OUT/torch_bench_build.log" 2>&1 \
     || g++ -O2 -std=c++17 bench/bench_torch_alloc.cpp -o b/bench_torch_alloc -I"$TORCH_DIR/include" \
-      -I/usr/local/cuda/include -L"$TORCH_DIR/lib" -lc10_cuda -lc10 -Wl,-rpath,"$TORCH_DIR/lib" \
+      -I/usr/local/cuda/include -L"$TORCH_DIR/lib" -Wl,--no-as-needed -ltorch_cuda -ltorch_cpu -Wl,--as-needed -lc10_cuda -lc10 -Wl,-rpath,"$TORCH_DIR/lib" \
       -L/usr/local/cuda/lib64 -lcudart >> "$OUT/torch_bench_build.log" 2>&1 || echo "torch bench build failed" | tee -a "$L"
   { echo "## vram, pages model"; ./b/bench/bench_alloc_latency cuda:0
     echo "## vram, segments model"; VRAM_ALLOC_CONF=expandable_segments:False ./b/bench/bench_alloc_latency cuda:0
     echo "## PyTorch native"; ./b/bench_torch_alloc
     echo "## PyTorch expandable_segments"; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ./b/bench_torch_alloc
     echo "## cudaMallocAsync"; PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync ./b/bench_torch_alloc
-    echo "## cudaMalloc + cudaFree"; ./b/bench_torch_alloc cudamalloc; } >> "$L" 2>&1
+    echo "## cudaMalloc + cudaFree"; ./b/bench_torch_alloc cudamalloc
+    echo "## page map/unmap costs"; ./b/bench/bench_cuda_pages cuda:0; } >> "$L" 2>&1
   cat "$L"
 fi
 if [[ $what == *workloads* ]]; then
-  for k in native vram expandable native2; do
+  for k in ${KINDS:-native vram expandable native2}; do
     PYTHONUNBUFFERED=1 timeout ${WL_TIMEOUT:-200} python3 bench/torch_workloads.py --alloc $k --steps ${STEPS:-8} --out "$OUT/wl_$k.json" \
       > "$OUT/wl_$k.log" 2>&1; echo "workloads $k rc=$?"; grep -E "Error|error" "$OUT/wl_$k.log" | tail -3
   done
   python3 bench/torch_workloads.py --report "$OUT"/wl_*.json | tee "$OUT/workloads.md"
 fi
+# everything back as one file (the tool returns at most 8)
+tar -C "$OUT" -czf /tmp/gpu-out.tgz . && rm -rf "${OUT:?}"/* && mv /tmp/gpu-out.tgz "$OUT/gpu-out.tgz"

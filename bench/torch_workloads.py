@@ -32,10 +32,14 @@ WORKLOADS = ["resnet50_train", "gpt2_train", "bert_varlen", "gpt2_generate"]
 def setup_allocator(kind):
     if kind == "expandable":
         os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    elif kind == "vram_segments":
+        os.environ["VRAM_ALLOC_CONF"] = "expandable_segments:False"
+    elif kind == "vram_p20":
+        os.environ["VRAM_ALLOC_CONF"] = "page_size_mb:20"
     elif kind in ("native", "native2"):
         os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     import torch
-    if kind == "vram":
+    if kind.startswith("vram"):
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
         import vram_torch
         vram_torch.enable()
@@ -125,7 +129,7 @@ def run(kind, steps, workloads):
         mem.empty_cache()
         torch.cuda.synchronize()
         free0, total = torch.cuda.mem_get_info()
-        if kind != "vram" or mem.is_enabled():
+        if not kind.startswith("vram") or mem.is_enabled():
             try:
                 mem.reset_peak_memory_stats()
             except RuntimeError:
@@ -150,7 +154,9 @@ def run(kind, steps, workloads):
             "peak_reserved": stats.get("reserved_bytes.all.peak", 0),
             "peak_requested": stats.get("requested_bytes.all.peak", 0),
             "peak_allocated": stats.get("allocated_bytes.all.peak", 0),
-            "num_device_alloc": stats.get("num_device_alloc", stats.get("num_device_alloc", 0)),
+            "num_device_alloc": stats.get("num_device_alloc", 0),
+            "num_device_free": stats.get("num_device_free", 0),
+            "num_sync_all_streams": stats.get("num_sync_all_streams", 0),
             "num_alloc_retries": stats.get("num_alloc_retries", 0),
             "device_used_peak": used_peak,
             "build_and_run_s": time.perf_counter() - t_build,
@@ -172,7 +178,7 @@ def report(files):
         info = d["info"]
         for r in d["results"]:
             runs[(r["workload"], r["allocator"])] = r
-    kinds = [k for k in ("native", "native2", "expandable", "vram") if any(a == k for (_, a) in runs)]
+    kinds = [k for k in ("native", "native2", "expandable", "vram", "vram_segments", "vram_p20") if any(a == k for (_, a) in runs)]
     gib = 1024 ** 3
     print("GPU: %s, PyTorch %s, CUDA %s, %s\n" % (info["gpu"], info["torch"], info["cuda"], info["date"]))
     print("| workload | allocator | peak requested | peak reserved | reserved / requested | device used (cudaMemGetInfo) "
@@ -190,6 +196,14 @@ def report(files):
                 r["device_used_peak"] / gib, 1000 * r["step_time_s"], rel, r["losses"][0], r["losses"][-1]))
     print()
     for w in WORKLOADS:
+        for k in kinds:
+            r = runs.get((w, k))
+            if r and k.startswith("vram"):
+                print("%s %s: %d steps, device maps/allocs %d, unmaps/frees %d, stream syncs %d, OOM retries %d" % (
+                    w, k, r["steps"], r.get("num_device_alloc", 0), r.get("num_device_free", 0),
+                    r.get("num_sync_all_streams", 0), r.get("num_alloc_retries", 0)))
+    print()
+    for w in WORKLOADS:
         ls = {k: runs[(w, k)]["losses"] for k in kinds if (w, k) in runs}
         if "native" in ls:
             spread = max(abs(a - b) for a, b in zip(ls["native"], ls.get("native2", ls["native"])))
@@ -200,7 +214,7 @@ def report(files):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--alloc", choices=["vram", "native", "native2", "expandable"])
+    p.add_argument("--alloc", choices=["vram", "vram_segments", "vram_p20", "native", "native2", "expandable"])
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--workloads", default=",".join(WORKLOADS))
     p.add_argument("--out")

@@ -55,13 +55,14 @@ int main(void) {
     CHECK(used1 >= used0 + 12 * pg - 2 * MiB, "cuMemGetInfo shows the 12 mapped pages: %zu -> %zu", used0, used1);
     CHECK(tcu_fill(&t, base, 12 * pg, 11, s1, 0) == 0, "fill 12 pages");
     CHECK(tcu_check(&t, base, 12 * pg, 11, s1) == 0, "12 pages hold what was written");
+    CHECK(tcu_fill(&t, base + 10 * pg, 2 * pg, 13, s1, 0) == 0, "fill the tail on its own"); /* pattern from its start */
     CHECK_OK(dev->ops->page_unmap(dev, base + 2 * pg, 8 * pg)); /* part of both maps */
     CHECK(dev->ops->page_unmap(dev, base + 2 * pg, pg) == VRAM_ERR_STATE, "unmapping an unmapped page is refused");
     CHECK(dev->ops->page_map(dev, base, pg) == VRAM_ERR_STATE, "mapping a mapped page is refused");
     CHECK(dev->ops->page_map(dev, base + 1, pg) == VRAM_ERR_INVALID_ARG, "unaligned map is refused");
     CHECK(dev->ops->page_map(dev, base + 40 * pg, pg) == VRAM_ERR_INVALID_ARG, "map outside the reservation is refused");
     CHECK(tcu_check(&t, base, 2 * pg, 11, s1) == 0, "pages kept mapped keep their data");
-    CHECK(tcu_check(&t, base + 10 * pg, 2 * pg, 11, s1) == 0, "pages kept mapped keep their data (tail)");
+    CHECK(tcu_check(&t, base + 10 * pg, 2 * pg, 13, s1) == 0, "pages kept mapped keep their data (tail)");
     CHECK_OK(dev->ops->page_map(dev, base + 3 * pg, 4 * pg));
     CHECK(tcu_fill(&t, base + 3 * pg, 4 * pg, 12, s1, 0) == 0, "fill remapped");
     CHECK(tcu_check(&t, base + 3 * pg, 4 * pg, 12, s1) == 0, "remapped pages are usable");
