@@ -6,5 +6,6 @@
 #define VRAM_CLI_H
 
 int vram_cmd_version(int argc, char **argv);
+int vram_cmd_smi(int argc, char **argv);
 
 #endif

@@ -10,6 +10,7 @@ static const struct {
     const char *help;
 } commands[] = {
     {"version", vram_cmd_version, "print the version"},
+    {"smi", vram_cmd_smi, "GPU memory per device and process: table, CSV, JSON lines, Prometheus"},
 };
 
 static void usage(FILE *out) {
