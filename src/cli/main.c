@@ -11,6 +11,7 @@ static const struct {
 } commands[] = {
     {"version", vram_cmd_version, "print the version"},
     {"smi", vram_cmd_smi, "GPU memory per device and process: table, CSV, JSON lines, Prometheus"},
+    {"train", vram_cmd_train, "train a GPT on a text corpus on the CPU, with a memory report by category"},
 };
 
 static void usage(FILE *out) {
