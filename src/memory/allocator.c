@@ -1442,6 +1442,9 @@ vram_status vram_allocator_set_tag(vram_allocator *a, void *ptr, vram_tag tag) {
 vram_status vram_allocator_empty_cache(vram_allocator *a) {
     if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "empty_cache: null allocator");
     vram_allocator_lock(a);
+    /* wait for the streams that pending frees were used on, as PyTorch's empty_cache does */
+    for (vram_block *b = a->pending_head; b; b = b->fnext)
+        for (int i = 0; i < b->nevents; i++) a->dev->ops->event_sync(a->dev, b->events[i]);
     if (a->pending_head) process_pending(a);
     recent_flush(a);
     vram_status st = sync_all_streams(a);
