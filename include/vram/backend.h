@@ -45,6 +45,17 @@ typedef struct vram_device_ops {
     vram_status (*page_map)(vram_device *dev, uint64_t addr, size_t size);
     vram_status (*page_unmap)(vram_device *dev, uint64_t addr, size_t size);
 
+    /* Page moves (optional; NULL where unsupported). page_alias maps at [dst, dst+size) the
+     * physical pages that back [src, src+size) (src mapped, dst unmapped, page-aligned, inside
+     * reservations), allocating nothing: both ranges then show the same memory. page_drop
+     * unmaps [addr, addr+size), a range given earlier as a page_alias source, without returning
+     * its physical pages, which the alias now holds. With them the allocator moves pages from a
+     * block freed on a stream to a new block for the same stream at once, although work that
+     * stream queued earlier may still use the old addresses: stream order keeps the old and the
+     * new users apart, and the old range is dropped once an event shows the stream is past it. */
+    vram_status (*page_alias)(vram_device *dev, uint64_t src, uint64_t dst, size_t size);
+    vram_status (*page_drop)(vram_device *dev, uint64_t addr, size_t size);
+
     /* Streams and events (optional; NULL = all work is synchronous). event_query returns
      * VRAM_OK when complete, VRAM_ERR_STATE while pending, another status on error. */
     vram_status (*event_record)(vram_device *dev, vram_stream stream, void **event);

@@ -258,13 +258,17 @@ static cuda_reservation *cuda_find(cuda_state *s, uint64_t addr, size_t size) {
     return NULL;
 }
 
-/* Unmaps and releases pages [first, first+count) of a reservation that are mapped. */
+/* A page slot whose mapping is an alias source (page_alias): its handle belongs to the alias. */
+#define CUDA_ALIAS_SOURCE (~(CUmemGenericAllocationHandle)0)
+
+/* Unmaps and releases pages [first, first+count) of a reservation that are mapped (alias
+ * sources are only unmapped: their physical page belongs to the alias). */
 static CUresult cuda_unmap_pages(cuda_state *s, cuda_reservation *res, size_t first, size_t count) {
     CUresult worst = CUDA_SUCCESS;
     for (size_t i = first; i < first + count; i++) {
         if (!res->pages[i]) continue;
         CUresult r = drv.MemUnmap(res->base + i * s->granularity, s->granularity);
-        if (r == CUDA_SUCCESS) r = drv.MemRelease(res->pages[i]);
+        if (r == CUDA_SUCCESS && res->pages[i] != CUDA_ALIAS_SOURCE) r = drv.MemRelease(res->pages[i]);
         if (r != CUDA_SUCCESS && worst == CUDA_SUCCESS) worst = r;
         res->pages[i] = 0;
     }
@@ -371,6 +375,63 @@ static vram_status cuda_page_unmap(vram_device *dev, uint64_t addr, size_t size)
     return r == CUDA_SUCCESS ? VRAM_OK : cuda_fail(r, "cuMemUnmap");
 }
 
+/* page_alias: each physical page of src is mapped at dst as well; dst owns the handle from
+ * now on and src's slot is marked as an alias source until page_drop unmaps it. */
+static vram_status cuda_page_alias(vram_device *dev, uint64_t src, uint64_t dst, size_t size) {
+    cuda_state *s = dev->impl;
+    if (size == 0 || size % s->granularity || src % s->granularity || dst % s->granularity)
+        return vram_error(VRAM_ERR_INVALID_ARG, "cuda: alias of [0x%llx, +%zu) is not page aligned",
+                          (unsigned long long)src, size);
+    vram_status st = cuda_enter(s);
+    if (st != VRAM_OK) return st;
+    pthread_mutex_lock(&s->lock);
+    cuda_reservation *rs = cuda_find(s, src, size), *rd = cuda_find(s, dst, size);
+    size_t fs = rs ? (src - rs->base) / s->granularity : 0, fd = rd ? (dst - rd->base) / s->granularity : 0;
+    size_t count = size / s->granularity;
+    for (size_t i = 0; rs && rd && i < count; i++)
+        if (!rs->pages[fs + i] || rs->pages[fs + i] == CUDA_ALIAS_SOURCE || rd->pages[fd + i]) rs = NULL;
+    if (!rs || !rd) {
+        pthread_mutex_unlock(&s->lock);
+        return vram_error(VRAM_ERR_STATE, "cuda: alias of [0x%llx, +%zu) to 0x%llx: source not mapped or target not free",
+                          (unsigned long long)src, size, (unsigned long long)dst);
+    }
+    CUresult r = CUDA_SUCCESS;
+    size_t done = 0;
+    for (; done < count; done++) {
+        r = drv.MemMap(dst + done * s->granularity, s->granularity, 0, rs->pages[fs + done], 0);
+        if (r != CUDA_SUCCESS) break;
+    }
+    if (r == CUDA_SUCCESS) r = drv.MemSetAccess((CUdeviceptr)dst, size, &s->access, 1);
+    if (r != CUDA_SUCCESS) { /* all or nothing: take the new mappings away again */
+        for (size_t i = 0; i < done; i++) drv.MemUnmap(dst + i * s->granularity, s->granularity);
+    } else {
+        for (size_t i = 0; i < count; i++) {
+            rd->pages[fd + i] = rs->pages[fs + i];
+            rs->pages[fs + i] = CUDA_ALIAS_SOURCE;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return r == CUDA_SUCCESS ? VRAM_OK : cuda_fail(r, done < count ? "cuMemMap" : "cuMemSetAccess");
+}
+
+static vram_status cuda_page_drop(vram_device *dev, uint64_t addr, size_t size) {
+    cuda_state *s = dev->impl;
+    vram_status st = cuda_enter(s);
+    if (st != VRAM_OK) return st;
+    pthread_mutex_lock(&s->lock);
+    cuda_reservation *res = cuda_find(s, addr, size);
+    size_t first = res ? (addr - res->base) / s->granularity : 0, count = size / s->granularity;
+    for (size_t i = 0; res && i < count; i++)
+        if (res->pages[first + i] != CUDA_ALIAS_SOURCE) res = NULL;
+    if (!res || size % s->granularity || addr % s->granularity) {
+        pthread_mutex_unlock(&s->lock);
+        return vram_error(VRAM_ERR_STATE, "cuda: drop of [0x%llx, +%zu): not an alias source", (unsigned long long)addr, size);
+    }
+    CUresult r = cuda_unmap_pages(s, res, first, count);
+    pthread_mutex_unlock(&s->lock);
+    return r == CUDA_SUCCESS ? VRAM_OK : cuda_fail(r, "cuMemUnmap");
+}
+
 static vram_status cuda_event_record(vram_device *dev, vram_stream stream, void **event) {
     cuda_state *s = dev->impl;
     vram_status st = cuda_enter(s);
@@ -465,6 +526,8 @@ static const vram_device_ops cuda_page_ops = {
     .va_release = cuda_va_release,
     .page_map = cuda_page_map,
     .page_unmap = cuda_page_unmap,
+    .page_alias = cuda_page_alias,
+    .page_drop = cuda_page_drop,
     .event_record = cuda_event_record,
     .event_query = cuda_event_query,
     .event_sync = cuda_event_sync,

@@ -3,7 +3,8 @@
  * It hands out addresses and counts bytes against a capacity, so an allocation trace can be
  * replayed as if on a GPU of any size, on any machine, at the speed of the allocator's own
  * bookkeeping. Segments come from a bump pointer in one half of a 2^47 address space and
- * page reservations from the other; page_map only counts mapped bytes. Its work is
+ * page reservations from the other; page_map only counts mapped bytes (page_alias and
+ * page_drop, which move physical pages, change nothing). Its work is
  * synchronous, so it has no events. Spec: "sim" (80 GiB) or "sim:SIZE" ("sim:141GiB").
  */
 #include <stdio.h>
@@ -65,6 +66,17 @@ static vram_status sim_page_unmap(vram_device *dev, uint64_t addr, size_t size) 
     return sim_mem_free(dev, addr, size);
 }
 
+/* A move keeps the same physical bytes: nothing to count. */
+static vram_status sim_page_alias(vram_device *dev, uint64_t src, uint64_t dst, size_t size) {
+    (void)dev; (void)src; (void)dst; (void)size;
+    return VRAM_OK;
+}
+
+static vram_status sim_page_drop(vram_device *dev, uint64_t addr, size_t size) {
+    (void)dev; (void)addr; (void)size;
+    return VRAM_OK;
+}
+
 static vram_status sim_mem_info(vram_device *dev, size_t *free_bytes, size_t *total_bytes) {
     sim_state *s = dev->impl;
     *free_bytes = dev->capacity - s->used;
@@ -84,6 +96,8 @@ static const vram_device_ops sim_ops = {
     .va_release = sim_va_release,
     .page_map = sim_page_map,
     .page_unmap = sim_page_unmap,
+    .page_alias = sim_page_alias,
+    .page_drop = sim_page_drop,
     .mem_info = sim_mem_info,
     .close = sim_close,
 };

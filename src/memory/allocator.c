@@ -297,11 +297,9 @@ static void full_pages(const vram_allocator *a, const vram_region *r, uint64_t a
     *p1 = hi > lo ? hi : lo;
 }
 
-/* Maps pages [p0, p1) of r (all unmapped). Updates reserved and segment statistics. */
-static vram_status map_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
+/* Records pages [p0, p1) of r as mapped: bits, reserved bytes, mapped ranges ("segments"). */
+static void mark_mapped(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
     uint64_t P = a->page_size;
-    vram_status st = a->dev->ops->page_map(a->dev, r->base + p0 * P, (p1 - p0) * P);
-    if (st != VRAM_OK) return st;
     int left = p0 > 0 && vram_page_mapped(r, p0 - 1);
     int right = p1 < r->npages && vram_page_mapped(r, p1);
     bits_set(r->mapped, p0, p1, 1);
@@ -312,14 +310,19 @@ static vram_status map_pages(vram_allocator *a, vram_region *r, uint64_t p0, uin
     else if (delta < 0) stat_pool_down(a->stats.segment, r->pool, -delta);
     a->stats.num_device_alloc++;
     history_add(a, VRAM_EVENT_SEGMENT_MAP, r->base + p0 * P, (uint64_t)bytes, 0, 0);
-    return VRAM_OK;
 }
 
-/* Unmaps pages [p0, p1) of r (all mapped, none under a live block). */
-static vram_status unmap_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
+/* Maps pages [p0, p1) of r (all unmapped). */
+static vram_status map_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
     uint64_t P = a->page_size;
-    vram_status st = a->dev->ops->page_unmap(a->dev, r->base + p0 * P, (p1 - p0) * P);
-    if (st != VRAM_OK) return st;
+    vram_status st = a->dev->ops->page_map(a->dev, r->base + p0 * P, (p1 - p0) * P);
+    if (st == VRAM_OK) mark_mapped(a, r, p0, p1);
+    return st;
+}
+
+/* Records pages [p0, p1) of r as unmapped. */
+static void mark_unmapped(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
+    uint64_t P = a->page_size;
     bits_set(r->mapped, p0, p1, 0);
     int left = p0 > 0 && vram_page_mapped(r, p0 - 1);
     int right = p1 < r->npages && vram_page_mapped(r, p1);
@@ -330,7 +333,40 @@ static vram_status unmap_pages(vram_allocator *a, vram_region *r, uint64_t p0, u
     else if (delta < 0) stat_pool_down(a->stats.segment, r->pool, -delta);
     a->stats.num_device_free++;
     history_add(a, VRAM_EVENT_SEGMENT_UNMAP, r->base + p0 * P, (uint64_t)bytes, 0, 0);
-    return VRAM_OK;
+}
+
+/* Unmaps pages [p0, p1) of r (all mapped, none under a live block). */
+static vram_status unmap_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
+    uint64_t P = a->page_size;
+    vram_status st = a->dev->ops->page_unmap(a->dev, r->base + p0 * P, (p1 - p0) * P);
+    if (st == VRAM_OK) mark_unmapped(a, r, p0, p1);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Zombies: the old addresses of pages moved by page_alias.                                  */
+
+/* Drops the zombie batches whose events have completed (all of them, waiting, with `wait`). */
+static void zombies_reap(vram_allocator *a, int wait) {
+    while (a->zombies) {
+        vram_zombie *z = a->zombies;
+        if (z->event) {
+            if (wait) a->dev->ops->event_sync(a->dev, z->event);
+            else if (a->dev->ops->event_query(a->dev, z->event) != VRAM_OK) return;
+            a->dev->ops->event_destroy(a->dev, z->event);
+        }
+        for (size_t i = 0; i < z->n; i++) {
+            vram_zombie_range *zr = &z->ranges[i];
+            uint64_t P = a->page_size;
+            a->dev->ops->page_drop(a->dev, zr->region->base + zr->p0 * P, (zr->p1 - zr->p0) * P);
+            bits_set(zr->region->zombie, zr->p0, zr->p1, 0);
+            a->stats.num_device_free++;
+        }
+        a->zombies = z->next;
+        if (!a->zombies) a->zombies_tail = NULL;
+        free(z->ranges);
+        free(z);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -718,7 +754,10 @@ static vram_region *region_new(vram_allocator *a, int pool, uint64_t base, uint6
     if (expandable) {
         r->npages = size / a->page_size;
         r->mapped = calloc((r->npages + 63) / 64 + 1, sizeof(uint64_t));
-        if (!r->mapped) {
+        r->zombie = calloc((r->npages + 63) / 64 + 1, sizeof(uint64_t));
+        if (!r->mapped || !r->zombie) {
+            free(r->mapped);
+            free(r->zombie);
             free(r);
             block_release(a, b);
             return NULL;
@@ -738,6 +777,7 @@ static vram_region *region_new(vram_allocator *a, int pool, uint64_t base, uint6
 static void region_destroy(vram_allocator *a, vram_region *r) {
     region_unlink(&a->pools[r->pool], r);
     free(r->mapped);
+    free(r->zombie);
     free(r);
 }
 
@@ -921,6 +961,7 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
     a->cfg = conf;
     a->has_events = dev->ops->event_record && dev->ops->event_query && dev->ops->event_sync && dev->ops->event_destroy;
     a->pages_model = conf.expandable_segments && vram_device_has_pages(dev);
+    a->can_alias = a->pages_model && a->has_events && dev->ops->page_alias && dev->ops->page_drop;
     a->page_size = dev->page_size;
     if (a->pages_model && conf.page_size > dev->page_size && conf.page_size % dev->page_size == 0)
         a->page_size = conf.page_size;
@@ -965,6 +1006,7 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
 
 void vram_allocator_destroy(vram_allocator *a) {
     if (!a) return;
+    zombies_reap(a, 1);
     if (a->has_events) {
         sync_all_streams(a);
         for (int i = 0; i < a->nstreams; i++)
@@ -1029,11 +1071,98 @@ static inline int range_mapped(const vram_allocator *a, const vram_region *r, ui
  * without it, reserved memory grows instead (the host never waits for a voluntary move).
  * Under the limit, VRAM_ERR_OUT_OF_MEMORY with such blocks present tells the caller that
  * waiting for the streams (as PyTorch does before giving up) may still help. */
+/* Moves up to `want` pages from free blocks that `stream` freed (and may still be using) into
+ * the unmapped pages of [p0, p1) of r, with page_alias: the old addresses stay mapped as
+ * zombies until an event recorded on the stream now completes. Stream order keeps the old
+ * work and the new block's work apart, so neither the host nor the device waits. Returns the
+ * pages moved. */
+static uint64_t alias_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1, vram_stream stream,
+                            uint64_t want) {
+    uint64_t moved = 0, P = a->page_size, t = p0;
+    vram_zombie *z = NULL;
+    for (vram_block *b = a->cached_head, *next; b && moved < want; b = next) {
+        next = b->cnext;
+        vram_region *vr = b->region;
+        if (!vr->expandable || b->ready || b->stream != stream) continue;
+        uint64_t q0, q1;
+        full_pages(a, vr, b->addr, b->size, &q0, &q1);
+        uint64_t win[2][2] = {{q0, q1}, {q1, q1}};
+        if (vr == r && p0 < q1 && p1 > q0) {
+            win[0][1] = p0 > q0 ? p0 : q0;
+            win[1][0] = p1 < q1 ? p1 : q1;
+        }
+        for (int w = 0; w < 2 && moved < want; w++) {
+            for (uint64_t q = win[w][0]; q < win[w][1] && moved < want;) {
+                uint64_t s = bits_find(vr->mapped, q, win[w][1], 1);
+                if (s >= win[w][1]) break;
+                uint64_t e = bits_find(vr->mapped, s, win[w][1], 0);
+                while (s < e && moved < want) {
+                    t = bits_find(r->mapped, t, p1, 0); /* next target page to fill */
+                    if (t >= p1) goto done;
+                    uint64_t te = bits_find(r->mapped, t, p1, 1), k = e - s;
+                    if (k > te - t) k = te - t;
+                    if (k > want - moved) k = want - moved;
+                    if (!z) { /* the event first: it covers the work that used the old pages */
+                        z = calloc(1, sizeof *z);
+                        if (!z) goto done;
+                        if (a->dev->ops->event_record(a->dev, stream, &z->event) != VRAM_OK) {
+                            free(z);
+                            return moved;
+                        }
+                    }
+                    if (z->n == z->cap) {
+                        size_t ncap = z->cap ? 2 * z->cap : 8;
+                        vram_zombie_range *nr = realloc(z->ranges, ncap * sizeof *nr);
+                        if (!nr) goto done;
+                        z->ranges = nr;
+                        z->cap = ncap;
+                    }
+                    if (a->dev->ops->page_alias(a->dev, vr->base + s * P, r->base + t * P, k * P) != VRAM_OK) goto done;
+                    z->ranges[z->n++] = (vram_zombie_range){vr, s, s + k};
+                    mark_unmapped(a, vr, s, s + k);
+                    bits_set(vr->zombie, s, s + k, 1);
+                    mark_mapped(a, r, t, t + k);
+                    s += k;
+                    t += k;
+                    moved += k;
+                }
+                q = e;
+            }
+        }
+    }
+done:
+    if (z && z->n) {
+        z->next = NULL;
+        if (a->zombies_tail) a->zombies_tail->next = z;
+        else a->zombies = z;
+        a->zombies_tail = z;
+    } else if (z) {
+        a->dev->ops->event_destroy(a->dev, z->event);
+        free(z->ranges);
+        free(z);
+    }
+    return moved;
+}
+
+/* Pages model: makes every page under [addr, addr+rsize) of r mapped, for `stream`. Cached
+ * pages whose blocks may still be used by another stream cannot be moved: with `may_defer`
+ * set, the call then returns VRAM_ERR_STATE so the caller can poll the streams' events and try
+ * again; without it, reserved memory grows instead (the host never waits for a voluntary
+ * move). Under the limit, VRAM_ERR_OUT_OF_MEMORY with such blocks present tells the caller that
+ * waiting for the streams (as PyTorch does before giving up) may still help. */
 static vram_status ensure_mapped(vram_allocator *a, vram_region *r, uint64_t addr, uint64_t rsize, int *retried,
-                                 int may_defer) {
+                                 int may_defer, vram_stream stream) {
     uint64_t P = a->page_size;
     uint64_t p0 = (addr - r->base) >> a->page_shift, p1 = (addr + rsize - r->base + P - 1) >> a->page_shift;
     if (bits_find(r->mapped, p0, p1, 0) >= p1) return VRAM_OK; /* the common case: all mapped */
+    if (a->zombies && bits_find(r->zombie, p0, p1, 1) < p1) {
+        /* old addresses of moved pages lie here: they must be dropped before mapping again */
+        zombies_reap(a, 0);
+        if (bits_find(r->zombie, p0, p1, 1) < p1) { /* still used by queued work: wait (rare) */
+            a->stats.num_sync_all_streams++;
+            zombies_reap(a, 1);
+        }
+    }
     uint64_t need = (p1 - p0 - bits_count(r->mapped, p0, p1)) * P;
     int blocked = 0;
     uint64_t reserved = (uint64_t)a->stats.reserved_bytes[0].current;
@@ -1043,12 +1172,20 @@ static vram_status ensure_mapped(vram_allocator *a, vram_region *r, uint64_t add
     if (need > room && a->cached_head) {
         release_pages(a, need - room, r, p0, p1, &blocked);
         reserved = (uint64_t)a->stats.reserved_bytes[0].current;
+        if (blocked && a->can_alias && reserved + need > peak) {
+            alias_pages(a, r, p0, p1, stream, (reserved + need - peak + P - 1) / P);
+            need = (p1 - p0 - bits_count(r->mapped, p0, p1)) * P;
+        }
         if (blocked && may_defer && reserved + need > peak) return VRAM_ERR_STATE;
     }
     if (reserved + need > a->limit) {
         *retried = 1;
         release_pages(a, reserved + need - a->limit, r, p0, p1, &blocked);
         reserved = (uint64_t)a->stats.reserved_bytes[0].current;
+        if (reserved + need > a->limit && blocked && a->can_alias) {
+            alias_pages(a, r, p0, p1, stream, (reserved + need - a->limit + P - 1) / P);
+            need = (p1 - p0 - bits_count(r->mapped, p0, p1)) * P;
+        }
         if (reserved + need > a->limit) return VRAM_ERR_OUT_OF_MEMORY;
     }
     for (uint64_t p = p0; p < p1;) {
@@ -1059,6 +1196,7 @@ static vram_status ensure_mapped(vram_allocator *a, vram_region *r, uint64_t add
         if (st == VRAM_ERR_OUT_OF_MEMORY) { /* the device itself is full: release cache, retry */
             *retried = 1;
             blocked = 0;
+            zombies_reap(a, 1);
             release_pages(a, UINT64_MAX, r, p0, p1, &blocked);
             st = map_pages(a, r, s, e);
         }
@@ -1151,6 +1289,7 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
          * the next slow path without the host ever waiting). */
         if (a->nrecent) recent_flush(a);
         if (a->not_ready_count) poll_streams(a, 1);
+        if (a->zombies) zombies_reap(a, 0);
         b = find_free(a, p, rsize, stream, &at_end);
     }
     if (!b && a->not_ready_count) {
@@ -1160,19 +1299,19 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
     if (a->pages_model) {
         err = !b ? VRAM_ERR_OUT_OF_MEMORY
               : range_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize) ? VRAM_OK
-                                                            : ensure_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize, &retried, 1);
+                                                            : ensure_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize, &retried, 1, stream);
         if (err == VRAM_ERR_STATE) {
             /* cached pages belong to streams that may still use them: ask their events */
             poll_streams(a, 1);
             b = find_free(a, p, rsize, stream, &at_end);
-            err = b ? ensure_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize, &retried, 0) : VRAM_ERR_OUT_OF_MEMORY;
+            err = b ? ensure_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize, &retried, 0, stream) : VRAM_ERR_OUT_OF_MEMORY;
         }
         if (err == VRAM_ERR_OUT_OF_MEMORY && a->not_ready_count) {
             /* out of memory: wait for the streams, as a last resort, and retry */
             err = sync_all_streams(a);
             if (err == VRAM_OK) {
                 b = find_free(a, p, rsize, stream, &at_end);
-                err = b ? ensure_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize, &retried, 0) : VRAM_ERR_OUT_OF_MEMORY;
+                err = b ? ensure_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize, &retried, 0, stream) : VRAM_ERR_OUT_OF_MEMORY;
             }
         }
     } else if (!b) {
@@ -1448,6 +1587,7 @@ vram_status vram_allocator_empty_cache(vram_allocator *a) {
     if (a->pending_head) process_pending(a);
     recent_flush(a);
     vram_status st = sync_all_streams(a);
+    zombies_reap(a, 1);
     if (st == VRAM_OK) {
         if (a->pages_model) {
             /* every free block, not only the cached list, so nothing mapped is missed */

@@ -67,6 +67,7 @@ typedef struct vram_block {
 struct vram_region {
     uint64_t base, size;
     uint64_t *mapped;      /* pages model: one bit per page */
+    uint64_t *zombie;      /* pages model: unmapped for the allocator, still an alias source */
     uint64_t npages;
     vram_block *first;
     int pool;
@@ -89,6 +90,20 @@ typedef struct vram_stream_state {
     void *event;                /* in flight: recorded after frees up to event_seq */
     uint64_t event_seq;
 } vram_stream_state;
+
+/* Pages moved away (page_alias) whose old addresses a stream may still use: dropped once the
+ * event, recorded on that stream after the move, completes. */
+typedef struct vram_zombie_range {
+    vram_region *region;
+    uint64_t p0, p1;
+} vram_zombie_range;
+
+typedef struct vram_zombie {
+    void *event;
+    vram_zombie_range *ranges;
+    size_t n, cap;
+    struct vram_zombie *next;
+} vram_zombie;
 
 typedef struct vram_live_map {
     uint64_t *keys;
@@ -118,6 +133,8 @@ struct vram_allocator {
     vram_block *recent[VRAM_RECENT_SLOTS]; /* deferred frees, one per slot (see allocator.c) */
     unsigned nrecent;
     vram_block *pending_head, *pending_tail;
+    vram_zombie *zombies, *zombies_tail; /* oldest first */
+    int can_alias;           /* the device moves pages without copying (page_alias/page_drop) */
     vram_stream_state streams[VRAM_MAX_STREAMS];
     int nstreams;
     uint64_t not_ready_count;

@@ -86,6 +86,8 @@ static vram_status check_locked(vram_allocator *a) {
             }
             if (addr != r->base + r->size) FAIL("region %#llx: blocks do not reach its end", (unsigned long long)r->base);
             if (r->expandable) {
+                for (uint64_t w = 0; w < (r->npages + 63) / 64; w++)
+                    if (r->mapped[w] & r->zombie[w]) FAIL("region %#llx: a page is both mapped and a zombie", (unsigned long long)r->base);
                 int in_run = 0;
                 for (uint64_t q = 0; q < r->npages; q++) {
                     int m = vram_page_mapped(r, q);

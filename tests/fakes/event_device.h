@@ -75,6 +75,8 @@ EVDEV_FWD(va_release, (vram_device * d, uint64_t addr, size_t size), (d, addr, s
 EVDEV_FWD(page_map, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
 EVDEV_FWD(page_unmap, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
 EVDEV_FWD(mem_info, (vram_device * d, size_t *f, size_t *t), (d, f, t))
+EVDEV_FWD(page_alias, (vram_device * d, uint64_t src, uint64_t dst, size_t size), (d, src, dst, size))
+EVDEV_FWD(page_drop, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
 
 static void evdev_close(vram_device *d) {
     void **pair = d->impl;
@@ -100,6 +102,8 @@ static vram_status event_device_open(const char *capacity, vram_device **out) {
     evdev_ops.page_map = evdev_page_map;
     evdev_ops.page_unmap = evdev_page_unmap;
     evdev_ops.mem_info = evdev_mem_info;
+    evdev_ops.page_alias = evdev_page_alias;
+    evdev_ops.page_drop = evdev_page_drop;
     evdev_ops.event_record = evdev_record;
     evdev_ops.event_query = evdev_query;
     evdev_ops.event_sync = evdev_sync;

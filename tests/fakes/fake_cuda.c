@@ -5,6 +5,8 @@
  *   - cuMemUnmap must cover exactly whole mappings (a sub-range of one mapping is refused);
  *   - cuMemSetAccess must cover only mapped memory;
  *   - cuMemMap must not overlap a mapping, and must be granularity-aligned inside a reservation;
+ *     one handle may be mapped at several addresses, and cuMemRelease of a mapped handle frees
+ *     its memory only when its last mapping is unmapped (as the driver documents);
  *   - physical memory (cuMemCreate + cuMemAlloc) is limited to FAKE_CUDA_MEMORY bytes
  *     (default 1 GiB), beyond which CUDA_ERROR_OUT_OF_MEMORY;
  *   - an event stays pending for FAKE_CUDA_EVENT_LAG queries after its record (default 2), so
@@ -25,7 +27,8 @@ enum { OK = 0, E_INVALID_VALUE = 1, E_OOM = 2, E_NOT_READY = 600, E_NOT_FOUND = 
 
 typedef struct handle {
     uint64_t size;
-    int mapped;
+    int mapped;   /* how many mappings use it: a handle may be mapped at several addresses */
+    int released; /* cuMemRelease was called: freed once the last mapping goes */
 } handle;
 typedef struct mapping {
     uint64_t addr, size;
@@ -139,18 +142,22 @@ EXPORT CUresult cuMemCreate(void **h, size_t size, const void *prop, unsigned lo
     *h = x;
     return OK;
 }
-EXPORT CUresult cuMemRelease(void *hv) {
-    handle *h = hv;
-    if (!h || h->mapped) return bad(E_INVALID_VALUE); /* vram always unmaps first */
+static void handle_free(handle *h) {
     used -= h->size;
     handles_live--;
     free(h);
+}
+EXPORT CUresult cuMemRelease(void *hv) {
+    handle *h = hv;
+    if (!h || h->released) return bad(E_INVALID_VALUE);
+    h->released = 1; /* as the driver: the memory goes when its last mapping does */
+    if (!h->mapped) handle_free(h);
     return OK;
 }
 EXPORT CUresult cuMemMap(uint64_t p, size_t size, size_t off, void *hv, unsigned long long fl) {
     (void)fl;
     handle *h = hv;
-    if (!h || off || size != h->size || p % GRAN || h->mapped || nmaps == (int)(sizeof maps / sizeof maps[0]))
+    if (!h || h->released || off || size != h->size || p % GRAN || nmaps == (int)(sizeof maps / sizeof maps[0]))
         return bad(E_INVALID_VALUE);
     int inside = 0;
     for (int i = 0; i < nres; i++)
@@ -159,7 +166,7 @@ EXPORT CUresult cuMemMap(uint64_t p, size_t size, size_t off, void *hv, unsigned
     for (int m = 0; m < nmaps; m++)
         if (p < maps[m].addr + maps[m].size && maps[m].addr < p + size) return bad(E_INVALID_VALUE);
     maps[nmaps++] = (mapping){p, size, h, 0};
-    h->mapped = 1;
+    h->mapped++;
     return OK;
 }
 EXPORT CUresult cuMemUnmap(uint64_t p, size_t size) {
@@ -174,7 +181,8 @@ EXPORT CUresult cuMemUnmap(uint64_t p, size_t size) {
     if (covered != size) return bad(E_INVALID_VALUE);
     for (int m = 0; m < nmaps;) {
         if (maps[m].addr >= p && maps[m].addr + maps[m].size <= p + size) {
-            maps[m].h->mapped = 0;
+            handle *h = maps[m].h;
+            if (--h->mapped == 0 && h->released) handle_free(h);
             maps[m] = maps[--nmaps];
         } else {
             m++;
