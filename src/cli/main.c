@@ -10,6 +10,8 @@ static const struct {
     const char *help;
 } commands[] = {
     {"version", vram_cmd_version, "print the version"},
+    {"replay", vram_cmd_replay, "replay allocation traces through the allocator"},
+    {"bench", vram_cmd_bench, "allocator benchmarks (vram bench alloc)"},
 };
 
 static void usage(FILE *out) {
