@@ -1,0 +1,1346 @@
+/* allocator.c — the stream-ordered caching allocator: malloc, free and the two memory models.
+ *
+ * Free blocks live in segregated bins per pool (allocator_internal.h): a request is rounded to
+ * 512 bytes, its bin found from the size's leading bits, and the best fit taken from that bin
+ * or, through a two-level bitmap, from the next non-empty one: O(1) apart from a bounded scan
+ * inside one bin. Blocks are split on allocation and coalesced with free neighbours on free.
+ *
+ * Pages model: each pool is one virtual range, initially one free (unmapped) block. After a
+ * block is chosen, the pages under it that are not mapped get mapped. Where that would raise
+ * reserved memory above its peak (or above the limit), fully free mapped pages elsewhere are
+ * unmapped first ("stolen"), so reserved memory only grows when no cached page can be moved:
+ * free space coalesces across the whole range and cached pages follow demand. Candidate pages
+ * are found through the `cached` list of free blocks that may hold whole mapped pages.
+ *
+ * Segments model: each region is one device allocation sized as PyTorch sizes its segments;
+ * free segments go back to the device on empty_cache or when a request would not fit.
+ *
+ * Streams: see alloc.h. Blocks freed on a stream are ready for other streams only once an
+ * event recorded on that stream after the free completes; events are recorded lazily, when
+ * another stream finds nothing else to reuse, and polled, never waited on, in malloc. On a
+ * device without events (sim, host) every freed block is ready at once.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "allocator_internal.h"
+
+/* ---------------------------------------------------------------------------------------- */
+/* Locking: a test-and-test-and-set spinlock; uncontended it costs a few nanoseconds.        */
+
+void vram_allocator_lock(vram_allocator *a) {
+    for (int spins = 0; atomic_flag_test_and_set_explicit(&a->lock, memory_order_acquire); spins++) {
+        if (spins > 64) sched_yield();
+    }
+}
+
+void vram_allocator_unlock(vram_allocator *a) { atomic_flag_clear_explicit(&a->lock, memory_order_release); }
+
+/* ---------------------------------------------------------------------------------------- */
+/* Block structs come from slabs and are recycled through a free list.                       */
+
+static vram_block *block_new(vram_allocator *a) {
+    if (!a->free_structs) {
+        vram_block_slab *slab = malloc(sizeof *slab);
+        if (!slab) return NULL;
+        slab->next = a->slabs;
+        a->slabs = slab;
+        for (int i = 1023; i >= 0; i--) {
+            slab->blocks[i].fnext = a->free_structs;
+            a->free_structs = &slab->blocks[i];
+        }
+    }
+    vram_block *b = a->free_structs;
+    a->free_structs = b->fnext;
+    memset(b, 0, sizeof *b);
+    return b;
+}
+
+static void block_release(vram_allocator *a, vram_block *b) {
+    free(b->uses);
+    free(b->events);
+    b->fnext = a->free_structs;
+    a->free_structs = b;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* The live map: open addressing with linear probing and backward-shift deletion.            */
+
+static inline uint64_t live_hash(uint64_t key, uint64_t cap) {
+    uint64_t h = (key >> 9) * 0x9E3779B97F4A7C15ull;
+    return (h ^ (h >> 29)) & (cap - 1);
+}
+
+static int live_grow(vram_live_map *m) {
+    uint64_t ncap = m->cap ? m->cap * 2 : 1024;
+    uint64_t *keys = calloc(ncap, sizeof *keys);
+    vram_block **values = calloc(ncap, sizeof *values);
+    if (!keys || !values) {
+        free(keys);
+        free(values);
+        return -1;
+    }
+    for (uint64_t i = 0; i < m->cap; i++) {
+        if (!m->keys[i]) continue;
+        uint64_t j = live_hash(m->keys[i], ncap);
+        while (keys[j]) j = (j + 1) & (ncap - 1);
+        keys[j] = m->keys[i];
+        values[j] = m->values[i];
+    }
+    free(m->keys);
+    free(m->values);
+    m->keys = keys;
+    m->values = values;
+    m->cap = ncap;
+    return 0;
+}
+
+static int live_put(vram_live_map *m, vram_block *b) {
+    if ((m->count + 1) * 2 > m->cap && live_grow(m) != 0) return -1;
+    uint64_t j = live_hash(b->addr, m->cap);
+    while (m->keys[j]) j = (j + 1) & (m->cap - 1);
+    m->keys[j] = b->addr;
+    m->values[j] = b;
+    m->count++;
+    return 0;
+}
+
+vram_block *vram_live_get(const vram_live_map *m, uint64_t key) {
+    if (!m->cap || !key) return NULL;
+    for (uint64_t j = live_hash(key, m->cap);; j = (j + 1) & (m->cap - 1)) {
+        if (m->keys[j] == key) return m->values[j];
+        if (!m->keys[j]) return NULL;
+    }
+}
+
+static void live_del(vram_live_map *m, uint64_t key) {
+    uint64_t mask = m->cap - 1, j = live_hash(key, m->cap);
+    while (m->keys[j] != key) j = (j + 1) & mask;
+    m->count--;
+    for (uint64_t k = (j + 1) & mask;; k = (k + 1) & mask) {
+        if (!m->keys[k]) break;
+        uint64_t home = live_hash(m->keys[k], m->cap);
+        /* move k back to j if its home is not cyclically in (j, k] */
+        if (((k - home) & mask) >= ((k - j) & mask)) {
+            m->keys[j] = m->keys[k];
+            m->values[j] = m->values[k];
+            j = k;
+        }
+    }
+    m->keys[j] = 0;
+    m->values[j] = NULL;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Bins.                                                                                     */
+
+static inline unsigned bin_of(uint64_t size) {
+    uint64_t u = size >> 9;
+    if (u < 64) return (unsigned)u;
+    unsigned fl = 63u - (unsigned)__builtin_clzll(u);
+    unsigned sl = (unsigned)(u >> (fl - 5)) & 31u;
+    unsigned bin = 64u + (fl - 6u) * 32u + sl;
+    return bin < VRAM_NBINS ? bin : VRAM_NBINS - 1;
+}
+
+static void bin_insert(vram_pool *p, vram_block *b) {
+    unsigned i = bin_of(b->size);
+    b->bin = (uint16_t)i;
+    b->fprev = NULL;
+    b->fnext = p->bins[i];
+    if (p->bins[i]) p->bins[i]->fprev = b;
+    p->bins[i] = b;
+    p->bitmap[i >> 6] |= 1ull << (i & 63);
+    p->summary |= 1ull << (i >> 6);
+}
+
+static void bin_remove(vram_pool *p, vram_block *b) {
+    unsigned i = b->bin;
+    if (b->fprev) b->fprev->fnext = b->fnext;
+    else p->bins[i] = b->fnext;
+    if (b->fnext) b->fnext->fprev = b->fprev;
+    b->fprev = b->fnext = NULL;
+    if (!p->bins[i]) {
+        p->bitmap[i >> 6] &= ~(1ull << (i & 63));
+        if (!p->bitmap[i >> 6]) p->summary &= ~(1ull << (i >> 6));
+    }
+}
+
+/* The first non-empty bin at or after `i`, or VRAM_NBINS. */
+static unsigned bin_next(const vram_pool *p, unsigned i) {
+    if (i >= VRAM_NBINS) return VRAM_NBINS;
+    unsigned w = i >> 6;
+    uint64_t bits = p->bitmap[w] & (~0ull << (i & 63));
+    if (bits) return (w << 6) + (unsigned)__builtin_ctzll(bits);
+    uint64_t sum = (w + 1 < 64) ? p->summary & (~0ull << (w + 1)) : 0;
+    if (!sum) return VRAM_NBINS;
+    w = (unsigned)__builtin_ctzll(sum);
+    return (w << 6) + (unsigned)__builtin_ctzll(p->bitmap[w]);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Streams.                                                                                  */
+
+static vram_stream_state *stream_state(vram_allocator *a, vram_stream s) {
+    for (int i = 0; i < a->nstreams; i++)
+        if (a->streams[i].stream == s) return &a->streams[i];
+    if (a->nstreams == VRAM_MAX_STREAMS) return NULL;
+    vram_stream_state *st = &a->streams[a->nstreams++];
+    memset(st, 0, sizeof *st);
+    st->stream = s;
+    return st;
+}
+
+static void stream_list_remove(vram_allocator *a, vram_block *b) {
+    vram_stream_state *st = stream_state(a, b->stream);
+    if (b->sprev) b->sprev->snext = b->snext;
+    else st->head = b->snext;
+    if (b->snext) b->snext->sprev = b->sprev;
+    else st->tail = b->sprev;
+    b->sprev = b->snext = NULL;
+    st->count--;
+    a->not_ready_count--;
+}
+
+/* Appends a not-ready free block to its owner's list. Returns -1 when the stream table is
+ * full; the caller then treats the block as ready after synchronizing (see free_block). */
+static int stream_list_append(vram_allocator *a, vram_block *b) {
+    vram_stream_state *st = stream_state(a, b->stream);
+    if (!st) return -1;
+    b->snext = NULL;
+    b->sprev = st->tail;
+    if (st->tail) st->tail->snext = b;
+    else st->head = b;
+    st->tail = b;
+    st->count++;
+    a->not_ready_count++;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* History and statistics.                                                                   */
+
+static void history_add(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size,
+                        vram_stream stream, vram_tag tag) {
+    if (!a->history) return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    vram_event *e = &a->history[a->history_next % a->cfg.history_entries];
+    e->action = action;
+    e->addr = addr;
+    e->size = size;
+    e->stream = stream;
+    e->tag = tag;
+    e->time_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    a->history_next++;
+}
+
+static void stat_pool_add(vram_stat *arr, int pool, int64_t amount) {
+    vram_stat_add(&arr[VRAM_POOL_ALL], amount);
+    vram_stat_add(&arr[pool], amount);
+}
+
+static void stat_pool_sub(vram_stat *arr, int pool, int64_t amount) {
+    vram_stat_sub(&arr[VRAM_POOL_ALL], amount);
+    vram_stat_sub(&arr[pool], amount);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Page bitmaps.                                                                              */
+
+static uint64_t bits_count(const uint64_t *map, uint64_t p0, uint64_t p1) {
+    uint64_t n = 0;
+    while (p0 < p1) {
+        uint64_t w = p0 >> 6, off = p0 & 63, len = p1 - p0 < 64 - off ? p1 - p0 : 64 - off;
+        uint64_t mask = (len == 64 ? ~0ull : ((1ull << len) - 1)) << off;
+        n += (uint64_t)__builtin_popcountll(map[w] & mask);
+        p0 += len;
+    }
+    return n;
+}
+
+/* First page in [p0, p1) whose bit equals `value`, or p1. */
+static uint64_t bits_find(const uint64_t *map, uint64_t p0, uint64_t p1, int value) {
+    while (p0 < p1) {
+        uint64_t w = p0 >> 6, off = p0 & 63;
+        uint64_t word = value ? map[w] : ~map[w];
+        word &= ~0ull << off;
+        if (word) {
+            uint64_t p = (w << 6) + (uint64_t)__builtin_ctzll(word);
+            return p < p1 ? p : p1;
+        }
+        p0 = (w + 1) << 6;
+    }
+    return p1;
+}
+
+static void bits_set(uint64_t *map, uint64_t p0, uint64_t p1, int value) {
+    while (p0 < p1) {
+        uint64_t w = p0 >> 6, off = p0 & 63, len = p1 - p0 < 64 - off ? p1 - p0 : 64 - off;
+        uint64_t mask = (len == 64 ? ~0ull : ((1ull << len) - 1)) << off;
+        if (value) map[w] |= mask;
+        else map[w] &= ~mask;
+        p0 += len;
+    }
+}
+
+/* Whole pages inside [addr, addr+size) of region r: [*p0, *p1). */
+static void full_pages(const vram_allocator *a, const vram_region *r, uint64_t addr, uint64_t size,
+                       uint64_t *p0, uint64_t *p1) {
+    uint64_t P = a->page_size;
+    uint64_t lo = (addr - r->base + P - 1) / P, hi = (addr + size - r->base) / P;
+    *p0 = lo;
+    *p1 = hi > lo ? hi : lo;
+}
+
+/* Maps pages [p0, p1) of r (all unmapped). Updates reserved and segment statistics. */
+static vram_status map_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
+    uint64_t P = a->page_size;
+    vram_status st = a->dev->ops->page_map(a->dev, r->base + p0 * P, (p1 - p0) * P);
+    if (st != VRAM_OK) return st;
+    int left = p0 > 0 && vram_page_mapped(r, p0 - 1);
+    int right = p1 < r->npages && vram_page_mapped(r, p1);
+    bits_set(r->mapped, p0, p1, 1);
+    int64_t bytes = (int64_t)((p1 - p0) * P);
+    stat_pool_add(a->stats.reserved_bytes, r->pool, bytes);
+    int delta = 1 - left - right;
+    if (delta > 0) stat_pool_add(a->stats.segment, r->pool, delta);
+    else if (delta < 0) stat_pool_sub(a->stats.segment, r->pool, -delta);
+    a->stats.num_device_alloc++;
+    history_add(a, VRAM_EVENT_SEGMENT_MAP, r->base + p0 * P, (uint64_t)bytes, 0, 0);
+    return VRAM_OK;
+}
+
+/* Unmaps pages [p0, p1) of r (all mapped, none under a live block). */
+static vram_status unmap_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
+    uint64_t P = a->page_size;
+    vram_status st = a->dev->ops->page_unmap(a->dev, r->base + p0 * P, (p1 - p0) * P);
+    if (st != VRAM_OK) return st;
+    bits_set(r->mapped, p0, p1, 0);
+    int left = p0 > 0 && vram_page_mapped(r, p0 - 1);
+    int right = p1 < r->npages && vram_page_mapped(r, p1);
+    int64_t bytes = (int64_t)((p1 - p0) * P);
+    stat_pool_sub(a->stats.reserved_bytes, r->pool, bytes);
+    int delta = left + right - 1;
+    if (delta > 0) stat_pool_add(a->stats.segment, r->pool, delta);
+    else if (delta < 0) stat_pool_sub(a->stats.segment, r->pool, -delta);
+    a->stats.num_device_free++;
+    history_add(a, VRAM_EVENT_SEGMENT_UNMAP, r->base + p0 * P, (uint64_t)bytes, 0, 0);
+    return VRAM_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* The cached-pages list: free blocks that may contain whole mapped pages.                   */
+
+static void cached_add(vram_allocator *a, vram_block *b) {
+    if (b->in_cached) return;
+    b->in_cached = 1;
+    b->cprev = NULL;
+    b->cnext = a->cached_head;
+    if (a->cached_head) a->cached_head->cprev = b;
+    a->cached_head = b;
+}
+
+static void cached_remove(vram_allocator *a, vram_block *b) {
+    if (!b->in_cached) return;
+    if (b->cprev) b->cprev->cnext = b->cnext;
+    else a->cached_head = b->cnext;
+    if (b->cnext) b->cnext->cprev = b->cprev;
+    b->cprev = b->cnext = NULL;
+    b->in_cached = 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Free blocks: insertion with coalescing, readiness.                                        */
+
+static int mergeable(const vram_block *x, const vram_block *y) {
+    if (x->state != BLOCK_FREE || y->state != BLOCK_FREE) return 0;
+    if (x->ready && y->ready) return 1;
+    return !x->ready && !y->ready && x->stream == y->stream;
+}
+
+/* Takes a free block out of every index it is in (bin, stream list, cached list). */
+static void free_unlink(vram_allocator *a, vram_block *b) {
+    bin_remove(&a->pools[b->region->pool], b);
+    if (!b->ready) stream_list_remove(a, b);
+    cached_remove(a, b);
+}
+
+/* Inserts free block b (already in the region's address list, in no index), merging it with
+ * mergeable neighbours; `fresh` is the address range that just became free (for the cached
+ * test). Returns the resulting block. */
+static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_addr, uint64_t fresh_size) {
+    int was_cached = 0;
+    vram_block *n;
+    if ((n = b->prev) && mergeable(n, b)) {
+        was_cached |= n->in_cached;
+        free_unlink(a, n);
+        n->size += b->size;
+        n->next = b->next;
+        if (b->next) b->next->prev = n;
+        if (b->free_seq > n->free_seq) n->free_seq = b->free_seq;
+        block_release(a, b);
+        b = n;
+    }
+    if ((n = b->next) && mergeable(b, n)) {
+        was_cached |= n->in_cached;
+        free_unlink(a, n);
+        b->size += n->size;
+        b->next = n->next;
+        if (n->next) n->next->prev = b;
+        if (n->free_seq > b->free_seq) b->free_seq = n->free_seq;
+        block_release(a, n);
+    }
+    bin_insert(&a->pools[b->region->pool], b);
+    if (!b->ready && stream_list_append(a, b) != 0) {
+        /* the stream table is full: wait for this stream's work instead of tracking it */
+        void *ev = NULL;
+        if (a->dev->ops->event_record(a->dev, b->stream, &ev) == VRAM_OK) {
+            a->dev->ops->event_sync(a->dev, ev);
+            a->dev->ops->event_destroy(a->dev, ev);
+        }
+        b->ready = 1;
+    }
+    if (b->region->expandable) {
+        uint64_t p0, p1, f0, f1;
+        full_pages(a, b->region, b->addr, b->size, &p0, &p1);
+        /* only the pages touching the freshly freed range can have become wholly free */
+        uint64_t P = a->page_size;
+        f0 = (fresh_addr - b->region->base) / P;
+        f1 = (fresh_addr + fresh_size - b->region->base + P - 1) / P;
+        if (f0 < p0) f0 = p0;
+        if (f1 > p1) f1 = p1;
+        if (was_cached || (f0 < f1 && bits_find(b->region->mapped, f0, f1, 1) < f1)) cached_add(a, b);
+    } else if (!b->prev && !b->next) {
+        cached_add(a, b); /* segments model: a wholly free segment */
+    }
+    return b;
+}
+
+/* Makes every free block of stream state st with free_seq <= upto ready, merging it. */
+static void stream_make_ready(vram_allocator *a, vram_stream_state *st, uint64_t upto) {
+    while (st->head && st->head->free_seq <= upto) {
+        vram_block *b = st->head;
+        free_unlink(a, b);
+        b->ready = 1;
+        free_insert(a, b, b->addr, b->size);
+    }
+}
+
+/* Waits for every stream with not-ready blocks and makes them ready (rare: before pages are
+ * moved or released, and when out of memory). */
+static vram_status sync_all_streams(vram_allocator *a) {
+    if (!a->not_ready_count) return VRAM_OK;
+    a->stats.num_sync_all_streams++;
+    for (int i = 0; i < a->nstreams; i++) {
+        vram_stream_state *st = &a->streams[i];
+        if (!st->count) continue;
+        uint64_t upto = a->free_seq;
+        if (st->event) {
+            a->dev->ops->event_destroy(a->dev, st->event);
+            st->event = NULL;
+        }
+        void *ev = NULL;
+        vram_status s = a->dev->ops->event_record(a->dev, st->stream, &ev);
+        if (s == VRAM_OK) s = a->dev->ops->event_sync(a->dev, ev);
+        if (ev) a->dev->ops->event_destroy(a->dev, ev);
+        if (s != VRAM_OK) return vram_error(s, "synchronizing stream %#lx failed", (unsigned long)st->stream);
+        stream_make_ready(a, st, upto);
+    }
+    return VRAM_OK;
+}
+
+/* Polls in-flight stream events; when `want_more` is set, records events on streams with
+ * not-ready blocks and no event in flight (so another stream may soon take them). */
+static void poll_streams(vram_allocator *a, int want_more) {
+    for (int i = 0; i < a->nstreams; i++) {
+        vram_stream_state *st = &a->streams[i];
+        if (!st->count && !st->event) continue;
+        if (!st->event && want_more && st->count) {
+            if (a->dev->ops->event_record(a->dev, st->stream, &st->event) != VRAM_OK) st->event = NULL;
+            st->event_seq = a->free_seq;
+        }
+        if (st->event && a->dev->ops->event_query(a->dev, st->event) == VRAM_OK) {
+            a->dev->ops->event_destroy(a->dev, st->event);
+            st->event = NULL;
+            stream_make_ready(a, st, st->event_seq);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Sizes and pools.                                                                          */
+
+static uint64_t round_size(const vram_allocator *a, uint64_t size) {
+    if (size < VRAM_BLOCK_ALIGN) return VRAM_BLOCK_ALIGN;
+    uint32_t d = a->cfg.roundup_power2_divisions;
+    if (d > 1 && size > VRAM_BLOCK_ALIGN * d) {
+        uint64_t floor2 = 1ull << (63 - __builtin_clzll(size));
+        if (floor2 == size) return size;
+        uint64_t step = floor2 / d;
+        return (size + step - 1) / step * step;
+    }
+    return (size + VRAM_BLOCK_ALIGN - 1) & ~(VRAM_BLOCK_ALIGN - 1);
+}
+
+static int pool_of(uint64_t rsize) { return rsize <= VRAM_SMALL_LIMIT ? VRAM_POOL_SMALL : VRAM_POOL_LARGE; }
+
+static int usable(const vram_allocator *a, const vram_block *b, uint64_t rsize, vram_stream s) {
+    if (b->size < rsize || (!b->ready && b->stream != s)) return 0;
+    if (!b->region->expandable && a->cfg.max_split_size != UINT64_MAX) {
+        if (rsize < a->cfg.max_split_size && b->size >= a->cfg.max_split_size) return 0;
+        if (rsize >= a->cfg.max_split_size && b->size >= rsize + a->cfg.max_non_split_rounding) return 0;
+    }
+    return 1;
+}
+
+/* Best fit among the first blocks of one bin (the scan is bounded; bins are narrow). */
+static vram_block *bin_best(const vram_allocator *a, vram_block *list, uint64_t rsize, vram_stream s) {
+    vram_block *best = NULL;
+    int scanned = 0;
+    for (vram_block *b = list; b && scanned < 32; b = b->fnext, scanned++) {
+        if (!usable(a, b, rsize, s)) continue;
+        if (!best || b->size < best->size || (b->size == best->size && b->addr < best->addr)) best = b;
+        if (b->size == rsize) break;
+    }
+    return best;
+}
+
+static vram_block *find_free(vram_allocator *a, vram_pool *p, uint64_t rsize, vram_stream s) {
+    for (unsigned i = bin_next(p, bin_of(rsize)); i < VRAM_NBINS; i = bin_next(p, i + 1)) {
+        vram_block *b = bin_best(a, p->bins[i], rsize, s);
+        if (b) return b;
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Regions.                                                                                  */
+
+static void region_link(vram_pool *p, vram_region *r) {
+    r->prev = NULL;
+    r->next = p->regions;
+    if (p->regions) p->regions->prev = r;
+    p->regions = r;
+}
+
+static void region_unlink(vram_pool *p, vram_region *r) {
+    if (r->prev) r->prev->next = r->next;
+    else p->regions = r->next;
+    if (r->next) r->next->prev = r->prev;
+}
+
+/* Creates a region over [base, base+size) holding one free, ready block. */
+static vram_region *region_new(vram_allocator *a, int pool, uint64_t base, uint64_t size, int expandable) {
+    vram_region *r = calloc(1, sizeof *r);
+    vram_block *b = block_new(a);
+    if (!r || !b) {
+        free(r);
+        if (b) block_release(a, b);
+        return NULL;
+    }
+    r->base = base;
+    r->size = size;
+    r->pool = pool;
+    r->expandable = expandable;
+    if (expandable) {
+        r->npages = size / a->page_size;
+        r->mapped = calloc((r->npages + 63) / 64 + 1, sizeof(uint64_t));
+        if (!r->mapped) {
+            free(r);
+            block_release(a, b);
+            return NULL;
+        }
+    }
+    b->addr = base;
+    b->size = size;
+    b->region = r;
+    b->state = BLOCK_FREE;
+    b->ready = 1;
+    r->first = b;
+    region_link(&a->pools[pool], r);
+    bin_insert(&a->pools[pool], b);
+    return r;
+}
+
+static void region_destroy(vram_allocator *a, vram_region *r) {
+    region_unlink(&a->pools[r->pool], r);
+    free(r->mapped);
+    free(r);
+}
+
+/* Segments model: the device allocation size for a request, as PyTorch sizes segments. */
+static uint64_t segment_size(uint64_t rsize) {
+    if (rsize <= VRAM_SMALL_LIMIT) return VRAM_SMALL_SEGMENT;
+    if (rsize < VRAM_MIN_LARGE_ALLOC) return VRAM_LARGE_SEGMENT;
+    return (rsize + VRAM_ROUND_LARGE - 1) / VRAM_ROUND_LARGE * VRAM_ROUND_LARGE;
+}
+
+/* Segments model: returns wholly free segments to the device until `want` bytes are released
+ * (UINT64_MAX: all). Only ready segments are released. Returns the bytes released. */
+static uint64_t release_segments(vram_allocator *a, uint64_t want) {
+    uint64_t released = 0;
+    vram_block *b = a->cached_head;
+    while (b && released < want) {
+        vram_block *next = b->cnext;
+        vram_region *r = b->region;
+        if (!r->expandable && b->ready && b->state == BLOCK_FREE && !b->prev && !b->next) {
+            if (a->dev->ops->mem_free(a->dev, r->base, r->size) == VRAM_OK) {
+                free_unlink(a, b);
+                stat_pool_sub(a->stats.reserved_bytes, r->pool, (int64_t)r->size);
+                stat_pool_sub(a->stats.segment, r->pool, 1);
+                if (a->cfg.max_split_size != UINT64_MAX && r->size >= a->cfg.max_split_size)
+                    vram_stat_sub(&a->stats.oversize_segments, 1);
+                a->stats.num_device_free++;
+                history_add(a, VRAM_EVENT_SEGMENT_FREE, r->base, r->size, 0, 0);
+                released += r->size;
+                block_release(a, b);
+                region_destroy(a, r);
+            }
+        } else if (!(!r->expandable && !b->prev && !b->next)) {
+            cached_remove(a, b);
+        }
+        b = next;
+    }
+    return released;
+}
+
+/* Pages model: unmaps whole free mapped pages of ready free blocks, outside pages [x0, x1) of
+ * region xr, until `want` bytes are unmapped (UINT64_MAX: all). Blocks not yet ready are
+ * skipped and reported through *blocked: their stream may still use the pages. Returns the
+ * bytes unmapped. */
+static uint64_t release_pages(vram_allocator *a, uint64_t want, const vram_region *xr, uint64_t x0, uint64_t x1,
+                              int *blocked) {
+    uint64_t released = 0, P = a->page_size;
+    for (vram_block *b = a->cached_head, *next; b && released < want; b = next) {
+        next = b->cnext;
+        vram_region *r = b->region;
+        if (!r->expandable) continue;
+        if (!b->ready) {
+            if (blocked) *blocked = 1;
+            continue;
+        }
+        uint64_t p0, p1;
+        full_pages(a, r, b->addr, b->size, &p0, &p1);
+        uint64_t win[2][2] = {{p0, p1}, {p1, p1}};
+        if (r == xr && x0 < p1 && x1 > p0) {
+            win[0][1] = x0 > p0 ? x0 : p0;
+            win[1][0] = x1 < p1 ? x1 : p1;
+        }
+        int left = 0;
+        for (int w = 0; w < 2 && !left; w++) {
+            for (uint64_t p = win[w][0]; p < win[w][1];) {
+                uint64_t s = bits_find(r->mapped, p, win[w][1], 1);
+                if (s >= win[w][1]) break;
+                uint64_t e = bits_find(r->mapped, s, win[w][1], 0);
+                if (released >= want) {
+                    left = 1;
+                    break;
+                }
+                uint64_t take = e - s;
+                if (want != UINT64_MAX && take > (want - released + P - 1) / P) take = (want - released + P - 1) / P;
+                if (unmap_pages(a, r, s, s + take) != VRAM_OK) {
+                    left = 1;
+                    break;
+                }
+                released += take * P;
+                if (s + take < e) left = 1;
+                p = e;
+            }
+        }
+        if (!left) cached_remove(a, b);
+    }
+    return released;
+}
+
+static uint64_t release_cache(vram_allocator *a, uint64_t want) {
+    return a->pages_model ? release_pages(a, want, NULL, 0, 0, NULL) : release_segments(a, want);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* OOM report.                                                                               */
+
+/* The part of free block b that can serve a request without asking the device: all of it in
+ * the segments model, its mapped pages in the pages model. */
+static uint64_t cached_bytes(const vram_allocator *a, const vram_block *b) {
+    const vram_region *r = b->region;
+    if (!r->expandable) return b->size;
+    uint64_t P = a->page_size;
+    uint64_t q0 = (b->addr - r->base) / P, q1 = (b->addr + b->size - r->base + P - 1) / P;
+    uint64_t mapped = bits_count(r->mapped, q0, q1) * P;
+    return mapped < b->size ? mapped : b->size;
+}
+
+static uint64_t largest_cached(const vram_allocator *a) {
+    uint64_t largest = 0;
+    for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++)
+        for (const vram_region *r = a->pools[p].regions; r; r = r->next)
+            for (const vram_block *b = r->first; b; b = b->next)
+                if (b->state == BLOCK_FREE) {
+                    uint64_t c = cached_bytes(a, b);
+                    if (c > largest) largest = c;
+                }
+    return largest;
+}
+
+static void oom_report(vram_allocator *a, uint64_t size, uint64_t rsize, const char *why) {
+    char s1[32], s2[32], s3[32], s4[32], s5[32], s6[32], s7[32], s8[32], s9[32];
+    const vram_stats *st = &a->stats;
+    uint64_t allocated = (uint64_t)st->allocated_bytes[0].current, reserved = (uint64_t)st->reserved_bytes[0].current;
+    size_t dfree = 0, dtotal = 0;
+    if (a->dev->ops->mem_info) a->dev->ops->mem_info(a->dev, &dfree, &dtotal);
+    int n = snprintf(a->oom_report, sizeof a->oom_report,
+                     "vram out of memory: tried to allocate %s (requested %s) on %s device %d (%s): %s. "
+                     "Device capacity %s, of which %s is free; vram's limit is %s. "
+                     "Allocated %s, reserved %s, of which %s is cached (reserved but unallocated); "
+                     "the largest free cached block is %s.",
+                     vram_format_size(rsize, s1, sizeof s1), vram_format_size(size, s2, sizeof s2), a->dev->kind,
+                     a->dev->index, a->dev->name, why, vram_format_size(a->dev->capacity, s3, sizeof s3),
+                     vram_format_size(dfree, s4, sizeof s4), vram_format_size(a->limit, s5, sizeof s5),
+                     vram_format_size(allocated, s6, sizeof s6), vram_format_size(reserved, s7, sizeof s7),
+                     vram_format_size(reserved - allocated, s8, sizeof s8),
+                     vram_format_size(largest_cached(a), s9, sizeof s9));
+    /* the three biggest tags by allocated bytes */
+    int order[VRAM_TAG_MAX];
+    uint32_t nt = st->num_tags;
+    for (uint32_t i = 0; i < nt; i++) order[i] = (int)i;
+    for (uint32_t i = 0; i < nt; i++)
+        for (uint32_t j = i + 1; j < nt; j++)
+            if (st->tags[order[j]].allocated_bytes.current > st->tags[order[i]].allocated_bytes.current) {
+                int t = order[i];
+                order[i] = order[j];
+                order[j] = t;
+            }
+    for (uint32_t i = 0; i < nt && i < 3 && n > 0 && (size_t)n < sizeof a->oom_report; i++) {
+        int64_t bytes = st->tags[order[i]].allocated_bytes.current;
+        if (bytes <= 0) break;
+        n += snprintf(a->oom_report + n, sizeof a->oom_report - (size_t)n, "%s %s %s", i ? "," : " Biggest tags:",
+                      a->tag_names[order[i]], vram_format_size((uint64_t)bytes, s1, sizeof s1));
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Creation and destruction.                                                                 */
+
+static const char *const builtin_tags[VRAM_TAG_BUILTIN_COUNT] = {
+    "other", "parameter", "gradient", "optimizer_state", "activation", "temporary"};
+
+static uint64_t compute_limit(const vram_allocator *a) {
+    uint64_t limit = (uint64_t)((double)a->dev->capacity * a->cfg.memory_fraction);
+    if (a->cfg.max_reserved && a->cfg.max_reserved < limit) limit = a->cfg.max_reserved;
+    return limit;
+}
+
+vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, vram_allocator **out) {
+    if (!dev || !out) return vram_error(VRAM_ERR_INVALID_ARG, "allocator: null argument");
+    *out = NULL;
+    vram_alloc_config conf;
+    if (cfg) conf = *cfg;
+    else {
+        vram_status st = vram_alloc_config_from_env(&conf);
+        if (st != VRAM_OK) return st;
+    }
+    vram_allocator *a = calloc(1, sizeof *a);
+    if (!a) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "allocator: host out of memory");
+    atomic_flag_clear(&a->lock);
+    a->dev = dev;
+    a->cfg = conf;
+    a->has_events = dev->ops->event_record && dev->ops->event_query && dev->ops->event_sync && dev->ops->event_destroy;
+    a->pages_model = conf.expandable_segments && vram_device_has_pages(dev);
+    a->page_size = dev->page_size;
+    if (a->pages_model && conf.page_size > dev->page_size && conf.page_size % dev->page_size == 0)
+        a->page_size = conf.page_size;
+    a->limit = compute_limit(a);
+    a->stats.max_split_size = conf.max_split_size == UINT64_MAX ? -1 : (int64_t)conf.max_split_size;
+    a->stats.num_tags = VRAM_TAG_BUILTIN_COUNT;
+    for (int i = 0; i < VRAM_TAG_BUILTIN_COUNT; i++) snprintf(a->tag_names[i], sizeof a->tag_names[i], "%s", builtin_tags[i]);
+    for (int p = 0; p < VRAM_POOL_COUNT; p++) a->pools[p].index = p;
+    if (conf.history_entries) {
+        a->history = calloc(conf.history_entries, sizeof *a->history);
+        if (!a->history) {
+            free(a);
+            return vram_error(VRAM_ERR_OUT_OF_MEMORY, "allocator: host out of memory for history");
+        }
+    }
+    if (a->pages_model) {
+        /* Virtual ranges cost nothing physical: give each pool room to spare so that address
+         * fragmentation never limits what the pages can hold. */
+        uint64_t P = a->page_size;
+        uint64_t sizes[VRAM_POOL_COUNT] = {0, dev->capacity + (1ull << 30), dev->capacity * 2 + (1ull << 30)};
+        for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++) {
+            uint64_t size = (sizes[p] + P - 1) / P * P, base;
+            vram_status st = dev->ops->va_reserve(dev, size, &base);
+            if (st != VRAM_OK || !region_new(a, p, base, size, 1)) {
+                vram_allocator_destroy(a);
+                return vram_error(st != VRAM_OK ? st : VRAM_ERR_OUT_OF_MEMORY,
+                                  "allocator: reserving %llu bytes of address space on %s failed",
+                                  (unsigned long long)size, dev->name);
+            }
+        }
+    }
+    *out = a;
+    return VRAM_OK;
+}
+
+void vram_allocator_destroy(vram_allocator *a) {
+    if (!a) return;
+    if (a->has_events) {
+        sync_all_streams(a);
+        for (int i = 0; i < a->nstreams; i++)
+            if (a->streams[i].event) a->dev->ops->event_destroy(a->dev, a->streams[i].event);
+        for (vram_block *b = a->pending_head; b; b = b->fnext)
+            for (int i = 0; i < b->nevents; i++) a->dev->ops->event_destroy(a->dev, b->events[i]);
+    }
+    for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++) {
+        while (a->pools[p].regions) {
+            vram_region *r = a->pools[p].regions;
+            if (r->expandable) {
+                uint64_t q = 0;
+                while ((q = bits_find(r->mapped, q, r->npages, 1)) < r->npages) {
+                    uint64_t e = bits_find(r->mapped, q, r->npages, 0);
+                    a->dev->ops->page_unmap(a->dev, r->base + q * a->page_size, (e - q) * a->page_size);
+                    q = e;
+                }
+                a->dev->ops->va_release(a->dev, r->base, r->size);
+            } else {
+                a->dev->ops->mem_free(a->dev, r->base, r->size);
+            }
+            for (vram_block *b = r->first; b;) {
+                vram_block *n = b->next;
+                free(b->uses);
+                free(b->events);
+                b = n;
+            }
+            region_destroy(a, r);
+        }
+    }
+    while (a->slabs) {
+        vram_block_slab *s = a->slabs;
+        a->slabs = s->next;
+        free(s);
+    }
+    free(a->live.keys);
+    free(a->live.values);
+    free(a->history);
+    free(a);
+}
+
+vram_device *vram_allocator_device(vram_allocator *a) { return a->dev; }
+const vram_alloc_config *vram_allocator_config(vram_allocator *a) { return &a->cfg; }
+
+/* ---------------------------------------------------------------------------------------- */
+/* malloc.                                                                                   */
+
+/* Pages model: makes every page under [addr, addr+rsize) of r mapped. Returns VRAM_ERR_STATE
+ * when cached pages exist but belong to streams that may still use them: the caller then
+ * synchronizes the streams and tries again. */
+static vram_status ensure_mapped(vram_allocator *a, vram_region *r, uint64_t addr, uint64_t rsize, int *retried) {
+    uint64_t P = a->page_size;
+    uint64_t p0 = (addr - r->base) / P, p1 = (addr + rsize - r->base + P - 1) / P;
+    uint64_t need = (p1 - p0 - bits_count(r->mapped, p0, p1)) * P;
+    if (!need) return VRAM_OK;
+    int blocked = 0;
+    uint64_t reserved = (uint64_t)a->stats.reserved_bytes[0].current;
+    uint64_t peak = (uint64_t)a->stats.reserved_bytes[0].peak;
+    /* Move cached pages rather than raise reserved memory above its peak. */
+    uint64_t room = peak > reserved ? peak - reserved : 0;
+    if (need > room && a->cached_head) {
+        release_pages(a, need - room, r, p0, p1, &blocked);
+        reserved = (uint64_t)a->stats.reserved_bytes[0].current;
+        if (blocked && reserved + need > peak) return VRAM_ERR_STATE;
+    }
+    if (reserved + need > a->limit) {
+        *retried = 1;
+        release_pages(a, reserved + need - a->limit, r, p0, p1, &blocked);
+        reserved = (uint64_t)a->stats.reserved_bytes[0].current;
+        if (reserved + need > a->limit) return blocked ? VRAM_ERR_STATE : VRAM_ERR_OUT_OF_MEMORY;
+    }
+    for (uint64_t p = p0; p < p1;) {
+        uint64_t s = bits_find(r->mapped, p, p1, 0);
+        if (s >= p1) break;
+        uint64_t e = bits_find(r->mapped, s, p1, 1);
+        vram_status st = map_pages(a, r, s, e);
+        if (st == VRAM_ERR_OUT_OF_MEMORY) { /* the device itself is full: release cache, retry */
+            *retried = 1;
+            blocked = 0;
+            release_pages(a, UINT64_MAX, r, p0, p1, &blocked);
+            st = map_pages(a, r, s, e);
+            if (st == VRAM_ERR_OUT_OF_MEMORY && blocked) return VRAM_ERR_STATE;
+        }
+        if (st != VRAM_OK) return st;
+        p = e;
+    }
+    return VRAM_OK;
+}
+
+/* Segments model: a new segment able to hold rsize, respecting the limit. */
+static vram_block *new_segment(vram_allocator *a, int pool, uint64_t rsize, int *retried, vram_status *err) {
+    uint64_t size = segment_size(rsize);
+    uint64_t reserved = (uint64_t)a->stats.reserved_bytes[0].current;
+    if (reserved + size > a->limit) {
+        *retried = 1;
+        sync_all_streams(a);
+        release_segments(a, reserved + size - a->limit);
+        if ((uint64_t)a->stats.reserved_bytes[0].current + size > a->limit) {
+            *err = VRAM_ERR_OUT_OF_MEMORY;
+            return NULL;
+        }
+    }
+    uint64_t base;
+    vram_status st = a->dev->ops->mem_alloc(a->dev, size, &base);
+    if (st == VRAM_ERR_OUT_OF_MEMORY) {
+        *retried = 1;
+        sync_all_streams(a);
+        release_segments(a, UINT64_MAX);
+        st = a->dev->ops->mem_alloc(a->dev, size, &base);
+    }
+    if (st != VRAM_OK) {
+        *err = st;
+        return NULL;
+    }
+    vram_region *r = region_new(a, pool, base, size, 0);
+    if (!r) {
+        a->dev->ops->mem_free(a->dev, base, size);
+        *err = VRAM_ERR_OUT_OF_MEMORY;
+        return NULL;
+    }
+    stat_pool_add(a->stats.reserved_bytes, pool, (int64_t)size);
+    stat_pool_add(a->stats.segment, pool, 1);
+    if (a->cfg.max_split_size != UINT64_MAX && size >= a->cfg.max_split_size)
+        vram_stat_add(&a->stats.oversize_segments, 1);
+    a->stats.num_device_alloc++;
+    history_add(a, VRAM_EVENT_SEGMENT_ALLOC, base, size, 0, 0);
+    return r->first;
+}
+
+/* Whether a free block of `size` serving `rsize` should be split. */
+static int should_split(const vram_allocator *a, const vram_block *b, uint64_t rsize) {
+    uint64_t rest = b->size - rsize;
+    if (b->region->expandable || b->region->pool == VRAM_POOL_SMALL) return rest >= VRAM_BLOCK_ALIGN;
+    return rsize < a->cfg.max_split_size && rest > VRAM_SMALL_LIMIT;
+}
+
+static void process_pending(vram_allocator *a);
+
+vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream stream, vram_tag tag, void **ptr) {
+    if (!a || !ptr) return vram_error(VRAM_ERR_INVALID_ARG, "malloc: null argument");
+    *ptr = NULL;
+    if (tag >= VRAM_TAG_MAX) return vram_error(VRAM_ERR_INVALID_ARG, "malloc: unknown tag %u", tag);
+    if (size > (1ull << 52)) {
+        char s[32];
+        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: %s is larger than any device",
+                          vram_format_size(size, s, sizeof s));
+    }
+    vram_allocator_lock(a);
+    if (a->pending_head) process_pending(a);
+    if (a->not_ready_count) poll_streams(a, 0);
+    uint64_t rsize = round_size(a, size);
+    int pool = pool_of(rsize);
+    vram_pool *p = &a->pools[pool];
+    int retried = 0;
+    vram_status err = VRAM_OK;
+    vram_block *b = find_free(a, p, rsize, stream);
+    if (!b && a->not_ready_count) {
+        poll_streams(a, 1);
+        b = find_free(a, p, rsize, stream);
+    }
+    if (a->pages_model) {
+        err = b ? ensure_mapped(a, b->region, b->addr, rsize, &retried) : VRAM_ERR_OUT_OF_MEMORY;
+        if (err == VRAM_ERR_STATE || (err == VRAM_ERR_OUT_OF_MEMORY && a->not_ready_count)) {
+            /* cached pages or blocks still belong to streams that may use them: wait, retry */
+            err = sync_all_streams(a);
+            if (err == VRAM_OK) {
+                b = find_free(a, p, rsize, stream);
+                err = b ? ensure_mapped(a, b->region, b->addr, rsize, &retried) : VRAM_ERR_OUT_OF_MEMORY;
+                if (err == VRAM_ERR_STATE) err = VRAM_ERR_OUT_OF_MEMORY;
+            }
+        }
+    } else if (!b) {
+        b = new_segment(a, pool, rsize, &retried, &err);
+        if (!b && err == VRAM_ERR_OUT_OF_MEMORY) {
+            sync_all_streams(a);
+            b = find_free(a, p, rsize, stream);
+            err = b ? VRAM_OK : VRAM_ERR_OUT_OF_MEMORY;
+        }
+    }
+    if (retried) a->stats.num_alloc_retries++;
+    if (err != VRAM_OK || !b) {
+        if (err == VRAM_ERR_OUT_OF_MEMORY) {
+            a->stats.num_ooms++;
+            size_t dfree = 0, dtotal = 0;
+            if (a->dev->ops->mem_info) a->dev->ops->mem_info(a->dev, &dfree, &dtotal);
+            history_add(a, VRAM_EVENT_OOM, dfree, rsize, stream, tag);
+            oom_report(a, size, rsize, retried ? "the cache was released and the request still does not fit"
+                                               : "the request does not fit");
+            vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s", a->oom_report);
+        } else {
+            vram_error(err, "malloc of %zu bytes on %s failed: %s", size, a->dev->name, vram_status_str(err));
+        }
+        vram_allocator_unlock(a);
+        return err != VRAM_OK ? err : VRAM_ERR_OUT_OF_MEMORY;
+    }
+    /* Take [b->addr, b->addr + rsize) out of free block b. */
+    int was_cached = b->in_cached;
+    free_unlink(a, b);
+    if (should_split(a, b, rsize)) {
+        vram_block *rest = block_new(a);
+        if (!rest) {
+            bin_insert(p, b);
+            if (!b->ready) stream_list_append(a, b);
+            vram_allocator_unlock(a);
+            return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: host out of memory for block metadata");
+        }
+        rest->addr = b->addr + rsize;
+        rest->size = b->size - rsize;
+        rest->region = b->region;
+        rest->state = BLOCK_FREE;
+        rest->ready = b->ready;
+        rest->stream = b->stream;
+        rest->free_seq = b->free_seq;
+        rest->prev = b;
+        rest->next = b->next;
+        if (b->next) b->next->prev = rest;
+        b->next = rest;
+        b->size = rsize;
+        bin_insert(p, rest);
+        if (!rest->ready) stream_list_append(a, rest);
+        if (was_cached && b->region->expandable) cached_add(a, rest); /* checked lazily when stealing */
+    }
+    if (live_put(&a->live, b) != 0) {
+        b->state = BLOCK_FREE;
+        free_insert(a, b, b->addr, b->size);
+        vram_allocator_unlock(a);
+        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: host out of memory for the block map");
+    }
+    b->state = BLOCK_LIVE;
+    b->ready = 0;
+    b->stream = stream;
+    b->requested = size;
+    b->tag = tag;
+    b->nuses = 0;
+    int bpool = b->region->pool;
+    stat_pool_add(a->stats.allocation, bpool, 1);
+    stat_pool_add(a->stats.allocated_bytes, bpool, (int64_t)b->size);
+    stat_pool_add(a->stats.active, bpool, 1);
+    stat_pool_add(a->stats.active_bytes, bpool, (int64_t)b->size);
+    stat_pool_add(a->stats.requested_bytes, bpool, (int64_t)size);
+    if (a->cfg.max_split_size != UINT64_MAX && b->size >= a->cfg.max_split_size)
+        vram_stat_add(&a->stats.oversize_allocations, 1);
+    vram_tag_stats *ts = &a->stats.tags[tag];
+    vram_stat_add(&ts->allocation, 1);
+    vram_stat_add(&ts->allocated_bytes, (int64_t)b->size);
+    vram_stat_add(&ts->requested_bytes, (int64_t)size);
+    history_add(a, VRAM_EVENT_ALLOC, b->addr, size, stream, tag);
+    *ptr = (void *)(uintptr_t)b->addr;
+    vram_allocator_unlock(a);
+    return VRAM_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* free.                                                                                     */
+
+/* Returns a LIVE or PENDING block to the free structures (PyTorch's free_block). */
+static void free_block(vram_allocator *a, vram_block *b) {
+    int pool = b->region->pool;
+    live_del(&a->live, b->addr);
+    stat_pool_sub(a->stats.active, pool, 1);
+    stat_pool_sub(a->stats.active_bytes, pool, (int64_t)b->size);
+    stat_pool_sub(a->stats.requested_bytes, pool, (int64_t)b->requested);
+    history_add(a, VRAM_EVENT_FREE_COMPLETED, b->addr, b->requested, b->stream, b->tag);
+    free(b->uses);
+    b->uses = NULL;
+    b->nuses = 0;
+    free(b->events);
+    b->events = NULL;
+    b->nevents = 0;
+    b->state = BLOCK_FREE;
+    b->ready = !a->has_events;
+    b->free_seq = ++a->free_seq;
+    b->requested = 0;
+    b = free_insert(a, b, b->addr, b->size);
+    if (!a->cfg.caching) {
+        sync_all_streams(a);
+        release_cache(a, UINT64_MAX);
+    } else if (a->cfg.garbage_collection_threshold > 0) {
+        double high = a->cfg.garbage_collection_threshold * (double)a->limit;
+        double reserved = (double)a->stats.reserved_bytes[0].current;
+        if (reserved > high) release_cache(a, (uint64_t)(reserved - high));
+    }
+}
+
+/* Completes pending frees whose events have all finished (FIFO). */
+static void process_pending(vram_allocator *a) {
+    vram_block *b = a->pending_head;
+    while (b) {
+        vram_block *next = b->fnext;
+        while (b->nevents && a->dev->ops->event_query(a->dev, b->events[b->nevents - 1]) == VRAM_OK)
+            a->dev->ops->event_destroy(a->dev, b->events[--b->nevents]);
+        if (!b->nevents) {
+            if (b->fprev) b->fprev->fnext = b->fnext;
+            else a->pending_head = b->fnext;
+            if (b->fnext) b->fnext->fprev = b->fprev;
+            else a->pending_tail = b->fprev;
+            b->fprev = b->fnext = NULL;
+            free_block(a, b);
+        }
+        b = next;
+    }
+}
+
+vram_status vram_allocator_free(vram_allocator *a, void *ptr) {
+    if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "free: null allocator");
+    vram_allocator_lock(a);
+    vram_block *b = vram_live_get(&a->live, (uint64_t)(uintptr_t)ptr);
+    if (!b || b->state != BLOCK_LIVE) {
+        vram_allocator_unlock(a);
+        return vram_error(VRAM_ERR_NOT_FOUND, "free of %p: not a live allocation of this allocator%s", ptr,
+                          b ? " (already freed, waiting for its streams)" : "");
+    }
+    int pool = b->region->pool;
+    stat_pool_sub(a->stats.allocation, pool, 1);
+    stat_pool_sub(a->stats.allocated_bytes, pool, (int64_t)b->size);
+    if (a->cfg.max_split_size != UINT64_MAX && b->size >= a->cfg.max_split_size)
+        vram_stat_sub(&a->stats.oversize_allocations, 1);
+    vram_tag_stats *ts = &a->stats.tags[b->tag];
+    vram_stat_sub(&ts->allocation, 1);
+    vram_stat_sub(&ts->allocated_bytes, (int64_t)b->size);
+    vram_stat_sub(&ts->requested_bytes, (int64_t)b->requested);
+    history_add(a, VRAM_EVENT_FREE_REQUESTED, b->addr, b->requested, b->stream, b->tag);
+    if (b->nuses && a->has_events) {
+        /* Used on other streams: wait for their work before the block is reused. */
+        b->events = calloc(b->nuses, sizeof *b->events);
+        int n = 0;
+        for (int i = 0; b->events && i < b->nuses; i++)
+            if (a->dev->ops->event_record(a->dev, b->uses[i], &b->events[n]) == VRAM_OK) n++;
+        if (!b->events || n < b->nuses) {
+            /* could not record every event: wait for those streams now instead */
+            for (int i = 0; i < n; i++) {
+                a->dev->ops->event_sync(a->dev, b->events[i]);
+                a->dev->ops->event_destroy(a->dev, b->events[i]);
+            }
+            n = 0;
+        }
+        b->nevents = (uint16_t)n;
+        if (n) {
+            b->state = BLOCK_PENDING;
+            b->fnext = NULL;
+            b->fprev = a->pending_tail;
+            if (a->pending_tail) a->pending_tail->fnext = b;
+            else a->pending_head = b;
+            a->pending_tail = b;
+            vram_allocator_unlock(a);
+            return VRAM_OK;
+        }
+    }
+    free_block(a, b);
+    vram_allocator_unlock(a);
+    return VRAM_OK;
+}
+
+vram_status vram_allocator_record_stream(vram_allocator *a, void *ptr, vram_stream stream) {
+    if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "record_stream: null allocator");
+    vram_allocator_lock(a);
+    vram_block *b = vram_live_get(&a->live, (uint64_t)(uintptr_t)ptr);
+    vram_status st = VRAM_OK;
+    if (!b || b->state != BLOCK_LIVE) {
+        st = vram_error(VRAM_ERR_NOT_FOUND, "record_stream of %p: not a live allocation", ptr);
+    } else if (stream != b->stream) {
+        int known = 0;
+        for (int i = 0; i < b->nuses; i++) known |= b->uses[i] == stream;
+        if (!known) {
+            vram_stream *u = realloc(b->uses, (b->nuses + 1u) * sizeof *u);
+            if (!u || b->nuses == UINT16_MAX) {
+                if (u) b->uses = u;
+                st = vram_error(VRAM_ERR_OUT_OF_MEMORY, "record_stream: too many streams for one block");
+            } else {
+                b->uses = u;
+                b->uses[b->nuses++] = stream;
+            }
+        }
+    }
+    vram_allocator_unlock(a);
+    return st;
+}
+
+vram_status vram_allocator_block_info(vram_allocator *a, const void *ptr, size_t *size, size_t *requested,
+                                      vram_tag *tag) {
+    if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "block_info: null allocator");
+    vram_allocator_lock(a);
+    vram_block *b = vram_live_get(&a->live, (uint64_t)(uintptr_t)ptr);
+    if (!b || b->state != BLOCK_LIVE) {
+        vram_allocator_unlock(a);
+        return vram_error(VRAM_ERR_NOT_FOUND, "block_info of %p: not a live allocation", ptr);
+    }
+    if (size) *size = b->size;
+    if (requested) *requested = b->requested;
+    if (tag) *tag = b->tag;
+    vram_allocator_unlock(a);
+    return VRAM_OK;
+}
+
+vram_status vram_allocator_set_tag(vram_allocator *a, void *ptr, vram_tag tag) {
+    if (!a || tag >= VRAM_TAG_MAX) return vram_error(VRAM_ERR_INVALID_ARG, "set_tag: bad argument");
+    vram_allocator_lock(a);
+    vram_block *b = vram_live_get(&a->live, (uint64_t)(uintptr_t)ptr);
+    if (!b || b->state != BLOCK_LIVE) {
+        vram_allocator_unlock(a);
+        return vram_error(VRAM_ERR_NOT_FOUND, "set_tag of %p: not a live allocation", ptr);
+    }
+    vram_tag_stats *from = &a->stats.tags[b->tag], *to = &a->stats.tags[tag];
+    vram_stat_sub(&from->allocation, 1);
+    vram_stat_sub(&from->allocated_bytes, (int64_t)b->size);
+    vram_stat_sub(&from->requested_bytes, (int64_t)b->requested);
+    vram_stat_add(&to->allocation, 1);
+    vram_stat_add(&to->allocated_bytes, (int64_t)b->size);
+    vram_stat_add(&to->requested_bytes, (int64_t)b->requested);
+    b->tag = tag;
+    vram_allocator_unlock(a);
+    return VRAM_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Cache, limits, statistics, tags.                                                          */
+
+vram_status vram_allocator_empty_cache(vram_allocator *a) {
+    if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "empty_cache: null allocator");
+    vram_allocator_lock(a);
+    if (a->pending_head) process_pending(a);
+    vram_status st = sync_all_streams(a);
+    if (st == VRAM_OK) {
+        if (a->pages_model) {
+            /* every free block, not only the cached list, so nothing mapped is missed */
+            for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++)
+                for (vram_region *r = a->pools[p].regions; r; r = r->next)
+                    for (vram_block *b = r->first; b; b = b->next)
+                        if (b->state == BLOCK_FREE) cached_add(a, b);
+        }
+        release_cache(a, UINT64_MAX);
+        history_add(a, VRAM_EVENT_EMPTY_CACHE, 0, 0, 0, 0);
+    }
+    vram_allocator_unlock(a);
+    return st;
+}
+
+vram_status vram_allocator_set_memory_fraction(vram_allocator *a, double fraction) {
+    if (!a || !(fraction > 0.0) || fraction > 1.0)
+        return vram_error(VRAM_ERR_INVALID_ARG, "memory fraction %g is not in (0, 1]", fraction);
+    vram_allocator_lock(a);
+    a->cfg.memory_fraction = fraction;
+    a->limit = compute_limit(a);
+    vram_allocator_unlock(a);
+    return VRAM_OK;
+}
+
+vram_status vram_allocator_set_limit(vram_allocator *a, uint64_t bytes) {
+    if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "set_limit: null allocator");
+    vram_allocator_lock(a);
+    a->cfg.max_reserved = bytes;
+    a->limit = compute_limit(a);
+    vram_allocator_unlock(a);
+    return VRAM_OK;
+}
+
+uint64_t vram_allocator_limit(vram_allocator *a) { return a->limit; }
+
+static void count_inactive_split(vram_allocator *a, vram_stats *out) {
+    /* Non-releasable free space: free blocks inside split segments (segments model only, as
+     * PyTorch excludes expandable segments). Counted on demand rather than on every split. */
+    for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++) {
+        out->inactive_split[p].current = out->inactive_split_bytes[p].current = 0;
+        for (vram_region *r = a->pools[p].regions; r; r = r->next) {
+            if (r->expandable || (!r->first->next)) continue;
+            for (vram_block *b = r->first; b; b = b->next)
+                if (b->state == BLOCK_FREE) {
+                    out->inactive_split[p].current++;
+                    out->inactive_split_bytes[p].current += (int64_t)b->size;
+                }
+        }
+        if (out->inactive_split[p].current > out->inactive_split[p].peak)
+            out->inactive_split[p].peak = out->inactive_split[p].current;
+        if (out->inactive_split_bytes[p].current > out->inactive_split_bytes[p].peak)
+            out->inactive_split_bytes[p].peak = out->inactive_split_bytes[p].current;
+    }
+    out->inactive_split[0].current = out->inactive_split[1].current + out->inactive_split[2].current;
+    out->inactive_split_bytes[0].current = out->inactive_split_bytes[1].current + out->inactive_split_bytes[2].current;
+    for (int p = 0; p < VRAM_POOL_COUNT; p++) {
+        if (out->inactive_split[p].current > out->inactive_split[p].peak)
+            out->inactive_split[p].peak = out->inactive_split[p].current;
+        if (out->inactive_split_bytes[p].current > out->inactive_split_bytes[p].peak)
+            out->inactive_split_bytes[p].peak = out->inactive_split_bytes[p].current;
+    }
+}
+
+void vram_allocator_get_stats(vram_allocator *a, vram_stats *out) {
+    vram_allocator_lock(a);
+    if (!a->pages_model) count_inactive_split(a, &a->stats);
+    *out = a->stats;
+    vram_allocator_unlock(a);
+}
+
+static void reset_peak(vram_stat *s) { s->peak = s->current; }
+static void reset_accum(vram_stat *s) { s->allocated = s->freed = 0; }
+
+static void for_each_stat(vram_stats *st, void (*fn)(vram_stat *)) {
+    vram_stat *arrays[] = {st->allocation, st->segment, st->active, st->inactive_split, st->allocated_bytes,
+                           st->reserved_bytes, st->active_bytes, st->inactive_split_bytes, st->requested_bytes};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        for (int p = 0; p < VRAM_POOL_COUNT; p++) fn(&arrays[i][p]);
+    fn(&st->oversize_allocations);
+    fn(&st->oversize_segments);
+    for (int t = 0; t < VRAM_TAG_MAX; t++) {
+        fn(&st->tags[t].allocation);
+        fn(&st->tags[t].allocated_bytes);
+        fn(&st->tags[t].requested_bytes);
+    }
+}
+
+void vram_allocator_reset_peak_stats(vram_allocator *a) {
+    vram_allocator_lock(a);
+    for_each_stat(&a->stats, reset_peak);
+    vram_allocator_unlock(a);
+}
+
+void vram_allocator_reset_accumulated_stats(vram_allocator *a) {
+    vram_allocator_lock(a);
+    for_each_stat(&a->stats, reset_accum);
+    a->stats.num_alloc_retries = a->stats.num_ooms = a->stats.num_sync_all_streams = 0;
+    a->stats.num_device_alloc = a->stats.num_device_free = 0;
+    vram_allocator_unlock(a);
+}
+
+vram_status vram_allocator_tag_register(vram_allocator *a, const char *name, vram_tag *out) {
+    if (!a || !name || !out || !*name) return vram_error(VRAM_ERR_INVALID_ARG, "tag_register: bad argument");
+    if (strlen(name) >= sizeof a->tag_names[0])
+        return vram_error(VRAM_ERR_INVALID_ARG, "tag name '%s' is longer than 31 characters", name);
+    vram_allocator_lock(a);
+    vram_status st = VRAM_OK;
+    uint32_t i;
+    for (i = 0; i < a->stats.num_tags; i++)
+        if (!strcmp(a->tag_names[i], name)) break;
+    if (i == a->stats.num_tags) {
+        if (i == VRAM_TAG_MAX) st = vram_error(VRAM_ERR_OUT_OF_MEMORY, "tag '%s': all %d tags are in use", name, VRAM_TAG_MAX);
+        else {
+            snprintf(a->tag_names[i], sizeof a->tag_names[i], "%s", name);
+            a->stats.num_tags++;
+        }
+    }
+    if (st == VRAM_OK) *out = i;
+    vram_allocator_unlock(a);
+    return st;
+}
+
+const char *vram_allocator_tag_name(vram_allocator *a, vram_tag tag) {
+    return tag < a->stats.num_tags ? a->tag_names[tag] : "unknown";
+}
+
+const char *vram_allocator_oom_report(vram_allocator *a) { return a->oom_report; }
+
+uint64_t vram_allocator_largest_free(vram_allocator *a) {
+    vram_allocator_lock(a);
+    uint64_t largest = largest_cached(a);
+    vram_allocator_unlock(a);
+    return largest;
+}

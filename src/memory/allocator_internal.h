@@ -1,0 +1,136 @@
+/* allocator_internal.h — the allocator's data structures, shared by its implementation files
+ * (allocator.c: malloc/free and the memory models; snapshot.c: the state walk; check.c: the
+ * invariant checker). Nothing here is public.
+ *
+ * Layout:
+ *   vram_allocator
+ *     pools[SMALL|LARGE]     size classes: requests up to 1 MiB (rounded) are small
+ *       regions             address ranges tiled by blocks: in the pages model one large
+ *                           virtual range per pool, in the segments model one per device
+ *                           allocation
+ *       bins[]              segregated free lists (exact classes below 32 KiB, then 32 classes
+ *                           per power of two) with a two-level bitmap of non-empty bins
+ *     live                  hash map address -> block for live and pending blocks
+ *     cached                list of free blocks that may contain fully free mapped pages
+ *     streams[]             per stream: free blocks not yet safe for other streams
+ *
+ * A block is LIVE (handed out), PENDING (freed, waiting for events of streams it was used on)
+ * or FREE (in a bin). A FREE block is `ready` when every stream may take it; otherwise only
+ * its owner stream may, until an event recorded on the owner after the free has completed.
+ */
+#ifndef VRAM_ALLOCATOR_INTERNAL_H
+#define VRAM_ALLOCATOR_INTERNAL_H
+
+#include <stdatomic.h>
+
+#include "vram/alloc.h"
+#include "vram/snapshot.h"
+
+#define VRAM_BLOCK_ALIGN 512ull
+#define VRAM_SMALL_LIMIT (1ull << 20)   /* rounded sizes up to this go to the small pool */
+#define VRAM_SMALL_SEGMENT (2ull << 20) /* segments model: small-pool segment */
+#define VRAM_LARGE_SEGMENT (20ull << 20)
+#define VRAM_MIN_LARGE_ALLOC (10ull << 20)
+#define VRAM_ROUND_LARGE (2ull << 20)
+
+#define VRAM_NBINS 1664
+#define VRAM_BIN_WORDS ((VRAM_NBINS + 63) / 64)
+#define VRAM_MAX_STREAMS 64
+
+enum { BLOCK_FREE = 0, BLOCK_LIVE = 1, BLOCK_PENDING = 2 };
+
+typedef struct vram_region vram_region;
+
+typedef struct vram_block {
+    uint64_t addr;
+    uint64_t size;
+    uint64_t requested;
+    struct vram_block *prev, *next;   /* address neighbours in the region (NULL at its ends) */
+    struct vram_block *fprev, *fnext; /* bin list (FREE) or pending list (PENDING) */
+    struct vram_block *sprev, *snext; /* owner stream's not-ready list (FREE, !ready) */
+    struct vram_block *cprev, *cnext; /* the cached-pages list */
+    vram_region *region;
+    vram_stream stream;               /* allocation stream; for a FREE block its owner */
+    vram_stream *uses;                /* other streams recorded with record_stream */
+    void **events;                    /* PENDING: events still to complete */
+    uint64_t free_seq;                /* order of frees, for stream readiness */
+    uint32_t tag;
+    uint16_t nuses, nevents;
+    uint8_t state;
+    uint8_t ready;
+    uint8_t in_cached;
+    uint16_t bin;
+} vram_block;
+
+struct vram_region {
+    uint64_t base, size;
+    uint64_t *mapped;      /* pages model: one bit per page */
+    uint64_t npages;
+    vram_block *first;
+    int pool;
+    int expandable;
+    vram_region *prev, *next; /* the pool's region list */
+};
+
+typedef struct vram_pool {
+    int index; /* VRAM_POOL_SMALL or VRAM_POOL_LARGE */
+    vram_region *regions;
+    vram_block *bins[VRAM_NBINS];
+    uint64_t bitmap[VRAM_BIN_WORDS];
+    uint64_t summary; /* bit w set when bitmap[w] != 0 */
+} vram_pool;
+
+typedef struct vram_stream_state {
+    vram_stream stream;
+    vram_block *head, *tail;    /* not-ready free blocks, by free_seq */
+    uint64_t count;
+    void *event;                /* in flight: recorded after frees up to event_seq */
+    uint64_t event_seq;
+} vram_stream_state;
+
+typedef struct vram_live_map {
+    uint64_t *keys;
+    vram_block **values;
+    uint64_t cap, count; /* cap is a power of two; key 0 marks an empty slot */
+} vram_live_map;
+
+typedef struct vram_block_slab {
+    struct vram_block_slab *next;
+    vram_block blocks[1024];
+} vram_block_slab;
+
+struct vram_allocator {
+    atomic_flag lock;
+    vram_device *dev;
+    vram_alloc_config cfg;
+    int pages_model;
+    int has_events;
+    uint64_t page_size;
+    uint64_t limit;          /* cap on reserved bytes */
+    vram_pool pools[VRAM_POOL_COUNT]; /* [1] small, [2] large; [0] unused */
+    vram_live_map live;
+    vram_block *free_structs;
+    vram_block_slab *slabs;
+    vram_block *cached_head;
+    vram_block *pending_head, *pending_tail;
+    vram_stream_state streams[VRAM_MAX_STREAMS];
+    int nstreams;
+    uint64_t not_ready_count;
+    uint64_t free_seq;
+    vram_stats stats;
+    char tag_names[VRAM_TAG_MAX][32];
+    char oom_report[2048];
+    vram_event *history;
+    uint64_t history_next; /* total events recorded; ring index = next % entries */
+};
+
+/* Page and region helpers shared with snapshot.c and check.c. */
+static inline int vram_page_mapped(const vram_region *r, uint64_t page) {
+    return (int)((r->mapped[page >> 6] >> (page & 63)) & 1);
+}
+
+vram_block *vram_live_get(const vram_live_map *m, uint64_t key);
+void vram_allocator_lock(vram_allocator *a);
+void vram_allocator_unlock(vram_allocator *a);
+
+#endif

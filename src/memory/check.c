@@ -1,0 +1,176 @@
+/* check.c — the allocator's invariant checker, for tests and debugging.
+ *
+ * Walks every region, block, bin, list and the live map, recounts every statistic from the
+ * blocks, and compares. The first violation is returned as VRAM_ERR_INTERNAL with a detail.
+ * Invariants:
+ *   - blocks tile each region exactly, in address order, with consistent prev/next links;
+ *   - no two adjacent free blocks that could merge (both ready, or same owner not ready);
+ *   - every free block is in the bin of its size, and every bin entry is a free block;
+ *   - not-ready free blocks are in their owner's list, ready ones in none;
+ *   - live and pending blocks are in the live map under their address, nothing else is;
+ *   - live blocks lie on mapped pages (pages model);
+ *   - allocated/active/requested bytes and counts, per pool and per tag, equal the sums over
+ *     blocks; reserved bytes equal mapped pages plus segments; segment counts equal mapped
+ *     runs plus segments; reserved >= allocated.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "allocator_internal.h"
+
+#define FAIL(...) return vram_error(VRAM_ERR_INTERNAL, __VA_ARGS__)
+
+static int in_bin(const vram_pool *p, const vram_block *b) {
+    for (const vram_block *x = p->bins[b->bin]; x; x = x->fnext)
+        if (x == b) return 1;
+    return 0;
+}
+
+static vram_status check_locked(vram_allocator *a) {
+    int64_t allocated[VRAM_POOL_COUNT] = {0}, active[VRAM_POOL_COUNT] = {0}, requested[VRAM_POOL_COUNT] = {0};
+    int64_t nalloc[VRAM_POOL_COUNT] = {0}, nactive[VRAM_POOL_COUNT] = {0};
+    int64_t reserved[VRAM_POOL_COUNT] = {0}, segments[VRAM_POOL_COUNT] = {0};
+    int64_t tag_bytes[VRAM_TAG_MAX] = {0}, tag_count[VRAM_TAG_MAX] = {0}, tag_req[VRAM_TAG_MAX] = {0};
+    uint64_t live_blocks = 0, not_ready = 0, free_blocks = 0;
+    uint64_t P = a->page_size;
+
+    for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++) {
+        for (const vram_region *r = a->pools[p].regions; r; r = r->next) {
+            if (r->pool != p) FAIL("region %#llx is in pool %d but says %d", (unsigned long long)r->base, p, r->pool);
+            uint64_t addr = r->base;
+            const vram_block *prev = NULL;
+            for (const vram_block *b = r->first; b; prev = b, b = b->next) {
+                if (b->prev != prev) FAIL("block %#llx: prev link broken", (unsigned long long)b->addr);
+                if (b->region != r) FAIL("block %#llx: wrong region", (unsigned long long)b->addr);
+                if (b->addr != addr) FAIL("block %#llx: gap or overlap, expected %#llx", (unsigned long long)b->addr,
+                                          (unsigned long long)addr);
+                if (!b->size || b->size % VRAM_BLOCK_ALIGN) FAIL("block %#llx: bad size %llu", (unsigned long long)b->addr,
+                                                                 (unsigned long long)b->size);
+                addr += b->size;
+                if (b->state == BLOCK_FREE) {
+                    free_blocks++;
+                    if (!in_bin(&a->pools[p], b)) FAIL("free block %#llx missing from its bin", (unsigned long long)b->addr);
+                    if (vram_live_get(&a->live, b->addr)) FAIL("free block %#llx is in the live map", (unsigned long long)b->addr);
+                    if (!b->ready) not_ready++;
+                    if (prev && prev->state == BLOCK_FREE &&
+                        ((prev->ready && b->ready) || (!prev->ready && !b->ready && prev->stream == b->stream)))
+                        FAIL("free blocks %#llx and %#llx were not coalesced", (unsigned long long)prev->addr,
+                             (unsigned long long)b->addr);
+                } else {
+                    live_blocks++;
+                    if (vram_live_get(&a->live, b->addr) != b) FAIL("live block %#llx missing from the live map", (unsigned long long)b->addr);
+                    if (b->requested > b->size) FAIL("block %#llx: requested %llu > size %llu", (unsigned long long)b->addr,
+                                                     (unsigned long long)b->requested, (unsigned long long)b->size);
+                    active[p] += (int64_t)b->size;
+                    nactive[p]++;
+                    requested[p] += (int64_t)b->requested;
+                    if (b->state == BLOCK_LIVE) {
+                        allocated[p] += (int64_t)b->size;
+                        nalloc[p]++;
+                        tag_bytes[b->tag] += (int64_t)b->size;
+                        tag_count[b->tag]++;
+                        tag_req[b->tag] += (int64_t)b->requested;
+                    }
+                    if (r->expandable) {
+                        uint64_t q0 = (b->addr - r->base) / P, q1 = (b->addr + b->size - r->base + P - 1) / P;
+                        for (uint64_t q = q0; q < q1; q++)
+                            if (!vram_page_mapped(r, q)) FAIL("live block %#llx lies on an unmapped page", (unsigned long long)b->addr);
+                    }
+                }
+            }
+            if (addr != r->base + r->size) FAIL("region %#llx: blocks do not reach its end", (unsigned long long)r->base);
+            if (r->expandable) {
+                int in_run = 0;
+                for (uint64_t q = 0; q < r->npages; q++) {
+                    int m = vram_page_mapped(r, q);
+                    if (m) reserved[p] += (int64_t)P;
+                    if (m && !in_run) segments[p]++;
+                    in_run = m;
+                }
+            } else {
+                reserved[p] += (int64_t)r->size;
+                segments[p]++;
+            }
+        }
+        /* every bin entry is a free block of this pool in the right bin */
+        uint64_t in_bins = 0;
+        for (unsigned i = 0; i < VRAM_NBINS; i++) {
+            int nonempty = a->pools[p].bins[i] != NULL;
+            int bit = (int)((a->pools[p].bitmap[i >> 6] >> (i & 63)) & 1);
+            if (nonempty != bit) FAIL("pool %d bin %u: bitmap says %d", p, i, bit);
+            for (const vram_block *b = a->pools[p].bins[i]; b; b = b->fnext) {
+                in_bins++;
+                if (b->state != BLOCK_FREE || b->bin != i || b->region->pool != p)
+                    FAIL("pool %d bin %u holds a block that does not belong there", p, i);
+            }
+        }
+        (void)in_bins;
+    }
+    uint64_t listed = 0;
+    for (int i = 0; i < a->nstreams; i++) {
+        uint64_t n = 0, seq = 0;
+        for (const vram_block *b = a->streams[i].head; b; b = b->snext, n++) {
+            if (b->state != BLOCK_FREE || b->ready || b->stream != a->streams[i].stream)
+                FAIL("stream list %d holds a block that is not a not-ready free block of that stream", i);
+            if (b->free_seq < seq) FAIL("stream list %d is out of order", i);
+            seq = b->free_seq;
+        }
+        if (n != a->streams[i].count) FAIL("stream list %d counts %llu, holds %llu", i,
+                                           (unsigned long long)a->streams[i].count, (unsigned long long)n);
+        listed += n;
+    }
+    if (listed != not_ready || not_ready != a->not_ready_count)
+        FAIL("not-ready blocks: %llu in regions, %llu listed, counter %llu", (unsigned long long)not_ready,
+             (unsigned long long)listed, (unsigned long long)a->not_ready_count);
+    if (live_blocks != a->live.count)
+        FAIL("live map holds %llu entries for %llu live blocks", (unsigned long long)a->live.count,
+             (unsigned long long)live_blocks);
+    for (const vram_block *b = a->cached_head; b; b = b->cnext)
+        if (b->state != BLOCK_FREE || !b->in_cached) FAIL("cached list holds a block that is not free");
+
+    const vram_stats *st = &a->stats;
+    for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++) {
+        if (st->allocated_bytes[p].current != allocated[p]) FAIL("pool %d allocated_bytes %lld, blocks say %lld", p,
+                                                                 (long long)st->allocated_bytes[p].current, (long long)allocated[p]);
+        if (st->allocation[p].current != nalloc[p]) FAIL("pool %d allocation %lld, blocks say %lld", p,
+                                                         (long long)st->allocation[p].current, (long long)nalloc[p]);
+        if (st->active_bytes[p].current != active[p]) FAIL("pool %d active_bytes %lld, blocks say %lld", p,
+                                                           (long long)st->active_bytes[p].current, (long long)active[p]);
+        if (st->active[p].current != nactive[p]) FAIL("pool %d active %lld, blocks say %lld", p,
+                                                      (long long)st->active[p].current, (long long)nactive[p]);
+        if (st->requested_bytes[p].current != requested[p]) FAIL("pool %d requested_bytes %lld, blocks say %lld", p,
+                                                                 (long long)st->requested_bytes[p].current, (long long)requested[p]);
+        if (st->reserved_bytes[p].current != reserved[p]) FAIL("pool %d reserved_bytes %lld, pages/segments say %lld", p,
+                                                               (long long)st->reserved_bytes[p].current, (long long)reserved[p]);
+        if (st->segment[p].current != segments[p]) FAIL("pool %d segment %lld, ranges say %lld", p,
+                                                         (long long)st->segment[p].current, (long long)segments[p]);
+    }
+    vram_stat *arrays[] = {(vram_stat *)st->allocation, (vram_stat *)st->allocated_bytes, (vram_stat *)st->active,
+                           (vram_stat *)st->active_bytes, (vram_stat *)st->requested_bytes,
+                           (vram_stat *)st->reserved_bytes, (vram_stat *)st->segment};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
+        if (arrays[i][0].current != arrays[i][1].current + arrays[i][2].current)
+            FAIL("statistic %zu: all != small + large", i);
+        for (int p = 0; p < VRAM_POOL_COUNT; p++) {
+            if (arrays[i][p].peak < arrays[i][p].current) FAIL("statistic %zu pool %d: peak below current", i, p);
+            if (arrays[i][p].allocated - arrays[i][p].freed != arrays[i][p].current)
+                FAIL("statistic %zu pool %d: allocated - freed != current", i, p);
+        }
+    }
+    if (st->reserved_bytes[0].current < st->allocated_bytes[0].current) FAIL("reserved below allocated");
+    for (uint32_t t = 0; t < VRAM_TAG_MAX; t++) {
+        if (st->tags[t].allocated_bytes.current != tag_bytes[t] || st->tags[t].allocation.current != tag_count[t] ||
+            st->tags[t].requested_bytes.current != tag_req[t])
+            FAIL("tag %u statistics disagree with its blocks", t);
+    }
+    (void)free_blocks;
+    return VRAM_OK;
+}
+
+vram_status vram_allocator_check(vram_allocator *a) {
+    if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "check: null allocator");
+    vram_allocator_lock(a);
+    vram_status st = check_locked(a);
+    vram_allocator_unlock(a);
+    return st;
+}

@@ -1,0 +1,177 @@
+/* config.c — VRAM_ALLOC_CONF: defaults, parsing and formatting of allocator options.
+ *
+ * The string is a comma-separated list of key:value pairs, as PYTORCH_CUDA_ALLOC_CONF. Each
+ * key has one entry in `keys` below: its name, its kind (bool, size in MiB, size with unit,
+ * integer, fraction) and where it lands in vram_alloc_config. Parsing works on a copy of the
+ * configuration, so an error leaves the caller's configuration as it was.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vram/config.h"
+
+#define MiB (1024ull * 1024ull)
+
+void vram_alloc_config_default(vram_alloc_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->expandable_segments = 1;
+    cfg->page_size = 2 * MiB;
+    cfg->max_split_size = UINT64_MAX;
+    cfg->max_non_split_rounding = 20 * MiB;
+    cfg->roundup_power2_divisions = 0;
+    cfg->garbage_collection_threshold = 0.0;
+    cfg->memory_fraction = 1.0;
+    cfg->max_reserved = 0;
+    cfg->history_entries = 0;
+    cfg->caching = 1;
+}
+
+typedef enum { KEY_BOOL, KEY_MIB, KEY_SIZE, KEY_UINT, KEY_FRACTION_OPEN, KEY_FRACTION } key_kind;
+
+static const struct {
+    const char *name;
+    key_kind kind;
+    size_t offset;
+    uint64_t min; /* for KEY_MIB/KEY_SIZE/KEY_UINT: the smallest value accepted */
+} keys[] = {
+    {"expandable_segments", KEY_BOOL, offsetof(vram_alloc_config, expandable_segments), 0},
+    {"page_size_mb", KEY_MIB, offsetof(vram_alloc_config, page_size), 2 * MiB},
+    {"max_split_size_mb", KEY_MIB, offsetof(vram_alloc_config, max_split_size), 20 * MiB},
+    {"max_non_split_rounding_mb", KEY_MIB, offsetof(vram_alloc_config, max_non_split_rounding), 0},
+    {"roundup_power2_divisions", KEY_UINT, offsetof(vram_alloc_config, roundup_power2_divisions), 0},
+    {"garbage_collection_threshold", KEY_FRACTION_OPEN,
+     offsetof(vram_alloc_config, garbage_collection_threshold), 0},
+    {"memory_fraction", KEY_FRACTION, offsetof(vram_alloc_config, memory_fraction), 0},
+    {"max_reserved", KEY_SIZE, offsetof(vram_alloc_config, max_reserved), 0},
+    {"history", KEY_UINT, offsetof(vram_alloc_config, history_entries), 0},
+    {"caching", KEY_BOOL, offsetof(vram_alloc_config, caching), 0},
+};
+
+static vram_status parse_uint(const char *key, const char *value, uint64_t *out) {
+    if (!isdigit((unsigned char)value[0]))
+        return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: '%s' is not a non-negative integer", key, value);
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(value, &end, 10);
+    if (*end || errno == ERANGE)
+        return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: '%s' is not a non-negative integer", key, value);
+    *out = v;
+    return VRAM_OK;
+}
+
+static vram_status parse_fraction(const char *key, const char *value, int open_at_one, double *out) {
+    errno = 0;
+    char *end;
+    double v = strtod(value, &end);
+    if (end == value || *end || errno == ERANGE || !(v > 0.0) || v > 1.0 || (open_at_one && v >= 1.0))
+        return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: '%s' must be a number in (0, %s", key, value,
+                          open_at_one ? "1)" : "1]");
+    *out = v;
+    return VRAM_OK;
+}
+
+static vram_status apply_pair(vram_alloc_config *cfg, const char *key, const char *value) {
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        if (strcmp(keys[i].name, key) != 0) continue;
+        char *field = (char *)cfg + keys[i].offset;
+        uint64_t u;
+        vram_status st;
+        switch (keys[i].kind) {
+        case KEY_BOOL:
+            if (!strcmp(value, "True") || !strcmp(value, "true") || !strcmp(value, "1"))
+                *(int *)field = 1;
+            else if (!strcmp(value, "False") || !strcmp(value, "false") || !strcmp(value, "0"))
+                *(int *)field = 0;
+            else
+                return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: '%s' is not True or False", key, value);
+            return VRAM_OK;
+        case KEY_MIB:
+            if ((st = parse_uint(key, value, &u)) != VRAM_OK) return st;
+            if (u > (UINT64_MAX / MiB) || u * MiB < keys[i].min)
+                return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: %s is out of range (at least %llu)", key,
+                                  value, (unsigned long long)(keys[i].min / MiB));
+            if (!strcmp(key, "page_size_mb") && (u & 1))
+                return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: page_size_mb: %s is not a multiple of 2", value);
+            *(uint64_t *)field = u * MiB;
+            return VRAM_OK;
+        case KEY_SIZE:
+            if (vram_parse_size(value, &u) != VRAM_OK)
+                return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: %s", key, vram_last_error());
+            *(uint64_t *)field = u;
+            return VRAM_OK;
+        case KEY_UINT:
+            if ((st = parse_uint(key, value, &u)) != VRAM_OK) return st;
+            if (u > UINT32_MAX)
+                return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: %s is too large", key, value);
+            if (!strcmp(key, "roundup_power2_divisions") && u > 1 && (u & (u - 1)))
+                return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: roundup_power2_divisions: %s is not a power of two", value);
+            *(uint32_t *)field = (uint32_t)u;
+            return VRAM_OK;
+        case KEY_FRACTION_OPEN:
+        case KEY_FRACTION:
+            return parse_fraction(key, value, keys[i].kind == KEY_FRACTION_OPEN, (double *)field);
+        }
+    }
+    char known[512] = "";
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        strncat(known, i ? ", " : "", sizeof known - strlen(known) - 1);
+        strncat(known, keys[i].name, sizeof known - strlen(known) - 1);
+    }
+    return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: unknown key '%s' (known: %s)", key, known);
+}
+
+static char *trim(char *s) {
+    while (isspace((unsigned char)*s)) s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1])) *--e = '\0';
+    return s;
+}
+
+vram_status vram_alloc_config_parse(const char *text, vram_alloc_config *cfg) {
+    if (!cfg) return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: null configuration");
+    if (!text || !*text) return VRAM_OK;
+    size_t len = strlen(text);
+    if (len > 4096) return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: longer than 4096 characters");
+    char buf[4097];
+    memcpy(buf, text, len + 1);
+    vram_alloc_config work = *cfg;
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *pair = trim(item);
+        if (!*pair) continue;
+        char *colon = strchr(pair, ':');
+        if (!colon)
+            return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: '%s' is not key:value", pair);
+        *colon = '\0';
+        char *key = trim(pair), *value = trim(colon + 1);
+        if (!*value) return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: missing value", key);
+        vram_status st = apply_pair(&work, key, value);
+        if (st != VRAM_OK) return st;
+    }
+    *cfg = work;
+    return VRAM_OK;
+}
+
+vram_status vram_alloc_config_from_env(vram_alloc_config *cfg) {
+    vram_alloc_config_default(cfg);
+    return vram_alloc_config_parse(getenv("VRAM_ALLOC_CONF"), cfg);
+}
+
+void vram_alloc_config_format(const vram_alloc_config *cfg, char *buf, size_t cap) {
+    char split[48] = "", gc[64] = "";
+    if (cfg->max_split_size != UINT64_MAX)
+        snprintf(split, sizeof split, ",max_split_size_mb:%llu", (unsigned long long)(cfg->max_split_size / MiB));
+    if (cfg->garbage_collection_threshold > 0)
+        snprintf(gc, sizeof gc, ",garbage_collection_threshold:%g", cfg->garbage_collection_threshold);
+    snprintf(buf, cap,
+             "expandable_segments:%s,page_size_mb:%llu%s,max_non_split_rounding_mb:%llu,"
+             "roundup_power2_divisions:%u,memory_fraction:%g,max_reserved:%llu,history:%u,caching:%s%s",
+             cfg->expandable_segments ? "True" : "False", (unsigned long long)(cfg->page_size / MiB), split,
+             (unsigned long long)(cfg->max_non_split_rounding / MiB), cfg->roundup_power2_divisions,
+             cfg->memory_fraction, (unsigned long long)cfg->max_reserved, cfg->history_entries,
+             cfg->caching ? "True" : "False", gc);
+}
