@@ -174,7 +174,6 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
         oom_report = strdup(vram_allocator_oom_report(a));
     }
     int rc = r.failed ? 1 : 0;
-    if (r.failed && st != VRAM_ERR_OUT_OF_MEMORY) rc = 1;
 
     /* The summary / snapshot: at the failure if the replay failed, else at the reserved peak. */
     char *summary = NULL;

@@ -106,8 +106,9 @@ vram_status vram_trace_replay(const vram_trace *t, vram_allocator *a, size_t sto
         const vram_trace_event *e = &ev[i];
         char sz[32];
         if (e->op == VRAM_TRACE_ALLOC) {
+            /* Out of memory: the allocator's report (vram_allocator_oom_report) says the rest. */
             char detail[256];
-            snprintf(detail, sizeof detail, "%s", vram_last_error());
+            snprintf(detail, sizeof detail, "%s", st == VRAM_ERR_OUT_OF_MEMORY ? "out of memory" : vram_last_error());
             st = vram_error(st, "%s line %llu (event %zu): allocation of %llu bytes (%s) on stream %u, id %llu, failed: %s",
                             vram_trace_name(t), (unsigned long long)res->failed_line, i,
                             (unsigned long long)e->size, vram_format_size(e->size, sz, sizeof sz), e->stream,
