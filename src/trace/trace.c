@@ -1,7 +1,8 @@
 /* trace.c — reading memtrace v1 files into a flat, validated array of events.
  *
  * Loading is two steps. Reading puts the whole text in one buffer (plain files directly;
- * gzip through zlib, which also reads plain text transparently; "-" is standard input).
+ * gzip through zlib, which also reads plain text transparently, or through the built-in
+ * decoder of gunzip.c in a build without zlib; "-" is standard input).
  * Parsing walks the buffer once, a line at a time (memchr finds the line end, fields are
  * scanned by hand, never through sscanf/strtoull, which would dominate the time), and checks
  * every record as it goes:
@@ -33,6 +34,8 @@
 
 #ifdef VRAM_HAVE_ZLIB
 #include <zlib.h>
+#else
+#include "gunzip.h"
 #endif
 
 typedef struct trace_header_entry {
@@ -575,15 +578,10 @@ static vram_status read_gz(int fd, const char *name, text_buf *b) {
 }
 #endif
 
-static vram_status read_plain(int fd, const char *name, text_buf *b, const unsigned char *pre, size_t npre) {
+static vram_status read_plain(int fd, const char *name, text_buf *b) {
     struct stat sb;
     if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
         if (buf_reserve(b, (size_t)sb.st_size + 1) != 0) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
-    }
-    if (npre) {
-        if (buf_reserve(b, npre) != 0) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
-        memcpy(b->data, pre, npre);
-        b->len = npre;
     }
     for (;;) {
         if (buf_reserve(b, 1 << 16) != 0) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
@@ -625,19 +623,23 @@ vram_status vram_trace_load(const char *path, vram_trace **out) {
     if (is_stdin || (nm == 2 && magic[0] == 0x1f && magic[1] == 0x8b)) {
         st = read_gz(fd, name, &b); /* takes fd */
     } else {
-        st = read_plain(fd, name, &b, NULL, 0);
+        st = read_plain(fd, name, &b);
         close(fd);
     }
 #else
-    unsigned char magic[2];
-    ssize_t nm = read(fd, magic, 2);
-    if (nm == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
-        close(fd);
-        return vram_error(VRAM_ERR_UNSUPPORTED, "%s: the trace is gzip-compressed, but this build of vram has no zlib "
-                          "(install zlib1g-dev and rebuild, or gunzip it first)", name);
-    }
-    st = read_plain(fd, name, &b, magic, nm > 0 ? (size_t)nm : 0);
+    /* No zlib in this build: read everything, and inflate gzip data with the built-in
+     * decoder (gunzip.c). */
+    st = read_plain(fd, name, &b);
     close(fd);
+    if (st == VRAM_OK && b.len >= 2 && (unsigned char)b.data[0] == 0x1f && (unsigned char)b.data[1] == 0x8b) {
+        uint8_t *plain;
+        size_t plain_len;
+        st = vram_gunzip((const uint8_t *)b.data, b.len, name, &plain, &plain_len);
+        free(b.data);
+        b.data = (char *)plain;
+        b.len = plain_len;
+        if (st != VRAM_OK) b.data = NULL;
+    }
 #endif
     if (st != VRAM_OK) {
         free(b.data);
