@@ -405,9 +405,13 @@ int vram_cmd_replay(int argc, char **argv) {
                 return 2;
             }
             if (!strncmp(a, "--capacity", 10)) {
-                if (vram_parse_size(v, &ra.capacity) != VRAM_OK || ra.capacity == 0) {
-                    fprintf(stderr, "vram replay: --capacity: %s\n",
-                            ra.capacity == 0 && vram_last_error()[0] == '\0' ? "must be above 0" : vram_last_error());
+                if (vram_parse_size(v, &ra.capacity) != VRAM_OK) {
+                    fprintf(stderr, "vram replay: --capacity: %s\n", vram_last_error());
+                    free(traces);
+                    return 2;
+                }
+                if (ra.capacity == 0) {
+                    fprintf(stderr, "vram replay: --capacity '%s': must be above 0\n", v);
                     free(traces);
                     return 2;
                 }
@@ -436,7 +440,8 @@ int vram_cmd_replay(int argc, char **argv) {
         free(traces);
         return 2;
     }
-    if (!ra.capacity_given) ra.capacity = 80ull << 30;
+    /* The default 80 GiB is the plain sim device's size; any other device keeps its own. */
+    if (!ra.capacity_given && (!ra.device || !strcmp(ra.device, "sim"))) ra.capacity = 80ull << 30;
     /* Reject a bad configuration once, up front, before any trace is read. */
     {
         vram_alloc_config cfg;
