@@ -106,6 +106,21 @@ static int report_state_at(const vram_trace *t, const replay_args *ra, const vra
                            char **summary_out) {
     vram_device *dev;
     vram_allocator *a;
+    /* A snapshot is more use with its history (memory_viz draws timelines from it): unless the
+     * configuration asks for a history of its own, record every event up to the stop. The
+     * history does not change where blocks go, so the state is the same. */
+    vram_replay_options with_history = *ro;
+    char conf[512];
+    vram_alloc_config cfg;
+    if (ra->snapshot && vram_alloc_config_from_env(&cfg) == VRAM_OK &&
+        (!ro->conf || vram_alloc_config_parse(ro->conf, &cfg) == VRAM_OK) && cfg.history_entries == 0) {
+        size_t entries = 3 * (stop < vram_trace_num_events(t) ? stop : vram_trace_num_events(t)) + 1024;
+        if (entries > (1u << 21)) entries = 1u << 21;
+        snprintf(conf, sizeof conf, "%s%shistory:%zu", ro->conf ? ro->conf : "", ro->conf && *ro->conf ? "," : "",
+                 entries);
+        with_history.conf = conf;
+        ro = &with_history;
+    }
     vram_status st = vram_replay_open(ro, 0, &dev, &a);
     if (st != VRAM_OK) {
         fprintf(stderr, "vram replay: %s\n", vram_last_error());
