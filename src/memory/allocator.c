@@ -55,13 +55,23 @@ static vram_block *block_new(vram_allocator *a) {
     }
     vram_block *b = a->free_structs;
     a->free_structs = b->fnext;
-    memset(b, 0, sizeof *b);
+    /* callers set addr, size and region */
+    b->prev = b->next = b->fprev = b->fnext = b->sprev = b->snext = b->cprev = b->cnext = NULL;
+    b->uses = NULL;
+    b->events = NULL;
+    b->requested = b->free_seq = 0;
+    b->stream = 0;
+    b->tag = 0;
+    b->nuses = b->nevents = 0;
+    b->state = BLOCK_FREE;
+    b->ready = b->in_cached = 0;
+    b->bin = 0;
     return b;
 }
 
 static void block_release(vram_allocator *a, vram_block *b) {
-    free(b->uses);
-    free(b->events);
+    if (b->uses) free(b->uses);
+    if (b->events) free(b->events);
     b->fnext = a->free_structs;
     a->free_structs = b;
 }
@@ -238,12 +248,12 @@ static void history_add(vram_allocator *a, vram_event_action action, uint64_t ad
     a->history_next++;
 }
 
-static void stat_pool_add(vram_stat *arr, int pool, int64_t amount) {
+static inline void stat_pool_add(vram_stat *arr, int pool, int64_t amount) {
     vram_stat_add(&arr[VRAM_POOL_ALL], amount);
     vram_stat_add(&arr[pool], amount);
 }
 
-static void stat_pool_sub(vram_stat *arr, int pool, int64_t amount) {
+static inline void stat_pool_sub(vram_stat *arr, int pool, int64_t amount) {
     vram_stat_sub(&arr[VRAM_POOL_ALL], amount);
     vram_stat_sub(&arr[pool], amount);
 }
@@ -263,7 +273,7 @@ static uint64_t bits_count(const uint64_t *map, uint64_t p0, uint64_t p1) {
 }
 
 /* First page in [p0, p1) whose bit equals `value`, or p1. */
-static uint64_t bits_find(const uint64_t *map, uint64_t p0, uint64_t p1, int value) {
+static inline uint64_t bits_find(const uint64_t *map, uint64_t p0, uint64_t p1, int value) {
     while (p0 < p1) {
         uint64_t w = p0 >> 6, off = p0 & 63;
         uint64_t word = value ? map[w] : ~map[w];
@@ -291,7 +301,8 @@ static void bits_set(uint64_t *map, uint64_t p0, uint64_t p1, int value) {
 static void full_pages(const vram_allocator *a, const vram_region *r, uint64_t addr, uint64_t size,
                        uint64_t *p0, uint64_t *p1) {
     uint64_t P = a->page_size;
-    uint64_t lo = (addr - r->base + P - 1) / P, hi = (addr + size - r->base) / P;
+    unsigned sh = a->page_shift;
+    uint64_t lo = (addr - r->base + P - 1) >> sh, hi = (addr + size - r->base) >> sh;
     *p0 = lo;
     *p1 = hi > lo ? hi : lo;
 }
@@ -369,55 +380,87 @@ static void free_unlink(vram_allocator *a, vram_block *b) {
     cached_remove(a, b);
 }
 
-/* Inserts free block b (already in the region's address list, in no index), merging it with
- * mergeable neighbours; `fresh` is the address range that just became free (for the cached
- * test). Returns the resulting block. */
+/* Moves an indexed free block to the bin of its (changed) size. */
+static void rebin(vram_allocator *a, vram_block *b) {
+    if (bin_of(b->size) == b->bin) return;
+    vram_pool *p = &a->pools[b->region->pool];
+    bin_remove(p, b);
+    bin_insert(p, b);
+}
+
+/* Puts free block b, which is in no index yet, in its owner's not-ready list. */
+static void stream_track(vram_allocator *a, vram_block *b) {
+    if (b->ready || stream_list_append(a, b) == 0) return;
+    /* the stream table is full: wait for this stream's work instead of tracking it */
+    void *ev = NULL;
+    if (a->dev->ops->event_record(a->dev, b->stream, &ev) == VRAM_OK) {
+        a->dev->ops->event_sync(a->dev, ev);
+        a->dev->ops->event_destroy(a->dev, ev);
+    }
+    b->ready = 1;
+}
+
+/* Inserts free block b (in its region's address list, in no index), merging it with
+ * mergeable neighbours. A neighbour that is already indexed survives the merge and absorbs
+ * b, so the common case (a block freed next to its free remainder) touches no bin unless the
+ * size class changes. `fresh` is the range that just became free (for the cached test).
+ * Returns the resulting block. */
 static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_addr, uint64_t fresh_size) {
-    int was_cached = 0;
-    vram_block *n;
-    if ((n = b->prev) && mergeable(n, b)) {
-        was_cached |= n->in_cached;
-        free_unlink(a, n);
-        n->size += b->size;
-        n->next = b->next;
-        if (b->next) b->next->prev = n;
-        if (b->free_seq > n->free_seq) n->free_seq = b->free_seq;
+    vram_block *prev = b->prev, *next = b->next, *keep;
+    int merge_prev = prev && mergeable(prev, b), merge_next = next && mergeable(b, next);
+    uint64_t seq = b->free_seq;
+    if (merge_prev) {
+        keep = prev;
+        keep->size += b->size;
+        keep->next = next;
+        if (next) next->prev = keep;
         block_release(a, b);
-        b = n;
-    }
-    if ((n = b->next) && mergeable(b, n)) {
-        was_cached |= n->in_cached;
-        free_unlink(a, n);
-        b->size += n->size;
-        b->next = n->next;
-        if (n->next) n->next->prev = b;
-        if (n->free_seq > b->free_seq) b->free_seq = n->free_seq;
-        block_release(a, n);
-    }
-    bin_insert(&a->pools[b->region->pool], b);
-    if (!b->ready && stream_list_append(a, b) != 0) {
-        /* the stream table is full: wait for this stream's work instead of tracking it */
-        void *ev = NULL;
-        if (a->dev->ops->event_record(a->dev, b->stream, &ev) == VRAM_OK) {
-            a->dev->ops->event_sync(a->dev, ev);
-            a->dev->ops->event_destroy(a->dev, ev);
+        if (merge_next) {
+            if (next->in_cached) cached_add(a, keep);
+            if (next->free_seq > seq) seq = next->free_seq;
+            free_unlink(a, next);
+            keep->size += next->size;
+            keep->next = next->next;
+            if (next->next) next->next->prev = keep;
+            block_release(a, next);
         }
-        b->ready = 1;
+    } else if (merge_next) {
+        keep = next;
+        keep->addr = b->addr;
+        keep->size += b->size;
+        keep->prev = prev;
+        if (prev) prev->next = keep;
+        else b->region->first = keep;
+        block_release(a, b);
+    } else {
+        keep = b;
+        bin_insert(&a->pools[b->region->pool], b);
+        stream_track(a, b);
     }
-    if (b->region->expandable) {
-        uint64_t p0, p1, f0, f1;
-        full_pages(a, b->region, b->addr, b->size, &p0, &p1);
+    if (keep != b) {
+        rebin(a, keep);
+        if (seq > keep->free_seq) {
+            keep->free_seq = seq;
+            if (!keep->ready) { /* keep the owner's list ordered by free_seq */
+                stream_list_remove(a, keep);
+                stream_track(a, keep);
+            }
+        }
+    }
+    if (keep->in_cached) return keep;
+    if (keep->region->expandable) {
+        uint64_t p0, p1, f0, f1, P = a->page_size;
+        full_pages(a, keep->region, keep->addr, keep->size, &p0, &p1);
         /* only the pages touching the freshly freed range can have become wholly free */
-        uint64_t P = a->page_size;
-        f0 = (fresh_addr - b->region->base) / P;
-        f1 = (fresh_addr + fresh_size - b->region->base + P - 1) / P;
+        f0 = (fresh_addr - keep->region->base) >> a->page_shift;
+        f1 = (fresh_addr + fresh_size - keep->region->base + P - 1) >> a->page_shift;
         if (f0 < p0) f0 = p0;
         if (f1 > p1) f1 = p1;
-        if (was_cached || (f0 < f1 && bits_find(b->region->mapped, f0, f1, 1) < f1)) cached_add(a, b);
-    } else if (!b->prev && !b->next) {
-        cached_add(a, b); /* segments model: a wholly free segment */
+        if (f0 < f1 && bits_find(keep->region->mapped, f0, f1, 1) < f1) cached_add(a, keep);
+    } else if (!keep->prev && !keep->next) {
+        cached_add(a, keep); /* segments model: a wholly free segment */
     }
-    return b;
+    return keep;
 }
 
 /* Makes every free block of stream state st with free_seq <= upto ready, merging it. */
@@ -669,7 +712,7 @@ static uint64_t cached_bytes(const vram_allocator *a, const vram_block *b) {
     const vram_region *r = b->region;
     if (!r->expandable) return b->size;
     uint64_t P = a->page_size;
-    uint64_t q0 = (b->addr - r->base) / P, q1 = (b->addr + b->size - r->base + P - 1) / P;
+    uint64_t q0 = (b->addr - r->base) >> a->page_shift, q1 = (b->addr + b->size - r->base + P - 1) >> a->page_shift;
     uint64_t mapped = bits_count(r->mapped, q0, q1) * P;
     return mapped < b->size ? mapped : b->size;
 }
@@ -753,6 +796,13 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
     a->page_size = dev->page_size;
     if (a->pages_model && conf.page_size > dev->page_size && conf.page_size % dev->page_size == 0)
         a->page_size = conf.page_size;
+    if (a->pages_model && (a->page_size & (a->page_size - 1))) {
+        unsigned long long page = a->page_size;
+        free(a);
+        return vram_error(VRAM_ERR_UNSUPPORTED, "allocator: page size %llu of %s is not a power of two", page,
+                          dev->name);
+    }
+    a->page_shift = a->page_size ? (unsigned)__builtin_ctzll(a->page_size) : 0;
     a->limit = compute_limit(a);
     a->stats.max_split_size = conf.max_split_size == UINT64_MAX ? -1 : (int64_t)conf.max_split_size;
     a->stats.num_tags = VRAM_TAG_BUILTIN_COUNT;
@@ -834,14 +884,29 @@ const vram_alloc_config *vram_allocator_config(vram_allocator *a) { return &a->c
 /* ---------------------------------------------------------------------------------------- */
 /* malloc.                                                                                   */
 
-/* Pages model: makes every page under [addr, addr+rsize) of r mapped. Returns VRAM_ERR_STATE
- * when cached pages exist but belong to streams that may still use them: the caller then
- * synchronizes the streams and tries again. */
-static vram_status ensure_mapped(vram_allocator *a, vram_region *r, uint64_t addr, uint64_t rsize, int *retried) {
+/* Pages model: whether every page under [addr, addr+rsize) of r is mapped (the fast path). */
+static inline int range_mapped(const vram_allocator *a, const vram_region *r, uint64_t addr, uint64_t rsize) {
+    uint64_t p0 = (addr - r->base) >> a->page_shift, p1 = (addr + rsize - 1 - r->base) >> a->page_shift;
+    if (p1 - p0 < 64 - (p0 & 63)) { /* within one bitmap word */
+        uint64_t n = p1 - p0 + 1;
+        uint64_t mask = (n == 64 ? ~0ull : ((1ull << n) - 1)) << (p0 & 63);
+        return (r->mapped[p0 >> 6] & mask) == mask;
+    }
+    return bits_find(r->mapped, p0, p1 + 1, 0) > p1;
+}
+
+/* Pages model: makes every page under [addr, addr+rsize) of r mapped. Cached pages whose
+ * blocks may still be used by their stream cannot be moved: with `may_defer` set, the call
+ * then returns VRAM_ERR_STATE so the caller can poll the streams' events and try again;
+ * without it, reserved memory grows instead (the host never waits for a voluntary move).
+ * Under the limit, VRAM_ERR_OUT_OF_MEMORY with such blocks present tells the caller that
+ * waiting for the streams (as PyTorch does before giving up) may still help. */
+static vram_status ensure_mapped(vram_allocator *a, vram_region *r, uint64_t addr, uint64_t rsize, int *retried,
+                                 int may_defer) {
     uint64_t P = a->page_size;
-    uint64_t p0 = (addr - r->base) / P, p1 = (addr + rsize - r->base + P - 1) / P;
+    uint64_t p0 = (addr - r->base) >> a->page_shift, p1 = (addr + rsize - r->base + P - 1) >> a->page_shift;
+    if (bits_find(r->mapped, p0, p1, 0) >= p1) return VRAM_OK; /* the common case: all mapped */
     uint64_t need = (p1 - p0 - bits_count(r->mapped, p0, p1)) * P;
-    if (!need) return VRAM_OK;
     int blocked = 0;
     uint64_t reserved = (uint64_t)a->stats.reserved_bytes[0].current;
     uint64_t peak = (uint64_t)a->stats.reserved_bytes[0].peak;
@@ -850,13 +915,13 @@ static vram_status ensure_mapped(vram_allocator *a, vram_region *r, uint64_t add
     if (need > room && a->cached_head) {
         release_pages(a, need - room, r, p0, p1, &blocked);
         reserved = (uint64_t)a->stats.reserved_bytes[0].current;
-        if (blocked && reserved + need > peak) return VRAM_ERR_STATE;
+        if (blocked && may_defer && reserved + need > peak) return VRAM_ERR_STATE;
     }
     if (reserved + need > a->limit) {
         *retried = 1;
         release_pages(a, reserved + need - a->limit, r, p0, p1, &blocked);
         reserved = (uint64_t)a->stats.reserved_bytes[0].current;
-        if (reserved + need > a->limit) return blocked ? VRAM_ERR_STATE : VRAM_ERR_OUT_OF_MEMORY;
+        if (reserved + need > a->limit) return VRAM_ERR_OUT_OF_MEMORY;
     }
     for (uint64_t p = p0; p < p1;) {
         uint64_t s = bits_find(r->mapped, p, p1, 0);
@@ -868,7 +933,6 @@ static vram_status ensure_mapped(vram_allocator *a, vram_region *r, uint64_t add
             blocked = 0;
             release_pages(a, UINT64_MAX, r, p0, p1, &blocked);
             st = map_pages(a, r, s, e);
-            if (st == VRAM_ERR_OUT_OF_MEMORY && blocked) return VRAM_ERR_STATE;
         }
         if (st != VRAM_OK) return st;
         p = e;
@@ -948,14 +1012,21 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
         b = find_free(a, p, rsize, stream);
     }
     if (a->pages_model) {
-        err = b ? ensure_mapped(a, b->region, b->addr, rsize, &retried) : VRAM_ERR_OUT_OF_MEMORY;
-        if (err == VRAM_ERR_STATE || (err == VRAM_ERR_OUT_OF_MEMORY && a->not_ready_count)) {
-            /* cached pages or blocks still belong to streams that may use them: wait, retry */
+        err = !b ? VRAM_ERR_OUT_OF_MEMORY
+              : range_mapped(a, b->region, b->addr, rsize) ? VRAM_OK
+                                                            : ensure_mapped(a, b->region, b->addr, rsize, &retried, 1);
+        if (err == VRAM_ERR_STATE) {
+            /* cached pages belong to streams that may still use them: ask their events */
+            poll_streams(a, 1);
+            b = find_free(a, p, rsize, stream);
+            err = b ? ensure_mapped(a, b->region, b->addr, rsize, &retried, 0) : VRAM_ERR_OUT_OF_MEMORY;
+        }
+        if (err == VRAM_ERR_OUT_OF_MEMORY && a->not_ready_count) {
+            /* out of memory: wait for the streams, as a last resort, and retry */
             err = sync_all_streams(a);
             if (err == VRAM_OK) {
                 b = find_free(a, p, rsize, stream);
-                err = b ? ensure_mapped(a, b->region, b->addr, rsize, &retried) : VRAM_ERR_OUT_OF_MEMORY;
-                if (err == VRAM_ERR_STATE) err = VRAM_ERR_OUT_OF_MEMORY;
+                err = b ? ensure_mapped(a, b->region, b->addr, rsize, &retried, 0) : VRAM_ERR_OUT_OF_MEMORY;
             }
         }
     } else if (!b) {
@@ -982,35 +1053,32 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
         vram_allocator_unlock(a);
         return err != VRAM_OK ? err : VRAM_ERR_OUT_OF_MEMORY;
     }
-    /* Take [b->addr, b->addr + rsize) out of free block b. */
-    int was_cached = b->in_cached;
-    free_unlink(a, b);
+    /* Take [b->addr, b->addr + rsize) out of free block b. When b is split, its struct stays
+     * in the indexes as the remainder and a new struct describes the allocation. */
     if (should_split(a, b, rsize)) {
-        vram_block *rest = block_new(a);
-        if (!rest) {
-            bin_insert(p, b);
-            if (!b->ready) stream_list_append(a, b);
+        vram_block *blk = block_new(a);
+        if (!blk) {
             vram_allocator_unlock(a);
             return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: host out of memory for block metadata");
         }
-        rest->addr = b->addr + rsize;
-        rest->size = b->size - rsize;
-        rest->region = b->region;
-        rest->state = BLOCK_FREE;
-        rest->ready = b->ready;
-        rest->stream = b->stream;
-        rest->free_seq = b->free_seq;
-        rest->prev = b;
-        rest->next = b->next;
-        if (b->next) b->next->prev = rest;
-        b->next = rest;
-        b->size = rsize;
-        bin_insert(p, rest);
-        if (!rest->ready) stream_list_append(a, rest);
-        if (was_cached && b->region->expandable) cached_add(a, rest); /* checked lazily when stealing */
+        blk->addr = b->addr;
+        blk->size = rsize;
+        blk->region = b->region;
+        blk->prev = b->prev;
+        blk->next = b;
+        if (b->prev) b->prev->next = blk;
+        else b->region->first = blk;
+        b->prev = blk;
+        b->addr += rsize;
+        b->size -= rsize;
+        rebin(a, b);
+        b = blk;
+    } else {
+        free_unlink(a, b);
     }
     if (live_put(&a->live, b) != 0) {
         b->state = BLOCK_FREE;
+        b->ready = 1;
         free_insert(a, b, b->addr, b->size);
         vram_allocator_unlock(a);
         return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: host out of memory for the block map");
@@ -1050,12 +1118,16 @@ static void free_block(vram_allocator *a, vram_block *b) {
     stat_pool_sub(a->stats.active_bytes, pool, (int64_t)b->size);
     stat_pool_sub(a->stats.requested_bytes, pool, (int64_t)b->requested);
     history_add(a, VRAM_EVENT_FREE_COMPLETED, b->addr, b->requested, b->stream, b->tag);
-    free(b->uses);
-    b->uses = NULL;
-    b->nuses = 0;
-    free(b->events);
-    b->events = NULL;
-    b->nevents = 0;
+    if (b->uses) {
+        free(b->uses);
+        b->uses = NULL;
+        b->nuses = 0;
+    }
+    if (b->events) {
+        free(b->events);
+        b->events = NULL;
+        b->nevents = 0;
+    }
     b->state = BLOCK_FREE;
     b->ready = !a->has_events;
     b->free_seq = ++a->free_seq;

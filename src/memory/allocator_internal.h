@@ -106,6 +106,7 @@ struct vram_allocator {
     int pages_model;
     int has_events;
     uint64_t page_size;
+    unsigned page_shift;     /* log2(page_size): page arithmetic uses shifts, not divisions */
     uint64_t limit;          /* cap on reserved bytes */
     vram_pool pools[VRAM_POOL_COUNT]; /* [1] small, [2] large; [0] unused */
     vram_live_map live;

@@ -94,8 +94,8 @@ static vram_status apply_pair(vram_alloc_config *cfg, const char *key, const cha
             if (u > (UINT64_MAX / MiB) || u * MiB < keys[i].min)
                 return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: %s is out of range (at least %llu)", key,
                                   value, (unsigned long long)(keys[i].min / MiB));
-            if (!strcmp(key, "page_size_mb") && (u & 1))
-                return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: page_size_mb: %s is not a multiple of 2", value);
+            if (!strcmp(key, "page_size_mb") && (u & (u - 1)))
+                return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: page_size_mb: %s is not a power of two", value);
             *(uint64_t *)field = u * MiB;
             return VRAM_OK;
         case KEY_SIZE:

@@ -1,0 +1,123 @@
+/* event_device.h — a test device: the sim device plus streams whose work the test controls.
+ *
+ * Every event recorded on a stream waits for the stream's "work" so far: the test submits
+ * work with event_device_submit(stream) and completes it with event_device_complete(stream).
+ * event_query reports an event complete once its stream has completed everything that was
+ * submitted before the event; event_sync completes it (as a host wait would). This lets tests
+ * check that a block freed on one stream is not handed to another before the first stream's
+ * work is done.
+ */
+#ifndef VRAM_TESTS_EVENT_DEVICE_H
+#define VRAM_TESTS_EVENT_DEVICE_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "vram/backend.h"
+
+#define EVDEV_STREAMS 16
+
+typedef struct evdev_state {
+    const vram_device_ops *sim_ops;
+    uint64_t submitted[EVDEV_STREAMS], completed[EVDEV_STREAMS];
+    uint64_t records, syncs, live_events;
+} evdev_state;
+
+typedef struct evdev_event {
+    unsigned stream;
+    uint64_t target;
+} evdev_event;
+
+static vram_device_ops evdev_ops;
+static evdev_state *evdev_of(vram_device *d) { return (evdev_state *)((void **)d->impl)[1]; }
+
+static vram_status evdev_record(vram_device *d, vram_stream s, void **out) {
+    evdev_state *e = evdev_of(d);
+    evdev_event *ev = malloc(sizeof *ev);
+    if (!ev) return VRAM_ERR_OUT_OF_MEMORY;
+    ev->stream = (unsigned)(s % EVDEV_STREAMS);
+    ev->target = e->submitted[ev->stream];
+    e->records++;
+    e->live_events++;
+    *out = ev;
+    return VRAM_OK;
+}
+static vram_status evdev_query(vram_device *d, void *p) {
+    evdev_event *ev = p;
+    return evdev_of(d)->completed[ev->stream] >= ev->target ? VRAM_OK : VRAM_ERR_STATE;
+}
+static vram_status evdev_sync(vram_device *d, void *p) {
+    evdev_event *ev = p;
+    evdev_state *e = evdev_of(d);
+    e->syncs++;
+    if (e->completed[ev->stream] < ev->target) e->completed[ev->stream] = ev->target;
+    return VRAM_OK;
+}
+static void evdev_destroy(vram_device *d, void *p) {
+    evdev_of(d)->live_events--;
+    free(p);
+}
+
+/* Each op forwards to the sim device, whose state sits in slot 0 of our impl pair. */
+#define EVDEV_FWD(name, params, args)                                         \
+    static vram_status evdev_##name params {                                  \
+        void **pair = d->impl;                                                \
+        d->impl = pair[0];                                                    \
+        vram_status st = evdev_of_sim_ops->name args;                         \
+        d->impl = pair;                                                       \
+        return st;                                                            \
+    }
+static const vram_device_ops *evdev_of_sim_ops;
+EVDEV_FWD(mem_alloc, (vram_device * d, size_t size, uint64_t *addr), (d, size, addr))
+EVDEV_FWD(mem_free, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
+EVDEV_FWD(va_reserve, (vram_device * d, size_t size, uint64_t *addr), (d, size, addr))
+EVDEV_FWD(va_release, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
+EVDEV_FWD(page_map, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
+EVDEV_FWD(page_unmap, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
+EVDEV_FWD(mem_info, (vram_device * d, size_t *f, size_t *t), (d, f, t))
+
+static void evdev_close(vram_device *d) {
+    void **pair = d->impl;
+    free(pair[1]);
+    d->impl = pair[0];
+    d->ops = evdev_of_sim_ops;
+    free(pair);
+    vram_device_close(d);
+}
+
+/* Opens "sim:CAPACITY" with controllable streams. */
+static vram_status event_device_open(const char *capacity, vram_device **out) {
+    char spec[64] = "sim:";
+    strncat(spec, capacity, sizeof spec - 5);
+    vram_status st = vram_device_open(spec, out);
+    if (st != VRAM_OK) return st;
+    evdev_of_sim_ops = (*out)->ops;
+    evdev_ops = *(*out)->ops;
+    evdev_ops.mem_alloc = evdev_mem_alloc;
+    evdev_ops.mem_free = evdev_mem_free;
+    evdev_ops.va_reserve = evdev_va_reserve;
+    evdev_ops.va_release = evdev_va_release;
+    evdev_ops.page_map = evdev_page_map;
+    evdev_ops.page_unmap = evdev_page_unmap;
+    evdev_ops.mem_info = evdev_mem_info;
+    evdev_ops.event_record = evdev_record;
+    evdev_ops.event_query = evdev_query;
+    evdev_ops.event_sync = evdev_sync;
+    evdev_ops.event_destroy = evdev_destroy;
+    evdev_ops.close = evdev_close;
+    void **pair = malloc(2 * sizeof *pair);
+    pair[0] = (*out)->impl;
+    pair[1] = calloc(1, sizeof(evdev_state));
+    (*out)->impl = pair;
+    (*out)->ops = &evdev_ops;
+    return VRAM_OK;
+}
+
+static evdev_state *event_device_state(vram_device *d) { return evdev_of(d); }
+static void event_device_submit(vram_device *d, unsigned s) { evdev_of(d)->submitted[s % EVDEV_STREAMS]++; }
+static void event_device_complete(vram_device *d, unsigned s) {
+    evdev_state *e = evdev_of(d);
+    e->completed[s % EVDEV_STREAMS] = e->submitted[s % EVDEV_STREAMS];
+}
+
+#endif

@@ -1,0 +1,467 @@
+/* test_alloc.c — the caching allocator's behaviour, case by case, with exact numbers:
+ * rounding and pools, statistics, coalescing, page reuse, limits and OOM reports, bad frees,
+ * tags, empty_cache, both memory models, streams and record_stream (on a device whose stream
+ * work the test controls), snapshots, real host memory, and several threads at once.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "check.h"
+#include "fakes/event_device.h"
+#include "vram/alloc.h"
+#include "vram/snapshot.h"
+
+#define KiB 1024ull
+#define MiB (1024ull * 1024ull)
+#define GiB (1024ull * MiB)
+
+static vram_allocator *open_alloc(const char *spec, const char *conf, vram_device **dev) {
+    vram_alloc_config cfg;
+    vram_alloc_config_default(&cfg);
+    if (vram_alloc_config_parse(conf, &cfg) != VRAM_OK) return NULL;
+    if (vram_device_open(spec, dev) != VRAM_OK) return NULL;
+    vram_allocator *a = NULL;
+    if (vram_allocator_new(*dev, &cfg, &a) != VRAM_OK) return NULL;
+    return a;
+}
+
+static void close_alloc(vram_allocator *a, vram_device *dev) {
+    CHECK_OK(vram_allocator_check(a));
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+}
+
+static void test_basic_stats(void) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("sim:8GiB", "", &dev);
+    CHECK(a != NULL, "open");
+    void *p = NULL, *q = NULL;
+    CHECK_OK(vram_allocator_malloc(a, 1000, 0, VRAM_TAG_ACTIVATION, &p));
+    CHECK(p != NULL && (uintptr_t)p % 512 == 0, "aligned pointer %p", p);
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.allocated_bytes[VRAM_POOL_ALL].current == 1024, "rounded to 1024, got %lld",
+          (long long)st.allocated_bytes[0].current);
+    CHECK(st.requested_bytes[VRAM_POOL_ALL].current == 1000, "requested 1000");
+    CHECK(st.allocated_bytes[VRAM_POOL_SMALL].current == 1024 && st.allocated_bytes[VRAM_POOL_LARGE].current == 0,
+          "small pool");
+    CHECK(st.reserved_bytes[VRAM_POOL_ALL].current == (int64_t)(2 * MiB), "one 2 MiB page mapped, got %lld",
+          (long long)st.reserved_bytes[0].current);
+    CHECK(st.segment[VRAM_POOL_ALL].current == 1, "one mapped range");
+    CHECK(st.tags[VRAM_TAG_ACTIVATION].allocated_bytes.current == 1024, "tag bytes");
+    CHECK_OK(vram_allocator_malloc(a, 5 * MiB + 1, 0, VRAM_TAG_PARAMETER, &q));
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.allocated_bytes[VRAM_POOL_LARGE].current == (int64_t)(5 * MiB + 512), "large block rounded to 512");
+    CHECK(st.reserved_bytes[VRAM_POOL_LARGE].current == (int64_t)(6 * MiB), "three pages for 5 MiB + 1");
+    size_t size, req;
+    vram_tag tag;
+    CHECK_OK(vram_allocator_block_info(a, q, &size, &req, &tag));
+    CHECK(size == 5 * MiB + 512 && req == 5 * MiB + 1 && tag == VRAM_TAG_PARAMETER, "block info");
+    CHECK_OK(vram_allocator_free(a, p));
+    CHECK_OK(vram_allocator_free(a, q));
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.allocated_bytes[0].current == 0 && st.allocated_bytes[0].peak == (int64_t)(5 * MiB + 512 + 1024),
+          "peak allocated");
+    CHECK(st.allocation[0].allocated == 2 && st.allocation[0].freed == 2, "allocation counts");
+    CHECK(st.reserved_bytes[0].current == (int64_t)(8 * MiB), "cache keeps pages");
+    CHECK_OK(vram_allocator_check(a));
+    CHECK_OK(vram_allocator_empty_cache(a));
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.reserved_bytes[0].current == 0, "empty_cache releases every page, %lld left",
+          (long long)st.reserved_bytes[0].current);
+    CHECK(st.segment[0].current == 0, "no mapped range left");
+    vram_allocator_reset_peak_stats(a);
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.allocated_bytes[0].peak == 0, "reset peak");
+    vram_allocator_reset_accumulated_stats(a);
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.allocation[0].allocated == 0 && st.num_device_alloc == 0, "reset accumulated");
+    close_alloc(a, dev);
+}
+
+static void test_bad_frees(void) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("sim:1GiB", "", &dev);
+    void *p;
+    CHECK_OK(vram_allocator_malloc(a, 4096, 0, 0, &p));
+    CHECK(vram_allocator_free(a, (char *)p + 512) == VRAM_ERR_NOT_FOUND, "interior pointer");
+    CHECK(strstr(vram_last_error(), "not a live allocation") != NULL, "message: %s", vram_last_error());
+    CHECK(vram_allocator_free(a, NULL) == VRAM_ERR_NOT_FOUND, "null pointer");
+    CHECK(vram_allocator_free(a, (void *)0x1234) == VRAM_ERR_NOT_FOUND, "wild pointer");
+    CHECK_OK(vram_allocator_free(a, p));
+    CHECK(vram_allocator_free(a, p) == VRAM_ERR_NOT_FOUND, "double free");
+    CHECK(vram_allocator_record_stream(a, p, 3) == VRAM_ERR_NOT_FOUND, "record_stream after free");
+    CHECK(vram_allocator_malloc(a, 16, 0, VRAM_TAG_MAX, &p) == VRAM_ERR_INVALID_ARG, "bad tag");
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.allocation[0].current == 0 && st.allocation[0].freed == 1, "bad frees change nothing");
+    close_alloc(a, dev);
+}
+
+static void test_coalesce_and_reuse(void) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("sim:1GiB", "", &dev);
+    void *p[4];
+    for (int i = 0; i < 4; i++) CHECK_OK(vram_allocator_malloc(a, 3 * MiB, 0, 0, &p[i]));
+    CHECK((uintptr_t)p[1] == (uintptr_t)p[0] + 3 * MiB, "blocks are adjacent");
+    CHECK_OK(vram_allocator_free(a, p[1]));
+    CHECK_OK(vram_allocator_free(a, p[2]));
+    void *big;
+    CHECK_OK(vram_allocator_malloc(a, 6 * MiB, 0, 0, &big));
+    CHECK(big == p[1], "two freed neighbours coalesce and serve a request of their joint size");
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.reserved_bytes[0].current == (int64_t)(12 * MiB), "no new pages: %lld",
+          (long long)st.reserved_bytes[0].current);
+    CHECK_OK(vram_allocator_free(a, big));
+    CHECK_OK(vram_allocator_free(a, p[0]));
+    CHECK_OK(vram_allocator_free(a, p[3]));
+    CHECK_OK(vram_allocator_check(a));
+    close_alloc(a, dev);
+}
+
+/* Fully free pages are moved to where they are needed instead of raising reserved memory. */
+static void test_page_reuse(void) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("sim:1GiB", "", &dev);
+    void *x, *y, *z;
+    CHECK_OK(vram_allocator_malloc(a, 10 * MiB, 0, 0, &x));
+    CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, &y)); /* pins the range after x */
+    CHECK_OK(vram_allocator_free(a, x));
+    /* 12 MiB does not fit in x's 10 MiB hole: it goes after y and needs 6 new pages, which
+     * come from x's 5 free pages plus one new page. */
+    CHECK_OK(vram_allocator_malloc(a, 12 * MiB, 0, 0, &z));
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.reserved_bytes[0].peak == (int64_t)(14 * MiB), "reserved peaks at what is live (14 MiB), got %lld",
+          (long long)st.reserved_bytes[0].peak);
+    CHECK(st.num_device_free == 1, "x's pages were unmapped once, got %llu", (unsigned long long)st.num_device_free);
+    CHECK_OK(vram_allocator_free(a, y));
+    CHECK_OK(vram_allocator_free(a, z));
+    close_alloc(a, dev);
+}
+
+static void test_limit_and_oom(void) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("sim:1GiB", "", &dev);
+    CHECK_OK(vram_allocator_set_limit(a, 64 * MiB));
+    CHECK(vram_allocator_limit(a) == 64 * MiB, "limit");
+    void *p, *q, *r;
+    CHECK_OK(vram_allocator_malloc(a, 40 * MiB, 0, VRAM_TAG_ACTIVATION, &p));
+    CHECK(vram_allocator_malloc(a, 30 * MiB, 0, VRAM_TAG_GRADIENT, &q) == VRAM_ERR_OUT_OF_MEMORY, "over the limit");
+    CHECK(q == NULL, "no pointer on OOM");
+    const char *report = vram_allocator_oom_report(a);
+    CHECK(strstr(report, "tried to allocate 30.00 MiB") != NULL, "report names the request: %s", report);
+    CHECK(strstr(report, "limit is 64.00 MiB") != NULL, "report names the limit: %s", report);
+    CHECK(strstr(report, "activation 40.00 MiB") != NULL, "report names the biggest tag: %s", report);
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.num_ooms == 1 && st.num_alloc_retries == 1, "ooms %llu retries %llu", (unsigned long long)st.num_ooms,
+          (unsigned long long)st.num_alloc_retries);
+    CHECK_OK(vram_allocator_check(a));
+    CHECK_OK(vram_allocator_malloc(a, 20 * MiB, 0, 0, &q)); /* what fits still works */
+    CHECK_OK(vram_allocator_free(a, p));
+    CHECK_OK(vram_allocator_malloc(a, 30 * MiB, 0, 0, &r)); /* freed pages are reused under the limit */
+    CHECK_OK(vram_allocator_free(a, q));
+    CHECK_OK(vram_allocator_free(a, r));
+    CHECK(vram_allocator_set_memory_fraction(a, 1.5) == VRAM_ERR_INVALID_ARG, "fraction above 1");
+    CHECK(vram_allocator_set_memory_fraction(a, 0) == VRAM_ERR_INVALID_ARG, "fraction 0");
+    CHECK(vram_allocator_malloc(a, (size_t)1 << 60, 0, 0, &p) == VRAM_ERR_OUT_OF_MEMORY, "absurd size");
+    close_alloc(a, dev);
+
+    /* the device itself full (no limit set): release cache, then fail cleanly */
+    a = open_alloc("sim:16MiB", "", &dev);
+    CHECK_OK(vram_allocator_malloc(a, 10 * MiB, 0, 0, &p));
+    CHECK(vram_allocator_malloc(a, 8 * MiB, 0, 0, &q) == VRAM_ERR_OUT_OF_MEMORY, "device full");
+    CHECK_OK(vram_allocator_free(a, p));
+    CHECK_OK(vram_allocator_malloc(a, 16 * MiB, 0, 0, &q));
+    CHECK_OK(vram_allocator_free(a, q));
+    close_alloc(a, dev);
+}
+
+static void test_segments_model(void) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("sim:1GiB", "expandable_segments:False", &dev);
+    void *s1, *s2, *l1, *l2;
+    CHECK_OK(vram_allocator_malloc(a, 1000, 0, 0, &s1));
+    CHECK_OK(vram_allocator_malloc(a, 3000, 0, 0, &s2));
+    CHECK_OK(vram_allocator_malloc(a, 3 * MiB, 0, 0, &l1));
+    CHECK_OK(vram_allocator_malloc(a, 30 * MiB, 0, 0, &l2));
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.reserved_bytes[VRAM_POOL_SMALL].current == (int64_t)(2 * MiB), "small segment of 2 MiB");
+    CHECK(st.reserved_bytes[VRAM_POOL_LARGE].current == (int64_t)(20 * MiB + 30 * MiB), "20 MiB + 30 MiB, got %lld",
+          (long long)st.reserved_bytes[VRAM_POOL_LARGE].current);
+    CHECK(st.segment[0].current == 3 && st.num_device_alloc == 3, "three segments");
+    CHECK(st.inactive_split_bytes[VRAM_POOL_LARGE].current == (int64_t)(17 * MiB), "17 MiB left in the split 20 MiB segment");
+    CHECK_OK(vram_allocator_free(a, l1));
+    CHECK_OK(vram_allocator_free(a, l2));
+    CHECK_OK(vram_allocator_empty_cache(a));
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.reserved_bytes[VRAM_POOL_LARGE].current == 0, "free segments released");
+    CHECK(st.reserved_bytes[VRAM_POOL_SMALL].current == (int64_t)(2 * MiB), "a segment with live blocks stays");
+    CHECK_OK(vram_allocator_free(a, s1));
+    CHECK_OK(vram_allocator_free(a, s2));
+    close_alloc(a, dev);
+}
+
+static void test_tags(void) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("sim:1GiB", "", &dev);
+    vram_tag kv, again;
+    CHECK_OK(vram_allocator_tag_register(a, "kv_cache", &kv));
+    CHECK(kv == VRAM_TAG_BUILTIN_COUNT, "first user tag");
+    CHECK_OK(vram_allocator_tag_register(a, "kv_cache", &again));
+    CHECK(again == kv, "same name, same tag");
+    CHECK(!strcmp(vram_allocator_tag_name(a, kv), "kv_cache") && !strcmp(vram_allocator_tag_name(a, 3), "optimizer_state"),
+          "names");
+    CHECK(vram_allocator_tag_register(a, "a_name_that_is_far_too_long_for_a_tag", &again) == VRAM_ERR_INVALID_ARG, "long");
+    void *p;
+    CHECK_OK(vram_allocator_malloc(a, 4096, 0, kv, &p));
+    CHECK_OK(vram_allocator_set_tag(a, p, VRAM_TAG_GRADIENT));
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.tags[kv].allocated_bytes.current == 0 && st.tags[VRAM_TAG_GRADIENT].allocated_bytes.current == 4096,
+          "set_tag moves the bytes");
+    CHECK(st.num_tags == VRAM_TAG_BUILTIN_COUNT + 1, "num_tags");
+    CHECK_OK(vram_allocator_free(a, p));
+    close_alloc(a, dev);
+}
+
+/* A block freed on stream 1 is reused at once by stream 1, but by stream 2 only after stream
+ * 1's work queued before the free has completed. */
+static void test_streams(void) {
+    vram_device *dev;
+    CHECK_OK(event_device_open("1GiB", &dev));
+    vram_allocator *a;
+    CHECK_OK(vram_allocator_new(dev, NULL, &a));
+    void *p, *q, *r;
+    CHECK_OK(vram_allocator_malloc(a, 4 * MiB, 1, 0, &p));
+    event_device_submit(dev, 1); /* a kernel on stream 1 uses p */
+    CHECK_OK(vram_allocator_free(a, p));
+    CHECK_OK(vram_allocator_malloc(a, 4 * MiB, 2, 0, &q));
+    CHECK(q != p, "stream 2 does not get stream 1's block while its work runs");
+    CHECK_OK(vram_allocator_malloc(a, 4 * MiB, 1, 0, &r));
+    CHECK(r == p, "stream 1 reuses its own block at once");
+    CHECK_OK(vram_allocator_free(a, r));
+    CHECK_OK(vram_allocator_free(a, q));
+    event_device_complete(dev, 1);
+    void *s;
+    CHECK_OK(vram_allocator_malloc(a, 4 * MiB, 3, 0, &s)); /* records + polls, then reuses */
+    void *t;
+    CHECK_OK(vram_allocator_malloc(a, 4 * MiB, 3, 0, &t));
+    CHECK(s == p || t == p, "after stream 1's work completed another stream may take its block");
+    CHECK_OK(vram_allocator_free(a, s));
+    CHECK_OK(vram_allocator_free(a, t));
+    CHECK_OK(vram_allocator_check(a));
+
+    /* record_stream: the free waits for the other stream's work */
+    void *u;
+    CHECK_OK(vram_allocator_malloc(a, 1 * MiB, 1, 0, &u));
+    CHECK_OK(vram_allocator_record_stream(a, u, 5));
+    event_device_submit(dev, 5);
+    CHECK_OK(vram_allocator_free(a, u));
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.active[0].current == 1 && st.allocation[0].current == 0, "pending free stays active");
+    vram_snapshot *snap;
+    CHECK_OK(vram_allocator_snapshot(a, &snap));
+    int pending = 0;
+    for (size_t i = 0; i < snap->num_blocks; i++) pending += snap->blocks[i].state == VRAM_BLOCK_ACTIVE_PENDING_FREE;
+    CHECK(pending == 1, "snapshot shows the pending free");
+    vram_snapshot_free(snap);
+    void *v;
+    CHECK_OK(vram_allocator_malloc(a, 1 * MiB, 1, 0, &v));
+    CHECK(v != u, "not reused while stream 5 still works");
+    event_device_complete(dev, 5);
+    CHECK_OK(vram_allocator_free(a, v));
+    void *w;
+    CHECK_OK(vram_allocator_malloc(a, 1 * MiB, 1, 0, &w));
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.active[0].current == 1, "pending free completed");
+    CHECK_OK(vram_allocator_free(a, w));
+    CHECK_OK(vram_allocator_empty_cache(a));
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.reserved_bytes[0].current == 0, "empty_cache waits for streams and releases everything");
+    CHECK_OK(vram_allocator_check(a));
+    vram_allocator_destroy(a);
+    CHECK(event_device_state(dev)->live_events == 0, "every event destroyed");
+    vram_device_close(dev);
+}
+
+static void test_snapshot_and_history(void) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("sim:1GiB", "history:8", &dev);
+    void *p, *q;
+    CHECK_OK(vram_allocator_malloc(a, 3 * MiB, 0, VRAM_TAG_PARAMETER, &p));
+    for (int i = 0; i < 5; i++) {
+        CHECK_OK(vram_allocator_malloc(a, 1 * MiB, 0, VRAM_TAG_ACTIVATION, &q));
+        CHECK_OK(vram_allocator_free(a, q));
+    }
+    vram_snapshot *s;
+    CHECK_OK(vram_allocator_snapshot(a, &s));
+    uint64_t total = 0, allocated = 0;
+    for (size_t i = 0; i < s->num_segments; i++) {
+        total += s->segments[i].total_size;
+        allocated += s->segments[i].allocated_size;
+        uint64_t sum = 0;
+        for (size_t j = 0; j < s->segments[i].num_blocks; j++) sum += s->blocks[s->segments[i].first_block + j].size;
+        CHECK(sum == s->segments[i].total_size, "blocks tile segment %zu", i);
+    }
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    CHECK(total == (uint64_t)st.reserved_bytes[0].current, "segments add up to reserved");
+    CHECK(allocated == (uint64_t)st.allocated_bytes[0].current, "allocated adds up");
+    CHECK(s->num_events == 8, "ring keeps the last 8 events, has %zu", s->num_events);
+    CHECK(s->events[s->num_events - 1].action == VRAM_EVENT_FREE_COMPLETED, "newest event last");
+    CHECK(strstr(s->settings, "history:8") != NULL, "settings: %s", s->settings);
+    vram_snapshot_free(s);
+    CHECK_OK(vram_allocator_free(a, p));
+    close_alloc(a, dev);
+}
+
+static void test_host_memory(void) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("host:256MiB", "", &dev);
+    CHECK(a != NULL, "host allocator");
+    unsigned char *p[16];
+    for (int i = 0; i < 16; i++) {
+        CHECK_OK(vram_allocator_malloc(a, (size_t)(i + 1) * 777 * KiB, 0, 0, (void **)&p[i]));
+        memset(p[i], i + 1, (size_t)(i + 1) * 777 * KiB);
+    }
+    for (int i = 0; i < 16; i += 2) CHECK_OK(vram_allocator_free(a, p[i]));
+    for (int i = 1; i < 16; i += 2) {
+        size_t n = (size_t)(i + 1) * 777 * KiB, bad = 0;
+        for (size_t k = 0; k < n; k++) bad += p[i][k] != (unsigned char)(i + 1);
+        CHECK(bad == 0, "block %d kept its bytes", i);
+        CHECK_OK(vram_allocator_free(a, p[i]));
+    }
+    CHECK_OK(vram_allocator_empty_cache(a));
+    close_alloc(a, dev);
+}
+
+typedef struct thread_arg {
+    vram_allocator *a;
+    unsigned seed;
+    int failures;
+} thread_arg;
+
+static void *hammer(void *arg) {
+    thread_arg *t = arg;
+    void *slots[64] = {0};
+    unsigned x = t->seed;
+    for (int i = 0; i < 50000; i++) {
+        x = x * 1103515245u + 12345u;
+        int k = (int)(x >> 16) % 64;
+        if (slots[k]) {
+            if (vram_allocator_free(t->a, slots[k]) != VRAM_OK) t->failures++;
+            slots[k] = NULL;
+        } else if (vram_allocator_malloc(t->a, 512u << ((x >> 8) % 14), (vram_stream)t->seed, 0, &slots[k]) != VRAM_OK) {
+            t->failures++;
+        }
+    }
+    for (int k = 0; k < 64; k++)
+        if (slots[k] && vram_allocator_free(t->a, slots[k]) != VRAM_OK) t->failures++;
+    return NULL;
+}
+
+static void test_threads(void) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("sim:64GiB", "", &dev);
+    pthread_t th[4];
+    thread_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (thread_arg){a, (unsigned)i + 1, 0};
+        pthread_create(&th[i], NULL, hammer, &args[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(args[i].failures == 0, "thread %d failures %d", i, args[i].failures);
+    }
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.allocation[0].current == 0 && st.allocated_bytes[0].current == 0, "all freed");
+    close_alloc(a, dev);
+}
+
+static void test_config(void) {
+    vram_alloc_config c;
+    vram_alloc_config_default(&c);
+    CHECK_OK(vram_alloc_config_parse("expandable_segments:False, max_split_size_mb:256,memory_fraction:0.5,history:100", &c));
+    CHECK(!c.expandable_segments && c.max_split_size == 256 * MiB && c.memory_fraction == 0.5 && c.history_entries == 100,
+          "parsed");
+    vram_alloc_config before = c;
+    CHECK(vram_alloc_config_parse("max_split_size_mb:10", &c) == VRAM_ERR_INVALID_ARG, "below 20 MiB");
+    CHECK(strstr(vram_last_error(), "max_split_size_mb") != NULL, "names the key: %s", vram_last_error());
+    CHECK(vram_alloc_config_parse("colour:blue", &c) == VRAM_ERR_INVALID_ARG, "unknown key");
+    CHECK(strstr(vram_last_error(), "unknown key 'colour'") != NULL, "names the unknown key: %s", vram_last_error());
+    CHECK(vram_alloc_config_parse("memory_fraction:1.5", &c) == VRAM_ERR_INVALID_ARG, "fraction > 1");
+    CHECK(vram_alloc_config_parse("garbage_collection_threshold:1", &c) == VRAM_ERR_INVALID_ARG, "gc = 1");
+    CHECK(vram_alloc_config_parse("expandable_segments:maybe", &c) == VRAM_ERR_INVALID_ARG, "bad bool");
+    CHECK(vram_alloc_config_parse("history:-1", &c) == VRAM_ERR_INVALID_ARG, "negative");
+    CHECK(vram_alloc_config_parse("roundup_power2_divisions:3", &c) == VRAM_ERR_INVALID_ARG, "not a power of two");
+    CHECK(vram_alloc_config_parse("max_reserved", &c) == VRAM_ERR_INVALID_ARG, "no colon");
+    CHECK(vram_alloc_config_parse("max_reserved:", &c) == VRAM_ERR_INVALID_ARG, "no value");
+    CHECK(vram_alloc_config_parse("page_size_mb:6", &c) == VRAM_ERR_INVALID_ARG, "page not a power of two");
+    CHECK(memcmp(&before, &c, sizeof c) == 0, "errors leave the configuration unchanged");
+    CHECK_OK(vram_alloc_config_parse("max_reserved:12GiB,roundup_power2_divisions:4", &c));
+    CHECK(c.max_reserved == 12 * GiB, "size with unit");
+    char text[512];
+    vram_alloc_config_format(&c, text, sizeof text);
+    vram_alloc_config d;
+    vram_alloc_config_default(&d);
+    CHECK_OK(vram_alloc_config_parse(text, &d));
+    CHECK(memcmp(&c, &d, sizeof c) == 0, "format round-trips: %s", text);
+    setenv("VRAM_ALLOC_CONF", "nonsense_key:1", 1);
+    vram_device *dev;
+    CHECK_OK(vram_device_open("sim", &dev));
+    vram_allocator *a = NULL;
+    CHECK(vram_allocator_new(dev, NULL, &a) == VRAM_ERR_INVALID_ARG && a == NULL, "bad environment is an error");
+    unsetenv("VRAM_ALLOC_CONF");
+    vram_device_close(dev);
+
+    uint64_t v;
+    CHECK_OK(vram_parse_size("80GiB", &v));
+    CHECK(v == 80 * GiB, "80GiB");
+    CHECK_OK(vram_parse_size("1.5 MB", &v));
+    CHECK(v == 1500000, "1.5 MB");
+    CHECK(vram_parse_size("-5", &v) == VRAM_ERR_PARSE, "negative size");
+    CHECK(vram_parse_size("12 parsecs", &v) == VRAM_ERR_PARSE, "unknown unit");
+    CHECK(vram_parse_size("", &v) == VRAM_ERR_PARSE, "empty");
+    CHECK(vram_parse_size("99999999999999999999TiB", &v) == VRAM_ERR_PARSE, "overflow");
+    CHECK(vram_device_open("tpu:0", &dev) == VRAM_ERR_INVALID_ARG, "unknown device");
+    CHECK(vram_device_open("sim:lots", &dev) == VRAM_ERR_PARSE, "bad sim capacity");
+}
+
+static void test_rounding(void) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("sim:1GiB", "roundup_power2_divisions:4", &dev);
+    void *p;
+    size_t size;
+    CHECK_OK(vram_allocator_malloc(a, 1200 * 1024, 0, 0, &p));
+    CHECK_OK(vram_allocator_block_info(a, p, &size, NULL, NULL));
+    CHECK(size == 1280 * 1024, "1200 KiB rounds to 1280 KiB with 4 divisions, got %zu", size);
+    CHECK_OK(vram_allocator_free(a, p));
+    CHECK_OK(vram_allocator_malloc(a, 0, 0, 0, &p));
+    CHECK_OK(vram_allocator_block_info(a, p, &size, NULL, NULL));
+    CHECK(size == 512 && p != NULL, "size 0 gives a 512-byte block");
+    CHECK_OK(vram_allocator_free(a, p));
+    close_alloc(a, dev);
+}
+
+int main(void) {
+    test_basic_stats();
+    test_bad_frees();
+    test_coalesce_and_reuse();
+    test_page_reuse();
+    test_limit_and_oom();
+    test_segments_model();
+    test_tags();
+    test_streams();
+    test_snapshot_and_history();
+    test_host_memory();
+    test_threads();
+    test_config();
+    test_rounding();
+    return check_done();
+}

@@ -1,0 +1,224 @@
+/* test_alloc_random.c — the allocator against its invariants under long randomized sequences.
+ *
+ * Millions of operations over several streams (on a device whose stream work the test
+ * controls): malloc of log-uniform sizes, free, record_stream, work submitted and completed
+ * on streams, empty_cache, a changing capacity limit (so allocations run out of memory), peak
+ * resets. A shadow model of what is live checks, independently of the allocator's own
+ * structures:
+ *   - no two live blocks overlap, and every block holds its requested size;
+ *   - a block freed on stream S (or used on S through record_stream) is never handed to
+ *     another stream while S's work queued before the free is unfinished;
+ *   - allocated/requested bytes and counts, per pool and per tag, equal the shadow's sums;
+ *   - reserved >= allocated; after freeing everything and emptying the cache nothing is left.
+ * vram_allocator_check() verifies the internal invariants every few thousand operations. Both
+ * memory models run. The length is bounded in operations and in seconds (shorter under the
+ * sanitizers).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "fakes/event_device.h"
+#include "vram/alloc.h"
+
+#define MiB (1024ull * 1024ull)
+#define SLOTS 2048
+#define NSTREAMS 4
+#define MAX_HAZARDS 200000
+
+typedef struct live {
+    void *ptr;
+    uint64_t size, requested;
+    vram_stream stream;
+    vram_tag tag;
+    unsigned used_on; /* bit mask of streams recorded with record_stream */
+} live;
+
+typedef struct hazard {
+    uint64_t addr, size;
+    unsigned stream;
+    uint64_t target; /* the stream's submitted work at the free */
+} hazard;
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static live slots[SLOTS];
+static hazard hazards[MAX_HAZARDS];
+static size_t nhazards;
+
+static int by_ptr(const void *x, const void *y) {
+    const live *a = x, *b = y;
+    return (uintptr_t)a->ptr < (uintptr_t)b->ptr ? -1 : (uintptr_t)a->ptr > (uintptr_t)b->ptr;
+}
+
+static void prune_hazards(vram_device *dev) {
+    evdev_state *e = event_device_state(dev);
+    size_t k = 0;
+    for (size_t i = 0; i < nhazards; i++)
+        if (e->completed[hazards[i].stream] < hazards[i].target) hazards[k++] = hazards[i];
+    nhazards = k;
+}
+
+static void add_hazard(vram_device *dev, uint64_t addr, uint64_t size, unsigned stream) {
+    evdev_state *e = event_device_state(dev);
+    if (e->completed[stream] >= e->submitted[stream]) return; /* nothing in flight */
+    if (nhazards == MAX_HAZARDS) prune_hazards(dev);
+    if (nhazards < MAX_HAZARDS) hazards[nhazards++] = (hazard){addr, size, stream, e->submitted[stream]};
+}
+
+static int shadow_check(vram_allocator *a) {
+    static live sorted[SLOTS];
+    size_t n = 0;
+    int64_t bytes[VRAM_POOL_COUNT] = {0}, req = 0, count = 0, tag_bytes[VRAM_TAG_MAX] = {0};
+    for (int i = 0; i < SLOTS; i++) {
+        if (!slots[i].ptr) continue;
+        sorted[n++] = slots[i];
+        int pool = slots[i].size <= MiB ? VRAM_POOL_SMALL : VRAM_POOL_LARGE;
+        bytes[pool] += (int64_t)slots[i].size;
+        req += (int64_t)slots[i].requested;
+        count++;
+        tag_bytes[slots[i].tag] += (int64_t)slots[i].size;
+    }
+    qsort(sorted, n, sizeof *sorted, by_ptr);
+    int ok = 1;
+    for (size_t i = 1; i < n; i++)
+        if ((uintptr_t)sorted[i - 1].ptr + sorted[i - 1].size > (uintptr_t)sorted[i].ptr) ok = 0;
+    CHECK(ok, "live blocks overlap");
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.allocated_bytes[VRAM_POOL_SMALL].current == bytes[VRAM_POOL_SMALL] &&
+              st.allocated_bytes[VRAM_POOL_LARGE].current == bytes[VRAM_POOL_LARGE],
+          "allocated bytes %lld/%lld, shadow %lld/%lld", (long long)st.allocated_bytes[1].current,
+          (long long)st.allocated_bytes[2].current, (long long)bytes[1], (long long)bytes[2]);
+    CHECK(st.allocation[0].current == count, "allocation count");
+    CHECK(st.requested_bytes[0].current >= req, "requested bytes (pending frees still count)");
+    for (int t = 0; t < VRAM_TAG_MAX; t++)
+        CHECK(st.tags[t].allocated_bytes.current == tag_bytes[t], "tag %d bytes", t);
+    CHECK(st.reserved_bytes[0].current >= st.allocated_bytes[0].current, "reserved >= allocated");
+    return ok;
+}
+
+static void run(const char *conf, uint64_t max_ops, double max_seconds) {
+    vram_device *dev;
+    CHECK_OK(event_device_open("8GiB", &dev));
+    vram_alloc_config cfg;
+    vram_alloc_config_default(&cfg);
+    CHECK_OK(vram_alloc_config_parse(conf, &cfg));
+    vram_allocator *a;
+    CHECK_OK(vram_allocator_new(dev, &cfg, &a));
+    evdev_state *ev = event_device_state(dev);
+    memset(slots, 0, sizeof slots);
+    nhazards = 0;
+    uint64_t ops = 0, ooms = 0, mallocs = 0, hazard_violations = 0, check_failures = 0;
+    double start = now();
+    for (; ops < max_ops; ops++) {
+        if ((ops & 4095) == 0 && now() - start > max_seconds) break;
+        uint64_t r = rnd() % 1000;
+        int k = (int)(rnd() % SLOTS);
+        unsigned s = (unsigned)(rnd() % NSTREAMS);
+        if (r < 560) {
+            if (slots[k].ptr) continue;
+            unsigned e = (unsigned)(rnd() % 27);
+            uint64_t size = (rnd() % 8 == 0) ? 4096 : (1ull << e) + rnd() % (1ull << e);
+            vram_tag tag = (vram_tag)(rnd() % VRAM_TAG_BUILTIN_COUNT);
+            void *p = NULL;
+            vram_status st = vram_allocator_malloc(a, size, s, tag, &p);
+            mallocs++;
+            if (st == VRAM_ERR_OUT_OF_MEMORY) {
+                ooms++;
+                CHECK(p == NULL, "no pointer on OOM");
+                continue;
+            }
+            CHECK(st == VRAM_OK, "malloc: %s", vram_last_error());
+            size_t bsize = 0;
+            vram_allocator_block_info(a, p, &bsize, NULL, NULL);
+            CHECK(bsize >= size && bsize % 512 == 0, "block size %zu for %llu", bsize, (unsigned long long)size);
+            for (size_t h = 0; h < nhazards; h++) {
+                hazard *z = &hazards[h];
+                if (z->stream == s || ev->completed[z->stream] >= z->target) continue;
+                if ((uintptr_t)p < z->addr + z->size && z->addr < (uintptr_t)p + bsize) hazard_violations++;
+            }
+            slots[k] = (live){p, bsize, size, s, tag, 0};
+        } else if (r < 900) {
+            if (!slots[k].ptr) continue;
+            CHECK_OK(vram_allocator_free(a, slots[k].ptr));
+            add_hazard(dev, (uintptr_t)slots[k].ptr, slots[k].size, (unsigned)slots[k].stream);
+            for (unsigned u = 0; u < NSTREAMS; u++)
+                if (slots[k].used_on & (1u << u)) add_hazard(dev, (uintptr_t)slots[k].ptr, slots[k].size, u);
+            slots[k].ptr = NULL;
+        } else if (r < 930) {
+            if (!slots[k].ptr) continue;
+            CHECK_OK(vram_allocator_record_stream(a, slots[k].ptr, s));
+            if (s != slots[k].stream) slots[k].used_on |= 1u << s;
+        } else if (r < 965) {
+            event_device_submit(dev, s);
+        } else if (r < 990) {
+            event_device_complete(dev, s);
+            prune_hazards(dev);
+        } else if (r < 993) {
+            CHECK_OK(vram_allocator_empty_cache(a));
+            prune_hazards(dev); /* empty_cache waited for every stream */
+        } else if (r < 998) {
+            uint64_t limit = (rnd() % 3 == 0) ? 0 : (256 + rnd() % 7936) * MiB;
+            CHECK_OK(vram_allocator_set_limit(a, limit));
+        } else {
+            vram_allocator_reset_peak_stats(a);
+        }
+        if (ops % 20000 == 0) {
+            if (vram_allocator_check(a) != VRAM_OK) {
+                check_failures++;
+                CHECK(0, "invariant broken after %llu ops: %s", (unsigned long long)ops, vram_last_error());
+            }
+            shadow_check(a);
+            prune_hazards(dev);
+        }
+    }
+    CHECK(hazard_violations == 0, "%llu blocks handed to another stream before the freeing stream's work finished",
+          (unsigned long long)hazard_violations);
+    CHECK_OK(vram_allocator_check(a));
+    shadow_check(a);
+    for (int i = 0; i < SLOTS; i++)
+        if (slots[i].ptr) CHECK_OK(vram_allocator_free(a, slots[i].ptr));
+    for (unsigned u = 0; u < NSTREAMS; u++) event_device_complete(dev, u);
+    CHECK_OK(vram_allocator_empty_cache(a));
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.allocated_bytes[0].current == 0 && st.active_bytes[0].current == 0 && st.requested_bytes[0].current == 0,
+          "nothing allocated or active after freeing all");
+    CHECK(st.reserved_bytes[0].current == 0 && st.segment[0].current == 0,
+          "nothing reserved after freeing all and emptying the cache (%lld)", (long long)st.reserved_bytes[0].current);
+    CHECK(ooms > 0, "the sequence exercised out-of-memory (%llu of %llu mallocs)", (unsigned long long)ooms,
+          (unsigned long long)mallocs);
+    CHECK(st.num_ooms > 0, "num_ooms counted");
+    CHECK_OK(vram_allocator_check(a));
+    printf("%-40s %9llu ops in %.1f s: %llu mallocs, %llu OOMs, %llu syncs, %llu device maps\n", conf[0] ? conf : "default",
+           (unsigned long long)ops, now() - start, (unsigned long long)mallocs, (unsigned long long)ooms,
+           (unsigned long long)st.num_sync_all_streams, (unsigned long long)st.num_device_alloc);
+    vram_allocator_destroy(a);
+    CHECK(ev->live_events == 0, "every event destroyed");
+    vram_device_close(dev);
+}
+
+int main(void) {
+    int sanitized = getenv("VRAM_TEST_SANITIZED") != NULL;
+    uint64_t ops = sanitized ? 400000 : 6000000;
+    double seconds = sanitized ? 20 : 25;
+    run("", ops, seconds);
+    run("expandable_segments:False", ops / 2, seconds / 2);
+    run("expandable_segments:False,max_split_size_mb:64,roundup_power2_divisions:4", ops / 4, seconds / 4);
+    run("caching:False", ops / 10, seconds / 4);
+    return check_done();
+}
