@@ -85,8 +85,8 @@ static void test_hand_built(void) {
                                  "\"time_us\": 1700000000000002", "\"tag\": \"parameter\"", "\"tag\": \"tag 31\"",
                                  "\"allocator_settings\": {\"VRAM_ALLOC_CONF\": \"expandable_segments:True,odd:\\\"q\\\\\\\"\"}",
                                  "\"tag\": \"we\\\"ird\\n\\u0001tag\\ufffd\xc3\xa9\"",
-                                 "\"tag_names\": [\"other\", \"parameter\", \"gradient\", \"optimizer_state\", \"activation\", "
-                                 "\"temporary\", \"we"};
+                                 ("\"tag_names\": [\"other\", \"parameter\", \"gradient\", \"optimizer_state\", "
+                                  "\"activation\", \"temporary\", \"we")};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) CHECK(strstr(text, keys[i]) != NULL, "has %s", keys[i]);
     CHECK(strstr(text, "\"addr\": 12345") == NULL, "oom event has device_free, not addr");
     free(text);

@@ -5,7 +5,9 @@
  * usage: fuzz_X_driver [--mutate N] [--seconds S] PATH...   (a PATH may be a directory)
  * Mutations are deterministic (xorshift64): byte flips, insertions of tokens that matter to
  * the parsers (digits, signs, huge numbers, record letters, newlines), deletions and line
- * duplications. The run stops after N mutations or S seconds, whichever comes first.
+ * duplications. Without seeds, the inputs are random bytes of random length (what a target
+ * that reads its input as a byte program wants). The run stops after N inputs or S seconds,
+ * whichever comes first.
  */
 #include <dirent.h>
 #include <stdint.h>
@@ -132,11 +134,17 @@ int main(int argc, char **argv) {
     size_t cap = 1 << 16;
     uint8_t *buf = malloc(cap);
     long done = 0;
-    for (; done < mutations && nseeds; done++) {
-        const seed *s = &seeds[next() % nseeds];
-        size_t len = s->size < cap ? s->size : cap;
-        memcpy(buf, s->data, len);
-        len = mutate(buf, len, cap);
+    for (; done < mutations; done++) {
+        size_t len;
+        if (nseeds) {
+            const seed *s = &seeds[next() % nseeds];
+            len = s->size < cap ? s->size : cap;
+            memcpy(buf, s->data, len);
+            len = mutate(buf, len, cap);
+        } else {
+            len = (size_t)(next() % 4096);
+            for (size_t i = 0; i < len; i++) buf[i] = (uint8_t)next();
+        }
         LLVMFuzzerTestOneInput(buf, len);
         if ((done & 255) == 0) {
             clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -145,6 +153,6 @@ int main(int argc, char **argv) {
     }
     free(buf);
     for (size_t i = 0; i < nseeds; i++) free(seeds[i].data);
-    printf("%zu seeds, %ld mutations: no crash\n", nseeds, done);
+    printf("%zu seeds, %ld %s inputs: no crash\n", nseeds, done, nseeds ? "mutated" : "random");
     return 0;
 }
