@@ -38,6 +38,8 @@ int main(void) {
         CHECK(r.pair_ns[s] > 0 && r.pair_iterations[s] >= 4096, "pair %d: %.1f ns over %llu", s, r.pair_ns[s],
               (unsigned long long)r.pair_iterations[s]);
     CHECK(r.random_ns_per_op > 0, "random timing");
+    for (int s = 0; s < VRAM_BENCH_PAIR_COUNT; s++) CHECK(r.pair_ns_min[s] <= r.pair_ns[s], "fastest <= median");
+    CHECK(r.random_ns_per_op_min <= r.random_ns_per_op, "fastest random <= median");
     printf("pair ns: %.1f %.1f %.1f %.1f %.1f; random %.1f ns/op\n", r.pair_ns[0], r.pair_ns[1], r.pair_ns[2],
            r.pair_ns[3], r.pair_ns[4], r.random_ns_per_op);
 

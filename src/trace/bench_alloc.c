@@ -154,8 +154,12 @@ vram_status vram_bench_alloc_run(const vram_bench_alloc_options *o, vram_bench_a
         vram_device_close(dev);
     }
     if (st == VRAM_OK) {
-        for (int s = 0; s < VRAM_BENCH_PAIR_COUNT; s++) out->pair_ns[s] = median(&pair[s * repeat], repeat);
+        for (int s = 0; s < VRAM_BENCH_PAIR_COUNT; s++) {
+            out->pair_ns[s] = median(&pair[s * repeat], repeat); /* sorts the runs */
+            out->pair_ns_min[s] = pair[s * repeat];
+        }
         out->random_ns_per_op = median(rnd, repeat);
+        out->random_ns_per_op_min = rnd[0];
     }
     free(pair);
     free(rnd);
@@ -179,7 +183,11 @@ void vram_bench_alloc_write_json(const vram_bench_alloc_result *r, const char *c
     fputs("{\"benchmark\": \"alloc\", \"pair_ns\": {", out);
     for (int s = 0; s < VRAM_BENCH_PAIR_COUNT; s++)
         fprintf(out, "%s\"%llu\": %.2f", s ? ", " : "", (unsigned long long)vram_bench_pair_sizes[s], r->pair_ns[s]);
-    fprintf(out, "}, \"random_ns_per_op\": %.2f, \"random_ops\": %llu, \"random_peak_reserved_bytes\": %llu, "
+    fputs("}, \"pair_ns_min\": {", out);
+    for (int s = 0; s < VRAM_BENCH_PAIR_COUNT; s++)
+        fprintf(out, "%s\"%llu\": %.2f", s ? ", " : "", (unsigned long long)vram_bench_pair_sizes[s], r->pair_ns_min[s]);
+    fprintf(out, "}, \"random_ns_per_op_min\": %.2f", r->random_ns_per_op_min);
+    fprintf(out, ", \"random_ns_per_op\": %.2f, \"random_ops\": %llu, \"random_peak_reserved_bytes\": %llu, "
                  "\"random_peak_allocated_bytes\": %llu, \"random_peak_requested_bytes\": %llu, \"repeat\": %u, "
                  "\"statistic\": \"median\", \"device\": ",
             r->random_ns_per_op, (unsigned long long)r->random_ops, (unsigned long long)r->random_peak_reserved_bytes,
@@ -205,15 +213,16 @@ void vram_bench_alloc_write_text(const vram_bench_alloc_result *r, const char *c
     if (command) fprintf(out, "command: %s\n", command);
     fprintf(out, "device:  %s; one thread; median of %u runs\n\n", r->device_name, r->repeat);
     fprintf(out, "pair (allocate + free of one block, after a warm-up)\n");
-    fprintf(out, "  %12s  %10s\n", "size", "ns/pair");
+    fprintf(out, "  %12s  %10s  %10s\n", "size", "ns/pair", "(fastest)");
     for (int s = 0; s < VRAM_BENCH_PAIR_COUNT; s++) {
         char sz[32];
-        fprintf(out, "  %12s  %10.1f\n", vram_format_size(vram_bench_pair_sizes[s], sz, sizeof sz), r->pair_ns[s]);
+        fprintf(out, "  %12s  %10.1f  %10.1f\n", vram_format_size(vram_bench_pair_sizes[s], sz, sizeof sz), r->pair_ns[s],
+                r->pair_ns_min[s]);
     }
     char res[32], al[32], rq[32];
     fprintf(out, "\nrandom live set (%d slots, %llu operations)\n", VRAM_BENCH_RANDOM_SLOTS,
             (unsigned long long)r->random_ops);
-    fprintf(out, "  ns/op                %10.1f\n", r->random_ns_per_op);
+    fprintf(out, "  ns/op                %10.1f  (fastest run %.1f)\n", r->random_ns_per_op, r->random_ns_per_op_min);
     fprintf(out, "  peak reserved        %s (%llu bytes)\n",
             vram_format_size(r->random_peak_reserved_bytes, res, sizeof res),
             (unsigned long long)r->random_peak_reserved_bytes);
