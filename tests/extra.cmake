@@ -1,3 +1,30 @@
+# Extra CTest entries and test helpers. Each helper keeps its entries in its own commented block.
+
+# ---- smi (issue 4): the fake NVML libraries that tests/test_smi.c loads through
+# VRAM_NVML_LIBRARY, and the `vram` binary the test runs. libfake_nvml is a current driver,
+# libfake_nvml_old a pre-R510 one (no _v2 memory, no _v2/_v3 process lists).
+add_library(fake_nvml SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fakes/fake_nvml.c)
+add_library(fake_nvml_old SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fakes/fake_nvml.c)
+target_compile_definitions(fake_nvml_old PRIVATE FAKE_NVML_OLD=1)
+foreach(fake fake_nvml fake_nvml_old)
+  set_target_properties(${fake} PROPERTIES C_VISIBILITY_PRESET hidden
+                        LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fakes)
+endforeach()
+if(TARGET test_smi)
+  add_dependencies(test_smi fake_nvml fake_nvml_old vram)
+  target_compile_definitions(test_smi PRIVATE
+    FAKE_NVML_PATH="$<TARGET_FILE:fake_nvml>"
+    FAKE_NVML_OLD_PATH="$<TARGET_FILE:fake_nvml_old>"
+    VRAM_EXE="$<TARGET_FILE:vram>")
+  set_tests_properties(test_smi PROPERTIES TIMEOUT 120)
+endif()
+# With no driver: the clear line on stderr (test_smi also checks it is one line and exit status 2).
+add_test(NAME smi_no_driver COMMAND vram smi)
+set_tests_properties(smi_no_driver PROPERTIES
+  ENVIRONMENT "VRAM_NVML_LIBRARY=${CMAKE_CURRENT_BINARY_DIR}/no-such-dir/libnvidia-ml.so.1"
+  PASS_REGULAR_EXPRESSION "vram smi: cannot load NVML: tried VRAM_NVML_LIBRARY=.*no-such-dir.*cannot open shared object file")
+# ---- end smi
+
 # ---- tools: vram replay / vram bench end to end, and the trace parser fuzz target ----------
 # (maintained with src/trace and src/cli/{replay,bench}.c; keep other helpers' blocks apart)
 find_package(Python3 COMPONENTS Interpreter QUIET)
@@ -19,7 +46,8 @@ target_compile_definitions(test_trace_nozlib PRIVATE _GNU_SOURCE VRAM_SOURCE_DIR
                            VRAM_BINARY_DIR="${CMAKE_BINARY_DIR}")
 target_link_libraries(test_trace_nozlib PRIVATE vram_static)
 add_test(NAME test_trace_nozlib COMMAND test_trace_nozlib)
-# The fuzz harness, run over its seed corpus on every build (so it cannot rot); with
-# -DVRAM_FUZZ=ON and clang it is also built as a libFuzzer target (tests/fuzz/CMakeLists.txt).
+# Every fuzz harness (tests/fuzz/fuzz_*.c) run over its seeds plus bounded mutations in every
+# build, so none can rot (tests/fuzz/CMakeLists.txt); the libFuzzer binaries come from
+# tests/CMakeLists.txt with -DVRAM_FUZZ=ON.
 add_subdirectory(${CMAKE_CURRENT_SOURCE_DIR}/fuzz ${CMAKE_CURRENT_BINARY_DIR}/fuzz)
 # ---- end tools -------------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 #define VRAM_CLI_H
 
 int vram_cmd_version(int argc, char **argv);
+int vram_cmd_smi(int argc, char **argv);
 int vram_cmd_replay(int argc, char **argv);
 int vram_cmd_bench(int argc, char **argv);
 

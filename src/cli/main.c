@@ -10,6 +10,7 @@ static const struct {
     const char *help;
 } commands[] = {
     {"version", vram_cmd_version, "print the version"},
+    {"smi", vram_cmd_smi, "GPU memory per device and process: table, CSV, JSON lines, Prometheus"},
     {"replay", vram_cmd_replay, "replay allocation traces through the allocator"},
     {"bench", vram_cmd_bench, "allocator benchmarks (vram bench alloc)"},
 };

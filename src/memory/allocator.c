@@ -42,7 +42,7 @@ void vram_allocator_unlock(vram_allocator *a) { atomic_flag_clear_explicit(&a->l
 /* ---------------------------------------------------------------------------------------- */
 /* Block structs come from slabs and are recycled through a free list.                       */
 
-static vram_block *block_new(vram_allocator *a) {
+static inline vram_block *block_new(vram_allocator *a) {
     if (!a->free_structs) {
         vram_block_slab *slab = malloc(sizeof *slab);
         if (!slab) return NULL;
@@ -156,7 +156,7 @@ static inline unsigned bin_of(uint64_t size) {
     return bin < VRAM_NBINS ? bin : VRAM_NBINS - 1;
 }
 
-static void bin_insert(vram_pool *p, vram_block *b) {
+static inline void bin_insert(vram_pool *p, vram_block *b) {
     unsigned i = bin_of(b->size);
     b->bin = (uint16_t)i;
     b->fprev = NULL;
@@ -167,7 +167,7 @@ static void bin_insert(vram_pool *p, vram_block *b) {
     p->summary |= 1ull << (i >> 6);
 }
 
-static void bin_remove(vram_pool *p, vram_block *b) {
+static inline void bin_remove(vram_pool *p, vram_block *b) {
     unsigned i = b->bin;
     if (b->fprev) b->fprev->fnext = b->fnext;
     else p->bins[i] = b->fnext;
@@ -180,7 +180,7 @@ static void bin_remove(vram_pool *p, vram_block *b) {
 }
 
 /* The first non-empty bin at or after `i`, or VRAM_NBINS. */
-static unsigned bin_next(const vram_pool *p, unsigned i) {
+static inline unsigned bin_next(const vram_pool *p, unsigned i) {
     if (i >= VRAM_NBINS) return VRAM_NBINS;
     unsigned w = i >> 6;
     uint64_t bits = p->bitmap[w] & (~0ull << (i & 63));
@@ -233,7 +233,7 @@ static int stream_list_append(vram_allocator *a, vram_block *b) {
 /* ---------------------------------------------------------------------------------------- */
 /* History and statistics.                                                                   */
 
-static void history_add(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size,
+static inline void history_add(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size,
                         vram_stream stream, vram_tag tag) {
     if (!a->history) return;
     struct timespec ts;
@@ -246,16 +246,6 @@ static void history_add(vram_allocator *a, vram_event_action action, uint64_t ad
     e->tag = tag;
     e->time_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
     a->history_next++;
-}
-
-static inline void stat_pool_add(vram_stat *arr, int pool, int64_t amount) {
-    vram_stat_add(&arr[VRAM_POOL_ALL], amount);
-    vram_stat_add(&arr[pool], amount);
-}
-
-static inline void stat_pool_sub(vram_stat *arr, int pool, int64_t amount) {
-    vram_stat_sub(&arr[VRAM_POOL_ALL], amount);
-    vram_stat_sub(&arr[pool], amount);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -316,10 +306,10 @@ static vram_status map_pages(vram_allocator *a, vram_region *r, uint64_t p0, uin
     int right = p1 < r->npages && vram_page_mapped(r, p1);
     bits_set(r->mapped, p0, p1, 1);
     int64_t bytes = (int64_t)((p1 - p0) * P);
-    stat_pool_add(a->stats.reserved_bytes, r->pool, bytes);
+    stat_pool_up(a->stats.reserved_bytes, r->pool, bytes);
     int delta = 1 - left - right;
-    if (delta > 0) stat_pool_add(a->stats.segment, r->pool, delta);
-    else if (delta < 0) stat_pool_sub(a->stats.segment, r->pool, -delta);
+    if (delta > 0) stat_pool_up(a->stats.segment, r->pool, delta);
+    else if (delta < 0) stat_pool_down(a->stats.segment, r->pool, -delta);
     a->stats.num_device_alloc++;
     history_add(a, VRAM_EVENT_SEGMENT_MAP, r->base + p0 * P, (uint64_t)bytes, 0, 0);
     return VRAM_OK;
@@ -334,10 +324,10 @@ static vram_status unmap_pages(vram_allocator *a, vram_region *r, uint64_t p0, u
     int left = p0 > 0 && vram_page_mapped(r, p0 - 1);
     int right = p1 < r->npages && vram_page_mapped(r, p1);
     int64_t bytes = (int64_t)((p1 - p0) * P);
-    stat_pool_sub(a->stats.reserved_bytes, r->pool, bytes);
+    stat_pool_down(a->stats.reserved_bytes, r->pool, bytes);
     int delta = left + right - 1;
-    if (delta > 0) stat_pool_add(a->stats.segment, r->pool, delta);
-    else if (delta < 0) stat_pool_sub(a->stats.segment, r->pool, -delta);
+    if (delta > 0) stat_pool_up(a->stats.segment, r->pool, delta);
+    else if (delta < 0) stat_pool_down(a->stats.segment, r->pool, -delta);
     a->stats.num_device_free++;
     history_add(a, VRAM_EVENT_SEGMENT_UNMAP, r->base + p0 * P, (uint64_t)bytes, 0, 0);
     return VRAM_OK;
@@ -374,14 +364,14 @@ static int mergeable(const vram_block *x, const vram_block *y) {
 }
 
 /* Takes a free block out of every index it is in (bin, stream list, cached list). */
-static void free_unlink(vram_allocator *a, vram_block *b) {
+static inline void free_unlink(vram_allocator *a, vram_block *b) {
     bin_remove(&a->pools[b->region->pool], b);
     if (!b->ready) stream_list_remove(a, b);
     cached_remove(a, b);
 }
 
 /* Moves an indexed free block to the bin of its (changed) size. */
-static void rebin(vram_allocator *a, vram_block *b) {
+static inline void rebin(vram_allocator *a, vram_block *b) {
     if (bin_of(b->size) == b->bin) return;
     vram_pool *p = &a->pools[b->region->pool];
     bin_remove(p, b);
@@ -405,7 +395,7 @@ static void stream_track(vram_allocator *a, vram_block *b) {
  * b, so the common case (a block freed next to its free remainder) touches no bin unless the
  * size class changes. `fresh` is the range that just became free (for the cached test).
  * Returns the resulting block. */
-static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_addr, uint64_t fresh_size) {
+static inline vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_addr, uint64_t fresh_size) {
     vram_block *prev = b->prev, *next = b->next, *keep;
     int merge_prev = prev && mergeable(prev, b), merge_next = next && mergeable(b, next);
     uint64_t seq = b->free_seq;
@@ -529,7 +519,7 @@ static uint64_t round_size(const vram_allocator *a, uint64_t size) {
     return (size + VRAM_BLOCK_ALIGN - 1) & ~(VRAM_BLOCK_ALIGN - 1);
 }
 
-static int pool_of(uint64_t rsize) { return rsize <= VRAM_SMALL_LIMIT ? VRAM_POOL_SMALL : VRAM_POOL_LARGE; }
+static inline int pool_of(uint64_t rsize) { return rsize <= VRAM_SMALL_LIMIT ? VRAM_POOL_SMALL : VRAM_POOL_LARGE; }
 
 static int usable(const vram_allocator *a, const vram_block *b, uint64_t rsize, vram_stream s) {
     if (b->size < rsize || (!b->ready && b->stream != s)) return 0;
@@ -541,23 +531,55 @@ static int usable(const vram_allocator *a, const vram_block *b, uint64_t rsize, 
 }
 
 /* Best fit among the first blocks of one bin (the scan is bounded; bins are narrow). */
-static vram_block *bin_best(const vram_allocator *a, vram_block *list, uint64_t rsize, vram_stream s) {
-    vram_block *best = NULL;
+static inline int range_mapped(const vram_allocator *a, const vram_region *r, uint64_t addr, uint64_t rsize);
+
+/* Smaller first, then lower address (keeps the used address range compact). */
+static inline int better_fit(const vram_block *x, const vram_block *y) {
+    return x->size < y->size || (x->size == y->size && x->addr < y->addr);
+}
+
+/* Best fit among the first blocks of one bin (the scan is bounded; bins are narrow). In the
+ * pages model a block whose pages are already mapped wins over a smaller one that would need
+ * pages mapped: *mapped tells which kind was returned. */
+static inline vram_block *bin_best(const vram_allocator *a, vram_block *list, uint64_t rsize, vram_stream s,
+                                   int *mapped) {
+    vram_block *best = NULL, *best_mapped = NULL;
     int scanned = 0;
     for (vram_block *b = list; b && scanned < 32; b = b->fnext, scanned++) {
         if (!usable(a, b, rsize, s)) continue;
-        if (!best || b->size < best->size || (b->size == best->size && b->addr < best->addr)) best = b;
-        if (b->size == rsize) break;
+        if (a->pages_model && (!best_mapped || better_fit(b, best_mapped)) && range_mapped(a, b->region, b->addr, rsize)) {
+            best_mapped = b;
+            if (b->size == rsize) break;
+            continue;
+        }
+        if (!best || better_fit(b, best)) best = b;
+        if (!a->pages_model && b->size == rsize) break;
     }
-    return best;
+    *mapped = best_mapped != NULL || !a->pages_model;
+    return best_mapped ? best_mapped : best;
 }
 
-static vram_block *find_free(vram_allocator *a, vram_pool *p, uint64_t rsize, vram_stream s) {
+/* The free block to serve rsize on stream s: the best fit, except that in the pages model a
+ * slightly larger block with its pages mapped is preferred to one that would make pages move
+ * (each page mapped costs tens of microseconds of driver time on a GPU). The search for a
+ * mapped block goes at most VRAM_MAPPED_SEARCH_BINS bins past the first fit. */
+#define VRAM_MAPPED_SEARCH_BINS 256
+static inline vram_block *find_free(vram_allocator *a, vram_pool *p, uint64_t rsize, vram_stream s) {
+    vram_block *fallback = NULL;
+    unsigned first = 0;
     for (unsigned i = bin_next(p, bin_of(rsize)); i < VRAM_NBINS; i = bin_next(p, i + 1)) {
-        vram_block *b = bin_best(a, p->bins[i], rsize, s);
-        if (b) return b;
+        int mapped;
+        vram_block *b = bin_best(a, p->bins[i], rsize, s, &mapped);
+        if (!b) continue;
+        if (mapped) return b;
+        if (!fallback) {
+            fallback = b;
+            first = i;
+        } else if (i - first > VRAM_MAPPED_SEARCH_BINS) {
+            break;
+        }
     }
-    return NULL;
+    return fallback;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -633,10 +655,10 @@ static uint64_t release_segments(vram_allocator *a, uint64_t want) {
         if (!r->expandable && b->ready && b->state == BLOCK_FREE && !b->prev && !b->next) {
             if (a->dev->ops->mem_free(a->dev, r->base, r->size) == VRAM_OK) {
                 free_unlink(a, b);
-                stat_pool_sub(a->stats.reserved_bytes, r->pool, (int64_t)r->size);
-                stat_pool_sub(a->stats.segment, r->pool, 1);
+                stat_pool_down(a->stats.reserved_bytes, r->pool, (int64_t)r->size);
+                stat_pool_down(a->stats.segment, r->pool, 1);
                 if (a->cfg.max_split_size != UINT64_MAX && r->size >= a->cfg.max_split_size)
-                    vram_stat_sub(&a->stats.oversize_segments, 1);
+                    stat_down(&a->stats.oversize_segments, 1);
                 a->stats.num_device_free++;
                 history_add(a, VRAM_EVENT_SEGMENT_FREE, r->base, r->size, 0, 0);
                 released += r->size;
@@ -971,10 +993,10 @@ static vram_block *new_segment(vram_allocator *a, int pool, uint64_t rsize, int 
         *err = VRAM_ERR_OUT_OF_MEMORY;
         return NULL;
     }
-    stat_pool_add(a->stats.reserved_bytes, pool, (int64_t)size);
-    stat_pool_add(a->stats.segment, pool, 1);
+    stat_pool_up(a->stats.reserved_bytes, pool, (int64_t)size);
+    stat_pool_up(a->stats.segment, pool, 1);
     if (a->cfg.max_split_size != UINT64_MAX && size >= a->cfg.max_split_size)
-        vram_stat_add(&a->stats.oversize_segments, 1);
+        stat_up(&a->stats.oversize_segments, 1);
     a->stats.num_device_alloc++;
     history_add(a, VRAM_EVENT_SEGMENT_ALLOC, base, size, 0, 0);
     return r->first;
@@ -1090,17 +1112,17 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
     b->tag = tag;
     b->nuses = 0;
     int bpool = b->region->pool;
-    stat_pool_add(a->stats.allocation, bpool, 1);
-    stat_pool_add(a->stats.allocated_bytes, bpool, (int64_t)b->size);
-    stat_pool_add(a->stats.active, bpool, 1);
-    stat_pool_add(a->stats.active_bytes, bpool, (int64_t)b->size);
-    stat_pool_add(a->stats.requested_bytes, bpool, (int64_t)size);
+    stat_pool_up(a->stats.allocation, bpool, 1);
+    stat_pool_up(a->stats.allocated_bytes, bpool, (int64_t)b->size);
+    stat_pool_up(a->stats.active, bpool, 1);
+    stat_pool_up(a->stats.active_bytes, bpool, (int64_t)b->size);
+    stat_pool_up(a->stats.requested_bytes, bpool, (int64_t)size);
     if (a->cfg.max_split_size != UINT64_MAX && b->size >= a->cfg.max_split_size)
-        vram_stat_add(&a->stats.oversize_allocations, 1);
+        stat_up(&a->stats.oversize_allocations, 1);
     vram_tag_stats *ts = &a->stats.tags[tag];
-    vram_stat_add(&ts->allocation, 1);
-    vram_stat_add(&ts->allocated_bytes, (int64_t)b->size);
-    vram_stat_add(&ts->requested_bytes, (int64_t)size);
+    stat_up(&ts->allocation, 1);
+    stat_up(&ts->allocated_bytes, (int64_t)b->size);
+    stat_up(&ts->requested_bytes, (int64_t)size);
     history_add(a, VRAM_EVENT_ALLOC, b->addr, size, stream, tag);
     *ptr = (void *)(uintptr_t)b->addr;
     vram_allocator_unlock(a);
@@ -1111,12 +1133,12 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
 /* free.                                                                                     */
 
 /* Returns a LIVE or PENDING block to the free structures (PyTorch's free_block). */
-static void free_block(vram_allocator *a, vram_block *b) {
+static inline void free_block(vram_allocator *a, vram_block *b) {
     int pool = b->region->pool;
     live_del(&a->live, b->addr);
-    stat_pool_sub(a->stats.active, pool, 1);
-    stat_pool_sub(a->stats.active_bytes, pool, (int64_t)b->size);
-    stat_pool_sub(a->stats.requested_bytes, pool, (int64_t)b->requested);
+    stat_pool_down(a->stats.active, pool, 1);
+    stat_pool_down(a->stats.active_bytes, pool, (int64_t)b->size);
+    stat_pool_down(a->stats.requested_bytes, pool, (int64_t)b->requested);
     history_add(a, VRAM_EVENT_FREE_COMPLETED, b->addr, b->requested, b->stream, b->tag);
     if (b->uses) {
         free(b->uses);
@@ -1172,14 +1194,14 @@ vram_status vram_allocator_free(vram_allocator *a, void *ptr) {
                           b ? " (already freed, waiting for its streams)" : "");
     }
     int pool = b->region->pool;
-    stat_pool_sub(a->stats.allocation, pool, 1);
-    stat_pool_sub(a->stats.allocated_bytes, pool, (int64_t)b->size);
+    stat_pool_down(a->stats.allocation, pool, 1);
+    stat_pool_down(a->stats.allocated_bytes, pool, (int64_t)b->size);
     if (a->cfg.max_split_size != UINT64_MAX && b->size >= a->cfg.max_split_size)
-        vram_stat_sub(&a->stats.oversize_allocations, 1);
+        stat_down(&a->stats.oversize_allocations, 1);
     vram_tag_stats *ts = &a->stats.tags[b->tag];
-    vram_stat_sub(&ts->allocation, 1);
-    vram_stat_sub(&ts->allocated_bytes, (int64_t)b->size);
-    vram_stat_sub(&ts->requested_bytes, (int64_t)b->requested);
+    stat_down(&ts->allocation, 1);
+    stat_down(&ts->allocated_bytes, (int64_t)b->size);
+    stat_down(&ts->requested_bytes, (int64_t)b->requested);
     history_add(a, VRAM_EVENT_FREE_REQUESTED, b->addr, b->requested, b->stream, b->tag);
     if (b->nuses && a->has_events) {
         /* Used on other streams: wait for their work before the block is reused. */
@@ -1262,12 +1284,12 @@ vram_status vram_allocator_set_tag(vram_allocator *a, void *ptr, vram_tag tag) {
         return vram_error(VRAM_ERR_NOT_FOUND, "set_tag of %p: not a live allocation", ptr);
     }
     vram_tag_stats *from = &a->stats.tags[b->tag], *to = &a->stats.tags[tag];
-    vram_stat_sub(&from->allocation, 1);
-    vram_stat_sub(&from->allocated_bytes, (int64_t)b->size);
-    vram_stat_sub(&from->requested_bytes, (int64_t)b->requested);
-    vram_stat_add(&to->allocation, 1);
-    vram_stat_add(&to->allocated_bytes, (int64_t)b->size);
-    vram_stat_add(&to->requested_bytes, (int64_t)b->requested);
+    stat_down(&from->allocation, 1);
+    stat_down(&from->allocated_bytes, (int64_t)b->size);
+    stat_down(&from->requested_bytes, (int64_t)b->requested);
+    stat_up(&to->allocation, 1);
+    stat_up(&to->allocated_bytes, (int64_t)b->size);
+    stat_up(&to->requested_bytes, (int64_t)b->requested);
     b->tag = tag;
     vram_allocator_unlock(a);
     return VRAM_OK;
@@ -1348,16 +1370,38 @@ static void count_inactive_split(vram_allocator *a, vram_stats *out) {
 void vram_allocator_get_stats(vram_allocator *a, vram_stats *out) {
     vram_allocator_lock(a);
     if (!a->pages_model) count_inactive_split(a, &a->stats);
-    *out = a->stats;
+    vram_stats_export(&a->stats, out);
     vram_allocator_unlock(a);
 }
 
+static void export_stat(vram_stat *s) { s->freed = s->allocated + s->freed - s->current; }
+
+void vram_stats_export(const vram_stats *in, vram_stats *out) {
+    *out = *in;
+    vram_stat *arrays[] = {out->allocation, out->segment, out->active, out->allocated_bytes, out->reserved_bytes,
+                           out->active_bytes, out->requested_bytes};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
+        arrays[i][0].allocated = arrays[i][1].allocated + arrays[i][2].allocated;
+        for (int p = 0; p < VRAM_POOL_COUNT; p++) export_stat(&arrays[i][p]);
+    }
+    export_stat(&out->oversize_allocations);
+    export_stat(&out->oversize_segments);
+    for (int t = 0; t < VRAM_TAG_MAX; t++) {
+        export_stat(&out->tags[t].allocation);
+        export_stat(&out->tags[t].allocated_bytes);
+        export_stat(&out->tags[t].requested_bytes);
+    }
+}
+
 static void reset_peak(vram_stat *s) { s->peak = s->current; }
-static void reset_accum(vram_stat *s) { s->allocated = s->freed = 0; }
+static void reset_accum(vram_stat *s) {
+    s->allocated = 0;
+    s->freed = s->current; /* the internal reset base, see allocator_internal.h */
+}
 
 static void for_each_stat(vram_stats *st, void (*fn)(vram_stat *)) {
-    vram_stat *arrays[] = {st->allocation, st->segment, st->active, st->inactive_split, st->allocated_bytes,
-                           st->reserved_bytes, st->active_bytes, st->inactive_split_bytes, st->requested_bytes};
+    vram_stat *arrays[] = {st->allocation, st->segment, st->active, st->allocated_bytes, st->reserved_bytes,
+                           st->active_bytes, st->requested_bytes};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
         for (int p = 0; p < VRAM_POOL_COUNT; p++) fn(&arrays[i][p]);
     fn(&st->oversize_allocations);

@@ -128,7 +128,9 @@ static vram_status check_locked(vram_allocator *a) {
     for (const vram_block *b = a->cached_head; b; b = b->cnext)
         if (b->state != BLOCK_FREE || !b->in_cached) FAIL("cached list holds a block that is not free");
 
-    const vram_stats *st = &a->stats;
+    vram_stats exported;
+    vram_stats_export(&a->stats, &exported);
+    const vram_stats *st = &exported;
     for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++) {
         if (st->allocated_bytes[p].current != allocated[p]) FAIL("pool %d allocated_bytes %lld, blocks say %lld", p,
                                                                  (long long)st->allocated_bytes[p].current, (long long)allocated[p]);
