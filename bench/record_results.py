@@ -51,7 +51,8 @@ def commit():
     """The last commit that changed the allocator (src/memory), and the tree measured."""
     alloc = sh("git", "log", "-1", "--format=%h (%s)", "--", "src/memory/allocator.c").stdout.strip()
     head = sh("git", "log", "-1", "--format=%h").stdout.strip()
-    dirty = " + uncommitted changes" if sh("git", "status", "--porcelain", "--untracked-files=no").stdout.strip() else ""
+    dirty = " + uncommitted changes" if sh("git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                 ":!bench/results").stdout.strip() else ""
     return f"{alloc or 'unknown'}, measured at tree {head or 'unknown'}{dirty}"
 
 
