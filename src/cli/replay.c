@@ -188,7 +188,7 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
         snprintf(failure, sizeof failure, "%s", vram_last_error());
         oom_report = strdup(vram_allocator_oom_report(a));
     }
-    int rc = r.failed ? 1 : 0;
+    int rc = r.failed || st != VRAM_OK ? 1 : 0;
 
     /* The summary / snapshot: at the failure if the replay failed, else at the reserved peak. */
     char *summary = NULL;
@@ -328,9 +328,9 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
         printf("\n");
         fflush(stdout);
     }
-    if (r.failed) {
+    if (rc) {
         fprintf(stderr, "vram replay: %s\n", failure);
-        if (oom_report && *oom_report) fprintf(stderr, "%s\n", oom_report);
+        if (r.failed && oom_report && *oom_report) fprintf(stderr, "%s\n", oom_report);
     }
     if (ra->snapshot && state_rc == 0 && !ra->json)
         fprintf(stderr, "vram replay: snapshot at event %zu written to %s\n", state_event, ra->snapshot);
