@@ -64,7 +64,7 @@ static inline vram_block *block_new(vram_allocator *a) {
     b->tag = 0;
     b->nuses = b->nevents = 0;
     b->state = BLOCK_FREE;
-    b->ready = b->in_cached = 0;
+    b->ready = b->in_cached = b->deferred = 0;
     b->bin = 0;
     return b;
 }
@@ -370,6 +370,78 @@ static inline void free_unlink(vram_allocator *a, vram_block *b) {
     cached_remove(a, b);
 }
 
+static inline void stream_track(vram_allocator *a, vram_block *b);
+
+/* Deferred frees. A freed block first goes, uncoalesced, into one of a few `recent` slots
+ * (chosen by its size), evicting the slot's previous block into the bins; a request of exactly
+ * that size then takes it back without searching, splitting or merging. This is what makes a
+ * repeated allocate/free of one size cost a few dozen nanoseconds. Deferred blocks are flushed
+ * into the bins whenever the allocator would otherwise map pages or create a segment, before
+ * pages are released, and by empty_cache, so they never raise reserved memory. */
+
+static void recent_unslot(vram_allocator *a, vram_block *b) {
+    unsigned k = vram_recent_slot(b->size);
+    if (a->recent[k] == b) {
+        a->recent[k] = NULL;
+        a->nrecent--;
+    }
+    b->deferred = 0;
+}
+
+/* Merges into the unindexed free block b its deferred neighbours that it may merge with
+ * (repeatedly: deferred blocks can lie side by side). Returns the resulting block. */
+static vram_block *absorb_deferred(vram_allocator *a, vram_block *b) {
+    for (;;) {
+        vram_block *p = b->prev, *n = b->next;
+        if (p && p->deferred && mergeable(p, b)) {
+            recent_unslot(a, p);
+            p->size += b->size;
+            p->next = n;
+            if (n) n->prev = p;
+            if (b->free_seq > p->free_seq) p->free_seq = b->free_seq;
+            block_release(a, b);
+            b = p;
+        } else if (n && n->deferred && mergeable(b, n)) {
+            recent_unslot(a, n);
+            b->size += n->size;
+            b->next = n->next;
+            if (n->next) n->next->prev = b;
+            if (n->free_seq > b->free_seq) b->free_seq = n->free_seq;
+            block_release(a, n);
+        } else {
+            return b;
+        }
+    }
+}
+
+static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_addr, uint64_t fresh_size);
+
+static void recent_flush(vram_allocator *a) {
+    for (unsigned k = 0; k < VRAM_RECENT_SLOTS && a->nrecent; k++) {
+        vram_block *b = a->recent[k];
+        if (!b) continue;
+        a->recent[k] = NULL;
+        a->nrecent--;
+        b->deferred = 0;
+        b->free_seq = ++a->free_seq; /* its owner's list is ordered by free_seq */
+        free_insert(a, b, b->addr, b->size);
+    }
+}
+
+static void recent_put(vram_allocator *a, vram_block *b) {
+    unsigned k = vram_recent_slot(b->size);
+    vram_block *old = a->recent[k];
+    b->deferred = 1;
+    a->recent[k] = b;
+    if (!old) {
+        a->nrecent++;
+        return;
+    }
+    old->deferred = 0;
+    old->free_seq = ++a->free_seq; /* its owner's list is ordered by free_seq */
+    free_insert(a, old, old->addr, old->size); /* may absorb b, which then leaves its slot */
+}
+
 /* Moves an indexed free block to the bin of its (changed) size. */
 static inline void rebin(vram_allocator *a, vram_block *b) {
     if (bin_of(b->size) == b->bin) return;
@@ -379,7 +451,7 @@ static inline void rebin(vram_allocator *a, vram_block *b) {
 }
 
 /* Puts free block b, which is in no index yet, in its owner's not-ready list. */
-static void stream_track(vram_allocator *a, vram_block *b) {
+static inline void stream_track(vram_allocator *a, vram_block *b) {
     if (b->ready || stream_list_append(a, b) == 0) return;
     /* the stream table is full: wait for this stream's work instead of tracking it */
     void *ev = NULL;
@@ -395,7 +467,15 @@ static void stream_track(vram_allocator *a, vram_block *b) {
  * b, so the common case (a block freed next to its free remainder) touches no bin unless the
  * size class changes. `fresh` is the range that just became free (for the cached test).
  * Returns the resulting block. */
-static inline vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_addr, uint64_t fresh_size) {
+static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_addr, uint64_t fresh_size) {
+    if ((b->prev && b->prev->deferred) || (b->next && b->next->deferred)) {
+        vram_block *merged = absorb_deferred(a, b);
+        if (merged != b || merged->size != fresh_size) { /* all of it is newly free */
+            fresh_addr = merged->addr;
+            fresh_size = merged->size;
+        }
+        b = merged;
+    }
     vram_block *prev = b->prev, *next = b->next, *keep;
     int merge_prev = prev && mergeable(prev, b), merge_next = next && mergeable(b, next);
     uint64_t seq = b->free_seq;
@@ -466,6 +546,7 @@ static void stream_make_ready(vram_allocator *a, vram_stream_state *st, uint64_t
 /* Waits for every stream with not-ready blocks and makes them ready (rare: before pages are
  * moved or released, and when out of memory). */
 static vram_status sync_all_streams(vram_allocator *a) {
+    if (a->nrecent) recent_flush(a);
     if (!a->not_ready_count) return VRAM_OK;
     a->stats.num_sync_all_streams++;
     for (int i = 0; i < a->nstreams; i++) {
@@ -1028,7 +1109,18 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
     vram_pool *p = &a->pools[pool];
     int retried = 0;
     vram_status err = VRAM_OK;
-    vram_block *b = find_free(a, p, rsize, stream);
+    vram_block *b = a->recent[vram_recent_slot(rsize)];
+    if (b && b->size == rsize && (b->ready || b->stream == stream)) { /* an exact deferred block */
+        a->recent[vram_recent_slot(rsize)] = NULL;
+        a->nrecent--;
+        b->deferred = 0;
+        goto take;
+    }
+    b = find_free(a, p, rsize, stream);
+    if (a->nrecent && (!b || (a->pages_model && !range_mapped(a, b->region, b->addr, rsize)))) {
+        recent_flush(a); /* deferred blocks may hold what is needed: never map for want of them */
+        b = find_free(a, p, rsize, stream);
+    }
     if (!b && a->not_ready_count) {
         poll_streams(a, 1);
         b = find_free(a, p, rsize, stream);
@@ -1098,6 +1190,7 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
     } else {
         free_unlink(a, b);
     }
+take:
     if (live_put(&a->live, b) != 0) {
         b->state = BLOCK_FREE;
         b->ready = 1;
@@ -1154,14 +1247,17 @@ static inline void free_block(vram_allocator *a, vram_block *b) {
     b->ready = !a->has_events;
     b->free_seq = ++a->free_seq;
     b->requested = 0;
-    b = free_insert(a, b, b->addr, b->size);
     if (!a->cfg.caching) {
+        free_insert(a, b, b->addr, b->size);
         sync_all_streams(a);
         release_cache(a, UINT64_MAX);
     } else if (a->cfg.garbage_collection_threshold > 0) {
+        free_insert(a, b, b->addr, b->size);
         double high = a->cfg.garbage_collection_threshold * (double)a->limit;
         double reserved = (double)a->stats.reserved_bytes[0].current;
         if (reserved > high) release_cache(a, (uint64_t)(reserved - high));
+    } else {
+        recent_put(a, b);
     }
 }
 
@@ -1302,6 +1398,7 @@ vram_status vram_allocator_empty_cache(vram_allocator *a) {
     if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "empty_cache: null allocator");
     vram_allocator_lock(a);
     if (a->pending_head) process_pending(a);
+    recent_flush(a);
     vram_status st = sync_all_streams(a);
     if (st == VRAM_OK) {
         if (a->pages_model) {

@@ -15,7 +15,7 @@
  *     streams[]             per stream: free blocks not yet safe for other streams
  *
  * A block is LIVE (handed out), PENDING (freed, waiting for events of streams it was used on)
- * or FREE (in a bin). A FREE block is `ready` when every stream may take it; otherwise only
+ * or FREE (in a bin, or for a while in a `recent` slot, uncoalesced: see allocator.c). A FREE block is `ready` when every stream may take it; otherwise only
  * its owner stream may, until an event recorded on the owner after the free has completed.
  */
 #ifndef VRAM_ALLOCATOR_INTERNAL_H
@@ -36,6 +36,7 @@
 #define VRAM_NBINS 1664
 #define VRAM_BIN_WORDS ((VRAM_NBINS + 63) / 64)
 #define VRAM_MAX_STREAMS 64
+#define VRAM_RECENT_SLOTS 16 /* freed blocks kept uncoalesced for an exact-size reuse */
 
 enum { BLOCK_FREE = 0, BLOCK_LIVE = 1, BLOCK_PENDING = 2 };
 
@@ -59,6 +60,7 @@ typedef struct vram_block {
     uint8_t state;
     uint8_t ready;
     uint8_t in_cached;
+    uint8_t deferred;                 /* FREE, not yet coalesced: sits in a `recent` slot */
     uint16_t bin;
 } vram_block;
 
@@ -113,6 +115,8 @@ struct vram_allocator {
     vram_block *free_structs;
     vram_block_slab *slabs;
     vram_block *cached_head;
+    vram_block *recent[VRAM_RECENT_SLOTS]; /* deferred frees, one per slot (see allocator.c) */
+    unsigned nrecent;
     vram_block *pending_head, *pending_tail;
     vram_stream_state streams[VRAM_MAX_STREAMS];
     int nstreams;
@@ -152,6 +156,10 @@ static inline int vram_page_mapped(const vram_region *r, uint64_t page) {
 }
 
 vram_block *vram_live_get(const vram_live_map *m, uint64_t key);
+
+static inline unsigned vram_recent_slot(uint64_t rsize) {
+    return (unsigned)(((rsize >> 9) * 0x9E3779B97F4A7C15ull) >> 60) & (VRAM_RECENT_SLOTS - 1);
+}
 void vram_allocator_lock(vram_allocator *a);
 void vram_allocator_unlock(vram_allocator *a);
 

@@ -4,7 +4,8 @@
  * blocks, and compares. The first violation is returned as VRAM_ERR_INTERNAL with a detail.
  * Invariants:
  *   - blocks tile each region exactly, in address order, with consistent prev/next links;
- *   - no two adjacent free blocks that could merge (both ready, or same owner not ready);
+ *   - no two adjacent free blocks that could merge (both ready, or same owner not ready),
+ *     unless one of them is a deferred free waiting in its `recent` slot;
  *   - every free block is in the bin of its size, and every bin entry is a free block;
  *   - not-ready free blocks are in their owner's list, ready ones in none;
  *   - live and pending blocks are in the live map under their address, nothing else is;
@@ -31,7 +32,7 @@ static vram_status check_locked(vram_allocator *a) {
     int64_t nalloc[VRAM_POOL_COUNT] = {0}, nactive[VRAM_POOL_COUNT] = {0};
     int64_t reserved[VRAM_POOL_COUNT] = {0}, segments[VRAM_POOL_COUNT] = {0};
     int64_t tag_bytes[VRAM_TAG_MAX] = {0}, tag_count[VRAM_TAG_MAX] = {0}, tag_req[VRAM_TAG_MAX] = {0};
-    uint64_t live_blocks = 0, not_ready = 0, free_blocks = 0;
+    uint64_t live_blocks = 0, not_ready = 0, free_blocks = 0, ndeferred = 0;
     uint64_t P = a->page_size;
 
     for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++) {
@@ -47,12 +48,17 @@ static vram_status check_locked(vram_allocator *a) {
                 if (!b->size || b->size % VRAM_BLOCK_ALIGN) FAIL("block %#llx: bad size %llu", (unsigned long long)b->addr,
                                                                  (unsigned long long)b->size);
                 addr += b->size;
-                if (b->state == BLOCK_FREE) {
+                if (b->state == BLOCK_FREE && b->deferred) {
+                    if (a->recent[vram_recent_slot(b->size)] != b)
+                        FAIL("deferred block %#llx is not in its slot", (unsigned long long)b->addr);
+                    if (in_bin(&a->pools[p], b)) FAIL("deferred block %#llx is also in a bin", (unsigned long long)b->addr);
+                    ndeferred++;
+                } else if (b->state == BLOCK_FREE) {
                     free_blocks++;
                     if (!in_bin(&a->pools[p], b)) FAIL("free block %#llx missing from its bin", (unsigned long long)b->addr);
                     if (vram_live_get(&a->live, b->addr)) FAIL("free block %#llx is in the live map", (unsigned long long)b->addr);
                     if (!b->ready) not_ready++;
-                    if (prev && prev->state == BLOCK_FREE &&
+                    if (prev && prev->state == BLOCK_FREE && !prev->deferred &&
                         ((prev->ready && b->ready) || (!prev->ready && !b->ready && prev->stream == b->stream)))
                         FAIL("free blocks %#llx and %#llx were not coalesced", (unsigned long long)prev->addr,
                              (unsigned long long)b->addr);
@@ -166,6 +172,7 @@ static vram_status check_locked(vram_allocator *a) {
             FAIL("tag %u statistics disagree with its blocks", t);
     }
     (void)free_blocks;
+    if (ndeferred != a->nrecent) FAIL("%llu deferred blocks, counter says %u", (unsigned long long)ndeferred, a->nrecent);
     return VRAM_OK;
 }
 
