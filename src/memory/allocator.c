@@ -336,13 +336,17 @@ static vram_status unmap_pages(vram_allocator *a, vram_region *r, uint64_t p0, u
 /* ---------------------------------------------------------------------------------------- */
 /* The cached-pages list: free blocks that may contain whole mapped pages.                   */
 
+/* Blocks join the cached list at its tail and page moves take from its head: the pages freed
+ * longest ago move first, while recently freed ones (which a periodic workload is likely to
+ * need again where they are) stay. */
 static void cached_add(vram_allocator *a, vram_block *b) {
     if (b->in_cached) return;
     b->in_cached = 1;
-    b->cprev = NULL;
-    b->cnext = a->cached_head;
-    if (a->cached_head) a->cached_head->cprev = b;
-    a->cached_head = b;
+    b->cnext = NULL;
+    b->cprev = a->cached_tail;
+    if (a->cached_tail) a->cached_tail->cnext = b;
+    else a->cached_head = b;
+    a->cached_tail = b;
 }
 
 static void cached_remove(vram_allocator *a, vram_block *b) {
@@ -350,6 +354,7 @@ static void cached_remove(vram_allocator *a, vram_block *b) {
     if (b->cprev) b->cprev->cnext = b->cnext;
     else a->cached_head = b->cnext;
     if (b->cnext) b->cnext->cprev = b->cprev;
+    else a->cached_tail = b->cprev;
     b->cprev = b->cnext = NULL;
     b->in_cached = 0;
 }
@@ -623,20 +628,28 @@ static inline int better_fit(const vram_block *x, const vram_block *y) {
  * pages model a block whose pages are already mapped wins over a smaller one that would need
  * pages mapped: *mapped tells which kind was returned. */
 static inline vram_block *bin_best(const vram_allocator *a, vram_block *list, uint64_t rsize, vram_stream s,
-                                   int *mapped) {
+                                   int *mapped, int *at_end) {
     vram_block *best = NULL, *best_mapped = NULL;
-    int scanned = 0;
+    int scanned = 0, end = 0;
     for (vram_block *b = list; b && scanned < 32; b = b->fnext, scanned++) {
         if (!usable(a, b, rsize, s)) continue;
-        if (a->pages_model && (!best_mapped || better_fit(b, best_mapped)) && range_mapped(a, b->region, b->addr, rsize)) {
-            best_mapped = b;
-            if (b->size == rsize) break;
-            continue;
+        if (a->pages_model && (!best_mapped || better_fit(b, best_mapped))) {
+            /* its start mapped, or else its end: then the block is carved from the end */
+            int e = -1;
+            if (range_mapped(a, b->region, b->addr, rsize)) e = 0;
+            else if (b->size > rsize && range_mapped(a, b->region, b->addr + b->size - rsize, rsize)) e = 1;
+            if (e >= 0) {
+                best_mapped = b;
+                end = e;
+                if (b->size == rsize) break;
+                continue;
+            }
         }
         if (!best || better_fit(b, best)) best = b;
         if (!a->pages_model && b->size == rsize) break;
     }
     *mapped = best_mapped != NULL || !a->pages_model;
+    *at_end = best_mapped ? end : 0;
     return best_mapped ? best_mapped : best;
 }
 
@@ -645,14 +658,18 @@ static inline vram_block *bin_best(const vram_allocator *a, vram_block *list, ui
  * (each page mapped costs tens of microseconds of driver time on a GPU). The search for a
  * mapped block goes at most VRAM_MAPPED_SEARCH_BINS bins past the first fit. */
 #define VRAM_MAPPED_SEARCH_BINS 256
-static inline vram_block *find_free(vram_allocator *a, vram_pool *p, uint64_t rsize, vram_stream s) {
+static inline vram_block *find_free(vram_allocator *a, vram_pool *p, uint64_t rsize, vram_stream s, int *at_end) {
     vram_block *fallback = NULL;
     unsigned first = 0;
+    *at_end = 0;
     for (unsigned i = bin_next(p, bin_of(rsize)); i < VRAM_NBINS; i = bin_next(p, i + 1)) {
-        int mapped;
-        vram_block *b = bin_best(a, p->bins[i], rsize, s, &mapped);
+        int mapped, end;
+        vram_block *b = bin_best(a, p->bins[i], rsize, s, &mapped, &end);
         if (!b) continue;
-        if (mapped) return b;
+        if (mapped) {
+            *at_end = end;
+            return b;
+        }
         if (!fallback) {
             fallback = b;
             first = i;
@@ -814,10 +831,12 @@ static uint64_t release_cache(vram_allocator *a, uint64_t want) {
 static uint64_t cached_bytes(const vram_allocator *a, const vram_block *b) {
     const vram_region *r = b->region;
     if (!r->expandable) return b->size;
-    uint64_t P = a->page_size;
-    uint64_t q0 = (b->addr - r->base) >> a->page_shift, q1 = (b->addr + b->size - r->base + P - 1) >> a->page_shift;
-    uint64_t mapped = bits_count(r->mapped, q0, q1) * P;
-    return mapped < b->size ? mapped : b->size;
+    uint64_t P = a->page_size, lo = b->addr - r->base, hi = lo + b->size;
+    uint64_t q0 = lo >> a->page_shift, q1 = (hi - 1) >> a->page_shift; /* first and last page */
+    if (q0 == q1) return vram_page_mapped(r, q0) ? b->size : 0;
+    /* the parts of the first and last pages inside the block, and the whole pages between */
+    uint64_t bytes = (vram_page_mapped(r, q0) ? (q0 + 1) * P - lo : 0) + (vram_page_mapped(r, q1) ? hi - q1 * P : 0);
+    return bytes + bits_count(r->mapped, q0 + 1, q1) * P;
 }
 
 static uint64_t largest_cached(const vram_allocator *a) {
@@ -1109,6 +1128,7 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
     vram_pool *p = &a->pools[pool];
     int retried = 0;
     vram_status err = VRAM_OK;
+    int at_end = 0; /* carve the block from the end of the free block (its mapped part) */
     vram_block *b = a->recent[vram_recent_slot(rsize)];
     if (b && b->size == rsize && (b->ready || b->stream == stream)) { /* an exact deferred block */
         a->recent[vram_recent_slot(rsize)] = NULL;
@@ -1116,38 +1136,38 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
         b->deferred = 0;
         goto take;
     }
-    b = find_free(a, p, rsize, stream);
-    if (a->nrecent && (!b || (a->pages_model && !range_mapped(a, b->region, b->addr, rsize)))) {
+    b = find_free(a, p, rsize, stream, &at_end);
+    if (a->nrecent && (!b || (a->pages_model && !range_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize)))) {
         recent_flush(a); /* deferred blocks may hold what is needed: never map for want of them */
-        b = find_free(a, p, rsize, stream);
+        b = find_free(a, p, rsize, stream, &at_end);
     }
     if (!b && a->not_ready_count) {
         poll_streams(a, 1);
-        b = find_free(a, p, rsize, stream);
+        b = find_free(a, p, rsize, stream, &at_end);
     }
     if (a->pages_model) {
         err = !b ? VRAM_ERR_OUT_OF_MEMORY
-              : range_mapped(a, b->region, b->addr, rsize) ? VRAM_OK
-                                                            : ensure_mapped(a, b->region, b->addr, rsize, &retried, 1);
+              : range_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize) ? VRAM_OK
+                                                            : ensure_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize, &retried, 1);
         if (err == VRAM_ERR_STATE) {
             /* cached pages belong to streams that may still use them: ask their events */
             poll_streams(a, 1);
-            b = find_free(a, p, rsize, stream);
-            err = b ? ensure_mapped(a, b->region, b->addr, rsize, &retried, 0) : VRAM_ERR_OUT_OF_MEMORY;
+            b = find_free(a, p, rsize, stream, &at_end);
+            err = b ? ensure_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize, &retried, 0) : VRAM_ERR_OUT_OF_MEMORY;
         }
         if (err == VRAM_ERR_OUT_OF_MEMORY && a->not_ready_count) {
             /* out of memory: wait for the streams, as a last resort, and retry */
             err = sync_all_streams(a);
             if (err == VRAM_OK) {
-                b = find_free(a, p, rsize, stream);
-                err = b ? ensure_mapped(a, b->region, b->addr, rsize, &retried, 0) : VRAM_ERR_OUT_OF_MEMORY;
+                b = find_free(a, p, rsize, stream, &at_end);
+                err = b ? ensure_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize, &retried, 0) : VRAM_ERR_OUT_OF_MEMORY;
             }
         }
     } else if (!b) {
         b = new_segment(a, pool, rsize, &retried, &err);
         if (!b && err == VRAM_ERR_OUT_OF_MEMORY) {
             sync_all_streams(a);
-            b = find_free(a, p, rsize, stream);
+            b = find_free(a, p, rsize, stream, &at_end);
             err = b ? VRAM_OK : VRAM_ERR_OUT_OF_MEMORY;
         }
     }
@@ -1174,6 +1194,19 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
         if (!blk) {
             vram_allocator_unlock(a);
             return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: host out of memory for block metadata");
+        }
+        blk->region = b->region;
+        if (at_end) {
+            blk->addr = b->addr + b->size - rsize;
+            blk->size = rsize;
+            blk->prev = b;
+            blk->next = b->next;
+            if (b->next) b->next->prev = blk;
+            b->next = blk;
+            b->size -= rsize;
+            rebin(a, b);
+            b = blk;
+            goto take;
         }
         blk->addr = b->addr;
         blk->size = rsize;

@@ -114,7 +114,7 @@ struct vram_allocator {
     vram_live_map live;
     vram_block *free_structs;
     vram_block_slab *slabs;
-    vram_block *cached_head;
+    vram_block *cached_head, *cached_tail; /* oldest first */
     vram_block *recent[VRAM_RECENT_SLOTS]; /* deferred frees, one per slot (see allocator.c) */
     unsigned nrecent;
     vram_block *pending_head, *pending_tail;

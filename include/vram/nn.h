@@ -1,0 +1,121 @@
+/* nn.h — layers and models on the runtime: Linear, LayerNorm, Embedding, MLP, causal
+ * self-attention, transformer block, GPT, and a small convolutional classifier.
+ *
+ * Every layer registers its parameters (tensors tagged VRAM_TAG_PARAMETER, requires_grad) in a
+ * vram_param_list under a dotted name ("h.0.attn.c_attn.weight"), which optimizers take.
+ * Initialisation follows the PyTorch modules' defaults: Linear and Conv2d weight and bias
+ * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (kaiming_uniform with a = sqrt(5)), Embedding N(0, 1),
+ * LayerNorm weight 1 and bias 0. Random numbers come from the runtime's state (seed it first).
+ *
+ * The GPT is GPT-2's shape: token + position embeddings, pre-norm blocks
+ * (x + attn(ln1(x)), then + mlp(ln2(x)) with a 4x GELU MLP), a final layer norm and an
+ * untied, bias-free output projection; with checkpointing on, each block runs under
+ * vram_checkpoint and only block inputs stay alive between forward and backward.
+ */
+#ifndef VRAM_NN_H
+#define VRAM_NN_H
+
+#include "vram/autograd.h"
+#include "vram/ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vram_param_list vram_param_list;
+
+vram_status vram_param_list_new(vram_param_list **out);
+void vram_param_list_free(vram_param_list *l); /* drops its references */
+int vram_param_list_count(const vram_param_list *l);
+vram_tensor *vram_param_list_get(const vram_param_list *l, int i);
+const char *vram_param_list_name(const vram_param_list *l, int i);
+/* The parameter with that name, or NULL. */
+vram_tensor *vram_param_list_find(const vram_param_list *l, const char *name);
+/* Total elements and bytes of all parameters. */
+int64_t vram_param_list_numel(const vram_param_list *l);
+/* zero_grad over every parameter (set_to_none frees the gradient memory). */
+void vram_param_list_zero_grad(vram_param_list *l, int set_to_none);
+
+/* A new parameter tensor (f32, tagged, requires_grad) registered under `name`. */
+vram_status vram_param_new(vram_runtime *rt, vram_param_list *l, const char *name, int ndim, const int64_t *shape,
+                           vram_tensor **out);
+
+typedef struct vram_nn_linear {
+    vram_tensor *weight, *bias; /* [out, in], [out] or NULL */
+} vram_nn_linear;
+vram_status vram_nn_linear_init(vram_nn_linear *m, vram_runtime *rt, vram_param_list *l, const char *name, int64_t in,
+                                int64_t out, int bias);
+vram_status vram_nn_linear_forward(const vram_nn_linear *m, vram_tensor *x, vram_tensor **y);
+
+typedef struct vram_nn_layer_norm {
+    vram_tensor *weight, *bias;
+    double eps;
+} vram_nn_layer_norm;
+vram_status vram_nn_layer_norm_init(vram_nn_layer_norm *m, vram_runtime *rt, vram_param_list *l, const char *name, int64_t n);
+vram_status vram_nn_layer_norm_forward(const vram_nn_layer_norm *m, vram_tensor *x, vram_tensor **y);
+
+typedef struct vram_nn_embedding {
+    vram_tensor *weight; /* [num, dim] */
+} vram_nn_embedding;
+vram_status vram_nn_embedding_init(vram_nn_embedding *m, vram_runtime *rt, vram_param_list *l, const char *name, int64_t num,
+                                   int64_t dim);
+vram_status vram_nn_embedding_forward(const vram_nn_embedding *m, vram_tensor *ids, vram_tensor **y);
+
+typedef struct vram_nn_mlp {
+    vram_nn_linear fc, proj; /* width -> 4 width -> width, GELU between */
+    double dropout;
+} vram_nn_mlp;
+vram_status vram_nn_mlp_init(vram_nn_mlp *m, vram_runtime *rt, vram_param_list *l, const char *name, int64_t width,
+                             double dropout);
+vram_status vram_nn_mlp_forward(const vram_nn_mlp *m, vram_tensor *x, int training, vram_tensor **y);
+
+typedef struct vram_nn_attention {
+    vram_nn_linear c_attn, c_proj; /* [3C, C] (q, k, v stacked), [C, C] */
+    int64_t heads, width;
+    double dropout;
+} vram_nn_attention;
+vram_status vram_nn_attention_init(vram_nn_attention *m, vram_runtime *rt, vram_param_list *l, const char *name,
+                                   int64_t width, int64_t heads, double dropout);
+/* x [B, T, C] -> [B, T, C] */
+vram_status vram_nn_attention_forward(const vram_nn_attention *m, vram_tensor *x, int training, vram_tensor **y);
+
+typedef struct vram_nn_block {
+    vram_nn_layer_norm ln1, ln2;
+    vram_nn_attention attn;
+    vram_nn_mlp mlp;
+    int training; /* read by the checkpointed forward */
+} vram_nn_block;
+vram_status vram_nn_block_init(vram_nn_block *m, vram_runtime *rt, vram_param_list *l, const char *name, int64_t width,
+                               int64_t heads, double dropout);
+vram_status vram_nn_block_forward(vram_nn_block *m, vram_tensor *x, int training, vram_tensor **y);
+
+typedef struct vram_gpt_config {
+    int layers, heads, width, vocab, context;
+    double dropout;
+} vram_gpt_config;
+
+typedef struct vram_gpt vram_gpt;
+vram_status vram_gpt_new(vram_runtime *rt, const vram_gpt_config *cfg, vram_gpt **out);
+void vram_gpt_free(vram_gpt *g);
+vram_param_list *vram_gpt_params(vram_gpt *g);
+const vram_gpt_config *vram_gpt_get_config(const vram_gpt *g);
+/* Checkpoint every block (1) or none (0). */
+void vram_gpt_set_checkpoint(vram_gpt *g, int on);
+/* ids, targets: [B, T] i32 with T <= context. logits (may be NULL) receives [B, T, vocab];
+ * loss (may be NULL; needs targets) the mean cross-entropy. */
+vram_status vram_gpt_forward(vram_gpt *g, vram_tensor *ids, vram_tensor *targets, int training, vram_tensor **logits,
+                             vram_tensor **loss);
+
+/* A small conv classifier for [N, Cin, H, W] images (H, W multiples of 4):
+ * conv3x3(Cin->8) relu maxpool2, conv3x3(8->16) relu maxpool2, linear -> classes. */
+typedef struct vram_convnet vram_convnet;
+vram_status vram_convnet_new(vram_runtime *rt, int in_channels, int height, int width, int classes, vram_convnet **out);
+void vram_convnet_free(vram_convnet *c);
+vram_param_list *vram_convnet_params(vram_convnet *c);
+vram_status vram_convnet_forward(vram_convnet *c, vram_tensor *x, vram_tensor **logits);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,416 @@
+/* train.c — `vram train`: trains the GPT of nn.h on a byte-level text corpus on the host
+ * device, every byte through the caching allocator, and reports where memory went.
+ *
+ * One step: zero_grad (set_to_none), then --accum micro-batches of --batch sequences, each a
+ * forward, loss / accum, backward (gradients add up), then gradient clipping and the
+ * optimizer step. A progress line per step; --eval-every N runs the validation split under
+ * no_grad. --report prints the allocator's summary and a table of memory by category (the
+ * allocator's per-tag statistics), whose current bytes add up to the allocated bytes.
+ * Out of memory anywhere (e.g. under a small --capacity) ends the run with the allocator's
+ * out-of-memory report and exit status 1; bad flags and a missing corpus exit 2.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "vram/alloc.h"
+#include "vram/data.h"
+#include "vram/nn.h"
+#include "vram/optim.h"
+#include "vram/summary.h"
+
+/* The summary table (summary.h) is implemented in another part of libvram; the reference is
+ * weak so this command still links and reports without it (tests/extra.cmake makes the linker
+ * pull it in whenever the library has it). */
+#pragma weak vram_memory_summary
+
+typedef struct train_opts {
+    const char *data;
+    int batch, accum, steps, eval_every, eval_batches, threads;
+    int checkpoint, report;
+    double lr, clip;
+    int lr_set;
+    uint64_t seed, capacity;
+    const char *optimizer;
+    vram_gpt_config gpt;
+} train_opts;
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: vram train [OPTIONS]\n"
+            "Trains a GPT on a byte-level text corpus on the CPU (host device), through the caching allocator.\n\n"
+            "  --data PATH          corpus file (default build/data/kjv.txt)\n"
+            "  --batch N            sequences per micro-batch (default 16)\n"
+            "  --accum K            micro-batches per step, gradients accumulated (default 1)\n"
+            "  --steps N            optimizer steps (default 200)\n"
+            "  --optimizer NAME     sgd | momentum | adam | adamw | adagrad (default adamw)\n"
+            "  --lr X               learning rate (default: 2e-3 adam/adamw, 0.3 sgd, 0.1 momentum, 0.03 adagrad)\n"
+            "  --clip X             clip gradients to global norm X (default 1.0; 0 = off)\n"
+            "  --checkpoint         checkpoint every transformer block (recompute in backward)\n"
+            "  --eval-every N       validation loss every N steps, under no_grad (default 0 = off)\n"
+            "  --eval-batches N     batches per evaluation (default 8)\n"
+            "  --layers N --heads N --width N --context N   model shape (default 4, 4, 128, 64)\n"
+            "  --dropout P          dropout probability (default 0)\n"
+            "  --capacity SIZE      host device capacity, e.g. 64MiB (default: physical memory)\n"
+            "  --threads N          matrix-product threads (default: online CPUs)\n"
+            "  --seed N             random seed (default 1337)\n"
+            "  --report             end with the memory summary and the table of memory by category\n");
+}
+
+static int parse_int(const char *flag, const char *v, int lo, int *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > 1000000000) {
+        fprintf(stderr, "vram train: %s needs an integer >= %d, not '%s'\n", flag, lo, v);
+        return 0;
+    }
+    *out = (int)x;
+    return 1;
+}
+
+static int parse_double(const char *flag, const char *v, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "vram train: %s needs a number in [%g, %g], not '%s'\n", flag, lo, hi, v);
+        return 0;
+    }
+    *out = x;
+    return 1;
+}
+
+/* Returns 0 to run, 1 when --help was printed, 2 on bad usage. */
+static int parse(int argc, char **argv, train_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->data = "build/data/kjv.txt";
+    o->batch = 16;
+    o->accum = 1;
+    o->steps = 200;
+    o->eval_batches = 8;
+    o->clip = 1.0;
+    o->seed = 1337;
+    o->optimizer = "adamw";
+    o->gpt = (vram_gpt_config){.layers = 4, .heads = 4, .width = 128, .vocab = 256, .context = 64, .dropout = 0};
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
+            usage(stdout);
+            return 1;
+        }
+        if (!strcmp(f, "--checkpoint")) {
+            o->checkpoint = 1;
+            continue;
+        }
+        if (!strcmp(f, "--report")) {
+            o->report = 1;
+            continue;
+        }
+        static const char *valued[] = {"--data", "--batch", "--accum", "--steps", "--optimizer", "--lr", "--clip",
+                                       "--eval-every", "--eval-batches", "--layers", "--heads", "--width", "--context",
+                                       "--dropout", "--capacity", "--threads", "--seed"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(f, valued[k]);
+        if (!known) {
+            fprintf(stderr, "vram train: unknown option '%s' (see vram train --help)\n", f);
+            return 2;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "vram train: %s needs a value\n", f);
+            return 2;
+        }
+        const char *v = argv[++i];
+        int ok = 1, tmp;
+        if (!strcmp(f, "--data")) o->data = v;
+        else if (!strcmp(f, "--batch")) ok = parse_int(f, v, 1, &o->batch);
+        else if (!strcmp(f, "--accum")) ok = parse_int(f, v, 1, &o->accum);
+        else if (!strcmp(f, "--steps")) ok = parse_int(f, v, 0, &o->steps);
+        else if (!strcmp(f, "--optimizer")) o->optimizer = v;
+        else if (!strcmp(f, "--lr")) ok = parse_double(f, v, 0, 100, &o->lr), o->lr_set = 1;
+        else if (!strcmp(f, "--clip")) ok = parse_double(f, v, 0, 1e9, &o->clip);
+        else if (!strcmp(f, "--eval-every")) ok = parse_int(f, v, 0, &o->eval_every);
+        else if (!strcmp(f, "--eval-batches")) ok = parse_int(f, v, 1, &o->eval_batches);
+        else if (!strcmp(f, "--layers")) ok = parse_int(f, v, 1, &o->gpt.layers);
+        else if (!strcmp(f, "--heads")) ok = parse_int(f, v, 1, &o->gpt.heads);
+        else if (!strcmp(f, "--width")) ok = parse_int(f, v, 1, &o->gpt.width);
+        else if (!strcmp(f, "--context")) ok = parse_int(f, v, 1, &o->gpt.context);
+        else if (!strcmp(f, "--dropout")) ok = parse_double(f, v, 0, 0.99, &o->gpt.dropout);
+        else if (!strcmp(f, "--threads")) ok = parse_int(f, v, 1, &o->threads);
+        else if (!strcmp(f, "--seed")) ok = parse_int(f, v, 0, &tmp), o->seed = (uint64_t)tmp;
+        else if (!strcmp(f, "--capacity")) {
+            if (vram_parse_size(v, &o->capacity) != VRAM_OK || o->capacity == 0) {
+                fprintf(stderr, "vram train: --capacity: %s\n", vram_last_error());
+                ok = 0;
+            }
+        }
+        if (!ok) return 2;
+    }
+    if (o->gpt.width % o->gpt.heads) {
+        fprintf(stderr, "vram train: --width %d is not a multiple of --heads %d\n", o->gpt.width, o->gpt.heads);
+        return 2;
+    }
+    vram_optim_config oc;
+    if (vram_optim_config_parse(o->optimizer, &oc) != VRAM_OK) {
+        fprintf(stderr, "vram train: --optimizer: %s\n", vram_last_error());
+        return 2;
+    }
+    return 0;
+}
+
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static const char *mib(int64_t b, char *buf, size_t cap) {
+    snprintf(buf, cap, "%.2f MiB", (double)b / (1024.0 * 1024.0));
+    return buf;
+}
+
+/* The table of memory by category, from the allocator's per-tag statistics. `fwd` holds the
+ * per-tag bytes at the end of the last forward pass (where activations peak). */
+static void print_categories(vram_allocator *a, const int64_t *fwd) {
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    static const struct {
+        vram_tag tag;
+        const char *label;
+    } rows[] = {{VRAM_TAG_PARAMETER, "parameters"},     {VRAM_TAG_GRADIENT, "gradients"},
+                {VRAM_TAG_OPTIMIZER_STATE, "optimizer state"}, {VRAM_TAG_ACTIVATION, "activations"},
+                {VRAM_TAG_TEMPORARY, "temporaries"},   {VRAM_TAG_OTHER, "other"}};
+    char b1[32], b2[32], b3[32];
+    printf("\nMemory by category (allocator per-tag statistics, bytes as allocated: 512-byte rounded)\n");
+    printf("  %-16s %14s %14s %16s\n", "category", "current", "peak", "at end of fwd");
+    int64_t sum = 0, sum_fwd = 0;
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        const vram_stat *s = &st.tags[rows[i].tag].allocated_bytes;
+        sum += s->current;
+        sum_fwd += fwd[rows[i].tag];
+        printf("  %-16s %14s %14s %16s\n", rows[i].label, mib(s->current, b1, sizeof b1), mib(s->peak, b2, sizeof b2),
+               mib(fwd[rows[i].tag], b3, sizeof b3));
+    }
+    for (uint32_t t = VRAM_TAG_BUILTIN_COUNT; t < st.num_tags && t < VRAM_TAG_MAX; t++)
+        sum += st.tags[t].allocated_bytes.current;
+    const vram_stat *all = &st.allocated_bytes[VRAM_POOL_ALL];
+    printf("  %-16s %14s %14s %16s\n", "sum", mib(sum, b1, sizeof b1), "", mib(sum_fwd, b3, sizeof b3));
+    printf("  %-16s %14s %14s\n", "allocator total", mib(all->current, b1, sizeof b1), mib(all->peak, b2, sizeof b2));
+    printf("  categories add up to the allocator's allocated bytes: %s (%lld = %lld)\n",
+           sum == all->current ? "yes" : "NO", (long long)sum, (long long)all->current);
+}
+
+static int fail(vram_allocator *a, vram_status s, const char *what) {
+    if (s == VRAM_ERR_OUT_OF_MEMORY) {
+        fprintf(stderr, "vram train: out of memory while %s: %s\n", what, vram_last_error());
+        const char *rep = a ? vram_allocator_oom_report(a) : "";
+        if (rep && *rep) fprintf(stderr, "%s\n", rep);
+        fprintf(stderr, "vram train: try a smaller --batch (with --accum to keep the batch), --checkpoint, a smaller "
+                        "model, or a larger --capacity\n");
+    } else {
+        fprintf(stderr, "vram train: %s failed: %s (%s)\n", what, vram_status_str(s), vram_last_error());
+    }
+    return 1;
+}
+
+/* One micro-batch: forward, loss / accum, backward. Returns the loss. */
+static vram_status micro_step(vram_gpt *g, vram_text_data *d, vram_runtime *rt, const train_opts *o, int last,
+                              int64_t *fwd_tags, double *loss_out) {
+    vram_tensor *ids = NULL, *tg = NULL, *loss = NULL, *scaled = NULL;
+    vram_status s = vram_text_data_batch(d, rt, VRAM_SPLIT_TRAIN, o->batch, o->gpt.context, &ids, &tg);
+    if (s == VRAM_OK) s = vram_gpt_forward(g, ids, tg, 1, NULL, &loss);
+    vram_tensor_free(ids);
+    vram_tensor_free(tg);
+    if (s == VRAM_OK && last) {
+        vram_stats st;
+        vram_allocator_get_stats(vram_runtime_allocator(rt), &st);
+        for (int t = 0; t < VRAM_TAG_BUILTIN_COUNT; t++) fwd_tags[t] = st.tags[t].allocated_bytes.current;
+    }
+    if (s == VRAM_OK) {
+        *loss_out = vram_tensor_item(loss);
+        s = o->accum > 1 ? vram_scale(loss, 1.0 / o->accum, &scaled) : VRAM_OK;
+    }
+    if (s == VRAM_OK) s = vram_backward(scaled ? scaled : loss, NULL);
+    vram_tensor_free(scaled);
+    vram_tensor_free(loss);
+    return s;
+}
+
+static vram_status evaluate(vram_gpt *g, vram_text_data *d, vram_runtime *rt, const train_opts *o, double *out) {
+    double total = 0;
+    vram_status s = VRAM_OK;
+    vram_no_grad_enter();
+    for (int i = 0; i < o->eval_batches && s == VRAM_OK; i++) {
+        vram_tensor *ids = NULL, *tg = NULL, *loss = NULL;
+        s = vram_text_data_batch(d, rt, VRAM_SPLIT_VAL, o->batch, o->gpt.context, &ids, &tg);
+        if (s == VRAM_OK) s = vram_gpt_forward(g, ids, tg, 0, NULL, &loss);
+        if (s == VRAM_OK) total += vram_tensor_item(loss);
+        vram_tensor_free(ids);
+        vram_tensor_free(tg);
+        vram_tensor_free(loss);
+    }
+    vram_no_grad_exit();
+    *out = total / o->eval_batches;
+    return s;
+}
+
+int vram_cmd_train(int argc, char **argv) {
+    train_opts o;
+    int pr = parse(argc, argv, &o);
+    if (pr == 1) return 0;
+    if (pr == 2) return 2;
+    vram_text_data *data = NULL;
+    vram_status s = vram_text_data_open(o.data, 0.1, &data);
+    if (s != VRAM_OK) {
+        fprintf(stderr, "vram train: cannot use corpus: %s%s\n", vram_last_error(),
+                s == VRAM_ERR_NOT_FOUND ? " (build it with `make`, or pass --data PATH)" : "");
+        return 2;
+    }
+    if (vram_text_data_split_size(data, VRAM_SPLIT_VAL) < (uint64_t)o.gpt.context + 1 ||
+        vram_text_data_split_size(data, VRAM_SPLIT_TRAIN) < (uint64_t)o.gpt.context + 1) {
+        fprintf(stderr, "vram train: corpus '%s' is too small for --context %d\n", o.data, o.gpt.context);
+        vram_text_data_close(data);
+        return 2;
+    }
+    char spec[64] = "host";
+    if (o.capacity) snprintf(spec, sizeof spec, "host:%llu", (unsigned long long)o.capacity);
+    vram_device *dev = NULL;
+    vram_allocator *a = NULL;
+    vram_runtime *rt = NULL;
+    vram_gpt *g = NULL;
+    vram_optimizer *opt = NULL;
+    int rc = 0;
+    s = vram_device_open(spec, &dev);
+    if (s != VRAM_OK) {
+        fprintf(stderr, "vram train: --capacity: %s\n", vram_last_error());
+        vram_text_data_close(data);
+        return 2;
+    }
+    s = vram_allocator_new(dev, NULL, &a);
+    if (s == VRAM_OK) s = vram_runtime_new(a, o.threads, &rt);
+    if (s != VRAM_OK) {
+        rc = fail(a, s, "setting up the allocator");
+        goto done;
+    }
+    vram_runtime_seed(rt, o.seed);
+    s = vram_gpt_new(rt, &o.gpt, &g);
+    if (s != VRAM_OK) {
+        rc = fail(a, s, "creating the model");
+        goto done;
+    }
+    vram_gpt_set_checkpoint(g, o.checkpoint);
+    vram_param_list *params = vram_gpt_params(g);
+    vram_optim_config oc;
+    vram_optim_config_parse(o.optimizer, &oc);
+    if (o.lr_set) {
+        oc.lr = o.lr;
+    } else {
+        oc.lr = oc.kind == VRAM_OPTIM_SGD ? (oc.momentum > 0 ? 0.1 : 0.3) : oc.kind == VRAM_OPTIM_ADAGRAD ? 0.03 : 2e-3;
+    }
+    s = vram_optimizer_new(rt, params, &oc, &opt);
+    if (s != VRAM_OK) {
+        rc = fail(a, s, "creating the optimizer");
+        goto done;
+    }
+    double unigram = vram_text_data_unigram_entropy(data);
+    char b1[32];
+    printf("vram train: %s, %.2f MB corpus '%s' (byte unigram entropy %.4f nats = %.3f bits)\n",
+           vram_runtime_device_name(rt), vram_text_data_size(data) / 1e6, o.data, unigram, unigram / log(2.0));
+    printf("model: GPT %d layers, %d heads, width %d, context %d, vocab 256: %lld parameters (%s)\n", o.gpt.layers,
+           o.gpt.heads, o.gpt.width, o.gpt.context, (long long)vram_param_list_numel(params),
+           mib(vram_param_list_numel(params) * 4, b1, sizeof b1));
+    printf("training: batch %d x accum %d x context %d = %lld tokens/step, %s lr %g, clip %g, checkpoint %s, %d steps\n",
+           o.batch, o.accum, o.gpt.context, (long long)o.batch * o.accum * o.gpt.context, o.optimizer, oc.lr, o.clip,
+           o.checkpoint ? "every block" : "off", o.steps);
+    fflush(stdout);
+    int64_t fwd_tags[VRAM_TAG_BUILTIN_COUNT] = {0};
+    double t_start = now_s(), last_loss = NAN, last_val = NAN;
+    double *step_ms = calloc((size_t)o.steps + 1, sizeof *step_ms);
+    if (!step_ms) {
+        rc = fail(a, VRAM_ERR_OUT_OF_MEMORY, "starting");
+        goto done;
+    }
+    for (int step = 1; step <= o.steps; step++) {
+        double t0 = now_s(), loss_sum = 0;
+        vram_param_list_zero_grad(params, 1);
+        for (int m = 0; m < o.accum && s == VRAM_OK; m++) {
+            double l = 0;
+            s = micro_step(g, data, rt, &o, m == o.accum - 1, fwd_tags, &l);
+            loss_sum += l;
+        }
+        double norm = 0;
+        if (s == VRAM_OK && o.clip > 0) s = vram_clip_grad_norm(params, o.clip, &norm);
+        if (s == VRAM_OK) s = vram_optimizer_step(opt);
+        if (s != VRAM_OK) {
+            char what[64];
+            snprintf(what, sizeof what, "training step %d", step);
+            rc = fail(a, s, what);
+            free(step_ms);
+            goto done;
+        }
+        double dt = now_s() - t0;
+        step_ms[step - 1] = dt * 1e3;
+        last_loss = loss_sum / o.accum;
+        vram_stats st;
+        vram_allocator_get_stats(a, &st);
+        printf("step %4d | loss %.4f | %7.0f tok/s | %6.1f ms | peak %s\n", step, last_loss,
+               (double)o.batch * o.accum * o.gpt.context / dt, dt * 1e3,
+               mib(st.allocated_bytes[VRAM_POOL_ALL].peak, b1, sizeof b1));
+        if (o.eval_every && (step % o.eval_every == 0 || step == o.steps)) {
+            s = evaluate(g, data, rt, &o, &last_val);
+            if (s != VRAM_OK) {
+                rc = fail(a, s, "evaluating");
+                free(step_ms);
+                goto done;
+            }
+            printf("eval step %4d | val loss %.4f (no_grad, %d batches)\n", step, last_val, o.eval_batches);
+        }
+        fflush(stdout);
+    }
+    double total = now_s() - t_start;
+    printf("done: %d steps in %.1f s; final train loss %.4f%s", o.steps, total, last_loss, isnan(last_val) ? "" : ", val loss ");
+    if (!isnan(last_val)) printf("%.4f", last_val);
+    printf(" (unigram entropy %.4f nats)\n", unigram);
+    if (o.steps > 0) {
+        /* median step time without the first step (which also allocates the optimizer state) */
+        int n = o.steps > 1 ? o.steps - 1 : 1;
+        double *t = o.steps > 1 ? step_ms + 1 : step_ms;
+        qsort(t, (size_t)n, sizeof *t, cmp_double);
+        double med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+        vram_stats st;
+        vram_allocator_get_stats(a, &st);
+        printf("summary: median step %.1f ms, %.0f tokens/s; peak allocated %s, peak reserved %s\n", med,
+               (double)o.batch * o.accum * o.gpt.context / (med * 1e-3),
+               mib(st.allocated_bytes[VRAM_POOL_ALL].peak, b1, sizeof b1),
+               mib(st.reserved_bytes[VRAM_POOL_ALL].peak, (char[32]){0}, 32));
+    }
+    free(step_ms);
+    if (o.report) {
+        printf("\n");
+        char *sum = NULL;
+        if (vram_memory_summary && vram_memory_summary(a, 0, &sum) == VRAM_OK && sum) {
+            fputs(sum, stdout);
+            free(sum);
+        } else {
+            printf("(the allocator's summary table is not built into this libvram)\n");
+        }
+        print_categories(a, fwd_tags);
+    }
+done:
+    vram_optimizer_free(opt);
+    vram_gpt_free(g);
+    vram_runtime_free(rt);
+    if (a) vram_allocator_destroy(a);
+    vram_device_close(dev);
+    vram_text_data_close(data);
+    return rc;
+}

@@ -1,0 +1,110 @@
+/* data.c — the memory-mapped byte dataset (data.h).
+ *
+ * mmap(PROT_READ, MAP_PRIVATE) of the whole file; the kernel pages in what batches touch.
+ * Train split = [0, n - val), validation = [n - val, n), val = n * val_fraction.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rt_internal.h"
+#include "vram/data.h"
+
+struct vram_text_data {
+    const uint8_t *bytes;
+    uint64_t size, val_start;
+};
+
+vram_status vram_text_data_open(const char *path, double val_fraction, vram_text_data **out) {
+    if (!path || !out) return vram_error(VRAM_ERR_INVALID_ARG, "dataset: null argument");
+    if (!(val_fraction >= 0 && val_fraction < 1))
+        return vram_error(VRAM_ERR_INVALID_ARG, "dataset: validation fraction %g outside [0, 1)", val_fraction);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return vram_error(errno == ENOENT ? VRAM_ERR_NOT_FOUND : VRAM_ERR_IO, "dataset '%s': %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return vram_error(VRAM_ERR_IO, "dataset '%s': not a regular file", path);
+    }
+    if (st.st_size < 64) {
+        close(fd);
+        return vram_error(VRAM_ERR_INVALID_ARG, "dataset '%s': %lld bytes is too small to train on", path,
+                          (long long)st.st_size);
+    }
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return vram_error(VRAM_ERR_IO, "dataset '%s': mmap failed: %s", path, strerror(errno));
+    vram_text_data *d = calloc(1, sizeof *d);
+    if (!d) {
+        munmap(p, (size_t)st.st_size);
+        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "dataset: out of host memory");
+    }
+    d->bytes = p;
+    d->size = (uint64_t)st.st_size;
+    d->val_start = d->size - (uint64_t)((double)d->size * val_fraction);
+    *out = d;
+    return VRAM_OK;
+}
+
+void vram_text_data_close(vram_text_data *d) {
+    if (!d) return;
+    munmap((void *)d->bytes, d->size);
+    free(d);
+}
+
+uint64_t vram_text_data_size(const vram_text_data *d) { return d->size; }
+
+uint64_t vram_text_data_split_size(const vram_text_data *d, int split) {
+    return split == VRAM_SPLIT_VAL ? d->size - d->val_start : d->val_start;
+}
+
+vram_status vram_text_data_batch(vram_text_data *d, vram_runtime *rt, int split, int64_t batch, int64_t context,
+                                 vram_tensor **ids, vram_tensor **targets) {
+    if (!d || !rt || !ids || !targets || batch < 1 || context < 1)
+        return vram_error(VRAM_ERR_INVALID_ARG, "dataset batch: batch %lld, context %lld", (long long)batch, (long long)context);
+    uint64_t lo = split == VRAM_SPLIT_VAL ? d->val_start : 0, hi = split == VRAM_SPLIT_VAL ? d->size : d->val_start;
+    if (hi - lo < (uint64_t)context + 1)
+        return vram_error(VRAM_ERR_INVALID_ARG, "dataset batch: the %s split has %llu bytes, fewer than context %lld + 1",
+                          split == VRAM_SPLIT_VAL ? "validation" : "training", (unsigned long long)(hi - lo),
+                          (long long)context);
+    int64_t shape[2] = {batch, context};
+    vram_tensor *x = NULL, *y = NULL;
+    vram_status s = vram_tensor_empty(rt, VRAM_DTYPE_I32, 2, shape, VRAM_TAG_TEMPORARY, &x);
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, VRAM_DTYPE_I32, 2, shape, VRAM_TAG_TEMPORARY, &y);
+    if (s != VRAM_OK) {
+        vram_tensor_free(x);
+        return s;
+    }
+    int32_t *xp = vram_tensor_data(x), *yp = vram_tensor_data(y);
+    uint64_t span = hi - lo - (uint64_t)context;
+    for (int64_t b = 0; b < batch; b++) {
+        uint64_t off = lo + (uint64_t)(vram_runtime_uniform(rt) * (double)span);
+        if (off >= lo + span) off = lo + span - 1;
+        const uint8_t *src = d->bytes + off;
+        for (int64_t t = 0; t < context; t++) {
+            xp[b * context + t] = src[t];
+            yp[b * context + t] = src[t + 1];
+        }
+    }
+    *ids = x;
+    *targets = y;
+    return VRAM_OK;
+}
+
+double vram_text_data_unigram_entropy(const vram_text_data *d) {
+    uint64_t counts[256] = {0};
+    for (uint64_t i = 0; i < d->val_start; i++) counts[d->bytes[i]]++;
+    double h = 0, n = (double)d->val_start;
+    for (int c = 0; c < 256; c++)
+        if (counts[c]) {
+            double p = (double)counts[c] / n;
+            h -= p * log(p);
+        }
+    return h;
+}

@@ -1,0 +1,180 @@
+/* optim.c — SGD, Adam, AdamW, Adagrad and global-norm clipping.
+ *
+ * An optimizer keeps, per parameter, up to two state tensors and a step count. State comes
+ * into being at the first step that sees the parameter's gradient (so constructing an
+ * optimizer costs nothing, as in PyTorch) and lives until vram_optimizer_free. The update
+ * itself is a kernel-table slot (sgd_update, adam_update, adagrad_update), so a CUDA table
+ * brings its own fused update.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_internal.h"
+#include "vram/optim.h"
+
+struct vram_optimizer {
+    vram_runtime *rt;
+    vram_param_list *params;
+    vram_optim_config cfg;
+    int n;
+    vram_tensor **s1, **s2; /* [n] state tensors (NULL until needed) */
+    int64_t *steps;
+};
+
+void vram_optim_config_default(vram_optim_kind kind, vram_optim_config *c) {
+    memset(c, 0, sizeof *c);
+    c->kind = kind;
+    c->beta1 = 0.9;
+    c->beta2 = 0.999;
+    switch (kind) {
+    case VRAM_OPTIM_SGD: c->lr = 0.01; break;
+    case VRAM_OPTIM_ADAM: c->lr = 1e-3; c->eps = 1e-8; break;
+    case VRAM_OPTIM_ADAMW: c->lr = 1e-3; c->eps = 1e-8; c->weight_decay = 0.01; break;
+    case VRAM_OPTIM_ADAGRAD: c->lr = 0.01; c->eps = 1e-10; break;
+    }
+}
+
+vram_status vram_optim_config_parse(const char *name, vram_optim_config *c) {
+    if (!name) return vram_error(VRAM_ERR_INVALID_ARG, "optimizer: no name");
+    if (!strcmp(name, "sgd")) {
+        vram_optim_config_default(VRAM_OPTIM_SGD, c);
+    } else if (!strcmp(name, "momentum")) {
+        vram_optim_config_default(VRAM_OPTIM_SGD, c);
+        c->momentum = 0.9;
+    } else if (!strcmp(name, "adam")) {
+        vram_optim_config_default(VRAM_OPTIM_ADAM, c);
+    } else if (!strcmp(name, "adamw")) {
+        vram_optim_config_default(VRAM_OPTIM_ADAMW, c);
+    } else if (!strcmp(name, "adagrad")) {
+        vram_optim_config_default(VRAM_OPTIM_ADAGRAD, c);
+    } else {
+        return vram_error(VRAM_ERR_INVALID_ARG, "unknown optimizer '%s' (sgd, momentum, adam, adamw, adagrad)", name);
+    }
+    return VRAM_OK;
+}
+
+const char *vram_optim_kind_name(vram_optim_kind k) {
+    switch (k) {
+    case VRAM_OPTIM_SGD: return "sgd";
+    case VRAM_OPTIM_ADAM: return "adam";
+    case VRAM_OPTIM_ADAMW: return "adamw";
+    case VRAM_OPTIM_ADAGRAD: return "adagrad";
+    }
+    return "?";
+}
+
+vram_status vram_optimizer_new(vram_runtime *rt, vram_param_list *params, const vram_optim_config *cfg,
+                               vram_optimizer **out) {
+    if (!rt || !params || !cfg || !out) return vram_error(VRAM_ERR_INVALID_ARG, "optimizer: null argument");
+    if (!(cfg->lr >= 0) || !(cfg->momentum >= 0) || !(cfg->weight_decay >= 0) || !(cfg->beta1 >= 0 && cfg->beta1 < 1) ||
+        !(cfg->beta2 >= 0 && cfg->beta2 < 1) || !(cfg->eps >= 0) || (unsigned)cfg->kind > VRAM_OPTIM_ADAGRAD)
+        return vram_error(VRAM_ERR_INVALID_ARG, "optimizer: bad hyperparameters (lr %g, momentum %g, betas %g %g)", cfg->lr,
+                          cfg->momentum, cfg->beta1, cfg->beta2);
+    vram_optimizer *o = calloc(1, sizeof *o);
+    int n = vram_param_list_count(params);
+    if (o) {
+        o->s1 = calloc((size_t)n + 1, sizeof *o->s1);
+        o->s2 = calloc((size_t)n + 1, sizeof *o->s2);
+        o->steps = calloc((size_t)n + 1, sizeof *o->steps);
+    }
+    if (!o || !o->s1 || !o->s2 || !o->steps) {
+        vram_optimizer_free(o);
+        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "optimizer: out of host memory");
+    }
+    o->rt = rt;
+    o->params = params;
+    o->cfg = *cfg;
+    o->n = n;
+    *out = o;
+    return VRAM_OK;
+}
+
+void vram_optimizer_free(vram_optimizer *o) {
+    if (!o) return;
+    for (int i = 0; o->s1 && i < o->n; i++) vram_tensor_free(o->s1[i]);
+    for (int i = 0; o->s2 && i < o->n; i++) vram_tensor_free(o->s2[i]);
+    free(o->s1);
+    free(o->s2);
+    free(o->steps);
+    free(o);
+}
+
+void vram_optimizer_set_lr(vram_optimizer *o, double lr) { o->cfg.lr = lr; }
+
+uint64_t vram_optimizer_state_bytes(const vram_optimizer *o) {
+    uint64_t b = 0;
+    for (int i = 0; i < o->n; i++) {
+        if (o->s1[i]) b += vram_tensor_storage_bytes(o->s1[i]);
+        if (o->s2[i]) b += vram_tensor_storage_bytes(o->s2[i]);
+    }
+    return b;
+}
+
+static vram_status state(vram_tensor *p, vram_tensor **slot) {
+    if (*slot) return VRAM_OK;
+    return vram_tensor_new(p->rt, p->dtype, p->ndim, p->shape, VRAM_TAG_OPTIMIZER_STATE, slot);
+}
+
+vram_status vram_optimizer_step(vram_optimizer *o) {
+    if (!o) return vram_error(VRAM_ERR_INVALID_ARG, "optimizer step: null optimizer");
+    const vram_kernels *k = o->rt->k;
+    const vram_optim_config *c = &o->cfg;
+    for (int i = 0; i < o->n; i++) {
+        vram_tensor *p = vram_param_list_get(o->params, i), *g = p->grad;
+        if (!g) continue;
+        if (!vram_tensor_is_contiguous(p) || !vram_tensor_is_contiguous(g))
+            return vram_error(VRAM_ERR_INVALID_ARG, "optimizer step: parameter %s is not contiguous",
+                              vram_param_list_name(o->params, i));
+        vram_status s = VRAM_OK;
+        int64_t n = vram_tensor_numel(p);
+        int64_t step = ++o->steps[i];
+        switch (c->kind) {
+        case VRAM_OPTIM_SGD:
+            if (c->momentum > 0) s = state(p, &o->s1[i]);
+            if (s == VRAM_OK)
+                k->sgd_update(p->dtype, n, vram_tensor_data(p), vram_tensor_data(g),
+                              o->s1[i] ? vram_tensor_data(o->s1[i]) : NULL, c->lr, c->momentum, c->weight_decay, step == 1);
+            break;
+        case VRAM_OPTIM_ADAM:
+        case VRAM_OPTIM_ADAMW:
+            s = state(p, &o->s1[i]);
+            if (s == VRAM_OK) s = state(p, &o->s2[i]);
+            if (s == VRAM_OK)
+                k->adam_update(p->dtype, n, vram_tensor_data(p), vram_tensor_data(g), vram_tensor_data(o->s1[i]),
+                               vram_tensor_data(o->s2[i]), c->lr, c->beta1, c->beta2, c->eps, c->weight_decay,
+                               c->kind == VRAM_OPTIM_ADAMW, step);
+            break;
+        case VRAM_OPTIM_ADAGRAD:
+            s = state(p, &o->s1[i]);
+            if (s == VRAM_OK)
+                k->adagrad_update(p->dtype, n, vram_tensor_data(p), vram_tensor_data(g), vram_tensor_data(o->s1[i]), c->lr,
+                                  c->eps, c->weight_decay, step, c->lr_decay);
+            break;
+        }
+        if (s != VRAM_OK) {
+            o->steps[i]--;
+            return s;
+        }
+    }
+    return VRAM_OK;
+}
+
+vram_status vram_clip_grad_norm(vram_param_list *params, double max_norm, double *total_norm) {
+    if (!params || !(max_norm > 0)) return vram_error(VRAM_ERR_INVALID_ARG, "clip_grad_norm: max_norm %g", max_norm);
+    double sq = 0;
+    for (int i = 0; i < vram_param_list_count(params); i++) {
+        vram_tensor *g = vram_param_list_get(params, i)->grad;
+        if (g) sq += g->rt->k->sum_squares(g->dtype, vram_tensor_numel(g), vram_tensor_data(g));
+    }
+    double norm = sqrt(sq);
+    if (total_norm) *total_norm = norm;
+    double coef = max_norm / (norm + 1e-6);
+    if (coef < 1) {
+        for (int i = 0; i < vram_param_list_count(params); i++) {
+            vram_tensor *g = vram_param_list_get(params, i)->grad;
+            if (g) g->rt->k->scale_inplace(g->dtype, vram_tensor_numel(g), vram_tensor_data(g), coef);
+        }
+    }
+    return VRAM_OK;
+}

@@ -1,0 +1,197 @@
+/* rt_internal.h — the runtime's private structures: storage, tensor, graph node, and the
+ * per-device kernel table that ops dispatch through.
+ *
+ * A kernel table (vram_kernels) is what a device brings to the runtime: the CPU table lives in
+ * cpu_kernels.c / cpu_matmul.c; a CUDA table would fill the same slots with launches. Ops
+ * (ops_*.c) check shapes, allocate outputs, call rt->k->..., and record graph nodes. Kernels
+ * write into memory the ops allocated; the one exception is the matrix product's pack
+ * buffers, which it takes from the runtime's allocator as temporaries.
+ */
+#ifndef VRAM_RT_INTERNAL_H
+#define VRAM_RT_INTERNAL_H
+
+#include <stdatomic.h>
+
+#include "vram/autograd.h"
+#include "vram/ops.h"
+
+#define MAXD VRAM_TENSOR_MAX_DIMS
+
+typedef struct vram_storage {
+    vram_runtime *rt;
+    void *data;
+    size_t nbytes;
+    vram_tag tag;
+    atomic_int refs;
+    int saved; /* how many graph nodes hold it for backward (tag is ACTIVATION while > 0) */
+    vram_tag tag_before_saved;
+} vram_storage;
+
+typedef struct vram_node vram_node;
+
+struct vram_tensor {
+    atomic_int refs;
+    vram_runtime *rt;
+    vram_storage *st;
+    vram_dtype dtype;
+    int ndim;
+    int64_t shape[MAXD];
+    int64_t strides[MAXD];
+    int64_t offset; /* in elements */
+    int requires_grad;
+    vram_tensor *grad;
+    vram_node *grad_fn;
+    int grad_is_temporary; /* a checkpoint's stand-in input: its grad is a temporary */
+};
+
+/* A strided view handed to kernels: data points at element [0..0]. */
+typedef struct vram_kview {
+    char *data;
+    vram_dtype dtype;
+    int ndim;
+    int64_t shape[MAXD];
+    int64_t strides[MAXD];
+} vram_kview;
+
+enum { VRAM_BIN_ADD, VRAM_BIN_SUB, VRAM_BIN_MUL, VRAM_BIN_DIV };
+enum { VRAM_UN_RELU, VRAM_UN_GELU, VRAM_UN_TANH, VRAM_UN_SCALE };
+
+typedef struct vram_kernels {
+    const char *name;
+    /* Strided copy with dtype conversion (dst and src have the same shape). */
+    void (*copy)(const vram_kview *dst, const vram_kview *src);
+    void (*fill)(const vram_kview *dst, double value);
+    /* out (contiguous, shape = broadcast shape) = a op b, where a and b are views over that
+     * shape with stride 0 in broadcast dims. f32/f64 only, one dtype. */
+    void (*binary)(int op, const vram_kview *out, const vram_kview *a, const vram_kview *b);
+    /* dst += src elementwise over src's shape; dst may have stride-0 dims (a reduction). */
+    void (*accumulate)(const vram_kview *dst, const vram_kview *src);
+    /* Contiguous n elements. */
+    void (*unary)(int op, double p, vram_dtype dt, int64_t n, void *out, const void *x);
+    /* gin = gout * f'(.), where `saved` is the input (relu, gelu) or the output (tanh). */
+    void (*unary_backward)(int op, double p, vram_dtype dt, int64_t n, void *gin, const void *gout,
+                           const void *saved);
+    /* C[b] = A[b] @ B[b] (+ C[b] if accumulate) for b < batch. A: M x K with strides (sa_m, sa_k),
+     * B: K x N with strides (sb_k, sb_n), C contiguous M x N; batch strides in elements. */
+    void (*matmul)(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K,
+                   const void *A, int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b,
+                   int64_t sb_k, int64_t sb_n, void *C, int accumulate);
+    /* Row softmax over n columns (rows contiguous). causal_t > 0: row r masks columns
+     * j > r % causal_t. log: log-softmax. */
+    void (*softmax)(vram_dtype dt, int64_t rows, int64_t n, int64_t causal_t, int log, void *out,
+                    const void *x);
+    void (*softmax_backward)(vram_dtype dt, int64_t rows, int64_t n, int log, void *gin,
+                             const void *gout, const void *y);
+    /* Layer norm over rows of n; mean/rstd [rows] written for backward. w, b may be NULL. */
+    void (*layer_norm)(vram_dtype dt, int64_t rows, int64_t n, double eps, void *out, const void *x,
+                       const void *w, const void *b, void *mean, void *rstd);
+    /* gx (may be NULL), gw, gb accumulate (+=) (may be NULL). */
+    void (*layer_norm_backward)(vram_dtype dt, int64_t rows, int64_t n, void *gx, void *gw, void *gb,
+                                const void *gout, const void *x, const void *w, const void *mean,
+                                const void *rstd);
+    /* out[i, :] = table[ids[i], :]; ids are already range-checked. */
+    void (*embedding)(vram_dtype dt, int64_t n_ids, int64_t c, void *out, const void *table,
+                      const void *ids, vram_dtype id_dt);
+    void (*embedding_backward)(vram_dtype dt, int64_t n_ids, int64_t c, void *gtable, const void *gout,
+                               const void *ids, vram_dtype id_dt);
+    /* Mean cross-entropy: returns the mean loss, writes lse[rows]. */
+    double (*cross_entropy)(vram_dtype dt, int64_t rows, int64_t n, const void *logits, const void *targets,
+                            vram_dtype tdt, void *lse);
+    void (*cross_entropy_backward)(vram_dtype dt, int64_t rows, int64_t n, double scale, void *glogits,
+                                   const void *logits, const void *targets, vram_dtype tdt,
+                                   const void *lse);
+    /* out = x * mask * scale (mask is u8). */
+    void (*mask_scale)(vram_dtype dt, int64_t n, void *out, const void *x, const uint8_t *mask, double scale);
+    /* im2col for one image: x [C, H, W] -> col [C*KH*KW, OH*OW]; col2im accumulates back. */
+    void (*im2col)(vram_dtype dt, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int stride,
+                   int pad, int64_t oh, int64_t ow, const void *x, void *col);
+    void (*col2im)(vram_dtype dt, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int stride,
+                   int pad, int64_t oh, int64_t ow, const void *col, void *gx);
+    /* Pooling over planes [P, H, W] -> [P, OH, OW]; max writes argmax (i32) for backward. */
+    void (*pool2d)(vram_dtype dt, int is_max, int64_t planes, int64_t h, int64_t w, int k, int stride,
+                   int64_t oh, int64_t ow, void *out, const void *x, int32_t *argmax);
+    void (*pool2d_backward)(vram_dtype dt, int is_max, int64_t planes, int64_t h, int64_t w, int k,
+                            int stride, int64_t oh, int64_t ow, void *gx, const void *gout,
+                            const int32_t *argmax);
+    /* Optimizer updates over n contiguous elements (see optim.c for the formulas). */
+    void (*sgd_update)(vram_dtype dt, int64_t n, void *p, const void *g, void *buf, double lr,
+                       double momentum, double weight_decay, int first);
+    void (*adam_update)(vram_dtype dt, int64_t n, void *p, const void *g, void *m, void *v, double lr,
+                        double b1, double b2, double eps, double weight_decay, int decoupled,
+                        int64_t step);
+    void (*adagrad_update)(vram_dtype dt, int64_t n, void *p, const void *g, void *sum, double lr,
+                           double eps, double weight_decay, int64_t step, double lr_decay);
+    /* Sum of squares (for the global gradient norm) and in-place scaling. */
+    double (*sum_squares)(vram_dtype dt, int64_t n, const void *x);
+    void (*scale_inplace)(vram_dtype dt, int64_t n, void *x, double s);
+} vram_kernels;
+
+extern const vram_kernels vram_cpu_kernels;
+
+struct vram_runtime {
+    vram_allocator *alloc;
+    const vram_kernels *k;
+    int threads;
+    uint64_t rng[4];
+};
+
+/* ---- tensor helpers (tensor.c) ---- */
+vram_status vram_tensor_empty(vram_runtime *rt, vram_dtype dt, int ndim, const int64_t *shape, vram_tag tag,
+                              vram_tensor **out);
+vram_status vram_tensor_empty_like(const vram_tensor *t, vram_tag tag, vram_tensor **out);
+/* A new view of t's storage with the given geometry (no graph history). */
+vram_tensor *vram_tensor_view_new(const vram_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
+                                  int64_t offset);
+void vram_kview_of(const vram_tensor *t, vram_kview *v);
+int64_t vram_shape_numel(int ndim, const int64_t *shape);
+int vram_shape_equal(const vram_tensor *a, const vram_tensor *b);
+/* A contiguous tensor with t's data: t itself (retained) when already contiguous. */
+vram_status vram_tensor_contig(vram_tensor *t, vram_tensor **out);
+#define SHAPE_STR(t, buf) vram_shape_str((t)->ndim, (t)->shape, buf, sizeof buf)
+
+/* ---- graph helpers (autograd.c) ---- */
+typedef vram_status (*vram_backward_fn)(vram_node *n, vram_tensor *gout, vram_tensor **gin);
+
+struct vram_node {
+    atomic_int refs;
+    const char *name;
+    vram_backward_fn backward;
+    void (*release_ctx)(vram_node *n);
+    int n_in;
+    vram_node **next;          /* [n_in]: producer node of input i, or NULL */
+    vram_tensor **leaf;        /* [n_in]: leaf input i that requires grad, or NULL */
+    int n_saved;
+    vram_tensor *saved[8];
+    int64_t ip[8];
+    double dp[4];
+    void *ctx;
+    int in_ndim[4];            /* input shapes, for ops that need them in backward */
+    int64_t in_shape[4][MAXD];
+    vram_runtime *rt;
+    /* engine state */
+    vram_tensor *pending;      /* gradient accumulated for this node's output */
+    int deps;
+    int visited;
+};
+
+/* 1 when grad mode is on and some input requires grad (so a node is to be recorded). */
+int vram_should_record(int n, vram_tensor *const *inputs);
+/* Creates a node for `out` with edges to the inputs; returns it (owned by out->grad_fn). */
+vram_node *vram_node_attach(vram_tensor *out, const char *name, vram_backward_fn bw, int n,
+                            vram_tensor *const *inputs);
+/* Keeps a detached alias of t for backward (re-tags temporaries as activations). */
+void vram_node_save(vram_node *n, vram_tensor *t);
+void vram_node_remember_shape(vram_node *n, int i, const vram_tensor *t);
+int vram_node_needs(const vram_node *n, int i);
+
+/* ---- shared op helpers (ops_*.c) ---- */
+vram_status vram_check_float(const char *op, const vram_tensor *t);
+vram_status vram_check_same_dtype(const char *op, const vram_tensor *a, const vram_tensor *b);
+/* Sums g down to a tensor of the given shape (the inverse of broadcasting). */
+vram_status vram_sum_to_shape(vram_tensor *g, int ndim, const int64_t *shape, vram_tensor **out);
+/* out = a + b for same-shape tensors, no graph (used by the engine to accumulate). */
+vram_status vram_add_nograd(vram_tensor *a, vram_tensor *b, vram_tensor **out);
+/* Batched matrix product without recording, on raw geometry (a, b: [.., M, K], [.., K, N]). */
+vram_status vram_matmul_raw(vram_tensor *a, vram_tensor *b, vram_tensor **out);
+
+#endif
