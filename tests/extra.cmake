@@ -67,6 +67,7 @@ foreach(f ${vram_lib_sources})
   endif()
 endforeach()
 # ---- end runtime ----
+
 # ---- tools: vram replay / vram bench end to end, and the trace parser fuzz target ----------
 # (maintained with src/trace and src/cli/{replay,bench}.c; keep other helpers' blocks apart)
 find_package(Python3 COMPONENTS Interpreter QUIET)
