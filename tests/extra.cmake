@@ -68,6 +68,32 @@ foreach(f ${vram_lib_sources})
 endforeach()
 # ---- end runtime ----
 
+# ---- issue 3 (cuda branch): PyTorch plug-in tests ----------------------------------------
+# The plug-in's Python side on a GPU with torch (label gpu; exits 77 = skipped without torch,
+# a GPU or the library), and the trace converter of `python -m vram_torch record` (no torch).
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME gpu_test_torch_plugin
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/gpu/test_torch_plugin.py
+                   ${CMAKE_BINARY_DIR}/libvram_torch.so)
+  set_tests_properties(gpu_test_torch_plugin PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600)
+  add_test(NAME test_vram_torch_record
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_record.py)
+endif()
+# A fake libcuda (tests/fakes/fake_cuda.c) for the CUDA device's CPU test.
+add_library(fake_cuda SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fakes/fake_cuda.c)
+set_target_properties(fake_cuda PROPERTIES C_VISIBILITY_PRESET hidden
+                      LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fakes)
+if(TARGET test_cuda_fake)
+  add_dependencies(test_cuda_fake fake_cuda)
+  target_compile_definitions(test_cuda_fake PRIVATE FAKE_CUDA_PATH="$<TARGET_FILE:fake_cuda>")
+  if(NOT VRAM_CUDA_INCLUDE_DIR)
+    # Without cuda.h the backend is the "built without CUDA headers" stub: nothing to test.
+    set_tests_properties(test_cuda_fake PROPERTIES DISABLED TRUE)
+  endif()
+endif()
+# ---- end issue 3 --------------------------------------------------------------------------
+
 # ---- tools: vram replay / vram bench end to end, and the trace parser fuzz target ----------
 # (maintained with src/trace and src/cli/{replay,bench}.c; keep other helpers' blocks apart)
 find_package(Python3 COMPONENTS Interpreter QUIET)

@@ -10,6 +10,7 @@
 
 vram_status vram_sim_device_open(const char *args, vram_device **out);
 vram_status vram_host_device_open(const char *args, vram_device **out);
+vram_status vram_cuda_device_open(const char *args, vram_device **out);
 
 static const struct {
     const char *name;
@@ -17,6 +18,7 @@ static const struct {
 } backends[] = {
     {"sim", vram_sim_device_open},
     {"host", vram_host_device_open},
+    {"cuda", vram_cuda_device_open},
 };
 
 vram_status vram_device_open(const char *spec, vram_device **out) {

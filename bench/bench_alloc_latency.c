@@ -1,0 +1,139 @@
+/* bench_alloc_latency.c — BENCHMARKS.md §2 through vram's allocator on any device:
+ *
+ *   bench_alloc_latency [DEVICE_SPEC] [--pairs N] [--repeat R]     (default cuda:0)
+ *
+ * 1. pair: allocate and free one block of the same size, repeatedly, after a warm-up; sizes
+ *    512 B, 64 KiB, 1 MiB, 16 MiB, 256 MiB; ns per allocate+free pair (median of R runs).
+ * 2. random live set: 1000 slots, 200,000 operations, xorshift64 seeded 88172645463325252,
+ *    slot k = next() % 1000 freed if full, else filled with size() = (1<<e) + next() % (1<<e),
+ *    e = 8 + next() % 19; ns per operation, peak reserved and peak allocated bytes.
+ * Both on stream 0 with the allocator's configuration from VRAM_ALLOC_CONF, so the same binary
+ * measures the pages model (default) and the segments model (expandable_segments:False).
+ * bench_torch_alloc.cpp runs the same two loops through PyTorch's allocators.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "vram/alloc.h"
+
+static double now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static uint64_t xs;
+static uint64_t next_u64(void) {
+    xs ^= xs << 13;
+    xs ^= xs >> 7;
+    xs ^= xs << 17;
+    return xs;
+}
+static size_t draw_size(void) {
+    uint64_t e = 8 + next_u64() % 19;
+    return (size_t)((1ull << e) + next_u64() % (1ull << e));
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+    const char *spec = "cuda:0";
+    long pairs = 100000, repeat = 5;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--pairs") == 0 && i + 1 < argc) pairs = atol(argv[++i]);
+        else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) repeat = atol(argv[++i]);
+        else if (argv[i][0] != '-') spec = argv[i];
+        else {
+            fprintf(stderr, "usage: bench_alloc_latency [DEVICE_SPEC] [--pairs N] [--repeat R]\n");
+            return 2;
+        }
+    }
+    if (pairs < 1 || repeat < 1 || repeat > 99) {
+        fprintf(stderr, "bench_alloc_latency: --pairs and --repeat must be positive (repeat <= 99)\n");
+        return 2;
+    }
+    vram_device *dev = NULL;
+    if (vram_device_open(spec, &dev) != VRAM_OK) {
+        fprintf(stderr, "bench_alloc_latency: %s: %s\n", spec, vram_last_error());
+        return 1;
+    }
+    vram_allocator *a = NULL;
+    if (vram_allocator_new(dev, NULL, &a) != VRAM_OK) {
+        fprintf(stderr, "bench_alloc_latency: %s\n", vram_last_error());
+        return 1;
+    }
+    char conf[256];
+    vram_alloc_config_format(vram_allocator_config(a), conf, sizeof conf);
+    printf("device: %s (%s), VRAM_ALLOC_CONF: %s\n", spec, dev->name, conf);
+    printf("allocator: vram %s\n", vram_allocator_config(a)->expandable_segments && vram_device_has_pages(dev)
+                                         ? "pages" : "segments");
+
+    const size_t sizes[] = {512, 64 << 10, 1 << 20, 16 << 20, 256 << 20};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        void *p = NULL;
+        for (int w = 0; w < 1000; w++) { /* warm-up: maps the pages, fills the caches */
+            if (vram_allocator_malloc(a, sizes[si], 0, VRAM_TAG_OTHER, &p) != VRAM_OK) {
+                fprintf(stderr, "bench_alloc_latency: %s\n", vram_last_error());
+                return 1;
+            }
+            vram_allocator_free(a, p);
+        }
+        double runs[99];
+        for (long r = 0; r < repeat; r++) {
+            double t0 = now_ns();
+            for (long i = 0; i < pairs; i++) {
+                vram_allocator_malloc(a, sizes[si], 0, VRAM_TAG_OTHER, &p);
+                vram_allocator_free(a, p);
+            }
+            runs[r] = (now_ns() - t0) / (double)pairs;
+        }
+        qsort(runs, (size_t)repeat, sizeof runs[0], cmp_double);
+        printf("pair %10zu B: %8.1f ns/pair (median of %ld x %ld)\n", sizes[si], runs[repeat / 2], repeat, pairs);
+    }
+
+    enum { SLOTS = 1000, OPS = 200000 };
+    static void *slot[SLOTS];
+    double runs[99];
+    int64_t peak_res = 0, peak_alloc = 0;
+    for (long r = 0; r < repeat; r++) {
+        memset(slot, 0, sizeof slot);
+        vram_allocator_empty_cache(a);
+        vram_allocator_reset_peak_stats(a);
+        xs = 88172645463325252ull;
+        long fails = 0;
+        double t0 = now_ns();
+        for (int op = 0; op < OPS; op++) {
+            uint64_t k = next_u64() % SLOTS;
+            if (slot[k]) {
+                vram_allocator_free(a, slot[k]);
+                slot[k] = NULL;
+            } else if (vram_allocator_malloc(a, draw_size(), 0, VRAM_TAG_OTHER, &slot[k]) != VRAM_OK) {
+                fails++;
+                slot[k] = NULL;
+            }
+        }
+        runs[r] = (now_ns() - t0) / OPS;
+        vram_stats st;
+        vram_allocator_get_stats(a, &st);
+        peak_res = st.reserved_bytes[0].peak;
+        peak_alloc = st.allocated_bytes[0].peak;
+        for (int k = 0; k < SLOTS; k++)
+            if (slot[k]) vram_allocator_free(a, slot[k]);
+        if (fails) printf("random: %ld allocations failed (%s)\n", fails, vram_last_error());
+    }
+    qsort(runs, (size_t)repeat, sizeof runs[0], cmp_double);
+    printf("random: %8.1f ns/op (median of %ld; min %.1f, max %.1f), peak reserved %.2f GB, peak allocated %.2f GB\n",
+           runs[repeat / 2], repeat, runs[0], runs[repeat - 1], peak_res / 1e9, peak_alloc / 1e9);
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    printf("device calls: %llu allocs/maps, %llu frees/unmaps\n", (unsigned long long)st.num_device_alloc,
+           (unsigned long long)st.num_device_free);
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+    return 0;
+}

@@ -1,0 +1,124 @@
+/* bench_cuda_pages.c — what one page map and unmap cost on a real GPU, to size the pages
+ * model's policy (how often the allocator may move pages before step time suffers).
+ *
+ *   bench_cuda_pages [DEVICE_SPEC]          (default cuda:0)
+ *
+ * Times vram's cuda device page_map / page_unmap for ranges of 1, 10 and 100 pages, then the
+ * driver calls under them one by one for one page (cuMemCreate, cuMemMap, cuMemSetAccess,
+ * cuMemUnmap, cuMemRelease) through its own dlopen of libcuda, and cuEventRecord+Query.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "vram/backend.h"
+
+#ifdef VRAM_BENCH_HAVE_CUDA_H
+#include <cuda.h>
+#endif
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+}
+
+int main(int argc, char **argv) {
+    const char *spec = argc > 1 ? argv[1] : "cuda:0";
+    vram_device *dev = NULL;
+    if (vram_device_open(spec, &dev) != VRAM_OK) {
+        fprintf(stderr, "bench_cuda_pages: %s: %s\n", spec, vram_last_error());
+        return 1;
+    }
+    if (!vram_device_has_pages(dev)) {
+        fprintf(stderr, "bench_cuda_pages: %s has no pages\n", spec);
+        return 1;
+    }
+    size_t pg = dev->page_size;
+    printf("device: %s (%s), page %zu bytes\n", spec, dev->name, pg);
+    uint64_t base = 0;
+    if (dev->ops->va_reserve(dev, 256 * pg, &base) != VRAM_OK) {
+        fprintf(stderr, "bench_cuda_pages: reserve: %s\n", vram_last_error());
+        return 1;
+    }
+    const int counts[] = {1, 10, 100};
+    for (int c = 0; c < 3; c++) {
+        int reps = counts[c] == 100 ? 10 : 100;
+        double tm = 0, tu = 0;
+        for (int r = 0; r < reps; r++) {
+            double t0 = now_us();
+            if (dev->ops->page_map(dev, base, counts[c] * pg) != VRAM_OK) {
+                fprintf(stderr, "map: %s\n", vram_last_error());
+                return 1;
+            }
+            double t1 = now_us();
+            dev->ops->page_unmap(dev, base, counts[c] * pg);
+            double t2 = now_us();
+            tm += t1 - t0;
+            tu += t2 - t1;
+        }
+        printf("vram page_map %3d pages: %8.1f us (%6.1f us/page); page_unmap: %8.1f us (%6.1f us/page)\n", counts[c],
+               tm / reps, tm / reps / counts[c], tu / reps, tu / reps / counts[c]);
+    }
+    if (dev->ops->event_record) {
+        void *ev = NULL;
+        double t0 = now_us();
+        for (int i = 0; i < 1000; i++) {
+            dev->ops->event_record(dev, 0, &ev);
+            dev->ops->event_query(dev, ev);
+            dev->ops->event_destroy(dev, ev);
+        }
+        printf("event record+query+destroy (pooled): %.2f us\n", (now_us() - t0) / 1000);
+    }
+#ifdef VRAM_BENCH_HAVE_CUDA_H
+    void *lib = strcmp(dev->kind, "cuda") == 0 ? dlopen("libcuda.so.1", RTLD_NOW) : NULL;
+    if (!lib) goto done;
+    CUresult (*create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long) =
+        (CUresult(*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long))dlsym(lib, "cuMemCreate");
+    CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) =
+        (CUresult(*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long))dlsym(lib, "cuMemMap");
+    CUresult (*access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t) =
+        (CUresult(*)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))dlsym(lib, "cuMemSetAccess");
+    CUresult (*unmap)(CUdeviceptr, size_t) = (CUresult(*)(CUdeviceptr, size_t))dlsym(lib, "cuMemUnmap");
+    CUresult (*release)(CUmemGenericAllocationHandle) = (CUresult(*)(CUmemGenericAllocationHandle))dlsym(lib, "cuMemRelease");
+    if (create && map && access && unmap && release) {
+        CUmemAllocationProp prop;
+        memset(&prop, 0, sizeof prop);
+        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = dev->index;
+        CUmemAccessDesc desc = {prop.location, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+        double t[6] = {0};
+        const int reps = 200;
+        for (int r = 0; r < reps; r++) {
+            CUmemGenericAllocationHandle h;
+            double a = now_us();
+            create(&h, pg, &prop, 0);
+            double b = now_us();
+            map((CUdeviceptr)base, pg, 0, h, 0);
+            double c = now_us();
+            access((CUdeviceptr)base, pg, &desc, 1);
+            double d = now_us();
+            unmap((CUdeviceptr)base, pg);
+            double e = now_us();
+            map((CUdeviceptr)base + pg, pg, 0, h, 0); /* the same handle at another address */
+            access((CUdeviceptr)base + pg, pg, &desc, 1);
+            double f = now_us();
+            unmap((CUdeviceptr)base + pg, pg);
+            double g = now_us();
+            release(h);
+            double hh = now_us();
+            t[0] += b - a, t[1] += c - b, t[2] += d - c, t[3] += e - d, t[4] += f - e, t[5] += hh - g;
+        }
+        printf("driver, one page: cuMemCreate %.1f us, cuMemMap %.1f us, cuMemSetAccess %.1f us, cuMemUnmap %.1f us, "
+               "remap of a kept handle (map+access) %.1f us, cuMemRelease %.1f us\n",
+               t[0] / reps, t[1] / reps, t[2] / reps, t[3] / reps, t[4] / reps, t[5] / reps);
+    }
+done:
+#endif
+    dev->ops->va_release(dev, base, 256 * pg);
+    vram_device_close(dev);
+    return 0;
+}

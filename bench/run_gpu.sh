@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# run_gpu.sh — everything issue 3 measures on a GPU machine, in one go, logs under $OUT (or ./gpu-out).
+#   bench/run_gpu.sh [tests] [latency] [workloads]      (default: all three)
+# Builds vram (Release, into b/), runs the CTest `gpu` label and the PyTorch plug-in test, the
+# allocator latency microbenchmarks (vram pages/segments; PyTorch native, expandable segments,
+# cudaMallocAsync and raw cudaMalloc through bench_torch_alloc.cpp, built here with g++ against
+# the installed torch), and the four real workloads under native (twice), expandable and vram.
+set -u
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+what=${*:-tests latency workloads}
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; uname -r; nproc;
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'; } > "$OUT/machine.txt" 2>&1
+cat "$OUT/machine.txt"
+cmake -S . -B b -DCMAKE_BUILD_TYPE=Release > "$OUT/build.log" 2>&1 && cmake --build b -j "$(nproc)" >> "$OUT/build.log" 2>&1 \
+  || { echo "BUILD FAILED"; tail -30 "$OUT/build.log"; exit 1; }
+export VRAM_TORCH_LIBRARY=$PWD/b/libvram_torch.so
+export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
+if [[ $what == *tests* ]]; then
+  (cd b && ctest --output-on-failure -j 4 -E '^gpu_' ) > "$OUT/tests.log" 2>&1; echo "cpu tests rc=$?"; tail -3 "$OUT/tests.log"
+  (cd b && ctest --output-on-failure -L gpu -V) > "$OUT/gpu_tests.log" 2>&1; echo "gpu tests rc=$?"
+  grep -E "passed|failed|FAIL|SKIP|tests passed|Test +#" "$OUT/gpu_tests.log" | tail -40
+fi
+if [[ $what == *latency* ]]; then
+  L=$OUT/latency.log; : > "$L"
+  TORCH_DIR=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')
+  CUDART_DIR=$(python3 -c 'import nvidia.cuda_runtime as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
+  g++ -O2 -std=c++17 bench/bench_torch_alloc.cpp -o b/bench_torch_alloc -I"$TORCH_DIR/include" \
+      -I/usr/local/cuda/include -L"$TORCH_DIR/lib" -Wl,--no-as-needed -ltorch_cuda -ltorch_cpu -Wl,--as-needed -lc10_cuda -lc10 -Wl,-rpath,"$TORCH_DIR/lib" \
+      ${CUDART_DIR:+-L"$CUDART_DIR" -Wl,-rpath,"$CUDART_DIR"} -l:libcudart.so.13 > "$OUT/torch_bench_build.log" 2>&1 \
+    || g++ -O2 -std=c++17 bench/bench_torch_alloc.cpp -o b/bench_torch_alloc -I"$TORCH_DIR/include" \
+      -I/usr/local/cuda/include -L"$TORCH_DIR/lib" -Wl,--no-as-needed -ltorch_cuda -ltorch_cpu -Wl,--as-needed -lc10_cuda -lc10 -Wl,-rpath,"$TORCH_DIR/lib" \
+      -L/usr/local/cuda/lib64 -lcudart >> "$OUT/torch_bench_build.log" 2>&1 || echo "torch bench build failed" | tee -a "$L"
+  { echo "## vram, pages model"; ./b/bench/bench_alloc_latency cuda:0
+    echo "## vram, segments model"; VRAM_ALLOC_CONF=expandable_segments:False ./b/bench/bench_alloc_latency cuda:0
+    echo "## PyTorch native"; ./b/bench_torch_alloc
+    echo "## PyTorch expandable_segments"; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ./b/bench_torch_alloc
+    echo "## cudaMallocAsync"; PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync ./b/bench_torch_alloc
+    echo "## cudaMalloc + cudaFree"; ./b/bench_torch_alloc cudamalloc
+    echo "## page map/unmap costs"; ./b/bench/bench_cuda_pages cuda:0; } >> "$L" 2>&1
+  cat "$L"
+fi
+if [[ $what == *workloads* ]]; then
+  for k in ${KINDS:-native vram expandable native2}; do
+    PYTHONUNBUFFERED=1 timeout ${WL_TIMEOUT:-200} python3 bench/torch_workloads.py --alloc $k --steps ${STEPS:-8} --out "$OUT/wl_$k.json" \
+      > "$OUT/wl_$k.log" 2>&1; echo "workloads $k rc=$?"; grep -E "Error|error" "$OUT/wl_$k.log" | tail -3
+  done
+  python3 bench/torch_workloads.py --report "$OUT"/wl_*.json | tee "$OUT/workloads.md"
+fi
+# everything back as one file (the tool returns at most 8)
+tar -C "$OUT" -czf /tmp/gpu-out.tgz . && rm -rf "${OUT:?}"/* && mv /tmp/gpu-out.tgz "$OUT/gpu-out.tgz"

@@ -1,0 +1,237 @@
+"""torch_workloads.py — the four PyTorch programs behind the bundled traces, run for a few
+steps under one allocator, measuring what a user sees.
+
+    python bench/torch_workloads.py --alloc vram|native|expandable [--steps N] [--out FILE.json]
+    python bench/torch_workloads.py --report A.json B.json ...      (a markdown table)
+
+Workloads (random weights, no downloads, same seeds under every allocator):
+  resnet50_train   torchvision ResNet-50, batch 64, fp32, SGD with momentum
+  gpt2_train       GPT-2 124M (transformers GPT2LMHeadModel from a config), batch 8 x 1024,
+                   bf16 autocast, AdamW
+  bert_varlen      BERT-base masked LM, batch 32, a random sequence length 16..512 each step,
+                   AdamW
+  gpt2_generate    GPT-2 124M sampling 384 tokens for 16 sequences with the KV cache
+
+The allocator is chosen before torch touches CUDA: vram through vram_torch.enable(), PyTorch's
+expandable segments through PYTORCH_CUDA_ALLOC_CONF. Per workload it records the losses (for
+generation: a checksum of the sampled tokens), the mean step time after the warm-up step(s) (two for training, one for generation; the
+BERT steps differ in length, but the lengths are the same under every allocator), the
+allocator's peak reserved and peak requested bytes (memory_stats of PyTorch or of
+vram_torch), and the device memory in use as cudaMemGetInfo reports it, sampled after every
+step, above what was in use before the workload started.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+WORKLOADS = ["resnet50_train", "gpt2_train", "bert_varlen", "gpt2_generate"]
+
+
+def setup_allocator(kind):
+    if kind == "expandable":
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    elif kind == "vram_segments":
+        os.environ["VRAM_ALLOC_CONF"] = "expandable_segments:False"
+    elif kind == "vram_p20":
+        os.environ["VRAM_ALLOC_CONF"] = "page_size_mb:20"
+    elif kind in ("native", "native2"):
+        os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    import torch
+    if kind.startswith("vram"):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+        import vram_torch
+        vram_torch.enable()
+        return torch, vram_torch
+    return torch, torch.cuda
+
+
+def build(name, torch):
+    """Returns step() -> float (loss or checksum) for the workload, all state captured."""
+    import random
+    torch.manual_seed(0)
+    random.seed(0)
+    dev = "cuda"
+    if name == "resnet50_train":
+        import torchvision
+        model = torchvision.models.resnet50().to(dev)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        g = torch.Generator().manual_seed(1)
+        x_cpu = torch.randn(64, 3, 224, 224, generator=g)
+        y_cpu = torch.randint(0, 1000, (64,), generator=g)
+        lossf = torch.nn.CrossEntropyLoss()
+
+        def step():
+            x, y = x_cpu.to(dev), y_cpu.to(dev)
+            opt.zero_grad(set_to_none=True)
+            loss = lossf(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss.item()
+        return step
+    if name in ("gpt2_train", "gpt2_generate"):
+        from transformers import GPT2Config, GPT2LMHeadModel
+        model = GPT2LMHeadModel(GPT2Config()).to(dev)
+        g = torch.Generator().manual_seed(2)
+        if name == "gpt2_train":
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            ids_cpu = torch.randint(0, 50257, (8, 1024), generator=g)
+
+            def step():
+                ids = ids_cpu.to(dev)
+                opt.zero_grad(set_to_none=True)
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    loss = model(input_ids=ids, labels=ids).loss
+                loss.backward()
+                opt.step()
+                return loss.item()
+            return step
+        model.eval()
+        prompt_cpu = torch.randint(0, 50257, (16, 16), generator=g)
+        count = [0]
+
+        def step():
+            torch.manual_seed(100 + count[0])
+            count[0] += 1
+            with torch.no_grad():
+                out = model.generate(prompt_cpu.to(dev), attention_mask=torch.ones_like(prompt_cpu).to(dev),
+                                     do_sample=True, top_k=50, max_new_tokens=384, min_new_tokens=384,
+                                     pad_token_id=50256, use_cache=True)
+            return float(out[:, 16:].sum().item())
+        return step
+    if name == "bert_varlen":
+        from transformers import BertConfig, BertForMaskedLM
+        model = BertForMaskedLM(BertConfig()).to(dev)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        rng = random.Random(3)
+        g = torch.Generator().manual_seed(3)
+
+        def step():
+            n = rng.randint(16, 512)
+            ids = torch.randint(0, 30522, (32, n), generator=g).to(dev)
+            opt.zero_grad(set_to_none=True)
+            loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+            opt.step()
+            return loss.item()
+        return step
+    raise SystemExit("unknown workload %s" % name)
+
+
+def run(kind, steps, workloads):
+    torch, mem = setup_allocator(kind)
+    import gc
+    torch.backends.cudnn.benchmark = False
+    results = []
+    for name in workloads:
+        gc.collect()
+        mem.empty_cache()
+        torch.cuda.synchronize()
+        free0, total = torch.cuda.mem_get_info()
+        if not kind.startswith("vram") or mem.is_enabled():
+            try:
+                mem.reset_peak_memory_stats()
+            except RuntimeError:
+                pass
+        n = steps if name != "gpt2_generate" else max(3, steps // 3)
+        t_build = time.perf_counter()
+        step = build(name, torch)
+        losses, times, used_peak = [], [], 0
+        for i in range(n):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            losses.append(step())
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+            free, _ = torch.cuda.mem_get_info()
+            used_peak = max(used_peak, free0 - free)
+        stats = mem.memory_stats()
+        r = {
+            "workload": name, "allocator": kind, "steps": n, "losses": losses,
+            "step_time_s": statistics.mean(times[2:] if len(times) > 3 else times[1:]),
+            "step_times_s": times,
+            "peak_reserved": stats.get("reserved_bytes.all.peak", 0),
+            "peak_requested": stats.get("requested_bytes.all.peak", 0),
+            "peak_allocated": stats.get("allocated_bytes.all.peak", 0),
+            "num_device_alloc": stats.get("num_device_alloc", 0),
+            "num_device_free": stats.get("num_device_free", 0),
+            "num_sync_all_streams": stats.get("num_sync_all_streams", 0),
+            "num_alloc_retries": stats.get("num_alloc_retries", 0),
+            "device_used_peak": used_peak,
+            "build_and_run_s": time.perf_counter() - t_build,
+        }
+        r["reserved_over_requested"] = r["peak_reserved"] / r["peak_requested"] if r["peak_requested"] else None
+        print(json.dumps({k: v for k, v in r.items() if k != "step_times_s"}), flush=True)
+        results.append(r)
+        del step
+    info = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda,
+            "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    return {"info": info, "results": results}
+
+
+def report(files):
+    runs = {}
+    info = None
+    for f in files:
+        d = json.load(open(f))
+        info = d["info"]
+        for r in d["results"]:
+            t = r["step_times_s"]
+            r["step_time_s"] = statistics.mean(t[2:] if len(t) > 3 else t[1:])
+            runs[(r["workload"], r["allocator"])] = r
+    kinds = [k for k in ("native", "native2", "expandable", "vram", "vram_segments", "vram_p20") if any(a == k for (_, a) in runs)]
+    gib = 1024 ** 3
+    print("GPU: %s, PyTorch %s, CUDA %s, %s\n" % (info["gpu"], info["torch"], info["cuda"], info["date"]))
+    print("| workload | allocator | peak requested | peak reserved | reserved / requested | device used (cudaMemGetInfo) "
+          "| step time | vs native | losses (first, last) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for w in WORKLOADS:
+        base = runs.get((w, "native"))
+        for k in kinds:
+            r = runs.get((w, k))
+            if not r:
+                continue
+            rel = "%+.1f%%" % (100 * (r["step_time_s"] / base["step_time_s"] - 1)) if base else "-"
+            print("| %s | %s | %.2f GiB | %.2f GiB | %.3f | %.2f GiB | %.1f ms | %s | %.6g, %.6g |" % (
+                w, k, r["peak_requested"] / gib, r["peak_reserved"] / gib, r["reserved_over_requested"] or 0,
+                r["device_used_peak"] / gib, 1000 * r["step_time_s"], rel, r["losses"][0], r["losses"][-1]))
+    print()
+    for w in WORKLOADS:
+        for k in kinds:
+            r = runs.get((w, k))
+            if r and k.startswith("vram"):
+                print("%s %s: %d steps, device maps/allocs %d, unmaps/frees %d, stream syncs %d, OOM retries %d" % (
+                    w, k, r["steps"], r.get("num_device_alloc", 0), r.get("num_device_free", 0),
+                    r.get("num_sync_all_streams", 0), r.get("num_alloc_retries", 0)))
+    print()
+    for w in WORKLOADS:
+        ls = {k: runs[(w, k)]["losses"] for k in kinds if (w, k) in runs}
+        if "native" in ls:
+            spread = max(abs(a - b) for a, b in zip(ls["native"], ls.get("native2", ls["native"])))
+            for k, v in ls.items():
+                diff = max(abs(a - b) for a, b in zip(ls["native"], v))
+                print("%s %s: max |loss - native loss| = %.3g (native run-to-run: %.3g)" % (w, k, diff, spread))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--alloc", choices=["vram", "vram_segments", "vram_p20", "native", "native2", "expandable"])
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--workloads", default=",".join(WORKLOADS))
+    p.add_argument("--out")
+    p.add_argument("--report", nargs="+")
+    a = p.parse_args()
+    if a.report:
+        report(a.report)
+        return
+    if not a.alloc:
+        p.error("--alloc or --report is required")
+    d = run(a.alloc, a.steps, a.workloads.split(","))
+    if a.out:
+        json.dump(d, open(a.out, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()

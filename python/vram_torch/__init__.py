@@ -1,0 +1,234 @@
+"""vram_torch — vram's caching allocator under an unchanged PyTorch program.
+
+    import vram_torch
+    vram_torch.enable()          # before the first CUDA tensor
+    ... the training script, unchanged ...
+    print(vram_torch.memory_summary())
+
+enable() loads libvram_torch.so and makes it PyTorch's CUDA allocator through
+torch.cuda.memory.CUDAPluggableAllocator. PyTorch's own memory_stats(), memory_summary(),
+max_memory_allocated(), empty_cache(), ... do not reach a pluggable allocator (they raise or do
+nothing), so this module has the same functions, answered by vram through ctypes; nothing is
+compiled. The library is looked for in $VRAM_TORCH_LIBRARY, beside this package, then in the
+repository's build folders (build/, b/).
+
+`python -m vram_torch record -o run.trace script.py args...` records any PyTorch program's
+allocations as a memtrace v1 file for `vram replay` (see vram_torch/record.py).
+"""
+import ctypes
+import os
+
+__all__ = [
+    "enable", "is_enabled", "library_path", "memory_stats", "memory_summary", "memory_allocated",
+    "max_memory_allocated", "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
+    "reset_accumulated_memory_stats", "empty_cache", "snapshot", "record_stream",
+    "set_per_process_memory_fraction", "oom_report",
+]
+
+_lib = None
+_enabled = False
+_allocator = None  # keeps the CUDAPluggableAllocator alive
+
+
+def library_path():
+    """The libvram_torch.so this module would load, or None."""
+    env = os.environ.get("VRAM_TORCH_LIBRARY")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.dirname(os.path.dirname(here))
+    for cand in [os.path.join(here, "libvram_torch.so")] + [
+            os.path.join(repo, d, "libvram_torch.so") for d in ("build", "b", "build-release")]:
+        if os.path.exists(cand):
+            return cand
+    return None
+
+
+def _load():
+    global _lib
+    if _lib is not None:
+        return _lib
+    path = library_path()
+    if not path or not os.path.exists(path):
+        raise RuntimeError(
+            "vram_torch: libvram_torch.so not found (looked at $VRAM_TORCH_LIBRARY, beside the "
+            "vram_torch package and in the repository's build/); build it with `make` or set "
+            "VRAM_TORCH_LIBRARY")
+    lib = ctypes.CDLL(path)
+    c_int, c_char_p, c_void_p, c_double = ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_double
+    sig = {
+        "vram_torch_use_c10": (c_int, [c_char_p]),
+        "vram_torch_last_error": (c_char_p, []),
+        "vram_torch_device_active": (c_int, [c_int]),
+        "vram_torch_init_device": (c_int, [c_int]),
+        "vram_torch_record_stream": (c_int, [c_void_p, c_int, c_void_p]),
+        "vram_torch_empty_cache": (c_int, [c_int]),
+        "vram_torch_reset_peak": (c_int, [c_int]),
+        "vram_torch_reset_accumulated": (c_int, [c_int]),
+        "vram_torch_set_memory_fraction": (c_int, [c_double, c_int]),
+        "vram_torch_oom_report": (c_char_p, [c_int]),
+        "vram_torch_string_free": (None, [c_void_p]),
+        "vram_torch_stats_text": (c_void_p, [c_int]),
+        "vram_torch_summary": (c_void_p, [c_int, c_int]),
+        "vram_torch_snapshot_json": (c_void_p, [c_int]),
+    }
+    for name, (res, args) in sig.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+    lib._path = path
+    _lib = lib
+    return lib
+
+
+def _error(what):
+    return RuntimeError("vram_torch: %s: %s" % (what, _lib.vram_torch_last_error().decode(errors="replace")))
+
+
+def _take_string(ptr, what):
+    if not ptr:
+        raise _error(what)
+    try:
+        return ctypes.string_at(ptr).decode()
+    finally:
+        _lib.vram_torch_string_free(ptr)
+
+
+def is_enabled():
+    return _enabled
+
+
+def enable():
+    """Makes vram PyTorch's CUDA allocator. Must run before the first CUDA allocation."""
+    global _enabled, _allocator
+    if _enabled:
+        return
+    import torch
+    lib = _load()
+    if torch.cuda.is_initialized():
+        try:
+            held = torch.cuda.memory_reserved()
+        except RuntimeError:
+            held = None
+        raise RuntimeError(
+            "vram_torch.enable() must run before CUDA is first used: PyTorch's allocator is already "
+            "initialized%s. Call it at the top of the script, before any tensor is put on the GPU."
+            % ("" if held is None else " and holds %d bytes" % held))
+    torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    alloc = torch.cuda.memory.CUDAPluggableAllocator(lib._path, "vram_torch_alloc", "vram_torch_free")
+    try:
+        torch.cuda.memory.change_current_allocator(alloc)
+    except RuntimeError as e:
+        raise RuntimeError("vram_torch.enable() must run before the first CUDA allocation (%s)" % e) from None
+    # Now that PyTorch's libraries are loaded, an out-of-memory can be thrown as
+    # c10::OutOfMemoryError (torch.OutOfMemoryError); otherwise it is a RuntimeError.
+    if not lib.vram_torch_use_c10(torch_lib.encode()):
+        import warnings
+        warnings.warn("vram_torch: out-of-memory will raise RuntimeError, not torch.OutOfMemoryError (%s)"
+                      % lib.vram_torch_last_error().decode(errors="replace"))
+    _allocator = alloc
+    _enabled = True
+
+
+def _device(device):
+    import torch
+    if device is None:
+        return torch.cuda.current_device()
+    if isinstance(device, int):
+        return device
+    d = torch.device(device)
+    return d.index if d.index is not None else torch.cuda.current_device()
+
+
+def _active(device):
+    return _load().vram_torch_device_active(device)
+
+
+def memory_stats(device=None):
+    """PyTorch's memory_stats() keys (allocated_bytes.all.current, ...), plus tags.*."""
+    d = _device(device)
+    if not _active(d):
+        return {}
+    text = _take_string(_lib.vram_torch_stats_text(d), "memory_stats")
+    out = {}
+    for line in text.splitlines():
+        key, _, value = line.rpartition(" ")
+        out[key] = int(value)
+    return dict(sorted(out.items()))
+
+
+def _stat(key, device):
+    return memory_stats(device).get(key, 0)
+
+
+def memory_allocated(device=None):
+    return _stat("allocated_bytes.all.current", device)
+
+
+def max_memory_allocated(device=None):
+    return _stat("allocated_bytes.all.peak", device)
+
+
+def memory_reserved(device=None):
+    return _stat("reserved_bytes.all.current", device)
+
+
+def max_memory_reserved(device=None):
+    return _stat("reserved_bytes.all.peak", device)
+
+
+def reset_peak_memory_stats(device=None):
+    d = _device(device)
+    if _active(d) and _lib.vram_torch_reset_peak(d) != 0:
+        raise _error("reset_peak_memory_stats")
+
+
+def reset_accumulated_memory_stats(device=None):
+    d = _device(device)
+    if _active(d) and _lib.vram_torch_reset_accumulated(d) != 0:
+        raise _error("reset_accumulated_memory_stats")
+
+
+def memory_summary(device=None, abbreviated=False):
+    """PyTorch's memory_summary() table, plus vram's memory by tag."""
+    d = _device(device)
+    if not _active(d):
+        return "vram: no allocations on cuda:%d yet\n" % d
+    return _take_string(_lib.vram_torch_summary(d, 1 if abbreviated else 0), "memory_summary")
+
+
+def empty_cache(device=None):
+    """Returns vram's cached memory to the driver (every device when device is None)."""
+    _load()
+    if _lib.vram_torch_empty_cache(-1 if device is None else _device(device)) != 0:
+        raise _error("empty_cache")
+
+
+def snapshot(device=None):
+    """The allocator's segments, blocks and recent events, as a dict (PyTorch's _snapshot layout)."""
+    import json
+    d = _device(device)
+    if not _active(d):
+        return {"segments": [], "device_traces": [[]]}
+    return json.loads(_take_string(_lib.vram_torch_snapshot_json(d), "snapshot"))
+
+
+def record_stream(tensor, stream):
+    """Tensor.record_stream for vram: the block is not reused until `stream`'s work queued
+    before the tensor's free has finished. (PyTorch's own Tensor.record_stream does nothing
+    under a pluggable allocator.)"""
+    storage = tensor.untyped_storage()
+    rc = _load().vram_torch_record_stream(ctypes.c_void_p(storage.data_ptr()), tensor.device.index,
+                                          ctypes.c_void_p(stream.cuda_stream))
+    if rc != 0:
+        raise _error("record_stream")
+
+
+def set_per_process_memory_fraction(fraction, device=None):
+    d = _device(device)
+    if _load().vram_torch_set_memory_fraction(float(fraction), d) != 0:
+        raise _error("set_per_process_memory_fraction")
+
+
+def oom_report(device=None):
+    """The report of the last out-of-memory on the device ("" if none)."""
+    return _load().vram_torch_oom_report(_device(device)).decode(errors="replace")

@@ -1,0 +1,108 @@
+"""record.py — any PyTorch program's CUDA allocations as a memtrace v1 file.
+
+    python -m vram_torch record -o run.trace [--device N] [--max-entries N] script.py args...
+
+The program runs unchanged, with PyTorch's own allocator, under
+torch.cuda.memory._record_memory_history (no stack capture, so it costs little). At its end the
+allocator's trace ring is read from torch.cuda.memory._snapshot() and turned into memtrace v1
+(the format of the bundled traces, ../shared/BENCHMARKS.md §1):
+
+    a ID SIZE STREAM     an "alloc" entry: requested size, a new dense id, the stream as a
+                         small integer in order of first use (the default stream is 0)
+    f ID                 the program's free of that allocation ("free_requested"; older
+                         PyTorch versions without it: "free_completed")
+
+and header lines with PyTorch's own peaks for the run, so `vram replay` can compare:
+peak_requested_bytes (from the trace), pytorch_native_peak_allocated_bytes and
+pytorch_native_peak_reserved_bytes (or pytorch_expandable_segments_peak_reserved_bytes when the
+program ran with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True).
+"""
+import datetime
+import os
+import runpy
+import sys
+
+
+def convert(traces, out, header):
+    """Writes memtrace v1 for one device's trace entries; returns (allocations, peak, skipped)."""
+    free_action = "free_requested"
+    if not any(e.get("action") == "free_requested" for e in traces):
+        free_action = "free_completed"
+    ids, streams = {}, {0: 0}
+    next_id = live = peak = skipped = 0
+    body = []
+    for e in traces:
+        action = e.get("action")
+        if action == "alloc":
+            addr, size, stream = e["addr"], int(e["size"]), int(e.get("stream", 0))
+            if addr in ids:  # an address reused without a free we saw: treat the old one as freed
+                old_id, old_size = ids.pop(addr)
+                body.append("f %d" % old_id)
+                live -= old_size
+            s = streams.setdefault(stream, len(streams))
+            ids[addr] = (next_id, size)
+            body.append("a %d %d %d" % (next_id, size, s))
+            next_id += 1
+            live += size
+            peak = max(peak, live)
+        elif action == free_action:
+            got = ids.pop(e["addr"], None)
+            if got is None:
+                skipped += 1  # allocated before recording started
+                continue
+            body.append("f %d" % got[0])
+            live -= got[1]
+    out.write("# memtrace v1\n")
+    header = dict(header)
+    header["peak_requested_bytes"] = peak
+    header["allocations"] = next_id
+    if skipped:
+        header["frees_of_earlier_allocations_skipped"] = skipped
+    for k, v in header.items():
+        out.write("# %s: %s\n" % (k, v))
+    for line in body:
+        out.write(line + "\n")
+    return next_id, peak, skipped
+
+
+def record(output, argv, device=None, max_entries=5_000_000):
+    import torch
+    if not argv:
+        raise SystemExit("vram_torch record: no script given (usage: python -m vram_torch record -o OUT script.py args...)")
+    script = argv[0]
+    if not os.path.exists(script):
+        raise SystemExit("vram_torch record: no such script: %s" % script)
+    torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=max_entries)
+    old_argv, old_path = sys.argv, list(sys.path)
+    sys.argv = list(argv)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    status = 0
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        sys.argv, sys.path = old_argv, old_path
+        snap = torch.cuda.memory._snapshot()
+        torch.cuda.memory._record_memory_history(enabled=None)
+        traces = snap.get("device_traces", [])
+        if device is None:  # the device with the most entries
+            device = max(range(len(traces)), key=lambda i: len(traces[i])) if traces else 0
+        entries = traces[device] if device < len(traces) else []
+        if len(entries) >= max_entries:
+            print("vram_torch record: the trace ring filled (%d entries): the start of the run is "
+                  "missing; raise --max-entries" % len(entries), file=sys.stderr)
+        conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") + "," + os.environ.get("PYTORCH_ALLOC_CONF", "")
+        kind = "expandable_segments" if "expandable_segments:true" in conf.lower().replace(" ", "") else "native"
+        header = {
+            "source": "PyTorch %s (CUDA %s), program %s, %s, %s" % (
+                torch.__version__.split("+")[0], torch.version.cuda, " ".join(argv),
+                torch.cuda.get_device_name(device), datetime.date.today().isoformat()),
+            "pytorch_%s_peak_allocated_bytes" % kind: torch.cuda.max_memory_allocated(device),
+            "pytorch_%s_peak_reserved_bytes" % kind: torch.cuda.max_memory_reserved(device),
+        }
+        with open(output, "w") as f:
+            n, peak, skipped = convert(entries, f, header)
+        print("vram_torch record: %d allocations, peak requested %d bytes -> %s" % (n, peak, output),
+              file=sys.stderr)
+    return status

@@ -1,0 +1,360 @@
+/* plugin.cpp — libvram_torch.so: vram's caching allocator as PyTorch's CUDA allocator.
+ *
+ * torch.cuda.memory.CUDAPluggableAllocator loads two C functions from this library,
+ * vram_torch_alloc and vram_torch_free; python/vram_torch (ctypes) loads it, swaps it in and
+ * calls the other exported functions for what PyTorch's own memory_stats(), memory_summary(),
+ * empty_cache(), ... cannot do for a pluggable allocator.
+ *
+ * State: one vram allocator per CUDA ordinal, created on the first allocation on that device
+ * over the device "cuda:N" (the primary context, which PyTorch uses too), with its
+ * configuration from VRAM_ALLOC_CONF. The table of allocators is read without a lock (atomic
+ * pointers); creation takes a mutex. Allocators live until the process ends, as PyTorch's do.
+ *
+ * Out of memory: PyTorch's pluggable allocator has no error channel (a NULL return becomes a
+ * tensor at address 0, and the next kernel faults the whole CUDA context), so the only way to
+ * give the script its torch.OutOfMemoryError is to throw c10::OutOfMemoryError through
+ * PyTorch's C++ frames. This library does not link libtorch: vram_torch_use_c10() is given
+ * PyTorch's library folder, finds the already-loaded libc10 / libc10_cuda with RTLD_NOLOAD and
+ * resolves c10::Error's constructor and OutOfMemoryError's vtable and type_info; the throw
+ * then builds a real c10::Error in place and gives it OutOfMemoryError's dynamic type. If
+ * those symbols cannot be found, a std::runtime_error with the same text is thrown (a
+ * RuntimeError in Python, which OutOfMemoryError subclasses). Either way the allocator's
+ * report is printed to stderr and kept for vram_torch_oom_report().
+ *
+ * That is why this file is C++ (the rest of vram is C11): only C++ can unwind through torch.
+ */
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <sys/types.h>
+#include <typeinfo>
+
+extern "C" {
+#include "vram/alloc.h"
+#include "vram/snapshot.h"
+#include "vram/summary.h"
+}
+
+#define VRAM_TORCH_API extern "C" __attribute__((visibility("default")))
+
+/* The summary and snapshot modules may be missing from a libvram being built up: referenced
+ * weakly, they are NULL there and the calls below say so instead of failing to link. */
+#pragma weak vram_memory_summary
+#pragma weak vram_allocator_snapshot
+#pragma weak vram_snapshot_write_json
+#pragma weak vram_snapshot_free
+
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+struct DeviceSlot {
+    std::atomic<vram_allocator *> alloc{nullptr};
+    vram_device *dev = nullptr;
+    std::string oom_report;
+};
+
+DeviceSlot g_slots[kMaxDevices];
+std::mutex g_mutex; /* creation of allocators, oom_report strings, g_error */
+std::string g_error;
+
+void set_error(const std::string &msg) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_error = msg;
+}
+
+vram_allocator *get_allocator(int device, bool create) {
+    if (device < 0 || device >= kMaxDevices) {
+        set_error("device index " + std::to_string(device) + " out of range");
+        return nullptr;
+    }
+    vram_allocator *a = g_slots[device].alloc.load(std::memory_order_acquire);
+    if (a || !create) {
+        if (!a) set_error("vram has not allocated on cuda:" + std::to_string(device) + " yet");
+        return a;
+    }
+    std::lock_guard<std::mutex> lock(g_mutex);
+    a = g_slots[device].alloc.load(std::memory_order_acquire);
+    if (a) return a;
+    char spec[32];
+    snprintf(spec, sizeof spec, "cuda:%d", device);
+    vram_device *dev = nullptr;
+    vram_status st = vram_device_open(spec, &dev);
+    if (st == VRAM_OK) {
+        st = vram_allocator_new(dev, nullptr, &a);
+        if (st != VRAM_OK) vram_device_close(dev);
+    }
+    if (st != VRAM_OK) {
+        g_error = std::string("vram: cannot start the allocator on ") + spec + ": " + vram_last_error();
+        fprintf(stderr, "%s\n", g_error.c_str());
+        return nullptr;
+    }
+    g_slots[device].dev = dev;
+    g_slots[device].alloc.store(a, std::memory_order_release);
+    return a;
+}
+
+/* c10::OutOfMemoryError, resolved at run time from the libraries PyTorch has loaded. */
+struct C10SourceLocation {
+    const char *function;
+    const char *file;
+    uint32_t line;
+};
+typedef void (*C10ErrorCtor)(void *self, C10SourceLocation loc, std::string msg);
+
+struct C10Oom {
+    C10ErrorCtor ctor = nullptr;
+    void *vtable_point = nullptr; /* OutOfMemoryError's vtable address point */
+    std::type_info *type = nullptr;
+    bool ready = false;
+} g_c10;
+
+void destroy_thrown(void *obj) {
+    /* The complete-object destructor is the first virtual slot of a std::exception subclass. */
+    typedef void (*Dtor)(void *);
+    Dtor d = (*reinterpret_cast<Dtor **>(obj))[0];
+    d(obj);
+}
+
+[[noreturn]] void throw_oom(const std::string &msg) {
+    if (g_c10.ready) {
+        const size_t kSize = 1024; /* more than sizeof(c10::Error) in any PyTorch 2.x */
+        void *obj = abi::__cxa_allocate_exception(kSize);
+        memset(obj, 0, kSize);
+        g_c10.ctor(obj, C10SourceLocation{"vram_torch_alloc", __FILE__, (uint32_t)__LINE__}, msg);
+        *reinterpret_cast<void **>(obj) = g_c10.vtable_point;
+        abi::__cxa_throw(obj, g_c10.type, destroy_thrown);
+    }
+    throw std::runtime_error(msg);
+}
+
+} // namespace
+
+/* Tells the plug-in where PyTorch's libraries are (torch/lib), so an out-of-memory can be
+ * thrown as c10::OutOfMemoryError. Returns 1 if that is now possible, 0 if not (the detail is
+ * in vram_torch_last_error). */
+VRAM_TORCH_API int vram_torch_use_c10(const char *torch_lib_dir) {
+    const char *libs[] = {"libc10_cuda.so", "libc10.so", "libtorch_cuda.so", "libtorch_cpu.so"};
+    void *handles[4] = {};
+    for (int i = 0; i < 4; i++) {
+        std::string path = std::string(torch_lib_dir ? torch_lib_dir : "") + "/" + libs[i];
+        handles[i] = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+        if (!handles[i]) handles[i] = dlopen(libs[i], RTLD_NOW | RTLD_NOLOAD);
+    }
+    auto find = [&](const char *sym) -> void * {
+        for (void *h : handles)
+            if (h)
+                if (void *p = dlsym(h, sym)) return p;
+        return nullptr;
+    };
+    void *ctor = find("_ZN3c105ErrorC2ENS_14SourceLocationENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE");
+    if (!ctor) ctor = find("_ZN3c105ErrorC1ENS_14SourceLocationENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE");
+    void *vtable = find("_ZTVN3c1016OutOfMemoryErrorE");
+    void *type = find("_ZTIN3c1016OutOfMemoryErrorE");
+    for (void *h : handles)
+        if (h) dlclose(h); /* RTLD_NOLOAD handles only add a reference; PyTorch keeps them loaded */
+    if (!ctor || !vtable || !type) {
+        set_error(std::string("c10::OutOfMemoryError not found in ") + (torch_lib_dir ? torch_lib_dir : "(null)") +
+                  (ctor ? "" : " [Error ctor missing]") + (vtable ? "" : " [vtable missing]") + (type ? "" : " [type_info missing]"));
+        g_c10.ready = false;
+        return 0;
+    }
+    g_c10.ctor = reinterpret_cast<C10ErrorCtor>(ctor);
+    g_c10.vtable_point = static_cast<char *>(vtable) + 2 * sizeof(void *);
+    g_c10.type = static_cast<std::type_info *>(type);
+    g_c10.ready = true;
+    return 1;
+}
+
+VRAM_TORCH_API void *vram_torch_alloc(ssize_t size, int device, void *stream) {
+    vram_allocator *a = get_allocator(device, true);
+    if (!a) throw_oom(g_error);
+    void *p = nullptr;
+    vram_status st = vram_allocator_malloc(a, size < 0 ? 0 : (size_t)size, (vram_stream)stream, VRAM_TAG_OTHER, &p);
+    if (st == VRAM_OK) return p;
+    std::string msg;
+    if (st == VRAM_ERR_OUT_OF_MEMORY) {
+        const char *report = vram_allocator_oom_report(a);
+        char req[32];
+        vram_format_size((uint64_t)(size < 0 ? 0 : size), req, sizeof req);
+        msg = std::string("CUDA out of memory (vram). Tried to allocate ") + req + " on cuda:" + std::to_string(device) +
+              ".\n" + (report && *report ? report : vram_last_error());
+        std::lock_guard<std::mutex> lock(g_mutex);
+        g_slots[device].oom_report = msg;
+    } else {
+        msg = std::string("vram allocation failed on cuda:") + std::to_string(device) + ": " + vram_status_str(st) + ": " +
+              vram_last_error();
+    }
+    fprintf(stderr, "%s\n", msg.c_str());
+    set_error(msg);
+    throw_oom(msg);
+}
+
+VRAM_TORCH_API void vram_torch_free(void *ptr, ssize_t size, int device, void *stream) {
+    (void)size;
+    (void)stream; /* the allocator knows the block's stream */
+    vram_allocator *a = get_allocator(device, false);
+    if (!a || vram_allocator_free(a, ptr) != VRAM_OK) {
+        /* A free PyTorch believes is ours but vram does not know: a bug somewhere; say it, do
+         * not throw from a deleter. */
+        fprintf(stderr, "vram: free of unknown pointer %p on cuda:%d: %s\n", ptr, device, vram_last_error());
+    }
+}
+
+/* All the functions below return 0 on success, -1 with vram_torch_last_error() set. */
+VRAM_TORCH_API const char *vram_torch_last_error(void) { return g_error.c_str(); }
+
+/* 1 if vram has an allocator on this device (it has served an allocation there). */
+VRAM_TORCH_API int vram_torch_device_active(int device) {
+    return device >= 0 && device < kMaxDevices && g_slots[device].alloc.load() != nullptr;
+}
+
+/* Starts the allocator on a device before its first allocation (e.g. to set a fraction). */
+VRAM_TORCH_API int vram_torch_init_device(int device) { return get_allocator(device, true) ? 0 : -1; }
+
+VRAM_TORCH_API int vram_torch_record_stream(void *ptr, int device, void *stream) {
+    vram_allocator *a = get_allocator(device, false);
+    if (!a) return -1;
+    if (vram_allocator_record_stream(a, ptr, (vram_stream)stream) != VRAM_OK) {
+        set_error(vram_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+VRAM_TORCH_API int vram_torch_empty_cache(int device) {
+    int rc = 0;
+    for (int d = 0; d < kMaxDevices; d++) {
+        if (device >= 0 && d != device) continue;
+        vram_allocator *a = g_slots[d].alloc.load();
+        if (a && vram_allocator_empty_cache(a) != VRAM_OK) {
+            set_error(vram_last_error());
+            rc = -1;
+        }
+    }
+    return rc;
+}
+
+VRAM_TORCH_API int vram_torch_reset_peak(int device) {
+    vram_allocator *a = get_allocator(device, false);
+    if (!a) return -1;
+    vram_allocator_reset_peak_stats(a);
+    return 0;
+}
+
+VRAM_TORCH_API int vram_torch_reset_accumulated(int device) {
+    vram_allocator *a = get_allocator(device, false);
+    if (!a) return -1;
+    vram_allocator_reset_accumulated_stats(a);
+    return 0;
+}
+
+VRAM_TORCH_API int vram_torch_set_memory_fraction(double fraction, int device) {
+    vram_allocator *a = get_allocator(device, true);
+    if (!a) return -1;
+    if (vram_allocator_set_memory_fraction(a, fraction) != VRAM_OK) {
+        set_error(vram_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+VRAM_TORCH_API const char *vram_torch_oom_report(int device) {
+    if (device < 0 || device >= kMaxDevices) return "";
+    return g_slots[device].oom_report.c_str();
+}
+
+VRAM_TORCH_API void vram_torch_string_free(char *s) { free(s); }
+
+/* The statistics as "name value" lines with PyTorch's memory_stats() key names, plus vram's
+ * per-tag figures as "tags.<name>.<stat>.<field>". Caller frees with vram_torch_string_free. */
+VRAM_TORCH_API char *vram_torch_stats_text(int device) {
+    vram_allocator *a = get_allocator(device, false);
+    if (!a) return nullptr;
+    vram_stats s;
+    vram_allocator_get_stats(a, &s);
+    std::string out;
+    char line[256];
+    auto stat = [&](const std::string &name, const vram_stat &v) {
+        snprintf(line, sizeof line, "%s.current %lld\n%s.peak %lld\n%s.allocated %lld\n%s.freed %lld\n", name.c_str(),
+                 (long long)v.current, name.c_str(), (long long)v.peak, name.c_str(), (long long)v.allocated, name.c_str(),
+                 (long long)v.freed);
+        out += line;
+    };
+    const char *pools[3] = {"all", "small_pool", "large_pool"};
+    struct {
+        const char *name;
+        const vram_stat *arr;
+    } arrays[] = {{"allocation", s.allocation},         {"segment", s.segment},
+                  {"active", s.active},                 {"inactive_split", s.inactive_split},
+                  {"allocated_bytes", s.allocated_bytes}, {"reserved_bytes", s.reserved_bytes},
+                  {"active_bytes", s.active_bytes},     {"inactive_split_bytes", s.inactive_split_bytes},
+                  {"requested_bytes", s.requested_bytes}};
+    for (auto &arr : arrays)
+        for (int p = 0; p < 3; p++) stat(std::string(arr.name) + "." + pools[p], arr.arr[p]);
+    stat("oversize_allocations", s.oversize_allocations);
+    stat("oversize_segments", s.oversize_segments);
+    snprintf(line, sizeof line,
+             "num_alloc_retries %llu\nnum_ooms %llu\nnum_sync_all_streams %llu\nnum_device_alloc %llu\n"
+             "num_device_free %llu\nmax_split_size %lld\n",
+             (unsigned long long)s.num_alloc_retries, (unsigned long long)s.num_ooms,
+             (unsigned long long)s.num_sync_all_streams, (unsigned long long)s.num_device_alloc,
+             (unsigned long long)s.num_device_free, (long long)s.max_split_size);
+    out += line;
+    for (uint32_t t = 0; t < s.num_tags && t < VRAM_TAG_MAX; t++) {
+        const char *name = vram_allocator_tag_name(a, t);
+        std::string base = std::string("tags.") + (name ? name : std::to_string(t));
+        stat(base + ".allocation", s.tags[t].allocation);
+        stat(base + ".allocated_bytes", s.tags[t].allocated_bytes);
+        stat(base + ".requested_bytes", s.tags[t].requested_bytes);
+    }
+    return strdup(out.c_str());
+}
+
+VRAM_TORCH_API char *vram_torch_summary(int device, int abbreviated) {
+    vram_allocator *a = get_allocator(device, false);
+    if (!a) return nullptr;
+    char *out = nullptr;
+    if (!vram_memory_summary) {
+        set_error("this libvram has no memory summary module");
+        return nullptr;
+    }
+    if (vram_memory_summary(a, abbreviated, &out) != VRAM_OK) {
+        set_error(vram_last_error());
+        return nullptr;
+    }
+    return out;
+}
+
+VRAM_TORCH_API char *vram_torch_snapshot_json(int device) {
+    vram_allocator *a = get_allocator(device, false);
+    if (!a) return nullptr;
+    vram_snapshot *snap = nullptr;
+    if (!vram_allocator_snapshot || !vram_snapshot_write_json || !vram_snapshot_free) {
+        set_error("this libvram has no snapshot module");
+        return nullptr;
+    }
+    if (vram_allocator_snapshot(a, &snap) != VRAM_OK) {
+        set_error(vram_last_error());
+        return nullptr;
+    }
+    char *buf = nullptr;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    vram_status st = f ? vram_snapshot_write_json(snap, f) : VRAM_ERR_IO;
+    if (f) fclose(f);
+    vram_snapshot_free(snap);
+    if (st != VRAM_OK) {
+        set_error(f ? vram_last_error() : "open_memstream failed");
+        free(buf);
+        return nullptr;
+    }
+    return buf;
+}

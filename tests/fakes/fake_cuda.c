@@ -1,0 +1,226 @@
+/* fake_cuda.c — a stand-in libcuda for testing vram's CUDA device (src/backends/cuda.c) and the
+ * allocator over it on machines without a GPU. Loaded through VRAM_LIBCUDA. It keeps the
+ * driver's rules that the backend must respect, and fails loudly (an error code, counted in
+ * fake_cuda_violations) where a real driver would fail:
+ *   - cuMemUnmap must cover exactly whole mappings (a sub-range of one mapping is refused);
+ *   - cuMemSetAccess must cover only mapped memory;
+ *   - cuMemMap must not overlap a mapping, and must be granularity-aligned inside a reservation;
+ *   - physical memory (cuMemCreate + cuMemAlloc) is limited to FAKE_CUDA_MEMORY bytes
+ *     (default 1 GiB), beyond which CUDA_ERROR_OUT_OF_MEMORY;
+ *   - an event stays pending for FAKE_CUDA_EVENT_LAG queries after its record (default 2), so
+ *     the allocator's not-ready paths run; cuEventSynchronize / cuCtxSynchronize complete it.
+ * FAKE_CUDA_NO_VMM=1 makes the device report no virtual memory management.
+ * Device memory is never dereferenced, so addresses are plain numbers handed out from a
+ * counter. fake_cuda_counts() reports what is still held, for leak checks.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define GRAN (2ull << 20)
+
+typedef int CUresult;
+enum { OK = 0, E_INVALID_VALUE = 1, E_OOM = 2, E_NOT_READY = 600, E_NOT_FOUND = 500, E_INVALID_DEVICE = 101 };
+
+typedef struct handle {
+    uint64_t size;
+    int mapped;
+} handle;
+typedef struct mapping {
+    uint64_t addr, size;
+    handle *h;
+    int access;
+} mapping;
+typedef struct range {
+    uint64_t addr, size;
+} range;
+typedef struct event {
+    int pending;
+} event;
+
+static uint64_t capacity, used, next_addr = 0x7f0000000000ull;
+static mapping maps[1 << 16];
+static int nmaps;
+static range reservations[256], allocs[1 << 14];
+static int nres, nallocs, handles_live, events_live, violations;
+
+static uint64_t env_u64(const char *name, uint64_t dflt) {
+    const char *v = getenv(name);
+    return v && *v ? strtoull(v, NULL, 0) : dflt;
+}
+
+EXPORT void fake_cuda_counts(int *mappings, int *handles, int *reserved_ranges, int *segments, uint64_t *used_bytes,
+                             int *bad_calls) {
+    *mappings = nmaps, *handles = handles_live, *reserved_ranges = nres, *segments = nallocs;
+    *used_bytes = used, *bad_calls = violations;
+}
+
+static CUresult bad(CUresult r) {
+    violations++;
+    return r;
+}
+
+EXPORT CUresult cuInit(unsigned flags) {
+    (void)flags;
+    capacity = env_u64("FAKE_CUDA_MEMORY", 1ull << 30);
+    return OK;
+}
+EXPORT CUresult cuDriverGetVersion(int *v) { *v = 13000; return OK; }
+EXPORT CUresult cuGetErrorName(CUresult r, const char **s) {
+    *s = r == E_OOM ? "CUDA_ERROR_OUT_OF_MEMORY" : r == E_NOT_READY ? "CUDA_ERROR_NOT_READY" : "CUDA_ERROR_FAKE";
+    return OK;
+}
+EXPORT CUresult cuDeviceGetCount(int *n) { *n = 1; return OK; }
+EXPORT CUresult cuDeviceGet(int *d, int ordinal) { *d = ordinal; return ordinal == 0 ? OK : E_INVALID_DEVICE; }
+EXPORT CUresult cuDeviceGetName(char *name, int len, int d) {
+    (void)d;
+    strncpy(name, "Fake GPU", (size_t)len);
+    return OK;
+}
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *b, int d) { (void)d; *b = capacity; return OK; }
+EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, int d) {
+    (void)d;
+    *v = attr == 102 ? !env_u64("FAKE_CUDA_NO_VMM", 0) : 0;
+    return OK;
+}
+static int ctx_token;
+EXPORT CUresult cuDevicePrimaryCtxRetain(void **ctx, int d) { (void)d; *ctx = &ctx_token; return OK; }
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(int d) { (void)d; return OK; }
+EXPORT CUresult cuCtxSetCurrent(void *ctx) { return ctx == &ctx_token ? OK : bad(E_INVALID_VALUE); }
+EXPORT CUresult cuCtxSynchronize(void) { return OK; }
+
+EXPORT CUresult cuMemAlloc_v2(uint64_t *p, size_t size) {
+    if (size == 0 || nallocs == (int)(sizeof allocs / sizeof allocs[0])) return bad(E_INVALID_VALUE);
+    if (used + size > capacity) return E_OOM;
+    used += size;
+    *p = next_addr;
+    next_addr += (size + GRAN - 1) / GRAN * GRAN + GRAN;
+    allocs[nallocs++] = (range){*p, size};
+    return OK;
+}
+EXPORT CUresult cuMemFree_v2(uint64_t p) {
+    for (int i = 0; i < nallocs; i++)
+        if (allocs[i].addr == p) {
+            used -= allocs[i].size;
+            allocs[i] = allocs[--nallocs];
+            return OK;
+        }
+    return bad(E_INVALID_VALUE);
+}
+EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t) { *f = capacity - used; *t = capacity; return OK; }
+
+EXPORT CUresult cuMemAddressReserve(uint64_t *p, size_t size, size_t align, uint64_t addr, unsigned long long fl) {
+    (void)align, (void)addr, (void)fl;
+    if (size == 0 || size % GRAN || nres == 256) return bad(E_INVALID_VALUE);
+    *p = next_addr;
+    next_addr += size + GRAN;
+    reservations[nres++] = (range){*p, size};
+    return OK;
+}
+EXPORT CUresult cuMemAddressFree(uint64_t p, size_t size) {
+    for (int i = 0; i < nres; i++)
+        if (reservations[i].addr == p && reservations[i].size == size) {
+            for (int m = 0; m < nmaps; m++)
+                if (maps[m].addr >= p && maps[m].addr < p + size) return bad(E_INVALID_VALUE); /* still mapped */
+            reservations[i] = reservations[--nres];
+            return OK;
+        }
+    return bad(E_INVALID_VALUE);
+}
+EXPORT CUresult cuMemCreate(void **h, size_t size, const void *prop, unsigned long long fl) {
+    (void)prop, (void)fl;
+    if (size == 0 || size % GRAN) return bad(E_INVALID_VALUE);
+    if (used + size > capacity) return E_OOM;
+    handle *x = calloc(1, sizeof *x);
+    x->size = size;
+    used += size;
+    handles_live++;
+    *h = x;
+    return OK;
+}
+EXPORT CUresult cuMemRelease(void *hv) {
+    handle *h = hv;
+    if (!h || h->mapped) return bad(E_INVALID_VALUE); /* vram always unmaps first */
+    used -= h->size;
+    handles_live--;
+    free(h);
+    return OK;
+}
+EXPORT CUresult cuMemMap(uint64_t p, size_t size, size_t off, void *hv, unsigned long long fl) {
+    (void)fl;
+    handle *h = hv;
+    if (!h || off || size != h->size || p % GRAN || h->mapped || nmaps == (int)(sizeof maps / sizeof maps[0]))
+        return bad(E_INVALID_VALUE);
+    int inside = 0;
+    for (int i = 0; i < nres; i++)
+        if (p >= reservations[i].addr && p + size <= reservations[i].addr + reservations[i].size) inside = 1;
+    if (!inside) return bad(E_INVALID_VALUE);
+    for (int m = 0; m < nmaps; m++)
+        if (p < maps[m].addr + maps[m].size && maps[m].addr < p + size) return bad(E_INVALID_VALUE);
+    maps[nmaps++] = (mapping){p, size, h, 0};
+    h->mapped = 1;
+    return OK;
+}
+EXPORT CUresult cuMemUnmap(uint64_t p, size_t size) {
+    /* [p, p+size) must be a union of whole mappings */
+    uint64_t covered = 0;
+    for (int m = 0; m < nmaps; m++) {
+        int in = maps[m].addr >= p && maps[m].addr + maps[m].size <= p + size;
+        int touches = maps[m].addr < p + size && p < maps[m].addr + maps[m].size;
+        if (touches && !in) return bad(E_INVALID_VALUE);
+        if (in) covered += maps[m].size;
+    }
+    if (covered != size) return bad(E_INVALID_VALUE);
+    for (int m = 0; m < nmaps;) {
+        if (maps[m].addr >= p && maps[m].addr + maps[m].size <= p + size) {
+            maps[m].h->mapped = 0;
+            maps[m] = maps[--nmaps];
+        } else {
+            m++;
+        }
+    }
+    return OK;
+}
+EXPORT CUresult cuMemSetAccess(uint64_t p, size_t size, const void *desc, size_t count) {
+    (void)desc;
+    if (count != 1) return bad(E_INVALID_VALUE);
+    uint64_t covered = 0;
+    for (int m = 0; m < nmaps; m++)
+        if (maps[m].addr >= p && maps[m].addr + maps[m].size <= p + size) covered += maps[m].size, maps[m].access = 1;
+    return covered == size ? OK : bad(E_INVALID_VALUE);
+}
+EXPORT CUresult cuMemGetAllocationGranularity(size_t *g, const void *prop, int flags) {
+    (void)prop, (void)flags;
+    *g = GRAN;
+    return OK;
+}
+
+EXPORT CUresult cuEventCreate(void **e, unsigned flags) {
+    (void)flags;
+    *e = calloc(1, sizeof(event));
+    events_live++;
+    return OK;
+}
+EXPORT CUresult cuEventRecord(void *e, void *stream) {
+    (void)stream;
+    ((event *)e)->pending = (int)env_u64("FAKE_CUDA_EVENT_LAG", 2);
+    return OK;
+}
+EXPORT CUresult cuEventQuery(void *e) {
+    event *x = e;
+    if (x->pending > 0) {
+        x->pending--;
+        return E_NOT_READY;
+    }
+    return OK;
+}
+EXPORT CUresult cuEventSynchronize(void *e) {
+    ((event *)e)->pending = 0;
+    return OK;
+}
+EXPORT CUresult cuEventDestroy_v2(void *e) {
+    free(e);
+    events_live--;
+    return OK;
+}

@@ -1,0 +1,147 @@
+"""test_torch_plugin.py — vram_torch under a real PyTorch on a GPU: tensors computed through
+vram's allocator, its statistics, summary and snapshot, OOM as torch.OutOfMemoryError with
+recovery, empty_cache visible in cudaMemGetInfo, record_stream, enable() refused after CUDA use,
+and `python -m vram_torch record` writing a memtrace v1 file. Exits 77 (skipped) without torch,
+a GPU or libvram_torch.so.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "python"))
+
+passed = failed = 0
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL:", what, file=sys.stderr)
+
+
+try:
+    import torch
+except ImportError:
+    print("SKIP: no torch")
+    sys.exit(77)
+if not torch.cuda.is_available():
+    print("SKIP: no CUDA device")
+    sys.exit(77)
+if len(sys.argv) > 1:
+    os.environ["VRAM_TORCH_LIBRARY"] = sys.argv[1]
+import vram_torch  # noqa: E402
+
+if not vram_torch.library_path():
+    print("SKIP: libvram_torch.so not built")
+    sys.exit(77)
+
+vram_torch.enable()
+check(vram_torch.is_enabled(), "enabled")
+
+# Compute through vram.
+a = torch.randn(1024, 1024, device="cuda")
+b = torch.randn(1024, 1024, device="cuda")
+c = a @ b
+ref = (a.double() @ b.double()).float()
+check(torch.allclose(c, ref, rtol=1e-2, atol=1e-2), "matmul on vram memory is right")
+st = vram_torch.memory_stats()
+check(st.get("allocated_bytes.all.current", 0) >= 3 * 4 * 1024 * 1024, "allocated counts the three tensors: %s" % st.get("allocated_bytes.all.current"))
+check(vram_torch.memory_allocated() == st["allocated_bytes.all.current"], "memory_allocated")
+check(vram_torch.max_memory_allocated() >= vram_torch.memory_allocated(), "max_memory_allocated")
+check(vram_torch.memory_reserved() >= vram_torch.memory_allocated(), "memory_reserved")
+before = vram_torch.memory_allocated()
+x = torch.empty(100 * 2**20, dtype=torch.uint8, device="cuda")
+check(vram_torch.memory_allocated() - before >= 100 * 2**20, "a 100 MiB tensor is counted")
+del x
+check(vram_torch.memory_allocated() == before, "and uncounted when freed")
+vram_torch.reset_peak_memory_stats()
+check(vram_torch.max_memory_allocated() == vram_torch.memory_allocated(), "reset_peak_memory_stats")
+
+try:
+    s = vram_torch.memory_summary()
+    check("Allocated memory" in s or "allocated" in s.lower(), "memory_summary has the table")
+    print(s)
+except RuntimeError as e:
+    print("memory_summary unavailable:", e)
+    failed += 1
+try:
+    snap = vram_torch.snapshot()
+    check(len(snap.get("segments", [])) >= 1, "snapshot lists segments")
+except RuntimeError as e:
+    print("snapshot unavailable:", e)
+    failed += 1
+
+# Out of memory: a limit, a torch.OutOfMemoryError, and recovery.
+vram_torch.set_per_process_memory_fraction(0.05)
+cap = torch.cuda.get_device_properties(0).total_memory
+try:
+    big = torch.empty(int(cap * 0.2), dtype=torch.uint8, device="cuda")
+    check(False, "an allocation above the fraction must fail")
+except torch.OutOfMemoryError as e:
+    check("out of memory" in str(e).lower(), "OOM message: %s" % str(e)[:200])
+    print("OutOfMemoryError raised as torch.OutOfMemoryError")
+except RuntimeError as e:
+    check(False, "OOM came as RuntimeError, not torch.OutOfMemoryError: %s" % str(e)[:300])
+check(len(vram_torch.oom_report()) > 0, "oom_report kept")
+ok = torch.ones(1000, device="cuda")
+check(float(ok.sum()) == 1000.0, "allocation after OOM works")
+vram_torch.set_per_process_memory_fraction(1.0)
+
+# empty_cache: cudaMemGetInfo shows the cache returned.
+xs = [torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda") for _ in range(8)]
+del xs
+torch.cuda.synchronize()
+free0, _ = torch.cuda.mem_get_info()
+cached = vram_torch.memory_reserved() - vram_torch.memory_allocated()
+vram_torch.empty_cache()
+free1, _ = torch.cuda.mem_get_info()
+check(cached >= 2 * 2**30 - 2**20, "2 GiB cached: %d" % cached)
+check(free1 - free0 >= cached - 8 * 2**20, "empty_cache freed %d of %d cached on the device" % (free1 - free0, cached))
+
+# record_stream: a tensor used on a side stream.
+side = torch.cuda.Stream()
+t = torch.ones(2**20, device="cuda")
+with torch.cuda.stream(side):
+    u = t * 2
+vram_torch.record_stream(t, side)
+del t
+torch.cuda.synchronize()
+check(float(u.sum()) == 2 * 2**20, "record_stream tensor result")
+
+# enable() after CUDA use: a clear error (in a fresh process).
+code = ("import sys; sys.path.insert(0, %r); import torch, vram_torch; torch.ones(1, device='cuda');\n"
+        "try:\n    vram_torch.enable()\nexcept RuntimeError as e:\n    print('REFUSED', e)\n") % os.path.join(REPO, "python")
+out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
+check("REFUSED" in out.stdout and "before" in out.stdout, "enable() after CUDA use is refused: %r %r" % (out.stdout, out.stderr[-300:]))
+
+# python -m vram_torch record
+with tempfile.TemporaryDirectory() as d:
+    script = os.path.join(d, "prog.py")
+    with open(script, "w") as f:
+        f.write("import sys, torch\nxs=[torch.empty(int(sys.argv[1]), device='cuda') for _ in range(5)]\n"
+                "del xs\ny = torch.randn(256, 256, device='cuda') @ torch.randn(256, 256, device='cuda')\n")
+    trace = os.path.join(d, "run.trace")
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    out = subprocess.run([sys.executable, "-m", "vram_torch", "record", "-o", trace, script, "1000"],
+                         capture_output=True, text=True, env=env)
+    check(out.returncode == 0, "record exits 0: %s" % out.stderr[-500:])
+    lines = open(trace).read().splitlines() if os.path.exists(trace) else []
+    check(lines[:1] == ["# memtrace v1"], "memtrace header")
+    allocs = [l for l in lines if l.startswith("a ")]
+    frees = [l for l in lines if l.startswith("f ")]
+    check(len(allocs) >= 8, "the program's allocations are recorded: %d" % len(allocs))
+    check(any(l.split()[2] == "4000" for l in allocs), "requested sizes (1000 floats = 4000 bytes)")
+    check(len(frees) >= 5, "frees recorded")
+    check([int(l.split()[1]) for l in allocs] == list(range(len(allocs))), "dense new ids")
+    check(any(l.startswith("# peak_requested_bytes:") for l in lines), "peak_requested_bytes header")
+    check(any(l.startswith("# pytorch_native_peak_reserved_bytes:") for l in lines), "native peak header")
+    print("\n".join(lines[:8]))
+
+print("%d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)

@@ -1,0 +1,155 @@
+/* test_cuda_fake.c — vram's CUDA device and the allocator over it, against a fake driver
+ * (tests/fakes/fake_cuda.c, loaded through VRAM_LIBCUDA) that enforces the driver's rules:
+ * whole-mapping unmaps, access only on mapped memory, limited physical memory, events that stay
+ * pending for a while. Runs on any machine; the real-GPU tests are in tests/gpu/.
+ */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "vram/alloc.h"
+
+#define MiB (1ull << 20)
+
+typedef void (*counts_fn)(int *, int *, int *, int *, uint64_t *, int *);
+static counts_fn fake_counts;
+
+static void expect_clean(const char *when) {
+    int maps, handles, res, segs, bad;
+    uint64_t used;
+    fake_counts(&maps, &handles, &res, &segs, &used, &bad);
+    CHECK(maps == 0 && handles == 0 && res == 0 && segs == 0 && used == 0,
+          "%s: driver still holds %d mappings, %d handles, %d reservations, %d segments, %llu bytes", when, maps,
+          handles, res, segs, (unsigned long long)used);
+    CHECK(bad == 0, "%s: %d calls broke the driver's rules", when, bad);
+}
+
+static uint64_t xs = 88172645463325252ull;
+static uint64_t next_rand(void) {
+    xs ^= xs << 13;
+    xs ^= xs >> 7;
+    xs ^= xs << 17;
+    return xs;
+}
+
+/* Random allocation and free on four streams with the invariant check along the way. */
+static void allocator_run(vram_device *dev, const char *what) {
+    vram_allocator *a = NULL;
+    CHECK_OK(vram_allocator_new(dev, NULL, &a));
+    if (!a) return;
+    enum { SLOTS = 300, OPS = 6000 };
+    static void *slot[SLOTS];
+    memset(slot, 0, sizeof slot);
+    int ooms = 0, errors = 0, bad_checks = 0;
+    for (int op = 0; op < OPS; op++) {
+        int k = (int)(next_rand() % SLOTS);
+        if (slot[k]) {
+            if (vram_allocator_free(a, slot[k]) != VRAM_OK) errors++;
+            slot[k] = NULL;
+        } else {
+            size_t size = (size_t)(next_rand() % (8 * MiB)) + 1;
+            vram_stream s = (vram_stream)(0x1000 * (1 + next_rand() % 4));
+            vram_status st = vram_allocator_malloc(a, size, s, VRAM_TAG_OTHER, &slot[k]);
+            if (st == VRAM_ERR_OUT_OF_MEMORY) ooms++;
+            else if (st != VRAM_OK) errors++;
+            if (st != VRAM_OK) slot[k] = NULL;
+        }
+        if (op % 500 == 499 && vram_allocator_check(a) != VRAM_OK && bad_checks++ == 0)
+            printf("%s: invariant broken at op %d: %s\n", what, op, vram_last_error());
+    }
+    printf("%s: %d out-of-memory answers (1 GiB fake device)\n", what, ooms);
+    CHECK(errors == 0, "%s: %d calls failed other than out of memory (%s)", what, errors, vram_last_error());
+    CHECK(bad_checks == 0, "%s: invariant check failed %d times", what, bad_checks);
+    for (int k = 0; k < SLOTS; k++)
+        if (slot[k]) CHECK_OK(vram_allocator_free(a, slot[k]));
+    CHECK_OK(vram_allocator_empty_cache(a));
+    size_t f = 0, t = 0;
+    dev->ops->mem_info(dev, &f, &t);
+    vram_stats stats;
+    vram_allocator_get_stats(a, &stats);
+    CHECK(stats.reserved_bytes[0].current == 0, "%s: empty_cache leaves %lld reserved", what,
+          (long long)stats.reserved_bytes[0].current);
+    CHECK(f == t, "%s: the driver has everything back after empty_cache (%zu of %zu free)", what, f, t);
+    vram_allocator_destroy(a);
+}
+
+int main(void) {
+    setenv("VRAM_LIBCUDA", FAKE_CUDA_PATH, 1);
+    setenv("FAKE_CUDA_MEMORY", "1073741824", 1);
+    void *lib = dlopen(FAKE_CUDA_PATH, RTLD_NOW);
+    fake_counts = lib ? (counts_fn)dlsym(lib, "fake_cuda_counts") : NULL;
+    if (!fake_counts) {
+        CHECK(0, "cannot load the fake driver %s", FAKE_CUDA_PATH);
+        return check_done();
+    }
+    vram_device *dev = NULL;
+    CHECK_OK(vram_device_open("cuda:0", &dev));
+    if (!dev) return check_done();
+    CHECK(strcmp(dev->name, "Fake GPU") == 0 && strcmp(dev->kind, "cuda") == 0, "name %s", dev->name);
+    CHECK(dev->page_size == 2 * MiB && dev->capacity == 1ull << 30, "page %zu, capacity %llu", dev->page_size,
+          (unsigned long long)dev->capacity);
+
+    /* Pages in arbitrary page-aligned pieces: the fake refuses any unmap that cuts a mapping. */
+    uint64_t base = 0;
+    size_t pg = dev->page_size;
+    CHECK_OK(dev->ops->va_reserve(dev, 64 * pg, &base));
+    CHECK_OK(dev->ops->page_map(dev, base, 8 * pg));
+    CHECK_OK(dev->ops->page_map(dev, base + 8 * pg, 8 * pg));
+    CHECK_OK(dev->ops->page_unmap(dev, base + 3 * pg, 9 * pg));
+    CHECK_OK(dev->ops->page_map(dev, base + 4 * pg, 2 * pg));
+    CHECK(dev->ops->page_map(dev, base + 5 * pg, 2 * pg) == VRAM_ERR_STATE, "overlapping map refused");
+    CHECK(dev->ops->page_unmap(dev, base + 6 * pg, 2 * pg) == VRAM_ERR_STATE, "unmap of unmapped pages refused");
+    CHECK(dev->ops->page_map(dev, base + 63 * pg, 2 * pg) == VRAM_ERR_INVALID_ARG, "map past the reservation refused");
+    CHECK(dev->ops->page_map(dev, base + pg / 2, pg) == VRAM_ERR_INVALID_ARG, "unaligned map refused");
+    size_t f = 0, t = 0;
+    CHECK_OK(dev->ops->mem_info(dev, &f, &t));
+    CHECK(t - f == (3 + 2 + 4) * pg, "9 pages held: %zu", t - f);
+    /* Out of memory mapping past the capacity: all or nothing. */
+    uint64_t big = 0;
+    CHECK_OK(dev->ops->va_reserve(dev, 1024 * pg, &big));
+    CHECK(dev->ops->page_map(dev, big, 600 * pg) == VRAM_ERR_OUT_OF_MEMORY, "600 pages do not fit in 1 GiB");
+    dev->ops->mem_info(dev, &f, &t);
+    CHECK(t - f == 9 * pg, "a failed map takes nothing: %zu held", t - f);
+    CHECK_OK(dev->ops->va_release(dev, big, 1024 * pg));
+    CHECK_OK(dev->ops->page_unmap(dev, base, 3 * pg));
+    CHECK_OK(dev->ops->page_unmap(dev, base + 4 * pg, 2 * pg));
+    CHECK_OK(dev->ops->page_unmap(dev, base + 12 * pg, 4 * pg));
+    CHECK_OK(dev->ops->va_release(dev, base, 64 * pg));
+    /* Events: pending for a while, pooled. */
+    void *ev = NULL, *ev2 = NULL;
+    CHECK_OK(dev->ops->event_record(dev, 0x1000, &ev));
+    CHECK(dev->ops->event_query(dev, ev) == VRAM_ERR_STATE, "pending event");
+    CHECK_OK(dev->ops->event_sync(dev, ev));
+    CHECK_OK(dev->ops->event_query(dev, ev));
+    dev->ops->event_destroy(dev, ev);
+    CHECK_OK(dev->ops->event_record(dev, 0x1000, &ev2));
+    CHECK(ev2 == ev, "event reused from the pool");
+    dev->ops->event_destroy(dev, ev2);
+    expect_clean("after the page tests");
+
+    allocator_run(dev, "pages model");
+    expect_clean("after the pages-model allocator");
+    /* A reservation left mapped is cleaned up by close. */
+    CHECK_OK(dev->ops->va_reserve(dev, 4 * pg, &base));
+    CHECK_OK(dev->ops->page_map(dev, base, 2 * pg));
+    vram_device_close(dev);
+    expect_clean("after close");
+
+    CHECK_OK(vram_device_open("cuda:0:segments", &dev));
+    if (dev) {
+        CHECK(!vram_device_has_pages(dev), "segments spec has no pages");
+        allocator_run(dev, "segments model");
+        vram_device_close(dev);
+        expect_clean("after the segments-model allocator");
+    }
+    setenv("FAKE_CUDA_NO_VMM", "1", 1);
+    CHECK(vram_device_open("cuda:0:pages", &dev) == VRAM_ERR_UNSUPPORTED, "pages refused without VMM");
+    CHECK_OK(vram_device_open("cuda:0", &dev));
+    if (dev) {
+        CHECK(!vram_device_has_pages(dev), "no VMM: segments chosen by itself");
+        vram_device_close(dev);
+    }
+    CHECK(vram_device_open("cuda:3", &dev) == VRAM_ERR_NO_DEVICE, "ordinal past the count");
+    return check_done();
+}

@@ -1,0 +1,47 @@
+"""test_vram_torch_record.py — the memtrace v1 converter behind `python -m vram_torch record`,
+on PyTorch-shaped trace entries (no torch needed): dense ids, requested sizes, streams numbered
+in order of first use, frees of allocations made before recording skipped, the peak of live
+requested bytes, and free_completed used only where free_requested is absent."""
+import io
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+from vram_torch.record import convert  # noqa: E402
+
+fails = 0
+
+
+def check(cond, what):
+    global fails
+    if not cond:
+        fails += 1
+        print("FAIL:", what)
+
+
+tr = [
+    {"action": "free_requested", "addr": 5},  # allocated before recording
+    {"action": "alloc", "addr": 100, "size": 1000, "stream": 0},
+    {"action": "alloc", "addr": 200, "size": 50, "stream": 777},
+    {"action": "segment_alloc", "addr": 0, "size": 2 << 20, "stream": 0},
+    {"action": "free_requested", "addr": 100},
+    {"action": "free_completed", "addr": 100},
+    {"action": "alloc", "addr": 100, "size": 10, "stream": 555},
+    {"action": "alloc", "addr": 300, "size": 7, "stream": 777},
+]
+out = io.StringIO()
+n, peak, skipped = convert(tr, out, {"source": "test"})
+lines = out.getvalue().splitlines()
+check(lines[0] == "# memtrace v1", lines[0])
+check("# source: test" in lines, "source kept")
+check("# peak_requested_bytes: 1050" in lines, "peak 1050: %s" % lines)
+body = [l for l in lines if not l.startswith("#")]
+check(body == ["a 0 1000 0", "a 1 50 1", "f 0", "a 2 10 2", "a 3 7 1"], "records: %s" % body)
+check((n, peak, skipped) == (4, 1050, 1), "counts %s" % ((n, peak, skipped),))
+
+old = [{"action": "alloc", "addr": 1, "size": 512, "stream": 0}, {"action": "free_completed", "addr": 1}]
+out = io.StringIO()
+convert(old, out, {})
+check([l for l in out.getvalue().splitlines() if not l.startswith("#")] == ["a 0 512 0", "f 0"], "free_completed fallback")
+print("%s" % ("ok" if not fails else "%d failed" % fails))
+sys.exit(1 if fails else 0)
