@@ -92,6 +92,12 @@ if(TARGET test_cuda_fake)
     set_tests_properties(test_cuda_fake PROPERTIES DISABLED TRUE)
   endif()
 endif()
+if(Python3_Interpreter_FOUND AND VRAM_CUDA_INCLUDE_DIR)
+  add_test(NAME test_torch_plugin_cpu
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_torch_plugin_cpu.py
+                   $<TARGET_FILE:vram_torch> $<TARGET_FILE:fake_cuda>)
+  set_tests_properties(test_torch_plugin_cpu PROPERTIES SKIP_RETURN_CODE 77)
+endif()
 # ---- end issue 3 --------------------------------------------------------------------------
 
 # ---- tools: vram replay / vram bench end to end, and the trace parser fuzz target ----------

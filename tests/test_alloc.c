@@ -280,8 +280,14 @@ static void test_streams(void) {
     vram_allocator_get_stats(a, &st);
     CHECK(st.active[0].current == 1, "pending free completed");
     CHECK_OK(vram_allocator_free(a, w));
+    void *z;
+    CHECK_OK(vram_allocator_malloc(a, 1 * MiB, 1, 0, &z));
+    CHECK_OK(vram_allocator_record_stream(a, z, 6));
+    event_device_submit(dev, 6); /* stream 6 still works on z when it is freed */
+    CHECK_OK(vram_allocator_free(a, z));
     CHECK_OK(vram_allocator_empty_cache(a));
     vram_allocator_get_stats(a, &st);
+    CHECK(st.active[0].current == 0, "empty_cache waited for the pending free's stream");
     CHECK(st.reserved_bytes[0].current == 0, "empty_cache waits for streams and releases everything");
     CHECK_OK(vram_allocator_check(a));
     vram_allocator_destroy(a);

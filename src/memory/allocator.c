@@ -578,14 +578,20 @@ static void poll_streams(vram_allocator *a, int want_more) {
     for (int i = 0; i < a->nstreams; i++) {
         vram_stream_state *st = &a->streams[i];
         if (!st->count && !st->event) continue;
-        if (!st->event && want_more && st->count) {
-            if (a->dev->ops->event_record(a->dev, st->stream, &st->event) != VRAM_OK) st->event = NULL;
-            st->event_seq = a->free_seq;
-        }
         if (st->event && a->dev->ops->event_query(a->dev, st->event) == VRAM_OK) {
             a->dev->ops->event_destroy(a->dev, st->event);
             st->event = NULL;
             stream_make_ready(a, st, st->event_seq);
+        }
+        /* a rolling event: blocks freed before it become reusable once the stream passes it */
+        if (!st->event && want_more && st->count) {
+            st->event_seq = a->free_seq;
+            if (a->dev->ops->event_record(a->dev, st->stream, &st->event) != VRAM_OK) st->event = NULL;
+            else if (a->dev->ops->event_query(a->dev, st->event) == VRAM_OK) { /* already idle */
+                a->dev->ops->event_destroy(a->dev, st->event);
+                st->event = NULL;
+                stream_make_ready(a, st, st->event_seq);
+            }
         }
     }
 }
@@ -1137,8 +1143,14 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
         goto take;
     }
     b = find_free(a, p, rsize, stream, &at_end);
-    if (a->nrecent && (!b || (a->pages_model && !range_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize)))) {
-        recent_flush(a); /* deferred blocks may hold what is needed: never map for want of them */
+    if ((a->nrecent || a->not_ready_count) &&
+        (!b || (a->pages_model && !range_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize)))) {
+        /* The slow path: pages would be mapped or a segment created. Deferred blocks may hold
+         * what is needed, and so may blocks freed on streams whose work has since finished:
+         * poll their events (and record new ones, so blocks freed by now become reusable by
+         * the next slow path without the host ever waiting). */
+        if (a->nrecent) recent_flush(a);
+        if (a->not_ready_count) poll_streams(a, 1);
         b = find_free(a, p, rsize, stream, &at_end);
     }
     if (!b && a->not_ready_count) {
@@ -1430,6 +1442,9 @@ vram_status vram_allocator_set_tag(vram_allocator *a, void *ptr, vram_tag tag) {
 vram_status vram_allocator_empty_cache(vram_allocator *a) {
     if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "empty_cache: null allocator");
     vram_allocator_lock(a);
+    /* wait for the streams that pending frees were used on, as PyTorch's empty_cache does */
+    for (vram_block *b = a->pending_head; b; b = b->fnext)
+        for (int i = 0; i < b->nevents; i++) a->dev->ops->event_sync(a->dev, b->events[i]);
     if (a->pending_head) process_pending(a);
     recent_flush(a);
     vram_status st = sync_all_streams(a);

@@ -1,0 +1,101 @@
+"""test_torch_plugin_cpu.py — libvram_torch.so's C interface without PyTorch or a GPU: the
+library is loaded with ctypes over the fake driver (tests/fakes/fake_cuda.c via VRAM_LIBCUDA)
+and driven as CUDAPluggableAllocator and vram_torch would drive it: allocators created lazily
+per device, alloc/free, PyTorch-named statistics, reset of peaks, empty_cache returning memory
+to the driver, memory fraction, record_stream, summary and snapshot. (Out of memory throws a
+C++ exception meant for PyTorch's frames, so it is tested on the GPU, tests/gpu/.)
+Usage: test_torch_plugin_cpu.py LIBVRAM_TORCH FAKE_LIBCUDA
+"""
+import ctypes
+import json
+import os
+import sys
+
+if os.environ.get("VRAM_TEST_SANITIZED"):
+    print("SKIP: the sanitizer build's library cannot be loaded into an uninstrumented python")
+    sys.exit(77)
+lib_path, fake = sys.argv[1], sys.argv[2]
+os.environ["VRAM_LIBCUDA"] = fake
+os.environ["FAKE_CUDA_MEMORY"] = str(1 << 30)
+os.environ["VRAM_ALLOC_CONF"] = "expandable_segments:True"
+lib = ctypes.CDLL(lib_path)
+fails = 0
+
+
+def check(cond, what):
+    global fails
+    if not cond:
+        fails += 1
+        print("FAIL:", what)
+
+
+vp, c_int = ctypes.c_void_p, ctypes.c_int
+lib.vram_torch_alloc.restype, lib.vram_torch_alloc.argtypes = vp, [ctypes.c_ssize_t, c_int, vp]
+lib.vram_torch_free.restype, lib.vram_torch_free.argtypes = None, [vp, ctypes.c_ssize_t, c_int, vp]
+for name in ("vram_torch_stats_text", "vram_torch_snapshot_json"):
+    getattr(lib, name).restype, getattr(lib, name).argtypes = vp, [c_int]
+lib.vram_torch_summary.restype, lib.vram_torch_summary.argtypes = vp, [c_int, c_int]
+lib.vram_torch_string_free.argtypes = [vp]
+lib.vram_torch_last_error.restype = ctypes.c_char_p
+lib.vram_torch_set_memory_fraction.argtypes = [ctypes.c_double, c_int]
+lib.vram_torch_record_stream.argtypes = [vp, c_int, vp]
+
+
+def take(ptr):
+    if not ptr:
+        return None
+    s = ctypes.string_at(ptr).decode()
+    lib.vram_torch_string_free(ptr)
+    return s
+
+
+def stats():
+    text = take(lib.vram_torch_stats_text(0))
+    return {k: int(v) for k, _, v in (l.rpartition(" ") for l in text.splitlines())} if text else {}
+
+
+check(lib.vram_torch_device_active(0) == 0, "no allocator before the first allocation")
+check(lib.vram_torch_stats_text(0) is None, "no statistics before it")
+ptrs = [lib.vram_torch_alloc(n, 0, 0x1000) for n in (1000, 5 << 20, 64 << 20)]
+check(all(ptrs) and len(set(ptrs)) == 3, "three distinct blocks: %s" % ptrs)
+check(lib.vram_torch_device_active(0) == 1, "allocator created on first use")
+s = stats()
+check(s.get("requested_bytes.all.current") == 1000 + (5 << 20) + (64 << 20), "requested bytes %s" % s.get("requested_bytes.all.current"))
+check(s.get("allocation.all.current") == 3 and s.get("allocation.small_pool.current") == 1, "allocation counts")
+check(s.get("reserved_bytes.all.current", 0) >= s["allocated_bytes.all.current"], "reserved >= allocated")
+check("tags.other.allocated_bytes.current" in s, "per-tag statistics")
+for p, n in zip(ptrs, (1000, 5 << 20, 64 << 20)):
+    lib.vram_torch_free(p, n, 0, 0x1000)
+s = stats()
+check(s["allocated_bytes.all.current"] == 0 and s["allocated_bytes.all.peak"] > 0, "all freed, peak kept")
+check(lib.vram_torch_reset_peak(0) == 0 and stats()["allocated_bytes.all.peak"] == 0, "reset_peak_memory_stats")
+check(lib.vram_torch_empty_cache(-1) == 0, "empty_cache")
+check(stats()["reserved_bytes.all.current"] == 0, "empty_cache returns everything")
+# record_stream: the block stays active (pending its event on the other stream) after free.
+p = lib.vram_torch_alloc(1 << 20, 0, 0x1000)
+check(lib.vram_torch_record_stream(p, 0, 0x2000) == 0, "record_stream")
+check(lib.vram_torch_record_stream(0x1234, 0, 0x2000) != 0, "record_stream of an unknown pointer fails")
+lib.vram_torch_free(p, 1 << 20, 0, 0x1000)
+s = stats()
+check(s["allocated_bytes.all.current"] == 0 and s["active_bytes.all.current"] == 1 << 20,
+      "freed but active until the other stream's event: active %d" % s["active_bytes.all.current"])
+check(lib.vram_torch_set_memory_fraction(1.5, 0) != 0, "fraction above 1 refused")
+check(b"fraction" in lib.vram_torch_last_error().lower() or lib.vram_torch_last_error(), "with a reason")
+check(lib.vram_torch_set_memory_fraction(0.5, 0) == 0, "fraction 0.5")
+check(lib.vram_torch_init_device(7) != 0 and b"cuda:7" in lib.vram_torch_last_error(), "a device the driver lacks: %s" % lib.vram_torch_last_error())
+summary = take(lib.vram_torch_summary(0, 0))
+if summary is None:
+    err = lib.vram_torch_last_error().decode()
+    check("no memory summary module" in err, "summary missing only because the module is: %s" % err)
+    print("summary: not in this libvram yet")
+else:
+    check("Allocated memory" in summary, "summary table")
+snap = take(lib.vram_torch_snapshot_json(0))
+if snap is None:
+    err = lib.vram_torch_last_error().decode()
+    check("no snapshot module" in err, "snapshot missing only because the module is: %s" % err)
+    print("snapshot: not in this libvram yet")
+else:
+    check("segments" in json.loads(snap), "snapshot JSON")
+print("ok" if not fails else "%d failed" % fails)
+sys.exit(1 if fails else 0)
