@@ -17,8 +17,10 @@ build-san:
 	@cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DVRAM_SANITIZE=ON >/dev/null
 	@cmake --build $(SAN_BUILD) -j $(JOBS)
 
+# The main job: replay the bundled real PyTorch traces through the allocator on an 80 GiB
+# simulated device and print vram's peaks beside PyTorch's (and the smallest device that fits).
 run: build
-	./$(BUILD)/vram version
+	./$(BUILD)/vram replay --fit traces/*.trace.gz
 
 test-plain: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -67,6 +67,7 @@ foreach(f ${vram_lib_sources})
   endif()
 endforeach()
 # ---- end runtime ----
+
 # ---- issue 3 (cuda branch): PyTorch plug-in tests ----------------------------------------
 # The plug-in's Python side on a GPU with torch (label gpu; exits 77 = skipped without torch,
 # a GPU or the library), and the trace converter of `python -m vram_torch record` (no torch).
@@ -98,3 +99,30 @@ if(Python3_Interpreter_FOUND AND VRAM_CUDA_INCLUDE_DIR)
   set_tests_properties(test_torch_plugin_cpu PROPERTIES SKIP_RETURN_CODE 77)
 endif()
 # ---- end issue 3 --------------------------------------------------------------------------
+
+# ---- tools: vram replay / vram bench end to end, and the trace parser fuzz target ----------
+# (maintained with src/trace and src/cli/{replay,bench}.c; keep other helpers' blocks apart)
+find_package(Python3 COMPONENTS Interpreter QUIET)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME cli_replay
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/cli_replay_check.py
+                   $<TARGET_FILE:vram> ${CMAKE_SOURCE_DIR} replay)
+  add_test(NAME cli_bench
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/cli_replay_check.py
+                   $<TARGET_FILE:vram> ${CMAKE_SOURCE_DIR} bench)
+  set_tests_properties(cli_replay cli_bench PROPERTIES TIMEOUT 600)
+else()
+  message(STATUS "python3 not found: the vram replay/bench end-to-end tests are not run")
+endif()
+# Trace loading as it is in a build without zlib (the built-in gzip decoder, src/trace/gunzip.c),
+# whether or not this build found zlib: test_trace again, over trace.c compiled without it.
+add_executable(test_trace_nozlib ${CMAKE_CURRENT_SOURCE_DIR}/test_trace.c ${CMAKE_SOURCE_DIR}/src/trace/trace.c)
+target_compile_definitions(test_trace_nozlib PRIVATE _GNU_SOURCE VRAM_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
+                           VRAM_BINARY_DIR="${CMAKE_BINARY_DIR}")
+target_link_libraries(test_trace_nozlib PRIVATE vram_static)
+add_test(NAME test_trace_nozlib COMMAND test_trace_nozlib)
+# Every fuzz harness (tests/fuzz/fuzz_*.c) run over its seeds plus bounded mutations in every
+# build, so none can rot (tests/fuzz/CMakeLists.txt); the libFuzzer binaries come from
+# tests/CMakeLists.txt with -DVRAM_FUZZ=ON.
+add_subdirectory(${CMAKE_CURRENT_SOURCE_DIR}/fuzz ${CMAKE_CURRENT_BINARY_DIR}/fuzz)
+# ---- end tools -------------------------------------------------------------------------------

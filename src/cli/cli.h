@@ -7,6 +7,8 @@
 
 int vram_cmd_version(int argc, char **argv);
 int vram_cmd_smi(int argc, char **argv);
+int vram_cmd_replay(int argc, char **argv);
+int vram_cmd_bench(int argc, char **argv);
 int vram_cmd_train(int argc, char **argv);
 
 #endif

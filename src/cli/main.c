@@ -11,6 +11,8 @@ static const struct {
 } commands[] = {
     {"version", vram_cmd_version, "print the version"},
     {"smi", vram_cmd_smi, "GPU memory per device and process: table, CSV, JSON lines, Prometheus"},
+    {"replay", vram_cmd_replay, "replay allocation traces through the allocator"},
+    {"bench", vram_cmd_bench, "allocator benchmarks (vram bench alloc)"},
     {"train", vram_cmd_train, "train a GPT on a text corpus on the CPU, with a memory report by category"},
 };
 

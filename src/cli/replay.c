@@ -1,0 +1,488 @@
+/* replay.c — `vram replay`: allocation traces through the allocator, vram's figures beside
+ * PyTorch's.
+ *
+ * For each trace: load and validate it (a bad trace is one message naming the line, exit 2),
+ * replay it on a fresh allocator over the device (sim, 80 GiB, unless told otherwise) and
+ * print the peaks next to the ones PyTorch recorded in the trace's header. Options add the
+ * smallest capacity that fits (--fit: a binary search of whole replays), the memory summary
+ * and a snapshot at the moment reserved memory peaks (found by a second, tracking replay;
+ * a third replay stops right after that event, so the allocator is in exactly that state).
+ * With several traces, a closing table compares them all, with geometric means.
+ *
+ * Exit status: 0 every trace ran; 1 a replay ran out of memory (its OOM report is printed);
+ * 2 bad input or usage.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "vram/replay.h"
+#include "vram/snapshot.h"
+#include "vram/summary.h"
+
+typedef struct replay_args {
+    int json, fit, summary;
+    const char *device;
+    const char *conf;
+    const char *snapshot;
+    uint64_t capacity;
+    int capacity_given;
+} replay_args;
+
+/* What the closing comparison table needs of each trace. */
+typedef struct replay_row {
+    char name[64];
+    uint64_t peak_requested, peak_reserved;
+    double ratio, native_ratio, expandable_ratio; /* 0 = unknown */
+    double fit_ratio;
+    double events_per_second;
+    int failed;
+} replay_row;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: vram replay [options] TRACE...\n"
+            "\n"
+            "Replays memtrace v1 allocation traces (plain, .gz, or - for stdin) through the vram\n"
+            "allocator and prints its peak reserved memory beside PyTorch's recorded figures.\n"
+            "\n"
+            "options:\n"
+            "  --json             one JSON object per trace, one line each\n"
+            "  --capacity SIZE    device capacity, e.g. 80GiB (default 80GiB)\n"
+            "  --device SPEC      device to replay on (default sim; e.g. sim:141GiB, host)\n"
+            "  --conf STRING      VRAM_ALLOC_CONF options applied over the environment's\n"
+            "  --fit              also find the smallest capacity with no out-of-memory error\n"
+            "  --summary          print the memory summary at the peak of reserved memory\n"
+            "  --snapshot FILE    write a JSON snapshot at the peak of reserved memory (one trace)\n"
+            "  -h, --help         this help\n"
+            "\n"
+            "exit status: 0 ok, 1 a replay ran out of memory, 2 bad input or usage\n");
+}
+
+/* Matches "--name VALUE" and "--name=VALUE"; returns 1 and sets *value (advancing *i), 0 if
+ * argv[*i] is another option, -1 when the value is missing. */
+static int option_value(int argc, char **argv, int *i, const char *name, const char **value) {
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, name, n) != 0) return 0;
+    if (a[n] == '=') {
+        *value = a + n + 1;
+        return 1;
+    }
+    if (a[n] != '\0') return 0;
+    if (*i + 1 >= argc) return -1;
+    *value = argv[++*i];
+    return 1;
+}
+
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c == '\n') fputs("\\n", f);
+        else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static const char *base_name(const char *path) {
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+static double header_ratio(const vram_trace *t, const char *key, uint64_t requested, uint64_t *value) {
+    *value = 0;
+    if (!requested || vram_trace_header_u64(t, key, value) != VRAM_OK) return 0.0;
+    return (double)*value / (double)requested;
+}
+
+/* Replays `t` on a fresh allocator, stopping right after event `stop`, and prints the summary
+ * and/or writes the snapshot of that state. Returns an exit status. */
+static int report_state_at(const vram_trace *t, const replay_args *ra, const vram_replay_options *ro, size_t stop,
+                           char **summary_out) {
+    vram_device *dev;
+    vram_allocator *a;
+    /* A snapshot is more use with its history (memory_viz draws timelines from it): unless the
+     * configuration asks for a history of its own, record every event up to the stop. The
+     * history does not change where blocks go, so the state is the same. */
+    vram_replay_options with_history = *ro;
+    char conf[512];
+    vram_alloc_config cfg;
+    if (ra->snapshot && vram_alloc_config_from_env(&cfg) == VRAM_OK &&
+        (!ro->conf || vram_alloc_config_parse(ro->conf, &cfg) == VRAM_OK) && cfg.history_entries == 0) {
+        size_t entries = 3 * (stop < vram_trace_num_events(t) ? stop : vram_trace_num_events(t)) + 1024;
+        if (entries > (1u << 21)) entries = 1u << 21;
+        snprintf(conf, sizeof conf, "%s%shistory:%zu", ro->conf ? ro->conf : "", ro->conf && *ro->conf ? "," : "",
+                 entries);
+        with_history.conf = conf;
+        ro = &with_history;
+    }
+    vram_status st = vram_replay_open(ro, 0, &dev, &a);
+    if (st != VRAM_OK) {
+        fprintf(stderr, "vram replay: %s\n", vram_last_error());
+        return 2;
+    }
+    vram_replay_result r;
+    vram_trace_replay(t, a, stop, 0, &r); /* may stop early at an OOM: that state is reported */
+    int rc = 0;
+    if (ra->summary) {
+        st = vram_memory_summary(a, 0, summary_out);
+        if (st != VRAM_OK) {
+            fprintf(stderr, "vram replay: summary: %s\n", vram_last_error());
+            rc = 1;
+        }
+    }
+    if (ra->snapshot && rc == 0) {
+        vram_snapshot *snap = NULL;
+        st = vram_allocator_snapshot(a, &snap);
+        FILE *f = st == VRAM_OK ? fopen(ra->snapshot, "w") : NULL;
+        if (st != VRAM_OK) {
+            fprintf(stderr, "vram replay: snapshot: %s\n", vram_last_error());
+            rc = 1;
+        } else if (!f) {
+            fprintf(stderr, "vram replay: cannot write snapshot '%s'\n", ra->snapshot);
+            rc = 2;
+        } else {
+            st = vram_snapshot_write_json(snap, f);
+            if (fclose(f) != 0 || st != VRAM_OK) {
+                fprintf(stderr, "vram replay: writing snapshot '%s' failed\n", ra->snapshot);
+                rc = 2;
+            }
+        }
+        vram_snapshot_free(snap);
+    }
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+    return rc;
+}
+
+static int replay_one(const char *path, const replay_args *ra, replay_row *row) {
+    vram_trace *t;
+    vram_status st = vram_trace_load(path, &t);
+    if (st != VRAM_OK) {
+        fprintf(stderr, "vram replay: %s\n", vram_last_error());
+        return 2;
+    }
+    vram_replay_options ro = {.device = ra->device, .capacity = ra->capacity, .conf = ra->conf};
+    vram_device *dev;
+    vram_allocator *a;
+    if ((st = vram_replay_open(&ro, 0, &dev, &a)) != VRAM_OK) {
+        fprintf(stderr, "vram replay: %s\n", vram_last_error());
+        vram_trace_free(t);
+        return 2;
+    }
+    char device_name[96], settings[256];
+    snprintf(device_name, sizeof device_name, "%s", dev->name);
+    vram_alloc_config_format(vram_allocator_config(a), settings, sizeof settings);
+    uint64_t capacity = vram_allocator_limit(a);
+
+    vram_replay_result r;
+    st = vram_trace_replay(t, a, SIZE_MAX, 0, &r);
+    char failure[512] = "";
+    char *oom_report = NULL;
+    if (st != VRAM_OK) {
+        snprintf(failure, sizeof failure, "%s", vram_last_error());
+        oom_report = strdup(vram_allocator_oom_report(a));
+    }
+    int rc = r.failed || st != VRAM_OK ? 1 : 0;
+
+    /* The summary / snapshot: at the failure if the replay failed, else at the reserved peak. */
+    char *summary = NULL;
+    size_t state_event = 0;
+    int state_rc = 0;
+    if (ra->summary || ra->snapshot) {
+        if (r.failed) {
+            state_event = r.failed_event;
+            if (ra->summary && vram_memory_summary(a, 0, &summary) != VRAM_OK) summary = NULL;
+            if (ra->snapshot) state_rc = report_state_at(t, &(replay_args){.snapshot = ra->snapshot}, &ro,
+                                                         r.failed_event + 1, NULL);
+        } else {
+            vram_device *d2;
+            vram_allocator *a2;
+            if (vram_replay_open(&ro, 0, &d2, &a2) == VRAM_OK) {
+                vram_replay_result tr;
+                vram_trace_replay(t, a2, SIZE_MAX, 1, &tr);
+                state_event = tr.peak_event;
+                vram_allocator_destroy(a2);
+                vram_device_close(d2);
+                state_rc = report_state_at(t, ra, &ro, state_event + 1, &summary);
+            }
+        }
+    }
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+
+    uint64_t fit = 0;
+    unsigned tries = 0;
+    int fit_ok = 0;
+    char fit_error[512] = "";
+    if (ra->fit && !r.failed) {
+        st = vram_replay_fit(t, &ro, &fit, &tries);
+        if (st == VRAM_OK) fit_ok = 1;
+        else snprintf(fit_error, sizeof fit_error, "%s", vram_last_error());
+    }
+
+    uint64_t trace_peak = vram_trace_peak_live_bytes(t);
+    uint64_t pt_req = 0, native = 0, expandable = 0;
+    if (vram_trace_header_u64(t, "peak_requested_bytes", &pt_req) != VRAM_OK) pt_req = trace_peak;
+    double native_ratio = header_ratio(t, "pytorch_native_peak_reserved_bytes", pt_req, &native);
+    double expandable_ratio = header_ratio(t, "pytorch_expandable_segments_peak_reserved_bytes", pt_req, &expandable);
+    const char *name = base_name(vram_trace_name(t));
+
+    snprintf(row->name, sizeof row->name, "%s", name);
+    char *dot = strstr(row->name, ".trace");
+    if (dot) *dot = '\0';
+    row->peak_requested = r.peak_requested_bytes;
+    row->peak_reserved = r.peak_reserved_bytes;
+    row->ratio = r.reserved_over_requested;
+    row->native_ratio = native_ratio;
+    row->expandable_ratio = expandable_ratio;
+    row->fit_ratio = fit_ok && trace_peak ? (double)fit / (double)trace_peak : 0.0;
+    row->events_per_second = r.events_per_second;
+    row->failed = r.failed;
+
+    if (ra->json) {
+        FILE *o = stdout;
+        fputs("{\"trace\": ", o);
+        json_string(o, vram_trace_name(t));
+        fputs(", \"device\": ", o);
+        json_string(o, device_name);
+        fprintf(o, ", \"capacity_bytes\": %llu, \"alloc_conf\": ", (unsigned long long)capacity);
+        json_string(o, settings);
+        fprintf(o,
+                ", \"events\": %llu, \"allocs\": %llu, \"frees\": %llu, \"peak_requested_bytes\": %llu, "
+                "\"peak_allocated_bytes\": %llu, \"peak_reserved_bytes\": %llu, \"reserved_over_requested\": %.6f, "
+                "\"device_allocs\": %llu, \"device_frees\": %llu, \"alloc_retries\": %llu, \"ooms\": %llu, "
+                "\"seconds\": %.6f, \"events_per_second\": %.0f, \"read_seconds\": %.6f, \"parse_seconds\": %.6f, "
+                "\"trace_events\": %zu, \"trace_allocs\": %zu, \"trace_peak_live_bytes\": %llu",
+                (unsigned long long)r.events, (unsigned long long)r.allocs, (unsigned long long)r.frees,
+                (unsigned long long)r.peak_requested_bytes, (unsigned long long)r.peak_allocated_bytes,
+                (unsigned long long)r.peak_reserved_bytes, r.reserved_over_requested,
+                (unsigned long long)r.device_allocs, (unsigned long long)r.device_frees,
+                (unsigned long long)r.alloc_retries, (unsigned long long)r.ooms, r.seconds, r.events_per_second,
+                vram_trace_read_seconds(t), vram_trace_parse_seconds(t), vram_trace_num_events(t),
+                vram_trace_num_allocs(t), (unsigned long long)trace_peak);
+        if (native) fprintf(o, ", \"pytorch_native_peak_reserved_bytes\": %llu, \"pytorch_native_over_requested\": %.6f",
+                            (unsigned long long)native, native_ratio);
+        if (expandable)
+            fprintf(o, ", \"pytorch_expandable_segments_peak_reserved_bytes\": %llu, "
+                       "\"pytorch_expandable_segments_over_requested\": %.6f",
+                    (unsigned long long)expandable, expandable_ratio);
+        if (fit_ok)
+            fprintf(o, ", \"fit_capacity_bytes\": %llu, \"fit_over_requested\": %.6f, \"fit_tries\": %u",
+                    (unsigned long long)fit, row->fit_ratio, tries);
+        else if (ra->fit && fit_error[0]) {
+            fputs(", \"fit_error\": ", o);
+            json_string(o, fit_error);
+        }
+        fprintf(o, ", \"oom\": %s", r.failed ? "true" : "false");
+        if (r.failed) {
+            fprintf(o, ", \"failed_event\": %zu, \"failed_line\": %llu, \"error\": ", r.failed_event,
+                    (unsigned long long)r.failed_line);
+            json_string(o, failure);
+            fputs(", \"oom_report\": ", o);
+            json_string(o, oom_report ? oom_report : "");
+        }
+        if (summary) {
+            fprintf(o, ", \"summary_event\": %zu, \"summary\": ", state_event);
+            json_string(o, summary);
+        }
+        fputs("}\n", o);
+        fflush(o);
+    } else {
+        char b[6][32];
+        printf("%s: %zu allocations, %zu events", name, vram_trace_num_allocs(t), vram_trace_num_events(t));
+        const char *source = vram_trace_header(t, "source");
+        if (source) printf(" (%s)", source);
+        printf("\n  device %s, VRAM_ALLOC_CONF %s\n", device_name, settings);
+        printf("  %-28s %14s %12s\n", "", "peak reserved", "/ requested");
+        printf("  %-28s %14s\n", "peak requested", vram_format_size(r.peak_requested_bytes, b[0], sizeof b[0]));
+        printf("  %-28s %14s %12.3f%s\n", "vram", vram_format_size(r.peak_reserved_bytes, b[1], sizeof b[1]),
+               r.reserved_over_requested, r.failed ? "  (stopped at OOM)" : "");
+        if (native)
+            printf("  %-28s %14s %12.3f\n", "PyTorch native", vram_format_size(native, b[2], sizeof b[2]), native_ratio);
+        if (expandable)
+            printf("  %-28s %14s %12.3f\n", "PyTorch expandable_segments",
+                   vram_format_size(expandable, b[3], sizeof b[3]), expandable_ratio);
+        printf("  vram: peak allocated %s, %llu device allocs, %llu device frees, %llu retries, %llu OOMs\n",
+               vram_format_size(r.peak_allocated_bytes, b[4], sizeof b[4]), (unsigned long long)r.device_allocs,
+               (unsigned long long)r.device_frees, (unsigned long long)r.alloc_retries, (unsigned long long)r.ooms);
+        printf("  replay: %llu events in %.2f ms, %.2f M events/s (read %.2f ms, parse %.2f ms)\n",
+               (unsigned long long)r.events, r.seconds * 1e3, r.events_per_second / 1e6,
+               vram_trace_read_seconds(t) * 1e3, vram_trace_parse_seconds(t) * 1e3);
+        if (fit_ok)
+            printf("  fit: smallest capacity with no OOM %s = %.3f x peak requested (%u replays)\n",
+                   vram_format_size(fit, b[5], sizeof b[5]), row->fit_ratio, tries);
+        else if (ra->fit && fit_error[0])
+            printf("  fit: %s\n", fit_error);
+        if (summary) {
+            if (r.failed) printf("\nmemory summary at the failed allocation (event %zu):\n", state_event);
+            else printf("\nmemory summary at the peak of reserved memory (event %zu, line %llu):\n", state_event,
+                        (unsigned long long)vram_trace_event_line(t, state_event));
+            fputs(summary, stdout);
+        }
+        printf("\n");
+        fflush(stdout);
+    }
+    if (rc) {
+        fprintf(stderr, "vram replay: %s\n", failure);
+        if (r.failed && oom_report && *oom_report) fprintf(stderr, "%s\n", oom_report);
+    }
+    if (ra->snapshot && state_rc == 0 && !ra->json)
+        fprintf(stderr, "vram replay: snapshot at event %zu written to %s\n", state_event, ra->snapshot);
+    free(summary);
+    free(oom_report);
+    vram_trace_free(t);
+    if (state_rc == 2) return 2;
+    return rc;
+}
+
+static void print_comparison(const replay_row *rows, int n, int fit) {
+    printf("%-20s %14s %14s %8s %9s %11s", "trace", "peak requested", "vram reserved", "vram", "PyTorch", "PyTorch");
+    if (fit) printf(" %9s", "vram fit");
+    printf(" %9s\n", "replay");
+    printf("%-20s %14s %14s %8s %9s %11s", "", "", "", "ratio", "native", "expandable");
+    if (fit) printf(" %9s", "ratio");
+    printf(" %9s\n", "Mev/s");
+    double lv = 0, ln = 0, le = 0, lf = 0;
+    int cv = 0, cn = 0, ce = 0, cf = 0;
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+        char a[32], b[32];
+        printf("%-20s %14s %14s %8.3f", rows[i].name, vram_format_size(rows[i].peak_requested, a, sizeof a),
+               vram_format_size(rows[i].peak_reserved, b, sizeof b), rows[i].ratio);
+        if (rows[i].native_ratio > 0) printf(" %9.3f", rows[i].native_ratio);
+        else printf(" %9s", "-");
+        if (rows[i].expandable_ratio > 0) printf(" %11.3f", rows[i].expandable_ratio);
+        else printf(" %11s", "-");
+        if (fit) {
+            if (rows[i].fit_ratio > 0) printf(" %9.3f", rows[i].fit_ratio);
+            else printf(" %9s", "-");
+        }
+        printf(" %9.2f%s\n", rows[i].events_per_second / 1e6, rows[i].failed ? "  OOM" : "");
+        if (rows[i].ratio > 0 && !rows[i].failed) {
+            lv += log(rows[i].ratio);
+            cv++;
+            if (rows[i].ratio > worst) worst = rows[i].ratio;
+        }
+        if (rows[i].native_ratio > 0) ln += log(rows[i].native_ratio), cn++;
+        if (rows[i].expandable_ratio > 0) le += log(rows[i].expandable_ratio), ce++;
+        if (rows[i].fit_ratio > 0) lf += log(rows[i].fit_ratio), cf++;
+    }
+    printf("%-20s %14s %14s", "geometric mean", "", "");
+    if (cv) printf(" %8.3f", exp(lv / cv));
+    else printf(" %8s", "-");
+    if (cn) printf(" %9.3f", exp(ln / cn));
+    else printf(" %9s", "-");
+    if (ce) printf(" %11.3f", exp(le / ce));
+    else printf(" %11s", "-");
+    if (fit) {
+        if (cf) printf(" %9.3f", exp(lf / cf));
+        else printf(" %9s", "-");
+    }
+    printf("\n%-20s %14s %14s %8.3f\n", "worst", "", "", worst);
+}
+
+int vram_cmd_replay(int argc, char **argv) {
+    replay_args ra = {0};
+    const char **traces = calloc((size_t)argc, sizeof *traces);
+    if (!traces) return 2;
+    int ntraces = 0;
+    int only_traces = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        int m;
+        if (only_traces || a[0] != '-' || strcmp(a, "-") == 0) {
+            traces[ntraces++] = a;
+        } else if (!strcmp(a, "--")) {
+            only_traces = 1;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            free(traces);
+            return 0;
+        } else if (!strcmp(a, "--json")) {
+            ra.json = 1;
+        } else if (!strcmp(a, "--fit")) {
+            ra.fit = 1;
+        } else if (!strcmp(a, "--summary")) {
+            ra.summary = 1;
+        } else if ((m = option_value(argc, argv, &i, "--capacity", &v)) != 0 ||
+                   (m = option_value(argc, argv, &i, "--device", &v)) != 0 ||
+                   (m = option_value(argc, argv, &i, "--conf", &v)) != 0 ||
+                   (m = option_value(argc, argv, &i, "--snapshot", &v)) != 0) {
+            if (m < 0) {
+                fprintf(stderr, "vram replay: option '%s' needs a value\n", a);
+                free(traces);
+                return 2;
+            }
+            if (!strncmp(a, "--capacity", 10)) {
+                if (vram_parse_size(v, &ra.capacity) != VRAM_OK) {
+                    fprintf(stderr, "vram replay: --capacity: %s\n", vram_last_error());
+                    free(traces);
+                    return 2;
+                }
+                if (ra.capacity == 0) {
+                    fprintf(stderr, "vram replay: --capacity '%s': must be above 0\n", v);
+                    free(traces);
+                    return 2;
+                }
+                ra.capacity_given = 1;
+            } else if (!strncmp(a, "--device", 8)) {
+                ra.device = v;
+            } else if (!strncmp(a, "--conf", 6)) {
+                ra.conf = v;
+            } else {
+                ra.snapshot = v;
+            }
+        } else {
+            fprintf(stderr, "vram replay: unknown option '%s' (see vram replay --help)\n", a);
+            free(traces);
+            return 2;
+        }
+    }
+    if (ntraces == 0) {
+        fprintf(stderr, "vram replay: no trace given\n");
+        usage(stderr);
+        free(traces);
+        return 2;
+    }
+    if (ra.snapshot && ntraces > 1) {
+        fprintf(stderr, "vram replay: --snapshot takes one trace (%d given)\n", ntraces);
+        free(traces);
+        return 2;
+    }
+    /* The default 80 GiB is the plain sim device's size; any other device keeps its own. */
+    if (!ra.capacity_given && (!ra.device || !strcmp(ra.device, "sim"))) ra.capacity = 80ull << 30;
+    /* Reject a bad configuration once, up front, before any trace is read. */
+    {
+        vram_alloc_config cfg;
+        if (vram_alloc_config_from_env(&cfg) != VRAM_OK ||
+            (ra.conf && vram_alloc_config_parse(ra.conf, &cfg) != VRAM_OK)) {
+            fprintf(stderr, "vram replay: %s\n", vram_last_error());
+            free(traces);
+            return 2;
+        }
+    }
+    replay_row *rows = calloc((size_t)ntraces, sizeof *rows);
+    if (!rows) {
+        free(traces);
+        return 2;
+    }
+    int rc = 0;
+    for (int i = 0; i < ntraces; i++) {
+        int r = replay_one(traces[i], &ra, &rows[i]);
+        if (r == 2) {
+            rc = 2;
+            break;
+        }
+        if (r > rc) rc = r;
+    }
+    if (rc != 2 && ntraces > 1 && !ra.json) print_comparison(rows, ntraces, ra.fit);
+    free(rows);
+    free(traces);
+    return rc;
+}

@@ -1,0 +1,15 @@
+/* gunzip.h — the built-in gzip decoder (gunzip.c), internal to libvram: trace.c uses it when
+ * the build has no zlib, and tests compare it with zlib. */
+#ifndef VRAM_GUNZIP_H
+#define VRAM_GUNZIP_H
+
+#include <stdint.h>
+
+#include "vram/vram.h"
+
+/* Decompresses the gzip data in[0..inlen) (one or more members) into a new malloc'ed buffer
+ * (*out, *outlen; freed by the caller). Corrupt or truncated input, and a CRC or length
+ * mismatch, give VRAM_ERR_PARSE naming `name`. */
+vram_status vram_gunzip(const uint8_t *in, size_t inlen, const char *name, uint8_t **out, size_t *outlen);
+
+#endif

@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""cli_replay_check.py — end-to-end checks of `vram replay` and `vram bench alloc` (CTest).
+
+Runs the built `vram` binary the way a user does and checks what comes out: exit statuses
+(0 ok, 1 out of memory, 2 bad input or usage), one clear stderr line naming the trace line for
+every kind of bad trace, JSON output that parses and whose fields agree with each other and
+with the trace, the summary table's layout, the snapshot file, stdin and gzip input.
+
+usage: cli_replay_check.py VRAM_BINARY SOURCE_DIR [replay|bench]
+"""
+import gzip
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+VRAM, SRC = sys.argv[1], sys.argv[2]
+PART = sys.argv[3] if len(sys.argv) > 3 else "replay"
+failures = []
+passed = 0
+
+
+def check(cond, what):
+    global passed
+    if cond:
+        passed += 1
+    else:
+        failures.append(what)
+        print("FAIL:", what, file=sys.stderr)
+
+
+def run(*args, stdin=None):
+    p = subprocess.run([VRAM, *args], input=stdin, capture_output=True, timeout=300)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def bad_traces(tmp):
+    head = "# memtrace v1\n# source: test\n"
+    cases = [
+        ("a 1 512 0\nf 2\n", 4, "free of unknown id 2"),
+        ("a 1 512 0\na 1 64 0\n", 4, "allocated twice"),
+        ("a 1 512 0\nf 1\nf 1\n", 5, "already freed"),
+        ("a 1 -512 0\n", 3, "negative"),
+        ("a 1 5x2 0\n", 3, "not a decimal number"),
+        ("a 1 123456789012345678901234 0\n", 3, "too large"),
+        ("z 1\n", 3, "unknown record"),
+        ("a 1 512\n", 3, "missing"),
+        ("a 1 512 0 0\n", 3, "extra field"),
+        ("a 1 512 0\na 2 10", 4, "truncated"),
+    ]
+    for body, line, needle in cases:
+        path = os.path.join(tmp, "bad.trace")
+        with open(path, "w") as f:
+            f.write(head + body)
+        rc, out, err = run("replay", path)
+        lines = err.strip().splitlines()
+        check(rc == 2, f"bad trace ({needle}) exits 2, got {rc}")
+        check(len(lines) == 1, f"bad trace ({needle}): one stderr line, got {lines}")
+        check(f"line {line}:" in err and needle in err, f"bad trace ({needle}) names line {line}: {err.strip()}")
+        check(out == "", f"bad trace ({needle}): nothing on stdout")
+        # The same through gzip and through stdin.
+        gz = path + ".gz"
+        with gzip.open(gz, "wt") as f:
+            f.write(head + body)
+        rc, _, err = run("replay", gz)
+        check(rc == 2 and f"line {line}:" in err, f"gzip bad trace ({needle}): {rc} {err.strip()}")
+        rc, _, err = run("replay", "-", stdin=(head + body).encode())
+        check(rc == 2 and f"line {line}:" in err and "<stdin>" in err, f"stdin bad trace ({needle}): {rc} {err.strip()}")
+    path = os.path.join(tmp, "noheader.trace")
+    with open(path, "w") as f:
+        f.write("a 1 512 0\n")
+    rc, _, err = run("replay", path)
+    check(rc == 2 and "line 1:" in err and "memtrace v1" in err, f"missing header: {err.strip()}")
+    rc, _, err = run("replay", os.path.join(tmp, "does-not-exist.trace"))
+    check(rc == 2 and "does-not-exist.trace" in err, f"missing file: {rc} {err.strip()}")
+
+
+def usage_errors():
+    for args, needle in [
+        (["replay", "--bogus", "x.trace"], "--bogus"),
+        (["replay"], "no trace"),
+        (["replay", "--capacity", "lots", "x.trace"], "lots"),
+        (["replay", "--capacity"], "needs a value"),
+        (["replay", "--device", "quantum", os.path.join(SRC, "traces/resnet50_train.trace.gz")], "quantum"),
+        (["replay", "--conf", "bogus_key:1", "x.trace"], "bogus_key"),
+        (["bench", "alloc", "--repeat", "0"], "repeat"),
+        (["bench", "alloc", "--frobnicate"], "--frobnicate"),
+        (["bench", "nosuch"], "nosuch"),
+        (["nosuchcommand"], "nosuchcommand"),
+    ]:
+        rc, out, err = run(*args)
+        check(rc == 2, f"{args}: exit 2, got {rc}")
+        check(needle in err, f"{args}: message names '{needle}': {err.strip()}")
+    rc, out, _ = run("replay", "--help")
+    check(rc == 0 and "--capacity" in out and "--fit" in out, "replay --help")
+    rc, out, _ = run("bench", "--help")
+    check(rc == 0 and "--repeat" in out, "bench --help")
+
+
+def tiny_trace(tmp):
+    text = ("# memtrace v1\n# peak_requested_bytes: 3003100\n"
+            "# pytorch_native_peak_reserved_bytes: 23068672\n"
+            "a 0 1000 0\na 1 3000 0\nf 0\na 2 100 1\na 3 3000000 0\nf 3\nf 1\na 4 0 0\nf 2\nf 4\n")
+    path = os.path.join(tmp, "tiny.trace")
+    with open(path, "w") as f:
+        f.write(text)
+    rc, out, err = run("replay", "--json", "--fit", path)
+    check(rc == 0, f"tiny replay exits 0: {rc} {err}")
+    d = json.loads(out)
+    check(d["events"] == 10 and d["allocs"] == 5 and d["frees"] == 5, f"tiny counts {d}")
+    check(d["peak_requested_bytes"] == 3003100, "tiny peak requested")
+    check(d["peak_allocated_bytes"] == 3003904, "tiny peak allocated (512-byte rounding)")
+    check(d["peak_reserved_bytes"] >= d["peak_allocated_bytes"], "reserved >= allocated")
+    check(abs(d["reserved_over_requested"] - d["peak_reserved_bytes"] / 3003100) < 1e-5, "ratio agrees")
+    check(d["pytorch_native_peak_reserved_bytes"] == 23068672, "header figure carried")
+    check(d["fit_capacity_bytes"] >= 3003100 and d["fit_over_requested"] >= 1.0, "fit fields")
+    check(d["oom"] is False, "no oom")
+    # The same on stdin.
+    rc, out2, _ = run("replay", "--json", "-", stdin=text.encode())
+    check(rc == 0 and json.loads(out2)["peak_allocated_bytes"] == 3003904, "stdin replay")
+
+    # Out of memory: exit 1, the failing event and line, an OOM report.
+    oom = os.path.join(tmp, "oom.trace")
+    with open(oom, "w") as f:
+        f.write("# memtrace v1\na 0 1000 0\na 1 2000 0\n\na 2 8388608 0\nf 0\n")
+    rc, out, err = run("replay", "--capacity", "4MiB", oom)
+    check(rc == 1, f"OOM exits 1, got {rc}")
+    check("line 5" in err and "8388608" in err, f"OOM names line 5: {err.strip()}")
+    rc, out, err = run("replay", "--json", "--capacity", "4MiB", oom)
+    d = json.loads(out)
+    check(rc == 1 and d["oom"] is True and d["failed_event"] == 2 and d["failed_line"] == 5, f"OOM json {d}")
+    check(d["ooms"] == 1 and len(d["oom_report"]) > 0, "OOM json report")
+
+    # Summary at the peak: the PyTorch table, every line 77 characters.
+    rc, out, err = run("replay", "--summary", path)
+    table = [l for l in out.splitlines() if l.startswith("|")]
+    check(rc == 0 and len(table) >= 47, f"summary printed ({len(table)} lines)")
+    check(all(len(l) == 77 for l in table), "summary lines are 77 characters")
+    check("vram memory summary, device ID 0" in out and "peak of reserved memory (event 4" in out, "summary title/event")
+    check(any(l.startswith("| Allocated memory      |") and "2933 KiB" in l for l in table),
+          "summary at the peak shows the allocated peak (3003904 B = 2933 KiB)")
+
+    # Snapshot at the peak.
+    snap = os.path.join(tmp, "snap.json")
+    rc, out, err = run("replay", "--snapshot", snap, path)
+    check(rc == 0, f"snapshot run: {rc} {err}")
+    with open(snap) as f:
+        s = json.load(f)
+    check(isinstance(s["segments"], list) and len(s["segments"]) >= 1, "snapshot segments")
+    blocks = [b for seg in s["segments"] for b in seg["blocks"]]
+    live = [b for b in blocks if b["state"] == "active_allocated"]
+    check(len(live) == 3 and sum(b["size"] for b in live) == 3003904, f"snapshot at the peak holds 3 live blocks: {live}")
+    check(all(k in s["segments"][0] for k in ("address", "total_size", "allocated_size", "active_size",
+                                              "requested_size", "stream", "segment_type", "is_expandable", "blocks")),
+          "snapshot segment keys")
+    check("allocator_settings" in s and "device_traces" in s, "snapshot top-level keys")
+    rc, _, err = run("replay", "--snapshot", snap, path, path)
+    check(rc == 2 and "one trace" in err, "--snapshot with two traces is a usage error")
+
+
+def bundled():
+    traces = sorted(os.path.join(SRC, "traces", f) for f in os.listdir(os.path.join(SRC, "traces"))
+                    if f.endswith(".trace.gz"))
+    rc, out, err = run("replay", "--json", *traces)
+    check(rc == 0, f"bundled replay exits 0: {err}")
+    rows = [json.loads(l) for l in out.splitlines()]
+    check(len(rows) == len(traces), "one JSON line per trace")
+    for d in rows:
+        name = os.path.basename(d["trace"])
+        check(d["peak_requested_bytes"] == d["trace_peak_live_bytes"], f"{name}: requested peak = trace's peak")
+        check(d["events"] == d["trace_events"] and d["allocs"] == d["trace_allocs"], f"{name}: every event replayed")
+        check(d["peak_reserved_bytes"] >= d["peak_allocated_bytes"] >= d["peak_requested_bytes"], f"{name}: ordering")
+        check(abs(d["reserved_over_requested"] - d["peak_reserved_bytes"] / d["peak_requested_bytes"]) < 1e-5,
+              f"{name}: ratio")
+        check(d["events_per_second"] > 0 and d["seconds"] > 0, f"{name}: timing")
+        for k in ("device_allocs", "device_frees", "alloc_retries", "ooms"):
+            check(isinstance(d[k], int) and d[k] >= 0, f"{name}: {k}")
+    rc, out, err = run("replay", *traces)
+    check(rc == 0 and "geometric mean" in out and "PyTorch" in out, "human comparison table")
+
+
+def bench():
+    rc, out, err = run("bench", "alloc", "--json", "--repeat", "1")
+    check(rc == 0, f"bench exits 0: {err}")
+    d = json.loads(out)
+    check(sorted(d["pair_ns"].keys(), key=int) == ["512", "65536", "1048576", "16777216", "268435456"], "pair sizes")
+    check(all(v > 0 for v in d["pair_ns"].values()) and d["random_ns_per_op"] > 0, "positive timings")
+    # The random stream of BENCHMARKS.md: its allocations are fixed, so the peak allocated bytes
+    # are the same on every machine for 512-byte rounding (PyTorch measured 8.14-8.18 GB).
+    check(8.0e9 < d["random_peak_allocated_bytes"] < 8.3e9, f"random peak allocated {d['random_peak_allocated_bytes']}")
+    check(d["random_peak_reserved_bytes"] >= d["random_peak_allocated_bytes"], "reserved >= allocated")
+    check(d["machine"]["cores"] >= 1 and d["machine"]["cpu"], "machine info")
+    rc, out, _ = run("bench", "alloc", "--repeat", "1")
+    check(rc == 0 and "machine:" in out and "ns/pair" in out and "command: vram bench alloc" in out, "bench text")
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    if PART == "replay":
+        bad_traces(tmp)
+        usage_errors()
+        tiny_trace(tmp)
+        bundled()
+    else:
+        bench()
+print(f"{passed} passed, {len(failures)} failed")
+sys.exit(1 if failures else 0)

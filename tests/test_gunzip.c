@@ -1,0 +1,132 @@
+/* test_gunzip.c — the built-in gzip decoder against the gzip program: the bundled traces
+ * (dynamic Huffman blocks), tiny input (fixed Huffman), incompressible input (stored blocks),
+ * header fields (file name), several members; and every truncation and many corruptions of a
+ * real file are errors, never crashes or short output.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/trace/gunzip.h"
+#include "check.h"
+
+static uint8_t *slurp(const char *cmd, size_t *len) {
+    FILE *p = popen(cmd, "r");
+    if (!p) return NULL;
+    size_t cap = 1 << 20, n = 0;
+    uint8_t *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n, p)) > 0) {
+        n += got;
+        if (n == cap) {
+            cap *= 2;
+            uint8_t *b = realloc(buf, cap);
+            if (!b) {
+                free(buf);
+                buf = NULL;
+            }
+            buf = b;
+        }
+    }
+    if (pclose(p) != 0) {
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+/* Decompresses gz with vram_gunzip and compares with `gzip -dc`. */
+static void compare(const char *gz_cmd, const char *plain_cmd, const char *what) {
+    size_t glen = 0, plen = 0;
+    uint8_t *gz = slurp(gz_cmd, &glen);
+    uint8_t *plain = slurp(plain_cmd, &plen);
+    CHECK(gz && plain, "%s: inputs (%s)", what, gz_cmd);
+    if (gz && plain) {
+        uint8_t *out = NULL;
+        size_t olen = 0;
+        CHECK_OK(vram_gunzip(gz, glen, what, &out, &olen));
+        CHECK(out && olen == plen && memcmp(out, plain, plen) == 0, "%s: %zu bytes out, want %zu", what, olen, plen);
+        free(out);
+    }
+    free(gz);
+    free(plain);
+}
+
+static void test_matches_gzip(void) {
+    static const char *names[] = {"resnet50_train", "gpt2_train", "bert_varlen_train", "gpt2_generate"};
+    char a[600], b[600];
+    for (int i = 0; i < 4; i++) {
+        snprintf(a, sizeof a, "cat %s/traces/%s.trace.gz", VRAM_SOURCE_DIR, names[i]);
+        snprintf(b, sizeof b, "gzip -dc %s/traces/%s.trace.gz", VRAM_SOURCE_DIR, names[i]);
+        compare(a, b, names[i]);
+    }
+    compare("printf 'hello, hello, hello\\n' | gzip -c", "printf 'hello, hello, hello\\n'", "tiny (fixed codes)");
+    compare("printf '' | gzip -c", "printf ''", "empty");
+    compare("head -c 200000 /dev/zero | tr '\\0' 'x' | gzip -9 -c", "head -c 200000 /dev/zero | tr '\\0' 'x'",
+            "long runs");
+    /* Incompressible bytes make gzip write stored blocks. */
+    compare("head -c 100000 /dev/urandom > /tmp/vram_gz_rand && gzip -c /tmp/vram_gz_rand",
+            "cat /tmp/vram_gz_rand", "random (stored blocks, file name in header)");
+    compare("(printf 'one\\n' | gzip -c; printf 'two\\n' | gzip -c)", "printf 'one\\ntwo\\n'", "two members");
+    CHECK(system("rm -f /tmp/vram_gz_rand") == 0, "cleanup");
+}
+
+static void test_bad_input(void) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "cat %s/traces/resnet50_train.trace.gz", VRAM_SOURCE_DIR);
+    size_t glen = 0;
+    uint8_t *gz = slurp(cmd, &glen);
+    CHECK(gz != NULL, "input");
+    if (!gz) return;
+    uint8_t *out = NULL;
+    size_t olen = 0;
+    /* Every truncation point in the first 2 KiB and the last 64 bytes, and a spread between. */
+    int bad = 0, total = 0;
+    for (size_t cut = 0; cut < glen; cut += (cut < 2048 || cut + 64 > glen) ? 1 : 997) {
+        vram_status st = vram_gunzip(gz, cut, "cut", &out, &olen);
+        total++;
+        if (st == VRAM_ERR_PARSE && out == NULL) bad++;
+        free(out);
+        out = NULL;
+    }
+    CHECK(bad == total, "every truncation is an error (%d of %d)", bad, total);
+    /* Flipped bits: an error or (very rarely, if the change is undetectable) the same output;
+     * the CRC makes a silently different result impossible in practice. */
+    uint64_t x = 88172645463325252ull;
+    size_t plen = 0;
+    uint8_t *plain = NULL;
+    CHECK_OK(vram_gunzip(gz, glen, "ok", &plain, &plen));
+    int wrong = 0;
+    for (int i = 0; i < 300; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        size_t pos = (size_t)(x % glen);
+        uint8_t bit = (uint8_t)(1u << ((x >> 32) % 8));
+        gz[pos] ^= bit;
+        vram_status st = vram_gunzip(gz, glen, "flip", &out, &olen);
+        if (st == VRAM_OK && (olen != plen || memcmp(out, plain, plen) != 0)) wrong++;
+        free(out);
+        out = NULL;
+        gz[pos] ^= bit;
+    }
+    CHECK(wrong == 0, "%d corruptions gave wrong output without an error", wrong);
+    static const uint8_t not_gzip[] = "# memtrace v1\n";
+    CHECK(vram_gunzip(not_gzip, sizeof not_gzip - 1, "x", &out, &olen) == VRAM_ERR_PARSE, "not gzip");
+    CHECK(strstr(vram_last_error(), "x: not gzip") != NULL, "message: %s", vram_last_error());
+    /* Garbage after a member. */
+    uint8_t *two = malloc(glen + 3);
+    memcpy(two, gz, glen);
+    memcpy(two + glen, "abc", 3);
+    CHECK(vram_gunzip(two, glen + 3, "trail", &out, &olen) == VRAM_ERR_PARSE, "trailing garbage");
+    free(two);
+    free(plain);
+    free(gz);
+}
+
+int main(void) {
+    test_matches_gzip();
+    test_bad_input();
+    return check_done();
+}

@@ -1,0 +1,204 @@
+/* test_replay.c — trace replay through the allocator: exact peaks of a hand-made trace, the
+ * failing event of an out-of-memory replay, stopping early, the peak tracker, the fit search,
+ * and the bundled traces against the acceptance figures (reserved / requested <= 1.03,
+ * geometric mean <= 1.015) and the replay speed.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "vram/replay.h"
+
+static const char *tiny =
+    "# memtrace v1\n"
+    "# peak_requested_bytes: 3003100\n"
+    "a 0 1000 0\n"     /* 1024 allocated */
+    "a 1 3000 0\n"     /* +3072 */
+    "f 0\n"
+    "a 2 100 1\n"      /* +512, stream 1 */
+    "a 3 3000000 0\n"  /* +3000320 (512-byte rounding): the peak */
+    "f 3\n"
+    "f 1\n"
+    "a 4 0 0\n"        /* size 0: a unique 512-byte block */
+    "f 2\n"
+    "f 4\n";
+
+static vram_trace *load_str(const char *text) {
+    vram_trace *t = NULL;
+    CHECK_OK(vram_trace_parse(text, strlen(text), "tiny", &t));
+    return t;
+}
+
+static void test_tiny(const char *conf) {
+    const char *label = conf ? conf : "default";
+    vram_trace *t = load_str(tiny);
+    if (!t) return;
+    vram_replay_options o = {.device = "sim", .capacity = 1ull << 30, .conf = conf};
+    vram_device *dev;
+    vram_allocator *a;
+    CHECK_OK(vram_replay_open(&o, 0, &dev, &a));
+    CHECK(dev->capacity == 1ull << 30, "capacity in the sim spec");
+    vram_replay_result r;
+    CHECK_OK(vram_trace_replay(t, a, SIZE_MAX, 0, &r));
+    CHECK(r.events == 10 && r.allocs == 5 && r.frees == 5, "%s: counts %llu %llu %llu", label,
+          (unsigned long long)r.events, (unsigned long long)r.allocs, (unsigned long long)r.frees);
+    CHECK(r.peak_requested_bytes == 3003100, "%s: peak requested %llu", label, (unsigned long long)r.peak_requested_bytes);
+    CHECK(r.peak_allocated_bytes == 3003904, "%s: peak allocated %llu", label, (unsigned long long)r.peak_allocated_bytes);
+    CHECK(r.peak_reserved_bytes >= r.peak_allocated_bytes, "%s: reserved %llu >= allocated", label,
+          (unsigned long long)r.peak_reserved_bytes);
+    if (conf && strstr(conf, "expandable_segments:False"))
+        /* PyTorch's segment sizes: one 2 MiB small segment, one 20 MiB large segment. */
+        CHECK(r.peak_reserved_bytes == (22ull << 20), "%s: reserved %llu", label, (unsigned long long)r.peak_reserved_bytes);
+    else
+        CHECK(r.peak_reserved_bytes <= r.peak_allocated_bytes + (8ull << 20), "%s: reserved %llu within a few pages", label, (unsigned long long)r.peak_reserved_bytes);
+    CHECK(fabs(r.reserved_over_requested - (double)r.peak_reserved_bytes / 3003100.0) < 1e-12, "ratio");
+    CHECK(r.ooms == 0 && !r.failed, "no OOM");
+    CHECK(r.seconds >= 0 && r.events_per_second >= 0, "timing");
+
+    /* The figures are the allocator's own statistics. */
+    vram_stats s;
+    vram_allocator_get_stats(a, &s);
+    CHECK(r.peak_reserved_bytes == (uint64_t)s.reserved_bytes[VRAM_POOL_ALL].peak, "reserved from stats");
+    CHECK(r.device_allocs == s.num_device_alloc && r.device_frees == s.num_device_free, "device counts from stats");
+    CHECK(s.allocated_bytes[VRAM_POOL_ALL].current == 0 && s.requested_bytes[VRAM_POOL_ALL].current == 0,
+          "everything freed at the end");
+    CHECK(s.allocation[VRAM_POOL_ALL].allocated == 5, "5 allocations counted");
+    CHECK(s.tags[VRAM_TAG_OTHER].allocation.allocated == 5, "tagged 'other'");
+    CHECK_OK(vram_allocator_check(a));
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+
+    /* Stop after two events: both allocations still live. */
+    CHECK_OK(vram_replay_open(&o, 0, &dev, &a));
+    CHECK_OK(vram_trace_replay(t, a, 2, 0, &r));
+    CHECK(r.events == 2 && r.allocs == 2 && r.peak_requested_bytes == 4000 && r.peak_allocated_bytes == 4096,
+          "stopped at 2: %llu %llu", (unsigned long long)r.events, (unsigned long long)r.peak_requested_bytes);
+    vram_allocator_get_stats(a, &s);
+    CHECK(s.allocation[VRAM_POOL_ALL].current == 2, "two live after stopping");
+    vram_allocator_destroy(a); /* releases the live blocks */
+    vram_device_close(dev);
+
+    /* The peak tracker finds the event after which reserved memory peaked. */
+    CHECK_OK(vram_replay_open(&o, 0, &dev, &a));
+    CHECK_OK(vram_trace_replay(t, a, SIZE_MAX, 1, &r));
+    CHECK(r.peak_event == 4, "%s: peak event %zu", label, r.peak_event);
+    CHECK(r.peak_event_reserved_bytes == r.peak_reserved_bytes, "peak event reserved %llu",
+          (unsigned long long)r.peak_event_reserved_bytes);
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+
+    /* Fit: the tiny trace needs at least its peak; the result fits and a capacity one
+     * tolerance below it does not. */
+    uint64_t fit = 0;
+    unsigned tries = 0;
+    CHECK_OK(vram_replay_fit(t, &o, &fit, &tries));
+    CHECK(fit >= 3003100 && tries >= 1, "%s: fit %llu after %u tries", label, (unsigned long long)fit, tries);
+    CHECK_OK(vram_replay_open(&o, fit, &dev, &a));
+    CHECK(vram_trace_replay(t, a, SIZE_MAX, 0, &r) == VRAM_OK, "replay fits at the fit capacity");
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+    uint64_t below = fit - (2ull << 20) - 1;
+    if (below >= (2ull << 20)) {
+        CHECK_OK(vram_replay_open(&o, below, &dev, &a));
+        CHECK(vram_trace_replay(t, a, SIZE_MAX, 0, &r) == VRAM_ERR_OUT_OF_MEMORY, "%s: does not fit below the fit (%llu)",
+              label, (unsigned long long)below);
+        vram_allocator_destroy(a);
+        vram_device_close(dev);
+    }
+    vram_trace_free(t);
+}
+
+static void test_oom(void) {
+    vram_trace *t = load_str("# memtrace v1\na 0 1000 0\na 1 2000 0\n\na 2 8388608 0\nf 0\n");
+    if (!t) return;
+    vram_replay_options o = {.capacity = 4ull << 20};
+    vram_device *dev;
+    vram_allocator *a;
+    CHECK_OK(vram_replay_open(&o, 0, &dev, &a));
+    vram_replay_result r;
+    vram_status st = vram_trace_replay(t, a, SIZE_MAX, 0, &r);
+    CHECK(st == VRAM_ERR_OUT_OF_MEMORY, "OOM status %s", vram_status_str(st));
+    CHECK(r.failed && r.failed_event == 2 && r.failed_line == 5, "failed at event %zu line %llu", r.failed_event,
+          (unsigned long long)r.failed_line);
+    CHECK(r.failed_status == VRAM_ERR_OUT_OF_MEMORY, "failed status");
+    CHECK(r.events == 3 && r.allocs == 2 && r.frees == 0, "events %llu allocs %llu", (unsigned long long)r.events,
+          (unsigned long long)r.allocs);
+    CHECK(r.ooms == 1, "ooms %llu", (unsigned long long)r.ooms);
+    CHECK(strstr(vram_last_error(), "tiny line 5") && strstr(vram_last_error(), "8388608"), "detail: %s",
+          vram_last_error());
+    CHECK(strlen(vram_allocator_oom_report(a)) > 0, "an OOM report");
+    CHECK_OK(vram_allocator_check(a));
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+
+    /* Fit finds a capacity for it. */
+    uint64_t fit = 0;
+    CHECK_OK(vram_replay_fit(t, &o, &fit, NULL));
+    CHECK(fit >= 8388608 + 3000 && fit <= (16ull << 20), "fit %llu", (unsigned long long)fit);
+
+    /* Bad options are errors, not crashes. */
+    vram_replay_options bad = {.device = "nonesuch"};
+    CHECK(vram_replay_open(&bad, 0, &dev, &a) == VRAM_ERR_INVALID_ARG, "unknown device");
+    vram_replay_options badconf = {.conf = "no_such_key:1"};
+    CHECK(vram_replay_open(&badconf, 0, &dev, &a) != VRAM_OK, "bad conf");
+    CHECK(strstr(vram_last_error(), "no_such_key") != NULL, "names the key: %s", vram_last_error());
+    vram_trace_free(t);
+}
+
+/* The bundled traces: reserved / requested within the acceptance figures, and speed. */
+static void test_bundled(void) {
+    static const char *names[] = {"resnet50_train", "gpt2_train", "bert_varlen_train", "gpt2_generate"};
+    int sanitized = getenv("VRAM_TEST_SANITIZED") != NULL;
+    double logsum = 0;
+    int n = 0;
+    for (int i = 0; i < 4; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/traces/%s.trace.gz", VRAM_SOURCE_DIR, names[i]);
+        vram_trace *t = NULL;
+        CHECK_OK(vram_trace_load(path, &t));
+        if (!t) continue;
+        vram_device *dev;
+        vram_allocator *a;
+        CHECK_OK(vram_replay_open(NULL, 0, &dev, &a));
+        vram_replay_result r;
+        CHECK_OK(vram_trace_replay(t, a, SIZE_MAX, 0, &r));
+        CHECK(r.peak_requested_bytes == vram_trace_peak_live_bytes(t), "%s: requested peak equals the trace's",
+              names[i]);
+        CHECK(r.events == vram_trace_num_events(t), "%s: all events", names[i]);
+        CHECK(r.reserved_over_requested <= 1.03, "%s: reserved/requested %.4f > 1.03", names[i],
+              r.reserved_over_requested);
+        CHECK_OK(vram_allocator_check(a));
+        printf("%-18s reserved/requested %.4f  %6.2f M events/s\n", names[i], r.reserved_over_requested,
+               r.events_per_second / 1e6);
+        if (!sanitized && vram_trace_num_events(t) > 100000)
+            CHECK(r.events_per_second >= 2.5e6, "%s: replay %.2f M events/s (target 5)", names[i],
+                  r.events_per_second / 1e6);
+        logsum += log(r.reserved_over_requested);
+        n++;
+        vram_allocator_destroy(a);
+        vram_device_close(dev);
+        if (i == 0 && !sanitized) {
+            uint64_t fit = 0;
+            CHECK_OK(vram_replay_fit(t, NULL, &fit, NULL));
+            double ratio = (double)fit / (double)vram_trace_peak_live_bytes(t);
+            printf("%-18s fit %.4f x peak requested\n", names[i], ratio);
+            CHECK(ratio >= 1.0 && ratio <= 1.03, "%s: fit ratio %.4f", names[i], ratio);
+        }
+        vram_trace_free(t);
+    }
+    if (n) {
+        double g = exp(logsum / n);
+        printf("geometric mean reserved/requested %.4f\n", g);
+        CHECK(g <= 1.015, "geometric mean %.4f > 1.015", g);
+    }
+}
+
+int main(void) {
+    test_tiny(NULL);
+    test_tiny("expandable_segments:False");
+    test_oom();
+    test_bundled();
+    return check_done();
+}
