@@ -17,10 +17,14 @@ build-san:
 	@cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DVRAM_SANITIZE=ON >/dev/null
 	@cmake --build $(SAN_BUILD) -j $(JOBS)
 
-# The main job: replay the bundled real PyTorch traces through the allocator on an 80 GiB
-# simulated device and print vram's peaks beside PyTorch's (and the smallest device that fits).
+# The main job, in two parts:
+#  1. replay the bundled real PyTorch traces through the allocator on an 80 GiB simulated
+#     device and print vram's peaks beside PyTorch's (and the smallest device that fits);
+#  2. train a small GPT on the bundled corpus on the CPU, every byte through the allocator,
+#     ending with the memory summary and the table of memory by category.
 run: build
 	./$(BUILD)/vram replay --fit traces/*.trace.gz
+	./$(BUILD)/vram train --data $(BUILD)/data/kjv.txt --steps 300 --eval-every 100 --report
 
 test-plain: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

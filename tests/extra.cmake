@@ -55,17 +55,6 @@ add_test(NAME cli_train_report
          COMMAND $<TARGET_FILE:vram> train --data ${VRAM_TRAIN_CORPUS} --steps 3 --layers 1 --heads 2 --width 32
                  --context 16 --batch 4 --accum 2 --checkpoint --eval-every 2 --eval-batches 2 --report)
 set_tests_properties(cli_train_report PROPERTIES PASS_REGULAR_EXPRESSION "categories add up to the allocator's allocated bytes: yes")
-# The memory summary (summary.h) lives in another part of libvram; train.c refers to it weakly
-# so the command links without it. When a library source defines it, make the linker pull it
-# in from the static library (a weak reference alone would not).
-file(GLOB vram_lib_sources ${CMAKE_SOURCE_DIR}/src/*/*.c)
-foreach(f ${vram_lib_sources})
-  file(STRINGS ${f} vram_summary_def REGEX "^vram_status vram_memory_summary\\(")
-  if(vram_summary_def)
-    target_link_options(vram PRIVATE "LINKER:--undefined=vram_memory_summary")
-    break()
-  endif()
-endforeach()
 # ---- end runtime ----
 
 # ---- issue 3 (cuda branch): PyTorch plug-in tests ----------------------------------------

@@ -23,10 +23,6 @@
 #include "vram/optim.h"
 #include "vram/summary.h"
 
-/* The summary table (summary.h) is implemented in another part of libvram; the reference is
- * weak so this command still links and reports without it (tests/extra.cmake makes the linker
- * pull it in whenever the library has it). */
-#pragma weak vram_memory_summary
 
 typedef struct train_opts {
     const char *data;
@@ -397,11 +393,11 @@ int vram_cmd_train(int argc, char **argv) {
     if (o.report) {
         printf("\n");
         char *sum = NULL;
-        if (vram_memory_summary && vram_memory_summary(a, 0, &sum) == VRAM_OK && sum) {
+        if (vram_memory_summary(a, 0, &sum) == VRAM_OK) {
             fputs(sum, stdout);
             free(sum);
         } else {
-            printf("(the allocator's summary table is not built into this libvram)\n");
+            printf("(memory summary failed: %s)\n", vram_last_error());
         }
         print_categories(a, fwd_tags);
     }

@@ -44,12 +44,6 @@ extern "C" {
 
 #define VRAM_TORCH_API extern "C" __attribute__((visibility("default")))
 
-/* The summary and snapshot modules may be missing from a libvram being built up: referenced
- * weakly, they are NULL there and the calls below say so instead of failing to link. */
-#pragma weak vram_memory_summary
-#pragma weak vram_allocator_snapshot
-#pragma weak vram_snapshot_write_json
-#pragma weak vram_snapshot_free
 
 namespace {
 
@@ -322,10 +316,6 @@ VRAM_TORCH_API char *vram_torch_summary(int device, int abbreviated) {
     vram_allocator *a = get_allocator(device, false);
     if (!a) return nullptr;
     char *out = nullptr;
-    if (!vram_memory_summary) {
-        set_error("this libvram has no memory summary module");
-        return nullptr;
-    }
     if (vram_memory_summary(a, abbreviated, &out) != VRAM_OK) {
         set_error(vram_last_error());
         return nullptr;
@@ -337,10 +327,6 @@ VRAM_TORCH_API char *vram_torch_snapshot_json(int device) {
     vram_allocator *a = get_allocator(device, false);
     if (!a) return nullptr;
     vram_snapshot *snap = nullptr;
-    if (!vram_allocator_snapshot || !vram_snapshot_write_json || !vram_snapshot_free) {
-        set_error("this libvram has no snapshot module");
-        return nullptr;
-    }
     if (vram_allocator_snapshot(a, &snap) != VRAM_OK) {
         set_error(vram_last_error());
         return nullptr;
