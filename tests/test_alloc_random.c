@@ -220,5 +220,6 @@ int main(void) {
     run("expandable_segments:False", ops / 2, seconds / 2);
     run("expandable_segments:False,max_split_size_mb:64,roundup_power2_divisions:4", ops / 4, seconds / 4);
     run("caching:False", ops / 10, seconds / 4);
+    run("move_busy_pages:True", ops / 4, seconds / 4);
     return check_done();
 }

@@ -24,6 +24,8 @@ typedef struct vram_alloc_config {
     uint64_t max_reserved;          /* absolute cap on reserved bytes (0 = none) */
     uint32_t history_entries;       /* event ring size for snapshots (0 = off) */
     int caching;                    /* 0 = every free goes back to the device (debugging) */
+    int move_busy_pages;            /* 1: move pages a stream may still use whenever that keeps
+                                     * reserved memory at its peak; 0: only under the limit */
 } vram_alloc_config;
 
 /* The defaults, before any string is applied. */

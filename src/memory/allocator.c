@@ -1172,7 +1172,7 @@ static vram_status ensure_mapped(vram_allocator *a, vram_region *r, uint64_t add
     if (need > room && a->cached_head) {
         release_pages(a, need - room, r, p0, p1, &blocked);
         reserved = (uint64_t)a->stats.reserved_bytes[0].current;
-        if (blocked && a->can_alias && reserved + need > peak) {
+        if (blocked && a->can_alias && a->cfg.move_busy_pages && reserved + need > peak) {
             alias_pages(a, r, p0, p1, stream, (reserved + need - peak + P - 1) / P);
             need = (p1 - p0 - bits_count(r->mapped, p0, p1)) * P;
         }

@@ -28,6 +28,7 @@ void vram_alloc_config_default(vram_alloc_config *cfg) {
     cfg->max_reserved = 0;
     cfg->history_entries = 0;
     cfg->caching = 1;
+    cfg->move_busy_pages = 0;
 }
 
 typedef enum { KEY_BOOL, KEY_MIB, KEY_SIZE, KEY_UINT, KEY_FRACTION_OPEN, KEY_FRACTION } key_kind;
@@ -49,6 +50,7 @@ static const struct {
     {"max_reserved", KEY_SIZE, offsetof(vram_alloc_config, max_reserved), 0},
     {"history", KEY_UINT, offsetof(vram_alloc_config, history_entries), 0},
     {"caching", KEY_BOOL, offsetof(vram_alloc_config, caching), 0},
+    {"move_busy_pages", KEY_BOOL, offsetof(vram_alloc_config, move_busy_pages), 0},
 };
 
 static vram_status parse_uint(const char *key, const char *value, uint64_t *out) {
@@ -169,9 +171,10 @@ void vram_alloc_config_format(const vram_alloc_config *cfg, char *buf, size_t ca
         snprintf(gc, sizeof gc, ",garbage_collection_threshold:%g", cfg->garbage_collection_threshold);
     snprintf(buf, cap,
              "expandable_segments:%s,page_size_mb:%llu%s,max_non_split_rounding_mb:%llu,"
-             "roundup_power2_divisions:%u,memory_fraction:%g,max_reserved:%llu,history:%u,caching:%s%s",
+             "roundup_power2_divisions:%u,memory_fraction:%g,max_reserved:%llu,history:%u,caching:%s,"
+             "move_busy_pages:%s%s",
              cfg->expandable_segments ? "True" : "False", (unsigned long long)(cfg->page_size / MiB), split,
              (unsigned long long)(cfg->max_non_split_rounding / MiB), cfg->roundup_power2_divisions,
              cfg->memory_fraction, (unsigned long long)cfg->max_reserved, cfg->history_entries,
-             cfg->caching ? "True" : "False", gc);
+             cfg->caching ? "True" : "False", cfg->move_busy_pages ? "True" : "False", gc);
 }

@@ -31,7 +31,7 @@ typedef struct evdev_event {
 static vram_device_ops evdev_ops;
 static evdev_state *evdev_of(vram_device *d) { return (evdev_state *)((void **)d->impl)[1]; }
 
-static vram_status evdev_record(vram_device *d, vram_stream s, void **out) {
+static inline vram_status evdev_record(vram_device *d, vram_stream s, void **out) {
     evdev_state *e = evdev_of(d);
     evdev_event *ev = malloc(sizeof *ev);
     if (!ev) return VRAM_ERR_OUT_OF_MEMORY;
@@ -88,7 +88,7 @@ static void evdev_close(vram_device *d) {
 }
 
 /* Opens "sim:CAPACITY" with controllable streams. */
-static vram_status event_device_open(const char *capacity, vram_device **out) {
+static inline vram_status event_device_open(const char *capacity, vram_device **out) {
     char spec[64] = "sim:";
     strncat(spec, capacity, sizeof spec - 5);
     vram_status st = vram_device_open(spec, out);
@@ -117,9 +117,9 @@ static vram_status event_device_open(const char *capacity, vram_device **out) {
     return VRAM_OK;
 }
 
-static evdev_state *event_device_state(vram_device *d) { return evdev_of(d); }
-static void event_device_submit(vram_device *d, unsigned s) { evdev_of(d)->submitted[s % EVDEV_STREAMS]++; }
-static void event_device_complete(vram_device *d, unsigned s) {
+static inline evdev_state *event_device_state(vram_device *d) { return evdev_of(d); }
+static inline void event_device_submit(vram_device *d, unsigned s) { evdev_of(d)->submitted[s % EVDEV_STREAMS]++; }
+static inline void event_device_complete(vram_device *d, unsigned s) {
     evdev_state *e = evdev_of(d);
     e->completed[s % EVDEV_STREAMS] = e->submitted[s % EVDEV_STREAMS];
 }
