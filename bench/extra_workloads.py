@@ -47,7 +47,8 @@ def llama_train(steps):
 
 def t5_varlen_train(steps):
     from transformers import T5Config, T5ForConditionalGeneration
-    cfg = T5Config(d_model=512, d_ff=2048, num_layers=6, num_heads=8, vocab_size=32128)
+    cfg = T5Config(d_model=512, d_ff=2048, num_layers=6, num_heads=8, vocab_size=32128, decoder_start_token_id=0,
+                   pad_token_id=0)
     model = T5ForConditionalGeneration(cfg).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     for _ in range(steps * 2):
