@@ -1284,11 +1284,13 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
     if ((a->nrecent || a->not_ready_count) &&
         (!b || (a->pages_model && !range_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize)))) {
         /* The slow path: pages would be mapped or a segment created. Deferred blocks may hold
-         * what is needed, and so may blocks freed on streams whose work has since finished:
-         * poll their events (and record new ones, so blocks freed by now become reusable by
-         * the next slow path without the host ever waiting). */
+         * what is needed, and so may blocks freed on streams whose events have completed.
+         * (New events are recorded only when a page move is blocked, below: recording them on
+         * every slow path made freed pages move sooner, and on an H200 the extra page traffic
+         * cost 12-46% of step time for 3-50% less reserved memory; bench/results/
+         * 2026-12-02-torch-workloads.md, runs 3 and 6.) */
         if (a->nrecent) recent_flush(a);
-        if (a->not_ready_count) poll_streams(a, 1);
+        if (a->not_ready_count) poll_streams(a, 0);
         if (a->zombies) zombies_reap(a, 0);
         b = find_free(a, p, rsize, stream, &at_end);
     }
