@@ -817,6 +817,18 @@ static uint64_t release_segments(vram_allocator *a, uint64_t want) {
     return released;
 }
 
+/* The pages [p0, p1) of a block as two windows that leave out the pages [x0, x1) about to be
+ * used (when `same_region`): [p0, min(p1, x0)) and [max(p0, x1), p1), possibly empty. */
+static void page_windows(uint64_t p0, uint64_t p1, int same_region, uint64_t x0, uint64_t x1, uint64_t win[2][2]) {
+    win[0][0] = p0;
+    win[0][1] = p1;
+    win[1][0] = win[1][1] = p1;
+    if (same_region && x0 < p1 && x1 > p0) {
+        win[0][1] = x0 > p0 ? x0 : p0;
+        win[1][0] = x1 < p1 ? x1 : p1;
+    }
+}
+
 /* Pages model: unmaps whole free mapped pages of ready free blocks, outside pages [x0, x1) of
  * region xr, until `want` bytes are unmapped (UINT64_MAX: all). Blocks not yet ready are
  * skipped and reported through *blocked: their stream may still use the pages. Returns the
@@ -834,11 +846,8 @@ static uint64_t release_pages(vram_allocator *a, uint64_t want, const vram_regio
         }
         uint64_t p0, p1;
         full_pages(a, r, b->addr, b->size, &p0, &p1);
-        uint64_t win[2][2] = {{p0, p1}, {p1, p1}};
-        if (r == xr && x0 < p1 && x1 > p0) {
-            win[0][1] = x0 > p0 ? x0 : p0;
-            win[1][0] = x1 < p1 ? x1 : p1;
-        }
+        uint64_t win[2][2];
+        page_windows(p0, p1, r == xr, x0, x1, win);
         int left = 0;
         for (int w = 0; w < 2 && !left; w++) {
             for (uint64_t p = win[w][0]; p < win[w][1];) {
@@ -1086,11 +1095,8 @@ static uint64_t alias_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint
         if (!vr->expandable || b->ready || b->stream != stream) continue;
         uint64_t q0, q1;
         full_pages(a, vr, b->addr, b->size, &q0, &q1);
-        uint64_t win[2][2] = {{q0, q1}, {q1, q1}};
-        if (vr == r && p0 < q1 && p1 > q0) {
-            win[0][1] = p0 > q0 ? p0 : q0;
-            win[1][0] = p1 < q1 ? p1 : q1;
-        }
+        uint64_t win[2][2];
+        page_windows(q0, q1, vr == r, p0, p1, win);
         for (int w = 0; w < 2 && moved < want; w++) {
             for (uint64_t q = win[w][0]; q < win[w][1] && moved < want;) {
                 uint64_t s = bits_find(vr->mapped, q, win[w][1], 1);
