@@ -17,8 +17,21 @@
  *
  * Streams: see alloc.h. Blocks freed on a stream are ready for other streams only once an
  * event recorded on that stream after the free completes; events are recorded lazily, when
- * another stream finds nothing else to reuse, and polled, never waited on, in malloc. On a
- * device without events (sim, host) every freed block is ready at once.
+ * another stream finds nothing else to reuse or a page move is blocked, and polled, never
+ * waited on, in malloc. On a device without events (sim, host) every freed block is ready at
+ * once. Pages of blocks that are not ready move only by aliasing (page_alias: the new block
+ * for the same stream gets the same physical pages at its own address; the old addresses stay
+ * mapped as "zombies" until an event shows the stream has passed them), and only under the
+ * memory limit unless VRAM_ALLOC_CONF move_busy_pages:True.
+ *
+ * Deferred frees: a freed block first sits, uncoalesced, in one of 16 exact-size slots, from
+ * which the next request of that size takes it back without search, split or merge; slots are
+ * flushed into the bins before any page is mapped or segment created.
+ *
+ * File map: locking, block structs, the live map, bins, streams, statistics, page bitmaps,
+ * zombies, the cached list, free-block insertion, deferred frees, sizes, the block search,
+ * regions, page release, the OOM report, creation, malloc (page moves, aliasing), free, and
+ * the cache/limit/statistics API.
  */
 #include <sched.h>
 #include <stdio.h>
