@@ -172,7 +172,6 @@ static inline int vram_page_mapped(const vram_region *r, uint64_t page) {
     return (int)((r->mapped[page >> 6] >> (page & 63)) & 1);
 }
 
-vram_block *vram_live_get(const vram_live_map *m, uint64_t key);
 
 static inline unsigned vram_recent_slot(uint64_t rsize) {
     return (unsigned)(((rsize >> 9) * 0x9E3779B97F4A7C15ull) >> 60) & (VRAM_RECENT_SLOTS - 1);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "allocator_internal.h"
+#include "live_map.h"
 
 #define FAIL(...) return vram_error(VRAM_ERR_INTERNAL, __VA_ARGS__)
 
