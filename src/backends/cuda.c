@@ -298,10 +298,13 @@ static vram_status cuda_va_release(vram_device *dev, uint64_t addr, size_t size)
     return r2 == CUDA_SUCCESS ? VRAM_OK : cuda_fail(r2, "cuMemAddressFree");
 }
 
-static vram_status cuda_page_map(vram_device *dev, uint64_t addr, size_t size) {
-    cuda_state *s = dev->impl;
+/* Checks that [addr, addr+size) is page aligned, inside one reservation, and that every page
+ * in it is mapped (`mapped`) or unmapped (!`mapped`); on success returns with the device
+ * current and the lock held, the reservation and the first page index set. */
+static vram_status cuda_lock_pages(cuda_state *s, uint64_t addr, size_t size, int mapped, const char *what,
+                                   cuda_reservation **res_out, size_t *first_out) {
     if (size == 0 || size % s->granularity || addr % s->granularity)
-        return vram_error(VRAM_ERR_INVALID_ARG, "cuda: map of [0x%llx, +%zu) is not page aligned (page %zu)",
+        return vram_error(VRAM_ERR_INVALID_ARG, "cuda: %s of [0x%llx, +%zu) is not page aligned (page %zu)", what,
                           (unsigned long long)addr, size, s->granularity);
     vram_status st = cuda_enter(s);
     if (st != VRAM_OK) return st;
@@ -309,17 +312,28 @@ static vram_status cuda_page_map(vram_device *dev, uint64_t addr, size_t size) {
     cuda_reservation *res = cuda_find(s, addr, size);
     if (!res) {
         pthread_mutex_unlock(&s->lock);
-        return vram_error(VRAM_ERR_INVALID_ARG, "cuda: map of [0x%llx, +%zu) is outside every reservation",
+        return vram_error(VRAM_ERR_INVALID_ARG, "cuda: %s of [0x%llx, +%zu) is outside every reservation", what,
                           (unsigned long long)addr, size);
     }
     size_t first = (addr - res->base) / s->granularity, count = size / s->granularity;
     for (size_t i = first; i < first + count; i++) {
-        if (res->pages[i]) {
+        if ((res->pages[i] != 0) != (mapped != 0)) {
             pthread_mutex_unlock(&s->lock);
-            return vram_error(VRAM_ERR_STATE, "cuda: page at 0x%llx is already mapped",
-                              (unsigned long long)(res->base + i * s->granularity));
+            return vram_error(VRAM_ERR_STATE, "cuda: page at 0x%llx is %s", (unsigned long long)(res->base + i * s->granularity),
+                              mapped ? "not mapped" : "already mapped");
         }
     }
+    *res_out = res;
+    *first_out = first;
+    return VRAM_OK;
+}
+
+static vram_status cuda_page_map(vram_device *dev, uint64_t addr, size_t size) {
+    cuda_state *s = dev->impl;
+    cuda_reservation *res = NULL;
+    size_t first = 0, count = size / s->granularity;
+    vram_status st = cuda_lock_pages(s, addr, size, 0, "map", &res, &first);
+    if (st != VRAM_OK) return st;
     CUresult r = CUDA_SUCCESS;
     const char *what = "cuMemCreate";
     size_t done = first;
@@ -346,26 +360,10 @@ static vram_status cuda_page_map(vram_device *dev, uint64_t addr, size_t size) {
 
 static vram_status cuda_page_unmap(vram_device *dev, uint64_t addr, size_t size) {
     cuda_state *s = dev->impl;
-    if (size == 0 || size % s->granularity || addr % s->granularity)
-        return vram_error(VRAM_ERR_INVALID_ARG, "cuda: unmap of [0x%llx, +%zu) is not page aligned (page %zu)",
-                          (unsigned long long)addr, size, s->granularity);
-    vram_status st = cuda_enter(s);
+    cuda_reservation *res = NULL;
+    size_t first = 0, count = size / s->granularity;
+    vram_status st = cuda_lock_pages(s, addr, size, 1, "unmap", &res, &first);
     if (st != VRAM_OK) return st;
-    pthread_mutex_lock(&s->lock);
-    cuda_reservation *res = cuda_find(s, addr, size);
-    if (!res) {
-        pthread_mutex_unlock(&s->lock);
-        return vram_error(VRAM_ERR_INVALID_ARG, "cuda: unmap of [0x%llx, +%zu) is outside every reservation",
-                          (unsigned long long)addr, size);
-    }
-    size_t first = (addr - res->base) / s->granularity, count = size / s->granularity;
-    for (size_t i = first; i < first + count; i++) {
-        if (!res->pages[i]) {
-            pthread_mutex_unlock(&s->lock);
-            return vram_error(VRAM_ERR_STATE, "cuda: page at 0x%llx is not mapped",
-                              (unsigned long long)(res->base + i * s->granularity));
-        }
-    }
     /* No device-wide synchronize here: the allocator unmaps only pages whose blocks are
      * "ready", i.e. an event recorded after their last free has completed (alloc.h), so no
      * queued kernel can still touch them; a cuCtxSynchronize would also wait for unrelated

@@ -243,49 +243,37 @@ static void full_pages(const vram_allocator *a, const vram_region *r, uint64_t a
     *p1 = hi > lo ? hi : lo;
 }
 
-/* Records pages [p0, p1) of r as mapped: bits, reserved bytes, mapped ranges ("segments"). */
-static void mark_mapped(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
+/* Records pages [p0, p1) of r as mapped (or unmapped): bits, reserved bytes, mapped ranges
+ * ("segments": a map joins up to two neighbouring ranges, an unmap may split one), counters. */
+static void mark_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1, int mapped) {
     uint64_t P = a->page_size;
+    bits_set(r->mapped, p0, p1, mapped);
     int left = p0 > 0 && vram_page_mapped(r, p0 - 1);
     int right = p1 < r->npages && vram_page_mapped(r, p1);
-    bits_set(r->mapped, p0, p1, 1);
     int64_t bytes = (int64_t)((p1 - p0) * P);
-    stat_pool_up(a->stats.reserved_bytes, r->pool, bytes);
-    int delta = 1 - left - right;
+    int delta = mapped ? 1 - left - right : left + right - 1;
+    if (mapped) stat_pool_up(a->stats.reserved_bytes, r->pool, bytes);
+    else stat_pool_down(a->stats.reserved_bytes, r->pool, bytes);
     if (delta > 0) stat_pool_up(a->stats.segment, r->pool, delta);
     else if (delta < 0) stat_pool_down(a->stats.segment, r->pool, -delta);
-    a->stats.num_device_alloc++;
-    history_add(a, VRAM_EVENT_SEGMENT_MAP, r->base + p0 * P, (uint64_t)bytes, 0, 0);
+    if (mapped) a->stats.num_device_alloc++;
+    else a->stats.num_device_free++;
+    history_add(a, mapped ? VRAM_EVENT_SEGMENT_MAP : VRAM_EVENT_SEGMENT_UNMAP, r->base + p0 * P, (uint64_t)bytes, 0, 0);
 }
 
 /* Maps pages [p0, p1) of r (all unmapped). */
 static vram_status map_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
     uint64_t P = a->page_size;
     vram_status st = a->dev->ops->page_map(a->dev, r->base + p0 * P, (p1 - p0) * P);
-    if (st == VRAM_OK) mark_mapped(a, r, p0, p1);
+    if (st == VRAM_OK) mark_pages(a, r, p0, p1, 1);
     return st;
-}
-
-/* Records pages [p0, p1) of r as unmapped. */
-static void mark_unmapped(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
-    uint64_t P = a->page_size;
-    bits_set(r->mapped, p0, p1, 0);
-    int left = p0 > 0 && vram_page_mapped(r, p0 - 1);
-    int right = p1 < r->npages && vram_page_mapped(r, p1);
-    int64_t bytes = (int64_t)((p1 - p0) * P);
-    stat_pool_down(a->stats.reserved_bytes, r->pool, bytes);
-    int delta = left + right - 1;
-    if (delta > 0) stat_pool_up(a->stats.segment, r->pool, delta);
-    else if (delta < 0) stat_pool_down(a->stats.segment, r->pool, -delta);
-    a->stats.num_device_free++;
-    history_add(a, VRAM_EVENT_SEGMENT_UNMAP, r->base + p0 * P, (uint64_t)bytes, 0, 0);
 }
 
 /* Unmaps pages [p0, p1) of r (all mapped, none under a live block). */
 static vram_status unmap_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
     uint64_t P = a->page_size;
     vram_status st = a->dev->ops->page_unmap(a->dev, r->base + p0 * P, (p1 - p0) * P);
-    if (st == VRAM_OK) mark_unmapped(a, r, p0, p1);
+    if (st == VRAM_OK) mark_pages(a, r, p0, p1, 0);
     return st;
 }
 
@@ -1071,9 +1059,9 @@ static uint64_t alias_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint
                     }
                     if (a->dev->ops->page_alias(a->dev, vr->base + s * P, r->base + t * P, k * P) != VRAM_OK) goto done;
                     z->ranges[z->n++] = (vram_zombie_range){vr, s, s + k};
-                    mark_unmapped(a, vr, s, s + k);
+                    mark_pages(a, vr, s, s + k, 0);
                     bits_set(vr->zombie, s, s + k, 1);
-                    mark_mapped(a, r, t, t + k);
+                    mark_pages(a, r, t, t + k, 1);
                     s += k;
                     t += k;
                     moved += k;
