@@ -9,7 +9,7 @@
  * of VRAM_ALLOC_CONF move_busy_pages, and prints peak reserved over peak requested and the
  * device calls (page maps, unmaps and aliases) each needs.
  *
- *   bench_replay_lag [--lags 0,100,1000] TRACE...
+ *   bench_replay_lag [--lags 0,100,1000] [--confs "CONF;CONF..."] TRACE...
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,12 +19,31 @@
 #include "vram/alloc.h"
 #include "vram/trace.h"
 
-static int replay(const vram_trace *t, long lag, int move_busy, double *ratio, uint64_t *maps, uint64_t *unmaps) {
+typedef struct lag_result {
+    double ratio;
+    uint64_t map_pages, unmap_pages, alias_pages, drop_pages; /* over the whole trace */
+    uint64_t late_pages; /* pages mapped, unmapped, aliased or dropped in the last 40% of events */
+    double driver_ms;    /* those calls at the H200's measured cost per physical handle */
+} lag_result;
+
+/* Host time of the mapping calls per 2 MiB page on an H200 (bench/bench_cuda_pages.c,
+ * 2026-12-02-cuda-latency.md): map (create+map+set access), unmap (+release), alias (map+set
+ * access of a kept handle), drop (unmap+release). */
+static const double MAP_US = 42.0, UNMAP_US = 31.0, ALIAS_US = 35.0, DROP_US = 31.0;
+
+static uint64_t bytes_touched(const evdev_state *e) {
+    return e->map_bytes + e->unmap_bytes + e->alias_bytes + e->drop_bytes;
+}
+
+static int replay(const vram_trace *t, long lag, const char *conf, lag_result *out) {
     vram_device *dev;
     if (event_device_open("141GiB", &dev) != VRAM_OK) return -1;
     vram_alloc_config cfg;
     vram_alloc_config_default(&cfg);
-    cfg.move_busy_pages = move_busy;
+    if (vram_alloc_config_parse(conf, &cfg) != VRAM_OK) {
+        vram_device_close(dev);
+        return -1;
+    }
     vram_allocator *a;
     if (vram_allocator_new(dev, &cfg, &a) != VRAM_OK) return -1;
     evdev_state *e = event_device_state(dev);
@@ -32,7 +51,9 @@ static int replay(const vram_trace *t, long lag, int move_busy, double *ratio, u
     const vram_trace_event *ev = vram_trace_events(t, &n);
     void **ptrs = calloc(vram_trace_num_allocs(t) + 1, sizeof *ptrs);
     int rc = 0;
+    uint64_t before_late = 0;
     for (size_t i = 0; i < n && !rc; i++) {
+        if (i == n - n * 2 / 5) before_late = bytes_touched(e);
         event_device_submit(dev, 0); /* the work that uses this block */
         if ((long)e->submitted[0] - lag > (long)e->completed[0]) e->completed[0] = e->submitted[0] - (uint64_t)lag;
         if (ev[i].op == VRAM_TRACE_ALLOC)
@@ -42,9 +63,15 @@ static int replay(const vram_trace *t, long lag, int move_busy, double *ratio, u
     }
     vram_stats st;
     vram_allocator_get_stats(a, &st);
-    *ratio = (double)st.reserved_bytes[0].peak / (double)st.requested_bytes[0].peak;
-    *maps = st.num_device_alloc;
-    *unmaps = st.num_device_free;
+    out->ratio = (double)st.reserved_bytes[0].peak / (double)st.requested_bytes[0].peak;
+    uint64_t P = cfg.page_size; /* one physical handle per allocator page */
+    out->map_pages = e->map_bytes / P;
+    out->unmap_pages = e->unmap_bytes / P;
+    out->alias_pages = e->alias_bytes / P;
+    out->drop_pages = e->drop_bytes / P;
+    out->late_pages = (bytes_touched(e) - before_late) / P;
+    out->driver_ms = (out->map_pages * MAP_US + out->unmap_pages * UNMAP_US + out->alias_pages * ALIAS_US +
+                      out->drop_pages * DROP_US) / 1000.0;
     if (vram_allocator_check(a) != VRAM_OK) rc = -1;
     vram_allocator_destroy(a);
     vram_device_close(dev);
@@ -52,21 +79,44 @@ static int replay(const vram_trace *t, long lag, int move_busy, double *ratio, u
     return rc;
 }
 
+/* Splits `list` at `sep` into at most `max` items (in place); returns the count. */
+static int split(char *list, const char *sep, char **items, int max) {
+    int n = 0;
+    for (char *save = NULL, *tok = strtok_r(list, sep, &save); tok && n < max; tok = strtok_r(NULL, sep, &save))
+        items[n++] = tok;
+    return n;
+}
+
 int main(int argc, char **argv) {
-    const char *lags = "0,100,1000";
+    char lags[256] = "0,100,1000", confs[1024] = ",move_busy_pages:True";
     int first = 1;
-    if (argc > 2 && !strcmp(argv[1], "--lags")) {
-        lags = argv[2];
-        first = 3;
+    while (first + 1 < argc && argv[first][0] == '-') {
+        if (!strcmp(argv[first], "--lags")) snprintf(lags, sizeof lags, "%s", argv[first + 1]);
+        else if (!strcmp(argv[first], "--confs")) snprintf(confs, sizeof confs, "%s", argv[first + 1]);
+        else break;
+        first += 2;
     }
-    if (first >= argc) {
-        fprintf(stderr, "usage: bench_replay_lag [--lags 0,100,1000] TRACE...\n");
+    if (first >= argc || argv[first][0] == '-') {
+        fprintf(stderr, "usage: bench_replay_lag [--lags 0,100,1000] [--confs 'CONF;CONF...'] TRACE...\n");
         return 2;
+    }
+    char *lag_v[32], *conf_v[32];
+    int nlags = split(lags, ",", lag_v, 32), nconfs = 0;
+    /* configurations are separated by ';' and may be empty (the defaults) */
+    for (char *c = confs; nconfs < 32;) {
+        conf_v[nconfs++] = c;
+        char *semi = strchr(c, ';');
+        if (!semi) break;
+        *semi = '\0';
+        c = semi + 1;
     }
     printf("command:");
     for (int i = 0; i < argc; i++) printf(" %s", argv[i]);
-    printf("\n\n| trace | lag (calls) | move_busy_pages | peak reserved / peak requested | page maps | unmaps + drops |\n");
-    printf("|---|---|---|---|---|---|\n");
+    printf("\n\nPages (of the configured page size, one physical handle each): mapped / unmapped / aliased / "
+           "dropped; late: pages touched in the last 40%% of the trace; driver ms: those calls at the H200's host "
+           "cost per handle.\n\n");
+    printf("| trace | lag | VRAM_ALLOC_CONF | reserved / requested | maps | unmaps | aliases | drops | late | driver ms |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|\n");
     for (int f = first; f < argc; f++) {
         vram_trace *t;
         if (vram_trace_load(argv[f], &t) != VRAM_OK) {
@@ -74,18 +124,18 @@ int main(int argc, char **argv) {
             return 2;
         }
         const char *name = strrchr(argv[f], '/') ? strrchr(argv[f], '/') + 1 : argv[f];
-        char buf[256];
-        snprintf(buf, sizeof buf, "%s", lags);
-        for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-            for (int mb = 0; mb < 2; mb++) {
-                double ratio;
-                uint64_t maps, unmaps;
-                if (replay(t, atol(tok), mb, &ratio, &maps, &unmaps) != 0) {
-                    fprintf(stderr, "bench_replay_lag: %s failed: %s\n", name, vram_last_error());
+        for (int l = 0; l < nlags; l++) {
+            for (int c = 0; c < nconfs; c++) {
+                lag_result r;
+                if (replay(t, atol(lag_v[l]), conf_v[c], &r) != 0) {
+                    fprintf(stderr, "bench_replay_lag: %s with '%s' failed: %s\n", name, conf_v[c], vram_last_error());
+                    vram_trace_free(t);
                     return 1;
                 }
-                printf("| %s | %s | %s | %.4f | %llu | %llu |\n", name, tok, mb ? "True" : "False", ratio,
-                       (unsigned long long)maps, (unsigned long long)unmaps);
+                printf("| %s | %s | %s | %.4f | %llu | %llu | %llu | %llu | %llu | %.0f |\n", name, lag_v[l],
+                       *conf_v[c] ? conf_v[c] : "(defaults)", r.ratio, (unsigned long long)r.map_pages,
+                       (unsigned long long)r.unmap_pages, (unsigned long long)r.alias_pages,
+                       (unsigned long long)r.drop_pages, (unsigned long long)r.late_pages, r.driver_ms);
             }
         }
         vram_trace_free(t);

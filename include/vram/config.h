@@ -26,6 +26,9 @@ typedef struct vram_alloc_config {
     int caching;                    /* 0 = every free goes back to the device (debugging) */
     int move_busy_pages;            /* 1: move pages a stream may still use whenever that keeps
                                      * reserved memory at its peak; 0: only under the limit */
+    double reserve_slack;           /* pages model: reserved memory may grow to this share above
+                                     * the peak of allocated memory before cached pages are moved
+                                     * (moves cost driver calls that stall the GPU) */
 } vram_alloc_config;
 
 /* The defaults, before any string is applied. */

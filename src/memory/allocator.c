@@ -1084,6 +1084,17 @@ done:
     return moved;
 }
 
+/* Pages model: how far reserved memory may grow before cached pages are moved instead: its
+ * peak so far, or, with reserve_slack, the peak of allocated memory (never lowered by a reset
+ * of peak statistics) plus that share, in whole pages. */
+static uint64_t reserve_budget(const vram_allocator *a) {
+    if (a->cfg.reserve_slack <= 0) return (uint64_t)a->stats.reserved_bytes[0].peak;
+    uint64_t high = (uint64_t)a->stats.allocated_bytes[0].peak;
+    if (a->allocated_high > high) high = a->allocated_high;
+    uint64_t budget = (uint64_t)((double)high * (1.0 + a->cfg.reserve_slack));
+    return (budget + a->page_size - 1) & ~(a->page_size - 1);
+}
+
 /* Pages model: makes every page under [addr, addr+rsize) of r mapped, for `stream`. Cached
  * pages whose blocks may still be used by another stream cannot be moved: with `may_defer`
  * set, the call then returns VRAM_ERR_STATE so the caller can poll the streams' events and try
@@ -1106,13 +1117,13 @@ static vram_status ensure_mapped(vram_allocator *a, vram_region *r, uint64_t add
     uint64_t need = (p1 - p0 - bits_count(r->mapped, p0, p1)) * P;
     int blocked = 0;
     uint64_t reserved = (uint64_t)a->stats.reserved_bytes[0].current;
-    uint64_t peak = (uint64_t)a->stats.reserved_bytes[0].peak;
-    /* Move cached pages rather than raise reserved memory above its peak. */
+    uint64_t peak = reserve_budget(a);
+    /* Move cached pages rather than raise reserved memory above its budget. */
     uint64_t room = peak > reserved ? peak - reserved : 0;
     if (need > room && a->cached_head) {
         release_pages(a, need - room, r, p0, p1, &blocked);
         reserved = (uint64_t)a->stats.reserved_bytes[0].current;
-        if (blocked && a->can_alias && a->cfg.move_busy_pages && reserved + need > peak) {
+        if (blocked && a->can_alias && (a->cfg.move_busy_pages || a->cfg.reserve_slack > 0) && reserved + need > peak) {
             alias_pages(a, r, p0, p1, stream, (reserved + need - peak + P - 1) / P);
             need = (p1 - p0 - bits_count(r->mapped, p0, p1)) * P;
         }
@@ -1642,6 +1653,8 @@ static void for_each_stat(vram_stats *st, void (*fn)(vram_stat *)) {
 
 void vram_allocator_reset_peak_stats(vram_allocator *a) {
     vram_allocator_lock(a);
+    if ((uint64_t)a->stats.allocated_bytes[0].peak > a->allocated_high)
+        a->allocated_high = (uint64_t)a->stats.allocated_bytes[0].peak;
     for_each_stat(&a->stats, reset_peak);
     vram_allocator_unlock(a);
 }

@@ -125,6 +125,7 @@ struct vram_allocator {
     uint64_t page_size;
     unsigned page_shift;     /* log2(page_size): page arithmetic uses shifts, not divisions */
     uint64_t limit;          /* cap on reserved bytes */
+    uint64_t allocated_high; /* allocated peak before the last reset of peak statistics */
     vram_pool pools[VRAM_POOL_COUNT]; /* [1] small, [2] large; [0] unused */
     vram_live_map live;
     vram_block *free_structs;

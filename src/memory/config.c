@@ -29,9 +29,10 @@ void vram_alloc_config_default(vram_alloc_config *cfg) {
     cfg->history_entries = 0;
     cfg->caching = 1;
     cfg->move_busy_pages = 0;
+    cfg->reserve_slack = 0.0;
 }
 
-typedef enum { KEY_BOOL, KEY_MIB, KEY_SIZE, KEY_UINT, KEY_FRACTION_OPEN, KEY_FRACTION } key_kind;
+typedef enum { KEY_BOOL, KEY_MIB, KEY_SIZE, KEY_UINT, KEY_FRACTION_OPEN, KEY_FRACTION, KEY_SHARE } key_kind;
 
 static const struct {
     const char *name;
@@ -51,6 +52,7 @@ static const struct {
     {"history", KEY_UINT, offsetof(vram_alloc_config, history_entries), 0},
     {"caching", KEY_BOOL, offsetof(vram_alloc_config, caching), 0},
     {"move_busy_pages", KEY_BOOL, offsetof(vram_alloc_config, move_busy_pages), 0},
+    {"reserve_slack", KEY_SHARE, offsetof(vram_alloc_config, reserve_slack), 0},
 };
 
 static vram_status parse_uint(const char *key, const char *value, uint64_t *out) {
@@ -72,6 +74,17 @@ static vram_status parse_fraction(const char *key, const char *value, int open_a
     if (end == value || *end || errno == ERANGE || !(v > 0.0) || v > 1.0 || (open_at_one && v >= 1.0))
         return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: '%s' must be a number in (0, %s", key, value,
                           open_at_one ? "1)" : "1]");
+    *out = v;
+    return VRAM_OK;
+}
+
+/* A share in [0, 1). */
+static vram_status parse_share(const char *key, const char *value, double *out) {
+    errno = 0;
+    char *end;
+    double v = strtod(value, &end);
+    if (end == value || *end || errno == ERANGE || !(v >= 0.0) || v >= 1.0)
+        return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: '%s' must be a number in [0, 1)", key, value);
     *out = v;
     return VRAM_OK;
 }
@@ -116,6 +129,8 @@ static vram_status apply_pair(vram_alloc_config *cfg, const char *key, const cha
         case KEY_FRACTION_OPEN:
         case KEY_FRACTION:
             return parse_fraction(key, value, keys[i].kind == KEY_FRACTION_OPEN, (double *)field);
+        case KEY_SHARE:
+            return parse_share(key, value, (double *)field);
         }
     }
     char known[512] = "";
@@ -172,9 +187,10 @@ void vram_alloc_config_format(const vram_alloc_config *cfg, char *buf, size_t ca
     snprintf(buf, cap,
              "expandable_segments:%s,page_size_mb:%llu%s,max_non_split_rounding_mb:%llu,"
              "roundup_power2_divisions:%u,memory_fraction:%g,max_reserved:%llu,history:%u,caching:%s,"
-             "move_busy_pages:%s%s",
+             "move_busy_pages:%s,reserve_slack:%g%s",
              cfg->expandable_segments ? "True" : "False", (unsigned long long)(cfg->page_size / MiB), split,
              (unsigned long long)(cfg->max_non_split_rounding / MiB), cfg->roundup_power2_divisions,
              cfg->memory_fraction, (unsigned long long)cfg->max_reserved, cfg->history_entries,
-             cfg->caching ? "True" : "False", cfg->move_busy_pages ? "True" : "False", gc);
+             cfg->caching ? "True" : "False", cfg->move_busy_pages ? "True" : "False", cfg->reserve_slack,
+             gc);
 }

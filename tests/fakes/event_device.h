@@ -21,6 +21,9 @@ typedef struct evdev_state {
     const vram_device_ops *sim_ops;
     uint64_t submitted[EVDEV_STREAMS], completed[EVDEV_STREAMS];
     uint64_t records, syncs, live_events;
+    /* device calls that change mappings, and the pages they touch */
+    uint64_t map_calls, unmap_calls, alias_calls, drop_calls;
+    uint64_t map_bytes, unmap_bytes, alias_bytes, drop_bytes;
 } evdev_state;
 
 typedef struct evdev_event {
@@ -59,24 +62,40 @@ static void evdev_destroy(vram_device *d, void *p) {
 }
 
 /* Each op forwards to the sim device, whose state sits in slot 0 of our impl pair. */
-#define EVDEV_FWD(name, params, args)                                         \
-    static vram_status evdev_##name params {                                  \
+#define EVDEV_FWD_TO(fname, op, params, args)                                 \
+    static vram_status fname params {                                         \
         void **pair = d->impl;                                                \
         d->impl = pair[0];                                                    \
-        vram_status st = evdev_of_sim_ops->name args;                         \
+        vram_status st = evdev_of_sim_ops->op args;                           \
         d->impl = pair;                                                       \
         return st;                                                            \
     }
 static const vram_device_ops *evdev_of_sim_ops;
-EVDEV_FWD(mem_alloc, (vram_device * d, size_t size, uint64_t *addr), (d, size, addr))
-EVDEV_FWD(mem_free, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
-EVDEV_FWD(va_reserve, (vram_device * d, size_t size, uint64_t *addr), (d, size, addr))
-EVDEV_FWD(va_release, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
-EVDEV_FWD(page_map, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
-EVDEV_FWD(page_unmap, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
-EVDEV_FWD(mem_info, (vram_device * d, size_t *f, size_t *t), (d, f, t))
-EVDEV_FWD(page_alias, (vram_device * d, uint64_t src, uint64_t dst, size_t size), (d, src, dst, size))
-EVDEV_FWD(page_drop, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
+EVDEV_FWD_TO(evdev_mem_alloc, mem_alloc, (vram_device * d, size_t size, uint64_t *addr), (d, size, addr))
+EVDEV_FWD_TO(evdev_mem_free, mem_free, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
+EVDEV_FWD_TO(evdev_va_reserve, va_reserve, (vram_device * d, size_t size, uint64_t *addr), (d, size, addr))
+EVDEV_FWD_TO(evdev_va_release, va_release, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
+EVDEV_FWD_TO(evdev_sim_page_map, page_map, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
+EVDEV_FWD_TO(evdev_sim_page_unmap, page_unmap, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
+EVDEV_FWD_TO(evdev_mem_info, mem_info, (vram_device * d, size_t *f, size_t *t), (d, f, t))
+EVDEV_FWD_TO(evdev_sim_page_alias, page_alias, (vram_device * d, uint64_t src, uint64_t dst, size_t size), (d, src, dst, size))
+EVDEV_FWD_TO(evdev_sim_page_drop, page_drop, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
+
+/* The mapping calls, counted (calls and bytes) before they reach the sim device. */
+#define EVDEV_COUNTED(name, params, args, calls, bytes, size)    \
+    static vram_status evdev_##name params {                     \
+        evdev_state *e = evdev_of(d);                            \
+        e->calls++;                                              \
+        e->bytes += (size);                                      \
+        return evdev_sim_##name args;                            \
+    }
+EVDEV_COUNTED(page_map, (vram_device * d, uint64_t addr, size_t size), (d, addr, size), map_calls, map_bytes, size)
+EVDEV_COUNTED(page_unmap, (vram_device * d, uint64_t addr, size_t size), (d, addr, size), unmap_calls, unmap_bytes,
+              size)
+EVDEV_COUNTED(page_alias, (vram_device * d, uint64_t src, uint64_t dst, size_t size), (d, src, dst, size),
+              alias_calls, alias_bytes, size)
+EVDEV_COUNTED(page_drop, (vram_device * d, uint64_t addr, size_t size), (d, addr, size), drop_calls, drop_bytes,
+              size)
 
 static void evdev_close(vram_device *d) {
     void **pair = d->impl;
