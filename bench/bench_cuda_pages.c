@@ -6,6 +6,12 @@
  * Times vram's cuda device page_map / page_unmap for ranges of 1, 10 and 100 pages, then the
  * driver calls under them one by one for one page (cuMemCreate, cuMemMap, cuMemSetAccess,
  * cuMemUnmap, cuMemRelease) through its own dlopen of libcuda, and cuEventRecord+Query.
+ *
+ * Then the question that decides how often the allocator may change mappings while a program
+ * runs: does a call wait for the GPU? A kernel spins for ~50 ms on a stream (a non-blocking one,
+ * then the legacy default stream PyTorch uses), and each mapping call is timed while it runs:
+ * a call that returns in microseconds with the kernel still running leaves the host's lead
+ * over the GPU intact; one that takes ~50 ms waited for the kernel (it drains the GPU's queue).
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -13,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../tests/gpu/cuda_kernels.h"
 #include "vram/backend.h"
 
 #ifdef VRAM_BENCH_HAVE_CUDA_H
@@ -23,6 +30,87 @@ static double now_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+}
+
+/* The mapping calls of the stall test, each with what it needs set up first (untimed). */
+enum { OP_MAP1, OP_MAP10, OP_UNMAP1, OP_ALIAS1, OP_DROP1, OP_EVENT, OP_COUNT };
+static const char *const op_names[OP_COUNT] = {"page_map 1 page", "page_map 10 pages", "page_unmap 1 page",
+                                               "page_alias 1 page", "page_drop 1 page", "event record+query"};
+
+/* Runs op (pages at base: [0, 10) targets of maps and aliases, [20] an idle mapped page),
+ * returns its host time in microseconds, or -1 on error. Leaves the pages as it found them. */
+static double timed_op(vram_device *dev, uint64_t base, size_t pg, int op) {
+    const vram_device_ops *o = dev->ops;
+    uint64_t idle = base + 20 * pg;
+    vram_status st = VRAM_OK;
+    if (op == OP_UNMAP1 || op == OP_ALIAS1 || op == OP_DROP1) st = o->page_map(dev, idle, pg);
+    if (st == VRAM_OK && op == OP_DROP1) st = o->page_alias(dev, idle, base, pg);
+    if (st != VRAM_OK) return -1;
+    void *ev = NULL;
+    double t0 = now_us();
+    switch (op) {
+    case OP_MAP1: st = o->page_map(dev, base, pg); break;
+    case OP_MAP10: st = o->page_map(dev, base, 10 * pg); break;
+    case OP_UNMAP1: st = o->page_unmap(dev, idle, pg); break;
+    case OP_ALIAS1: st = o->page_alias(dev, idle, base, pg); break;
+    case OP_DROP1: st = o->page_drop(dev, idle, pg); break;
+    case OP_EVENT:
+        st = o->event_record(dev, 0, &ev);
+        if (st == VRAM_OK) o->event_query(dev, ev);
+        break;
+    }
+    double us = now_us() - t0;
+    if (st != VRAM_OK) return -1;
+    /* undo, untimed */
+    if (op == OP_MAP1 || op == OP_ALIAS1 || op == OP_DROP1) o->page_unmap(dev, base, pg);
+    if (op == OP_MAP10) o->page_unmap(dev, base, 10 * pg);
+    if (op == OP_ALIAS1) o->page_drop(dev, idle, pg);
+    if (op == OP_EVENT) o->event_destroy(dev, ev);
+    return us;
+}
+
+static void stall_test(vram_device *dev, uint64_t base, size_t pg) {
+    tcu t;
+    if (tcu_open(&t, dev->index) != 0) {
+        printf("stall test: skipped (no driver kernels)\n");
+        return;
+    }
+    tcu_ptr streams[2] = {tcu_stream(&t), NULL}, done = NULL;
+    const char *stream_names[2] = {"non-blocking stream", "legacy default stream"};
+    if (!streams[0] || t.EventCreate(&done, 0)) {
+        printf("stall test: skipped (no stream or event)\n");
+        return;
+    }
+    const uint64_t spin = 100000000; /* clocks: ~50 ms at the H200's ~2 GHz */
+    printf("\nmapping calls while a kernel spins (~50 ms); median of 5:\n");
+    printf("| call | stream of the kernel | host us | kernel still running after the call |\n|---|---|---|---|\n");
+    for (int s = 0; s < 2; s++) {
+        for (int op = 0; op < OP_COUNT; op++) {
+            double us[5];
+            int running = 0, n = 0;
+            for (int r = 0; r < 5; r++) {
+                t.CtxSynchronize();
+                if (tcu_fill(&t, t.errs, 4, 0, streams[s], spin) || t.EventRecord(done, streams[s])) break;
+                double x = timed_op(dev, base, pg, op);
+                if (x < 0) {
+                    printf("| %s | %s | failed: %s | |\n", op_names[op], stream_names[s], vram_last_error());
+                    break;
+                }
+                running += t.EventQuery(done) != 0;
+                us[n++] = x;
+            }
+            t.CtxSynchronize();
+            if (n < 5) continue;
+            for (int i = 1; i < n; i++) /* insertion sort for the median */
+                for (int j = i; j > 0 && us[j] < us[j - 1]; j--) {
+                    double x = us[j];
+                    us[j] = us[j - 1];
+                    us[j - 1] = x;
+                }
+            printf("| %s | %s | %.1f | %d of 5 |\n", op_names[op], stream_names[s], us[2], running);
+        }
+    }
+    t.StreamDestroy(streams[0]);
 }
 
 int main(int argc, char **argv) {
@@ -118,6 +206,7 @@ int main(int argc, char **argv) {
     }
 done:
 #endif
+    if (strcmp(dev->kind, "cuda") == 0) stall_test(dev, base, pg);
     dev->ops->va_release(dev, base, 256 * pg);
     vram_device_close(dev);
     return 0;

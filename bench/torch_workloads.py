@@ -1,7 +1,7 @@
 """torch_workloads.py — the four PyTorch programs behind the bundled traces, run for a few
 steps under one allocator, measuring what a user sees.
 
-    python bench/torch_workloads.py --alloc vram|native|expandable [--steps N] [--out FILE.json]
+    python bench/torch_workloads.py --alloc vram|vram:CONF|native|expandable [--steps N] [--out FILE.json]
     python bench/torch_workloads.py --report A.json B.json ...      (a markdown table)
 
 Workloads (random weights, no downloads, same seeds under every allocator):
@@ -13,7 +13,8 @@ Workloads (random weights, no downloads, same seeds under every allocator):
   gpt2_generate    GPT-2 124M sampling 384 tokens for 16 sequences with the KV cache
 
 The allocator is chosen before torch touches CUDA: vram through vram_torch.enable(), PyTorch's
-expandable segments through PYTORCH_CUDA_ALLOC_CONF. Per workload it records the losses (for
+expandable segments through PYTORCH_CUDA_ALLOC_CONF; `vram:CONF` runs vram with VRAM_ALLOC_CONF=CONF
+(e.g. vram:reserve_slack:0.02). Per workload it records the losses (for
 generation: a checksum of the sampled tokens), the mean step time after the warm-up step(s) (two for training, one for generation; the
 BERT steps differ in length, but the lengths are the same under every allocator), the
 allocator's peak reserved and peak requested bytes (memory_stats of PyTorch or of
@@ -37,6 +38,8 @@ def setup_allocator(kind):
         os.environ["VRAM_ALLOC_CONF"] = "expandable_segments:False"
     elif kind == "vram_p20":
         os.environ["VRAM_ALLOC_CONF"] = "page_size_mb:20"
+    elif kind.startswith("vram:"):
+        os.environ["VRAM_ALLOC_CONF"] = kind[len("vram:"):]
     elif kind in ("native", "native2"):
         os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     import torch
@@ -138,7 +141,8 @@ def run(kind, steps, workloads):
         n = steps if name != "gpt2_generate" else max(3, steps // 3)
         t_build = time.perf_counter()
         step = build(name, torch)
-        losses, times, used_peak = [], [], 0
+        losses, times, used_peak, calls = [], [], 0, []
+        before = mem.memory_stats()
         for i in range(n):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
@@ -147,11 +151,15 @@ def run(kind, steps, workloads):
             times.append(time.perf_counter() - t0)
             free, _ = torch.cuda.mem_get_info()
             used_peak = max(used_peak, free0 - free)
+            after = mem.memory_stats()  # device calls (maps + unmaps, or cudaMalloc + cudaFree) this step
+            calls.append(sum(after.get(k, 0) - before.get(k, 0) for k in ("num_device_alloc", "num_device_free")))
+            before = after
         stats = mem.memory_stats()
         r = {
             "workload": name, "allocator": kind, "steps": n, "losses": losses,
             "step_time_s": statistics.mean(times[2:] if len(times) > 3 else times[1:]),
             "step_times_s": times,
+            "device_calls_per_step": calls,
             "peak_reserved": stats.get("reserved_bytes.all.peak", 0),
             "peak_requested": stats.get("requested_bytes.all.peak", 0),
             "peak_allocated": stats.get("allocated_bytes.all.peak", 0),
@@ -181,7 +189,9 @@ def report(files):
             t = r["step_times_s"]
             r["step_time_s"] = statistics.mean(t[2:] if len(t) > 3 else t[1:])
             runs[(r["workload"], r["allocator"])] = r
-    kinds = [k for k in ("native", "native2", "expandable", "vram", "vram_segments", "vram_p20") if any(a == k for (_, a) in runs)]
+    order = ["native", "native2", "expandable", "vram", "vram_segments", "vram_p20"]
+    kinds = [k for k in order if any(a == k for (_, a) in runs)]
+    kinds += sorted({a for (_, a) in runs if a not in order})
     gib = 1024 ** 3
     print("GPU: %s, PyTorch %s, CUDA %s, %s\n" % (info["gpu"], info["torch"], info["cuda"], info["date"]))
     print("| workload | allocator | peak requested | peak reserved | reserved / requested | device used (cudaMemGetInfo) "
@@ -202,9 +212,11 @@ def report(files):
         for k in kinds:
             r = runs.get((w, k))
             if r and k.startswith("vram"):
-                print("%s %s: %d steps, device maps/allocs %d, unmaps/frees %d, stream syncs %d, OOM retries %d" % (
+                print("%s %s: %d steps, device maps/allocs %d, unmaps/frees %d, stream syncs %d, OOM retries %d%s" % (
                     w, k, r["steps"], r.get("num_device_alloc", 0), r.get("num_device_free", 0),
-                    r.get("num_sync_all_streams", 0), r.get("num_alloc_retries", 0)))
+                    r.get("num_sync_all_streams", 0), r.get("num_alloc_retries", 0),
+                    "; device calls per step " + " ".join(map(str, r["device_calls_per_step"]))
+                    if "device_calls_per_step" in r else ""))
     print()
     for w in WORKLOADS:
         ls = {k: runs[(w, k)]["losses"] for k in kinds if (w, k) in runs}
@@ -217,7 +229,7 @@ def report(files):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--alloc", choices=["vram", "vram_segments", "vram_p20", "native", "native2", "expandable"])
+    p.add_argument("--alloc", help="vram, vram:VRAM_ALLOC_CONF, vram_segments, vram_p20, native, native2 or expandable")
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--workloads", default=",".join(WORKLOADS))
     p.add_argument("--out")
@@ -228,6 +240,9 @@ def main():
         return
     if not a.alloc:
         p.error("--alloc or --report is required")
+    if a.alloc not in ("vram", "vram_segments", "vram_p20", "native", "native2", "expandable") and \
+            not a.alloc.startswith("vram:"):
+        p.error("--alloc: unknown allocator %r" % a.alloc)
     d = run(a.alloc, a.steps, a.workloads.split(","))
     if a.out:
         json.dump(d, open(a.out, "w"), indent=1)

@@ -128,7 +128,7 @@ typedef struct tcu {
 } tcu;
 
 /* Opens the driver and loads the kernels; returns 0 on success, else prints why. */
-static int tcu_open(tcu *t, int device) {
+static inline int tcu_open(tcu *t, int device) {
     memset(t, 0, sizeof *t);
     t->device = device;
     t->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -180,14 +180,14 @@ static int tcu_open(tcu *t, int device) {
     return 0;
 }
 
-static tcu_ptr tcu_stream(tcu *t) {
+static inline tcu_ptr tcu_stream(tcu *t) {
     tcu_ptr s = NULL;
     t->CtxSetCurrent(t->ctx);
     return t->StreamCreate(&s, 1 /* CU_STREAM_NON_BLOCKING */) ? NULL : s;
 }
 
 /* Queues a fill of `bytes` (a multiple of 4) at p on stream s, after spinning `spin` clocks. */
-static int tcu_fill(tcu *t, uint64_t p, size_t bytes, uint32_t seed, tcu_ptr s, uint64_t spin) {
+static inline int tcu_fill(tcu *t, uint64_t p, size_t bytes, uint32_t seed, tcu_ptr s, uint64_t spin) {
     uint64_t n = bytes / 4;
     void *args[] = {&p, &n, &seed, &spin};
     unsigned grid = spin ? 132 : (unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
@@ -197,7 +197,7 @@ static int tcu_fill(tcu *t, uint64_t p, size_t bytes, uint32_t seed, tcu_ptr s, 
 }
 
 /* Checks the pattern on stream s and waits: returns the number of wrong words, or -1. */
-static int64_t tcu_check(tcu *t, uint64_t p, size_t bytes, uint32_t seed, tcu_ptr s) {
+static inline int64_t tcu_check(tcu *t, uint64_t p, size_t bytes, uint32_t seed, tcu_ptr s) {
     uint64_t n = bytes / 4, e = t->errs;
     void *args[] = {&p, &n, &seed, &e};
     unsigned grid = (unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
