@@ -12,6 +12,10 @@
  * then the legacy default stream PyTorch uses), and each mapping call is timed while it runs:
  * a call that returns in microseconds with the kernel still running leaves the host's lead
  * over the GPU intact; one that takes ~50 ms waited for the kernel (it drains the GPU's queue).
+ *
+ * Last, what a call costs the GPU: 200 kernels of ~0.2 ms are queued on the legacy default
+ * stream with 20 calls of one kind between them, against the same kernels with no calls; the
+ * difference over 20 is the step time one such call costs a program whose host runs ahead.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -69,6 +73,8 @@ static double timed_op(vram_device *dev, uint64_t base, size_t pg, int op) {
     return us;
 }
 
+static void pipeline_test(vram_device *dev, tcu *t, uint64_t base, size_t pg);
+
 static void stall_test(vram_device *dev, uint64_t base, size_t pg) {
     tcu t;
     if (tcu_open(&t, dev->index) != 0) {
@@ -111,6 +117,69 @@ static void stall_test(vram_device *dev, uint64_t base, size_t pg) {
         }
     }
     t.StreamDestroy(streams[0]);
+    pipeline_test(dev, &t, base, pg);
+}
+
+/* The calls of the pipeline test; each acts on page k (0..19) of its own set, prepared
+ * before the timed queue: fresh = never mapped, used = mapped once and unmapped. */
+enum { PL_NONE, PL_MAP_FRESH, PL_MAP_USED, PL_UNMAP, PL_ALIAS_FRESH, PL_DROP, PL_EVENT, PL_COUNT };
+static const char *const pl_names[PL_COUNT] = {
+    "(no calls)", "page_map at a never-mapped address", "page_map at an address mapped before",
+    "page_unmap of an idle page", "page_alias to a never-mapped address", "page_drop of an alias source",
+    "event record+query"};
+
+static void pipeline_test(vram_device *dev, tcu *t, uint64_t base, size_t pg) {
+    const vram_device_ops *o = dev->ops;
+    const uint64_t spin = 400000; /* ~0.2 ms a kernel */
+    double base_ms = 0;
+    uint64_t va = base + 32 * pg; /* pages [32, 256) of the reservation: 20 per test, never reused */
+    printf("\nGPU cost of a call between queued kernels (legacy default stream; 200 kernels, 20 calls):\n");
+    printf("| call | queue ms | step time per call, ms |\n|---|---|---|\n");
+    for (int op = 0; op < PL_COUNT; op++) {
+        uint64_t set = va, src = va + 20 * pg; /* the op's pages, and alias sources */
+        if (op != PL_NONE) va += 40 * pg;
+        if (va > base + 256 * pg) break;
+        int ok = 1;
+        for (int k = 0; k < 20 && ok; k++) { /* set up, untimed */
+            if (op == PL_MAP_USED) ok = o->page_map(dev, set + k * pg, pg) == VRAM_OK &&
+                                        o->page_unmap(dev, set + k * pg, pg) == VRAM_OK;
+            if (op == PL_UNMAP) ok = o->page_map(dev, set + k * pg, pg) == VRAM_OK;
+            if (op == PL_ALIAS_FRESH) ok = o->page_map(dev, src + k * pg, pg) == VRAM_OK;
+            if (op == PL_DROP) ok = o->page_map(dev, src + k * pg, pg) == VRAM_OK &&
+                                    o->page_alias(dev, src + k * pg, set + k * pg, pg) == VRAM_OK;
+        }
+        t->CtxSynchronize();
+        void *ev[20] = {0};
+        double t0 = now_us();
+        for (int i = 0, k = 0; i < 200 && ok; i++) {
+            if (tcu_fill(t, t->errs, 4, 0, NULL, spin)) ok = 0;
+            if (i % 10 != 5 || op == PL_NONE) continue;
+            uint64_t p = set + k * pg;
+            switch (op) {
+            case PL_MAP_FRESH:
+            case PL_MAP_USED: ok = o->page_map(dev, p, pg) == VRAM_OK; break;
+            case PL_UNMAP: ok = o->page_unmap(dev, p, pg) == VRAM_OK; break;
+            case PL_ALIAS_FRESH: ok = o->page_alias(dev, src + k * pg, p, pg) == VRAM_OK; break;
+            case PL_DROP: ok = o->page_drop(dev, src + k * pg, pg) == VRAM_OK; break;
+            case PL_EVENT: ok = o->event_record(dev, 0, &ev[k]) == VRAM_OK; if (ok) o->event_query(dev, ev[k]); break;
+            }
+            k++;
+        }
+        t->CtxSynchronize();
+        double ms = (now_us() - t0) / 1000;
+        if (!ok) {
+            printf("| %s | failed: %s | |\n", pl_names[op], vram_last_error());
+            continue;
+        }
+        if (op == PL_NONE) base_ms = ms;
+        printf("| %s | %.2f | %.3f |\n", pl_names[op], ms, op == PL_NONE ? 0.0 : (ms - base_ms) / 20);
+        for (int k = 0; k < 20; k++) { /* clean up */
+            if (op == PL_MAP_FRESH || op == PL_MAP_USED || op == PL_ALIAS_FRESH || op == PL_DROP)
+                o->page_unmap(dev, set + k * pg, pg);
+            if (op == PL_ALIAS_FRESH) o->page_drop(dev, src + k * pg, pg);
+            if (ev[k]) o->event_destroy(dev, ev[k]);
+        }
+    }
 }
 
 int main(int argc, char **argv) {

@@ -21,19 +21,17 @@
 
 typedef struct lag_result {
     double ratio;
-    uint64_t map_pages, unmap_pages, alias_pages, drop_pages; /* over the whole trace */
-    uint64_t late_pages; /* pages mapped, unmapped, aliased or dropped in the last 40% of events */
-    double driver_ms;    /* those calls at the H200's measured cost per physical handle */
+    uint64_t maps, unmaps, aliases, drops; /* device calls, one physical allocation (chunk) each */
+    uint64_t late;                         /* those calls in the last 40% of the trace */
+    double driver_ms;                      /* their host time on a busy H200 */
 } lag_result;
 
-/* Host time of the mapping calls per 2 MiB page on an H200 (bench/bench_cuda_pages.c,
- * 2026-12-02-cuda-latency.md): map (create+map+set access), unmap (+release), alias (map+set
- * access of a kept handle), drop (unmap+release). */
-static const double MAP_US = 42.0, UNMAP_US = 31.0, ALIAS_US = 35.0, DROP_US = 31.0;
+/* Host time of one mapping call on an H200 while a kernel runs (bench_cuda_pages, 2026-12-02
+ * run 8: page_map of one 2 MiB page 283-348 us, page_unmap 103-118, page_alias 38-47,
+ * page_drop 49; the driver's cost goes by physical allocations, not bytes). */
+static const double MAP_US = 300.0, UNMAP_US = 110.0, ALIAS_US = 45.0, DROP_US = 50.0;
 
-static uint64_t bytes_touched(const evdev_state *e) {
-    return e->map_bytes + e->unmap_bytes + e->alias_bytes + e->drop_bytes;
-}
+static uint64_t calls(const evdev_state *e) { return e->map_calls + e->unmap_calls + e->alias_calls + e->drop_calls; }
 
 static int replay(const vram_trace *t, long lag, const char *conf, lag_result *out) {
     vram_device *dev;
@@ -53,7 +51,7 @@ static int replay(const vram_trace *t, long lag, const char *conf, lag_result *o
     int rc = 0;
     uint64_t before_late = 0;
     for (size_t i = 0; i < n && !rc; i++) {
-        if (i == n - n * 2 / 5) before_late = bytes_touched(e);
+        if (i == n - n * 2 / 5) before_late = calls(e);
         event_device_submit(dev, 0); /* the work that uses this block */
         if ((long)e->submitted[0] - lag > (long)e->completed[0]) e->completed[0] = e->submitted[0] - (uint64_t)lag;
         if (ev[i].op == VRAM_TRACE_ALLOC)
@@ -64,14 +62,13 @@ static int replay(const vram_trace *t, long lag, const char *conf, lag_result *o
     vram_stats st;
     vram_allocator_get_stats(a, &st);
     out->ratio = (double)st.reserved_bytes[0].peak / (double)st.requested_bytes[0].peak;
-    uint64_t P = cfg.page_size; /* one physical handle per allocator page */
-    out->map_pages = e->map_bytes / P;
-    out->unmap_pages = e->unmap_bytes / P;
-    out->alias_pages = e->alias_bytes / P;
-    out->drop_pages = e->drop_bytes / P;
-    out->late_pages = (bytes_touched(e) - before_late) / P;
-    out->driver_ms = (out->map_pages * MAP_US + out->unmap_pages * UNMAP_US + out->alias_pages * ALIAS_US +
-                      out->drop_pages * DROP_US) / 1000.0;
+    out->maps = e->map_calls;
+    out->unmaps = e->unmap_calls;
+    out->aliases = e->alias_calls;
+    out->drops = e->drop_calls;
+    out->late = calls(e) - before_late;
+    out->driver_ms = (e->map_calls * MAP_US + e->unmap_calls * UNMAP_US + e->alias_calls * ALIAS_US +
+                      e->drop_calls * DROP_US) / 1000.0;
     if (vram_allocator_check(a) != VRAM_OK) rc = -1;
     vram_allocator_destroy(a);
     vram_device_close(dev);
@@ -112,9 +109,8 @@ int main(int argc, char **argv) {
     }
     printf("command:");
     for (int i = 0; i < argc; i++) printf(" %s", argv[i]);
-    printf("\n\nPages (of the configured page size, one physical handle each): mapped / unmapped / aliased / "
-           "dropped; late: pages touched in the last 40%% of the trace; driver ms: those calls at the H200's host "
-           "cost per handle.\n\n");
+    printf("\n\nDevice calls (each maps, unmaps, aliases or drops one chunk, i.e. one physical allocation); "
+           "late: those in the last 40%% of the trace; driver ms: all of them at a busy H200's host time.\n\n");
     printf("| trace | lag | VRAM_ALLOC_CONF | reserved / requested | maps | unmaps | aliases | drops | late | driver ms |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
     for (int f = first; f < argc; f++) {
@@ -133,9 +129,9 @@ int main(int argc, char **argv) {
                     return 1;
                 }
                 printf("| %s | %s | %s | %.4f | %llu | %llu | %llu | %llu | %llu | %.0f |\n", name, lag_v[l],
-                       *conf_v[c] ? conf_v[c] : "(defaults)", r.ratio, (unsigned long long)r.map_pages,
-                       (unsigned long long)r.unmap_pages, (unsigned long long)r.alias_pages,
-                       (unsigned long long)r.drop_pages, (unsigned long long)r.late_pages, r.driver_ms);
+                       *conf_v[c] ? conf_v[c] : "(defaults)", r.ratio, (unsigned long long)r.maps,
+                       (unsigned long long)r.unmaps, (unsigned long long)r.aliases, (unsigned long long)r.drops,
+                       (unsigned long long)r.late, r.driver_ms);
             }
         }
         vram_trace_free(t);

@@ -221,5 +221,7 @@ int main(void) {
     run("expandable_segments:False,max_split_size_mb:64,roundup_power2_divisions:4", ops / 4, seconds / 4);
     run("caching:False", ops / 10, seconds / 4);
     run("move_busy_pages:True", ops / 4, seconds / 4);
+    run("chunk_size_mb:16,reserve_slack:0.02", ops / 4, seconds / 4);
+    run("chunk_size_mb:64,move_busy_pages:True", ops / 4, seconds / 4);
     return check_done();
 }

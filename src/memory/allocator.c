@@ -261,20 +261,51 @@ static void mark_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t 
     history_add(a, mapped ? VRAM_EVENT_SEGMENT_MAP : VRAM_EVENT_SEGMENT_UNMAP, r->base + p0 * P, (uint64_t)bytes, 0, 0);
 }
 
-/* Maps pages [p0, p1) of r (all unmapped). */
-static vram_status map_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
-    uint64_t P = a->page_size;
-    vram_status st = a->dev->ops->page_map(a->dev, r->base + p0 * P, (p1 - p0) * P);
-    if (st == VRAM_OK) mark_pages(a, r, p0, p1, 1);
-    return st;
+/* The end of the chunk that starts at mapped page c: the next chunk's first page or the first
+ * unmapped page, whichever comes first. */
+static uint64_t chunk_end(const vram_region *r, uint64_t c) {
+    uint64_t next = bits_find(r->chunk, c + 1, r->npages, 1), gap = bits_find(r->mapped, c + 1, r->npages, 0);
+    return next < gap ? next : gap;
 }
 
-/* Unmaps pages [p0, p1) of r (all mapped, none under a live block). */
+/* Maps pages [p0, p1) of r (all unmapped), in chunks of at most chunk_pages pages: each is one
+ * page_map, i.e. one physical allocation (the driver's cost goes by allocations, not bytes). */
+static vram_status map_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
+    uint64_t P = a->page_size;
+    for (uint64_t c = p0, n; c < p1; c += n) {
+        n = p1 - c < a->chunk_pages ? p1 - c : a->chunk_pages;
+        vram_status st = a->dev->ops->page_map(a->dev, r->base + c * P, n * P);
+        if (st != VRAM_OK) return st;
+        mark_pages(a, r, c, c + n, 1);
+        bits_set(r->chunk, c, c + 1, 1);
+    }
+    return VRAM_OK;
+}
+
+/* Unmaps the whole chunks [p0, p1) of r (p0 starts a chunk, p1 ends one; no live block on them). */
 static vram_status unmap_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
     uint64_t P = a->page_size;
-    vram_status st = a->dev->ops->page_unmap(a->dev, r->base + p0 * P, (p1 - p0) * P);
-    if (st == VRAM_OK) mark_pages(a, r, p0, p1, 0);
-    return st;
+    for (uint64_t c = p0, e; c < p1; c = e) {
+        e = chunk_end(r, c);
+        vram_status st = a->dev->ops->page_unmap(a->dev, r->base + c * P, (e - c) * P);
+        if (st != VRAM_OK) return st;
+        bits_set(r->chunk, c, c + 1, 0);
+        mark_pages(a, r, c, e, 0);
+    }
+    return VRAM_OK;
+}
+
+/* The whole chunks inside pages [s, e) of r, all mapped: the first page of the first one (or e)
+ * and the end of the last one (or that first page, when none fits). */
+static void whole_chunks(const vram_region *r, uint64_t s, uint64_t e, uint64_t *c0, uint64_t *c1) {
+    uint64_t c = vram_page_chunk(r, s) ? s : bits_find(r->chunk, s, e, 1), end = c;
+    *c0 = c;
+    while (c < e) {
+        uint64_t ce = chunk_end(r, c);
+        if (ce > e) break;
+        end = c = ce;
+    }
+    *c1 = end;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -689,9 +720,11 @@ static vram_region *region_new(vram_allocator *a, int pool, uint64_t base, uint6
         r->npages = size / a->page_size;
         r->mapped = calloc((r->npages + 63) / 64 + 1, sizeof(uint64_t));
         r->zombie = calloc((r->npages + 63) / 64 + 1, sizeof(uint64_t));
-        if (!r->mapped || !r->zombie) {
+        r->chunk = calloc((r->npages + 63) / 64 + 1, sizeof(uint64_t));
+        if (!r->mapped || !r->zombie || !r->chunk) {
             free(r->mapped);
             free(r->zombie);
+            free(r->chunk);
             free(r);
             block_release(a, b);
             return NULL;
@@ -712,6 +745,7 @@ static void region_destroy(vram_allocator *a, vram_region *r) {
     region_unlink(&a->pools[r->pool], r);
     free(r->mapped);
     free(r->zombie);
+    free(r->chunk);
     free(r);
 }
 
@@ -792,14 +826,15 @@ static uint64_t release_pages(vram_allocator *a, uint64_t want, const vram_regio
                     left = 1;
                     break;
                 }
-                uint64_t take = e - s;
-                if (want != UINT64_MAX && take > (want - released + P - 1) / P) take = (want - released + P - 1) / P;
-                if (unmap_pages(a, r, s, s + take) != VRAM_OK) {
-                    left = 1;
-                    break;
+                uint64_t c, c1; /* only whole chunks can go */
+                whole_chunks(r, s, e, &c, &c1);
+                while (c < c1 && released < want) {
+                    uint64_t ce = chunk_end(r, c);
+                    if (unmap_pages(a, r, c, ce) != VRAM_OK) break;
+                    released += (ce - c) * P;
+                    c = ce;
                 }
-                released += take * P;
-                if (s + take < e) left = 1;
+                if (c < c1) left = 1;
                 p = e;
             }
         }
@@ -915,6 +950,7 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
                           dev->name);
     }
     a->page_shift = a->page_size ? (unsigned)__builtin_ctzll(a->page_size) : 0;
+    a->chunk_pages = a->page_size && conf.chunk_size > a->page_size ? conf.chunk_size / a->page_size : 1;
     a->limit = compute_limit(a);
     a->stats.max_split_size = conf.max_split_size == UINT64_MAX ? -1 : (int64_t)conf.max_split_size;
     a->stats.num_tags = VRAM_TAG_BUILTIN_COUNT;
@@ -1021,7 +1057,7 @@ static inline int range_mapped(const vram_allocator *a, const vram_region *r, ui
  * pages moved. */
 static uint64_t alias_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1, vram_stream stream,
                             uint64_t want) {
-    uint64_t moved = 0, P = a->page_size, t = p0;
+    uint64_t moved = 0, P = a->page_size;
     vram_zombie *z = NULL;
     for (vram_block *b = a->cached_head, *next; b && moved < want; b = next) {
         next = b->cnext;
@@ -1035,13 +1071,19 @@ static uint64_t alias_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint
             for (uint64_t q = win[w][0]; q < win[w][1] && moved < want;) {
                 uint64_t s = bits_find(vr->mapped, q, win[w][1], 1);
                 if (s >= win[w][1]) break;
-                uint64_t e = bits_find(vr->mapped, s, win[w][1], 0);
-                while (s < e && moved < want) {
-                    t = bits_find(r->mapped, t, p1, 0); /* next target page to fill */
-                    if (t >= p1) goto done;
-                    uint64_t te = bits_find(r->mapped, t, p1, 1), k = e - s;
-                    if (k > te - t) k = te - t;
-                    if (k > want - moved) k = want - moved;
+                uint64_t e = bits_find(vr->mapped, s, win[w][1], 0), c, c1;
+                whole_chunks(vr, s, e, &c, &c1);
+                while (c < c1 && moved < want) { /* each whole chunk to a gap of the target it fits */
+                    uint64_t ce = chunk_end(vr, c), k = ce - c, t = p0, te = p0;
+                    for (; t < p1; t = te) {
+                        t = bits_find(r->mapped, t, p1, 0);
+                        te = bits_find(r->mapped, t, p1, 1);
+                        if (te - t >= k) break;
+                    }
+                    if (t >= p1) { /* no gap takes it */
+                        c = ce;
+                        continue;
+                    }
                     if (!z) { /* the event first: it covers the work that used the old pages */
                         z = calloc(1, sizeof *z);
                         if (!z) goto done;
@@ -1057,14 +1099,15 @@ static uint64_t alias_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint
                         z->ranges = nr;
                         z->cap = ncap;
                     }
-                    if (a->dev->ops->page_alias(a->dev, vr->base + s * P, r->base + t * P, k * P) != VRAM_OK) goto done;
-                    z->ranges[z->n++] = (vram_zombie_range){vr, s, s + k};
-                    mark_pages(a, vr, s, s + k, 0);
-                    bits_set(vr->zombie, s, s + k, 1);
+                    if (a->dev->ops->page_alias(a->dev, vr->base + c * P, r->base + t * P, k * P) != VRAM_OK) goto done;
+                    z->ranges[z->n++] = (vram_zombie_range){vr, c, ce};
+                    bits_set(vr->chunk, c, c + 1, 0);
+                    mark_pages(a, vr, c, ce, 0);
+                    bits_set(vr->zombie, c, ce, 1);
                     mark_pages(a, r, t, t + k, 1);
-                    s += k;
-                    t += k;
+                    bits_set(r->chunk, t, t + 1, 1);
                     moved += k;
+                    c = ce;
                 }
                 q = e;
             }
@@ -1206,6 +1249,9 @@ static int should_split(const vram_allocator *a, const vram_block *b, uint64_t r
 
 static void process_pending(vram_allocator *a);
 
+/* How many mallocs may pass between two polls of in-flight stream events on the fast path. */
+#define VRAM_POLL_EVERY 64
+
 vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream stream, vram_tag tag, void **ptr) {
     if (!a || !ptr) return vram_error(VRAM_ERR_INVALID_ARG, "malloc: null argument");
     *ptr = NULL;
@@ -1216,8 +1262,13 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
                           vram_format_size(size, s, sizeof s));
     }
     vram_allocator_lock(a);
-    if (a->pending_head) process_pending(a);
-    if (a->not_ready_count) poll_streams(a, 0);
+    if ((a->pending_head || a->not_ready_count) && !a->poll_countdown--) {
+        /* An event query costs 5-10 us while the GPU is busy (bench_cuda_pages): asked on every
+         * malloc it cost GPT-2 training ~20 ms a step on an H200. The slow path below asks always. */
+        a->poll_countdown = VRAM_POLL_EVERY;
+        if (a->pending_head) process_pending(a);
+        if (a->not_ready_count) poll_streams(a, 0);
+    }
     uint64_t rsize = round_size(a, size);
     int pool = pool_of(rsize);
     vram_pool *p = &a->pools[pool];
@@ -1232,7 +1283,7 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
         goto take;
     }
     b = find_free(a, p, rsize, stream, &at_end);
-    if ((a->nrecent || a->not_ready_count) &&
+    if ((a->nrecent || a->not_ready_count || a->pending_head) &&
         (!b || (a->pages_model && !range_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize)))) {
         /* The slow path: pages would be mapped or a segment created. Deferred blocks may hold
          * what is needed, and so may blocks freed on streams whose events have completed.
@@ -1241,6 +1292,7 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
          * cost 12-46% of step time for 3-50% less reserved memory; bench/results/
          * 2026-12-02-torch-workloads.md, runs 3 and 6.) */
         if (a->nrecent) recent_flush(a);
+        if (a->pending_head) process_pending(a);
         if (a->not_ready_count) poll_streams(a, 0);
         if (a->zombies) zombies_reap(a, 0);
         b = find_free(a, p, rsize, stream, &at_end);

@@ -68,6 +68,9 @@ struct vram_region {
     uint64_t base, size;
     uint64_t *mapped;      /* pages model: one bit per page */
     uint64_t *zombie;      /* pages model: unmapped for the allocator, still an alias source */
+    uint64_t *chunk;       /* pages model: first page of each chunk (one physical allocation,
+                            * mapped, moved and unmapped whole; it ends at the next chunk's
+                            * first page or the first unmapped page) */
     uint64_t npages;
     vram_block *first;
     int pool;
@@ -123,6 +126,7 @@ struct vram_allocator {
     int pages_model;
     int has_events;
     uint64_t page_size;
+    uint64_t chunk_pages;    /* pages model: the most pages one chunk may have */
     unsigned page_shift;     /* log2(page_size): page arithmetic uses shifts, not divisions */
     uint64_t limit;          /* cap on reserved bytes */
     uint64_t allocated_high; /* allocated peak before the last reset of peak statistics */
@@ -139,6 +143,7 @@ struct vram_allocator {
     vram_stream_state streams[VRAM_MAX_STREAMS];
     int nstreams;
     uint64_t not_ready_count;
+    unsigned poll_countdown; /* mallocs until the fast path next asks in-flight events */
     uint64_t free_seq;
     vram_stats stats;
     char tag_names[VRAM_TAG_MAX][32];
@@ -171,6 +176,9 @@ void vram_stats_export(const vram_stats *in, vram_stats *out);
 /* Page and region helpers shared with snapshot.c and check.c. */
 static inline int vram_page_mapped(const vram_region *r, uint64_t page) {
     return (int)((r->mapped[page >> 6] >> (page & 63)) & 1);
+}
+static inline int vram_page_chunk(const vram_region *r, uint64_t page) {
+    return (int)((r->chunk[page >> 6] >> (page & 63)) & 1);
 }
 
 

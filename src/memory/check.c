@@ -9,7 +9,8 @@
  *   - every free block is in the bin of its size, and every bin entry is a free block;
  *   - not-ready free blocks are in their owner's list, ready ones in none;
  *   - live and pending blocks are in the live map under their address, nothing else is;
- *   - live blocks lie on mapped pages (pages model);
+ *   - live blocks lie on mapped pages; every mapped run starts a chunk, no chunk is longer than
+ *     chunk_size (pages model);
  *   - allocated/active/requested bytes and counts, per pool and per tag, equal the sums over
  *     blocks; reserved bytes equal mapped pages plus segments; segment counts equal mapped
  *     runs plus segments; reserved >= allocated.
@@ -90,10 +91,20 @@ static vram_status check_locked(vram_allocator *a) {
                 for (uint64_t w = 0; w < (r->npages + 63) / 64; w++)
                     if (r->mapped[w] & r->zombie[w]) FAIL("region %#llx: a page is both mapped and a zombie", (unsigned long long)r->base);
                 int in_run = 0;
+                uint64_t chunk_len = 0;
                 for (uint64_t q = 0; q < r->npages; q++) {
-                    int m = vram_page_mapped(r, q);
+                    int m = vram_page_mapped(r, q), c = vram_page_chunk(r, q);
                     if (m) reserved[p] += (int64_t)P;
                     if (m && !in_run) segments[p]++;
+                    if (c && !m) FAIL("region %#llx: page %llu starts a chunk but is not mapped", (unsigned long long)r->base,
+                                      (unsigned long long)q);
+                    if (m && !in_run && !c)
+                        FAIL("region %#llx: mapped page %llu belongs to no chunk", (unsigned long long)r->base,
+                             (unsigned long long)q);
+                    chunk_len = c ? 1 : chunk_len + 1;
+                    if (m && chunk_len > a->chunk_pages)
+                        FAIL("region %#llx: the chunk ending at page %llu has more than %llu pages",
+                             (unsigned long long)r->base, (unsigned long long)q, (unsigned long long)a->chunk_pages);
                     in_run = m;
                 }
             } else {

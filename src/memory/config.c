@@ -20,6 +20,7 @@ void vram_alloc_config_default(vram_alloc_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     cfg->expandable_segments = 1;
     cfg->page_size = 2 * MiB;
+    cfg->chunk_size = 2 * MiB;
     cfg->max_split_size = UINT64_MAX;
     cfg->max_non_split_rounding = 20 * MiB;
     cfg->roundup_power2_divisions = 0;
@@ -42,6 +43,7 @@ static const struct {
 } keys[] = {
     {"expandable_segments", KEY_BOOL, offsetof(vram_alloc_config, expandable_segments), 0},
     {"page_size_mb", KEY_MIB, offsetof(vram_alloc_config, page_size), 2 * MiB},
+    {"chunk_size_mb", KEY_MIB, offsetof(vram_alloc_config, chunk_size), 2 * MiB},
     {"max_split_size_mb", KEY_MIB, offsetof(vram_alloc_config, max_split_size), 20 * MiB},
     {"max_non_split_rounding_mb", KEY_MIB, offsetof(vram_alloc_config, max_non_split_rounding), 0},
     {"roundup_power2_divisions", KEY_UINT, offsetof(vram_alloc_config, roundup_power2_divisions), 0},
@@ -109,8 +111,8 @@ static vram_status apply_pair(vram_alloc_config *cfg, const char *key, const cha
             if (u > (UINT64_MAX / MiB) || u * MiB < keys[i].min)
                 return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: %s is out of range (at least %llu)", key,
                                   value, (unsigned long long)(keys[i].min / MiB));
-            if (!strcmp(key, "page_size_mb") && (u & (u - 1)))
-                return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: page_size_mb: %s is not a power of two", value);
+            if ((!strcmp(key, "page_size_mb") || !strcmp(key, "chunk_size_mb")) && (u & (u - 1)))
+                return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: %s is not a power of two", key, value);
             *(uint64_t *)field = u * MiB;
             return VRAM_OK;
         case KEY_SIZE:
@@ -185,10 +187,11 @@ void vram_alloc_config_format(const vram_alloc_config *cfg, char *buf, size_t ca
     if (cfg->garbage_collection_threshold > 0)
         snprintf(gc, sizeof gc, ",garbage_collection_threshold:%g", cfg->garbage_collection_threshold);
     snprintf(buf, cap,
-             "expandable_segments:%s,page_size_mb:%llu%s,max_non_split_rounding_mb:%llu,"
+             "expandable_segments:%s,page_size_mb:%llu,chunk_size_mb:%llu%s,max_non_split_rounding_mb:%llu,"
              "roundup_power2_divisions:%u,memory_fraction:%g,max_reserved:%llu,history:%u,caching:%s,"
              "move_busy_pages:%s,reserve_slack:%g%s",
-             cfg->expandable_segments ? "True" : "False", (unsigned long long)(cfg->page_size / MiB), split,
+             cfg->expandable_segments ? "True" : "False", (unsigned long long)(cfg->page_size / MiB),
+             (unsigned long long)(cfg->chunk_size / MiB), split,
              (unsigned long long)(cfg->max_non_split_rounding / MiB), cfg->roundup_power2_divisions,
              cfg->memory_fraction, (unsigned long long)cfg->max_reserved, cfg->history_entries,
              cfg->caching ? "True" : "False", cfg->move_busy_pages ? "True" : "False", cfg->reserve_slack,
