@@ -34,9 +34,12 @@ static uint64_t next_rand(void) {
 }
 
 /* Random allocation and free on four streams with the invariant check along the way. */
-static void allocator_run(vram_device *dev, const char *what) {
+static void allocator_run(vram_device *dev, const char *what, const char *conf) {
     vram_allocator *a = NULL;
-    CHECK_OK(vram_allocator_new(dev, NULL, &a));
+    vram_alloc_config cfg;
+    vram_alloc_config_default(&cfg);
+    CHECK_OK(vram_alloc_config_parse(conf, &cfg));
+    CHECK_OK(vram_allocator_new(dev, &cfg, &a));
     if (!a) return;
     enum { SLOTS = 300, OPS = 6000 };
     static void *slot[SLOTS];
@@ -90,18 +93,31 @@ int main(void) {
     CHECK(dev->page_size == 2 * MiB && dev->capacity == 1ull << 30, "page %zu, capacity %llu", dev->page_size,
           (unsigned long long)dev->capacity);
 
-    /* Pages in arbitrary page-aligned pieces: the fake refuses any unmap that cuts a mapping. */
+    /* Units: each page_map is one physical allocation, unmapped (moved, dropped) whole; the
+     * fake refuses, as the driver does, any unmap that cuts a mapping. */
     uint64_t base = 0;
     size_t pg = dev->page_size;
     CHECK_OK(dev->ops->va_reserve(dev, 64 * pg, &base));
-    CHECK_OK(dev->ops->page_map(dev, base, 8 * pg));
+    CHECK_OK(dev->ops->page_map(dev, base, 3 * pg));
+    CHECK_OK(dev->ops->page_map(dev, base + 3 * pg, 5 * pg));
     CHECK_OK(dev->ops->page_map(dev, base + 8 * pg, 8 * pg));
-    CHECK_OK(dev->ops->page_unmap(dev, base + 3 * pg, 9 * pg));
+    CHECK(dev->ops->page_unmap(dev, base + 4 * pg, 2 * pg) == VRAM_ERR_STATE, "unmap of part of a unit refused");
+    CHECK(dev->ops->page_unmap(dev, base + 3 * pg, 9 * pg) == VRAM_ERR_STATE, "unmap ending inside a unit refused");
+    CHECK_OK(dev->ops->page_unmap(dev, base + 3 * pg, 13 * pg)); /* two whole units */
     CHECK_OK(dev->ops->page_map(dev, base + 4 * pg, 2 * pg));
+    CHECK_OK(dev->ops->page_map(dev, base + 12 * pg, 4 * pg));
     CHECK(dev->ops->page_map(dev, base + 5 * pg, 2 * pg) == VRAM_ERR_STATE, "overlapping map refused");
     CHECK(dev->ops->page_unmap(dev, base + 6 * pg, 2 * pg) == VRAM_ERR_STATE, "unmap of unmapped pages refused");
     CHECK(dev->ops->page_map(dev, base + 63 * pg, 2 * pg) == VRAM_ERR_INVALID_ARG, "map past the reservation refused");
     CHECK(dev->ops->page_map(dev, base + pg / 2, pg) == VRAM_ERR_INVALID_ARG, "unaligned map refused");
+    /* Aliases: whole units of the source, mapped again at the target; the source dropped later. */
+    CHECK_OK(dev->ops->page_map(dev, base + 20 * pg, 4 * pg));
+    CHECK(dev->ops->page_alias(dev, base + 20 * pg, base + 30 * pg, 2 * pg) == VRAM_ERR_STATE,
+          "alias of part of a unit refused");
+    CHECK_OK(dev->ops->page_alias(dev, base + 20 * pg, base + 30 * pg, 4 * pg));
+    CHECK(dev->ops->page_unmap(dev, base + 20 * pg, 4 * pg) == VRAM_ERR_STATE, "an alias source is dropped, not unmapped");
+    CHECK_OK(dev->ops->page_drop(dev, base + 20 * pg, 4 * pg));
+    CHECK_OK(dev->ops->page_unmap(dev, base + 30 * pg, 4 * pg));
     size_t f = 0, t = 0;
     CHECK_OK(dev->ops->mem_info(dev, &f, &t));
     CHECK(t - f == (3 + 2 + 4) * pg, "9 pages held: %zu", t - f);
@@ -128,8 +144,10 @@ int main(void) {
     dev->ops->event_destroy(dev, ev2);
     expect_clean("after the page tests");
 
-    allocator_run(dev, "pages model");
+    allocator_run(dev, "pages model", "");
     expect_clean("after the pages-model allocator");
+    allocator_run(dev, "pages model, 16 MiB chunks, busy pages moved", "chunk_size_mb:16,move_busy_pages:True");
+    expect_clean("after the pages-model allocator with chunks");
     /* A reservation left mapped is cleaned up by close. */
     CHECK_OK(dev->ops->va_reserve(dev, 4 * pg, &base));
     CHECK_OK(dev->ops->page_map(dev, base, 2 * pg));
@@ -139,7 +157,7 @@ int main(void) {
     CHECK_OK(vram_device_open("cuda:0:segments", &dev));
     if (dev) {
         CHECK(!vram_device_has_pages(dev), "segments spec has no pages");
-        allocator_run(dev, "segments model");
+        allocator_run(dev, "segments model", "");
         vram_device_close(dev);
         expect_clean("after the segments-model allocator");
     }

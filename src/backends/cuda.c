@@ -15,12 +15,13 @@
  * be called from any thread, PyTorch's included, and cuCtxSetCurrent is a thread-local store.
  *
  *   segments  mem_alloc / mem_free are cuMemAlloc / cuMemFree.
- *   pages     va_reserve is cuMemAddressReserve. The allocator may map any page-aligned range
- *             inside a reservation and later unmap any page-aligned range of mapped pages
- *             (part of an earlier map, or several maps at once), so every page of the
- *             granularity (2 MiB on an H200) gets its own physical handle (cuMemCreate) and
- *             its own cuMemMap; the reservation keeps one handle slot per page (0 = unmapped).
- *             cuMemSetAccess makes a mapped range readable and writable by the device.
+ *   pages     va_reserve is cuMemAddressReserve. Each page_map is one unit: one physical
+ *             allocation (cuMemCreate of the whole range), one cuMemMap, one cuMemSetAccess;
+ *             the driver's cost goes by allocations, not bytes (on an H200 a 2 MiB page costs
+ *             ~40 us to map idle and ~300 us while kernels run). page_unmap, page_alias and
+ *             page_drop take whole units, as cuMemUnmap must. The reservation keeps a slot per
+ *             page of the granularity (2 MiB on an H200): the unit's handle (0 = unmapped) and,
+ *             on a unit's first page, its length in pages.
  *   events    timing-disabled CUevents, created on demand and kept in a free list for reuse,
  *             because cuEventCreate costs far more than a record.
  *
@@ -167,7 +168,8 @@ typedef struct cuda_reservation {
     CUdeviceptr base;
     size_t size;
     size_t num_pages;
-    CUmemGenericAllocationHandle *pages; /* one slot per page; 0 = not mapped */
+    CUmemGenericAllocationHandle *pages; /* one slot per page: its unit's handle; 0 = not mapped */
+    size_t *units;                       /* on a unit's first page its length in pages, else 0 */
 } cuda_reservation;
 
 typedef struct cuda_state {
@@ -223,11 +225,17 @@ static vram_status cuda_va_reserve(vram_device *dev, size_t size, uint64_t *addr
     if (st != VRAM_OK) return st;
     size_t num_pages = size / s->granularity;
     CUmemGenericAllocationHandle *pages = calloc(num_pages, sizeof *pages);
-    if (!pages) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "cuda: no host memory for a page table of %zu pages", num_pages);
+    size_t *units = calloc(num_pages, sizeof *units);
+    if (!pages || !units) {
+        free(pages);
+        free(units);
+        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "cuda: no host memory for a page table of %zu pages", num_pages);
+    }
     CUdeviceptr base = 0;
     CUresult r = drv.MemAddressReserve(&base, size, s->granularity, 0, 0);
     if (r != CUDA_SUCCESS) {
         free(pages);
+        free(units);
         return cuda_fail(r, "cuMemAddressReserve");
     }
     pthread_mutex_lock(&s->lock);
@@ -238,12 +246,13 @@ static vram_status cuda_va_reserve(vram_device *dev, size_t size, uint64_t *addr
             pthread_mutex_unlock(&s->lock);
             drv.MemAddressFree(base, size);
             free(pages);
+            free(units);
             return vram_error(VRAM_ERR_OUT_OF_MEMORY, "cuda: no host memory for the reservation table");
         }
         s->res = grown;
         s->cap_res = cap;
     }
-    s->res[s->num_res++] = (cuda_reservation){base, size, num_pages, pages};
+    s->res[s->num_res++] = (cuda_reservation){base, size, num_pages, pages, units};
     pthread_mutex_unlock(&s->lock);
     *addr = (uint64_t)base;
     return VRAM_OK;
@@ -263,16 +272,35 @@ static cuda_reservation *cuda_find(cuda_state *s, uint64_t addr, size_t size) {
 
 /* Unmaps and releases pages [first, first+count) of a reservation that are mapped (alias
  * sources are only unmapped: their physical page belongs to the alias). */
+/* Unmaps (and, unless they are alias sources, releases) the units that start in pages
+ * [first, first+count) of res; callers pass whole units (cuda_whole_units). */
 static CUresult cuda_unmap_pages(cuda_state *s, cuda_reservation *res, size_t first, size_t count) {
     CUresult worst = CUDA_SUCCESS;
-    for (size_t i = first; i < first + count; i++) {
-        if (!res->pages[i]) continue;
-        CUresult r = drv.MemUnmap(res->base + i * s->granularity, s->granularity);
+    for (size_t i = first; i < first + count;) {
+        size_t n = res->units[i];
+        if (!res->pages[i] || !n) {
+            i++;
+            continue;
+        }
+        CUresult r = drv.MemUnmap(res->base + i * s->granularity, n * s->granularity);
         if (r == CUDA_SUCCESS && res->pages[i] != CUDA_ALIAS_SOURCE) r = drv.MemRelease(res->pages[i]);
         if (r != CUDA_SUCCESS && worst == CUDA_SUCCESS) worst = r;
-        res->pages[i] = 0;
+        memset(&res->pages[i], 0, n * sizeof res->pages[0]);
+        res->units[i] = 0;
+        i += n;
     }
     return worst;
+}
+
+/* Whether pages [first, first+count) of res are whole units, all alias sources (`alias`) or
+ * all not. */
+static int cuda_whole_units(const cuda_reservation *res, size_t first, size_t count, int alias) {
+    for (size_t i = first; i < first + count;) {
+        size_t n = res->units[i];
+        if (!n || i + n > first + count || !res->pages[i] || (res->pages[i] == CUDA_ALIAS_SOURCE) != alias) return 0;
+        i += n;
+    }
+    return 1;
 }
 
 static vram_status cuda_va_release(vram_device *dev, uint64_t addr, size_t size) {
@@ -294,6 +322,7 @@ static vram_status cuda_va_release(vram_device *dev, uint64_t addr, size_t size)
     CUresult r = cuda_unmap_pages(s, &res, 0, res.num_pages);
     CUresult r2 = drv.MemAddressFree(res.base, res.size);
     free(res.pages);
+    free(res.units);
     if (r != CUDA_SUCCESS) return cuda_fail(r, "cuMemUnmap");
     return r2 == CUDA_SUCCESS ? VRAM_OK : cuda_fail(r2, "cuMemAddressFree");
 }
@@ -334,26 +363,23 @@ static vram_status cuda_page_map(vram_device *dev, uint64_t addr, size_t size) {
     size_t first = 0, count = size / s->granularity;
     vram_status st = cuda_lock_pages(s, addr, size, 0, "map", &res, &first);
     if (st != VRAM_OK) return st;
-    CUresult r = CUDA_SUCCESS;
+    CUmemGenericAllocationHandle h = 0;
     const char *what = "cuMemCreate";
-    size_t done = first;
-    for (; done < first + count; done++) {
-        CUmemGenericAllocationHandle h = 0;
-        r = drv.MemCreate(&h, s->granularity, &s->prop, 0);
-        if (r != CUDA_SUCCESS) break;
-        r = drv.MemMap(res->base + done * s->granularity, s->granularity, 0, h, 0);
-        if (r != CUDA_SUCCESS) {
-            what = "cuMemMap";
-            drv.MemRelease(h);
-            break;
+    CUresult r = drv.MemCreate(&h, size, &s->prop, 0);
+    if (r == CUDA_SUCCESS) {
+        what = "cuMemMap";
+        r = drv.MemMap(addr, size, 0, h, 0);
+        if (r == CUDA_SUCCESS) {
+            what = "cuMemSetAccess";
+            r = drv.MemSetAccess((CUdeviceptr)addr, size, &s->access, 1);
+            if (r != CUDA_SUCCESS) drv.MemUnmap(addr, size); /* all or nothing */
         }
-        res->pages[done] = h;
+        if (r != CUDA_SUCCESS) drv.MemRelease(h);
     }
     if (r == CUDA_SUCCESS) {
-        what = "cuMemSetAccess";
-        r = drv.MemSetAccess((CUdeviceptr)addr, size, &s->access, 1);
+        for (size_t i = first; i < first + count; i++) res->pages[i] = h;
+        res->units[first] = count;
     }
-    if (r != CUDA_SUCCESS) cuda_unmap_pages(s, res, first, done - first); /* all or nothing */
     pthread_mutex_unlock(&s->lock);
     return r == CUDA_SUCCESS ? VRAM_OK : cuda_fail(r, what);
 }
@@ -364,6 +390,10 @@ static vram_status cuda_page_unmap(vram_device *dev, uint64_t addr, size_t size)
     size_t first = 0, count = size / s->granularity;
     vram_status st = cuda_lock_pages(s, addr, size, 1, "unmap", &res, &first);
     if (st != VRAM_OK) return st;
+    if (!cuda_whole_units(res, first, count, 0)) {
+        pthread_mutex_unlock(&s->lock);
+        return vram_error(VRAM_ERR_STATE, "cuda: unmap of [0x%llx, +%zu) splits a mapping", (unsigned long long)addr, size);
+    }
     /* No device-wide synchronize here: the allocator unmaps only pages whose blocks are
      * "ready", i.e. an event recorded after their last free has completed (alloc.h), so no
      * queued kernel can still touch them; a cuCtxSynchronize would also wait for unrelated
@@ -373,8 +403,9 @@ static vram_status cuda_page_unmap(vram_device *dev, uint64_t addr, size_t size)
     return r == CUDA_SUCCESS ? VRAM_OK : cuda_fail(r, "cuMemUnmap");
 }
 
-/* page_alias: each physical page of src is mapped at dst as well; dst owns the handle from
- * now on and src's slot is marked as an alias source until page_drop unmaps it. */
+/* page_alias: each unit of src (whole units) is mapped at the same offset from dst as well; dst
+ * owns the handles from now on and src's slots are marked as alias sources until page_drop
+ * unmaps them. */
 static vram_status cuda_page_alias(vram_device *dev, uint64_t src, uint64_t dst, size_t size) {
     cuda_state *s = dev->impl;
     if (size == 0 || size % s->granularity || src % s->granularity || dst % s->granularity)
@@ -386,25 +417,30 @@ static vram_status cuda_page_alias(vram_device *dev, uint64_t src, uint64_t dst,
     cuda_reservation *rs = cuda_find(s, src, size), *rd = cuda_find(s, dst, size);
     size_t fs = rs ? (src - rs->base) / s->granularity : 0, fd = rd ? (dst - rd->base) / s->granularity : 0;
     size_t count = size / s->granularity;
+    if (rs && !cuda_whole_units(rs, fs, count, 0)) rs = NULL;
     for (size_t i = 0; rs && rd && i < count; i++)
-        if (!rs->pages[fs + i] || rs->pages[fs + i] == CUDA_ALIAS_SOURCE || rd->pages[fd + i]) rs = NULL;
+        if (rd->pages[fd + i]) rs = NULL;
     if (!rs || !rd) {
         pthread_mutex_unlock(&s->lock);
-        return vram_error(VRAM_ERR_STATE, "cuda: alias of [0x%llx, +%zu) to 0x%llx: source not mapped or target not free",
-                          (unsigned long long)src, size, (unsigned long long)dst);
+        return vram_error(VRAM_ERR_STATE, "cuda: alias of [0x%llx, +%zu) to 0x%llx: source not whole mapped units or "
+                          "target not free", (unsigned long long)src, size, (unsigned long long)dst);
     }
     CUresult r = CUDA_SUCCESS;
-    size_t done = 0;
-    for (; done < count; done++) {
-        r = drv.MemMap(dst + done * s->granularity, s->granularity, 0, rs->pages[fs + done], 0);
+    size_t done = 0; /* pages of src whose units are mapped at dst */
+    while (done < count) {
+        size_t n = rs->units[fs + done];
+        r = drv.MemMap(dst + done * s->granularity, n * s->granularity, 0, rs->pages[fs + done], 0);
         if (r != CUDA_SUCCESS) break;
+        done += n;
     }
     if (r == CUDA_SUCCESS) r = drv.MemSetAccess((CUdeviceptr)dst, size, &s->access, 1);
     if (r != CUDA_SUCCESS) { /* all or nothing: take the new mappings away again */
-        for (size_t i = 0; i < done; i++) drv.MemUnmap(dst + i * s->granularity, s->granularity);
+        for (size_t i = 0; i < done; i += rs->units[fs + i])
+            drv.MemUnmap(dst + i * s->granularity, rs->units[fs + i] * s->granularity);
     } else {
         for (size_t i = 0; i < count; i++) {
             rd->pages[fd + i] = rs->pages[fs + i];
+            rd->units[fd + i] = rs->units[fs + i];
             rs->pages[fs + i] = CUDA_ALIAS_SOURCE;
         }
     }
@@ -419,11 +455,9 @@ static vram_status cuda_page_drop(vram_device *dev, uint64_t addr, size_t size) 
     pthread_mutex_lock(&s->lock);
     cuda_reservation *res = cuda_find(s, addr, size);
     size_t first = res ? (addr - res->base) / s->granularity : 0, count = size / s->granularity;
-    for (size_t i = 0; res && i < count; i++)
-        if (res->pages[first + i] != CUDA_ALIAS_SOURCE) res = NULL;
-    if (!res || size % s->granularity || addr % s->granularity) {
+    if (!res || size % s->granularity || addr % s->granularity || !cuda_whole_units(res, first, count, 1)) {
         pthread_mutex_unlock(&s->lock);
-        return vram_error(VRAM_ERR_STATE, "cuda: drop of [0x%llx, +%zu): not an alias source", (unsigned long long)addr, size);
+        return vram_error(VRAM_ERR_STATE, "cuda: drop of [0x%llx, +%zu): not whole alias sources", (unsigned long long)addr, size);
     }
     CUresult r = cuda_unmap_pages(s, res, first, count);
     pthread_mutex_unlock(&s->lock);
@@ -506,6 +540,7 @@ static void cuda_close(vram_device *dev) {
             cuda_unmap_pages(s, &s->res[i], 0, s->res[i].num_pages);
             drv.MemAddressFree(s->res[i].base, s->res[i].size);
             free(s->res[i].pages);
+            free(s->res[i].units);
         }
         for (size_t i = 0; i < s->num_free_events; i++) drv.EventDestroy(s->free_events[i]);
         drv.DevicePrimaryCtxRelease(s->device);
