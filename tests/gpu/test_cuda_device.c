@@ -44,19 +44,22 @@ int main(void) {
     CHECK(vram_device_has_pages(dev), "pages on a VMM device");
     CHECK(dev->page_size >= 2 * MiB && dev->page_size % (2 * MiB) == 0, "page size %zu", dev->page_size);
 
-    /* Pages: map in two pieces, unmap a range spanning both, remap part, all written by kernels. */
+    /* Pages: each page_map is one unit (one physical allocation); units are unmapped whole, and
+     * an alias maps a unit's memory at a second address. All written and read by kernels. */
     size_t pg = dev->page_size;
     uint64_t base = 0;
     CHECK_OK(dev->ops->va_reserve(dev, 32 * pg, &base));
     size_t used0 = used_bytes(dev);
-    CHECK_OK(dev->ops->page_map(dev, base, 8 * pg));
-    CHECK_OK(dev->ops->page_map(dev, base + 8 * pg, 4 * pg));
+    CHECK_OK(dev->ops->page_map(dev, base, 2 * pg));
+    CHECK_OK(dev->ops->page_map(dev, base + 2 * pg, 8 * pg));
+    CHECK_OK(dev->ops->page_map(dev, base + 10 * pg, 2 * pg));
     size_t used1 = used_bytes(dev);
     CHECK(used1 >= used0 + 12 * pg - 2 * MiB, "cuMemGetInfo shows the 12 mapped pages: %zu -> %zu", used0, used1);
     CHECK(tcu_fill(&t, base, 12 * pg, 11, s1, 0) == 0, "fill 12 pages");
     CHECK(tcu_check(&t, base, 12 * pg, 11, s1) == 0, "12 pages hold what was written");
     CHECK(tcu_fill(&t, base + 10 * pg, 2 * pg, 13, s1, 0) == 0, "fill the tail on its own"); /* pattern from its start */
-    CHECK_OK(dev->ops->page_unmap(dev, base + 2 * pg, 8 * pg)); /* part of both maps */
+    CHECK(dev->ops->page_unmap(dev, base + 3 * pg, 2 * pg) == VRAM_ERR_STATE, "unmapping part of a unit is refused");
+    CHECK_OK(dev->ops->page_unmap(dev, base + 2 * pg, 8 * pg)); /* the middle unit */
     CHECK(dev->ops->page_unmap(dev, base + 2 * pg, pg) == VRAM_ERR_STATE, "unmapping an unmapped page is refused");
     CHECK(dev->ops->page_map(dev, base, pg) == VRAM_ERR_STATE, "mapping a mapped page is refused");
     CHECK(dev->ops->page_map(dev, base + 1, pg) == VRAM_ERR_INVALID_ARG, "unaligned map is refused");
@@ -66,8 +69,14 @@ int main(void) {
     CHECK_OK(dev->ops->page_map(dev, base + 3 * pg, 4 * pg));
     CHECK(tcu_fill(&t, base + 3 * pg, 4 * pg, 12, s1, 0) == 0, "fill remapped");
     CHECK(tcu_check(&t, base + 3 * pg, 4 * pg, 12, s1) == 0, "remapped pages are usable");
+    /* alias: the unit at [3, 7) shown at [20, 24) too, then its old address dropped */
+    CHECK_OK(dev->ops->page_alias(dev, base + 3 * pg, base + 20 * pg, 4 * pg));
+    CHECK(tcu_check(&t, base + 20 * pg, 4 * pg, 12, s1) == 0, "the alias shows the unit's data");
+    CHECK_OK(dev->ops->page_drop(dev, base + 3 * pg, 4 * pg));
+    CHECK(tcu_fill(&t, base + 20 * pg, 4 * pg, 14, s1, 0) == 0, "fill the alias after the drop");
+    CHECK(tcu_check(&t, base + 20 * pg, 4 * pg, 14, s1) == 0, "the alias stays usable after the drop");
     CHECK_OK(dev->ops->page_unmap(dev, base, 2 * pg));
-    CHECK_OK(dev->ops->page_unmap(dev, base + 3 * pg, 4 * pg));
+    CHECK_OK(dev->ops->page_unmap(dev, base + 20 * pg, 4 * pg));
     CHECK_OK(dev->ops->page_unmap(dev, base + 10 * pg, 2 * pg));
     size_t used2 = used_bytes(dev);
     CHECK(used2 <= used0 + 2 * MiB, "unmapping returns the memory: %zu -> %zu", used0, used2);
