@@ -43,15 +43,17 @@
 #include "live_map.h"
 
 /* ---------------------------------------------------------------------------------------- */
-/* Locking: a test-and-test-and-set spinlock; uncontended it costs a few nanoseconds.        */
+/* Locking: the uncontended path is inline (allocator_internal.h); a contended lock spins here,
+ * yielding after a while.                                                                   */
 
-void vram_allocator_lock(vram_allocator *a) {
-    for (int spins = 0; atomic_flag_test_and_set_explicit(&a->lock, memory_order_acquire); spins++) {
+void vram_allocator_lock_wait(vram_allocator *a) {
+    for (int spins = 0;; spins++) {
+        if (!atomic_load_explicit(&a->lock, memory_order_relaxed) &&
+            !atomic_exchange_explicit(&a->lock, 1, memory_order_acquire))
+            return;
         if (spins > 64) sched_yield();
     }
 }
-
-void vram_allocator_unlock(vram_allocator *a) { atomic_flag_clear_explicit(&a->lock, memory_order_release); }
 
 /* ---------------------------------------------------------------------------------------- */
 /* Block structs come from slabs and are recycled through a free list.                       */
@@ -899,7 +901,7 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
     }
     vram_allocator *a = calloc(1, sizeof *a);
     if (!a) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "allocator: host out of memory");
-    atomic_flag_clear(&a->lock);
+    atomic_init(&a->lock, 0);
     a->dev = dev;
     a->cfg = conf;
     a->has_events = dev->ops->event_record && dev->ops->event_query && dev->ops->event_sync && dev->ops->event_destroy;

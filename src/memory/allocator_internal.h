@@ -117,7 +117,7 @@ typedef struct vram_block_slab {
 } vram_block_slab;
 
 struct vram_allocator {
-    atomic_flag lock;
+    atomic_int lock;         /* 1 while held (see vram_allocator_lock) */
     vram_device *dev;
     vram_alloc_config cfg;
     int pages_model;
@@ -177,7 +177,13 @@ static inline int vram_page_mapped(const vram_region *r, uint64_t page) {
 static inline unsigned vram_recent_slot(uint64_t rsize) {
     return (unsigned)(((rsize >> 9) * 0x9E3779B97F4A7C15ull) >> 60) & (VRAM_RECENT_SLOTS - 1);
 }
-void vram_allocator_lock(vram_allocator *a);
-void vram_allocator_unlock(vram_allocator *a);
+
+/* The allocator's lock: a test-and-test-and-set spinlock. Uncontended, taking it is one atomic
+ * exchange, inlined; a contended lock waits in vram_allocator_lock_wait (allocator.c). */
+void vram_allocator_lock_wait(vram_allocator *a);
+static inline void vram_allocator_lock(vram_allocator *a) {
+    if (__builtin_expect(atomic_exchange_explicit(&a->lock, 1, memory_order_acquire), 0)) vram_allocator_lock_wait(a);
+}
+static inline void vram_allocator_unlock(vram_allocator *a) { atomic_store_explicit(&a->lock, 0, memory_order_release); }
 
 #endif
