@@ -1208,6 +1208,19 @@ static int should_split(const vram_allocator *a, const vram_block *b, uint64_t r
 
 static void process_pending(vram_allocator *a);
 
+/* Active (allocated plus pending) exceeds allocated only while blocks are pending: lifts the
+ * active peaks kept for that case after an allocation in `pool` (allocator_internal.h). */
+static void active_lift(vram_allocator *a, int pool) {
+    int pools[2] = {0, pool};
+    for (int i = 0; i < 2; i++) {
+        int p = pools[i];
+        int64_t n = a->stats.allocation[p].current + a->pending_blocks[p];
+        int64_t bytes = a->stats.allocated_bytes[p].current + a->pending_bytes[p];
+        if (n > a->stats.active[p].peak) a->stats.active[p].peak = n;
+        if (bytes > a->stats.active_bytes[p].peak) a->stats.active_bytes[p].peak = bytes;
+    }
+}
+
 vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream stream, vram_tag tag, void **ptr) {
     if (!a || !ptr) return vram_error(VRAM_ERR_INVALID_ARG, "malloc: null argument");
     *ptr = NULL;
@@ -1346,9 +1359,8 @@ take:
     int bpool = b->region->pool;
     stat_pool_up(a->stats.allocation, bpool, 1);
     stat_pool_up(a->stats.allocated_bytes, bpool, (int64_t)b->size);
-    stat_pool_up(a->stats.active, bpool, 1);
-    stat_pool_up(a->stats.active_bytes, bpool, (int64_t)b->size);
     stat_pool_up(a->stats.requested_bytes, bpool, (int64_t)size);
+    if (__builtin_expect(a->pending_blocks[0] != 0, 0)) active_lift(a, bpool);
     if (a->cfg.max_split_size != UINT64_MAX && b->size >= a->cfg.max_split_size)
         stat_up(&a->stats.oversize_allocations, 1);
     vram_tag_stats *ts = &a->stats.tags[tag];
@@ -1364,12 +1376,20 @@ take:
 /* ---------------------------------------------------------------------------------------- */
 /* free.                                                                                     */
 
+/* Counts block b into (dir 1) or out of (dir -1) the pending blocks, from which the active
+ * statistics follow (allocator_internal.h). */
+static void pending_count(vram_allocator *a, const vram_block *b, int dir) {
+    int pool = b->region->pool;
+    a->pending_blocks[pool] += dir;
+    a->pending_blocks[0] += dir;
+    a->pending_bytes[pool] += dir * (int64_t)b->size;
+    a->pending_bytes[0] += dir * (int64_t)b->size;
+}
+
 /* Returns a LIVE or PENDING block to the free structures (PyTorch's free_block). */
 static inline void free_block(vram_allocator *a, vram_block *b) {
     int pool = b->region->pool;
     live_del(&a->live, b->addr);
-    stat_pool_down(a->stats.active, pool, 1);
-    stat_pool_down(a->stats.active_bytes, pool, (int64_t)b->size);
     stat_pool_down(a->stats.requested_bytes, pool, (int64_t)b->requested);
     history_add(a, VRAM_EVENT_FREE_COMPLETED, b->addr, b->requested, b->stream, b->tag);
     if (b->uses) {
@@ -1413,6 +1433,7 @@ static void process_pending(vram_allocator *a) {
             if (b->fnext) b->fnext->fprev = b->fprev;
             else a->pending_tail = b->fprev;
             b->fprev = b->fnext = NULL;
+            pending_count(a, b, -1);
             free_block(a, b);
         }
         b = next;
@@ -1455,6 +1476,7 @@ vram_status vram_allocator_free(vram_allocator *a, void *ptr) {
         b->nevents = (uint16_t)n;
         if (n) {
             b->state = BLOCK_PENDING;
+            pending_count(a, b, 1);
             b->fnext = NULL;
             b->fprev = a->pending_tail;
             if (a->pending_tail) a->pending_tail->fnext = b;
@@ -1610,14 +1632,24 @@ static void count_inactive_split(vram_allocator *a, vram_stats *out) {
 void vram_allocator_get_stats(vram_allocator *a, vram_stats *out) {
     vram_allocator_lock(a);
     if (!a->pages_model) count_inactive_split(a, &a->stats);
-    vram_stats_export(&a->stats, out);
+    vram_stats_export(a, out);
     vram_allocator_unlock(a);
 }
 
 static void export_stat(vram_stat *s) { s->freed = s->allocated + s->freed - s->current; }
 
-void vram_stats_export(const vram_stats *in, vram_stats *out) {
-    *out = *in;
+void vram_stats_export(const vram_allocator *a, vram_stats *out) {
+    *out = a->stats;
+    for (int p = 0; p < VRAM_POOL_COUNT; p++) { /* active: allocated plus pending */
+        const vram_stat *n = &out->allocation[p], *bytes = &out->allocated_bytes[p];
+        vram_stat *an = &out->active[p], *abytes = &out->active_bytes[p];
+        an->current = n->current + a->pending_blocks[p];
+        an->allocated = n->allocated;
+        if (n->peak > an->peak) an->peak = n->peak;
+        abytes->current = bytes->current + a->pending_bytes[p];
+        abytes->allocated = bytes->allocated;
+        if (bytes->peak > abytes->peak) abytes->peak = bytes->peak;
+    }
     vram_stat *arrays[] = {out->allocation, out->segment, out->active, out->allocated_bytes, out->reserved_bytes,
                            out->active_bytes, out->requested_bytes};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
@@ -1630,6 +1662,15 @@ void vram_stats_export(const vram_stats *in, vram_stats *out) {
         export_stat(&out->tags[t].allocation);
         export_stat(&out->tags[t].allocated_bytes);
         export_stat(&out->tags[t].requested_bytes);
+    }
+}
+
+/* Brings the internal active statistics' `current` up to date, for the resets below (which
+ * start from it); malloc and free leave it stale (allocator_internal.h). */
+static void active_current(vram_allocator *a) {
+    for (int p = 0; p < VRAM_POOL_COUNT; p++) {
+        a->stats.active[p].current = a->stats.allocation[p].current + a->pending_blocks[p];
+        a->stats.active_bytes[p].current = a->stats.allocated_bytes[p].current + a->pending_bytes[p];
     }
 }
 
@@ -1657,12 +1698,14 @@ void vram_allocator_reset_peak_stats(vram_allocator *a) {
     vram_allocator_lock(a);
     if ((uint64_t)a->stats.allocated_bytes[0].peak > a->allocated_high)
         a->allocated_high = (uint64_t)a->stats.allocated_bytes[0].peak;
+    active_current(a);
     for_each_stat(&a->stats, reset_peak);
     vram_allocator_unlock(a);
 }
 
 void vram_allocator_reset_accumulated_stats(vram_allocator *a) {
     vram_allocator_lock(a);
+    active_current(a);
     for_each_stat(&a->stats, reset_accum);
     a->stats.num_alloc_retries = a->stats.num_ooms = a->stats.num_sync_all_streams = 0;
     a->stats.num_device_alloc = a->stats.num_device_free = 0;

@@ -134,6 +134,7 @@ struct vram_allocator {
     vram_block *recent[VRAM_RECENT_SLOTS]; /* deferred frees, one per slot (see allocator.c) */
     unsigned nrecent;
     vram_block *pending_head, *pending_tail;
+    int64_t pending_blocks[VRAM_POOL_COUNT], pending_bytes[VRAM_POOL_COUNT]; /* per pool; [0] all */
     vram_zombie *zombies, *zombies_tail; /* oldest first */
     int can_alias;           /* the device moves pages without copying (page_alias/page_drop) */
     vram_stream_state streams[VRAM_MAX_STREAMS];
@@ -147,10 +148,19 @@ struct vram_allocator {
     uint64_t history_next; /* total events recorded; ring index = next % entries */
 };
 
-/* Statistics in the hot path. Internally a vram_stat's `freed` holds the value `current` had
- * at the last reset of accumulated counters, and the pool arrays' "all" entry does not keep
- * `allocated` (it is the pools' sum): vram_stats_export() turns this into PyTorch's meaning.
- * This halves the stores of a free. */
+/* Statistics in the hot path. Internally:
+ *   - a vram_stat's `freed` holds the value `current` had at the last reset of accumulated
+ *     counters, and the pool arrays' "all" entry does not keep `allocated` (it is the pools'
+ *     sum);
+ *   - `active` and `active_bytes` keep only that reset base and a `peak` lifted while blocks
+ *     are pending: active is allocated plus pending (PENDING blocks: a->pending_blocks and
+ *     a->pending_bytes), so its current value and its total follow from the allocation
+ *     statistics, and its peak is the larger of allocation's peak and the peak kept here (active
+ *     exceeds allocation only while blocks are pending, and rises only when a block is
+ *     allocated).
+ * vram_stats_export() turns this into PyTorch's meaning. A free then stores one value per
+ * statistic it changes, and neither a malloc nor a free touches `active` unless blocks are
+ * pending. */
 static inline void stat_up(vram_stat *s, int64_t x) {
     s->current += x;
     s->allocated += x;
@@ -166,7 +176,8 @@ static inline void stat_pool_down(vram_stat *arr, int pool, int64_t x) {
     arr[pool].current -= x;
     arr[0].current -= x;
 }
-void vram_stats_export(const vram_stats *in, vram_stats *out);
+/* The statistics of `a` with PyTorch's meaning (the caller holds the lock). */
+void vram_stats_export(const vram_allocator *a, vram_stats *out);
 
 /* Page and region helpers shared with snapshot.c and check.c. */
 static inline int vram_page_mapped(const vram_region *r, uint64_t page) {

@@ -138,7 +138,7 @@ static vram_status check_locked(vram_allocator *a) {
         if (b->state != BLOCK_FREE || !b->in_cached) FAIL("cached list holds a block that is not free");
 
     vram_stats exported;
-    vram_stats_export(&a->stats, &exported);
+    vram_stats_export(a, &exported);
     const vram_stats *st = &exported;
     for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++) {
         if (st->allocated_bytes[p].current != allocated[p]) FAIL("pool %d allocated_bytes %lld, blocks say %lld", p,
