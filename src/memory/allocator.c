@@ -354,7 +354,16 @@ static inline void stream_track(vram_allocator *a, vram_block *b);
  * that size then takes it back without searching, splitting or merging. This is what makes a
  * repeated allocate/free of one size cost a few dozen nanoseconds. Deferred blocks are flushed
  * into the bins whenever the allocator would otherwise map pages or create a segment, before
- * pages are released, and by empty_cache, so they never raise reserved memory. */
+ * pages are released, and by empty_cache, so they never raise reserved memory. A deferred block
+ * keeps its entry in the live map, so a free followed by a malloc that takes the block back
+ * touches the map only once (free's lookup); the entry goes when the block leaves its slot for
+ * the bins (recent_leave). */
+
+/* A deferred block that leaves its slot for the bins: no longer deferred, out of the live map. */
+static inline void recent_leave(vram_allocator *a, vram_block *b) {
+    b->deferred = 0;
+    live_del(&a->live, b->addr);
+}
 
 static void recent_unslot(vram_allocator *a, vram_block *b) {
     unsigned k = vram_recent_slot(b->size);
@@ -362,7 +371,7 @@ static void recent_unslot(vram_allocator *a, vram_block *b) {
         a->recent[k] = NULL;
         a->nrecent--;
     }
-    b->deferred = 0;
+    recent_leave(a, b);
 }
 
 /* Merges into the unindexed free block b its deferred neighbours that it may merge with
@@ -399,7 +408,7 @@ static void recent_flush(vram_allocator *a) {
         if (!b) continue;
         a->recent[k] = NULL;
         a->nrecent--;
-        b->deferred = 0;
+        recent_leave(a, b);
         b->free_seq = ++a->free_seq; /* its owner's list is ordered by free_seq */
         free_insert(a, b, b->addr, b->size);
     }
@@ -414,7 +423,7 @@ static void recent_put(vram_allocator *a, vram_block *b) {
         a->nrecent++;
         return;
     }
-    old->deferred = 0;
+    recent_leave(a, old);
     old->free_seq = ++a->free_seq; /* its owner's list is ordered by free_seq */
     free_insert(a, old, old->addr, old->size); /* may absorb b, which then leaves its slot */
 }
@@ -1244,7 +1253,7 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
         a->recent[vram_recent_slot(rsize)] = NULL;
         a->nrecent--;
         b->deferred = 0;
-        goto take;
+        goto live; /* its live map entry stayed */
     }
     b = find_free(a, p, rsize, stream, &at_end);
     if ((a->nrecent || a->not_ready_count) &&
@@ -1350,6 +1359,7 @@ take:
         vram_allocator_unlock(a);
         return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: host out of memory for the block map");
     }
+live:
     b->state = BLOCK_LIVE;
     b->ready = 0;
     b->stream = stream;
@@ -1389,7 +1399,6 @@ static void pending_count(vram_allocator *a, const vram_block *b, int dir) {
 /* Returns a LIVE or PENDING block to the free structures (PyTorch's free_block). */
 static inline void free_block(vram_allocator *a, vram_block *b) {
     int pool = b->region->pool;
-    live_del(&a->live, b->addr);
     stat_pool_down(a->stats.requested_bytes, pool, (int64_t)b->requested);
     history_add(a, VRAM_EVENT_FREE_COMPLETED, b->addr, b->requested, b->stream, b->tag);
     if (b->uses) {
@@ -1407,16 +1416,18 @@ static inline void free_block(vram_allocator *a, vram_block *b) {
     b->free_seq = ++a->free_seq;
     b->requested = 0;
     if (!a->cfg.caching) {
+        live_del(&a->live, b->addr);
         free_insert(a, b, b->addr, b->size);
         sync_all_streams(a);
         release_cache(a, UINT64_MAX);
     } else if (a->cfg.garbage_collection_threshold > 0) {
+        live_del(&a->live, b->addr);
         free_insert(a, b, b->addr, b->size);
         double high = a->cfg.garbage_collection_threshold * (double)a->limit;
         double reserved = (double)a->stats.reserved_bytes[0].current;
         if (reserved > high) release_cache(a, (uint64_t)(reserved - high));
     } else {
-        recent_put(a, b);
+        recent_put(a, b); /* keeps its live map entry */
     }
 }
 
@@ -1447,7 +1458,7 @@ vram_status vram_allocator_free(vram_allocator *a, void *ptr) {
     if (!b || b->state != BLOCK_LIVE) {
         vram_allocator_unlock(a);
         return vram_error(VRAM_ERR_NOT_FOUND, "free of %p: not a live allocation of this allocator%s", ptr,
-                          b ? " (already freed, waiting for its streams)" : "");
+                          b && b->state == BLOCK_PENDING ? " (already freed, waiting for its streams)" : "");
     }
     int pool = b->region->pool;
     stat_pool_down(a->stats.allocation, pool, 1);

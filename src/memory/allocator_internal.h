@@ -10,7 +10,8 @@
  *                           allocation
  *       bins[]              segregated free lists (exact classes below 32 KiB, then 32 classes
  *                           per power of two) with a two-level bitmap of non-empty bins
- *     live                  hash map address -> block for live and pending blocks
+ *     live                  hash map address -> block for live and pending blocks, and for
+ *                           deferred frees (in a `recent` slot: see allocator.c)
  *     cached                list of free blocks that may contain fully free mapped pages
  *     streams[]             per stream: free blocks not yet safe for other streams
  *

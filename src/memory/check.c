@@ -8,7 +8,7 @@
  *     unless one of them is a deferred free waiting in its `recent` slot;
  *   - every free block is in the bin of its size, and every bin entry is a free block;
  *   - not-ready free blocks are in their owner's list, ready ones in none;
- *   - live and pending blocks are in the live map under their address, nothing else is;
+ *   - live, pending and deferred blocks are in the live map under their address, nothing else is;
  *   - live blocks lie on mapped pages (pages model);
  *   - allocated/active/requested bytes and counts, per pool and per tag, equal the sums over
  *     blocks; reserved bytes equal mapped pages plus segments; segment counts equal mapped
@@ -53,6 +53,8 @@ static vram_status check_locked(vram_allocator *a) {
                     if (a->recent[vram_recent_slot(b->size)] != b)
                         FAIL("deferred block %#llx is not in its slot", (unsigned long long)b->addr);
                     if (in_bin(&a->pools[p], b)) FAIL("deferred block %#llx is also in a bin", (unsigned long long)b->addr);
+                    if (vram_live_get(&a->live, b->addr) != b)
+                        FAIL("deferred block %#llx missing from the live map", (unsigned long long)b->addr);
                     ndeferred++;
                 } else if (b->state == BLOCK_FREE) {
                     free_blocks++;
@@ -131,9 +133,9 @@ static vram_status check_locked(vram_allocator *a) {
     if (listed != not_ready || not_ready != a->not_ready_count)
         FAIL("not-ready blocks: %llu in regions, %llu listed, counter %llu", (unsigned long long)not_ready,
              (unsigned long long)listed, (unsigned long long)a->not_ready_count);
-    if (live_blocks != a->live.count)
-        FAIL("live map holds %llu entries for %llu live blocks", (unsigned long long)a->live.count,
-             (unsigned long long)live_blocks);
+    if (live_blocks + ndeferred != a->live.count)
+        FAIL("live map holds %llu entries for %llu live and deferred blocks", (unsigned long long)a->live.count,
+             (unsigned long long)(live_blocks + ndeferred));
     for (const vram_block *b = a->cached_head; b; b = b->cnext)
         if (b->state != BLOCK_FREE || !b->in_cached) FAIL("cached list holds a block that is not free");
 

@@ -1,7 +1,8 @@
-/* live_map.h — the allocator's map from a live block's address to its block: open addressing
- * with linear probing and backward-shift deletion (no tombstones, so lookups stay short after
- * millions of frees). Capacity is a power of two kept at least twice the count; address 0 marks
- * an empty slot. Header-only so that malloc and free, which each touch it once, inline it.
+/* live_map.h — the allocator's map from a live block's address to its block (live, pending and
+ * deferred blocks: allocator_internal.h): open addressing with linear probing and
+ * backward-shift deletion (no tombstones, so lookups stay short after millions of frees).
+ * Capacity is a power of two kept at least twice the count; address 0 marks an empty slot.
+ * Header-only so that malloc and free, which touch it on every call, inline it.
  */
 #ifndef VRAM_LIVE_MAP_H
 #define VRAM_LIVE_MAP_H
