@@ -1230,31 +1230,59 @@ static void active_lift(vram_allocator *a, int pool) {
     }
 }
 
-vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream stream, vram_tag tag, void **ptr) {
-    if (!a || !ptr) return vram_error(VRAM_ERR_INVALID_ARG, "malloc: null argument");
-    *ptr = NULL;
-    if (tag >= VRAM_TAG_MAX) return vram_error(VRAM_ERR_INVALID_ARG, "malloc: unknown tag %u", tag);
-    if (size > (1ull << 52)) {
-        char s[32];
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: %s is larger than any device",
-                          vram_format_size(size, s, sizeof s));
+/* The deferred block that serves a request of exactly rsize on `stream`, taken out of its slot
+ * (it keeps its live map entry), or NULL. */
+static inline vram_block *recent_take(vram_allocator *a, uint64_t rsize, vram_stream stream) {
+    unsigned k = vram_recent_slot(rsize);
+    vram_block *b = a->recent[k];
+    if (!b || b->size != rsize || (!b->ready && b->stream != stream)) return NULL;
+    a->recent[k] = NULL;
+    a->nrecent--;
+    b->deferred = 0;
+    return b;
+}
+
+/* Makes b (out of the free structures, in the live map) a live block serving `size` bytes on
+ * `stream` with `tag`, and counts it. Always inlined: it is most of malloc's fast path. */
+static inline __attribute__((always_inline)) void block_live(vram_allocator *a, vram_block *b, size_t size, vram_stream stream, vram_tag tag) {
+    b->state = BLOCK_LIVE;
+    b->ready = 0;
+    b->stream = stream;
+    b->requested = size;
+    b->tag = tag;
+    b->nuses = 0;
+    int bpool = b->region->pool;
+    stat_pool_up(a->stats.allocation, bpool, 1);
+    stat_pool_up(a->stats.allocated_bytes, bpool, (int64_t)b->size);
+    stat_pool_up(a->stats.requested_bytes, bpool, (int64_t)size);
+    if (__builtin_expect(a->pending_blocks[0] != 0, 0)) active_lift(a, bpool);
+    if (a->cfg.max_split_size != UINT64_MAX && b->size >= a->cfg.max_split_size)
+        stat_up(&a->stats.oversize_allocations, 1);
+    vram_tag_stats *ts = &a->stats.tags[tag];
+    stat_up(&ts->allocation, 1);
+    stat_up(&ts->allocated_bytes, (int64_t)b->size);
+    stat_up(&ts->requested_bytes, (int64_t)size);
+    history_add(a, VRAM_EVENT_ALLOC, b->addr, size, stream, tag);
+}
+
+/* malloc with the lock held and the arguments checked, where vram_allocator_malloc's fast
+ * path (an exact deferred block, nothing pending or not ready) did not apply. Kept out of line
+ * so that the fast path stays a small function. */
+__attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, size_t size, uint64_t rsize,
+                                                           vram_stream stream, vram_tag tag, void **ptr) {
+    vram_block *b;
+    if (a->pending_head || a->not_ready_count) {
+        /* pending frees and ready streams first (the fast path left them), then an exact
+         * deferred block */
+        if (a->pending_head) process_pending(a);
+        if (a->not_ready_count) poll_streams(a, 0);
+        if ((b = recent_take(a, rsize, stream)) != NULL) goto live; /* its live map entry stayed */
     }
-    vram_allocator_lock(a);
-    if (a->pending_head) process_pending(a);
-    if (a->not_ready_count) poll_streams(a, 0);
-    uint64_t rsize = round_size(a, size);
     int pool = pool_of(rsize);
     vram_pool *p = &a->pools[pool];
     int retried = 0;
     vram_status err = VRAM_OK;
     int at_end = 0; /* carve the block from the end of the free block (its mapped part) */
-    vram_block *b = a->recent[vram_recent_slot(rsize)];
-    if (b && b->size == rsize && (b->ready || b->stream == stream)) { /* an exact deferred block */
-        a->recent[vram_recent_slot(rsize)] = NULL;
-        a->nrecent--;
-        b->deferred = 0;
-        goto live; /* its live map entry stayed */
-    }
     b = find_free(a, p, rsize, stream, &at_end);
     if ((a->nrecent || a->not_ready_count) &&
         (!b || (a->pages_model && !range_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize)))) {
@@ -1360,27 +1388,33 @@ take:
         return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: host out of memory for the block map");
     }
 live:
-    b->state = BLOCK_LIVE;
-    b->ready = 0;
-    b->stream = stream;
-    b->requested = size;
-    b->tag = tag;
-    b->nuses = 0;
-    int bpool = b->region->pool;
-    stat_pool_up(a->stats.allocation, bpool, 1);
-    stat_pool_up(a->stats.allocated_bytes, bpool, (int64_t)b->size);
-    stat_pool_up(a->stats.requested_bytes, bpool, (int64_t)size);
-    if (__builtin_expect(a->pending_blocks[0] != 0, 0)) active_lift(a, bpool);
-    if (a->cfg.max_split_size != UINT64_MAX && b->size >= a->cfg.max_split_size)
-        stat_up(&a->stats.oversize_allocations, 1);
-    vram_tag_stats *ts = &a->stats.tags[tag];
-    stat_up(&ts->allocation, 1);
-    stat_up(&ts->allocated_bytes, (int64_t)b->size);
-    stat_up(&ts->requested_bytes, (int64_t)size);
-    history_add(a, VRAM_EVENT_ALLOC, b->addr, size, stream, tag);
+    block_live(a, b, size, stream, tag);
     *ptr = (void *)(uintptr_t)b->addr;
     vram_allocator_unlock(a);
     return VRAM_OK;
+}
+
+vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream stream, vram_tag tag, void **ptr) {
+    if (!a || !ptr) return vram_error(VRAM_ERR_INVALID_ARG, "malloc: null argument");
+    *ptr = NULL;
+    if (tag >= VRAM_TAG_MAX) return vram_error(VRAM_ERR_INVALID_ARG, "malloc: unknown tag %u", tag);
+    if (size > (1ull << 52)) {
+        char s[32];
+        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: %s is larger than any device",
+                          vram_format_size(size, s, sizeof s));
+    }
+    vram_allocator_lock(a);
+    uint64_t rsize = round_size(a, size);
+    /* The fast path: an exact deferred block, with no pending frees or not-ready blocks to look
+     * at first (malloc_locked does that). */
+    vram_block *b;
+    if (!a->pending_head && !a->not_ready_count && (b = recent_take(a, rsize, stream)) != NULL) {
+        block_live(a, b, size, stream, tag);
+        *ptr = (void *)(uintptr_t)b->addr;
+        vram_allocator_unlock(a);
+        return VRAM_OK;
+    }
+    return malloc_locked(a, size, rsize, stream, tag, ptr);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1396,8 +1430,9 @@ static void pending_count(vram_allocator *a, const vram_block *b, int dir) {
     a->pending_bytes[0] += dir * (int64_t)b->size;
 }
 
-/* Returns a LIVE or PENDING block to the free structures (PyTorch's free_block). */
-static inline void free_block(vram_allocator *a, vram_block *b) {
+/* Returns a LIVE or PENDING block to the free structures (PyTorch's free_block). Always
+ * inlined: it is most of free's fast path. */
+static inline __attribute__((always_inline)) void free_block(vram_allocator *a, vram_block *b) {
     int pool = b->region->pool;
     stat_pool_down(a->stats.requested_bytes, pool, (int64_t)b->requested);
     history_add(a, VRAM_EVENT_FREE_COMPLETED, b->addr, b->requested, b->stream, b->tag);
@@ -1451,6 +1486,34 @@ static void process_pending(vram_allocator *a) {
     }
 }
 
+/* A freed block used on other streams (record_stream): records an event on each of them and
+ * makes the block PENDING until they complete. Returns 0, the block left as it was, when no
+ * event is needed after all (recording failed, and those streams were waited for instead). */
+static int free_pending(vram_allocator *a, vram_block *b) {
+    b->events = calloc(b->nuses, sizeof *b->events);
+    int n = 0;
+    for (int i = 0; b->events && i < b->nuses; i++)
+        if (a->dev->ops->event_record(a->dev, b->uses[i], &b->events[n]) == VRAM_OK) n++;
+    if (!b->events || n < b->nuses) {
+        /* could not record every event: wait for those streams now instead */
+        for (int i = 0; i < n; i++) {
+            a->dev->ops->event_sync(a->dev, b->events[i]);
+            a->dev->ops->event_destroy(a->dev, b->events[i]);
+        }
+        n = 0;
+    }
+    b->nevents = (uint16_t)n;
+    if (!n) return 0;
+    b->state = BLOCK_PENDING;
+    pending_count(a, b, 1);
+    b->fnext = NULL;
+    b->fprev = a->pending_tail;
+    if (a->pending_tail) a->pending_tail->fnext = b;
+    else a->pending_head = b;
+    a->pending_tail = b;
+    return 1;
+}
+
 vram_status vram_allocator_free(vram_allocator *a, void *ptr) {
     if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "free: null allocator");
     vram_allocator_lock(a);
@@ -1470,32 +1533,9 @@ vram_status vram_allocator_free(vram_allocator *a, void *ptr) {
     stat_down(&ts->allocated_bytes, (int64_t)b->size);
     stat_down(&ts->requested_bytes, (int64_t)b->requested);
     history_add(a, VRAM_EVENT_FREE_REQUESTED, b->addr, b->requested, b->stream, b->tag);
-    if (b->nuses && a->has_events) {
-        /* Used on other streams: wait for their work before the block is reused. */
-        b->events = calloc(b->nuses, sizeof *b->events);
-        int n = 0;
-        for (int i = 0; b->events && i < b->nuses; i++)
-            if (a->dev->ops->event_record(a->dev, b->uses[i], &b->events[n]) == VRAM_OK) n++;
-        if (!b->events || n < b->nuses) {
-            /* could not record every event: wait for those streams now instead */
-            for (int i = 0; i < n; i++) {
-                a->dev->ops->event_sync(a->dev, b->events[i]);
-                a->dev->ops->event_destroy(a->dev, b->events[i]);
-            }
-            n = 0;
-        }
-        b->nevents = (uint16_t)n;
-        if (n) {
-            b->state = BLOCK_PENDING;
-            pending_count(a, b, 1);
-            b->fnext = NULL;
-            b->fprev = a->pending_tail;
-            if (a->pending_tail) a->pending_tail->fnext = b;
-            else a->pending_head = b;
-            a->pending_tail = b;
-            vram_allocator_unlock(a);
-            return VRAM_OK;
-        }
+    if (__builtin_expect(b->nuses != 0, 0) && a->has_events && free_pending(a, b)) {
+        vram_allocator_unlock(a);
+        return VRAM_OK;
     }
     free_block(a, b);
     vram_allocator_unlock(a);
