@@ -71,7 +71,7 @@ static inline vram_block *block_new(vram_allocator *a) {
     }
     vram_block *b = a->free_structs;
     a->free_structs = b->fnext;
-    /* callers set addr, size and region */
+    /* callers set addr, size, region and pool */
     b->prev = b->next = b->fprev = b->fnext = b->sprev = b->snext = b->cprev = b->cnext = NULL;
     b->uses = NULL;
     b->events = NULL;
@@ -342,7 +342,7 @@ static int mergeable(const vram_block *x, const vram_block *y) {
 
 /* Takes a free block out of every index it is in (bin, stream list, cached list). */
 static inline void free_unlink(vram_allocator *a, vram_block *b) {
-    bin_remove(&a->pools[b->region->pool], b);
+    bin_remove(&a->pools[b->pool], b);
     if (!b->ready) stream_list_remove(a, b);
     cached_remove(a, b);
 }
@@ -431,7 +431,7 @@ static void recent_put(vram_allocator *a, vram_block *b) {
 /* Moves an indexed free block to the bin of its (changed) size. */
 static inline void rebin(vram_allocator *a, vram_block *b) {
     if (bin_of(b->size) == b->bin) return;
-    vram_pool *p = &a->pools[b->region->pool];
+    vram_pool *p = &a->pools[b->pool];
     bin_remove(p, b);
     bin_insert(p, b);
 }
@@ -490,7 +490,7 @@ static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_
         block_release(a, b);
     } else {
         keep = b;
-        bin_insert(&a->pools[b->region->pool], b);
+        bin_insert(&a->pools[b->pool], b);
         stream_track(a, b);
     }
     if (keep != b) {
@@ -711,6 +711,7 @@ static vram_region *region_new(vram_allocator *a, int pool, uint64_t base, uint6
     b->addr = base;
     b->size = size;
     b->region = r;
+    b->pool = (uint8_t)pool;
     b->state = BLOCK_FREE;
     b->ready = 1;
     r->first = b;
@@ -1251,7 +1252,7 @@ static inline __attribute__((always_inline)) void block_live(vram_allocator *a, 
     b->requested = size;
     b->tag = tag;
     b->nuses = 0;
-    int bpool = b->region->pool;
+    int bpool = b->pool;
     stat_pool_up(a->stats.allocation, bpool, 1);
     stat_pool_up(a->stats.allocated_bytes, bpool, (int64_t)b->size);
     stat_pool_up(a->stats.requested_bytes, bpool, (int64_t)size);
@@ -1352,6 +1353,7 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
             return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: host out of memory for block metadata");
         }
         blk->region = b->region;
+        blk->pool = b->pool;
         if (at_end) {
             blk->addr = b->addr + b->size - rsize;
             blk->size = rsize;
@@ -1423,7 +1425,7 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
 /* Counts block b into (dir 1) or out of (dir -1) the pending blocks, from which the active
  * statistics follow (allocator_internal.h). */
 static void pending_count(vram_allocator *a, const vram_block *b, int dir) {
-    int pool = b->region->pool;
+    int pool = b->pool;
     a->pending_blocks[pool] += dir;
     a->pending_blocks[0] += dir;
     a->pending_bytes[pool] += dir * (int64_t)b->size;
@@ -1433,7 +1435,7 @@ static void pending_count(vram_allocator *a, const vram_block *b, int dir) {
 /* Returns a LIVE or PENDING block to the free structures (PyTorch's free_block). Always
  * inlined: it is most of free's fast path. */
 static inline __attribute__((always_inline)) void free_block(vram_allocator *a, vram_block *b) {
-    int pool = b->region->pool;
+    int pool = b->pool;
     stat_pool_down(a->stats.requested_bytes, pool, (int64_t)b->requested);
     history_add(a, VRAM_EVENT_FREE_COMPLETED, b->addr, b->requested, b->stream, b->tag);
     if (b->uses) {
@@ -1523,7 +1525,7 @@ vram_status vram_allocator_free(vram_allocator *a, void *ptr) {
         return vram_error(VRAM_ERR_NOT_FOUND, "free of %p: not a live allocation of this allocator%s", ptr,
                           b && b->state == BLOCK_PENDING ? " (already freed, waiting for its streams)" : "");
     }
-    int pool = b->region->pool;
+    int pool = b->pool;
     stat_pool_down(a->stats.allocation, pool, 1);
     stat_pool_down(a->stats.allocated_bytes, pool, (int64_t)b->size);
     if (a->cfg.max_split_size != UINT64_MAX && b->size >= a->cfg.max_split_size)

@@ -44,25 +44,27 @@ enum { BLOCK_FREE = 0, BLOCK_LIVE = 1, BLOCK_PENDING = 2 };
 typedef struct vram_region vram_region;
 
 typedef struct vram_block {
+    /* first what malloc and free touch: a reuse pair reads nothing past `events` */
     uint64_t addr;
     uint64_t size;
     uint64_t requested;
-    struct vram_block *prev, *next;   /* address neighbours in the region (NULL at its ends) */
-    struct vram_block *fprev, *fnext; /* bin list (FREE) or pending list (PENDING) */
-    struct vram_block *sprev, *snext; /* owner stream's not-ready list (FREE, !ready) */
-    struct vram_block *cprev, *cnext; /* the cached-pages list */
-    vram_region *region;
     vram_stream stream;               /* allocation stream; for a FREE block its owner */
-    vram_stream *uses;                /* other streams recorded with record_stream */
-    void **events;                    /* PENDING: events still to complete */
     uint64_t free_seq;                /* order of frees, for stream readiness */
+    vram_stream *uses;                /* other streams recorded with record_stream */
     uint32_t tag;
     uint16_t nuses, nevents;
     uint8_t state;
     uint8_t ready;
-    uint8_t in_cached;
     uint8_t deferred;                 /* FREE, not yet coalesced: sits in a `recent` slot */
+    uint8_t pool;                     /* region->pool, without the indirection */
+    uint8_t in_cached;
     uint16_t bin;
+    void **events;                    /* PENDING: events still to complete */
+    vram_region *region;
+    struct vram_block *prev, *next;   /* address neighbours in the region (NULL at its ends) */
+    struct vram_block *fprev, *fnext; /* bin list (FREE) or pending list (PENDING) */
+    struct vram_block *sprev, *snext; /* owner stream's not-ready list (FREE, !ready) */
+    struct vram_block *cprev, *cnext; /* the cached-pages list */
 } vram_block;
 
 struct vram_region {

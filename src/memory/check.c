@@ -43,7 +43,7 @@ static vram_status check_locked(vram_allocator *a) {
             const vram_block *prev = NULL;
             for (const vram_block *b = r->first; b; prev = b, b = b->next) {
                 if (b->prev != prev) FAIL("block %#llx: prev link broken", (unsigned long long)b->addr);
-                if (b->region != r) FAIL("block %#llx: wrong region", (unsigned long long)b->addr);
+                if (b->region != r || b->pool != r->pool) FAIL("block %#llx: wrong region or pool", (unsigned long long)b->addr);
                 if (b->addr != addr) FAIL("block %#llx: gap or overlap, expected %#llx", (unsigned long long)b->addr,
                                           (unsigned long long)addr);
                 if (!b->size || b->size % VRAM_BLOCK_ALIGN) FAIL("block %#llx: bad size %llu", (unsigned long long)b->addr,
