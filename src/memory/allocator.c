@@ -181,9 +181,9 @@ static int stream_list_append(vram_allocator *a, vram_block *b) {
 /* ---------------------------------------------------------------------------------------- */
 /* History and statistics.                                                                   */
 
-static inline void history_add(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size,
-                        vram_stream stream, vram_tag tag) {
-    if (!a->history) return;
+/* Records an event in the history ring (out of line: malloc and free only test a->history). */
+__attribute__((noinline)) static void history_record(vram_allocator *a, vram_event_action action, uint64_t addr,
+                                                     uint64_t size, vram_stream stream, vram_tag tag) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     vram_event *e = &a->history[a->history_next % a->cfg.history_entries];
@@ -194,6 +194,11 @@ static inline void history_add(vram_allocator *a, vram_event_action action, uint
     e->tag = tag;
     e->time_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
     a->history_next++;
+}
+
+static inline void history_add(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size,
+                               vram_stream stream, vram_tag tag) {
+    if (__builtin_expect(a->history != NULL, 0)) history_record(a, action, addr, size, stream, tag);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -414,7 +419,7 @@ static void recent_flush(vram_allocator *a) {
     }
 }
 
-static void recent_put(vram_allocator *a, vram_block *b) {
+static inline __attribute__((always_inline)) void recent_put(vram_allocator *a, vram_block *b) {
     unsigned k = vram_recent_slot(b->size);
     vram_block *old = a->recent[k];
     b->deferred = 1;
@@ -917,6 +922,7 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
     a->has_events = dev->ops->event_record && dev->ops->event_query && dev->ops->event_sync && dev->ops->event_destroy;
     a->pages_model = conf.expandable_segments && vram_device_has_pages(dev);
     a->can_alias = a->pages_model && a->has_events && dev->ops->page_alias && dev->ops->page_drop;
+    a->defer_frees = conf.caching && !(conf.garbage_collection_threshold > 0);
     a->page_size = dev->page_size;
     if (a->pages_model && conf.page_size > dev->page_size && conf.page_size % dev->page_size == 0)
         a->page_size = conf.page_size;
@@ -1257,7 +1263,7 @@ static inline __attribute__((always_inline)) void block_live(vram_allocator *a, 
     stat_pool_up(a->stats.allocated_bytes, bpool, (int64_t)b->size);
     stat_pool_up(a->stats.requested_bytes, bpool, (int64_t)size);
     if (__builtin_expect(a->pending_blocks[0] != 0, 0)) active_lift(a, bpool);
-    if (a->cfg.max_split_size != UINT64_MAX && b->size >= a->cfg.max_split_size)
+    if (b->size >= a->cfg.max_split_size) /* UINT64_MAX when unlimited: no block reaches it */
         stat_up(&a->stats.oversize_allocations, 1);
     vram_tag_stats *ts = &a->stats.tags[tag];
     stat_up(&ts->allocation, 1);
@@ -1452,19 +1458,19 @@ static inline __attribute__((always_inline)) void free_block(vram_allocator *a, 
     b->ready = !a->has_events;
     b->free_seq = ++a->free_seq;
     b->requested = 0;
-    if (!a->cfg.caching) {
+    if (__builtin_expect(a->defer_frees, 1)) {
+        recent_put(a, b); /* keeps its live map entry */
+    } else if (!a->cfg.caching) {
         live_del(&a->live, b->addr);
         free_insert(a, b, b->addr, b->size);
         sync_all_streams(a);
         release_cache(a, UINT64_MAX);
-    } else if (a->cfg.garbage_collection_threshold > 0) {
+    } else { /* garbage_collection_threshold */
         live_del(&a->live, b->addr);
         free_insert(a, b, b->addr, b->size);
         double high = a->cfg.garbage_collection_threshold * (double)a->limit;
         double reserved = (double)a->stats.reserved_bytes[0].current;
         if (reserved > high) release_cache(a, (uint64_t)(reserved - high));
-    } else {
-        recent_put(a, b); /* keeps its live map entry */
     }
 }
 
@@ -1528,7 +1534,7 @@ vram_status vram_allocator_free(vram_allocator *a, void *ptr) {
     int pool = b->pool;
     stat_pool_down(a->stats.allocation, pool, 1);
     stat_pool_down(a->stats.allocated_bytes, pool, (int64_t)b->size);
-    if (a->cfg.max_split_size != UINT64_MAX && b->size >= a->cfg.max_split_size)
+    if (b->size >= a->cfg.max_split_size) /* UINT64_MAX when unlimited: no block reaches it */
         stat_down(&a->stats.oversize_allocations, 1);
     vram_tag_stats *ts = &a->stats.tags[b->tag];
     stat_down(&ts->allocation, 1);

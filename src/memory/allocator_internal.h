@@ -140,6 +140,7 @@ struct vram_allocator {
     int64_t pending_blocks[VRAM_POOL_COUNT], pending_bytes[VRAM_POOL_COUNT]; /* per pool; [0] all */
     vram_zombie *zombies, *zombies_tail; /* oldest first */
     int can_alias;           /* the device moves pages without copying (page_alias/page_drop) */
+    int defer_frees;         /* caching without a garbage collection threshold: frees go to `recent` */
     vram_stream_state streams[VRAM_MAX_STREAMS];
     int nstreams;
     uint64_t not_ready_count;
