@@ -1003,8 +1003,7 @@ void vram_allocator_destroy(vram_allocator *a) {
         a->slabs = s->next;
         free(s);
     }
-    free(a->live.keys);
-    free(a->live.values);
+    free(a->live.slots);
     free(a->history);
     free(a);
 }

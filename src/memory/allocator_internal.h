@@ -108,10 +108,14 @@ typedef struct vram_zombie {
     struct vram_zombie *next;
 } vram_zombie;
 
+typedef struct vram_live_slot {
+    uint64_t key;      /* the block's address; 0 marks an empty slot */
+    vram_block *value;
+} vram_live_slot;
+
 typedef struct vram_live_map {
-    uint64_t *keys;
-    vram_block **values;
-    uint64_t cap, count; /* cap is a power of two; key 0 marks an empty slot */
+    vram_live_slot *slots; /* key and value side by side: a probe reads one cache line */
+    uint64_t cap, count;   /* cap is a power of two */
 } vram_live_map;
 
 typedef struct vram_block_slab {
