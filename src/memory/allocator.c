@@ -28,10 +28,16 @@
  * which the next request of that size takes it back without search, split or merge; slots are
  * flushed into the bins before any page is mapped or segment created.
  *
- * File map: locking, block structs, the live map, bins, streams, statistics, page bitmaps,
+ * The hot path: vram_allocator_malloc serves such an exact deferred block itself and leaves
+ * every other case to malloc_locked; free of a block not used on other streams puts it in a
+ * slot. A reuse pair thus takes the lock twice, looks the address up once in the live map
+ * (live_map.h; a deferred block keeps its entry) and updates only the statistics that cannot
+ * be derived on export (allocator_internal.h).
+ *
+ * File map: locking, block structs, bins, streams, history and statistics, page bitmaps,
  * zombies, the cached list, free-block insertion, deferred frees, sizes, the block search,
- * regions, page release, the OOM report, creation, malloc (page moves, aliasing), free, and
- * the cache/limit/statistics API.
+ * regions, page release, the OOM report, creation, malloc (page moves, aliasing; the fast
+ * path last), free, and the cache/limit/statistics API.
  */
 #include <sched.h>
 #include <stdio.h>
