@@ -334,6 +334,49 @@ static void test_streams(void) {
     vram_device_close(dev);
 }
 
+static int stat_is(const vram_stat *s, int64_t current, int64_t peak, int64_t allocated, int64_t freed) {
+    return s->current == current && s->peak == peak && s->allocated == allocated && s->freed == freed;
+}
+
+/* Active is allocated plus pending frees: its peak, total and resets with blocks pending, as
+ * PyTorch counts them (the allocator derives active from allocation and the pending blocks). */
+static void test_active_with_pending(void) {
+    vram_device *dev;
+    CHECK_OK(event_device_open("1GiB", &dev));
+    vram_allocator *a;
+    CHECK_OK(vram_allocator_new(dev, NULL, &a));
+    void *u, *v, *w;
+    vram_stats st;
+    CHECK_OK(vram_allocator_malloc(a, 1 * MiB, 1, 0, &u));
+    CHECK_OK(vram_allocator_record_stream(a, u, 5));
+    event_device_submit(dev, 5);
+    CHECK_OK(vram_allocator_free(a, u)); /* pending: stream 5 still works */
+    CHECK_OK(vram_allocator_malloc(a, 1 * MiB, 1, 0, &v));
+    vram_allocator_get_stats(a, &st);
+    for (int p = VRAM_POOL_ALL; p <= VRAM_POOL_SMALL; p++) {
+        CHECK(stat_is(&st.active[p], 2, 2, 2, 0), "pool %d: active counts the pending block, peak 2", p);
+        CHECK(stat_is(&st.allocation[p], 1, 1, 2, 1), "pool %d: allocation peak 1", p);
+        CHECK(stat_is(&st.active_bytes[p], 2 * MiB, 2 * MiB, 2 * MiB, 0), "pool %d: active bytes peak 2 MiB", p);
+    }
+    CHECK(st.active[VRAM_POOL_LARGE].peak == 0, "nothing active in the large pool");
+    vram_allocator_reset_peak_stats(a);
+    vram_allocator_reset_accumulated_stats(a);
+    vram_allocator_get_stats(a, &st);
+    CHECK(stat_is(&st.active[0], 2, 2, 0, 0) && stat_is(&st.allocation[0], 1, 1, 0, 0),
+          "resets with a pending block: active peak 2, allocation peak 1");
+    CHECK_OK(vram_allocator_free(a, v));
+    event_device_complete(dev, 5);
+    CHECK_OK(vram_allocator_malloc(a, 512, 1, 0, &w)); /* completes the pending free first */
+    vram_allocator_get_stats(a, &st);
+    CHECK(stat_is(&st.active[0], 1, 2, 1, 2), "active after the pending free completed: peak still 2");
+    CHECK(stat_is(&st.active_bytes[0], 512, 2 * MiB, 512, 2 * MiB), "active bytes likewise");
+    CHECK(stat_is(&st.allocation[0], 1, 1, 1, 1), "allocation unchanged by the pending free");
+    CHECK_OK(vram_allocator_free(a, w));
+    CHECK_OK(vram_allocator_check(a));
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+}
+
 static void test_snapshot_and_history(void) {
     vram_device *dev;
     vram_allocator *a = open_alloc("sim:1GiB", "history:8", &dev);
@@ -504,6 +547,7 @@ int main(void) {
     test_segments_model();
     test_tags();
     test_streams();
+    test_active_with_pending();
     test_snapshot_and_history();
     test_host_memory();
     test_threads();

@@ -28,10 +28,16 @@
  * which the next request of that size takes it back without search, split or merge; slots are
  * flushed into the bins before any page is mapped or segment created.
  *
- * File map: locking, block structs, the live map, bins, streams, statistics, page bitmaps,
+ * The hot path: vram_allocator_malloc serves such an exact deferred block itself and leaves
+ * every other case to malloc_locked; free of a block not used on other streams puts it in a
+ * slot. A reuse pair thus takes the lock twice, looks the address up once in the live map
+ * (live_map.h; a deferred block keeps its entry) and updates only the statistics that cannot
+ * be derived on export (allocator_internal.h).
+ *
+ * File map: locking, block structs, bins, streams, history and statistics, page bitmaps,
  * zombies, the cached list, free-block insertion, deferred frees, sizes, the block search,
- * regions, page release, the OOM report, creation, malloc (page moves, aliasing), free, and
- * the cache/limit/statistics API.
+ * regions, page release, the OOM report, creation, malloc (page moves, aliasing; the fast
+ * path last), free, and the cache/limit/statistics API.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -43,15 +49,17 @@
 #include "live_map.h"
 
 /* ---------------------------------------------------------------------------------------- */
-/* Locking: a test-and-test-and-set spinlock; uncontended it costs a few nanoseconds.        */
+/* Locking: the uncontended path is inline (allocator_internal.h); a contended lock spins here,
+ * yielding after a while.                                                                   */
 
-void vram_allocator_lock(vram_allocator *a) {
-    for (int spins = 0; atomic_flag_test_and_set_explicit(&a->lock, memory_order_acquire); spins++) {
+void vram_allocator_lock_wait(vram_allocator *a) {
+    for (int spins = 0;; spins++) {
+        if (!atomic_load_explicit(&a->lock, memory_order_relaxed) &&
+            !atomic_exchange_explicit(&a->lock, 1, memory_order_acquire))
+            return;
         if (spins > 64) sched_yield();
     }
 }
-
-void vram_allocator_unlock(vram_allocator *a) { atomic_flag_clear_explicit(&a->lock, memory_order_release); }
 
 /* ---------------------------------------------------------------------------------------- */
 /* Block structs come from slabs and are recycled through a free list.                       */
@@ -69,7 +77,7 @@ static inline vram_block *block_new(vram_allocator *a) {
     }
     vram_block *b = a->free_structs;
     a->free_structs = b->fnext;
-    /* callers set addr, size and region */
+    /* callers set addr, size, region and pool */
     b->prev = b->next = b->fprev = b->fnext = b->sprev = b->snext = b->cprev = b->cnext = NULL;
     b->uses = NULL;
     b->events = NULL;
@@ -179,9 +187,9 @@ static int stream_list_append(vram_allocator *a, vram_block *b) {
 /* ---------------------------------------------------------------------------------------- */
 /* History and statistics.                                                                   */
 
-static inline void history_add(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size,
-                        vram_stream stream, vram_tag tag) {
-    if (!a->history) return;
+/* Records an event in the history ring (out of line: malloc and free only test a->history). */
+__attribute__((noinline)) static void history_record(vram_allocator *a, vram_event_action action, uint64_t addr,
+                                                     uint64_t size, vram_stream stream, vram_tag tag) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     vram_event *e = &a->history[a->history_next % a->cfg.history_entries];
@@ -192,6 +200,11 @@ static inline void history_add(vram_allocator *a, vram_event_action action, uint
     e->tag = tag;
     e->time_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
     a->history_next++;
+}
+
+static inline void history_add(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size,
+                               vram_stream stream, vram_tag tag) {
+    if (__builtin_expect(a->history != NULL, 0)) history_record(a, action, addr, size, stream, tag);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -371,7 +384,7 @@ static int mergeable(const vram_block *x, const vram_block *y) {
 
 /* Takes a free block out of every index it is in (bin, stream list, cached list). */
 static inline void free_unlink(vram_allocator *a, vram_block *b) {
-    bin_remove(&a->pools[b->region->pool], b);
+    bin_remove(&a->pools[b->pool], b);
     if (!b->ready) stream_list_remove(a, b);
     cached_remove(a, b);
 }
@@ -383,7 +396,16 @@ static inline void stream_track(vram_allocator *a, vram_block *b);
  * that size then takes it back without searching, splitting or merging. This is what makes a
  * repeated allocate/free of one size cost a few dozen nanoseconds. Deferred blocks are flushed
  * into the bins whenever the allocator would otherwise map pages or create a segment, before
- * pages are released, and by empty_cache, so they never raise reserved memory. */
+ * pages are released, and by empty_cache, so they never raise reserved memory. A deferred block
+ * keeps its entry in the live map, so a free followed by a malloc that takes the block back
+ * touches the map only once (free's lookup); the entry goes when the block leaves its slot for
+ * the bins (recent_leave). */
+
+/* A deferred block that leaves its slot for the bins: no longer deferred, out of the live map. */
+static inline void recent_leave(vram_allocator *a, vram_block *b) {
+    b->deferred = 0;
+    live_del(&a->live, b->addr);
+}
 
 static void recent_unslot(vram_allocator *a, vram_block *b) {
     unsigned k = vram_recent_slot(b->size);
@@ -391,7 +413,7 @@ static void recent_unslot(vram_allocator *a, vram_block *b) {
         a->recent[k] = NULL;
         a->nrecent--;
     }
-    b->deferred = 0;
+    recent_leave(a, b);
 }
 
 /* Merges into the unindexed free block b its deferred neighbours that it may merge with
@@ -428,13 +450,13 @@ static void recent_flush(vram_allocator *a) {
         if (!b) continue;
         a->recent[k] = NULL;
         a->nrecent--;
-        b->deferred = 0;
+        recent_leave(a, b);
         b->free_seq = ++a->free_seq; /* its owner's list is ordered by free_seq */
         free_insert(a, b, b->addr, b->size);
     }
 }
 
-static void recent_put(vram_allocator *a, vram_block *b) {
+static inline __attribute__((always_inline)) void recent_put(vram_allocator *a, vram_block *b) {
     unsigned k = vram_recent_slot(b->size);
     vram_block *old = a->recent[k];
     b->deferred = 1;
@@ -443,7 +465,7 @@ static void recent_put(vram_allocator *a, vram_block *b) {
         a->nrecent++;
         return;
     }
-    old->deferred = 0;
+    recent_leave(a, old);
     old->free_seq = ++a->free_seq; /* its owner's list is ordered by free_seq */
     free_insert(a, old, old->addr, old->size); /* may absorb b, which then leaves its slot */
 }
@@ -451,7 +473,7 @@ static void recent_put(vram_allocator *a, vram_block *b) {
 /* Moves an indexed free block to the bin of its (changed) size. */
 static inline void rebin(vram_allocator *a, vram_block *b) {
     if (bin_of(b->size) == b->bin) return;
-    vram_pool *p = &a->pools[b->region->pool];
+    vram_pool *p = &a->pools[b->pool];
     bin_remove(p, b);
     bin_insert(p, b);
 }
@@ -510,7 +532,7 @@ static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_
         block_release(a, b);
     } else {
         keep = b;
-        bin_insert(&a->pools[b->region->pool], b);
+        bin_insert(&a->pools[b->pool], b);
         stream_track(a, b);
     }
     if (keep != b) {
@@ -733,6 +755,7 @@ static vram_region *region_new(vram_allocator *a, int pool, uint64_t base, uint6
     b->addr = base;
     b->size = size;
     b->region = r;
+    b->pool = (uint8_t)pool;
     b->state = BLOCK_FREE;
     b->ready = 1;
     r->first = b;
@@ -934,12 +957,13 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
     }
     vram_allocator *a = calloc(1, sizeof *a);
     if (!a) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "allocator: host out of memory");
-    atomic_flag_clear(&a->lock);
+    atomic_init(&a->lock, 0);
     a->dev = dev;
     a->cfg = conf;
     a->has_events = dev->ops->event_record && dev->ops->event_query && dev->ops->event_sync && dev->ops->event_destroy;
     a->pages_model = conf.expandable_segments && vram_device_has_pages(dev);
     a->can_alias = a->pages_model && a->has_events && dev->ops->page_alias && dev->ops->page_drop;
+    a->defer_frees = conf.caching && !(conf.garbage_collection_threshold > 0);
     a->page_size = dev->page_size;
     if (a->pages_model && conf.page_size > dev->page_size && conf.page_size % dev->page_size == 0)
         a->page_size = conf.page_size;
@@ -1021,8 +1045,7 @@ void vram_allocator_destroy(vram_allocator *a) {
         a->slabs = s->next;
         free(s);
     }
-    free(a->live.keys);
-    free(a->live.values);
+    free(a->live.slots);
     free(a->history);
     free(a);
 }
@@ -1249,39 +1272,80 @@ static int should_split(const vram_allocator *a, const vram_block *b, uint64_t r
 
 static void process_pending(vram_allocator *a);
 
-/* How many mallocs may pass between two polls of in-flight stream events on the fast path. */
+/* How many mallocs may pass between two polls of pending frees and in-flight stream events:
+ * an event query costs 5-10 us while the GPU is busy (bench_cuda_pages), and asked on every
+ * malloc it cost GPT-2 training ~20 ms a step on an H200. The slow path asks always. */
 #define VRAM_POLL_EVERY 64
 
-vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream stream, vram_tag tag, void **ptr) {
-    if (!a || !ptr) return vram_error(VRAM_ERR_INVALID_ARG, "malloc: null argument");
-    *ptr = NULL;
-    if (tag >= VRAM_TAG_MAX) return vram_error(VRAM_ERR_INVALID_ARG, "malloc: unknown tag %u", tag);
-    if (size > (1ull << 52)) {
-        char s[32];
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: %s is larger than any device",
-                          vram_format_size(size, s, sizeof s));
+/* Active (allocated plus pending) exceeds allocated only while blocks are pending: lifts the
+ * active peaks kept for that case after an allocation in `pool` (allocator_internal.h). */
+static void active_lift(vram_allocator *a, int pool) {
+    int pools[2] = {0, pool};
+    for (int i = 0; i < 2; i++) {
+        int p = pools[i];
+        int64_t n = a->stats.allocation[p].current + a->pending_blocks[p];
+        int64_t bytes = a->stats.allocated_bytes[p].current + a->pending_bytes[p];
+        if (n > a->stats.active[p].peak) a->stats.active[p].peak = n;
+        if (bytes > a->stats.active_bytes[p].peak) a->stats.active_bytes[p].peak = bytes;
     }
-    vram_allocator_lock(a);
-    if ((a->pending_head || a->not_ready_count) && !a->poll_countdown--) {
-        /* An event query costs 5-10 us while the GPU is busy (bench_cuda_pages): asked on every
-         * malloc it cost GPT-2 training ~20 ms a step on an H200. The slow path below asks always. */
-        a->poll_countdown = VRAM_POLL_EVERY;
-        if (a->pending_head) process_pending(a);
-        if (a->not_ready_count) poll_streams(a, 0);
+}
+
+/* The deferred block that serves a request of exactly rsize on `stream`, taken out of its slot
+ * (it keeps its live map entry), or NULL. */
+static inline vram_block *recent_take(vram_allocator *a, uint64_t rsize, vram_stream stream) {
+    unsigned k = vram_recent_slot(rsize);
+    vram_block *b = a->recent[k];
+    if (!b || b->size != rsize || (!b->ready && b->stream != stream)) return NULL;
+    a->recent[k] = NULL;
+    a->nrecent--;
+    b->deferred = 0;
+    return b;
+}
+
+/* Makes b (out of the free structures, in the live map) a live block serving `size` bytes on
+ * `stream` with `tag`, and counts it. Always inlined: it is most of malloc's fast path. */
+static inline __attribute__((always_inline)) void block_live(vram_allocator *a, vram_block *b, size_t size, vram_stream stream, vram_tag tag) {
+    b->state = BLOCK_LIVE;
+    b->ready = 0;
+    b->stream = stream;
+    b->requested = size;
+    b->tag = tag;
+    b->nuses = 0;
+    int bpool = b->pool;
+    stat_pool_up(a->stats.allocation, bpool, 1);
+    stat_pool_up(a->stats.allocated_bytes, bpool, (int64_t)b->size);
+    stat_pool_up(a->stats.requested_bytes, bpool, (int64_t)size);
+    if (__builtin_expect(a->pending_blocks[0] != 0, 0)) active_lift(a, bpool);
+    if (b->size >= a->cfg.max_split_size) /* UINT64_MAX when unlimited: no block reaches it */
+        stat_up(&a->stats.oversize_allocations, 1);
+    vram_tag_stats *ts = &a->stats.tags[tag];
+    stat_up(&ts->allocation, 1);
+    stat_up(&ts->allocated_bytes, (int64_t)b->size);
+    stat_up(&ts->requested_bytes, (int64_t)size);
+    history_add(a, VRAM_EVENT_ALLOC, b->addr, size, stream, tag);
+}
+
+/* malloc with the lock held and the arguments checked, where vram_allocator_malloc's fast
+ * path (an exact deferred block, nothing pending or not ready) did not apply. Kept out of line
+ * so that the fast path stays a small function. */
+__attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, size_t size, uint64_t rsize,
+                                                           vram_stream stream, vram_tag tag, void **ptr) {
+    vram_block *b;
+    if (a->pending_head || a->not_ready_count) {
+        /* pending frees and ready streams first when it is their turn (the fast path counts
+         * down to it), then an exact deferred block */
+        if (!a->poll_countdown) {
+            a->poll_countdown = VRAM_POLL_EVERY;
+            if (a->pending_head) process_pending(a);
+            if (a->not_ready_count) poll_streams(a, 0);
+        }
+        if ((b = recent_take(a, rsize, stream)) != NULL) goto live; /* its live map entry stayed */
     }
-    uint64_t rsize = round_size(a, size);
     int pool = pool_of(rsize);
     vram_pool *p = &a->pools[pool];
     int retried = 0;
     vram_status err = VRAM_OK;
     int at_end = 0; /* carve the block from the end of the free block (its mapped part) */
-    vram_block *b = a->recent[vram_recent_slot(rsize)];
-    if (b && b->size == rsize && (b->ready || b->stream == stream)) { /* an exact deferred block */
-        a->recent[vram_recent_slot(rsize)] = NULL;
-        a->nrecent--;
-        b->deferred = 0;
-        goto take;
-    }
     b = find_free(a, p, rsize, stream, &at_end);
     if ((a->nrecent || a->not_ready_count || a->pending_head) &&
         (!b || (a->pages_model && !range_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize)))) {
@@ -1352,6 +1416,7 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
             return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: host out of memory for block metadata");
         }
         blk->region = b->region;
+        blk->pool = b->pool;
         if (at_end) {
             blk->addr = b->addr + b->size - rsize;
             blk->size = rsize;
@@ -1387,39 +1452,54 @@ take:
         vram_allocator_unlock(a);
         return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: host out of memory for the block map");
     }
-    b->state = BLOCK_LIVE;
-    b->ready = 0;
-    b->stream = stream;
-    b->requested = size;
-    b->tag = tag;
-    b->nuses = 0;
-    int bpool = b->region->pool;
-    stat_pool_up(a->stats.allocation, bpool, 1);
-    stat_pool_up(a->stats.allocated_bytes, bpool, (int64_t)b->size);
-    stat_pool_up(a->stats.active, bpool, 1);
-    stat_pool_up(a->stats.active_bytes, bpool, (int64_t)b->size);
-    stat_pool_up(a->stats.requested_bytes, bpool, (int64_t)size);
-    if (a->cfg.max_split_size != UINT64_MAX && b->size >= a->cfg.max_split_size)
-        stat_up(&a->stats.oversize_allocations, 1);
-    vram_tag_stats *ts = &a->stats.tags[tag];
-    stat_up(&ts->allocation, 1);
-    stat_up(&ts->allocated_bytes, (int64_t)b->size);
-    stat_up(&ts->requested_bytes, (int64_t)size);
-    history_add(a, VRAM_EVENT_ALLOC, b->addr, size, stream, tag);
+live:
+    block_live(a, b, size, stream, tag);
     *ptr = (void *)(uintptr_t)b->addr;
     vram_allocator_unlock(a);
     return VRAM_OK;
 }
 
+vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream stream, vram_tag tag, void **ptr) {
+    if (!a || !ptr) return vram_error(VRAM_ERR_INVALID_ARG, "malloc: null argument");
+    *ptr = NULL;
+    if (tag >= VRAM_TAG_MAX) return vram_error(VRAM_ERR_INVALID_ARG, "malloc: unknown tag %u", tag);
+    if (size > (1ull << 52)) {
+        char s[32];
+        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: %s is larger than any device",
+                          vram_format_size(size, s, sizeof s));
+    }
+    vram_allocator_lock(a);
+    uint64_t rsize = round_size(a, size);
+    /* The fast path: an exact deferred block, unless pending frees or not-ready blocks are due
+     * to be looked at first (malloc_locked does that every VRAM_POLL_EVERY mallocs). */
+    vram_block *b;
+    if ((!(a->pending_head || a->not_ready_count) || (a->poll_countdown && --a->poll_countdown)) &&
+        (b = recent_take(a, rsize, stream)) != NULL) {
+        block_live(a, b, size, stream, tag);
+        *ptr = (void *)(uintptr_t)b->addr;
+        vram_allocator_unlock(a);
+        return VRAM_OK;
+    }
+    return malloc_locked(a, size, rsize, stream, tag, ptr);
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* free.                                                                                     */
 
-/* Returns a LIVE or PENDING block to the free structures (PyTorch's free_block). */
-static inline void free_block(vram_allocator *a, vram_block *b) {
-    int pool = b->region->pool;
-    live_del(&a->live, b->addr);
-    stat_pool_down(a->stats.active, pool, 1);
-    stat_pool_down(a->stats.active_bytes, pool, (int64_t)b->size);
+/* Counts block b into (dir 1) or out of (dir -1) the pending blocks, from which the active
+ * statistics follow (allocator_internal.h). */
+static void pending_count(vram_allocator *a, const vram_block *b, int dir) {
+    int pool = b->pool;
+    a->pending_blocks[pool] += dir;
+    a->pending_blocks[0] += dir;
+    a->pending_bytes[pool] += dir * (int64_t)b->size;
+    a->pending_bytes[0] += dir * (int64_t)b->size;
+}
+
+/* Returns a LIVE or PENDING block to the free structures (PyTorch's free_block). Always
+ * inlined: it is most of free's fast path. */
+static inline __attribute__((always_inline)) void free_block(vram_allocator *a, vram_block *b) {
+    int pool = b->pool;
     stat_pool_down(a->stats.requested_bytes, pool, (int64_t)b->requested);
     history_add(a, VRAM_EVENT_FREE_COMPLETED, b->addr, b->requested, b->stream, b->tag);
     if (b->uses) {
@@ -1436,17 +1516,19 @@ static inline void free_block(vram_allocator *a, vram_block *b) {
     b->ready = !a->has_events;
     b->free_seq = ++a->free_seq;
     b->requested = 0;
-    if (!a->cfg.caching) {
+    if (__builtin_expect(a->defer_frees, 1)) {
+        recent_put(a, b); /* keeps its live map entry */
+    } else if (!a->cfg.caching) {
+        live_del(&a->live, b->addr);
         free_insert(a, b, b->addr, b->size);
         sync_all_streams(a);
         release_cache(a, UINT64_MAX);
-    } else if (a->cfg.garbage_collection_threshold > 0) {
+    } else { /* garbage_collection_threshold */
+        live_del(&a->live, b->addr);
         free_insert(a, b, b->addr, b->size);
         double high = a->cfg.garbage_collection_threshold * (double)a->limit;
         double reserved = (double)a->stats.reserved_bytes[0].current;
         if (reserved > high) release_cache(a, (uint64_t)(reserved - high));
-    } else {
-        recent_put(a, b);
     }
 }
 
@@ -1463,10 +1545,39 @@ static void process_pending(vram_allocator *a) {
             if (b->fnext) b->fnext->fprev = b->fprev;
             else a->pending_tail = b->fprev;
             b->fprev = b->fnext = NULL;
+            pending_count(a, b, -1);
             free_block(a, b);
         }
         b = next;
     }
+}
+
+/* A freed block used on other streams (record_stream): records an event on each of them and
+ * makes the block PENDING until they complete. Returns 0, the block left as it was, when no
+ * event is needed after all (recording failed, and those streams were waited for instead). */
+static int free_pending(vram_allocator *a, vram_block *b) {
+    b->events = calloc(b->nuses, sizeof *b->events);
+    int n = 0;
+    for (int i = 0; b->events && i < b->nuses; i++)
+        if (a->dev->ops->event_record(a->dev, b->uses[i], &b->events[n]) == VRAM_OK) n++;
+    if (!b->events || n < b->nuses) {
+        /* could not record every event: wait for those streams now instead */
+        for (int i = 0; i < n; i++) {
+            a->dev->ops->event_sync(a->dev, b->events[i]);
+            a->dev->ops->event_destroy(a->dev, b->events[i]);
+        }
+        n = 0;
+    }
+    b->nevents = (uint16_t)n;
+    if (!n) return 0;
+    b->state = BLOCK_PENDING;
+    pending_count(a, b, 1);
+    b->fnext = NULL;
+    b->fprev = a->pending_tail;
+    if (a->pending_tail) a->pending_tail->fnext = b;
+    else a->pending_head = b;
+    a->pending_tail = b;
+    return 1;
 }
 
 vram_status vram_allocator_free(vram_allocator *a, void *ptr) {
@@ -1476,43 +1587,21 @@ vram_status vram_allocator_free(vram_allocator *a, void *ptr) {
     if (!b || b->state != BLOCK_LIVE) {
         vram_allocator_unlock(a);
         return vram_error(VRAM_ERR_NOT_FOUND, "free of %p: not a live allocation of this allocator%s", ptr,
-                          b ? " (already freed, waiting for its streams)" : "");
+                          b && b->state == BLOCK_PENDING ? " (already freed, waiting for its streams)" : "");
     }
-    int pool = b->region->pool;
+    int pool = b->pool;
     stat_pool_down(a->stats.allocation, pool, 1);
     stat_pool_down(a->stats.allocated_bytes, pool, (int64_t)b->size);
-    if (a->cfg.max_split_size != UINT64_MAX && b->size >= a->cfg.max_split_size)
+    if (b->size >= a->cfg.max_split_size) /* UINT64_MAX when unlimited: no block reaches it */
         stat_down(&a->stats.oversize_allocations, 1);
     vram_tag_stats *ts = &a->stats.tags[b->tag];
     stat_down(&ts->allocation, 1);
     stat_down(&ts->allocated_bytes, (int64_t)b->size);
     stat_down(&ts->requested_bytes, (int64_t)b->requested);
     history_add(a, VRAM_EVENT_FREE_REQUESTED, b->addr, b->requested, b->stream, b->tag);
-    if (b->nuses && a->has_events) {
-        /* Used on other streams: wait for their work before the block is reused. */
-        b->events = calloc(b->nuses, sizeof *b->events);
-        int n = 0;
-        for (int i = 0; b->events && i < b->nuses; i++)
-            if (a->dev->ops->event_record(a->dev, b->uses[i], &b->events[n]) == VRAM_OK) n++;
-        if (!b->events || n < b->nuses) {
-            /* could not record every event: wait for those streams now instead */
-            for (int i = 0; i < n; i++) {
-                a->dev->ops->event_sync(a->dev, b->events[i]);
-                a->dev->ops->event_destroy(a->dev, b->events[i]);
-            }
-            n = 0;
-        }
-        b->nevents = (uint16_t)n;
-        if (n) {
-            b->state = BLOCK_PENDING;
-            b->fnext = NULL;
-            b->fprev = a->pending_tail;
-            if (a->pending_tail) a->pending_tail->fnext = b;
-            else a->pending_head = b;
-            a->pending_tail = b;
-            vram_allocator_unlock(a);
-            return VRAM_OK;
-        }
+    if (__builtin_expect(b->nuses != 0, 0) && a->has_events && free_pending(a, b)) {
+        vram_allocator_unlock(a);
+        return VRAM_OK;
     }
     free_block(a, b);
     vram_allocator_unlock(a);
@@ -1660,14 +1749,24 @@ static void count_inactive_split(vram_allocator *a, vram_stats *out) {
 void vram_allocator_get_stats(vram_allocator *a, vram_stats *out) {
     vram_allocator_lock(a);
     if (!a->pages_model) count_inactive_split(a, &a->stats);
-    vram_stats_export(&a->stats, out);
+    vram_stats_export(a, out);
     vram_allocator_unlock(a);
 }
 
 static void export_stat(vram_stat *s) { s->freed = s->allocated + s->freed - s->current; }
 
-void vram_stats_export(const vram_stats *in, vram_stats *out) {
-    *out = *in;
+void vram_stats_export(const vram_allocator *a, vram_stats *out) {
+    *out = a->stats;
+    for (int p = 0; p < VRAM_POOL_COUNT; p++) { /* active: allocated plus pending */
+        const vram_stat *n = &out->allocation[p], *bytes = &out->allocated_bytes[p];
+        vram_stat *an = &out->active[p], *abytes = &out->active_bytes[p];
+        an->current = n->current + a->pending_blocks[p];
+        an->allocated = n->allocated;
+        if (n->peak > an->peak) an->peak = n->peak;
+        abytes->current = bytes->current + a->pending_bytes[p];
+        abytes->allocated = bytes->allocated;
+        if (bytes->peak > abytes->peak) abytes->peak = bytes->peak;
+    }
     vram_stat *arrays[] = {out->allocation, out->segment, out->active, out->allocated_bytes, out->reserved_bytes,
                            out->active_bytes, out->requested_bytes};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
@@ -1680,6 +1779,15 @@ void vram_stats_export(const vram_stats *in, vram_stats *out) {
         export_stat(&out->tags[t].allocation);
         export_stat(&out->tags[t].allocated_bytes);
         export_stat(&out->tags[t].requested_bytes);
+    }
+}
+
+/* Brings the internal active statistics' `current` up to date, for the resets below (which
+ * start from it); malloc and free leave it stale (allocator_internal.h). */
+static void active_current(vram_allocator *a) {
+    for (int p = 0; p < VRAM_POOL_COUNT; p++) {
+        a->stats.active[p].current = a->stats.allocation[p].current + a->pending_blocks[p];
+        a->stats.active_bytes[p].current = a->stats.allocated_bytes[p].current + a->pending_bytes[p];
     }
 }
 
@@ -1707,12 +1815,14 @@ void vram_allocator_reset_peak_stats(vram_allocator *a) {
     vram_allocator_lock(a);
     if ((uint64_t)a->stats.allocated_bytes[0].peak > a->allocated_high)
         a->allocated_high = (uint64_t)a->stats.allocated_bytes[0].peak;
+    active_current(a);
     for_each_stat(&a->stats, reset_peak);
     vram_allocator_unlock(a);
 }
 
 void vram_allocator_reset_accumulated_stats(vram_allocator *a) {
     vram_allocator_lock(a);
+    active_current(a);
     for_each_stat(&a->stats, reset_accum);
     a->stats.num_alloc_retries = a->stats.num_ooms = a->stats.num_sync_all_streams = 0;
     a->stats.num_device_alloc = a->stats.num_device_free = 0;

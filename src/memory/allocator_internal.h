@@ -10,7 +10,8 @@
  *                           allocation
  *       bins[]              segregated free lists (exact classes below 32 KiB, then 32 classes
  *                           per power of two) with a two-level bitmap of non-empty bins
- *     live                  hash map address -> block for live and pending blocks
+ *     live                  hash map address -> block for live and pending blocks, and for
+ *                           deferred frees (in a `recent` slot: see allocator.c)
  *     cached                list of free blocks that may contain fully free mapped pages
  *     streams[]             per stream: free blocks not yet safe for other streams
  *
@@ -43,25 +44,27 @@ enum { BLOCK_FREE = 0, BLOCK_LIVE = 1, BLOCK_PENDING = 2 };
 typedef struct vram_region vram_region;
 
 typedef struct vram_block {
+    /* first what malloc and free touch: a reuse pair reads nothing past `events` */
     uint64_t addr;
     uint64_t size;
     uint64_t requested;
-    struct vram_block *prev, *next;   /* address neighbours in the region (NULL at its ends) */
-    struct vram_block *fprev, *fnext; /* bin list (FREE) or pending list (PENDING) */
-    struct vram_block *sprev, *snext; /* owner stream's not-ready list (FREE, !ready) */
-    struct vram_block *cprev, *cnext; /* the cached-pages list */
-    vram_region *region;
     vram_stream stream;               /* allocation stream; for a FREE block its owner */
-    vram_stream *uses;                /* other streams recorded with record_stream */
-    void **events;                    /* PENDING: events still to complete */
     uint64_t free_seq;                /* order of frees, for stream readiness */
+    vram_stream *uses;                /* other streams recorded with record_stream */
     uint32_t tag;
     uint16_t nuses, nevents;
     uint8_t state;
     uint8_t ready;
-    uint8_t in_cached;
     uint8_t deferred;                 /* FREE, not yet coalesced: sits in a `recent` slot */
+    uint8_t pool;                     /* region->pool, without the indirection */
+    uint8_t in_cached;
     uint16_t bin;
+    void **events;                    /* PENDING: events still to complete */
+    vram_region *region;
+    struct vram_block *prev, *next;   /* address neighbours in the region (NULL at its ends) */
+    struct vram_block *fprev, *fnext; /* bin list (FREE) or pending list (PENDING) */
+    struct vram_block *sprev, *snext; /* owner stream's not-ready list (FREE, !ready) */
+    struct vram_block *cprev, *cnext; /* the cached-pages list */
 } vram_block;
 
 struct vram_region {
@@ -108,10 +111,14 @@ typedef struct vram_zombie {
     struct vram_zombie *next;
 } vram_zombie;
 
+typedef struct vram_live_slot {
+    uint64_t key;      /* the block's address; 0 marks an empty slot */
+    vram_block *value;
+} vram_live_slot;
+
 typedef struct vram_live_map {
-    uint64_t *keys;
-    vram_block **values;
-    uint64_t cap, count; /* cap is a power of two; key 0 marks an empty slot */
+    vram_live_slot *slots; /* key and value side by side: a probe reads one cache line */
+    uint64_t cap, count;   /* cap is a power of two */
 } vram_live_map;
 
 typedef struct vram_block_slab {
@@ -120,7 +127,7 @@ typedef struct vram_block_slab {
 } vram_block_slab;
 
 struct vram_allocator {
-    atomic_flag lock;
+    atomic_int lock;         /* 1 while held (see vram_allocator_lock) */
     vram_device *dev;
     vram_alloc_config cfg;
     int pages_model;
@@ -138,8 +145,10 @@ struct vram_allocator {
     vram_block *recent[VRAM_RECENT_SLOTS]; /* deferred frees, one per slot (see allocator.c) */
     unsigned nrecent;
     vram_block *pending_head, *pending_tail;
+    int64_t pending_blocks[VRAM_POOL_COUNT], pending_bytes[VRAM_POOL_COUNT]; /* per pool; [0] all */
     vram_zombie *zombies, *zombies_tail; /* oldest first */
     int can_alias;           /* the device moves pages without copying (page_alias/page_drop) */
+    int defer_frees;         /* caching without a garbage collection threshold: frees go to `recent` */
     vram_stream_state streams[VRAM_MAX_STREAMS];
     int nstreams;
     uint64_t not_ready_count;
@@ -152,10 +161,19 @@ struct vram_allocator {
     uint64_t history_next; /* total events recorded; ring index = next % entries */
 };
 
-/* Statistics in the hot path. Internally a vram_stat's `freed` holds the value `current` had
- * at the last reset of accumulated counters, and the pool arrays' "all" entry does not keep
- * `allocated` (it is the pools' sum): vram_stats_export() turns this into PyTorch's meaning.
- * This halves the stores of a free. */
+/* Statistics in the hot path. Internally:
+ *   - a vram_stat's `freed` holds the value `current` had at the last reset of accumulated
+ *     counters, and the pool arrays' "all" entry does not keep `allocated` (it is the pools'
+ *     sum);
+ *   - `active` and `active_bytes` keep only that reset base and a `peak` lifted while blocks
+ *     are pending: active is allocated plus pending (PENDING blocks: a->pending_blocks and
+ *     a->pending_bytes), so its current value and its total follow from the allocation
+ *     statistics, and its peak is the larger of allocation's peak and the peak kept here (active
+ *     exceeds allocation only while blocks are pending, and rises only when a block is
+ *     allocated).
+ * vram_stats_export() turns this into PyTorch's meaning. A free then stores one value per
+ * statistic it changes, and neither a malloc nor a free touches `active` unless blocks are
+ * pending. */
 static inline void stat_up(vram_stat *s, int64_t x) {
     s->current += x;
     s->allocated += x;
@@ -171,7 +189,8 @@ static inline void stat_pool_down(vram_stat *arr, int pool, int64_t x) {
     arr[pool].current -= x;
     arr[0].current -= x;
 }
-void vram_stats_export(const vram_stats *in, vram_stats *out);
+/* The statistics of `a` with PyTorch's meaning (the caller holds the lock). */
+void vram_stats_export(const vram_allocator *a, vram_stats *out);
 
 /* Page and region helpers shared with snapshot.c and check.c. */
 static inline int vram_page_mapped(const vram_region *r, uint64_t page) {
@@ -185,7 +204,13 @@ static inline int vram_page_chunk(const vram_region *r, uint64_t page) {
 static inline unsigned vram_recent_slot(uint64_t rsize) {
     return (unsigned)(((rsize >> 9) * 0x9E3779B97F4A7C15ull) >> 60) & (VRAM_RECENT_SLOTS - 1);
 }
-void vram_allocator_lock(vram_allocator *a);
-void vram_allocator_unlock(vram_allocator *a);
+
+/* The allocator's lock: a test-and-test-and-set spinlock. Uncontended, taking it is one atomic
+ * exchange, inlined; a contended lock waits in vram_allocator_lock_wait (allocator.c). */
+void vram_allocator_lock_wait(vram_allocator *a);
+static inline void vram_allocator_lock(vram_allocator *a) {
+    if (__builtin_expect(atomic_exchange_explicit(&a->lock, 1, memory_order_acquire), 0)) vram_allocator_lock_wait(a);
+}
+static inline void vram_allocator_unlock(vram_allocator *a) { atomic_store_explicit(&a->lock, 0, memory_order_release); }
 
 #endif

@@ -8,7 +8,7 @@
  *     unless one of them is a deferred free waiting in its `recent` slot;
  *   - every free block is in the bin of its size, and every bin entry is a free block;
  *   - not-ready free blocks are in their owner's list, ready ones in none;
- *   - live and pending blocks are in the live map under their address, nothing else is;
+ *   - live, pending and deferred blocks are in the live map under their address, nothing else is;
  *   - live blocks lie on mapped pages; every mapped run starts a chunk, no chunk is longer than
  *     chunk_size (pages model);
  *   - allocated/active/requested bytes and counts, per pool and per tag, equal the sums over
@@ -44,7 +44,7 @@ static vram_status check_locked(vram_allocator *a) {
             const vram_block *prev = NULL;
             for (const vram_block *b = r->first; b; prev = b, b = b->next) {
                 if (b->prev != prev) FAIL("block %#llx: prev link broken", (unsigned long long)b->addr);
-                if (b->region != r) FAIL("block %#llx: wrong region", (unsigned long long)b->addr);
+                if (b->region != r || b->pool != r->pool) FAIL("block %#llx: wrong region or pool", (unsigned long long)b->addr);
                 if (b->addr != addr) FAIL("block %#llx: gap or overlap, expected %#llx", (unsigned long long)b->addr,
                                           (unsigned long long)addr);
                 if (!b->size || b->size % VRAM_BLOCK_ALIGN) FAIL("block %#llx: bad size %llu", (unsigned long long)b->addr,
@@ -54,6 +54,8 @@ static vram_status check_locked(vram_allocator *a) {
                     if (a->recent[vram_recent_slot(b->size)] != b)
                         FAIL("deferred block %#llx is not in its slot", (unsigned long long)b->addr);
                     if (in_bin(&a->pools[p], b)) FAIL("deferred block %#llx is also in a bin", (unsigned long long)b->addr);
+                    if (vram_live_get(&a->live, b->addr) != b)
+                        FAIL("deferred block %#llx missing from the live map", (unsigned long long)b->addr);
                     ndeferred++;
                 } else if (b->state == BLOCK_FREE) {
                     free_blocks++;
@@ -142,14 +144,14 @@ static vram_status check_locked(vram_allocator *a) {
     if (listed != not_ready || not_ready != a->not_ready_count)
         FAIL("not-ready blocks: %llu in regions, %llu listed, counter %llu", (unsigned long long)not_ready,
              (unsigned long long)listed, (unsigned long long)a->not_ready_count);
-    if (live_blocks != a->live.count)
-        FAIL("live map holds %llu entries for %llu live blocks", (unsigned long long)a->live.count,
-             (unsigned long long)live_blocks);
+    if (live_blocks + ndeferred != a->live.count)
+        FAIL("live map holds %llu entries for %llu live and deferred blocks", (unsigned long long)a->live.count,
+             (unsigned long long)(live_blocks + ndeferred));
     for (const vram_block *b = a->cached_head; b; b = b->cnext)
         if (b->state != BLOCK_FREE || !b->in_cached) FAIL("cached list holds a block that is not free");
 
     vram_stats exported;
-    vram_stats_export(&a->stats, &exported);
+    vram_stats_export(a, &exported);
     const vram_stats *st = &exported;
     for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++) {
         if (st->allocated_bytes[p].current != allocated[p]) FAIL("pool %d allocated_bytes %lld, blocks say %lld", p,
@@ -170,13 +172,17 @@ static vram_status check_locked(vram_allocator *a) {
     vram_stat *arrays[] = {(vram_stat *)st->allocation, (vram_stat *)st->allocated_bytes, (vram_stat *)st->active,
                            (vram_stat *)st->active_bytes, (vram_stat *)st->requested_bytes,
                            (vram_stat *)st->reserved_bytes, (vram_stat *)st->segment};
+    /* the internal statistics, whose `freed` is `current` at the last reset of accumulated
+     * counters (allocator_internal.h): allocated and freed count from there */
+    const vram_stat *bases[] = {a->stats.allocation, a->stats.allocated_bytes, a->stats.active, a->stats.active_bytes,
+                                a->stats.requested_bytes, a->stats.reserved_bytes, a->stats.segment};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
         if (arrays[i][0].current != arrays[i][1].current + arrays[i][2].current)
             FAIL("statistic %zu: all != small + large", i);
         for (int p = 0; p < VRAM_POOL_COUNT; p++) {
             if (arrays[i][p].peak < arrays[i][p].current) FAIL("statistic %zu pool %d: peak below current", i, p);
-            if (arrays[i][p].allocated - arrays[i][p].freed != arrays[i][p].current)
-                FAIL("statistic %zu pool %d: allocated - freed != current", i, p);
+            if (arrays[i][p].allocated - arrays[i][p].freed != arrays[i][p].current - bases[i][p].freed)
+                FAIL("statistic %zu pool %d: allocated - freed != current - current at the last reset", i, p);
         }
     }
     if (st->reserved_bytes[0].current < st->allocated_bytes[0].current) FAIL("reserved below allocated");
