@@ -491,8 +491,15 @@ static void test_config(void) {
     CHECK(vram_alloc_config_parse("max_reserved", &c) == VRAM_ERR_INVALID_ARG, "no colon");
     CHECK(vram_alloc_config_parse("max_reserved:", &c) == VRAM_ERR_INVALID_ARG, "no value");
     CHECK(vram_alloc_config_parse("page_size_mb:6", &c) == VRAM_ERR_INVALID_ARG, "page not a power of two");
+    CHECK(vram_alloc_config_parse("chunk_size_mb:48", &c) == VRAM_ERR_INVALID_ARG, "chunk not a power of two");
+    CHECK(strstr(vram_last_error(), "chunk_size_mb") != NULL, "names the key: %s", vram_last_error());
+    CHECK(vram_alloc_config_parse("chunk_size_mb:1", &c) == VRAM_ERR_INVALID_ARG, "chunk below a page");
+    CHECK(vram_alloc_config_parse("reserve_slack:1", &c) == VRAM_ERR_INVALID_ARG, "slack = 1");
+    CHECK(vram_alloc_config_parse("reserve_slack:-0.1", &c) == VRAM_ERR_INVALID_ARG, "negative slack");
+    CHECK(strstr(vram_last_error(), "reserve_slack") != NULL, "names the key: %s", vram_last_error());
     CHECK(memcmp(&before, &c, sizeof c) == 0, "errors leave the configuration unchanged");
-    CHECK_OK(vram_alloc_config_parse("max_reserved:12GiB,roundup_power2_divisions:4", &c));
+    CHECK_OK(vram_alloc_config_parse("max_reserved:12GiB,roundup_power2_divisions:4,chunk_size_mb:16,reserve_slack:0.02", &c));
+    CHECK(c.chunk_size == 16 * MiB && c.reserve_slack == 0.02, "chunk and slack parsed");
     CHECK(c.max_reserved == 12 * GiB, "size with unit");
     char text[512];
     vram_alloc_config_format(&c, text, sizeof text);

@@ -77,6 +77,8 @@ struct vram_device {
     char name[96];         /* e.g. "sim (80.00 GiB)", "NVIDIA H200" */
     int index;             /* device ordinal within its kind */
     size_t page_size;      /* granularity of page_map; 0 when pages are unsupported */
+    size_t chunk_size;     /* the allocator's default chunk (memory one page_map maps): larger
+                            * where the driver's cost goes by calls, not bytes; 0 = page_size */
     uint64_t capacity;     /* physical bytes the device can hold */
     int host_accessible;   /* addresses may be dereferenced by the CPU (host device) */
 };

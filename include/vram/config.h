@@ -17,7 +17,8 @@ typedef struct vram_alloc_config {
     int expandable_segments;        /* 1: page model (default where the device has pages) */
     uint64_t page_size;             /* page granularity for the page model (default 2 MiB) */
     uint64_t chunk_size;            /* pages model: the most memory one physical allocation
-                                     * (mapped, moved and unmapped whole) may hold */
+                                     * (mapped, moved and unmapped whole) may hold; 0 = the
+                                     * device's default (64 MiB on CUDA, one page elsewhere) */
     uint64_t max_split_size;        /* blocks >= this are never split (UINT64_MAX = unlimited) */
     uint64_t max_non_split_rounding;/* an oversize block serves requests up to this much smaller */
     uint32_t roundup_power2_divisions; /* 0/1 = round to 512 B; else to floor_pow2/d steps */

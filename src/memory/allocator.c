@@ -974,7 +974,8 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
                           dev->name);
     }
     a->page_shift = a->page_size ? (unsigned)__builtin_ctzll(a->page_size) : 0;
-    a->chunk_pages = a->page_size && conf.chunk_size > a->page_size ? conf.chunk_size / a->page_size : 1;
+    uint64_t chunk = conf.chunk_size ? conf.chunk_size : dev->chunk_size; /* 0: the device's default */
+    a->chunk_pages = a->page_size && chunk > a->page_size ? chunk / a->page_size : 1;
     a->limit = compute_limit(a);
     a->stats.max_split_size = conf.max_split_size == UINT64_MAX ? -1 : (int64_t)conf.max_split_size;
     a->stats.num_tags = VRAM_TAG_BUILTIN_COUNT;

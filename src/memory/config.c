@@ -20,7 +20,7 @@ void vram_alloc_config_default(vram_alloc_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     cfg->expandable_segments = 1;
     cfg->page_size = 2 * MiB;
-    cfg->chunk_size = 2 * MiB;
+    cfg->chunk_size = 0; /* the device's default: 64 MiB on CUDA, a page elsewhere */
     cfg->max_split_size = UINT64_MAX;
     cfg->max_non_split_rounding = 20 * MiB;
     cfg->roundup_power2_divisions = 0;
@@ -181,17 +181,19 @@ vram_status vram_alloc_config_from_env(vram_alloc_config *cfg) {
 }
 
 void vram_alloc_config_format(const vram_alloc_config *cfg, char *buf, size_t cap) {
-    char split[48] = "", gc[64] = "";
+    char split[48] = "", gc[64] = "", chunk[48] = "";
+    if (cfg->chunk_size)
+        snprintf(chunk, sizeof chunk, ",chunk_size_mb:%llu", (unsigned long long)(cfg->chunk_size / MiB));
     if (cfg->max_split_size != UINT64_MAX)
         snprintf(split, sizeof split, ",max_split_size_mb:%llu", (unsigned long long)(cfg->max_split_size / MiB));
     if (cfg->garbage_collection_threshold > 0)
         snprintf(gc, sizeof gc, ",garbage_collection_threshold:%g", cfg->garbage_collection_threshold);
     snprintf(buf, cap,
-             "expandable_segments:%s,page_size_mb:%llu,chunk_size_mb:%llu%s,max_non_split_rounding_mb:%llu,"
+             "expandable_segments:%s,page_size_mb:%llu%s%s,max_non_split_rounding_mb:%llu,"
              "roundup_power2_divisions:%u,memory_fraction:%g,max_reserved:%llu,history:%u,caching:%s,"
              "move_busy_pages:%s,reserve_slack:%g%s",
              cfg->expandable_segments ? "True" : "False", (unsigned long long)(cfg->page_size / MiB),
-             (unsigned long long)(cfg->chunk_size / MiB), split,
+             chunk, split,
              (unsigned long long)(cfg->max_non_split_rounding / MiB), cfg->roundup_power2_divisions,
              cfg->memory_fraction, (unsigned long long)cfg->max_reserved, cfg->history_entries,
              cfg->caching ? "True" : "False", cfg->move_busy_pages ? "True" : "False", cfg->reserve_slack,
