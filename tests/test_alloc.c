@@ -366,7 +366,8 @@ static void test_active_with_pending(void) {
           "resets with a pending block: active peak 2, allocation peak 1");
     CHECK_OK(vram_allocator_free(a, v));
     event_device_complete(dev, 5);
-    CHECK_OK(vram_allocator_malloc(a, 512, 1, 0, &w)); /* completes the pending free first */
+    CHECK_OK(vram_allocator_empty_cache(a)); /* completes the pending free (malloc polls only now and then) */
+    CHECK_OK(vram_allocator_malloc(a, 512, 1, 0, &w));
     vram_allocator_get_stats(a, &st);
     CHECK(stat_is(&st.active[0], 1, 2, 1, 2), "active after the pending free completed: peak still 2");
     CHECK(stat_is(&st.active_bytes[0], 512, 2 * MiB, 512, 2 * MiB), "active bytes likewise");
@@ -544,6 +545,38 @@ static void test_rounding(void) {
     close_alloc(a, dev);
 }
 
+/* Placement with no page moves, on a device with events (freed blocks stay usable by their
+ * stream only): a request larger than a free block at the end of the used range extends that
+ * block instead of mapping pages beyond it, and a deferred block is seen by a request that
+ * splits a free block. */
+static void test_placement_no_moves(void) {
+    vram_device *dev;
+    CHECK_OK(event_device_open("1GiB", &dev));
+    vram_alloc_config cfg;
+    vram_alloc_config_default(&cfg);
+    CHECK_OK(vram_alloc_config_parse("reserve_slack:0.99", &cfg));
+    vram_allocator *a;
+    CHECK_OK(vram_allocator_new(dev, &cfg, &a));
+    void *keep, *p, *q;
+    CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, &keep));
+    CHECK_OK(vram_allocator_malloc(a, 6 * MiB, 0, 0, &p));
+    CHECK_OK(vram_allocator_free(a, p));                    /* deferred */
+    CHECK_OK(vram_allocator_malloc(a, 3 * MiB, 0, 0, &q)); /* flushes p first: the best fit */
+    CHECK(q == p, "a deferred block is seen by a request that splits a free block");
+    CHECK_OK(vram_allocator_free(a, q)); /* deferred, next to the rest of p: not ready either */
+    void *r;
+    CHECK_OK(vram_allocator_malloc(a, 10 * MiB, 0, 0, &r)); /* more than the free 6 MiB */
+    CHECK(r == p, "the free end of the used range is extended");
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.reserved_bytes[0].current == 12 * MiB, "reserved %lld MiB, expected 12",
+          (long long)(st.reserved_bytes[0].current / MiB));
+    CHECK_OK(vram_allocator_check(a));
+    CHECK_OK(vram_allocator_free(a, r));
+    CHECK_OK(vram_allocator_free(a, keep));
+    close_alloc(a, dev);
+}
+
 int main(void) {
     test_basic_stats();
     test_bad_frees();
@@ -555,6 +588,7 @@ int main(void) {
     test_tags();
     test_streams();
     test_active_with_pending();
+    test_placement_no_moves();
     test_snapshot_and_history();
     test_host_memory();
     test_threads();

@@ -26,7 +26,15 @@
  *
  * Deferred frees: a freed block first sits, uncoalesced, in one of 16 exact-size slots, from
  * which the next request of that size takes it back without search, split or merge; slots are
- * flushed into the bins before any page is mapped or segment created.
+ * flushed into the bins before a free block is split and before any page is mapped or segment
+ * created, so deferral changes no placement but exact-size reuse (held back from the search
+ * until a page was mapped, the blocks fragmented the range: with no page moves effnet_infer
+ * reserved 1.58x its requested peak; flushed before splits, 1.09x).
+ *
+ * Placement without page moves (reserve_slack near 1, where the mapped range only grows): the
+ * best fit among mapped blocks, else the free end of the mapped range extended, as PyTorch's
+ * expandable segments do. A free block usable only by its stream and the ready free block after
+ * it do not merge, so the allocation then straddles both (find_free, PLACE_PREV).
  *
  * The hot path: vram_allocator_malloc serves such an exact deferred block itself and leaves
  * every other case to malloc_locked; free of a block not used on other streams puts it in a
@@ -395,11 +403,13 @@ static inline void stream_track(vram_allocator *a, vram_block *b);
  * (chosen by its size), evicting the slot's previous block into the bins; a request of exactly
  * that size then takes it back without searching, splitting or merging. This is what makes a
  * repeated allocate/free of one size cost a few dozen nanoseconds. Deferred blocks are flushed
- * into the bins whenever the allocator would otherwise map pages or create a segment, before
- * pages are released, and by empty_cache, so they never raise reserved memory. A deferred block
- * keeps its entry in the live map, so a free followed by a malloc that takes the block back
- * touches the map only once (free's lookup); the entry goes when the block leaves its slot for
- * the bins (recent_leave). */
+ * into the bins before a request splits a free block (a deferred block, merged with its free
+ * neighbours, may fit it better), whenever the allocator would otherwise map pages or create a
+ * segment, before pages are released, and by empty_cache, so they never raise reserved memory
+ * and the placement of other sizes is that of the bins alone. A deferred block keeps its entry
+ * in the live map, so a free followed by a malloc that takes the block back touches the map
+ * only once (free's lookup); the entry goes when the block leaves its slot for the bins
+ * (recent_leave). */
 
 /* A deferred block that leaves its slot for the bins: no longer deferred, out of the live map. */
 static inline void recent_leave(vram_allocator *a, vram_block *b) {
@@ -411,7 +421,7 @@ static void recent_unslot(vram_allocator *a, vram_block *b) {
     unsigned k = vram_recent_slot(b->size);
     if (a->recent[k] == b) {
         a->recent[k] = NULL;
-        a->nrecent--;
+        a->recent_mask &= ~(1u << k);
     }
     recent_leave(a, b);
 }
@@ -444,16 +454,24 @@ static vram_block *absorb_deferred(vram_allocator *a, vram_block *b) {
 
 static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_addr, uint64_t fresh_size);
 
-static void recent_flush(vram_allocator *a) {
-    for (unsigned k = 0; k < VRAM_RECENT_SLOTS && a->nrecent; k++) {
+/* Inserts every deferred block into the bins. With `than` (a free block of `pool` that a search
+ * for rsize chose), returns whether the search must run again: a resulting block of the pool
+ * fits rsize better than it, or took it in. */
+static int recent_flush(vram_allocator *a, int pool, uint64_t rsize, const vram_block *than) {
+    uint64_t addr = than ? than->addr : 0, size = than ? than->size : 0; /* `than` may be merged away */
+    int again = 0;
+    while (a->recent_mask) {
+        unsigned k = (unsigned)__builtin_ctz(a->recent_mask);
         vram_block *b = a->recent[k];
-        if (!b) continue;
         a->recent[k] = NULL;
-        a->nrecent--;
+        a->recent_mask &= ~(1u << k);
         recent_leave(a, b);
         b->free_seq = ++a->free_seq; /* its owner's list is ordered by free_seq */
-        free_insert(a, b, b->addr, b->size);
+        b = free_insert(a, b, b->addr, b->size);
+        if (than && b->region->pool == pool && b->size >= rsize)
+            again |= b->size < size || (addr >= b->addr && addr < b->addr + b->size);
     }
+    return again;
 }
 
 static inline __attribute__((always_inline)) void recent_put(vram_allocator *a, vram_block *b) {
@@ -462,7 +480,7 @@ static inline __attribute__((always_inline)) void recent_put(vram_allocator *a, 
     b->deferred = 1;
     a->recent[k] = b;
     if (!old) {
-        a->nrecent++;
+        a->recent_mask |= 1u << k;
         return;
     }
     recent_leave(a, old);
@@ -574,7 +592,7 @@ static void stream_make_ready(vram_allocator *a, vram_stream_state *st, uint64_t
 /* Waits for every stream with not-ready blocks and makes them ready (rare: before pages are
  * moved or released, and when out of memory). */
 static vram_status sync_all_streams(vram_allocator *a) {
-    if (a->nrecent) recent_flush(a);
+    if (a->recent_mask) recent_flush(a, 0, 0, NULL);
     if (!a->not_ready_count) return VRAM_OK;
     a->stats.num_sync_all_streams++;
     for (int i = 0; i < a->nstreams; i++) {
@@ -682,21 +700,55 @@ static inline vram_block *bin_best(const vram_allocator *a, vram_block *list, ui
     return best_mapped ? best_mapped : best;
 }
 
+/* Where in the chosen free block b the allocation goes (pages model). */
+enum {
+    PLACE_START = 0, /* at b's start */
+    PLACE_END = 1,   /* at b's end: its mapped part */
+    PLACE_PREV = 2,  /* at b->prev's start: all of b->prev, then the head of b (see find_free) */
+};
+
+static inline uint64_t place_addr(const vram_block *b, uint64_t rsize, int place) {
+    return place == PLACE_START ? b->addr : place == PLACE_END ? b->addr + b->size - rsize : b->prev->addr;
+}
+
+/* Pages model: whether the allocation of rsize for stream s, chosen to start at free block b,
+ * should rather take all of the free block before b and then the head of b. Two free blocks
+ * lie side by side unmerged when one may be used by its owner stream only (not ready) and the
+ * other by any stream; for the owner they are one free range. On a single stream, whose freed
+ * blocks are never made ready, they would otherwise stay apart from the ready free end of the
+ * range for good: small blocks freed there would never be reused, and a larger request would
+ * map fresh pages beyond a free mapped block instead of extending it (gpt2_train on a device
+ * with events, no page moves: 1.118 x peak requested; 1.075 on one without). The straddle is
+ * taken when it needs no more pages mapped than b's own placement. */
+static int straddle_prev(const vram_allocator *a, const vram_block *b, uint64_t rsize, vram_stream s) {
+    const vram_block *x = b->prev;
+    if (!a->pages_model || !x || x->state != BLOCK_FREE || x->deferred || x->size >= rsize ||
+        (!x->ready && x->stream != s))
+        return 0;
+    const vram_region *r = b->region;
+    uint64_t P = a->page_size;
+    uint64_t q0 = (x->addr - r->base) >> a->page_shift, q1 = (x->addr + rsize - r->base + P - 1) >> a->page_shift;
+    uint64_t p0 = (b->addr - r->base) >> a->page_shift, p1 = (b->addr + rsize - r->base + P - 1) >> a->page_shift;
+    return (q1 - q0) - bits_count(r->mapped, q0, q1) <= (p1 - p0) - bits_count(r->mapped, p0, p1);
+}
+
 /* The free block to serve rsize on stream s: the best fit, except that in the pages model a
  * slightly larger block with its pages mapped is preferred to one that would make pages move
  * (each page mapped costs tens of microseconds of driver time on a GPU). The search for a
- * mapped block goes at most VRAM_MAPPED_SEARCH_BINS bins past the first fit. */
+ * mapped block goes at most VRAM_MAPPED_SEARCH_BINS bins past the first fit. *place tells
+ * where in the block the allocation goes. */
 #define VRAM_MAPPED_SEARCH_BINS 256
-static inline vram_block *find_free(vram_allocator *a, vram_pool *p, uint64_t rsize, vram_stream s, int *at_end) {
+static inline vram_block *find_free(vram_allocator *a, vram_pool *p, uint64_t rsize, vram_stream s, int *place) {
     vram_block *fallback = NULL;
     unsigned first = 0;
-    *at_end = 0;
+    *place = PLACE_START;
     for (unsigned i = bin_next(p, bin_of(rsize)); i < VRAM_NBINS; i = bin_next(p, i + 1)) {
         int mapped, end;
         vram_block *b = bin_best(a, p->bins[i], rsize, s, &mapped, &end);
         if (!b) continue;
         if (mapped) {
-            *at_end = end;
+            *place = end ? PLACE_END : PLACE_START;
+            if (!end && b->prev && b->prev->state == BLOCK_FREE && straddle_prev(a, b, rsize, s)) *place = PLACE_PREV;
             return b;
         }
         if (!fallback) {
@@ -706,6 +758,7 @@ static inline vram_block *find_free(vram_allocator *a, vram_pool *p, uint64_t rs
             break;
         }
     }
+    if (fallback && straddle_prev(a, fallback, rsize, s)) *place = PLACE_PREV;
     return fallback;
 }
 
@@ -1298,7 +1351,7 @@ static inline vram_block *recent_take(vram_allocator *a, uint64_t rsize, vram_st
     vram_block *b = a->recent[k];
     if (!b || b->size != rsize || (!b->ready && b->stream != stream)) return NULL;
     a->recent[k] = NULL;
-    a->nrecent--;
+    a->recent_mask &= ~(1u << k);
     b->deferred = 0;
     return b;
 }
@@ -1346,49 +1399,54 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
     vram_pool *p = &a->pools[pool];
     int retried = 0;
     vram_status err = VRAM_OK;
-    int at_end = 0; /* carve the block from the end of the free block (its mapped part) */
-    b = find_free(a, p, rsize, stream, &at_end);
-    if ((a->nrecent || a->not_ready_count || a->pending_head) &&
-        (!b || (a->pages_model && !range_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize)))) {
+    int place = PLACE_START; /* where in free block b the allocation goes (pages model) */
+    b = find_free(a, p, rsize, stream, &place);
+    if (a->recent_mask && b && b->size != rsize) {
+        /* b would be split: first let the search see the deferred blocks (see recent_put) */
+        if (recent_flush(a, pool, rsize, b) || place == PLACE_PREV) /* b->prev may have grown */
+            b = find_free(a, p, rsize, stream, &place);
+    }
+    if ((a->recent_mask || a->not_ready_count || a->pending_head) &&
+        (!b || (a->pages_model && !range_mapped(a, b->region, place_addr(b, rsize, place), rsize)))) {
         /* The slow path: pages would be mapped or a segment created. Deferred blocks may hold
          * what is needed, and so may blocks freed on streams whose events have completed.
          * (New events are recorded only when a page move is blocked, below: recording them on
          * every slow path made freed pages move sooner, and on an H200 the extra page traffic
          * cost 12-46% of step time for 3-50% less reserved memory; bench/results/
          * 2026-12-02-torch-workloads.md, runs 3 and 6.) */
-        if (a->nrecent) recent_flush(a);
+        if (a->recent_mask) recent_flush(a, 0, 0, NULL);
         if (a->pending_head) process_pending(a);
         if (a->not_ready_count) poll_streams(a, 0);
         if (a->zombies) zombies_reap(a, 0);
-        b = find_free(a, p, rsize, stream, &at_end);
+        b = find_free(a, p, rsize, stream, &place);
     }
     if (!b && a->not_ready_count) {
         poll_streams(a, 1);
-        b = find_free(a, p, rsize, stream, &at_end);
+        b = find_free(a, p, rsize, stream, &place);
     }
     if (a->pages_model) {
         err = !b ? VRAM_ERR_OUT_OF_MEMORY
-              : range_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize) ? VRAM_OK
-                                                            : ensure_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize, &retried, 1, stream);
+              : range_mapped(a, b->region, place_addr(b, rsize, place), rsize) ? VRAM_OK
+                                                            : ensure_mapped(a, b->region, place_addr(b, rsize, place), rsize, &retried, 1, stream);
         if (err == VRAM_ERR_STATE) {
             /* cached pages belong to streams that may still use them: ask their events */
             poll_streams(a, 1);
-            b = find_free(a, p, rsize, stream, &at_end);
-            err = b ? ensure_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize, &retried, 0, stream) : VRAM_ERR_OUT_OF_MEMORY;
+            b = find_free(a, p, rsize, stream, &place);
+            err = b ? ensure_mapped(a, b->region, place_addr(b, rsize, place), rsize, &retried, 0, stream) : VRAM_ERR_OUT_OF_MEMORY;
         }
         if (err == VRAM_ERR_OUT_OF_MEMORY && a->not_ready_count) {
             /* out of memory: wait for the streams, as a last resort, and retry */
             err = sync_all_streams(a);
             if (err == VRAM_OK) {
-                b = find_free(a, p, rsize, stream, &at_end);
-                err = b ? ensure_mapped(a, b->region, b->addr + (at_end ? b->size - rsize : 0), rsize, &retried, 0, stream) : VRAM_ERR_OUT_OF_MEMORY;
+                b = find_free(a, p, rsize, stream, &place);
+                err = b ? ensure_mapped(a, b->region, place_addr(b, rsize, place), rsize, &retried, 0, stream) : VRAM_ERR_OUT_OF_MEMORY;
             }
         }
     } else if (!b) {
         b = new_segment(a, pool, rsize, &retried, &err);
         if (!b && err == VRAM_ERR_OUT_OF_MEMORY) {
             sync_all_streams(a);
-            b = find_free(a, p, rsize, stream, &at_end);
+            b = find_free(a, p, rsize, stream, &place);
             err = b ? VRAM_OK : VRAM_ERR_OUT_OF_MEMORY;
         }
     }
@@ -1408,8 +1466,21 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
         vram_allocator_unlock(a);
         return err != VRAM_OK ? err : VRAM_ERR_OUT_OF_MEMORY;
     }
-    /* Take [b->addr, b->addr + rsize) out of free block b. When b is split, its struct stays
-     * in the indexes as the remainder and a new struct describes the allocation. */
+    /* Take [b->addr, b->addr + rsize) out of free block b (or its end, with PLACE_END). When b
+     * is split, its struct stays in the indexes as the remainder and a new struct describes the
+     * allocation. With PLACE_PREV, the free block before b grows by the head of b and is taken
+     * whole. */
+    if (place == PLACE_PREV) {
+        vram_block *x = b->prev;
+        uint64_t head = rsize - x->size; /* b->size >= rsize > x->size: b keeps a remainder */
+        free_unlink(a, x);
+        x->size = rsize;
+        b->addr += head;
+        b->size -= head;
+        rebin(a, b);
+        b = x;
+        goto take;
+    }
     if (should_split(a, b, rsize)) {
         vram_block *blk = block_new(a);
         if (!blk) {
@@ -1418,7 +1489,7 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
         }
         blk->region = b->region;
         blk->pool = b->pool;
-        if (at_end) {
+        if (place == PLACE_END) {
             blk->addr = b->addr + b->size - rsize;
             blk->size = rsize;
             blk->prev = b;
@@ -1680,7 +1751,7 @@ vram_status vram_allocator_empty_cache(vram_allocator *a) {
     for (vram_block *b = a->pending_head; b; b = b->fnext)
         for (int i = 0; i < b->nevents; i++) a->dev->ops->event_sync(a->dev, b->events[i]);
     if (a->pending_head) process_pending(a);
-    recent_flush(a);
+    recent_flush(a, 0, 0, NULL);
     vram_status st = sync_all_streams(a);
     zombies_reap(a, 1);
     if (st == VRAM_OK) {

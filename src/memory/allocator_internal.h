@@ -143,7 +143,7 @@ struct vram_allocator {
     vram_block_slab *slabs;
     vram_block *cached_head, *cached_tail; /* oldest first */
     vram_block *recent[VRAM_RECENT_SLOTS]; /* deferred frees, one per slot (see allocator.c) */
-    unsigned nrecent;
+    uint32_t recent_mask;    /* bit k set when recent[k] holds a block */
     vram_block *pending_head, *pending_tail;
     int64_t pending_blocks[VRAM_POOL_COUNT], pending_bytes[VRAM_POOL_COUNT]; /* per pool; [0] all */
     vram_zombie *zombies, *zombies_tail; /* oldest first */

@@ -192,7 +192,8 @@ static vram_status check_locked(vram_allocator *a) {
             FAIL("tag %u statistics disagree with its blocks", t);
     }
     (void)free_blocks;
-    if (ndeferred != a->nrecent) FAIL("%llu deferred blocks, counter says %u", (unsigned long long)ndeferred, a->nrecent);
+    if (ndeferred != (uint64_t)__builtin_popcount(a->recent_mask))
+        FAIL("%llu deferred blocks, slot mask says %d", (unsigned long long)ndeferred, __builtin_popcount(a->recent_mask));
     return VRAM_OK;
 }
 
