@@ -5,9 +5,10 @@
  * before the free, and its pages can move only once an event shows the stream is past them
  * (or, with page aliasing, to a new block of the same stream). This benchmark replays traces on
  * the sim device wrapped with streams whose work completes LAG allocator calls after it was
- * queued (one "kernel" per call, tests/fakes/event_device.h), for several lags and both values
- * of VRAM_ALLOC_CONF move_busy_pages, and prints peak reserved over peak requested and the
- * device calls (page maps, unmaps and aliases) each needs.
+ * queued (one "kernel" per call, tests/fakes/event_device.h), for several lags and
+ * VRAM_ALLOC_CONF strings (by default the defaults and move_busy_pages:True), and prints peak
+ * reserved over peak requested and the device calls (maps, unmaps, aliases, drops: one chunk
+ * each) each needs, in all and in the last 40% of the trace (a training loop's steady state).
  *
  *   bench_replay_lag [--lags 0,100,1000] [--confs "CONF;CONF..."] TRACE...
  */

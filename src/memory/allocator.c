@@ -12,6 +12,10 @@
  * free space coalesces across the whole range and cached pages follow demand. Candidate pages
  * are found through the `cached` list of free blocks that may hold whole mapped pages.
  *
+ * Chunks: each page map is one physical allocation of up to chunk_size (64 MiB on CUDA, one
+ * page elsewhere), moved and unmapped only whole; the `chunk` bitmap marks their first pages. A
+ * driver call costs about the same whatever its size, so large chunks make growth cheap.
+ *
  * Segments model: each region is one device allocation sized as PyTorch sizes its segments;
  * free segments go back to the device on empty_cache or when a request would not fit.
  *
