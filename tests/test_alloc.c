@@ -142,6 +142,36 @@ static void test_page_reuse(void) {
     close_alloc(a, dev);
 }
 
+/* A map of several chunks that the device runs out of memory for part-way is undone whole: the
+ * allocator answers out of memory and holds nothing it did not hold before. Another allocator on
+ * the same device holds memory this one does not know about. */
+static void test_chunk_map_all_or_nothing(void) {
+    vram_device *dev;
+    CHECK_OK(vram_device_open("sim:24MiB", &dev));
+    vram_alloc_config cfg;
+    vram_alloc_config_default(&cfg);
+    CHECK_OK(vram_alloc_config_parse("chunk_size_mb:8", &cfg));
+    vram_allocator *other, *a;
+    CHECK_OK(vram_allocator_new(dev, &cfg, &other));
+    CHECK_OK(vram_allocator_new(dev, &cfg, &a));
+    void *x, *y;
+    CHECK_OK(vram_allocator_malloc(other, 8 * MiB, 0, 0, &x));
+    /* 20 MiB = chunks of 8, 8 and 4 MiB: the first fits, the second does not */
+    CHECK(vram_allocator_malloc(a, 20 * MiB, 0, 0, &y) == VRAM_ERR_OUT_OF_MEMORY, "out of memory, got %s",
+          vram_last_error());
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.reserved_bytes[0].current == 0, "nothing left mapped, got %lld", (long long)st.reserved_bytes[0].current);
+    CHECK_OK(vram_allocator_check(a));
+    CHECK_OK(vram_allocator_malloc(a, 16 * MiB, 0, 0, &y)); /* what does fit still maps */
+    CHECK_OK(vram_allocator_free(a, y));
+    CHECK_OK(vram_allocator_free(other, x));
+    CHECK_OK(vram_allocator_check(other));
+    vram_allocator_destroy(a);
+    vram_allocator_destroy(other);
+    vram_device_close(dev);
+}
+
 /* Chunks: with chunk_size_mb:8 a 20 MiB block is mapped as chunks of 8, 8 and 4 MiB (three
  * physical allocations); pages move and return to the device only as whole chunks. */
 static void test_chunks(void) {
@@ -583,6 +613,7 @@ int main(void) {
     test_coalesce_and_reuse();
     test_page_reuse();
     test_chunks();
+    test_chunk_map_all_or_nothing();
     test_limit_and_oom();
     test_segments_model();
     test_tags();

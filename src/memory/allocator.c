@@ -293,14 +293,20 @@ static uint64_t chunk_end(const vram_region *r, uint64_t c) {
     return next < gap ? next : gap;
 }
 
+static vram_status unmap_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1);
+
 /* Maps pages [p0, p1) of r (all unmapped), in chunks of at most chunk_pages pages: each is one
- * page_map, i.e. one physical allocation (the driver's cost goes by allocations, not bytes). */
+ * page_map, i.e. one physical allocation (the driver's cost goes by allocations, not bytes).
+ * All or nothing: when the device refuses a chunk, the chunks mapped before it are unmapped. */
 static vram_status map_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
     uint64_t P = a->page_size;
     for (uint64_t c = p0, n; c < p1; c += n) {
         n = p1 - c < a->chunk_pages ? p1 - c : a->chunk_pages;
         vram_status st = a->dev->ops->page_map(a->dev, r->base + c * P, n * P);
-        if (st != VRAM_OK) return st;
+        if (st != VRAM_OK) {
+            if (c > p0) unmap_pages(a, r, p0, c);
+            return st;
+        }
         mark_pages(a, r, c, c + n, 1);
         bits_set(r->chunk, c, c + 1, 1);
     }
@@ -415,6 +421,12 @@ static inline void stream_track(vram_allocator *a, vram_block *b);
  * only once (free's lookup); the entry goes when the block leaves its slot for the bins
  * (recent_leave). */
 
+/* Empties slot k. */
+static inline void recent_empty(vram_allocator *a, unsigned k) {
+    a->recent[k] = NULL;
+    a->recent_mask &= ~(1u << k);
+}
+
 /* A deferred block that leaves its slot for the bins: no longer deferred, out of the live map. */
 static inline void recent_leave(vram_allocator *a, vram_block *b) {
     b->deferred = 0;
@@ -423,10 +435,7 @@ static inline void recent_leave(vram_allocator *a, vram_block *b) {
 
 static void recent_unslot(vram_allocator *a, vram_block *b) {
     unsigned k = vram_recent_slot(b->size);
-    if (a->recent[k] == b) {
-        a->recent[k] = NULL;
-        a->recent_mask &= ~(1u << k);
-    }
+    if (a->recent[k] == b) recent_empty(a, k);
     recent_leave(a, b);
 }
 
@@ -467,8 +476,7 @@ static int recent_flush(vram_allocator *a, int pool, uint64_t rsize, const vram_
     while (a->recent_mask) {
         unsigned k = (unsigned)__builtin_ctz(a->recent_mask);
         vram_block *b = a->recent[k];
-        a->recent[k] = NULL;
-        a->recent_mask &= ~(1u << k);
+        recent_empty(a, k);
         recent_leave(a, b);
         b->free_seq = ++a->free_seq; /* its owner's list is ordered by free_seq */
         b = free_insert(a, b, b->addr, b->size);
@@ -1247,7 +1255,7 @@ static vram_status ensure_mapped(vram_allocator *a, vram_region *r, uint64_t add
     if (need > room && a->cached_head) {
         release_pages(a, need - room, r, p0, p1, &blocked);
         reserved = (uint64_t)a->stats.reserved_bytes[0].current;
-        if (blocked && a->can_alias && (a->cfg.move_busy_pages || a->cfg.reserve_slack > 0) && reserved + need > peak) {
+        if (blocked && a->can_alias && a->cfg.move_busy_pages && reserved + need > peak) {
             alias_pages(a, r, p0, p1, stream, (reserved + need - peak + P - 1) / P);
             need = (p1 - p0 - bits_count(r->mapped, p0, p1)) * P;
         }
@@ -1354,8 +1362,7 @@ static inline vram_block *recent_take(vram_allocator *a, uint64_t rsize, vram_st
     unsigned k = vram_recent_slot(rsize);
     vram_block *b = a->recent[k];
     if (!b || b->size != rsize || (!b->ready && b->stream != stream)) return NULL;
-    a->recent[k] = NULL;
-    a->recent_mask &= ~(1u << k);
+    recent_empty(a, k);
     b->deferred = 0;
     return b;
 }
