@@ -29,6 +29,7 @@ import sys
 import time
 
 WORKLOADS = ["resnet50_train", "gpt2_train", "bert_varlen", "gpt2_generate"]
+KINDS = ["native", "native2", "expandable", "vram", "vram_segments", "vram_p20"]  # and vram:CONF
 
 
 def setup_allocator(kind):
@@ -189,9 +190,8 @@ def report(files):
             t = r["step_times_s"]
             r["step_time_s"] = statistics.mean(t[2:] if len(t) > 3 else t[1:])
             runs[(r["workload"], r["allocator"])] = r
-    order = ["native", "native2", "expandable", "vram", "vram_segments", "vram_p20"]
-    kinds = [k for k in order if any(a == k for (_, a) in runs)]
-    kinds += sorted({a for (_, a) in runs if a not in order})
+    kinds = [k for k in KINDS if any(a == k for (_, a) in runs)]
+    kinds += sorted({a for (_, a) in runs if a not in KINDS})
     gib = 1024 ** 3
     print("GPU: %s, PyTorch %s, CUDA %s, %s\n" % (info["gpu"], info["torch"], info["cuda"], info["date"]))
     print("| workload | allocator | peak requested | peak reserved | reserved / requested | device used (cudaMemGetInfo) "
@@ -229,7 +229,7 @@ def report(files):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--alloc", help="vram, vram:VRAM_ALLOC_CONF, vram_segments, vram_p20, native, native2 or expandable")
+    p.add_argument("--alloc", help="one of %s, or vram:VRAM_ALLOC_CONF" % ", ".join(KINDS))
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--workloads", default=",".join(WORKLOADS))
     p.add_argument("--out")
@@ -240,8 +240,7 @@ def main():
         return
     if not a.alloc:
         p.error("--alloc or --report is required")
-    if a.alloc not in ("vram", "vram_segments", "vram_p20", "native", "native2", "expandable") and \
-            not a.alloc.startswith("vram:"):
+    if a.alloc not in KINDS and not a.alloc.startswith("vram:"):
         p.error("--alloc: unknown allocator %r" % a.alloc)
     d = run(a.alloc, a.steps, a.workloads.split(","))
     if a.out:

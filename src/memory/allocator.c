@@ -723,6 +723,12 @@ static inline uint64_t place_addr(const vram_block *b, uint64_t rsize, int place
     return place == PLACE_START ? b->addr : place == PLACE_END ? b->addr + b->size - rsize : b->prev->addr;
 }
 
+/* Pages model: how many pages under [addr, addr+rsize) of r are not mapped. */
+static uint64_t unmapped_pages(const vram_allocator *a, const vram_region *r, uint64_t addr, uint64_t rsize) {
+    uint64_t p0 = (addr - r->base) >> a->page_shift, p1 = (addr + rsize - r->base + a->page_size - 1) >> a->page_shift;
+    return (p1 - p0) - bits_count(r->mapped, p0, p1);
+}
+
 /* Pages model: whether the allocation of rsize for stream s, chosen to start at free block b,
  * should rather take all of the free block before b and then the head of b. Two free blocks
  * lie side by side unmerged when one may be used by its owner stream only (not ready) and the
@@ -737,11 +743,7 @@ static int straddle_prev(const vram_allocator *a, const vram_block *b, uint64_t 
     if (!a->pages_model || !x || x->state != BLOCK_FREE || x->deferred || x->size >= rsize ||
         (!x->ready && x->stream != s))
         return 0;
-    const vram_region *r = b->region;
-    uint64_t P = a->page_size;
-    uint64_t q0 = (x->addr - r->base) >> a->page_shift, q1 = (x->addr + rsize - r->base + P - 1) >> a->page_shift;
-    uint64_t p0 = (b->addr - r->base) >> a->page_shift, p1 = (b->addr + rsize - r->base + P - 1) >> a->page_shift;
-    return (q1 - q0) - bits_count(r->mapped, q0, q1) <= (p1 - p0) - bits_count(r->mapped, p0, p1);
+    return unmapped_pages(a, b->region, x->addr, rsize) <= unmapped_pages(a, b->region, b->addr, rsize);
 }
 
 /* The free block to serve rsize on stream s: the best fit, except that in the pages model a
@@ -760,7 +762,7 @@ static inline vram_block *find_free(vram_allocator *a, vram_pool *p, uint64_t rs
         if (!b) continue;
         if (mapped) {
             *place = end ? PLACE_END : PLACE_START;
-            if (!end && b->prev && b->prev->state == BLOCK_FREE && straddle_prev(a, b, rsize, s)) *place = PLACE_PREV;
+            if (!end && straddle_prev(a, b, rsize, s)) *place = PLACE_PREV;
             return b;
         }
         if (!fallback) {
