@@ -6,7 +6,8 @@
  * (or, with page aliasing, to a new block of the same stream). This benchmark replays traces on
  * the sim device wrapped with streams whose work completes LAG allocator calls after it was
  * queued (one "kernel" per call, tests/fakes/event_device.h), for several lags and
- * VRAM_ALLOC_CONF strings (by default the defaults and move_busy_pages:True), and prints peak
+ * VRAM_ALLOC_CONF strings (by default CUDA's defaults, i.e. chunk_size_mb:64, and the same with
+ * the earlier policy of moving pages for any need, busy pages only under the limit), and prints peak
  * reserved over peak requested and the device calls (maps, unmaps, aliases, drops: one chunk
  * each) each needs, in all and in the last 40% of the trace (a training loop's steady state).
  *
@@ -86,7 +87,7 @@ static int split(char *list, const char *sep, char **items, int max) {
 }
 
 int main(int argc, char **argv) {
-    char lags[256] = "0,100,1000", confs[1024] = ",move_busy_pages:True";
+    char lags[256] = "0,100,1000", confs[1024] = "chunk_size_mb:64;chunk_size_mb:64,move_busy_pages:False,reserve_slack:0,move_min_mb:2";
     int first = 1;
     while (first + 1 < argc && argv[first][0] == '-') {
         if (!strcmp(argv[first], "--lags")) snprintf(lags, sizeof lags, "%s", argv[first + 1]);

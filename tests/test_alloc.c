@@ -205,6 +205,67 @@ static void test_chunks(void) {
     close_alloc(a, dev);
 }
 
+/* A need for pages below move_min (default: one chunk) maps fresh pages; from move_min up,
+ * cached chunks move instead. x (one 8 MiB chunk) is freed before y; w, freed after, leaves
+ * 4 MiB mapped at the head of the free end; 9 MiB fits neither hole whole and needs 6 MiB of
+ * new pages at the free end. */
+static void test_move_min(void) {
+    const char *confs[2] = {"chunk_size_mb:8,reserve_slack:0", "chunk_size_mb:8,reserve_slack:0,move_min_mb:2"};
+    for (int c = 0; c < 2; c++) {
+        vram_device *dev;
+        vram_allocator *a = open_alloc("sim:1GiB", confs[c], &dev);
+        void *x, *y, *w, *r;
+        CHECK_OK(vram_allocator_malloc(a, 8 * MiB, 0, 0, &x));
+        CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, &y));
+        CHECK_OK(vram_allocator_malloc(a, 4 * MiB, 0, 0, &w));
+        CHECK_OK(vram_allocator_free(a, x));
+        CHECK_OK(vram_allocator_free(a, w));
+        CHECK_OK(vram_allocator_malloc(a, 9 * MiB, 0, 0, &r));
+        CHECK((char *)r == (char *)y + 2 * MiB, "%s: 9 MiB goes to the free end", confs[c]);
+        vram_stats st;
+        vram_allocator_get_stats(a, &st);
+        if (c == 0) {
+            CHECK(st.num_device_free == 0, "below one chunk nothing moves, got %llu unmaps",
+                  (unsigned long long)st.num_device_free);
+            CHECK(st.reserved_bytes[0].current == (int64_t)(20 * MiB), "6 MiB mapped fresh: 20 MiB, got %lld",
+                  (long long)st.reserved_bytes[0].current);
+        } else {
+            CHECK(st.num_device_free == 1, "with move_min_mb:2 x's chunk moves, got %llu unmaps",
+                  (unsigned long long)st.num_device_free);
+            CHECK(st.reserved_bytes[0].peak == (int64_t)(14 * MiB), "reserved stays at its peak, got %lld",
+                  (long long)st.reserved_bytes[0].peak);
+        }
+        CHECK_OK(vram_allocator_check(a));
+        CHECK_OK(vram_allocator_free(a, r));
+        CHECK_OK(vram_allocator_free(a, y));
+        close_alloc(a, dev);
+    }
+}
+
+/* move_busy_pages and reserve_slack default to "auto": chosen by what the device can do. */
+static void test_auto_policies(void) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("sim:1GiB", "", &dev);
+    const vram_alloc_config *c = vram_allocator_config(a);
+    CHECK(c->move_busy_pages == 0 && c->reserve_slack == 0, "sim: no aliasing, pages as chunks: no slack");
+    close_alloc(a, dev);
+    a = open_alloc("sim:1GiB", "chunk_size_mb:64", &dev);
+    CHECK(vram_allocator_config(a)->reserve_slack == 0.03, "chunks above a page: 3%% slack");
+    close_alloc(a, dev);
+    CHECK_OK(event_device_open("1GiB", &dev));
+    vram_alloc_config cfg;
+    vram_alloc_config_default(&cfg);
+    CHECK_OK(vram_allocator_new(dev, &cfg, &a));
+    CHECK(vram_allocator_config(a)->move_busy_pages == 1, "a device that aliases pages moves busy ones");
+    vram_allocator_destroy(a);
+    CHECK_OK(vram_alloc_config_parse("move_busy_pages:False,reserve_slack:0.1", &cfg));
+    CHECK_OK(vram_allocator_new(dev, &cfg, &a));
+    c = vram_allocator_config(a);
+    CHECK(c->move_busy_pages == 0 && c->reserve_slack == 0.1, "explicit values stay");
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+}
+
 static void test_limit_and_oom(void) {
     vram_device *dev;
     vram_allocator *a = open_alloc("sim:1GiB", "", &dev);
@@ -528,8 +589,24 @@ static void test_config(void) {
     CHECK(vram_alloc_config_parse("reserve_slack:1", &c) == VRAM_ERR_INVALID_ARG, "slack = 1");
     CHECK(vram_alloc_config_parse("reserve_slack:-0.1", &c) == VRAM_ERR_INVALID_ARG, "negative slack");
     CHECK(strstr(vram_last_error(), "reserve_slack") != NULL, "names the key: %s", vram_last_error());
+    CHECK(vram_alloc_config_parse("move_busy_pages:sometimes", &c) == VRAM_ERR_INVALID_ARG, "bad auto bool");
+    CHECK(vram_alloc_config_parse("move_min_mb:x", &c) == VRAM_ERR_INVALID_ARG, "bad move minimum");
     CHECK(memcmp(&before, &c, sizeof c) == 0, "errors leave the configuration unchanged");
-    CHECK_OK(vram_alloc_config_parse("max_reserved:12GiB,roundup_power2_divisions:4,chunk_size_mb:16,reserve_slack:0.02", &c));
+    vram_alloc_config_default(&c);
+    CHECK(c.move_busy_pages == VRAM_CONF_AUTO && c.reserve_slack == VRAM_CONF_AUTO && c.move_min == 0, "auto defaults");
+    char auto_text[512];
+    vram_alloc_config_format(&c, auto_text, sizeof auto_text);
+    CHECK(strstr(auto_text, "move_busy_pages:auto,reserve_slack:auto") != NULL, "auto formatted: %s", auto_text);
+    vram_alloc_config e;
+    vram_alloc_config_default(&e);
+    CHECK_OK(vram_alloc_config_parse(auto_text, &e));
+    CHECK(memcmp(&c, &e, sizeof c) == 0, "defaults round-trip: %s", auto_text);
+    CHECK_OK(vram_alloc_config_parse("move_busy_pages:True,reserve_slack:0.05,move_min_mb:128", &c));
+    CHECK(c.move_busy_pages == 1 && c.reserve_slack == 0.05 && c.move_min == 128 * MiB, "policies parsed");
+    CHECK_OK(vram_alloc_config_parse("move_busy_pages:auto,reserve_slack:auto", &c));
+    CHECK(c.move_busy_pages == VRAM_CONF_AUTO && c.reserve_slack == VRAM_CONF_AUTO, "auto parsed");
+    c = before;
+    CHECK_OK(vram_alloc_config_parse("max_reserved:12GiB,roundup_power2_divisions:4,chunk_size_mb:16,reserve_slack:0.02,move_min_mb:32", &c));
     CHECK(c.chunk_size == 16 * MiB && c.reserve_slack == 0.02, "chunk and slack parsed");
     CHECK(c.max_reserved == 12 * GiB, "size with unit");
     char text[512];
@@ -613,6 +690,8 @@ int main(void) {
     test_coalesce_and_reuse();
     test_page_reuse();
     test_chunks();
+    test_move_min();
+    test_auto_policies();
     test_chunk_map_all_or_nothing();
     test_limit_and_oom();
     test_segments_model();

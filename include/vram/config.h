@@ -13,6 +13,9 @@
 extern "C" {
 #endif
 
+/* move_busy_pages and reserve_slack: let the allocator choose by device (see the fields). */
+#define VRAM_CONF_AUTO (-1)
+
 typedef struct vram_alloc_config {
     int expandable_segments;        /* 1: page model (default where the device has pages) */
     uint64_t page_size;             /* page granularity for the page model (default 2 MiB) */
@@ -28,10 +31,14 @@ typedef struct vram_alloc_config {
     uint32_t history_entries;       /* event ring size for snapshots (0 = off) */
     int caching;                    /* 0 = every free goes back to the device (debugging) */
     int move_busy_pages;            /* 1: move pages a stream may still use whenever that keeps
-                                     * reserved memory at its peak; 0: only under the limit */
+                                     * reserved memory in its budget; 0: only under the limit;
+                                     * -1 (auto, default): 1 where the device can alias pages (CUDA) */
     double reserve_slack;           /* pages model: reserved memory may grow to this share above
                                      * the peak of allocated memory before cached pages are moved
-                                     * (moves cost driver calls that stall the GPU) */
+                                     * (moves cost driver time); -1 (auto, default): 0.03 where a
+                                     * chunk is larger than a page (CUDA), else 0 */
+    uint64_t move_min;              /* pages model: pages move only to serve a need of at least
+                                     * this many bytes; 0 (default) = one chunk */
 } vram_alloc_config;
 
 /* The defaults, before any string is applied. */

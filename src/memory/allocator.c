@@ -1043,6 +1043,12 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
     a->page_shift = a->page_size ? (unsigned)__builtin_ctzll(a->page_size) : 0;
     uint64_t chunk = conf.chunk_size ? conf.chunk_size : dev->chunk_size; /* 0: the device's default */
     a->chunk_pages = a->page_size && chunk > a->page_size ? chunk / a->page_size : 1;
+    /* Policies whose best value depends on what a page move costs (docs/alloc_conf.md): where
+     * chunks are larger than a page (CUDA), a move is a driver call of 40-300 us, so reserved
+     * memory may exceed the allocated peak by 3% before pages move, and pages a stream may still
+     * use are moved by aliasing rather than new memory mapped. */
+    if (a->cfg.move_busy_pages == VRAM_CONF_AUTO) a->cfg.move_busy_pages = a->can_alias;
+    if (a->cfg.reserve_slack < 0) a->cfg.reserve_slack = a->chunk_pages > 1 ? 0.03 : 0.0;
     a->limit = compute_limit(a);
     a->stats.max_split_size = conf.max_split_size == UINT64_MAX ? -1 : (int64_t)conf.max_split_size;
     a->stats.num_tags = VRAM_TAG_BUILTIN_COUNT;
@@ -1252,9 +1258,14 @@ static vram_status ensure_mapped(vram_allocator *a, vram_region *r, uint64_t add
     int blocked = 0;
     uint64_t reserved = (uint64_t)a->stats.reserved_bytes[0].current;
     uint64_t peak = reserve_budget(a);
-    /* Move cached pages rather than raise reserved memory above its budget. */
+    /* Move cached pages rather than raise reserved memory above its budget, when the need is
+     * worth a move: below one chunk, mapping costs one driver call where a move costs two, and
+     * moving the pages of small holes that the next requests would reuse only churns the
+     * placement (gpt2_generate with 64 MiB chunks and lagging streams: 1.20 x peak requested
+     * with such moves, 1.10 without; bench/results/2026-12-02-replay-lag.md). */
     uint64_t room = peak > reserved ? peak - reserved : 0;
-    if (need > room && a->cached_head) {
+    uint64_t move_min = a->cfg.move_min ? a->cfg.move_min : a->chunk_pages * P;
+    if (need > room && a->cached_head && need >= move_min) {
         release_pages(a, need - room, r, p0, p1, &blocked);
         reserved = (uint64_t)a->stats.reserved_bytes[0].current;
         if (blocked && a->can_alias && a->cfg.move_busy_pages && reserved + need > peak) {

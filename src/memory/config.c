@@ -29,8 +29,9 @@ void vram_alloc_config_default(vram_alloc_config *cfg) {
     cfg->max_reserved = 0;
     cfg->history_entries = 0;
     cfg->caching = 1;
-    cfg->move_busy_pages = 0;
-    cfg->reserve_slack = 0.0;
+    cfg->move_busy_pages = VRAM_CONF_AUTO;
+    cfg->reserve_slack = VRAM_CONF_AUTO;
+    cfg->move_min = 0; /* one chunk */
 }
 
 typedef enum { KEY_BOOL, KEY_MIB, KEY_SIZE, KEY_UINT, KEY_FRACTION_OPEN, KEY_FRACTION, KEY_SHARE } key_kind;
@@ -55,6 +56,7 @@ static const struct {
     {"caching", KEY_BOOL, offsetof(vram_alloc_config, caching), 0},
     {"move_busy_pages", KEY_BOOL, offsetof(vram_alloc_config, move_busy_pages), 0},
     {"reserve_slack", KEY_SHARE, offsetof(vram_alloc_config, reserve_slack), 0},
+    {"move_min_mb", KEY_MIB, offsetof(vram_alloc_config, move_min), 0},
 };
 
 static vram_status parse_uint(const char *key, const char *value, uint64_t *out) {
@@ -80,13 +82,17 @@ static vram_status parse_fraction(const char *key, const char *value, int open_a
     return VRAM_OK;
 }
 
-/* A share in [0, 1). */
+/* A share in [0, 1), or "auto" (VRAM_CONF_AUTO: the allocator decides by device). */
 static vram_status parse_share(const char *key, const char *value, double *out) {
+    if (!strcmp(value, "auto")) {
+        *out = VRAM_CONF_AUTO;
+        return VRAM_OK;
+    }
     errno = 0;
     char *end;
     double v = strtod(value, &end);
     if (end == value || *end || errno == ERANGE || !(v >= 0.0) || v >= 1.0)
-        return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: '%s' must be a number in [0, 1)", key, value);
+        return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: '%s' must be a number in [0, 1) or auto", key, value);
     *out = v;
     return VRAM_OK;
 }
@@ -99,7 +105,9 @@ static vram_status apply_pair(vram_alloc_config *cfg, const char *key, const cha
         vram_status st;
         switch (keys[i].kind) {
         case KEY_BOOL:
-            if (!strcmp(value, "True") || !strcmp(value, "true") || !strcmp(value, "1"))
+            if (!strcmp(key, "move_busy_pages") && !strcmp(value, "auto"))
+                *(int *)field = VRAM_CONF_AUTO;
+            else if (!strcmp(value, "True") || !strcmp(value, "true") || !strcmp(value, "1"))
                 *(int *)field = 1;
             else if (!strcmp(value, "False") || !strcmp(value, "false") || !strcmp(value, "0"))
                 *(int *)field = 0;
@@ -181,7 +189,10 @@ vram_status vram_alloc_config_from_env(vram_alloc_config *cfg) {
 }
 
 void vram_alloc_config_format(const vram_alloc_config *cfg, char *buf, size_t cap) {
-    char split[48] = "", gc[64] = "", chunk[48] = "";
+    char split[48] = "", gc[64] = "", chunk[48] = "", slack[32] = "auto", move_min[40] = "";
+    if (cfg->reserve_slack >= 0) snprintf(slack, sizeof slack, "%g", cfg->reserve_slack);
+    if (cfg->move_min)
+        snprintf(move_min, sizeof move_min, ",move_min_mb:%llu", (unsigned long long)(cfg->move_min / MiB));
     if (cfg->chunk_size)
         snprintf(chunk, sizeof chunk, ",chunk_size_mb:%llu", (unsigned long long)(cfg->chunk_size / MiB));
     if (cfg->max_split_size != UINT64_MAX)
@@ -191,11 +202,11 @@ void vram_alloc_config_format(const vram_alloc_config *cfg, char *buf, size_t ca
     snprintf(buf, cap,
              "expandable_segments:%s,page_size_mb:%llu%s%s,max_non_split_rounding_mb:%llu,"
              "roundup_power2_divisions:%u,memory_fraction:%g,max_reserved:%llu,history:%u,caching:%s,"
-             "move_busy_pages:%s,reserve_slack:%g%s",
+             "move_busy_pages:%s,reserve_slack:%s%s%s",
              cfg->expandable_segments ? "True" : "False", (unsigned long long)(cfg->page_size / MiB),
              chunk, split,
              (unsigned long long)(cfg->max_non_split_rounding / MiB), cfg->roundup_power2_divisions,
              cfg->memory_fraction, (unsigned long long)cfg->max_reserved, cfg->history_entries,
-             cfg->caching ? "True" : "False", cfg->move_busy_pages ? "True" : "False", cfg->reserve_slack,
-             gc);
+             cfg->caching ? "True" : "False", cfg->move_busy_pages < 0 ? "auto" : cfg->move_busy_pages ? "True" : "False", slack,
+             move_min, gc);
 }
