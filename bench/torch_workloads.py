@@ -194,6 +194,9 @@ def report(files):
     kinds += sorted({a for (_, a) in runs if a not in KINDS})
     gib = 1024 ** 3
     print("GPU: %s, PyTorch %s, CUDA %s, %s\n" % (info["gpu"], info["torch"], info["cuda"], info["date"]))
+    print("Step time: mean after the warm-up steps. vs native: the median over those steps of this run's step time")
+    print("over native's same step (BERT's steps differ in length, the same under every allocator), so one slow step")
+    print("or a slow stretch of the machine moves it less than a ratio of means; native2 shows native's own spread.\n")
     print("| workload | allocator | peak requested | peak reserved | reserved / requested | device used (cudaMemGetInfo) "
           "| step time | vs native | losses (first, last) |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -203,7 +206,11 @@ def report(files):
             r = runs.get((w, k))
             if not r:
                 continue
-            rel = "%+.1f%%" % (100 * (r["step_time_s"] / base["step_time_s"] - 1)) if base else "-"
+            rel = "-"
+            if base:
+                skip = 2 if len(r["step_times_s"]) > 3 else 1
+                ratios = [t / b for t, b in zip(r["step_times_s"][skip:], base["step_times_s"][skip:])]
+                rel = "%+.1f%%" % (100 * (statistics.median(ratios) - 1)) if ratios else "-"
             print("| %s | %s | %.2f GiB | %.2f GiB | %.3f | %.2f GiB | %.1f ms | %s | %.6g, %.6g |" % (
                 w, k, r["peak_requested"] / gib, r["peak_reserved"] / gib, r["reserved_over_requested"] or 0,
                 r["device_used_peak"] / gib, 1000 * r["step_time_s"], rel, r["losses"][0], r["losses"][-1]))
