@@ -6,16 +6,11 @@
  * inside one bin. Blocks are split on allocation and coalesced with free neighbours on free.
  *
  * Pages model: each pool is one virtual range, initially one free (unmapped) block. After a
- * block is chosen, the pages under it that are not mapped get mapped. Where that would raise
- * reserved memory above its peak (or above the limit), fully free mapped pages elsewhere are
- * unmapped first ("stolen"), so reserved memory only grows when no cached page can be moved:
- * free space coalesces across the whole range and cached pages follow demand. Candidate pages
- * are found through the `cached` list of free blocks that may hold whole mapped pages.
- *
- * Chunks: each page map is one physical allocation of up to chunk_size (64 MiB on CUDA, one
- * page elsewhere), moved and unmapped only whole; the `chunk` bitmap marks their first pages. A
- * driver call costs about the same whatever its size, so large chunks make growth cheap.
- *
+ * block is chosen, the pages under it that are not mapped get mapped, in chunks, or cached
+ * chunks move there when reserved memory would exceed its budget: pages.c. Placement prefers
+ * blocks whose pages are mapped. The `cached` list (allocator_internal.h) holds the free blocks
+ * that may hold whole mapped pages, oldest free first: the candidates for moves and releases.
+
  * Segments model: each region is one device allocation sized as PyTorch sizes its segments;
  * free segments go back to the device on empty_cache or when a request would not fit.
  *
@@ -23,10 +18,7 @@
  * event recorded on that stream after the free completes; events are recorded lazily, when
  * another stream finds nothing else to reuse or a page move is blocked, and polled, never
  * waited on, in malloc. On a device without events (sim, host) every freed block is ready at
- * once. Pages of blocks that are not ready move only by aliasing (page_alias: the new block
- * for the same stream gets the same physical pages at its own address; the old addresses stay
- * mapped as "zombies" until an event shows the stream has passed them), and only under the
- * memory limit unless VRAM_ALLOC_CONF move_busy_pages:True.
+ * once. Pages of blocks that are not ready move only by aliasing (pages.c).
  *
  * Deferred frees: a freed block first sits, uncoalesced, in one of 16 exact-size slots, from
  * which the next request of that size takes it back without search, split or merge; slots are
@@ -46,10 +38,9 @@
  * (live_map.h; a deferred block keeps its entry) and updates only the statistics that cannot
  * be derived on export (allocator_internal.h).
  *
- * File map: locking, block structs, bins, streams, history and statistics, page bitmaps,
- * zombies, the cached list, free-block insertion, deferred frees, sizes, the block search,
- * regions, page release, the OOM report, creation, malloc (page moves, aliasing; the fast
- * path last), free, and the cache/limit/statistics API.
+ * File map: locking, block structs, bins, streams, history, free-block insertion, deferred
+ * frees, sizes, the block search, regions and segments, the OOM report, creation, malloc (the
+ * fast path last), free, and the cache/limit/statistics API.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -59,6 +50,7 @@
 
 #include "allocator_internal.h"
 #include "live_map.h"
+#include "pages.h"
 
 /* ---------------------------------------------------------------------------------------- */
 /* Locking: the uncontended path is inline (allocator_internal.h); a contended lock spins here,
@@ -197,11 +189,11 @@ static int stream_list_append(vram_allocator *a, vram_block *b) {
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* History and statistics.                                                                   */
+/* History.                                                                                  */
 
 /* Records an event in the history ring (out of line: malloc and free only test a->history). */
-__attribute__((noinline)) static void history_record(vram_allocator *a, vram_event_action action, uint64_t addr,
-                                                     uint64_t size, vram_stream stream, vram_tag tag) {
+void vram_history_record(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size, vram_stream stream,
+                         vram_tag tag) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     vram_event *e = &a->history[a->history_next % a->cfg.history_entries];
@@ -212,183 +204,6 @@ __attribute__((noinline)) static void history_record(vram_allocator *a, vram_eve
     e->tag = tag;
     e->time_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
     a->history_next++;
-}
-
-static inline void history_add(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size,
-                               vram_stream stream, vram_tag tag) {
-    if (__builtin_expect(a->history != NULL, 0)) history_record(a, action, addr, size, stream, tag);
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* Page bitmaps.                                                                              */
-
-static uint64_t bits_count(const uint64_t *map, uint64_t p0, uint64_t p1) {
-    uint64_t n = 0;
-    while (p0 < p1) {
-        uint64_t w = p0 >> 6, off = p0 & 63, len = p1 - p0 < 64 - off ? p1 - p0 : 64 - off;
-        uint64_t mask = (len == 64 ? ~0ull : ((1ull << len) - 1)) << off;
-        n += (uint64_t)__builtin_popcountll(map[w] & mask);
-        p0 += len;
-    }
-    return n;
-}
-
-/* First page in [p0, p1) whose bit equals `value`, or p1. */
-static inline uint64_t bits_find(const uint64_t *map, uint64_t p0, uint64_t p1, int value) {
-    while (p0 < p1) {
-        uint64_t w = p0 >> 6, off = p0 & 63;
-        uint64_t word = value ? map[w] : ~map[w];
-        word &= ~0ull << off;
-        if (word) {
-            uint64_t p = (w << 6) + (uint64_t)__builtin_ctzll(word);
-            return p < p1 ? p : p1;
-        }
-        p0 = (w + 1) << 6;
-    }
-    return p1;
-}
-
-static void bits_set(uint64_t *map, uint64_t p0, uint64_t p1, int value) {
-    while (p0 < p1) {
-        uint64_t w = p0 >> 6, off = p0 & 63, len = p1 - p0 < 64 - off ? p1 - p0 : 64 - off;
-        uint64_t mask = (len == 64 ? ~0ull : ((1ull << len) - 1)) << off;
-        if (value) map[w] |= mask;
-        else map[w] &= ~mask;
-        p0 += len;
-    }
-}
-
-/* Whole pages inside [addr, addr+size) of region r: [*p0, *p1). */
-static void full_pages(const vram_allocator *a, const vram_region *r, uint64_t addr, uint64_t size,
-                       uint64_t *p0, uint64_t *p1) {
-    uint64_t P = a->page_size;
-    unsigned sh = a->page_shift;
-    uint64_t lo = (addr - r->base + P - 1) >> sh, hi = (addr + size - r->base) >> sh;
-    *p0 = lo;
-    *p1 = hi > lo ? hi : lo;
-}
-
-/* Records pages [p0, p1) of r as mapped (or unmapped): bits, reserved bytes, mapped ranges
- * ("segments": a map joins up to two neighbouring ranges, an unmap may split one), counters. */
-static void mark_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1, int mapped) {
-    uint64_t P = a->page_size;
-    bits_set(r->mapped, p0, p1, mapped);
-    int left = p0 > 0 && vram_page_mapped(r, p0 - 1);
-    int right = p1 < r->npages && vram_page_mapped(r, p1);
-    int64_t bytes = (int64_t)((p1 - p0) * P);
-    int delta = mapped ? 1 - left - right : left + right - 1;
-    if (mapped) stat_pool_up(a->stats.reserved_bytes, r->pool, bytes);
-    else stat_pool_down(a->stats.reserved_bytes, r->pool, bytes);
-    if (delta > 0) stat_pool_up(a->stats.segment, r->pool, delta);
-    else if (delta < 0) stat_pool_down(a->stats.segment, r->pool, -delta);
-    if (mapped) a->stats.num_device_alloc++;
-    else a->stats.num_device_free++;
-    history_add(a, mapped ? VRAM_EVENT_SEGMENT_MAP : VRAM_EVENT_SEGMENT_UNMAP, r->base + p0 * P, (uint64_t)bytes, 0, 0);
-}
-
-/* The end of the chunk that starts at mapped page c: the next chunk's first page or the first
- * unmapped page, whichever comes first. */
-static uint64_t chunk_end(const vram_region *r, uint64_t c) {
-    uint64_t next = bits_find(r->chunk, c + 1, r->npages, 1), gap = bits_find(r->mapped, c + 1, r->npages, 0);
-    return next < gap ? next : gap;
-}
-
-static vram_status unmap_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1);
-
-/* Maps pages [p0, p1) of r (all unmapped), in chunks of at most chunk_pages pages: each is one
- * page_map, i.e. one physical allocation (the driver's cost goes by allocations, not bytes).
- * All or nothing: when the device refuses a chunk, the chunks mapped before it are unmapped. */
-static vram_status map_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
-    uint64_t P = a->page_size;
-    for (uint64_t c = p0, n; c < p1; c += n) {
-        n = p1 - c < a->chunk_pages ? p1 - c : a->chunk_pages;
-        vram_status st = a->dev->ops->page_map(a->dev, r->base + c * P, n * P);
-        if (st != VRAM_OK) {
-            if (c > p0) unmap_pages(a, r, p0, c);
-            return st;
-        }
-        mark_pages(a, r, c, c + n, 1);
-        bits_set(r->chunk, c, c + 1, 1);
-    }
-    return VRAM_OK;
-}
-
-/* Unmaps the whole chunks [p0, p1) of r (p0 starts a chunk, p1 ends one; no live block on them). */
-static vram_status unmap_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
-    uint64_t P = a->page_size;
-    for (uint64_t c = p0, e; c < p1; c = e) {
-        e = chunk_end(r, c);
-        vram_status st = a->dev->ops->page_unmap(a->dev, r->base + c * P, (e - c) * P);
-        if (st != VRAM_OK) return st;
-        bits_set(r->chunk, c, c + 1, 0);
-        mark_pages(a, r, c, e, 0);
-    }
-    return VRAM_OK;
-}
-
-/* The whole chunks inside pages [s, e) of r, all mapped: the first page of the first one (or e)
- * and the end of the last one (or that first page, when none fits). */
-static void whole_chunks(const vram_region *r, uint64_t s, uint64_t e, uint64_t *c0, uint64_t *c1) {
-    uint64_t c = vram_page_chunk(r, s) ? s : bits_find(r->chunk, s, e, 1), end = c;
-    *c0 = c;
-    while (c < e) {
-        uint64_t ce = chunk_end(r, c);
-        if (ce > e) break;
-        end = c = ce;
-    }
-    *c1 = end;
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* Zombies: the old addresses of pages moved by page_alias.                                  */
-
-/* Drops the zombie batches whose events have completed (all of them, waiting, with `wait`). */
-static void zombies_reap(vram_allocator *a, int wait) {
-    while (a->zombies) {
-        vram_zombie *z = a->zombies;
-        if (z->event) {
-            if (wait) a->dev->ops->event_sync(a->dev, z->event);
-            else if (a->dev->ops->event_query(a->dev, z->event) != VRAM_OK) return;
-            a->dev->ops->event_destroy(a->dev, z->event);
-        }
-        for (size_t i = 0; i < z->n; i++) {
-            vram_zombie_range *zr = &z->ranges[i];
-            uint64_t P = a->page_size;
-            a->dev->ops->page_drop(a->dev, zr->region->base + zr->p0 * P, (zr->p1 - zr->p0) * P);
-            bits_set(zr->region->zombie, zr->p0, zr->p1, 0);
-            a->stats.num_device_free++;
-        }
-        a->zombies = z->next;
-        if (!a->zombies) a->zombies_tail = NULL;
-        free(z->ranges);
-        free(z);
-    }
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* The cached-pages list: free blocks that may contain whole mapped pages.                   */
-
-/* Blocks join the cached list at its tail and page moves take from its head: the pages freed
- * longest ago move first, while recently freed ones (which a periodic workload is likely to
- * need again where they are) stay. */
-static void cached_add(vram_allocator *a, vram_block *b) {
-    if (b->in_cached) return;
-    b->in_cached = 1;
-    b->cnext = NULL;
-    b->cprev = a->cached_tail;
-    if (a->cached_tail) a->cached_tail->cnext = b;
-    else a->cached_head = b;
-    a->cached_tail = b;
-}
-
-static void cached_remove(vram_allocator *a, vram_block *b) {
-    if (!b->in_cached) return;
-    if (b->cprev) b->cprev->cnext = b->cnext;
-    else a->cached_head = b->cnext;
-    if (b->cnext) b->cnext->cprev = b->cprev;
-    else a->cached_tail = b->cprev;
-    b->cprev = b->cnext = NULL;
-    b->in_cached = 0;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -676,7 +491,6 @@ static int usable(const vram_allocator *a, const vram_block *b, uint64_t rsize, 
 }
 
 /* Best fit among the first blocks of one bin (the scan is bounded; bins are narrow). */
-static inline int range_mapped(const vram_allocator *a, const vram_region *r, uint64_t addr, uint64_t rsize);
 
 /* Smaller first, then lower address (keeps the used address range compact). */
 static inline int better_fit(const vram_block *x, const vram_block *y) {
@@ -875,66 +689,8 @@ static uint64_t release_segments(vram_allocator *a, uint64_t want) {
     return released;
 }
 
-/* The pages [p0, p1) of a block as two windows that leave out the pages [x0, x1) about to be
- * used (when `same_region`): [p0, min(p1, x0)) and [max(p0, x1), p1), possibly empty. */
-static void page_windows(uint64_t p0, uint64_t p1, int same_region, uint64_t x0, uint64_t x1, uint64_t win[2][2]) {
-    win[0][0] = p0;
-    win[0][1] = p1;
-    win[1][0] = win[1][1] = p1;
-    if (same_region && x0 < p1 && x1 > p0) {
-        win[0][1] = x0 > p0 ? x0 : p0;
-        win[1][0] = x1 < p1 ? x1 : p1;
-    }
-}
-
-/* Pages model: unmaps whole free mapped pages of ready free blocks, outside pages [x0, x1) of
- * region xr, until `want` bytes are unmapped (UINT64_MAX: all). Blocks not yet ready are
- * skipped and reported through *blocked: their stream may still use the pages. Returns the
- * bytes unmapped. */
-static uint64_t release_pages(vram_allocator *a, uint64_t want, const vram_region *xr, uint64_t x0, uint64_t x1,
-                              int *blocked) {
-    uint64_t released = 0, P = a->page_size;
-    for (vram_block *b = a->cached_head, *next; b && released < want; b = next) {
-        next = b->cnext;
-        vram_region *r = b->region;
-        if (!r->expandable) continue;
-        if (!b->ready) {
-            if (blocked) *blocked = 1;
-            continue;
-        }
-        uint64_t p0, p1;
-        full_pages(a, r, b->addr, b->size, &p0, &p1);
-        uint64_t win[2][2];
-        page_windows(p0, p1, r == xr, x0, x1, win);
-        int left = 0;
-        for (int w = 0; w < 2 && !left; w++) {
-            for (uint64_t p = win[w][0]; p < win[w][1];) {
-                uint64_t s = bits_find(r->mapped, p, win[w][1], 1);
-                if (s >= win[w][1]) break;
-                uint64_t e = bits_find(r->mapped, s, win[w][1], 0);
-                if (released >= want) {
-                    left = 1;
-                    break;
-                }
-                uint64_t c, c1; /* only whole chunks can go */
-                whole_chunks(r, s, e, &c, &c1);
-                while (c < c1 && released < want) {
-                    uint64_t ce = chunk_end(r, c);
-                    if (unmap_pages(a, r, c, ce) != VRAM_OK) break;
-                    released += (ce - c) * P;
-                    c = ce;
-                }
-                if (c < c1) left = 1;
-                p = e;
-            }
-        }
-        if (!left) cached_remove(a, b);
-    }
-    return released;
-}
-
 static uint64_t release_cache(vram_allocator *a, uint64_t want) {
-    return a->pages_model ? release_pages(a, want, NULL, 0, 0, NULL) : release_segments(a, want);
+    return a->pages_model ? vram_pages_release(a, want, NULL, 0, 0, NULL) : release_segments(a, want);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1083,7 +839,7 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
 
 void vram_allocator_destroy(vram_allocator *a) {
     if (!a) return;
-    zombies_reap(a, 1);
+    vram_pages_reap_zombies(a, 1);
     if (a->has_events) {
         sync_all_streams(a);
         for (int i = 0; i < a->nstreams; i++)
@@ -1129,178 +885,6 @@ const vram_alloc_config *vram_allocator_config(vram_allocator *a) { return &a->c
 
 /* ---------------------------------------------------------------------------------------- */
 /* malloc.                                                                                   */
-
-/* Pages model: whether every page under [addr, addr+rsize) of r is mapped (the fast path). */
-static inline int range_mapped(const vram_allocator *a, const vram_region *r, uint64_t addr, uint64_t rsize) {
-    uint64_t p0 = (addr - r->base) >> a->page_shift, p1 = (addr + rsize - 1 - r->base) >> a->page_shift;
-    if (p1 - p0 < 64 - (p0 & 63)) { /* within one bitmap word */
-        uint64_t n = p1 - p0 + 1;
-        uint64_t mask = (n == 64 ? ~0ull : ((1ull << n) - 1)) << (p0 & 63);
-        return (r->mapped[p0 >> 6] & mask) == mask;
-    }
-    return bits_find(r->mapped, p0, p1 + 1, 0) > p1;
-}
-
-/* Pages model: makes every page under [addr, addr+rsize) of r mapped. Cached pages whose
- * blocks may still be used by their stream cannot be moved: with `may_defer` set, the call
- * then returns VRAM_ERR_STATE so the caller can poll the streams' events and try again;
- * without it, reserved memory grows instead (the host never waits for a voluntary move).
- * Under the limit, VRAM_ERR_OUT_OF_MEMORY with such blocks present tells the caller that
- * waiting for the streams (as PyTorch does before giving up) may still help. */
-/* Moves up to `want` pages from free blocks that `stream` freed (and may still be using) into
- * the unmapped pages of [p0, p1) of r, with page_alias: the old addresses stay mapped as
- * zombies until an event recorded on the stream now completes. Stream order keeps the old
- * work and the new block's work apart, so neither the host nor the device waits. Returns the
- * pages moved. */
-static uint64_t alias_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1, vram_stream stream,
-                            uint64_t want) {
-    uint64_t moved = 0, P = a->page_size;
-    vram_zombie *z = NULL;
-    for (vram_block *b = a->cached_head, *next; b && moved < want; b = next) {
-        next = b->cnext;
-        vram_region *vr = b->region;
-        if (!vr->expandable || b->ready || b->stream != stream) continue;
-        uint64_t q0, q1;
-        full_pages(a, vr, b->addr, b->size, &q0, &q1);
-        uint64_t win[2][2];
-        page_windows(q0, q1, vr == r, p0, p1, win);
-        for (int w = 0; w < 2 && moved < want; w++) {
-            for (uint64_t q = win[w][0]; q < win[w][1] && moved < want;) {
-                uint64_t s = bits_find(vr->mapped, q, win[w][1], 1);
-                if (s >= win[w][1]) break;
-                uint64_t e = bits_find(vr->mapped, s, win[w][1], 0), c, c1;
-                whole_chunks(vr, s, e, &c, &c1);
-                while (c < c1 && moved < want) { /* each whole chunk to a gap of the target it fits */
-                    uint64_t ce = chunk_end(vr, c), k = ce - c, t = p0, te = p0;
-                    for (; t < p1; t = te) {
-                        t = bits_find(r->mapped, t, p1, 0);
-                        te = bits_find(r->mapped, t, p1, 1);
-                        if (te - t >= k) break;
-                    }
-                    if (t >= p1) { /* no gap takes it */
-                        c = ce;
-                        continue;
-                    }
-                    if (!z) { /* the event first: it covers the work that used the old pages */
-                        z = calloc(1, sizeof *z);
-                        if (!z) goto done;
-                        if (a->dev->ops->event_record(a->dev, stream, &z->event) != VRAM_OK) {
-                            free(z);
-                            return moved;
-                        }
-                    }
-                    if (z->n == z->cap) {
-                        size_t ncap = z->cap ? 2 * z->cap : 8;
-                        vram_zombie_range *nr = realloc(z->ranges, ncap * sizeof *nr);
-                        if (!nr) goto done;
-                        z->ranges = nr;
-                        z->cap = ncap;
-                    }
-                    if (a->dev->ops->page_alias(a->dev, vr->base + c * P, r->base + t * P, k * P) != VRAM_OK) goto done;
-                    z->ranges[z->n++] = (vram_zombie_range){vr, c, ce};
-                    bits_set(vr->chunk, c, c + 1, 0);
-                    mark_pages(a, vr, c, ce, 0);
-                    bits_set(vr->zombie, c, ce, 1);
-                    mark_pages(a, r, t, t + k, 1);
-                    bits_set(r->chunk, t, t + 1, 1);
-                    moved += k;
-                    c = ce;
-                }
-                q = e;
-            }
-        }
-    }
-done:
-    if (z && z->n) {
-        z->next = NULL;
-        if (a->zombies_tail) a->zombies_tail->next = z;
-        else a->zombies = z;
-        a->zombies_tail = z;
-    } else if (z) {
-        a->dev->ops->event_destroy(a->dev, z->event);
-        free(z->ranges);
-        free(z);
-    }
-    return moved;
-}
-
-/* Pages model: how far reserved memory may grow before cached pages are moved instead: its
- * peak so far, or, with reserve_slack, the peak of allocated memory (never lowered by a reset
- * of peak statistics) plus that share, in whole pages. */
-static uint64_t reserve_budget(const vram_allocator *a) {
-    if (a->cfg.reserve_slack <= 0) return (uint64_t)a->stats.reserved_bytes[0].peak;
-    uint64_t high = (uint64_t)a->stats.allocated_bytes[0].peak;
-    if (a->allocated_high > high) high = a->allocated_high;
-    uint64_t budget = (uint64_t)((double)high * (1.0 + a->cfg.reserve_slack));
-    return (budget + a->page_size - 1) & ~(a->page_size - 1);
-}
-
-/* Pages model: makes every page under [addr, addr+rsize) of r mapped, for `stream`. Cached
- * pages whose blocks may still be used by another stream cannot be moved: with `may_defer`
- * set, the call then returns VRAM_ERR_STATE so the caller can poll the streams' events and try
- * again; without it, reserved memory grows instead (the host never waits for a voluntary
- * move). Under the limit, VRAM_ERR_OUT_OF_MEMORY with such blocks present tells the caller that
- * waiting for the streams (as PyTorch does before giving up) may still help. */
-static vram_status ensure_mapped(vram_allocator *a, vram_region *r, uint64_t addr, uint64_t rsize, int *retried,
-                                 int may_defer, vram_stream stream) {
-    uint64_t P = a->page_size;
-    uint64_t p0 = (addr - r->base) >> a->page_shift, p1 = (addr + rsize - r->base + P - 1) >> a->page_shift;
-    if (bits_find(r->mapped, p0, p1, 0) >= p1) return VRAM_OK; /* the common case: all mapped */
-    if (a->zombies && bits_find(r->zombie, p0, p1, 1) < p1) {
-        /* old addresses of moved pages lie here: they must be dropped before mapping again */
-        zombies_reap(a, 0);
-        if (bits_find(r->zombie, p0, p1, 1) < p1) { /* still used by queued work: wait (rare) */
-            a->stats.num_sync_all_streams++;
-            zombies_reap(a, 1);
-        }
-    }
-    uint64_t need = (p1 - p0 - bits_count(r->mapped, p0, p1)) * P;
-    int blocked = 0;
-    uint64_t reserved = (uint64_t)a->stats.reserved_bytes[0].current;
-    uint64_t peak = reserve_budget(a);
-    /* Move cached pages rather than raise reserved memory above its budget, when the need is
-     * worth a move: below one chunk, mapping costs one driver call where a move costs two, and
-     * moving the pages of small holes that the next requests would reuse only churns the
-     * placement (gpt2_generate with 64 MiB chunks and lagging streams: 1.20 x peak requested
-     * with such moves, 1.10 without; bench/results/2026-12-02-replay-lag.md). */
-    uint64_t room = peak > reserved ? peak - reserved : 0;
-    uint64_t move_min = a->cfg.move_min ? a->cfg.move_min : a->chunk_pages * P;
-    if (need > room && a->cached_head && need >= move_min) {
-        release_pages(a, need - room, r, p0, p1, &blocked);
-        reserved = (uint64_t)a->stats.reserved_bytes[0].current;
-        if (blocked && a->can_alias && a->cfg.move_busy_pages && reserved + need > peak) {
-            alias_pages(a, r, p0, p1, stream, (reserved + need - peak + P - 1) / P);
-            need = (p1 - p0 - bits_count(r->mapped, p0, p1)) * P;
-        }
-        if (blocked && may_defer && reserved + need > peak) return VRAM_ERR_STATE;
-    }
-    if (reserved + need > a->limit) {
-        *retried = 1;
-        release_pages(a, reserved + need - a->limit, r, p0, p1, &blocked);
-        reserved = (uint64_t)a->stats.reserved_bytes[0].current;
-        if (reserved + need > a->limit && blocked && a->can_alias) {
-            alias_pages(a, r, p0, p1, stream, (reserved + need - a->limit + P - 1) / P);
-            need = (p1 - p0 - bits_count(r->mapped, p0, p1)) * P;
-        }
-        if (reserved + need > a->limit) return VRAM_ERR_OUT_OF_MEMORY;
-    }
-    for (uint64_t p = p0; p < p1;) {
-        uint64_t s = bits_find(r->mapped, p, p1, 0);
-        if (s >= p1) break;
-        uint64_t e = bits_find(r->mapped, s, p1, 1);
-        vram_status st = map_pages(a, r, s, e);
-        if (st == VRAM_ERR_OUT_OF_MEMORY) { /* the device itself is full: release cache, retry */
-            *retried = 1;
-            blocked = 0;
-            zombies_reap(a, 1);
-            release_pages(a, UINT64_MAX, r, p0, p1, &blocked);
-            st = map_pages(a, r, s, e);
-        }
-        if (st != VRAM_OK) return st;
-        p = e;
-    }
-    return VRAM_OK;
-}
 
 /* Segments model: a new segment able to hold rsize, respecting the limit. */
 static vram_block *new_segment(vram_allocator *a, int pool, uint64_t rsize, int *retried, vram_status *err) {
@@ -1441,7 +1025,7 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
         if (a->recent_mask) recent_flush(a, 0, 0, NULL);
         if (a->pending_head) process_pending(a);
         if (a->not_ready_count) poll_streams(a, 0);
-        if (a->zombies) zombies_reap(a, 0);
+        if (a->zombies) vram_pages_reap_zombies(a, 0);
         b = find_free(a, p, rsize, stream, &place);
     }
     if (!b && a->not_ready_count) {
@@ -1451,19 +1035,19 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
     if (a->pages_model) {
         err = !b ? VRAM_ERR_OUT_OF_MEMORY
               : range_mapped(a, b->region, place_addr(b, rsize, place), rsize) ? VRAM_OK
-                                                            : ensure_mapped(a, b->region, place_addr(b, rsize, place), rsize, &retried, 1, stream);
+                                                            : vram_pages_ensure_mapped(a, b->region, place_addr(b, rsize, place), rsize, &retried, 1, stream);
         if (err == VRAM_ERR_STATE) {
             /* cached pages belong to streams that may still use them: ask their events */
             poll_streams(a, 1);
             b = find_free(a, p, rsize, stream, &place);
-            err = b ? ensure_mapped(a, b->region, place_addr(b, rsize, place), rsize, &retried, 0, stream) : VRAM_ERR_OUT_OF_MEMORY;
+            err = b ? vram_pages_ensure_mapped(a, b->region, place_addr(b, rsize, place), rsize, &retried, 0, stream) : VRAM_ERR_OUT_OF_MEMORY;
         }
         if (err == VRAM_ERR_OUT_OF_MEMORY && a->not_ready_count) {
             /* out of memory: wait for the streams, as a last resort, and retry */
             err = sync_all_streams(a);
             if (err == VRAM_OK) {
                 b = find_free(a, p, rsize, stream, &place);
-                err = b ? ensure_mapped(a, b->region, place_addr(b, rsize, place), rsize, &retried, 0, stream) : VRAM_ERR_OUT_OF_MEMORY;
+                err = b ? vram_pages_ensure_mapped(a, b->region, place_addr(b, rsize, place), rsize, &retried, 0, stream) : VRAM_ERR_OUT_OF_MEMORY;
             }
         }
     } else if (!b) {
@@ -1777,7 +1361,7 @@ vram_status vram_allocator_empty_cache(vram_allocator *a) {
     if (a->pending_head) process_pending(a);
     recent_flush(a, 0, 0, NULL);
     vram_status st = sync_all_streams(a);
-    zombies_reap(a, 1);
+    vram_pages_reap_zombies(a, 1);
     if (st == VRAM_OK) {
         if (a->pages_model) {
             /* every free block, not only the cached list, so nothing mapped is missed */

@@ -1,6 +1,6 @@
 /* allocator_internal.h — the allocator's data structures, shared by its implementation files
- * (allocator.c: malloc/free and the memory models; snapshot.c: the state walk; check.c: the
- * invariant checker). Nothing here is public.
+ * (allocator.c: malloc/free and placement; pages.c: the pages model; snapshot.c: the state
+ * walk; check.c: the invariant checker). Nothing here is public.
  *
  * Layout:
  *   vram_allocator
@@ -204,6 +204,42 @@ static inline int vram_page_chunk(const vram_region *r, uint64_t page) {
 static inline unsigned vram_recent_slot(uint64_t rsize) {
     return (unsigned)(((rsize >> 9) * 0x9E3779B97F4A7C15ull) >> 60) & (VRAM_RECENT_SLOTS - 1);
 }
+
+/* Records an event in the history ring (allocator.c; out of line: malloc and free only test
+ * a->history). */
+void vram_history_record(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size, vram_stream stream,
+                         vram_tag tag);
+static inline void history_add(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size,
+                               vram_stream stream, vram_tag tag) {
+    if (__builtin_expect(a->history != NULL, 0)) vram_history_record(a, action, addr, size, stream, tag);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* The cached-pages list: free blocks that may contain whole mapped pages.                   */
+
+/* Blocks join the cached list at its tail and page moves take from its head: the pages freed
+ * longest ago move first, while recently freed ones (which a periodic workload is likely to
+ * need again where they are) stay. */
+static inline void cached_add(vram_allocator *a, vram_block *b) {
+    if (b->in_cached) return;
+    b->in_cached = 1;
+    b->cnext = NULL;
+    b->cprev = a->cached_tail;
+    if (a->cached_tail) a->cached_tail->cnext = b;
+    else a->cached_head = b;
+    a->cached_tail = b;
+}
+
+static inline void cached_remove(vram_allocator *a, vram_block *b) {
+    if (!b->in_cached) return;
+    if (b->cprev) b->cprev->cnext = b->cnext;
+    else a->cached_head = b->cnext;
+    if (b->cnext) b->cnext->cprev = b->cprev;
+    else a->cached_tail = b->cprev;
+    b->cprev = b->cnext = NULL;
+    b->in_cached = 0;
+}
+
 
 /* The allocator's lock: a test-and-test-and-set spinlock. Uncontended, taking it is one atomic
  * exchange, inlined; a contended lock waits in vram_allocator_lock_wait (allocator.c). */

@@ -1,0 +1,328 @@
+/* pages.c — the pages model: physical memory mapped under a pool's virtual range on demand.
+ *
+ * Each pool is one virtual range (allocator.c places blocks in it); this file decides what
+ * physical memory lies under it. A placement whose pages are not all mapped calls
+ * vram_pages_ensure_mapped, which maps the missing pages in chunks (one physical allocation of
+ * up to chunk_pages pages each, mapped and unmapped whole: a driver call costs about the same
+ * for one page as for 32). When mapping them would raise reserved memory above its budget
+ * (reserve_budget: its peak, or the allocated peak plus reserve_slack), and the need is at least
+ * move_min (one chunk by default), whole free chunks elsewhere move instead:
+ *   - chunks of ready free blocks are unmapped (vram_pages_release) and new ones mapped;
+ *   - chunks of blocks the requesting stream freed but may still be using are aliased to the new
+ *     address (page_alias: same physical memory, no waiting) with move_busy_pages, and their old
+ *     addresses become zombies, dropped once an event recorded on the stream completes
+ *     (vram_pages_reap_zombies).
+ * Candidates come from the allocator's cached list, oldest free first. The region's bitmaps
+ * (pages.h) record what is mapped, where chunks start and which addresses are zombies;
+ * mark_pages keeps reserved bytes, mapped ranges ("segments") and device-call counters with them.
+ */
+#include <stdlib.h>
+
+#include "pages.h"
+
+/* Records pages [p0, p1) of r as mapped (or unmapped): bits, reserved bytes, mapped ranges
+ * ("segments": a map joins up to two neighbouring ranges, an unmap may split one), counters. */
+static void mark_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1, int mapped) {
+    uint64_t P = a->page_size;
+    bits_set(r->mapped, p0, p1, mapped);
+    int left = p0 > 0 && vram_page_mapped(r, p0 - 1);
+    int right = p1 < r->npages && vram_page_mapped(r, p1);
+    int64_t bytes = (int64_t)((p1 - p0) * P);
+    int delta = mapped ? 1 - left - right : left + right - 1;
+    if (mapped) stat_pool_up(a->stats.reserved_bytes, r->pool, bytes);
+    else stat_pool_down(a->stats.reserved_bytes, r->pool, bytes);
+    if (delta > 0) stat_pool_up(a->stats.segment, r->pool, delta);
+    else if (delta < 0) stat_pool_down(a->stats.segment, r->pool, -delta);
+    if (mapped) a->stats.num_device_alloc++;
+    else a->stats.num_device_free++;
+    history_add(a, mapped ? VRAM_EVENT_SEGMENT_MAP : VRAM_EVENT_SEGMENT_UNMAP, r->base + p0 * P, (uint64_t)bytes, 0, 0);
+}
+
+/* The end of the chunk that starts at mapped page c: the next chunk's first page or the first
+ * unmapped page, whichever comes first. */
+static uint64_t chunk_end(const vram_region *r, uint64_t c) {
+    uint64_t next = bits_find(r->chunk, c + 1, r->npages, 1), gap = bits_find(r->mapped, c + 1, r->npages, 0);
+    return next < gap ? next : gap;
+}
+
+static vram_status unmap_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1);
+
+/* Maps pages [p0, p1) of r (all unmapped), in chunks of at most chunk_pages pages: each is one
+ * page_map, i.e. one physical allocation (the driver's cost goes by allocations, not bytes).
+ * All or nothing: when the device refuses a chunk, the chunks mapped before it are unmapped. */
+static vram_status map_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
+    uint64_t P = a->page_size;
+    for (uint64_t c = p0, n; c < p1; c += n) {
+        n = p1 - c < a->chunk_pages ? p1 - c : a->chunk_pages;
+        vram_status st = a->dev->ops->page_map(a->dev, r->base + c * P, n * P);
+        if (st != VRAM_OK) {
+            if (c > p0) unmap_pages(a, r, p0, c);
+            return st;
+        }
+        mark_pages(a, r, c, c + n, 1);
+        bits_set(r->chunk, c, c + 1, 1);
+    }
+    return VRAM_OK;
+}
+
+/* Unmaps the whole chunks [p0, p1) of r (p0 starts a chunk, p1 ends one; no live block on them). */
+static vram_status unmap_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
+    uint64_t P = a->page_size;
+    for (uint64_t c = p0, e; c < p1; c = e) {
+        e = chunk_end(r, c);
+        vram_status st = a->dev->ops->page_unmap(a->dev, r->base + c * P, (e - c) * P);
+        if (st != VRAM_OK) return st;
+        bits_set(r->chunk, c, c + 1, 0);
+        mark_pages(a, r, c, e, 0);
+    }
+    return VRAM_OK;
+}
+
+/* The whole chunks inside pages [s, e) of r, all mapped: the first page of the first one (or e)
+ * and the end of the last one (or that first page, when none fits). */
+static void whole_chunks(const vram_region *r, uint64_t s, uint64_t e, uint64_t *c0, uint64_t *c1) {
+    uint64_t c = vram_page_chunk(r, s) ? s : bits_find(r->chunk, s, e, 1), end = c;
+    *c0 = c;
+    while (c < e) {
+        uint64_t ce = chunk_end(r, c);
+        if (ce > e) break;
+        end = c = ce;
+    }
+    *c1 = end;
+}
+
+/* Drops the zombie batches whose events have completed (all of them, waiting, with `wait`). */
+void vram_pages_reap_zombies(vram_allocator *a, int wait) {
+    while (a->zombies) {
+        vram_zombie *z = a->zombies;
+        if (z->event) {
+            if (wait) a->dev->ops->event_sync(a->dev, z->event);
+            else if (a->dev->ops->event_query(a->dev, z->event) != VRAM_OK) return;
+            a->dev->ops->event_destroy(a->dev, z->event);
+        }
+        for (size_t i = 0; i < z->n; i++) {
+            vram_zombie_range *zr = &z->ranges[i];
+            uint64_t P = a->page_size;
+            a->dev->ops->page_drop(a->dev, zr->region->base + zr->p0 * P, (zr->p1 - zr->p0) * P);
+            bits_set(zr->region->zombie, zr->p0, zr->p1, 0);
+            a->stats.num_device_free++;
+        }
+        a->zombies = z->next;
+        if (!a->zombies) a->zombies_tail = NULL;
+        free(z->ranges);
+        free(z);
+    }
+}
+
+/* The pages [p0, p1) of a block as two windows that leave out the pages [x0, x1) about to be
+ * used (when `same_region`): [p0, min(p1, x0)) and [max(p0, x1), p1), possibly empty. */
+static void page_windows(uint64_t p0, uint64_t p1, int same_region, uint64_t x0, uint64_t x1, uint64_t win[2][2]) {
+    win[0][0] = p0;
+    win[0][1] = p1;
+    win[1][0] = win[1][1] = p1;
+    if (same_region && x0 < p1 && x1 > p0) {
+        win[0][1] = x0 > p0 ? x0 : p0;
+        win[1][0] = x1 < p1 ? x1 : p1;
+    }
+}
+
+/* Pages model: unmaps whole free mapped pages of ready free blocks, outside pages [x0, x1) of
+ * region xr, until `want` bytes are unmapped (UINT64_MAX: all). Blocks not yet ready are
+ * skipped and reported through *blocked: their stream may still use the pages. Returns the
+ * bytes unmapped. */
+uint64_t vram_pages_release(vram_allocator *a, uint64_t want, const vram_region *xr, uint64_t x0, uint64_t x1,
+                            int *blocked) {
+    uint64_t released = 0, P = a->page_size;
+    for (vram_block *b = a->cached_head, *next; b && released < want; b = next) {
+        next = b->cnext;
+        vram_region *r = b->region;
+        if (!r->expandable) continue;
+        if (!b->ready) {
+            if (blocked) *blocked = 1;
+            continue;
+        }
+        uint64_t p0, p1;
+        full_pages(a, r, b->addr, b->size, &p0, &p1);
+        uint64_t win[2][2];
+        page_windows(p0, p1, r == xr, x0, x1, win);
+        int left = 0;
+        for (int w = 0; w < 2 && !left; w++) {
+            for (uint64_t p = win[w][0]; p < win[w][1];) {
+                uint64_t s = bits_find(r->mapped, p, win[w][1], 1);
+                if (s >= win[w][1]) break;
+                uint64_t e = bits_find(r->mapped, s, win[w][1], 0);
+                if (released >= want) {
+                    left = 1;
+                    break;
+                }
+                uint64_t c, c1; /* only whole chunks can go */
+                whole_chunks(r, s, e, &c, &c1);
+                while (c < c1 && released < want) {
+                    uint64_t ce = chunk_end(r, c);
+                    if (unmap_pages(a, r, c, ce) != VRAM_OK) break;
+                    released += (ce - c) * P;
+                    c = ce;
+                }
+                if (c < c1) left = 1;
+                p = e;
+            }
+        }
+        if (!left) cached_remove(a, b);
+    }
+    return released;
+}
+
+/* Moves up to `want` pages from free blocks that `stream` freed (and may still be using) into
+ * the unmapped pages of [p0, p1) of r, with page_alias: the old addresses stay mapped as
+ * zombies until an event recorded on the stream now completes. Stream order keeps the old
+ * work and the new block's work apart, so neither the host nor the device waits. Returns the
+ * pages moved. */
+static uint64_t alias_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1, vram_stream stream,
+                            uint64_t want) {
+    uint64_t moved = 0, P = a->page_size;
+    vram_zombie *z = NULL;
+    for (vram_block *b = a->cached_head, *next; b && moved < want; b = next) {
+        next = b->cnext;
+        vram_region *vr = b->region;
+        if (!vr->expandable || b->ready || b->stream != stream) continue;
+        uint64_t q0, q1;
+        full_pages(a, vr, b->addr, b->size, &q0, &q1);
+        uint64_t win[2][2];
+        page_windows(q0, q1, vr == r, p0, p1, win);
+        for (int w = 0; w < 2 && moved < want; w++) {
+            for (uint64_t q = win[w][0]; q < win[w][1] && moved < want;) {
+                uint64_t s = bits_find(vr->mapped, q, win[w][1], 1);
+                if (s >= win[w][1]) break;
+                uint64_t e = bits_find(vr->mapped, s, win[w][1], 0), c, c1;
+                whole_chunks(vr, s, e, &c, &c1);
+                while (c < c1 && moved < want) { /* each whole chunk to a gap of the target it fits */
+                    uint64_t ce = chunk_end(vr, c), k = ce - c, t = p0, te = p0;
+                    for (; t < p1; t = te) {
+                        t = bits_find(r->mapped, t, p1, 0);
+                        te = bits_find(r->mapped, t, p1, 1);
+                        if (te - t >= k) break;
+                    }
+                    if (t >= p1) { /* no gap takes it */
+                        c = ce;
+                        continue;
+                    }
+                    if (!z) { /* the event first: it covers the work that used the old pages */
+                        z = calloc(1, sizeof *z);
+                        if (!z) goto done;
+                        if (a->dev->ops->event_record(a->dev, stream, &z->event) != VRAM_OK) {
+                            free(z);
+                            return moved;
+                        }
+                    }
+                    if (z->n == z->cap) {
+                        size_t ncap = z->cap ? 2 * z->cap : 8;
+                        vram_zombie_range *nr = realloc(z->ranges, ncap * sizeof *nr);
+                        if (!nr) goto done;
+                        z->ranges = nr;
+                        z->cap = ncap;
+                    }
+                    if (a->dev->ops->page_alias(a->dev, vr->base + c * P, r->base + t * P, k * P) != VRAM_OK) goto done;
+                    z->ranges[z->n++] = (vram_zombie_range){vr, c, ce};
+                    bits_set(vr->chunk, c, c + 1, 0);
+                    mark_pages(a, vr, c, ce, 0);
+                    bits_set(vr->zombie, c, ce, 1);
+                    mark_pages(a, r, t, t + k, 1);
+                    bits_set(r->chunk, t, t + 1, 1);
+                    moved += k;
+                    c = ce;
+                }
+                q = e;
+            }
+        }
+    }
+done:
+    if (z && z->n) {
+        z->next = NULL;
+        if (a->zombies_tail) a->zombies_tail->next = z;
+        else a->zombies = z;
+        a->zombies_tail = z;
+    } else if (z) {
+        a->dev->ops->event_destroy(a->dev, z->event);
+        free(z->ranges);
+        free(z);
+    }
+    return moved;
+}
+
+/* Pages model: how far reserved memory may grow before cached pages are moved instead: its
+ * peak so far, or, with reserve_slack, the peak of allocated memory (never lowered by a reset
+ * of peak statistics) plus that share, in whole pages. */
+static uint64_t reserve_budget(const vram_allocator *a) {
+    if (a->cfg.reserve_slack <= 0) return (uint64_t)a->stats.reserved_bytes[0].peak;
+    uint64_t high = (uint64_t)a->stats.allocated_bytes[0].peak;
+    if (a->allocated_high > high) high = a->allocated_high;
+    uint64_t budget = (uint64_t)((double)high * (1.0 + a->cfg.reserve_slack));
+    return (budget + a->page_size - 1) & ~(a->page_size - 1);
+}
+
+/* Pages model: makes every page under [addr, addr+rsize) of r mapped, for `stream`. Cached
+ * pages whose blocks may still be used by another stream cannot be moved: with `may_defer`
+ * set, the call then returns VRAM_ERR_STATE so the caller can poll the streams' events and try
+ * again; without it, reserved memory grows instead (the host never waits for a voluntary
+ * move). Under the limit, VRAM_ERR_OUT_OF_MEMORY with such blocks present tells the caller that
+ * waiting for the streams (as PyTorch does before giving up) may still help. */
+vram_status vram_pages_ensure_mapped(vram_allocator *a, vram_region *r, uint64_t addr, uint64_t rsize, int *retried,
+                                     int may_defer, vram_stream stream) {
+    uint64_t P = a->page_size;
+    uint64_t p0 = (addr - r->base) >> a->page_shift, p1 = (addr + rsize - r->base + P - 1) >> a->page_shift;
+    if (bits_find(r->mapped, p0, p1, 0) >= p1) return VRAM_OK; /* the common case: all mapped */
+    if (a->zombies && bits_find(r->zombie, p0, p1, 1) < p1) {
+        /* old addresses of moved pages lie here: they must be dropped before mapping again */
+        vram_pages_reap_zombies(a, 0);
+        if (bits_find(r->zombie, p0, p1, 1) < p1) { /* still used by queued work: wait (rare) */
+            a->stats.num_sync_all_streams++;
+            vram_pages_reap_zombies(a, 1);
+        }
+    }
+    uint64_t need = (p1 - p0 - bits_count(r->mapped, p0, p1)) * P;
+    int blocked = 0;
+    uint64_t reserved = (uint64_t)a->stats.reserved_bytes[0].current;
+    uint64_t peak = reserve_budget(a);
+    /* Move cached pages rather than raise reserved memory above its budget, when the need is
+     * worth a move: below one chunk, mapping costs one driver call where a move costs two, and
+     * moving the pages of small holes that the next requests would reuse only churns the
+     * placement (gpt2_generate with 64 MiB chunks and lagging streams: 1.20 x peak requested
+     * with such moves, 1.10 without; bench/results/2026-12-02-replay-lag.md). */
+    uint64_t room = peak > reserved ? peak - reserved : 0;
+    uint64_t move_min = a->cfg.move_min ? a->cfg.move_min : a->chunk_pages * P;
+    if (need > room && a->cached_head && need >= move_min) {
+        vram_pages_release(a, need - room, r, p0, p1, &blocked);
+        reserved = (uint64_t)a->stats.reserved_bytes[0].current;
+        if (blocked && a->can_alias && a->cfg.move_busy_pages && reserved + need > peak) {
+            alias_pages(a, r, p0, p1, stream, (reserved + need - peak + P - 1) / P);
+            need = (p1 - p0 - bits_count(r->mapped, p0, p1)) * P;
+        }
+        if (blocked && may_defer && reserved + need > peak) return VRAM_ERR_STATE;
+    }
+    if (reserved + need > a->limit) {
+        *retried = 1;
+        vram_pages_release(a, reserved + need - a->limit, r, p0, p1, &blocked);
+        reserved = (uint64_t)a->stats.reserved_bytes[0].current;
+        if (reserved + need > a->limit && blocked && a->can_alias) {
+            alias_pages(a, r, p0, p1, stream, (reserved + need - a->limit + P - 1) / P);
+            need = (p1 - p0 - bits_count(r->mapped, p0, p1)) * P;
+        }
+        if (reserved + need > a->limit) return VRAM_ERR_OUT_OF_MEMORY;
+    }
+    for (uint64_t p = p0; p < p1;) {
+        uint64_t s = bits_find(r->mapped, p, p1, 0);
+        if (s >= p1) break;
+        uint64_t e = bits_find(r->mapped, s, p1, 1);
+        vram_status st = map_pages(a, r, s, e);
+        if (st == VRAM_ERR_OUT_OF_MEMORY) { /* the device itself is full: release cache, retry */
+            *retried = 1;
+            blocked = 0;
+            vram_pages_reap_zombies(a, 1);
+            vram_pages_release(a, UINT64_MAX, r, p0, p1, &blocked);
+            st = map_pages(a, r, s, e);
+        }
+        if (st != VRAM_OK) return st;
+        p = e;
+    }
+    return VRAM_OK;
+}
