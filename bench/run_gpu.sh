@@ -10,6 +10,7 @@ OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 what=${*:-tests latency workloads}
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; uname -r; nproc;
+  lscpu | grep -E 'Model name|MHz' || true;
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'; } > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
 cmake -S . -B b -DCMAKE_BUILD_TYPE=Release > "$OUT/build.log" 2>&1 && cmake --build b -j "$(nproc)" >> "$OUT/build.log" 2>&1 \
