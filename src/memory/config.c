@@ -112,7 +112,8 @@ static vram_status apply_pair(vram_alloc_config *cfg, const char *key, const cha
             else if (!strcmp(value, "False") || !strcmp(value, "false") || !strcmp(value, "0"))
                 *(int *)field = 0;
             else
-                return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: '%s' is not True or False", key, value);
+                return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: '%s' is not True or False%s", key, value,
+                                  strcmp(key, "move_busy_pages") ? "" : " (or auto)");
             return VRAM_OK;
         case KEY_MIB:
             if ((st = parse_uint(key, value, &u)) != VRAM_OK) return st;
