@@ -9,7 +9,9 @@
  *   - a block freed on stream S (or used on S through record_stream) is never handed to
  *     another stream while S's work queued before the free is unfinished;
  *   - allocated/requested bytes and counts, per pool and per tag, equal the shadow's sums;
- *   - reserved >= allocated; after freeing everything and emptying the cache nothing is left.
+ *   - reserved >= allocated; after freeing everything and emptying the cache nothing is left;
+ *   - the sequence does reach the rare states: out-of-memory, and frees left pending because
+ *     the block was recorded on a stream with work in flight.
  * vram_allocator_check() verifies the internal invariants every few thousand operations. Both
  * memory models run. The length is bounded in operations and in seconds (shorter under the
  * sanitizers).
@@ -42,11 +44,19 @@ typedef struct hazard {
 } hazard;
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+/* xorshift64 state, output through splitmix64's finalizer so that every output bit depends on
+ * every state bit. (Raw xorshift64 outputs drawn one after another are linked in their low
+ * bits: the stream drawn right after a slot index was a function of that index, so
+ * record_stream never named a stream other than the block's own and no free was ever left
+ * pending.) */
 static uint64_t rnd(void) {
     rng_state ^= rng_state << 13;
     rng_state ^= rng_state >> 7;
     rng_state ^= rng_state << 17;
-    return rng_state;
+    uint64_t z = rng_state;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
 }
 
 static double now(void) {
@@ -123,6 +133,7 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
     memset(slots, 0, sizeof slots);
     nhazards = 0;
     uint64_t ops = 0, ooms = 0, mallocs = 0, hazard_violations = 0, check_failures = 0;
+    uint64_t used_frees = 0, pending_seen = 0; /* frees of blocks used on other streams; samples with pending blocks */
     double start = now();
     for (; ops < max_ops; ops++) {
         if ((ops & 4095) == 0 && now() - start > max_seconds) break;
@@ -155,6 +166,11 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
         } else if (r < 900) {
             if (!slots[k].ptr) continue;
             CHECK_OK(vram_allocator_free(a, slots[k].ptr));
+            if (slots[k].used_on && (++used_frees & 15) == 0) { /* sample: did frees stay pending? */
+                vram_stats q;
+                vram_allocator_get_stats(a, &q);
+                if (q.active[0].current > q.allocation[0].current) pending_seen++;
+            }
             add_hazard(dev, (uintptr_t)slots[k].ptr, slots[k].size, (unsigned)slots[k].stream);
             for (unsigned u = 0; u < NSTREAMS; u++)
                 if (slots[k].used_on & (1u << u)) add_hazard(dev, (uintptr_t)slots[k].ptr, slots[k].size, u);
@@ -203,6 +219,8 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
     CHECK(ooms > 0, "the sequence exercised out-of-memory (%llu of %llu mallocs)", (unsigned long long)ooms,
           (unsigned long long)mallocs);
     CHECK(st.num_ooms > 0, "num_ooms counted");
+    CHECK(pending_seen > 0, "frees left pending by record_stream on busy streams (%llu of %llu sampled)",
+          (unsigned long long)pending_seen, (unsigned long long)used_frees / 16);
     CHECK_OK(vram_allocator_check(a));
     printf("%-40s %9llu ops in %.1f s: %llu mallocs, %llu OOMs, %llu syncs, %llu device maps\n", conf[0] ? conf : "default",
            (unsigned long long)ops, now() - start, (unsigned long long)mallocs, (unsigned long long)ooms,
