@@ -70,12 +70,17 @@ static void add_path(const char *path) {
     closedir(d);
 }
 
+/* xorshift64, output through splitmix64's finalizer: raw xorshift outputs drawn one after
+ * another are linked in their low bits (a mutation's bit or length would follow its position). */
 static uint64_t rng = 88172645463325252ull;
 static uint64_t next(void) {
     rng ^= rng << 13;
     rng ^= rng >> 7;
     rng ^= rng << 17;
-    return rng;
+    uint64_t z = rng;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
 }
 
 static const char *tokens[] = {"a ", "f ", "\n", " ", "-", "0", "1", "9", "18446744073709551615",
