@@ -72,6 +72,10 @@ def record(output, argv, device=None, max_entries=5_000_000):
     script = argv[0]
     if not os.path.exists(script):
         raise SystemExit("vram_torch record: no such script: %s" % script)
+    # The caching allocator reads its configuration when recording starts it here; a script that
+    # sets PYTORCH_CUDA_ALLOC_CONF itself later changes nothing, so the header names the
+    # allocator from the setting in effect now.
+    conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") + "," + os.environ.get("PYTORCH_ALLOC_CONF", "")
     torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=max_entries)
     old_argv, old_path = sys.argv, list(sys.path)
     sys.argv = list(argv)
@@ -92,7 +96,11 @@ def record(output, argv, device=None, max_entries=5_000_000):
         if len(entries) >= max_entries:
             print("vram_torch record: the trace ring filled (%d entries): the start of the run is "
                   "missing; raise --max-entries" % len(entries), file=sys.stderr)
-        conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") + "," + os.environ.get("PYTORCH_ALLOC_CONF", "")
+        now = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") + "," + os.environ.get("PYTORCH_ALLOC_CONF", "")
+        if now != conf:
+            print("vram_torch record: the program set PYTORCH_CUDA_ALLOC_CONF after the allocator had started "
+                  "(with %r); set it before `python -m vram_torch record` to record under it" % conf.strip(","),
+                  file=sys.stderr)
         kind = "expandable_segments" if "expandable_segments:true" in conf.lower().replace(" ", "") else "native"
         header = {
             "source": "PyTorch %s (CUDA %s), program %s, %s, %s" % (
