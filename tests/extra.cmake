@@ -68,6 +68,9 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties(gpu_test_torch_plugin PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600)
   add_test(NAME test_vram_torch_record
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_record.py)
+  # the model of PyTorch's expandable segments (bench/expandable_model.py) against PyTorch's peaks
+  add_test(NAME test_expandable_model
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_expandable_model.py)
 endif()
 # A fake libcuda (tests/fakes/fake_cuda.c) for the CUDA device's CPU test.
 add_library(fake_cuda SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fakes/fake_cuda.c)
