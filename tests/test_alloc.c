@@ -590,6 +590,9 @@ static void test_config(void) {
     CHECK(vram_alloc_config_parse("reserve_slack:-0.1", &c) == VRAM_ERR_INVALID_ARG, "negative slack");
     CHECK(strstr(vram_last_error(), "reserve_slack") != NULL, "names the key: %s", vram_last_error());
     CHECK(vram_alloc_config_parse("move_busy_pages:sometimes", &c) == VRAM_ERR_INVALID_ARG, "bad auto bool");
+    CHECK(strstr(vram_last_error(), "(or auto)") != NULL, "says auto is accepted: %s", vram_last_error());
+    CHECK(vram_alloc_config_parse("caching:auto", &c) == VRAM_ERR_INVALID_ARG, "auto only where a key takes it");
+    CHECK(vram_alloc_config_parse("memory_fraction:auto", &c) == VRAM_ERR_INVALID_ARG, "no auto fraction");
     CHECK(vram_alloc_config_parse("move_min_mb:x", &c) == VRAM_ERR_INVALID_ARG, "bad move minimum");
     CHECK(memcmp(&before, &c, sizeof c) == 0, "errors leave the configuration unchanged");
     vram_alloc_config_default(&c);

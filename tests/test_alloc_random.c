@@ -22,6 +22,7 @@
 
 #include "check.h"
 #include "fakes/event_device.h"
+#include "test_rng.h"
 #include "vram/alloc.h"
 
 #define MiB (1024ull * 1024ull)
@@ -44,20 +45,7 @@ typedef struct hazard {
 } hazard;
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-/* xorshift64 state, output through splitmix64's finalizer so that every output bit depends on
- * every state bit. (Raw xorshift64 outputs drawn one after another are linked in their low
- * bits: the stream drawn right after a slot index was a function of that index, so
- * record_stream never named a stream other than the block's own and no free was ever left
- * pending.) */
-static uint64_t rnd(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    uint64_t z = rng_state;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t rnd(void) { return test_rng(&rng_state); }
 
 static double now(void) {
     struct timespec ts;

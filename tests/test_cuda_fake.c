@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "test_rng.h"
 #include "vram/alloc.h"
 
 #define MiB (1ull << 20)
@@ -26,12 +27,7 @@ static void expect_clean(const char *when) {
 }
 
 static uint64_t xs = 88172645463325252ull;
-static uint64_t next_rand(void) {
-    xs ^= xs << 13;
-    xs ^= xs >> 7;
-    xs ^= xs << 17;
-    return xs;
-}
+static uint64_t next_rand(void) { return test_rng(&xs); }
 
 /* Random allocation and free on four streams with the invariant check along the way. */
 static void allocator_run(vram_device *dev, const char *what, const char *conf) {

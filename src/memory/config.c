@@ -2,8 +2,9 @@
  *
  * The string is a comma-separated list of key:value pairs, as PYTORCH_CUDA_ALLOC_CONF. Each
  * key has one entry in `keys` below: its name, its kind (bool, size in MiB, size with unit,
- * integer, fraction) and where it lands in vram_alloc_config. Parsing works on a copy of the
- * configuration, so an error leaves the caller's configuration as it was.
+ * integer, fraction), where it lands in vram_alloc_config and its flags (accepts "auto", must be
+ * a power of two). Parsing works on a copy of the configuration, so an error leaves the
+ * caller's configuration as it was.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -36,27 +37,32 @@ void vram_alloc_config_default(vram_alloc_config *cfg) {
 
 typedef enum { KEY_BOOL, KEY_MIB, KEY_SIZE, KEY_UINT, KEY_FRACTION_OPEN, KEY_FRACTION, KEY_SHARE } key_kind;
 
+/* Key flags: KEY_AUTO also accepts "auto" (VRAM_CONF_AUTO: the allocator chooses by device);
+ * KEY_POW2 requires a power of two (0 and 1 allowed for counts). */
+enum { KEY_AUTO = 1, KEY_POW2 = 2 };
+
 static const struct {
     const char *name;
     key_kind kind;
     size_t offset;
     uint64_t min; /* for KEY_MIB/KEY_SIZE/KEY_UINT: the smallest value accepted */
+    unsigned flags;
 } keys[] = {
-    {"expandable_segments", KEY_BOOL, offsetof(vram_alloc_config, expandable_segments), 0},
-    {"page_size_mb", KEY_MIB, offsetof(vram_alloc_config, page_size), 2 * MiB},
-    {"chunk_size_mb", KEY_MIB, offsetof(vram_alloc_config, chunk_size), 2 * MiB},
-    {"max_split_size_mb", KEY_MIB, offsetof(vram_alloc_config, max_split_size), 20 * MiB},
-    {"max_non_split_rounding_mb", KEY_MIB, offsetof(vram_alloc_config, max_non_split_rounding), 0},
-    {"roundup_power2_divisions", KEY_UINT, offsetof(vram_alloc_config, roundup_power2_divisions), 0},
+    {"expandable_segments", KEY_BOOL, offsetof(vram_alloc_config, expandable_segments), 0, 0},
+    {"page_size_mb", KEY_MIB, offsetof(vram_alloc_config, page_size), 2 * MiB, KEY_POW2},
+    {"chunk_size_mb", KEY_MIB, offsetof(vram_alloc_config, chunk_size), 2 * MiB, KEY_POW2},
+    {"max_split_size_mb", KEY_MIB, offsetof(vram_alloc_config, max_split_size), 20 * MiB, 0},
+    {"max_non_split_rounding_mb", KEY_MIB, offsetof(vram_alloc_config, max_non_split_rounding), 0, 0},
+    {"roundup_power2_divisions", KEY_UINT, offsetof(vram_alloc_config, roundup_power2_divisions), 0, KEY_POW2},
     {"garbage_collection_threshold", KEY_FRACTION_OPEN,
-     offsetof(vram_alloc_config, garbage_collection_threshold), 0},
-    {"memory_fraction", KEY_FRACTION, offsetof(vram_alloc_config, memory_fraction), 0},
-    {"max_reserved", KEY_SIZE, offsetof(vram_alloc_config, max_reserved), 0},
-    {"history", KEY_UINT, offsetof(vram_alloc_config, history_entries), 0},
-    {"caching", KEY_BOOL, offsetof(vram_alloc_config, caching), 0},
-    {"move_busy_pages", KEY_BOOL, offsetof(vram_alloc_config, move_busy_pages), 0},
-    {"reserve_slack", KEY_SHARE, offsetof(vram_alloc_config, reserve_slack), 0},
-    {"move_min_mb", KEY_MIB, offsetof(vram_alloc_config, move_min), 0},
+     offsetof(vram_alloc_config, garbage_collection_threshold), 0, 0},
+    {"memory_fraction", KEY_FRACTION, offsetof(vram_alloc_config, memory_fraction), 0, 0},
+    {"max_reserved", KEY_SIZE, offsetof(vram_alloc_config, max_reserved), 0, 0},
+    {"history", KEY_UINT, offsetof(vram_alloc_config, history_entries), 0, 0},
+    {"caching", KEY_BOOL, offsetof(vram_alloc_config, caching), 0, 0},
+    {"move_busy_pages", KEY_BOOL, offsetof(vram_alloc_config, move_busy_pages), 0, KEY_AUTO},
+    {"reserve_slack", KEY_SHARE, offsetof(vram_alloc_config, reserve_slack), 0, KEY_AUTO},
+    {"move_min_mb", KEY_MIB, offsetof(vram_alloc_config, move_min), 0, 0},
 };
 
 static vram_status parse_uint(const char *key, const char *value, uint64_t *out) {
@@ -82,17 +88,14 @@ static vram_status parse_fraction(const char *key, const char *value, int open_a
     return VRAM_OK;
 }
 
-/* A share in [0, 1), or "auto" (VRAM_CONF_AUTO: the allocator decides by device). */
-static vram_status parse_share(const char *key, const char *value, double *out) {
-    if (!strcmp(value, "auto")) {
-        *out = VRAM_CONF_AUTO;
-        return VRAM_OK;
-    }
+/* A share in [0, 1). */
+static vram_status parse_share(const char *key, const char *value, const char *or_auto, double *out) {
     errno = 0;
     char *end;
     double v = strtod(value, &end);
     if (end == value || *end || errno == ERANGE || !(v >= 0.0) || v >= 1.0)
-        return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: '%s' must be a number in [0, 1) or auto", key, value);
+        return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: '%s' must be a number in [0, 1)%s", key, value,
+                          or_auto);
     *out = v;
     return VRAM_OK;
 }
@@ -103,24 +106,28 @@ static vram_status apply_pair(vram_alloc_config *cfg, const char *key, const cha
         char *field = (char *)cfg + keys[i].offset;
         uint64_t u;
         vram_status st;
+        const char *or_auto = keys[i].flags & KEY_AUTO ? " (or auto)" : "";
+        if ((keys[i].flags & KEY_AUTO) && !strcmp(value, "auto")) { /* only bool and share keys have it */
+            if (keys[i].kind == KEY_BOOL) *(int *)field = VRAM_CONF_AUTO;
+            else *(double *)field = VRAM_CONF_AUTO;
+            return VRAM_OK;
+        }
         switch (keys[i].kind) {
         case KEY_BOOL:
-            if (!strcmp(key, "move_busy_pages") && !strcmp(value, "auto"))
-                *(int *)field = VRAM_CONF_AUTO;
-            else if (!strcmp(value, "True") || !strcmp(value, "true") || !strcmp(value, "1"))
+            if (!strcmp(value, "True") || !strcmp(value, "true") || !strcmp(value, "1"))
                 *(int *)field = 1;
             else if (!strcmp(value, "False") || !strcmp(value, "false") || !strcmp(value, "0"))
                 *(int *)field = 0;
             else
                 return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: '%s' is not True or False%s", key, value,
-                                  strcmp(key, "move_busy_pages") ? "" : " (or auto)");
+                                  or_auto);
             return VRAM_OK;
         case KEY_MIB:
             if ((st = parse_uint(key, value, &u)) != VRAM_OK) return st;
             if (u > (UINT64_MAX / MiB) || u * MiB < keys[i].min)
                 return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: %s is out of range (at least %llu)", key,
                                   value, (unsigned long long)(keys[i].min / MiB));
-            if ((!strcmp(key, "page_size_mb") || !strcmp(key, "chunk_size_mb")) && (u & (u - 1)))
+            if ((keys[i].flags & KEY_POW2) && (u & (u - 1)))
                 return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: %s is not a power of two", key, value);
             *(uint64_t *)field = u * MiB;
             return VRAM_OK;
@@ -133,15 +140,15 @@ static vram_status apply_pair(vram_alloc_config *cfg, const char *key, const cha
             if ((st = parse_uint(key, value, &u)) != VRAM_OK) return st;
             if (u > UINT32_MAX)
                 return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: %s is too large", key, value);
-            if (!strcmp(key, "roundup_power2_divisions") && u > 1 && (u & (u - 1)))
-                return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: roundup_power2_divisions: %s is not a power of two", value);
+            if ((keys[i].flags & KEY_POW2) && u > 1 && (u & (u - 1)))
+                return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: %s is not a power of two", key, value);
             *(uint32_t *)field = (uint32_t)u;
             return VRAM_OK;
         case KEY_FRACTION_OPEN:
         case KEY_FRACTION:
             return parse_fraction(key, value, keys[i].kind == KEY_FRACTION_OPEN, (double *)field);
         case KEY_SHARE:
-            return parse_share(key, value, (double *)field);
+            return parse_share(key, value, or_auto, (double *)field);
         }
     }
     char known[512] = "";

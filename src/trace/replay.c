@@ -58,34 +58,22 @@ vram_status vram_trace_replay(const vram_trace *t, vram_allocator *a, size_t sto
     size_t i = 0;
     uint64_t allocs = 0;
     double t0 = now_seconds();
-    if (!track_peak) {
-        for (; i < stop; i++) {
-            const vram_trace_event *e = &ev[i];
-            if (e->op == VRAM_TRACE_ALLOC) {
-                st = vram_allocator_malloc(a, (size_t)e->size, (vram_stream)e->stream, VRAM_TAG_OTHER, &ptrs[e->index]);
-                if (st != VRAM_OK) break;
-                allocs++;
-            } else {
-                st = vram_allocator_free(a, ptrs[e->index]);
-                if (st != VRAM_OK) break;
-            }
-        }
-    } else {
-        for (; i < stop; i++) {
-            const vram_trace_event *e = &ev[i];
-            if (e->op == VRAM_TRACE_ALLOC) {
-                st = vram_allocator_malloc(a, (size_t)e->size, (vram_stream)e->stream, VRAM_TAG_OTHER, &ptrs[e->index]);
-                if (st != VRAM_OK) break;
-                allocs++;
+    for (; i < stop; i++) {
+        const vram_trace_event *e = &ev[i];
+        if (e->op == VRAM_TRACE_ALLOC) {
+            st = vram_allocator_malloc(a, (size_t)e->size, (vram_stream)e->stream, VRAM_TAG_OTHER, &ptrs[e->index]);
+            if (st != VRAM_OK) break;
+            allocs++;
+            if (peek) { /* track_peak: the event at which reserved memory peaks */
                 vram_allocator_get_stats(a, peek);
                 if (peek->reserved_bytes[VRAM_POOL_ALL].current > best) {
                     best = peek->reserved_bytes[VRAM_POOL_ALL].current;
                     res->peak_event = i;
                 }
-            } else {
-                st = vram_allocator_free(a, ptrs[e->index]);
-                if (st != VRAM_OK) break;
             }
+        } else {
+            st = vram_allocator_free(a, ptrs[e->index]);
+            if (st != VRAM_OK) break;
         }
     }
     double secs = now_seconds() - t0;

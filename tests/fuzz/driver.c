@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "../test_rng.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 typedef struct seed {
@@ -70,18 +72,8 @@ static void add_path(const char *path) {
     closedir(d);
 }
 
-/* xorshift64, output through splitmix64's finalizer: raw xorshift outputs drawn one after
- * another are linked in their low bits (a mutation's bit or length would follow its position). */
 static uint64_t rng = 88172645463325252ull;
-static uint64_t next(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    uint64_t z = rng;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t next(void) { return test_rng(&rng); }
 
 static const char *tokens[] = {"a ", "f ", "\n", " ", "-", "0", "1", "9", "18446744073709551615",
                                "9223372036854775807", "99999999999999999999999", "65535", "65536", "#",

@@ -16,6 +16,7 @@
 
 #include "../check.h"
 #include "cuda_kernels.h"
+#include "../test_rng.h"
 #include "vram/alloc.h"
 
 #define MiB (1ull << 20)
@@ -24,12 +25,7 @@
 static tcu t;
 
 static uint64_t xs = 88172645463325252ull;
-static uint64_t next_rand(void) {
-    xs ^= xs << 13;
-    xs ^= xs >> 7;
-    xs ^= xs << 17;
-    return xs;
-}
+static uint64_t next_rand(void) { return test_rng(&xs); }
 
 static size_t used_on_device(vram_device *dev) {
     size_t f = 0, total = 0;
