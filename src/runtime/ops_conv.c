@@ -116,12 +116,7 @@ vram_status vram_conv2d(vram_tensor *x, vram_tensor *w, vram_tensor *b, int stri
     }
     vram_tensor_free(xc);
     vram_tensor_free(wc);
-    if (s != VRAM_OK) {
-        vram_tensor_free(y);
-        return s;
-    }
-    *out = y;
-    return VRAM_OK;
+    return rt_finish(s, y, out);
 }
 
 /* ---- pooling ---- */
@@ -173,12 +168,7 @@ static vram_status pool(const char *name, int is_max, vram_tensor *x, int k, int
     }
     vram_tensor_free(xc);
     vram_tensor_free(arg);
-    if (s != VRAM_OK) {
-        vram_tensor_free(y);
-        return s;
-    }
-    *out = y;
-    return VRAM_OK;
+    return rt_finish(s, y, out);
 }
 
 vram_status vram_max_pool2d(vram_tensor *x, int k, int stride, vram_tensor **out) {

@@ -273,12 +273,7 @@ vram_status vram_gelu_linear(vram_tensor *x, vram_tensor *w, vram_tensor *bias, 
         }
     }
     vram_tensor_free(xc);
-    if (s != VRAM_OK) {
-        vram_tensor_free(y);
-        return s;
-    }
-    *out = y;
-    return VRAM_OK;
+    return rt_finish(s, y, out);
 }
 
 /* ---- attention ---- */

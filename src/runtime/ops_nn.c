@@ -142,12 +142,7 @@ vram_status vram_cross_entropy(vram_tensor *logits, vram_tensor *targets, vram_t
     }
     vram_tensor_free(lc);
     vram_tensor_free(lse);
-    if (s != VRAM_OK) {
-        vram_tensor_free(y);
-        return s;
-    }
-    *out = y;
-    return VRAM_OK;
+    return rt_finish(s, y, out);
 }
 
 /* ---- layer norm ---- */
@@ -217,12 +212,7 @@ vram_status vram_layer_norm(vram_tensor *x, vram_tensor *w, vram_tensor *b, doub
     vram_tensor_free(xc);
     vram_tensor_free(mean);
     vram_tensor_free(rstd);
-    if (s != VRAM_OK) {
-        vram_tensor_free(y);
-        return s;
-    }
-    *out = y;
-    return VRAM_OK;
+    return rt_finish(s, y, out);
 }
 
 /* ---- embedding ---- */
@@ -372,10 +362,5 @@ vram_status vram_layer_norm_linear(vram_tensor *x, vram_tensor *ln_w, vram_tenso
     vram_tensor_free(xc);
     vram_tensor_free(mean);
     vram_tensor_free(rstd);
-    if (s != VRAM_OK) {
-        vram_tensor_free(y);
-        return s;
-    }
-    *out = y;
-    return VRAM_OK;
+    return rt_finish(s, y, out);
 }

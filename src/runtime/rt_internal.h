@@ -194,4 +194,14 @@ vram_status vram_add_nograd(vram_tensor *a, vram_tensor *b, vram_tensor **out);
 /* Batched matrix product without recording, on raw geometry (a, b: [.., M, K], [.., K, N]). */
 vram_status vram_matmul_raw(vram_tensor *a, vram_tensor *b, vram_tensor **out);
 
+/* An op's last step: hands y out on success, frees it on error (then *out is left alone). */
+static inline vram_status rt_finish(vram_status s, vram_tensor *y, vram_tensor **out) {
+    if (s != VRAM_OK) {
+        vram_tensor_free(y);
+        return s;
+    }
+    *out = y;
+    return VRAM_OK;
+}
+
 #endif
