@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # run_gpu.sh — everything issue 3 measures on a GPU machine, in one go, logs under $OUT (or ./gpu-out).
-#   bench/run_gpu.sh [tests] [latency] [workloads]      (default: all three)
+#   bench/run_gpu.sh [tests] [latency] [workloads] [ab]   (default: the first three)
 # Builds vram (Release, into b/), runs the CTest `gpu` label and the PyTorch plug-in test, the
 # allocator latency microbenchmarks (vram pages/segments; PyTorch native, expandable segments,
 # cudaMallocAsync and raw cudaMalloc through bench_torch_alloc.cpp, built here with g++ against
-# the installed torch), and the four real workloads under native (twice), expandable and vram.
+# the installed torch), the four real workloads under native (twice), expandable and vram, and
+# (ab) one workload's step time with the allocators in turns (bench/ab_rounds.py).
 set -u
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -47,6 +48,17 @@ if [[ $what == *workloads* ]]; then
       > "$OUT/wl_$k.log" 2>&1; echo "workloads $k rc=$?"; grep -E "Error|error" "$OUT/wl_$k.log" | tail -3
   done
   python3 bench/torch_workloads.py --report "$OUT"/wl_*.json | tee "$OUT/workloads.md"
+fi
+if [[ $what == *ab* ]]; then
+  # step time of one workload, allocators in turns (bench/ab_rounds.py says why), pinned cores
+  for r in $(seq 1 "${ROUNDS:-4}"); do
+    for k in ${AB_KINDS:-native vram}; do
+      PYTHONUNBUFFERED=1 timeout ${WL_TIMEOUT:-200} taskset -c "${PIN:-2-5}" python3 bench/torch_workloads.py --alloc "$k" \
+        --steps "${STEPS:-18}" --workloads "${AB_WORKLOAD:-gpt2_generate}" --out "$OUT/ab_r${r}_$k.json" \
+        > "$OUT/ab_r${r}_$k.log" 2>&1; echo "ab round $r $k rc=$?"
+    done
+  done
+  python3 bench/ab_rounds.py --workload "${AB_WORKLOAD:-gpt2_generate}" "$OUT"/ab_r*.json | tee "$OUT/ab.md"
 fi
 # everything back as one file (the tool returns at most 8)
 tar -C "$OUT" -czf /tmp/gpu-out.tgz . && rm -rf "${OUT:?}"/* && mv /tmp/gpu-out.tgz "$OUT/gpu-out.tgz"

@@ -142,6 +142,27 @@ with tempfile.TemporaryDirectory() as d:
     check(any(l.startswith("# peak_requested_bytes:") for l in lines), "peak_requested_bytes header")
     check(any(l.startswith("# pytorch_native_peak_reserved_bytes:") for l in lines), "native peak header")
     print("\n".join(lines[:8]))
+    # the header names the allocator in effect when recording started: under
+    # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True from the environment, expandable; a program
+    # that sets it itself (too late) is recorded under native, with a warning
+    for conf_env, in_prog, want in (("expandable_segments:True", False, "expandable_segments"),
+                                    (None, True, "native")):
+        with open(script, "w") as f:
+            if in_prog:
+                f.write("import os\nos.environ['PYTORCH_CUDA_ALLOC_CONF'] = 'expandable_segments:True'\n")
+            f.write("import torch\nx = torch.empty(1 << 20, device='cuda')\ndel x\n")
+        env2 = dict(env)
+        env2.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+        if conf_env:
+            env2["PYTORCH_CUDA_ALLOC_CONF"] = conf_env
+        out = subprocess.run([sys.executable, "-m", "vram_torch", "record", "-o", trace, script],
+                             capture_output=True, text=True, env=env2)
+        head = open(trace).read() if out.returncode == 0 and os.path.exists(trace) else ""
+        check("# pytorch_%s_peak_reserved_bytes:" % want in head,
+              "record labels the allocator %s (%s): %s" % (want, "set in the program" if in_prog else "from the environment",
+                                                           out.stderr[-300:]))
+        check(("after the allocator had started" in out.stderr) == in_prog,
+              "record warns exactly when the program sets PYTORCH_CUDA_ALLOC_CONF: %r" % out.stderr[-300:])
 
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
