@@ -31,6 +31,8 @@ def load(files, workload):
             d = json.load(open(f))
         except (OSError, ValueError) as e:
             raise SystemExit("ab_rounds: cannot read %s: %s" % (f, e))
+        if not isinstance(d, dict) or not isinstance(d.get("results", []), list):
+            raise SystemExit("ab_rounds: %s is not a bench/torch_workloads.py result" % f)
         for r in d.get("results", []):
             if r.get("workload") == workload and len(r.get("step_times_s", [])) >= 2:
                 runs.setdefault(int(m.group(1)), {})[r["allocator"]] = r["step_times_s"][1:]

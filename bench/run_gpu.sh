@@ -18,6 +18,13 @@ cmake -S . -B b -DCMAKE_BUILD_TYPE=Release > "$OUT/build.log" 2>&1 && cmake --bu
   || { echo "BUILD FAILED"; tail -30 "$OUT/build.log"; exit 1; }
 export VRAM_TORCH_LIBRARY=$PWD/b/libvram_torch.so
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
+# workload_run NAME ARGS...: one bench/torch_workloads.py process (pinned to $PIN when set),
+# results in $OUT/NAME.json, its output in $OUT/NAME.log
+workload_run() {
+  local name=$1; shift
+  PYTHONUNBUFFERED=1 timeout "${WL_TIMEOUT:-200}" ${PIN:+taskset -c "$PIN"} python3 bench/torch_workloads.py "$@" \
+    --out "$OUT/$name.json" > "$OUT/$name.log" 2>&1
+}
 if [[ $what == *tests* ]]; then
   (cd b && ctest --output-on-failure -j 4 -E '^gpu_' ) > "$OUT/tests.log" 2>&1; echo "cpu tests rc=$?"; tail -3 "$OUT/tests.log"
   (cd b && ctest --output-on-failure -L gpu -V) > "$OUT/gpu_tests.log" 2>&1; echo "gpu tests rc=$?"
@@ -44,8 +51,7 @@ if [[ $what == *latency* ]]; then
 fi
 if [[ $what == *workloads* ]]; then
   for k in ${KINDS:-native vram expandable native2}; do
-    PYTHONUNBUFFERED=1 timeout ${WL_TIMEOUT:-200} python3 bench/torch_workloads.py --alloc $k --steps ${STEPS:-8} --out "$OUT/wl_$k.json" \
-      > "$OUT/wl_$k.log" 2>&1; echo "workloads $k rc=$?"; grep -E "Error|error" "$OUT/wl_$k.log" | tail -3
+    workload_run "wl_$k" --alloc "$k" --steps "${STEPS:-8}"; echo "workloads $k rc=$?"; grep -E "Error|error" "$OUT/wl_$k.log" | tail -3
   done
   python3 bench/torch_workloads.py --report "$OUT"/wl_*.json | tee "$OUT/workloads.md"
 fi
@@ -53,9 +59,8 @@ if [[ $what == *ab* ]]; then
   # step time of one workload, allocators in turns (bench/ab_rounds.py says why), pinned cores
   for r in $(seq 1 "${ROUNDS:-4}"); do
     for k in ${AB_KINDS:-native vram}; do
-      PYTHONUNBUFFERED=1 timeout ${WL_TIMEOUT:-200} taskset -c "${PIN:-2-5}" python3 bench/torch_workloads.py --alloc "$k" \
-        --steps "${STEPS:-18}" --workloads "${AB_WORKLOAD:-gpt2_generate}" --out "$OUT/ab_r${r}_$k.json" \
-        > "$OUT/ab_r${r}_$k.log" 2>&1; echo "ab round $r $k rc=$?"
+      PIN=${PIN:-2-5} workload_run "ab_r${r}_$k" --alloc "$k" --steps "${STEPS:-18}" \
+        --workloads "${AB_WORKLOAD:-gpt2_generate}"; echo "ab round $r $k rc=$?"
     done
   done
   python3 bench/ab_rounds.py --workload "${AB_WORKLOAD:-gpt2_generate}" "$OUT"/ab_r*.json | tee "$OUT/ab.md"

@@ -55,5 +55,11 @@ with tempfile.TemporaryDirectory() as d:
     r = subprocess.run([sys.executable, script, junk], capture_output=True, text=True)
     check(r.returncode != 0 and "cannot read" in r.stderr and "Traceback" not in r.stderr, "bad JSON refused: %r" % r.stderr)
 
+    other = os.path.join(d, "ab_r8_x.json")
+    open(other, "w").write("[1, 2]")
+    r = subprocess.run([sys.executable, script, other], capture_output=True, text=True)
+    check(r.returncode != 0 and "not a bench/torch_workloads.py result" in r.stderr and "Traceback" not in r.stderr,
+          "JSON of another shape refused: %r" % r.stderr)
+
 print("test_ab_rounds: %s" % ("FAILED (%d)" % fails if fails else "ok"))
 sys.exit(1 if fails else 0)
