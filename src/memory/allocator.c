@@ -90,7 +90,7 @@ static inline vram_block *block_new(vram_allocator *a) {
     b->tag = 0;
     b->nuses = b->nevents = 0;
     b->state = BLOCK_FREE;
-    b->ready = b->in_cached = b->deferred = 0;
+    b->ready = b->in_cached = b->deferred = b->mapped_all = 0;
     b->bin = 0;
     return b;
 }
@@ -188,6 +188,20 @@ static int stream_list_append(vram_allocator *a, vram_block *b) {
     return 0;
 }
 
+/* Moves a listed not-ready free block to the end of its owner's list (its free_seq became the
+ * newest). */
+static void stream_list_to_tail(vram_allocator *a, vram_block *b) {
+    if (!b->snext) return;
+    vram_stream_state *st = stream_state(a, b->stream);
+    if (b->sprev) b->sprev->snext = b->snext;
+    else st->head = b->snext;
+    b->snext->sprev = b->sprev;
+    b->snext = NULL;
+    b->sprev = st->tail;
+    st->tail->snext = b;
+    st->tail = b;
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* History.                                                                                  */
 
@@ -261,6 +275,7 @@ static vram_block *absorb_deferred(vram_allocator *a, vram_block *b) {
         vram_block *p = b->prev, *n = b->next;
         if (p && p->deferred && mergeable(p, b)) {
             recent_unslot(a, p);
+            p->mapped_all &= b->mapped_all;
             p->size += b->size;
             p->next = n;
             if (n) n->prev = p;
@@ -269,6 +284,7 @@ static vram_block *absorb_deferred(vram_allocator *a, vram_block *b) {
             b = p;
         } else if (n && n->deferred && mergeable(b, n)) {
             recent_unslot(a, n);
+            b->mapped_all &= n->mapped_all;
             b->size += n->size;
             b->next = n->next;
             if (n->next) n->next->prev = b;
@@ -354,6 +370,7 @@ static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_
     uint64_t seq = b->free_seq;
     if (merge_prev) {
         keep = prev;
+        keep->mapped_all &= b->mapped_all;
         keep->size += b->size;
         keep->next = next;
         if (next) next->prev = keep;
@@ -362,6 +379,7 @@ static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_
             if (next->in_cached) cached_add(a, keep);
             if (next->free_seq > seq) seq = next->free_seq;
             free_unlink(a, next);
+            keep->mapped_all &= next->mapped_all;
             keep->size += next->size;
             keep->next = next->next;
             if (next->next) next->next->prev = keep;
@@ -369,6 +387,7 @@ static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_
         }
     } else if (merge_next) {
         keep = next;
+        keep->mapped_all &= b->mapped_all;
         keep->addr = b->addr;
         keep->size += b->size;
         keep->prev = prev;
@@ -384,10 +403,7 @@ static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_
         rebin(a, keep);
         if (seq > keep->free_seq) {
             keep->free_seq = seq;
-            if (!keep->ready) { /* keep the owner's list ordered by free_seq */
-                stream_list_remove(a, keep);
-                stream_track(a, keep);
-            }
+            if (!keep->ready) stream_list_to_tail(a, keep); /* the owner's list stays ordered by free_seq */
         }
     }
     if (keep->in_cached) return keep;
@@ -483,7 +499,7 @@ static inline int pool_of(uint64_t rsize) { return rsize <= VRAM_SMALL_LIMIT ? V
 
 static int usable(const vram_allocator *a, const vram_block *b, uint64_t rsize, vram_stream s) {
     if (b->size < rsize || (!b->ready && b->stream != s)) return 0;
-    if (!b->region->expandable && a->cfg.max_split_size != UINT64_MAX) {
+    if (a->cfg.max_split_size != UINT64_MAX && !b->region->expandable) {
         if (rsize < a->cfg.max_split_size && b->size >= a->cfg.max_split_size) return 0;
         if (rsize >= a->cfg.max_split_size && b->size >= rsize + a->cfg.max_non_split_rounding) return 0;
     }
@@ -509,7 +525,7 @@ static inline vram_block *bin_best(const vram_allocator *a, vram_block *list, ui
         if (a->pages_model && (!best_mapped || better_fit(b, best_mapped))) {
             /* its start mapped, or else its end: then the block is carved from the end */
             int e = -1;
-            if (range_mapped(a, b->region, b->addr, rsize)) e = 0;
+            if (b->mapped_all || range_mapped(a, b->region, b->addr, rsize)) e = 0;
             else if (b->size > rsize && range_mapped(a, b->region, b->addr + b->size - rsize, rsize)) e = 1;
             if (e >= 0) {
                 best_mapped = b;
@@ -544,39 +560,43 @@ static uint64_t unmapped_pages(const vram_allocator *a, const vram_region *r, ui
 }
 
 /* Pages model: whether the allocation of rsize for stream s, chosen to start at free block b,
- * should rather take all of the free block before b and then the head of b. Two free blocks
+ * may rather take all of the free block before b and then the head of b. Two free blocks
  * lie side by side unmerged when one may be used by its owner stream only (not ready) and the
  * other by any stream; for the owner they are one free range. On a single stream, whose freed
  * blocks are never made ready, they would otherwise stay apart from the ready free end of the
  * range for good: small blocks freed there would never be reused, and a larger request would
  * map fresh pages beyond a free mapped block instead of extending it (gpt2_train on a device
- * with events, no page moves: 1.118 x peak requested; 1.075 on one without). The straddle is
- * taken when it needs no more pages mapped than b's own placement. */
-static int straddle_prev(const vram_allocator *a, const vram_block *b, uint64_t rsize, vram_stream s) {
+ * with events, no page moves: 1.118 x peak requested; 1.075 on one without). find_free takes
+ * the straddle when it needs no more pages mapped than b's own placement. */
+static inline int straddle_possible(const vram_allocator *a, const vram_block *b, uint64_t rsize, vram_stream s) {
     const vram_block *x = b->prev;
-    if (!a->pages_model || !x || x->state != BLOCK_FREE || x->deferred || x->size >= rsize ||
-        (!x->ready && x->stream != s))
-        return 0;
-    return unmapped_pages(a, b->region, x->addr, rsize) <= unmapped_pages(a, b->region, b->addr, rsize);
+    return a->pages_model && x && x->state == BLOCK_FREE && !x->deferred && x->size < rsize &&
+           (x->ready || x->stream == s);
 }
 
 /* The free block to serve rsize on stream s: the best fit, except that in the pages model a
  * slightly larger block with its pages mapped is preferred to one that would make pages move
  * (each page mapped costs tens of microseconds of driver time on a GPU). The search for a
  * mapped block goes at most VRAM_MAPPED_SEARCH_BINS bins past the first fit. *place tells
- * where in the block the allocation goes. */
+ * where in the block the allocation goes, *mapped whether every page under it is mapped
+ * already (always, outside the pages model), so that malloc need not ask again. */
 #define VRAM_MAPPED_SEARCH_BINS 256
-static inline vram_block *find_free(vram_allocator *a, vram_pool *p, uint64_t rsize, vram_stream s, int *place) {
+static inline vram_block *find_free(vram_allocator *a, vram_pool *p, uint64_t rsize, vram_stream s, int *place,
+                                    int *mapped) {
     vram_block *fallback = NULL;
     unsigned first = 0;
     *place = PLACE_START;
+    *mapped = 0;
     for (unsigned i = bin_next(p, bin_of(rsize)); i < VRAM_NBINS; i = bin_next(p, i + 1)) {
-        int mapped, end;
-        vram_block *b = bin_best(a, p->bins[i], rsize, s, &mapped, &end);
+        int is_mapped, end;
+        vram_block *b = bin_best(a, p->bins[i], rsize, s, &is_mapped, &end);
         if (!b) continue;
-        if (mapped) {
+        if (is_mapped) {
             *place = end ? PLACE_END : PLACE_START;
-            if (!end && straddle_prev(a, b, rsize, s)) *place = PLACE_PREV;
+            *mapped = 1;
+            /* b's own placement maps nothing: the straddle must not either */
+            if (!end && straddle_possible(a, b, rsize, s) && range_mapped(a, b->region, b->prev->addr, rsize))
+                *place = PLACE_PREV;
             return b;
         }
         if (!fallback) {
@@ -586,7 +606,13 @@ static inline vram_block *find_free(vram_allocator *a, vram_pool *p, uint64_t rs
             break;
         }
     }
-    if (fallback && straddle_prev(a, fallback, rsize, s)) *place = PLACE_PREV;
+    if (fallback && straddle_possible(a, fallback, rsize, s)) {
+        uint64_t straddled = unmapped_pages(a, fallback->region, fallback->prev->addr, rsize);
+        if (straddled <= unmapped_pages(a, fallback->region, fallback->addr, rsize)) {
+            *place = PLACE_PREV;
+            *mapped = straddled == 0;
+        }
+    }
     return fallback;
 }
 
@@ -993,14 +1019,13 @@ static inline __attribute__((always_inline)) void block_live(vram_allocator *a, 
 __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, size_t size, uint64_t rsize,
                                                            vram_stream stream, vram_tag tag, void **ptr) {
     vram_block *b;
-    if (a->pending_head || a->not_ready_count) {
+    if ((a->pending_head || a->not_ready_count) && !a->poll_countdown) {
         /* pending frees and ready streams first when it is their turn (the fast path counts
-         * down to it), then an exact deferred block */
-        if (!a->poll_countdown) {
-            a->poll_countdown = VRAM_POLL_EVERY;
-            if (a->pending_head) process_pending(a);
-            if (a->not_ready_count) poll_streams(a, 0);
-        }
+         * down to it and, until then, has looked for an exact deferred block itself), then an
+         * exact deferred block */
+        a->poll_countdown = VRAM_POLL_EVERY;
+        if (a->pending_head) process_pending(a);
+        if (a->not_ready_count) poll_streams(a, 0);
         if ((b = recent_take(a, rsize, stream)) != NULL) goto live; /* its live map entry stayed */
     }
     int pool = pool_of(rsize);
@@ -1008,14 +1033,15 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
     int retried = 0;
     vram_status err = VRAM_OK;
     int place = PLACE_START; /* where in free block b the allocation goes (pages model) */
-    b = find_free(a, p, rsize, stream, &place);
+    int mapped = 0;          /* every page under it mapped already (see find_free) */
+    b = find_free(a, p, rsize, stream, &place, &mapped);
     if (a->recent_mask && b && b->size != rsize) {
         /* b would be split: first let the search see the deferred blocks (see recent_put) */
         if (recent_flush(a, pool, rsize, b) || place == PLACE_PREV) /* b->prev may have grown */
-            b = find_free(a, p, rsize, stream, &place);
+            b = find_free(a, p, rsize, stream, &place, &mapped);
     }
     if ((a->recent_mask || a->not_ready_count || a->pending_head) &&
-        (!b || (a->pages_model && !range_mapped(a, b->region, place_addr(b, rsize, place), rsize)))) {
+        (!b || !mapped)) {
         /* The slow path: pages would be mapped or a segment created. Deferred blocks may hold
          * what is needed, and so may blocks freed on streams whose events have completed.
          * (New events are recorded only when a page move is blocked, below: recording them on
@@ -1026,27 +1052,27 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
         if (a->pending_head) process_pending(a);
         if (a->not_ready_count) poll_streams(a, 0);
         if (a->zombies) vram_pages_reap_zombies(a, 0);
-        b = find_free(a, p, rsize, stream, &place);
+        b = find_free(a, p, rsize, stream, &place, &mapped);
     }
     if (!b && a->not_ready_count) {
         poll_streams(a, 1);
-        b = find_free(a, p, rsize, stream, &place);
+        b = find_free(a, p, rsize, stream, &place, &mapped);
     }
     if (a->pages_model) {
         err = !b ? VRAM_ERR_OUT_OF_MEMORY
-              : range_mapped(a, b->region, place_addr(b, rsize, place), rsize) ? VRAM_OK
-                                                            : vram_pages_ensure_mapped(a, b->region, place_addr(b, rsize, place), rsize, &retried, 1, stream);
+              : mapped ? VRAM_OK
+                       : vram_pages_ensure_mapped(a, b->region, place_addr(b, rsize, place), rsize, &retried, 1, stream);
         if (err == VRAM_ERR_STATE) {
             /* cached pages belong to streams that may still use them: ask their events */
             poll_streams(a, 1);
-            b = find_free(a, p, rsize, stream, &place);
+            b = find_free(a, p, rsize, stream, &place, &mapped);
             err = b ? vram_pages_ensure_mapped(a, b->region, place_addr(b, rsize, place), rsize, &retried, 0, stream) : VRAM_ERR_OUT_OF_MEMORY;
         }
         if (err == VRAM_ERR_OUT_OF_MEMORY && a->not_ready_count) {
             /* out of memory: wait for the streams, as a last resort, and retry */
             err = sync_all_streams(a);
             if (err == VRAM_OK) {
-                b = find_free(a, p, rsize, stream, &place);
+                b = find_free(a, p, rsize, stream, &place, &mapped);
                 err = b ? vram_pages_ensure_mapped(a, b->region, place_addr(b, rsize, place), rsize, &retried, 0, stream) : VRAM_ERR_OUT_OF_MEMORY;
             }
         }
@@ -1054,7 +1080,7 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
         b = new_segment(a, pool, rsize, &retried, &err);
         if (!b && err == VRAM_ERR_OUT_OF_MEMORY) {
             sync_all_streams(a);
-            b = find_free(a, p, rsize, stream, &place);
+            b = find_free(a, p, rsize, stream, &place, &mapped);
             err = b ? VRAM_OK : VRAM_ERR_OUT_OF_MEMORY;
         }
     }
@@ -1194,6 +1220,7 @@ static inline __attribute__((always_inline)) void free_block(vram_allocator *a, 
     }
     b->state = BLOCK_FREE;
     b->ready = !a->has_events;
+    b->mapped_all = 1; /* a live block's pages are all mapped */
     b->free_seq = ++a->free_seq;
     b->requested = 0;
     if (__builtin_expect(a->defer_frees, 1)) {

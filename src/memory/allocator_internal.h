@@ -58,6 +58,10 @@ typedef struct vram_block {
     uint8_t deferred;                 /* FREE, not yet coalesced: sits in a `recent` slot */
     uint8_t pool;                     /* region->pool, without the indirection */
     uint8_t in_cached;
+    uint8_t mapped_all;               /* pages model, FREE: every page under the block is mapped
+                                       * (set when a live block is freed, kept by merges of such
+                                       * blocks and by splits, cleared when pages.c unmaps any of
+                                       * its pages; 0 says nothing: then the bitmap answers) */
     uint16_t bin;
     void **events;                    /* PENDING: events still to complete */
     vram_region *region;

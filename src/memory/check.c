@@ -9,7 +9,7 @@
  *   - every free block is in the bin of its size, and every bin entry is a free block;
  *   - not-ready free blocks are in their owner's list, ready ones in none;
  *   - live, pending and deferred blocks are in the live map under their address, nothing else is;
- *   - live blocks lie on mapped pages; every mapped run starts a chunk, no chunk is longer than
+ *   - live blocks, and free ones marked mapped_all, lie on mapped pages; every mapped run starts a chunk, no chunk is longer than
  *     chunk_size (pages model);
  *   - allocated/active/requested bytes and counts, per pool and per tag, equal the sums over
  *     blocks; reserved bytes equal mapped pages plus segments; segment counts equal mapped
@@ -81,11 +81,13 @@ static vram_status check_locked(vram_allocator *a) {
                         tag_count[b->tag]++;
                         tag_req[b->tag] += (int64_t)b->requested;
                     }
-                    if (r->expandable) {
-                        uint64_t q0 = (b->addr - r->base) / P, q1 = (b->addr + b->size - r->base + P - 1) / P;
-                        for (uint64_t q = q0; q < q1; q++)
-                            if (!vram_page_mapped(r, q)) FAIL("live block %#llx lies on an unmapped page", (unsigned long long)b->addr);
-                    }
+                }
+                if (r->expandable && (b->state != BLOCK_FREE || b->mapped_all)) {
+                    uint64_t q0 = (b->addr - r->base) / P, q1 = (b->addr + b->size - r->base + P - 1) / P;
+                    for (uint64_t q = q0; q < q1; q++)
+                        if (!vram_page_mapped(r, q))
+                            FAIL("%s block %#llx lies on an unmapped page", b->state == BLOCK_FREE ? "free (all mapped)" : "live",
+                                 (unsigned long long)b->addr);
                 }
             }
             if (addr != r->base + r->size) FAIL("region %#llx: blocks do not reach its end", (unsigned long long)r->base);

@@ -146,6 +146,7 @@ uint64_t vram_pages_release(vram_allocator *a, uint64_t want, const vram_region 
         uint64_t win[2][2];
         page_windows(p0, p1, r == xr, x0, x1, win);
         int left = 0;
+        b->mapped_all = 0; /* some of its pages may go */
         for (int w = 0; w < 2 && !left; w++) {
             for (uint64_t p = win[w][0]; p < win[w][1];) {
                 uint64_t s = bits_find(r->mapped, p, win[w][1], 1);
@@ -187,6 +188,7 @@ static uint64_t alias_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint
         if (!vr->expandable || b->ready || b->stream != stream) continue;
         uint64_t q0, q1;
         full_pages(a, vr, b->addr, b->size, &q0, &q1);
+        b->mapped_all = 0; /* some of its pages may move away */
         uint64_t win[2][2];
         page_windows(q0, q1, vr == r, p0, p1, win);
         for (int w = 0; w < 2 && moved < want; w++) {

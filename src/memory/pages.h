@@ -65,7 +65,12 @@ static inline int range_mapped(const vram_allocator *a, const vram_region *r, ui
         uint64_t mask = (n == 64 ? ~0ull : ((1ull << n) - 1)) << (p0 & 63);
         return (r->mapped[p0 >> 6] & mask) == mask;
     }
-    return bits_find(r->mapped, p0, p1 + 1, 0) > p1;
+    const uint64_t *w = r->mapped + (p0 >> 6), *last = r->mapped + (p1 >> 6);
+    if ((*w | ((1ull << (p0 & 63)) - 1)) != ~0ull) return 0; /* the first word, from p0 */
+    while (++w < last)
+        if (*w != ~0ull) return 0;
+    uint64_t tail = (p1 & 63) == 63 ? ~0ull : (1ull << ((p1 & 63) + 1)) - 1; /* the last word, to p1 */
+    return (*last & tail) == tail;
 }
 
 /* Drops the old addresses of aliased pages whose streams have passed them (all, waiting for the
