@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # run_gpu.sh — everything issue 3 measures on a GPU machine, in one go, logs under $OUT (or ./gpu-out).
-#   bench/run_gpu.sh [tests] [latency] [workloads] [ab]   (default: the first three)
+#   bench/run_gpu.sh [tests] [latency] [latrounds] [workloads] [ab]   (default: tests latency workloads)
 # Builds vram (Release, into b/), runs the CTest `gpu` label and the PyTorch plug-in test, the
 # allocator latency microbenchmarks (vram pages/segments; PyTorch native, expandable segments,
 # cudaMallocAsync and raw cudaMalloc through bench_torch_alloc.cpp, built here with g++ against
-# the installed torch), the four real workloads under native (twice), expandable and vram, and
-# (ab) one workload's step time with the allocators in turns (bench/ab_rounds.py).
+# the installed torch), the four real workloads under native (twice), expandable and vram,
+# (latrounds) the latency benchmark with vram, PyTorch native and optionally an older vram source
+# tree (BASE=dir) in turns, ROUNDS times on one pinned core (bench/latency_rounds.py), and (ab) one
+# workload's step time with the allocators in turns (bench/ab_rounds.py).
 set -u
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -30,7 +32,7 @@ if [[ $what == *tests* ]]; then
   (cd b && ctest --output-on-failure -L gpu -V) > "$OUT/gpu_tests.log" 2>&1; echo "gpu tests rc=$?"
   grep -E "passed|failed|FAIL|SKIP|tests passed|Test +#" "$OUT/gpu_tests.log" | tail -40
 fi
-if [[ $what == *latency* ]]; then
+if [[ $what == *latency* || $what == *latrounds* ]]; then
   L=$OUT/latency.log; : > "$L"
   TORCH_DIR=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')
   CUDART_DIR=$(python3 -c 'import nvidia.cuda_runtime as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
@@ -40,6 +42,8 @@ if [[ $what == *latency* ]]; then
     || g++ -O2 -std=c++17 bench/bench_torch_alloc.cpp -o b/bench_torch_alloc -I"$TORCH_DIR/include" \
       -I/usr/local/cuda/include -L"$TORCH_DIR/lib" -Wl,--no-as-needed -ltorch_cuda -ltorch_cpu -Wl,--as-needed -lc10_cuda -lc10 -Wl,-rpath,"$TORCH_DIR/lib" \
       -L/usr/local/cuda/lib64 -lcudart >> "$OUT/torch_bench_build.log" 2>&1 || echo "torch bench build failed" | tee -a "$L"
+fi
+if [[ $what == *latency* ]]; then
   { echo "## vram, pages model"; ./b/bench/bench_alloc_latency cuda:0
     echo "## vram, segments model"; VRAM_ALLOC_CONF=expandable_segments:False ./b/bench/bench_alloc_latency cuda:0
     echo "## PyTorch native"; ./b/bench_torch_alloc
@@ -48,6 +52,27 @@ if [[ $what == *latency* ]]; then
     echo "## cudaMalloc + cudaFree"; ./b/bench_torch_alloc cudamalloc
     echo "## page map/unmap costs"; ./b/bench/bench_cuda_pages cuda:0; } >> "$L" 2>&1
   cat "$L"
+fi
+if [[ $what == *latrounds* ]]; then
+  # vram (this tree), BASE (another source tree, e.g. `git archive` of an older commit) and PyTorch
+  # native in turns, one pinned core, one process each per round
+  kinds="vram native"
+  if [[ -n ${BASE:-} ]]; then
+    cmake -S "$BASE" -B ob -DCMAKE_BUILD_TYPE=Release > "$OUT/base_build.log" 2>&1 &&
+      cmake --build ob -j "$(nproc)" --target bench_alloc_latency >> "$OUT/base_build.log" 2>&1 &&
+      kinds="vram base native" || echo "BASE build failed (see base_build.log)"
+  fi
+  for r in $(seq 1 "${ROUNDS:-3}"); do
+    for k in $kinds; do
+      case $k in
+        vram) cmd=(./b/bench/bench_alloc_latency cuda:0) ;;
+        base) cmd=(./ob/bench/bench_alloc_latency cuda:0) ;;
+        native) cmd=(./b/bench_torch_alloc) ;;
+      esac
+      taskset -c "${PIN:-3}" "${cmd[@]}" > "$OUT/lat_r${r}_$k.log" 2>&1; echo "latency round $r $k rc=$?"
+    done
+  done
+  python3 bench/latency_rounds.py "$OUT"/lat_r*.log | tee "$OUT/latency_rounds.md"
 fi
 if [[ $what == *workloads* ]]; then
   for k in ${KINDS:-native vram expandable native2}; do

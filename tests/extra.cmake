@@ -74,6 +74,9 @@ if(Python3_Interpreter_FOUND)
   # the interleaved-rounds step-time report of bench/run_gpu.sh's `ab` mode
   add_test(NAME test_ab_rounds
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_ab_rounds.py)
+  # the interleaved-rounds latency report of bench/run_gpu.sh's `latrounds` mode
+  add_test(NAME test_latency_rounds
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_latency_rounds.py)
 endif()
 # A fake libcuda (tests/fakes/fake_cuda.c) for the CUDA device's CPU test.
 add_library(fake_cuda SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fakes/fake_cuda.c)
