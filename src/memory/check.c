@@ -9,8 +9,8 @@
  *   - every free block is in the bin of its size, and every bin entry is a free block;
  *   - not-ready free blocks are in their owner's list, ready ones in none;
  *   - live, pending and deferred blocks are in the live map under their address, nothing else is;
- *   - live blocks, and free ones marked mapped_all, lie on mapped pages; every mapped run starts a chunk, no chunk is longer than
- *     chunk_size (pages model);
+ *   - live blocks, and free ones marked mapped_all, lie on mapped pages; every mapped run starts
+ *     a chunk, no chunk is longer than chunk_size (pages model);
  *   - allocated/active/requested bytes and counts, per pool and per tag, equal the sums over
  *     blocks; reserved bytes equal mapped pages plus segments; segment counts equal mapped
  *     runs plus segments; reserved >= allocated.
