@@ -66,6 +66,11 @@ if(Python3_Interpreter_FOUND)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/gpu/test_torch_plugin.py
                    ${CMAKE_BINARY_DIR}/libvram_torch.so)
   set_tests_properties(gpu_test_torch_plugin PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600)
+  # the same on two GPUs: one allocator per device (skipped with fewer than two)
+  add_test(NAME gpu_test_torch_multi_gpu
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/gpu/test_torch_multi_gpu.py
+                   ${CMAKE_BINARY_DIR}/libvram_torch.so)
+  set_tests_properties(gpu_test_torch_multi_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600)
   add_test(NAME test_vram_torch_record
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_record.py)
   # the model of PyTorch's expandable segments (bench/expandable_model.py) against PyTorch's peaks

@@ -1,0 +1,130 @@
+"""test_torch_multi_gpu.py — vram_torch on two GPUs: one allocator per device. Tensors computed
+on each device and copied between them; each device's statistics count only its own tensors;
+empty_cache on one device returns that device's cache (cudaMemGetInfo) and leaves the other's;
+a per-device memory limit gives torch.OutOfMemoryError on that device only; a side stream on
+the second device with record_stream; nn.DataParallel over both (one thread per device, so the
+allocators are used concurrently) gives the single-device result. Exits 77 (skipped) without
+torch, two GPUs or libvram_torch.so.
+"""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "python"))
+
+passed = failed = 0
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL:", what, file=sys.stderr)
+
+
+try:
+    import torch
+except ImportError:
+    print("SKIP: no torch")
+    sys.exit(77)
+if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
+    print("SKIP: fewer than two CUDA devices")
+    sys.exit(77)
+if len(sys.argv) > 1:
+    os.environ["VRAM_TORCH_LIBRARY"] = sys.argv[1]
+import vram_torch  # noqa: E402
+
+if not vram_torch.library_path():
+    print("SKIP: libvram_torch.so not built")
+    sys.exit(77)
+
+vram_torch.enable()
+MiB = 2**20
+
+# Compute on each device, and across them.
+torch.manual_seed(0)
+a_cpu, b_cpu = torch.randn(512, 512), torch.randn(512, 512)
+ref = a_cpu.double() @ b_cpu.double()
+outs = []
+for d in (0, 1):
+    a, b = a_cpu.to(f"cuda:{d}"), b_cpu.to(f"cuda:{d}")
+    c = a @ b
+    check(c.device.index == d, "result on cuda:%d" % d)
+    check(torch.allclose(c.double().cpu(), ref, rtol=1e-3, atol=1e-3), "matmul on cuda:%d is right" % d)
+    outs.append(c)
+moved = outs[0].to("cuda:1")
+check(torch.equal(moved, outs[1]) or torch.allclose(moved, outs[1], rtol=1e-5, atol=1e-4),
+      "a tensor copied cuda:0 -> cuda:1 equals the one computed there")
+check(vram_torch.memory_allocated(0) > 0 and vram_torch.memory_allocated(1) > 0, "both devices have an allocator in use")
+
+# Each device counts only its own tensors.
+base0, base1 = vram_torch.memory_allocated(0), vram_torch.memory_allocated(1)
+x = torch.empty(300 * MiB, dtype=torch.uint8, device="cuda:1")
+check(vram_torch.memory_allocated(1) - base1 >= 300 * MiB, "300 MiB counted on cuda:1")
+check(vram_torch.memory_allocated(0) == base0, "and not on cuda:0 (%d -> %d)" % (base0, vram_torch.memory_allocated(0)))
+with torch.cuda.device(1):
+    y = torch.empty(100 * MiB, dtype=torch.uint8, device="cuda")  # the current device
+check(y.device.index == 1 and vram_torch.memory_allocated(1) - base1 >= 400 * MiB, "current device 1 counts on cuda:1")
+check(vram_torch.max_memory_allocated(1) >= vram_torch.memory_allocated(1), "peak on cuda:1")
+check("allocated_bytes.all.current" in vram_torch.memory_stats(1), "memory_stats(1)")
+s1 = vram_torch.memory_summary(1)
+check("device ID 1" in s1 or "cuda:1" in s1 or "device 1" in s1.lower(), "memory_summary(1) names device 1")
+
+# empty_cache on one device returns that device's cache only.
+del x, y
+torch.cuda.synchronize(0)
+torch.cuda.synchronize(1)
+cached1 = vram_torch.memory_reserved(1) - vram_torch.memory_allocated(1)
+reserved0 = vram_torch.memory_reserved(0)
+free_before, _ = torch.cuda.mem_get_info(1)
+vram_torch.empty_cache(1)
+free_after, _ = torch.cuda.mem_get_info(1)
+check(cached1 >= 400 * MiB - 2 * MiB, "400 MiB cached on cuda:1: %d" % cached1)
+check(free_after - free_before >= cached1 - 8 * MiB, "empty_cache(1) returned %d of %d bytes on cuda:1"
+      % (free_after - free_before, cached1))
+check(vram_torch.memory_reserved(0) == reserved0, "cuda:0's cache untouched (%d -> %d)" % (reserved0, vram_torch.memory_reserved(0)))
+
+# A limit on one device: out of memory there only.
+vram_torch.set_per_process_memory_fraction(0.01, device=1)  # ~1.4 GiB of an H200
+oom = False
+try:
+    big = torch.empty(8 * 2**30, dtype=torch.uint8, device="cuda:1")
+except torch.OutOfMemoryError:
+    oom = True
+check(oom, "8 GiB under a 1% limit on cuda:1 is torch.OutOfMemoryError")
+ok0 = torch.empty(8 * 2**30, dtype=torch.uint8, device="cuda:0")
+check(ok0.numel() == 8 * 2**30, "cuda:0 still serves 8 GiB")
+del ok0
+small = torch.ones(MiB, device="cuda:1")
+check(float(small.sum()) == MiB, "cuda:1 serves what fits after its OOM")
+vram_torch.set_per_process_memory_fraction(1.0, device=1)
+del small
+
+# A side stream on cuda:1, with record_stream.
+with torch.cuda.device(1):
+    side = torch.cuda.Stream()
+    t = torch.ones(4 * MiB, device="cuda:1")
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        u = t * 3
+    vram_torch.record_stream(t, side)
+    del t
+    torch.cuda.synchronize()
+check(float(u.sum()) == 12 * MiB, "record_stream on cuda:1's side stream")
+del u
+
+# DataParallel: the replicas run in one thread per device, each allocating on its own device.
+model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 64)).to("cuda:0")
+inp = torch.randn(256, 256, device="cuda:0")
+with torch.no_grad():
+    single = model(inp)
+    for _ in range(3):
+        multi = torch.nn.DataParallel(model, device_ids=[0, 1])(inp)
+check(torch.allclose(single, multi, rtol=1e-4, atol=1e-4), "DataParallel over cuda:0 and cuda:1 matches one device")
+check(vram_torch.max_memory_allocated(1) > 0, "DataParallel allocated on cuda:1 through vram")
+
+print("test_torch_multi_gpu: %d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
