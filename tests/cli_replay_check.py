@@ -16,19 +16,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pycheck import check, done  # noqa: E402
+
 VRAM, SRC = sys.argv[1], sys.argv[2]
 PART = sys.argv[3] if len(sys.argv) > 3 else "replay"
-failures = []
-passed = 0
-
-
-def check(cond, what):
-    global passed
-    if cond:
-        passed += 1
-    else:
-        failures.append(what)
-        print("FAIL:", what, file=sys.stderr)
 
 
 def run(*args, stdin=None):
@@ -204,5 +196,4 @@ with tempfile.TemporaryDirectory() as tmp:
         bundled()
     else:
         bench()
-print(f"{passed} passed, {len(failures)} failed")
-sys.exit(1 if failures else 0)
+sys.exit(done("cli_replay_check " + PART))

@@ -9,14 +9,8 @@ import tempfile
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 script = os.path.join(root, "bench", "ab_rounds.py")
-fails = 0
-
-
-def check(cond, what):
-    global fails
-    if not cond:
-        fails += 1
-        print("FAIL: " + what)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pycheck import check, done  # noqa: E402
 
 
 def write(d, name, alloc, times, workload="gpt2_generate"):
@@ -61,5 +55,4 @@ with tempfile.TemporaryDirectory() as d:
     check(r.returncode != 0 and "not a bench/torch_workloads.py result" in r.stderr and "Traceback" not in r.stderr,
           "JSON of another shape refused: %r" % r.stderr)
 
-print("test_ab_rounds: %s" % ("FAILED (%d)" % fails if fails else "ok"))
-sys.exit(1 if fails else 0)
+sys.exit(done("test_ab_rounds"))

@@ -9,14 +9,8 @@ import tempfile
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 script = os.path.join(root, "bench", "latency_rounds.py")
-fails = 0
-
-
-def check(cond, what):
-    global fails
-    if not cond:
-        fails += 1
-        print("FAIL: " + what)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pycheck import check, done  # noqa: E402
 
 
 def write(d, name, pair512, pair256m, rnd, warm, header="allocator: vram pages"):
@@ -71,5 +65,4 @@ with tempfile.TemporaryDirectory() as d:
     r = run([os.path.join(d, "lat_r9_vram.log")])
     check(r.returncode != 0 and "cannot read" in r.stderr and "Traceback" not in r.stderr, "missing file: %s" % r.stderr)
 
-print("test_latency_rounds: %s" % ("FAIL (%d)" % fails if fails else "ok"))
-sys.exit(1 if fails else 0)
+sys.exit(done("test_latency_rounds"))

@@ -19,15 +19,8 @@ os.environ["VRAM_LIBCUDA"] = fake
 os.environ["FAKE_CUDA_MEMORY"] = str(1 << 30)
 os.environ["VRAM_ALLOC_CONF"] = "expandable_segments:True"
 lib = ctypes.CDLL(lib_path)
-fails = 0
-
-
-def check(cond, what):
-    global fails
-    if not cond:
-        fails += 1
-        print("FAIL:", what)
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pycheck import check, done  # noqa: E402
 
 vp, c_int = ctypes.c_void_p, ctypes.c_int
 lib.vram_torch_alloc.restype, lib.vram_torch_alloc.argtypes = vp, [ctypes.c_ssize_t, c_int, vp]
@@ -97,5 +90,4 @@ if snap is None:
     print("snapshot: not in this libvram yet")
 else:
     check("segments" in json.loads(snap), "snapshot JSON")
-print("ok" if not fails else "%d failed" % fails)
-sys.exit(1 if fails else 0)
+sys.exit(done("test_torch_plugin_cpu"))

@@ -9,15 +9,8 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
 from vram_torch.record import convert  # noqa: E402
 
-fails = 0
-
-
-def check(cond, what):
-    global fails
-    if not cond:
-        fails += 1
-        print("FAIL:", what)
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pycheck import check, done  # noqa: E402
 
 tr = [
     {"action": "free_requested", "addr": 5},  # allocated before recording
@@ -43,5 +36,4 @@ old = [{"action": "alloc", "addr": 1, "size": 512, "stream": 0}, {"action": "fre
 out = io.StringIO()
 convert(old, out, {})
 check([l for l in out.getvalue().splitlines() if not l.startswith("#")] == ["a 0 512 0", "f 0"], "free_completed fallback")
-print("%s" % ("ok" if not fails else "%d failed" % fails))
-sys.exit(1 if fails else 0)
+sys.exit(done("test_vram_torch_record"))

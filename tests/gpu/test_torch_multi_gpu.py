@@ -10,38 +10,12 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(REPO, "python"))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+from pycheck import check, done  # noqa: E402
+from torch_setup import start  # noqa: E402
 
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, file=sys.stderr)
-
-
-try:
-    import torch
-except ImportError:
-    print("SKIP: no torch")
-    sys.exit(77)
-if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
-    print("SKIP: fewer than two CUDA devices")
-    sys.exit(77)
-if len(sys.argv) > 1:
-    os.environ["VRAM_TORCH_LIBRARY"] = sys.argv[1]
-import vram_torch  # noqa: E402
-
-if not vram_torch.library_path():
-    print("SKIP: libvram_torch.so not built")
-    sys.exit(77)
-
-vram_torch.enable()
+torch, vram_torch = start(min_devices=2)
 MiB = 2**20
 
 # Compute on each device, and across them.
@@ -126,5 +100,4 @@ with torch.no_grad():
 check(torch.allclose(single, multi, rtol=1e-4, atol=1e-4), "DataParallel over cuda:0 and cuda:1 matches one device")
 check(vram_torch.max_memory_allocated(1) > 0, "DataParallel allocated on cuda:1 through vram")
 
-print("test_torch_multi_gpu: %d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+sys.exit(done("test_torch_multi_gpu"))

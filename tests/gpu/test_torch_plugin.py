@@ -11,37 +11,12 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(REPO, "python"))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+from pycheck import check, done  # noqa: E402
+from torch_setup import start  # noqa: E402
 
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, file=sys.stderr)
-
-
-try:
-    import torch
-except ImportError:
-    print("SKIP: no torch")
-    sys.exit(77)
-if not torch.cuda.is_available():
-    print("SKIP: no CUDA device")
-    sys.exit(77)
-if len(sys.argv) > 1:
-    os.environ["VRAM_TORCH_LIBRARY"] = sys.argv[1]
-import vram_torch  # noqa: E402
-
-if not vram_torch.library_path():
-    print("SKIP: libvram_torch.so not built")
-    sys.exit(77)
-
-vram_torch.enable()
+torch, vram_torch = start(min_devices=1)
 check(vram_torch.is_enabled(), "enabled")
 
 # Compute through vram.
@@ -68,14 +43,12 @@ try:
     check("Allocated memory" in s or "allocated" in s.lower(), "memory_summary has the table")
     print(s)
 except RuntimeError as e:
-    print("memory_summary unavailable:", e)
-    failed += 1
+    check(False, "memory_summary unavailable: %s" % e)
 try:
     snap = vram_torch.snapshot()
     check(len(snap.get("segments", [])) >= 1, "snapshot lists segments")
 except RuntimeError as e:
-    print("snapshot unavailable:", e)
-    failed += 1
+    check(False, "snapshot unavailable: %s" % e)
 
 # Out of memory: a limit, a torch.OutOfMemoryError, and recovery.
 vram_torch.set_per_process_memory_fraction(0.05)
@@ -164,5 +137,4 @@ with tempfile.TemporaryDirectory() as d:
         check(("after the allocator had started" in out.stderr) == in_prog,
               "record warns exactly when the program sets PYTORCH_CUDA_ALLOC_CONF: %r" % out.stderr[-300:])
 
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+sys.exit(done("test_torch_plugin"))
