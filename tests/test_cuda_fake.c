@@ -112,6 +112,10 @@ int main(void) {
           "alias of part of a unit refused");
     CHECK_OK(dev->ops->page_alias(dev, base + 20 * pg, base + 30 * pg, 4 * pg));
     CHECK(dev->ops->page_unmap(dev, base + 20 * pg, 4 * pg) == VRAM_ERR_STATE, "an alias source is dropped, not unmapped");
+    CHECK(dev->ops->page_drop(dev, base + 30 * pg, 4 * pg) == VRAM_ERR_STATE, "a mapping that is no alias source is not dropped");
+    CHECK(dev->ops->page_drop(dev, base + 20 * pg, 2 * pg) == VRAM_ERR_STATE, "drop of part of an alias source refused");
+    CHECK(dev->ops->page_drop(dev, base + 40 * pg, 2 * pg) == VRAM_ERR_STATE, "drop of unmapped pages refused");
+    CHECK(dev->ops->page_drop(dev, base + 20 * pg + 1, pg) == VRAM_ERR_INVALID_ARG, "unaligned drop refused");
     CHECK_OK(dev->ops->page_drop(dev, base + 20 * pg, 4 * pg));
     CHECK_OK(dev->ops->page_unmap(dev, base + 30 * pg, 4 * pg));
     size_t f = 0, t = 0;

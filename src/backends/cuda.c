@@ -270,8 +270,6 @@ static cuda_reservation *cuda_find(cuda_state *s, uint64_t addr, size_t size) {
 /* A page slot whose mapping is an alias source (page_alias): its handle belongs to the alias. */
 #define CUDA_ALIAS_SOURCE (~(CUmemGenericAllocationHandle)0)
 
-/* Unmaps and releases pages [first, first+count) of a reservation that are mapped (alias
- * sources are only unmapped: their physical page belongs to the alias). */
 /* Unmaps (and, unless they are alias sources, releases) the units that start in pages
  * [first, first+count) of res; callers pass whole units (cuda_whole_units). */
 static CUresult cuda_unmap_pages(cuda_state *s, cuda_reservation *res, size_t first, size_t count) {
@@ -450,12 +448,11 @@ static vram_status cuda_page_alias(vram_device *dev, uint64_t src, uint64_t dst,
 
 static vram_status cuda_page_drop(vram_device *dev, uint64_t addr, size_t size) {
     cuda_state *s = dev->impl;
-    vram_status st = cuda_enter(s);
+    cuda_reservation *res = NULL;
+    size_t first = 0, count = size / s->granularity;
+    vram_status st = cuda_lock_pages(s, addr, size, 1, "drop", &res, &first); /* alias sources count as mapped */
     if (st != VRAM_OK) return st;
-    pthread_mutex_lock(&s->lock);
-    cuda_reservation *res = cuda_find(s, addr, size);
-    size_t first = res ? (addr - res->base) / s->granularity : 0, count = size / s->granularity;
-    if (!res || size % s->granularity || addr % s->granularity || !cuda_whole_units(res, first, count, 1)) {
+    if (!cuda_whole_units(res, first, count, 1)) {
         pthread_mutex_unlock(&s->lock);
         return vram_error(VRAM_ERR_STATE, "cuda: drop of [0x%llx, +%zu): not whole alias sources", (unsigned long long)addr, size);
     }

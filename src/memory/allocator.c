@@ -10,7 +10,7 @@
  * chunks move there when reserved memory would exceed its budget: pages.c. Placement prefers
  * blocks whose pages are mapped. The `cached` list (allocator_internal.h) holds the free blocks
  * that may hold whole mapped pages, oldest free first: the candidates for moves and releases.
-
+ *
  * Segments model: each region is one device allocation sized as PyTorch sizes its segments;
  * free segments go back to the device on empty_cache or when a request would not fit.
  *
@@ -1013,6 +1013,14 @@ static inline __attribute__((always_inline)) void block_live(vram_allocator *a, 
     history_add(a, VRAM_EVENT_ALLOC, b->addr, size, stream, tag);
 }
 
+/* Pages model: maps what is missing under the placement of rsize in free block b (none: out of
+ * memory); see vram_pages_ensure_mapped for may_defer. */
+static vram_status map_placement(vram_allocator *a, vram_block *b, uint64_t rsize, int place, vram_stream stream,
+                                 int may_defer, int *retried) {
+    if (!b) return VRAM_ERR_OUT_OF_MEMORY;
+    return vram_pages_ensure_mapped(a, b->region, place_addr(b, rsize, place), rsize, retried, may_defer, stream);
+}
+
 /* malloc with the lock held and the arguments checked, where vram_allocator_malloc's fast
  * path (an exact deferred block, nothing pending or not ready) did not apply. Kept out of line
  * so that the fast path stays a small function. */
@@ -1059,21 +1067,19 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
         b = find_free(a, p, rsize, stream, &place, &mapped);
     }
     if (a->pages_model) {
-        err = !b ? VRAM_ERR_OUT_OF_MEMORY
-              : mapped ? VRAM_OK
-                       : vram_pages_ensure_mapped(a, b->region, place_addr(b, rsize, place), rsize, &retried, 1, stream);
+        err = mapped ? VRAM_OK : map_placement(a, b, rsize, place, stream, 1, &retried);
         if (err == VRAM_ERR_STATE) {
             /* cached pages belong to streams that may still use them: ask their events */
             poll_streams(a, 1);
             b = find_free(a, p, rsize, stream, &place, &mapped);
-            err = b ? vram_pages_ensure_mapped(a, b->region, place_addr(b, rsize, place), rsize, &retried, 0, stream) : VRAM_ERR_OUT_OF_MEMORY;
+            err = map_placement(a, b, rsize, place, stream, 0, &retried);
         }
         if (err == VRAM_ERR_OUT_OF_MEMORY && a->not_ready_count) {
             /* out of memory: wait for the streams, as a last resort, and retry */
             err = sync_all_streams(a);
             if (err == VRAM_OK) {
                 b = find_free(a, p, rsize, stream, &place, &mapped);
-                err = b ? vram_pages_ensure_mapped(a, b->region, place_addr(b, rsize, place), rsize, &retried, 0, stream) : VRAM_ERR_OUT_OF_MEMORY;
+                err = map_placement(a, b, rsize, place, stream, 0, &retried);
             }
         }
     } else if (!b) {

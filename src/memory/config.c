@@ -77,25 +77,16 @@ static vram_status parse_uint(const char *key, const char *value, uint64_t *out)
     return VRAM_OK;
 }
 
-static vram_status parse_fraction(const char *key, const char *value, int open_at_one, double *out) {
+/* A number in (0, 1] (`kind` KEY_FRACTION), (0, 1) (KEY_FRACTION_OPEN) or [0, 1) (KEY_SHARE). */
+static vram_status parse_unit_interval(const char *key, const char *value, key_kind kind, const char *or_auto,
+                                       double *out) {
     errno = 0;
     char *end;
     double v = strtod(value, &end);
-    if (end == value || *end || errno == ERANGE || !(v > 0.0) || v > 1.0 || (open_at_one && v >= 1.0))
-        return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: '%s' must be a number in (0, %s", key, value,
-                          open_at_one ? "1)" : "1]");
-    *out = v;
-    return VRAM_OK;
-}
-
-/* A share in [0, 1). */
-static vram_status parse_share(const char *key, const char *value, const char *or_auto, double *out) {
-    errno = 0;
-    char *end;
-    double v = strtod(value, &end);
-    if (end == value || *end || errno == ERANGE || !(v >= 0.0) || v >= 1.0)
-        return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: '%s' must be a number in [0, 1)%s", key, value,
-                          or_auto);
+    int zero_ok = kind == KEY_SHARE, one_ok = kind == KEY_FRACTION;
+    if (end == value || *end || errno == ERANGE || !(zero_ok ? v >= 0.0 : v > 0.0) || (one_ok ? v > 1.0 : v >= 1.0))
+        return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: '%s' must be a number in %s0, 1%s%s", key, value,
+                          zero_ok ? "[" : "(", one_ok ? "]" : ")", or_auto);
     *out = v;
     return VRAM_OK;
 }
@@ -146,9 +137,8 @@ static vram_status apply_pair(vram_alloc_config *cfg, const char *key, const cha
             return VRAM_OK;
         case KEY_FRACTION_OPEN:
         case KEY_FRACTION:
-            return parse_fraction(key, value, keys[i].kind == KEY_FRACTION_OPEN, (double *)field);
         case KEY_SHARE:
-            return parse_share(key, value, or_auto, (double *)field);
+            return parse_unit_interval(key, value, keys[i].kind, or_auto, (double *)field);
         }
     }
     char known[512] = "";
