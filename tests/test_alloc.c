@@ -355,21 +355,28 @@ static void test_tags(void) {
 
 /* A block freed on stream 1 is reused at once by stream 1, but by stream 2 only after stream
  * 1's work queued before the free has completed. */
+/* A block of `size` freed on stream 1 while stream 1's work runs: stream 2 does not get it,
+ * stream 1 does at once. Returns the block's address (freed again). */
+static void *stream_reuse(vram_allocator *a, vram_device *dev, size_t size) {
+    void *p, *q, *r;
+    CHECK_OK(vram_allocator_malloc(a, size, 1, 0, &p));
+    event_device_submit(dev, 1); /* a kernel on stream 1 uses p */
+    CHECK_OK(vram_allocator_free(a, p));
+    CHECK_OK(vram_allocator_malloc(a, size, 2, 0, &q));
+    CHECK(q != p, "%zu bytes: stream 2 does not get stream 1's block while its work runs", size);
+    CHECK_OK(vram_allocator_malloc(a, size, 1, 0, &r));
+    CHECK(r == p, "%zu bytes: stream 1 reuses its own block at once", size);
+    CHECK_OK(vram_allocator_free(a, r));
+    CHECK_OK(vram_allocator_free(a, q));
+    return p;
+}
+
 static void test_streams(void) {
     vram_device *dev;
     CHECK_OK(event_device_open("1GiB", &dev));
     vram_allocator *a;
     CHECK_OK(vram_allocator_new(dev, NULL, &a));
-    void *p, *q, *r;
-    CHECK_OK(vram_allocator_malloc(a, 4 * MiB, 1, 0, &p));
-    event_device_submit(dev, 1); /* a kernel on stream 1 uses p */
-    CHECK_OK(vram_allocator_free(a, p));
-    CHECK_OK(vram_allocator_malloc(a, 4 * MiB, 2, 0, &q));
-    CHECK(q != p, "stream 2 does not get stream 1's block while its work runs");
-    CHECK_OK(vram_allocator_malloc(a, 4 * MiB, 1, 0, &r));
-    CHECK(r == p, "stream 1 reuses its own block at once");
-    CHECK_OK(vram_allocator_free(a, r));
-    CHECK_OK(vram_allocator_free(a, q));
+    void *p = stream_reuse(a, dev, 4 * MiB);
     event_device_complete(dev, 1);
     void *s;
     CHECK_OK(vram_allocator_malloc(a, 4 * MiB, 3, 0, &s)); /* records + polls, then reuses */
@@ -594,6 +601,8 @@ static void test_config(void) {
     CHECK(vram_alloc_config_parse("caching:auto", &c) == VRAM_ERR_INVALID_ARG, "auto only where a key takes it");
     CHECK(vram_alloc_config_parse("memory_fraction:auto", &c) == VRAM_ERR_INVALID_ARG, "no auto fraction");
     CHECK(vram_alloc_config_parse("move_min_mb:x", &c) == VRAM_ERR_INVALID_ARG, "bad move minimum");
+    CHECK(vram_alloc_config_parse("small_classes:few", &c) == VRAM_ERR_INVALID_ARG, "bad small_classes");
+    CHECK(strstr(vram_last_error(), "small_classes") != NULL, "names the key: %s", vram_last_error());
     CHECK(memcmp(&before, &c, sizeof c) == 0, "errors leave the configuration unchanged");
     vram_alloc_config_default(&c);
     CHECK(c.move_busy_pages == VRAM_CONF_AUTO && c.reserve_slack == VRAM_CONF_AUTO && c.move_min == 0, "auto defaults");
@@ -604,6 +613,13 @@ static void test_config(void) {
     vram_alloc_config_default(&e);
     CHECK_OK(vram_alloc_config_parse(auto_text, &e));
     CHECK(memcmp(&c, &e, sizeof c) == 0, "defaults round-trip: %s", auto_text);
+    CHECK(c.small_classes == 1 && !strstr(auto_text, "small_classes"), "small classes on by default: %s", auto_text);
+    CHECK_OK(vram_alloc_config_parse("small_classes:False", &c));
+    vram_alloc_config_format(&c, auto_text, sizeof auto_text);
+    CHECK(!c.small_classes && strstr(auto_text, ",small_classes:False"), "small_classes:False formatted: %s", auto_text);
+    vram_alloc_config_default(&e);
+    CHECK_OK(vram_alloc_config_parse(auto_text, &e));
+    CHECK(memcmp(&c, &e, sizeof c) == 0, "small_classes:False round-trips: %s", auto_text);
     CHECK_OK(vram_alloc_config_parse("move_busy_pages:True,reserve_slack:0.05,move_min_mb:128", &c));
     CHECK(c.move_busy_pages == 1 && c.reserve_slack == 0.05 && c.move_min == 128 * MiB, "policies parsed");
     CHECK_OK(vram_alloc_config_parse("move_busy_pages:auto,reserve_slack:auto", &c));
@@ -687,6 +703,93 @@ static void test_placement_no_moves(void) {
     close_alloc(a, dev);
 }
 
+/* Small size classes: requests of 4 KiB to 1 MiB round to four classes per power of two (512 B
+ * steps below), a small block freed stays uncoalesced (in its `recent` slot, then held on its
+ * class's stack) and the next request of its class on a stream that may use it gets it back;
+ * held blocks are coalesced before the small pool grows, and by empty_cache; small_classes:False
+ * rounds to 512 B as PyTorch does. */
+static size_t block_size(vram_allocator *a, size_t request) {
+    void *p;
+    size_t size = 0;
+    if (vram_allocator_malloc(a, request, 0, 0, &p) != VRAM_OK) return 0;
+    vram_allocator_block_info(a, p, &size, NULL, NULL);
+    vram_allocator_free(a, p);
+    return size;
+}
+
+static void test_small_classes(void) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("sim:1GiB", "", &dev);
+    static const size_t req[][2] = {{1, 512},          {4096, 4096},        {4097, 5 * KiB},
+                                    {5000, 5 * KiB},   {8 * KiB, 8 * KiB},  {8 * KiB + 1, 10 * KiB},
+                                    {100000, 112 * KiB}, {600 * KiB, 640 * KiB}, {MiB - 1, MiB},
+                                    {MiB + 1, MiB + 512}};
+    for (size_t i = 0; i < sizeof req / sizeof req[0]; i++)
+        CHECK(block_size(a, req[i][0]) == req[i][1], "%zu bytes: block of %zu, want %zu", req[i][0],
+              block_size(a, req[i][0]), req[i][1]);
+    CHECK_OK(vram_allocator_check(a));
+
+    /* held: a same-class request gets the block back; a block of another class does not merge */
+    void *p, *q, *r;
+    CHECK_OK(vram_allocator_malloc(a, 20000, 0, 0, &p));
+    CHECK_OK(vram_allocator_malloc(a, 30000, 0, 0, &q));
+    CHECK_OK(vram_allocator_free(a, p));
+    CHECK_OK(vram_allocator_free(a, q));
+    CHECK_OK(vram_allocator_check(a));
+    CHECK_OK(vram_allocator_malloc(a, 19000, 0, 0, &r));
+    CHECK(r == p, "a request of the same class reuses the held block");
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.requested_bytes[0].current == 19000 && st.allocated_bytes[0].current == 20 * KiB,
+          "statistics count the class size: requested %lld allocated %lld",
+          (long long)st.requested_bytes[0].current, (long long)st.allocated_bytes[0].current);
+    CHECK_OK(vram_allocator_free(a, r));
+    /* empty_cache coalesces and releases everything held */
+    CHECK_OK(vram_allocator_empty_cache(a));
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.reserved_bytes[0].current == 0, "empty_cache releases held blocks: %lld reserved",
+          (long long)st.reserved_bytes[0].current);
+    /* the small pool does not grow while held blocks could serve a request once coalesced:
+     * fill one 2 MiB page with 16 KiB blocks, free them all, then ask for 1 MiB */
+    void *blocks[128];
+    for (int i = 0; i < 128; i++) CHECK_OK(vram_allocator_malloc(a, 16 * KiB, 0, 0, &blocks[i]));
+    vram_allocator_get_stats(a, &st);
+    int64_t reserved = st.reserved_bytes[0].current;
+    for (int i = 0; i < 128; i++) CHECK_OK(vram_allocator_free(a, blocks[i]));
+    CHECK_OK(vram_allocator_check(a));
+    CHECK_OK(vram_allocator_malloc(a, MiB, 0, 0, &p));
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.reserved_bytes[0].current == reserved, "1 MiB fits in the held blocks' page: reserved %lld -> %lld",
+          (long long)reserved, (long long)st.reserved_bytes[0].current);
+    CHECK_OK(vram_allocator_free(a, p));
+    close_alloc(a, dev);
+
+    a = open_alloc("sim:1GiB", "small_classes:False", &dev);
+    CHECK(block_size(a, 5000) == 5120 && block_size(a, 100000) == 100352 && block_size(a, MiB - 1) == MiB,
+          "without classes small requests round to 512 B");
+    close_alloc(a, dev);
+
+    /* streams: a block freed on stream 1 while its work runs is held (another request's split
+     * moves it from its slot to the stack); the stack gives it to stream 1, not to stream 2 */
+    CHECK_OK(event_device_open("1GiB", &dev));
+    CHECK_OK(vram_allocator_new(dev, NULL, &a));
+    void *x;
+    CHECK_OK(vram_allocator_malloc(a, 64 * KiB, 1, 0, &p));
+    event_device_submit(dev, 1);
+    CHECK_OK(vram_allocator_free(a, p));
+    CHECK_OK(vram_allocator_malloc(a, 16 * KiB, 2, 0, &x)); /* a split: p leaves its slot, held */
+    CHECK_OK(vram_allocator_check(a));
+    CHECK_OK(vram_allocator_malloc(a, 64 * KiB, 2, 0, &q));
+    CHECK(q != p, "stream 2 does not get stream 1's held block while its work runs");
+    CHECK_OK(vram_allocator_malloc(a, 64 * KiB, 1, 0, &r));
+    CHECK(r == p, "stream 1 takes its own held block at once");
+    CHECK_OK(vram_allocator_free(a, x));
+    CHECK_OK(vram_allocator_free(a, q));
+    CHECK_OK(vram_allocator_free(a, r));
+    event_device_complete(dev, 1);
+    close_alloc(a, dev);
+}
+
 int main(void) {
     test_basic_stats();
     test_bad_frees();
@@ -707,5 +810,6 @@ int main(void) {
     test_threads();
     test_config();
     test_rounding();
+    test_small_classes();
     return check_done();
 }

@@ -18,6 +18,10 @@ extern "C" {
 
 typedef struct vram_alloc_config {
     int expandable_segments;        /* 1: page model (default where the device has pages) */
+    int small_classes;              /* 1 (default): requests of 4 KiB to 1 MiB are rounded to
+                                     * four size classes per power of two, and small blocks
+                                     * freed are held per class for reuse without search or
+                                     * merge; 0: rounded to 512 B, as PyTorch does */
     uint64_t page_size;             /* page granularity for the page model (default 2 MiB) */
     uint64_t chunk_size;            /* pages model: the most memory one physical allocation
                                      * (mapped, moved and unmapped whole) may hold; 0 = the

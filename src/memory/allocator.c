@@ -27,6 +27,14 @@
  * until a page was mapped, the blocks fragmented the range: with no page moves effnet_infer
  * reserved 1.58x its requested peak; flushed before splits, 1.09x).
  *
+ * Small size classes (small_classes, on by default): small requests above 4 KiB round to four
+ * classes per power of two, and a small block leaving its slot goes, still uncoalesced, onto its
+ * class's stack (`held`) instead of into the bins; a request of that class takes it back from
+ * there. Held blocks are coalesced only before pages are mapped, moved or released, before a
+ * segment is created and by empty_cache, so memory never grows while they could serve a request.
+ * A workload of many sizes (the latency benchmark's random one: 60% of its requests are small)
+ * then rarely searches, splits or merges for small requests.
+ *
  * Placement without page moves (reserve_slack near 1, where the mapped range only grows): the
  * best fit among mapped blocks, else the free end of the mapped range extended, as PyTorch's
  * expandable segments do. A free block usable only by its stream and the ready free block after
@@ -224,7 +232,8 @@ void vram_history_record(vram_allocator *a, vram_event_action action, uint64_t a
 /* Free blocks: insertion with coalescing, readiness.                                        */
 
 static int mergeable(const vram_block *x, const vram_block *y) {
-    if (x->state != BLOCK_FREE || y->state != BLOCK_FREE) return 0;
+    if (x->state != BLOCK_FREE || y->state != BLOCK_FREE || x->deferred == DEFER_HELD || y->deferred == DEFER_HELD)
+        return 0;
     if (x->ready && y->ready) return 1;
     return !x->ready && !y->ready && x->stream == y->stream;
 }
@@ -273,7 +282,7 @@ static void recent_unslot(vram_allocator *a, vram_block *b) {
 static vram_block *absorb_deferred(vram_allocator *a, vram_block *b) {
     for (;;) {
         vram_block *p = b->prev, *n = b->next;
-        if (p && p->deferred && mergeable(p, b)) {
+        if (p && p->deferred == DEFER_RECENT && mergeable(p, b)) {
             recent_unslot(a, p);
             p->mapped_all &= b->mapped_all;
             p->size += b->size;
@@ -282,7 +291,7 @@ static vram_block *absorb_deferred(vram_allocator *a, vram_block *b) {
             if (b->free_seq > p->free_seq) p->free_seq = b->free_seq;
             block_release(a, b);
             b = p;
-        } else if (n && n->deferred && mergeable(b, n)) {
+        } else if (n && n->deferred == DEFER_RECENT && mergeable(b, n)) {
             recent_unslot(a, n);
             b->mapped_all &= n->mapped_all;
             b->size += n->size;
@@ -298,9 +307,37 @@ static vram_block *absorb_deferred(vram_allocator *a, vram_block *b) {
 
 static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_addr, uint64_t fresh_size);
 
-/* Inserts every deferred block into the bins. With `than` (a free block of `pool` that a search
- * for rsize chose), returns whether the search must run again: a resulting block of the pool
- * fits rsize better than it, or took it in. */
+/* Small frees held per size class: the second level behind the `recent` slots. With
+ * small_classes, a small block leaving its slot is not coalesced but pushed on its class's
+ * stack (it keeps its live map entry, as a deferred block does); a request of that class that
+ * finds no exact deferred block takes the most recently held block its stream may use, without
+ * search, split or merge. Held blocks are coalesced into the bins (held_flush) only when a
+ * request would otherwise map pages or create a segment, before pages are moved or released,
+ * on an out-of-memory retry and by empty_cache: so no pool grows while held memory could have
+ * served the request. */
+static inline void held_put(vram_allocator *a, vram_block *b) {
+    unsigned c = vram_small_class(b->size);
+    b->deferred = DEFER_HELD;
+    b->fnext = a->held[c]; /* a stack: newest first, linked through fnext */
+    a->held[c] = b;
+    a->held_count++;
+}
+
+/* Sends a block that left its `recent` slot on: held, or into the bins (returning the block it
+ * became part of there; NULL when held). */
+static inline vram_block *recent_evict(vram_allocator *a, vram_block *b) {
+    if (b->pool == a->held_pool) {
+        held_put(a, b); /* keeps its live map entry */
+        return NULL;
+    }
+    recent_leave(a, b);
+    b->free_seq = ++a->free_seq; /* its owner's list is ordered by free_seq */
+    return free_insert(a, b, b->addr, b->size);
+}
+
+/* Sends every deferred block on (recent_evict). With `than` (a free block of `pool` that a
+ * search for rsize chose), returns whether the search must run again: a resulting block of the
+ * pool fits rsize better than it, or took it in. */
 static int recent_flush(vram_allocator *a, int pool, uint64_t rsize, const vram_block *than) {
     uint64_t addr = than ? than->addr : 0, size = than ? than->size : 0; /* `than` may be merged away */
     int again = 0;
@@ -308,10 +345,8 @@ static int recent_flush(vram_allocator *a, int pool, uint64_t rsize, const vram_
         unsigned k = (unsigned)__builtin_ctz(a->recent_mask);
         vram_block *b = a->recent[k];
         recent_empty(a, k);
-        recent_leave(a, b);
-        b->free_seq = ++a->free_seq; /* its owner's list is ordered by free_seq */
-        b = free_insert(a, b, b->addr, b->size);
-        if (than && b->region->pool == pool && b->size >= rsize)
+        b = recent_evict(a, b);
+        if (than && b && b->region->pool == pool && b->size >= rsize)
             again |= b->size < size || (addr >= b->addr && addr < b->addr + b->size);
     }
     return again;
@@ -320,15 +355,49 @@ static int recent_flush(vram_allocator *a, int pool, uint64_t rsize, const vram_
 static inline __attribute__((always_inline)) void recent_put(vram_allocator *a, vram_block *b) {
     unsigned k = vram_recent_slot(b->size);
     vram_block *old = a->recent[k];
-    b->deferred = 1;
+    b->deferred = DEFER_RECENT;
     a->recent[k] = b;
     if (!old) {
         a->recent_mask |= 1u << k;
         return;
     }
-    recent_leave(a, old);
-    old->free_seq = ++a->free_seq; /* its owner's list is ordered by free_seq */
-    free_insert(a, old, old->addr, old->size); /* may absorb b, which then leaves its slot */
+    recent_evict(a, old); /* may absorb b, which then leaves its slot */
+}
+
+/* Takes held block b, found after `prev` (NULL: first) in the list of its class c, out of it. */
+static inline void held_unlink(vram_allocator *a, vram_block *b, vram_block *prev, unsigned c) {
+    if (prev) prev->fnext = b->fnext;
+    else a->held[c] = b->fnext;
+    b->fnext = NULL;
+    a->held_count--;
+    b->deferred = DEFER_NONE;
+}
+
+/* The held block that serves a request of class size rsize on `stream` (its live map entry
+ * kept), or NULL. Only the list's first few blocks are looked at. */
+static inline vram_block *held_take(vram_allocator *a, uint64_t rsize, vram_stream stream) {
+    unsigned c = vram_small_class(rsize);
+    vram_block *b = a->held[c], *prev = NULL;
+    for (int i = 0; b && i < 4; prev = b, b = b->fnext, i++) {
+        if (b->ready || b->stream == stream) {
+            held_unlink(a, b, prev, c);
+            return b;
+        }
+    }
+    return NULL;
+}
+
+/* Coalesces every held block into the bins. */
+static void held_flush(vram_allocator *a) {
+    for (unsigned c = 0; a->held_count; c++) {
+        while (a->held[c]) {
+            vram_block *b = a->held[c];
+            held_unlink(a, b, NULL, c);
+            live_del(&a->live, b->addr);
+            b->free_seq = ++a->free_seq; /* its owner's list is ordered by free_seq */
+            free_insert(a, b, b->addr, b->size);
+        }
+    }
 }
 
 /* Moves an indexed free block to the bin of its (changed) size. */
@@ -357,7 +426,7 @@ static inline void stream_track(vram_allocator *a, vram_block *b) {
  * size class changes. `fresh` is the range that just became free (for the cached test).
  * Returns the resulting block. */
 static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_addr, uint64_t fresh_size) {
-    if ((b->prev && b->prev->deferred) || (b->next && b->next->deferred)) {
+    if ((b->prev && b->prev->deferred == DEFER_RECENT) || (b->next && b->next->deferred == DEFER_RECENT)) {
         vram_block *merged = absorb_deferred(a, b);
         if (merged != b || merged->size != fresh_size) { /* all of it is newly free */
             fresh_addr = merged->addr;
@@ -436,6 +505,7 @@ static void stream_make_ready(vram_allocator *a, vram_stream_state *st, uint64_t
  * moved or released, and when out of memory). */
 static vram_status sync_all_streams(vram_allocator *a) {
     if (a->recent_mask) recent_flush(a, 0, 0, NULL);
+    if (a->held_count) held_flush(a);
     if (!a->not_ready_count) return VRAM_OK;
     a->stats.num_sync_all_streams++;
     for (int i = 0; i < a->nstreams; i++) {
@@ -483,8 +553,14 @@ static void poll_streams(vram_allocator *a, int want_more) {
 /* ---------------------------------------------------------------------------------------- */
 /* Sizes and pools.                                                                          */
 
+/* A request's block size: 512 B steps, or (roundup_power2_divisions) steps of floor_pow2/d; with
+ * small_classes, a request of 4 KiB to 1 MiB rounds to its class (vram_small_class). */
 static uint64_t round_size(const vram_allocator *a, uint64_t size) {
     if (size < VRAM_BLOCK_ALIGN) return VRAM_BLOCK_ALIGN;
+    if (size - 4097 < VRAM_SMALL_LIMIT - 4096 && a->small_classes) { /* 4 KiB < size <= 1 MiB */
+        uint64_t step = 1ull << (63 - VRAM_CLASS_BITS - __builtin_clzll(size - 1)); /* a quarter of the power of two below */
+        return ((size - 1) | (step - 1)) + 1;
+    }
     uint32_t d = a->cfg.roundup_power2_divisions;
     if (d > 1 && size > VRAM_BLOCK_ALIGN * d) {
         uint64_t floor2 = 1ull << (63 - __builtin_clzll(size));
@@ -813,6 +889,8 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
     a->pages_model = conf.expandable_segments && vram_device_has_pages(dev);
     a->can_alias = a->pages_model && a->has_events && dev->ops->page_alias && dev->ops->page_drop;
     a->defer_frees = conf.caching && !(conf.garbage_collection_threshold > 0);
+    a->small_classes = a->defer_frees && conf.small_classes;
+    a->held_pool = a->small_classes ? VRAM_POOL_SMALL : -1;
     a->page_size = dev->page_size;
     if (a->pages_model && conf.page_size > dev->page_size && conf.page_size % dev->page_size == 0)
         a->page_size = conf.page_size;
@@ -1037,6 +1115,7 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
         if ((b = recent_take(a, rsize, stream)) != NULL) goto live; /* its live map entry stayed */
     }
     int pool = pool_of(rsize);
+    if (pool == a->held_pool && (b = held_take(a, rsize, stream)) != NULL) goto live;
     vram_pool *p = &a->pools[pool];
     int retried = 0;
     vram_status err = VRAM_OK;
@@ -1048,7 +1127,7 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
         if (recent_flush(a, pool, rsize, b) || place == PLACE_PREV) /* b->prev may have grown */
             b = find_free(a, p, rsize, stream, &place, &mapped);
     }
-    if ((a->recent_mask || a->not_ready_count || a->pending_head) &&
+    if ((a->recent_mask || a->held_count || a->not_ready_count || a->pending_head) &&
         (!b || !mapped)) {
         /* The slow path: pages would be mapped or a segment created. Deferred blocks may hold
          * what is needed, and so may blocks freed on streams whose events have completed.
@@ -1057,6 +1136,7 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
          * cost 12-46% of step time for 3-50% less reserved memory; bench/results/
          * 2026-12-02-torch-workloads.md, runs 3 and 6.) */
         if (a->recent_mask) recent_flush(a, 0, 0, NULL);
+        if (a->held_count) held_flush(a);
         if (a->pending_head) process_pending(a);
         if (a->not_ready_count) poll_streams(a, 0);
         if (a->zombies) vram_pages_reap_zombies(a, 0);
@@ -1074,7 +1154,7 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
             b = find_free(a, p, rsize, stream, &place, &mapped);
             err = map_placement(a, b, rsize, place, stream, 0, &retried);
         }
-        if (err == VRAM_ERR_OUT_OF_MEMORY && a->not_ready_count) {
+        if (err == VRAM_ERR_OUT_OF_MEMORY && (a->not_ready_count || a->held_count)) {
             /* out of memory: wait for the streams, as a last resort, and retry */
             err = sync_all_streams(a);
             if (err == VRAM_OK) {
@@ -1393,6 +1473,7 @@ vram_status vram_allocator_empty_cache(vram_allocator *a) {
         for (int i = 0; i < b->nevents; i++) a->dev->ops->event_sync(a->dev, b->events[i]);
     if (a->pending_head) process_pending(a);
     recent_flush(a, 0, 0, NULL);
+    held_flush(a);
     vram_status st = sync_all_streams(a);
     vram_pages_reap_zombies(a, 1);
     if (st == VRAM_OK) {

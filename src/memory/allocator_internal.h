@@ -14,9 +14,11 @@
  *                           deferred frees (in a `recent` slot: see allocator.c)
  *     cached                list of free blocks that may contain fully free mapped pages
  *     streams[]             per stream: free blocks not yet safe for other streams
+ *     recent[], held[]      deferred frees: exact-size slots, and behind them (small_classes)
+ *                           per-class stacks of small blocks (see allocator.c)
  *
  * A block is LIVE (handed out), PENDING (freed, waiting for events of streams it was used on)
- * or FREE (in a bin, or for a while in a `recent` slot, uncoalesced: see allocator.c). A FREE block is `ready` when every stream may take it; otherwise only
+ * or FREE (in a bin, or for a while uncoalesced in a `recent` slot or a class stack: see allocator.c). A FREE block is `ready` when every stream may take it; otherwise only
  * its owner stream may, until an event recorded on the owner after the free has completed.
  */
 #ifndef VRAM_ALLOCATOR_INTERNAL_H
@@ -38,8 +40,11 @@
 #define VRAM_BIN_WORDS ((VRAM_NBINS + 63) / 64)
 #define VRAM_MAX_STREAMS 64
 #define VRAM_RECENT_SLOTS 16 /* freed blocks kept uncoalesced for an exact-size reuse */
+#define VRAM_CLASS_BITS 2 /* small size classes: 2^VRAM_CLASS_BITS per power of two above 4 KiB */
+#define VRAM_SMALL_CLASSES (8 + 8 * (1 << VRAM_CLASS_BITS)) /* 512 B ... 4 KiB, then 4 KiB ... 1 MiB */
 
 enum { BLOCK_FREE = 0, BLOCK_LIVE = 1, BLOCK_PENDING = 2 };
+enum { DEFER_NONE = 0, DEFER_RECENT = 1, DEFER_HELD = 2 };
 
 typedef struct vram_region vram_region;
 
@@ -55,7 +60,8 @@ typedef struct vram_block {
     uint16_t nuses, nevents;
     uint8_t state;
     uint8_t ready;
-    uint8_t deferred;                 /* FREE, not yet coalesced: sits in a `recent` slot */
+    uint8_t deferred;                 /* FREE, not yet coalesced: DEFER_RECENT (in a `recent` slot)
+                                       * or DEFER_HELD (in its small class's list) */
     uint8_t pool;                     /* region->pool, without the indirection */
     uint8_t in_cached;
     uint8_t mapped_all;               /* pages model, FREE: every page under the block is mapped
@@ -163,6 +169,11 @@ struct vram_allocator {
     char oom_report[2048];
     vram_event *history;
     uint64_t history_next; /* total events recorded; ring index = next % entries */
+    /* small size classes (allocator.c), last: the fields above keep their places */
+    int small_classes;       /* small requests rounded to classes, their frees held */
+    int held_pool;           /* VRAM_POOL_SMALL with small_classes, else -1 (no pool) */
+    vram_block *held[VRAM_SMALL_CLASSES]; /* small frees kept uncoalesced, per class */
+    uint64_t held_count;
 };
 
 /* Statistics in the hot path. Internally:
@@ -204,6 +215,15 @@ static inline int vram_page_chunk(const vram_region *r, uint64_t page) {
     return (int)((r->chunk[page >> 6] >> (page & 63)) & 1);
 }
 
+
+/* The class of a small block size (see round_size in allocator.c): 512 B steps up to 4 KiB,
+ * then four classes per power of two up to 1 MiB; a block a little larger than its class size
+ * (a split left less than 512 B) counts in the class above. */
+static inline unsigned vram_small_class(uint64_t rsize) {
+    if (rsize <= 4096) return (unsigned)(rsize >> 9) - 1;
+    unsigned fl = 63u - (unsigned)__builtin_clzll(rsize - 1); /* 2^fl < rsize <= 2^(fl+1) */
+    return 8u + (fl - 12u) * (1u << VRAM_CLASS_BITS) + (unsigned)((rsize - (1ull << fl) - 1) >> (fl - VRAM_CLASS_BITS));
+}
 
 static inline unsigned vram_recent_slot(uint64_t rsize) {
     return (unsigned)(((rsize >> 9) * 0x9E3779B97F4A7C15ull) >> 60) & (VRAM_RECENT_SLOTS - 1);

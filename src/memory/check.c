@@ -5,10 +5,11 @@
  * Invariants:
  *   - blocks tile each region exactly, in address order, with consistent prev/next links;
  *   - no two adjacent free blocks that could merge (both ready, or same owner not ready),
- *     unless one of them is a deferred free waiting in its `recent` slot;
+ *     unless one of them is a deferred free waiting in its `recent` slot or held on its small
+ *     class's stack (which holds only small-pool blocks, counted by held_count);
  *   - every free block is in the bin of its size, and every bin entry is a free block;
  *   - not-ready free blocks are in their owner's list, ready ones in none;
- *   - live, pending and deferred blocks are in the live map under their address, nothing else is;
+ *   - live, pending, deferred and held blocks are in the live map under their address, nothing else is;
  *   - live blocks, and free ones marked mapped_all, lie on mapped pages; every mapped run starts
  *     a chunk, no chunk is longer than chunk_size (pages model);
  *   - allocated/active/requested bytes and counts, per pool and per tag, equal the sums over
@@ -34,7 +35,7 @@ static vram_status check_locked(vram_allocator *a) {
     int64_t nalloc[VRAM_POOL_COUNT] = {0}, nactive[VRAM_POOL_COUNT] = {0};
     int64_t reserved[VRAM_POOL_COUNT] = {0}, segments[VRAM_POOL_COUNT] = {0};
     int64_t tag_bytes[VRAM_TAG_MAX] = {0}, tag_count[VRAM_TAG_MAX] = {0}, tag_req[VRAM_TAG_MAX] = {0};
-    uint64_t live_blocks = 0, not_ready = 0, free_blocks = 0, ndeferred = 0;
+    uint64_t live_blocks = 0, not_ready = 0, free_blocks = 0, ndeferred = 0, nheld = 0;
     uint64_t P = a->page_size;
 
     for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++) {
@@ -50,7 +51,16 @@ static vram_status check_locked(vram_allocator *a) {
                 if (!b->size || b->size % VRAM_BLOCK_ALIGN) FAIL("block %#llx: bad size %llu", (unsigned long long)b->addr,
                                                                  (unsigned long long)b->size);
                 addr += b->size;
-                if (b->state == BLOCK_FREE && b->deferred) {
+                if (b->state == BLOCK_FREE && b->deferred == DEFER_HELD) {
+                    const vram_block *x = a->held[vram_small_class(b->size)];
+                    while (x && x != b) x = x->fnext;
+                    if (!x) FAIL("held block %#llx is not in its class's list", (unsigned long long)b->addr);
+                    if (p != VRAM_POOL_SMALL) FAIL("held block %#llx is not in the small pool", (unsigned long long)b->addr);
+                    if (in_bin(&a->pools[p], b)) FAIL("held block %#llx is also in a bin", (unsigned long long)b->addr);
+                    if (vram_live_get(&a->live, b->addr) != b)
+                        FAIL("held block %#llx missing from the live map", (unsigned long long)b->addr);
+                    nheld++;
+                } else if (b->state == BLOCK_FREE && b->deferred) {
                     if (a->recent[vram_recent_slot(b->size)] != b)
                         FAIL("deferred block %#llx is not in its slot", (unsigned long long)b->addr);
                     if (in_bin(&a->pools[p], b)) FAIL("deferred block %#llx is also in a bin", (unsigned long long)b->addr);
@@ -146,9 +156,9 @@ static vram_status check_locked(vram_allocator *a) {
     if (listed != not_ready || not_ready != a->not_ready_count)
         FAIL("not-ready blocks: %llu in regions, %llu listed, counter %llu", (unsigned long long)not_ready,
              (unsigned long long)listed, (unsigned long long)a->not_ready_count);
-    if (live_blocks + ndeferred != a->live.count)
+    if (live_blocks + ndeferred + nheld != a->live.count)
         FAIL("live map holds %llu entries for %llu live and deferred blocks", (unsigned long long)a->live.count,
-             (unsigned long long)(live_blocks + ndeferred));
+             (unsigned long long)(live_blocks + ndeferred + nheld));
     for (const vram_block *b = a->cached_head; b; b = b->cnext)
         if (b->state != BLOCK_FREE || !b->in_cached) FAIL("cached list holds a block that is not free");
 
@@ -196,6 +206,8 @@ static vram_status check_locked(vram_allocator *a) {
     (void)free_blocks;
     if (ndeferred != (uint64_t)__builtin_popcount(a->recent_mask))
         FAIL("%llu deferred blocks, slot mask says %d", (unsigned long long)ndeferred, __builtin_popcount(a->recent_mask));
+    if (nheld != a->held_count) FAIL("%llu held blocks, the count says %llu", (unsigned long long)nheld,
+                                     (unsigned long long)a->held_count);
     return VRAM_OK;
 }
 

@@ -33,6 +33,7 @@ void vram_alloc_config_default(vram_alloc_config *cfg) {
     cfg->move_busy_pages = VRAM_CONF_AUTO;
     cfg->reserve_slack = VRAM_CONF_AUTO;
     cfg->move_min = 0; /* one chunk */
+    cfg->small_classes = 1;
 }
 
 typedef enum { KEY_BOOL, KEY_MIB, KEY_SIZE, KEY_UINT, KEY_FRACTION_OPEN, KEY_FRACTION, KEY_SHARE } key_kind;
@@ -63,6 +64,7 @@ static const struct {
     {"move_busy_pages", KEY_BOOL, offsetof(vram_alloc_config, move_busy_pages), 0, KEY_AUTO},
     {"reserve_slack", KEY_SHARE, offsetof(vram_alloc_config, reserve_slack), 0, KEY_AUTO},
     {"move_min_mb", KEY_MIB, offsetof(vram_alloc_config, move_min), 0, 0},
+    {"small_classes", KEY_BOOL, offsetof(vram_alloc_config, small_classes), 0, 0},
 };
 
 static vram_status parse_uint(const char *key, const char *value, uint64_t *out) {
@@ -200,11 +202,11 @@ void vram_alloc_config_format(const vram_alloc_config *cfg, char *buf, size_t ca
     snprintf(buf, cap,
              "expandable_segments:%s,page_size_mb:%llu%s%s,max_non_split_rounding_mb:%llu,"
              "roundup_power2_divisions:%u,memory_fraction:%g,max_reserved:%llu,history:%u,caching:%s,"
-             "move_busy_pages:%s,reserve_slack:%s%s%s",
+             "move_busy_pages:%s,reserve_slack:%s%s%s%s",
              cfg->expandable_segments ? "True" : "False", (unsigned long long)(cfg->page_size / MiB),
              chunk, split,
              (unsigned long long)(cfg->max_non_split_rounding / MiB), cfg->roundup_power2_divisions,
              cfg->memory_fraction, (unsigned long long)cfg->max_reserved, cfg->history_entries,
              cfg->caching ? "True" : "False", cfg->move_busy_pages < 0 ? "auto" : cfg->move_busy_pages ? "True" : "False", slack,
-             move_min, gc);
+             move_min, gc, cfg->small_classes ? "" : ",small_classes:False");
 }
