@@ -186,7 +186,7 @@ static void print_categories(vram_allocator *a, const int64_t *fwd) {
                 {VRAM_TAG_OPTIMIZER_STATE, "optimizer state"}, {VRAM_TAG_ACTIVATION, "activations"},
                 {VRAM_TAG_TEMPORARY, "temporaries"},   {VRAM_TAG_OTHER, "other"}};
     char b1[32], b2[32], b3[32];
-    printf("\nMemory by category (allocator per-tag statistics, bytes as allocated: 512-byte rounded)\n");
+    printf("\nMemory by category (allocator per-tag statistics, bytes as allocated: rounded to block sizes)\n");
     printf("  %-16s %14s %14s %16s\n", "category", "current", "peak", "at end of fwd");
     int64_t sum = 0, sum_fwd = 0;
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
