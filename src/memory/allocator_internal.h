@@ -139,7 +139,7 @@ typedef struct vram_block_slab {
 struct vram_allocator {
     atomic_int lock;         /* 1 while held (see vram_allocator_lock) */
     vram_device *dev;
-    vram_alloc_config cfg;
+    vram_alloc_config cfg;   /* its size moves every field below: see the note at the struct's end */
     int pages_model;
     int has_events;
     uint64_t page_size;
@@ -169,7 +169,11 @@ struct vram_allocator {
     char oom_report[2048];
     vram_event *history;
     uint64_t history_next; /* total events recorded; ring index = next % entries */
-    /* small size classes (allocator.c), last: the fields above keep their places */
+    /* Small size classes (allocator.c). Last, so that the fields above keep their offsets: the
+     * pair path is sensitive to where the allocator's fields lie (moving them all by 8 bytes, by
+     * growing vram_alloc_config, cost the 256 MiB pair 4-6 ns on the H200; bench/results/
+     * 2026-12-02-cuda-latency.md, run 23). Rerun `bench/run_gpu.sh latrounds` against the previous
+     * build after changing this struct or vram_alloc_config. */
     int small_classes;       /* small requests rounded to classes, their frees held */
     int held_pool;           /* VRAM_POOL_SMALL with small_classes, else -1 (no pool) */
     vram_block *held[VRAM_SMALL_CLASSES]; /* small frees kept uncoalesced, per class */
