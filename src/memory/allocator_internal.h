@@ -221,8 +221,8 @@ static inline int vram_page_chunk(const vram_region *r, uint64_t page) {
 
 
 /* The class of a small block size (see round_size in allocator.c): 512 B steps up to 4 KiB,
- * then four classes per power of two up to 1 MiB; a block a little larger than its class size
- * (a split left less than 512 B) counts in the class above. */
+ * then four classes per power of two up to 1 MiB. With small_classes every small block's size is
+ * its class's upper bound (requests round to it, and a split leaves no remainder under 512 B). */
 static inline unsigned vram_small_class(uint64_t rsize) {
     if (rsize <= 4096) return (unsigned)(rsize >> 9) - 1;
     unsigned fl = 63u - (unsigned)__builtin_clzll(rsize - 1); /* 2^fl < rsize <= 2^(fl+1) */
