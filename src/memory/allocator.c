@@ -267,7 +267,7 @@ static inline void recent_empty(vram_allocator *a, unsigned k) {
 
 /* A deferred block that leaves its slot for the bins: no longer deferred, out of the live map. */
 static inline void recent_leave(vram_allocator *a, vram_block *b) {
-    b->deferred = 0;
+    b->deferred = DEFER_NONE;
     live_del(&a->live, b->addr);
 }
 
@@ -400,6 +400,13 @@ static void held_flush(vram_allocator *a) {
     }
 }
 
+/* Coalesces every deferred block: the slots' first (their small blocks go to the stacks), then
+ * the stacks. */
+static void deferred_flush(vram_allocator *a) {
+    if (a->recent_mask) recent_flush(a, 0, 0, NULL);
+    if (a->held_count) held_flush(a);
+}
+
 /* Moves an indexed free block to the bin of its (changed) size. */
 static inline void rebin(vram_allocator *a, vram_block *b) {
     if (bin_of(b->size) == b->bin) return;
@@ -504,8 +511,7 @@ static void stream_make_ready(vram_allocator *a, vram_stream_state *st, uint64_t
 /* Waits for every stream with not-ready blocks and makes them ready (rare: before pages are
  * moved or released, and when out of memory). */
 static vram_status sync_all_streams(vram_allocator *a) {
-    if (a->recent_mask) recent_flush(a, 0, 0, NULL);
-    if (a->held_count) held_flush(a);
+    deferred_flush(a);
     if (!a->not_ready_count) return VRAM_OK;
     a->stats.num_sync_all_streams++;
     for (int i = 0; i < a->nstreams; i++) {
@@ -557,7 +563,7 @@ static void poll_streams(vram_allocator *a, int want_more) {
  * small_classes, a request of 4 KiB to 1 MiB rounds to its class (vram_small_class). */
 static uint64_t round_size(const vram_allocator *a, uint64_t size) {
     if (size < VRAM_BLOCK_ALIGN) return VRAM_BLOCK_ALIGN;
-    if (size - 4097 < VRAM_SMALL_LIMIT - 4096 && a->small_classes) { /* 4 KiB < size <= 1 MiB */
+    if (size - 4097 < VRAM_SMALL_LIMIT - 4096 && a->held_pool == VRAM_POOL_SMALL) { /* 4 KiB < size <= 1 MiB */
         uint64_t step = 1ull << (63 - VRAM_CLASS_BITS - __builtin_clzll(size - 1)); /* a quarter of the power of two below */
         return ((size - 1) | (step - 1)) + 1;
     }
@@ -889,8 +895,7 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
     a->pages_model = conf.expandable_segments && vram_device_has_pages(dev);
     a->can_alias = a->pages_model && a->has_events && dev->ops->page_alias && dev->ops->page_drop;
     a->defer_frees = conf.caching && !(conf.garbage_collection_threshold > 0);
-    a->small_classes = a->defer_frees && conf.small_classes;
-    a->held_pool = a->small_classes ? VRAM_POOL_SMALL : -1;
+    a->held_pool = a->defer_frees && conf.small_classes ? VRAM_POOL_SMALL : -1;
     a->page_size = dev->page_size;
     if (a->pages_model && conf.page_size > dev->page_size && conf.page_size % dev->page_size == 0)
         a->page_size = conf.page_size;
@@ -1064,7 +1069,7 @@ static inline vram_block *recent_take(vram_allocator *a, uint64_t rsize, vram_st
     vram_block *b = a->recent[k];
     if (!b || b->size != rsize || (!b->ready && b->stream != stream)) return NULL;
     recent_empty(a, k);
-    b->deferred = 0;
+    b->deferred = DEFER_NONE;
     return b;
 }
 
@@ -1135,8 +1140,7 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
          * every slow path made freed pages move sooner, and on an H200 the extra page traffic
          * cost 12-46% of step time for 3-50% less reserved memory; bench/results/
          * 2026-12-02-torch-workloads.md, runs 3 and 6.) */
-        if (a->recent_mask) recent_flush(a, 0, 0, NULL);
-        if (a->held_count) held_flush(a);
+        deferred_flush(a);
         if (a->pending_head) process_pending(a);
         if (a->not_ready_count) poll_streams(a, 0);
         if (a->zombies) vram_pages_reap_zombies(a, 0);
@@ -1472,9 +1476,7 @@ vram_status vram_allocator_empty_cache(vram_allocator *a) {
     for (vram_block *b = a->pending_head; b; b = b->fnext)
         for (int i = 0; i < b->nevents; i++) a->dev->ops->event_sync(a->dev, b->events[i]);
     if (a->pending_head) process_pending(a);
-    recent_flush(a, 0, 0, NULL);
-    held_flush(a);
-    vram_status st = sync_all_streams(a);
+    vram_status st = sync_all_streams(a); /* flushes the deferred blocks first */
     vram_pages_reap_zombies(a, 1);
     if (st == VRAM_OK) {
         if (a->pages_model) {

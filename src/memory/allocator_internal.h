@@ -174,8 +174,8 @@ struct vram_allocator {
      * growing vram_alloc_config, cost the 256 MiB pair 4-6 ns on the H200; bench/results/
      * 2026-12-02-cuda-latency.md, run 23). Rerun `bench/run_gpu.sh latrounds` against the previous
      * build after changing this struct or vram_alloc_config. */
-    int small_classes;       /* small requests rounded to classes, their frees held */
-    int held_pool;           /* VRAM_POOL_SMALL with small_classes, else -1 (no pool) */
+    int held_pool;           /* small_classes (and frees deferred): VRAM_POOL_SMALL, whose requests
+                              * round to classes and whose frees are held; else -1 (no pool) */
     vram_block *held[VRAM_SMALL_CLASSES]; /* small frees kept uncoalesced, per class */
     uint64_t held_count;
 };
