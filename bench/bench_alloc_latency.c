@@ -6,8 +6,9 @@
  *    512 B, 64 KiB, 1 MiB, 16 MiB, 256 MiB; ns per allocate+free pair (median of R runs).
  * 2. random live set: 1000 slots, 200,000 operations, xorshift64 seeded 88172645463325252,
  *    slot k = next() % 1000 freed if full, else filled with size() = (1<<e) + next() % (1<<e),
- *    e = 8 + next() % 19; ns per operation, peak reserved and peak allocated bytes; "cold" with
- *    the cache emptied before each run, then "warm" with the cache kept from the run before.
+ *    e = 8 + next() % 19; ns per operation, peak reserved and peak allocated bytes, device calls
+ *    (maps/allocations and unmaps/frees) in each timed run; "cold" with the cache emptied before
+ *    each run, then "warm" with the cache kept from the run before.
  * Both on stream 0 with the allocator's configuration from VRAM_ALLOC_CONF, so the same binary
  * measures the pages model (default) and the segments model (expandable_segments:False).
  * bench_torch_alloc.cpp runs the same two loops through PyTorch's allocators.
@@ -105,9 +106,12 @@ int main(int argc, char **argv) {
         static void *slot[SLOTS];
         double runs[99];
         int64_t peak_res = 0, peak_alloc = 0;
+        uint64_t calls_alloc = 0, calls_free = 0; /* device calls in the timed runs */
         for (long r = -warm; r < repeat; r++) {
             memset(slot, 0, sizeof slot);
             if (!warm) vram_allocator_empty_cache(a);
+            vram_stats before;
+            vram_allocator_get_stats(a, &before);
             vram_allocator_reset_peak_stats(a);
             xs = 88172645463325252ull;
             long fails = 0;
@@ -122,9 +126,14 @@ int main(int argc, char **argv) {
                     slot[k] = NULL;
                 }
             }
-            if (r >= 0) runs[r] = (now_ns() - t0) / OPS;
+            double t1 = now_ns();
             vram_stats st;
             vram_allocator_get_stats(a, &st);
+            if (r >= 0) {
+                runs[r] = (t1 - t0) / OPS;
+                calls_alloc += st.num_device_alloc - before.num_device_alloc;
+                calls_free += st.num_device_free - before.num_device_free;
+            }
             peak_res = st.reserved_bytes[0].peak;
             peak_alloc = st.allocated_bytes[0].peak;
             for (int k = 0; k < SLOTS; k++)
@@ -132,9 +141,10 @@ int main(int argc, char **argv) {
             if (fails) printf("random: %ld allocations failed (%s)\n", fails, vram_last_error());
         }
         qsort(runs, (size_t)repeat, sizeof runs[0], cmp_double);
-        printf("random%s: %8.1f ns/op (median of %ld; min %.1f, max %.1f), peak reserved %.2f GB, peak allocated %.2f GB\n",
+        printf("random%s: %8.1f ns/op (median of %ld; min %.1f, max %.1f), peak reserved %.2f GB, peak allocated %.2f GB, "
+               "device calls per run %.1f allocs/maps, %.1f frees/unmaps\n",
                warm ? " warm" : "", runs[repeat / 2], repeat, runs[0], runs[repeat - 1], peak_res / 1e9,
-               peak_alloc / 1e9);
+               peak_alloc / 1e9, (double)calls_alloc / repeat, (double)calls_free / repeat);
     }
     vram_stats st;
     vram_allocator_get_stats(a, &st);

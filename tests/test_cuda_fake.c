@@ -98,6 +98,8 @@ int main(void) {
     CHECK_OK(dev->ops->page_map(dev, base + 3 * pg, 5 * pg));
     CHECK_OK(dev->ops->page_map(dev, base + 8 * pg, 8 * pg));
     CHECK(dev->ops->page_unmap(dev, base + 4 * pg, 2 * pg) == VRAM_ERR_STATE, "unmap of part of a unit refused");
+    CHECK(strstr(vram_last_error(), "unmap of") && strstr(vram_last_error(), "splits a mapping"), "says why: %s",
+          vram_last_error());
     CHECK(dev->ops->page_unmap(dev, base + 3 * pg, 9 * pg) == VRAM_ERR_STATE, "unmap ending inside a unit refused");
     CHECK_OK(dev->ops->page_unmap(dev, base + 3 * pg, 13 * pg)); /* two whole units */
     CHECK_OK(dev->ops->page_map(dev, base + 4 * pg, 2 * pg));
@@ -113,6 +115,8 @@ int main(void) {
     CHECK_OK(dev->ops->page_alias(dev, base + 20 * pg, base + 30 * pg, 4 * pg));
     CHECK(dev->ops->page_unmap(dev, base + 20 * pg, 4 * pg) == VRAM_ERR_STATE, "an alias source is dropped, not unmapped");
     CHECK(dev->ops->page_drop(dev, base + 30 * pg, 4 * pg) == VRAM_ERR_STATE, "a mapping that is no alias source is not dropped");
+    CHECK(strstr(vram_last_error(), "drop of") && strstr(vram_last_error(), "not whole alias sources"), "says why: %s",
+          vram_last_error());
     CHECK(dev->ops->page_drop(dev, base + 20 * pg, 2 * pg) == VRAM_ERR_STATE, "drop of part of an alias source refused");
     CHECK(dev->ops->page_drop(dev, base + 40 * pg, 2 * pg) == VRAM_ERR_STATE, "drop of unmapped pages refused");
     CHECK(dev->ops->page_drop(dev, base + 20 * pg + 1, pg) == VRAM_ERR_INVALID_ARG, "unaligned drop refused");

@@ -382,23 +382,31 @@ static vram_status cuda_page_map(vram_device *dev, uint64_t addr, size_t size) {
     return r == CUDA_SUCCESS ? VRAM_OK : cuda_fail(r, what);
 }
 
-static vram_status cuda_page_unmap(vram_device *dev, uint64_t addr, size_t size) {
+/* Unmaps [addr, addr+size), which must be whole units: mapped ones (page_unmap) or alias
+ * sources (page_drop). */
+static vram_status cuda_unmap_units(vram_device *dev, uint64_t addr, size_t size, int alias_sources) {
     cuda_state *s = dev->impl;
     cuda_reservation *res = NULL;
     size_t first = 0, count = size / s->granularity;
-    vram_status st = cuda_lock_pages(s, addr, size, 1, "unmap", &res, &first);
+    const char *op = alias_sources ? "drop" : "unmap";
+    vram_status st = cuda_lock_pages(s, addr, size, 1, op, &res, &first); /* alias sources count as mapped */
     if (st != VRAM_OK) return st;
-    if (!cuda_whole_units(res, first, count, 0)) {
+    if (!cuda_whole_units(res, first, count, alias_sources)) {
         pthread_mutex_unlock(&s->lock);
-        return vram_error(VRAM_ERR_STATE, "cuda: unmap of [0x%llx, +%zu) splits a mapping", (unsigned long long)addr, size);
+        return vram_error(VRAM_ERR_STATE, "cuda: %s of [0x%llx, +%zu): %s", op, (unsigned long long)addr, size,
+                          alias_sources ? "not whole alias sources" : "splits a mapping");
     }
-    /* No device-wide synchronize here: the allocator unmaps only pages whose blocks are
-     * "ready", i.e. an event recorded after their last free has completed (alloc.h), so no
-     * queued kernel can still touch them; a cuCtxSynchronize would also wait for unrelated
-     * streams' work and stall training on every page move. */
     CUresult r = cuda_unmap_pages(s, res, first, count);
     pthread_mutex_unlock(&s->lock);
     return r == CUDA_SUCCESS ? VRAM_OK : cuda_fail(r, "cuMemUnmap");
+}
+
+/* No device-wide synchronize here: the allocator unmaps only pages whose blocks are "ready", i.e.
+ * an event recorded after their last free has completed (alloc.h), so no queued kernel can still
+ * touch them; a cuCtxSynchronize would also wait for unrelated streams' work and stall training on
+ * every page move. */
+static vram_status cuda_page_unmap(vram_device *dev, uint64_t addr, size_t size) {
+    return cuda_unmap_units(dev, addr, size, 0);
 }
 
 /* page_alias: each unit of src (whole units) is mapped at the same offset from dst as well; dst
@@ -447,18 +455,7 @@ static vram_status cuda_page_alias(vram_device *dev, uint64_t src, uint64_t dst,
 }
 
 static vram_status cuda_page_drop(vram_device *dev, uint64_t addr, size_t size) {
-    cuda_state *s = dev->impl;
-    cuda_reservation *res = NULL;
-    size_t first = 0, count = size / s->granularity;
-    vram_status st = cuda_lock_pages(s, addr, size, 1, "drop", &res, &first); /* alias sources count as mapped */
-    if (st != VRAM_OK) return st;
-    if (!cuda_whole_units(res, first, count, 1)) {
-        pthread_mutex_unlock(&s->lock);
-        return vram_error(VRAM_ERR_STATE, "cuda: drop of [0x%llx, +%zu): not whole alias sources", (unsigned long long)addr, size);
-    }
-    CUresult r = cuda_unmap_pages(s, res, first, count);
-    pthread_mutex_unlock(&s->lock);
-    return r == CUDA_SUCCESS ? VRAM_OK : cuda_fail(r, "cuMemUnmap");
+    return cuda_unmap_units(dev, addr, size, 1);
 }
 
 static vram_status cuda_event_record(vram_device *dev, vram_stream stream, void **event) {

@@ -21,83 +21,66 @@
 typedef int tcu_result;
 typedef void *tcu_ptr; /* opaque driver handles */
 
+/* The two kernels' shared parts: a grid-stride loop over word indices %rd6 < n (%rd2) that
+ * computes each word's pattern value (%r8, from the seed in %r1) and address (%rd8, from p in
+ * %rd1), and the loop's end. */
+#define TCU_PTX_WORDS_BEGIN \
+    "  mov.u32 %r3, %ctaid.x;\n" \
+    "  mov.u32 %r4, %ntid.x;\n" \
+    "  mov.u32 %r5, %tid.x;\n" \
+    "  mul.wide.u32 %rd3, %r3, %r4;\n" \
+    "  cvt.u64.u32 %rd4, %r5;\n" \
+    "  add.u64 %rd6, %rd3, %rd4;\n" \
+    "  mov.u32 %r6, %nctaid.x;\n" \
+    "  mul.wide.u32 %rd5, %r6, %r4;\n" \
+    "LOOP:\n" \
+    "  setp.ge.u64 %q1, %rd6, %rd2;\n" \
+    "  @%q1 bra DONE;\n" \
+    "  cvt.u32.u64 %r8, %rd6;\n" \
+    "  mul.lo.s32 %r8, %r8, -1640531535;\n" \
+    "  xor.b32 %r8, %r8, %r1;\n" \
+    "  shl.b64 %rd7, %rd6, 2;\n" \
+    "  add.u64 %rd8, %rd1, %rd7;\n"
+#define TCU_PTX_WORDS_END \
+    "  add.u64 %rd6, %rd6, %rd5;\n" \
+    "  bra LOOP;\n" \
+    "DONE:\n" \
+    "  ret;\n" \
+    "}\n"
+/* Entry of a kernel (p, n, seed, LAST): registers and the first three parameters. */
+#define TCU_PTX_ENTRY(name, last) \
+    ".visible .entry " name "(.param .u64 p, .param .u64 n, .param .u32 seed, .param .u64 " last ")\n" \
+    "{\n" \
+    "  .reg .pred %q<4>;\n" \
+    "  .reg .b32 %r<12>;\n" \
+    "  .reg .b64 %rd<16>;\n" \
+    "  ld.param.u64 %rd1, [p];\n" \
+    "  ld.param.u64 %rd2, [n];\n" \
+    "  ld.param.u32 %r1, [seed];\n" \
+    "  ld.param.u64 %rd9, [" last "];\n" \
+    "  cvta.to.global.u64 %rd1, %rd1;\n"
+
 static const char tcu_ptx[] =
     ".version 7.0\n"
     ".target sm_52\n"
     ".address_size 64\n"
-    ".visible .entry vram_fill(.param .u64 p, .param .u64 n, .param .u32 seed, .param .u64 spin)\n"
-    "{\n"
-    "  .reg .pred %q<4>;\n"
-    "  .reg .b32 %r<12>;\n"
-    "  .reg .b64 %rd<16>;\n"
-    "  ld.param.u64 %rd1, [p];\n"
-    "  ld.param.u64 %rd2, [n];\n"
-    "  ld.param.u32 %r1, [seed];\n"
-    "  ld.param.u64 %rd9, [spin];\n"
-    "  cvta.to.global.u64 %rd1, %rd1;\n"
+    TCU_PTX_ENTRY("vram_fill", "spin")
     "  mov.u64 %rd10, %clock64;\n"
     "SPIN:\n"
     "  mov.u64 %rd11, %clock64;\n"
     "  sub.s64 %rd12, %rd11, %rd10;\n"
     "  setp.lt.s64 %q3, %rd12, %rd9;\n"
     "  @%q3 bra SPIN;\n"
-    "  mov.u32 %r3, %ctaid.x;\n"
-    "  mov.u32 %r4, %ntid.x;\n"
-    "  mov.u32 %r5, %tid.x;\n"
-    "  mul.wide.u32 %rd3, %r3, %r4;\n"
-    "  cvt.u64.u32 %rd4, %r5;\n"
-    "  add.u64 %rd6, %rd3, %rd4;\n"
-    "  mov.u32 %r6, %nctaid.x;\n"
-    "  mul.wide.u32 %rd5, %r6, %r4;\n"
-    "LOOP:\n"
-    "  setp.ge.u64 %q1, %rd6, %rd2;\n"
-    "  @%q1 bra DONE;\n"
-    "  cvt.u32.u64 %r8, %rd6;\n"
-    "  mul.lo.s32 %r8, %r8, -1640531535;\n"
-    "  xor.b32 %r8, %r8, %r1;\n"
-    "  shl.b64 %rd7, %rd6, 2;\n"
-    "  add.u64 %rd8, %rd1, %rd7;\n"
+    TCU_PTX_WORDS_BEGIN
     "  st.volatile.global.u32 [%rd8], %r8;\n"
-    "  add.u64 %rd6, %rd6, %rd5;\n"
-    "  bra LOOP;\n"
-    "DONE:\n"
-    "  ret;\n"
-    "}\n"
-    ".visible .entry vram_check(.param .u64 p, .param .u64 n, .param .u32 seed, .param .u64 errs)\n"
-    "{\n"
-    "  .reg .pred %q<4>;\n"
-    "  .reg .b32 %r<12>;\n"
-    "  .reg .b64 %rd<16>;\n"
-    "  ld.param.u64 %rd1, [p];\n"
-    "  ld.param.u64 %rd2, [n];\n"
-    "  ld.param.u32 %r1, [seed];\n"
-    "  ld.param.u64 %rd9, [errs];\n"
-    "  cvta.to.global.u64 %rd1, %rd1;\n"
+    TCU_PTX_WORDS_END
+    TCU_PTX_ENTRY("vram_check", "errs")
     "  cvta.to.global.u64 %rd9, %rd9;\n"
-    "  mov.u32 %r3, %ctaid.x;\n"
-    "  mov.u32 %r4, %ntid.x;\n"
-    "  mov.u32 %r5, %tid.x;\n"
-    "  mul.wide.u32 %rd3, %r3, %r4;\n"
-    "  cvt.u64.u32 %rd4, %r5;\n"
-    "  add.u64 %rd6, %rd3, %rd4;\n"
-    "  mov.u32 %r6, %nctaid.x;\n"
-    "  mul.wide.u32 %rd5, %r6, %r4;\n"
-    "LOOP:\n"
-    "  setp.ge.u64 %q1, %rd6, %rd2;\n"
-    "  @%q1 bra DONE;\n"
-    "  cvt.u32.u64 %r8, %rd6;\n"
-    "  mul.lo.s32 %r8, %r8, -1640531535;\n"
-    "  xor.b32 %r8, %r8, %r1;\n"
-    "  shl.b64 %rd7, %rd6, 2;\n"
-    "  add.u64 %rd8, %rd1, %rd7;\n"
+    TCU_PTX_WORDS_BEGIN
     "  ld.volatile.global.u32 %r9, [%rd8];\n"
     "  setp.ne.u32 %q2, %r9, %r8;\n"
     "  @%q2 atom.global.add.u32 %r10, [%rd9], 1;\n"
-    "  add.u64 %rd6, %rd6, %rd5;\n"
-    "  bra LOOP;\n"
-    "DONE:\n"
-    "  ret;\n"
-    "}\n";
+    TCU_PTX_WORDS_END;
 
 typedef struct tcu {
     void *lib;
