@@ -1,9 +1,11 @@
 /* test_cuda_fake.c — vram's CUDA device and the allocator over it, against a fake driver
  * (tests/fakes/fake_cuda.c, loaded through VRAM_LIBCUDA) that enforces the driver's rules:
  * whole-mapping unmaps, access only on mapped memory, limited physical memory, events that stay
- * pending for a while. Runs on any machine; the real-GPU tests are in tests/gpu/.
+ * pending for a while, two devices with their own contexts and memory. Runs on any machine; the
+ * real-GPU tests are in tests/gpu/ (the two-GPU one needs a machine with two).
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +17,7 @@
 
 typedef void (*counts_fn)(int *, int *, int *, int *, uint64_t *, int *);
 static counts_fn fake_counts;
+static uint64_t (*fake_used)(int device);
 
 static void expect_clean(const char *when) {
     int maps, handles, res, segs, bad;
@@ -73,12 +76,95 @@ static void allocator_run(vram_device *dev, const char *what, const char *conf) 
     vram_allocator_destroy(a);
 }
 
+/* One allocator per device, each device's memory its own. */
+typedef struct device_worker {
+    vram_allocator *a;
+    uint64_t seed;
+    int errors;
+} device_worker;
+
+static void *device_work(void *arg) { /* random allocate/free on one device, from its own thread */
+    device_worker *w = arg;
+    void *slot[64] = {0};
+    for (int op = 0; op < 20000; op++) {
+        int k = (int)(test_rng(&w->seed) % 64);
+        if (slot[k]) {
+            w->errors += vram_allocator_free(w->a, slot[k]) != VRAM_OK;
+            slot[k] = NULL;
+        } else {
+            vram_status st = vram_allocator_malloc(w->a, (size_t)(test_rng(&w->seed) % (4 * MiB)) + 1, 0, 0, &slot[k]);
+            w->errors += st != VRAM_OK && st != VRAM_ERR_OUT_OF_MEMORY;
+            if (st != VRAM_OK) slot[k] = NULL;
+        }
+    }
+    for (int k = 0; k < 64; k++)
+        if (slot[k]) w->errors += vram_allocator_free(w->a, slot[k]) != VRAM_OK;
+    return NULL;
+}
+
+static int64_t reserved_of(vram_allocator *a) {
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    return st.reserved_bytes[0].current;
+}
+
+static void test_two_devices(void) {
+    vram_device *dev[2] = {NULL, NULL};
+    vram_allocator *a[2] = {NULL, NULL};
+    for (int d = 0; d < 2; d++) {
+        char spec[16];
+        snprintf(spec, sizeof spec, "cuda:%d", d);
+        CHECK_OK(vram_device_open(spec, &dev[d]));
+        if (!dev[d]) return;
+        CHECK(dev[d]->index == d, "%s has index %d", spec, dev[d]->index);
+        CHECK_OK(vram_allocator_new(dev[d], NULL, &a[d]));
+        if (!a[d]) return;
+    }
+    void *x = NULL, *y = NULL, *z = NULL;
+    CHECK_OK(vram_allocator_malloc(a[0], 100 * MiB, 0, 0, &x));
+    CHECK_OK(vram_allocator_malloc(a[1], 300 * MiB, 0, 0, &y));
+    CHECK(fake_used(0) == (uint64_t)reserved_of(a[0]) && fake_used(1) == (uint64_t)reserved_of(a[1]),
+          "each device holds its allocator's reserved memory: %llu/%lld, %llu/%lld", (unsigned long long)fake_used(0),
+          (long long)reserved_of(a[0]), (unsigned long long)fake_used(1), (long long)reserved_of(a[1]));
+    size_t f = 0, t = 0;
+    CHECK_OK(dev[1]->ops->mem_info(dev[1], &f, &t));
+    CHECK(t - f == fake_used(1) && fake_used(1) >= 300 * MiB, "cuda:1's mem_info sees cuda:1 only: %zu used", t - f);
+    /* cuda:1 full: its allocation fails, cuda:0's still fits */
+    CHECK(vram_allocator_malloc(a[1], 800 * MiB, 0, 0, &z) == VRAM_ERR_OUT_OF_MEMORY, "800 MiB more do not fit on cuda:1");
+    CHECK(strstr(vram_last_error(), "out of memory") != NULL, "says so: %s", vram_last_error());
+    CHECK_OK(vram_allocator_malloc(a[0], 800 * MiB, 0, 0, &z));
+    CHECK_OK(vram_allocator_free(a[0], z));
+    /* empty_cache on one device returns that device's memory only */
+    uint64_t before0 = fake_used(0);
+    CHECK_OK(vram_allocator_free(a[1], y));
+    CHECK_OK(vram_allocator_empty_cache(a[1]));
+    CHECK(fake_used(1) == 0 && fake_used(0) == before0, "empty_cache on cuda:1: %llu left there, cuda:0 %llu -> %llu",
+          (unsigned long long)fake_used(1), (unsigned long long)before0, (unsigned long long)fake_used(0));
+    CHECK_OK(vram_allocator_free(a[0], x));
+    /* both devices at once, one thread each: every driver call must run in its device's context */
+    device_worker w[2] = {{a[0], 1, 0}, {a[1], 2, 0}};
+    pthread_t th[2];
+    for (int d = 0; d < 2; d++) pthread_create(&th[d], NULL, device_work, &w[d]);
+    for (int d = 0; d < 2; d++) pthread_join(th[d], NULL);
+    for (int d = 0; d < 2; d++) {
+        CHECK(w[d].errors == 0, "cuda:%d: %d calls failed from its thread", d, w[d].errors);
+        CHECK_OK(vram_allocator_check(a[d]));
+        CHECK(fake_used(d) == (uint64_t)reserved_of(a[d]), "cuda:%d after the threads: driver %llu, reserved %lld", d,
+              (unsigned long long)fake_used(d), (long long)reserved_of(a[d]));
+        vram_allocator_destroy(a[d]);
+        vram_device_close(dev[d]);
+    }
+    expect_clean("after two devices");
+}
+
 int main(void) {
     setenv("VRAM_LIBCUDA", FAKE_CUDA_PATH, 1);
     setenv("FAKE_CUDA_MEMORY", "1073741824", 1);
+    setenv("FAKE_CUDA_DEVICES", "2", 1);
     void *lib = dlopen(FAKE_CUDA_PATH, RTLD_NOW);
     fake_counts = lib ? (counts_fn)dlsym(lib, "fake_cuda_counts") : NULL;
-    if (!fake_counts) {
+    fake_used = lib ? (uint64_t(*)(int))dlsym(lib, "fake_cuda_used") : NULL;
+    if (!fake_counts || !fake_used) {
         CHECK(0, "cannot load the fake driver %s", FAKE_CUDA_PATH);
         return check_done();
     }
@@ -165,6 +251,7 @@ int main(void) {
         vram_device_close(dev);
         expect_clean("after the segments-model allocator");
     }
+    test_two_devices();
     setenv("FAKE_CUDA_NO_VMM", "1", 1);
     CHECK(vram_device_open("cuda:0:pages", &dev) == VRAM_ERR_UNSUPPORTED, "pages refused without VMM");
     CHECK_OK(vram_device_open("cuda:0", &dev));

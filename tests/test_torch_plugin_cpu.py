@@ -2,7 +2,8 @@
 library is loaded with ctypes over the fake driver (tests/fakes/fake_cuda.c via VRAM_LIBCUDA)
 and driven as CUDAPluggableAllocator and vram_torch would drive it: allocators created lazily
 per device, alloc/free, PyTorch-named statistics, reset of peaks, empty_cache returning memory
-to the driver, memory fraction, record_stream, summary and snapshot. (Out of memory throws a
+to the driver, memory fraction, record_stream, two devices used at once (the fake driver has
+two), summary and snapshot. (Out of memory throws a
 C++ exception meant for PyTorch's frames, so it is tested on the GPU, tests/gpu/.)
 Usage: test_torch_plugin_cpu.py LIBVRAM_TORCH FAKE_LIBCUDA
 """
@@ -10,6 +11,7 @@ import ctypes
 import json
 import os
 import sys
+import threading
 
 if os.environ.get("VRAM_TEST_SANITIZED"):
     print("SKIP: the sanitizer build's library cannot be loaded into an uninstrumented python")
@@ -17,6 +19,7 @@ if os.environ.get("VRAM_TEST_SANITIZED"):
 lib_path, fake = sys.argv[1], sys.argv[2]
 os.environ["VRAM_LIBCUDA"] = fake
 os.environ["FAKE_CUDA_MEMORY"] = str(1 << 30)
+os.environ["FAKE_CUDA_DEVICES"] = "2"
 os.environ["VRAM_ALLOC_CONF"] = "expandable_segments:True"
 lib = ctypes.CDLL(lib_path)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -42,8 +45,8 @@ def take(ptr):
     return s
 
 
-def stats():
-    text = take(lib.vram_torch_stats_text(0))
+def stats(device=0):
+    text = take(lib.vram_torch_stats_text(device))
     return {k: int(v) for k, _, v in (l.rpartition(" ") for l in text.splitlines())} if text else {}
 
 
@@ -76,6 +79,56 @@ check(lib.vram_torch_set_memory_fraction(1.5, 0) != 0, "fraction above 1 refused
 check(b"fraction" in lib.vram_torch_last_error().lower() or lib.vram_torch_last_error(), "with a reason")
 check(lib.vram_torch_set_memory_fraction(0.5, 0) == 0, "fraction 0.5")
 check(lib.vram_torch_init_device(7) != 0 and b"cuda:7" in lib.vram_torch_last_error(), "a device the driver lacks: %s" % lib.vram_torch_last_error())
+# A second device: its own allocator and memory, created on its first allocation.
+fake_lib = ctypes.CDLL(fake)  # the library the plug-in loaded (same path, same state)
+fake_lib.fake_cuda_used.restype, fake_lib.fake_cuda_used.argtypes = ctypes.c_uint64, [c_int]
+s0 = stats(0)
+check(lib.vram_torch_device_active(1) == 0, "cuda:1 has no allocator before its first allocation")
+q = lib.vram_torch_alloc(64 << 20, 1, 0x1000)
+check(q and lib.vram_torch_device_active(1) == 1, "an allocation on cuda:1 starts its allocator")
+s1 = stats(1)
+check(s1.get("allocated_bytes.all.current") == 64 << 20, "cuda:1 counts its block: %s" % s1.get("allocated_bytes.all.current"))
+check(stats(0) == s0, "cuda:0's statistics do not move")
+check(fake_lib.fake_cuda_used(1) == s1["reserved_bytes.all.current"], "cuda:1's memory is on cuda:1: %d" % fake_lib.fake_cuda_used(1))
+lib.vram_torch_free(q, 64 << 20, 0, 0x1000)  # the wrong device: refused (a message on stderr), nothing freed
+check(stats(1)["allocated_bytes.all.current"] == 64 << 20 and stats(0) == s0, "a free naming the wrong device frees nothing")
+lib.vram_torch_free(q, 64 << 20, 1, 0x1000)
+used0 = fake_lib.fake_cuda_used(0)
+check(lib.vram_torch_empty_cache(1) == 0 and fake_lib.fake_cuda_used(1) == 0, "empty_cache(1) returns cuda:1's cache")
+check(fake_lib.fake_cuda_used(0) == used0, "and leaves cuda:0's")
+# Both devices at once, one thread each (ctypes releases the GIL around each call).
+failed = []
+
+
+def churn(device):
+    held = []
+    for i in range(3000):
+        if len(held) >= 40 or (held and (i * 7919) % 3 == 0):  # at most 40 blocks (120 MiB) live
+            ptr, n = held.pop((i * 31) % len(held))
+            lib.vram_torch_free(ptr, n, device, 0x1000)
+        else:
+            n = ((i * 104729) % (3 << 20)) + 1
+            ptr = lib.vram_torch_alloc(n, device, 0x1000)
+            if ptr:
+                held.append((ptr, n))
+            else:
+                failed.append((device, n))
+    for ptr, n in held:
+        lib.vram_torch_free(ptr, n, device, 0x1000)
+
+
+threads = [threading.Thread(target=churn, args=(d,)) for d in (0, 1)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+check(not failed, "no allocation failed on either device: %s" % failed[:3])
+for d in (0, 1):
+    sd = stats(d)
+    check(sd["allocated_bytes.all.current"] == (0 if d else s0["allocated_bytes.all.current"]),
+          "cuda:%d: everything the thread allocated is freed" % d)
+    check(fake_lib.fake_cuda_used(d) == sd["reserved_bytes.all.current"],
+          "cuda:%d: driver memory %d = reserved %d" % (d, fake_lib.fake_cuda_used(d), sd["reserved_bytes.all.current"]))
 summary = take(lib.vram_torch_summary(0, 0))
 if summary is None:
     err = lib.vram_torch_last_error().decode()

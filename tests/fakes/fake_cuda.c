@@ -7,13 +7,17 @@
  *   - cuMemMap must not overlap a mapping, and must be granularity-aligned inside a reservation;
  *     one handle may be mapped at several addresses, and cuMemRelease of a mapped handle frees
  *     its memory only when its last mapping is unmapped (as the driver documents);
- *   - physical memory (cuMemCreate + cuMemAlloc) is limited to FAKE_CUDA_MEMORY bytes
- *     (default 1 GiB), beyond which CUDA_ERROR_OUT_OF_MEMORY;
+ *   - physical memory (cuMemCreate + cuMemAlloc) is limited to FAKE_CUDA_MEMORY bytes per
+ *     device (default 1 GiB), beyond which CUDA_ERROR_OUT_OF_MEMORY;
+ *   - FAKE_CUDA_DEVICES devices (default 1), each with its own primary context and memory:
+ *     cuMemCreate takes memory from the device its properties name, cuMemAlloc and
+ *     cuMemGetInfo use the calling thread's current context (cuCtxSetCurrent);
  *   - an event stays pending for FAKE_CUDA_EVENT_LAG queries after its record (default 2), so
  *     the allocator's not-ready paths run; cuEventSynchronize / cuCtxSynchronize complete it.
  * FAKE_CUDA_NO_VMM=1 makes the device report no virtual memory management.
  * Device memory is never dereferenced, so addresses are plain numbers handed out from a
- * counter. fake_cuda_counts() reports what is still held, for leak checks.
+ * counter. fake_cuda_counts() reports what is still held, for leak checks, and
+ * fake_cuda_used(d) one device's physical memory in use.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,8 +29,11 @@
 typedef int CUresult;
 enum { OK = 0, E_INVALID_VALUE = 1, E_OOM = 2, E_NOT_READY = 600, E_NOT_FOUND = 500, E_INVALID_DEVICE = 101 };
 
+#define MAX_DEVICES 8
+
 typedef struct handle {
     uint64_t size;
+    int device;
     int mapped;   /* how many mappings use it: a handle may be mapped at several addresses */
     int released; /* cuMemRelease was called: freed once the last mapping goes */
 } handle;
@@ -37,12 +44,16 @@ typedef struct mapping {
 } mapping;
 typedef struct range {
     uint64_t addr, size;
+    int device; /* cuMemAlloc's segments */
 } range;
 typedef struct event {
     int pending;
 } event;
 
-static uint64_t capacity, used, next_addr = 0x7f0000000000ull;
+static uint64_t capacity, used[MAX_DEVICES], next_addr = 0x7f0000000000ull;
+static int ndevices = 1;
+static int ctx_token[MAX_DEVICES];   /* primary context of device d: &ctx_token[d] */
+static __thread int current = -1;    /* the calling thread's current device (cuCtxSetCurrent) */
 static mapping maps[1 << 16];
 static int nmaps;
 static range reservations[256], allocs[1 << 14];
@@ -55,9 +66,12 @@ static uint64_t env_u64(const char *name, uint64_t dflt) {
 
 EXPORT void fake_cuda_counts(int *mappings, int *handles, int *reserved_ranges, int *segments, uint64_t *used_bytes,
                              int *bad_calls) {
+    uint64_t all = 0;
+    for (int d = 0; d < MAX_DEVICES; d++) all += used[d];
     *mappings = nmaps, *handles = handles_live, *reserved_ranges = nres, *segments = nallocs;
-    *used_bytes = used, *bad_calls = violations;
+    *used_bytes = all, *bad_calls = violations;
 }
+EXPORT uint64_t fake_cuda_used(int device) { return device >= 0 && device < MAX_DEVICES ? used[device] : 0; }
 
 static CUresult bad(CUresult r) {
     violations++;
@@ -67,6 +81,8 @@ static CUresult bad(CUresult r) {
 EXPORT CUresult cuInit(unsigned flags) {
     (void)flags;
     capacity = env_u64("FAKE_CUDA_MEMORY", 1ull << 30);
+    ndevices = (int)env_u64("FAKE_CUDA_DEVICES", 1);
+    if (ndevices < 1 || ndevices > MAX_DEVICES) ndevices = 1;
     return OK;
 }
 EXPORT CUresult cuDriverGetVersion(int *v) { *v = 13000; return OK; }
@@ -74,8 +90,11 @@ EXPORT CUresult cuGetErrorName(CUresult r, const char **s) {
     *s = r == E_OOM ? "CUDA_ERROR_OUT_OF_MEMORY" : r == E_NOT_READY ? "CUDA_ERROR_NOT_READY" : "CUDA_ERROR_FAKE";
     return OK;
 }
-EXPORT CUresult cuDeviceGetCount(int *n) { *n = 1; return OK; }
-EXPORT CUresult cuDeviceGet(int *d, int ordinal) { *d = ordinal; return ordinal == 0 ? OK : E_INVALID_DEVICE; }
+EXPORT CUresult cuDeviceGetCount(int *n) { *n = ndevices; return OK; }
+EXPORT CUresult cuDeviceGet(int *d, int ordinal) {
+    *d = ordinal;
+    return ordinal >= 0 && ordinal < ndevices ? OK : E_INVALID_DEVICE;
+}
 EXPORT CUresult cuDeviceGetName(char *name, int len, int d) {
     (void)d;
     strncpy(name, "Fake GPU", (size_t)len);
@@ -87,38 +106,54 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, int d) {
     *v = attr == 102 ? !env_u64("FAKE_CUDA_NO_VMM", 0) : 0;
     return OK;
 }
-static int ctx_token;
-EXPORT CUresult cuDevicePrimaryCtxRetain(void **ctx, int d) { (void)d; *ctx = &ctx_token; return OK; }
-EXPORT CUresult cuDevicePrimaryCtxRelease_v2(int d) { (void)d; return OK; }
-EXPORT CUresult cuCtxSetCurrent(void *ctx) { return ctx == &ctx_token ? OK : bad(E_INVALID_VALUE); }
+EXPORT CUresult cuDevicePrimaryCtxRetain(void **ctx, int d) {
+    if (d < 0 || d >= ndevices) return bad(E_INVALID_DEVICE);
+    *ctx = &ctx_token[d];
+    return OK;
+}
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(int d) { return d >= 0 && d < ndevices ? OK : bad(E_INVALID_DEVICE); }
+EXPORT CUresult cuCtxSetCurrent(void *ctx) {
+    for (int d = 0; d < ndevices; d++)
+        if (ctx == &ctx_token[d]) {
+            current = d;
+            return OK;
+        }
+    return bad(E_INVALID_VALUE);
+}
 EXPORT CUresult cuCtxSynchronize(void) { return OK; }
 
 EXPORT CUresult cuMemAlloc_v2(uint64_t *p, size_t size) {
+    if (current < 0) return bad(E_INVALID_VALUE); /* no current context */
     if (size == 0 || nallocs == (int)(sizeof allocs / sizeof allocs[0])) return bad(E_INVALID_VALUE);
-    if (used + size > capacity) return E_OOM;
-    used += size;
+    if (used[current] + size > capacity) return E_OOM;
+    used[current] += size;
     *p = next_addr;
     next_addr += (size + GRAN - 1) / GRAN * GRAN + GRAN;
-    allocs[nallocs++] = (range){*p, size};
+    allocs[nallocs++] = (range){*p, size, current};
     return OK;
 }
 EXPORT CUresult cuMemFree_v2(uint64_t p) {
     for (int i = 0; i < nallocs; i++)
         if (allocs[i].addr == p) {
-            used -= allocs[i].size;
+            used[allocs[i].device] -= allocs[i].size;
             allocs[i] = allocs[--nallocs];
             return OK;
         }
     return bad(E_INVALID_VALUE);
 }
-EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t) { *f = capacity - used; *t = capacity; return OK; }
+EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t) {
+    if (current < 0) return bad(E_INVALID_VALUE);
+    *f = capacity - used[current];
+    *t = capacity;
+    return OK;
+}
 
 EXPORT CUresult cuMemAddressReserve(uint64_t *p, size_t size, size_t align, uint64_t addr, unsigned long long fl) {
     (void)align, (void)addr, (void)fl;
     if (size == 0 || size % GRAN || nres == 256) return bad(E_INVALID_VALUE);
     *p = next_addr;
     next_addr += size + GRAN;
-    reservations[nres++] = (range){*p, size};
+    reservations[nres++] = (range){*p, size, -1};
     return OK;
 }
 EXPORT CUresult cuMemAddressFree(uint64_t p, size_t size) {
@@ -132,18 +167,21 @@ EXPORT CUresult cuMemAddressFree(uint64_t p, size_t size) {
     return bad(E_INVALID_VALUE);
 }
 EXPORT CUresult cuMemCreate(void **h, size_t size, const void *prop, unsigned long long fl) {
-    (void)prop, (void)fl;
-    if (size == 0 || size % GRAN) return bad(E_INVALID_VALUE);
-    if (used + size > capacity) return E_OOM;
+    (void)fl;
+    /* CUmemAllocationProp: type, requestedHandleTypes, location {type, id}, ... */
+    int d = prop ? ((const int *)prop)[3] : -1;
+    if (size == 0 || size % GRAN || d < 0 || d >= ndevices) return bad(E_INVALID_VALUE);
+    if (used[d] + size > capacity) return E_OOM;
     handle *x = calloc(1, sizeof *x);
     x->size = size;
-    used += size;
+    x->device = d;
+    used[d] += size;
     handles_live++;
     *h = x;
     return OK;
 }
 static void handle_free(handle *h) {
-    used -= h->size;
+    used[h->device] -= h->size;
     handles_live--;
     free(h);
 }
