@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "vram/alloc.h"
+#include "vram/bench.h"
 
 static double now_ns(void) {
     struct timespec ts;
@@ -26,17 +27,6 @@ static double now_ns(void) {
     return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
-static uint64_t xs;
-static uint64_t next_u64(void) {
-    xs ^= xs << 13;
-    xs ^= xs >> 7;
-    xs ^= xs << 17;
-    return xs;
-}
-static size_t draw_size(void) {
-    uint64_t e = 8 + next_u64() % 19;
-    return (size_t)((1ull << e) + next_u64() % (1ull << e));
-}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -113,15 +103,15 @@ int main(int argc, char **argv) {
             vram_stats before;
             vram_allocator_get_stats(a, &before);
             vram_allocator_reset_peak_stats(a);
-            xs = 88172645463325252ull;
+            uint64_t xs = VRAM_BENCH_SEED;
             long fails = 0;
             double t0 = now_ns();
             for (int op = 0; op < OPS; op++) {
-                uint64_t k = next_u64() % SLOTS;
+                uint64_t k = vram_bench_next(&xs) % SLOTS;
                 if (slot[k]) {
                     vram_allocator_free(a, slot[k]);
                     slot[k] = NULL;
-                } else if (vram_allocator_malloc(a, draw_size(), 0, VRAM_TAG_OTHER, &slot[k]) != VRAM_OK) {
+                } else if (vram_allocator_malloc(a, (size_t)vram_bench_size(&xs), 0, VRAM_TAG_OTHER, &slot[k]) != VRAM_OK) {
                     fails++;
                     slot[k] = NULL;
                 }

@@ -19,16 +19,9 @@
 
 #include "../tests/fakes/event_device.h"
 #include "vram/alloc.h"
+#include "vram/bench.h"
 
-enum { SLOTS = 1000, OPS = 200000 };
-
-static uint64_t xs;
-static uint64_t next_u64(void) {
-    xs ^= xs << 13;
-    xs ^= xs >> 7;
-    xs ^= xs << 17;
-    return xs;
-}
+enum { SLOTS = VRAM_BENCH_RANDOM_SLOTS, OPS = VRAM_BENCH_RANDOM_OPS };
 
 typedef struct run_calls {
     double maps, unmaps, aliases, drops;
@@ -40,17 +33,15 @@ static int run(vram_allocator *a, evdev_state *e, uint64_t seed, run_calls *call
     static void *slot[SLOTS];
     memset(slot, 0, sizeof slot);
     uint64_t m = e->map_calls, u = e->unmap_calls, al = e->alias_calls, d = e->drop_calls;
-    xs = seed;
+    uint64_t x = seed;
     int rc = 0;
     for (int op = 0; op < OPS && !rc; op++) {
-        uint64_t k = next_u64() % SLOTS;
+        uint64_t k = vram_bench_next(&x) % SLOTS;
         if (slot[k]) {
             rc = vram_allocator_free(a, slot[k]) != VRAM_OK;
             slot[k] = NULL;
         } else {
-            uint64_t ex = 8 + next_u64() % 19;
-            size_t size = (size_t)((1ull << ex) + next_u64() % (1ull << ex));
-            rc = vram_allocator_malloc(a, size, 0, VRAM_TAG_OTHER, &slot[k]) != VRAM_OK;
+            rc = vram_allocator_malloc(a, (size_t)vram_bench_size(&x), 0, VRAM_TAG_OTHER, &slot[k]) != VRAM_OK;
         }
     }
     if (calls) {
@@ -79,7 +70,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_random_moves: --seeds must be 1 to 1000\n");
         return 2;
     }
-    printf("command:");
+    vram_machine_info m;
+    vram_machine_info_get(&m);
+    printf("machine: %s, %u cores, %s\ndate:    %s\ncommand:", m.cpu, m.cores, m.os, m.date);
     for (int i = 0; i < argc; i++) printf(" %s", argv[i]);
     printf("\n\nThe random workload on the event device (141 GiB), mean over %d seeds; cold: the run after an "
            "empty_cache, warm: the next run, cache kept. Device calls per run.\n\n", seeds);
@@ -91,7 +84,7 @@ int main(int argc, char **argv) {
         double reserved = 0, allocated = 0;
         run_calls cold = {0, 0, 0, 0}, warm = {0, 0, 0, 0};
         for (int k = 0; k < seeds; k++) {
-            uint64_t seed = 88172645463325252ull ^ ((uint64_t)k * 0x9E3779B97F4A7C15ull);
+            uint64_t seed = VRAM_BENCH_SEED ^ ((uint64_t)k * 0x9E3779B97F4A7C15ull);
             vram_device *dev;
             vram_alloc_config cfg;
             vram_allocator *a = NULL;
