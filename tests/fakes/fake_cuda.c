@@ -17,8 +17,11 @@
  * FAKE_CUDA_NO_VMM=1 makes the device report no virtual memory management.
  * Device memory is never dereferenced, so addresses are plain numbers handed out from a
  * counter. fake_cuda_counts() reports what is still held, for leak checks, and
- * fake_cuda_used(d) one device's physical memory in use.
+ * fake_cuda_used(d) one device's physical memory in use. Like the driver, it may be called from
+ * several threads: each entry point that touches the shared state holds one lock
+ * (cuX_locked is cuX's body).
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +61,15 @@ static mapping maps[1 << 16];
 static int nmaps;
 static range reservations[256], allocs[1 << 14];
 static int nres, nallocs, handles_live, events_live, violations;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* the driver is thread-safe: one lock over the state */
+/* The exported entry point `name`, running name_locked (its body) under the lock. */
+#define LOCKED(name, params, args)           \
+    EXPORT CUresult name params {            \
+        pthread_mutex_lock(&lock);           \
+        CUresult r = name##_locked args;     \
+        pthread_mutex_unlock(&lock);         \
+        return r;                            \
+    }
 
 static uint64_t env_u64(const char *name, uint64_t dflt) {
     const char *v = getenv(name);
@@ -67,14 +79,21 @@ static uint64_t env_u64(const char *name, uint64_t dflt) {
 EXPORT void fake_cuda_counts(int *mappings, int *handles, int *reserved_ranges, int *segments, uint64_t *used_bytes,
                              int *bad_calls) {
     uint64_t all = 0;
+    pthread_mutex_lock(&lock);
     for (int d = 0; d < MAX_DEVICES; d++) all += used[d];
     *mappings = nmaps, *handles = handles_live, *reserved_ranges = nres, *segments = nallocs;
     *used_bytes = all, *bad_calls = violations;
+    pthread_mutex_unlock(&lock);
 }
-EXPORT uint64_t fake_cuda_used(int device) { return device >= 0 && device < MAX_DEVICES ? used[device] : 0; }
+EXPORT uint64_t fake_cuda_used(int device) {
+    pthread_mutex_lock(&lock);
+    uint64_t u = device >= 0 && device < MAX_DEVICES ? used[device] : 0;
+    pthread_mutex_unlock(&lock);
+    return u;
+}
 
 static CUresult bad(CUresult r) {
-    violations++;
+    __atomic_fetch_add(&violations, 1, __ATOMIC_RELAXED);
     return r;
 }
 
@@ -122,7 +141,7 @@ EXPORT CUresult cuCtxSetCurrent(void *ctx) {
 }
 EXPORT CUresult cuCtxSynchronize(void) { return OK; }
 
-EXPORT CUresult cuMemAlloc_v2(uint64_t *p, size_t size) {
+static CUresult cuMemAlloc_v2_locked(uint64_t *p, size_t size) {
     if (current < 0) return bad(E_INVALID_VALUE); /* no current context */
     if (size == 0 || nallocs == (int)(sizeof allocs / sizeof allocs[0])) return bad(E_INVALID_VALUE);
     if (used[current] + size > capacity) return E_OOM;
@@ -132,7 +151,8 @@ EXPORT CUresult cuMemAlloc_v2(uint64_t *p, size_t size) {
     allocs[nallocs++] = (range){*p, size, current};
     return OK;
 }
-EXPORT CUresult cuMemFree_v2(uint64_t p) {
+LOCKED(cuMemAlloc_v2, (uint64_t *p, size_t size), (p, size))
+static CUresult cuMemFree_v2_locked(uint64_t p) {
     for (int i = 0; i < nallocs; i++)
         if (allocs[i].addr == p) {
             used[allocs[i].device] -= allocs[i].size;
@@ -141,14 +161,16 @@ EXPORT CUresult cuMemFree_v2(uint64_t p) {
         }
     return bad(E_INVALID_VALUE);
 }
-EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t) {
+LOCKED(cuMemFree_v2, (uint64_t p), (p))
+static CUresult cuMemGetInfo_v2_locked(size_t *f, size_t *t) {
     if (current < 0) return bad(E_INVALID_VALUE);
     *f = capacity - used[current];
     *t = capacity;
     return OK;
 }
+LOCKED(cuMemGetInfo_v2, (size_t *f, size_t *t), (f, t))
 
-EXPORT CUresult cuMemAddressReserve(uint64_t *p, size_t size, size_t align, uint64_t addr, unsigned long long fl) {
+static CUresult cuMemAddressReserve_locked(uint64_t *p, size_t size, size_t align, uint64_t addr, unsigned long long fl) {
     (void)align, (void)addr, (void)fl;
     if (size == 0 || size % GRAN || nres == 256) return bad(E_INVALID_VALUE);
     *p = next_addr;
@@ -156,7 +178,8 @@ EXPORT CUresult cuMemAddressReserve(uint64_t *p, size_t size, size_t align, uint
     reservations[nres++] = (range){*p, size, -1};
     return OK;
 }
-EXPORT CUresult cuMemAddressFree(uint64_t p, size_t size) {
+LOCKED(cuMemAddressReserve, (uint64_t *p, size_t size, size_t align, uint64_t addr, unsigned long long fl), (p, size, align, addr, fl))
+static CUresult cuMemAddressFree_locked(uint64_t p, size_t size) {
     for (int i = 0; i < nres; i++)
         if (reservations[i].addr == p && reservations[i].size == size) {
             for (int m = 0; m < nmaps; m++)
@@ -166,7 +189,8 @@ EXPORT CUresult cuMemAddressFree(uint64_t p, size_t size) {
         }
     return bad(E_INVALID_VALUE);
 }
-EXPORT CUresult cuMemCreate(void **h, size_t size, const void *prop, unsigned long long fl) {
+LOCKED(cuMemAddressFree, (uint64_t p, size_t size), (p, size))
+static CUresult cuMemCreate_locked(void **h, size_t size, const void *prop, unsigned long long fl) {
     (void)fl;
     /* CUmemAllocationProp: type, requestedHandleTypes, location {type, id}, ... */
     int d = prop ? ((const int *)prop)[3] : -1;
@@ -180,19 +204,21 @@ EXPORT CUresult cuMemCreate(void **h, size_t size, const void *prop, unsigned lo
     *h = x;
     return OK;
 }
+LOCKED(cuMemCreate, (void **h, size_t size, const void *prop, unsigned long long fl), (h, size, prop, fl))
 static void handle_free(handle *h) {
     used[h->device] -= h->size;
     handles_live--;
     free(h);
 }
-EXPORT CUresult cuMemRelease(void *hv) {
+static CUresult cuMemRelease_locked(void *hv) {
     handle *h = hv;
     if (!h || h->released) return bad(E_INVALID_VALUE);
     h->released = 1; /* as the driver: the memory goes when its last mapping does */
     if (!h->mapped) handle_free(h);
     return OK;
 }
-EXPORT CUresult cuMemMap(uint64_t p, size_t size, size_t off, void *hv, unsigned long long fl) {
+LOCKED(cuMemRelease, (void *hv), (hv))
+static CUresult cuMemMap_locked(uint64_t p, size_t size, size_t off, void *hv, unsigned long long fl) {
     (void)fl;
     handle *h = hv;
     if (!h || h->released || off || size != h->size || p % GRAN || nmaps == (int)(sizeof maps / sizeof maps[0]))
@@ -207,7 +233,8 @@ EXPORT CUresult cuMemMap(uint64_t p, size_t size, size_t off, void *hv, unsigned
     h->mapped++;
     return OK;
 }
-EXPORT CUresult cuMemUnmap(uint64_t p, size_t size) {
+LOCKED(cuMemMap, (uint64_t p, size_t size, size_t off, void *hv, unsigned long long fl), (p, size, off, hv, fl))
+static CUresult cuMemUnmap_locked(uint64_t p, size_t size) {
     /* [p, p+size) must be a union of whole mappings */
     uint64_t covered = 0;
     for (int m = 0; m < nmaps; m++) {
@@ -228,7 +255,8 @@ EXPORT CUresult cuMemUnmap(uint64_t p, size_t size) {
     }
     return OK;
 }
-EXPORT CUresult cuMemSetAccess(uint64_t p, size_t size, const void *desc, size_t count) {
+LOCKED(cuMemUnmap, (uint64_t p, size_t size), (p, size))
+static CUresult cuMemSetAccess_locked(uint64_t p, size_t size, const void *desc, size_t count) {
     (void)desc;
     if (count != 1) return bad(E_INVALID_VALUE);
     uint64_t covered = 0;
@@ -236,18 +264,20 @@ EXPORT CUresult cuMemSetAccess(uint64_t p, size_t size, const void *desc, size_t
         if (maps[m].addr >= p && maps[m].addr + maps[m].size <= p + size) covered += maps[m].size, maps[m].access = 1;
     return covered == size ? OK : bad(E_INVALID_VALUE);
 }
+LOCKED(cuMemSetAccess, (uint64_t p, size_t size, const void *desc, size_t count), (p, size, desc, count))
 EXPORT CUresult cuMemGetAllocationGranularity(size_t *g, const void *prop, int flags) {
     (void)prop, (void)flags;
     *g = GRAN;
     return OK;
 }
 
-EXPORT CUresult cuEventCreate(void **e, unsigned flags) {
+static CUresult cuEventCreate_locked(void **e, unsigned flags) {
     (void)flags;
     *e = calloc(1, sizeof(event));
     events_live++;
     return OK;
 }
+LOCKED(cuEventCreate, (void **e, unsigned flags), (e, flags))
 EXPORT CUresult cuEventRecord(void *e, void *stream) {
     (void)stream;
     ((event *)e)->pending = (int)env_u64("FAKE_CUDA_EVENT_LAG", 2);
@@ -265,8 +295,9 @@ EXPORT CUresult cuEventSynchronize(void *e) {
     ((event *)e)->pending = 0;
     return OK;
 }
-EXPORT CUresult cuEventDestroy_v2(void *e) {
+static CUresult cuEventDestroy_v2_locked(void *e) {
     free(e);
     events_live--;
     return OK;
 }
+LOCKED(cuEventDestroy_v2, (void *e), (e))
