@@ -1,11 +1,13 @@
 # The two commands of the README, over CMake:
 #   make run    builds and runs the main job
-#   make test   builds (plain and with ASan+UBSan) and runs every test through CTest
+#   make test   builds (plain and with ASan+UBSan) and runs every test through CTest, then the
+#               multithreaded ones (label `threads`) under ThreadSanitizer
 BUILD ?= build
 SAN_BUILD ?= build-san
+TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all build build-san run test test-plain test-san bench clean
+.PHONY: all build build-san build-tsan run test test-plain test-san test-tsan bench clean
 
 all: build
 
@@ -16,6 +18,10 @@ build:
 build-san:
 	@cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DVRAM_SANITIZE=ON >/dev/null
 	@cmake --build $(SAN_BUILD) -j $(JOBS)
+
+build-tsan:
+	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVRAM_SANITIZE_THREAD=ON >/dev/null
+	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_alloc test_cuda_fake fake_cuda
 
 # The main job, in two parts:
 #  1. replay the bundled real PyTorch traces through the allocator on an 80 GiB simulated
@@ -32,7 +38,10 @@ test-plain: build
 test-san: build-san
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 VRAM_TEST_SANITIZED=1 ctest --output-on-failure -j $(JOBS)
 
-test: test-plain test-san
+test-tsan: build-tsan
+	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -L threads
+
+test: test-plain test-san test-tsan
 
 clean:
-	rm -rf $(BUILD) $(SAN_BUILD)
+	rm -rf $(BUILD) $(SAN_BUILD) $(TSAN_BUILD)
