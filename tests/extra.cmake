@@ -73,6 +73,9 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties(gpu_test_torch_multi_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600)
   add_test(NAME test_vram_torch_record
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_record.py)
+  # torch.cuda's memory functions routed to vram_torch, on stand-in torch modules
+  add_test(NAME test_torch_routes
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_torch_routes.py)
   # the model of PyTorch's expandable segments (bench/expandable_model.py) against PyTorch's peaks
   add_test(NAME test_expandable_model
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_expandable_model.py)

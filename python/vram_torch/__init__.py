@@ -8,8 +8,10 @@
 enable() loads libvram_torch.so and makes it PyTorch's CUDA allocator through
 torch.cuda.memory.CUDAPluggableAllocator. PyTorch's own memory_stats(), memory_summary(),
 max_memory_allocated(), empty_cache(), ... do not reach a pluggable allocator (they raise or do
-nothing), so this module has the same functions, answered by vram through ctypes; nothing is
-compiled. The library is looked for in $VRAM_TORCH_LIBRARY, beside this package, then in the
+nothing), so this module has the same functions, answered by vram through ctypes (nothing is
+compiled), and enable() points torch.cuda's at them too (torch_routes.py), so that a script that
+logs torch.cuda.max_memory_allocated() or calls torch.cuda.empty_cache() or
+Tensor.record_stream() runs unchanged. The library is looked for in $VRAM_TORCH_LIBRARY, beside this package, then in the
 repository's build folders (build/, b/).
 
 `python -m vram_torch record -o run.trace script.py args...` records any PyTorch program's
@@ -97,8 +99,9 @@ def is_enabled():
     return _enabled
 
 
-def enable():
-    """Makes vram PyTorch's CUDA allocator. Must run before the first CUDA allocation."""
+def enable(route_torch=True):
+    """Makes vram PyTorch's CUDA allocator. Must run before the first CUDA allocation. With
+    route_torch, torch.cuda's memory functions and Tensor.record_stream answer from vram."""
     global _enabled, _allocator
     if _enabled:
         return
@@ -127,6 +130,10 @@ def enable():
                       % lib.vram_torch_last_error().decode(errors="replace"))
     _allocator = alloc
     _enabled = True
+    if route_torch:
+        import sys
+        from . import torch_routes
+        torch_routes.route(torch, sys.modules[__name__])
 
 
 def _device(device):

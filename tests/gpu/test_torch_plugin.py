@@ -1,6 +1,7 @@
 """test_torch_plugin.py — vram_torch under a real PyTorch on a GPU: tensors computed through
-vram's allocator, its statistics, summary and snapshot, OOM as torch.OutOfMemoryError with
-recovery, empty_cache visible in cudaMemGetInfo, record_stream, enable() refused after CUDA use,
+vram's allocator, its statistics, summary and snapshot (also through torch.cuda's own functions),
+OOM as torch.OutOfMemoryError with recovery, empty_cache visible in cudaMemGetInfo, record_stream
+(vram_torch's and Tensor.record_stream), enable() refused after CUDA use,
 and `python -m vram_torch record` writing a memtrace v1 file. Exits 77 (skipped) without torch,
 a GPU or libvram_torch.so.
 """
@@ -37,6 +38,23 @@ del x
 check(vram_torch.memory_allocated() == before, "and uncounted when freed")
 vram_torch.reset_peak_memory_stats()
 check(vram_torch.max_memory_allocated() == vram_torch.memory_allocated(), "reset_peak_memory_stats")
+
+# PyTorch's own functions answer from vram too (vram_torch.enable() routes them), so an unchanged
+# script that logs its memory runs.
+y = torch.empty(50 * 2**20, dtype=torch.uint8, device="cuda")
+check(torch.cuda.memory_allocated() == vram_torch.memory_allocated() >= 50 * 2**20, "torch.cuda.memory_allocated")
+check(torch.cuda.max_memory_allocated() == vram_torch.max_memory_allocated(), "torch.cuda.max_memory_allocated")
+check(torch.cuda.memory_reserved() == vram_torch.memory_reserved(), "torch.cuda.memory_reserved")
+check(torch.cuda.memory_stats()["allocated_bytes.all.current"] == vram_torch.memory_allocated(), "torch.cuda.memory_stats")
+check(torch.cuda.memory_stats_as_nested_dict()["allocated_bytes"]["all"]["current"] == vram_torch.memory_allocated(),
+      "torch.cuda.memory_stats_as_nested_dict")
+check("Allocated memory" in torch.cuda.memory_summary(), "torch.cuda.memory_summary")
+check(len(torch.cuda.memory_snapshot()) >= 1, "torch.cuda.memory_snapshot lists segments")
+del y
+torch.cuda.reset_peak_memory_stats()
+check(torch.cuda.max_memory_allocated() == torch.cuda.memory_allocated(), "torch.cuda.reset_peak_memory_stats")
+torch.cuda.empty_cache()
+check(vram_torch.memory_reserved() < vram_torch.memory_allocated() + 64 * 2**20, "torch.cuda.empty_cache empties vram's cache")
 
 try:
     s = vram_torch.memory_summary()
@@ -86,6 +104,19 @@ vram_torch.record_stream(t, side)
 del t
 torch.cuda.synchronize()
 check(float(u.sum()) == 2 * 2**20, "record_stream tensor result")
+# Tensor.record_stream (routed): the freed block stays active until the side stream's event
+t = torch.ones(2**20, device="cuda")
+with torch.cuda.stream(side):
+    torch.cuda._sleep(50_000_000)  # the side stream is still busy when t is freed
+    u2 = t * 3
+t.record_stream(side)
+active0 = vram_torch.memory_stats()["active_bytes.all.current"]
+del t
+st2 = vram_torch.memory_stats()
+check(st2["active_bytes.all.current"] == active0, "Tensor.record_stream keeps the freed block active (%d -> %d)"
+      % (active0, st2["active_bytes.all.current"]))
+torch.cuda.synchronize()
+check(float(u2.sum()) == 3 * 2**20, "Tensor.record_stream tensor result")
 
 # enable() after CUDA use: a clear error (in a fresh process).
 code = ("import sys; sys.path.insert(0, %r); import torch, vram_torch; torch.ones(1, device='cuda');\n"

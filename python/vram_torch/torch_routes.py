@@ -1,0 +1,72 @@
+"""torch_routes.py — PyTorch's own memory functions answered by vram, for unchanged scripts.
+
+Under a pluggable allocator PyTorch's torch.cuda.memory_stats(), max_memory_allocated(),
+memory_summary(), ... raise, and torch.cuda.empty_cache(), set_per_process_memory_fraction()
+and Tensor.record_stream() do nothing. A script that logs its peak memory or empties the cache
+would then fail or silently lose the effect under vram. route(torch, vram_torch), which
+vram_torch.enable() calls, replaces those functions (in torch.cuda and torch.cuda.memory) and
+Tensor.record_stream with vram_torch's, keeping the originals in ORIGINALS.
+
+ROUTES maps each torch.cuda name to a function of vram_torch (or a small adapter here); names a
+PyTorch version lacks are skipped.
+"""
+
+ORIGINALS = {}
+
+
+def _nested(flat):
+    """PyTorch's memory_stats_as_nested_dict() from the flat "a.b.c" keys."""
+    out = {}
+    for key, value in flat.items():
+        node = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return out
+
+
+def _routes(vt):
+    return {
+        "memory_stats": vt.memory_stats,
+        "memory_stats_as_nested_dict": lambda device=None: _nested(vt.memory_stats(device)),
+        "memory_allocated": vt.memory_allocated,
+        "max_memory_allocated": vt.max_memory_allocated,
+        "memory_reserved": vt.memory_reserved,
+        "max_memory_reserved": vt.max_memory_reserved,
+        "memory_cached": vt.memory_reserved,          # deprecated aliases PyTorch still has
+        "max_memory_cached": vt.max_memory_reserved,
+        "reset_peak_memory_stats": vt.reset_peak_memory_stats,
+        "reset_max_memory_allocated": vt.reset_peak_memory_stats,
+        "reset_max_memory_cached": vt.reset_peak_memory_stats,
+        "reset_accumulated_memory_stats": vt.reset_accumulated_memory_stats,
+        "memory_summary": vt.memory_summary,
+        "memory_snapshot": lambda *args, **kwargs: vt.snapshot()["segments"],
+        "empty_cache": lambda: vt.empty_cache(None),
+        "set_per_process_memory_fraction": vt.set_per_process_memory_fraction,
+    }
+
+
+def route(torch, vt):
+    """Points torch.cuda's memory functions and Tensor.record_stream at vram (idempotent)."""
+    if ORIGINALS:
+        return
+    import torch.cuda.memory as tcm
+    for name, fn in _routes(vt).items():
+        for module in (torch.cuda, tcm):
+            if hasattr(module, name):
+                ORIGINALS[(module.__name__, name)] = getattr(module, name)
+                setattr(module, name, fn)
+    if hasattr(tcm, "_snapshot"):
+        ORIGINALS[(tcm.__name__, "_snapshot")] = tcm._snapshot
+        tcm._snapshot = lambda device=None, *args, **kwargs: vt.snapshot(device)
+    original_record_stream = torch.Tensor.record_stream
+    ORIGINALS[("torch.Tensor", "record_stream")] = original_record_stream
+
+    def record_stream(self, stream):
+        if self.is_cuda:
+            vt.record_stream(self, stream)
+        else:
+            original_record_stream(self, stream)
+
+    torch.Tensor.record_stream = record_stream

@@ -1,0 +1,85 @@
+"""test_torch_routes.py — vram_torch.torch_routes without PyTorch: on stand-in torch, torch.cuda
+and torch.cuda.memory modules, route() points every memory function that exists in both modules
+at vram_torch's (skipping names this "PyTorch" lacks), keeps the originals, runs once, builds
+memory_stats_as_nested_dict from the flat keys, and sends Tensor.record_stream of CUDA tensors
+to vram (others to the original). The real thing runs on the GPU in tests/gpu/test_torch_plugin.py."""
+import os
+import sys
+import types
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+from vram_torch import torch_routes  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pycheck import check, done  # noqa: E402
+
+
+def torch_says(name):
+    return lambda *a, **k: "torch:" + name
+
+
+torch = types.ModuleType("torch")
+cuda = types.ModuleType("torch.cuda")
+memory = types.ModuleType("torch.cuda.memory")
+names = ["memory_stats", "memory_stats_as_nested_dict", "memory_allocated", "max_memory_allocated", "memory_reserved",
+         "max_memory_reserved", "reset_peak_memory_stats", "reset_accumulated_memory_stats", "memory_summary",
+         "memory_snapshot", "empty_cache", "set_per_process_memory_fraction"]  # no memory_cached: skipped
+for n in names:
+    setattr(memory, n, torch_says(n))
+    setattr(cuda, n, getattr(memory, n))
+memory._snapshot = torch_says("_snapshot")
+cuda.memory = memory
+torch.cuda = cuda
+
+
+class Tensor:
+    def __init__(self, is_cuda):
+        self.is_cuda = is_cuda
+
+    def record_stream(self, stream):
+        calls.append(("torch", stream))
+
+
+torch.Tensor = Tensor
+sys.modules.update({"torch": torch, "torch.cuda": cuda, "torch.cuda.memory": memory})
+
+calls = []
+flat = {"allocated_bytes.all.current": 7, "allocated_bytes.all.peak": 9, "num_alloc_retries": 1,
+        "tags.other.allocated_bytes.current": 7}
+vt = types.SimpleNamespace(
+    memory_stats=lambda device=None: dict(flat), memory_allocated=lambda device=None: 7,
+    max_memory_allocated=lambda device=None: 9, memory_reserved=lambda device=None: 20,
+    max_memory_reserved=lambda device=None: 22, reset_peak_memory_stats=lambda device=None: calls.append("reset_peak"),
+    reset_accumulated_memory_stats=lambda device=None: calls.append("reset_accumulated"),
+    memory_summary=lambda device=None, abbreviated=False: "vram summary",
+    snapshot=lambda device=None: {"segments": ["seg"], "device_traces": [[]]},
+    empty_cache=lambda device=None: calls.append(("empty_cache", device)),
+    set_per_process_memory_fraction=lambda fraction, device=None: calls.append(("fraction", fraction)),
+    record_stream=lambda tensor, stream: calls.append(("vram", stream)))
+
+torch_routes.route(torch, vt)
+for module in (cuda, memory):
+    check(module.memory_allocated() == 7 and module.max_memory_allocated() == 9, "%s: allocated from vram" % module.__name__)
+    check(module.memory_reserved() == 20 and module.max_memory_reserved() == 22, "%s: reserved from vram" % module.__name__)
+    check(module.memory_stats()["allocated_bytes.all.current"] == 7, "%s: memory_stats from vram" % module.__name__)
+    check(module.memory_summary() == "vram summary", "%s: memory_summary from vram" % module.__name__)
+    check(module.memory_snapshot() == ["seg"], "%s: memory_snapshot is vram's segments" % module.__name__)
+    check(not hasattr(module, "memory_cached"), "%s: a name this PyTorch lacks is not added" % module.__name__)
+nested = cuda.memory_stats_as_nested_dict()
+check(nested["allocated_bytes"]["all"] == {"current": 7, "peak": 9} and nested["num_alloc_retries"] == 1
+      and nested["tags"]["other"]["allocated_bytes"]["current"] == 7, "nested dict from the flat keys: %s" % nested)
+check(memory._snapshot()["segments"] == ["seg"], "torch.cuda.memory._snapshot is vram's snapshot")
+cuda.empty_cache()
+cuda.reset_peak_memory_stats()
+cuda.set_per_process_memory_fraction(0.5)
+check(calls == [("empty_cache", None), "reset_peak", ("fraction", 0.5)], "cache, peaks, fraction go to vram: %s" % calls)
+calls.clear()
+Tensor(True).record_stream("s1")
+Tensor(False).record_stream("s2")
+check(calls == [("vram", "s1"), ("torch", "s2")], "record_stream: CUDA tensors to vram, others to torch: %s" % calls)
+check(torch_routes.ORIGINALS[("torch.cuda", "memory_allocated")]() == "torch:memory_allocated", "originals kept")
+before = cuda.memory_allocated
+torch_routes.route(torch, vt)
+check(cuda.memory_allocated is before and torch_routes.ORIGINALS[("torch.cuda.memory", "memory_stats")]() == "torch:memory_stats",
+      "a second route() changes nothing")
+sys.exit(done("test_torch_routes"))
