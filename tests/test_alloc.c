@@ -503,6 +503,23 @@ static void test_snapshot_and_history(void) {
     CHECK(s->events[s->num_events - 1].action == VRAM_EVENT_FREE_COMPLETED, "newest event last");
     CHECK(strstr(s->settings, "history:8") != NULL, "settings: %s", s->settings);
     vram_snapshot_free(s);
+    /* at run time: off, refused above the maximum (nothing changes), then on again, empty */
+    CHECK_OK(vram_allocator_set_history(a, 0));
+    CHECK_OK(vram_allocator_malloc(a, 1 * MiB, 0, 0, &q));
+    CHECK_OK(vram_allocator_free(a, q));
+    CHECK_OK(vram_allocator_snapshot(a, &s));
+    CHECK(s->num_events == 0, "history off: no events, has %zu", s->num_events);
+    vram_snapshot_free(s);
+    CHECK(vram_allocator_set_history(a, VRAM_HISTORY_MAX + 1) == VRAM_ERR_INVALID_ARG, "too many entries refused");
+    CHECK(strstr(vram_last_error(), "more than") != NULL, "says so: %s", vram_last_error());
+    CHECK_OK(vram_allocator_set_history(a, 100));
+    CHECK_OK(vram_allocator_malloc(a, 1 * MiB, 0, 0, &q));
+    CHECK_OK(vram_allocator_free(a, q));
+    CHECK_OK(vram_allocator_snapshot(a, &s));
+    CHECK(s->num_events == 3 && s->events[0].action == VRAM_EVENT_ALLOC, "history on again: alloc, free requested and "
+          "completed, has %zu", s->num_events);
+    CHECK(strstr(s->settings, "history:100") != NULL, "settings follow: %s", s->settings);
+    vram_snapshot_free(s);
     CHECK_OK(vram_allocator_free(a, p));
     close_alloc(a, dev);
 }
@@ -586,6 +603,9 @@ static void test_config(void) {
     CHECK(vram_alloc_config_parse("garbage_collection_threshold:1", &c) == VRAM_ERR_INVALID_ARG, "gc = 1");
     CHECK(vram_alloc_config_parse("expandable_segments:maybe", &c) == VRAM_ERR_INVALID_ARG, "bad bool");
     CHECK(vram_alloc_config_parse("history:-1", &c) == VRAM_ERR_INVALID_ARG, "negative");
+    CHECK(vram_alloc_config_parse("history:16777217", &c) == VRAM_ERR_INVALID_ARG, "history above its maximum");
+    CHECK(strstr(vram_last_error(), "history") && strstr(vram_last_error(), "at most 16777216"), "names it: %s",
+          vram_last_error());
     CHECK(vram_alloc_config_parse("roundup_power2_divisions:3", &c) == VRAM_ERR_INVALID_ARG, "not a power of two");
     CHECK(vram_alloc_config_parse("max_reserved", &c) == VRAM_ERR_INVALID_ARG, "no colon");
     CHECK(vram_alloc_config_parse("max_reserved:", &c) == VRAM_ERR_INVALID_ARG, "no value");

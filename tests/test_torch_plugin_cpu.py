@@ -143,4 +143,15 @@ if snap is None:
     print("snapshot: not in this libvram yet")
 else:
     check("segments" in json.loads(snap), "snapshot JSON")
+# The event history at run time (torch.cuda.memory._record_memory_history under vram).
+lib.vram_torch_set_history.argtypes = [ctypes.c_uint, c_int]
+check(lib.vram_torch_set_history(16, 0) == 0, "history on")
+p = lib.vram_torch_alloc(3 << 20, 0, 0x1000)
+lib.vram_torch_free(p, 3 << 20, 0, 0x1000)
+trace = json.loads(take(lib.vram_torch_snapshot_json(0)))["device_traces"][0]
+check([e["action"] for e in trace][:3] == ["alloc", "free_requested", "free_completed"] and trace[0]["size"] == 3 << 20,
+      "the snapshot's trace has the allocation and its free: %s" % [e["action"] for e in trace])
+check(lib.vram_torch_set_history(1 << 30, 0) != 0 and b"more than" in lib.vram_torch_last_error(), "too many entries refused")
+check(lib.vram_torch_set_history(0, 0) == 0 and json.loads(take(lib.vram_torch_snapshot_json(0)))["device_traces"] == [[]],
+      "history off: no events")
 sys.exit(done("test_torch_plugin_cpu"))

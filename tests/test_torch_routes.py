@@ -1,8 +1,8 @@
 """test_torch_routes.py — vram_torch.torch_routes without PyTorch: on stand-in torch, torch.cuda
 and torch.cuda.memory modules, route() points every memory function that exists in both modules
 at vram_torch's (skipping names this "PyTorch" lacks), keeps the originals, runs once, builds
-memory_stats_as_nested_dict from the flat keys, and sends Tensor.record_stream of CUDA tensors
-to vram (others to the original). The real thing runs on the GPU in tests/gpu/test_torch_plugin.py."""
+memory_stats_as_nested_dict from the flat keys, routes _snapshot and _record_memory_history, and
+sends Tensor.record_stream of CUDA tensors to vram (others to the original). The real thing runs on the GPU in tests/gpu/test_torch_plugin.py."""
 import os
 import sys
 import types
@@ -28,6 +28,7 @@ for n in names:
     setattr(memory, n, torch_says(n))
     setattr(cuda, n, getattr(memory, n))
 memory._snapshot = torch_says("_snapshot")
+memory._record_memory_history = torch_says("_record_memory_history")
 cuda.memory = memory
 torch.cuda = cuda
 
@@ -55,7 +56,8 @@ vt = types.SimpleNamespace(
     snapshot=lambda device=None: {"segments": ["seg"], "device_traces": [[]]},
     empty_cache=lambda device=None: calls.append(("empty_cache", device)),
     set_per_process_memory_fraction=lambda fraction, device=None: calls.append(("fraction", fraction)),
-    record_stream=lambda tensor, stream: calls.append(("vram", stream)))
+    record_stream=lambda tensor, stream: calls.append(("vram", stream)),
+    record_memory_history=lambda enabled, max_entries, device=None: calls.append(("history", enabled, max_entries)))
 
 torch_routes.route(torch, vt)
 for module in (cuda, memory):
@@ -73,6 +75,12 @@ cuda.empty_cache()
 cuda.reset_peak_memory_stats()
 cuda.set_per_process_memory_fraction(0.5)
 check(calls == [("empty_cache", None), "reset_peak", ("fraction", 0.5)], "cache, peaks, fraction go to vram: %s" % calls)
+calls.clear()
+memory._record_memory_history(max_entries=1000)
+memory._record_memory_history(enabled=None)
+memory._record_memory_history()
+check(calls == [("history", "all", 1000), ("history", None, sys.maxsize), ("history", "all", sys.maxsize)],
+      "_record_memory_history goes to vram's history: %s" % calls)
 calls.clear()
 Tensor(True).record_stream("s1")
 Tensor(False).record_stream("s2")

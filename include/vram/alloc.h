@@ -77,6 +77,11 @@ vram_status vram_allocator_set_limit(vram_allocator *a, uint64_t bytes);
 /* The cap in force, in bytes (device capacity when none is set). */
 uint64_t vram_allocator_limit(vram_allocator *a);
 
+/* Starts recording the last `entries` allocator events for snapshots (the history:N option, at
+ * run time), or stops with 0; either way the events recorded so far are dropped. At most
+ * VRAM_HISTORY_MAX entries (config.h). */
+vram_status vram_allocator_set_history(vram_allocator *a, uint32_t entries);
+
 void vram_allocator_get_stats(vram_allocator *a, vram_stats *out);
 void vram_allocator_reset_peak_stats(vram_allocator *a);
 void vram_allocator_reset_accumulated_stats(vram_allocator *a);

@@ -19,6 +19,10 @@ extern "C" {
 /* The allocator embeds this struct near its start, so its size moves the allocator's hot fields:
  * a new field goes into existing padding where it can (as small_classes does), and any change is
  * checked with `bench/run_gpu.sh latrounds` (see allocator_internal.h). */
+/* The most events the history ring may keep (history:N, vram_allocator_set_history): 16 Mi
+ * events, ~640 MiB of host memory. */
+#define VRAM_HISTORY_MAX (1u << 24)
+
 typedef struct vram_alloc_config {
     int expandable_segments;        /* 1: page model (default where the device has pages) */
     int small_classes;              /* 1 (default): requests of 4 KiB to 1 MiB are rounded to
@@ -35,7 +39,7 @@ typedef struct vram_alloc_config {
     double garbage_collection_threshold; /* 0 = off; else (0,1): reclaim cache above this share */
     double memory_fraction;         /* share of the device capacity the allocator may hold (0,1] */
     uint64_t max_reserved;          /* absolute cap on reserved bytes (0 = none) */
-    uint32_t history_entries;       /* event ring size for snapshots (0 = off) */
+    uint32_t history_entries;       /* event ring size for snapshots (0 = off; at most VRAM_HISTORY_MAX) */
     int caching;                    /* 0 = every free goes back to the device (debugging) */
     int move_busy_pages;            /* 1: move pages a stream may still use whenever that keeps
                                      * reserved memory in its budget; 0: only under the limit;

@@ -24,8 +24,9 @@ __all__ = [
     "enable", "is_enabled", "library_path", "memory_stats", "memory_summary", "memory_allocated",
     "max_memory_allocated", "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
     "reset_accumulated_memory_stats", "empty_cache", "snapshot", "record_stream",
-    "set_per_process_memory_fraction", "oom_report",
+    "set_per_process_memory_fraction", "oom_report", "record_memory_history",
 ]
+_HISTORY_MAX = 1 << 24  # VRAM_HISTORY_MAX (vram/config.h)
 
 _lib = None
 _enabled = False
@@ -68,6 +69,7 @@ def _load():
         "vram_torch_reset_peak": (c_int, [c_int]),
         "vram_torch_reset_accumulated": (c_int, [c_int]),
         "vram_torch_set_memory_fraction": (c_int, [c_double, c_int]),
+        "vram_torch_set_history": (c_int, [ctypes.c_uint, c_int]),
         "vram_torch_oom_report": (c_char_p, [c_int]),
         "vram_torch_string_free": (None, [c_void_p]),
         "vram_torch_stats_text": (c_void_p, [c_int]),
@@ -234,6 +236,15 @@ def set_per_process_memory_fraction(fraction, device=None):
     d = _device(device)
     if _load().vram_torch_set_memory_fraction(float(fraction), d) != 0:
         raise _error("set_per_process_memory_fraction")
+
+
+def record_memory_history(enabled="all", max_entries=100000, device=None):
+    """Keeps the last max_entries allocator events (alloc, free, segment map/unmap, oom,
+    empty_cache) for snapshot()'s "device_traces", as PyTorch's _record_memory_history does for
+    its allocator (no stack traces: frames are empty); enabled=None stops and drops them."""
+    n = 0 if enabled is None else min(int(max_entries), _HISTORY_MAX)
+    if _load().vram_torch_set_history(n, _device(device)) != 0:
+        raise _error("record_memory_history")
 
 
 def oom_report(device=None):

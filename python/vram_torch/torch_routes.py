@@ -4,12 +4,16 @@ Under a pluggable allocator PyTorch's torch.cuda.memory_stats(), max_memory_allo
 memory_summary(), ... raise, and torch.cuda.empty_cache(), set_per_process_memory_fraction()
 and Tensor.record_stream() do nothing. A script that logs its peak memory or empties the cache
 would then fail or silently lose the effect under vram. route(torch, vram_torch), which
-vram_torch.enable() calls, replaces those functions (in torch.cuda and torch.cuda.memory) and
-Tensor.record_stream with vram_torch's, keeping the originals in ORIGINALS.
+vram_torch.enable() calls, replaces those functions (in torch.cuda and torch.cuda.memory),
+torch.cuda.memory's _snapshot and _record_memory_history (so that _dump_snapshot writes vram's
+state and recent events for PyTorch's memory visualizer) and Tensor.record_stream with
+vram_torch's, keeping the originals in ORIGINALS.
 
 ROUTES maps each torch.cuda name to a function of vram_torch (or a small adapter here); names a
 PyTorch version lacks are skipped.
 """
+
+import sys
 
 ORIGINALS = {}
 
@@ -24,6 +28,14 @@ def _nested(flat):
             node = node.setdefault(part, {})
         node[parts[-1]] = value
     return out
+
+
+def _record_memory_history(vt):
+    """torch.cuda.memory._record_memory_history(enabled="all", context=..., stacks=...,
+    max_entries=..., device=None, ...) as vram's event ring (no stacks: frames stay empty)."""
+    def record(enabled="all", context="all", stacks="all", max_entries=sys.maxsize, device=None, *args, **kwargs):
+        vt.record_memory_history(enabled, max_entries, device)  # capped at VRAM_HISTORY_MAX events
+    return record
 
 
 def _routes(vt):
@@ -57,9 +69,14 @@ def route(torch, vt):
             if hasattr(module, name):
                 ORIGINALS[(module.__name__, name)] = getattr(module, name)
                 setattr(module, name, fn)
-    if hasattr(tcm, "_snapshot"):
-        ORIGINALS[(tcm.__name__, "_snapshot")] = tcm._snapshot
-        tcm._snapshot = lambda device=None, *args, **kwargs: vt.snapshot(device)
+    private = {  # the memory visualizer's entry points: _dump_snapshot pickles _snapshot()
+        "_snapshot": lambda device=None, *args, **kwargs: vt.snapshot(device),
+        "_record_memory_history": _record_memory_history(vt),
+    }
+    for name, fn in private.items():
+        if hasattr(tcm, name):
+            ORIGINALS[(tcm.__name__, name)] = getattr(tcm, name)
+            setattr(tcm, name, fn)
     original_record_stream = torch.Tensor.record_stream
     ORIGINALS[("torch.Tensor", "record_stream")] = original_record_stream
 

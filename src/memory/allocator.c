@@ -1514,6 +1514,23 @@ vram_status vram_allocator_set_limit(vram_allocator *a, uint64_t bytes) {
 
 uint64_t vram_allocator_limit(vram_allocator *a) { return a->limit; }
 
+vram_status vram_allocator_set_history(vram_allocator *a, uint32_t entries) {
+    if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "set_history: null allocator");
+    if (entries > VRAM_HISTORY_MAX)
+        return vram_error(VRAM_ERR_INVALID_ARG, "set_history: %u entries, more than the %u allowed", entries,
+                          VRAM_HISTORY_MAX);
+    vram_event *ring = entries ? calloc(entries, sizeof *ring) : NULL;
+    if (entries && !ring) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "set_history: host out of memory for %u events", entries);
+    vram_allocator_lock(a);
+    vram_event *old = a->history;
+    a->history = ring;
+    a->cfg.history_entries = entries;
+    a->history_next = 0;
+    vram_allocator_unlock(a);
+    free(old);
+    return VRAM_OK;
+}
+
 static void count_inactive_split(vram_allocator *a, vram_stats *out) {
     /* Non-releasable free space: free blocks inside split segments (segments model only, as
      * PyTorch excludes expandable segments). Counted on demand rather than on every split. */

@@ -131,8 +131,10 @@ static vram_status apply_pair(vram_alloc_config *cfg, const char *key, const cha
             return VRAM_OK;
         case KEY_UINT:
             if ((st = parse_uint(key, value, &u)) != VRAM_OK) return st;
-            if (u > UINT32_MAX)
-                return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: %s is too large", key, value);
+            uint64_t max = keys[i].offset == offsetof(vram_alloc_config, history_entries) ? VRAM_HISTORY_MAX : UINT32_MAX;
+            if (u > max)
+                return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: %s is too large (at most %llu)", key, value,
+                                  (unsigned long long)max);
             if ((keys[i].flags & KEY_POW2) && u > 1 && (u & (u - 1)))
                 return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: %s is not a power of two", key, value);
             *(uint32_t *)field = (uint32_t)u;

@@ -260,6 +260,18 @@ VRAM_TORCH_API int vram_torch_set_memory_fraction(double fraction, int device) {
     return 0;
 }
 
+/* Records the last `entries` allocator events on the device for snapshots (0 stops);
+ * torch.cuda.memory._record_memory_history under vram. */
+VRAM_TORCH_API int vram_torch_set_history(unsigned entries, int device) {
+    vram_allocator *a = get_allocator(device, true);
+    if (!a) return -1;
+    if (vram_allocator_set_history(a, entries) != VRAM_OK) {
+        set_error(vram_last_error());
+        return -1;
+    }
+    return 0;
+}
+
 VRAM_TORCH_API const char *vram_torch_oom_report(int device) {
     if (device < 0 || device >= kMaxDevices) return "";
     return g_slots[device].oom_report.c_str();

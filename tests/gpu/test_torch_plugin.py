@@ -1,5 +1,6 @@
 """test_torch_plugin.py — vram_torch under a real PyTorch on a GPU: tensors computed through
-vram's allocator, its statistics, summary and snapshot (also through torch.cuda's own functions),
+vram's allocator, its statistics, summary and snapshot (also through torch.cuda's own functions,
+and the memory visualizer's _record_memory_history / _snapshot / _dump_snapshot),
 OOM as torch.OutOfMemoryError with recovery, empty_cache visible in cudaMemGetInfo, record_stream
 (vram_torch's and Tensor.record_stream), enable() refused after CUDA use,
 and `python -m vram_torch record` writing a memtrace v1 file. Exits 77 (skipped) without torch,
@@ -55,6 +56,22 @@ torch.cuda.reset_peak_memory_stats()
 check(torch.cuda.max_memory_allocated() == torch.cuda.memory_allocated(), "torch.cuda.reset_peak_memory_stats")
 torch.cuda.empty_cache()
 check(vram_torch.memory_reserved() < vram_torch.memory_allocated() + 64 * 2**20, "torch.cuda.empty_cache empties vram's cache")
+
+# The memory visualizer's entry points: _record_memory_history, _snapshot, _dump_snapshot.
+torch.cuda.memory._record_memory_history(max_entries=1000)
+w = torch.empty(10 * 2**20, dtype=torch.uint8, device="cuda")
+del w
+acts = [e["action"] for e in torch.cuda.memory._snapshot()["device_traces"][0]]
+check("alloc" in acts and "free_requested" in acts, "_snapshot() has vram's recent events: %s" % acts[-6:])
+with tempfile.TemporaryDirectory() as tmp:
+    path = os.path.join(tmp, "snap.pickle")
+    torch.cuda.memory._dump_snapshot(path)
+    import pickle
+    with open(path, "rb") as f:
+        dumped = pickle.load(f)
+    check(len(dumped["segments"]) >= 1 and len(dumped["device_traces"][0]) >= 2, "_dump_snapshot pickles vram's snapshot")
+torch.cuda.memory._record_memory_history(enabled=None)
+check(torch.cuda.memory._snapshot()["device_traces"] == [[]], "_record_memory_history(enabled=None) stops it")
 
 try:
     s = vram_torch.memory_summary()
