@@ -73,6 +73,9 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties(gpu_test_torch_multi_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600)
   add_test(NAME test_vram_torch_record
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_record.py)
+  # the launcher of `python -m vram_torch run/record`, without PyTorch
+  add_test(NAME test_vram_torch_launch
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_launch.py)
   # torch.cuda's memory functions routed to vram_torch, on stand-in torch modules
   add_test(NAME test_torch_routes
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_torch_routes.py)

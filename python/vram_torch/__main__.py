@@ -1,23 +1,57 @@
-"""python -m vram_torch record -o run.trace script.py args...  (see vram_torch/record.py)"""
+"""The vram_torch commands:
+
+    python -m vram_torch run [--summary] script.py args...
+        runs the program unchanged with vram as PyTorch's CUDA allocator (vram_torch.enable()
+        first), and with --summary prints vram's memory summary of each device it used at the end
+    python -m vram_torch record -o run.trace [--device N] [--max-entries N] script.py args...
+        records the program's allocations under PyTorch's own allocator (see record.py)
+"""
 import argparse
 import sys
 
+USAGE = ("usage: python -m vram_torch run [--summary] script.py [args...]\n"
+         "       python -m vram_torch record -o OUT.trace [--device N] [--max-entries N] script.py [args...]")
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] != "record":
-        print("usage: python -m vram_torch record -o OUT.trace [--device N] [--max-entries N] script.py [args...]",
-              file=sys.stderr)
-        return 2
+
+def run(argv):
+    p = argparse.ArgumentParser(prog="python -m vram_torch run")
+    p.add_argument("--summary", action="store_true", help="print vram's memory summary of each device used at the end")
+    p.add_argument("script")
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    a = p.parse_args(argv)
+    from .launch import check_script, run_script
+    check_script("run", [a.script])
+    import vram_torch
+    vram_torch.enable()
+    try:
+        return run_script([a.script] + a.args)
+    finally:
+        if a.summary:
+            import torch
+            for d in range(torch.cuda.device_count()):
+                if vram_torch._active(d):
+                    print(vram_torch.memory_summary(d), file=sys.stderr)
+
+
+def record(argv):
     p = argparse.ArgumentParser(prog="python -m vram_torch record")
     p.add_argument("-o", "--output", required=True, help="memtrace v1 file to write")
     p.add_argument("--device", type=int, default=None, help="CUDA device whose allocations to write")
     p.add_argument("--max-entries", type=int, default=5_000_000, help="size of PyTorch's trace ring")
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
-    a = p.parse_args(argv[1:])
-    from .record import record
-    return record(a.output, [a.script] + a.args, a.device, a.max_entries)
+    a = p.parse_args(argv)
+    from .record import record as record_program
+    return record_program(a.output, [a.script] + a.args, a.device, a.max_entries)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    commands = {"run": run, "record": record}
+    if not argv or argv[0] not in commands:
+        print(USAGE, file=sys.stderr)
+        return 2
+    return commands[argv[0]](argv[1:])
 
 
 if __name__ == "__main__":

@@ -19,8 +19,9 @@ program ran with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True).
 """
 import datetime
 import os
-import runpy
 import sys
+
+from .launch import check_script, run_script
 
 
 def convert(traces, out, header):
@@ -67,26 +68,16 @@ def convert(traces, out, header):
 
 def record(output, argv, device=None, max_entries=5_000_000):
     import torch
-    if not argv:
-        raise SystemExit("vram_torch record: no script given (usage: python -m vram_torch record -o OUT script.py args...)")
-    script = argv[0]
-    if not os.path.exists(script):
-        raise SystemExit("vram_torch record: no such script: %s" % script)
+    check_script("record", argv)
     # The caching allocator reads its configuration when recording starts it here; a script that
     # sets PYTORCH_CUDA_ALLOC_CONF itself later changes nothing, so the header names the
     # allocator from the setting in effect now.
     conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") + "," + os.environ.get("PYTORCH_ALLOC_CONF", "")
     torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=max_entries)
-    old_argv, old_path = sys.argv, list(sys.path)
-    sys.argv = list(argv)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     status = 0
     try:
-        runpy.run_path(script, run_name="__main__")
-    except SystemExit as e:
-        status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        status = run_script(argv)
     finally:
-        sys.argv, sys.path = old_argv, old_path
         snap = torch.cuda.memory._snapshot()
         torch.cuda.memory._record_memory_history(enabled=None)
         traces = snap.get("device_traces", [])

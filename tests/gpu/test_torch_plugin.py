@@ -135,6 +135,21 @@ check(st2["active_bytes.all.current"] == active0, "Tensor.record_stream keeps th
 torch.cuda.synchronize()
 check(float(u2.sum()) == 3 * 2**20, "Tensor.record_stream tensor result")
 
+# `python -m vram_torch run`: an unchanged program under vram, its own torch.cuda calls answered.
+with tempfile.TemporaryDirectory() as tmp:
+    prog = os.path.join(tmp, "prog.py")
+    with open(prog, "w") as f:
+        f.write("import sys, torch, vram_torch\n"
+                "x = torch.ones(1 << 20, device='cuda')\n"
+                "print('enabled', vram_torch.is_enabled(), 'peak', torch.cuda.max_memory_allocated(), 'arg', sys.argv[1])\n")
+    out = subprocess.run([sys.executable, "-m", "vram_torch", "run", "--summary", prog, "hello"], capture_output=True,
+                         text=True, env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "python")))
+    check(out.returncode == 0 and "enabled True" in out.stdout and "arg hello" in out.stdout,
+          "vram_torch run: %r %r" % (out.stdout, out.stderr[-300:]))
+    peak = int(out.stdout.split("peak ")[1].split()[0]) if "peak " in out.stdout else 0
+    check(peak >= 4 << 20, "the program's torch.cuda.max_memory_allocated() is vram's: %d" % peak)
+    check("Allocated memory" in out.stderr, "--summary prints vram's memory summary")
+
 # enable() after CUDA use: a clear error (in a fresh process).
 code = ("import sys; sys.path.insert(0, %r); import torch, vram_torch; torch.ones(1, device='cuda');\n"
         "try:\n    vram_torch.enable()\nexcept RuntimeError as e:\n    print('REFUSED', e)\n") % os.path.join(REPO, "python")

@@ -1,0 +1,57 @@
+"""test_vram_torch_launch.py — the `python -m vram_torch` commands' launcher without PyTorch: a
+program runs as __main__ with its own argv and its directory first on sys.path, its exit status
+comes back (sys.exit(3), sys.exit("message"), a normal end), sys.argv and sys.path are restored;
+a missing script or command is a clear message and status 2 (usage) or 1 (no such script)."""
+import io
+import os
+import sys
+import tempfile
+from contextlib import redirect_stderr
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+from vram_torch.__main__ import main  # noqa: E402
+from vram_torch.launch import check_script, run_script  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pycheck import check, done  # noqa: E402
+
+with tempfile.TemporaryDirectory() as tmp:
+    script = os.path.join(tmp, "prog.py")
+    seen = os.path.join(tmp, "seen.txt")
+    with open(script, "w") as f:
+        f.write("import sys\n"
+                "open(%r, 'w').write(repr((__name__, sys.argv, sys.path[0])))\n"
+                "code = sys.argv[1]\n"
+                "sys.exit(int(code) if code.isdigit() else (None if code == 'none' else code))\n" % seen)
+    argv_before, path_before = list(sys.argv), list(sys.path)
+    status = run_script([script, "3", "--flag"])
+    name, argv, path0 = eval(open(seen).read())
+    check(status == 3, "sys.exit(3) comes back as 3: %r" % status)
+    check(name == "__main__" and argv == [script, "3", "--flag"], "runs as __main__ with its argv: %r %r" % (name, argv))
+    check(path0 == tmp, "its directory first on sys.path: %r" % path0)
+    check(sys.argv == argv_before and sys.path == path_before, "sys.argv and sys.path restored")
+    err = io.StringIO()
+    with redirect_stderr(err):
+        check(run_script([script, "bad input"]) == 1, "sys.exit('message') is status 1")
+    check(err.getvalue() == "bad input\n", "and its message is printed: %r" % err.getvalue())
+    check(run_script([script, "none"]) == 0, "sys.exit() is status 0")
+    try:
+        check_script("run", [os.path.join(tmp, "missing.py")])
+        check(False, "a missing script is refused")
+    except SystemExit as e:
+        check("no such script" in str(e) and "missing.py" in str(e), "names the missing script: %s" % e)
+    try:
+        check_script("run", [])
+        check(False, "no script is refused")
+    except SystemExit as e:
+        check("no script given" in str(e), "says no script was given: %s" % e)
+    err = io.StringIO()
+    with redirect_stderr(err):
+        check(main([]) == 2 and main(["launch"]) == 2, "no or an unknown command: status 2")
+    check("vram_torch run" in err.getvalue() and "vram_torch record" in err.getvalue(), "usage names both commands")
+    try:
+        main(["run", os.path.join(tmp, "missing.py")])
+        check(False, "run of a missing script is refused")
+    except SystemExit as e:
+        check("no such script" in str(e), "run names the missing script: %s" % e)
+sys.exit(done("test_vram_torch_launch"))
