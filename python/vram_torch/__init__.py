@@ -153,9 +153,11 @@ def _active(device):
 
 
 def memory_stats(device=None):
-    """PyTorch's memory_stats() keys (allocated_bytes.all.current, ...), plus tags.*."""
+    """PyTorch's memory_stats() keys (allocated_bytes.all.current, ...), plus tags.*. Once vram is
+    enabled, a device without allocations yet gets its allocator started (as PyTorch initializes
+    the device), so every key is there, at zero."""
     d = _device(device)
-    if not _active(d):
+    if not _active(d) and (not _enabled or _lib.vram_torch_init_device(d) != 0):
         return {}
     text = _take_string(_lib.vram_torch_stats_text(d), "memory_stats")
     out = {}

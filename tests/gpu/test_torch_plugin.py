@@ -140,6 +140,7 @@ with tempfile.TemporaryDirectory() as tmp:
     prog = os.path.join(tmp, "prog.py")
     with open(prog, "w") as f:
         f.write("import sys, torch, vram_torch\n"
+                "print('before', torch.cuda.memory_stats()['allocated_bytes.all.peak'], torch.cuda.max_memory_allocated())\n"
                 "x = torch.ones(1 << 20, device='cuda')\n"
                 "print('enabled', vram_torch.is_enabled(), 'peak', torch.cuda.max_memory_allocated(), 'arg', sys.argv[1])\n")
     out = subprocess.run([sys.executable, "-m", "vram_torch", "run", "--summary", prog, "hello"], capture_output=True,
@@ -149,6 +150,7 @@ with tempfile.TemporaryDirectory() as tmp:
     peak = int(out.stdout.split("peak ")[1].split()[0]) if "peak " in out.stdout else 0
     check(peak >= 4 << 20, "the program's torch.cuda.max_memory_allocated() is vram's: %d" % peak)
     check("Allocated memory" in out.stderr, "--summary prints vram's memory summary")
+    check("before 0 0" in out.stdout, "before any tensor every statistic is there, at zero: %r" % out.stdout[:200])
 
 # enable() after CUDA use: a clear error (in a fresh process).
 code = ("import sys; sys.path.insert(0, %r); import torch, vram_torch; torch.ones(1, device='cuda');\n"
