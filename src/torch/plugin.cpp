@@ -56,12 +56,16 @@ struct DeviceSlot {
 };
 
 DeviceSlot g_slots[kMaxDevices];
-std::mutex g_mutex; /* creation of allocators, oom_report strings, g_error */
-std::string g_error;
+std::mutex g_mutex;                /* creation of allocators, oom_report strings */
+thread_local std::string g_error;  /* per thread, as vram_last_error: a caller reads its own */
 
-void set_error(const std::string &msg) {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    g_error = msg;
+void set_error(const std::string &msg) { g_error = msg; }
+
+/* 0 for VRAM_OK; else -1, with vram's message as the last error. */
+int status_of(vram_status st) {
+    if (st == VRAM_OK) return 0;
+    set_error(vram_last_error());
+    return -1;
 }
 
 vram_allocator *get_allocator(int device, bool create) {
@@ -202,7 +206,8 @@ VRAM_TORCH_API void vram_torch_free(void *ptr, ssize_t size, int device, void *s
     }
 }
 
-/* All the functions below return 0 on success, -1 with vram_torch_last_error() set. */
+/* All the functions below return 0 on success, -1 with vram_torch_last_error() set (the calling
+ * thread's message). */
 VRAM_TORCH_API const char *vram_torch_last_error(void) { return g_error.c_str(); }
 
 /* 1 if vram has an allocator on this device (it has served an allocation there). */
@@ -215,12 +220,7 @@ VRAM_TORCH_API int vram_torch_init_device(int device) { return get_allocator(dev
 
 VRAM_TORCH_API int vram_torch_record_stream(void *ptr, int device, void *stream) {
     vram_allocator *a = get_allocator(device, false);
-    if (!a) return -1;
-    if (vram_allocator_record_stream(a, ptr, (vram_stream)stream) != VRAM_OK) {
-        set_error(vram_last_error());
-        return -1;
-    }
-    return 0;
+    return a ? status_of(vram_allocator_record_stream(a, ptr, (vram_stream)stream)) : -1;
 }
 
 VRAM_TORCH_API int vram_torch_empty_cache(int device) {
@@ -228,10 +228,7 @@ VRAM_TORCH_API int vram_torch_empty_cache(int device) {
     for (int d = 0; d < kMaxDevices; d++) {
         if (device >= 0 && d != device) continue;
         vram_allocator *a = g_slots[d].alloc.load();
-        if (a && vram_allocator_empty_cache(a) != VRAM_OK) {
-            set_error(vram_last_error());
-            rc = -1;
-        }
+        if (a && status_of(vram_allocator_empty_cache(a)) != 0) rc = -1;
     }
     return rc;
 }
@@ -252,24 +249,14 @@ VRAM_TORCH_API int vram_torch_reset_accumulated(int device) {
 
 VRAM_TORCH_API int vram_torch_set_memory_fraction(double fraction, int device) {
     vram_allocator *a = get_allocator(device, true);
-    if (!a) return -1;
-    if (vram_allocator_set_memory_fraction(a, fraction) != VRAM_OK) {
-        set_error(vram_last_error());
-        return -1;
-    }
-    return 0;
+    return a ? status_of(vram_allocator_set_memory_fraction(a, fraction)) : -1;
 }
 
 /* Records the last `entries` allocator events on the device for snapshots (0 stops);
  * torch.cuda.memory._record_memory_history under vram. */
 VRAM_TORCH_API int vram_torch_set_history(unsigned entries, int device) {
     vram_allocator *a = get_allocator(device, true);
-    if (!a) return -1;
-    if (vram_allocator_set_history(a, entries) != VRAM_OK) {
-        set_error(vram_last_error());
-        return -1;
-    }
-    return 0;
+    return a ? status_of(vram_allocator_set_history(a, entries)) : -1;
 }
 
 VRAM_TORCH_API const char *vram_torch_oom_report(int device) {
