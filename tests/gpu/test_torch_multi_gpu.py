@@ -44,6 +44,8 @@ with torch.cuda.device(1):
 check(y.device.index == 1 and vram_torch.memory_allocated(1) - base1 >= 400 * MiB, "current device 1 counts on cuda:1")
 check(vram_torch.max_memory_allocated(1) >= vram_torch.memory_allocated(1), "peak on cuda:1")
 check("allocated_bytes.all.current" in vram_torch.memory_stats(1), "memory_stats(1)")
+check(torch.cuda.memory_allocated(1) == vram_torch.memory_allocated(1) and
+      torch.cuda.memory_allocated("cuda:0") == vram_torch.memory_allocated(0), "torch.cuda's functions per device (routed)")
 s1 = vram_torch.memory_summary(1)
 check("device ID 1" in s1 or "cuda:1" in s1 or "device 1" in s1.lower(), "memory_summary(1) names device 1")
 
