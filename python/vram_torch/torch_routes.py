@@ -9,8 +9,8 @@ torch.cuda.memory's _snapshot and _record_memory_history (so that _dump_snapshot
 state and recent events for PyTorch's memory visualizer) and Tensor.record_stream with
 vram_torch's, keeping the originals in ORIGINALS.
 
-ROUTES maps each torch.cuda name to a function of vram_torch (or a small adapter here); names a
-PyTorch version lacks are skipped.
+_routes() maps each torch.cuda name to a function of vram_torch (or a small adapter here); names
+a PyTorch version lacks are skipped.
 """
 
 import sys
