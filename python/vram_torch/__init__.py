@@ -243,8 +243,11 @@ def set_per_process_memory_fraction(fraction, device=None):
 def record_memory_history(enabled="all", max_entries=100000, device=None):
     """Keeps the last max_entries allocator events (alloc, free, segment map/unmap, oom,
     empty_cache) for snapshot()'s "device_traces", as PyTorch's _record_memory_history does for
-    its allocator (no stack traces: frames are empty); enabled=None stops and drops them."""
-    n = 0 if enabled is None else min(int(max_entries), _HISTORY_MAX)
+    its allocator (no stack traces: frames are empty); enabled=None (or False) stops and drops
+    them."""
+    if int(max_entries) < 0:
+        raise ValueError("record_memory_history: max_entries must be >= 0, not %d" % int(max_entries))
+    n = 0 if enabled is None or enabled is False else min(int(max_entries), _HISTORY_MAX)  # False: the old API's "off"
     if _load().vram_torch_set_history(n, _device(device)) != 0:
         raise _error("record_memory_history")
 
