@@ -106,6 +106,11 @@ if(Python3_Interpreter_FOUND AND VRAM_CUDA_INCLUDE_DIR)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_torch_plugin_cpu.py
                    $<TARGET_FILE:vram_torch> $<TARGET_FILE:fake_cuda>)
   set_tests_properties(test_torch_plugin_cpu PROPERTIES SKIP_RETURN_CODE 77)
+  # the vram_torch package over the same library and fake driver, with a stand-in torch
+  add_test(NAME test_vram_torch_cpu
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_cpu.py
+                   $<TARGET_FILE:vram_torch> $<TARGET_FILE:fake_cuda>)
+  set_tests_properties(test_vram_torch_cpu PROPERTIES SKIP_RETURN_CODE 77)
 endif()
 # ---- end issue 3 --------------------------------------------------------------------------
 

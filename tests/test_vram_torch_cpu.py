@@ -1,0 +1,130 @@
+"""test_vram_torch_cpu.py — the vram_torch package end to end without PyTorch or a GPU: a
+stand-in `torch` (the few names vram_torch uses) over the real libvram_torch.so and the fake
+driver (tests/fakes/fake_cuda.c). enable() swaps the allocator and routes torch.cuda's
+functions; then, with allocations made the way PyTorch's pluggable allocator makes them
+(vram_torch_alloc/free), torch.cuda.memory_stats() before the first allocation (every key, at
+zero), memory_allocated / max_memory_allocated / memory_reserved, memory_summary,
+_record_memory_history + _snapshot's events, empty_cache, Tensor.record_stream, and bad
+arguments. The real PyTorch runs in tests/gpu/test_torch_plugin.py.
+Usage: test_vram_torch_cpu.py LIBVRAM_TORCH FAKE_LIBCUDA
+"""
+import ctypes
+import os
+import sys
+import types
+import warnings
+
+if os.environ.get("VRAM_TEST_SANITIZED"):
+    print("SKIP: the sanitizer build's library cannot be loaded into an uninstrumented python")
+    sys.exit(77)
+lib_path, fake = sys.argv[1], sys.argv[2]
+os.environ.update({"VRAM_TORCH_LIBRARY": lib_path, "VRAM_LIBCUDA": fake, "FAKE_CUDA_MEMORY": str(1 << 30),
+                   "FAKE_CUDA_DEVICES": "1", "VRAM_ALLOC_CONF": ""})
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+sys.path.insert(0, HERE)
+from pycheck import check, done  # noqa: E402
+
+# --- the stand-in torch ---------------------------------------------------------------------
+swapped = []
+torch = types.ModuleType("torch")
+torch.__file__ = os.path.join(HERE, "no_torch_here", "__init__.py")
+cuda = types.ModuleType("torch.cuda")
+memory = types.ModuleType("torch.cuda.memory")
+
+
+def raises(name):
+    def fn(*a, **k):
+        raise RuntimeError("CUDAPluggableAllocator does not yet support %s" % name)
+    return fn
+
+
+for n in ("memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+          "memory_summary", "reset_peak_memory_stats", "empty_cache", "_snapshot", "_record_memory_history"):
+    setattr(memory, n, raises(n))
+    if not n.startswith("_"):
+        setattr(cuda, n, getattr(memory, n))
+memory.CUDAPluggableAllocator = lambda path, alloc, free: ("pluggable", path, alloc, free)
+memory.change_current_allocator = swapped.append
+cuda.memory = memory
+cuda.is_initialized = lambda: False
+cuda.current_device = lambda: 0
+cuda.device_count = lambda: 1
+torch.cuda = cuda
+
+
+class Device:
+    def __init__(self, spec):
+        self.index = int(str(spec).split(":")[1]) if ":" in str(spec) else None
+
+
+class Tensor:
+    def __init__(self, ptr):
+        self.ptr, self.is_cuda, self.device = ptr, True, Device("cuda:0")
+
+    def untyped_storage(self):
+        return types.SimpleNamespace(data_ptr=lambda: self.ptr)
+
+    def record_stream(self, stream):
+        raise AssertionError("PyTorch's own record_stream must not be called for a CUDA tensor")
+
+
+torch.device, torch.Tensor = Device, Tensor
+sys.modules.update({"torch": torch, "torch.cuda": cuda, "torch.cuda.memory": memory})
+
+# --- vram_torch over it -----------------------------------------------------------------------
+import vram_torch  # noqa: E402
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    vram_torch.enable()
+check(vram_torch.is_enabled() and swapped and swapped[0][0] == "pluggable" and swapped[0][2] == "vram_torch_alloc",
+      "enable() hands PyTorch vram's alloc/free: %s" % swapped)
+check(any("OutOfMemoryError" in str(w.message) for w in caught), "no PyTorch libraries: enable() warns how OOM will raise")
+vram_torch.enable()
+check(len(swapped) == 1, "a second enable() does nothing")
+
+stats = torch.cuda.memory_stats()
+check(stats.get("allocated_bytes.all.peak") == 0 and stats.get("reserved_bytes.all.current") == 0 and len(stats) > 50,
+      "before the first allocation every key is there, at zero (%d keys)" % len(stats))
+check(torch.cuda.max_memory_allocated() == 0, "max_memory_allocated before any allocation")
+
+lib = ctypes.CDLL(lib_path)
+lib.vram_torch_alloc.restype, lib.vram_torch_alloc.argtypes = ctypes.c_void_p, [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+lib.vram_torch_free.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+torch.cuda.memory._record_memory_history(max_entries=100)
+p = lib.vram_torch_alloc(10 << 20, 0, 0x1000)
+check(p and torch.cuda.memory_allocated() == 10 << 20 and torch.cuda.memory_allocated("cuda:0") == 10 << 20,
+      "torch.cuda.memory_allocated counts vram's block: %d" % torch.cuda.memory_allocated())
+check(torch.cuda.max_memory_allocated() == 10 << 20 and torch.cuda.memory_reserved() >= 10 << 20, "peak and reserved")
+check("Allocated memory" in torch.cuda.memory_summary(), "torch.cuda.memory_summary is vram's table")
+t = Tensor(p)
+t.record_stream(types.SimpleNamespace(cuda_stream=0x2000))  # routed: kept until an event on 0x2000 completes
+lib.vram_torch_free(p, 10 << 20, 0, 0x1000)
+s = vram_torch.memory_stats()
+check(s["allocated_bytes.all.current"] == 0 and s["active_bytes.all.current"] == 10 << 20,
+      "Tensor.record_stream: freed, still active until the other stream's event")
+acts = [e["action"] for e in torch.cuda.memory._snapshot()["device_traces"][0]]
+check("alloc" in acts and "free_requested" in acts[acts.index("alloc"):], "_record_memory_history + _snapshot: vram's events %s"
+      % acts)
+torch.cuda.memory._record_memory_history(enabled=None)
+check(torch.cuda.memory._snapshot()["device_traces"] == [[]], "_record_memory_history(enabled=None) stops it")
+try:
+    vram_torch.record_memory_history(max_entries=-1)
+    check(False, "a negative max_entries must fail")
+except ValueError as e:
+    check("max_entries" in str(e), "says which argument: %s" % e)
+torch.cuda.reset_peak_memory_stats()
+check(torch.cuda.max_memory_allocated() == torch.cuda.memory_allocated(), "torch.cuda.reset_peak_memory_stats")
+q = lib.vram_torch_alloc(64 << 20, 0, 0x1000)
+lib.vram_torch_free(q, 64 << 20, 0, 0x1000)
+before = torch.cuda.memory_reserved()
+torch.cuda.empty_cache()
+check(before >= 64 << 20 and torch.cuda.memory_reserved() < before, "torch.cuda.empty_cache returns vram's cache: %d -> %d"
+      % (before, torch.cuda.memory_reserved()))
+try:
+    vram_torch.set_per_process_memory_fraction(1.5)
+    check(False, "a fraction above 1 must fail")
+except RuntimeError as e:
+    check("fraction" in str(e).lower(), "says so: %s" % e)
+sys.exit(done("test_vram_torch_cpu"))
