@@ -4,8 +4,8 @@ driver (tests/fakes/fake_cuda.c). enable() swaps the allocator and routes torch.
 functions; then, with allocations made the way PyTorch's pluggable allocator makes them
 (vram_torch_alloc/free), torch.cuda.memory_stats() before the first allocation (every key, at
 zero), memory_allocated / max_memory_allocated / memory_reserved, memory_summary,
-_record_memory_history + _snapshot's events, empty_cache, Tensor.record_stream, and bad
-arguments. The real PyTorch runs in tests/gpu/test_torch_plugin.py.
+_record_memory_history + _snapshot's events, empty_cache, Tensor.record_stream, a second device,
+and bad arguments. The real PyTorch runs in tests/gpu/test_torch_plugin.py.
 Usage: test_vram_torch_cpu.py LIBVRAM_TORCH FAKE_LIBCUDA
 """
 import ctypes
@@ -19,7 +19,7 @@ if os.environ.get("VRAM_TEST_SANITIZED"):
     sys.exit(77)
 lib_path, fake = sys.argv[1], sys.argv[2]
 os.environ.update({"VRAM_TORCH_LIBRARY": lib_path, "VRAM_LIBCUDA": fake, "FAKE_CUDA_MEMORY": str(1 << 30),
-                   "FAKE_CUDA_DEVICES": "1", "VRAM_ALLOC_CONF": ""})
+                   "FAKE_CUDA_DEVICES": "2", "VRAM_ALLOC_CONF": ""})
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 sys.path.insert(0, HERE)
@@ -49,7 +49,7 @@ memory.change_current_allocator = swapped.append
 cuda.memory = memory
 cuda.is_initialized = lambda: False
 cuda.current_device = lambda: 0
-cuda.device_count = lambda: 1
+cuda.device_count = lambda: 2
 torch.cuda = cuda
 
 
@@ -122,6 +122,13 @@ before = torch.cuda.memory_reserved()
 torch.cuda.empty_cache()
 check(before >= 64 << 20 and torch.cuda.memory_reserved() < before, "torch.cuda.empty_cache returns vram's cache: %d -> %d"
       % (before, torch.cuda.memory_reserved()))
+# a second device: its own numbers, by index or by name; empty_cache() empties every device
+r = lib.vram_torch_alloc(32 << 20, 1, 0x1000)
+check(torch.cuda.memory_allocated(1) == 32 << 20 and torch.cuda.memory_allocated("cuda:1") == 32 << 20
+      and torch.cuda.memory_allocated(0) == 0, "cuda:1 counts its block, cuda:0 does not")
+lib.vram_torch_free(r, 32 << 20, 1, 0x1000)
+torch.cuda.empty_cache()
+check(torch.cuda.memory_reserved(1) == 0, "torch.cuda.empty_cache() empties cuda:1 too: %d" % torch.cuda.memory_reserved(1))
 try:
     vram_torch.set_per_process_memory_fraction(1.5)
     check(False, "a fraction above 1 must fail")
