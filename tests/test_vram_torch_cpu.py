@@ -5,7 +5,7 @@ functions; then, with allocations made the way PyTorch's pluggable allocator mak
 (vram_torch_alloc/free), torch.cuda.memory_stats() before the first allocation (every key, at
 zero), memory_allocated / max_memory_allocated / memory_reserved, memory_summary,
 _record_memory_history + _snapshot's events, empty_cache, Tensor.record_stream, a second device,
-and bad arguments. The real PyTorch runs in tests/gpu/test_torch_plugin.py.
+`python -m vram_torch run`, and bad arguments. The real PyTorch runs in tests/gpu/test_torch_plugin.py.
 Usage: test_vram_torch_cpu.py LIBVRAM_TORCH FAKE_LIBCUDA
 """
 import ctypes
@@ -129,6 +129,23 @@ check(torch.cuda.memory_allocated(1) == 32 << 20 and torch.cuda.memory_allocated
 lib.vram_torch_free(r, 32 << 20, 1, 0x1000)
 torch.cuda.empty_cache()
 check(torch.cuda.memory_reserved(1) == 0, "torch.cuda.empty_cache() empties cuda:1 too: %d" % torch.cuda.memory_reserved(1))
+# `python -m vram_torch run --summary prog.py arg`, in this process: the program's own torch.cuda
+# calls answer from vram, its exit status comes back, the summary goes to stderr.
+import io  # noqa: E402
+import tempfile  # noqa: E402
+from contextlib import redirect_stderr, redirect_stdout  # noqa: E402
+from vram_torch.__main__ import main as vram_torch_main  # noqa: E402
+with tempfile.TemporaryDirectory() as tmp:
+    prog = os.path.join(tmp, "prog.py")
+    with open(prog, "w") as f:
+        f.write("import sys, torch, vram_torch\n"
+                "print('enabled', vram_torch.is_enabled(), 'allocated', torch.cuda.memory_allocated(), 'arg', sys.argv[1])\n"
+                "sys.exit(5)\n")
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        status = vram_torch_main(["run", "--summary", prog, "hello"])
+    check(status == 5 and "enabled True allocated 0 arg hello" in out.getvalue(), "vram_torch run: %d %r" % (status, out.getvalue()))
+    check("Allocated memory" in err.getvalue(), "--summary prints vram's summary")
 try:
     vram_torch.set_per_process_memory_fraction(1.5)
     check(False, "a fraction above 1 must fail")
