@@ -16,13 +16,13 @@ extern "C" {
 /* move_busy_pages and reserve_slack: let the allocator choose by device (see the fields). */
 #define VRAM_CONF_AUTO (-1)
 
-/* The allocator embeds this struct near its start, so its size moves the allocator's hot fields:
- * a new field goes into existing padding where it can (as small_classes does), and any change is
- * checked with `bench/run_gpu.sh latrounds` (see allocator_internal.h). */
 /* The most events the history ring may keep (history:N, vram_allocator_set_history): 16 Mi
  * events, ~640 MiB of host memory. */
 #define VRAM_HISTORY_MAX (1u << 24)
 
+/* The allocator embeds this struct near its start, so its size moves the allocator's hot fields:
+ * a new field goes into existing padding where it can (as small_classes does), and any change is
+ * checked with `bench/run_gpu.sh latrounds` (see allocator_internal.h). */
 typedef struct vram_alloc_config {
     int expandable_segments;        /* 1: page model (default where the device has pages) */
     int small_classes;              /* 1 (default): requests of 4 KiB to 1 MiB are rounded to

@@ -11,8 +11,8 @@ max_memory_allocated(), empty_cache(), ... do not reach a pluggable allocator (t
 nothing), so this module has the same functions, answered by vram through ctypes (nothing is
 compiled), and enable() points torch.cuda's at them too (torch_routes.py), so that a script that
 logs torch.cuda.max_memory_allocated() or calls torch.cuda.empty_cache() or
-Tensor.record_stream() runs unchanged. The library is looked for in $VRAM_TORCH_LIBRARY, beside this package, then in the
-repository's build folders (build/, b/).
+Tensor.record_stream() runs unchanged. The library is looked for in $VRAM_TORCH_LIBRARY, beside
+this package, then in the repository's build folders (build/, b/).
 
 `python -m vram_torch record -o run.trace script.py args...` records any PyTorch program's
 allocations as a memtrace v1 file for `vram replay` (see vram_torch/record.py).

@@ -48,23 +48,24 @@ static const struct {
     size_t offset;
     uint64_t min; /* for KEY_MIB/KEY_SIZE/KEY_UINT: the smallest value accepted */
     unsigned flags;
+    uint64_t max; /* for KEY_UINT: the largest value accepted (0: UINT32_MAX, the field's limit) */
 } keys[] = {
-    {"expandable_segments", KEY_BOOL, offsetof(vram_alloc_config, expandable_segments), 0, 0},
-    {"page_size_mb", KEY_MIB, offsetof(vram_alloc_config, page_size), 2 * MiB, KEY_POW2},
-    {"chunk_size_mb", KEY_MIB, offsetof(vram_alloc_config, chunk_size), 2 * MiB, KEY_POW2},
-    {"max_split_size_mb", KEY_MIB, offsetof(vram_alloc_config, max_split_size), 20 * MiB, 0},
-    {"max_non_split_rounding_mb", KEY_MIB, offsetof(vram_alloc_config, max_non_split_rounding), 0, 0},
-    {"roundup_power2_divisions", KEY_UINT, offsetof(vram_alloc_config, roundup_power2_divisions), 0, KEY_POW2},
+    {"expandable_segments", KEY_BOOL, offsetof(vram_alloc_config, expandable_segments), 0, 0, 0},
+    {"page_size_mb", KEY_MIB, offsetof(vram_alloc_config, page_size), 2 * MiB, KEY_POW2, 0},
+    {"chunk_size_mb", KEY_MIB, offsetof(vram_alloc_config, chunk_size), 2 * MiB, KEY_POW2, 0},
+    {"max_split_size_mb", KEY_MIB, offsetof(vram_alloc_config, max_split_size), 20 * MiB, 0, 0},
+    {"max_non_split_rounding_mb", KEY_MIB, offsetof(vram_alloc_config, max_non_split_rounding), 0, 0, 0},
+    {"roundup_power2_divisions", KEY_UINT, offsetof(vram_alloc_config, roundup_power2_divisions), 0, KEY_POW2, 0},
     {"garbage_collection_threshold", KEY_FRACTION_OPEN,
-     offsetof(vram_alloc_config, garbage_collection_threshold), 0, 0},
-    {"memory_fraction", KEY_FRACTION, offsetof(vram_alloc_config, memory_fraction), 0, 0},
-    {"max_reserved", KEY_SIZE, offsetof(vram_alloc_config, max_reserved), 0, 0},
-    {"history", KEY_UINT, offsetof(vram_alloc_config, history_entries), 0, 0},
-    {"caching", KEY_BOOL, offsetof(vram_alloc_config, caching), 0, 0},
-    {"move_busy_pages", KEY_BOOL, offsetof(vram_alloc_config, move_busy_pages), 0, KEY_AUTO},
-    {"reserve_slack", KEY_SHARE, offsetof(vram_alloc_config, reserve_slack), 0, KEY_AUTO},
-    {"move_min_mb", KEY_MIB, offsetof(vram_alloc_config, move_min), 0, 0},
-    {"small_classes", KEY_BOOL, offsetof(vram_alloc_config, small_classes), 0, 0},
+     offsetof(vram_alloc_config, garbage_collection_threshold), 0, 0, 0},
+    {"memory_fraction", KEY_FRACTION, offsetof(vram_alloc_config, memory_fraction), 0, 0, 0},
+    {"max_reserved", KEY_SIZE, offsetof(vram_alloc_config, max_reserved), 0, 0, 0},
+    {"history", KEY_UINT, offsetof(vram_alloc_config, history_entries), 0, 0, VRAM_HISTORY_MAX},
+    {"caching", KEY_BOOL, offsetof(vram_alloc_config, caching), 0, 0, 0},
+    {"move_busy_pages", KEY_BOOL, offsetof(vram_alloc_config, move_busy_pages), 0, KEY_AUTO, 0},
+    {"reserve_slack", KEY_SHARE, offsetof(vram_alloc_config, reserve_slack), 0, KEY_AUTO, 0},
+    {"move_min_mb", KEY_MIB, offsetof(vram_alloc_config, move_min), 0, 0, 0},
+    {"small_classes", KEY_BOOL, offsetof(vram_alloc_config, small_classes), 0, 0, 0},
 };
 
 static vram_status parse_uint(const char *key, const char *value, uint64_t *out) {
@@ -131,7 +132,7 @@ static vram_status apply_pair(vram_alloc_config *cfg, const char *key, const cha
             return VRAM_OK;
         case KEY_UINT:
             if ((st = parse_uint(key, value, &u)) != VRAM_OK) return st;
-            uint64_t max = keys[i].offset == offsetof(vram_alloc_config, history_entries) ? VRAM_HISTORY_MAX : UINT32_MAX;
+            uint64_t max = keys[i].max ? keys[i].max : UINT32_MAX;
             if (u > max)
                 return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: %s is too large (at most %llu)", key, value,
                                   (unsigned long long)max);
