@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # run_gpu.sh — everything issue 3 measures on a GPU machine, in one go, logs under $OUT (or ./gpu-out).
-#   bench/run_gpu.sh [tests] [latency] [latrounds] [workloads] [ab]   (default: tests latency workloads)
+#   bench/run_gpu.sh [tests] [latency] [latrounds] [workloads] [ab] [graphs]   (default: tests latency workloads)
 # Builds vram (Release, into b/), runs the CTest `gpu` label and the PyTorch plug-in test, the
 # allocator latency microbenchmarks (vram pages/segments; PyTorch native, expandable segments,
 # cudaMallocAsync and raw cudaMalloc through bench_torch_alloc.cpp, built here with g++ against
 # the installed torch), the four real workloads under native (twice), expandable and vram,
 # (latrounds) the latency benchmark with vram, PyTorch native and optionally an older vram source
-# tree (BASE=dir) in turns, ROUNDS times on one pinned core (bench/latency_rounds.py), and (ab) one
-# workload's step time with the allocators in turns (bench/ab_rounds.py).
+# tree (BASE=dir) in turns, ROUNDS times on one pinned core (bench/latency_rounds.py), (ab) one
+# workload's step time with the allocators in turns (bench/ab_rounds.py), and (graphs) what a CUDA
+# graph's memory goes through under native, vram and vram without its graph pools
+# (bench/graphs_probe.py).
 set -u
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -89,6 +91,11 @@ if [[ $what == *ab* ]]; then
     done
   done
   python3 bench/ab_rounds.py --workload "${AB_WORKLOAD:-gpt2_generate}" "$OUT"/ab_r*.json | tee "$OUT/ab.md"
+fi
+if [[ $what == *graphs* ]]; then
+  for k in native vram vram-unwrapped; do
+    timeout 300 python3 bench/graphs_probe.py "$k" 2>&1 | grep ' | '
+  done | tee "$OUT/graphs_probe.txt"
 fi
 # everything back as one file (the tool returns at most 8)
 tar -C "$OUT" -czf /tmp/gpu-out.tgz . && rm -rf "${OUT:?}"/* && mv /tmp/gpu-out.tgz "$OUT/gpu-out.tgz"

@@ -5,7 +5,8 @@ functions; then, with allocations made the way PyTorch's pluggable allocator mak
 (vram_torch_alloc/free), torch.cuda.memory_stats() before the first allocation (every key, at
 zero), memory_allocated / max_memory_allocated / memory_reserved, memory_summary,
 _record_memory_history + _snapshot's events, empty_cache, Tensor.record_stream, a second device,
-`python -m vram_torch run`, and bad arguments. The real PyTorch runs in tests/gpu/test_torch_plugin.py.
+CUDA graph captures (torch.cuda.CUDAGraph: private pools, release at reset and at collection, one
+capture at a time), `python -m vram_torch run`, and bad arguments. The real PyTorch runs in tests/gpu/test_torch_plugin.py.
 Usage: test_vram_torch_cpu.py LIBVRAM_TORCH FAKE_LIBCUDA
 """
 import ctypes
@@ -69,6 +70,37 @@ class Tensor:
         raise AssertionError("PyTorch's own record_stream must not be called for a CUDA tensor")
 
 
+graph_calls = []
+
+
+class CUDAGraph:
+    """PyTorch's torch.cuda.CUDAGraph, as far as vram_torch's wrapping goes."""
+    def __init__(self):
+        self._pool = None
+
+    def capture_begin(self, pool=None, capture_error_mode="global"):
+        graph_calls.append(("begin", pool))
+        self._pool = pool
+
+    def capture_end(self):
+        graph_calls.append(("end",))
+
+    def reset(self):
+        graph_calls.append(("reset",))
+
+    def pool(self):
+        return self._pool
+
+
+handles = []
+
+
+def graph_pool_handle():
+    handles.append((0, len(handles) + 1))
+    return handles[-1]
+
+
+cuda.CUDAGraph, cuda.graph_pool_handle = CUDAGraph, graph_pool_handle
 torch.device, torch.Tensor = Device, Tensor
 sys.modules.update({"torch": torch, "torch.cuda": cuda, "torch.cuda.memory": memory})
 
@@ -129,6 +161,45 @@ check(torch.cuda.memory_allocated(1) == 32 << 20 and torch.cuda.memory_allocated
 lib.vram_torch_free(r, 32 << 20, 1, 0x1000)
 torch.cuda.empty_cache()
 check(torch.cuda.memory_reserved(1) == 0, "torch.cuda.empty_cache() empties cuda:1 too: %d" % torch.cuda.memory_reserved(1))
+# CUDA graphs: what a capture allocated stays the graph's until the graph is reset or collected
+import gc  # noqa: E402
+S = 0x1000
+g = torch.cuda.CUDAGraph()
+g.capture_begin()
+check(graph_calls == [("begin", (0, 1))], "capture_begin passes PyTorch a fresh pool handle: %s" % graph_calls)
+tmp = lib.vram_torch_alloc(4 << 20, 0, S)      # the captured work's temporary
+lib.vram_torch_free(tmp, 4 << 20, 0, S)
+out = lib.vram_torch_alloc(1 << 20, 0, S)      # its output
+g.capture_end()
+lib.vram_torch_free(out, 1 << 20, 0, S)         # the program drops the output tensor
+later = [lib.vram_torch_alloc(n, 0, S) for n in [4 << 20, 1 << 20] * 16]
+check(tmp not in later and out not in later, "memory of a live graph serves nothing else")
+for n, ptr in zip([4 << 20, 1 << 20] * 16, later):
+    lib.vram_torch_free(ptr, n, 0, S)
+torch.cuda.empty_cache()
+check(torch.cuda.memory_reserved() >= 5 << 20, "empty_cache keeps the graph's memory: %d" % torch.cuda.memory_reserved())
+g.reset()
+torch.cuda.empty_cache()
+check(torch.cuda.memory_reserved() == 0, "reset() releases the graph's pool: %d" % torch.cuda.memory_reserved())
+g2 = torch.cuda.CUDAGraph()
+g2.capture_begin(pool=(0, 99))
+kept = lib.vram_torch_alloc(2 << 20, 0, S)
+g2.capture_end()
+lib.vram_torch_free(kept, 2 << 20, 0, S)
+g3 = torch.cuda.CUDAGraph()
+g3.capture_begin()
+try:
+    torch.cuda.CUDAGraph().capture_begin()
+    check(False, "a second capture at once must be refused")
+except RuntimeError as e:
+    check("under way" in str(e), "one capture at a time, said before PyTorch captures: %s" % e)
+check(graph_calls.count(("begin", (0, 99))) == 1 and len([c for c in graph_calls if c[0] == "begin"]) == 3,
+      "the refused capture never reached PyTorch: %s" % graph_calls)
+g3.capture_end()
+del g2, g3
+gc.collect()
+torch.cuda.empty_cache()
+check(torch.cuda.memory_reserved() == 0, "a collected graph releases its pool: %d" % torch.cuda.memory_reserved())
 # `python -m vram_torch run --summary prog.py arg`, in this process: the program's own torch.cuda
 # calls answer from vram, its exit status comes back, the summary goes to stderr.
 import io  # noqa: E402

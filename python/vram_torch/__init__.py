@@ -11,14 +11,17 @@ max_memory_allocated(), empty_cache(), ... do not reach a pluggable allocator (t
 nothing), so this module has the same functions, answered by vram through ctypes (nothing is
 compiled), and enable() points torch.cuda's at them too (torch_routes.py), so that a script that
 logs torch.cuda.max_memory_allocated() or calls torch.cuda.empty_cache() or
-Tensor.record_stream() runs unchanged. The library is looked for in $VRAM_TORCH_LIBRARY, beside
-this package, then in the repository's build folders (build/, b/).
+Tensor.record_stream() runs unchanged. CUDA graphs captured with torch.cuda.graph /
+torch.cuda.CUDAGraph keep their memory in private pools, as under PyTorch's allocator (graphs.py).
+The library is looked for in $VRAM_TORCH_LIBRARY, beside this package, then in the repository's
+build folders (build/, b/).
 
 `python -m vram_torch record -o run.trace script.py args...` records any PyTorch program's
 allocations as a memtrace v1 file for `vram replay` (see vram_torch/record.py).
 """
 import ctypes
 import os
+import sys
 
 __all__ = [
     "enable", "is_enabled", "library_path", "memory_stats", "memory_summary", "memory_allocated",
@@ -70,6 +73,7 @@ def _load():
         "vram_torch_reset_accumulated": (c_int, [c_int]),
         "vram_torch_set_memory_fraction": (c_int, [c_double, c_int]),
         "vram_torch_set_history": (c_int, [ctypes.c_uint, c_int]),
+        "vram_torch_graph_pool": (c_int, [c_int, ctypes.c_ulonglong, ctypes.c_ulonglong, c_int]),
         "vram_torch_oom_report": (c_char_p, [c_int]),
         "vram_torch_string_free": (None, [c_void_p]),
         "vram_torch_stats_text": (c_void_p, [c_int]),
@@ -95,6 +99,18 @@ def _take_string(ptr, what):
         return ctypes.string_at(ptr).decode()
     finally:
         _lib.vram_torch_string_free(ptr)
+
+
+def _graph_pool(op, key, device):
+    """A CUDA graph's private pool in vram (graphs.py): op 0 begin, 1 end, 2 release."""
+    if _lib.vram_torch_graph_pool(op, key[0], key[1], device) != 0:
+        raise _error("%s of CUDA graph pool %s on cuda:%d" % (("begin", "end", "release")[op], key, device))
+
+
+def _graph_pool_release_quietly(key, device):
+    """The release a graph's finalizer makes (at collection or exit, where raising helps nobody)."""
+    if _lib is not None:
+        _lib.vram_torch_graph_pool(2, key[0], key[1], device)
 
 
 def is_enabled():
@@ -132,8 +148,9 @@ def enable(route_torch=True):
                       % lib.vram_torch_last_error().decode(errors="replace"))
     _allocator = alloc
     _enabled = True
+    from . import graphs
+    graphs.install(torch, sys.modules[__name__])  # graph correctness: not optional
     if route_torch:
-        import sys
         from . import torch_routes
         torch_routes.route(torch, sys.modules[__name__])
 

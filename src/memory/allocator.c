@@ -40,6 +40,10 @@
  * expandable segments do. A free block usable only by its stream and the ready free block after
  * it do not merge, so the allocation then straddles both (find_free, PLACE_PREV).
  *
+ * Private pools (CUDA graphs): during a capture every allocation belongs to the pool captured
+ * into, and a pool's blocks, freed, stay in the pool until its last graph is released (the
+ * section "Private pools" below; docs/allocator.md). The fast paths never look at them.
+ *
  * The hot path: vram_allocator_malloc serves such an exact deferred block itself and leaves
  * every other case to malloc_locked; free of a block not used on other streams puts it in a
  * slot. A reuse pair thus takes the lock twice, looks the address up once in the live map
@@ -47,8 +51,8 @@
  * be derived on export (allocator_internal.h).
  *
  * File map: locking, block structs, bins, streams, history, free-block insertion, deferred
- * frees, sizes, the block search, regions and segments, the OOM report, creation, malloc (the
- * fast path last), free, and the cache/limit/statistics API.
+ * frees, sizes, the block search, regions and segments, the OOM report, creation, private pools,
+ * malloc (the fast path last), free, and the cache/limit/statistics API.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -96,6 +100,7 @@ static inline vram_block *block_new(vram_allocator *a) {
     b->requested = b->free_seq = 0;
     b->stream = 0;
     b->tag = 0;
+    b->graph = 0;
     b->nuses = b->nevents = 0;
     b->state = BLOCK_FREE;
     b->ready = b->in_cached = b->deferred = b->mapped_all = 0;
@@ -232,8 +237,8 @@ void vram_history_record(vram_allocator *a, vram_event_action action, uint64_t a
 /* Free blocks: insertion with coalescing, readiness.                                        */
 
 static int mergeable(const vram_block *x, const vram_block *y) {
-    if (x->state != BLOCK_FREE || y->state != BLOCK_FREE || x->deferred == DEFER_HELD || y->deferred == DEFER_HELD)
-        return 0;
+    if (x->state != BLOCK_FREE || y->state != BLOCK_FREE || x->deferred >= DEFER_HELD || y->deferred >= DEFER_HELD)
+        return 0; /* held and private-pool blocks never merge */
     if (x->ready && y->ready) return 1;
     return !x->ready && !y->ready && x->stream == y->stream;
 }
@@ -258,6 +263,11 @@ static inline void stream_track(vram_allocator *a, vram_block *b);
  * in the live map, so a free followed by a malloc that takes the block back touches the map
  * only once (free's lookup); the entry goes when the block leaves its slot for the bins
  * (recent_leave). */
+
+/* Whether the configuration defers frees (caching, no garbage collection threshold). */
+static inline int frees_deferred(const vram_allocator *a) {
+    return a->cfg.caching && !(a->cfg.garbage_collection_threshold > 0);
+}
 
 /* Empties slot k. */
 static inline void recent_empty(vram_allocator *a, unsigned k) {
@@ -894,8 +904,8 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
     a->has_events = dev->ops->event_record && dev->ops->event_query && dev->ops->event_sync && dev->ops->event_destroy;
     a->pages_model = conf.expandable_segments && vram_device_has_pages(dev);
     a->can_alias = a->pages_model && a->has_events && dev->ops->page_alias && dev->ops->page_drop;
-    a->defer_frees = conf.caching && !(conf.garbage_collection_threshold > 0);
-    a->held_pool = a->defer_frees && conf.small_classes ? VRAM_POOL_SMALL : -1;
+    a->free_fast = frees_deferred(a);
+    a->held_pool = a->free_fast && conf.small_classes ? VRAM_POOL_SMALL : -1;
     a->page_size = dev->page_size;
     if (a->pages_model && conf.page_size > dev->page_size && conf.page_size % dev->page_size == 0)
         a->page_size = conf.page_size;
@@ -1062,6 +1072,160 @@ static void active_lift(vram_allocator *a, int pool) {
     }
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* Private pools (CUDA graphs).                                                              */
+
+/* A captured graph replays the addresses its capture allocated, so those blocks must not serve
+ * the rest of the program while the graph exists, even after the tensors that held them are
+ * freed: PyTorch gives each capture a private pool (beginAllocateToPool / endAllocateToPool /
+ * releasePool) and vram does the same. During a capture every allocation is adopted by the
+ * pool captured into (graph_adopt: it may come from the ordinary cache, which holds nothing in
+ * use); a block of a pool, freed, leaves the ordinary structures for the pool's free list
+ * (graph_keep: DEFER_GRAPH, still in the live map, never merged, never unmapped), where only a
+ * later allocation into the same pool on the same stream takes it (graph_take). When the last
+ * graph using a pool is released its free blocks return to the allocator as fresh frees, and
+ * its live ones return when they are freed. Outside captures none of this costs more than a
+ * test of a->graph_mode on malloc and free. */
+
+/* Sets graph_mode from `capturing` and the pool slots. While a pool is in use frees leave the
+ * fast path (free_block looks for pool blocks); while a capture is under way the `recent` slots
+ * are kept empty, so that malloc's fast path (which does not look at graph_mode) finds nothing
+ * and every request reaches malloc_locked, which gives the pool's blocks first and adopts the
+ * rest. */
+static void graph_mode_update(vram_allocator *a, int capturing) {
+    int mode = capturing ? GRAPH_CAPTURING : 0;
+    for (unsigned i = 0; i < VRAM_GRAPH_POOLS; i++)
+        if (a->graph_pools[i].id) mode |= GRAPH_BLOCKS;
+    a->graph_mode = mode;
+    a->free_fast = frees_deferred(a) && !mode;
+    if (capturing && a->recent_mask) recent_flush(a, 0, 0, NULL);
+}
+
+/* The slot of pool `id`, or (with `add`) a free slot for it; -1 when there is none. */
+static int graph_slot(vram_allocator *a, uint64_t id, int add) {
+    int empty = -1;
+    for (int i = 0; i < VRAM_GRAPH_POOLS; i++) {
+        if (a->graph_pools[i].id == id) return i;
+        if (empty < 0 && !a->graph_pools[i].id) empty = i;
+    }
+    return add ? empty : -1;
+}
+
+/* Counts live block b (not yet of any pool) into the pool being captured into. */
+static void graph_adopt(vram_allocator *a, vram_block *b) {
+    b->graph = (uint8_t)(a->graph_capture + 1);
+    a->graph_pools[a->graph_capture].blocks++;
+}
+
+/* A free block of the pool being captured into that serves rsize on `stream`: the smallest of
+ * at least rsize and at most twice it, freed on that stream, among the newest 64 (a pool's
+ * blocks are not split or merged). Taken out of the pool's free list, its live map entry kept. */
+static vram_block *graph_take(vram_allocator *a, uint64_t rsize, vram_stream stream) {
+    vram_graph_pool *g = &a->graph_pools[a->graph_capture];
+    vram_block *best = NULL, *best_prev = NULL, *prev = NULL;
+    int n = 0;
+    for (vram_block *b = g->free; b && n < 64; prev = b, b = b->fnext, n++) {
+        if (b->stream != stream || b->size < rsize || b->size / 2 > rsize) continue;
+        if (!best || b->size < best->size) {
+            best = b;
+            best_prev = prev;
+            if (b->size == rsize) break;
+        }
+    }
+    if (!best) return NULL;
+    if (best_prev) best_prev->fnext = best->fnext;
+    else g->free = best->fnext;
+    best->fnext = NULL;
+    best->deferred = DEFER_NONE;
+    return best;
+}
+
+/* Free block b of a private pool: keeps it in the pool (returns 1), or, the pool released, lets
+ * it go back to the allocator (returns 0). */
+static int graph_keep(vram_allocator *a, vram_block *b) {
+    vram_graph_pool *g = &a->graph_pools[b->graph - 1];
+    if (!g->uses) {
+        b->graph = 0;
+        if (!--g->blocks) {
+            g->id = 0;
+            graph_mode_update(a, a->graph_mode & GRAPH_CAPTURING);
+        }
+        return 0;
+    }
+    b->deferred = DEFER_GRAPH;
+    b->fnext = g->free;
+    g->free = b;
+    return 1;
+}
+
+vram_status vram_allocator_begin_pool(vram_allocator *a, uint64_t id) {
+    if (!a || !id) return vram_error(VRAM_ERR_INVALID_ARG, "begin_pool: %s", a ? "pool id 0" : "null allocator");
+    vram_allocator_lock(a);
+    if (a->graph_mode & GRAPH_CAPTURING) {
+        uint64_t other = a->graph_pools[a->graph_capture].id;
+        vram_allocator_unlock(a);
+        return vram_error(VRAM_ERR_STATE, "begin_pool %llu: a capture into pool %llu is under way on %s (one at a time)",
+                          (unsigned long long)id, (unsigned long long)other, a->dev->name);
+    }
+    int i = graph_slot(a, id, 1);
+    if (i < 0) {
+        vram_allocator_unlock(a);
+        return vram_error(VRAM_ERR_STATE, "begin_pool %llu: %d private pools are in use on %s (release a graph first)",
+                          (unsigned long long)id, VRAM_GRAPH_POOLS, a->dev->name);
+    }
+    a->graph_pools[i].id = id;
+    a->graph_pools[i].uses++;
+    a->graph_capture = (unsigned)i;
+    graph_mode_update(a, 1);
+    vram_allocator_unlock(a);
+    return VRAM_OK;
+}
+
+vram_status vram_allocator_end_pool(vram_allocator *a, uint64_t id) {
+    if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "end_pool: null allocator");
+    vram_allocator_lock(a);
+    if (!(a->graph_mode & GRAPH_CAPTURING) || a->graph_pools[a->graph_capture].id != id) {
+        vram_allocator_unlock(a);
+        return vram_error(VRAM_ERR_STATE, "end_pool %llu: no capture into that pool is under way", (unsigned long long)id);
+    }
+    graph_mode_update(a, 0);
+    vram_allocator_unlock(a);
+    return VRAM_OK;
+}
+
+vram_status vram_allocator_release_pool(vram_allocator *a, uint64_t id) {
+    if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "release_pool: null allocator");
+    vram_allocator_lock(a);
+    int i = id ? graph_slot(a, id, 0) : -1;
+    if (i < 0 || !a->graph_pools[i].uses) {
+        vram_allocator_unlock(a);
+        return vram_error(VRAM_ERR_NOT_FOUND, "release_pool %llu: no graph uses that pool", (unsigned long long)id);
+    }
+    vram_graph_pool *g = &a->graph_pools[i];
+    if ((a->graph_mode & GRAPH_CAPTURING) && a->graph_capture == (unsigned)i && g->uses == 1) {
+        vram_allocator_unlock(a);
+        return vram_error(VRAM_ERR_STATE, "release_pool %llu: its capture is under way", (unsigned long long)id);
+    }
+    if (!--g->uses) {
+        while (g->free) { /* back to the allocator, as frees made now on their streams */
+            vram_block *b = g->free;
+            g->free = b->fnext;
+            b->fnext = NULL;
+            b->deferred = DEFER_NONE;
+            b->graph = 0;
+            g->blocks--;
+            live_del(&a->live, b->addr);
+            b->ready = !a->has_events;
+            b->free_seq = ++a->free_seq;
+            free_insert(a, b, b->addr, b->size);
+        }
+        if (!g->blocks) g->id = 0;
+        graph_mode_update(a, a->graph_mode & GRAPH_CAPTURING);
+    }
+    vram_allocator_unlock(a);
+    return VRAM_OK;
+}
+
 /* The deferred block that serves a request of exactly rsize on `stream`, taken out of its slot
  * (it keeps its live map entry), or NULL. */
 static inline vram_block *recent_take(vram_allocator *a, uint64_t rsize, vram_stream stream) {
@@ -1119,6 +1283,7 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
         if (a->not_ready_count) poll_streams(a, 0);
         if ((b = recent_take(a, rsize, stream)) != NULL) goto live; /* its live map entry stayed */
     }
+    if ((a->graph_mode & GRAPH_CAPTURING) && (b = graph_take(a, rsize, stream)) != NULL) goto live;
     int pool = pool_of(rsize);
     if (pool == a->held_pool && (b = held_take(a, rsize, stream)) != NULL) goto live;
     vram_pool *p = &a->pools[pool];
@@ -1249,6 +1414,7 @@ take:
         return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: host out of memory for the block map");
     }
 live:
+    if ((a->graph_mode & GRAPH_CAPTURING) && !b->graph) graph_adopt(a, b);
     block_live(a, b, size, stream, tag);
     *ptr = (void *)(uintptr_t)b->addr;
     vram_allocator_unlock(a);
@@ -1267,7 +1433,8 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
     vram_allocator_lock(a);
     uint64_t rsize = round_size(a, size);
     /* The fast path: an exact deferred block, unless pending frees or not-ready blocks are due
-     * to be looked at first (malloc_locked does that every VRAM_POLL_EVERY mallocs). */
+     * to be looked at first (malloc_locked does that every VRAM_POLL_EVERY mallocs). During a
+     * capture the slots stay empty (see graph_mode_update), so every request goes on. */
     vram_block *b;
     if ((!(a->pending_head || a->not_ready_count) || (a->poll_countdown && --a->poll_countdown)) &&
         (b = recent_take(a, rsize, stream)) != NULL) {
@@ -1313,8 +1480,15 @@ static inline __attribute__((always_inline)) void free_block(vram_allocator *a, 
     b->mapped_all = 1; /* a live block's pages are all mapped */
     b->free_seq = ++a->free_seq;
     b->requested = 0;
-    if (__builtin_expect(a->defer_frees, 1)) {
+    if (__builtin_expect(a->free_fast, 1)) {
         recent_put(a, b); /* keeps its live map entry */
+    } else if ((a->graph_mode & GRAPH_BLOCKS) && b->graph && graph_keep(a, b)) {
+        return; /* kept in its private pool */
+    } else if (frees_deferred(a) && !(a->graph_mode & GRAPH_CAPTURING)) {
+        recent_put(a, b);
+    } else if (frees_deferred(a)) { /* during a capture the slots stay empty: coalesced now */
+        live_del(&a->live, b->addr);
+        free_insert(a, b, b->addr, b->size);
     } else if (!a->cfg.caching) {
         live_del(&a->live, b->addr);
         free_insert(a, b, b->addr, b->size);
@@ -1484,7 +1658,7 @@ vram_status vram_allocator_empty_cache(vram_allocator *a) {
             for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++)
                 for (vram_region *r = a->pools[p].regions; r; r = r->next)
                     for (vram_block *b = r->first; b; b = b->next)
-                        if (b->state == BLOCK_FREE) cached_add(a, b);
+                        if (b->state == BLOCK_FREE && b->deferred != DEFER_GRAPH) cached_add(a, b);
         }
         release_cache(a, UINT64_MAX);
         history_add(a, VRAM_EVENT_EMPTY_CACHE, 0, 0, 0, 0);

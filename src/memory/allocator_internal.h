@@ -16,6 +16,9 @@
  *     streams[]             per stream: free blocks not yet safe for other streams
  *     recent[], held[]      deferred frees: exact-size slots, and behind them (small_classes)
  *                           per-class stacks of small blocks (see allocator.c)
+ *     graph_pools[]         private pools of CUDA graph captures: blocks allocated during a
+ *                           capture and, once freed, reusable only by captures into the same
+ *                           pool until it is released (see allocator.c)
  *
  * A block is LIVE (handed out), PENDING (freed, waiting for events of streams it was used on)
  * or FREE (in a bin, or for a while uncoalesced in a `recent` slot or a class stack: see allocator.c). A FREE block is `ready` when every stream may take it; otherwise only
@@ -44,7 +47,7 @@
 #define VRAM_SMALL_CLASSES (8 + 8 * (1 << VRAM_CLASS_BITS)) /* 512 B ... 4 KiB, then 4 KiB ... 1 MiB */
 
 enum { BLOCK_FREE = 0, BLOCK_LIVE = 1, BLOCK_PENDING = 2 };
-enum { DEFER_NONE = 0, DEFER_RECENT = 1, DEFER_HELD = 2 };
+enum { DEFER_NONE = 0, DEFER_RECENT = 1, DEFER_HELD = 2, DEFER_GRAPH = 3 };
 
 typedef struct vram_region vram_region;
 
@@ -56,12 +59,14 @@ typedef struct vram_block {
     vram_stream stream;               /* allocation stream; for a FREE block its owner */
     uint64_t free_seq;                /* order of frees, for stream readiness */
     vram_stream *uses;                /* other streams recorded with record_stream */
-    uint32_t tag;
+    uint16_t tag;
+    uint8_t graph;                    /* 1 + index in graph_pools of the private pool it belongs to, or 0 */
     uint16_t nuses, nevents;
     uint8_t state;
     uint8_t ready;
-    uint8_t deferred;                 /* FREE, not yet coalesced: DEFER_RECENT (in a `recent` slot)
-                                       * or DEFER_HELD (in its small class's list) */
+    uint8_t deferred;                 /* FREE, not yet coalesced: DEFER_RECENT (in a `recent` slot),
+                                       * DEFER_HELD (in its small class's list) or DEFER_GRAPH (in
+                                       * its private pool's free list, for that pool only) */
     uint8_t pool;                     /* region->pool, without the indirection */
     uint8_t in_cached;
     uint8_t mapped_all;               /* pages model, FREE: every page under the block is mapped
@@ -131,6 +136,17 @@ typedef struct vram_live_map {
     uint64_t cap, count;   /* cap is a power of two */
 } vram_live_map;
 
+/* A private pool (PyTorch's graph memory pool): what CUDA graph captures into it allocated. */
+#define VRAM_GRAPH_POOLS 16
+typedef struct vram_graph_pool {
+    uint64_t id;       /* the caller's pool id; 0: slot unused */
+    uint32_t uses;     /* captures into it not yet released (a graph, until reset or destroyed) */
+    uint64_t blocks;   /* its blocks, live and free */
+    vram_block *free;  /* its free blocks, newest first, linked through fnext */
+} vram_graph_pool;
+
+enum { GRAPH_CAPTURING = 1, GRAPH_BLOCKS = 2 }; /* vram_allocator.graph_mode bits */
+
 typedef struct vram_block_slab {
     struct vram_block_slab *next;
     vram_block blocks[1024];
@@ -158,7 +174,8 @@ struct vram_allocator {
     int64_t pending_blocks[VRAM_POOL_COUNT], pending_bytes[VRAM_POOL_COUNT]; /* per pool; [0] all */
     vram_zombie *zombies, *zombies_tail; /* oldest first */
     int can_alias;           /* the device moves pages without copying (page_alias/page_drop) */
-    int defer_frees;         /* caching without a garbage collection threshold: frees go to `recent` */
+    int free_fast;           /* frees go straight to `recent`: caching without a garbage collection
+                              * threshold (frees_deferred) and no private pool in use */
     vram_stream_state streams[VRAM_MAX_STREAMS];
     int nstreams;
     uint64_t not_ready_count;
@@ -176,8 +193,13 @@ struct vram_allocator {
      * build after changing this struct or vram_alloc_config. */
     int held_pool;           /* small_classes (and frees deferred): VRAM_POOL_SMALL, whose requests
                               * round to classes and whose frees are held; else -1 (no pool) */
+    int graph_mode;          /* GRAPH_CAPTURING: allocations go to graph_pools[graph_capture];
+                              * GRAPH_BLOCKS: some private pool is in use (in held_pool's padding,
+                              * so that no field above moves; the fast paths never read it) */
     vram_block *held[VRAM_SMALL_CLASSES]; /* small frees kept uncoalesced, per class */
     uint64_t held_count;
+    vram_graph_pool graph_pools[VRAM_GRAPH_POOLS];
+    unsigned graph_capture;  /* index in graph_pools of the pool being captured into */
 };
 
 /* Statistics in the hot path. Internally:

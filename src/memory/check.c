@@ -9,7 +9,10 @@
  *     class's stack (which holds only small-pool blocks, counted by held_count);
  *   - every free block is in the bin of its size, and every bin entry is a free block;
  *   - not-ready free blocks are in their owner's list, ready ones in none;
- *   - live, pending, deferred and held blocks are in the live map under their address, nothing else is;
+ *   - live, pending, deferred, held and private-pool free blocks are in the live map under their
+ *     address, nothing else is;
+ *   - a private pool's blocks (live and free) number what its slot counts, its free ones are on
+ *     its free list, and a slot with no blocks and no uses is unused;
  *   - live blocks, and free ones marked mapped_all, lie on mapped pages; every mapped run starts
  *     a chunk, no chunk is longer than chunk_size (pages model);
  *   - allocated/active/requested bytes and counts, per pool and per tag, equal the sums over
@@ -35,7 +38,8 @@ static vram_status check_locked(vram_allocator *a) {
     int64_t nalloc[VRAM_POOL_COUNT] = {0}, nactive[VRAM_POOL_COUNT] = {0};
     int64_t reserved[VRAM_POOL_COUNT] = {0}, segments[VRAM_POOL_COUNT] = {0};
     int64_t tag_bytes[VRAM_TAG_MAX] = {0}, tag_count[VRAM_TAG_MAX] = {0}, tag_req[VRAM_TAG_MAX] = {0};
-    uint64_t live_blocks = 0, not_ready = 0, free_blocks = 0, ndeferred = 0, nheld = 0;
+    uint64_t live_blocks = 0, not_ready = 0, free_blocks = 0, ndeferred = 0, nheld = 0, ngraph_free = 0;
+    uint64_t graph_blocks[VRAM_GRAPH_POOLS] = {0};
     uint64_t P = a->page_size;
 
     for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++) {
@@ -51,7 +55,21 @@ static vram_status check_locked(vram_allocator *a) {
                 if (!b->size || b->size % VRAM_BLOCK_ALIGN) FAIL("block %#llx: bad size %llu", (unsigned long long)b->addr,
                                                                  (unsigned long long)b->size);
                 addr += b->size;
-                if (b->state == BLOCK_FREE && b->deferred == DEFER_HELD) {
+                if (b->graph) {
+                    if (b->graph > VRAM_GRAPH_POOLS || !a->graph_pools[b->graph - 1].id)
+                        FAIL("block %#llx belongs to unused private pool slot %u", (unsigned long long)b->addr, b->graph);
+                    graph_blocks[b->graph - 1]++;
+                }
+                if (b->state == BLOCK_FREE && b->deferred == DEFER_GRAPH) {
+                    const vram_block *x = b->graph ? a->graph_pools[b->graph - 1].free : NULL;
+                    while (x && x != b) x = x->fnext;
+                    if (!x) FAIL("private-pool block %#llx is not on its pool's free list", (unsigned long long)b->addr);
+                    if (in_bin(&a->pools[p], b) || b->in_cached)
+                        FAIL("private-pool block %#llx is also in a bin or the cached list", (unsigned long long)b->addr);
+                    if (vram_live_get(&a->live, b->addr) != b)
+                        FAIL("private-pool block %#llx missing from the live map", (unsigned long long)b->addr);
+                    ngraph_free++;
+                } else if (b->state == BLOCK_FREE && b->deferred == DEFER_HELD) {
                     const vram_block *x = a->held[vram_small_class(b->size)];
                     while (x && x != b) x = x->fnext;
                     if (!x) FAIL("held block %#llx is not in its class's list", (unsigned long long)b->addr);
@@ -156,9 +174,26 @@ static vram_status check_locked(vram_allocator *a) {
     if (listed != not_ready || not_ready != a->not_ready_count)
         FAIL("not-ready blocks: %llu in regions, %llu listed, counter %llu", (unsigned long long)not_ready,
              (unsigned long long)listed, (unsigned long long)a->not_ready_count);
-    if (live_blocks + ndeferred + nheld != a->live.count)
+    if (live_blocks + ndeferred + nheld + ngraph_free != a->live.count)
         FAIL("live map holds %llu entries for %llu live and deferred blocks", (unsigned long long)a->live.count,
-             (unsigned long long)(live_blocks + ndeferred + nheld));
+             (unsigned long long)(live_blocks + ndeferred + nheld + ngraph_free));
+    uint64_t listed_graph = 0;
+    int any_pool = 0;
+    for (int i = 0; i < VRAM_GRAPH_POOLS; i++) {
+        const vram_graph_pool *g = &a->graph_pools[i];
+        if (g->blocks != graph_blocks[i])
+            FAIL("private pool slot %d counts %llu blocks, regions hold %llu", i, (unsigned long long)g->blocks,
+                 (unsigned long long)graph_blocks[i]);
+        if (g->id && !g->uses && !g->blocks) FAIL("private pool slot %d is empty and unused but kept", i);
+        if (!g->id && (g->uses || g->free)) FAIL("private pool slot %d is unused but has uses or blocks", i);
+        for (const vram_block *b = g->free; b; b = b->fnext, listed_graph++)
+            if (b->state != BLOCK_FREE || b->deferred != DEFER_GRAPH || b->graph != i + 1)
+                FAIL("private pool slot %d lists a block that is not one of its free blocks", i);
+        any_pool |= g->id != 0;
+    }
+    if (listed_graph != ngraph_free) FAIL("%llu private-pool free blocks, the pools list %llu",
+                                          (unsigned long long)ngraph_free, (unsigned long long)listed_graph);
+    if (!!(a->graph_mode & GRAPH_BLOCKS) != any_pool) FAIL("graph_mode says %d, the pool slots disagree", a->graph_mode);
     for (const vram_block *b = a->cached_head; b; b = b->cnext)
         if (b->state != BLOCK_FREE || !b->in_cached) FAIL("cached list holds a block that is not free");
 

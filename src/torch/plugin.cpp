@@ -22,6 +22,10 @@
  * report is printed to stderr and kept for vram_torch_oom_report().
  *
  * That is why this file is C++ (the rest of vram is C11): only C++ can unwind through torch.
+ *
+ * CUDA graphs: PyTorch never tells a pluggable allocator about captures, so vram_torch wraps
+ * torch.cuda.CUDAGraph and calls vram_torch_graph_pool to keep each graph's memory in a private
+ * pool (vram_allocator_begin_pool / end_pool / release_pool).
  */
 #include <atomic>
 #include <cstdint>
@@ -257,6 +261,24 @@ VRAM_TORCH_API int vram_torch_set_memory_fraction(double fraction, int device) {
 VRAM_TORCH_API int vram_torch_set_history(unsigned entries, int device) {
     vram_allocator *a = get_allocator(device, true);
     return a ? status_of(vram_allocator_set_history(a, entries)) : -1;
+}
+
+/* CUDA graph private pools (PyTorch's beginAllocateToPool / endAllocateToPool / releasePool,
+ * which a pluggable allocator is never called for: vram_torch wraps torch.cuda.CUDAGraph's
+ * capture_begin, capture_end and reset/destruction to call these). op: 0 begin, 1 end,
+ * 2 release; pool id as PyTorch's MempoolId_t pair, packed into one 64-bit id. */
+VRAM_TORCH_API int vram_torch_graph_pool(int op, unsigned long long id_first, unsigned long long id_second,
+                                         int device) {
+    vram_allocator *a = get_allocator(device, true);
+    if (!a) return -1;
+    uint64_t id = (uint64_t)id_first << 32 ^ (uint64_t)id_second ^ (uint64_t)id_first >> 32;
+    if (!id) id = ~0ull; /* (0, 0) is a pool id PyTorch never hands out; keep it valid anyway */
+    switch (op) {
+    case 0: return status_of(vram_allocator_begin_pool(a, id));
+    case 1: return status_of(vram_allocator_end_pool(a, id));
+    case 2: return status_of(vram_allocator_release_pool(a, id));
+    default: g_error = "graph_pool: unknown operation " + std::to_string(op); return -1;
+    }
 }
 
 VRAM_TORCH_API const char *vram_torch_oom_report(int device) {

@@ -2,7 +2,9 @@
 vram's allocator, its statistics, summary and snapshot (also through torch.cuda's own functions,
 and the memory visualizer's _record_memory_history / _snapshot / _dump_snapshot),
 OOM as torch.OutOfMemoryError with recovery, empty_cache visible in cudaMemGetInfo, record_stream
-(vram_torch's and Tensor.record_stream), enable() refused after CUDA use,
+(vram_torch's and Tensor.record_stream), CUDA graphs (a graph's memory stays its own after
+empty_cache and after other tensors reuse the cache; replay still right), torch.compile,
+enable() refused after CUDA use,
 and `python -m vram_torch record` writing a memtrace v1 file. Exits 77 (skipped) without torch,
 a GPU or libvram_torch.so.
 """
@@ -134,6 +136,57 @@ check(st2["active_bytes.all.current"] == active0, "Tensor.record_stream keeps th
       % (active0, st2["active_bytes.all.current"]))
 torch.cuda.synchronize()
 check(float(u2.sum()) == 3 * 2**20, "Tensor.record_stream tensor result")
+
+# CUDA graphs: what the capture allocated is the graph's until it is reset, as in PyTorch's
+# private pools. The capture's temporaries are freed during the capture; afterwards the cache is
+# emptied and the capture stream and the default stream allocate again, then the graph replays.
+torch.manual_seed(0)
+lin1, lin2 = torch.nn.Linear(1024, 4096).cuda(), torch.nn.Linear(4096, 1024).cuda()
+xg = torch.randn(64, 1024, device="cuda")
+
+
+def mlp(inp):
+    return lin2(torch.relu(lin1(inp)) * 2 + 1)
+
+
+cap = torch.cuda.Stream()
+cap.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(cap):
+    for _ in range(3):
+        mlp(xg)
+torch.cuda.current_stream().wait_stream(cap)
+reserved0 = vram_torch.memory_reserved()
+graph = torch.cuda.CUDAGraph()
+with torch.cuda.graph(graph, stream=cap):
+    yg = mlp(xg)
+torch.cuda.synchronize()
+torch.cuda.empty_cache()
+check(vram_torch.memory_reserved() >= 4 * 2**20, "empty_cache keeps the graph's memory: %d" % vram_torch.memory_reserved())
+with torch.cuda.stream(cap):
+    junk = [torch.full((64, 4096), 7.0, device="cuda") for _ in range(40)]
+junk += [torch.full((64, 4096), 7.0, device="cuda") for _ in range(40)]
+torch.cuda.synchronize()
+xg.copy_(torch.randn(64, 1024, device="cuda"))
+graph.replay()
+torch.cuda.synchronize()
+check(torch.allclose(yg, mlp(xg), atol=1e-3), "graph replay after empty_cache and reuse of the cache is right")
+bad = sum(int(not bool((j == 7).all())) for j in junk)
+check(bad == 0, "no tensor allocated after the capture is overwritten by the replay (%d of 80 were)" % bad)
+del junk, yg
+graph.reset()
+del graph
+torch.cuda.synchronize()
+torch.cuda.empty_cache()
+check(vram_torch.memory_reserved() <= reserved0 + 2**20, "reset() gives the graph's memory back: %d -> %d"
+      % (reserved0, vram_torch.memory_reserved()))
+# torch.compile (Inductor, no CUDA graphs) under vram
+net = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.GELU(), torch.nn.Linear(256, 10)).cuda()
+xc = torch.randn(32, 256, device="cuda")
+try:
+    compiled = torch.compile(net)
+    check(torch.allclose(compiled(xc), net(xc), atol=1e-4), "torch.compile'd module matches eager")
+except Exception as e:
+    check(False, "torch.compile under vram: %s: %s" % (type(e).__name__, str(e)[:300]))
 
 # `python -m vram_torch run`: an unchanged program under vram, its own torch.cuda calls answered.
 with tempfile.TemporaryDirectory() as tmp:

@@ -1,0 +1,245 @@
+/* test_private_pools.c — private pools for CUDA graph captures (vram_allocator_begin_pool,
+ * end_pool, release_pool), case by case and under a randomized sequence.
+ *
+ * What a graph needs: the addresses its capture allocated stay its own until the graph is
+ * released, even after the tensors that held them are freed, because a replay writes to them.
+ * So: a block allocated during a capture and freed (during or after the capture) is never
+ * handed to an allocation outside a capture into its pool, empty_cache keeps it mapped, a later
+ * capture into the same pool on the same stream reuses it, and releasing the pool's last graph
+ * gives everything back. Both memory models; bad calls get a status and change nothing.
+ */
+#include <string.h>
+
+#include "check.h"
+#include "fakes/event_device.h"
+#include "test_rng.h"
+#include "vram/alloc.h"
+
+#define MiB (1024ull * 1024ull)
+
+static vram_allocator *open_alloc(const char *conf, vram_device **dev) {
+    vram_alloc_config cfg;
+    vram_alloc_config_default(&cfg);
+    vram_allocator *a = NULL;
+    if (vram_alloc_config_parse(conf, &cfg) != VRAM_OK || event_device_open("1GiB", dev) != VRAM_OK ||
+        vram_allocator_new(*dev, &cfg, &a) != VRAM_OK)
+        return NULL;
+    return a;
+}
+
+static int64_t allocated(vram_allocator *a) {
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    return st.allocated_bytes[0].current;
+}
+
+static int64_t reserved(vram_allocator *a) {
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    return st.reserved_bytes[0].current;
+}
+
+/* Allocates n blocks of `size` outside any capture and reports whether one of them is `p`. */
+static int hands_out(vram_allocator *a, uint64_t size, void *p, int n) {
+    void *got[64];
+    int hit = 0;
+    for (int i = 0; i < n; i++) {
+        CHECK_OK(vram_allocator_malloc(a, size, 0, 0, &got[i]));
+        hit |= got[i] == p;
+    }
+    for (int i = 0; i < n; i++) CHECK_OK(vram_allocator_free(a, got[i]));
+    return hit;
+}
+
+static void test_capture_keeps_its_memory(const char *conf) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc(conf, &dev);
+    CHECK(a != NULL, "%s: allocator", conf);
+    if (!a) return;
+    void *warm;
+    CHECK_OK(vram_allocator_malloc(a, 3 * MiB, 0, 0, &warm)); /* a cached block the capture may take */
+    CHECK_OK(vram_allocator_free(a, warm));
+
+    CHECK_OK(vram_allocator_begin_pool(a, 7));
+    void *x, *tmp, *small, *again;
+    CHECK_OK(vram_allocator_malloc(a, 1 * MiB, 0, 0, &x));
+    CHECK_OK(vram_allocator_malloc(a, 3 * MiB, 0, 0, &tmp));
+    CHECK_OK(vram_allocator_malloc(a, 512, 0, 0, &small));
+    CHECK_OK(vram_allocator_free(a, tmp)); /* a temporary of the captured work */
+    CHECK_OK(vram_allocator_malloc(a, 3 * MiB, 0, 0, &again));
+    CHECK(again == tmp, "%s: within a capture the pool's freed block serves its size again", conf);
+    CHECK_OK(vram_allocator_end_pool(a, 7));
+    CHECK_OK(vram_allocator_check(a));
+
+    /* after the capture the program frees the graph's tensors; their memory stays the graph's */
+    int64_t before = allocated(a);
+    CHECK_OK(vram_allocator_free(a, x));
+    CHECK_OK(vram_allocator_free(a, again));
+    CHECK_OK(vram_allocator_free(a, small));
+    CHECK(allocated(a) == before - (int64_t)(4 * MiB) - 512, "%s: freed pool blocks are not allocated (%lld)", conf,
+          (long long)allocated(a));
+    CHECK(!hands_out(a, 1 * MiB, x, 32) && !hands_out(a, 3 * MiB, tmp, 32) && !hands_out(a, 512, small, 32),
+          "%s: blocks of a live graph's pool never serve the rest of the program", conf);
+    CHECK_OK(vram_allocator_empty_cache(a));
+    CHECK(reserved(a) >= (int64_t)(4 * MiB), "%s: empty_cache keeps the pool's memory (%lld reserved)", conf,
+          (long long)reserved(a));
+    CHECK_OK(vram_allocator_check(a)); /* includes: the pool's free blocks lie on mapped pages */
+
+    /* a second graph captured into the same pool reuses the pool's blocks on the same stream only */
+    CHECK_OK(vram_allocator_begin_pool(a, 7));
+    void *other_stream, *same_stream;
+    CHECK_OK(vram_allocator_malloc(a, 3 * MiB, 2, 0, &other_stream));
+    CHECK(other_stream != tmp, "%s: a pool block freed on stream 0 does not serve stream 2", conf);
+    CHECK_OK(vram_allocator_malloc(a, 3 * MiB, 0, 0, &same_stream));
+    CHECK(same_stream == tmp, "%s: the second capture into the pool reuses its block", conf);
+    CHECK_OK(vram_allocator_end_pool(a, 7));
+    CHECK_OK(vram_allocator_free(a, other_stream));
+    CHECK_OK(vram_allocator_free(a, same_stream));
+
+    /* two graphs use pool 7: releasing one keeps it, releasing the other gives everything back */
+    CHECK_OK(vram_allocator_release_pool(a, 7));
+    CHECK(!hands_out(a, 3 * MiB, tmp, 32), "%s: the pool outlives its first released graph", conf);
+    CHECK_OK(vram_allocator_release_pool(a, 7));
+    CHECK(vram_allocator_release_pool(a, 7) == VRAM_ERR_NOT_FOUND, "%s: a released pool is gone", conf);
+    CHECK_OK(vram_allocator_check(a));
+    CHECK_OK(vram_allocator_empty_cache(a));
+    CHECK(reserved(a) == 0 && allocated(a) == 0, "%s: after the release nothing is held (%lld reserved)", conf,
+          (long long)reserved(a));
+
+    /* a pool released while one of its blocks is live: the block returns when it is freed */
+    CHECK_OK(vram_allocator_begin_pool(a, 9));
+    void *kept;
+    CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, &kept));
+    CHECK_OK(vram_allocator_end_pool(a, 9));
+    CHECK_OK(vram_allocator_release_pool(a, 9));
+    CHECK_OK(vram_allocator_check(a));
+    CHECK_OK(vram_allocator_free(a, kept));
+    CHECK(vram_allocator_free(a, kept) == VRAM_ERR_NOT_FOUND, "%s: double free refused", conf);
+    CHECK_OK(vram_allocator_empty_cache(a));
+    CHECK(reserved(a) == 0, "%s: the last block of a released pool went back (%lld reserved)", conf,
+          (long long)reserved(a));
+    CHECK_OK(vram_allocator_check(a));
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+}
+
+static void test_bad_calls(void) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("", &dev);
+    CHECK(a != NULL, "allocator");
+    if (!a) return;
+    CHECK(vram_allocator_begin_pool(NULL, 1) == VRAM_ERR_INVALID_ARG, "null allocator");
+    CHECK(vram_allocator_begin_pool(a, 0) == VRAM_ERR_INVALID_ARG, "pool id 0 refused");
+    CHECK(vram_allocator_end_pool(a, 1) == VRAM_ERR_STATE, "end without a capture");
+    CHECK(vram_allocator_release_pool(a, 1) == VRAM_ERR_NOT_FOUND, "release of an unknown pool");
+    CHECK_OK(vram_allocator_begin_pool(a, 1));
+    CHECK(vram_allocator_begin_pool(a, 2) == VRAM_ERR_STATE && strstr(vram_last_error(), "under way"),
+          "one capture at a time: %s", vram_last_error());
+    CHECK(vram_allocator_end_pool(a, 2) == VRAM_ERR_STATE, "end of another pool than the one captured into");
+    CHECK(vram_allocator_release_pool(a, 1) == VRAM_ERR_STATE, "release of the pool being captured into");
+    CHECK_OK(vram_allocator_end_pool(a, 1));
+    for (uint64_t id = 2; id <= 16; id++) { /* 16 pools in all */
+        CHECK_OK(vram_allocator_begin_pool(a, id));
+        CHECK_OK(vram_allocator_end_pool(a, id));
+    }
+    CHECK(vram_allocator_begin_pool(a, 17) == VRAM_ERR_STATE && strstr(vram_last_error(), "private pools"),
+          "a 17th pool is refused: %s", vram_last_error());
+    CHECK_OK(vram_allocator_release_pool(a, 5));
+    CHECK_OK(vram_allocator_begin_pool(a, 17)); /* a released slot is free again */
+    CHECK_OK(vram_allocator_end_pool(a, 17));
+    CHECK_OK(vram_allocator_check(a));
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+}
+
+/* Random mallocs and frees on three streams, with captures into three pools begun, ended and
+ * released among them. The shadow knows which addresses belong to a pool whose graph is alive:
+ * an allocation outside a capture into that pool must never return one of them. */
+#define SLOTS 256
+static void test_random(const char *conf) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc(conf, &dev);
+    CHECK(a != NULL, "%s: allocator", conf);
+    if (!a) return;
+    struct {
+        void *p;
+        uint64_t pool;
+    } slot[SLOTS];
+    memset(slot, 0, sizeof slot);
+    /* addresses each pool has handed out while alive (its graphs' memory), per pool */
+    enum { POOLS = 3, OWNED = 4096 };
+    static void *owned[POOLS][OWNED];
+    int nowned[POOLS] = {0}, uses[POOLS] = {0};
+    uint64_t rng = 12345, capturing = 0;
+    int violations = 0, reuses = 0, ops = 0;
+    for (ops = 0; ops < 200000; ops++) {
+        uint64_t r = test_rng(&rng) % 1000;
+        if (r < 5 && !capturing) { /* begin a capture */
+            capturing = 1 + test_rng(&rng) % POOLS;
+            CHECK_OK(vram_allocator_begin_pool(a, capturing));
+            uses[capturing - 1]++;
+        } else if (r < 10 && capturing) {
+            CHECK_OK(vram_allocator_end_pool(a, capturing));
+            capturing = 0;
+        } else if (r < 13) { /* release one graph of a pool */
+            int k = (int)(test_rng(&rng) % POOLS);
+            int may = uses[k] > (capturing == (uint64_t)k + 1 ? 1 : 0);
+            vram_status st = vram_allocator_release_pool(a, (uint64_t)k + 1);
+            CHECK(may ? st == VRAM_OK : st != VRAM_OK, "%s: release of pool %d with %d uses -> %s", conf, k + 1, uses[k],
+                  vram_status_str(st));
+            if (may && !--uses[k]) nowned[k] = 0; /* its memory may serve anything now */
+        } else {
+            int k = (int)(test_rng(&rng) % SLOTS);
+            if (slot[k].p) {
+                CHECK_OK(vram_allocator_free(a, slot[k].p));
+                slot[k].p = NULL;
+            } else {
+                int e = 9 + (int)(test_rng(&rng) % 14); /* 512 B ... 8 MiB */
+                uint64_t size = (1ull << e) + test_rng(&rng) % (1ull << e);
+                vram_stream s = (vram_stream)(test_rng(&rng) % 3);
+                if (vram_allocator_malloc(a, size, s, 0, &slot[k].p) != VRAM_OK) {
+                    slot[k].p = NULL;
+                    continue;
+                }
+                slot[k].pool = capturing;
+                for (int q = 0; q < POOLS; q++) {
+                    if (!uses[q]) continue;
+                    int mine = capturing == (uint64_t)q + 1, seen = 0;
+                    for (int i = 0; i < nowned[q] && !seen; i++) seen = owned[q][i] == slot[k].p;
+                    if (seen && !mine) violations++;
+                    if (seen && mine) reuses++;
+                }
+                if (capturing && nowned[capturing - 1] < OWNED) owned[capturing - 1][nowned[capturing - 1]++] = slot[k].p;
+            }
+        }
+        if (ops % 20000 == 0) CHECK_OK(vram_allocator_check(a));
+        if (ops % 50000 == 49999) {
+            CHECK_OK(vram_allocator_empty_cache(a));
+            CHECK_OK(vram_allocator_check(a));
+        }
+    }
+    CHECK(violations == 0, "%s: %d allocations outside a capture got memory of a live graph's pool", conf, violations);
+    CHECK(reuses > 100, "%s: captures reuse their pool's blocks (%d)", conf, reuses);
+    if (capturing) CHECK_OK(vram_allocator_end_pool(a, capturing));
+    for (int k = 0; k < SLOTS; k++)
+        if (slot[k].p) CHECK_OK(vram_allocator_free(a, slot[k].p));
+    for (int q = 0; q < POOLS; q++)
+        while (uses[q]--) CHECK_OK(vram_allocator_release_pool(a, (uint64_t)q + 1));
+    CHECK_OK(vram_allocator_empty_cache(a));
+    CHECK(reserved(a) == 0 && allocated(a) == 0, "%s: everything returned at the end (%lld reserved)", conf,
+          (long long)reserved(a));
+    CHECK_OK(vram_allocator_check(a));
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+}
+
+int main(void) {
+    test_capture_keeps_its_memory("");
+    test_capture_keeps_its_memory("expandable_segments:False");
+    test_capture_keeps_its_memory("chunk_size_mb:64,move_busy_pages:True");
+    test_bad_calls();
+    test_random("");
+    test_random("expandable_segments:False");
+    test_random("chunk_size_mb:64,move_busy_pages:True,reserve_slack:0.01");
+    return check_done();
+}
