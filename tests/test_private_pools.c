@@ -6,7 +6,9 @@
  * So: a block allocated during a capture and freed (during or after the capture) is never
  * handed to an allocation outside a capture into its pool, empty_cache keeps it mapped, a later
  * capture into the same pool on the same stream reuses it, and releasing the pool's last graph
- * gives everything back. Both memory models; bad calls get a status and change nothing.
+ * gives everything back. During a capture the allocator makes none of the calls the driver
+ * refuses then (event records, queries and waits; unmapping or freeing memory): the event
+ * device counts them. Both memory models; bad calls get a status and change nothing.
  */
 #include <string.h>
 
@@ -123,6 +125,57 @@ static void test_capture_keeps_its_memory(const char *conf) {
     vram_device_close(dev);
 }
 
+/* During a capture: no event call and no release, whatever the allocator holds; a free of a
+ * block used on another stream waits, pending, for the end of the capture; empty_cache and an
+ * allocation over the limit fail instead of waiting. */
+static void test_capture_needs_no_events(const char *conf) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc(conf, &dev);
+    CHECK(a != NULL, "%s: allocator", conf);
+    if (!a) return;
+    evdev_state *e = event_device_state(dev);
+    void *busy[8], *side;
+    for (int i = 0; i < 8; i++) CHECK_OK(vram_allocator_malloc(a, (i + 1) * MiB, 1, 0, &busy[i]));
+    event_device_submit(dev, 1); /* stream 1 is still working on them when they are freed */
+    for (int i = 0; i < 8; i++) CHECK_OK(vram_allocator_free(a, busy[i]));
+    CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 2, 0, &side));
+    CHECK_OK(vram_allocator_record_stream(a, side, 3));
+    CHECK_OK(vram_allocator_begin_pool(a, 5));
+    e->capturing = 1;
+    void *p[300];
+    for (int i = 0; i < 300; i++) /* enough requests to reach every slow path and the polling */
+        CHECK_OK(vram_allocator_malloc(a, (uint64_t)(i % 13 + 1) * 192 * 1024, 2, 0, &p[i]));
+    for (int i = 0; i < 300; i += 2) CHECK_OK(vram_allocator_free(a, p[i]));
+    event_device_submit(dev, 3);
+    CHECK_OK(vram_allocator_free(a, side)); /* used on stream 3: pending until the capture ends */
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.active_bytes[0].current - st.allocated_bytes[0].current == (int64_t)(2 * MiB),
+          "%s: the block used on another stream stays active during the capture", conf);
+    CHECK(vram_allocator_empty_cache(a) == VRAM_ERR_STATE, "%s: empty_cache refused during a capture", conf);
+    CHECK_OK(vram_allocator_set_limit(a, 64 * MiB));
+    void *big;
+    CHECK(vram_allocator_malloc(a, 512 * MiB, 2, 0, &big) == VRAM_ERR_OUT_OF_MEMORY,
+          "%s: over the limit during a capture: out of memory, without waiting", conf);
+    CHECK_OK(vram_allocator_set_limit(a, 0));
+    CHECK(e->capture_violations == 0, "%s: %llu event or release calls during the capture", conf,
+          (unsigned long long)e->capture_violations);
+    e->capturing = 0;
+    event_device_complete(dev, 3);
+    CHECK_OK(vram_allocator_end_pool(a, 5));
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.active_bytes[0].current == st.allocated_bytes[0].current, "%s: after the capture the pending free is done",
+          conf);
+    for (int i = 1; i < 300; i += 2) CHECK_OK(vram_allocator_free(a, p[i]));
+    CHECK_OK(vram_allocator_release_pool(a, 5));
+    event_device_complete(dev, 1);
+    CHECK_OK(vram_allocator_empty_cache(a));
+    CHECK(reserved(a) == 0, "%s: everything returned (%lld reserved)", conf, (long long)reserved(a));
+    CHECK_OK(vram_allocator_check(a));
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+}
+
 static void test_bad_calls(void) {
     vram_device *dev;
     vram_allocator *a = open_alloc("", &dev);
@@ -166,6 +219,7 @@ static void test_random(const char *conf) {
         uint64_t pool;
     } slot[SLOTS];
     memset(slot, 0, sizeof slot);
+    evdev_state *e = event_device_state(dev);
     /* addresses each pool has handed out while alive (its graphs' memory), per pool */
     enum { POOLS = 3, OWNED = 4096 };
     static void *owned[POOLS][OWNED];
@@ -178,10 +232,12 @@ static void test_random(const char *conf) {
             capturing = 1 + test_rng(&rng) % POOLS;
             CHECK_OK(vram_allocator_begin_pool(a, capturing));
             uses[capturing - 1]++;
+            e->capturing = 1;
         } else if (r < 10 && capturing) {
+            e->capturing = 0;
             CHECK_OK(vram_allocator_end_pool(a, capturing));
             capturing = 0;
-        } else if (r < 13) { /* release one graph of a pool */
+        } else if (r < 13 && !capturing) { /* release one graph of a pool (not during a capture) */
             int k = (int)(test_rng(&rng) % POOLS);
             int may = uses[k] > (capturing == (uint64_t)k + 1 ? 1 : 0);
             vram_status st = vram_allocator_release_pool(a, (uint64_t)k + 1);
@@ -213,12 +269,15 @@ static void test_random(const char *conf) {
             }
         }
         if (ops % 20000 == 0) CHECK_OK(vram_allocator_check(a));
-        if (ops % 50000 == 49999) {
+        if (ops % 50000 == 49999 && !capturing) {
             CHECK_OK(vram_allocator_empty_cache(a));
             CHECK_OK(vram_allocator_check(a));
         }
     }
     CHECK(violations == 0, "%s: %d allocations outside a capture got memory of a live graph's pool", conf, violations);
+    CHECK(e->capture_violations == 0, "%s: %llu event or release calls during captures", conf,
+          (unsigned long long)e->capture_violations);
+    e->capturing = 0;
     CHECK(reuses > 100, "%s: captures reuse their pool's blocks (%d)", conf, reuses);
     if (capturing) CHECK_OK(vram_allocator_end_pool(a, capturing));
     for (int k = 0; k < SLOTS; k++)
@@ -237,6 +296,9 @@ int main(void) {
     test_capture_keeps_its_memory("");
     test_capture_keeps_its_memory("expandable_segments:False");
     test_capture_keeps_its_memory("chunk_size_mb:64,move_busy_pages:True");
+    test_capture_needs_no_events("");
+    test_capture_needs_no_events("expandable_segments:False");
+    test_capture_needs_no_events("chunk_size_mb:64,move_busy_pages:True,reserve_slack:0.01");
     test_bad_calls();
     test_random("");
     test_random("expandable_segments:False");

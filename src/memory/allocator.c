@@ -1009,6 +1009,10 @@ const vram_alloc_config *vram_allocator_config(vram_allocator *a) { return &a->c
 static vram_block *new_segment(vram_allocator *a, int pool, uint64_t rsize, int *retried, vram_status *err) {
     uint64_t size = segment_size(rsize);
     uint64_t reserved = (uint64_t)a->stats.reserved_bytes[0].current;
+    if (reserved + size > a->limit && vram_capturing(a)) {
+        *err = VRAM_ERR_OUT_OF_MEMORY;
+        return NULL;
+    }
     if (reserved + size > a->limit) {
         *retried = 1;
         sync_all_streams(a);
@@ -1020,7 +1024,7 @@ static vram_block *new_segment(vram_allocator *a, int pool, uint64_t rsize, int 
     }
     uint64_t base;
     vram_status st = a->dev->ops->mem_alloc(a->dev, size, &base);
-    if (st == VRAM_ERR_OUT_OF_MEMORY) {
+    if (st == VRAM_ERR_OUT_OF_MEMORY && !vram_capturing(a)) {
         *retried = 1;
         sync_all_streams(a);
         release_segments(a, UINT64_MAX);
@@ -1173,6 +1177,10 @@ vram_status vram_allocator_begin_pool(vram_allocator *a, uint64_t id) {
         return vram_error(VRAM_ERR_STATE, "begin_pool %llu: %d private pools are in use on %s (release a graph first)",
                           (unsigned long long)id, VRAM_GRAPH_POOLS, a->dev->name);
     }
+    /* what needs events is done now, before the capture starts (none may be used during it) */
+    if (a->pending_head) process_pending(a);
+    if (a->not_ready_count) poll_streams(a, 0);
+    vram_pages_reap_zombies(a, 1);
     a->graph_pools[i].id = id;
     a->graph_pools[i].uses++;
     a->graph_capture = (unsigned)i;
@@ -1189,6 +1197,7 @@ vram_status vram_allocator_end_pool(vram_allocator *a, uint64_t id) {
         return vram_error(VRAM_ERR_STATE, "end_pool %llu: no capture into that pool is under way", (unsigned long long)id);
     }
     graph_mode_update(a, 0);
+    if (a->pending_head) process_pending(a); /* frees left without events during the capture */
     vram_allocator_unlock(a);
     return VRAM_OK;
 }
@@ -1274,7 +1283,7 @@ static vram_status map_placement(vram_allocator *a, vram_block *b, uint64_t rsiz
 __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, size_t size, uint64_t rsize,
                                                            vram_stream stream, vram_tag tag, void **ptr) {
     vram_block *b;
-    if ((a->pending_head || a->not_ready_count) && !a->poll_countdown) {
+    if ((a->pending_head || a->not_ready_count) && !a->poll_countdown && !vram_capturing(a)) {
         /* pending frees and ready streams first when it is their turn (the fast path counts
          * down to it and, until then, has looked for an exact deferred block itself), then an
          * exact deferred block */
@@ -1306,12 +1315,14 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
          * cost 12-46% of step time for 3-50% less reserved memory; bench/results/
          * 2026-12-02-torch-workloads.md, runs 3 and 6.) */
         deferred_flush(a);
-        if (a->pending_head) process_pending(a);
-        if (a->not_ready_count) poll_streams(a, 0);
-        if (a->zombies) vram_pages_reap_zombies(a, 0);
+        if (!vram_capturing(a)) {
+            if (a->pending_head) process_pending(a);
+            if (a->not_ready_count) poll_streams(a, 0);
+            if (a->zombies) vram_pages_reap_zombies(a, 0);
+        }
         b = find_free(a, p, rsize, stream, &place, &mapped);
     }
-    if (!b && a->not_ready_count) {
+    if (!b && a->not_ready_count && !vram_capturing(a)) {
         poll_streams(a, 1);
         b = find_free(a, p, rsize, stream, &place, &mapped);
     }
@@ -1323,7 +1334,7 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
             b = find_free(a, p, rsize, stream, &place, &mapped);
             err = map_placement(a, b, rsize, place, stream, 0, &retried);
         }
-        if (err == VRAM_ERR_OUT_OF_MEMORY && (a->not_ready_count || a->held_count)) {
+        if (err == VRAM_ERR_OUT_OF_MEMORY && (a->not_ready_count || a->held_count) && !vram_capturing(a)) {
             /* out of memory: wait for the streams, as a last resort, and retry */
             err = sync_all_streams(a);
             if (err == VRAM_OK) {
@@ -1333,7 +1344,7 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
         }
     } else if (!b) {
         b = new_segment(a, pool, rsize, &retried, &err);
-        if (!b && err == VRAM_ERR_OUT_OF_MEMORY) {
+        if (!b && err == VRAM_ERR_OUT_OF_MEMORY && !vram_capturing(a)) {
             sync_all_streams(a);
             b = find_free(a, p, rsize, stream, &place, &mapped);
             err = b ? VRAM_OK : VRAM_ERR_OUT_OF_MEMORY;
@@ -1527,6 +1538,16 @@ static void process_pending(vram_allocator *a) {
  * makes the block PENDING until they complete. Returns 0, the block left as it was, when no
  * event is needed after all (recording failed, and those streams were waited for instead). */
 static int free_pending(vram_allocator *a, vram_block *b) {
+    if (vram_capturing(a)) { /* no events now: pending, with none, until end_pool processes it */
+        b->state = BLOCK_PENDING;
+        pending_count(a, b, 1);
+        b->fnext = NULL;
+        b->fprev = a->pending_tail;
+        if (a->pending_tail) a->pending_tail->fnext = b;
+        else a->pending_head = b;
+        a->pending_tail = b;
+        return 1;
+    }
     b->events = calloc(b->nuses, sizeof *b->events);
     int n = 0;
     for (int i = 0; b->events && i < b->nuses; i++)
@@ -1646,6 +1667,10 @@ vram_status vram_allocator_set_tag(vram_allocator *a, void *ptr, vram_tag tag) {
 vram_status vram_allocator_empty_cache(vram_allocator *a) {
     if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "empty_cache: null allocator");
     vram_allocator_lock(a);
+    if (vram_capturing(a)) {
+        vram_allocator_unlock(a);
+        return vram_error(VRAM_ERR_STATE, "empty_cache: not during a CUDA graph capture (it would wait for the GPU)");
+    }
     /* wait for the streams that pending frees were used on, as PyTorch's empty_cache does */
     for (vram_block *b = a->pending_head; b; b = b->fnext)
         for (int i = 0; i < b->nevents; i++) a->dev->ops->event_sync(a->dev, b->events[i]);

@@ -202,6 +202,12 @@ struct vram_allocator {
     unsigned graph_capture;  /* index in graph_pools of the pool being captured into */
 };
 
+/* While a CUDA graph is captured (begin_pool .. end_pool) the driver refuses event queries,
+ * records and waits from the capturing thread (the capture breaks on them), and memory must not
+ * go back to the device: the allocator then only allocates, as PyTorch's defers its event
+ * processing during captures. Streams are polled and memory released again after end_pool. */
+static inline int vram_capturing(const vram_allocator *a) { return a->graph_mode & GRAPH_CAPTURING; }
+
 /* Statistics in the hot path. Internally:
  *   - a vram_stat's `freed` holds the value `current` had at the last reset of accumulated
  *     counters, and the pool arrays' "all" entry does not keep `allocated` (it is the pools'

@@ -292,7 +292,7 @@ vram_status vram_pages_ensure_mapped(vram_allocator *a, vram_region *r, uint64_t
      * with such moves, 1.10 without; bench/results/2026-12-02-replay-lag.md). */
     uint64_t room = peak > reserved ? peak - reserved : 0;
     uint64_t move_min = a->cfg.move_min ? a->cfg.move_min : a->chunk_pages * P;
-    if (need > room && a->cached_head && need >= move_min) {
+    if (need > room && a->cached_head && need >= move_min && !vram_capturing(a)) {
         vram_pages_release(a, need - room, r, p0, p1, &blocked);
         reserved = (uint64_t)a->stats.reserved_bytes[0].current;
         if (blocked && a->can_alias && a->cfg.move_busy_pages && reserved + need > peak) {
@@ -301,6 +301,7 @@ vram_status vram_pages_ensure_mapped(vram_allocator *a, vram_region *r, uint64_t
         }
         if (blocked && may_defer && reserved + need > peak) return VRAM_ERR_STATE;
     }
+    if (reserved + need > a->limit && vram_capturing(a)) return VRAM_ERR_OUT_OF_MEMORY;
     if (reserved + need > a->limit) {
         *retried = 1;
         vram_pages_release(a, reserved + need - a->limit, r, p0, p1, &blocked);
@@ -316,7 +317,7 @@ vram_status vram_pages_ensure_mapped(vram_allocator *a, vram_region *r, uint64_t
         if (s >= p1) break;
         uint64_t e = bits_find(r->mapped, s, p1, 1);
         vram_status st = map_pages(a, r, s, e);
-        if (st == VRAM_ERR_OUT_OF_MEMORY) { /* the device itself is full: release cache, retry */
+        if (st == VRAM_ERR_OUT_OF_MEMORY && !vram_capturing(a)) { /* the device is full: release cache, retry */
             *retried = 1;
             blocked = 0;
             vram_pages_reap_zombies(a, 1);

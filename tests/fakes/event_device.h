@@ -5,7 +5,9 @@
  * event_query reports an event complete once its stream has completed everything that was
  * submitted before the event; event_sync completes it (as a host wait would). This lets tests
  * check that a block freed on one stream is not handed to another before the first stream's
- * work is done.
+ * work is done. With `capturing` set (a test's stand-in for a CUDA graph capture), every call
+ * the driver refuses during a capture (event record, query, sync; unmapping or freeing memory)
+ * is counted in capture_violations.
  */
 #ifndef VRAM_TESTS_EVENT_DEVICE_H
 #define VRAM_TESTS_EVENT_DEVICE_H
@@ -21,6 +23,8 @@ typedef struct evdev_state {
     const vram_device_ops *sim_ops;
     uint64_t submitted[EVDEV_STREAMS], completed[EVDEV_STREAMS];
     uint64_t records, syncs, live_events;
+    int capturing;
+    uint64_t capture_violations;
     /* device calls that change mappings, and the pages they touch */
     uint64_t map_calls, unmap_calls, alias_calls, drop_calls;
     uint64_t map_bytes, unmap_bytes, alias_bytes, drop_bytes;
@@ -38,6 +42,7 @@ static inline vram_status evdev_record(vram_device *d, vram_stream s, void **out
     evdev_state *e = evdev_of(d);
     evdev_event *ev = malloc(sizeof *ev);
     if (!ev) return VRAM_ERR_OUT_OF_MEMORY;
+    e->capture_violations += e->capturing != 0;
     ev->stream = (unsigned)(s % EVDEV_STREAMS);
     ev->target = e->submitted[ev->stream];
     e->records++;
@@ -47,12 +52,14 @@ static inline vram_status evdev_record(vram_device *d, vram_stream s, void **out
 }
 static vram_status evdev_query(vram_device *d, void *p) {
     evdev_event *ev = p;
+    evdev_of(d)->capture_violations += evdev_of(d)->capturing != 0;
     return evdev_of(d)->completed[ev->stream] >= ev->target ? VRAM_OK : VRAM_ERR_STATE;
 }
 static vram_status evdev_sync(vram_device *d, void *p) {
     evdev_event *ev = p;
     evdev_state *e = evdev_of(d);
     e->syncs++;
+    e->capture_violations += e->capturing != 0;
     if (e->completed[ev->stream] < ev->target) e->completed[ev->stream] = ev->target;
     return VRAM_OK;
 }
@@ -81,21 +88,27 @@ EVDEV_FWD_TO(evdev_mem_info, mem_info, (vram_device * d, size_t *f, size_t *t), 
 EVDEV_FWD_TO(evdev_sim_page_alias, page_alias, (vram_device * d, uint64_t src, uint64_t dst, size_t size), (d, src, dst, size))
 EVDEV_FWD_TO(evdev_sim_page_drop, page_drop, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
 
-/* The mapping calls, counted (calls and bytes) before they reach the sim device. */
-#define EVDEV_COUNTED(name, params, args, calls, bytes, size)    \
-    static vram_status evdev_##name params {                     \
-        evdev_state *e = evdev_of(d);                            \
-        e->calls++;                                              \
-        e->bytes += (size);                                      \
-        return evdev_sim_##name args;                            \
+/* The mapping calls, counted (calls and bytes) before they reach the sim device; `refused`:
+ * the driver refuses it during a capture. */
+#define EVDEV_COUNTED(name, params, args, calls, bytes, size, refused) \
+    static vram_status evdev_##name params {                           \
+        evdev_state *e = evdev_of(d);                                  \
+        e->calls++;                                                    \
+        e->bytes += (size);                                            \
+        e->capture_violations += (refused) && e->capturing;            \
+        return evdev_sim_##name args;                                  \
     }
-EVDEV_COUNTED(page_map, (vram_device * d, uint64_t addr, size_t size), (d, addr, size), map_calls, map_bytes, size)
+EVDEV_COUNTED(page_map, (vram_device * d, uint64_t addr, size_t size), (d, addr, size), map_calls, map_bytes, size, 0)
 EVDEV_COUNTED(page_unmap, (vram_device * d, uint64_t addr, size_t size), (d, addr, size), unmap_calls, unmap_bytes,
-              size)
+              size, 1)
 EVDEV_COUNTED(page_alias, (vram_device * d, uint64_t src, uint64_t dst, size_t size), (d, src, dst, size),
-              alias_calls, alias_bytes, size)
+              alias_calls, alias_bytes, size, 0)
 EVDEV_COUNTED(page_drop, (vram_device * d, uint64_t addr, size_t size), (d, addr, size), drop_calls, drop_bytes,
-              size)
+              size, 1)
+static vram_status evdev_mem_free_checked(vram_device *d, uint64_t addr, size_t size) {
+    evdev_of(d)->capture_violations += evdev_of(d)->capturing != 0;
+    return evdev_mem_free(d, addr, size);
+}
 
 static void evdev_close(vram_device *d) {
     void **pair = d->impl;
@@ -115,7 +128,7 @@ static inline vram_status event_device_open(const char *capacity, vram_device **
     evdev_of_sim_ops = (*out)->ops;
     evdev_ops = *(*out)->ops;
     evdev_ops.mem_alloc = evdev_mem_alloc;
-    evdev_ops.mem_free = evdev_mem_free;
+    evdev_ops.mem_free = evdev_mem_free_checked;
     evdev_ops.va_reserve = evdev_va_reserve;
     evdev_ops.va_release = evdev_va_release;
     evdev_ops.page_map = evdev_page_map;
