@@ -1538,30 +1538,24 @@ static void process_pending(vram_allocator *a) {
  * makes the block PENDING until they complete. Returns 0, the block left as it was, when no
  * event is needed after all (recording failed, and those streams were waited for instead). */
 static int free_pending(vram_allocator *a, vram_block *b) {
-    if (vram_capturing(a)) { /* no events now: pending, with none, until end_pool processes it */
-        b->state = BLOCK_PENDING;
-        pending_count(a, b, 1);
-        b->fnext = NULL;
-        b->fprev = a->pending_tail;
-        if (a->pending_tail) a->pending_tail->fnext = b;
-        else a->pending_head = b;
-        a->pending_tail = b;
-        return 1;
-    }
-    b->events = calloc(b->nuses, sizeof *b->events);
-    int n = 0;
-    for (int i = 0; b->events && i < b->nuses; i++)
-        if (a->dev->ops->event_record(a->dev, b->uses[i], &b->events[n]) == VRAM_OK) n++;
-    if (!b->events || n < b->nuses) {
-        /* could not record every event: wait for those streams now instead */
-        for (int i = 0; i < n; i++) {
-            a->dev->ops->event_sync(a->dev, b->events[i]);
-            a->dev->ops->event_destroy(a->dev, b->events[i]);
+    /* during a capture no event can be recorded: the block stays pending, with none, until
+     * end_pool's process_pending frees it (the capture's work does not run before then) */
+    if (!vram_capturing(a)) {
+        b->events = calloc(b->nuses, sizeof *b->events);
+        int n = 0;
+        for (int i = 0; b->events && i < b->nuses; i++)
+            if (a->dev->ops->event_record(a->dev, b->uses[i], &b->events[n]) == VRAM_OK) n++;
+        if (!b->events || n < b->nuses) {
+            /* could not record every event: wait for those streams now instead */
+            for (int i = 0; i < n; i++) {
+                a->dev->ops->event_sync(a->dev, b->events[i]);
+                a->dev->ops->event_destroy(a->dev, b->events[i]);
+            }
+            n = 0;
         }
-        n = 0;
+        b->nevents = (uint16_t)n;
+        if (!n) return 0;
     }
-    b->nevents = (uint16_t)n;
-    if (!n) return 0;
     b->state = BLOCK_PENDING;
     pending_count(a, b, 1);
     b->fnext = NULL;
