@@ -125,6 +125,48 @@ static void test_capture_keeps_its_memory(const char *conf) {
     vram_device_close(dev);
 }
 
+/* Within a pool, freed neighbours (same stream) merge, and a larger free block serves a smaller
+ * request by splitting: a captured step reuses its own memory as an ordinary cache would. */
+static void test_pool_splits_and_merges(const char *conf) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc(conf, &dev);
+    CHECK(a != NULL, "%s: allocator", conf);
+    if (!a) return;
+    CHECK_OK(vram_allocator_begin_pool(a, 4));
+    void *x, *y, *guard, *big, *rest, *other;
+    CHECK_OK(vram_allocator_malloc(a, 8 * MiB, 0, 0, &x));
+    CHECK_OK(vram_allocator_malloc(a, 8 * MiB, 0, 0, &y));
+    CHECK_OK(vram_allocator_malloc(a, 8 * MiB, 0, 0, &guard));
+    CHECK((char *)y == (char *)x + 8 * MiB, "%s: two neighbours", conf);
+    CHECK_OK(vram_allocator_free(a, x));
+    CHECK_OK(vram_allocator_free(a, y));
+    CHECK_OK(vram_allocator_check(a));
+    void *small;
+    CHECK_OK(vram_allocator_malloc(a, 256 * 1024, 0, 0, &small));
+    CHECK((char *)small < (char *)x || (char *)small >= (char *)x + 16 * MiB,
+          "%s: a small request is not cut from the pool's large block", conf);
+    CHECK_OK(vram_allocator_malloc(a, 12 * MiB, 0, 0, &big));
+    CHECK(big == x, "%s: the merged 16 MiB serves 12 MiB at its start", conf);
+    CHECK_OK(vram_allocator_malloc(a, 4 * MiB, 0, 0, &rest));
+    CHECK((char *)rest == (char *)x + 12 * MiB, "%s: and its split rest serves 4 MiB", conf);
+    CHECK_OK(vram_allocator_malloc(a, 4 * MiB, 1, 0, &other));
+    CHECK((char *)other < (char *)x || (char *)other >= (char *)x + 16 * MiB,
+          "%s: the pool's blocks do not serve another stream", conf);
+    CHECK_OK(vram_allocator_check(a));
+    CHECK_OK(vram_allocator_end_pool(a, 4));
+    CHECK_OK(vram_allocator_free(a, big));
+    CHECK_OK(vram_allocator_free(a, rest));
+    CHECK_OK(vram_allocator_free(a, other));
+    CHECK_OK(vram_allocator_free(a, guard));
+    CHECK_OK(vram_allocator_free(a, small));
+    CHECK_OK(vram_allocator_release_pool(a, 4));
+    CHECK_OK(vram_allocator_empty_cache(a));
+    CHECK(reserved(a) == 0, "%s: all returned (%lld reserved)", conf, (long long)reserved(a));
+    CHECK_OK(vram_allocator_check(a));
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+}
+
 /* During a capture: no event call and no release, whatever the allocator holds; a free of a
  * block used on another stream waits, pending, for the end of the capture; empty_cache and an
  * allocation over the limit fail instead of waiting. */
@@ -296,6 +338,8 @@ int main(void) {
     test_capture_keeps_its_memory("");
     test_capture_keeps_its_memory("expandable_segments:False");
     test_capture_keeps_its_memory("chunk_size_mb:64,move_busy_pages:True");
+    test_pool_splits_and_merges("");
+    test_pool_splits_and_merges("expandable_segments:False");
     test_capture_needs_no_events("");
     test_capture_needs_no_events("expandable_segments:False");
     test_capture_needs_no_events("chunk_size_mb:64,move_busy_pages:True,reserve_slack:0.01");

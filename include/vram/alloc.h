@@ -86,8 +86,8 @@ vram_status vram_allocator_set_history(vram_allocator *a, uint32_t entries);
  * releasePool). A graph replays the addresses its capture used, so that memory must not serve
  * anything else while the graph exists. Between begin_pool(id) and end_pool(id) every allocation
  * of `a` is made for pool `id` (id != 0; one capture at a time per allocator): it comes from the
- * pool's own free blocks when one of the size was freed there on the same stream, else from
- * the allocator as usual. A block of the pool, when freed, stays in the pool (reserved, not
+ * pool's own free blocks freed there on the same stream (best fit, split), else from the
+ * allocator as usual. A block of the pool, when freed, stays in the pool (reserved, not
  * allocated; empty_cache keeps it) for later captures into it. Each begin_pool counts one use
  * of the pool (one graph); release_pool(id) ends one, and when the last ends, the pool's free
  * blocks return to the allocator and its live ones return when they are freed. */

@@ -1121,31 +1121,70 @@ static void graph_adopt(vram_allocator *a, vram_block *b) {
     a->graph_pools[a->graph_capture].blocks++;
 }
 
-/* A free block of the pool being captured into that serves rsize on `stream`: the smallest of
- * at least rsize and at most twice it, freed on that stream, among the newest 64 (a pool's
- * blocks are not split or merged). Taken out of the pool's free list, its live map entry kept. */
+/* A pool's free list is doubly linked through fnext / fprev, newest first. */
+static void graph_push(vram_graph_pool *g, vram_block *b) {
+    b->fprev = NULL;
+    b->fnext = g->free;
+    if (g->free) g->free->fprev = b;
+    g->free = b;
+}
+
+static void graph_unlink(vram_graph_pool *g, vram_block *b) {
+    if (b->fprev) b->fprev->fnext = b->fnext;
+    else g->free = b->fnext;
+    if (b->fnext) b->fnext->fprev = b->fprev;
+    b->fprev = b->fnext = NULL;
+}
+
+/* Whether free pool blocks x and y (x just before y) may be one: same pool, same stream, and
+ * in the large pool (small blocks keep their class sizes, which held_take relies on). */
+static int graph_mergeable(const vram_block *x, const vram_block *y) {
+    return x->state == BLOCK_FREE && y->state == BLOCK_FREE && x->deferred == DEFER_GRAPH &&
+           y->deferred == DEFER_GRAPH && x->graph == y->graph && x->stream == y->stream && x->pool == VRAM_POOL_LARGE;
+}
+
+/* A free block of the pool being captured into that serves rsize on `stream`: the best fit among
+ * the newest 64 of rsize's size pool freed on that stream, split when larger (large pool; the
+ * rest stays in the pool); small-pool blocks are taken whole and only up to twice the size. Taken out of the pool's free
+ * list, its live map entry kept. */
 static vram_block *graph_take(vram_allocator *a, uint64_t rsize, vram_stream stream) {
     vram_graph_pool *g = &a->graph_pools[a->graph_capture];
-    vram_block *best = NULL, *best_prev = NULL, *prev = NULL;
+    vram_block *best = NULL;
     int n = 0;
-    for (vram_block *b = g->free; b && n < 64; prev = b, b = b->fnext, n++) {
-        if (b->stream != stream || b->size < rsize || b->size / 2 > rsize) continue;
+    for (vram_block *b = g->free; b && n < 64; b = b->fnext, n++) {
+        if (b->stream != stream || b->size < rsize || b->pool != pool_of(rsize) ||
+            (b->pool == VRAM_POOL_SMALL && b->size / 2 > rsize))
+            continue;
         if (!best || b->size < best->size) {
             best = b;
-            best_prev = prev;
             if (b->size == rsize) break;
         }
     }
     if (!best) return NULL;
-    if (best_prev) best_prev->fnext = best->fnext;
-    else g->free = best->fnext;
-    best->fnext = NULL;
+    graph_unlink(g, best);
     best->deferred = DEFER_NONE;
+    vram_block *rest = best->pool == VRAM_POOL_LARGE && best->size - rsize >= VRAM_BLOCK_ALIGN ? block_new(a) : NULL;
+    if (rest) {
+        *rest = *best;
+        rest->addr = best->addr + rsize;
+        rest->size = best->size - rsize;
+        rest->prev = best;
+        rest->deferred = DEFER_GRAPH;
+        if (live_put(&a->live, rest) != 0) { /* no room in the map: hand out the whole block */
+            block_release(a, rest);
+            return best;
+        }
+        if (best->next) best->next->prev = rest;
+        best->next = rest;
+        best->size = rsize;
+        g->blocks++;
+        graph_push(g, rest);
+    }
     return best;
 }
 
-/* Free block b of a private pool: keeps it in the pool (returns 1), or, the pool released, lets
- * it go back to the allocator (returns 0). */
+/* Free block b of a private pool: kept in the pool, merged with free pool neighbours it may be
+ * one with (returns 1), or, the pool released, let go back to the allocator (returns 0). */
 static int graph_keep(vram_allocator *a, vram_block *b) {
     vram_graph_pool *g = &a->graph_pools[b->graph - 1];
     if (!g->uses) {
@@ -1157,8 +1196,27 @@ static int graph_keep(vram_allocator *a, vram_block *b) {
         return 0;
     }
     b->deferred = DEFER_GRAPH;
-    b->fnext = g->free;
-    g->free = b;
+    vram_block *n = b->next, *p = b->prev;
+    if (n && graph_mergeable(b, n)) {
+        graph_unlink(g, n);
+        live_del(&a->live, n->addr);
+        b->size += n->size;
+        b->next = n->next;
+        if (n->next) n->next->prev = b;
+        g->blocks--;
+        block_release(a, n);
+    }
+    if (p && graph_mergeable(p, b)) {
+        graph_unlink(g, p);
+        live_del(&a->live, b->addr);
+        p->size += b->size;
+        p->next = b->next;
+        if (b->next) b->next->prev = p;
+        g->blocks--;
+        block_release(a, b);
+        b = p;
+    }
+    graph_push(g, b);
     return 1;
 }
 
@@ -1218,8 +1276,7 @@ vram_status vram_allocator_release_pool(vram_allocator *a, uint64_t id) {
     if (!--g->uses) {
         while (g->free) { /* back to the allocator, as frees made now on their streams */
             vram_block *b = g->free;
-            g->free = b->fnext;
-            b->fnext = NULL;
+            graph_unlink(g, b);
             b->deferred = DEFER_NONE;
             b->graph = 0;
             g->blocks--;

@@ -186,9 +186,11 @@ static vram_status check_locked(vram_allocator *a) {
                  (unsigned long long)graph_blocks[i]);
         if (g->id && !g->uses && !g->blocks) FAIL("private pool slot %d is empty and unused but kept", i);
         if (!g->id && (g->uses || g->free)) FAIL("private pool slot %d is unused but has uses or blocks", i);
-        for (const vram_block *b = g->free; b; b = b->fnext, listed_graph++)
+        for (const vram_block *b = g->free, *before = NULL; b; before = b, b = b->fnext, listed_graph++) {
             if (b->state != BLOCK_FREE || b->deferred != DEFER_GRAPH || b->graph != i + 1)
                 FAIL("private pool slot %d lists a block that is not one of its free blocks", i);
+            if (b->fprev != before) FAIL("private pool slot %d: free list back link broken", i);
+        }
         any_pool |= g->id != 0;
     }
     if (listed_graph != ngraph_free) FAIL("%llu private-pool free blocks, the pools list %llu",
