@@ -3,7 +3,8 @@ vram's allocator, its statistics, summary and snapshot (also through torch.cuda'
 and the memory visualizer's _record_memory_history / _snapshot / _dump_snapshot),
 OOM as torch.OutOfMemoryError with recovery, empty_cache visible in cudaMemGetInfo, record_stream
 (vram_torch's and Tensor.record_stream), CUDA graphs (a graph's memory stays its own after
-empty_cache and after other tensors reuse the cache; replay still right), torch.compile,
+empty_cache and after other tensors reuse the cache; replay still right; make_graphed_callables
+against eager), torch.compile,
 enable() refused after CUDA use,
 and `python -m vram_torch record` writing a memtrace v1 file. Exits 77 (skipped) without torch,
 a GPU or libvram_torch.so.
@@ -179,6 +180,26 @@ torch.cuda.synchronize()
 torch.cuda.empty_cache()
 check(vram_torch.memory_reserved() <= reserved0 + 2**20, "reset() gives the graph's memory back: %d -> %d"
       % (reserved0, vram_torch.memory_reserved()))
+# make_graphed_callables: forward and backward graphs sharing one pool, against eager
+torch.manual_seed(1)
+eager = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512)).cuda()
+graphed = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512)).cuda()
+graphed.load_state_dict(eager.state_dict())
+sample = torch.randn(32, 512, device="cuda", requires_grad=True)
+graphed = torch.cuda.make_graphed_callables(graphed, (sample,))
+for step in range(3):
+    for param in list(eager.parameters()) + list(graphed.parameters()):
+        param.grad = None  # each step's gradients alone (the warm-up left some in the graphed copy)
+    xin = torch.randn(32, 512, device="cuda", requires_grad=True)
+    fillers = [torch.full((256, 1024), 3.0, device="cuda") for _ in range(8)]  # reuse the cache between steps
+    out_e, out_g = eager(xin), graphed(xin)
+    out_e.square().sum().backward()
+    out_g.square().sum().backward()
+    del fillers
+ok_out = torch.allclose(out_e, out_g, atol=1e-4)
+ok_grad = all(torch.allclose(pe.grad, pg.grad, rtol=1e-4, atol=1e-3) for pe, pg in zip(eager.parameters(), graphed.parameters()))
+check(ok_out and ok_grad, "make_graphed_callables: outputs and gradients equal eager's (%s, %s)" % (ok_out, ok_grad))
+
 # torch.compile (Inductor, no CUDA graphs) under vram
 net = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.GELU(), torch.nn.Linear(256, 10)).cuda()
 xc = torch.randn(32, 256, device="cuda")
