@@ -1,6 +1,6 @@
 /* fuzz_alloc.c — libFuzzer target: the fuzzer's bytes drive a sequence of allocator operations
  * (malloc of any size, free of live, stale and wild pointers, record_stream, empty_cache,
- * limits, peak resets) on the sim device; the invariant checker must hold after every
+ * limits, peak resets, private pools begun, ended and released in any order) on the sim device; the invariant checker must hold after every
  * operation and no call may crash. Build with -DVRAM_FUZZ=ON and clang (see tests/CMakeLists.txt).
  */
 #include <stdint.h>
@@ -20,8 +20,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     vram_allocator *a;
     if (vram_allocator_new(dev, &cfg, &a) != VRAM_OK) abort();
     void *slots[SLOTS] = {0};
+    uint64_t capturing = 0;
     for (size_t i = 1; i + 4 <= size; i += 4) {
-        uint8_t op = data[i] % 8, k = data[i + 1] % SLOTS;
+        uint8_t op = data[i] % 9, k = data[i + 1] % SLOTS;
         uint32_t arg = (uint32_t)data[i + 2] << 8 | data[i + 3];
         switch (op) {
         case 0: case 1: case 2:
@@ -37,13 +38,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         case 6:
             vram_allocator_set_limit(a, arg % 5 == 0 ? 0 : (uint64_t)arg << 16);
             break;
-        default:
+        case 7:
             if (arg % 2) vram_allocator_empty_cache(a);
             else vram_allocator_reset_peak_stats(a);
             break;
+        default: { /* private pools: any call in any state gets a status, never a crash */
+            uint64_t id = 1 + (uint64_t)(k % 3);
+            if (arg % 3 == 0 && vram_allocator_begin_pool(a, id) == VRAM_OK) capturing = id;
+            else if (arg % 3 == 1 && vram_allocator_end_pool(a, capturing ? capturing : id) == VRAM_OK) capturing = 0;
+            else if (arg % 3 == 2) vram_allocator_release_pool(a, id);
+            break;
+        }
         }
         if (vram_allocator_check(a) != VRAM_OK) abort();
     }
+    if (capturing && vram_allocator_end_pool(a, capturing) != VRAM_OK) abort();
+    for (uint64_t id = 1; id <= 3; id++)
+        while (vram_allocator_release_pool(a, id) == VRAM_OK) {
+        }
     for (int k = 0; k < SLOTS; k++)
         if (slots[k] && vram_allocator_free(a, slots[k]) != VRAM_OK) abort();
     vram_allocator_empty_cache(a);
