@@ -1085,11 +1085,12 @@ static void active_lift(vram_allocator *a, int pool) {
  * releasePool) and vram does the same. During a capture every allocation is adopted by the
  * pool captured into (graph_adopt: it may come from the ordinary cache, which holds nothing in
  * use); a block of a pool, freed, leaves the ordinary structures for the pool's free list
- * (graph_keep: DEFER_GRAPH, still in the live map, never merged, never unmapped), where only a
- * later allocation into the same pool on the same stream takes it (graph_take). When the last
- * graph using a pool is released its free blocks return to the allocator as fresh frees, and
- * its live ones return when they are freed. Outside captures none of this costs more than a
- * test of a->graph_mode on malloc and free. */
+ * (graph_keep: DEFER_GRAPH, still in the live map, merged only with free pool neighbours of its
+ * stream, never unmapped), where only a later allocation into the same pool on the same stream
+ * takes it (graph_take, splitting a larger block). When the last graph using a pool is released
+ * its free blocks return to the allocator as fresh frees, and its live ones return when they
+ * are freed. The fast paths never look at this: while a pool exists free_fast is off, and
+ * during a capture the `recent` slots stay empty (graph_mode_update). */
 
 /* Sets graph_mode from `capturing` and the pool slots. While a pool is in use frees leave the
  * fast path (free_block looks for pool blocks); while a capture is under way the `recent` slots
@@ -1145,8 +1146,8 @@ static int graph_mergeable(const vram_block *x, const vram_block *y) {
 
 /* A free block of the pool being captured into that serves rsize on `stream`: the best fit among
  * the newest 64 of rsize's size pool freed on that stream, split when larger (large pool; the
- * rest stays in the pool); small-pool blocks are taken whole and only up to twice the size. Taken out of the pool's free
- * list, its live map entry kept. */
+ * rest stays in the pool); small-pool blocks are taken whole and only up to twice the size.
+ * Taken out of the pool's free list, its live map entry kept. */
 static vram_block *graph_take(vram_allocator *a, uint64_t rsize, vram_stream stream) {
     vram_graph_pool *g = &a->graph_pools[a->graph_capture];
     vram_block *best = NULL;
