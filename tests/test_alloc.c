@@ -353,6 +353,67 @@ static void test_tags(void) {
     close_alloc(a, dev);
 }
 
+/* Statistics of the one tag a program uses (kept as the pools' until a second tag appears):
+ * equal to the pools' "all" figures field by field, through resets, and unchanged by the
+ * switch to per-tag bookkeeping when another tag is used or set. */
+static int stat_is(const vram_stat *s, int64_t current, int64_t peak, int64_t allocated, int64_t freed);
+
+static void test_solo_tag(void) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("sim:1GiB", "", &dev);
+    void *p[6];
+    for (int i = 0; i < 6; i++) CHECK_OK(vram_allocator_malloc(a, (size_t)(i + 1) * 100000, 0, VRAM_TAG_OTHER, &p[i]));
+    CHECK_OK(vram_allocator_free(a, p[1]));
+    CHECK_OK(vram_allocator_free(a, p[4]));
+    vram_allocator_reset_peak_stats(a);
+    vram_allocator_reset_accumulated_stats(a);
+    CHECK_OK(vram_allocator_malloc(a, 7 * 1000000, 0, VRAM_TAG_OTHER, &p[1]));
+    CHECK_OK(vram_allocator_free(a, p[0]));
+    vram_stats before;
+    vram_allocator_get_stats(a, &before);
+    const vram_tag_stats *o = &before.tags[VRAM_TAG_OTHER];
+    CHECK(stat_is(&o->allocation, before.allocation[0].current, before.allocation[0].peak, before.allocation[0].allocated,
+                  before.allocation[0].freed) &&
+              stat_is(&o->allocated_bytes, before.allocated_bytes[0].current, before.allocated_bytes[0].peak,
+                      before.allocated_bytes[0].allocated, before.allocated_bytes[0].freed) &&
+              stat_is(&o->requested_bytes, before.requested_bytes[0].current, before.requested_bytes[0].peak,
+                      before.requested_bytes[0].allocated, before.requested_bytes[0].freed),
+          "the solo tag's statistics are the pools' (allocation %lld/%lld/%lld/%lld)", (long long)o->allocation.current,
+          (long long)o->allocation.peak, (long long)o->allocation.allocated, (long long)o->allocation.freed);
+    CHECK(o->allocation.allocated == 1 && o->allocation.freed == 1 && o->allocation.current == 4,
+          "after the resets: one allocated, one freed, four live");
+    void *q;
+    CHECK_OK(vram_allocator_malloc(a, 4096, 0, VRAM_TAG_PARAMETER, &q)); /* a second tag */
+    vram_stats after;
+    vram_allocator_get_stats(a, &after);
+    CHECK(!memcmp(&after.tags[VRAM_TAG_OTHER], &before.tags[VRAM_TAG_OTHER], sizeof(vram_tag_stats)),
+          "a second tag leaves the first one's statistics as they were");
+    CHECK(after.tags[VRAM_TAG_PARAMETER].allocated_bytes.current == 4096 && after.tags[VRAM_TAG_PARAMETER].allocation.peak == 1,
+          "and counts its own block");
+    size_t moved = 0;
+    CHECK_OK(vram_allocator_block_info(a, p[2], &moved, NULL, NULL));
+    CHECK_OK(vram_allocator_set_tag(a, p[2], VRAM_TAG_ACTIVATION));
+    CHECK_OK(vram_allocator_check(a));
+    CHECK_OK(vram_allocator_free(a, q));
+    for (int i = 2; i < 6; i++)
+        if (i != 4) CHECK_OK(vram_allocator_free(a, p[i]));
+    CHECK_OK(vram_allocator_free(a, p[1]));
+    vram_allocator_get_stats(a, &after);
+    CHECK(after.tags[VRAM_TAG_OTHER].allocation.current == 0 && after.tags[VRAM_TAG_ACTIVATION].allocation.current == 0 &&
+              after.tags[VRAM_TAG_ACTIVATION].allocated_bytes.peak == (int64_t)moved,
+          "set_tag moved the block; all freed (activation peak %lld)", (long long)after.tags[VRAM_TAG_ACTIVATION].allocated_bytes.peak);
+    close_alloc(a, dev);
+
+    /* the first allocation of a program with another tag than the usual one */
+    a = open_alloc("sim:1GiB", "", &dev);
+    CHECK_OK(vram_allocator_malloc(a, 8192, 0, VRAM_TAG_GRADIENT, &q));
+    vram_allocator_get_stats(a, &after);
+    CHECK(after.tags[VRAM_TAG_GRADIENT].allocation.current == 1 && after.tags[VRAM_TAG_OTHER].allocation.peak == 0,
+          "a first allocation of another tag counts there, not under 'other'");
+    CHECK_OK(vram_allocator_free(a, q));
+    close_alloc(a, dev);
+}
+
 /* A block freed on stream 1 is reused at once by stream 1, but by stream 2 only after stream
  * 1's work queued before the free has completed. */
 /* A block of `size` freed on stream 1 while stream 1's work runs: stream 2 does not get it,
@@ -822,6 +883,7 @@ int main(void) {
     test_limit_and_oom();
     test_segments_model();
     test_tags();
+    test_solo_tag();
     test_streams();
     test_active_with_pending();
     test_placement_no_moves();

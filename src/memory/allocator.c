@@ -906,6 +906,7 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
     a->can_alias = a->pages_model && a->has_events && dev->ops->page_alias && dev->ops->page_drop;
     a->free_fast = frees_deferred(a);
     a->held_pool = a->free_fast && conf.small_classes ? VRAM_POOL_SMALL : -1;
+    a->tag_solo = VRAM_TAG_OTHER; /* what PyTorch's plug-in and most callers use throughout */
     a->page_size = dev->page_size;
     if (a->pages_model && conf.page_size > dev->page_size && conf.page_size % dev->page_size == 0)
         a->page_size = conf.page_size;
@@ -1074,6 +1075,51 @@ static void active_lift(vram_allocator *a, int pool) {
         if (n > a->stats.active[p].peak) a->stats.active[p].peak = n;
         if (bytes > a->stats.active_bytes[p].peak) a->stats.active_bytes[p].peak = bytes;
     }
+}
+
+/* Per-tag statistics. While every allocation so far has had one tag (a->tag_solo: the plug-in's
+ * and most programs' case), that tag's allocation, allocated_bytes and requested_bytes
+ * statistics are exactly the pools' "all" ones (same moves, same resets), so malloc and free
+ * keep only those and vram_stats_export fills the tag's in: a third fewer statistics on the
+ * reuse pair (PyTorch's own allocator has no tags to pay for). The first allocation or set_tag
+ * with another tag writes the solo tag's statistics out (tags_split) and from then on every tag
+ * keeps its own. */
+
+/* The internal statistic of the solo tag, from the pools' internal statistics (all, small,
+ * large; see allocator_internal.h: the "all" entry keeps no `allocated`). */
+static vram_stat solo_stat(const vram_stat *pools) {
+    vram_stat s = pools[0];
+    s.allocated = pools[VRAM_POOL_SMALL].allocated + pools[VRAM_POOL_LARGE].allocated;
+    return s;
+}
+
+static void solo_tag_stats(const vram_stats *st, vram_tag_stats *out) {
+    out->allocation = solo_stat(st->allocation);
+    out->allocated_bytes = solo_stat(st->allocated_bytes);
+    out->requested_bytes = solo_stat(st->requested_bytes);
+}
+
+static void tags_split(vram_allocator *a) {
+    if (a->tag_solo < 0) return;
+    solo_tag_stats(&a->stats, &a->stats.tags[a->tag_solo]);
+    a->tag_solo = -1;
+}
+
+/* malloc's per-tag statistics for a tag other than the solo one (out of line). */
+__attribute__((noinline)) static void tag_stats_up(vram_allocator *a, vram_tag tag, uint64_t size, uint64_t requested) {
+    tags_split(a);
+    vram_tag_stats *ts = &a->stats.tags[tag];
+    stat_up(&ts->allocation, 1);
+    stat_up(&ts->allocated_bytes, (int64_t)size);
+    stat_up(&ts->requested_bytes, (int64_t)requested);
+}
+
+__attribute__((noinline)) static void tag_stats_down(vram_allocator *a, vram_tag tag, uint64_t size, uint64_t requested) {
+    tags_split(a);
+    vram_tag_stats *ts = &a->stats.tags[tag];
+    stat_down(&ts->allocation, 1);
+    stat_down(&ts->allocated_bytes, (int64_t)size);
+    stat_down(&ts->requested_bytes, (int64_t)requested);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1307,6 +1353,7 @@ static inline vram_block *recent_take(vram_allocator *a, uint64_t rsize, vram_st
 /* Makes b (out of the free structures, in the live map) a live block serving `size` bytes on
  * `stream` with `tag`, and counts it. Always inlined: it is most of malloc's fast path. */
 static inline __attribute__((always_inline)) void block_live(vram_allocator *a, vram_block *b, size_t size, vram_stream stream, vram_tag tag) {
+    if (__builtin_expect((int)tag != a->tag_solo, 0)) tag_stats_up(a, tag, b->size, size); /* first: may split */
     b->state = BLOCK_LIVE;
     b->ready = 0;
     b->stream = stream;
@@ -1320,10 +1367,6 @@ static inline __attribute__((always_inline)) void block_live(vram_allocator *a, 
     if (__builtin_expect(a->pending_blocks[0] != 0, 0)) active_lift(a, bpool);
     if (b->size >= a->cfg.max_split_size) /* UINT64_MAX when unlimited: no block reaches it */
         stat_up(&a->stats.oversize_allocations, 1);
-    vram_tag_stats *ts = &a->stats.tags[tag];
-    stat_up(&ts->allocation, 1);
-    stat_up(&ts->allocated_bytes, (int64_t)b->size);
-    stat_up(&ts->requested_bytes, (int64_t)size);
     history_add(a, VRAM_EVENT_ALLOC, b->addr, size, stream, tag);
 }
 
@@ -1638,10 +1681,7 @@ vram_status vram_allocator_free(vram_allocator *a, void *ptr) {
     stat_pool_down(a->stats.allocated_bytes, pool, (int64_t)b->size);
     if (b->size >= a->cfg.max_split_size) /* UINT64_MAX when unlimited: no block reaches it */
         stat_down(&a->stats.oversize_allocations, 1);
-    vram_tag_stats *ts = &a->stats.tags[b->tag];
-    stat_down(&ts->allocation, 1);
-    stat_down(&ts->allocated_bytes, (int64_t)b->size);
-    stat_down(&ts->requested_bytes, (int64_t)b->requested);
+    if (__builtin_expect((int)b->tag != a->tag_solo, 0)) tag_stats_down(a, b->tag, b->size, b->requested);
     history_add(a, VRAM_EVENT_FREE_REQUESTED, b->addr, b->requested, b->stream, b->tag);
     if (__builtin_expect(b->nuses != 0, 0) && a->has_events && free_pending(a, b)) {
         vram_allocator_unlock(a);
@@ -1701,14 +1741,11 @@ vram_status vram_allocator_set_tag(vram_allocator *a, void *ptr, vram_tag tag) {
         vram_allocator_unlock(a);
         return vram_error(VRAM_ERR_NOT_FOUND, "set_tag of %p: not a live allocation", ptr);
     }
-    vram_tag_stats *from = &a->stats.tags[b->tag], *to = &a->stats.tags[tag];
-    stat_down(&from->allocation, 1);
-    stat_down(&from->allocated_bytes, (int64_t)b->size);
-    stat_down(&from->requested_bytes, (int64_t)b->requested);
-    stat_up(&to->allocation, 1);
-    stat_up(&to->allocated_bytes, (int64_t)b->size);
-    stat_up(&to->requested_bytes, (int64_t)b->requested);
-    b->tag = tag;
+    if (tag != b->tag) {
+        tag_stats_down(a, b->tag, b->size, b->requested);
+        tag_stats_up(a, tag, b->size, b->requested);
+        b->tag = tag;
+    }
     vram_allocator_unlock(a);
     return VRAM_OK;
 }
@@ -1821,6 +1858,7 @@ static void export_stat(vram_stat *s) { s->freed = s->allocated + s->freed - s->
 
 void vram_stats_export(const vram_allocator *a, vram_stats *out) {
     *out = a->stats;
+    if (a->tag_solo >= 0) solo_tag_stats(&a->stats, &out->tags[a->tag_solo]);
     for (int p = 0; p < VRAM_POOL_COUNT; p++) { /* active: allocated plus pending */
         const vram_stat *n = &out->allocation[p], *bytes = &out->allocated_bytes[p];
         vram_stat *an = &out->active[p], *abytes = &out->active_bytes[p];

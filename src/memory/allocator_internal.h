@@ -161,6 +161,9 @@ struct vram_allocator {
     uint64_t page_size;
     uint64_t chunk_pages;    /* pages model: the most pages one chunk may have */
     unsigned page_shift;     /* log2(page_size): page arithmetic uses shifts, not divisions */
+    int tag_solo;            /* the tag of every allocation so far, whose per-tag statistics are
+                              * then the pools' (kept only there: see tag_stats_up), or -1 once a
+                              * second tag is used (in page_shift's padding: nothing moves) */
     uint64_t limit;          /* cap on reserved bytes */
     uint64_t allocated_high; /* allocated peak before the last reset of peak statistics */
     vram_pool pools[VRAM_POOL_COUNT]; /* [1] small, [2] large; [0] unused */
