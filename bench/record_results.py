@@ -23,6 +23,11 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def vram_path(build):
+    """The vram binary of a build folder as a command line names it."""
+    return os.path.join(build if os.path.isabs(build) else "./" + build, "vram")
+
+
 def sh(*args):
     return subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
 
@@ -116,7 +121,7 @@ def main():
     L.append(f"- date: {when}; load average {loads[0]} before, {loads[1]} after (other work shared the machine).")
     L.append(f"- allocator: commit {commit()}, default VRAM_ALLOC_CONF (`{rows[0]['alloc_conf']}`).")
     L.append(f"- device: {rows[0]['device']}; `--fit` on fresh sim devices, to max(2 MiB, 0.1%).")
-    L.append(f"- command: `./{a.build}/vram replay --json --fit {' '.join(rel)}`, run {a.runs} times "
+    L.append(f"- command: `{vram_path(a.build)} replay --json --fit {' '.join(rel)}`, run {a.runs} times "
              f"(`bench/record_results.py`); memory figures are identical in every run, events/s is the median.")
     L.append("  The same table in human form: `make run`.\n")
     L.append("## Peak reserved over peak requested\n")
@@ -187,7 +192,7 @@ def main():
              "batches of 4096 allocate+free pairs until ≥ 25 ms; random = 1000 slots, 200,000 operations, "
              "xorshift64 seeded 88172645463325252, `size() = (1<<e) + next() % (1<<e)`, `e = 8 + next() % 19`. "
              "One thread, CLOCK_MONOTONIC around the loops only, a fresh device and allocator per repeat.")
-    B.append(f"- command: `./{a.build}/vram bench alloc --json --repeat 11`, {a.runs} times in a row "
+    B.append(f"- command: `{vram_path(a.build)} bench alloc --json --repeat 11`, {a.runs} times in a row "
              "(`bench/record_results.py`).\n")
     label = {"512": "512 B", "65536": "64 KiB", "1048576": "1 MiB", "16777216": "16 MiB", "268435456": "256 MiB"}
     hdr = "| run | " + " | ".join("pair " + label.get(s, s + " B") for s in sizes) + " | random ns/op |"
