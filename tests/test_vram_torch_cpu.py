@@ -79,6 +79,8 @@ class CUDAGraph:
         self._pool = None
 
     def capture_begin(self, pool=None, capture_error_mode="global"):
+        if capture_error_mode == "refuse":  # PyTorch failing to start the capture
+            raise RuntimeError("capture refused by the stand-in")
         graph_calls.append(("begin", pool))
         self._pool = pool
 
@@ -196,6 +198,15 @@ except RuntimeError as e:
 check(graph_calls.count(("begin", (0, 99))) == 1 and len([c for c in graph_calls if c[0] == "begin"]) == 3,
       "the refused capture never reached PyTorch: %s" % graph_calls)
 g3.capture_end()
+try:
+    torch.cuda.CUDAGraph().capture_begin(pool=(0, 77), capture_error_mode="refuse")
+    check(False, "PyTorch's refusal must reach the caller")
+except RuntimeError as e:
+    check("refused by the stand-in" in str(e), "PyTorch's own error comes through: %s" % e)
+g4 = torch.cuda.CUDAGraph()
+g4.capture_begin(pool=(0, 77))  # vram's pool was ended and released when PyTorch refused
+g4.capture_end()
+g4.reset()
 del g2, g3
 gc.collect()
 torch.cuda.empty_cache()
