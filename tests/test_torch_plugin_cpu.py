@@ -3,7 +3,7 @@ library is loaded with ctypes over the fake driver (tests/fakes/fake_cuda.c via 
 and driven as CUDAPluggableAllocator and vram_torch would drive it: allocators created lazily
 per device, alloc/free, PyTorch-named statistics, reset of peaks, empty_cache returning memory
 to the driver, memory fraction, record_stream, two devices used at once (the fake driver has
-two), summary and snapshot. (Out of memory throws a
+two), summary and snapshot, CUDA graph pools per device. (Out of memory throws a
 C++ exception meant for PyTorch's frames, so it is tested on the GPU, tests/gpu/.)
 Usage: test_torch_plugin_cpu.py LIBVRAM_TORCH FAKE_LIBCUDA
 """
@@ -154,4 +154,27 @@ check([e["action"] for e in trace][:3] == ["alloc", "free_requested", "free_comp
 check(lib.vram_torch_set_history(1 << 30, 0) != 0 and b"more than" in lib.vram_torch_last_error(), "too many entries refused")
 check(lib.vram_torch_set_history(0, 0) == 0 and json.loads(take(lib.vram_torch_snapshot_json(0)))["device_traces"] == [[]],
       "history off: no events")
+# CUDA graph private pools through the C interface, per device: a capture on cuda:1 keeps its
+# memory there (not on cuda:0), through empty_cache, until the pool is released; bad calls fail.
+lib.vram_torch_graph_pool.argtypes = [c_int, ctypes.c_ulonglong, ctypes.c_ulonglong, c_int]
+
+
+def reserved(device):
+    return int(dict(l.split() for l in take(lib.vram_torch_stats_text(device)).splitlines())["reserved_bytes.all.current"])
+
+
+lib.vram_torch_empty_cache(-1)
+check(lib.vram_torch_graph_pool(0, 0, 5, 1) == 0, "begin a capture into pool (0, 5) on cuda:1")
+g = lib.vram_torch_alloc(8 << 20, 1, 0x1000)
+lib.vram_torch_free(g, 8 << 20, 1, 0x1000)
+check(lib.vram_torch_graph_pool(0, 0, 6, 1) != 0 and b"under way" in lib.vram_torch_last_error(),
+      "a second capture on the same device is refused")
+check(lib.vram_torch_graph_pool(1, 0, 5, 1) == 0, "end it")
+lib.vram_torch_empty_cache(-1)
+check(reserved(1) >= 8 << 20 and reserved(0) == 0, "the graph's memory stays on cuda:1 only: %d, %d" % (reserved(1), reserved(0)))
+check(lib.vram_torch_graph_pool(2, 0, 5, 1) == 0, "release the pool")
+lib.vram_torch_empty_cache(-1)
+check(reserved(1) == 0, "released, then emptied: %d" % reserved(1))
+check(lib.vram_torch_graph_pool(2, 0, 5, 1) != 0, "a second release of the pool fails")
+check(lib.vram_torch_graph_pool(7, 0, 5, 1) != 0 and b"unknown operation" in lib.vram_torch_last_error(), "a bad operation fails")
 sys.exit(done("test_torch_plugin_cpu"))
