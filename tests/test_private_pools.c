@@ -182,8 +182,11 @@ static void test_capture_needs_no_events(const char *conf) {
     for (int i = 0; i < 8; i++) CHECK_OK(vram_allocator_free(a, busy[i]));
     CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 2, 0, &side));
     CHECK_OK(vram_allocator_record_stream(a, side, 3));
+    void *before_capture;
+    CHECK_OK(vram_allocator_malloc(a, 3 * MiB, 2, 0, &before_capture));
     CHECK_OK(vram_allocator_begin_pool(a, 5));
     e->capturing = 1;
+    CHECK_OK(vram_allocator_free(a, before_capture)); /* not the pool's: back to the cache, waiting for nothing */
     void *p[300];
     for (int i = 0; i < 300; i++) /* enough requests to reach every slow path and the polling */
         CHECK_OK(vram_allocator_malloc(a, (uint64_t)(i % 13 + 1) * 192 * 1024, 2, 0, &p[i]));
@@ -343,6 +346,8 @@ int main(void) {
     test_capture_needs_no_events("");
     test_capture_needs_no_events("expandable_segments:False");
     test_capture_needs_no_events("chunk_size_mb:64,move_busy_pages:True,reserve_slack:0.01");
+    test_capture_needs_no_events("caching:False");
+    test_capture_needs_no_events("garbage_collection_threshold:0.01");
     test_bad_calls();
     test_random("");
     test_random("expandable_segments:False");

@@ -1010,14 +1010,12 @@ const vram_alloc_config *vram_allocator_config(vram_allocator *a) { return &a->c
 static vram_block *new_segment(vram_allocator *a, int pool, uint64_t rsize, int *retried, vram_status *err) {
     uint64_t size = segment_size(rsize);
     uint64_t reserved = (uint64_t)a->stats.reserved_bytes[0].current;
-    if (reserved + size > a->limit && vram_capturing(a)) {
-        *err = VRAM_ERR_OUT_OF_MEMORY;
-        return NULL;
-    }
     if (reserved + size > a->limit) {
-        *retried = 1;
-        sync_all_streams(a);
-        release_segments(a, reserved + size - a->limit);
+        if (!vram_capturing(a)) { /* a capture waits for and releases nothing */
+            *retried = 1;
+            sync_all_streams(a);
+            release_segments(a, reserved + size - a->limit);
+        }
         if ((uint64_t)a->stats.reserved_bytes[0].current + size > a->limit) {
             *err = VRAM_ERR_OUT_OF_MEMORY;
             return NULL;
@@ -1238,7 +1236,7 @@ static int graph_keep(vram_allocator *a, vram_block *b) {
         b->graph = 0;
         if (!--g->blocks) {
             g->id = 0;
-            graph_mode_update(a, a->graph_mode & GRAPH_CAPTURING);
+            graph_mode_update(a, vram_capturing(a));
         }
         return 0;
     }
@@ -1270,7 +1268,7 @@ static int graph_keep(vram_allocator *a, vram_block *b) {
 vram_status vram_allocator_begin_pool(vram_allocator *a, uint64_t id) {
     if (!a || !id) return vram_error(VRAM_ERR_INVALID_ARG, "begin_pool: %s", a ? "pool id 0" : "null allocator");
     vram_allocator_lock(a);
-    if (a->graph_mode & GRAPH_CAPTURING) {
+    if (vram_capturing(a)) {
         uint64_t other = a->graph_pools[a->graph_capture].id;
         vram_allocator_unlock(a);
         return vram_error(VRAM_ERR_STATE, "begin_pool %llu: a capture into pool %llu is under way on %s (one at a time)",
@@ -1297,7 +1295,7 @@ vram_status vram_allocator_begin_pool(vram_allocator *a, uint64_t id) {
 vram_status vram_allocator_end_pool(vram_allocator *a, uint64_t id) {
     if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "end_pool: null allocator");
     vram_allocator_lock(a);
-    if (!(a->graph_mode & GRAPH_CAPTURING) || a->graph_pools[a->graph_capture].id != id) {
+    if (!vram_capturing(a) || a->graph_pools[a->graph_capture].id != id) {
         vram_allocator_unlock(a);
         return vram_error(VRAM_ERR_STATE, "end_pool %llu: no capture into that pool is under way", (unsigned long long)id);
     }
@@ -1316,7 +1314,7 @@ vram_status vram_allocator_release_pool(vram_allocator *a, uint64_t id) {
         return vram_error(VRAM_ERR_NOT_FOUND, "release_pool %llu: no graph uses that pool", (unsigned long long)id);
     }
     vram_graph_pool *g = &a->graph_pools[i];
-    if ((a->graph_mode & GRAPH_CAPTURING) && a->graph_capture == (unsigned)i && g->uses == 1) {
+    if (vram_capturing(a) && a->graph_capture == (unsigned)i && g->uses == 1) {
         vram_allocator_unlock(a);
         return vram_error(VRAM_ERR_STATE, "release_pool %llu: its capture is under way", (unsigned long long)id);
     }
@@ -1333,7 +1331,7 @@ vram_status vram_allocator_release_pool(vram_allocator *a, uint64_t id) {
             free_insert(a, b, b->addr, b->size);
         }
         if (!g->blocks) g->id = 0;
-        graph_mode_update(a, a->graph_mode & GRAPH_CAPTURING);
+        graph_mode_update(a, vram_capturing(a));
     }
     vram_allocator_unlock(a);
     return VRAM_OK;
@@ -1393,7 +1391,7 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
         if (a->not_ready_count) poll_streams(a, 0);
         if ((b = recent_take(a, rsize, stream)) != NULL) goto live; /* its live map entry stayed */
     }
-    if ((a->graph_mode & GRAPH_CAPTURING) && (b = graph_take(a, rsize, stream)) != NULL) goto live;
+    if (vram_capturing(a) && (b = graph_take(a, rsize, stream)) != NULL) goto live;
     int pool = pool_of(rsize);
     if (pool == a->held_pool && (b = held_take(a, rsize, stream)) != NULL) goto live;
     vram_pool *p = &a->pools[pool];
@@ -1526,7 +1524,7 @@ take:
         return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: host out of memory for the block map");
     }
 live:
-    if ((a->graph_mode & GRAPH_CAPTURING) && !b->graph) graph_adopt(a, b);
+    if (vram_capturing(a) && !b->graph) graph_adopt(a, b);
     block_live(a, b, size, stream, tag);
     *ptr = (void *)(uintptr_t)b->addr;
     vram_allocator_unlock(a);
@@ -1596,22 +1594,20 @@ static inline __attribute__((always_inline)) void free_block(vram_allocator *a, 
         recent_put(a, b); /* keeps its live map entry */
     } else if ((a->graph_mode & GRAPH_BLOCKS) && b->graph && graph_keep(a, b)) {
         return; /* kept in its private pool */
-    } else if (frees_deferred(a) && !(a->graph_mode & GRAPH_CAPTURING)) {
+    } else if (frees_deferred(a) && !vram_capturing(a)) {
         recent_put(a, b);
-    } else if (frees_deferred(a)) { /* during a capture the slots stay empty: coalesced now */
+    } else { /* coalesced now (during a capture the slots stay empty) */
         live_del(&a->live, b->addr);
         free_insert(a, b, b->addr, b->size);
-    } else if (!a->cfg.caching) {
-        live_del(&a->live, b->addr);
-        free_insert(a, b, b->addr, b->size);
-        sync_all_streams(a);
-        release_cache(a, UINT64_MAX);
-    } else { /* garbage_collection_threshold */
-        live_del(&a->live, b->addr);
-        free_insert(a, b, b->addr, b->size);
-        double high = a->cfg.garbage_collection_threshold * (double)a->limit;
-        double reserved = (double)a->stats.reserved_bytes[0].current;
-        if (reserved > high) release_cache(a, (uint64_t)(reserved - high));
+        if (vram_capturing(a)) return; /* a capture waits for and releases nothing */
+        if (!a->cfg.caching) {
+            sync_all_streams(a);
+            release_cache(a, UINT64_MAX);
+        } else { /* garbage_collection_threshold */
+            double high = a->cfg.garbage_collection_threshold * (double)a->limit;
+            double reserved = (double)a->stats.reserved_bytes[0].current;
+            if (reserved > high) release_cache(a, (uint64_t)(reserved - high));
+        }
     }
 }
 

@@ -142,7 +142,7 @@ typedef struct vram_graph_pool {
     uint64_t id;       /* the caller's pool id; 0: slot unused */
     uint32_t uses;     /* captures into it not yet released (a graph, until reset or destroyed) */
     uint64_t blocks;   /* its blocks, live and free */
-    vram_block *free;  /* its free blocks, newest first, linked through fnext */
+    vram_block *free;  /* its free blocks, newest first, linked through fnext / fprev */
 } vram_graph_pool;
 
 enum { GRAPH_CAPTURING = 1, GRAPH_BLOCKS = 2 }; /* vram_allocator.graph_mode bits */

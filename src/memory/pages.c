@@ -301,8 +301,8 @@ vram_status vram_pages_ensure_mapped(vram_allocator *a, vram_region *r, uint64_t
         }
         if (blocked && may_defer && reserved + need > peak) return VRAM_ERR_STATE;
     }
-    if (reserved + need > a->limit && vram_capturing(a)) return VRAM_ERR_OUT_OF_MEMORY;
     if (reserved + need > a->limit) {
+        if (vram_capturing(a)) return VRAM_ERR_OUT_OF_MEMORY; /* a capture releases nothing */
         *retried = 1;
         vram_pages_release(a, reserved + need - a->limit, r, p0, p1, &blocked);
         reserved = (uint64_t)a->stats.reserved_bytes[0].current;

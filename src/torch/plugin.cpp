@@ -271,8 +271,7 @@ VRAM_TORCH_API int vram_torch_graph_pool(int op, unsigned long long id_first, un
                                          int device) {
     vram_allocator *a = get_allocator(device, true);
     if (!a) return -1;
-    uint64_t id = (uint64_t)id_first << 32 ^ (uint64_t)id_second ^ (uint64_t)id_first >> 32;
-    if (!id) id = ~0ull; /* (0, 0) is a pool id PyTorch never hands out; keep it valid anyway */
+    uint64_t id = (uint64_t)id_first << 32 ^ (uint64_t)id_second ^ (uint64_t)id_first >> 32; /* (0, 0): refused */
     switch (op) {
     case 0: return status_of(vram_allocator_begin_pool(a, id));
     case 1: return status_of(vram_allocator_end_pool(a, id));
