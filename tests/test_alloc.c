@@ -205,6 +205,69 @@ static void test_chunks(void) {
     close_alloc(a, dev);
 }
 
+/* chunk_headroom: near the limit chunks shrink to 1/N of the memory left under the limit and
+ * free on the device, so the last memory mapped can move in small pieces. On a 1 GiB device with
+ * 64 MiB chunks and the default 1/64: a first 64 MiB maps as four 16 MiB chunks (1 GiB / 64);
+ * with 960 MiB left, 896 MiB maps as 64 chunks of 14 MiB (960 MiB / 64 = 15 MiB, in whole pages);
+ * with 64 MiB left, 32 MiB maps page by page (64 MiB / 64 is below a page); with
+ * chunk_headroom:0, whole 64 MiB chunks throughout. The device's free memory counts too: another
+ * allocator holding 3 GiB of a 4 GiB device leaves 1 GiB, so 64 MiB again maps as 16 MiB
+ * chunks. */
+static void test_chunk_headroom(void) {
+    for (int off = 0; off < 2; off++) {
+        vram_device *dev;
+        vram_allocator *a = open_alloc("sim:1GiB", off ? "chunk_size_mb:64,chunk_headroom:0" : "chunk_size_mb:64", &dev);
+        void *x, *y, *z;
+        vram_stats st;
+        CHECK_OK(vram_allocator_malloc(a, 64 * MiB, 0, 0, &x));
+        vram_allocator_get_stats(a, &st);
+        CHECK(st.num_device_alloc == (off ? 1u : 4u), "headroom %s: 64 MiB in %llu chunks", off ? "off" : "on",
+              (unsigned long long)st.num_device_alloc);
+        CHECK_OK(vram_allocator_malloc(a, 896 * MiB, 0, 0, &y)); /* 64 MiB left under the limit */
+        uint64_t before = st.num_device_alloc;
+        vram_allocator_get_stats(a, &st);
+        CHECK(st.reserved_bytes[0].current == (int64_t)(960 * MiB), "960 MiB reserved, got %lld",
+              (long long)st.reserved_bytes[0].current);
+        if (off)
+            CHECK(st.num_device_alloc - before == 14, "896 MiB as 14 chunks of 64 MiB, got %llu",
+                  (unsigned long long)(st.num_device_alloc - before));
+        else
+            CHECK(st.num_device_alloc - before == 64, "896 MiB with 960 MiB left: 64 chunks of 14 MiB, got %llu",
+                  (unsigned long long)(st.num_device_alloc - before));
+        before = st.num_device_alloc;
+        CHECK_OK(vram_allocator_malloc(a, 32 * MiB, 0, 0, &z));
+        vram_allocator_get_stats(a, &st);
+        CHECK(st.num_device_alloc - before == (off ? 1u : 16u), "32 MiB with 64 MiB left: %llu chunks",
+              (unsigned long long)(st.num_device_alloc - before));
+        CHECK_OK(vram_allocator_free(a, x));
+        CHECK_OK(vram_allocator_free(a, y));
+        CHECK_OK(vram_allocator_free(a, z));
+        close_alloc(a, dev);
+    }
+    vram_device *dev;
+    CHECK_OK(vram_device_open("sim:4GiB", &dev));
+    vram_alloc_config cfg;
+    vram_alloc_config_default(&cfg);
+    CHECK_OK(vram_alloc_config_parse("chunk_size_mb:64", &cfg));
+    vram_allocator *other, *a;
+    CHECK_OK(vram_allocator_new(dev, &cfg, &other));
+    CHECK_OK(vram_allocator_new(dev, &cfg, &a));
+    void *big, *x;
+    CHECK_OK(vram_allocator_malloc(other, 3 * GiB, 0, 0, &big));
+    CHECK_OK(vram_allocator_malloc(a, 64 * MiB, 0, 0, &x));
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.num_device_alloc == 4, "1 GiB free on the device: 64 MiB in 4 chunks, got %llu",
+          (unsigned long long)st.num_device_alloc);
+    CHECK_OK(vram_allocator_free(a, x));
+    CHECK_OK(vram_allocator_free(other, big));
+    CHECK_OK(vram_allocator_check(a));
+    CHECK_OK(vram_allocator_check(other));
+    vram_allocator_destroy(a);
+    vram_allocator_destroy(other);
+    vram_device_close(dev);
+}
+
 /* A need for pages below move_min (default: one chunk) maps fresh pages; from move_min up,
  * cached chunks move instead. x (one 8 MiB chunk) is freed before y; w, freed after, leaves
  * 4 MiB mapped at the head of the free end; 9 MiB fits neither hole whole and needs 6 MiB of
@@ -682,6 +745,9 @@ static void test_config(void) {
     CHECK(vram_alloc_config_parse("caching:auto", &c) == VRAM_ERR_INVALID_ARG, "auto only where a key takes it");
     CHECK(vram_alloc_config_parse("memory_fraction:auto", &c) == VRAM_ERR_INVALID_ARG, "no auto fraction");
     CHECK(vram_alloc_config_parse("move_min_mb:x", &c) == VRAM_ERR_INVALID_ARG, "bad move minimum");
+    CHECK(vram_alloc_config_parse("chunk_headroom:-1", &c) == VRAM_ERR_INVALID_ARG, "negative headroom share");
+    CHECK(vram_alloc_config_parse("chunk_headroom:2000000", &c) == VRAM_ERR_INVALID_ARG, "headroom share too large");
+    CHECK(strstr(vram_last_error(), "chunk_headroom") != NULL, "names the key: %s", vram_last_error());
     CHECK(vram_alloc_config_parse("small_classes:few", &c) == VRAM_ERR_INVALID_ARG, "bad small_classes");
     CHECK(strstr(vram_last_error(), "small_classes") != NULL, "names the key: %s", vram_last_error());
     CHECK(memcmp(&before, &c, sizeof c) == 0, "errors leave the configuration unchanged");
@@ -695,6 +761,7 @@ static void test_config(void) {
     CHECK_OK(vram_alloc_config_parse(auto_text, &e));
     CHECK(memcmp(&c, &e, sizeof c) == 0, "defaults round-trip: %s", auto_text);
     CHECK(c.small_classes == 1 && !strstr(auto_text, "small_classes"), "small classes on by default: %s", auto_text);
+    CHECK(c.chunk_headroom == 64 && !strstr(auto_text, "chunk_headroom"), "chunk_headroom 64 by default: %s", auto_text);
     CHECK_OK(vram_alloc_config_parse("small_classes:False", &c));
     vram_alloc_config_format(&c, auto_text, sizeof auto_text);
     CHECK(!c.small_classes && strstr(auto_text, ",small_classes:False"), "small_classes:False formatted: %s", auto_text);
@@ -706,7 +773,8 @@ static void test_config(void) {
     CHECK_OK(vram_alloc_config_parse("move_busy_pages:auto,reserve_slack:auto", &c));
     CHECK(c.move_busy_pages == VRAM_CONF_AUTO && c.reserve_slack == VRAM_CONF_AUTO, "auto parsed");
     c = before;
-    CHECK_OK(vram_alloc_config_parse("max_reserved:12GiB,roundup_power2_divisions:4,chunk_size_mb:16,reserve_slack:0.02,move_min_mb:32", &c));
+    CHECK_OK(vram_alloc_config_parse("max_reserved:12GiB,roundup_power2_divisions:4,chunk_size_mb:16,reserve_slack:0.02,move_min_mb:32,chunk_headroom:0", &c));
+    CHECK(c.chunk_headroom == 0, "chunk_headroom parsed");
     CHECK(c.chunk_size == 16 * MiB && c.reserve_slack == 0.02, "chunk and slack parsed");
     CHECK(c.max_reserved == 12 * GiB, "size with unit");
     char text[512];
@@ -877,6 +945,7 @@ int main(void) {
     test_coalesce_and_reuse();
     test_page_reuse();
     test_chunks();
+    test_chunk_headroom();
     test_move_min();
     test_auto_policies();
     test_chunk_map_all_or_nothing();

@@ -36,6 +36,10 @@ typedef struct vram_alloc_config {
     uint64_t max_split_size;        /* blocks >= this are never split (UINT64_MAX = unlimited) */
     uint64_t max_non_split_rounding;/* an oversize block serves requests up to this much smaller */
     uint32_t roundup_power2_divisions; /* 0/1 = round to 512 B; else to floor_pow2/d steps */
+    uint32_t chunk_headroom;        /* pages model: near the limit a chunk holds at most 1/N of
+                                     * the memory left under the limit and on the device, so that
+                                     * the last memory before an out-of-memory can move in small
+                                     * pieces; 0 = off (default 64) */
     double garbage_collection_threshold; /* 0 = off; else (0,1): reclaim cache above this share */
     double memory_fraction;         /* share of the device capacity the allocator may hold (0,1] */
     uint64_t max_reserved;          /* absolute cap on reserved bytes (0 = none) */

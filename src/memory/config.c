@@ -25,6 +25,7 @@ void vram_alloc_config_default(vram_alloc_config *cfg) {
     cfg->max_split_size = UINT64_MAX;
     cfg->max_non_split_rounding = 20 * MiB;
     cfg->roundup_power2_divisions = 0;
+    cfg->chunk_headroom = 64;
     cfg->garbage_collection_threshold = 0.0;
     cfg->memory_fraction = 1.0;
     cfg->max_reserved = 0;
@@ -64,6 +65,7 @@ static const struct {
     {"caching", KEY_BOOL, offsetof(vram_alloc_config, caching), 0, 0, 0},
     {"move_busy_pages", KEY_BOOL, offsetof(vram_alloc_config, move_busy_pages), 0, KEY_AUTO, 0},
     {"reserve_slack", KEY_SHARE, offsetof(vram_alloc_config, reserve_slack), 0, KEY_AUTO, 0},
+    {"chunk_headroom", KEY_UINT, offsetof(vram_alloc_config, chunk_headroom), 0, 0, 1u << 20},
     {"move_min_mb", KEY_MIB, offsetof(vram_alloc_config, move_min), 0, 0, 0},
     {"small_classes", KEY_BOOL, offsetof(vram_alloc_config, small_classes), 0, 0, 0},
 };
@@ -192,10 +194,12 @@ vram_status vram_alloc_config_from_env(vram_alloc_config *cfg) {
 }
 
 void vram_alloc_config_format(const vram_alloc_config *cfg, char *buf, size_t cap) {
-    char split[48] = "", gc[64] = "", chunk[48] = "", slack[32] = "auto", move_min[40] = "";
+    char split[48] = "", gc[64] = "", chunk[48] = "", slack[32] = "auto", move_min[40] = "", headroom[40] = "";
     if (cfg->reserve_slack >= 0) snprintf(slack, sizeof slack, "%g", cfg->reserve_slack);
     if (cfg->move_min)
         snprintf(move_min, sizeof move_min, ",move_min_mb:%llu", (unsigned long long)(cfg->move_min / MiB));
+    if (cfg->chunk_headroom != 64)
+        snprintf(headroom, sizeof headroom, ",chunk_headroom:%u", cfg->chunk_headroom);
     if (cfg->chunk_size)
         snprintf(chunk, sizeof chunk, ",chunk_size_mb:%llu", (unsigned long long)(cfg->chunk_size / MiB));
     if (cfg->max_split_size != UINT64_MAX)
@@ -205,11 +209,11 @@ void vram_alloc_config_format(const vram_alloc_config *cfg, char *buf, size_t ca
     snprintf(buf, cap,
              "expandable_segments:%s,page_size_mb:%llu%s%s,max_non_split_rounding_mb:%llu,"
              "roundup_power2_divisions:%u,memory_fraction:%g,max_reserved:%llu,history:%u,caching:%s,"
-             "move_busy_pages:%s,reserve_slack:%s%s%s%s",
+             "move_busy_pages:%s,reserve_slack:%s%s%s%s%s",
              cfg->expandable_segments ? "True" : "False", (unsigned long long)(cfg->page_size / MiB),
              chunk, split,
              (unsigned long long)(cfg->max_non_split_rounding / MiB), cfg->roundup_power2_divisions,
              cfg->memory_fraction, (unsigned long long)cfg->max_reserved, cfg->history_entries,
              cfg->caching ? "True" : "False", cfg->move_busy_pages < 0 ? "auto" : cfg->move_busy_pages ? "True" : "False", slack,
-             move_min, gc, cfg->small_classes ? "" : ",small_classes:False");
+             move_min, headroom, gc, cfg->small_classes ? "" : ",small_classes:False");
 }

@@ -47,13 +47,31 @@ static uint64_t chunk_end(const vram_region *r, uint64_t c) {
 
 static vram_status unmap_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1);
 
-/* Maps pages [p0, p1) of r (all unmapped), in chunks of at most chunk_pages pages: each is one
+/* The most pages a chunk mapped now may hold: chunk_pages, but near the limit at most
+ * 1/chunk_headroom of the memory left under the limit and free on the device. A chunk moves
+ * only whole, so memory mapped in 64 MiB chunks keeps holes that no move can close; mapped in
+ * pieces that shrink as the limit nears, the last memory before an out-of-memory can move where
+ * a request needs it (gpt2_generate at lag 100 runs in 1.05 x its peak requested memory with
+ * this, and runs out below 1.10 without: bench/results/2026-12-03-fit-lag.md). Far from the
+ * limit, chunks keep their full size and the driver calls stay few. */
+static uint64_t chunk_cap(vram_allocator *a) {
+    uint64_t cap = a->chunk_pages;
+    if (cap <= 1 || !a->cfg.chunk_headroom) return cap;
+    uint64_t reserved = (uint64_t)a->stats.reserved_bytes[0].current;
+    uint64_t room = a->limit > reserved ? a->limit - reserved : 0;
+    size_t dfree = 0, dtotal = 0;
+    if (a->dev->ops->mem_info && a->dev->ops->mem_info(a->dev, &dfree, &dtotal) == VRAM_OK && dfree < room) room = dfree;
+    uint64_t pages = (room >> a->page_shift) / a->cfg.chunk_headroom;
+    return pages < 1 ? 1 : pages < cap ? pages : cap;
+}
+
+/* Maps pages [p0, p1) of r (all unmapped), in chunks of at most chunk_cap pages: each is one
  * page_map, i.e. one physical allocation (the driver's cost goes by allocations, not bytes).
  * All or nothing: when the device refuses a chunk, the chunks mapped before it are unmapped. */
 static vram_status map_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
-    uint64_t P = a->page_size;
+    uint64_t P = a->page_size, cap = chunk_cap(a);
     for (uint64_t c = p0, n; c < p1; c += n) {
-        n = p1 - c < a->chunk_pages ? p1 - c : a->chunk_pages;
+        n = p1 - c < cap ? p1 - c : cap;
         vram_status st = a->dev->ops->page_map(a->dev, r->base + c * P, n * P);
         if (st != VRAM_OK) {
             if (c > p0) unmap_pages(a, r, p0, c);
