@@ -10,8 +10,14 @@
  * the earlier policy of moving pages for any need, busy pages only under the limit), and prints peak
  * reserved over peak requested and the device calls (maps, unmaps, aliases, drops: one chunk
  * each) each needs, in all and in the last 40% of the trace (a training loop's steady state).
+ * With --fit it finds instead, for each, the smallest limit on reserved memory (max_reserved) at
+ * which the whole trace runs without an out-of-memory error, to 0.2% of the peak requested (what
+ * `vram replay --fit` does on the plain sim device, here with the lag), and the device calls
+ * made at that limit: what a user whose GPU is just large enough gets, and pays. With --limit F
+ * every replay runs under a limit of F times the trace's peak requested (a row says OOM when it
+ * does not fit): what a GPU with some room to spare costs in device calls.
  *
- *   bench_replay_lag [--lags 0,100,1000] [--confs "CONF;CONF..."] TRACE...
+ *   bench_replay_lag [--fit | --limit F] [--lags 0,100,1000] [--confs "CONF;CONF..."] TRACE...
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +41,9 @@ static const double MAP_US = 300.0, UNMAP_US = 110.0, ALIAS_US = 45.0, DROP_US =
 
 static uint64_t calls(const evdev_state *e) { return e->map_calls + e->unmap_calls + e->alias_calls + e->drop_calls; }
 
-static int replay(const vram_trace *t, long lag, const char *conf, lag_result *out) {
+/* Replays t at `lag` under `conf` (and, when nonzero, the limit max_reserved). Returns 0, 1
+ * when an allocation failed (out of memory at the limit), -1 on any other failure. */
+static int replay(const vram_trace *t, long lag, const char *conf, uint64_t max_reserved, lag_result *out) {
     vram_device *dev;
     if (event_device_open("141GiB", &dev) != VRAM_OK) return -1;
     vram_alloc_config cfg;
@@ -44,6 +52,7 @@ static int replay(const vram_trace *t, long lag, const char *conf, lag_result *o
         vram_device_close(dev);
         return -1;
     }
+    if (max_reserved) cfg.max_reserved = max_reserved;
     vram_allocator *a;
     if (vram_allocator_new(dev, &cfg, &a) != VRAM_OK) return -1;
     evdev_state *e = event_device_state(dev);
@@ -78,6 +87,30 @@ static int replay(const vram_trace *t, long lag, const char *conf, lag_result *o
     return rc;
 }
 
+/* The smallest max_reserved at which t runs at `lag` under `conf`, to 0.2% of its peak of live
+ * bytes (below which nothing fits), with the replay's figures at that limit in *out. Returns 0,
+ * or -1 when a replay failed otherwise than by running out of memory, or nothing up to 8x fit. */
+static int fit(const vram_trace *t, long lag, const char *conf, uint64_t *capacity, lag_result *out) {
+    uint64_t peak = vram_trace_peak_live_bytes(t), lo = peak - 1, hi = 0, step = peak / 500 + 1;
+    lag_result r;
+    for (uint64_t probe = peak + peak / 50; !hi; probe *= 2) {
+        if (probe > 8 * peak) return -1;
+        int rc = replay(t, lag, conf, probe, &r);
+        if (rc < 0) return -1;
+        if (rc) lo = probe;
+        else hi = probe, *out = r;
+    }
+    while (hi - lo > step) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        int rc = replay(t, lag, conf, mid, &r);
+        if (rc < 0) return -1;
+        if (rc) lo = mid;
+        else hi = mid, *out = r;
+    }
+    *capacity = hi;
+    return 0;
+}
+
 /* Splits `list` at `sep` into at most `max` items (in place); returns the count. */
 static int split(char *list, const char *sep, char **items, int max) {
     int n = 0;
@@ -88,15 +121,29 @@ static int split(char *list, const char *sep, char **items, int max) {
 
 int main(int argc, char **argv) {
     char lags[256] = "0,100,1000", confs[1024] = "chunk_size_mb:64;chunk_size_mb:64,move_busy_pages:False,reserve_slack:0,move_min_mb:2";
-    int first = 1;
-    while (first + 1 < argc && argv[first][0] == '-') {
-        if (!strcmp(argv[first], "--lags")) snprintf(lags, sizeof lags, "%s", argv[first + 1]);
+    int first = 1, fit_mode = 0;
+    double limit = 0;
+    while (first < argc && argv[first][0] == '-') {
+        if (!strcmp(argv[first], "--fit")) {
+            fit_mode = 1;
+            first++;
+            continue;
+        }
+        if (first + 1 >= argc) break;
+        if (!strcmp(argv[first], "--limit")) {
+            char *end;
+            limit = strtod(argv[first + 1], &end);
+            if (*end || !(limit >= 1.0 && limit <= 100.0)) {
+                fprintf(stderr, "bench_replay_lag: --limit: '%s' is not a factor from 1 to 100\n", argv[first + 1]);
+                return 2;
+            }
+        } else if (!strcmp(argv[first], "--lags")) snprintf(lags, sizeof lags, "%s", argv[first + 1]);
         else if (!strcmp(argv[first], "--confs")) snprintf(confs, sizeof confs, "%s", argv[first + 1]);
         else break;
         first += 2;
     }
-    if (first >= argc || argv[first][0] == '-') {
-        fprintf(stderr, "usage: bench_replay_lag [--lags 0,100,1000] [--confs 'CONF;CONF...'] TRACE...\n");
+    if (first >= argc || argv[first][0] == '-' || (fit_mode && limit)) {
+        fprintf(stderr, "usage: bench_replay_lag [--fit | --limit F] [--lags 0,100,1000] [--confs 'CONF;CONF...'] TRACE...\n");
         return 2;
     }
     char *lag_v[32], *conf_v[32];
@@ -112,8 +159,13 @@ int main(int argc, char **argv) {
     printf("command:");
     for (int i = 0; i < argc; i++) printf(" %s", argv[i]);
     printf("\n\nDevice calls (each maps, unmaps, aliases or drops one chunk, i.e. one physical allocation); "
-           "late: those in the last 40%% of the trace; driver ms: all of them at a busy H200's host time.\n\n");
-    printf("| trace | lag | VRAM_ALLOC_CONF | reserved / requested | maps | unmaps | aliases | drops | late | driver ms |\n");
+           "late: those in the last 40%% of the trace; driver ms: all of them at a busy H200's host time.%s\n\n",
+           fit_mode ? " Fit: the smallest limit on reserved memory with no out-of-memory error, over the peak "
+                      "requested; the other columns are the replay at that limit."
+           : limit ? " Every replay under a limit on reserved memory of the given factor times the peak requested "
+                     "(OOM: it ran out)." : "");
+    printf("| trace | lag | VRAM_ALLOC_CONF | %s | maps | unmaps | aliases | drops | late | driver ms |\n",
+           fit_mode ? "fit / requested" : "reserved / requested");
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
     for (int f = first; f < argc; f++) {
         vram_trace *t;
@@ -125,13 +177,24 @@ int main(int argc, char **argv) {
         for (int l = 0; l < nlags; l++) {
             for (int c = 0; c < nconfs; c++) {
                 lag_result r;
-                if (replay(t, atol(lag_v[l]), conf_v[c], &r) != 0) {
+                uint64_t capacity = 0, peak = vram_trace_peak_live_bytes(t);
+                int rc = fit_mode ? fit(t, atol(lag_v[l]), conf_v[c], &capacity, &r)
+                                  : replay(t, atol(lag_v[l]), conf_v[c], (uint64_t)(limit * (double)peak), &r);
+                char label[1100];
+                snprintf(label, sizeof label, "%s", *conf_v[c] ? conf_v[c] : "(defaults)");
+                if (limit) snprintf(label + strlen(label), sizeof label - strlen(label), ", limit %.2fx", limit);
+                if (rc == 1 && limit) {
+                    printf("| %s | %s | %s | OOM | | | | | | |\n", name, lag_v[l], label);
+                    continue;
+                }
+                if (rc != 0) {
                     fprintf(stderr, "bench_replay_lag: %s with '%s' failed: %s\n", name, conf_v[c], vram_last_error());
                     vram_trace_free(t);
                     return 1;
                 }
-                printf("| %s | %s | %s | %.4f | %llu | %llu | %llu | %llu | %llu | %.0f |\n", name, lag_v[l],
-                       *conf_v[c] ? conf_v[c] : "(defaults)", r.ratio, (unsigned long long)r.maps,
+                if (fit_mode) r.ratio = (double)capacity / (double)peak;
+                printf("| %s | %s | %s | %.4f | %llu | %llu | %llu | %llu | %llu | %.0f |\n", name, lag_v[l], label,
+                       r.ratio, (unsigned long long)r.maps,
                        (unsigned long long)r.unmaps, (unsigned long long)r.aliases, (unsigned long long)r.drops,
                        (unsigned long long)r.late, r.driver_ms);
             }
