@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run_gpu.sh — everything issue 3 measures on a GPU machine, in one go, logs under $OUT (or ./gpu-out).
-#   bench/run_gpu.sh [tests] [latency] [latrounds] [workloads] [ab] [graphs]   (default: tests latency workloads)
+#   bench/run_gpu.sh [tests] [latency] [latrounds] [workloads] [ab] [graphs] [limits]   (default: tests latency workloads)
 # Builds vram (Release, into b/), runs the CTest `gpu` label and the PyTorch plug-in test, the
 # allocator latency microbenchmarks (vram pages/segments; PyTorch native, expandable segments,
 # cudaMallocAsync and raw cudaMalloc through bench_torch_alloc.cpp, built here with g++ against
@@ -9,7 +9,9 @@
 # tree (BASE=dir) in turns, ROUNDS times on one pinned core (bench/latency_rounds.py), (ab) one
 # workload's step time with the allocators in turns (bench/ab_rounds.py), and (graphs) what a CUDA
 # graph's memory goes through under native, vram and vram without its graph pools
-# (bench/graphs_probe.py).
+# (bench/graphs_probe.py), and (limits) GPT-2 sampling under a limit on reserved memory a few
+# percent above its peak requested (CAPS factors of REQ bytes), as on a GPU just large enough,
+# under native, expandable segments, vram and vram without chunk_headroom.
 set -u
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -96,6 +98,28 @@ if [[ $what == *graphs* ]]; then
   for k in native vram vram-unwrapped; do
     timeout 300 python3 bench/graphs_probe.py "$k" 2>&1 | grep ' | '
   done | tee "$OUT/graphs_probe.txt"
+fi
+if [[ $what == *limits* ]]; then
+  REQ=${REQ:-1032757592} # gpt2_generate's peak requested bytes, 3 calls (the same under every allocator; run 40)
+  for f in ${CAPS:-1.06 1.10}; do
+    cap=$(python3 -c "print(int($REQ * $f))")
+    for k in ${LIMIT_KINDS:-native expandable vram vram:chunk_headroom:0}; do
+      workload_run "lim_${f}_${k//[:,]/_}" --alloc "$k" --steps 9 --workloads gpt2_generate --cap-bytes "$cap"
+      echo "limit $f $k rc=$?"
+    done
+  done
+  python3 - "$OUT" <<'PY' | tee "$OUT/limits.md"
+import glob, json, os, sys
+runs = [r for f in sorted(glob.glob(os.path.join(sys.argv[1], "lim_*.json"))) for r in json.load(open(f))["results"]]
+ref = max([r["peak_requested"] for r in runs if not r["oom"]] or [1])  # the same program under every allocator
+print("peak requested (largest of the runs that finished): %d bytes\n" % ref)
+print("| limit / peak requested | allocator | result | peak reserved / requested | mean call s | device calls per call |")
+print("|---|---|---|---|---|---|")
+for r in runs:
+    res = "OOM in call %d" % (r["oom_step"] + 1) if r["oom"] else "ran %d calls" % len(r["losses"])
+    print("| %.3f | %s | %s | %.3f | %.3f | %s |" % (r["cap_bytes"] / ref, r["allocator"], res,
+          r["reserved_over_requested"] or 0, r["step_time_s"] or 0, r["device_calls_per_step"]))
+PY
 fi
 # everything back as one file (the tool returns at most 8)
 tar -C "$OUT" -czf /tmp/gpu-out.tgz . && rm -rf "${OUT:?}"/* && mv /tmp/gpu-out.tgz "$OUT/gpu-out.tgz"

@@ -1,7 +1,7 @@
 """torch_workloads.py — the four PyTorch programs behind the bundled traces, run for a few
 steps under one allocator, measuring what a user sees.
 
-    python bench/torch_workloads.py --alloc vram|vram:CONF|native|expandable [--steps N] [--out FILE.json]
+    python bench/torch_workloads.py --alloc vram|vram:CONF|native|expandable [--steps N] [--cap-bytes B] [--out FILE.json]
     python bench/torch_workloads.py --report A.json B.json ...      (a markdown table)
 
 Workloads (random weights, no downloads, same seeds under every allocator):
@@ -20,6 +20,10 @@ BERT steps differ in length, but the lengths are the same under every allocator)
 allocator's peak reserved and peak requested bytes (memory_stats of PyTorch or of
 vram_torch), and the device memory in use as cudaMemGetInfo reports it, sampled after every
 step, above what was in use before the workload started.
+
+--cap-bytes B limits the allocator to B bytes of reserved memory, as a GPU of that size would
+(torch.cuda.set_per_process_memory_fraction(B / total), which vram_torch routes to vram): a
+workload that runs out of memory is recorded with "oom": true and the step it failed in.
 """
 import argparse
 import json
@@ -124,8 +128,10 @@ def build(name, torch):
     raise SystemExit("unknown workload %s" % name)
 
 
-def run(kind, steps, workloads):
+def run(kind, steps, workloads, cap_bytes=0):
     torch, mem = setup_allocator(kind)
+    if cap_bytes:
+        torch.cuda.set_per_process_memory_fraction(min(1.0, cap_bytes / torch.cuda.mem_get_info()[1]))
     import gc
     torch.backends.cudnn.benchmark = False
     results = []
@@ -142,12 +148,16 @@ def run(kind, steps, workloads):
         n = steps if name != "gpt2_generate" else max(3, steps // 3)
         t_build = time.perf_counter()
         step = build(name, torch)
-        losses, times, used_peak, calls = [], [], 0, []
+        losses, times, used_peak, calls, oom_step = [], [], 0, [], None
         before = mem.memory_stats()
         for i in range(n):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            losses.append(step())
+            try:
+                losses.append(step())
+            except torch.OutOfMemoryError:
+                oom_step = i
+                break
             torch.cuda.synchronize()
             times.append(time.perf_counter() - t0)
             free, _ = torch.cuda.mem_get_info()
@@ -158,7 +168,8 @@ def run(kind, steps, workloads):
         stats = mem.memory_stats()
         r = {
             "workload": name, "allocator": kind, "steps": n, "losses": losses,
-            "step_time_s": statistics.mean(times[2:] if len(times) > 3 else times[1:]),
+            "cap_bytes": cap_bytes, "oom": oom_step is not None, "oom_step": oom_step,
+            "step_time_s": statistics.mean(times[2:] if len(times) > 3 else times[1:]) if len(times) > 1 else None,
             "step_times_s": times,
             "device_calls_per_step": calls,
             "peak_reserved": stats.get("reserved_bytes.all.peak", 0),
@@ -239,6 +250,7 @@ def main():
     p.add_argument("--alloc", help="one of %s, or vram:VRAM_ALLOC_CONF" % ", ".join(KINDS))
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--workloads", default=",".join(WORKLOADS))
+    p.add_argument("--cap-bytes", type=int, default=0, help="limit on reserved memory, as a smaller GPU")
     p.add_argument("--out")
     p.add_argument("--report", nargs="+")
     a = p.parse_args()
@@ -249,7 +261,9 @@ def main():
         p.error("--alloc or --report is required")
     if a.alloc not in KINDS and not a.alloc.startswith("vram:"):
         p.error("--alloc: unknown allocator %r" % a.alloc)
-    d = run(a.alloc, a.steps, a.workloads.split(","))
+    if a.cap_bytes < 0:
+        p.error("--cap-bytes: must be positive")
+    d = run(a.alloc, a.steps, a.workloads.split(","), a.cap_bytes)
     if a.out:
         json.dump(d, open(a.out, "w"), indent=1)
 
