@@ -305,6 +305,48 @@ static void test_move_min(void) {
     }
 }
 
+/* The OOM report tells fragmentation apart: with 64 MiB chunks and chunk_headroom off, three
+ * 8 MiB chunks each hold two live 2 MiB blocks and two free ones, at a 24 MiB limit; a 4 MiB
+ * request then finds 12 MiB cached but no free run longer than 2 MiB, and nothing to move. And
+ * vram_allocator_largest_free counts only mapped pages side by side: x, y and z (2 MiB each, one
+ * chunk each, g after them) freed around an empty_cache that unmapped y's page leave one 6 MiB
+ * free block with 4 MiB mapped, of which a request could take 2 MiB. */
+static void test_oom_fragmented(void) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("sim:1GiB", "chunk_size_mb:8,chunk_headroom:0,max_reserved:24MiB", &dev);
+    void *big, *p[12], *q;
+    for (int c = 0; c < 3; c++) {
+        CHECK_OK(vram_allocator_malloc(a, 8 * MiB, 0, 0, &big)); /* one 8 MiB chunk */
+        CHECK_OK(vram_allocator_free(a, big));
+        for (int i = 0; i < 4; i++) CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, &p[4 * c + i]));
+    }
+    for (int i = 0; i < 12; i += 2) CHECK_OK(vram_allocator_free(a, p[i]));
+    CHECK(vram_allocator_malloc(a, 4 * MiB, 0, 0, &q) == VRAM_ERR_OUT_OF_MEMORY, "4 MiB does not fit");
+    const char *report = vram_allocator_oom_report(a);
+    CHECK(strstr(report, "of which 12.00 MiB is cached") != NULL, "12 MiB cached: %s", report);
+    CHECK(strstr(report, "the largest free cached block of the large pool is 2.00 MiB") != NULL, "largest run: %s", report);
+    CHECK(strstr(report, "The pool's 12.00 MiB of cached memory is fragmented") != NULL, "says fragmented: %s", report);
+    for (int i = 1; i < 12; i += 2) CHECK_OK(vram_allocator_free(a, p[i]));
+    close_alloc(a, dev);
+
+    a = open_alloc("sim:1GiB", "chunk_size_mb:8,reserve_slack:0.99", &dev); /* no voluntary moves */
+    void *x, *y, *z, *g, *w;
+    CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, &x));
+    CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, &y));
+    CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, &z));
+    CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, &g)); /* keeps x, y and z apart from the free end */
+    CHECK_OK(vram_allocator_free(a, y));
+    CHECK_OK(vram_allocator_empty_cache(a)); /* y's page goes back to the device */
+    CHECK_OK(vram_allocator_free(a, x));
+    CHECK_OK(vram_allocator_free(a, z));
+    CHECK_OK(vram_allocator_malloc(a, 10 * MiB, 0, 0, &w)); /* maps fresh pages: x, y and z merge first */
+    CHECK(vram_allocator_largest_free(a) == 2 * MiB, "largest free: 2 MiB side by side, got %llu",
+          (unsigned long long)vram_allocator_largest_free(a));
+    CHECK_OK(vram_allocator_free(a, w));
+    CHECK_OK(vram_allocator_free(a, g));
+    close_alloc(a, dev);
+}
+
 /* move_busy_pages and reserve_slack default to "auto": chosen by what the device can do. */
 static void test_auto_policies(void) {
     vram_device *dev;
@@ -946,6 +988,7 @@ int main(void) {
     test_page_reuse();
     test_chunks();
     test_chunk_headroom();
+    test_oom_fragmented();
     test_move_min();
     test_auto_policies();
     test_chunk_map_all_or_nothing();

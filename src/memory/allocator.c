@@ -814,26 +814,29 @@ static uint64_t release_cache(vram_allocator *a, uint64_t want) {
 /* ---------------------------------------------------------------------------------------- */
 /* OOM report.                                                                               */
 
-/* The part of free block b that can serve a request without asking the device: all of it in
- * the segments model, its mapped pages in the pages model. */
-static uint64_t cached_bytes(const vram_allocator *a, const vram_block *b) {
+/* The longest stretch of free block b that can serve a request without asking the device: all
+ * of it in the segments model, its longest run of mapped pages in the pages model. */
+static uint64_t cached_run(const vram_allocator *a, const vram_block *b) {
     const vram_region *r = b->region;
     if (!r->expandable) return b->size;
-    uint64_t P = a->page_size, lo = b->addr - r->base, hi = lo + b->size;
-    uint64_t q0 = lo >> a->page_shift, q1 = (hi - 1) >> a->page_shift; /* first and last page */
-    if (q0 == q1) return vram_page_mapped(r, q0) ? b->size : 0;
-    /* the parts of the first and last pages inside the block, and the whole pages between */
-    uint64_t bytes = (vram_page_mapped(r, q0) ? (q0 + 1) * P - lo : 0) + (vram_page_mapped(r, q1) ? hi - q1 * P : 0);
-    return bytes + bits_count(r->mapped, q0 + 1, q1) * P;
+    uint64_t P = a->page_size, lo = b->addr - r->base, hi = lo + b->size, best = 0;
+    uint64_t q1 = ((hi - 1) >> a->page_shift) + 1; /* one past the block's last page */
+    for (uint64_t s = bits_find(r->mapped, lo >> a->page_shift, q1, 1), e; s < q1; s = bits_find(r->mapped, e, q1, 1)) {
+        e = bits_find(r->mapped, s, q1, 0);
+        uint64_t from = s * P > lo ? s * P : lo, to = e * P < hi ? e * P : hi;
+        if (to - from > best) best = to - from;
+    }
+    return best;
 }
 
-static uint64_t largest_cached(const vram_allocator *a) {
+/* The largest request of `pool` (-1: either) that cached memory could serve as it lies. */
+static uint64_t largest_cached(const vram_allocator *a, int pool) {
     uint64_t largest = 0;
     for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++)
-        for (const vram_region *r = a->pools[p].regions; r; r = r->next)
+        for (const vram_region *r = a->pools[p].regions; r && (pool < 0 || p == pool); r = r->next)
             for (const vram_block *b = r->first; b; b = b->next)
                 if (b->state == BLOCK_FREE) {
-                    uint64_t c = cached_bytes(a, b);
+                    uint64_t c = cached_run(a, b);
                     if (c > largest) largest = c;
                 }
     return largest;
@@ -845,17 +848,28 @@ static void oom_report(vram_allocator *a, uint64_t size, uint64_t rsize, const c
     uint64_t allocated = (uint64_t)st->allocated_bytes[0].current, reserved = (uint64_t)st->reserved_bytes[0].current;
     size_t dfree = 0, dtotal = 0;
     if (a->dev->ops->mem_info) a->dev->ops->mem_info(a->dev, &dfree, &dtotal);
+    int pool = pool_of(rsize);
+    uint64_t largest = largest_cached(a, pool);
     int n = snprintf(a->oom_report, sizeof a->oom_report,
                      "vram out of memory: tried to allocate %s (requested %s) on %s device %d (%s): %s. "
                      "Device capacity %s, of which %s is free; vram's limit is %s. "
                      "Allocated %s, reserved %s, of which %s is cached (reserved but unallocated); "
-                     "the largest free cached block is %s.",
+                     "the largest free cached block of the %s pool is %s.",
                      vram_format_size(rsize, s1, sizeof s1), vram_format_size(size, s2, sizeof s2), a->dev->kind,
                      a->dev->index, a->dev->name, why, vram_format_size(a->dev->capacity, s3, sizeof s3),
                      vram_format_size(dfree, s4, sizeof s4), vram_format_size(a->limit, s5, sizeof s5),
                      vram_format_size(allocated, s6, sizeof s6), vram_format_size(reserved, s7, sizeof s7),
-                     vram_format_size(reserved - allocated, s8, sizeof s8),
-                     vram_format_size(largest_cached(a), s9, sizeof s9));
+                     vram_format_size(reserved - allocated, s8, sizeof s8), pool == VRAM_POOL_SMALL ? "small" : "large",
+                     vram_format_size(largest, s9, sizeof s9));
+    int64_t pool_cached = st->reserved_bytes[pool].current - st->allocated_bytes[pool].current;
+    if (n > 0 && (size_t)n < sizeof a->oom_report && pool_cached >= (int64_t)rsize && largest < rsize)
+        n += snprintf(a->oom_report + n, sizeof a->oom_report - (size_t)n,
+                      a->pages_model
+                          ? " The pool's %s of cached memory is fragmented: it lies in pieces smaller than the request, "
+                            "in chunks shared with live blocks, and a chunk moves only whole (chunk_size_mb sets their size)."
+                          : " The pool's %s of cached memory is fragmented: it lies in segments with live blocks, where "
+                            "nothing this large fits (expandable_segments:True lets free pages move).",
+                      vram_format_size((uint64_t)pool_cached, s1, sizeof s1));
     /* the three biggest tags by allocated bytes */
     int order[VRAM_TAG_MAX];
     uint32_t nt = st->num_tags;
@@ -1956,7 +1970,7 @@ const char *vram_allocator_oom_report(vram_allocator *a) { return a->oom_report;
 
 uint64_t vram_allocator_largest_free(vram_allocator *a) {
     vram_allocator_lock(a);
-    uint64_t largest = largest_cached(a);
+    uint64_t largest = largest_cached(a, -1);
     vram_allocator_unlock(a);
     return largest;
 }
