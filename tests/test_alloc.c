@@ -329,6 +329,17 @@ static void test_oom_fragmented(void) {
     for (int i = 1; i < 12; i += 2) CHECK_OK(vram_allocator_free(a, p[i]));
     close_alloc(a, dev);
 
+    /* the segments model: two 20 MiB segments of four 5 MiB blocks, every other one freed */
+    a = open_alloc("sim:1GiB", "expandable_segments:False,max_reserved:40MiB", &dev);
+    for (int i = 0; i < 8; i++) CHECK_OK(vram_allocator_malloc(a, 5 * MiB, 0, 0, &p[i]));
+    for (int i = 0; i < 8; i += 2) CHECK_OK(vram_allocator_free(a, p[i]));
+    CHECK(vram_allocator_malloc(a, 8 * MiB, 0, 0, &q) == VRAM_ERR_OUT_OF_MEMORY, "8 MiB does not fit");
+    report = vram_allocator_oom_report(a);
+    CHECK(strstr(report, "of the large pool is 5.00 MiB") && strstr(report, "expandable_segments:True"),
+          "segments: largest 5 MiB, fragmented: %s", report);
+    for (int i = 1; i < 8; i += 2) CHECK_OK(vram_allocator_free(a, p[i]));
+    close_alloc(a, dev);
+
     a = open_alloc("sim:1GiB", "chunk_size_mb:8,reserve_slack:0.99", &dev); /* no voluntary moves */
     void *x, *y, *z, *g, *w;
     CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, &x));
