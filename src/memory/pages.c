@@ -60,7 +60,10 @@ static uint64_t chunk_cap(vram_allocator *a) {
     uint64_t reserved = (uint64_t)a->stats.reserved_bytes[0].current;
     uint64_t room = a->limit > reserved ? a->limit - reserved : 0;
     size_t dfree = 0, dtotal = 0;
-    if (a->dev->ops->mem_info && a->dev->ops->mem_info(a->dev, &dfree, &dtotal) == VRAM_OK && dfree < room) room = dfree;
+    /* (not during a CUDA graph capture, which makes no call it need not) */
+    if (a->dev->ops->mem_info && !vram_capturing(a) && a->dev->ops->mem_info(a->dev, &dfree, &dtotal) == VRAM_OK &&
+        dfree < room)
+        room = dfree;
     uint64_t pages = (room >> a->page_shift) / a->cfg.chunk_headroom;
     return pages < 1 ? 1 : pages < cap ? pages : cap;
 }
