@@ -4,7 +4,8 @@
  * physical memory lies under it. A placement whose pages are not all mapped calls
  * vram_pages_ensure_mapped, which maps the missing pages in chunks (one physical allocation of
  * up to chunk_pages pages each, mapped and unmapped whole: a driver call costs about the same
- * for one page as for 32). When mapping them would raise reserved memory above its budget
+ * for one page as for 32; near the limit smaller, chunk_cap). When mapping them would raise
+ * reserved memory above its budget
  * (reserve_budget: its peak, or the allocated peak plus reserve_slack), and the need is at least
  * move_min (one chunk by default), whole free chunks elsewhere move instead:
  *   - chunks of ready free blocks are unmapped (vram_pages_release) and new ones mapped;
