@@ -93,6 +93,10 @@ static int replay(const vram_trace *t, long lag, const char *conf, uint64_t max_
 static int fit(const vram_trace *t, long lag, const char *conf, uint64_t *capacity, lag_result *out) {
     uint64_t peak = vram_trace_peak_live_bytes(t), lo = peak - 1, hi = 0, step = peak / 500 + 1;
     lag_result r;
+    if (!peak) { /* nothing is ever live: any limit fits */
+        *capacity = 0;
+        return replay(t, lag, conf, 0, out) == 0 ? 0 : -1;
+    }
     for (uint64_t probe = peak + peak / 50; !hi; probe *= 2) {
         if (probe > 8 * peak) return -1;
         int rc = replay(t, lag, conf, probe, &r);
@@ -192,7 +196,7 @@ int main(int argc, char **argv) {
                     vram_trace_free(t);
                     return 1;
                 }
-                if (fit_mode) r.ratio = (double)capacity / (double)peak;
+                if (fit_mode) r.ratio = peak ? (double)capacity / (double)peak : 0.0;
                 printf("| %s | %s | %s | %.4f | %llu | %llu | %llu | %llu | %llu | %.0f |\n", name, lag_v[l], label,
                        r.ratio, (unsigned long long)r.maps,
                        (unsigned long long)r.unmaps, (unsigned long long)r.aliases, (unsigned long long)r.drops,
