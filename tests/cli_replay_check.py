@@ -109,6 +109,11 @@ def tiny_trace(tmp):
     check(d["pytorch_native_peak_reserved_bytes"] == 23068672, "header figure carried")
     check(d["fit_capacity_bytes"] >= 3003100 and d["fit_over_requested"] >= 1.0, "fit fields")
     check(d["oom"] is False, "no oom")
+    # On the simulated CUDA device, with a capacity: its name, the capacity, a fit.
+    rc, out3, err3 = run("replay", "--json", "--fit", "--device", "cudasim", "--capacity", "1GiB", path)
+    d3 = json.loads(out3) if rc == 0 else {}
+    check(rc == 0 and d3.get("device") == "cudasim (1024.00 MiB)" and d3.get("fit_capacity_bytes", 0) >= 3003100,
+          f"cudasim replay: {rc} {err3.strip()} {d3.get('device')}")
     # The same on stdin.
     rc, out2, _ = run("replay", "--json", "-", stdin=text.encode())
     check(rc == 0 and json.loads(out2)["peak_allocated_bytes"] == 3003904, "stdin replay")

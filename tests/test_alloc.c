@@ -368,6 +368,25 @@ static void test_auto_policies(void) {
     a = open_alloc("sim:1GiB", "chunk_size_mb:64", &dev);
     CHECK(vram_allocator_config(a)->reserve_slack == 0.03, "chunks above a page: 3%% slack");
     close_alloc(a, dev);
+    /* cudasim: the sim device with CUDA's events, aliasing and 64 MiB chunks */
+    a = open_alloc("cudasim:4GiB", "", &dev);
+    c = vram_allocator_config(a);
+    CHECK(c->move_busy_pages == 1 && c->reserve_slack == 0.03, "cudasim: aliasing and 3%% slack as on CUDA");
+    void *x;
+    CHECK_OK(vram_allocator_malloc(a, 128 * MiB, 0, 0, &x));
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.num_device_alloc == 2, "cudasim: 128 MiB in two 64 MiB chunks, got %llu",
+          (unsigned long long)st.num_device_alloc);
+    CHECK_OK(vram_allocator_record_stream(a, x, 7));
+    CHECK_OK(vram_allocator_free(a, x)); /* an event on stream 7, complete when asked */
+    CHECK_OK(vram_allocator_empty_cache(a));
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.reserved_bytes[0].current == 0, "cudasim: everything returned, got %lld",
+          (long long)st.reserved_bytes[0].current);
+    close_alloc(a, dev);
+    CHECK(vram_device_open("cudasim:lots", &dev) == VRAM_ERR_PARSE && strstr(vram_last_error(), "cudasim device"),
+          "a bad cudasim capacity names the device: %s", vram_last_error());
     CHECK_OK(event_device_open("1GiB", &dev));
     vram_alloc_config cfg;
     vram_alloc_config_default(&cfg);

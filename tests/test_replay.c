@@ -197,6 +197,13 @@ static void test_bundled(void) {
             CHECK(r_on <= 1.045, "%s: fit with chunk_headroom %.4f", names[i], r_on);
             CHECK(r_off >= 1.06, "%s: fit without chunk_headroom %.4f (the test no longer tells them apart)", names[i],
                   r_off);
+            /* cudasim places as a GPU does: its fit is close to the lag replay's 1.054 (fit-lag.md) */
+            vram_replay_options cs = {.device = "cudasim"};
+            uint64_t fit_cs = 0;
+            CHECK_OK(vram_replay_fit(t, &cs, &fit_cs, NULL));
+            double r_cs = (double)fit_cs / (double)vram_trace_peak_live_bytes(t);
+            printf("%-18s fit on cudasim %.4f x peak requested\n", names[i], r_cs);
+            CHECK(r_cs >= 1.04 && r_cs <= 1.065, "%s: fit on cudasim %.4f", names[i], r_cs);
         }
         if (i == 0 && !sanitized) {
             uint64_t fit = 0;

@@ -15,8 +15,9 @@
  * Addresses are uint64_t so that a simulated device can hand out addresses with no memory
  * behind them. Streams are opaque uintptr_t handles (a CUstream on CUDA, 0 = default stream).
  *
- * Devices are opened by a spec string, "NAME[:ARGS]": "sim", "sim:80GiB", "host",
- * "cuda:0", "cuda:1:segments". Adding a backend is one file with a `vram_device_open_fn` and
+ * Devices are opened by a spec string, "NAME[:ARGS]": "sim", "sim:80GiB", "cudasim:141GiB" (the
+ * sim device with events that are always complete, page aliasing and CUDA's 64 MiB chunks: it
+ * places as a GPU does), "host", "cuda:0", "cuda:1:segments". Adding a backend is one file with a `vram_device_open_fn` and
  * one line in the registry table (src/backends/registry.c).
  */
 #ifndef VRAM_BACKEND_H
@@ -73,7 +74,7 @@ typedef struct vram_device_ops {
 struct vram_device {
     const vram_device_ops *ops;
     void *impl;            /* the backend's own state */
-    char kind[16];         /* "sim", "host", "cuda" */
+    char kind[16];         /* "sim", "cudasim", "host", "cuda" */
     char name[96];         /* e.g. "sim (80.00 GiB)", "NVIDIA H200" */
     int index;             /* device ordinal within its kind */
     size_t page_size;      /* granularity of page_map; 0 when pages are unsupported */

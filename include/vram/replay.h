@@ -61,7 +61,7 @@ vram_status vram_trace_replay(const vram_trace *t, vram_allocator *a, size_t sto
 /* Where a replay runs. */
 typedef struct vram_replay_options {
     const char *device; /* device spec (backend.h); NULL = "sim" */
-    uint64_t capacity;  /* bytes; 0 = the device's own. A plain "sim" spec becomes "sim:CAPACITY";
+    uint64_t capacity;  /* bytes; 0 = the device's own. A plain "sim" or "cudasim" spec becomes "sim:CAPACITY";
                            for any other spec it caps the allocator (vram_allocator_set_limit). */
     const char *conf;   /* VRAM_ALLOC_CONF string applied over the environment's (NULL = none) */
 } vram_replay_options;

@@ -9,6 +9,7 @@
 #include "vram/backend.h"
 
 vram_status vram_sim_device_open(const char *args, vram_device **out);
+vram_status vram_cudasim_device_open(const char *args, vram_device **out);
 vram_status vram_host_device_open(const char *args, vram_device **out);
 vram_status vram_cuda_device_open(const char *args, vram_device **out);
 
@@ -17,6 +18,7 @@ static const struct {
     vram_device_open_fn open;
 } backends[] = {
     {"sim", vram_sim_device_open},
+    {"cudasim", vram_cudasim_device_open},
     {"host", vram_host_device_open},
     {"cuda", vram_cuda_device_open},
 };

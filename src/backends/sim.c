@@ -6,6 +6,14 @@
  * page reservations from the other; page_map only counts mapped bytes (page_alias and
  * page_drop, which move physical pages, change nothing). Its work is
  * synchronous, so it has no events. Spec: "sim" (80 GiB) or "sim:SIZE" ("sim:141GiB").
+ *
+ * "cudasim[:SIZE]" is the same device with what changes placement on a CUDA device: stream
+ * events (so a freed block is another stream's, and its pages move freely, only once the
+ * allocator has seen its stream's event complete; here every event is complete when asked),
+ * page aliasing (busy pages move by aliasing, move_busy_pages:auto) and CUDA's 64 MiB chunks.
+ * Replayed on it, a trace needs about what it needs on a GPU (bench_replay_lag, which also lets
+ * the GPU's work lag behind, moves the fit by 0-1%); on the plain sim, with 2 MiB chunks and no
+ * events, up to 4% less (llama training: 1.003 against 1.046 x peak requested).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,45 +97,73 @@ static void sim_close(vram_device *dev) {
     free(dev);
 }
 
-static const vram_device_ops sim_ops = {
-    .mem_alloc = sim_mem_alloc,
-    .mem_free = sim_mem_free,
-    .va_reserve = sim_va_reserve,
-    .va_release = sim_va_release,
-    .page_map = sim_page_map,
-    .page_unmap = sim_page_unmap,
-    .page_alias = sim_page_alias,
-    .page_drop = sim_page_drop,
-    .mem_info = sim_mem_info,
-    .close = sim_close,
+/* The operations both flavours share. */
+#define SIM_MEMORY_OPS                                                                             \
+    .mem_alloc = sim_mem_alloc, .mem_free = sim_mem_free, .va_reserve = sim_va_reserve,             \
+    .va_release = sim_va_release, .page_map = sim_page_map, .page_unmap = sim_page_unmap,           \
+    .page_alias = sim_page_alias, .page_drop = sim_page_drop, .mem_info = sim_mem_info, .close = sim_close
+
+static const vram_device_ops sim_ops = {SIM_MEMORY_OPS};
+
+/* cudasim's events: the work is done when asked, so every event is complete. */
+static char cudasim_event;
+static vram_status cudasim_event_record(vram_device *dev, vram_stream stream, void **event) {
+    (void)dev; (void)stream;
+    *event = &cudasim_event;
+    return VRAM_OK;
+}
+static vram_status cudasim_event_done(vram_device *dev, void *event) {
+    (void)dev; (void)event;
+    return VRAM_OK;
+}
+static void cudasim_event_destroy(vram_device *dev, void *event) {
+    (void)dev; (void)event;
+}
+
+static const vram_device_ops cudasim_ops = {
+    SIM_MEMORY_OPS,
+    .event_record = cudasim_event_record,
+    .event_query = cudasim_event_done,
+    .event_sync = cudasim_event_done,
+    .event_destroy = cudasim_event_destroy,
 };
 
-vram_status vram_sim_device_open(const char *args, vram_device **out) {
+static vram_status open_sim(const char *what, const char *args, vram_device **out) {
     uint64_t capacity = 80ull << 30;
     if (args && *args) {
         vram_status st = vram_parse_size(args, &capacity);
-        if (st != VRAM_OK) return vram_error(st, "sim device: %s", vram_last_error());
+        if (st != VRAM_OK) return vram_error(st, "%s device: %s", what, vram_last_error());
         if (capacity < SIM_PAGE_SIZE)
-            return vram_error(VRAM_ERR_INVALID_ARG, "sim device: capacity '%s' is below one 2 MiB page", args);
+            return vram_error(VRAM_ERR_INVALID_ARG, "%s device: capacity '%s' is below one 2 MiB page", what, args);
         if (capacity > (1ull << 45))
-            return vram_error(VRAM_ERR_INVALID_ARG, "sim device: capacity '%s' is above 32 TiB", args);
+            return vram_error(VRAM_ERR_INVALID_ARG, "%s device: capacity '%s' is above 32 TiB", what, args);
     }
     vram_device *dev = calloc(1, sizeof *dev);
     sim_state *s = calloc(1, sizeof *s);
     if (!dev || !s) {
         free(dev);
         free(s);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "sim device: host out of memory");
+        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s device: host out of memory", what);
     }
     s->next_seg = SIM_SEGMENT_BASE;
     s->next_va = SIM_VA_BASE;
     dev->ops = &sim_ops;
     dev->impl = s;
-    snprintf(dev->kind, sizeof dev->kind, "sim");
+    snprintf(dev->kind, sizeof dev->kind, "%s", what);
     char cap[32];
-    snprintf(dev->name, sizeof dev->name, "sim (%s)", vram_format_size(capacity, cap, sizeof cap));
+    snprintf(dev->name, sizeof dev->name, "%s (%s)", what, vram_format_size(capacity, cap, sizeof cap));
     dev->page_size = SIM_PAGE_SIZE;
     dev->capacity = capacity;
     *out = dev;
+    return VRAM_OK;
+}
+
+vram_status vram_sim_device_open(const char *args, vram_device **out) { return open_sim("sim", args, out); }
+
+vram_status vram_cudasim_device_open(const char *args, vram_device **out) {
+    vram_status st = open_sim("cudasim", args, out);
+    if (st != VRAM_OK) return st;
+    (*out)->ops = &cudasim_ops;
+    (*out)->chunk_size = 64ull << 20; /* as the CUDA device's */
     return VRAM_OK;
 }

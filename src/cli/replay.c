@@ -51,7 +51,8 @@ static void usage(FILE *f) {
             "options:\n"
             "  --json             one JSON object per trace, one line each\n"
             "  --capacity SIZE    device capacity, e.g. 80GiB (default 80GiB)\n"
-            "  --device SPEC      device to replay on (default sim; e.g. sim:141GiB, host)\n"
+            "  --device SPEC      device to replay on (default sim; e.g. sim:141GiB, host; cudasim:\n"
+            "                     a simulated CUDA device: events, aliasing, 64 MiB chunks, as a GPU places)\n"
             "  --conf STRING      VRAM_ALLOC_CONF options applied over the environment's\n"
             "  --fit              also find the smallest capacity with no out-of-memory error\n"
             "  --summary          print the memory summary at the peak of reserved memory\n"
@@ -456,7 +457,8 @@ int vram_cmd_replay(int argc, char **argv) {
         return 2;
     }
     /* The default 80 GiB is the plain sim device's size; any other device keeps its own. */
-    if (!ra.capacity_given && (!ra.device || !strcmp(ra.device, "sim"))) ra.capacity = 80ull << 30;
+    if (!ra.capacity_given && (!ra.device || !strcmp(ra.device, "sim") || !strcmp(ra.device, "cudasim")))
+        ra.capacity = 80ull << 30;
     /* Reject a bad configuration once, up front, before any trace is read. */
     {
         vram_alloc_config cfg;

@@ -131,8 +131,8 @@ vram_status vram_replay_open(const vram_replay_options *o, uint64_t capacity, vr
 
     char sim_spec[64];
     int cap_in_spec = 0;
-    if (capacity && strcmp(spec, "sim") == 0) {
-        snprintf(sim_spec, sizeof sim_spec, "sim:%llu", (unsigned long long)capacity);
+    if (capacity && (strcmp(spec, "sim") == 0 || strcmp(spec, "cudasim") == 0)) {
+        snprintf(sim_spec, sizeof sim_spec, "%s:%llu", spec, (unsigned long long)capacity);
         spec = sim_spec;
         cap_in_spec = 1;
     }
