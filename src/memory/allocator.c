@@ -1242,6 +1242,19 @@ static vram_block *graph_take(vram_allocator *a, uint64_t rsize, vram_stream str
     return best;
 }
 
+/* Merges free pool block y into x, the block just before it; `listed`, the one of them on the
+ * pool's free list, leaves it (the caller lists the result). Returns x. */
+static vram_block *graph_absorb(vram_allocator *a, vram_graph_pool *g, vram_block *x, vram_block *y, vram_block *listed) {
+    graph_unlink(g, listed);
+    live_del(&a->live, y->addr);
+    x->size += y->size;
+    x->next = y->next;
+    if (y->next) y->next->prev = x;
+    g->blocks--;
+    block_release(a, y);
+    return x;
+}
+
 /* Free block b of a private pool: kept in the pool, merged with free pool neighbours it may be
  * one with (returns 1), or, the pool released, let go back to the allocator (returns 0). */
 static int graph_keep(vram_allocator *a, vram_block *b) {
@@ -1256,25 +1269,8 @@ static int graph_keep(vram_allocator *a, vram_block *b) {
     }
     b->deferred = DEFER_GRAPH;
     vram_block *n = b->next, *p = b->prev;
-    if (n && graph_mergeable(b, n)) {
-        graph_unlink(g, n);
-        live_del(&a->live, n->addr);
-        b->size += n->size;
-        b->next = n->next;
-        if (n->next) n->next->prev = b;
-        g->blocks--;
-        block_release(a, n);
-    }
-    if (p && graph_mergeable(p, b)) {
-        graph_unlink(g, p);
-        live_del(&a->live, b->addr);
-        p->size += b->size;
-        p->next = b->next;
-        if (b->next) b->next->prev = p;
-        g->blocks--;
-        block_release(a, b);
-        b = p;
-    }
+    if (n && graph_mergeable(b, n)) graph_absorb(a, g, b, n, n);
+    if (p && graph_mergeable(p, b)) b = graph_absorb(a, g, p, b, p);
     graph_push(g, b);
     return 1;
 }
