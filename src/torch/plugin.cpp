@@ -34,6 +34,7 @@
 #include <cstring>
 #include <cxxabi.h>
 #include <dlfcn.h>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -266,18 +267,31 @@ VRAM_TORCH_API int vram_torch_set_history(unsigned entries, int device) {
 /* CUDA graph private pools (PyTorch's beginAllocateToPool / endAllocateToPool / releasePool,
  * which a pluggable allocator is never called for: vram_torch wraps torch.cuda.CUDAGraph's
  * capture_begin, capture_end and reset/destruction to call these). op: 0 begin, 1 end,
- * 2 release; pool id as PyTorch's MempoolId_t pair, packed into one 64-bit id. */
+ * 2 release; pool id as PyTorch's MempoolId_t pair. vram's pools have one 64-bit id, so each pair
+ * seen gets the next id from a table kept for the life of the process (a pool id may be begun
+ * again after a release): distinct pairs never share a pool. */
 VRAM_TORCH_API int vram_torch_graph_pool(int op, unsigned long long id_first, unsigned long long id_second,
                                          int device) {
     vram_allocator *a = get_allocator(device, true);
     if (!a) return -1;
-    uint64_t id = (uint64_t)id_first << 32 ^ (uint64_t)id_second ^ (uint64_t)id_first >> 32; /* (0, 0): refused */
+    uint64_t id = 0; /* (0, 0), no pool: refused by the allocator with its message */
+    if (id_first || id_second) {
+        static std::map<std::pair<unsigned long long, unsigned long long>, uint64_t> ids;
+        std::lock_guard<std::mutex> lock(g_mutex);
+        auto it = ids.emplace(std::make_pair(id_first, id_second), ids.size() + 1).first;
+        id = it->second;
+    }
+    vram_status st;
     switch (op) {
-    case 0: return status_of(vram_allocator_begin_pool(a, id));
-    case 1: return status_of(vram_allocator_end_pool(a, id));
-    case 2: return status_of(vram_allocator_release_pool(a, id));
+    case 0: st = vram_allocator_begin_pool(a, id); break;
+    case 1: st = vram_allocator_end_pool(a, id); break;
+    case 2: st = vram_allocator_release_pool(a, id); break;
     default: g_error = "graph_pool: unknown operation " + std::to_string(op); return -1;
     }
+    if (st == VRAM_OK) return 0;
+    set_error("PyTorch pool (" + std::to_string(id_first) + ", " + std::to_string(id_second) + "), vram pool " +
+              std::to_string(id) + ": " + vram_last_error());
+    return -1;
 }
 
 VRAM_TORCH_API const char *vram_torch_oom_report(int device) {
