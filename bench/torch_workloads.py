@@ -1,7 +1,8 @@
 """torch_workloads.py — the four PyTorch programs behind the bundled traces, run for a few
 steps under one allocator, measuring what a user sees.
 
-    python bench/torch_workloads.py --alloc vram|vram:CONF|native|expandable [--steps N] [--cap-bytes B] [--out FILE.json]
+    python bench/torch_workloads.py --alloc vram|vram:CONF|native|expandable [--steps N] [--cap-bytes B]
+                                    [--deterministic] [--out FILE.json]
     python bench/torch_workloads.py --report A.json B.json ...      (a markdown table)
 
 Workloads (random weights, no downloads, same seeds under every allocator):
@@ -24,6 +25,10 @@ step, above what was in use before the workload started.
 --cap-bytes B limits the allocator to B bytes of reserved memory, as a GPU of that size would
 (torch.cuda.set_per_process_memory_fraction(B / total), which vram_torch routes to vram): a
 workload that runs out of memory is recorded with "oom": true and the step it failed in.
+
+--deterministic runs PyTorch's deterministic kernels (torch.use_deterministic_algorithms, cuBLAS
+with a fixed workspace), so that losses that differ between allocators cannot be the kernels'
+own run-to-run noise (GPT-2's bf16 training differs between two native runs otherwise).
 """
 import argparse
 import json
@@ -128,8 +133,12 @@ def build(name, torch):
     raise SystemExit("unknown workload %s" % name)
 
 
-def run(kind, steps, workloads, cap_bytes=0):
+def run(kind, steps, workloads, cap_bytes=0, deterministic=False):
+    if deterministic:
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"  # before CUDA starts
     torch, mem = setup_allocator(kind)
+    if deterministic:
+        torch.use_deterministic_algorithms(True)
     if cap_bytes:
         torch.cuda.set_per_process_memory_fraction(min(1.0, cap_bytes / torch.cuda.mem_get_info()[1]))
     import gc
@@ -168,7 +177,7 @@ def run(kind, steps, workloads, cap_bytes=0):
         stats = mem.memory_stats()
         r = {
             "workload": name, "allocator": kind, "steps": n, "losses": losses,
-            "cap_bytes": cap_bytes, "oom": oom_step is not None, "oom_step": oom_step,
+            "cap_bytes": cap_bytes, "deterministic": deterministic, "oom": oom_step is not None, "oom_step": oom_step,
             "step_time_s": statistics.mean(times[2:] if len(times) > 3 else times[1:]) if len(times) > 1 else None,
             "step_times_s": times,
             "device_calls_per_step": calls,
@@ -251,6 +260,7 @@ def main():
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--workloads", default=",".join(WORKLOADS))
     p.add_argument("--cap-bytes", type=int, default=0, help="limit on reserved memory, as a smaller GPU")
+    p.add_argument("--deterministic", action="store_true", help="PyTorch's deterministic kernels only")
     p.add_argument("--out")
     p.add_argument("--report", nargs="+")
     a = p.parse_args()
@@ -263,7 +273,7 @@ def main():
         p.error("--alloc: unknown allocator %r" % a.alloc)
     if a.cap_bytes < 0:
         p.error("--cap-bytes: must be positive")
-    d = run(a.alloc, a.steps, a.workloads.split(","), a.cap_bytes)
+    d = run(a.alloc, a.steps, a.workloads.split(","), a.cap_bytes, a.deterministic)
     if a.out:
         json.dump(d, open(a.out, "w"), indent=1)
 
