@@ -27,7 +27,7 @@ step, above what was in use before the workload started.
 workload that runs out of memory is recorded with "oom": true and the step it failed in.
 
 --deterministic runs PyTorch's deterministic kernels (torch.use_deterministic_algorithms, cuBLAS
-with a fixed workspace), so that losses that differ between allocators cannot be the kernels'
+with a fixed workspace, attention through the math kernels; slower and with other peaks), so that losses that differ between allocators cannot be the kernels'
 own run-to-run noise (GPT-2's bf16 training differs between two native runs otherwise).
 """
 import argparse
@@ -137,8 +137,10 @@ def run(kind, steps, workloads, cap_bytes=0, deterministic=False):
     if deterministic:
         os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"  # before CUDA starts
     torch, mem = setup_allocator(kind)
-    if deterministic:
-        torch.use_deterministic_algorithms(True)
+    if deterministic:  # (attention through the math kernels: flash / memory-efficient backward use atomics)
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cuda.enable_flash_sdp(False)
+        torch.backends.cuda.enable_mem_efficient_sdp(False)
     if cap_bytes:
         torch.cuda.set_per_process_memory_fraction(min(1.0, cap_bytes / torch.cuda.mem_get_info()[1]))
     import gc
