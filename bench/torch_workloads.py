@@ -137,10 +137,11 @@ def run(kind, steps, workloads, cap_bytes=0, deterministic=False):
     if deterministic:
         os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"  # before CUDA starts
     torch, mem = setup_allocator(kind)
-    if deterministic:  # (attention through the math kernels: flash / memory-efficient backward use atomics)
+    if deterministic:  # (attention through the math kernels: flash, memory-efficient and cuDNN backward are not deterministic)
         torch.use_deterministic_algorithms(True, warn_only=True)
         torch.backends.cuda.enable_flash_sdp(False)
         torch.backends.cuda.enable_mem_efficient_sdp(False)
+        torch.backends.cuda.enable_cudnn_sdp(False)
     if cap_bytes:
         torch.cuda.set_per_process_memory_fraction(min(1.0, cap_bytes / torch.cuda.mem_get_info()[1]))
     import gc
