@@ -874,6 +874,16 @@ static void test_config(void) {
     CHECK(vram_parse_size("99999999999999999999TiB", &v) == VRAM_ERR_PARSE, "overflow");
     CHECK(vram_device_open("tpu:0", &dev) == VRAM_ERR_INVALID_ARG, "unknown device");
     CHECK(vram_device_open("sim:lots", &dev) == VRAM_ERR_PARSE, "bad sim capacity");
+    /* a message that wraps the one before it keeps that one whole (it was formatted over itself) */
+    CHECK(strcmp(vram_last_error(), "sim device: bad size 'lots': expected a number such as 512, 64KiB or 80GiB") == 0,
+          "the bad capacity named once: %s", vram_last_error());
+    CHECK(vram_device_open("host:lots", &dev) == VRAM_ERR_PARSE && strstr(vram_last_error(), "host device: bad size 'lots'"),
+          "host: %s", vram_last_error());
+    vram_alloc_config cfg;
+    vram_alloc_config_default(&cfg);
+    CHECK(vram_alloc_config_parse("max_reserved:lots", &cfg) != VRAM_OK &&
+              strstr(vram_last_error(), "VRAM_ALLOC_CONF: max_reserved: bad size 'lots'"),
+          "max_reserved: %s", vram_last_error());
 }
 
 static void test_rounding(void) {

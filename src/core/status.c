@@ -1,8 +1,9 @@
 /* status.c — status names, the thread-local last-error detail, and size parsing/formatting.
  *
  * The detail buffer is per thread (C11 _Thread_local), so concurrent callers of the allocator
- * each see their own message. vram_error() formats into it and hands the status back, which
- * keeps error paths to one line at the call site.
+ * each see their own message. vram_error() formats into it (through a copy, so the previous
+ * message may be one of its arguments) and hands the status back, which keeps error paths to one
+ * line at the call site.
  */
 #include "vram/vram.h"
 
@@ -38,11 +39,15 @@ const char *vram_last_error(void) { return last_error; }
 
 void vram_error_clear(void) { last_error[0] = '\0'; }
 
+/* Formats through a copy: callers often wrap the message before it, as in
+ * vram_error(st, "host device: %s", vram_last_error()), whose argument is last_error itself. */
 vram_status vram_error(vram_status status, const char *fmt, ...) {
+    char msg[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_error, msg, sizeof msg);
     return status;
 }
 
