@@ -56,6 +56,9 @@ torch.cuda = cuda
 
 class Device:
     def __init__(self, spec):
+        if str(spec).split(":")[0] not in ("cuda", "cpu"):
+            raise RuntimeError("Expected one of cpu, cuda device type at start of device string: %s" % spec)
+        self.type = str(spec).split(":")[0]
         self.index = int(str(spec).split(":")[1]) if ":" in str(spec) else None
 
 
@@ -108,6 +111,24 @@ sys.modules.update({"torch": torch, "torch.cuda": cuda, "torch.cuda.memory": mem
 
 # --- vram_torch over it -----------------------------------------------------------------------
 import vram_torch  # noqa: E402
+
+# Before enable(): what would act on vram's allocator says it is not PyTorch's yet (instead of
+# starting an allocator PyTorch never uses); the summary says so.
+for call in (lambda: vram_torch.set_per_process_memory_fraction(0.5), lambda: vram_torch.record_memory_history()):
+    try:
+        call()
+        check(False, "a setter before enable() must fail")
+    except RuntimeError as e:
+        check("enable() first" in str(e), "before enable(): %s" % e)
+check("not enabled" in vram_torch.memory_summary(), "summary before enable(): %r" % vram_torch.memory_summary())
+# A bad VRAM_ALLOC_CONF stops enable() before PyTorch's allocator is swapped.
+os.environ["VRAM_ALLOC_CONF"] = "chunk_headroom:lots"
+try:
+    vram_torch.enable()
+    check(False, "enable() with a bad VRAM_ALLOC_CONF must fail")
+except ValueError as e:
+    check("chunk_headroom" in str(e) and not swapped and not vram_torch.is_enabled(), "bad config refused: %s" % e)
+del os.environ["VRAM_ALLOC_CONF"]
 
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
@@ -233,4 +254,34 @@ try:
     check(False, "a fraction above 1 must fail")
 except RuntimeError as e:
     check("fraction" in str(e).lower(), "says so: %s" % e)
+
+
+def raises(kind, fn, what):
+    try:
+        fn()
+        check(False, "%s must raise %s" % (what, kind.__name__))
+    except kind as e:
+        check(True, "%s: %s" % (what, e))
+        return str(e)
+    return ""
+
+
+# Devices are checked as PyTorch checks them: a bad one never reaches another device's allocator
+# (ctypes would cut 2**32 + 1 to 1, and -1 means "every device" to the library).
+for bad in (-1, 2, 2 ** 32 + 1, "cuda:9", "cpu"):
+    msg = raises(ValueError, lambda: vram_torch.memory_stats(bad), "memory_stats(%r)" % (bad,))
+    check("2 CUDA devices" in msg or "not a CUDA device" in msg, "names the device count or type: %s" % msg)
+    raises(ValueError, lambda: vram_torch.empty_cache(bad), "empty_cache(%r)" % (bad,))
+    raises(ValueError, lambda: vram_torch.set_per_process_memory_fraction(0.001, bad), "fraction on %r" % (bad,))
+raises(TypeError, lambda: vram_torch.memory_allocated(True), "device True")
+raises(RuntimeError, lambda: vram_torch.memory_stats("tpu:0"), "device 'tpu:0'")
+raises(TypeError, lambda: vram_torch.set_per_process_memory_fraction("0.5"), "fraction '0.5'")
+raises(ValueError, lambda: vram_torch.record_memory_history("off"), "record_memory_history('off')")
+raises(TypeError, lambda: vram_torch.record_memory_history(max_entries=1.5), "max_entries 1.5")
+raises(TypeError, lambda: vram_torch.record_stream(None, types.SimpleNamespace(cuda_stream=1)), "record_stream(None)")
+raises(TypeError, lambda: vram_torch.record_stream(Tensor(0x1000), object()), "record_stream with no stream")
+cpu_tensor = Tensor(0x1000)
+cpu_tensor.is_cuda = False
+raises(TypeError, lambda: vram_torch.record_stream(cpu_tensor, types.SimpleNamespace(cuda_stream=1)), "a CPU tensor")
+check(vram_torch.set_per_process_memory_fraction(1.0, 1) is None, "device 1 of 2 is fine")
 sys.exit(done("test_vram_torch_cpu"))

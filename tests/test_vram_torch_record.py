@@ -36,4 +36,20 @@ old = [{"action": "alloc", "addr": 1, "size": 512, "stream": 0}, {"action": "fre
 out = io.StringIO()
 convert(old, out, {})
 check([l for l in out.getvalue().splitlines() if not l.startswith("#")] == ["a 0 512 0", "f 0"], "free_completed fallback")
+# The command checks what it writes before the program runs, not after (no torch needed).
+import tempfile  # noqa: E402
+from vram_torch.record import record  # noqa: E402
+
+with tempfile.TemporaryDirectory() as tmp:
+    prog, marker = os.path.join(tmp, "prog.py"), os.path.join(tmp, "ran")
+    with open(prog, "w") as f:
+        f.write("open(%r, 'w').close()\n" % marker)
+    for out_path, max_entries, want in ((os.path.join(tmp, "no", "x.trace"), 100, "no such folder"),
+                                        (tmp, 100, "is a folder"), ("", 100, "output file is needed"),
+                                        (os.path.join(tmp, "x.trace"), 0, "--max-entries")):
+        try:
+            record(out_path, [prog], None, max_entries)
+            check(False, "record -o %r --max-entries %d must fail" % (out_path, max_entries))
+        except SystemExit as e:
+            check(want in str(e) and not os.path.exists(marker), "refused before the program ran: %s" % e)
 sys.exit(done("test_vram_torch_record"))

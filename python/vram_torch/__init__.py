@@ -39,8 +39,8 @@ _allocator = None  # keeps the CUDAPluggableAllocator alive
 def library_path():
     """The libvram_torch.so this module would load, or None."""
     env = os.environ.get("VRAM_TORCH_LIBRARY")
-    if env:
-        return env
+    if env:  # a path (a bare name found here would otherwise go to the loader's search path)
+        return os.path.abspath(env) if os.path.exists(env) else env
     here = os.path.dirname(os.path.abspath(__file__))
     repo = os.path.dirname(os.path.dirname(here))
     for cand in [os.path.join(here, "libvram_torch.so")] + [
@@ -55,7 +55,9 @@ def _load():
     if _lib is not None:
         return _lib
     path = library_path()
-    if not path or not os.path.exists(path):
+    if path and not os.path.exists(path):
+        raise RuntimeError("vram_torch: VRAM_TORCH_LIBRARY=%s: no such file" % path)
+    if not path:
         raise RuntimeError(
             "vram_torch: libvram_torch.so not found (looked at $VRAM_TORCH_LIBRARY, beside the "
             "vram_torch package and in the repository's build/); build it with `make` or set "
@@ -67,6 +69,7 @@ def _load():
         "vram_torch_last_error": (c_char_p, []),
         "vram_torch_device_active": (c_int, [c_int]),
         "vram_torch_init_device": (c_int, [c_int]),
+        "vram_torch_check_config": (c_int, []),
         "vram_torch_record_stream": (c_int, [c_void_p, c_int, c_void_p]),
         "vram_torch_empty_cache": (c_int, [c_int]),
         "vram_torch_reset_peak": (c_int, [c_int]),
@@ -125,6 +128,8 @@ def enable(route_torch=True):
         return
     import torch
     lib = _load()
+    if lib.vram_torch_check_config() != 0:
+        raise ValueError("vram_torch.enable(): %s" % lib.vram_torch_last_error().decode(errors="replace"))
     if torch.cuda.is_initialized():
         try:
             held = torch.cuda.memory_reserved()
@@ -156,13 +161,31 @@ def enable(route_torch=True):
 
 
 def _device(device):
+    """The CUDA ordinal of device (None: the current one; an int, "cuda:N" or a torch.device),
+    checked against the devices this process sees, as PyTorch checks it."""
     import torch
+    if isinstance(device, bool):
+        raise TypeError("vram_torch: device must be an int, a string or a torch.device, not a bool")
     if device is None:
-        return torch.cuda.current_device()
-    if isinstance(device, int):
-        return device
-    d = torch.device(device)
-    return d.index if d.index is not None else torch.cuda.current_device()
+        d = torch.cuda.current_device()
+    elif isinstance(device, int):
+        d = device
+    else:
+        dev = torch.device(device)
+        if getattr(dev, "type", "cuda") != "cuda":
+            raise ValueError("vram_torch: %r is not a CUDA device" % (device,))
+        d = dev.index if dev.index is not None else torch.cuda.current_device()
+    n = torch.cuda.device_count()
+    if not 0 <= d < n:
+        raise ValueError("vram_torch: invalid device %r (this process sees %d CUDA device%s)"
+                         % (device, n, "" if n == 1 else "s"))
+    return d
+
+
+def _require_enabled(what):
+    if not _enabled:
+        raise RuntimeError("vram_torch.%s: vram is not PyTorch's allocator yet; call vram_torch.enable() "
+                           "first" % what)
 
 
 def _active(device):
@@ -220,6 +243,8 @@ def memory_summary(device=None, abbreviated=False):
     """PyTorch's memory_summary() table, plus vram's memory by tag."""
     d = _device(device)
     if not _active(d):
+        if not _enabled:
+            return "vram: not enabled (vram_torch.enable() makes vram PyTorch's allocator)\n"
         return "vram: no allocations on cuda:%d yet\n" % d
     return _take_string(_lib.vram_torch_summary(d, 1 if abbreviated else 0), "memory_summary")
 
@@ -244,6 +269,10 @@ def record_stream(tensor, stream):
     """Tensor.record_stream for vram: the block is not reused until `stream`'s work queued
     before the tensor's free has finished. (PyTorch's own Tensor.record_stream does nothing
     under a pluggable allocator.)"""
+    if not getattr(tensor, "is_cuda", False) or not hasattr(tensor, "untyped_storage"):
+        raise TypeError("vram_torch.record_stream: expected a CUDA tensor, not %s" % type(tensor).__name__)
+    if not isinstance(getattr(stream, "cuda_stream", None), int):
+        raise TypeError("vram_torch.record_stream: expected a torch.cuda.Stream, not %s" % type(stream).__name__)
     storage = tensor.untyped_storage()
     rc = _load().vram_torch_record_stream(ctypes.c_void_p(storage.data_ptr()), tensor.device.index,
                                           ctypes.c_void_p(stream.cuda_stream))
@@ -252,6 +281,10 @@ def record_stream(tensor, stream):
 
 
 def set_per_process_memory_fraction(fraction, device=None):
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
+        raise TypeError("vram_torch.set_per_process_memory_fraction: fraction must be a number, not %s"
+                        % type(fraction).__name__)
+    _require_enabled("set_per_process_memory_fraction")
     d = _device(device)
     if _load().vram_torch_set_memory_fraction(float(fraction), d) != 0:
         raise _error("set_per_process_memory_fraction")
@@ -262,9 +295,15 @@ def record_memory_history(enabled="all", max_entries=100000, device=None):
     empty_cache) for snapshot()'s "device_traces", as PyTorch's _record_memory_history does for
     its allocator (no stack traces: frames are empty); enabled=None (or False) stops and drops
     them."""
-    if int(max_entries) < 0:
-        raise ValueError("record_memory_history: max_entries must be >= 0, not %d" % int(max_entries))
-    n = 0 if enabled is None or enabled is False else min(int(max_entries), _HISTORY_MAX)  # False: the old API's "off"
+    if enabled not in (None, False, True, "state", "all"):
+        raise ValueError("record_memory_history: enabled must be None, 'state' or 'all' (or a bool), not %r"
+                         % (enabled,))
+    if isinstance(max_entries, bool) or not isinstance(max_entries, int):
+        raise TypeError("record_memory_history: max_entries must be an int, not %s" % type(max_entries).__name__)
+    if max_entries < 0:
+        raise ValueError("record_memory_history: max_entries must be >= 0, not %d" % max_entries)
+    _require_enabled("record_memory_history")
+    n = 0 if enabled is None or enabled is False else min(max_entries, _HISTORY_MAX)  # False: the old API's "off"
     if _load().vram_torch_set_history(n, _device(device)) != 0:
         raise _error("record_memory_history")
 

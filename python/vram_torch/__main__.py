@@ -48,6 +48,9 @@ def record(argv):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     commands = {"run": run, "record": record}
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
     if not argv or argv[0] not in commands:
         print(USAGE, file=sys.stderr)
         return 2

@@ -238,6 +238,13 @@ VRAM_TORCH_API int vram_torch_empty_cache(int device) {
     return rc;
 }
 
+/* 0 when VRAM_ALLOC_CONF parses (each device's allocator reads it when it starts); else -1 with
+ * the parser's message, so that enable() refuses a bad configuration before PyTorch allocates. */
+VRAM_TORCH_API int vram_torch_check_config(void) {
+    vram_alloc_config cfg;
+    return status_of(vram_alloc_config_from_env(&cfg));
+}
+
 VRAM_TORCH_API int vram_torch_reset_peak(int device) {
     vram_allocator *a = get_allocator(device, false);
     if (!a) return -1;
