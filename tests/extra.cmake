@@ -51,6 +51,24 @@ set_tests_properties(cli_train_bad_value PROPERTIES PASS_REGULAR_EXPRESSION "unk
 add_test(NAME cli_train_out_of_memory
          COMMAND sh -c "$<TARGET_FILE:vram> train --data ${VRAM_TRAIN_CORPUS} --capacity 16MiB --batch 256 --steps 1 2>&1; test $? -eq 1")
 set_tests_properties(cli_train_out_of_memory PROPERTIES PASS_REGULAR_EXPRESSION "out of memory while training step 1")
+add_test(NAME cli_train_shape_bound  # (a 10^9-layer model was a 152 GB host calloc)
+         COMMAND sh -c "$<TARGET_FILE:vram> train --data ${VRAM_TRAIN_CORPUS} --layers 1000000000 2>&1; test $? -eq 2")
+set_tests_properties(cli_train_shape_bound PROPERTIES PASS_REGULAR_EXPRESSION "--layers needs an integer in \\[1, 4096\\]")
+add_test(NAME cli_train_zero_capacity
+         COMMAND sh -c "$<TARGET_FILE:vram> train --data ${VRAM_TRAIN_CORPUS} --capacity 0.3 2>&1; test $? -eq 2")
+set_tests_properties(cli_train_zero_capacity PROPERTIES PASS_REGULAR_EXPRESSION "--capacity: '0.3' is zero bytes")
+add_test(NAME cli_train_bad_conf
+         COMMAND sh -c "VRAM_ALLOC_CONF=bogus:1 $<TARGET_FILE:vram> train --data ${VRAM_TRAIN_CORPUS} --steps 1 2>&1; test $? -eq 2")
+set_tests_properties(cli_train_bad_conf PROPERTIES PASS_REGULAR_EXPRESSION "unknown key 'bogus'")
+# output that cannot be written is an error, not a lost report
+add_test(NAME cli_output_write_error
+         COMMAND sh -c "$<TARGET_FILE:vram> version 2>&1 >&-; test $? -eq 1")
+set_tests_properties(cli_output_write_error PROPERTIES PASS_REGULAR_EXPRESSION "vram version: writing the output failed")
+# endless input that is no trace stops at its first line, not after filling memory
+add_test(NAME cli_replay_endless_input
+         COMMAND sh -c "$<TARGET_FILE:vram> replay /dev/zero 2>&1; test $? -eq 2")
+set_tests_properties(cli_replay_endless_input PROPERTIES TIMEOUT 20
+                     PASS_REGULAR_EXPRESSION "/dev/zero line 1: bad header .*the first line must be '# memtrace v1'")
 add_test(NAME cli_train_report
          COMMAND $<TARGET_FILE:vram> train --data ${VRAM_TRAIN_CORPUS} --steps 3 --layers 1 --heads 2 --width 32
                  --context 16 --batch 4 --accum 2 --checkpoint --eval-every 2 --eval-batches 2 --report)

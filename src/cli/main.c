@@ -1,4 +1,6 @@
-/* main.c — the `vram` command: finds the subcommand by name in a table and runs it. */
+/* main.c — the `vram` command: finds the subcommand by name in a table and runs it, then makes
+ * sure its output reached stdout (a full disk or a closed pipe is an error, not a lost report). */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,8 +34,16 @@ int main(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(argv[1], commands[i].name)) continue;
+        int rc = commands[i].run(argc - 1, argv + 1);
+        errno = 0;
+        if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) { /* (a failed command has said why) */
+            fprintf(stderr, "vram %s: writing the output failed: %s\n", argv[1], errno ? strerror(errno) : "write error");
+            return 1;
+        }
+        return rc;
+    }
     fprintf(stderr, "vram: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

@@ -57,17 +57,25 @@ static void usage(FILE *out) {
             "  --report             end with the memory summary and the table of memory by category\n");
 }
 
-static int parse_int(const char *flag, const char *v, int lo, int *out) {
+static int parse_int_in(const char *flag, const char *v, int lo, int hi, int *out) {
     char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > 1000000000) {
-        fprintf(stderr, "vram train: %s needs an integer >= %d, not '%s'\n", flag, lo, v);
+    if (errno || end == v || *end || x < lo || x > hi) {
+        fprintf(stderr, "vram train: %s needs an integer in [%d, %d], not '%s'\n", flag, lo, hi, v);
         return 0;
     }
     *out = (int)x;
     return 1;
 }
+
+static int parse_int(const char *flag, const char *v, int lo, int *out) {
+    return parse_int_in(flag, v, lo, 1000000000, out);
+}
+
+/* The model's shape is bounded where its host-side tables (per layer, per head) stay small; the
+ * tensors themselves go through the allocator, whose out-of-memory names --capacity. */
+enum { MAX_LAYERS = 4096, MAX_HEADS = 4096, MAX_WIDTH = 1 << 20, MAX_CONTEXT = 1 << 20 };
 
 static int parse_double(const char *flag, const char *v, double lo, double hi, double *out) {
     char *end;
@@ -131,16 +139,19 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(f, "--clip")) ok = parse_double(f, v, 0, 1e9, &o->clip);
         else if (!strcmp(f, "--eval-every")) ok = parse_int(f, v, 0, &o->eval_every);
         else if (!strcmp(f, "--eval-batches")) ok = parse_int(f, v, 1, &o->eval_batches);
-        else if (!strcmp(f, "--layers")) ok = parse_int(f, v, 1, &o->gpt.layers);
-        else if (!strcmp(f, "--heads")) ok = parse_int(f, v, 1, &o->gpt.heads);
-        else if (!strcmp(f, "--width")) ok = parse_int(f, v, 1, &o->gpt.width);
-        else if (!strcmp(f, "--context")) ok = parse_int(f, v, 1, &o->gpt.context);
+        else if (!strcmp(f, "--layers")) ok = parse_int_in(f, v, 1, MAX_LAYERS, &o->gpt.layers);
+        else if (!strcmp(f, "--heads")) ok = parse_int_in(f, v, 1, MAX_HEADS, &o->gpt.heads);
+        else if (!strcmp(f, "--width")) ok = parse_int_in(f, v, 1, MAX_WIDTH, &o->gpt.width);
+        else if (!strcmp(f, "--context")) ok = parse_int_in(f, v, 1, MAX_CONTEXT, &o->gpt.context);
         else if (!strcmp(f, "--dropout")) ok = parse_double(f, v, 0, 0.99, &o->gpt.dropout);
         else if (!strcmp(f, "--threads")) ok = parse_int(f, v, 1, &o->threads);
         else if (!strcmp(f, "--seed")) ok = parse_int(f, v, 0, &tmp), o->seed = (uint64_t)tmp;
         else if (!strcmp(f, "--capacity")) {
-            if (vram_parse_size(v, &o->capacity) != VRAM_OK || o->capacity == 0) {
+            if (vram_parse_size(v, &o->capacity) != VRAM_OK) {
                 fprintf(stderr, "vram train: --capacity: %s\n", vram_last_error());
+                ok = 0;
+            } else if (o->capacity == 0) {
+                fprintf(stderr, "vram train: --capacity: '%s' is zero bytes\n", v);
                 ok = 0;
             }
         }
@@ -274,6 +285,12 @@ int vram_cmd_train(int argc, char **argv) {
     if (vram_text_data_split_size(data, VRAM_SPLIT_VAL) < (uint64_t)o.gpt.context + 1 ||
         vram_text_data_split_size(data, VRAM_SPLIT_TRAIN) < (uint64_t)o.gpt.context + 1) {
         fprintf(stderr, "vram train: corpus '%s' is too small for --context %d\n", o.data, o.gpt.context);
+        vram_text_data_close(data);
+        return 2;
+    }
+    vram_alloc_config conf;
+    if (vram_alloc_config_from_env(&conf) != VRAM_OK) { /* bad input: status 2, as replay and bench say */
+        fprintf(stderr, "vram train: %s\n", vram_last_error());
         vram_text_data_close(data);
         return 2;
     }

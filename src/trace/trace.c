@@ -536,6 +536,32 @@ static int buf_reserve(text_buf *b, size_t extra) {
     return 0;
 }
 
+/* Whether text that starts so can be a trace: 1 yes, 0 cannot tell yet, -1 no (a first line
+ * other than '# memtrace v1', or a megabyte of blanks). The readers ask after every read, so
+ * input that is no trace (/dev/zero, a binary) stops at once instead of being read whole. */
+static int trace_start(const char *d, size_t n) {
+    static const char magic[] = "# memtrace v1";
+    size_t i = 0;
+    while (i < n && (d[i] == ' ' || d[i] == '\t' || d[i] == '\r' || d[i] == '\n')) i++;
+    if (i == n) return n > (1u << 20) ? -1 : 0;
+    size_t m = n - i < sizeof magic - 1 ? n - i : sizeof magic - 1;
+    if (memcmp(d + i, magic, m) != 0) return -1;
+    return m == sizeof magic - 1 ? 1 : 0;
+}
+
+/* The parser's message for a bad first line, from the text read so far. */
+static vram_status not_a_trace(const char *name, const char *d, size_t n) {
+    unsigned long long line = 1;
+    size_t i = 0;
+    for (; i < n && (d[i] == ' ' || d[i] == '\t' || d[i] == '\r' || d[i] == '\n'); i++) line += d[i] == '\n';
+    if (i == n) return vram_error(VRAM_ERR_PARSE, "%s: over a megabyte of blanks and no '# memtrace v1' header", name);
+    const char *nl = memchr(d + i, '\n', n - i), *e = nl ? nl : d + n;
+    while (e > d + i && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r')) e--;
+    char q[48];
+    return vram_error(VRAM_ERR_PARSE, "%s line %llu: bad header '%s': the first line must be '# memtrace v1'", name, line,
+                      quote(d + i, e, q, sizeof q));
+}
+
 #ifdef VRAM_HAVE_ZLIB
 static vram_status read_gz(int fd, const char *name, text_buf *b) {
     gzFile gz = gzdopen(fd, "rb");
@@ -544,6 +570,7 @@ static vram_status read_gz(int fd, const char *name, text_buf *b) {
         return vram_error(VRAM_ERR_IO, "%s: cannot open: %s", name, strerror(errno));
     }
     gzbuffer(gz, 1 << 18);
+    int started = 0;
     for (;;) {
         if (buf_reserve(b, 1 << 20) != 0) {
             gzclose(gz);
@@ -563,6 +590,10 @@ static vram_status read_gz(int fd, const char *name, text_buf *b) {
         }
         if (n == 0) break;
         b->len += (size_t)n;
+        if (!started && (started = trace_start(b->data, b->len)) < 0) {
+            gzclose(gz);
+            return not_a_trace(name, b->data, b->len);
+        }
     }
     int err;
     const char *msg = gzerror(gz, &err);
@@ -578,7 +609,9 @@ static vram_status read_gz(int fd, const char *name, text_buf *b) {
 }
 #endif
 
-static vram_status read_plain(int fd, const char *name, text_buf *b) {
+/* check_start: stop at once when the text cannot be a trace (not for gzip data read whole). */
+static vram_status read_plain(int fd, const char *name, text_buf *b, int check_start) {
+    int started = 0;
     struct stat sb;
     if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
         if (buf_reserve(b, (size_t)sb.st_size + 1) != 0) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
@@ -592,6 +625,7 @@ static vram_status read_plain(int fd, const char *name, text_buf *b) {
         }
         if (n == 0) break;
         b->len += (size_t)n;
+        if (check_start && !started && (started = trace_start(b->data, b->len)) < 0) return not_a_trace(name, b->data, b->len);
     }
     return VRAM_OK;
 }
@@ -623,13 +657,13 @@ vram_status vram_trace_load(const char *path, vram_trace **out) {
     if (is_stdin || (nm == 2 && magic[0] == 0x1f && magic[1] == 0x8b)) {
         st = read_gz(fd, name, &b); /* takes fd */
     } else {
-        st = read_plain(fd, name, &b);
+        st = read_plain(fd, name, &b, 1);
         close(fd);
     }
 #else
     /* No zlib in this build: read everything, and inflate gzip data with the built-in
      * decoder (gunzip.c). */
-    st = read_plain(fd, name, &b);
+    st = read_plain(fd, name, &b, 0);
     close(fd);
     if (st == VRAM_OK && b.len >= 2 && (unsigned char)b.data[0] == 0x1f && (unsigned char)b.data[1] == 0x8b) {
         uint8_t *plain;
