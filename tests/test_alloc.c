@@ -806,6 +806,11 @@ static void test_config(void) {
     CHECK(vram_alloc_config_parse("max_reserved", &c) == VRAM_ERR_INVALID_ARG, "no colon");
     CHECK(vram_alloc_config_parse("max_reserved:", &c) == VRAM_ERR_INVALID_ARG, "no value");
     CHECK(vram_alloc_config_parse("page_size_mb:6", &c) == VRAM_ERR_INVALID_ARG, "page not a power of two");
+    CHECK(vram_alloc_config_parse("page_size_mb:2048", &c) == VRAM_ERR_INVALID_ARG &&
+              strstr(vram_last_error(), "page_size_mb: 2048 is too large (at most 1024)"),
+          "a page above 1 GiB is refused by name: %s", vram_last_error());
+    CHECK(vram_alloc_config_parse("chunk_size_mb:131072", &c) == VRAM_ERR_INVALID_ARG, "a chunk above 64 GiB");
+    CHECK_OK(vram_alloc_config_parse("page_size_mb:1024,chunk_size_mb:65536", &c));
     CHECK(vram_alloc_config_parse("chunk_size_mb:48", &c) == VRAM_ERR_INVALID_ARG, "chunk not a power of two");
     CHECK(strstr(vram_last_error(), "chunk_size_mb") != NULL, "names the key: %s", vram_last_error());
     CHECK(vram_alloc_config_parse("chunk_size_mb:1", &c) == VRAM_ERR_INVALID_ARG, "chunk below a page");

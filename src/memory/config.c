@@ -49,11 +49,12 @@ static const struct {
     size_t offset;
     uint64_t min; /* for KEY_MIB/KEY_SIZE/KEY_UINT: the smallest value accepted */
     unsigned flags;
-    uint64_t max; /* for KEY_UINT: the largest value accepted (0: UINT32_MAX, the field's limit) */
+    uint64_t max; /* KEY_UINT: the largest value accepted (0: UINT32_MAX, the field's limit); KEY_MIB: the
+                   * largest in MiB (0: none) */
 } keys[] = {
     {"expandable_segments", KEY_BOOL, offsetof(vram_alloc_config, expandable_segments), 0, 0, 0},
-    {"page_size_mb", KEY_MIB, offsetof(vram_alloc_config, page_size), 2 * MiB, KEY_POW2, 0},
-    {"chunk_size_mb", KEY_MIB, offsetof(vram_alloc_config, chunk_size), 2 * MiB, KEY_POW2, 0},
+    {"page_size_mb", KEY_MIB, offsetof(vram_alloc_config, page_size), 2 * MiB, KEY_POW2, 1024},
+    {"chunk_size_mb", KEY_MIB, offsetof(vram_alloc_config, chunk_size), 2 * MiB, KEY_POW2, 65536},
     {"max_split_size_mb", KEY_MIB, offsetof(vram_alloc_config, max_split_size), 20 * MiB, 0, 0},
     {"max_non_split_rounding_mb", KEY_MIB, offsetof(vram_alloc_config, max_non_split_rounding), 0, 0, 0},
     {"roundup_power2_divisions", KEY_UINT, offsetof(vram_alloc_config, roundup_power2_divisions), 0, KEY_POW2, 0},
@@ -123,6 +124,9 @@ static vram_status apply_pair(vram_alloc_config *cfg, const char *key, const cha
             if (u > (UINT64_MAX / MiB) || u * MiB < keys[i].min)
                 return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: %s is out of range (at least %llu)", key,
                                   value, (unsigned long long)(keys[i].min / MiB));
+            if (keys[i].max && u > keys[i].max)
+                return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: %s is too large (at most %llu)", key, value,
+                                  (unsigned long long)keys[i].max);
             if ((keys[i].flags & KEY_POW2) && (u & (u - 1)))
                 return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: %s is not a power of two", key, value);
             *(uint64_t *)field = u * MiB;
