@@ -810,7 +810,9 @@ static void test_config(void) {
               strstr(vram_last_error(), "page_size_mb: 2048 is too large (at most 1024)"),
           "a page above 1 GiB is refused by name: %s", vram_last_error());
     CHECK(vram_alloc_config_parse("chunk_size_mb:131072", &c) == VRAM_ERR_INVALID_ARG, "a chunk above 64 GiB");
-    CHECK_OK(vram_alloc_config_parse("page_size_mb:1024,chunk_size_mb:65536", &c));
+    vram_alloc_config largest;
+    vram_alloc_config_default(&largest);
+    CHECK_OK(vram_alloc_config_parse("page_size_mb:1024,chunk_size_mb:65536", &largest));
     CHECK(vram_alloc_config_parse("chunk_size_mb:48", &c) == VRAM_ERR_INVALID_ARG, "chunk not a power of two");
     CHECK(strstr(vram_last_error(), "chunk_size_mb") != NULL, "names the key: %s", vram_last_error());
     CHECK(vram_alloc_config_parse("chunk_size_mb:1", &c) == VRAM_ERR_INVALID_ARG, "chunk below a page");
