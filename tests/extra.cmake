@@ -64,6 +64,9 @@ set_tests_properties(cli_train_bad_conf PROPERTIES PASS_REGULAR_EXPRESSION "unkn
 add_test(NAME cli_output_write_error
          COMMAND sh -c "$<TARGET_FILE:vram> version 2>&1 >&-; test $? -eq 1")
 set_tests_properties(cli_output_write_error PROPERTIES PASS_REGULAR_EXPRESSION "vram version: writing the output failed")
+add_test(NAME cli_version_extra_argument
+         COMMAND sh -c "$<TARGET_FILE:vram> version --bogus 2>&1; test $? -eq 2")
+set_tests_properties(cli_version_extra_argument PROPERTIES PASS_REGULAR_EXPRESSION "vram version: takes no arguments, not '--bogus'")
 # endless input that is no trace stops at its first line, not after filling memory
 add_test(NAME cli_replay_endless_input
          COMMAND sh -c "$<TARGET_FILE:vram> replay /dev/zero 2>&1; test $? -eq 2")

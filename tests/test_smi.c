@@ -540,6 +540,13 @@ static void test_options(void) {
     r = run(ENV("FAKE_NVML_GPUS=3"), ARGS("-i", "GPU-fa4e0000-0000-0000-0000-000000000001,0", "--query-gpu=index", "--format=csv,noheader"));
     CHECK(r.status == 0 && !strcmp(r.out, "1\n0\n"), "-i by UUID: %s %s", r.out, r.err);
     result_free(&r);
+    r = run(ENV("FAKE_NVML_GPUS=3"), ARGS("-i", "GPU-fa4e", "--query-gpu=index", "--format=csv,noheader"));
+    CHECK(r.status == 2 && strstr(r.err, "-i GPU-fa4e: 3 GPUs have UUIDs starting so") && !*r.out,
+          "-i with a prefix of several UUIDs is refused, not the first taken: %d %s %s", r.status, r.out, r.err);
+    result_free(&r);
+    r = run(ENV("FAKE_NVML_GPUS=3"), ARGS("--query-compute-apps=pid", "--query-gpu=index"));
+    CHECK(r.status == 2 && strstr(r.err, "choose one of --query-gpu and --query-compute-apps"), "two queries: %s", r.err);
+    result_free(&r);
     r = run(ENV("FAKE_NVML_GPUS=3"), ARGS("-i", "GPU-ffff"));
     CHECK(r.status == 2 && strstr(r.err, "no GPU has the UUID GPU-ffff"), "-i unknown UUID: %s", r.err);
     result_free(&r);

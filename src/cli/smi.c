@@ -189,11 +189,15 @@ static int parse_args(int argc, char **argv, smi_opts *o) {
             o->csv.units = 0;
         } else if ((v = opt_value(argc, argv, &i, "--query-gpu", &missing))) {
             csv = 1;
+            if (o->csv_fields_given && o->csv.apps)
+                return bad("%s", "choose one of --query-gpu and --query-compute-apps");
             o->csv.apps = 0;
             if (smi_csv_parse_fields(&o->csv, v, err, sizeof err) != 0) return bad("%s", err);
             o->csv_fields_given = 1;
         } else if ((v = opt_value(argc, argv, &i, "--query-compute-apps", &missing))) {
             csv = 1;
+            if (o->csv_fields_given && !o->csv.apps)
+                return bad("%s", "choose one of --query-gpu and --query-compute-apps");
             o->csv.apps = 1;
             if (smi_csv_parse_fields(&o->csv, v, err, sizeof err) != 0) return bad("%s", err);
             o->csv_fields_given = 1;
@@ -310,15 +314,21 @@ static int select_devices(smi_run *r, const char *ids) {
     for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         int64_t idx = -1;
         if (!strncmp(tok, "GPU-", 4) || !strncmp(tok, "MIG-", 4)) { /* a UUID, or a prefix of one, as nvidia-smi -i */
-            for (uint32_t i = 0; i < count && idx < 0; i++) {
+            uint32_t matches = 0;
+            for (uint32_t i = 0; i < count; i++) {
                 vram_smi_device d;
                 if (vram_smi_device_query(r->smi, i, &d) == VRAM_OK && (d.valid & VRAM_SMI_HAS_UUID) &&
-                    !strncmp(d.uuid, tok, strlen(tok)))
-                    idx = i;
+                    !strncmp(d.uuid, tok, strlen(tok))) {
+                    if (!matches++) idx = i;
+                }
                 vram_smi_device_clear(&d);
             }
             if (idx < 0) {
                 fprintf(stderr, "vram smi: no GPU has the UUID %s\n", tok);
+                return 2;
+            }
+            if (matches > 1) {
+                fprintf(stderr, "vram smi: -i %s: %u GPUs have UUIDs starting so; give more of the UUID\n", tok, matches);
                 return 2;
             }
         } else if (parse_int(tok, UINT32_MAX, &idx) != 0) {
