@@ -456,6 +456,13 @@ int vram_cmd_replay(int argc, char **argv) {
         free(traces);
         return 2;
     }
+    /* A simulated device sized in its spec and --capacity would be two sizes for one device. */
+    if (ra.capacity_given && ra.device && strchr(ra.device, ':') &&
+        (!strncmp(ra.device, "sim:", 4) || !strncmp(ra.device, "cudasim:", 8) || !strncmp(ra.device, "host:", 5))) {
+        fprintf(stderr, "vram replay: --capacity and --device %s both give the device's size: give one\n", ra.device);
+        free(traces);
+        return 2;
+    }
     /* The default 80 GiB is the plain sim device's size; any other device keeps its own. */
     if (!ra.capacity_given && (!ra.device || !strcmp(ra.device, "sim") || !strcmp(ra.device, "cudasim")))
         ra.capacity = 80ull << 30;
