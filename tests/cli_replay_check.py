@@ -90,6 +90,9 @@ def usage_errors():
     check(rc == 0 and "--capacity" in out and "--fit" in out, "replay --help")
     rc, out, _ = run("bench", "--help")
     check(rc == 0 and "--repeat" in out, "bench --help")
+    # a trace's own header text reaches the terminal without its control characters
+    rc, out, _ = run("replay", "-", stdin=b"# memtrace v1\n# source: a \x1b[31mred\x1b[0m b\na 1 10 0\nf 1\n")
+    check(rc == 0 and "\x1b" not in out and "(a ?[31mred?[0m b)" in out, "source shown without escapes: %r" % out[:120])
 
 
 def tiny_trace(tmp):

@@ -298,7 +298,11 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
         char b[6][32];
         printf("%s: %zu allocations, %zu events", name, vram_trace_num_allocs(t), vram_trace_num_events(t));
         const char *source = vram_trace_header(t, "source");
-        if (source) printf(" (%s)", source);
+        if (source) { /* the trace's own text: control characters (terminal escapes) shown as '?' */
+            fputs(" (", stdout);
+            for (const char *c = source; *c; c++) putchar((unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c);
+            putchar(')');
+        }
         printf("\n  device %s, VRAM_ALLOC_CONF %s\n", device_name, settings);
         printf("  %-28s %14s %12s\n", "", "peak reserved", "/ requested");
         printf("  %-28s %14s\n", "peak requested", vram_format_size(r.peak_requested_bytes, b[0], sizeof b[0]));
