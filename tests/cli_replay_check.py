@@ -90,6 +90,10 @@ def usage_errors():
     check(rc == 0 and "--capacity" in out and "--fit" in out, "replay --help")
     rc, out, _ = run("bench", "--help")
     check(rc == 0 and "--repeat" in out, "bench --help")
+    # an implausible recorded figure is ignored with a warning, not printed as PyTorch's
+    rc, out, err = run("replay", "-", stdin=b"# memtrace v1\n# pytorch_native_peak_reserved_bytes: 18446744073709551615\n"
+                       b"# peak_requested_bytes: lots\na 1 10 0\nf 1\n")
+    check(rc == 0 and "native" not in out and err.count("not a plausible byte count") == 2, "header figures checked: %r" % err)
     # a trace's own header text reaches the terminal without its control characters
     rc, out, _ = run("replay", "-", stdin=b"# memtrace v1\n# source: a \x1b[31mred\x1b[0m b\na 1 10 0\nf 1\n")
     check(rc == 0 and "\x1b" not in out and "(a ?[31mred?[0m b)" in out, "source shown without escapes: %r" % out[:120])

@@ -95,10 +95,25 @@ static const char *base_name(const char *path) {
     return s ? s + 1 : path;
 }
 
+/* A recorded figure of the header (bytes), when the trace has it and it is plausible beside
+ * `near` bytes (within a factor of 100 of it, plus 1 GiB above for small traces, whose PyTorch
+ * segments are larger than their peak): else 0, with a warning when it was there but
+ * implausible (a hand-edited or corrupt header must not print PyTorch figures of 10^19 bytes). */
+static uint64_t header_bytes(const vram_trace *t, const char *key, uint64_t near) {
+    const char *text = vram_trace_header(t, key);
+    uint64_t v = 0;
+    if (!text) return 0;
+    if (vram_trace_header_u64(t, key, &v) != VRAM_OK || !near || v > near * 100 + (1ull << 30) || v < near / 100) {
+        fprintf(stderr, "vram replay: %s: header '%s: %s' is not a plausible byte count beside the trace's peak of "
+                        "%llu live bytes; ignored\n", vram_trace_name(t), key, text, (unsigned long long)near);
+        return 0;
+    }
+    return v;
+}
+
 static double header_ratio(const vram_trace *t, const char *key, uint64_t requested, uint64_t *value) {
-    *value = 0;
-    if (!requested || vram_trace_header_u64(t, key, value) != VRAM_OK) return 0.0;
-    return (double)*value / (double)requested;
+    *value = header_bytes(t, key, requested);
+    return *value && requested ? (double)*value / (double)requested : 0.0;
 }
 
 /* Replays `t` on a fresh allocator, stopping right after event `stop`, and prints the summary
@@ -229,7 +244,7 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
 
     uint64_t trace_peak = vram_trace_peak_live_bytes(t);
     uint64_t pt_req = 0, native = 0, expandable = 0;
-    if (vram_trace_header_u64(t, "peak_requested_bytes", &pt_req) != VRAM_OK) pt_req = trace_peak;
+    if (!(pt_req = header_bytes(t, "peak_requested_bytes", trace_peak))) pt_req = trace_peak;
     double native_ratio = header_ratio(t, "pytorch_native_peak_reserved_bytes", pt_req, &native);
     double expandable_ratio = header_ratio(t, "pytorch_expandable_segments_peak_reserved_bytes", pt_req, &expandable);
     const char *name = base_name(vram_trace_name(t));
