@@ -76,7 +76,7 @@ def usage_errors():
         (["replay", "--capacity", "lots", "x.trace"], "lots"),
         (["replay", "--capacity"], "needs a value"),
         (["replay", "--device", "quantum", os.path.join(SRC, "traces/resnet50_train.trace.gz")], "quantum"),
-        (["replay", "--conf", "bogus_key:1", "x.trace"], "bogus_key"),
+        (["replay", "--conf", "bogus_key:1", "x.trace"], "vram replay: --conf: unknown key 'bogus_key'"),
         (["replay", "--device", "sim:1GiB", "--capacity", "2GiB", "x.trace"], "both give the device's size"),
         (["bench", "alloc", "--repeat", "0"], "repeat"),
         (["bench", "alloc", "--frobnicate"], "--frobnicate"),

@@ -488,9 +488,13 @@ int vram_cmd_replay(int argc, char **argv) {
     /* Reject a bad configuration once, up front, before any trace is read. */
     {
         vram_alloc_config cfg;
-        if (vram_alloc_config_from_env(&cfg) != VRAM_OK ||
-            (ra.conf && vram_alloc_config_parse(ra.conf, &cfg) != VRAM_OK)) {
-            fprintf(stderr, "vram replay: %s\n", vram_last_error());
+        int env_ok = vram_alloc_config_from_env(&cfg) == VRAM_OK;
+        if (!env_ok || (ra.conf && vram_alloc_config_parse(ra.conf, &cfg) != VRAM_OK)) {
+            const char *msg = vram_last_error(), *prefix = "VRAM_ALLOC_CONF: ";
+            if (env_ok && !strncmp(msg, prefix, strlen(prefix))) /* the string came from --conf */
+                fprintf(stderr, "vram replay: --conf: %s\n", msg + strlen(prefix));
+            else
+                fprintf(stderr, "vram replay: %s\n", msg);
             free(traces);
             return 2;
         }
