@@ -86,6 +86,7 @@ int vram_cmd_bench(int argc, char **argv) {
             return 2;
         }
     }
+    if (vram_cli_check_conf("vram bench alloc", o.conf)) return 2;
     char command[512];
     join_command(argc, argv, command, sizeof command);
     vram_bench_alloc_result r;

@@ -11,4 +11,8 @@ int vram_cmd_replay(int argc, char **argv);
 int vram_cmd_bench(int argc, char **argv);
 int vram_cmd_train(int argc, char **argv);
 
+/* 0 when VRAM_ALLOC_CONF and the --conf string (NULL: none) parse; else prints the error as
+ * "TOOL: ..." and returns 2 (conf_check.c). */
+int vram_cli_check_conf(const char *tool, const char *conf);
+
 #endif

@@ -487,14 +487,7 @@ int vram_cmd_replay(int argc, char **argv) {
         ra.capacity = 80ull << 30;
     /* Reject a bad configuration once, up front, before any trace is read. */
     {
-        vram_alloc_config cfg;
-        int env_ok = vram_alloc_config_from_env(&cfg) == VRAM_OK;
-        if (!env_ok || (ra.conf && vram_alloc_config_parse(ra.conf, &cfg) != VRAM_OK)) {
-            const char *msg = vram_last_error(), *prefix = "VRAM_ALLOC_CONF: ";
-            if (env_ok && !strncmp(msg, prefix, strlen(prefix))) /* the string came from --conf */
-                fprintf(stderr, "vram replay: --conf: %s\n", msg + strlen(prefix));
-            else
-                fprintf(stderr, "vram replay: %s\n", msg);
+        if (vram_cli_check_conf("vram replay", ra.conf)) {
             free(traces);
             return 2;
         }

@@ -288,9 +288,7 @@ int vram_cmd_train(int argc, char **argv) {
         vram_text_data_close(data);
         return 2;
     }
-    vram_alloc_config conf;
-    if (vram_alloc_config_from_env(&conf) != VRAM_OK) { /* bad input: status 2, as replay and bench say */
-        fprintf(stderr, "vram train: %s\n", vram_last_error());
+    if (vram_cli_check_conf("vram train", NULL)) { /* bad input: status 2, as replay and bench say */
         vram_text_data_close(data);
         return 2;
     }
