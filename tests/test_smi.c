@@ -544,6 +544,9 @@ static void test_options(void) {
     CHECK(r.status == 2 && strstr(r.err, "-i GPU-fa4e: 3 GPUs have UUIDs starting so") && !*r.out,
           "-i with a prefix of several UUIDs is refused, not the first taken: %d %s %s", r.status, r.out, r.err);
     result_free(&r);
+    r = run(ENV("FAKE_NVML_GPUS=3"), ARGS("-l", "-1"));
+    CHECK(r.status == 2 && strstr(r.err, "bad -l interval '-1'"), "-l -1 is a bad interval: %s", r.err);
+    result_free(&r);
     r = run(ENV("FAKE_NVML_GPUS=3"), ARGS("--query-compute-apps=pid", "--query-gpu=index"));
     CHECK(r.status == 2 && strstr(r.err, "choose one of --query-gpu and --query-compute-apps"), "two queries: %s", r.err);
     result_free(&r);

@@ -11,6 +11,7 @@
  * SIGHUP only set a flag; the loop notices it (the sleep returns early) and leaves the terminal
  * as it found it (cursor shown again). A closed pipe (`| head`) ends the loop quietly.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -158,7 +159,7 @@ static int parse_args(int argc, char **argv, smi_opts *o) {
             usage(stdout);
             return 1;
         } else if (!strcmp(a, "-l") || !strcmp(a, "--loop") || !strncmp(a, "--loop=", 7)) {
-            const char *val = !strncmp(a, "--loop=", 7) ? a + 7 : (i + 1 < argc && argv[i + 1][0] != '-') ? argv[++i] : "1";
+            const char *val = !strncmp(a, "--loop=", 7) ? a + 7 : (i + 1 < argc && (argv[i + 1][0] != '-' || isdigit((unsigned char)argv[i + 1][1]) || argv[i + 1][1] == '.')) ? argv[++i] : "1"; /* "-1": a bad value, not an option */
             if (parse_seconds(val, &o->interval_ms) != 0)
                 return bad("bad -l interval '%s': expected seconds > 0 such as 1 or 0.5 (at least 0.01)", val);
         } else if ((v = opt_value(argc, argv, &i, "--loop-ms", &missing)) || (v = opt_value(argc, argv, &i, "-lms", &missing))) {
