@@ -544,6 +544,13 @@ static void test_options(void) {
     CHECK(r.status == 2 && strstr(r.err, "-i GPU-fa4e: 3 GPUs have UUIDs starting so") && !*r.out,
           "-i with a prefix of several UUIDs is refused, not the first taken: %d %s %s", r.status, r.out, r.err);
     result_free(&r);
+    /* option values are named before NVML is loaded: with no driver, the bad value still comes first */
+    r = run(ENV("VRAM_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1"), ARGS("-i", "0,,1"));
+    CHECK(r.status == 2 && strstr(r.err, "bad -i '0,,1'") && !strstr(r.err, "NVML"), "-i checked first: %s", r.err);
+    result_free(&r);
+    r = run(ENV("VRAM_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1"), ARGS("--listen", "127.0.0.1:99999"));
+    CHECK(r.status == 2 && strstr(r.err, "bad --listen address") && !strstr(r.err, "NVML"), "--listen checked first: %s", r.err);
+    result_free(&r);
     r = run(ENV("FAKE_NVML_GPUS=3"), ARGS("-l", "-1"));
     CHECK(r.status == 2 && strstr(r.err, "bad -l interval '-1'"), "-l -1 is a bad interval: %s", r.err);
     result_free(&r);

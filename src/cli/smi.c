@@ -110,6 +110,23 @@ static int parse_int(const char *t, int64_t max, int64_t *out) {
     return 0;
 }
 
+/* Whether -i's list is well formed before any GPU is asked: every comma-separated item is an
+ * index or a UUID (prefix) starting GPU- or MIG-, none empty. 0 or -1. */
+static int ids_syntax(const char *ids) {
+    for (const char *p = ids;; p++) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        char item[256];
+        if (!n || n >= sizeof item) return -1;
+        memcpy(item, p, n);
+        item[n] = '\0';
+        int64_t idx;
+        if (strncmp(item, "GPU-", 4) && strncmp(item, "MIG-", 4) && parse_int(item, UINT32_MAX, &idx) != 0) return -1;
+        if (!comma) return 0;
+        p = comma;
+    }
+}
+
 static int parse_seconds(const char *t, int64_t *ms) {
     char *end;
     errno = 0;
@@ -228,6 +245,9 @@ static int parse_args(int argc, char **argv, smi_opts *o) {
     if (o->listen && (json || csv || o->interval_ms || o->log_path))
         return bad("%s", "--listen serves Prometheus text on each request; it takes no -l, --json, --csv or --log");
     if (o->allow_remote && !o->listen) return bad("%s", "--allow-remote only goes with --listen");
+    if (o->listen && smi_http_check(o->listen, o->allow_remote)) return 2;
+    if (o->ids && ids_syntax(o->ids) != 0)
+        return bad("bad -i '%s': expected GPU indices or UUIDs such as 0, 0,2 or GPU-32d536a6", o->ids);
     if (prom && o->interval_ms)
         return bad("%s", "--prometheus prints one sample; use --listen ADDR:PORT to serve it to a scraper");
     if (o->count && !o->interval_ms) return bad("%s", "--count goes with -l or --loop-ms");

@@ -125,7 +125,9 @@ static void serve_one(int fd, smi_render_fn render, void *ctx) {
     }
 }
 
-int smi_http_serve(const char *addr, int allow_remote, smi_render_fn render, void *ctx, volatile sig_atomic_t *stop) {
+/* Resolves a --listen address and, without allow_remote, insists on loopback. 0 with *out set
+ * (the caller frees it), or 2 after printing why. */
+static int listen_resolve(const char *addr, int allow_remote, struct addrinfo **out) {
     char host[256], port[16];
     if (split_addr(addr, host, sizeof host, port, sizeof port) != 0) {
         fprintf(stderr, "vram smi: bad --listen address '%s': expected ADDR:PORT such as 127.0.0.1:9400 or [::1]:9400\n", addr);
@@ -152,6 +154,21 @@ int smi_http_serve(const char *addr, int allow_remote, smi_render_fn render, voi
             }
         }
     }
+    *out = res;
+    return 0;
+}
+
+int smi_http_check(const char *addr, int allow_remote) {
+    struct addrinfo *res = NULL;
+    int rc = listen_resolve(addr, allow_remote, &res);
+    if (res) freeaddrinfo(res);
+    return rc;
+}
+
+int smi_http_serve(const char *addr, int allow_remote, smi_render_fn render, void *ctx, volatile sig_atomic_t *stop) {
+    struct addrinfo *res = NULL;
+    int bad_addr = listen_resolve(addr, allow_remote, &res);
+    if (bad_addr) return bad_addr;
     int fd = -1, err = 0;
     for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
         fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);

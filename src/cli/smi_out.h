@@ -76,4 +76,8 @@ typedef int (*smi_render_fn)(void *ctx, smi_buf *body);
 int smi_http_serve(const char *addr, int allow_remote, smi_render_fn render, void *ctx,
                    volatile sig_atomic_t *stop);
 
+/* The address checks of smi_http_serve alone (resolve, loopback unless allow_remote), so that a
+ * bad --listen is named before NVML is loaded: 0, or 2 with the message printed. */
+int smi_http_check(const char *addr, int allow_remote);
+
 #endif
