@@ -197,6 +197,9 @@ def bench():
     check(8.0e9 < d["random_peak_allocated_bytes"] < 8.3e9, f"random peak allocated {d['random_peak_allocated_bytes']}")
     check(d["random_peak_reserved_bytes"] >= d["random_peak_allocated_bytes"], "reserved >= allocated")
     check(d["machine"]["cores"] >= 1 and d["machine"]["cpu"], "machine info")
+    # out of memory in a benchmark: the whole report, to its last sentence (it was cut at 256 bytes)
+    rc, out, err = run("bench", "alloc", "--repeat", "1", "--device", "cudasim:1GiB")
+    check(rc == 1 and "the largest free cached block of the large pool is" in err, "bench OOM report whole: %r" % err[-200:])
     rc, out, _ = run("bench", "alloc", "--repeat", "1")
     check(rc == 0 and "machine:" in out and "ns/pair" in out and "command: vram bench alloc" in out, "bench text")
 

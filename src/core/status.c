@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static _Thread_local char last_error[512];
+static _Thread_local char last_error[4096]; /* holds a whole out-of-memory report (allocator_internal.h: 2048) */
 
 const char *vram_status_str(vram_status status) {
     switch (status) {
