@@ -256,7 +256,7 @@ except RuntimeError as e:
     check("fraction" in str(e).lower(), "says so: %s" % e)
 
 
-def raises(kind, fn, what):
+def expect_raises(kind, fn, what):
     try:
         fn()
         check(False, "%s must raise %s" % (what, kind.__name__))
@@ -269,19 +269,19 @@ def raises(kind, fn, what):
 # Devices are checked as PyTorch checks them: a bad one never reaches another device's allocator
 # (ctypes would cut 2**32 + 1 to 1, and -1 means "every device" to the library).
 for bad in (-1, 2, 2 ** 32 + 1, "cuda:9", "cpu"):
-    msg = raises(ValueError, lambda: vram_torch.memory_stats(bad), "memory_stats(%r)" % (bad,))
+    msg = expect_raises(ValueError, lambda: vram_torch.memory_stats(bad), "memory_stats(%r)" % (bad,))
     check("2 CUDA devices" in msg or "not a CUDA device" in msg, "names the device count or type: %s" % msg)
-    raises(ValueError, lambda: vram_torch.empty_cache(bad), "empty_cache(%r)" % (bad,))
-    raises(ValueError, lambda: vram_torch.set_per_process_memory_fraction(0.001, bad), "fraction on %r" % (bad,))
-raises(TypeError, lambda: vram_torch.memory_allocated(True), "device True")
-raises(RuntimeError, lambda: vram_torch.memory_stats("tpu:0"), "device 'tpu:0'")
-raises(TypeError, lambda: vram_torch.set_per_process_memory_fraction("0.5"), "fraction '0.5'")
-raises(ValueError, lambda: vram_torch.record_memory_history("off"), "record_memory_history('off')")
-raises(TypeError, lambda: vram_torch.record_memory_history(max_entries=1.5), "max_entries 1.5")
-raises(TypeError, lambda: vram_torch.record_stream(None, types.SimpleNamespace(cuda_stream=1)), "record_stream(None)")
-raises(TypeError, lambda: vram_torch.record_stream(Tensor(0x1000), object()), "record_stream with no stream")
+    expect_raises(ValueError, lambda: vram_torch.empty_cache(bad), "empty_cache(%r)" % (bad,))
+    expect_raises(ValueError, lambda: vram_torch.set_per_process_memory_fraction(0.001, bad), "fraction on %r" % (bad,))
+expect_raises(TypeError, lambda: vram_torch.memory_allocated(True), "device True")
+expect_raises(RuntimeError, lambda: vram_torch.memory_stats("tpu:0"), "device 'tpu:0'")
+expect_raises(TypeError, lambda: vram_torch.set_per_process_memory_fraction("0.5"), "fraction '0.5'")
+expect_raises(ValueError, lambda: vram_torch.record_memory_history("off"), "record_memory_history('off')")
+expect_raises(TypeError, lambda: vram_torch.record_memory_history(max_entries=1.5), "max_entries 1.5")
+expect_raises(TypeError, lambda: vram_torch.record_stream(None, types.SimpleNamespace(cuda_stream=1)), "record_stream(None)")
+expect_raises(TypeError, lambda: vram_torch.record_stream(Tensor(0x1000), object()), "record_stream with no stream")
 cpu_tensor = Tensor(0x1000)
 cpu_tensor.is_cuda = False
-raises(TypeError, lambda: vram_torch.record_stream(cpu_tensor, types.SimpleNamespace(cuda_stream=1)), "a CPU tensor")
+expect_raises(TypeError, lambda: vram_torch.record_stream(cpu_tensor, types.SimpleNamespace(cuda_stream=1)), "a CPU tensor")
 check(vram_torch.set_per_process_memory_fraction(1.0, 1) is None, "device 1 of 2 is fine")
 sys.exit(done("test_vram_torch_cpu"))

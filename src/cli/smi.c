@@ -127,6 +127,12 @@ static int ids_syntax(const char *ids) {
     }
 }
 
+/* Whether the argument after a bare -l is its value: anything but an option, and a negative
+ * number too ("-l -1" is a bad interval, not an unknown option '-1'). */
+static int loop_value(const char *next) {
+    return next[0] != '-' || isdigit((unsigned char)next[1]) || next[1] == '.';
+}
+
 static int parse_seconds(const char *t, int64_t *ms) {
     char *end;
     errno = 0;
@@ -176,7 +182,7 @@ static int parse_args(int argc, char **argv, smi_opts *o) {
             usage(stdout);
             return 1;
         } else if (!strcmp(a, "-l") || !strcmp(a, "--loop") || !strncmp(a, "--loop=", 7)) {
-            const char *val = !strncmp(a, "--loop=", 7) ? a + 7 : (i + 1 < argc && (argv[i + 1][0] != '-' || isdigit((unsigned char)argv[i + 1][1]) || argv[i + 1][1] == '.')) ? argv[++i] : "1"; /* "-1": a bad value, not an option */
+            const char *val = !strncmp(a, "--loop=", 7) ? a + 7 : i + 1 < argc && loop_value(argv[i + 1]) ? argv[++i] : "1";
             if (parse_seconds(val, &o->interval_ms) != 0)
                 return bad("bad -l interval '%s': expected seconds > 0 such as 1 or 0.5 (at least 0.01)", val);
         } else if ((v = opt_value(argc, argv, &i, "--loop-ms", &missing)) || (v = opt_value(argc, argv, &i, "-lms", &missing))) {
@@ -352,8 +358,8 @@ static int select_devices(smi_run *r, const char *ids) {
                 fprintf(stderr, "vram smi: -i %s: %u GPUs have UUIDs starting so; give more of the UUID\n", tok, matches);
                 return 2;
             }
-        } else if (parse_int(tok, UINT32_MAX, &idx) != 0) {
-            return bad("bad -i '%s': expected GPU indices or UUIDs such as 0, 0,2 or GPU-32d536a6", ids);
+        } else {
+            parse_int(tok, UINT32_MAX, &idx); /* well formed: parse_args checked the list (ids_syntax) */
         }
         if ((uint64_t)idx >= count) {
             fprintf(stderr, "vram smi: no GPU %lld: NVML reports %u GPU%s (indices 0-%u)\n", (long long)idx, count,

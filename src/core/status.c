@@ -45,9 +45,11 @@ vram_status vram_error(vram_status status, const char *fmt, ...) {
     char msg[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    memcpy(last_error, msg, sizeof msg);
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;
+    msg[len] = '\0';
+    memcpy(last_error, msg, len + 1);
     return status;
 }
 

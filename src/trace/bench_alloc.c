@@ -86,7 +86,7 @@ static vram_status random_run(vram_allocator *a, double *ns_per_op, vram_bench_a
     }
     double elapsed = now_seconds() - t0;
     if (st != VRAM_OK) {
-        char detail[4096]; /* a whole out-of-memory report */
+        char detail[4096]; /* the whole out-of-memory report, kept across the frees below */
         snprintf(detail, sizeof detail, "%s", vram_last_error());
         for (int k = 0; k < VRAM_BENCH_RANDOM_SLOTS; k++)
             if (slots[k]) vram_allocator_free(a, slots[k]);
@@ -139,9 +139,8 @@ vram_status vram_bench_alloc_run(const vram_bench_alloc_options *o, vram_bench_a
         for (int s = 0; s < VRAM_BENCH_PAIR_COUNT && st == VRAM_OK; s++) {
             st = pair_run(a, vram_bench_pair_sizes[s], &pair[s * repeat + r], &out->pair_iterations[s]);
             if (st != VRAM_OK) {
-                char detail[4096]; /* a whole out-of-memory report */
-                snprintf(detail, sizeof detail, "%s", vram_last_error());
-                st = vram_error(st, "bench pair %llu bytes: %s", (unsigned long long)vram_bench_pair_sizes[s], detail);
+                st = vram_error(st, "bench pair %llu bytes: %s", (unsigned long long)vram_bench_pair_sizes[s],
+                                vram_last_error());
             }
         }
         vram_allocator_destroy(a);

@@ -95,19 +95,16 @@ vram_status vram_trace_replay(const vram_trace *t, vram_allocator *a, size_t sto
         char sz[32];
         if (e->op == VRAM_TRACE_ALLOC) {
             /* Out of memory: the allocator's report (vram_allocator_oom_report) says the rest. */
-            char detail[256];
-            snprintf(detail, sizeof detail, "%s", st == VRAM_ERR_OUT_OF_MEMORY ? "out of memory" : vram_last_error());
+            const char *detail = st == VRAM_ERR_OUT_OF_MEMORY ? "out of memory" : vram_last_error();
             st = vram_error(st, "%s line %llu (event %zu): allocation of %llu bytes (%s) on stream %u, id %llu, failed: %s",
                             vram_trace_name(t), (unsigned long long)res->failed_line, i,
                             (unsigned long long)e->size, vram_format_size(e->size, sz, sizeof sz), e->stream,
                             (unsigned long long)vram_trace_alloc_id(t, e->index), detail);
         } else {
             /* A validated trace frees only live allocations, so this is the allocator's bug. */
-            char detail[256];
-            snprintf(detail, sizeof detail, "%s", vram_last_error());
             st = vram_error(VRAM_ERR_INTERNAL, "%s line %llu (event %zu): free of id %llu failed: %s",
                             vram_trace_name(t), (unsigned long long)res->failed_line, i,
-                            (unsigned long long)vram_trace_alloc_id(t, e->index), detail);
+                            (unsigned long long)vram_trace_alloc_id(t, e->index), vram_last_error());
             res->failed_status = st;
         }
     }

@@ -537,29 +537,30 @@ static int buf_reserve(text_buf *b, size_t extra) {
 }
 
 /* Whether text that starts so can be a trace: 1 yes, 0 cannot tell yet, -1 no (a first line
- * other than '# memtrace v1', or a megabyte of blanks). The readers ask after every read, so
- * input that is no trace (/dev/zero, a binary) stops at once instead of being read whole. */
+ * other than '# memtrace v1', or a megabyte of blanks). The readers ask after every read and,
+ * on -1, stop and keep only up to the end of that first line (keep_first_line), whose header
+ * error the parser then reports: input that is no trace (/dev/zero, a binary) is not read whole. */
+static size_t first_non_blank(const char *d, size_t n) {
+    size_t i = 0;
+    while (i < n && (is_blank(d[i]) || d[i] == '\n')) i++;
+    return i;
+}
+
 static int trace_start(const char *d, size_t n) {
     static const char magic[] = "# memtrace v1";
-    size_t i = 0;
-    while (i < n && (d[i] == ' ' || d[i] == '\t' || d[i] == '\r' || d[i] == '\n')) i++;
+    size_t i = first_non_blank(d, n);
     if (i == n) return n > (1u << 20) ? -1 : 0;
     size_t m = n - i < sizeof magic - 1 ? n - i : sizeof magic - 1;
     if (memcmp(d + i, magic, m) != 0) return -1;
     return m == sizeof magic - 1 ? 1 : 0;
 }
 
-/* The parser's message for a bad first line, from the text read so far. */
-static vram_status not_a_trace(const char *name, const char *d, size_t n) {
-    unsigned long long line = 1;
-    size_t i = 0;
-    for (; i < n && (d[i] == ' ' || d[i] == '\t' || d[i] == '\r' || d[i] == '\n'); i++) line += d[i] == '\n';
-    if (i == n) return vram_error(VRAM_ERR_PARSE, "%s: over a megabyte of blanks and no '# memtrace v1' header", name);
-    const char *nl = memchr(d + i, '\n', n - i), *e = nl ? nl : d + n;
-    while (e > d + i && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r')) e--;
-    char q[48];
-    return vram_error(VRAM_ERR_PARSE, "%s line %llu: bad header '%s': the first line must be '# memtrace v1'", name, line,
-                      quote(d + i, e, q, sizeof q));
+/* Cuts b after its first non-blank line, ending it with a newline if the read stopped inside it. */
+static void keep_first_line(text_buf *b) {
+    size_t i = first_non_blank(b->data, b->len);
+    const char *nl = i < b->len ? memchr(b->data + i, '\n', b->len - i) : NULL;
+    if (nl) b->len = (size_t)(nl - b->data) + 1;
+    else if (i < b->len && buf_reserve(b, 1) == 0) b->data[b->len++] = '\n';
 }
 
 #ifdef VRAM_HAVE_ZLIB
@@ -592,7 +593,8 @@ static vram_status read_gz(int fd, const char *name, text_buf *b) {
         b->len += (size_t)n;
         if (!started && (started = trace_start(b->data, b->len)) < 0) {
             gzclose(gz);
-            return not_a_trace(name, b->data, b->len);
+            keep_first_line(b);
+            return VRAM_OK; /* the parser names the bad first line */
         }
     }
     int err;
@@ -625,7 +627,10 @@ static vram_status read_plain(int fd, const char *name, text_buf *b, int check_s
         }
         if (n == 0) break;
         b->len += (size_t)n;
-        if (check_start && !started && (started = trace_start(b->data, b->len)) < 0) return not_a_trace(name, b->data, b->len);
+        if (check_start && !started && (started = trace_start(b->data, b->len)) < 0) {
+            keep_first_line(b);
+            break; /* the parser names the bad first line */
+        }
     }
     return VRAM_OK;
 }
