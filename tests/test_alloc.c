@@ -941,6 +941,107 @@ static void test_placement_no_moves(void) {
     close_alloc(a, dev);
 }
 
+/* One stream: a block it frees merges with ready free memory beside it (ready after a wait for
+ * the stream, or never used), so the two serve a request neither fits alone; the merged block
+ * is the stream's, not ready. A second stream ends this mode: the first stream's blocks are
+ * made ready then (one wait for its work), so the second may use them; a capture does the same
+ * before it starts. Once a page is unmapped, such merges stop. */
+static vram_allocator *one_stream_setup(vram_device *dev, void **w0, void **x, void **y, void **z) {
+    vram_alloc_config cfg;
+    vram_alloc_config_default(&cfg);
+    vram_allocator *a;
+    if (vram_alloc_config_parse("reserve_slack:0.99", &cfg) != VRAM_OK || /* no page moves */
+        vram_allocator_new(dev, &cfg, &a) != VRAM_OK)
+        return NULL;
+    size_t h = 3 * MiB / 2;
+    CHECK_OK(vram_allocator_malloc(a, h, 0, 0, w0));      /* [0, 1.5) MiB */
+    CHECK_OK(vram_allocator_malloc(a, h, 0, 0, x));       /* [1.5, 3): on pages shared with w0 and y */
+    CHECK_OK(vram_allocator_malloc(a, 3 * MiB, 0, 0, y)); /* [3, 6) */
+    CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, z)); /* [6, 8): y is not next to the free end */
+    CHECK_OK(vram_allocator_free(a, *x));
+    CHECK_OK(vram_allocator_empty_cache(a)); /* waits for stream 0: x is ready, no page unmapped */
+    return a;
+}
+
+static void test_one_stream_merges(void) {
+    vram_device *dev;
+    CHECK_OK(event_device_open("1GiB", &dev));
+    evdev_state *e = event_device_state(dev);
+    void *w0, *x, *y, *z, *w, *v, *u;
+    vram_allocator *a = one_stream_setup(dev, &w0, &x, &y, &z);
+    CHECK(a != NULL, "allocator");
+    if (!a) return;
+    CHECK_OK(vram_allocator_free(a, y)); /* not ready, next to x */
+    CHECK_OK(vram_allocator_malloc(a, 9 * MiB / 2, 0, 0, &w));
+    CHECK(w == x, "x and y, freed by the only stream, serve 4.5 MiB together (got %+lld KiB from x)",
+          (long long)(((char *)w - (char *)x) / 1024));
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.reserved_bytes[0].current == 8 * MiB, "reserved %lld MiB, expected 8",
+          (long long)(st.reserved_bytes[0].current / MiB));
+    CHECK_OK(vram_allocator_check(a));
+
+    /* stream 0 still works on w when it is freed; then stream 1 asks */
+    event_device_submit(dev, 0);
+    CHECK_OK(vram_allocator_free(a, w));
+    uint64_t syncs = e->syncs;
+    CHECK_OK(vram_allocator_malloc(a, 9 * MiB / 2, 1, 0, &v));
+    CHECK(e->syncs == syncs + 1, "a second stream waits once for the first one's work (%llu waits)",
+          (unsigned long long)(e->syncs - syncs));
+    CHECK(v == w, "after the wait the second stream reuses the first one's memory");
+    CHECK(e->completed[0] == e->submitted[0], "the wait covered stream 0's work");
+    CHECK_OK(vram_allocator_free(a, v));
+    event_device_submit(dev, 1);
+    CHECK_OK(vram_allocator_malloc(a, 4 * MiB, 2, 0, &v));
+    CHECK(e->syncs == syncs + 1, "no more waits once several streams were seen");
+    CHECK(v != w, "stream 2 does not get stream 1's block while its work runs");
+    CHECK_OK(vram_allocator_free(a, v));
+    CHECK_OK(vram_allocator_free(a, z));
+    CHECK_OK(vram_allocator_free(a, w0));
+    CHECK_OK(vram_allocator_check(a));
+    close_alloc(a, dev);
+
+    /* a capture after one-stream merges: begin_pool makes them ready before the capture starts */
+    CHECK_OK(event_device_open("1GiB", &dev));
+    e = event_device_state(dev);
+    a = one_stream_setup(dev, &w0, &x, &y, &z);
+    CHECK(a != NULL, "allocator");
+    if (!a) return;
+    event_device_submit(dev, 0);
+    CHECK_OK(vram_allocator_free(a, y));
+    CHECK_OK(vram_allocator_malloc(a, 13 * MiB / 4, 0, 0, &u)); /* from x and y merged: leaves [4.75, 6) */
+    CHECK(u == x, "stream 0 takes x and y together (got %+lld KiB from x)", (long long)(((char *)u - (char *)x) / 1024));
+    syncs = e->syncs;
+    CHECK_OK(vram_allocator_begin_pool(a, 7));
+    CHECK(e->syncs == syncs + 1 && e->completed[0] == e->submitted[0], "begin_pool waited for stream 0");
+    e->capturing = 1;
+    CHECK_OK(vram_allocator_malloc(a, 5 * MiB / 4, 3, 0, &w));
+    CHECK(w == (char *)x + 13 * MiB / 4, "the capture's stream takes the rest of the merged block (got %+lld KiB from x)",
+          (long long)(((char *)w - (char *)x) / 1024));
+    CHECK(e->capture_violations == 0, "no event call during the capture (%llu)", (unsigned long long)e->capture_violations);
+    e->capturing = 0;
+    CHECK_OK(vram_allocator_end_pool(a, 7));
+    CHECK_OK(vram_allocator_free(a, w));
+    CHECK_OK(vram_allocator_release_pool(a, 7));
+    CHECK_OK(vram_allocator_free(a, u));
+    CHECK_OK(vram_allocator_check(a));
+    close_alloc(a, dev);
+
+    /* once a page was unmapped, a block freed beside ready memory stays apart */
+    CHECK_OK(event_device_open("1GiB", &dev));
+    a = one_stream_setup(dev, &w0, &x, &y, &z);
+    CHECK(a != NULL, "allocator");
+    if (!a) return;
+    CHECK_OK(vram_allocator_free(a, z));
+    CHECK_OK(vram_allocator_empty_cache(a)); /* unmaps page 3 */
+    CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, &z));
+    CHECK_OK(vram_allocator_free(a, y));
+    CHECK_OK(vram_allocator_malloc(a, 9 * MiB / 2, 0, 0, &w));
+    CHECK(w != x, "no merge after a page was unmapped");
+    CHECK_OK(vram_allocator_check(a));
+    close_alloc(a, dev);
+}
+
 /* Small size classes: requests of 4 KiB to 1 MiB round to four classes per power of two (512 B
  * steps below), a small block freed stays uncoalesced (in its `recent` slot, then held on its
  * class's stack) and the next request of its class on a stream that may use it gets it back;
@@ -1046,6 +1147,7 @@ int main(void) {
     test_streams();
     test_active_with_pending();
     test_placement_no_moves();
+    test_one_stream_merges();
     test_snapshot_and_history();
     test_host_memory();
     test_threads();

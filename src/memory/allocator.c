@@ -186,33 +186,24 @@ static void stream_list_remove(vram_allocator *a, vram_block *b) {
     a->not_ready_count--;
 }
 
-/* Appends a not-ready free block to its owner's list. Returns -1 when the stream table is
- * full; the caller then treats the block as ready after synchronizing (see free_block). */
+/* Puts a not-ready free block in its owner's list, which stays ordered by free_seq (almost
+ * always at the tail: a merged block can carry an older free_seq). Returns -1 when the stream
+ * table is full; the caller then treats the block as ready after synchronizing (see
+ * stream_track). */
 static int stream_list_append(vram_allocator *a, vram_block *b) {
     vram_stream_state *st = stream_state(a, b->stream);
     if (!st) return -1;
-    b->snext = NULL;
-    b->sprev = st->tail;
-    if (st->tail) st->tail->snext = b;
+    vram_block *after = st->tail;
+    while (after && after->free_seq > b->free_seq) after = after->sprev;
+    b->sprev = after;
+    b->snext = after ? after->snext : st->head;
+    if (b->snext) b->snext->sprev = b;
+    else st->tail = b;
+    if (after) after->snext = b;
     else st->head = b;
-    st->tail = b;
     st->count++;
     a->not_ready_count++;
     return 0;
-}
-
-/* Moves a listed not-ready free block to the end of its owner's list (its free_seq became the
- * newest). */
-static void stream_list_to_tail(vram_allocator *a, vram_block *b) {
-    if (!b->snext) return;
-    vram_stream_state *st = stream_state(a, b->stream);
-    if (b->sprev) b->sprev->snext = b->snext;
-    else st->head = b->snext;
-    b->snext->sprev = b->sprev;
-    b->snext = NULL;
-    b->sprev = st->tail;
-    st->tail->snext = b;
-    st->tail = b;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -236,11 +227,37 @@ void vram_history_record(vram_allocator *a, vram_event_action action, uint64_t a
 /* ---------------------------------------------------------------------------------------- */
 /* Free blocks: insertion with coalescing, readiness.                                        */
 
-static int mergeable(const vram_block *x, const vram_block *y) {
+/* Whether free blocks x and y may merge: two ready blocks, or two not ready of one stream; and
+ * a ready block with a not-ready one while
+ *   - one stream alone has searched for memory (as in most PyTorch programs, which queue all
+ *     their work on one stream): the merged block is that stream's, not ready (merge_ready),
+ *     usable at once by it and by others after its event; when a second stream comes, such
+ *     blocks are made ready first (streams_many), so it never waits for them; and
+ *   - no page has left its place (unmapped or moved: pages_left): pages of a not-ready block
+ *     move only by aliasing, whole chunks into gaps they fit, where a ready block's are unmapped
+ *     page by page; once memory moves, merging ready memory away costs more than the holes it
+ *     closes (gpt2_train, events 100 operations late: 1.037 x its peak requested memory with
+ *     such merges to the end, 1.020 without; bench/results/2026-12-03-one-stream-merges.md).
+ * Kept apart, a block freed beside never-used memory stays a hole of its own for good (on a
+ * device with events, no page moves: gpt2_generate 1.110 x, effnet_infer 1.149 x, against
+ * 1.074 and 1.092 with these merges). */
+static int mergeable(const vram_allocator *a, const vram_block *x, const vram_block *y) {
     if (x->state != BLOCK_FREE || y->state != BLOCK_FREE || x->deferred >= DEFER_HELD || y->deferred >= DEFER_HELD)
         return 0; /* held and private-pool blocks never merge */
     if (x->ready && y->ready) return 1;
-    return !x->ready && !y->ready && x->stream == y->stream;
+    if (!x->ready && !y->ready) return x->stream == y->stream;
+    return a->streams_seen == STREAMS_SOLO && !a->pages_left && (x->ready ? y : x)->stream == a->solo_stream;
+}
+
+/* Block keep, not in the indexes, absorbs free block part: it stays ready only if both were
+ * (else it belongs to the not-ready one's stream) and keeps the newer free_seq. */
+static inline void merge_ready(vram_allocator *a, vram_block *keep, const vram_block *part) {
+    if (keep->ready != part->ready) a->mixed = 1;
+    if (keep->ready && !part->ready) {
+        keep->ready = 0;
+        keep->stream = part->stream;
+    }
+    if (part->free_seq > keep->free_seq) keep->free_seq = part->free_seq;
 }
 
 /* Takes a free block out of every index it is in (bin, stream list, cached list). */
@@ -292,22 +309,22 @@ static void recent_unslot(vram_allocator *a, vram_block *b) {
 static vram_block *absorb_deferred(vram_allocator *a, vram_block *b) {
     for (;;) {
         vram_block *p = b->prev, *n = b->next;
-        if (p && p->deferred == DEFER_RECENT && mergeable(p, b)) {
+        if (p && p->deferred == DEFER_RECENT && mergeable(a, p, b)) {
             recent_unslot(a, p);
             p->mapped_all &= b->mapped_all;
             p->size += b->size;
             p->next = n;
             if (n) n->prev = p;
-            if (b->free_seq > p->free_seq) p->free_seq = b->free_seq;
+            merge_ready(a, p, b);
             block_release(a, b);
             b = p;
-        } else if (n && n->deferred == DEFER_RECENT && mergeable(b, n)) {
+        } else if (n && n->deferred == DEFER_RECENT && mergeable(a, b, n)) {
             recent_unslot(a, n);
             b->mapped_all &= n->mapped_all;
             b->size += n->size;
             b->next = n->next;
             if (n->next) n->next->prev = b;
-            if (n->free_seq > b->free_seq) b->free_seq = n->free_seq;
+            merge_ready(a, b, n);
             block_release(a, n);
         } else {
             return b;
@@ -452,8 +469,11 @@ static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_
         b = merged;
     }
     vram_block *prev = b->prev, *next = b->next, *keep;
-    int merge_prev = prev && mergeable(prev, b), merge_next = next && mergeable(b, next);
-    uint64_t seq = b->free_seq;
+    int merge_prev = prev && mergeable(a, prev, b), merge_next = next && mergeable(a, b, next);
+    /* what the merged block will be: b, then the neighbours it absorbs (see merge_ready) */
+    vram_block merged = *b;
+    if (merge_prev) merge_ready(a, &merged, prev);
+    if (merge_next) merge_ready(a, &merged, next);
     if (merge_prev) {
         keep = prev;
         keep->mapped_all &= b->mapped_all;
@@ -463,7 +483,6 @@ static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_
         block_release(a, b);
         if (merge_next) {
             if (next->in_cached) cached_add(a, keep);
-            if (next->free_seq > seq) seq = next->free_seq;
             free_unlink(a, next);
             keep->mapped_all &= next->mapped_all;
             keep->size += next->size;
@@ -487,9 +506,13 @@ static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_
     }
     if (keep != b) {
         rebin(a, keep);
-        if (seq > keep->free_seq) {
-            keep->free_seq = seq;
-            if (!keep->ready) stream_list_to_tail(a, keep); /* the owner's list stays ordered by free_seq */
+        if (keep->ready != merged.ready || keep->free_seq != merged.free_seq) {
+            /* the owner's list stays ordered by free_seq */
+            if (!keep->ready) stream_list_remove(a, keep);
+            keep->ready = merged.ready;
+            keep->stream = merged.stream;
+            keep->free_seq = merged.free_seq;
+            stream_track(a, keep);
         }
     }
     if (keep->in_cached) return keep;
@@ -540,6 +563,26 @@ static vram_status sync_all_streams(vram_allocator *a) {
         stream_make_ready(a, st, upto);
     }
     return VRAM_OK;
+}
+
+/* The end of one-stream mode (mergeable): blocks merged in it may hold ready memory under the
+ * solo stream's ownership, which another stream could use only after that stream's event; they
+ * are made ready now, once (a wait for the work queued on the solo stream; PyTorch synchronizes
+ * the device before a graph capture anyway, where begin_pool calls this). */
+static void streams_many(vram_allocator *a) {
+    a->streams_seen = STREAMS_MANY;
+    if (a->mixed && !vram_capturing(a)) sync_all_streams(a);
+}
+
+/* A searching malloc on `stream` while at most one stream was seen: the first one becomes the
+ * solo stream, a second one ends one-stream mode. */
+static void streams_note(vram_allocator *a, vram_stream stream) {
+    if (a->streams_seen == STREAMS_NONE) {
+        a->streams_seen = STREAMS_SOLO;
+        a->solo_stream = stream;
+    } else {
+        streams_many(a);
+    }
 }
 
 /* Polls in-flight stream events; when `want_more` is set, records events on streams with
@@ -1294,6 +1337,7 @@ vram_status vram_allocator_begin_pool(vram_allocator *a, uint64_t id) {
     if (a->pending_head) process_pending(a);
     if (a->not_ready_count) poll_streams(a, 0);
     vram_pages_reap_zombies(a, 1);
+    if (a->streams_seen != STREAMS_MANY) streams_many(a); /* captures run on side streams */
     a->graph_pools[i].id = id;
     a->graph_pools[i].uses++;
     a->graph_capture = (unsigned)i;
@@ -1401,6 +1445,8 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
         if (a->not_ready_count) poll_streams(a, 0);
         if ((b = recent_take(a, rsize, stream)) != NULL) goto live; /* its live map entry stayed */
     }
+    if (a->streams_seen == STREAMS_NONE || (a->streams_seen == STREAMS_SOLO && stream != a->solo_stream))
+        streams_note(a, stream);
     if (vram_capturing(a) && (b = graph_take(a, rsize, stream)) != NULL) goto live;
     int pool = pool_of(rsize);
     if (pool == a->held_pool && (b = held_take(a, rsize, stream)) != NULL) goto live;
