@@ -146,6 +146,11 @@ if(Python3_Interpreter_FOUND)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/cli_replay_check.py
                    $<TARGET_FILE:vram> ${CMAKE_SOURCE_DIR} bench)
   set_tests_properties(cli_replay cli_bench PROPERTIES TIMEOUT 600)
+  # fragmentation bounds on the bundled traces, replayed with the GPU's work lagging
+  add_test(NAME replay_bounds
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/replay_bounds.py
+                   $<TARGET_FILE:bench_replay_lag> ${CMAKE_SOURCE_DIR})
+  set_tests_properties(replay_bounds PROPERTIES TIMEOUT 600)
 else()
   message(STATUS "python3 not found: the vram replay/bench end-to-end tests are not run")
 endif()

@@ -233,11 +233,11 @@ void vram_history_record(vram_allocator *a, vram_event_action action, uint64_t a
  *     their work on one stream): the merged block is that stream's, not ready (merge_ready),
  *     usable at once by it and by others after its event; when a second stream comes, such
  *     blocks are made ready first (streams_many), so it never waits for them; and
- *   - no page has left its place (unmapped or moved: pages_left): pages of a not-ready block
- *     move only by aliasing, whole chunks into gaps they fit, where a ready block's are unmapped
- *     page by page; once memory moves, merging ready memory away costs more than the holes it
- *     closes (gpt2_train, events 100 operations late: 1.037 x its peak requested memory with
- *     such merges to the end, 1.020 without; bench/results/2026-12-03-one-stream-merges.md).
+ *   - no page had to move to make room since the cache was last emptied (pages_moved): pages
+ *     of a not-ready block move only by aliasing, whole chunks into gaps they fit, where a ready
+ *     block's are unmapped; once memory must move, merging ready memory away costs more than the
+ *     holes it closes (gpt2_train, events 100 operations late: 1.037 x its peak requested memory
+ *     with such merges throughout, 1.020 without; bench/results/2026-12-03-one-stream-merges.md).
  * Kept apart, a block freed beside never-used memory stays a hole of its own for good (on a
  * device with events, no page moves: gpt2_generate 1.110 x, effnet_infer 1.149 x, against
  * 1.074 and 1.092 with these merges). */
@@ -246,7 +246,7 @@ static int mergeable(const vram_allocator *a, const vram_block *x, const vram_bl
         return 0; /* held and private-pool blocks never merge */
     if (x->ready && y->ready) return 1;
     if (!x->ready && !y->ready) return x->stream == y->stream;
-    return a->streams_seen == STREAMS_SOLO && !a->pages_left && (x->ready ? y : x)->stream == a->solo_stream;
+    return a->streams_seen == STREAMS_SOLO && !a->pages_moved && (x->ready ? y : x)->stream == a->solo_stream;
 }
 
 /* Block keep, not in the indexes, absorbs free block part: it stays ready only if both were
@@ -1427,7 +1427,10 @@ static inline __attribute__((always_inline)) void block_live(vram_allocator *a, 
 static vram_status map_placement(vram_allocator *a, vram_block *b, uint64_t rsize, int place, vram_stream stream,
                                  int may_defer, int *retried) {
     if (!b) return VRAM_ERR_OUT_OF_MEMORY;
-    return vram_pages_ensure_mapped(a, b->region, place_addr(b, rsize, place), rsize, retried, may_defer, stream);
+    uint64_t left = a->stats.num_device_free;
+    vram_status st = vram_pages_ensure_mapped(a, b->region, place_addr(b, rsize, place), rsize, retried, may_defer, stream);
+    if (a->stats.num_device_free != left) a->pages_moved = 1; /* pages made room: see mergeable */
+    return st;
 }
 
 /* malloc with the lock held and the arguments checked, where vram_allocator_malloc's fast
@@ -1827,6 +1830,7 @@ vram_status vram_allocator_empty_cache(vram_allocator *a) {
                         if (b->state == BLOCK_FREE && b->deferred != DEFER_GRAPH) cached_add(a, b);
         }
         release_cache(a, UINT64_MAX);
+        a->pages_moved = 0; /* a fresh start for one-stream merges (mergeable) */
         history_add(a, VRAM_EVENT_EMPTY_CACHE, 0, 0, 0, 0);
     }
     vram_allocator_unlock(a);

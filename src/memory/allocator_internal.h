@@ -204,11 +204,11 @@ struct vram_allocator {
     vram_graph_pool graph_pools[VRAM_GRAPH_POOLS];
     unsigned graph_capture;  /* index in graph_pools of the pool being captured into */
     /* One stream (allocator.c, mergeable): while every malloc that searched came from
-     * solo_stream and no page left its place (pages_left: pages.c sets it when it unmaps or
-     * moves one), its not-ready free blocks merge with ready ones (mixed: some did). */
+     * solo_stream and no page had to move for a request since the last empty_cache
+     * (pages_moved), its not-ready free blocks merge with ready ones (mixed: some did). */
     enum { STREAMS_NONE, STREAMS_SOLO, STREAMS_MANY } streams_seen;
     vram_stream solo_stream;
-    int mixed, pages_left;
+    int mixed, pages_moved;
 };
 
 /* While a CUDA graph is captured (begin_pool .. end_pool) the driver refuses event queries,

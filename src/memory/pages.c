@@ -34,12 +34,8 @@ static void mark_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t 
     else stat_pool_down(a->stats.reserved_bytes, r->pool, bytes);
     if (delta > 0) stat_pool_up(a->stats.segment, r->pool, delta);
     else if (delta < 0) stat_pool_down(a->stats.segment, r->pool, -delta);
-    if (mapped) {
-        a->stats.num_device_alloc++;
-    } else {
-        a->stats.num_device_free++;
-        a->pages_left = 1; /* ends one-stream merges (allocator.c, mergeable) */
-    }
+    if (mapped) a->stats.num_device_alloc++;
+    else a->stats.num_device_free++;
     history_add(a, mapped ? VRAM_EVENT_SEGMENT_MAP : VRAM_EVENT_SEGMENT_UNMAP, r->base + p0 * P, (uint64_t)bytes, 0, 0);
 }
 
