@@ -249,8 +249,8 @@ static int mergeable(const vram_allocator *a, const vram_block *x, const vram_bl
     return a->streams_seen == STREAMS_SOLO && !a->pages_moved && (x->ready ? y : x)->stream == a->solo_stream;
 }
 
-/* Block keep, not in the indexes, absorbs free block part: it stays ready only if both were
- * (else it belongs to the not-ready one's stream) and keeps the newer free_seq. */
+/* Block keep absorbs free block part (the caller links and indexes): it stays ready only if
+ * both were (else it belongs to the not-ready one's stream) and keeps the newer free_seq. */
 static inline void merge_ready(vram_allocator *a, vram_block *keep, const vram_block *part) {
     if (keep->ready != part->ready) a->mixed = 1;
     if (keep->ready && !part->ready) {
@@ -470,10 +470,11 @@ static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_
     }
     vram_block *prev = b->prev, *next = b->next, *keep;
     int merge_prev = prev && mergeable(a, prev, b), merge_next = next && mergeable(a, b, next);
-    /* what the merged block will be: b, then the neighbours it absorbs (see merge_ready) */
-    vram_block merged = *b;
-    if (merge_prev) merge_ready(a, &merged, prev);
-    if (merge_next) merge_ready(a, &merged, next);
+    /* the readiness, owner and free_seq of the block that results: b's, then what the
+     * neighbours it absorbs bring (merge_ready) */
+    vram_block result = *b;
+    if (merge_prev) merge_ready(a, &result, prev);
+    if (merge_next) merge_ready(a, &result, next);
     if (merge_prev) {
         keep = prev;
         keep->mapped_all &= b->mapped_all;
@@ -506,12 +507,12 @@ static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_
     }
     if (keep != b) {
         rebin(a, keep);
-        if (keep->ready != merged.ready || keep->free_seq != merged.free_seq) {
+        if (keep->ready != result.ready || keep->free_seq != result.free_seq) {
             /* the owner's list stays ordered by free_seq */
             if (!keep->ready) stream_list_remove(a, keep);
-            keep->ready = merged.ready;
-            keep->stream = merged.stream;
-            keep->free_seq = merged.free_seq;
+            keep->ready = result.ready;
+            keep->stream = result.stream;
+            keep->free_seq = result.free_seq;
             stream_track(a, keep);
         }
     }
