@@ -57,6 +57,11 @@ set_tests_properties(cli_train_shape_bound PROPERTIES PASS_REGULAR_EXPRESSION "-
 add_test(NAME cli_train_zero_capacity
          COMMAND sh -c "$<TARGET_FILE:vram> train --data ${VRAM_TRAIN_CORPUS} --capacity 0.3 2>&1; test $? -eq 2")
 set_tests_properties(cli_train_zero_capacity PROPERTIES PASS_REGULAR_EXPRESSION "--capacity: '0.3' is zero bytes")
+# a --capacity the host cannot reserve is the flag's fault, not the training's (it advised a larger one)
+add_test(NAME cli_train_huge_capacity
+         COMMAND sh -c "$<TARGET_FILE:vram> train --data ${VRAM_TRAIN_CORPUS} --capacity 200TiB 2>&1; test $? -eq 2")
+set_tests_properties(cli_train_huge_capacity PROPERTIES PASS_REGULAR_EXPRESSION "--capacity: .*give a smaller --capacity"
+                     FAIL_REGULAR_EXPRESSION "larger --capacity")
 add_test(NAME cli_train_bad_conf
          COMMAND sh -c "VRAM_ALLOC_CONF=bogus:1 $<TARGET_FILE:vram> train --data ${VRAM_TRAIN_CORPUS} --steps 1 2>&1; test $? -eq 2")
 set_tests_properties(cli_train_bad_conf PROPERTIES PASS_REGULAR_EXPRESSION "unknown key 'bogus'")

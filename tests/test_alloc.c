@@ -879,6 +879,13 @@ static void test_config(void) {
     CHECK(vram_parse_size("12 parsecs", &v) == VRAM_ERR_PARSE, "unknown unit");
     CHECK(vram_parse_size("", &v) == VRAM_ERR_PARSE, "empty");
     CHECK(vram_parse_size("99999999999999999999TiB", &v) == VRAM_ERR_PARSE, "overflow");
+    /* integers exactly (they went through a double: 2^63 - 1 became 2^63) */
+    CHECK(vram_parse_size("9223372036854775807", &v) == VRAM_OK && v == 9223372036854775807ull, "2^63 - 1 exactly");
+    CHECK(vram_parse_size("18446744073709551615", &v) == VRAM_OK && v == UINT64_MAX, "the largest size");
+    CHECK(vram_parse_size("18446744073709551616", &v) == VRAM_ERR_PARSE, "one above the largest");
+    CHECK(vram_parse_size("17179869184GiB", &v) == VRAM_ERR_PARSE, "2^64 bytes through the unit");
+    CHECK(vram_parse_size("16777215TiB", &v) == VRAM_OK && v == 16777215ull << 40, "16777215TiB exactly");
+    CHECK(vram_parse_size("2.5GiB", &v) == VRAM_OK && v == 5 * GiB / 2, "decimals still work");
     CHECK(vram_device_open("tpu:0", &dev) == VRAM_ERR_INVALID_ARG, "unknown device");
     CHECK(vram_device_open("sim:lots", &dev) == VRAM_ERR_PARSE, "bad sim capacity");
     /* a message that wraps the one before it keeps that one whole (it was formatted over itself) */

@@ -307,6 +307,11 @@ int vram_cmd_train(int argc, char **argv) {
         return 2;
     }
     s = vram_allocator_new(dev, NULL, &a);
+    if (s != VRAM_OK && o.capacity) { /* the device's size is what could not be set up, not the training */
+        fprintf(stderr, "vram train: --capacity: %s; give a smaller --capacity\n", vram_last_error());
+        rc = 2;
+        goto done;
+    }
     if (s == VRAM_OK) s = vram_runtime_new(a, o.threads, &rt);
     if (s != VRAM_OK) {
         rc = fail(a, s, "setting up the allocator");

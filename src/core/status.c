@@ -53,6 +53,7 @@ vram_status vram_error(vram_status status, const char *fmt, ...) {
     return status;
 }
 
+/* A size: a number (integers exactly, decimals through a double) and an optional unit. */
 vram_status vram_parse_size(const char *text, uint64_t *out) {
     if (!text || !out) return vram_error(VRAM_ERR_INVALID_ARG, "size: null argument");
     const char *p = text;
@@ -60,21 +61,29 @@ vram_status vram_parse_size(const char *text, uint64_t *out) {
     if (!isdigit((unsigned char)*p) && *p != '.')
         return vram_error(VRAM_ERR_PARSE, "bad size '%s': expected a number such as 512, 64KiB or 80GiB", text);
     errno = 0;
-    char *end;
+    char *end, *int_end;
     double value = strtod(p, &end);
     if (end == p || errno == ERANGE || !(value >= 0) || isinf(value))
         return vram_error(VRAM_ERR_PARSE, "bad size '%s'", text);
+    errno = 0;
+    unsigned long long whole = strtoull(p, &int_end, 10);
+    int exact = int_end == end && errno != ERANGE; /* digits only: no fraction or exponent */
     while (isspace((unsigned char)*end)) end++;
-    static const struct { const char *suffix; double mult; } units[] = {
+    static const struct { const char *suffix; uint64_t mult; } units[] = {
         {"", 1}, {"B", 1},
-        {"K", 1024.0}, {"KiB", 1024.0}, {"KB", 1e3},
-        {"M", 1048576.0}, {"MiB", 1048576.0}, {"MB", 1e6},
-        {"G", 1073741824.0}, {"GiB", 1073741824.0}, {"GB", 1e9},
-        {"T", 1099511627776.0}, {"TiB", 1099511627776.0}, {"TB", 1e12},
+        {"K", 1ull << 10}, {"KiB", 1ull << 10}, {"KB", 1000ull},
+        {"M", 1ull << 20}, {"MiB", 1ull << 20}, {"MB", 1000000ull},
+        {"G", 1ull << 30}, {"GiB", 1ull << 30}, {"GB", 1000000000ull},
+        {"T", 1ull << 40}, {"TiB", 1ull << 40}, {"TB", 1000000000000ull},
     };
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (strcmp(end, units[i].suffix) == 0) {
-            double bytes = value * units[i].mult;
+            if (exact) {
+                if (whole > UINT64_MAX / units[i].mult) return vram_error(VRAM_ERR_PARSE, "bad size '%s': too large", text);
+                *out = whole * units[i].mult;
+                return VRAM_OK;
+            }
+            double bytes = value * (double)units[i].mult;
             if (bytes >= 18446744073709551615.0)
                 return vram_error(VRAM_ERR_PARSE, "bad size '%s': too large", text);
             *out = (uint64_t)(bytes + 0.5);
