@@ -920,6 +920,33 @@ static void test_rounding(void) {
  * stream only): a request larger than a free block at the end of the used range extends that
  * block instead of mapping pages beyond it, and a deferred block is seen by a request that
  * splits a free block. */
+/* A block freed beside a free block is coalesced at once, so the next request of its size is
+ * placed by the best fit over the merged hole (lowest), not where the block was; between live
+ * blocks, and before the free end (an allocate/free loop), it is deferred and taken back. */
+static void test_free_beside_free(void) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("sim:1GiB", "", &dev);
+    void *x, *y, *z, *w;
+    CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, &x));
+    CHECK_OK(vram_allocator_malloc(a, 3 * MiB, 0, 0, &y));
+    CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, &z)); /* keeps y from the free end */
+    CHECK_OK(vram_allocator_free(a, x));                    /* deferred: nothing free beside it */
+    CHECK_OK(vram_allocator_free(a, y));                    /* beside x: coalesced with it */
+    CHECK_OK(vram_allocator_malloc(a, 3 * MiB, 0, 0, &w));  /* was y itself, taken back */
+    CHECK(w == x, "the request takes the lowest place of the merged hole (got %+lld MiB from x)",
+          (long long)(((char *)w - (char *)x) / (long long)MiB));
+    CHECK_OK(vram_allocator_check(a));
+    void *q, *r, *v;
+    CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, &q)); /* the rest of the hole */
+    CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, &r)); /* after z, before the free end */
+    CHECK_OK(vram_allocator_free(a, r));                   /* deferred */
+    CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, &v));
+    CHECK(v == r, "a block before the free end is taken back");
+    for (void **p = (void *[]){v, q, z, w}, **e = p + 4; p < e; p++) CHECK_OK(vram_allocator_free(a, *p));
+    CHECK_OK(vram_allocator_check(a));
+    close_alloc(a, dev);
+}
+
 static void test_placement_no_moves(void) {
     vram_device *dev;
     CHECK_OK(event_device_open("1GiB", &dev));
@@ -1142,6 +1169,7 @@ int main(void) {
     test_streams();
     test_active_with_pending();
     test_placement_no_moves();
+    test_free_beside_free();
     test_one_stream_merges();
     test_snapshot_and_history();
     test_host_memory();

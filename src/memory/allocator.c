@@ -21,7 +21,8 @@
  * once. Pages of blocks that are not ready move only by aliasing (pages.c).
  *
  * Deferred frees: a freed block first sits, uncoalesced, in one of 16 exact-size slots, from
- * which the next request of that size takes it back without search, split or merge; slots are
+ * which the next request of that size takes it back without search, split or merge (unless it
+ * lies beside a free block other than the range's free end: then it is coalesced at once); slots are
  * flushed into the bins before a free block is split and before any page is mapped or segment
  * created, so deferral changes no placement but exact-size reuse (held back from the search
  * until a page was mapped, the blocks fragmented the range: with no page moves effnet_infer
@@ -380,6 +381,20 @@ static int recent_flush(vram_allocator *a, int pool, uint64_t rsize, const vram_
 }
 
 static inline __attribute__((always_inline)) void recent_put(vram_allocator *a, vram_block *b) {
+    /* Beside a free block (other than the free end of the range) the freed block is coalesced at
+     * once, as PyTorch coalesces every free: deferred there, it stays a hole of its own size that
+     * the next request of that size takes back wherever it lies, where the best fit over the
+     * merged hole would place it elsewhere (GPT-2 sampling, three calls: 1.137 x its peak
+     * requested memory replayed as on a GPU, 1.095 with this; bench/results/
+     * 2026-12-03-one-stream-merges.md). Between live blocks, or before the free end (as in an
+     * allocate/free loop), deferral changes nothing that a search would place otherwise. */
+    vram_block *below = b->prev, *above = b->next;
+    if ((below && below->state == BLOCK_FREE && below->deferred < DEFER_HELD) ||
+        (above && above->next && above->state == BLOCK_FREE && above->deferred < DEFER_HELD)) {
+        live_del(&a->live, b->addr);
+        free_insert(a, b, b->addr, b->size);
+        return;
+    }
     unsigned k = vram_recent_slot(b->size);
     vram_block *old = a->recent[k];
     b->deferred = DEFER_RECENT;
