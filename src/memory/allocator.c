@@ -18,7 +18,9 @@
  * event recorded on that stream after the free completes; events are recorded lazily, when
  * another stream finds nothing else to reuse or a page move is blocked, and polled, never
  * waited on, in malloc. On a device without events (sim, host) every freed block is ready at
- * once. Pages of blocks that are not ready move only by aliasing (pages.c).
+ * once. Pages of blocks that are not ready move only by aliasing (pages.c). While one stream
+ * alone allocates, its freed blocks also merge with ready free memory (mergeable: one-stream
+ * merges); a second stream first waits once for them to be ready (streams_many).
  *
  * Deferred frees: a freed block first sits, uncoalesced, in one of 16 exact-size slots, from
  * which the next request of that size takes it back without search, split or merge (unless it
