@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """expandable_model.py — a model of PyTorch's expandable segments, replayed over memtrace v1 files.
 
-    python3 bench/expandable_model.py [--page-mb-large 20] TRACE.gz...
+    python3 bench/expandable_model.py [--page-mb-large 20] [--placements FILE] TRACE.gz...
 
 Prints, per trace, peak reserved / peak requested memory as PyTorch's caching allocator with
 `expandable_segments:True` would hold it on one stream, so vram's placement can be compared with
@@ -81,20 +81,26 @@ class Pool:
         return addr, size
 
 
-def replay(path, page_large):
+def replay(path, page_large, placements=None):
+    """Peak reserved and peak requested bytes; with `placements` (a file), one line per large-pool
+    allocation: "EVENT SIZE OFFSET" (as bench_placements prints vram's)."""
     pools = {True: Pool(2 * MiB), False: Pool(page_large)}
     live = {}
     requested = peak_requested = peak_reserved = 0
+    event = -1
     with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as f:
         for line in f:
             if line.startswith("#") or not line.strip():
                 continue
+            event += 1
             fields = line.split()
             if fields[0] == "a":
                 size = int(fields[2])
                 rsize = 512 if size < 512 else (size + 511) // 512 * 512
                 small = rsize <= MiB
                 addr, held = pools[small].alloc(rsize)
+                if placements and not small:
+                    placements.write("%d %d %d\n" % (event, size, addr))
                 live[fields[1]] = (small, addr, held, size)
                 requested += size
                 peak_requested = max(peak_requested, requested)
@@ -109,13 +115,22 @@ def replay(path, page_large):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--page-mb-large", type=int, default=20, help="large-pool mapping granularity (PyTorch: 20)")
+    p.add_argument("--placements", metavar="FILE",
+                   help="write each large allocation's placement (EVENT SIZE OFFSET) of the one trace, "
+                        "to compare with bench_placements")
     p.add_argument("traces", nargs="+")
     a = p.parse_args()
+    if a.placements and len(a.traces) != 1:
+        p.error("--placements takes one trace")
     print("| trace | peak requested | expandable segments (model): peak reserved | reserved / requested |")
     print("|---|---|---|---|")
     for t in a.traces:
         try:
-            reserved, requested = replay(t, a.page_mb_large * MiB)
+            if a.placements:
+                with open(a.placements, "w") as out:
+                    reserved, requested = replay(t, a.page_mb_large * MiB, out)
+            else:
+                reserved, requested = replay(t, a.page_mb_large * MiB)
         except (OSError, ValueError, IndexError) as e:
             print("expandable_model: %s: %s" % (t, e), file=sys.stderr)
             return 1

@@ -156,6 +156,10 @@ if(Python3_Interpreter_FOUND)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/replay_bounds.py
                    $<TARGET_FILE:bench_replay_lag> ${CMAKE_SOURCE_DIR})
   set_tests_properties(replay_bounds PROPERTIES TIMEOUT 600)
+  # the placement-diff pair: bench_placements (vram) and expandable_model.py --placements (PyTorch)
+  add_test(NAME placements_check
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/placements_check.py
+                   $<TARGET_FILE:bench_placements> ${CMAKE_SOURCE_DIR})
 else()
   message(STATUS "python3 not found: the vram replay/bench end-to-end tests are not run")
 endif()
