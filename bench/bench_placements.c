@@ -23,7 +23,7 @@
 #include "vram/alloc.h"
 #include "vram/backend.h"
 #include "vram/bench.h"
-#include "vram/config.h"
+#include "vram/replay.h"
 #include "vram/snapshot.h"
 #include "vram/trace.h"
 
@@ -46,32 +46,29 @@ static void print_free_blocks(vram_allocator *a, uint64_t base) {
     vram_snapshot_free(snap);
 }
 
+static int usage(void) {
+    fprintf(stderr, "usage: bench_placements [--device SPEC] [--conf CONF] [--free-at N] TRACE\n");
+    return 2;
+}
+
 int main(int argc, char **argv) {
-    const char *device = "cudasim", *conf = "", *path = NULL;
+    vram_replay_options o = {.device = "cudasim", .conf = ""};
+    const char *path = NULL;
     long long free_at = -1;
     for (int i = 1; i < argc; i++) {
-        if (i + 1 < argc && !strcmp(argv[i], "--device")) device = argv[++i];
-        else if (i + 1 < argc && !strcmp(argv[i], "--conf")) conf = argv[++i];
+        if (i + 1 < argc && !strcmp(argv[i], "--device")) o.device = argv[++i];
+        else if (i + 1 < argc && !strcmp(argv[i], "--conf")) o.conf = argv[++i];
         else if (i + 1 < argc && !strcmp(argv[i], "--free-at")) free_at = atoll(argv[++i]);
         else if (argv[i][0] != '-' && !path) path = argv[i];
-        else {
-            fprintf(stderr, "usage: bench_placements [--device SPEC] [--conf CONF] [--free-at N] TRACE\n");
-            return 2;
-        }
+        else return usage();
     }
-    if (!path) {
-        fprintf(stderr, "usage: bench_placements [--device SPEC] [--conf CONF] [--free-at N] TRACE\n");
-        return 2;
-    }
+    if (!path) return usage();
     vram_trace *t = NULL;
     vram_device *dev = NULL;
     vram_allocator *a = NULL;
-    vram_alloc_config cfg;
-    vram_alloc_config_default(&cfg);
-    if (vram_trace_load(path, &t) != VRAM_OK || vram_alloc_config_parse(conf, &cfg) != VRAM_OK ||
-        vram_device_open(device, &dev) != VRAM_OK || vram_allocator_new(dev, &cfg, &a) != VRAM_OK) {
+    /* the device and allocator as `vram replay` opens them (VRAM_ALLOC_CONF, then --conf) */
+    if (vram_trace_load(path, &t) != VRAM_OK || vram_replay_open(&o, 0, &dev, &a) != VRAM_OK) {
         fprintf(stderr, "bench_placements: %s\n", vram_last_error());
-        if (dev) vram_device_close(dev);
         vram_trace_free(t);
         return 2;
     }
@@ -79,7 +76,7 @@ int main(int argc, char **argv) {
     vram_machine_info_get(&m);
     printf("# machine: %s, %u cores, %s, %s\n# command:", m.cpu, m.cores, m.os, m.date);
     for (int i = 0; i < argc; i++) printf(" %s", argv[i]);
-    printf("\n# device %s, VRAM_ALLOC_CONF '%s'\n", device, conf);
+    printf("\n# device %s, --conf '%s'\n", o.device, o.conf);
     size_t n;
     const vram_trace_event *ev = vram_trace_events(t, &n);
     void **ptr = calloc(vram_trace_num_allocs(t) + 1, sizeof *ptr);
