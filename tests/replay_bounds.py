@@ -4,10 +4,12 @@
 Runs bench_replay_lag (the allocator on a device with events, the GPU's work 0 and 100
 operations behind the host, 64 MiB chunks as on CUDA) over the bundled and unseen traces and
 checks each one's peak reserved / peak requested against a bound a little above what the
-allocator reaches today (bench/results/2026-12-03-one-stream-merges.md). The bounds guard the
-placement rules that earned them: gpt2_generate, effnet_infer and vit_train rely on one-stream
-merges (1.110, 1.149 and 1.041 at lag 100 without them), gpt2_train at lag 100 on their ending
-once pages must move (1.037 when they go on).
+allocator reaches today (bench/results/2026-12-03-one-stream-merges.md and
+2026-12-03-placement-neutral.md). The bounds guard the placement rules that earned them:
+gpt2_generate, effnet_infer and vit_train rely on one-stream merges (1.110, 1.149 and 1.041 at lag
+100 without them), gpt2_train at lag 100 on their ending once pages must move (1.037 when they go
+on), the two GPT-2 sampling traces on ties broken by address and on frees before the free end
+coalesced while other blocks are free (1.097 and 1.095 without).
 
 usage: replay_bounds.py BENCH_REPLAY_LAG SOURCE_DIR
 """
@@ -18,8 +20,8 @@ import sys
 # (trace, lag): the largest peak reserved / peak requested accepted
 BOUNDS = {
     ("bert_varlen_train", 0): 1.020, ("bert_varlen_train", 100): 1.020,
-    ("gpt2_generate", 0): 1.100, ("gpt2_generate", 100): 1.100,
-    ("gpt2_generate_h200", 0): 1.100, ("gpt2_generate_h200", 100): 1.100,
+    ("gpt2_generate", 0): 1.085, ("gpt2_generate", 100): 1.085,
+    ("gpt2_generate_h200", 0): 1.090, ("gpt2_generate_h200", 100): 1.090,
     ("gpt2_train", 0): 1.020, ("gpt2_train", 100): 1.025,
     ("resnet50_train", 0): 1.020, ("resnet50_train", 100): 1.020,
     ("effnet_infer", 100): 1.105, ("effnet_infer", 0): 1.150,

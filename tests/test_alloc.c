@@ -947,6 +947,33 @@ static void test_free_beside_free(void) {
     close_alloc(a, dev);
 }
 
+/* The search's choices, as PyTorch's best fit makes them: of two equal free blocks the lower;
+ * and a block freed before the free end is deferred (taken back by the next request of its
+ * size) only while the free end is the pool's one free block. */
+static void test_best_fit_ties(void) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("sim:1GiB", "", &dev);
+    void *b[8];
+    const uint64_t mib[8] = {2, 2, 4, 2, 2, 4, 2, 2}; /* A P Q C R S D E, then the free end */
+    for (int i = 0; i < 8; i++) CHECK_OK(vram_allocator_malloc(a, mib[i] * MiB, 0, 0, &b[i]));
+    for (int i = 1; i <= 5; i++)
+        if (i != 3) CHECK_OK(vram_allocator_free(a, b[i])); /* holes P+Q and R+S, 6 MiB each */
+    CHECK_OK(vram_allocator_check(a));
+    void *w;
+    CHECK_OK(vram_allocator_malloc(a, 6 * MiB, 0, 0, &w));
+    CHECK(w == b[1], "of two equal holes the lower is taken (got %+lld MiB from it)",
+          (long long)(((char *)w - (char *)b[1]) / (long long)MiB));
+    CHECK_OK(vram_allocator_free(a, b[7])); /* before the free end, with the hole R+S free */
+    void *v;
+    CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, &v));
+    CHECK(v == b[4], "the request goes to the free hole, not back before the free end (got %+lld MiB from it)",
+          (long long)(((char *)v - (char *)b[4]) / (long long)MiB));
+    CHECK_OK(vram_allocator_check(a));
+    for (void **p = (void *[]){b[0], b[3], b[6], w, v}, **e = p + 5; p < e; p++) CHECK_OK(vram_allocator_free(a, *p));
+    CHECK_OK(vram_allocator_check(a));
+    close_alloc(a, dev);
+}
+
 static void test_placement_no_moves(void) {
     vram_device *dev;
     CHECK_OK(event_device_open("1GiB", &dev));
@@ -1170,6 +1197,7 @@ int main(void) {
     test_active_with_pending();
     test_placement_no_moves();
     test_free_beside_free();
+    test_best_fit_ties();
     test_one_stream_merges();
     test_snapshot_and_history();
     test_host_memory();

@@ -137,6 +137,7 @@ static inline void bin_insert(vram_pool *p, vram_block *b) {
     b->fnext = p->bins[i];
     if (p->bins[i]) p->bins[i]->fprev = b;
     p->bins[i] = b;
+    p->nfree++;
     p->bitmap[i >> 6] |= 1ull << (i & 63);
     p->summary |= 1ull << (i >> 6);
 }
@@ -147,6 +148,7 @@ static inline void bin_remove(vram_pool *p, vram_block *b) {
     else p->bins[i] = b->fnext;
     if (b->fnext) b->fnext->fprev = b->fprev;
     b->fprev = b->fnext = NULL;
+    p->nfree--;
     if (!p->bins[i]) {
         p->bitmap[i >> 6] &= ~(1ull << (i & 63));
         if (!p->bitmap[i >> 6]) p->summary &= ~(1ull << (i >> 6));
@@ -383,19 +385,24 @@ static int recent_flush(vram_allocator *a, int pool, uint64_t rsize, const vram_
 }
 
 static inline __attribute__((always_inline)) void recent_put(vram_allocator *a, vram_block *b) {
-    /* Beside a free block (other than the free end of the range) the freed block is coalesced at
-     * once, as PyTorch coalesces every free: deferred there, it stays a hole of its own size that
-     * the next request of that size takes back wherever it lies, where the best fit over the
-     * merged hole would place it elsewhere (GPT-2 sampling, three calls: 1.137 x its peak
-     * requested memory replayed as on a GPU, 1.095 with this; bench/results/
-     * 2026-12-03-one-stream-merges.md). Between live blocks, or before the free end (as in an
-     * allocate/free loop), deferral changes nothing that a search would place otherwise. */
+    /* Beside a free block the freed block is coalesced at once, as PyTorch coalesces every free:
+     * deferred there, it stays a hole of its own size that the next request of that size takes
+     * back wherever it lies, where the best fit over the merged hole would place it elsewhere
+     * (GPT-2 sampling, three calls: 1.137 x its peak requested memory replayed as on a GPU,
+     * 1.095 with this; bench/results/2026-12-03-one-stream-merges.md). The free end of the range
+     * is the exception while it is the pool's one free block: a search (which, as PyTorch's,
+     * takes the free end last) could then only place the request where the slot does, so an
+     * allocate/free loop keeps its fast path, for one load of the count. With other free blocks
+     * in the bins the search may choose one of them (GPT-2 sampling, one call: 1.097 -> 1.078;
+     * bench/results/2026-12-03-placement-neutral.md). Between live blocks, deferral changes
+     * nothing that a search would place otherwise. */
     vram_block *below = b->prev, *above = b->next;
     /* (any free neighbour, not only one it may merge with: asking mergeable() instead kept blocks
      * deferred beside not-ready neighbours and cost llama_train 1.049 -> 1.071, vit_train 1.033 ->
      * 1.038 with moves of busy pages off, bench_replay_lag lag 0) */
     if ((below && below->state == BLOCK_FREE && below->deferred < DEFER_HELD) ||
-        (above && above->next && above->state == BLOCK_FREE && above->deferred < DEFER_HELD)) {
+        (above && above->state == BLOCK_FREE && above->deferred < DEFER_HELD &&
+         (above->next || a->pools[b->pool].nfree > 1))) {
         live_del(&a->live, b->addr);
         free_insert(a, b, b->addr, b->size);
         return;
@@ -662,8 +669,6 @@ static int usable(const vram_allocator *a, const vram_block *b, uint64_t rsize, 
     return 1;
 }
 
-/* Best fit among the first blocks of one bin (the scan is bounded; bins are narrow). */
-
 /* Smaller first, then lower address (keeps the used address range compact). */
 static inline int better_fit(const vram_block *x, const vram_block *y) {
     return x->size < y->size || (x->size == y->size && x->addr < y->addr);
@@ -686,7 +691,10 @@ static inline vram_block *bin_best(const vram_allocator *a, vram_block *list, ui
             if (e >= 0) {
                 best_mapped = b;
                 end = e;
-                if (b->size == rsize) break;
+                /* no early exit on an exact size: of equal blocks the lowest address wins, as in
+                 * PyTorch's best fit (GPT-2 sampling, three calls, replayed: 1.095 x its peak
+                 * requested memory with the exit, 1.082 without, as PyTorch's expandable
+                 * segments model places it; bench/results/2026-12-03-placement-neutral.md) */
                 continue;
             }
         }

@@ -98,6 +98,7 @@ struct vram_region {
 
 typedef struct vram_pool {
     int index; /* VRAM_POOL_SMALL or VRAM_POOL_LARGE */
+    uint32_t nfree; /* blocks in the bins (in index's padding: no field of the allocator moves) */
     vram_region *regions;
     vram_block *bins[VRAM_NBINS];
     uint64_t bitmap[VRAM_BIN_WORDS];

@@ -155,7 +155,8 @@ static vram_status check_locked(vram_allocator *a) {
                     FAIL("pool %d bin %u holds a block that does not belong there", p, i);
             }
         }
-        (void)in_bins;
+        if (in_bins != a->pools[p].nfree)
+            FAIL("pool %d counts %u blocks in its bins, holds %llu", p, a->pools[p].nfree, (unsigned long long)in_bins);
     }
     uint64_t listed = 0;
     for (int i = 0; i < a->nstreams; i++) {
