@@ -17,6 +17,12 @@
  * every replay runs under a limit of F times the trace's peak requested (a row says OOM when it
  * does not fit): what a GPU with some room to spare costs in device calls.
  *
+ * A trace of several programs run in one process (bench/torch_workloads.py --trace: a
+ * "# workload: NAME" line where each begins) is replayed whole, and measured per workload as
+ * the workloads were: the cache emptied and the peaks reset where each begins, a row each
+ * ("TRACE: NAME"), the device calls counted from its start. What one workload leaves
+ * allocated (cuBLAS workspaces) stays where it was placed and shapes the next one's placement.
+ *
  *   bench_replay_lag [--fit | --limit F] [--lags 0,100,1000] [--confs "CONF;CONF..."] TRACE...
  */
 #include <stdio.h>
@@ -41,9 +47,17 @@ static const double MAP_US = 300.0, UNMAP_US = 110.0, ALIAS_US = 45.0, DROP_US =
 
 static uint64_t calls(const evdev_state *e) { return e->map_calls + e->unmap_calls + e->alias_calls + e->drop_calls; }
 
-/* Replays t at `lag` under `conf` (and, when nonzero, the limit max_reserved). Returns 0, 1
- * when an allocation failed (out of memory at the limit), -1 on any other failure. */
-static int replay(const vram_trace *t, long lag, const char *conf, uint64_t max_reserved, lag_result *out) {
+/* The events [start, end) of a trace measured as one workload. */
+typedef struct phase {
+    const char *name; /* the workload's name, or NULL for the whole trace */
+    size_t start, end;
+} phase;
+
+/* Replays t at `lag` under `conf` (and, when nonzero, the limit max_reserved) up to ph's end,
+ * measuring from its start (there the cache is emptied and the peaks reset, as
+ * torch_workloads.py does before each workload). Returns 0, 1 when an allocation failed (out
+ * of memory at the limit), -1 on any other failure. */
+static int replay(const vram_trace *t, long lag, const char *conf, uint64_t max_reserved, phase ph, lag_result *out) {
     vram_device *dev;
     if (event_device_open("141GiB", &dev) != VRAM_OK) return -1;
     vram_alloc_config cfg;
@@ -60,9 +74,14 @@ static int replay(const vram_trace *t, long lag, const char *conf, uint64_t max_
     const vram_trace_event *ev = vram_trace_events(t, &n);
     void **ptrs = calloc(vram_trace_num_allocs(t) + 1, sizeof *ptrs);
     int rc = 0;
-    uint64_t before_late = 0;
-    for (size_t i = 0; i < n && !rc; i++) {
-        if (i == n - n * 2 / 5) before_late = calls(e);
+    uint64_t before_late = 0, maps = 0, unmaps = 0, aliases = 0, drops = 0;
+    for (size_t i = 0; i < ph.end && !rc; i++) {
+        if (i == ph.start && i > 0) {
+            vram_allocator_empty_cache(a);
+            vram_allocator_reset_peak_stats(a);
+            maps = e->map_calls, unmaps = e->unmap_calls, aliases = e->alias_calls, drops = e->drop_calls;
+        }
+        if (i == ph.end - (ph.end - ph.start) * 2 / 5) before_late = calls(e);
         event_device_submit(dev, 0); /* the work that uses this block */
         if ((long)e->submitted[0] - lag > (long)e->completed[0]) e->completed[0] = e->submitted[0] - (uint64_t)lag;
         if (ev[i].op == VRAM_TRACE_ALLOC)
@@ -73,13 +92,12 @@ static int replay(const vram_trace *t, long lag, const char *conf, uint64_t max_
     vram_stats st;
     vram_allocator_get_stats(a, &st);
     out->ratio = (double)st.reserved_bytes[0].peak / (double)st.requested_bytes[0].peak;
-    out->maps = e->map_calls;
-    out->unmaps = e->unmap_calls;
-    out->aliases = e->alias_calls;
-    out->drops = e->drop_calls;
+    out->maps = e->map_calls - maps;
+    out->unmaps = e->unmap_calls - unmaps;
+    out->aliases = e->alias_calls - aliases;
+    out->drops = e->drop_calls - drops;
     out->late = calls(e) - before_late;
-    out->driver_ms = (e->map_calls * MAP_US + e->unmap_calls * UNMAP_US + e->alias_calls * ALIAS_US +
-                      e->drop_calls * DROP_US) / 1000.0;
+    out->driver_ms = (out->maps * MAP_US + out->unmaps * UNMAP_US + out->aliases * ALIAS_US + out->drops * DROP_US) / 1000.0;
     if (vram_allocator_check(a) != VRAM_OK) rc = -1;
     vram_allocator_destroy(a);
     vram_device_close(dev);
@@ -93,26 +111,41 @@ static int replay(const vram_trace *t, long lag, const char *conf, uint64_t max_
 static int fit(const vram_trace *t, long lag, const char *conf, uint64_t *capacity, lag_result *out) {
     uint64_t peak = vram_trace_peak_live_bytes(t), lo = peak - 1, hi = 0, step = peak / 500 + 1;
     lag_result r;
+    phase all = {NULL, 0, vram_trace_num_events(t)};
     if (!peak) { /* nothing is ever live: any limit fits */
         *capacity = 0;
-        return replay(t, lag, conf, 0, out) == 0 ? 0 : -1;
+        return replay(t, lag, conf, 0, all, out) == 0 ? 0 : -1;
     }
     for (uint64_t probe = peak + peak / 50; !hi; probe *= 2) {
         if (probe > 8 * peak) return -1;
-        int rc = replay(t, lag, conf, probe, &r);
+        int rc = replay(t, lag, conf, probe, all, &r);
         if (rc < 0) return -1;
         if (rc) lo = probe;
         else hi = probe, *out = r;
     }
     while (hi - lo > step) {
         uint64_t mid = lo + (hi - lo) / 2;
-        int rc = replay(t, lag, conf, mid, &r);
+        int rc = replay(t, lag, conf, mid, all, &r);
         if (rc < 0) return -1;
         if (rc) lo = mid;
         else hi = mid, *out = r;
     }
     *capacity = hi;
     return 0;
+}
+
+/* The workloads of t (its "# workload: NAME" lines), at most `max`, or the whole trace as one. */
+static int phases_of(const vram_trace *t, phase *ph, int max) {
+    int n = 0;
+    for (size_t i = 0; i < vram_trace_header_count(t) && n < max; i++) {
+        const char *key, *value;
+        vram_trace_header_at(t, i, &key, &value);
+        if (strcmp(key, "workload") != 0) continue;
+        if (n) ph[n - 1].end = vram_trace_header_event(t, i);
+        ph[n++] = (phase){value, vram_trace_header_event(t, i), vram_trace_num_events(t)};
+    }
+    if (!n) ph[n++] = (phase){NULL, 0, vram_trace_num_events(t)};
+    return n;
 }
 
 /* Splits `list` at `sep` into at most `max` items (in place); returns the count. */
@@ -177,31 +210,39 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bench_replay_lag: %s\n", vram_last_error());
             return 2;
         }
-        const char *name = strrchr(argv[f], '/') ? strrchr(argv[f], '/') + 1 : argv[f];
-        for (int l = 0; l < nlags; l++) {
-            for (int c = 0; c < nconfs; c++) {
-                lag_result r;
-                uint64_t capacity = 0, peak = vram_trace_peak_live_bytes(t);
-                int rc = fit_mode ? fit(t, atol(lag_v[l]), conf_v[c], &capacity, &r)
-                                  : replay(t, atol(lag_v[l]), conf_v[c], (uint64_t)(limit * (double)peak), &r);
-                char label[1100];
-                snprintf(label, sizeof label, "%s", *conf_v[c] ? conf_v[c] : "(defaults)");
-                if (limit) snprintf(label + strlen(label), sizeof label - strlen(label), ", limit %.2fx", limit);
-                if (rc == 1 && limit) {
-                    printf("| %s | %s | %s | OOM | | | | | | |\n", name, lag_v[l], label);
-                    continue;
-                }
-                if (rc != 0) {
-                    fprintf(stderr, "bench_replay_lag: %s with '%s' failed: %s\n", name, conf_v[c], vram_last_error());
-                    vram_trace_free(t);
-                    return 1;
-                }
-                if (fit_mode) r.ratio = peak ? (double)capacity / (double)peak : 0.0;
-                printf("| %s | %s | %s | %.4f | %llu | %llu | %llu | %llu | %llu | %.0f |\n", name, lag_v[l], label,
-                       r.ratio, (unsigned long long)r.maps,
-                       (unsigned long long)r.unmaps, (unsigned long long)r.aliases, (unsigned long long)r.drops,
-                       (unsigned long long)r.late, r.driver_ms);
+        const char *base = strrchr(argv[f], '/') ? strrchr(argv[f], '/') + 1 : argv[f];
+        phase ph[64];
+        int nph = phases_of(t, ph, 64);
+        if (nph > 1 && (fit_mode || limit)) {
+            fprintf(stderr, "bench_replay_lag: %s holds %d workloads: --fit and --limit take a trace of one\n", base, nph);
+            vram_trace_free(t);
+            return 2;
+        }
+        for (int run = 0; run < nph * nlags * nconfs; run++) { /* workloads, then lags, then configurations */
+            int k = run / (nlags * nconfs), l = run / nconfs % nlags, c = run % nconfs;
+            lag_result r;
+            char name[512];
+            snprintf(name, sizeof name, "%s%s%s", base, ph[k].name ? ": " : "", ph[k].name ? ph[k].name : "");
+            uint64_t capacity = 0, peak = vram_trace_peak_live_bytes(t);
+            int rc = fit_mode ? fit(t, atol(lag_v[l]), conf_v[c], &capacity, &r)
+                              : replay(t, atol(lag_v[l]), conf_v[c], (uint64_t)(limit * (double)peak), ph[k], &r);
+            char label[1100];
+            snprintf(label, sizeof label, "%s", *conf_v[c] ? conf_v[c] : "(defaults)");
+            if (limit) snprintf(label + strlen(label), sizeof label - strlen(label), ", limit %.2fx", limit);
+            if (rc == 1 && limit) {
+                printf("| %s | %s | %s | OOM | | | | | | |\n", name, lag_v[l], label);
+                continue;
             }
+            if (rc != 0) {
+                fprintf(stderr, "bench_replay_lag: %s with '%s' failed: %s\n", name, conf_v[c], vram_last_error());
+                vram_trace_free(t);
+                return 1;
+            }
+            if (fit_mode) r.ratio = peak ? (double)capacity / (double)peak : 0.0;
+            printf("| %s | %s | %s | %.4f | %llu | %llu | %llu | %llu | %llu | %.0f |\n", name, lag_v[l], label,
+                   r.ratio, (unsigned long long)r.maps,
+                   (unsigned long long)r.unmaps, (unsigned long long)r.aliases, (unsigned long long)r.drops,
+                   (unsigned long long)r.late, r.driver_ms);
         }
         vram_trace_free(t);
     }

@@ -2,7 +2,7 @@
 steps under one allocator, measuring what a user sees.
 
     python bench/torch_workloads.py --alloc vram|vram:CONF|native|expandable [--steps N] [--cap-bytes B]
-                                    [--deterministic] [--out FILE.json]
+                                    [--deterministic] [--trace FILE] [--out FILE.json]
     python bench/torch_workloads.py --report A.json B.json ...      (a markdown table)
 
 Workloads (random weights, no downloads, same seeds under every allocator):
@@ -29,6 +29,11 @@ workload that runs out of memory is recorded with "oom": true and the step it fa
 --deterministic runs PyTorch's deterministic kernels (torch.use_deterministic_algorithms, cuBLAS
 with a fixed workspace, attention through the math kernels; slower and with other peaks), so that losses that differ between allocators cannot be the kernels'
 own run-to-run noise (GPT-2's bf16 training differs between two native runs otherwise).
+
+--trace FILE (vram only) writes the allocation stream vram served in the whole run as memtrace v1
+(its history, converted as python/vram_torch/record.py does), with a line "# workload: NAME" where
+each workload begins: the workloads share one process, so what one leaves allocated (cuBLAS
+workspaces) shapes the next one's placement, which a recording of one workload alone lacks.
 """
 import argparse
 import json
@@ -133,7 +138,24 @@ def build(name, torch):
     raise SystemExit("unknown workload %s" % name)
 
 
-def run(kind, steps, workloads, cap_bytes=0, deterministic=False):
+def history_length(mem):
+    return len(mem.snapshot()["device_traces"][0])
+
+
+def write_trace(mem, torch, path, starts):
+    """Writes vram's history since record_memory_history as memtrace v1, a "# workload: NAME"
+    line before the events of each (NAME, first event index) in `starts`."""
+    from vram_torch.record import convert
+    events = mem.snapshot()["device_traces"][0]
+    mem.record_memory_history(None)
+    with open(path, "w") as f:
+        header = {"source": "vram_torch history, program bench/torch_workloads.py --workloads %s, %s, %s"
+                            % (",".join(n for n, _ in starts), torch.cuda.get_device_name(0), time.strftime("%Y-%m-%d"))}
+        n, peak, skipped = convert(events, f, header, marks={i: "# workload: " + name for name, i in starts})
+    print("trace: %s (%d allocations, %d frees of earlier allocations skipped)" % (path, n, skipped), flush=True)
+
+
+def run(kind, steps, workloads, cap_bytes=0, deterministic=False, trace=None):
     if deterministic:
         os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"  # before CUDA starts
     torch, mem = setup_allocator(kind)
@@ -146,8 +168,12 @@ def run(kind, steps, workloads, cap_bytes=0, deterministic=False):
         torch.cuda.set_per_process_memory_fraction(min(1.0, cap_bytes / torch.cuda.mem_get_info()[1]))
     import gc
     torch.backends.cudnn.benchmark = False
-    results = []
+    results, starts = [], []
+    if trace:
+        mem.record_memory_history("all", max_entries=1 << 24)
     for name in workloads:
+        if trace:
+            starts.append((name, history_length(mem)))
         gc.collect()
         mem.empty_cache()
         torch.cuda.synchronize()
@@ -198,6 +224,8 @@ def run(kind, steps, workloads, cap_bytes=0, deterministic=False):
         print(json.dumps({k: v for k, v in r.items() if k != "step_times_s"}), flush=True)
         results.append(r)
         del step
+    if trace:
+        write_trace(mem, torch, trace, starts)
     info = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda,
             "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     return {"info": info, "results": results}
@@ -264,6 +292,7 @@ def main():
     p.add_argument("--workloads", default=",".join(WORKLOADS))
     p.add_argument("--cap-bytes", type=int, default=0, help="limit on reserved memory, as a smaller GPU")
     p.add_argument("--deterministic", action="store_true", help="PyTorch's deterministic kernels only")
+    p.add_argument("--trace", help="vram only: write the run's allocation stream (memtrace v1) to this file")
     p.add_argument("--out")
     p.add_argument("--report", nargs="+")
     a = p.parse_args()
@@ -276,7 +305,11 @@ def main():
         p.error("--alloc: unknown allocator %r" % a.alloc)
     if a.cap_bytes < 0:
         p.error("--cap-bytes: must be positive")
-    d = run(a.alloc, a.steps, a.workloads.split(","), a.cap_bytes, a.deterministic)
+    if a.trace and not a.alloc.startswith("vram"):
+        p.error("--trace: only with a vram allocator (record another with python -m vram_torch record)")
+    if a.trace and not os.path.isdir(os.path.dirname(os.path.abspath(a.trace))):
+        p.error("--trace %s: no such folder" % a.trace)
+    d = run(a.alloc, a.steps, a.workloads.split(","), a.cap_bytes, a.deterministic, a.trace)
     if a.out:
         json.dump(d, open(a.out, "w"), indent=1)
 

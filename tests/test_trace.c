@@ -139,6 +139,18 @@ static void test_good_trace(void) {
     CHECK(vram_trace_header_u64(t, "nope", &x) == VRAM_ERR_NOT_FOUND, "absent header");
     vram_trace_free(t);
 
+    /* "# workload: NAME" lines between records: where each program of a multi-program trace begins */
+    const char *multi = "# memtrace v1\n# workload: first\na 1 10 0\nf 1\n# a plain comment\n"
+                        "# workload: second\na 2 20 0\n";
+    CHECK_OK(vram_trace_parse(multi, strlen(multi), "multi", &t));
+    CHECK(vram_trace_header_count(t) == 2, "workload lines kept: %zu", vram_trace_header_count(t));
+    vram_trace_header_at(t, 1, &k, &v);
+    CHECK(k && v && !strcmp(k, "workload") && !strcmp(v, "second"), "second workload's line");
+    CHECK(vram_trace_header_event(t, 0) == 0 && vram_trace_header_event(t, 1) == 2,
+          "workloads begin at events %zu and %zu", vram_trace_header_event(t, 0), vram_trace_header_event(t, 1));
+    CHECK(vram_trace_header_event(t, 2) == 0, "out of range");
+    vram_trace_free(t);
+
     /* Only the magic: an empty but valid trace. */
     CHECK_OK(parse_str("# memtrace v1\n", &t));
     CHECK(t && vram_trace_num_events(t) == 0 && vram_trace_peak_live_bytes(t) == 0, "empty trace");

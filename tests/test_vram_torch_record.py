@@ -1,7 +1,8 @@
 """test_vram_torch_record.py — the memtrace v1 converter behind `python -m vram_torch record`,
 on PyTorch-shaped trace entries (no torch needed): dense ids, requested sizes, streams numbered
 in order of first use, frees of allocations made before recording skipped, the peak of live
-requested bytes, and free_completed used only where free_requested is absent."""
+requested bytes, free_completed used only where free_requested is absent, and marks (comment
+lines) before the entries they name."""
 import io
 import os
 import sys
@@ -31,6 +32,12 @@ check("# peak_requested_bytes: 1050" in lines, "peak 1050: %s" % lines)
 body = [l for l in lines if not l.startswith("#")]
 check(body == ["a 0 1000 0", "a 1 50 1", "f 0", "a 2 10 2", "a 3 7 1"], "records: %s" % body)
 check((n, peak, skipped) == (4, 1050, 1), "counts %s" % ((n, peak, skipped),))
+
+out = io.StringIO()
+convert(tr, out, {}, marks={4: "# workload: second", 0: "# workload: first"})
+body = [l for l in out.getvalue().splitlines() if l.startswith("# workload") or not l.startswith("#")]
+check(body == ["# workload: first", "a 0 1000 0", "a 1 50 1", "# workload: second", "f 0", "a 2 10 2", "a 3 7 1"],
+      "marks before their entries: %s" % body)
 
 old = [{"action": "alloc", "addr": 1, "size": 512, "stream": 0}, {"action": "free_completed", "addr": 1}]
 out = io.StringIO()

@@ -74,6 +74,10 @@ const char *vram_trace_name(const vram_trace *t);
 /* Header key/value pairs ("# key: value" lines), in file order. */
 size_t vram_trace_header_count(const vram_trace *t);
 void vram_trace_header_at(const vram_trace *t, size_t i, const char **key, const char **value);
+/* Where header line i lies among the events: how many come before it. A header line may follow
+ * events: "# workload: NAME" lines mark where each program of a multi-program trace begins
+ * (bench/torch_workloads.py --trace). */
+size_t vram_trace_header_event(const vram_trace *t, size_t i);
 /* The value for `key`, or NULL when the header lacks it. */
 const char *vram_trace_header(const vram_trace *t, const char *key);
 /* The value for `key` as an unsigned integer: VRAM_ERR_NOT_FOUND when absent, VRAM_ERR_PARSE

@@ -41,6 +41,7 @@
 typedef struct trace_header_entry {
     char *key;
     char *value;
+    size_t event; /* the events before its line (a "# workload: NAME" line marks where one starts) */
 } trace_header_entry;
 
 struct vram_trace {
@@ -305,6 +306,7 @@ static vram_status header_add(vram_trace *t, const char *key, size_t klen, const
     }
     t->header[t->num_header].key = k;
     t->header[t->num_header].value = v;
+    t->header[t->num_header].event = t->num_events;
     t->num_header++;
     return VRAM_OK;
 }
@@ -738,6 +740,8 @@ void vram_trace_header_at(const vram_trace *t, size_t i, const char **key, const
     if (key) *key = t->header[i].key;
     if (value) *value = t->header[i].value;
 }
+
+size_t vram_trace_header_event(const vram_trace *t, size_t i) { return i < t->num_header ? t->header[i].event : 0; }
 
 const char *vram_trace_header(const vram_trace *t, const char *key) {
     for (size_t i = 0; i < t->num_header; i++)
