@@ -393,9 +393,9 @@ static inline __attribute__((always_inline)) void recent_put(vram_allocator *a, 
      * is the exception while it is the pool's one free block: a search (which, as PyTorch's,
      * takes the free end last) could then only place the request where the slot does, so an
      * allocate/free loop keeps its fast path, for one load of the count. With other free blocks
-     * in the bins the search may choose one of them (GPT-2 sampling, one call: 1.097 -> 1.078;
-     * bench/results/2026-12-03-placement-neutral.md). Between live blocks, deferral changes
-     * nothing that a search would place otherwise. */
+     * in the bins the search may choose one of them (GPT-2 sampling, one call: 1.097 -> 1.078
+     * with bin_best's ties by address; bench/results/2026-12-03-placement-neutral.md). Between
+     * live blocks, deferral changes nothing that a search would place otherwise. */
     vram_block *below = b->prev, *above = b->next;
     /* (any free neighbour, not only one it may merge with: asking mergeable() instead kept blocks
      * deferred beside not-ready neighbours and cost llama_train 1.049 -> 1.071, vit_train 1.033 ->
@@ -692,9 +692,10 @@ static inline vram_block *bin_best(const vram_allocator *a, vram_block *list, ui
                 best_mapped = b;
                 end = e;
                 /* no early exit on an exact size: of equal blocks the lowest address wins, as in
-                 * PyTorch's best fit (GPT-2 sampling, three calls, replayed: 1.095 x its peak
-                 * requested memory with the exit, 1.082 without, as PyTorch's expandable
-                 * segments model places it; bench/results/2026-12-03-placement-neutral.md) */
+                 * PyTorch's best fit. With recent_put's rule for the free end, GPT-2 sampling
+                 * (three calls, replayed) holds 1.082 x its peak requested memory, as PyTorch's
+                 * expandable segments model places it; 1.095 with neither, 1.111 and 1.117 with
+                 * either alone (bench/results/2026-12-03-placement-neutral.md) */
                 continue;
             }
         }
