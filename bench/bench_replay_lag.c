@@ -22,6 +22,9 @@
  * the workloads were: the cache emptied and the peaks reset where each begins, a row each
  * ("TRACE: NAME"), the device calls counted from its start. What one workload leaves
  * allocated (cuBLAS workspaces) stays where it was placed and shapes the next one's placement.
+ * A "# sync: ..." line (the program waited for the GPU there: torch.cuda.synchronize() after each
+ * of torch_workloads.py's steps) completes all work queued before it; the lag counts again
+ * from there.
  *
  *   bench_replay_lag [--fit | --limit F] [--lags 0,100,1000] [--confs "CONF;CONF..."] TRACE...
  */
@@ -75,7 +78,13 @@ static int replay(const vram_trace *t, long lag, const char *conf, uint64_t max_
     void **ptrs = calloc(vram_trace_num_allocs(t) + 1, sizeof *ptrs);
     int rc = 0;
     uint64_t before_late = 0, maps = 0, unmaps = 0, aliases = 0, drops = 0;
+    size_t h = 0, nh = vram_trace_header_count(t); /* the next header line, for "sync" lines */
     for (size_t i = 0; i < ph.end && !rc; i++) {
+        for (; h < nh && vram_trace_header_event(t, h) <= i; h++) {
+            const char *key;
+            vram_trace_header_at(t, h, &key, NULL);
+            if (!strcmp(key, "sync")) event_device_complete(dev, 0);
+        }
         if (i == ph.start && i > 0) {
             vram_allocator_empty_cache(a);
             vram_allocator_reset_peak_stats(a);

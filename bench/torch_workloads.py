@@ -32,8 +32,10 @@ own run-to-run noise (GPT-2's bf16 training differs between two native runs othe
 
 --trace FILE (vram only) writes the allocation stream vram served in the whole run as memtrace v1
 (its history, converted as python/vram_torch/record.py does), with a line "# workload: NAME" where
-each workload begins: the workloads share one process, so what one leaves allocated (cuBLAS
-workspaces) shapes the next one's placement, which a recording of one workload alone lacks.
+each workload begins (the workloads share one process, so what one leaves allocated, cuBLAS
+workspaces, shapes the next one's placement, which a recording of one workload alone lacks) and a
+line "# sync: NAME step N" after each step's torch.cuda.synchronize(), where all GPU work queued
+so far had finished.
 """
 import argparse
 import json
@@ -138,20 +140,21 @@ def build(name, torch):
     raise SystemExit("unknown workload %s" % name)
 
 
-def history_length(mem):
-    return len(mem.snapshot()["device_traces"][0])
-
-
-def write_trace(mem, torch, path, starts):
-    """Writes vram's history since record_memory_history as memtrace v1, a "# workload: NAME"
-    line before the events of each (NAME, first event index) in `starts`."""
+def write_trace(mem, torch, path, names, marks):
+    """Writes vram's history since record_memory_history as memtrace v1, with the lines of
+    `marks` ((history count, "# ..." line) pairs) before the events recorded after them."""
     from vram_torch.record import convert
     events = mem.snapshot()["device_traces"][0]
+    first = mem.history_count() - len(events)  # the count of events[0] (the ring keeps the last ones)
+    by_index = {}
+    for count, line in marks:
+        if count >= first:
+            by_index.setdefault(count - first, []).append(line)
     mem.record_memory_history(None)
     with open(path, "w") as f:
         header = {"source": "vram_torch history, program bench/torch_workloads.py --workloads %s, %s, %s"
-                            % (",".join(n for n, _ in starts), torch.cuda.get_device_name(0), time.strftime("%Y-%m-%d"))}
-        n, peak, skipped = convert(events, f, header, marks={i: "# workload: " + name for name, i in starts})
+                            % (",".join(names), torch.cuda.get_device_name(0), time.strftime("%Y-%m-%d"))}
+        n, peak, skipped = convert(events, f, header, marks=by_index)
     print("trace: %s (%d allocations, %d frees of earlier allocations skipped)" % (path, n, skipped), flush=True)
 
 
@@ -168,12 +171,12 @@ def run(kind, steps, workloads, cap_bytes=0, deterministic=False, trace=None):
         torch.cuda.set_per_process_memory_fraction(min(1.0, cap_bytes / torch.cuda.mem_get_info()[1]))
     import gc
     torch.backends.cudnn.benchmark = False
-    results, starts = [], []
+    results, marks = [], []  # marks: (history count, trace line) for --trace
     if trace:
         mem.record_memory_history("all", max_entries=1 << 24)
     for name in workloads:
         if trace:
-            starts.append((name, history_length(mem)))
+            marks.append((mem.history_count(), "# workload: " + name))
         gc.collect()
         mem.empty_cache()
         torch.cuda.synchronize()
@@ -198,6 +201,8 @@ def run(kind, steps, workloads, cap_bytes=0, deterministic=False, trace=None):
                 break
             torch.cuda.synchronize()
             times.append(time.perf_counter() - t0)
+            if trace:  # the GPU's work so far is done here: a replay can complete its streams
+                marks.append((mem.history_count(), "# sync: %s step %d" % (name, i)))
             free, _ = torch.cuda.mem_get_info()
             used_peak = max(used_peak, free0 - free)
             after = mem.memory_stats()  # device calls (maps + unmaps, or cudaMalloc + cudaFree) this step
@@ -225,7 +230,7 @@ def run(kind, steps, workloads, cap_bytes=0, deterministic=False, trace=None):
         results.append(r)
         del step
     if trace:
-        write_trace(mem, torch, trace, starts)
+        write_trace(mem, torch, trace, workloads, marks)
     info = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda,
             "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     return {"info": info, "results": results}

@@ -162,7 +162,14 @@ check(s["allocated_bytes.all.current"] == 0 and s["active_bytes.all.current"] ==
 acts = [e["action"] for e in torch.cuda.memory._snapshot()["device_traces"][0]]
 check("alloc" in acts and "free_requested" in acts[acts.index("alloc"):], "_record_memory_history + _snapshot: vram's events %s"
       % acts)
+check(vram_torch.history_count() == len(acts), "history_count %d counts the events kept (%d)" % (vram_torch.history_count(), len(acts)))
+for _ in range(60):  # past the ring's 100 entries: the count goes on, the ring keeps the last 100
+    lib.vram_torch_free(lib.vram_torch_alloc(1 << 20, 0, 0x1000), 1 << 20, 0, 0x1000)
+kept = torch.cuda.memory._snapshot()["device_traces"][0]
+check(len(kept) == 100 and vram_torch.history_count() > 100 and kept[-1]["action"] in ("free_requested", "free_completed"),
+      "history_count %d past a ring of %d" % (vram_torch.history_count(), len(kept)))
 torch.cuda.memory._record_memory_history(enabled=None)
+check(vram_torch.history_count() == 0, "history_count is 0 with the history off")
 check(torch.cuda.memory._snapshot()["device_traces"] == [[]], "_record_memory_history(enabled=None) stops it")
 try:
     vram_torch.record_memory_history(max_entries=-1)

@@ -34,10 +34,10 @@ check(body == ["a 0 1000 0", "a 1 50 1", "f 0", "a 2 10 2", "a 3 7 1"], "records
 check((n, peak, skipped) == (4, 1050, 1), "counts %s" % ((n, peak, skipped),))
 
 out = io.StringIO()
-convert(tr, out, {}, marks={4: "# workload: second", 0: "# workload: first"})
-body = [l for l in out.getvalue().splitlines() if l.startswith("# workload") or not l.startswith("#")]
-check(body == ["# workload: first", "a 0 1000 0", "a 1 50 1", "# workload: second", "f 0", "a 2 10 2", "a 3 7 1"],
-      "marks before their entries: %s" % body)
+convert(tr, out, {}, marks={4: ["# sync: first step 0", "# workload: second"], 0: ["# workload: first"]})
+body = [l for l in out.getvalue().splitlines() if l.startswith(("# workload", "# sync")) or not l.startswith("#")]
+check(body == ["# workload: first", "a 0 1000 0", "a 1 50 1", "# sync: first step 0", "# workload: second", "f 0",
+               "a 2 10 2", "a 3 7 1"], "marks before their entries: %s" % body)
 
 old = [{"action": "alloc", "addr": 1, "size": 512, "stream": 0}, {"action": "free_completed", "addr": 1}]
 out = io.StringIO()

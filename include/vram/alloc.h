@@ -81,6 +81,11 @@ uint64_t vram_allocator_limit(vram_allocator *a);
  * run time), or stops with 0; either way the events recorded so far are dropped. At most
  * VRAM_HISTORY_MAX entries (config.h). */
 vram_status vram_allocator_set_history(vram_allocator *a, uint32_t entries);
+/* How many events the history has recorded since it was (re)started by set_history, the
+ * ones the ring no longer keeps included: a mark in the stream of events that a later
+ * snapshot's history (its last min(count, entries) events) can be lined up with. 0 without a
+ * history. */
+uint64_t vram_allocator_history_count(vram_allocator *a);
 
 /* Private pools, for CUDA graphs (PyTorch's beginAllocateToPool / endAllocateToPool /
  * releasePool). A graph replays the addresses its capture used, so that memory must not serve

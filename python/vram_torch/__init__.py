@@ -27,7 +27,7 @@ __all__ = [
     "enable", "is_enabled", "library_path", "memory_stats", "memory_summary", "memory_allocated",
     "max_memory_allocated", "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
     "reset_accumulated_memory_stats", "empty_cache", "snapshot", "record_stream",
-    "set_per_process_memory_fraction", "oom_report", "record_memory_history",
+    "set_per_process_memory_fraction", "oom_report", "record_memory_history", "history_count",
 ]
 _HISTORY_MAX = 1 << 24  # VRAM_HISTORY_MAX (vram/config.h)
 
@@ -76,6 +76,7 @@ def _load():
         "vram_torch_reset_accumulated": (c_int, [c_int]),
         "vram_torch_set_memory_fraction": (c_int, [c_double, c_int]),
         "vram_torch_set_history": (c_int, [ctypes.c_uint, c_int]),
+        "vram_torch_history_count": (ctypes.c_longlong, [c_int]),
         "vram_torch_graph_pool": (c_int, [c_int, ctypes.c_ulonglong, ctypes.c_ulonglong, c_int]),
         "vram_torch_oom_report": (c_char_p, [c_int]),
         "vram_torch_string_free": (None, [c_void_p]),
@@ -306,6 +307,14 @@ def record_memory_history(enabled="all", max_entries=100000, device=None):
     n = 0 if enabled is None or enabled is False else min(max_entries, _HISTORY_MAX)  # False: the old API's "off"
     if _load().vram_torch_set_history(n, _device(device)) != 0:
         raise _error("record_memory_history")
+
+
+def history_count(device=None):
+    """How many events the history has recorded since record_memory_history started it, the
+    ones its ring no longer keeps included (0 when it is off): snapshot()'s "device_traces" hold
+    the last min(count, max_entries) of them, so a count taken earlier marks a place in them."""
+    _require_enabled("history_count")
+    return int(_load().vram_torch_history_count(_device(device)))
 
 
 def oom_report(device=None):

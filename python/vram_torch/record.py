@@ -26,7 +26,7 @@ from .launch import check_script, run_script
 
 def convert(traces, out, header, marks=None):
     """Writes memtrace v1 for one device's trace entries; returns (allocations, peak, skipped).
-    marks: {entry index: a "# ..." line written before that entry's records}."""
+    marks: {entry index: the "# ..." lines written before that entry's records}."""
     free_action = "free_requested"
     if not any(e.get("action") == "free_requested" for e in traces):
         free_action = "free_completed"
@@ -35,7 +35,7 @@ def convert(traces, out, header, marks=None):
     body = []
     for index, e in enumerate(traces):
         if marks and index in marks:
-            body.append(marks[index])
+            body.extend(marks[index])
         action = e.get("action")
         if action == "alloc":
             addr, size, stream = e["addr"], int(e["size"]), int(e.get("stream", 0))

@@ -1905,6 +1905,14 @@ vram_status vram_allocator_set_history(vram_allocator *a, uint32_t entries) {
     return VRAM_OK;
 }
 
+uint64_t vram_allocator_history_count(vram_allocator *a) {
+    if (!a) return 0;
+    vram_allocator_lock(a);
+    uint64_t n = a->cfg.history_entries ? a->history_next : 0;
+    vram_allocator_unlock(a);
+    return n;
+}
+
 static void count_inactive_split(vram_allocator *a, vram_stats *out) {
     /* Non-releasable free space: free blocks inside split segments (segments model only, as
      * PyTorch excludes expandable segments). Counted on demand rather than on every split. */

@@ -271,6 +271,13 @@ VRAM_TORCH_API int vram_torch_set_history(unsigned entries, int device) {
     return a ? status_of(vram_allocator_set_history(a, entries)) : -1;
 }
 
+/* Events the device's history has recorded since it was started (vram_allocator_history_count),
+ * or 0 when the device has no allocator yet. */
+VRAM_TORCH_API long long vram_torch_history_count(int device) {
+    vram_allocator *a = get_allocator(device, false);
+    return a ? (long long)vram_allocator_history_count(a) : 0;
+}
+
 /* CUDA graph private pools (PyTorch's beginAllocateToPool / endAllocateToPool / releasePool,
  * which a pluggable allocator is never called for: vram_torch wraps torch.cuda.CUDAGraph's
  * capture_begin, capture_end and reset/destruction to call these). op: 0 begin, 1 end,
