@@ -24,7 +24,8 @@
  *
  * Deferred frees: a freed block first sits, uncoalesced, in one of 16 exact-size slots, from
  * which the next request of that size takes it back without search, split or merge (unless it
- * lies beside a free block other than the range's free end: then it is coalesced at once); slots are
+ * lies beside a free block, the range's free end excepted while that is the pool's one free
+ * block: then it is coalesced at once, where the best fit would look); slots are
  * flushed into the bins before a free block is split and before any page is mapped or segment
  * created, so deferral changes no placement but exact-size reuse (held back from the search
  * until a page was mapped, the blocks fragmented the range: with no page moves effnet_infer
@@ -39,8 +40,8 @@
  * then rarely searches, splits or merges for small requests.
  *
  * Placement without page moves (reserve_slack near 1, where the mapped range only grows): the
- * best fit among mapped blocks, else the free end of the mapped range extended, as PyTorch's
- * expandable segments do. A free block usable only by its stream and the ready free block after
+ * best fit among mapped blocks (equal sizes: the lowest address), else the free end of the
+ * mapped range extended, as PyTorch's expandable segments do. A free block usable only by its stream and the ready free block after
  * it do not merge, so the allocation then straddles both (find_free, PLACE_PREV).
  *
  * Private pools (CUDA graphs): during a capture every allocation belongs to the pool captured
