@@ -50,17 +50,12 @@ static const double MAP_US = 300.0, UNMAP_US = 110.0, ALIAS_US = 45.0, DROP_US =
 
 static uint64_t calls(const evdev_state *e) { return e->map_calls + e->unmap_calls + e->alias_calls + e->drop_calls; }
 
-/* The events [start, end) of a trace measured as one workload. */
-typedef struct phase {
-    const char *name; /* the workload's name, or NULL for the whole trace */
-    size_t start, end;
-} phase;
-
 /* Replays t at `lag` under `conf` (and, when nonzero, the limit max_reserved) up to ph's end,
  * measuring from its start (there the cache is emptied and the peaks reset, as
  * torch_workloads.py does before each workload). Returns 0, 1 when an allocation failed (out
  * of memory at the limit), -1 on any other failure. */
-static int replay(const vram_trace *t, long lag, const char *conf, uint64_t max_reserved, phase ph, lag_result *out) {
+static int replay(const vram_trace *t, long lag, const char *conf, uint64_t max_reserved, vram_trace_workload ph,
+                  lag_result *out) {
     vram_device *dev;
     if (event_device_open("141GiB", &dev) != VRAM_OK) return -1;
     vram_alloc_config cfg;
@@ -120,7 +115,7 @@ static int replay(const vram_trace *t, long lag, const char *conf, uint64_t max_
 static int fit(const vram_trace *t, long lag, const char *conf, uint64_t *capacity, lag_result *out) {
     uint64_t peak = vram_trace_peak_live_bytes(t), lo = peak - 1, hi = 0, step = peak / 500 + 1;
     lag_result r;
-    phase all = {NULL, 0, vram_trace_num_events(t)};
+    vram_trace_workload all = {NULL, 0, vram_trace_num_events(t)};
     if (!peak) { /* nothing is ever live: any limit fits */
         *capacity = 0;
         return replay(t, lag, conf, 0, all, out) == 0 ? 0 : -1;
@@ -141,20 +136,6 @@ static int fit(const vram_trace *t, long lag, const char *conf, uint64_t *capaci
     }
     *capacity = hi;
     return 0;
-}
-
-/* The workloads of t (its "# workload: NAME" lines), at most `max`, or the whole trace as one. */
-static int phases_of(const vram_trace *t, phase *ph, int max) {
-    int n = 0;
-    for (size_t i = 0; i < vram_trace_header_count(t) && n < max; i++) {
-        const char *key, *value;
-        vram_trace_header_at(t, i, &key, &value);
-        if (strcmp(key, "workload") != 0) continue;
-        if (n) ph[n - 1].end = vram_trace_header_event(t, i);
-        ph[n++] = (phase){value, vram_trace_header_event(t, i), vram_trace_num_events(t)};
-    }
-    if (!n) ph[n++] = (phase){NULL, 0, vram_trace_num_events(t)};
-    return n;
 }
 
 /* Splits `list` at `sep` into at most `max` items (in place); returns the count. */
@@ -220,8 +201,14 @@ int main(int argc, char **argv) {
             return 2;
         }
         const char *base = strrchr(argv[f], '/') ? strrchr(argv[f], '/') + 1 : argv[f];
-        phase ph[64];
-        int nph = phases_of(t, ph, 64);
+        vram_trace_workload ph[64];
+        int nph = (int)vram_trace_workloads(t, ph, 64);
+        if (nph > 64) {
+            fprintf(stderr, "bench_replay_lag: %s holds %d workloads, more than the 64 this tool replays\n", base, nph);
+            vram_trace_free(t);
+            return 2;
+        }
+        if (!nph) ph[nph++] = (vram_trace_workload){NULL, 0, vram_trace_num_events(t)};
         if (nph > 1 && (fit_mode || limit)) {
             fprintf(stderr, "bench_replay_lag: %s holds %d workloads: --fit and --limit take a trace of one\n", base, nph);
             vram_trace_free(t);

@@ -4,7 +4,8 @@
 Runs the built `vram` binary the way a user does and checks what comes out: exit statuses
 (0 ok, 1 out of memory, 2 bad input or usage), one clear stderr line naming the trace line for
 every kind of bad trace, JSON output that parses and whose fields agree with each other and
-with the trace, the summary table's layout, the snapshot file, stdin and gzip input.
+with the trace, the summary table's layout, the snapshot file, stdin and gzip input, and a
+trace of several programs ("# workload:" lines) measured per program.
 
 usage: cli_replay_check.py VRAM_BINARY SOURCE_DIR [replay|bench]
 """
@@ -186,6 +187,28 @@ def bundled():
     check(rc == 0 and "geometric mean" in out and "PyTorch" in out, "human comparison table")
 
 
+def workloads(tmp):
+    """A trace of two programs in one process: a row each, measured from its start."""
+    path = os.path.join(tmp, "two.trace")
+    with open(path, "w") as f:
+        f.write("# memtrace v1\n# workload: train\na 0 4194304 0\na 1 33554432 0\nf 1\n# sync: train step 0\n"
+                "# workload: sample\na 2 2097152 0\nf 2\nf 0\n")
+    rc, out, err = run("replay", "--json", path)
+    check(rc == 0, f"replay of two workloads exits 0: {err}")
+    d = json.loads(out)
+    w = d.get("workloads", [])
+    check([x["name"] for x in w] == ["train", "sample"], f"a row per workload: {w}")
+    if len(w) == 2:
+        check(w[0]["peak_requested_bytes"] == 4194304 + 33554432 and w[1]["peak_requested_bytes"] == 4194304 + 2097152,
+              f"each measured from its start, what the first left counted in the second: {w}")
+        check(w[0]["events"] == 3 and w[1]["events"] == 3 and not w[1]["oom"], f"events per workload: {w}")
+        check(d["peak_requested_bytes"] == w[0]["peak_requested_bytes"], "the whole run's figures stay")
+    rc, out, _ = run("replay", path)
+    check(rc == 0 and "per workload" in out and "train" in out and "sample" in out, "per-workload rows in text")
+    rc, out, _ = run("replay", "--json", os.path.join(SRC, "traces", "resnet50_train.trace.gz"))
+    check(rc == 0 and "workloads" not in json.loads(out), "a one-program trace has no workload rows")
+
+
 def bench():
     rc, out, err = run("bench", "alloc", "--json", "--repeat", "1")
     check(rc == 0, f"bench exits 0: {err}")
@@ -209,6 +232,7 @@ with tempfile.TemporaryDirectory() as tmp:
         bad_traces(tmp)
         usage_errors()
         tiny_trace(tmp)
+        workloads(tmp)
         bundled()
     else:
         bench()

@@ -221,7 +221,48 @@ static void test_bundled(void) {
     }
 }
 
+/* A trace of two programs in one process: each measured from its start, what the first leaves
+ * allocated counted in the second's figures, as a process measures them. */
+static void test_workloads(void) {
+    static const char *two =
+        "# memtrace v1\n"
+        "# workload: first\n"
+        "a 0 4194304 0\n" /* 4 MiB, left allocated */
+        "a 1 8388608 0\n" /* 8 MiB */
+        "f 1\n"
+        "# sync: first step 0\n"
+        "# workload: second\n"
+        "a 2 2097152 0\n" /* 2 MiB */
+        "f 2\n";
+    vram_trace *t = load_str(two);
+    if (!t) return;
+    vram_trace_workload w[4];
+    CHECK(vram_trace_workloads(t, w, 4) == 2, "two workloads");
+    CHECK(!strcmp(w[0].name, "first") && w[0].start == 0 && w[0].end == 3, "first: events [%zu, %zu)", w[0].start, w[0].end);
+    CHECK(!strcmp(w[1].name, "second") && w[1].start == 3 && w[1].end == 5, "second: events [%zu, %zu)", w[1].start, w[1].end);
+    CHECK(vram_trace_workloads(t, w, 1) == 2 && w[0].end == 3, "a short array gets the first, the count is all");
+    vram_replay_options o = {.device = "sim", .capacity = 1ull << 30};
+    vram_device *dev;
+    vram_allocator *a;
+    CHECK_OK(vram_replay_open(&o, 0, &dev, &a));
+    vram_replay_result r;
+    CHECK_OK(vram_trace_replay_range(t, a, w[1].start, w[1].end, 0, &r));
+    CHECK(r.events == 2 && r.allocs == 1 && r.frees == 1, "second's counts %llu %llu %llu", (unsigned long long)r.events,
+          (unsigned long long)r.allocs, (unsigned long long)r.frees);
+    CHECK(r.peak_requested_bytes == (6ull << 20), "second's peak requested counts the first's 4 MiB left: %llu",
+          (unsigned long long)r.peak_requested_bytes);
+    CHECK(r.peak_reserved_bytes >= (6ull << 20) && r.peak_reserved_bytes < (12ull << 20),
+          "the first's 8 MiB peak is not the second's: reserved %llu", (unsigned long long)r.peak_reserved_bytes);
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+    vram_trace_free(t);
+    vram_trace *one = load_str(tiny);
+    if (one) CHECK(vram_trace_workloads(one, w, 4) == 0, "a trace without workload lines is one program");
+    vram_trace_free(one);
+}
+
 int main(void) {
+    test_workloads();
     test_tiny(NULL);
     test_tiny("expandable_segments:False");
     test_oom();

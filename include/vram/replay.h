@@ -58,6 +58,14 @@ typedef struct vram_replay_result {
 vram_status vram_trace_replay(const vram_trace *t, vram_allocator *a, size_t stop, int track_peak,
                               vram_replay_result *res);
 
+/* As vram_trace_replay, measuring events [start, stop) as one program of a multi-program trace
+ * (vram_trace_workloads): the events before `start` replay first, then the cache is emptied and
+ * the peaks reset, as a process running one program after another measures each; the result's
+ * figures (events, allocations, peaks, time) are those from `start` on. A failure before
+ * `start` is reported as such (res->failed_event < start). */
+vram_status vram_trace_replay_range(const vram_trace *t, vram_allocator *a, size_t start, size_t stop,
+                                    int track_peak, vram_replay_result *res);
+
 /* Where a replay runs. */
 typedef struct vram_replay_options {
     const char *device; /* device spec (backend.h); NULL = "sim" */

@@ -78,6 +78,18 @@ void vram_trace_header_at(const vram_trace *t, size_t i, const char **key, const
  * events: "# workload: NAME" lines mark where each program of a multi-program trace begins
  * (bench/torch_workloads.py --trace). */
 size_t vram_trace_header_event(const vram_trace *t, size_t i);
+
+/* One program of a multi-program trace: its name (the "# workload: NAME" line's value, owned by
+ * the trace) and its events [start, end). */
+typedef struct vram_trace_workload {
+    const char *name;
+    size_t start, end;
+} vram_trace_workload;
+
+/* The workloads of t, in order, up to `max` of them written to `out`; returns how many the trace
+ * has (0 when it has no "# workload:" line: it is one program). A workload ends where the next
+ * begins; the last, at the trace's end. */
+size_t vram_trace_workloads(const vram_trace *t, vram_trace_workload *out, size_t max);
 /* The value for `key`, or NULL when the header lacks it. */
 const char *vram_trace_header(const vram_trace *t, const char *key);
 /* The value for `key` as an unsigned integer: VRAM_ERR_NOT_FOUND when absent, VRAM_ERR_PARSE

@@ -7,7 +7,10 @@
  * smallest capacity that fits (--fit: a binary search of whole replays), the memory summary
  * and a snapshot at the moment reserved memory peaks (found by a second, tracking replay;
  * a third replay stops right after that event, so the allocator is in exactly that state).
- * With several traces, a closing table compares them all, with geometric means.
+ * With several traces, a closing table compares them all, with geometric means. A trace of
+ * several programs run in one process ("# workload: NAME" lines, bench/torch_workloads.py
+ * --trace) also gets a row per program, each replayed on a fresh allocator and measured from its
+ * start (vram_trace_replay_range), as that process measured it.
  *
  * Exit status: 0 every trace ran; 1 a replay ran out of memory (its OOM report is printed);
  * 2 bad input or usage.
@@ -46,7 +49,8 @@ static void usage(FILE *f) {
             "usage: vram replay [options] TRACE...\n"
             "\n"
             "Replays memtrace v1 allocation traces (plain, .gz, or - for stdin) through the vram\n"
-            "allocator and prints its peak reserved memory beside PyTorch's recorded figures.\n"
+            "allocator and prints its peak reserved memory beside PyTorch's recorded figures; a trace\n"
+            "of several programs ('# workload: NAME' lines) also gets a row per program.\n"
             "\n"
             "options:\n"
             "  --json             one JSON object per trace, one line each\n"
@@ -176,6 +180,56 @@ static int report_state_at(const vram_trace *t, const replay_args *ra, const vra
     return rc;
 }
 
+/* A multi-program trace (its "# workload: NAME" lines): each program replayed on a fresh
+ * allocator and measured from its start, as a process running them in turn measures each. */
+#define MAX_WORKLOADS 64
+typedef struct workload_row {
+    const char *name;
+    vram_replay_result r;
+} workload_row;
+
+static size_t replay_workloads(const vram_trace *t, const vram_replay_options *ro, workload_row *rows) {
+    vram_trace_workload w[MAX_WORKLOADS];
+    size_t n = vram_trace_workloads(t, w, MAX_WORKLOADS);
+    if (n > MAX_WORKLOADS) n = MAX_WORKLOADS;
+    for (size_t k = 0; k < n; k++) {
+        vram_device *dev;
+        vram_allocator *a;
+        rows[k].name = w[k].name;
+        memset(&rows[k].r, 0, sizeof rows[k].r);
+        if (vram_replay_open(ro, 0, &dev, &a) != VRAM_OK) return k;
+        vram_trace_replay_range(t, a, w[k].start, w[k].end, 0, &rows[k].r); /* a failure is in r */
+        vram_allocator_destroy(a);
+        vram_device_close(dev);
+    }
+    return n;
+}
+
+static void print_workloads_json(FILE *o, const workload_row *rows, size_t n) {
+    fputs(", \"workloads\": [", o);
+    for (size_t k = 0; k < n; k++) {
+        const vram_replay_result *r = &rows[k].r;
+        fputs(k ? ", {\"name\": " : "{\"name\": ", o);
+        json_string(o, rows[k].name);
+        fprintf(o, ", \"events\": %llu, \"peak_requested_bytes\": %llu, \"peak_reserved_bytes\": %llu, "
+                   "\"reserved_over_requested\": %.6f, \"oom\": %s}",
+                (unsigned long long)r->events, (unsigned long long)r->peak_requested_bytes,
+                (unsigned long long)r->peak_reserved_bytes, r->reserved_over_requested, r->failed ? "true" : "false");
+    }
+    fputc(']', o);
+}
+
+static void print_workloads_text(const workload_row *rows, size_t n) {
+    printf("  per workload (each from its start: the cache emptied, the peaks reset):\n");
+    for (size_t k = 0; k < n; k++) {
+        char a[32], b[32];
+        const vram_replay_result *r = &rows[k].r;
+        printf("    %-26s %14s %14s %8.3f%s\n", rows[k].name, vram_format_size(r->peak_requested_bytes, a, sizeof a),
+               vram_format_size(r->peak_reserved_bytes, b, sizeof b), r->reserved_over_requested,
+               r->failed ? "  (stopped at OOM)" : "");
+    }
+}
+
 static int replay_one(const char *path, const replay_args *ra, replay_row *row) {
     vram_trace *t;
     vram_status st = vram_trace_load(path, &t);
@@ -231,6 +285,8 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
     }
     vram_allocator_destroy(a);
     vram_device_close(dev);
+    static workload_row workloads[MAX_WORKLOADS];
+    size_t nworkloads = replay_workloads(t, &ro, workloads);
 
     uint64_t fit = 0;
     unsigned tries = 0;
@@ -295,6 +351,7 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
             fputs(", \"fit_error\": ", o);
             json_string(o, fit_error);
         }
+        if (nworkloads) print_workloads_json(o, workloads, nworkloads);
         fprintf(o, ", \"oom\": %s", r.failed ? "true" : "false");
         if (r.failed) {
             fprintf(o, ", \"failed_event\": %zu, \"failed_line\": %llu, \"error\": ", r.failed_event,
@@ -334,6 +391,7 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
         printf("  replay: %llu events in %.2f ms, %.2f M events/s (read %.2f ms, parse %.2f ms)\n",
                (unsigned long long)r.events, r.seconds * 1e3, r.events_per_second / 1e6,
                vram_trace_read_seconds(t) * 1e3, vram_trace_parse_seconds(t) * 1e3);
+        if (nworkloads) print_workloads_text(workloads, nworkloads);
         if (fit_ok)
             printf("  fit: smallest capacity with no OOM %s = %.3f x peak requested (%u replays)\n",
                    vram_format_size(fit, b[5], sizeof b[5]), row->fit_ratio, tries);

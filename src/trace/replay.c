@@ -38,11 +38,17 @@ static void fill_from_stats(vram_allocator *a, vram_replay_result *res) {
 
 vram_status vram_trace_replay(const vram_trace *t, vram_allocator *a, size_t stop, int track_peak,
                               vram_replay_result *res) {
+    return vram_trace_replay_range(t, a, 0, stop, track_peak, res);
+}
+
+vram_status vram_trace_replay_range(const vram_trace *t, vram_allocator *a, size_t start, size_t stop, int track_peak,
+                                    vram_replay_result *res) {
     if (!t || !a || !res) return vram_error(VRAM_ERR_INVALID_ARG, "replay: null argument");
     memset(res, 0, sizeof *res);
     size_t n;
     const vram_trace_event *ev = vram_trace_events(t, &n);
     if (stop > n) stop = n;
+    if (start > stop) start = stop;
     size_t nallocs = vram_trace_num_allocs(t);
     void **ptrs = calloc(nallocs ? nallocs : 1, sizeof *ptrs);
     if (!ptrs) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "replay: host out of memory for %zu pointers", nallocs);
@@ -60,11 +66,17 @@ vram_status vram_trace_replay(const vram_trace *t, vram_allocator *a, size_t sto
     double t0 = now_seconds();
     for (; i < stop; i++) {
         const vram_trace_event *e = &ev[i];
+        if (i == start && start > 0) { /* the workload's own figures from here, as a program measures them */
+            vram_allocator_empty_cache(a);
+            vram_allocator_reset_peak_stats(a);
+            allocs = 0;
+            t0 = now_seconds();
+        }
         if (e->op == VRAM_TRACE_ALLOC) {
             st = vram_allocator_malloc(a, (size_t)e->size, (vram_stream)e->stream, VRAM_TAG_OTHER, &ptrs[e->index]);
             if (st != VRAM_OK) break;
             allocs++;
-            if (peek) { /* track_peak: the event at which reserved memory peaks */
+            if (peek && i >= start) { /* track_peak: the event at which reserved memory peaks */
                 vram_allocator_get_stats(a, peek);
                 if (peek->reserved_bytes[VRAM_POOL_ALL].current > best) {
                     best = peek->reserved_bytes[VRAM_POOL_ALL].current;
@@ -79,9 +91,10 @@ vram_status vram_trace_replay(const vram_trace *t, vram_allocator *a, size_t sto
     double secs = now_seconds() - t0;
     free(peek);
 
-    res->events = i < stop ? i + 1 : i;
-    res->allocs = allocs;
-    res->frees = res->events - allocs - (i < stop ? 1 : 0);
+    size_t done = i < stop ? i + 1 : i; /* events run, a failing one included */
+    res->events = done > start ? done - start : 0;
+    res->allocs = i >= start ? allocs : 0;
+    res->frees = res->events - res->allocs - (i < stop && i >= start ? 1 : 0);
     res->seconds = secs;
     res->events_per_second = secs > 0 ? (double)res->events / secs : 0.0;
     res->peak_event_reserved_bytes = best > 0 ? (uint64_t)best : 0;

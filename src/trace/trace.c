@@ -743,6 +743,17 @@ void vram_trace_header_at(const vram_trace *t, size_t i, const char **key, const
 
 size_t vram_trace_header_event(const vram_trace *t, size_t i) { return i < t->num_header ? t->header[i].event : 0; }
 
+size_t vram_trace_workloads(const vram_trace *t, vram_trace_workload *out, size_t max) {
+    size_t n = 0;
+    for (size_t i = 0; i < t->num_header; i++) {
+        if (strcmp(t->header[i].key, "workload") != 0) continue;
+        if (n && n - 1 < max) out[n - 1].end = t->header[i].event;
+        if (n < max) out[n] = (vram_trace_workload){t->header[i].value, t->header[i].event, t->num_events};
+        n++;
+    }
+    return n;
+}
+
 const char *vram_trace_header(const vram_trace *t, const char *key) {
     for (size_t i = 0; i < t->num_header; i++)
         if (strcmp(t->header[i].key, key) == 0) return t->header[i].value;
