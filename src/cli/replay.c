@@ -285,7 +285,7 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
     }
     vram_allocator_destroy(a);
     vram_device_close(dev);
-    static workload_row workloads[MAX_WORKLOADS];
+    workload_row workloads[MAX_WORKLOADS];
     size_t nworkloads = replay_workloads(t, &ro, workloads);
 
     uint64_t fit = 0;
