@@ -207,6 +207,12 @@ def workloads(tmp):
     check(rc == 0 and "per workload" in out and "train" in out and "sample" in out, "per-workload rows in text")
     rc, out, _ = run("replay", "--json", os.path.join(SRC, "traces", "resnet50_train.trace.gz"))
     check(rc == 0 and "workloads" not in json.loads(out), "a one-program trace has no workload rows")
+    many = os.path.join(tmp, "many.trace")
+    with open(many, "w") as f:
+        f.write("# memtrace v1\n" + "".join(f"# workload: w{k}\na {k} 512 0\nf {k}\n" for k in range(66)))
+    rc, out, err = run("replay", "--json", many)
+    check(rc == 0 and len(json.loads(out)["workloads"]) == 64 and "holds 66 workloads: the first 64" in err,
+          f"more workloads than rows: said, not dropped silently: {err.strip()}")
 
 
 def bench():

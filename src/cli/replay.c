@@ -191,7 +191,11 @@ typedef struct workload_row {
 static size_t replay_workloads(const vram_trace *t, const vram_replay_options *ro, workload_row *rows) {
     vram_trace_workload w[MAX_WORKLOADS];
     size_t n = vram_trace_workloads(t, w, MAX_WORKLOADS);
-    if (n > MAX_WORKLOADS) n = MAX_WORKLOADS;
+    if (n > MAX_WORKLOADS) {
+        fprintf(stderr, "vram replay: %s holds %zu workloads: the first %d are measured one by one\n",
+                vram_trace_name(t), n, MAX_WORKLOADS);
+        n = MAX_WORKLOADS;
+    }
     for (size_t k = 0; k < n; k++) {
         vram_device *dev;
         vram_allocator *a;
