@@ -17,32 +17,33 @@ import os
 import subprocess
 import sys
 
-# (trace, lag): the largest peak reserved / peak requested accepted
-BOUNDS = {
-    ("bert_varlen_train", 0): 1.020, ("bert_varlen_train", 100): 1.020,
-    ("gpt2_generate", 0): 1.085, ("gpt2_generate", 100): 1.085,
-    ("gpt2_generate_h200", 0): 1.090, ("gpt2_generate_h200", 100): 1.090,
-    ("gpt2_train", 0): 1.020, ("gpt2_train", 100): 1.025,
-    ("resnet50_train", 0): 1.020, ("resnet50_train", 100): 1.020,
-    ("effnet_infer", 100): 1.105, ("effnet_infer", 0): 1.150,
-    ("llama_train", 0): 1.055, ("llama_train", 100): 1.065,
-    ("t5_varlen_train", 0): 1.012, ("t5_varlen_train", 100): 1.012,
-    ("vit_train", 0): 1.025, ("vit_train", 100): 1.025,
+# trace (or "trace: workload"): the largest peak reserved / peak requested accepted at lag 0 and 100
+LIMITS = {
+    "bert_varlen_train": (1.020, 1.020),
+    "gpt2_generate": (1.085, 1.085),
+    "gpt2_generate_h200": (1.090, 1.090),
+    "gpt2_train": (1.020, 1.025),
+    "resnet50_train": (1.020, 1.020),
+    "effnet_infer": (1.150, 1.105),
+    "llama_train": (1.055, 1.065),
+    "t5_varlen_train": (1.012, 1.012),
+    "vit_train": (1.025, 1.025),
     # the four workloads in one process as run on the H200, each measured from its start
     # (bench_replay_lag's per-workload rows): 1.0154, 1.0404, 1.0035 and 1.1132 at lag 100, where the
     # H200 measured 1.015, 1.013, 1.003 and 1.113
-    ("workloads_h200: resnet50_train", 0): 1.020, ("workloads_h200: resnet50_train", 100): 1.020,
-    ("workloads_h200: gpt2_train", 0): 1.040, ("workloads_h200: gpt2_train", 100): 1.045,
-    ("workloads_h200: bert_varlen", 0): 1.008, ("workloads_h200: bert_varlen", 100): 1.008,
-    ("workloads_h200: gpt2_generate", 0): 1.120, ("workloads_h200: gpt2_generate", 100): 1.120,
+    "workloads_h200: resnet50_train": (1.020, 1.020),
+    "workloads_h200: gpt2_train": (1.040, 1.045),
+    "workloads_h200: bert_varlen": (1.008, 1.008),
+    "workloads_h200: gpt2_generate": (1.120, 1.120),
 }
-
+LAGS = (0, 100)
+BOUNDS = {(name, lag): limits[i] for name, limits in LIMITS.items() for i, lag in enumerate(LAGS)}
 
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     binary, src = sys.argv[1], sys.argv[2]
-    names = sorted({name.split(":")[0] for name, _ in BOUNDS})
+    names = sorted({name.split(":")[0] for name in LIMITS})
     paths = []
     for name in names:
         for sub in ("", "unseen", "recorded"):
@@ -52,7 +53,7 @@ def main():
                 break
         else:
             sys.exit(f"replay_bounds: trace {name} not found under {src}/traces")
-    run = subprocess.run([binary, "--lags", "0,100", "--confs", "chunk_size_mb:64", *paths],
+    run = subprocess.run([binary, "--lags", ",".join(map(str, LAGS)), "--confs", "chunk_size_mb:64", *paths],
                          capture_output=True, text=True)
     if run.returncode != 0:
         sys.exit(f"replay_bounds: bench_replay_lag exited {run.returncode}: {run.stderr.strip()}")
