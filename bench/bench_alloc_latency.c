@@ -81,7 +81,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_alloc_latency: %s\n", vram_last_error());
         return 1;
     }
-    char conf[256];
+    char conf[VRAM_ALLOC_CONF_FORMAT_MAX];
     vram_alloc_config_format(vram_allocator_config(a), conf, sizeof conf);
     printf("device: %s (%s), VRAM_ALLOC_CONF: %s\n", spec, dev->name, conf);
     printf("allocator: vram %s\n", vram_allocator_config(a)->expandable_segments && vram_device_has_pages(dev)

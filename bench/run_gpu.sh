@@ -4,7 +4,7 @@
 # Builds vram (Release, into b/), runs the CTest `gpu` label and the PyTorch plug-in test, the
 # allocator latency microbenchmarks (vram pages/segments; PyTorch native, expandable segments,
 # cudaMallocAsync and raw cudaMalloc through bench_torch_alloc.cpp, built here with g++ against
-# the installed torch), the four real workloads under native (twice), expandable and vram,
+# the installed torch), the four real workloads (or WORKLOADS=a,b,...) under native (twice), expandable and vram,
 # (latrounds) the latency benchmark with vram, PyTorch native and optionally an older vram source
 # tree (BASE=dir) in turns, ROUNDS times on one pinned core (bench/latency_rounds.py), (ab) one
 # workload's step time with the allocators in turns (bench/ab_rounds.py), and (graphs) what a CUDA
@@ -80,7 +80,7 @@ if [[ $what == *latrounds* ]]; then
 fi
 if [[ $what == *workloads* ]]; then
   for k in ${KINDS:-native vram expandable native2}; do
-    workload_run "wl_$k" --alloc "$k" --steps "${STEPS:-8}"; echo "workloads $k rc=$?"; grep -E "Error|error" "$OUT/wl_$k.log" | tail -3
+    workload_run "wl_$k" --alloc "$k" --steps "${STEPS:-8}" ${WORKLOADS:+--workloads "$WORKLOADS"}; echo "workloads $k rc=$?"; grep -E "Error|error" "$OUT/wl_$k.log" | tail -3
   done
   python3 bench/torch_workloads.py --report "$OUT"/wl_*.json | tee "$OUT/workloads.md"
 fi

@@ -12,6 +12,8 @@ Workloads (random weights, no downloads, same seeds under every allocator):
   bert_varlen      BERT-base masked LM, batch 32, a random sequence length 16..512 each step,
                    AdamW
   gpt2_generate    GPT-2 124M sampling 384 tokens for 16 sequences with the KV cache
+and, named with --workloads, the four of bench/extra_workloads.py that the allocator was never
+tuned on: vit_train, llama_train, t5_varlen_train, effnet_infer.
 
 The allocator is chosen before torch touches CUDA: vram through vram_torch.enable(), PyTorch's
 expandable segments through PYTORCH_CUDA_ALLOC_CONF; `vram:CONF` runs vram with VRAM_ALLOC_CONF=CONF
@@ -45,6 +47,8 @@ import sys
 import time
 
 WORKLOADS = ["resnet50_train", "gpt2_train", "bert_varlen", "gpt2_generate"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import extra_workloads  # noqa: E402  (imports torch only when a workload is built)
 KINDS = ["native", "native2", "expandable", "vram", "vram_segments", "vram_p20"]  # and vram:CONF
 
 
@@ -137,7 +141,7 @@ def build(name, torch):
             opt.step()
             return loss.item()
         return step
-    raise SystemExit("unknown workload %s" % name)
+    return extra_workloads.build(name)
 
 
 def write_trace(mem, torch, path, names, marks):
@@ -248,6 +252,7 @@ def report(files):
             runs[(r["workload"], r["allocator"])] = r
     kinds = [k for k in KINDS if any(a == k for (_, a) in runs)]
     kinds += sorted({a for (_, a) in runs if a not in KINDS})
+    workloads = [w for w in WORKLOADS + list(extra_workloads.WORKLOADS) if any(x == w for (x, _) in runs)]
     gib = 1024 ** 3
     print("GPU: %s, PyTorch %s, CUDA %s, %s\n" % (info["gpu"], info["torch"], info["cuda"], info["date"]))
     print("Step time: mean after the warm-up steps. vs native: the median over those steps of this run's step time")
@@ -256,7 +261,7 @@ def report(files):
     print("| workload | allocator | peak requested | peak reserved | reserved / requested | device used (cudaMemGetInfo) "
           "| step time | vs native | losses (first, last) |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for w in WORKLOADS:
+    for w in workloads:
         base = runs.get((w, "native"))
         for k in kinds:
             r = runs.get((w, k))
@@ -271,7 +276,7 @@ def report(files):
                 w, k, r["peak_requested"] / gib, r["peak_reserved"] / gib, r["reserved_over_requested"] or 0,
                 r["device_used_peak"] / gib, 1000 * r["step_time_s"], rel, r["losses"][0], r["losses"][-1]))
     print()
-    for w in WORKLOADS:
+    for w in workloads:
         for k in kinds:
             r = runs.get((w, k))
             if r and k.startswith("vram"):
@@ -281,7 +286,7 @@ def report(files):
                     "; device calls per step " + " ".join(map(str, r["device_calls_per_step"]))
                     if "device_calls_per_step" in r else ""))
     print()
-    for w in WORKLOADS:
+    for w in workloads:
         ls = {k: runs[(w, k)]["losses"] for k in kinds if (w, k) in runs}
         if "native" in ls:
             spread = max(abs(a - b) for a, b in zip(ls["native"], ls.get("native2", ls["native"])))
@@ -314,7 +319,11 @@ def main():
         p.error("--trace: only with a vram allocator (record another with python -m vram_torch record)")
     if a.trace and not os.path.isdir(os.path.dirname(os.path.abspath(a.trace))):
         p.error("--trace %s: no such folder" % a.trace)
-    d = run(a.alloc, a.steps, a.workloads.split(","), a.cap_bytes, a.deterministic, a.trace)
+    names = a.workloads.split(",")
+    unknown = [w for w in names if w not in WORKLOADS and w not in extra_workloads.WORKLOADS]
+    if unknown:
+        p.error("--workloads: unknown %s (known: %s)" % (", ".join(unknown), ", ".join(WORKLOADS + list(extra_workloads.WORKLOADS))))
+    d = run(a.alloc, a.steps, names, a.cap_bytes, a.deterministic, a.trace)
     if a.out:
         json.dump(d, open(a.out, "w"), indent=1)
 

@@ -111,6 +111,9 @@ if(Python3_Interpreter_FOUND)
   # the interleaved-rounds step-time report of bench/run_gpu.sh's `ab` mode
   add_test(NAME test_ab_rounds
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_ab_rounds.py)
+  # bench/torch_workloads.py's report and workload names, without a GPU
+  add_test(NAME test_torch_workloads
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_torch_workloads.py)
   # the interleaved-rounds latency report of bench/run_gpu.sh's `latrounds` mode
   add_test(NAME test_latency_rounds
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_latency_rounds.py)

@@ -272,18 +272,25 @@ static void test_chunk_headroom(void) {
  * cached chunks move instead. x (one 8 MiB chunk) is freed before y; w, freed after, leaves
  * 4 MiB mapped at the head of the free end; 9 MiB fits neither hole whole and needs 6 MiB of
  * new pages at the free end. */
+/* x (8 MiB, one chunk), y (2 MiB) and w (4 MiB) allocated, x and w freed, then 9 MiB (r): it
+ * goes after y, where w's 4 MiB are mapped, and needs 6 MiB more, below x's one chunk. */
+static void hole_then_9mib(vram_allocator *a, void **y, void **r) {
+    void *x, *w;
+    CHECK_OK(vram_allocator_malloc(a, 8 * MiB, 0, 0, &x));
+    CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, y));
+    CHECK_OK(vram_allocator_malloc(a, 4 * MiB, 0, 0, &w));
+    CHECK_OK(vram_allocator_free(a, x));
+    CHECK_OK(vram_allocator_free(a, w));
+    CHECK_OK(vram_allocator_malloc(a, 9 * MiB, 0, 0, r));
+}
+
 static void test_move_min(void) {
     const char *confs[2] = {"chunk_size_mb:8,reserve_slack:0", "chunk_size_mb:8,reserve_slack:0,move_min_mb:2"};
     for (int c = 0; c < 2; c++) {
         vram_device *dev;
         vram_allocator *a = open_alloc("sim:1GiB", confs[c], &dev);
-        void *x, *y, *w, *r;
-        CHECK_OK(vram_allocator_malloc(a, 8 * MiB, 0, 0, &x));
-        CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, &y));
-        CHECK_OK(vram_allocator_malloc(a, 4 * MiB, 0, 0, &w));
-        CHECK_OK(vram_allocator_free(a, x));
-        CHECK_OK(vram_allocator_free(a, w));
-        CHECK_OK(vram_allocator_malloc(a, 9 * MiB, 0, 0, &r));
+        void *y, *r;
+        hole_then_9mib(a, &y, &r);
         CHECK((char *)r == (char *)y + 2 * MiB, "%s: 9 MiB goes to the free end", confs[c]);
         vram_stats st;
         vram_allocator_get_stats(a, &st);
@@ -303,6 +310,43 @@ static void test_move_min(void) {
         CHECK_OK(vram_allocator_free(a, y));
         close_alloc(a, dev);
     }
+}
+
+/* The page budget counts from the last empty_cache: after a phase that allocated 64 MiB and gave
+ * its cache back, test_move_min's second phase moves x's chunk as it would in a fresh allocator
+ * (its reserved peak, 14 MiB, is the budget), where the first phase's 64 MiB peak would let
+ * reserved memory grow to 20 MiB. The peaks a caller reads still include the first phase's,
+ * until reset_peak_stats. */
+static void test_budget_after_empty_cache(void) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("sim:1GiB", "chunk_size_mb:8,reserve_slack:0,move_min_mb:2", &dev);
+    void *big, *y, *r;
+    CHECK_OK(vram_allocator_malloc(a, 64 * MiB, 0, 0, &big));
+    CHECK_OK(vram_allocator_free(a, big));
+    CHECK_OK(vram_allocator_empty_cache(a));
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.allocated_bytes[0].peak == (int64_t)(64 * MiB) && st.reserved_bytes[0].peak == (int64_t)(64 * MiB),
+          "peaks kept across empty_cache: allocated %lld, reserved %lld", (long long)st.allocated_bytes[0].peak,
+          (long long)st.reserved_bytes[0].peak);
+    CHECK(st.reserved_bytes[0].current == 0 && st.num_device_free == 8, "all 8 chunks unmapped, got %llu",
+          (unsigned long long)st.num_device_free);
+    hole_then_9mib(a, &y, &r);
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.num_device_free == 9, "x's chunk moves within the second phase's budget, got %llu unmaps in all",
+          (unsigned long long)st.num_device_free);
+    CHECK(st.reserved_bytes[0].current <= (int64_t)(14 * MiB), "reserved within 14 MiB, got %lld",
+          (long long)st.reserved_bytes[0].current);
+    CHECK(st.allocated_bytes[0].peak == (int64_t)(64 * MiB) && st.reserved_bytes[0].peak == (int64_t)(64 * MiB),
+          "the first phase's peaks still reported");
+    CHECK_OK(vram_allocator_check(a));
+    vram_allocator_reset_peak_stats(a);
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.allocated_bytes[0].peak == st.allocated_bytes[0].current &&
+          st.reserved_bytes[0].peak == st.reserved_bytes[0].current, "a reset lowers them to the current values");
+    CHECK_OK(vram_allocator_free(a, r));
+    CHECK_OK(vram_allocator_free(a, y));
+    close_alloc(a, dev);
 }
 
 /* The OOM report tells fragmentation apart: with 64 MiB chunks and chunk_headroom off, three
@@ -340,7 +384,7 @@ static void test_oom_fragmented(void) {
     for (int i = 1; i < 8; i += 2) CHECK_OK(vram_allocator_free(a, p[i]));
     close_alloc(a, dev);
 
-    a = open_alloc("sim:1GiB", "chunk_size_mb:8,reserve_slack:0.99", &dev); /* no voluntary moves */
+    a = open_alloc("sim:1GiB", "chunk_size_mb:8,move_min_mb:1024", &dev); /* no voluntary moves */
     void *x, *y, *z, *g, *w;
     CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, &x));
     CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, &y));
@@ -862,6 +906,23 @@ static void test_config(void) {
     vram_alloc_config_default(&d);
     CHECK_OK(vram_alloc_config_parse(text, &d));
     CHECK(memcmp(&c, &d, sizeof c) == 0, "format round-trips: %s", text);
+    /* every option at its longest value: the string fits VRAM_ALLOC_CONF_FORMAT_MAX and the
+     * fractions keep all their digits (six significant digits, as %g writes, lost them) */
+    vram_alloc_config_default(&c);
+    CHECK_OK(vram_alloc_config_parse("expandable_segments:False,page_size_mb:1024,chunk_size_mb:65536,"
+                                     "max_split_size_mb:17592186044415,max_non_split_rounding_mb:17592186044415,"
+                                     "roundup_power2_divisions:2147483648,memory_fraction:0.12345678901234568,"
+                                     "max_reserved:18446744073709551615,history:16777216,caching:False,"
+                                     "move_busy_pages:False,reserve_slack:1.2345678901234567e-300,"
+                                     "move_min_mb:17592186044415,chunk_headroom:1048575,"
+                                     "garbage_collection_threshold:0.98765432109876543,small_classes:False", &c));
+    char longest[VRAM_ALLOC_CONF_FORMAT_MAX + 64];
+    vram_alloc_config_format(&c, longest, sizeof longest);
+    CHECK(strlen(longest) < VRAM_ALLOC_CONF_FORMAT_MAX, "longest configuration fits: %zu bytes", strlen(longest));
+    vram_alloc_config_default(&d);
+    CHECK_OK(vram_alloc_config_parse(longest, &d));
+    CHECK(memcmp(&c, &d, sizeof c) == 0, "longest configuration round-trips: %s", longest);
+    CHECK(strstr(longest, "memory_fraction:0.12345678901234568,") != NULL, "all digits kept: %s", longest);
     setenv("VRAM_ALLOC_CONF", "nonsense_key:1", 1);
     vram_device *dev;
     CHECK_OK(vram_device_open("sim", &dev));
@@ -1187,6 +1248,7 @@ int main(void) {
     test_chunk_headroom();
     test_oom_fragmented();
     test_move_min();
+    test_budget_after_empty_cache();
     test_auto_policies();
     test_chunk_map_all_or_nothing();
     test_limit_and_oom();

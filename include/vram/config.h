@@ -66,7 +66,12 @@ vram_status vram_alloc_config_parse(const char *text, vram_alloc_config *cfg);
 /* Defaults plus the VRAM_ALLOC_CONF environment variable, if set. */
 vram_status vram_alloc_config_from_env(vram_alloc_config *cfg);
 
-/* Writes the configuration back as a VRAM_ALLOC_CONF string (round-trips through _parse). */
+/* The longest string vram_alloc_config_format writes, its terminating NUL included (every
+ * option set, each at its longest value; checked by tests/test_alloc.c and fuzz_config). */
+#define VRAM_ALLOC_CONF_FORMAT_MAX 512
+
+/* Writes the configuration back as a VRAM_ALLOC_CONF string that parses back (from the
+ * defaults) to exactly `cfg`, in at most `cap` bytes (VRAM_ALLOC_CONF_FORMAT_MAX always suffice). */
 void vram_alloc_config_format(const vram_alloc_config *cfg, char *buf, size_t cap);
 
 #ifdef __cplusplus

@@ -74,7 +74,7 @@ typedef struct vram_snapshot {
     vram_event *events; /* oldest first */
     size_t num_events;
     int device_index;
-    char settings[256]; /* the allocator's VRAM_ALLOC_CONF string */
+    char settings[VRAM_ALLOC_CONF_FORMAT_MAX]; /* the allocator's VRAM_ALLOC_CONF string */
     char tag_names[VRAM_TAG_MAX][32];
 } vram_snapshot;
 

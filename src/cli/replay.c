@@ -130,7 +130,7 @@ static int report_state_at(const vram_trace *t, const replay_args *ra, const vra
      * configuration asks for a history of its own, record every event up to the stop. The
      * history does not change where blocks go, so the state is the same. */
     vram_replay_options with_history = *ro;
-    char conf[512];
+    char conf[4096 + 32]; /* the configuration (parsed below, so at most 4096 characters) and the history key */
     vram_alloc_config cfg;
     if (ra->snapshot && vram_alloc_config_from_env(&cfg) == VRAM_OK &&
         (!ro->conf || vram_alloc_config_parse(ro->conf, &cfg) == VRAM_OK) && cfg.history_entries == 0) {
@@ -249,7 +249,7 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
         vram_trace_free(t);
         return 2;
     }
-    char device_name[96], settings[256];
+    char device_name[96], settings[VRAM_ALLOC_CONF_FORMAT_MAX];
     snprintf(device_name, sizeof device_name, "%s", dev->name);
     vram_alloc_config_format(vram_allocator_config(a), settings, sizeof settings);
     uint64_t capacity = vram_allocator_limit(a);

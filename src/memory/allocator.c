@@ -1173,6 +1173,12 @@ static void active_lift(vram_allocator *a, int pool) {
 
 /* The internal statistic of the solo tag, from the pools' internal statistics (all, small,
  * large; see allocator_internal.h: the "all" entry keeps no `allocated`). */
+/* The peaks a caller sees: the statistics' own, or those from before the last empty_cache. */
+static void user_peaks(const vram_allocator *a, vram_stats *st) {
+    if (a->allocated_peak_before > st->allocated_bytes[0].peak) st->allocated_bytes[0].peak = a->allocated_peak_before;
+    if (a->reserved_peak_before > st->reserved_bytes[0].peak) st->reserved_bytes[0].peak = a->reserved_peak_before;
+}
+
 static vram_stat solo_stat(const vram_stat *pools) {
     vram_stat s = pools[0];
     s.allocated = pools[VRAM_POOL_SMALL].allocated + pools[VRAM_POOL_LARGE].allocated;
@@ -1187,7 +1193,9 @@ static void solo_tag_stats(const vram_stats *st, vram_tag_stats *out) {
 
 static void tags_split(vram_allocator *a) {
     if (a->tag_solo < 0) return;
-    solo_tag_stats(&a->stats, &a->stats.tags[a->tag_solo]);
+    vram_stats seen = a->stats;
+    user_peaks(a, &seen);
+    solo_tag_stats(&seen, &a->stats.tags[a->tag_solo]);
     a->tag_solo = -1;
 }
 
@@ -1862,6 +1870,13 @@ vram_status vram_allocator_empty_cache(vram_allocator *a) {
         }
         release_cache(a, UINT64_MAX);
         a->pages_moved = 0; /* a fresh start for one-stream merges (mergeable) */
+        /* and for the page budget: peaks from here on (allocator_internal.h) */
+        vram_stat *al = &a->stats.allocated_bytes[0], *re = &a->stats.reserved_bytes[0];
+        if (al->peak > a->allocated_peak_before) a->allocated_peak_before = al->peak;
+        if (re->peak > a->reserved_peak_before) a->reserved_peak_before = re->peak;
+        al->peak = al->current;
+        re->peak = re->current;
+        a->allocated_high = 0;
         history_add(a, VRAM_EVENT_EMPTY_CACHE, 0, 0, 0, 0);
     }
     vram_allocator_unlock(a);
@@ -1953,7 +1968,8 @@ static void export_stat(vram_stat *s) { s->freed = s->allocated + s->freed - s->
 
 void vram_stats_export(const vram_allocator *a, vram_stats *out) {
     *out = a->stats;
-    if (a->tag_solo >= 0) solo_tag_stats(&a->stats, &out->tags[a->tag_solo]);
+    user_peaks(a, out);
+    if (a->tag_solo >= 0) solo_tag_stats(out, &out->tags[a->tag_solo]);
     for (int p = 0; p < VRAM_POOL_COUNT; p++) { /* active: allocated plus pending */
         const vram_stat *n = &out->allocation[p], *bytes = &out->allocated_bytes[p];
         vram_stat *an = &out->active[p], *abytes = &out->active_bytes[p];
@@ -2012,6 +2028,7 @@ void vram_allocator_reset_peak_stats(vram_allocator *a) {
     vram_allocator_lock(a);
     if ((uint64_t)a->stats.allocated_bytes[0].peak > a->allocated_high)
         a->allocated_high = (uint64_t)a->stats.allocated_bytes[0].peak;
+    a->allocated_peak_before = a->reserved_peak_before = 0;
     active_current(a);
     for_each_stat(&a->stats, reset_peak);
     vram_allocator_unlock(a);

@@ -166,7 +166,8 @@ struct vram_allocator {
                               * then the pools' (kept only there: see tag_stats_up), or -1 once a
                               * second tag is used (in page_shift's padding: nothing moves) */
     uint64_t limit;          /* cap on reserved bytes */
-    uint64_t allocated_high; /* allocated peak before the last reset of peak statistics */
+    uint64_t allocated_high; /* the page budget's allocated peak (reserve_budget) from before the
+                              * last reset of peak statistics, back to the last empty_cache */
     vram_pool pools[VRAM_POOL_COUNT]; /* [1] small, [2] large; [0] unused */
     vram_live_map live;
     vram_block *free_structs;
@@ -210,6 +211,12 @@ struct vram_allocator {
     enum { STREAMS_NONE, STREAMS_SOLO, STREAMS_MANY } streams_seen;
     vram_stream solo_stream;
     int mixed, pages_moved;
+    /* The peaks of allocated and reserved bytes (all pools) reached before the last empty_cache.
+     * empty_cache restarts the statistics' own peaks from the current values, so that the page
+     * budget (pages.c, reserve_budget) follows what the program has needed since it gave its
+     * cache back, not what an earlier phase needed; the statistics a caller reads report the
+     * larger value (vram_stats_export), as PyTorch's peaks, which only a reset lowers. */
+    int64_t allocated_peak_before, reserved_peak_before;
 };
 
 /* While a CUDA graph is captured (begin_pool .. end_pool) the driver refuses event queries,

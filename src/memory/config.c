@@ -197,9 +197,19 @@ vram_status vram_alloc_config_from_env(vram_alloc_config *cfg) {
     return vram_alloc_config_parse(getenv("VRAM_ALLOC_CONF"), cfg);
 }
 
+/* The shortest decimal form of v that parses back to exactly v (%g's six digits do not always). */
+static void format_double(char *buf, size_t cap, double v) {
+    for (int digits = 6; digits <= 17; digits++) {
+        snprintf(buf, cap, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v) return;
+    }
+}
+
 void vram_alloc_config_format(const vram_alloc_config *cfg, char *buf, size_t cap) {
     char split[48] = "", gc[64] = "", chunk[48] = "", slack[32] = "auto", move_min[40] = "", headroom[40] = "";
-    if (cfg->reserve_slack >= 0) snprintf(slack, sizeof slack, "%g", cfg->reserve_slack);
+    char fraction[32], number[32];
+    format_double(fraction, sizeof fraction, cfg->memory_fraction);
+    if (cfg->reserve_slack >= 0) format_double(slack, sizeof slack, cfg->reserve_slack);
     if (cfg->move_min)
         snprintf(move_min, sizeof move_min, ",move_min_mb:%llu", (unsigned long long)(cfg->move_min / MiB));
     if (cfg->chunk_headroom != 64)
@@ -208,16 +218,18 @@ void vram_alloc_config_format(const vram_alloc_config *cfg, char *buf, size_t ca
         snprintf(chunk, sizeof chunk, ",chunk_size_mb:%llu", (unsigned long long)(cfg->chunk_size / MiB));
     if (cfg->max_split_size != UINT64_MAX)
         snprintf(split, sizeof split, ",max_split_size_mb:%llu", (unsigned long long)(cfg->max_split_size / MiB));
-    if (cfg->garbage_collection_threshold > 0)
-        snprintf(gc, sizeof gc, ",garbage_collection_threshold:%g", cfg->garbage_collection_threshold);
+    if (cfg->garbage_collection_threshold > 0) {
+        format_double(number, sizeof number, cfg->garbage_collection_threshold);
+        snprintf(gc, sizeof gc, ",garbage_collection_threshold:%s", number);
+    }
     snprintf(buf, cap,
              "expandable_segments:%s,page_size_mb:%llu%s%s,max_non_split_rounding_mb:%llu,"
-             "roundup_power2_divisions:%u,memory_fraction:%g,max_reserved:%llu,history:%u,caching:%s,"
+             "roundup_power2_divisions:%u,memory_fraction:%s,max_reserved:%llu,history:%u,caching:%s,"
              "move_busy_pages:%s,reserve_slack:%s%s%s%s%s",
              cfg->expandable_segments ? "True" : "False", (unsigned long long)(cfg->page_size / MiB),
              chunk, split,
              (unsigned long long)(cfg->max_non_split_rounding / MiB), cfg->roundup_power2_divisions,
-             cfg->memory_fraction, (unsigned long long)cfg->max_reserved, cfg->history_entries,
+             fraction, (unsigned long long)cfg->max_reserved, cfg->history_entries,
              cfg->caching ? "True" : "False", cfg->move_busy_pages < 0 ? "auto" : cfg->move_busy_pages ? "True" : "False", slack,
              move_min, headroom, gc, cfg->small_classes ? "" : ",small_classes:False");
 }

@@ -275,7 +275,12 @@ done:
 
 /* Pages model: how far reserved memory may grow before cached pages are moved instead: its
  * peak so far, or, with reserve_slack, the peak of allocated memory (never lowered by a reset
- * of peak statistics) plus that share, in whole pages. */
+ * of peak statistics) plus that share, in whole pages. Both peaks count from the last
+ * empty_cache: a program that gave its cache back between two phases (two models in one
+ * process, training then evaluation) has the second phase's pages kept as close to what it
+ * allocates as the first's were, where the first phase's larger peak would let them spread
+ * (EfficientNet inference after T5 training on an H200: 1.300 x its peak requested, 1.178 with
+ * this, as alone; bench/results/2026-12-03-extra-workloads-gpu.md). */
 static uint64_t reserve_budget(const vram_allocator *a) {
     if (a->cfg.reserve_slack <= 0) return (uint64_t)a->stats.reserved_bytes[0].peak;
     uint64_t high = (uint64_t)a->stats.allocated_bytes[0].peak;

@@ -1,0 +1,54 @@
+"""test_torch_workloads.py — bench/torch_workloads.py without a GPU: its --report on made-up
+results (rows in the workloads' order, the four bundled ones first and those of
+bench/extra_workloads.py after, each allocator's step time against native's same steps, the loss
+lines), and --workloads refusing a name it does not know before torch is touched."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+script = os.path.join(root, "bench", "torch_workloads.py")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pycheck import check, done  # noqa: E402
+
+GIB = 1024 ** 3
+
+
+def result(workload, alloc, times, losses, reserved):
+    return {"workload": workload, "allocator": alloc, "steps": len(times), "losses": losses, "step_times_s": times,
+            "peak_reserved": reserved, "peak_requested": 2 * GIB, "device_used_peak": reserved,
+            "reserved_over_requested": reserved / (2 * GIB), "num_device_alloc": 7, "num_device_free": 3,
+            "device_calls_per_step": [5, 5, 0, 0]}
+
+
+with tempfile.TemporaryDirectory() as d:
+    info = {"gpu": "Test GPU", "torch": "0", "cuda": "0", "date": "today"}
+    runs = {"native": [result("vit_train", "native", [9, 9, 1.0, 1.0], [7.0, 6.5, 6.0, 5.5], 3 * GIB),
+                       result("gpt2_train", "native", [9, 9, 2.0, 2.0], [11.0, 10.0, 9.0, 8.0], 3 * GIB)],
+            "vram": [result("vit_train", "vram", [9, 9, 1.1, 1.1], [7.0, 6.5, 6.0, 5.6], 2 * GIB + GIB // 50),
+                     result("gpt2_train", "vram", [9, 9, 2.0, 2.0], [11.0, 10.0, 9.0, 8.0], 2 * GIB)]}
+    files = []
+    for alloc, results in runs.items():
+        files.append(os.path.join(d, "wl_%s.json" % alloc))
+        json.dump({"info": info, "results": results}, open(files[-1], "w"))
+    r = subprocess.run([sys.executable, script, "--report"] + files, capture_output=True, text=True)
+    check(r.returncode == 0, "report exit status %d: %s" % (r.returncode, r.stderr))
+    rows = [l for l in r.stdout.splitlines() if l.startswith("| gpt2_train") or l.startswith("| vit_train")]
+    check([l.split("|")[1].strip() for l in rows] == ["gpt2_train", "gpt2_train", "vit_train", "vit_train"],
+          "bundled workloads first, then the extra ones:\n" + r.stdout)
+    check("| vit_train | vram | 2.00 GiB | 2.02 GiB | 1.010 | 2.02 GiB | 1100.0 ms | +10.0% | 7, 5.6 |" in r.stdout,
+          "vit_train under vram: memory, step time +10% after the warm-up steps, losses:\n" + r.stdout)
+    check("| gpt2_train | vram | 2.00 GiB | 2.00 GiB | 1.000 | 2.00 GiB | 2000.0 ms | +0.0% | 11, 8 |" in r.stdout,
+          "gpt2_train under vram:\n" + r.stdout)
+    check("vit_train vram: max |loss - native loss| = 0.1 (native run-to-run: 0)" in r.stdout,
+          "loss difference of an extra workload:\n" + r.stdout)
+    check("vit_train vram: 4 steps, device maps/allocs 7, unmaps/frees 3" in r.stdout, "device calls:\n" + r.stdout)
+    # an unknown workload: refused with the known names, before any allocator or torch is set up
+    r = subprocess.run([sys.executable, script, "--alloc", "vram", "--workloads", "vit_train,resnet_9000"],
+                       capture_output=True, text=True)
+    check(r.returncode == 2 and "unknown resnet_9000" in r.stderr and "effnet_infer" in r.stderr
+          and "Traceback" not in r.stderr, "unknown workload refused: %r" % r.stderr)
+
+sys.exit(done("test_torch_workloads"))
