@@ -672,6 +672,49 @@ static void test_streams(void) {
     vram_device_close(dev);
 }
 
+/* Pages that stream 1 freed and its kernels may still use: a request that needs them moved first
+ * asks the streams, and pages whose work has finished are unmapped and mapped plainly; only pages
+ * still in use are aliased. x (8 MiB, one chunk), y and w freed around y on stream 1; 13 MiB then
+ * goes after y, over w's 4 mapped MiB, and needs 10 MiB more: x's chunk moves there. */
+static void test_busy_pages_ask_first(void) {
+    for (int done = 0; done < 2; done++) {
+        vram_device *dev;
+        CHECK_OK(event_device_open("1GiB", &dev));
+        vram_alloc_config cfg;
+        vram_alloc_config_default(&cfg);
+        CHECK_OK(vram_alloc_config_parse("chunk_size_mb:8,reserve_slack:0,move_min_mb:2,move_busy_pages:True", &cfg));
+        vram_allocator *a;
+        CHECK_OK(vram_allocator_new(dev, &cfg, &a));
+        void *x, *y, *w, *r;
+        CHECK_OK(vram_allocator_malloc(a, 8 * MiB, 1, 0, &x));
+        CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 1, 0, &y));
+        CHECK_OK(vram_allocator_malloc(a, 4 * MiB, 1, 0, &w));
+        event_device_submit(dev, 1); /* kernels on stream 1 use x and w */
+        CHECK_OK(vram_allocator_free(a, x));
+        CHECK_OK(vram_allocator_free(a, w));
+        if (done) event_device_complete(dev, 1);
+        CHECK_OK(vram_allocator_malloc(a, 13 * MiB, 1, 0, &r));
+        CHECK((char *)r == (char *)y + 2 * MiB, "13 MiB goes to the free end");
+        const evdev_state *e = event_device_state(dev);
+        if (done)
+            CHECK(e->unmap_calls == 1 && e->alias_calls == 0, "finished work: x's chunk unmapped, not aliased (%llu, %llu)",
+                  (unsigned long long)e->unmap_calls, (unsigned long long)e->alias_calls);
+        else
+            CHECK(e->alias_calls == 1 && e->unmap_calls == 0, "work still running: x's chunk aliased (%llu, %llu)",
+                  (unsigned long long)e->alias_calls, (unsigned long long)e->unmap_calls);
+        vram_stats st;
+        vram_allocator_get_stats(a, &st);
+        CHECK(st.reserved_bytes[0].current == (int64_t)(16 * MiB), "x's 8 MiB moved: 16 MiB reserved, got %lld",
+              (long long)st.reserved_bytes[0].current);
+        CHECK_OK(vram_allocator_check(a));
+        CHECK_OK(vram_allocator_free(a, r));
+        CHECK_OK(vram_allocator_free(a, y));
+        event_device_complete(dev, 1);
+        vram_allocator_destroy(a);
+        vram_device_close(dev);
+    }
+}
+
 static int stat_is(const vram_stat *s, int64_t current, int64_t peak, int64_t allocated, int64_t freed) {
     return s->current == current && s->peak == peak && s->allocated == allocated && s->freed == freed;
 }
@@ -1256,6 +1299,7 @@ int main(void) {
     test_tags();
     test_solo_tag();
     test_streams();
+    test_busy_pages_ask_first();
     test_active_with_pending();
     test_placement_no_moves();
     test_free_beside_free();
