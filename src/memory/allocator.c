@@ -1171,14 +1171,14 @@ static void active_lift(vram_allocator *a, int pool) {
  * with another tag writes the solo tag's statistics out (tags_split) and from then on every tag
  * keeps its own. */
 
-/* The internal statistic of the solo tag, from the pools' internal statistics (all, small,
- * large; see allocator_internal.h: the "all" entry keeps no `allocated`). */
 /* The peaks a caller sees: the statistics' own, or those from before the last empty_cache. */
 static void user_peaks(const vram_allocator *a, vram_stats *st) {
     if (a->allocated_peak_before > st->allocated_bytes[0].peak) st->allocated_bytes[0].peak = a->allocated_peak_before;
     if (a->reserved_peak_before > st->reserved_bytes[0].peak) st->reserved_bytes[0].peak = a->reserved_peak_before;
 }
 
+/* The internal statistic of the solo tag, from the pools' internal statistics (all, small,
+ * large; see allocator_internal.h: the "all" entry keeps no `allocated`). */
 static vram_stat solo_stat(const vram_stat *pools) {
     vram_stat s = pools[0];
     s.allocated = pools[VRAM_POOL_SMALL].allocated + pools[VRAM_POOL_LARGE].allocated;
