@@ -1,1 +1,1 @@
-OUT=$OUT bash bench/run_gpu.sh tests   # the final build of the session: CPU tests and the gpu label on the H200
+OUT=$OUT bash bench/run_gpu.sh tests   # CPU tests and the gpu label on the H200, on the tree of 9d236b9 (after the budget change, before busy pages were aliased only after asking the streams, d26c956)
