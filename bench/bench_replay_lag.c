@@ -27,6 +27,9 @@
  * from there.
  *
  *   bench_replay_lag [--fit | --limit F] [--lags 0,100,1000] [--confs "CONF;CONF..."] TRACE...
+ *
+ * `vram replay --device cudasim:lag=N` runs the same model of a lagging GPU from the library
+ * (src/backends/sim.c); tests/replay_bounds.py checks that both give the same figures.
  */
 #include <stdio.h>
 #include <stdlib.h>

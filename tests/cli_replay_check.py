@@ -123,6 +123,13 @@ def tiny_trace(tmp):
     d3 = json.loads(out3) if rc == 0 else {}
     check(rc == 0 and d3.get("device") == "cudasim (1024.00 MiB)" and d3.get("fit_capacity_bytes", 0) >= 3003100,
           f"cudasim replay: {rc} {err3.strip()} {d3.get('device')}")
+    # With its GPU's work lagging: the lag in its name, kept with a capacity and through the fit.
+    rc, out4, err4 = run("replay", "--json", "--fit", "--device", "cudasim:lag=100", "--capacity", "1GiB", path)
+    d4 = json.loads(out4) if rc == 0 else {}
+    check(rc == 0 and d4.get("device") == "cudasim (1024.00 MiB), lag 100" and d4.get("fit_capacity_bytes", 0) >= 3003100,
+          f"cudasim lag replay: {rc} {err4.strip()} {d4.get('device')}")
+    rc, _, err5 = run("replay", "--device", "cudasim:lag=soon", path)
+    check(rc == 2 and "cudasim device: lag 'soon'" in err5 and "Traceback" not in err5, f"bad lag refused: {rc} {err5.strip()}")
     # The same on stdin.
     rc, out2, _ = run("replay", "--json", "-", stdin=text.encode())
     check(rc == 0 and json.loads(out2)["peak_allocated_bytes"] == 3003904, "stdin replay")

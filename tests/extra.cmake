@@ -157,7 +157,7 @@ if(Python3_Interpreter_FOUND)
   # fragmentation bounds on the bundled traces, replayed with the GPU's work lagging
   add_test(NAME replay_bounds
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/replay_bounds.py
-                   $<TARGET_FILE:bench_replay_lag> ${CMAKE_SOURCE_DIR})
+                   $<TARGET_FILE:bench_replay_lag> ${CMAKE_SOURCE_DIR} $<TARGET_FILE:vram>)
   set_tests_properties(replay_bounds PROPERTIES TIMEOUT 600)
   # the placement-diff pair: bench_placements (vram) and expandable_model.py --placements (PyTorch)
   add_test(NAME placements_check

@@ -11,8 +11,13 @@ gpt2_generate, effnet_infer and vit_train rely on one-stream merges (1.110, 1.14
 on), the two GPT-2 sampling traces on ties broken by address and on frees before the free end
 coalesced while other blocks are free (1.097 and 1.095 without).
 
-usage: replay_bounds.py BENCH_REPLAY_LAG SOURCE_DIR
+With the `vram` binary as a third argument it also checks that `vram replay --device
+cudasim:lag=N` (the lag model in the library, for users) gives bench_replay_lag's figures on a few
+traces, so the two models of a lagging GPU cannot drift apart.
+
+usage: replay_bounds.py BENCH_REPLAY_LAG SOURCE_DIR [VRAM]
 """
+import json
 import os
 import subprocess
 import sys
@@ -55,8 +60,36 @@ LIMITS = {
 LAGS = (0, 100)
 BOUNDS = {(name, lag): limits[i] for name, limits in LIMITS.items() for i, lag in enumerate(LAGS)}
 
+# (trace, lag) rows whose bench_replay_lag figure `vram replay --device cudasim:141GiB,lag=N` must give
+CROSS = [("gpt2_train", 0), ("gpt2_train", 100), ("llama_train_h200: llama_train", 100),
+         ("extra_h200: effnet_infer", 100), ("workloads_h200: gpt2_train", 100)]
+
+
+def cross_check(vram, paths, results):
+    """Failures of `vram replay` on cudasim with a lag against bench_replay_lag's rows."""
+    failed = 0
+    for key, lag in CROSS:
+        trace, _, workload = key.partition(": ")
+        path = next(p for p in paths if os.path.basename(p) == trace + ".trace.gz")
+        run = subprocess.run([vram, "replay", "--json", "--device", f"cudasim:141GiB,lag={lag}", path],
+                             capture_output=True, text=True)
+        try:
+            d = json.loads(run.stdout.splitlines()[0])
+            rows = {w["name"]: w["reserved_over_requested"] for w in d.get("workloads", [])}
+            got = rows[workload] if workload else d["reserved_over_requested"]
+        except (IndexError, KeyError, ValueError) as e:
+            print(f"FAIL vram replay {key} lag {lag}: no figure ({e}; {run.stderr.strip()})")
+            failed += 1
+            continue
+        want = results[(key, lag)]
+        ok = abs(got - want) < 0.00015
+        failed += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} vram replay --device cudasim:lag={lag} {key}: {got:.4f} (bench_replay_lag {want:.4f})")
+    return failed
+
+
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
     binary, src = sys.argv[1], sys.argv[2]
     names = sorted({name.split(":")[0] for name in LIMITS})
@@ -73,13 +106,14 @@ def main():
                          capture_output=True, text=True)
     if run.returncode != 0:
         sys.exit(f"replay_bounds: bench_replay_lag exited {run.returncode}: {run.stderr.strip()}")
-    seen, failed = set(), 0
+    seen, failed, results = set(), 0, {}
     for line in run.stdout.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) < 4 or ".trace.gz" not in cells[0]:
             continue
         key = (cells[0].replace(".trace.gz", ""), int(cells[1]))  # "NAME" or "NAME: WORKLOAD"
         ratio = float(cells[3])
+        results[key] = ratio
         if key not in BOUNDS:
             failed += 1
             print(f"FAIL {key[0]} lag {key[1]}: {ratio:.4f}, a row with no bound")
@@ -93,7 +127,11 @@ def main():
     for key in sorted(missing):
         print(f"FAIL {key[0]} lag {key[1]}: no result")
     failed += len(missing)
-    print(f"{len(BOUNDS) - failed} passed, {failed} failed")
+    checks = len(BOUNDS)
+    if len(sys.argv) == 4:
+        failed += cross_check(sys.argv[3], paths, results)
+        checks += len(CROSS)
+    print(f"{checks - failed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
 
 

@@ -261,8 +261,76 @@ static void test_workloads(void) {
     vram_trace_free(one);
 }
 
+/* cudasim with a lag: an event recorded after the host queued work is pending until `lag`
+ * more calls, or a sync, have passed; a replay steps the device once per event and completes all
+ * work at "# sync:" lines; lag 0 places exactly as the device without one; bad specs are refused. */
+static void test_cudasim_lag(void) {
+    vram_device *dev;
+    CHECK_OK(vram_device_open("cudasim:1GiB,lag=2", &dev));
+    if (!dev) return;
+    CHECK(dev->ops->host_step != NULL && strstr(dev->name, "lag 2") != NULL, "a lagging device: %s", dev->name);
+    void *e0, *e1;
+    CHECK_OK(dev->ops->event_record(dev, 0, &e0));
+    CHECK(dev->ops->event_query(dev, e0) == VRAM_OK, "nothing queued yet: complete");
+    dev->ops->host_step(dev, 0); /* work 1 queued, still running */
+    CHECK_OK(dev->ops->event_record(dev, 0, &e1));
+    CHECK(dev->ops->event_query(dev, e1) == VRAM_ERR_STATE, "recorded after running work: pending");
+    dev->ops->host_step(dev, 0);
+    CHECK(dev->ops->event_query(dev, e1) == VRAM_ERR_STATE, "one call later: pending (lag 2)");
+    dev->ops->host_step(dev, 0);
+    CHECK(dev->ops->event_query(dev, e1) == VRAM_OK, "two calls later: complete");
+    dev->ops->event_destroy(dev, e1);
+    dev->ops->host_step(dev, 0);
+    CHECK_OK(dev->ops->event_record(dev, 3, &e1));
+    CHECK(dev->ops->event_query(dev, e1) == VRAM_ERR_STATE, "pending again");
+    dev->ops->host_step(dev, 1);
+    CHECK(dev->ops->event_query(dev, e1) == VRAM_OK, "a sync completes all work");
+    dev->ops->event_destroy(dev, e1);
+    dev->ops->host_step(dev, 0);
+    CHECK_OK(dev->ops->event_record(dev, 0, &e1));
+    CHECK_OK(dev->ops->event_sync(dev, e1));
+    CHECK(dev->ops->event_query(dev, e1) == VRAM_OK, "a host wait completes the event");
+    dev->ops->event_destroy(dev, e1);
+    dev->ops->event_destroy(dev, e0);
+    vram_device_close(dev);
+    static const char *bad[] = {"cudasim:lag=", "cudasim:lag=x", "cudasim:lag=-1", "cudasim:1GiBlag=2",
+                                "cudasim:lag=99999999999", "cudasim:1GiB,lag=2,x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        dev = NULL;
+        CHECK(vram_device_open(bad[i], &dev) == VRAM_ERR_INVALID_ARG && !dev, "%s refused", bad[i]);
+        CHECK(strstr(vram_last_error(), "cudasim device") != NULL, "%s: says which device: %s", bad[i], vram_last_error());
+    }
+    /* a replay: lag 0 is the device without a lag; with a lag, work trails the calls */
+    char path[512];
+    snprintf(path, sizeof path, "%s/traces/gpt2_train.trace.gz", VRAM_SOURCE_DIR);
+    vram_trace *t = NULL;
+    CHECK_OK(vram_trace_load(path, &t));
+    if (!t) return;
+    const char *specs[] = {"cudasim:141GiB", "cudasim:141GiB,lag=0", "cudasim:lag=100"};
+    vram_replay_result r[3];
+    for (int i = 0; i < 3; i++) {
+        vram_replay_options o = {.device = specs[i], .capacity = i == 2 ? 141ull << 30 : 0};
+        vram_allocator *a;
+        CHECK_OK(vram_replay_open(&o, 0, &dev, &a));
+        CHECK_OK(vram_trace_replay(t, a, SIZE_MAX, 0, &r[i]));
+        CHECK_OK(vram_allocator_check(a));
+        vram_allocator_destroy(a);
+        vram_device_close(dev);
+    }
+    CHECK(r[1].peak_reserved_bytes == r[0].peak_reserved_bytes && r[1].device_allocs == r[0].device_allocs &&
+              r[1].device_frees == r[0].device_frees,
+          "lag 0 places as no lag: %llu / %llu bytes", (unsigned long long)r[1].peak_reserved_bytes,
+          (unsigned long long)r[0].peak_reserved_bytes);
+    CHECK(r[2].reserved_over_requested <= 1.03 && r[2].peak_requested_bytes == r[0].peak_requested_bytes,
+          "lag 100 (capacity from the options, lag kept): %.4f", r[2].reserved_over_requested);
+    printf("gpt2_train on cudasim: %.4f at lag 0, %.4f at lag 100\n", r[0].reserved_over_requested,
+           r[2].reserved_over_requested);
+    vram_trace_free(t);
+}
+
 int main(void) {
     test_workloads();
+    test_cudasim_lag();
     test_tiny(NULL);
     test_tiny("expandable_segments:False");
     test_oom();

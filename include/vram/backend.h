@@ -16,8 +16,9 @@
  * behind them. Streams are opaque uintptr_t handles (a CUstream on CUDA, 0 = default stream).
  *
  * Devices are opened by a spec string, "NAME[:ARGS]": "sim", "sim:80GiB", "cudasim:141GiB" (the
- * sim device with events that are always complete, page aliasing and CUDA's 64 MiB chunks: it
- * places as a GPU does), "host", "cuda:0", "cuda:1:segments". Adding a backend is one file with a `vram_device_open_fn` and
+ * sim device with stream events, page aliasing and CUDA's 64 MiB chunks: it places as a GPU
+ * does; "cudasim:141GiB,lag=100" lets its simulated work trail the host by 100 replayed calls),
+ * "host", "cuda:0", "cuda:1:segments". Adding a backend is one file with a `vram_device_open_fn` and
  * one line in the registry table (src/backends/registry.c).
  */
 #ifndef VRAM_BACKEND_H
@@ -63,6 +64,11 @@ typedef struct vram_device_ops {
     vram_status (*event_query)(vram_device *dev, void *event);
     vram_status (*event_sync)(vram_device *dev, void *event);
     void (*event_destroy)(vram_device *dev, void *event);
+
+    /* Simulated devices whose streams have work (cudasim with a lag; optional, NULL elsewhere):
+     * a replay calls it before each event, the host having queued one more piece of work on
+     * every stream, and with `sync` set where the program waited for the GPU (all work done). */
+    void (*host_step)(vram_device *dev, int sync);
 
     /* Free and total physical memory of the device, as the driver reports it. */
     vram_status (*mem_info)(vram_device *dev, size_t *free_bytes, size_t *total_bytes);

@@ -7,16 +7,23 @@
  * page_drop, which move physical pages, change nothing). Its work is
  * synchronous, so it has no events. Spec: "sim" (80 GiB) or "sim:SIZE" ("sim:141GiB").
  *
- * "cudasim[:SIZE]" is the same device with what changes placement on a CUDA device: stream
- * events (so a freed block is another stream's, and its pages move freely, only once the
- * allocator has seen its stream's event complete; here every event is complete when asked),
- * page aliasing (busy pages move by aliasing, move_busy_pages:auto) and CUDA's 64 MiB chunks.
- * Replayed on it, a trace needs about what it needs on a GPU (bench_replay_lag, which also lets
- * the GPU's work lag behind, moves the fit by 0-1%); on the plain sim, with 2 MiB chunks and no
- * events, up to 4% less (llama training: 1.003 against 1.046 x peak requested).
+ * "cudasim[:SIZE][,lag=N]" is the same device with what changes placement on a CUDA device:
+ * stream events (so a freed block is another stream's, and its pages move freely, only once the
+ * allocator has seen its stream's event complete), page aliasing (busy pages move by aliasing,
+ * move_busy_pages:auto) and CUDA's 64 MiB chunks. Its simulated GPU keeps up with the host
+ * (every event is complete when asked) unless given a lag: then a replay's host_step queues one
+ * piece of work per replayed call, and the work of the last N calls is still running, so an
+ * event recorded in that time is pending until N more calls have been made (or a sync line of
+ * the trace says the program waited). Replayed on it, a trace needs about what it needs on a
+ * GPU: the allocation streams vram served on an H200 give the H200's own figures at lag 0; on
+ * the plain sim, with 2 MiB chunks and no events, up to 4% less (llama training: 1.003 against
+ * 1.046 x peak requested).
  */
+#include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "vram/backend.h"
 
@@ -28,6 +35,9 @@ typedef struct sim_state {
     uint64_t used;       /* bytes held by segments and mapped pages */
     uint64_t next_seg;   /* bump pointer for segments (addresses are never reused) */
     uint64_t next_va;    /* bump pointer for reservations */
+    /* cudasim's simulated GPU: pieces of work queued (host_step) and completed; `lag` of them
+     * stay running. An event is complete once the work queued before it is. */
+    uint64_t lag, queued, completed;
 } sim_state;
 
 static vram_status sim_take(vram_device *dev, size_t size) {
@@ -105,27 +115,42 @@ static void sim_close(vram_device *dev) {
 
 static const vram_device_ops sim_ops = {SIM_MEMORY_OPS};
 
-/* cudasim's events: the work is done when asked, so every event is complete. */
-static char cudasim_event;
+/* cudasim's events: each holds how much work was queued when it was recorded (one work queue
+ * for all streams, as a replay's calls come one after the other). */
 static vram_status cudasim_event_record(vram_device *dev, vram_stream stream, void **event) {
-    (void)dev; (void)stream;
-    *event = &cudasim_event;
+    (void)stream;
+    uint64_t *target = malloc(sizeof *target);
+    if (!target) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "cudasim: host out of memory for an event");
+    *target = ((sim_state *)dev->impl)->queued;
+    *event = target;
     return VRAM_OK;
 }
-static vram_status cudasim_event_done(vram_device *dev, void *event) {
-    (void)dev; (void)event;
+static vram_status cudasim_event_query(vram_device *dev, void *event) {
+    return ((sim_state *)dev->impl)->completed >= *(uint64_t *)event ? VRAM_OK : VRAM_ERR_STATE;
+}
+static vram_status cudasim_event_sync(vram_device *dev, void *event) { /* the host waits: the work is done */
+    sim_state *s = dev->impl;
+    if (s->completed < *(uint64_t *)event) s->completed = *(uint64_t *)event;
     return VRAM_OK;
 }
 static void cudasim_event_destroy(vram_device *dev, void *event) {
-    (void)dev; (void)event;
+    (void)dev;
+    free(event);
+}
+static void cudasim_host_step(vram_device *dev, int sync) {
+    sim_state *s = dev->impl;
+    s->queued++;
+    if (sync) s->completed = s->queued;
+    else if (s->queued > s->lag && s->completed < s->queued - s->lag) s->completed = s->queued - s->lag;
 }
 
 static const vram_device_ops cudasim_ops = {
     SIM_MEMORY_OPS,
     .event_record = cudasim_event_record,
-    .event_query = cudasim_event_done,
-    .event_sync = cudasim_event_done,
+    .event_query = cudasim_event_query,
+    .event_sync = cudasim_event_sync,
     .event_destroy = cudasim_event_destroy,
+    .host_step = cudasim_host_step,
 };
 
 static vram_status open_sim(const char *what, const char *args, vram_device **out) {
@@ -160,10 +185,36 @@ static vram_status open_sim(const char *what, const char *args, vram_device **ou
 
 vram_status vram_sim_device_open(const char *args, vram_device **out) { return open_sim("sim", args, out); }
 
+/* "SIZE", "lag=N" or "SIZE,lag=N". */
 vram_status vram_cudasim_device_open(const char *args, vram_device **out) {
-    vram_status st = open_sim("cudasim", args, out);
+    char size[64] = "";
+    uint64_t lag = 0;
+    const char *lagp = args ? strstr(args, "lag=") : NULL;
+    if (lagp) {
+        size_t n = (size_t)(lagp - args);
+        if (n && args[n - 1] != ',')
+            return vram_error(VRAM_ERR_INVALID_ARG, "cudasim device: '%s': expected SIZE, lag=N or SIZE,lag=N", args);
+        if (n > sizeof size) return vram_error(VRAM_ERR_INVALID_ARG, "cudasim device: size '%.*s' is too long", (int)n, args);
+        if (n) snprintf(size, sizeof size, "%.*s", (int)(n - 1), args);
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(lagp + 4, &end, 10);
+        if (!isdigit((unsigned char)lagp[4]) || *end || errno == ERANGE || v > (1ull << 32))
+            return vram_error(VRAM_ERR_INVALID_ARG, "cudasim device: lag '%s' is not a whole number of calls up to 2^32",
+                              lagp + 4);
+        lag = v;
+    } else if (args) {
+        snprintf(size, sizeof size, "%s", args);
+        if (strlen(args) >= sizeof size) return vram_error(VRAM_ERR_INVALID_ARG, "cudasim device: size '%s' is too long", args);
+    }
+    vram_status st = open_sim("cudasim", size, out);
     if (st != VRAM_OK) return st;
     (*out)->ops = &cudasim_ops;
     (*out)->chunk_size = 64ull << 20; /* as the CUDA device's */
+    ((sim_state *)(*out)->impl)->lag = lag;
+    if (lag) {
+        size_t len = strlen((*out)->name);
+        snprintf((*out)->name + len, sizeof (*out)->name - len, ", lag %llu", (unsigned long long)lag);
+    }
     return VRAM_OK;
 }

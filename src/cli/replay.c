@@ -56,7 +56,8 @@ static void usage(FILE *f) {
             "  --json             one JSON object per trace, one line each\n"
             "  --capacity SIZE    device capacity, e.g. 80GiB (default 80GiB)\n"
             "  --device SPEC      device to replay on (default sim; e.g. sim:141GiB, host; cudasim:\n"
-            "                     a simulated CUDA device: events, aliasing, 64 MiB chunks, as a GPU places)\n"
+            "                     a simulated CUDA device: events, aliasing, 64 MiB chunks, as a GPU places;\n"
+            "                     cudasim:lag=N: its GPU's work N replayed calls behind the host)\n"
             "  --conf STRING      VRAM_ALLOC_CONF options applied over the environment's\n"
             "  --fit              also find the smallest capacity with no out-of-memory error\n"
             "  --summary          print the memory summary at the peak of reserved memory\n"
@@ -538,7 +539,7 @@ int vram_cmd_replay(int argc, char **argv) {
         return 2;
     }
     /* A simulated device sized in its spec and --capacity would be two sizes for one device. */
-    if (ra.capacity_given && ra.device && strchr(ra.device, ':') &&
+    if (ra.capacity_given && ra.device && strchr(ra.device, ':') && strncmp(ra.device, "cudasim:lag=", 12) &&
         (!strncmp(ra.device, "sim:", 4) || !strncmp(ra.device, "cudasim:", 8) || !strncmp(ra.device, "host:", 5))) {
         fprintf(stderr, "vram replay: --capacity and --device %s both give the device's size: give one\n", ra.device);
         free(traces);

@@ -63,9 +63,20 @@ vram_status vram_trace_replay_range(const vram_trace *t, vram_allocator *a, size
     vram_status st = VRAM_OK;
     size_t i = 0;
     uint64_t allocs = 0;
+    vram_device *dev = vram_allocator_device(a);
+    void (*step)(vram_device *, int) = dev ? dev->ops->host_step : NULL; /* a simulated GPU's work */
+    size_t h = 0, nh = step ? vram_trace_header_count(t) : 0; /* the next header line ("sync") */
     double t0 = now_seconds();
     for (; i < stop; i++) {
         const vram_trace_event *e = &ev[i];
+        if (step) {
+            for (; h < nh && vram_trace_header_event(t, h) <= i; h++) {
+                const char *key;
+                vram_trace_header_at(t, h, &key, NULL);
+                if (!strcmp(key, "sync")) step(dev, 1); /* the program waited for the GPU here */
+            }
+            step(dev, 0); /* the work that uses this call's block */
+        }
         if (i == start && start > 0) { /* the workload's own figures from here, as a program measures them */
             vram_allocator_empty_cache(a);
             vram_allocator_reset_peak_stats(a);
@@ -139,10 +150,14 @@ vram_status vram_replay_open(const vram_replay_options *o, uint64_t capacity, vr
     if (st != VRAM_OK) return st;
     if (o->conf && (st = vram_alloc_config_parse(o->conf, &cfg)) != VRAM_OK) return st;
 
-    char sim_spec[64];
+    char sim_spec[96];
     int cap_in_spec = 0;
     if (capacity && (strcmp(spec, "sim") == 0 || strcmp(spec, "cudasim") == 0)) {
         snprintf(sim_spec, sizeof sim_spec, "%s:%llu", spec, (unsigned long long)capacity);
+        spec = sim_spec;
+        cap_in_spec = 1;
+    } else if (capacity && strncmp(spec, "cudasim:lag=", 12) == 0 && strlen(spec) < 64) { /* keep the lag */
+        snprintf(sim_spec, sizeof sim_spec, "cudasim:%llu,%s", (unsigned long long)capacity, spec + 8);
         spec = sim_spec;
         cap_in_spec = 1;
     }
