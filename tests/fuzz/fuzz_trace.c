@@ -3,7 +3,8 @@
  * Any input must give either VRAM_OK or VRAM_ERR_PARSE with a detail naming a line, never a
  * crash, a leak or undefined behaviour (the target is built with ASan and UBSan). An accepted
  * trace must be self-consistent (every free refers to an earlier allocation, counts add up),
- * and replaying it on a small sim device must end in VRAM_OK or VRAM_ERR_OUT_OF_MEMORY with
+ * and replaying it on a small sim device, and on a small simulated CUDA device whose GPU lags
+ * behind (events, page moves and aliasing), must end in VRAM_OK or VRAM_ERR_OUT_OF_MEMORY with
  * the allocator's invariants intact. Violations trap, which the fuzzer reports.
  *
  * Built as a libFuzzer binary with -DVRAM_FUZZ=ON under clang; driver.c runs it over the seed
@@ -54,16 +55,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     REQUIRE(peak == vram_trace_peak_live_bytes(t));
     free(state);
 
-    vram_replay_options o = {.device = "sim", .capacity = 64ull << 20};
-    vram_device *dev;
-    vram_allocator *a;
-    REQUIRE(vram_replay_open(&o, 0, &dev, &a) == VRAM_OK);
-    vram_replay_result r;
-    st = vram_trace_replay(t, a, SIZE_MAX, 0, &r);
-    REQUIRE(st == VRAM_OK || st == VRAM_ERR_OUT_OF_MEMORY);
-    REQUIRE(vram_allocator_check(a) == VRAM_OK);
-    vram_allocator_destroy(a);
-    vram_device_close(dev);
+    /* on the plain sim device, and on the simulated CUDA device with its GPU 7 calls behind (small
+     * chunks, so that pages move, busy ones by aliasing, across the trace's streams) */
+    static const vram_replay_options devices[] = {{.device = "sim", .capacity = 64ull << 20},
+                                                  {.device = "cudasim:lag=7", .capacity = 64ull << 20,
+                                                   .conf = "chunk_size_mb:4"}};
+    for (size_t d = 0; d < sizeof devices / sizeof devices[0]; d++) {
+        vram_device *dev;
+        vram_allocator *a;
+        REQUIRE(vram_replay_open(&devices[d], 0, &dev, &a) == VRAM_OK);
+        vram_replay_result r;
+        st = vram_trace_replay(t, a, SIZE_MAX, 0, &r);
+        REQUIRE(st == VRAM_OK || st == VRAM_ERR_OUT_OF_MEMORY);
+        REQUIRE(vram_allocator_check(a) == VRAM_OK);
+        vram_allocator_destroy(a);
+        vram_device_close(dev);
+    }
     vram_trace_free(t);
     return 0;
 }
