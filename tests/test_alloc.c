@@ -636,6 +636,13 @@ static void test_streams(void) {
     vram_stats st;
     vram_allocator_get_stats(a, &st);
     CHECK(st.active[0].current == 1 && st.allocation[0].current == 0, "pending free stays active");
+    /* its requested bytes stay in the pool's count until the free completes (as PyTorch counts
+     * them), not in its tag's, which counts live blocks: also while every block has one tag */
+    CHECK(st.requested_bytes[0].current == (int64_t)MiB && st.tags[0].requested_bytes.current == 0 &&
+              st.tags[0].allocated_bytes.current == 0,
+          "pending: pool requested %lld, tag requested %lld", (long long)st.requested_bytes[0].current,
+          (long long)st.tags[0].requested_bytes.current);
+    CHECK_OK(vram_allocator_check(a));
     vram_snapshot *snap;
     CHECK_OK(vram_allocator_snapshot(a, &snap));
     int pending = 0;

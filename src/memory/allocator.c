@@ -1185,17 +1185,22 @@ static vram_stat solo_stat(const vram_stat *pools) {
     return s;
 }
 
-static void solo_tag_stats(const vram_stats *st, vram_tag_stats *out) {
+/* The solo tag's statistics from the pools'. A pending free (record_stream) has left the
+ * allocations and allocated bytes but not yet the requested bytes of its pool, as PyTorch counts
+ * them; a tag's statistics count live blocks only, so its requested bytes leave the pending ones
+ * out (`pending_requested`). */
+static void solo_tag_stats(const vram_stats *st, int64_t pending_requested, vram_tag_stats *out) {
     out->allocation = solo_stat(st->allocation);
     out->allocated_bytes = solo_stat(st->allocated_bytes);
     out->requested_bytes = solo_stat(st->requested_bytes);
+    out->requested_bytes.current -= pending_requested;
 }
 
 static void tags_split(vram_allocator *a) {
     if (a->tag_solo < 0) return;
     vram_stats seen = a->stats;
     user_peaks(a, &seen);
-    solo_tag_stats(&seen, &a->stats.tags[a->tag_solo]);
+    solo_tag_stats(&seen, a->pending_requested, &a->stats.tags[a->tag_solo]);
     a->tag_solo = -1;
 }
 
@@ -1665,6 +1670,7 @@ static void pending_count(vram_allocator *a, const vram_block *b, int dir) {
     a->pending_blocks[0] += dir;
     a->pending_bytes[pool] += dir * (int64_t)b->size;
     a->pending_bytes[0] += dir * (int64_t)b->size;
+    a->pending_requested += dir * (int64_t)b->requested;
 }
 
 /* Returns a LIVE or PENDING block to the free structures (PyTorch's free_block). Always
@@ -1969,7 +1975,7 @@ static void export_stat(vram_stat *s) { s->freed = s->allocated + s->freed - s->
 void vram_stats_export(const vram_allocator *a, vram_stats *out) {
     *out = a->stats;
     user_peaks(a, out);
-    if (a->tag_solo >= 0) solo_tag_stats(out, &out->tags[a->tag_solo]);
+    if (a->tag_solo >= 0) solo_tag_stats(out, a->pending_requested, &out->tags[a->tag_solo]);
     for (int p = 0; p < VRAM_POOL_COUNT; p++) { /* active: allocated plus pending */
         const vram_stat *n = &out->allocation[p], *bytes = &out->allocated_bytes[p];
         vram_stat *an = &out->active[p], *abytes = &out->active_bytes[p];

@@ -217,6 +217,7 @@ struct vram_allocator {
      * cache back, not what an earlier phase needed; the statistics a caller reads report the
      * larger value (vram_stats_export), as PyTorch's peaks, which only a reset lowers. */
     int64_t allocated_peak_before, reserved_peak_before;
+    int64_t pending_requested; /* requested bytes of the pending blocks (a tag's counts leave them out) */
 };
 
 /* While a CUDA graph is captured (begin_pool .. end_pool) the driver refuses event queries,

@@ -1,7 +1,9 @@
 /* fuzz_alloc.c — libFuzzer target: the fuzzer's bytes drive a sequence of allocator operations
  * (malloc of any size, free of live, stale and wild pointers, record_stream, empty_cache,
- * limits, peak resets, private pools begun, ended and released in any order) on the sim device; the invariant checker must hold after every
- * operation and no call may crash. Build with -DVRAM_FUZZ=ON and clang (see tests/CMakeLists.txt).
+ * limits, peak resets, private pools begun, ended and released in any order) on the sim device,
+ * or on the simulated CUDA device with 4 MiB chunks and its GPU's work trailing the calls (the
+ * fuzzer queues and completes that work too: events pending, pages moved and aliased across three
+ * streams); the invariant checker must hold after every operation and no call may crash. Build with -DVRAM_FUZZ=ON and clang (see tests/CMakeLists.txt).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,10 +15,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     vram_device *dev;
-    if (vram_device_open("sim:4GiB", &dev) != VRAM_OK) return 0;
+    int cuda = size && (data[0] & 2); /* the simulated CUDA device, its GPU 3 steps behind */
+    if (vram_device_open(cuda ? "cudasim:4GiB,lag=3" : "sim:4GiB", &dev) != VRAM_OK) return 0;
     vram_alloc_config cfg;
     vram_alloc_config_default(&cfg);
     if (size && (data[0] & 1)) cfg.expandable_segments = 0;
+    if (cuda) cfg.chunk_size = 4u << 20; /* small chunks: pages move, busy ones by aliasing */
     vram_allocator *a;
     if (vram_allocator_new(dev, &cfg, &a) != VRAM_OK) abort();
     void *slots[SLOTS] = {0};
@@ -39,7 +43,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             vram_allocator_set_limit(a, arg % 5 == 0 ? 0 : (uint64_t)arg << 16);
             break;
         case 7:
-            if (arg % 2) vram_allocator_empty_cache(a);
+            if (arg % 4 >= 2 && dev->ops->host_step) dev->ops->host_step(dev, arg % 4 == 3); /* GPU work: queued, or all done */
+            else if (arg % 2) vram_allocator_empty_cache(a);
             else vram_allocator_reset_peak_stats(a);
             break;
         default: { /* private pools: any call in any state gets a status, never a crash */
