@@ -15,11 +15,13 @@
 #define MiB (1024ull * 1024ull)
 #define GiB (1024ull * MiB)
 
+/* A device by its spec ("events:SIZE": the test device whose stream work the test controls,
+ * fakes/event_device.h) and an allocator on it with `conf` over the defaults. */
 static vram_allocator *open_alloc(const char *spec, const char *conf, vram_device **dev) {
     vram_alloc_config cfg;
     vram_alloc_config_default(&cfg);
     if (vram_alloc_config_parse(conf, &cfg) != VRAM_OK) return NULL;
-    if (vram_device_open(spec, dev) != VRAM_OK) return NULL;
+    if ((strncmp(spec, "events:", 7) ? vram_device_open(spec, dev) : event_device_open(spec + 7, dev)) != VRAM_OK) return NULL;
     vram_allocator *a = NULL;
     if (vram_allocator_new(*dev, &cfg, &a) != VRAM_OK) return NULL;
     return a;
@@ -686,12 +688,9 @@ static void test_streams(void) {
 static void test_busy_pages_ask_first(void) {
     for (int done = 0; done < 2; done++) {
         vram_device *dev;
-        CHECK_OK(event_device_open("1GiB", &dev));
-        vram_alloc_config cfg;
-        vram_alloc_config_default(&cfg);
-        CHECK_OK(vram_alloc_config_parse("chunk_size_mb:8,reserve_slack:0,move_min_mb:2,move_busy_pages:True", &cfg));
-        vram_allocator *a;
-        CHECK_OK(vram_allocator_new(dev, &cfg, &a));
+        vram_allocator *a = open_alloc("events:1GiB", "chunk_size_mb:8,reserve_slack:0,move_min_mb:2,move_busy_pages:True", &dev);
+        CHECK(a != NULL, "allocator");
+        if (!a) return;
         void *x, *y, *w, *r;
         CHECK_OK(vram_allocator_malloc(a, 8 * MiB, 1, 0, &x));
         CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 1, 0, &y));
@@ -717,8 +716,7 @@ static void test_busy_pages_ask_first(void) {
         CHECK_OK(vram_allocator_free(a, r));
         CHECK_OK(vram_allocator_free(a, y));
         event_device_complete(dev, 1);
-        vram_allocator_destroy(a);
-        vram_device_close(dev);
+        close_alloc(a, dev);
     }
 }
 
@@ -1087,12 +1085,9 @@ static void test_best_fit_ties(void) {
 
 static void test_placement_no_moves(void) {
     vram_device *dev;
-    CHECK_OK(event_device_open("1GiB", &dev));
-    vram_alloc_config cfg;
-    vram_alloc_config_default(&cfg);
-    CHECK_OK(vram_alloc_config_parse("reserve_slack:0.99", &cfg));
-    vram_allocator *a;
-    CHECK_OK(vram_allocator_new(dev, &cfg, &a));
+    vram_allocator *a = open_alloc("events:1GiB", "reserve_slack:0.99", &dev);
+    CHECK(a != NULL, "allocator");
+    if (!a) return;
     void *keep, *p, *q;
     CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, 0, &keep));
     CHECK_OK(vram_allocator_malloc(a, 6 * MiB, 0, 0, &p));
