@@ -4,8 +4,9 @@
  * On a GPU the host runs ahead: a block freed on a stream may still be read by kernels queued
  * before the free, and its pages can move only once an event shows the stream is past them
  * (or, with page aliasing, to a new block of the same stream). This benchmark replays traces on
- * the sim device wrapped with streams whose work completes LAG allocator calls after it was
- * queued (one "kernel" per call, tests/fakes/event_device.h), for several lags and
+ * the simulated CUDA device whose work completes LAG allocator calls after it was queued (one
+ * "kernel" per call: `vram replay --device cudasim:lag=N`, src/backends/sim.c), its mapping
+ * calls counted by kind, for several lags and
  * VRAM_ALLOC_CONF strings (by default CUDA's defaults, i.e. chunk_size_mb:64, and the same with
  * the earlier policy of moving pages for any need, busy pages only under the limit), and prints peak
  * reserved over peak requested and the device calls (maps, unmaps, aliases, drops: one chunk
@@ -27,17 +28,12 @@
  * from there.
  *
  *   bench_replay_lag [--fit | --limit F] [--lags 0,100,1000] [--confs "CONF;CONF..."] TRACE...
- *
- * `vram replay --device cudasim:lag=N` runs the same model of a lagging GPU from the library
- * (src/backends/sim.c); tests/replay_bounds.py checks that both give the same figures.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../tests/fakes/event_device.h"
-#include "vram/alloc.h"
-#include "vram/trace.h"
+#include "vram/replay.h"
 
 typedef struct lag_result {
     double ratio;
@@ -51,46 +47,71 @@ typedef struct lag_result {
  * page_drop 49; the driver's cost goes by physical allocations, not bytes). */
 static const double MAP_US = 300.0, UNMAP_US = 110.0, ALIAS_US = 45.0, DROP_US = 50.0;
 
-static uint64_t calls(const evdev_state *e) { return e->map_calls + e->unmap_calls + e->alias_calls + e->drop_calls; }
+/* The library's device with its mapping calls counted: its ops are replaced by this copy, whose
+ * page operations count and forward to the device's own. */
+typedef struct counted_device {
+    vram_device_ops ops; /* first: the device's ops point here */
+    const vram_device_ops *inner;
+    uint64_t maps, unmaps, aliases, drops;
+} counted_device;
+
+static counted_device *counted(vram_device *d) { return (counted_device *)(void *)d->ops; }
+#define COUNTED(name, field, params, args)                         \
+    static vram_status count_##name params {                        \
+        counted(d)->field++;                                        \
+        return counted(d)->inner->name args;                        \
+    }
+COUNTED(page_map, maps, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
+COUNTED(page_unmap, unmaps, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
+COUNTED(page_alias, aliases, (vram_device * d, uint64_t src, uint64_t dst, size_t size), (d, src, dst, size))
+COUNTED(page_drop, drops, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
+
+static uint64_t calls(const counted_device *c) { return c->maps + c->unmaps + c->aliases + c->drops; }
 
 /* Replays t at `lag` under `conf` (and, when nonzero, the limit max_reserved) up to ph's end,
  * measuring from its start (there the cache is emptied and the peaks reset, as
- * torch_workloads.py does before each workload). Returns 0, 1 when an allocation failed (out
- * of memory at the limit), -1 on any other failure. */
+ * torch_workloads.py does before each workload), on the simulated CUDA device of `vram replay
+ * --device cudasim:lag=N` (src/backends/sim.c). Returns 0, 1 when an allocation failed (out of
+ * memory at the limit), -1 on any other failure. */
 static int replay(const vram_trace *t, long lag, const char *conf, uint64_t max_reserved, vram_trace_workload ph,
                   lag_result *out) {
+    char spec[64], with_limit[1200];
+    snprintf(spec, sizeof spec, "cudasim:141GiB,lag=%ld", lag);
+    if (max_reserved)
+        snprintf(with_limit, sizeof with_limit, "%s%smax_reserved:%llu", conf, *conf ? "," : "",
+                 (unsigned long long)max_reserved);
+    else
+        snprintf(with_limit, sizeof with_limit, "%s", conf);
+    vram_replay_options o = {.device = spec, .conf = with_limit};
     vram_device *dev;
-    if (event_device_open("141GiB", &dev) != VRAM_OK) return -1;
-    vram_alloc_config cfg;
-    vram_alloc_config_default(&cfg);
-    if (vram_alloc_config_parse(conf, &cfg) != VRAM_OK) {
-        vram_device_close(dev);
-        return -1;
-    }
-    if (max_reserved) cfg.max_reserved = max_reserved;
     vram_allocator *a;
-    if (vram_allocator_new(dev, &cfg, &a) != VRAM_OK) return -1;
-    evdev_state *e = event_device_state(dev);
+    if (vram_replay_open(&o, 0, &dev, &a) != VRAM_OK) return -1;
+    counted_device c = {.ops = *dev->ops, .inner = dev->ops};
+    c.ops.page_map = count_page_map;
+    c.ops.page_unmap = count_page_unmap;
+    c.ops.page_alias = count_page_alias;
+    c.ops.page_drop = count_page_drop;
+    dev->ops = &c.ops;
     size_t n;
     const vram_trace_event *ev = vram_trace_events(t, &n);
     void **ptrs = calloc(vram_trace_num_allocs(t) + 1, sizeof *ptrs);
-    int rc = 0;
-    uint64_t before_late = 0, maps = 0, unmaps = 0, aliases = 0, drops = 0;
+    int rc = ptrs ? 0 : -1;
+    uint64_t before_late = 0;
+    counted_device from = c; /* the counts where the workload starts */
     size_t h = 0, nh = vram_trace_header_count(t); /* the next header line, for "sync" lines */
     for (size_t i = 0; i < ph.end && !rc; i++) {
         for (; h < nh && vram_trace_header_event(t, h) <= i; h++) {
             const char *key;
             vram_trace_header_at(t, h, &key, NULL);
-            if (!strcmp(key, "sync")) event_device_complete(dev, 0);
+            if (!strcmp(key, "sync")) c.ops.host_step(dev, 1); /* the program waited for the GPU */
         }
         if (i == ph.start && i > 0) {
             vram_allocator_empty_cache(a);
             vram_allocator_reset_peak_stats(a);
-            maps = e->map_calls, unmaps = e->unmap_calls, aliases = e->alias_calls, drops = e->drop_calls;
+            from = c;
         }
-        if (i == ph.end - (ph.end - ph.start) * 2 / 5) before_late = calls(e);
-        event_device_submit(dev, 0); /* the work that uses this block */
-        if ((long)e->submitted[0] - lag > (long)e->completed[0]) e->completed[0] = e->submitted[0] - (uint64_t)lag;
+        if (i == ph.end - (ph.end - ph.start) * 2 / 5) before_late = calls(&c);
+        c.ops.host_step(dev, 0); /* the work that uses this block */
         if (ev[i].op == VRAM_TRACE_ALLOC)
             rc = vram_allocator_malloc(a, ev[i].size, 0, VRAM_TAG_OTHER, &ptrs[ev[i].index]) != VRAM_OK;
         else
@@ -99,14 +120,15 @@ static int replay(const vram_trace *t, long lag, const char *conf, uint64_t max_
     vram_stats st;
     vram_allocator_get_stats(a, &st);
     out->ratio = (double)st.reserved_bytes[0].peak / (double)st.requested_bytes[0].peak;
-    out->maps = e->map_calls - maps;
-    out->unmaps = e->unmap_calls - unmaps;
-    out->aliases = e->alias_calls - aliases;
-    out->drops = e->drop_calls - drops;
-    out->late = calls(e) - before_late;
+    out->maps = c.maps - from.maps;
+    out->unmaps = c.unmaps - from.unmaps;
+    out->aliases = c.aliases - from.aliases;
+    out->drops = c.drops - from.drops;
+    out->late = calls(&c) - before_late;
     out->driver_ms = (out->maps * MAP_US + out->unmaps * UNMAP_US + out->aliases * ALIAS_US + out->drops * DROP_US) / 1000.0;
     if (vram_allocator_check(a) != VRAM_OK) rc = -1;
     vram_allocator_destroy(a);
+    dev->ops = c.inner;
     vram_device_close(dev);
     free(ptrs);
     return rc;

@@ -12,8 +12,9 @@ on), the two GPT-2 sampling traces on ties broken by address and on frees before
 coalesced while other blocks are free (1.097 and 1.095 without).
 
 With the `vram` binary as a third argument it also checks that `vram replay --device
-cudasim:lag=N` (the lag model in the library, for users) gives bench_replay_lag's figures on a few
-traces, so the two models of a lagging GPU cannot drift apart.
+cudasim:lag=N` gives bench_replay_lag's figures on a few traces: both run the library's lagging
+device, the command through the replay engine (vram_trace_replay_range), the benchmark through its
+own loop that counts device calls by kind, and the two loops must step the device alike.
 
 usage: replay_bounds.py BENCH_REPLAY_LAG SOURCE_DIR [VRAM]
 """
