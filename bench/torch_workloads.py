@@ -289,10 +289,15 @@ def report(files):
     for w in workloads:
         ls = {k: runs[(w, k)]["losses"] for k in kinds if (w, k) in runs}
         if "native" in ls:
-            spread = max(abs(a - b) for a, b in zip(ls["native"], ls.get("native2", ls["native"])))
+            if "native2" in ls:
+                spread = "%.3g" % max(abs(a - b) for a, b in zip(ls["native"], ls["native2"]))
+            else:
+                spread = "not measured: no native2 run"
             for k, v in ls.items():
+                if k == "native":
+                    continue
                 diff = max(abs(a - b) for a, b in zip(ls["native"], v))
-                print("%s %s: max |loss - native loss| = %.3g (native run-to-run: %.3g)" % (w, k, diff, spread))
+                print("%s %s: max |loss - native loss| = %.3g (native run-to-run: %s)" % (w, k, diff, spread))
 
 
 def main():

@@ -1,0 +1,4 @@
+# tree d3276b6; the same machine as runs 65-66, right after them
+W=vit_train,llama_train,t5_varlen_train,effnet_infer; mkdir -p $OUT/x; OUT=$OUT/x WORKLOADS=$W KINDS="native vram expandable native2" bash bench/run_gpu.sh workloads 2>&1 | grep -E "^\| |rc=" | head -30; export PYTHONPATH=$PWD/python VRAM_TORCH_LIBRARY=$PWD/b/libvram_torch.so; for w in ${W//,/ }; do timeout 200 python3 bench/torch_workloads.py --alloc vram --steps 8 --workloads $w --out $OUT/alone_$w.json > $OUT/alone_$w.log 2>&1; echo "alone $w rc=$?"; grep -E "^\| $w" $OUT/alone_$w.log | head -2; done; python3 bench/torch_workloads.py --report $OUT/alone_*.json > $OUT/alone.md 2>&1; grep "^|" $OUT/alone.md
+# The device tool returns at most 8 files: x/gpu-out.tgz (the one-process run's logs and JSON) and
+# alone_vit_train.log did not come back. workloads_x.md is that run's table as the command printed it.

@@ -1,0 +1,2 @@
+# tree d3276b6: the four extra workloads in one process under vram, recorded (traces/recorded/extra_h200.trace.gz)
+OUT=/tmp/ob bash bench/run_gpu.sh build-only > /dev/null 2>&1; export PYTHONPATH=$PWD/python VRAM_TORCH_LIBRARY=$PWD/b/libvram_torch.so; mkdir -p $OUT/r; timeout 250 python3 bench/torch_workloads.py --alloc vram --steps 8 --workloads vit_train,llama_train,t5_varlen_train,effnet_infer --trace $OUT/r/extra_h200.trace --out $OUT/r/wl_vram.json > $OUT/r/wl_vram.log 2>&1; gzip -9 $OUT/r/extra_h200.trace
