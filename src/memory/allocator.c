@@ -41,12 +41,13 @@
  *
  * Placement without page moves (reserve_slack near 1, where the mapped range only grows): the
  * best fit among mapped blocks (equal sizes: the lowest address), else the free end of the
- * mapped range extended, as PyTorch's expandable segments do. A free block usable only by its stream and the ready free block after
- * it do not merge, so the allocation then straddles both (find_free, PLACE_PREV).
+ * mapped range extended, as PyTorch's expandable segments do. A free block usable only by its
+ * stream and the ready free block after it do not merge, so the allocation then straddles both
+ * (find_free, PLACE_PREV).
  *
  * Private pools (CUDA graphs): during a capture every allocation belongs to the pool captured
- * into, and a pool's blocks, freed, stay in the pool until its last graph is released (the
- * section "Private pools" below; docs/allocator.md). The fast paths never look at them.
+ * into, and a pool's blocks, freed, stay in the pool until its last graph is released
+ * (graph_pools.c; docs/allocator.md). The fast paths never look at them.
  *
  * The hot path: vram_allocator_malloc serves such an exact deferred block itself and leaves
  * every other case to malloc_locked; free of a block not used on other streams puts it in a
@@ -54,9 +55,10 @@
  * (live_map.h; a deferred block keeps its entry) and updates only the statistics that cannot
  * be derived on export (allocator_internal.h).
  *
- * File map: locking, block structs, bins, streams, history, free-block insertion, deferred
- * frees, sizes, the block search, regions and segments, the OOM report, creation, private pools,
- * malloc (the fast path last), free, and the cache/limit/statistics API.
+ * File map: locking, bins, streams, history, free-block insertion, deferred
+ * frees, sizes, the block search, regions and segments, the OOM report, creation, malloc (the
+ * fast path last), free, and the cache and limit API. Private pools are graph_pools.c's, the
+ * statistics (export, resets, tags) stats.c's, the block structs allocator_internal.h's.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -79,44 +81,6 @@ void vram_allocator_lock_wait(vram_allocator *a) {
             return;
         if (spins > 64) sched_yield();
     }
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* Block structs come from slabs and are recycled through a free list.                       */
-
-static inline vram_block *block_new(vram_allocator *a) {
-    if (!a->free_structs) {
-        vram_block_slab *slab = malloc(sizeof *slab);
-        if (!slab) return NULL;
-        slab->next = a->slabs;
-        a->slabs = slab;
-        for (int i = 1023; i >= 0; i--) {
-            slab->blocks[i].fnext = a->free_structs;
-            a->free_structs = &slab->blocks[i];
-        }
-    }
-    vram_block *b = a->free_structs;
-    a->free_structs = b->fnext;
-    /* callers set addr, size, region and pool */
-    b->prev = b->next = b->fprev = b->fnext = b->sprev = b->snext = b->cprev = b->cnext = NULL;
-    b->uses = NULL;
-    b->events = NULL;
-    b->requested = b->free_seq = 0;
-    b->stream = 0;
-    b->tag = 0;
-    b->graph = 0;
-    b->nuses = b->nevents = 0;
-    b->state = BLOCK_FREE;
-    b->ready = b->in_cached = b->deferred = b->mapped_all = 0;
-    b->bin = 0;
-    return b;
-}
-
-static void block_release(vram_allocator *a, vram_block *b) {
-    if (b->uses) free(b->uses);
-    if (b->events) free(b->events);
-    b->fnext = a->free_structs;
-    a->free_structs = b;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -287,10 +251,6 @@ static inline void stream_track(vram_allocator *a, vram_block *b);
  * only once (free's lookup); the entry goes when the block leaves its slot for the bins
  * (recent_leave). */
 
-/* Whether the configuration defers frees (caching, no garbage collection threshold). */
-static inline int frees_deferred(const vram_allocator *a) {
-    return a->cfg.caching && !(a->cfg.garbage_collection_threshold > 0);
-}
 
 /* Empties slot k. */
 static inline void recent_empty(vram_allocator *a, unsigned k) {
@@ -322,7 +282,7 @@ static vram_block *absorb_deferred(vram_allocator *a, vram_block *b) {
             p->next = n;
             if (n) n->prev = p;
             merge_ready(a, p, b);
-            block_release(a, b);
+            vram_block_release(a, b);
             b = p;
         } else if (n && n->deferred == DEFER_RECENT && mergeable(a, b, n)) {
             recent_unslot(a, n);
@@ -331,14 +291,13 @@ static vram_block *absorb_deferred(vram_allocator *a, vram_block *b) {
             b->next = n->next;
             if (n->next) n->next->prev = b;
             merge_ready(a, b, n);
-            block_release(a, n);
+            vram_block_release(a, n);
         } else {
             return b;
         }
     }
 }
 
-static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_addr, uint64_t fresh_size);
 
 /* Small frees held per size class: the second level behind the `recent` slots. With
  * small_classes, a small block leaving its slot is not coalesced but pushed on its class's
@@ -365,13 +324,13 @@ static inline vram_block *recent_evict(vram_allocator *a, vram_block *b) {
     }
     recent_leave(a, b);
     b->free_seq = ++a->free_seq; /* its owner's list is ordered by free_seq */
-    return free_insert(a, b, b->addr, b->size);
+    return vram_free_insert(a, b, b->addr, b->size);
 }
 
 /* Sends every deferred block on (recent_evict). With `than` (a free block of `pool` that a
  * search for rsize chose), returns whether the search must run again: a resulting block of the
  * pool fits rsize better than it, or took it in. */
-static int recent_flush(vram_allocator *a, int pool, uint64_t rsize, const vram_block *than) {
+int vram_recent_flush(vram_allocator *a, int pool, uint64_t rsize, const vram_block *than) {
     uint64_t addr = than ? than->addr : 0, size = than ? than->size : 0; /* `than` may be merged away */
     int again = 0;
     while (a->recent_mask) {
@@ -405,7 +364,7 @@ static inline __attribute__((always_inline)) void recent_put(vram_allocator *a, 
         (above && above->state == BLOCK_FREE && above->deferred < DEFER_HELD &&
          (above->next || a->pools[b->pool].nfree > 1))) {
         live_del(&a->live, b->addr);
-        free_insert(a, b, b->addr, b->size);
+        vram_free_insert(a, b, b->addr, b->size);
         return;
     }
     unsigned k = vram_recent_slot(b->size);
@@ -450,7 +409,7 @@ static void held_flush(vram_allocator *a) {
             held_unlink(a, b, NULL, c);
             live_del(&a->live, b->addr);
             b->free_seq = ++a->free_seq; /* its owner's list is ordered by free_seq */
-            free_insert(a, b, b->addr, b->size);
+            vram_free_insert(a, b, b->addr, b->size);
         }
     }
 }
@@ -458,7 +417,7 @@ static void held_flush(vram_allocator *a) {
 /* Coalesces every deferred block: the slots' first (their small blocks go to the stacks), then
  * the stacks. */
 static void deferred_flush(vram_allocator *a) {
-    if (a->recent_mask) recent_flush(a, 0, 0, NULL);
+    if (a->recent_mask) vram_recent_flush(a, 0, 0, NULL);
     if (a->held_count) held_flush(a);
 }
 
@@ -487,7 +446,7 @@ static inline void stream_track(vram_allocator *a, vram_block *b) {
  * b, so the common case (a block freed next to its free remainder) touches no bin unless the
  * size class changes. `fresh` is the range that just became free (for the cached test).
  * Returns the resulting block. */
-static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_addr, uint64_t fresh_size) {
+vram_block *vram_free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_addr, uint64_t fresh_size) {
     if ((b->prev && b->prev->deferred == DEFER_RECENT) || (b->next && b->next->deferred == DEFER_RECENT)) {
         vram_block *merged = absorb_deferred(a, b);
         if (merged != b || merged->size != fresh_size) { /* all of it is newly free */
@@ -509,7 +468,7 @@ static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_
         keep->size += b->size;
         keep->next = next;
         if (next) next->prev = keep;
-        block_release(a, b);
+        vram_block_release(a, b);
         if (merge_next) {
             if (next->in_cached) cached_add(a, keep);
             free_unlink(a, next);
@@ -517,7 +476,7 @@ static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_
             keep->size += next->size;
             keep->next = next->next;
             if (next->next) next->next->prev = keep;
-            block_release(a, next);
+            vram_block_release(a, next);
         }
     } else if (merge_next) {
         keep = next;
@@ -527,7 +486,7 @@ static vram_block *free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_
         keep->prev = prev;
         if (prev) prev->next = keep;
         else b->region->first = keep;
-        block_release(a, b);
+        vram_block_release(a, b);
     } else {
         keep = b;
         bin_insert(&a->pools[b->pool], b);
@@ -566,7 +525,7 @@ static void stream_make_ready(vram_allocator *a, vram_stream_state *st, uint64_t
         vram_block *b = st->head;
         free_unlink(a, b);
         b->ready = 1;
-        free_insert(a, b, b->addr, b->size);
+        vram_free_insert(a, b, b->addr, b->size);
     }
 }
 
@@ -598,7 +557,7 @@ static vram_status sync_all_streams(vram_allocator *a) {
  * solo stream's ownership, which another stream could use only after that stream's event; they
  * are made ready now, once (a wait for the work queued on the solo stream; PyTorch synchronizes
  * the device before a graph capture anyway, where begin_pool calls this). */
-static void streams_many(vram_allocator *a) {
+void vram_streams_many(vram_allocator *a) {
     a->streams_seen = STREAMS_MANY;
     if (a->mixed && !vram_capturing(a)) sync_all_streams(a);
 }
@@ -610,13 +569,13 @@ static void streams_note(vram_allocator *a, vram_stream stream) {
         a->streams_seen = STREAMS_SOLO;
         a->solo_stream = stream;
     } else {
-        streams_many(a);
+        vram_streams_many(a);
     }
 }
 
 /* Polls in-flight stream events; when `want_more` is set, records events on streams with
  * not-ready blocks and no event in flight (so another stream may soon take them). */
-static void poll_streams(vram_allocator *a, int want_more) {
+void vram_poll_streams(vram_allocator *a, int want_more) {
     for (int i = 0; i < a->nstreams; i++) {
         vram_stream_state *st = &a->streams[i];
         if (!st->count && !st->event) continue;
@@ -659,7 +618,6 @@ static uint64_t round_size(const vram_allocator *a, uint64_t size) {
     return (size + VRAM_BLOCK_ALIGN - 1) & ~(VRAM_BLOCK_ALIGN - 1);
 }
 
-static inline int pool_of(uint64_t rsize) { return rsize <= VRAM_SMALL_LIMIT ? VRAM_POOL_SMALL : VRAM_POOL_LARGE; }
 
 static int usable(const vram_allocator *a, const vram_block *b, uint64_t rsize, vram_stream s) {
     if (b->size < rsize || (!b->ready && b->stream != s)) return 0;
@@ -801,10 +759,10 @@ static void region_unlink(vram_pool *p, vram_region *r) {
 /* Creates a region over [base, base+size) holding one free, ready block. */
 static vram_region *region_new(vram_allocator *a, int pool, uint64_t base, uint64_t size, int expandable) {
     vram_region *r = calloc(1, sizeof *r);
-    vram_block *b = block_new(a);
+    vram_block *b = vram_block_new(a);
     if (!r || !b) {
         free(r);
-        if (b) block_release(a, b);
+        if (b) vram_block_release(a, b);
         return NULL;
     }
     r->base = base;
@@ -821,7 +779,7 @@ static vram_region *region_new(vram_allocator *a, int pool, uint64_t base, uint6
             free(r->zombie);
             free(r->chunk);
             free(r);
-            block_release(a, b);
+            vram_block_release(a, b);
             return NULL;
         }
     }
@@ -870,7 +828,7 @@ static uint64_t release_segments(vram_allocator *a, uint64_t want) {
                 a->stats.num_device_free++;
                 history_add(a, VRAM_EVENT_SEGMENT_FREE, r->base, r->size, 0, 0);
                 released += r->size;
-                block_release(a, b);
+                vram_block_release(a, b);
                 region_destroy(a, r);
             }
         } else if (!(!r->expandable && !b->prev && !b->next)) {
@@ -922,7 +880,7 @@ static void oom_report(vram_allocator *a, uint64_t size, uint64_t rsize, const c
     uint64_t allocated = (uint64_t)st->allocated_bytes[0].current, reserved = (uint64_t)st->reserved_bytes[0].current;
     size_t dfree = 0, dtotal = 0;
     if (a->dev->ops->mem_info) a->dev->ops->mem_info(a->dev, &dfree, &dtotal);
-    int pool = pool_of(rsize);
+    int pool = vram_pool_of(rsize);
     uint64_t largest = largest_cached(a, pool);
     int n = snprintf(a->oom_report, sizeof a->oom_report,
                      "vram out of memory: tried to allocate %s (requested %s) on %s device %d (%s): %s. "
@@ -992,7 +950,7 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
     a->has_events = dev->ops->event_record && dev->ops->event_query && dev->ops->event_sync && dev->ops->event_destroy;
     a->pages_model = conf.expandable_segments && vram_device_has_pages(dev);
     a->can_alias = a->pages_model && a->has_events && dev->ops->page_alias && dev->ops->page_drop;
-    a->free_fast = frees_deferred(a);
+    a->free_fast = vram_frees_deferred(a);
     a->held_pool = a->free_fast && conf.small_classes ? VRAM_POOL_SMALL : -1;
     a->tag_solo = VRAM_TAG_OTHER; /* what PyTorch's plug-in and most callers use throughout */
     a->page_size = dev->page_size;
@@ -1143,297 +1101,11 @@ static int should_split(const vram_allocator *a, const vram_block *b, uint64_t r
     return rsize < a->cfg.max_split_size && rest > VRAM_SMALL_LIMIT;
 }
 
-static void process_pending(vram_allocator *a);
 
 /* How many mallocs may pass between two polls of pending frees and in-flight stream events:
  * an event query costs 5-10 us while the GPU is busy (bench_cuda_pages), and asked on every
  * malloc it cost GPT-2 training ~20 ms a step on an H200. The slow path asks always. */
 #define VRAM_POLL_EVERY 64
-
-/* Active (allocated plus pending) exceeds allocated only while blocks are pending: lifts the
- * active peaks kept for that case after an allocation in `pool` (allocator_internal.h). */
-static void active_lift(vram_allocator *a, int pool) {
-    int pools[2] = {0, pool};
-    for (int i = 0; i < 2; i++) {
-        int p = pools[i];
-        int64_t n = a->stats.allocation[p].current + a->pending_blocks[p];
-        int64_t bytes = a->stats.allocated_bytes[p].current + a->pending_bytes[p];
-        if (n > a->stats.active[p].peak) a->stats.active[p].peak = n;
-        if (bytes > a->stats.active_bytes[p].peak) a->stats.active_bytes[p].peak = bytes;
-    }
-}
-
-/* Per-tag statistics. While every allocation so far has had one tag (a->tag_solo: the plug-in's
- * and most programs' case), that tag's allocation, allocated_bytes and requested_bytes
- * statistics are exactly the pools' "all" ones (same moves, same resets), so malloc and free
- * keep only those and vram_stats_export fills the tag's in: a third fewer statistics on the
- * reuse pair (PyTorch's own allocator has no tags to pay for). The first allocation or set_tag
- * with another tag writes the solo tag's statistics out (tags_split) and from then on every tag
- * keeps its own. */
-
-/* The peaks a caller sees: the statistics' own, or those from before the last empty_cache. */
-static void user_peaks(const vram_allocator *a, vram_stats *st) {
-    if (a->allocated_peak_before > st->allocated_bytes[0].peak) st->allocated_bytes[0].peak = a->allocated_peak_before;
-    if (a->reserved_peak_before > st->reserved_bytes[0].peak) st->reserved_bytes[0].peak = a->reserved_peak_before;
-}
-
-/* The internal statistic of the solo tag, from the pools' internal statistics (all, small,
- * large; see allocator_internal.h: the "all" entry keeps no `allocated`). */
-static vram_stat solo_stat(const vram_stat *pools) {
-    vram_stat s = pools[0];
-    s.allocated = pools[VRAM_POOL_SMALL].allocated + pools[VRAM_POOL_LARGE].allocated;
-    return s;
-}
-
-/* The solo tag's statistics from the pools'. A pending free (record_stream) has left the
- * allocations and allocated bytes but not yet the requested bytes of its pool, as PyTorch counts
- * them; a tag's statistics count live blocks only, so its requested bytes leave the pending ones
- * out (`pending_requested`). */
-static void solo_tag_stats(const vram_stats *st, int64_t pending_requested, vram_tag_stats *out) {
-    out->allocation = solo_stat(st->allocation);
-    out->allocated_bytes = solo_stat(st->allocated_bytes);
-    out->requested_bytes = solo_stat(st->requested_bytes);
-    out->requested_bytes.current -= pending_requested;
-}
-
-static void tags_split(vram_allocator *a) {
-    if (a->tag_solo < 0) return;
-    vram_stats seen = a->stats;
-    user_peaks(a, &seen);
-    solo_tag_stats(&seen, a->pending_requested, &a->stats.tags[a->tag_solo]);
-    a->tag_solo = -1;
-}
-
-/* malloc's per-tag statistics for a tag other than the solo one (out of line). */
-__attribute__((noinline)) static void tag_stats_up(vram_allocator *a, vram_tag tag, uint64_t size, uint64_t requested) {
-    tags_split(a);
-    vram_tag_stats *ts = &a->stats.tags[tag];
-    stat_up(&ts->allocation, 1);
-    stat_up(&ts->allocated_bytes, (int64_t)size);
-    stat_up(&ts->requested_bytes, (int64_t)requested);
-}
-
-__attribute__((noinline)) static void tag_stats_down(vram_allocator *a, vram_tag tag, uint64_t size, uint64_t requested) {
-    tags_split(a);
-    vram_tag_stats *ts = &a->stats.tags[tag];
-    stat_down(&ts->allocation, 1);
-    stat_down(&ts->allocated_bytes, (int64_t)size);
-    stat_down(&ts->requested_bytes, (int64_t)requested);
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* Private pools (CUDA graphs).                                                              */
-
-/* A captured graph replays the addresses its capture allocated, so those blocks must not serve
- * the rest of the program while the graph exists, even after the tensors that held them are
- * freed: PyTorch gives each capture a private pool (beginAllocateToPool / endAllocateToPool /
- * releasePool) and vram does the same. During a capture every allocation is adopted by the
- * pool captured into (graph_adopt: it may come from the ordinary cache, which holds nothing in
- * use); a block of a pool, freed, leaves the ordinary structures for the pool's free list
- * (graph_keep: DEFER_GRAPH, still in the live map, merged only with free pool neighbours of its
- * stream, never unmapped), where only a later allocation into the same pool on the same stream
- * takes it (graph_take, splitting a larger block). When the last graph using a pool is released
- * its free blocks return to the allocator as fresh frees, and its live ones return when they
- * are freed. The fast paths never look at this: while a pool exists free_fast is off, and
- * during a capture the `recent` slots stay empty (graph_mode_update). */
-
-/* Sets graph_mode from `capturing` and the pool slots. While a pool is in use frees leave the
- * fast path (free_block looks for pool blocks); while a capture is under way the `recent` slots
- * are kept empty, so that malloc's fast path (which does not look at graph_mode) finds nothing
- * and every request reaches malloc_locked, which gives the pool's blocks first and adopts the
- * rest. */
-static void graph_mode_update(vram_allocator *a, int capturing) {
-    int mode = capturing ? GRAPH_CAPTURING : 0;
-    for (unsigned i = 0; i < VRAM_GRAPH_POOLS; i++)
-        if (a->graph_pools[i].id) mode |= GRAPH_BLOCKS;
-    a->graph_mode = mode;
-    a->free_fast = frees_deferred(a) && !mode;
-    if (capturing && a->recent_mask) recent_flush(a, 0, 0, NULL);
-}
-
-/* The slot of pool `id`, or (with `add`) a free slot for it; -1 when there is none. */
-static int graph_slot(vram_allocator *a, uint64_t id, int add) {
-    int empty = -1;
-    for (int i = 0; i < VRAM_GRAPH_POOLS; i++) {
-        if (a->graph_pools[i].id == id) return i;
-        if (empty < 0 && !a->graph_pools[i].id) empty = i;
-    }
-    return add ? empty : -1;
-}
-
-/* Counts live block b (not yet of any pool) into the pool being captured into. */
-static void graph_adopt(vram_allocator *a, vram_block *b) {
-    b->graph = (uint8_t)(a->graph_capture + 1);
-    a->graph_pools[a->graph_capture].blocks++;
-}
-
-/* A pool's free list is doubly linked through fnext / fprev, newest first. */
-static void graph_push(vram_graph_pool *g, vram_block *b) {
-    b->fprev = NULL;
-    b->fnext = g->free;
-    if (g->free) g->free->fprev = b;
-    g->free = b;
-}
-
-static void graph_unlink(vram_graph_pool *g, vram_block *b) {
-    if (b->fprev) b->fprev->fnext = b->fnext;
-    else g->free = b->fnext;
-    if (b->fnext) b->fnext->fprev = b->fprev;
-    b->fprev = b->fnext = NULL;
-}
-
-/* Whether free pool blocks x and y (x just before y) may be one: same pool, same stream, and
- * in the large pool (small blocks keep their class sizes, which held_take relies on). */
-static int graph_mergeable(const vram_block *x, const vram_block *y) {
-    return x->state == BLOCK_FREE && y->state == BLOCK_FREE && x->deferred == DEFER_GRAPH &&
-           y->deferred == DEFER_GRAPH && x->graph == y->graph && x->stream == y->stream && x->pool == VRAM_POOL_LARGE;
-}
-
-/* A free block of the pool being captured into that serves rsize on `stream`: the best fit among
- * the newest 64 of rsize's size pool freed on that stream, split when larger (large pool; the
- * rest stays in the pool); small-pool blocks are taken whole and only up to twice the size.
- * Taken out of the pool's free list, its live map entry kept. */
-static vram_block *graph_take(vram_allocator *a, uint64_t rsize, vram_stream stream) {
-    vram_graph_pool *g = &a->graph_pools[a->graph_capture];
-    vram_block *best = NULL;
-    int n = 0;
-    for (vram_block *b = g->free; b && n < 64; b = b->fnext, n++) {
-        if (b->stream != stream || b->size < rsize || b->pool != pool_of(rsize) ||
-            (b->pool == VRAM_POOL_SMALL && b->size / 2 > rsize))
-            continue;
-        if (!best || b->size < best->size) {
-            best = b;
-            if (b->size == rsize) break;
-        }
-    }
-    if (!best) return NULL;
-    graph_unlink(g, best);
-    best->deferred = DEFER_NONE;
-    vram_block *rest = best->pool == VRAM_POOL_LARGE && best->size - rsize >= VRAM_BLOCK_ALIGN ? block_new(a) : NULL;
-    if (rest) {
-        *rest = *best;
-        rest->addr = best->addr + rsize;
-        rest->size = best->size - rsize;
-        rest->prev = best;
-        rest->deferred = DEFER_GRAPH;
-        if (live_put(&a->live, rest) != 0) { /* no room in the map: hand out the whole block */
-            block_release(a, rest);
-            return best;
-        }
-        if (best->next) best->next->prev = rest;
-        best->next = rest;
-        best->size = rsize;
-        g->blocks++;
-        graph_push(g, rest);
-    }
-    return best;
-}
-
-/* Merges free pool block y into x, the block just before it; `listed`, the one of them on the
- * pool's free list, leaves it (the caller lists the result). Returns x. */
-static vram_block *graph_absorb(vram_allocator *a, vram_graph_pool *g, vram_block *x, vram_block *y, vram_block *listed) {
-    graph_unlink(g, listed);
-    live_del(&a->live, y->addr);
-    x->size += y->size;
-    x->next = y->next;
-    if (y->next) y->next->prev = x;
-    g->blocks--;
-    block_release(a, y);
-    return x;
-}
-
-/* Free block b of a private pool: kept in the pool, merged with free pool neighbours it may be
- * one with (returns 1), or, the pool released, let go back to the allocator (returns 0). */
-static int graph_keep(vram_allocator *a, vram_block *b) {
-    vram_graph_pool *g = &a->graph_pools[b->graph - 1];
-    if (!g->uses) {
-        b->graph = 0;
-        if (!--g->blocks) {
-            g->id = 0;
-            graph_mode_update(a, vram_capturing(a));
-        }
-        return 0;
-    }
-    b->deferred = DEFER_GRAPH;
-    vram_block *n = b->next, *p = b->prev;
-    if (n && graph_mergeable(b, n)) graph_absorb(a, g, b, n, n);
-    if (p && graph_mergeable(p, b)) b = graph_absorb(a, g, p, b, p);
-    graph_push(g, b);
-    return 1;
-}
-
-vram_status vram_allocator_begin_pool(vram_allocator *a, uint64_t id) {
-    if (!a || !id) return vram_error(VRAM_ERR_INVALID_ARG, "begin_pool: %s", a ? "pool id 0" : "null allocator");
-    vram_allocator_lock(a);
-    if (vram_capturing(a)) {
-        uint64_t other = a->graph_pools[a->graph_capture].id;
-        vram_allocator_unlock(a);
-        return vram_error(VRAM_ERR_STATE, "begin_pool %llu: a capture into pool %llu is under way on %s (one at a time)",
-                          (unsigned long long)id, (unsigned long long)other, a->dev->name);
-    }
-    int i = graph_slot(a, id, 1);
-    if (i < 0) {
-        vram_allocator_unlock(a);
-        return vram_error(VRAM_ERR_STATE, "begin_pool %llu: %d private pools are in use on %s (release a graph first)",
-                          (unsigned long long)id, VRAM_GRAPH_POOLS, a->dev->name);
-    }
-    /* what needs events is done now, before the capture starts (none may be used during it) */
-    if (a->pending_head) process_pending(a);
-    if (a->not_ready_count) poll_streams(a, 0);
-    vram_pages_reap_zombies(a, 1);
-    if (a->streams_seen != STREAMS_MANY) streams_many(a); /* captures run on side streams */
-    a->graph_pools[i].id = id;
-    a->graph_pools[i].uses++;
-    a->graph_capture = (unsigned)i;
-    graph_mode_update(a, 1);
-    vram_allocator_unlock(a);
-    return VRAM_OK;
-}
-
-vram_status vram_allocator_end_pool(vram_allocator *a, uint64_t id) {
-    if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "end_pool: null allocator");
-    vram_allocator_lock(a);
-    if (!vram_capturing(a) || a->graph_pools[a->graph_capture].id != id) {
-        vram_allocator_unlock(a);
-        return vram_error(VRAM_ERR_STATE, "end_pool %llu: no capture into that pool is under way", (unsigned long long)id);
-    }
-    graph_mode_update(a, 0);
-    if (a->pending_head) process_pending(a); /* frees left without events during the capture */
-    vram_allocator_unlock(a);
-    return VRAM_OK;
-}
-
-vram_status vram_allocator_release_pool(vram_allocator *a, uint64_t id) {
-    if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "release_pool: null allocator");
-    vram_allocator_lock(a);
-    int i = id ? graph_slot(a, id, 0) : -1;
-    if (i < 0 || !a->graph_pools[i].uses) {
-        vram_allocator_unlock(a);
-        return vram_error(VRAM_ERR_NOT_FOUND, "release_pool %llu: no graph uses that pool", (unsigned long long)id);
-    }
-    vram_graph_pool *g = &a->graph_pools[i];
-    if (vram_capturing(a) && a->graph_capture == (unsigned)i && g->uses == 1) {
-        vram_allocator_unlock(a);
-        return vram_error(VRAM_ERR_STATE, "release_pool %llu: its capture is under way", (unsigned long long)id);
-    }
-    if (!--g->uses) {
-        while (g->free) { /* back to the allocator, as frees made now on their streams */
-            vram_block *b = g->free;
-            graph_unlink(g, b);
-            b->deferred = DEFER_NONE;
-            b->graph = 0;
-            g->blocks--;
-            live_del(&a->live, b->addr);
-            b->ready = !a->has_events;
-            b->free_seq = ++a->free_seq;
-            free_insert(a, b, b->addr, b->size);
-        }
-        if (!g->blocks) g->id = 0;
-        graph_mode_update(a, vram_capturing(a));
-    }
-    vram_allocator_unlock(a);
-    return VRAM_OK;
-}
 
 /* The deferred block that serves a request of exactly rsize on `stream`, taken out of its slot
  * (it keeps its live map entry), or NULL. */
@@ -1449,7 +1121,7 @@ static inline vram_block *recent_take(vram_allocator *a, uint64_t rsize, vram_st
 /* Makes b (out of the free structures, in the live map) a live block serving `size` bytes on
  * `stream` with `tag`, and counts it. Always inlined: it is most of malloc's fast path. */
 static inline __attribute__((always_inline)) void block_live(vram_allocator *a, vram_block *b, size_t size, vram_stream stream, vram_tag tag) {
-    if (__builtin_expect((int)tag != a->tag_solo, 0)) tag_stats_up(a, tag, b->size, size); /* first: may split */
+    if (__builtin_expect((int)tag != a->tag_solo, 0)) vram_tag_stats_up(a, tag, b->size, size); /* first: may split */
     b->state = BLOCK_LIVE;
     b->ready = 0;
     b->stream = stream;
@@ -1460,7 +1132,7 @@ static inline __attribute__((always_inline)) void block_live(vram_allocator *a, 
     stat_pool_up(a->stats.allocation, bpool, 1);
     stat_pool_up(a->stats.allocated_bytes, bpool, (int64_t)b->size);
     stat_pool_up(a->stats.requested_bytes, bpool, (int64_t)size);
-    if (__builtin_expect(a->pending_blocks[0] != 0, 0)) active_lift(a, bpool);
+    if (__builtin_expect(a->pending_blocks[0] != 0, 0)) vram_stats_active_lift(a, bpool);
     if (b->size >= a->cfg.max_split_size) /* UINT64_MAX when unlimited: no block reaches it */
         stat_up(&a->stats.oversize_allocations, 1);
     history_add(a, VRAM_EVENT_ALLOC, b->addr, size, stream, tag);
@@ -1488,14 +1160,14 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
          * down to it and, until then, has looked for an exact deferred block itself), then an
          * exact deferred block */
         a->poll_countdown = VRAM_POLL_EVERY;
-        if (a->pending_head) process_pending(a);
-        if (a->not_ready_count) poll_streams(a, 0);
+        if (a->pending_head) vram_process_pending(a);
+        if (a->not_ready_count) vram_poll_streams(a, 0);
         if ((b = recent_take(a, rsize, stream)) != NULL) goto live; /* its live map entry stayed */
     }
     if (a->streams_seen == STREAMS_NONE || (a->streams_seen == STREAMS_SOLO && stream != a->solo_stream))
         streams_note(a, stream);
-    if (vram_capturing(a) && (b = graph_take(a, rsize, stream)) != NULL) goto live;
-    int pool = pool_of(rsize);
+    if (vram_capturing(a) && (b = vram_graph_take(a, rsize, stream)) != NULL) goto live;
+    int pool = vram_pool_of(rsize);
     if (pool == a->held_pool && (b = held_take(a, rsize, stream)) != NULL) goto live;
     vram_pool *p = &a->pools[pool];
     int retried = 0;
@@ -1505,7 +1177,7 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
     b = find_free(a, p, rsize, stream, &place, &mapped);
     if (a->recent_mask && b && b->size != rsize) {
         /* b would be split: first let the search see the deferred blocks (see recent_put) */
-        if (recent_flush(a, pool, rsize, b) || place == PLACE_PREV) /* b->prev may have grown */
+        if (vram_recent_flush(a, pool, rsize, b) || place == PLACE_PREV) /* b->prev may have grown */
             b = find_free(a, p, rsize, stream, &place, &mapped);
     }
     if ((a->recent_mask || a->held_count || a->not_ready_count || a->pending_head) &&
@@ -1518,21 +1190,21 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
          * 2026-12-02-torch-workloads.md, runs 3 and 6.) */
         deferred_flush(a);
         if (!vram_capturing(a)) {
-            if (a->pending_head) process_pending(a);
-            if (a->not_ready_count) poll_streams(a, 0);
+            if (a->pending_head) vram_process_pending(a);
+            if (a->not_ready_count) vram_poll_streams(a, 0);
             if (a->zombies) vram_pages_reap_zombies(a, 0);
         }
         b = find_free(a, p, rsize, stream, &place, &mapped);
     }
     if (!b && a->not_ready_count && !vram_capturing(a)) {
-        poll_streams(a, 1);
+        vram_poll_streams(a, 1);
         b = find_free(a, p, rsize, stream, &place, &mapped);
     }
     if (a->pages_model) {
         err = mapped ? VRAM_OK : map_placement(a, b, rsize, place, stream, 1, &retried);
         if (err == VRAM_ERR_STATE) {
             /* cached pages belong to streams that may still use them: ask their events */
-            poll_streams(a, 1);
+            vram_poll_streams(a, 1);
             b = find_free(a, p, rsize, stream, &place, &mapped);
             err = map_placement(a, b, rsize, place, stream, 0, &retried);
         }
@@ -1584,7 +1256,7 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
         goto take;
     }
     if (should_split(a, b, rsize)) {
-        vram_block *blk = block_new(a);
+        vram_block *blk = vram_block_new(a);
         if (!blk) {
             vram_allocator_unlock(a);
             return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: host out of memory for block metadata");
@@ -1622,12 +1294,12 @@ take:
     if (live_put(&a->live, b) != 0) {
         b->state = BLOCK_FREE;
         b->ready = 1;
-        free_insert(a, b, b->addr, b->size);
+        vram_free_insert(a, b, b->addr, b->size);
         vram_allocator_unlock(a);
         return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: host out of memory for the block map");
     }
 live:
-    if (vram_capturing(a) && !b->graph) graph_adopt(a, b);
+    if (vram_capturing(a) && !b->graph) vram_graph_adopt(a, b);
     block_live(a, b, size, stream, tag);
     *ptr = (void *)(uintptr_t)b->addr;
     vram_allocator_unlock(a);
@@ -1696,13 +1368,13 @@ static inline __attribute__((always_inline)) void free_block(vram_allocator *a, 
     b->requested = 0;
     if (__builtin_expect(a->free_fast, 1)) {
         recent_put(a, b); /* keeps its live map entry */
-    } else if ((a->graph_mode & GRAPH_BLOCKS) && b->graph && graph_keep(a, b)) {
+    } else if ((a->graph_mode & GRAPH_BLOCKS) && b->graph && vram_graph_keep(a, b)) {
         return; /* kept in its private pool */
-    } else if (frees_deferred(a) && !vram_capturing(a)) {
+    } else if (vram_frees_deferred(a) && !vram_capturing(a)) {
         recent_put(a, b);
     } else { /* coalesced now (during a capture the slots stay empty) */
         live_del(&a->live, b->addr);
-        free_insert(a, b, b->addr, b->size);
+        vram_free_insert(a, b, b->addr, b->size);
         if (vram_capturing(a)) return; /* a capture waits for and releases nothing */
         if (!a->cfg.caching) {
             sync_all_streams(a);
@@ -1716,7 +1388,7 @@ static inline __attribute__((always_inline)) void free_block(vram_allocator *a, 
 }
 
 /* Completes pending frees whose events have all finished (FIFO). */
-static void process_pending(vram_allocator *a) {
+void vram_process_pending(vram_allocator *a) {
     vram_block *b = a->pending_head;
     while (b) {
         vram_block *next = b->fnext;
@@ -1781,7 +1453,7 @@ vram_status vram_allocator_free(vram_allocator *a, void *ptr) {
     stat_pool_down(a->stats.allocated_bytes, pool, (int64_t)b->size);
     if (b->size >= a->cfg.max_split_size) /* UINT64_MAX when unlimited: no block reaches it */
         stat_down(&a->stats.oversize_allocations, 1);
-    if (__builtin_expect((int)b->tag != a->tag_solo, 0)) tag_stats_down(a, b->tag, b->size, b->requested);
+    if (__builtin_expect((int)b->tag != a->tag_solo, 0)) vram_tag_stats_down(a, b->tag, b->size, b->requested);
     history_add(a, VRAM_EVENT_FREE_REQUESTED, b->addr, b->requested, b->stream, b->tag);
     if (__builtin_expect(b->nuses != 0, 0) && a->has_events && free_pending(a, b)) {
         vram_allocator_unlock(a);
@@ -1842,8 +1514,8 @@ vram_status vram_allocator_set_tag(vram_allocator *a, void *ptr, vram_tag tag) {
         return vram_error(VRAM_ERR_NOT_FOUND, "set_tag of %p: not a live allocation", ptr);
     }
     if (tag != b->tag) {
-        tag_stats_down(a, b->tag, b->size, b->requested);
-        tag_stats_up(a, tag, b->size, b->requested);
+        vram_tag_stats_down(a, b->tag, b->size, b->requested);
+        vram_tag_stats_up(a, tag, b->size, b->requested);
         b->tag = tag;
     }
     vram_allocator_unlock(a);
@@ -1851,7 +1523,7 @@ vram_status vram_allocator_set_tag(vram_allocator *a, void *ptr, vram_tag tag) {
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* Cache, limits, statistics, tags.                                                          */
+/* Cache, limits, history.                                                                   */
 
 vram_status vram_allocator_empty_cache(vram_allocator *a) {
     if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "empty_cache: null allocator");
@@ -1863,7 +1535,7 @@ vram_status vram_allocator_empty_cache(vram_allocator *a) {
     /* wait for the streams that pending frees were used on, as PyTorch's empty_cache does */
     for (vram_block *b = a->pending_head; b; b = b->fnext)
         for (int i = 0; i < b->nevents; i++) a->dev->ops->event_sync(a->dev, b->events[i]);
-    if (a->pending_head) process_pending(a);
+    if (a->pending_head) vram_process_pending(a);
     vram_status st = sync_all_streams(a); /* flushes the deferred blocks first */
     vram_pages_reap_zombies(a, 1);
     if (st == VRAM_OK) {
@@ -1933,145 +1605,6 @@ uint64_t vram_allocator_history_count(vram_allocator *a) {
     uint64_t n = a->cfg.history_entries ? a->history_next : 0;
     vram_allocator_unlock(a);
     return n;
-}
-
-static void count_inactive_split(vram_allocator *a, vram_stats *out) {
-    /* Non-releasable free space: free blocks inside split segments (segments model only, as
-     * PyTorch excludes expandable segments). Counted on demand rather than on every split. */
-    for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++) {
-        out->inactive_split[p].current = out->inactive_split_bytes[p].current = 0;
-        for (vram_region *r = a->pools[p].regions; r; r = r->next) {
-            if (r->expandable || (!r->first->next)) continue;
-            for (vram_block *b = r->first; b; b = b->next)
-                if (b->state == BLOCK_FREE) {
-                    out->inactive_split[p].current++;
-                    out->inactive_split_bytes[p].current += (int64_t)b->size;
-                }
-        }
-        if (out->inactive_split[p].current > out->inactive_split[p].peak)
-            out->inactive_split[p].peak = out->inactive_split[p].current;
-        if (out->inactive_split_bytes[p].current > out->inactive_split_bytes[p].peak)
-            out->inactive_split_bytes[p].peak = out->inactive_split_bytes[p].current;
-    }
-    out->inactive_split[0].current = out->inactive_split[1].current + out->inactive_split[2].current;
-    out->inactive_split_bytes[0].current = out->inactive_split_bytes[1].current + out->inactive_split_bytes[2].current;
-    for (int p = 0; p < VRAM_POOL_COUNT; p++) {
-        if (out->inactive_split[p].current > out->inactive_split[p].peak)
-            out->inactive_split[p].peak = out->inactive_split[p].current;
-        if (out->inactive_split_bytes[p].current > out->inactive_split_bytes[p].peak)
-            out->inactive_split_bytes[p].peak = out->inactive_split_bytes[p].current;
-    }
-}
-
-void vram_allocator_get_stats(vram_allocator *a, vram_stats *out) {
-    vram_allocator_lock(a);
-    if (!a->pages_model) count_inactive_split(a, &a->stats);
-    vram_stats_export(a, out);
-    vram_allocator_unlock(a);
-}
-
-static void export_stat(vram_stat *s) { s->freed = s->allocated + s->freed - s->current; }
-
-void vram_stats_export(const vram_allocator *a, vram_stats *out) {
-    *out = a->stats;
-    user_peaks(a, out);
-    if (a->tag_solo >= 0) solo_tag_stats(out, a->pending_requested, &out->tags[a->tag_solo]);
-    for (int p = 0; p < VRAM_POOL_COUNT; p++) { /* active: allocated plus pending */
-        const vram_stat *n = &out->allocation[p], *bytes = &out->allocated_bytes[p];
-        vram_stat *an = &out->active[p], *abytes = &out->active_bytes[p];
-        an->current = n->current + a->pending_blocks[p];
-        an->allocated = n->allocated;
-        if (n->peak > an->peak) an->peak = n->peak;
-        abytes->current = bytes->current + a->pending_bytes[p];
-        abytes->allocated = bytes->allocated;
-        if (bytes->peak > abytes->peak) abytes->peak = bytes->peak;
-    }
-    vram_stat *arrays[] = {out->allocation, out->segment, out->active, out->allocated_bytes, out->reserved_bytes,
-                           out->active_bytes, out->requested_bytes};
-    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
-        arrays[i][0].allocated = arrays[i][1].allocated + arrays[i][2].allocated;
-        for (int p = 0; p < VRAM_POOL_COUNT; p++) export_stat(&arrays[i][p]);
-    }
-    export_stat(&out->oversize_allocations);
-    export_stat(&out->oversize_segments);
-    for (int t = 0; t < VRAM_TAG_MAX; t++) {
-        export_stat(&out->tags[t].allocation);
-        export_stat(&out->tags[t].allocated_bytes);
-        export_stat(&out->tags[t].requested_bytes);
-    }
-}
-
-/* Brings the internal active statistics' `current` up to date, for the resets below (which
- * start from it); malloc and free leave it stale (allocator_internal.h). */
-static void active_current(vram_allocator *a) {
-    for (int p = 0; p < VRAM_POOL_COUNT; p++) {
-        a->stats.active[p].current = a->stats.allocation[p].current + a->pending_blocks[p];
-        a->stats.active_bytes[p].current = a->stats.allocated_bytes[p].current + a->pending_bytes[p];
-    }
-}
-
-static void reset_peak(vram_stat *s) { s->peak = s->current; }
-static void reset_accum(vram_stat *s) {
-    s->allocated = 0;
-    s->freed = s->current; /* the internal reset base, see allocator_internal.h */
-}
-
-static void for_each_stat(vram_stats *st, void (*fn)(vram_stat *)) {
-    vram_stat *arrays[] = {st->allocation, st->segment, st->active, st->allocated_bytes, st->reserved_bytes,
-                           st->active_bytes, st->requested_bytes};
-    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
-        for (int p = 0; p < VRAM_POOL_COUNT; p++) fn(&arrays[i][p]);
-    fn(&st->oversize_allocations);
-    fn(&st->oversize_segments);
-    for (int t = 0; t < VRAM_TAG_MAX; t++) {
-        fn(&st->tags[t].allocation);
-        fn(&st->tags[t].allocated_bytes);
-        fn(&st->tags[t].requested_bytes);
-    }
-}
-
-void vram_allocator_reset_peak_stats(vram_allocator *a) {
-    vram_allocator_lock(a);
-    if ((uint64_t)a->stats.allocated_bytes[0].peak > a->allocated_high)
-        a->allocated_high = (uint64_t)a->stats.allocated_bytes[0].peak;
-    a->allocated_peak_before = a->reserved_peak_before = 0;
-    active_current(a);
-    for_each_stat(&a->stats, reset_peak);
-    vram_allocator_unlock(a);
-}
-
-void vram_allocator_reset_accumulated_stats(vram_allocator *a) {
-    vram_allocator_lock(a);
-    active_current(a);
-    for_each_stat(&a->stats, reset_accum);
-    a->stats.num_alloc_retries = a->stats.num_ooms = a->stats.num_sync_all_streams = 0;
-    a->stats.num_device_alloc = a->stats.num_device_free = 0;
-    vram_allocator_unlock(a);
-}
-
-vram_status vram_allocator_tag_register(vram_allocator *a, const char *name, vram_tag *out) {
-    if (!a || !name || !out || !*name) return vram_error(VRAM_ERR_INVALID_ARG, "tag_register: bad argument");
-    if (strlen(name) >= sizeof a->tag_names[0])
-        return vram_error(VRAM_ERR_INVALID_ARG, "tag name '%s' is longer than 31 characters", name);
-    vram_allocator_lock(a);
-    vram_status st = VRAM_OK;
-    uint32_t i;
-    for (i = 0; i < a->stats.num_tags; i++)
-        if (!strcmp(a->tag_names[i], name)) break;
-    if (i == a->stats.num_tags) {
-        if (i == VRAM_TAG_MAX) st = vram_error(VRAM_ERR_OUT_OF_MEMORY, "tag '%s': all %d tags are in use", name, VRAM_TAG_MAX);
-        else {
-            snprintf(a->tag_names[i], sizeof a->tag_names[i], "%s", name);
-            a->stats.num_tags++;
-        }
-    }
-    if (st == VRAM_OK) *out = i;
-    vram_allocator_unlock(a);
-    return st;
-}
-
-const char *vram_allocator_tag_name(vram_allocator *a, vram_tag tag) {
-    return tag < a->stats.num_tags ? a->tag_names[tag] : "unknown";
 }
 
 const char *vram_allocator_oom_report(vram_allocator *a) { return a->oom_report; }

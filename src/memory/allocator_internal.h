@@ -1,6 +1,7 @@
 /* allocator_internal.h — the allocator's data structures, shared by its implementation files
- * (allocator.c: malloc/free and placement; pages.c: the pages model; snapshot.c: the state
- * walk; check.c: the invariant checker). Nothing here is public.
+ * (allocator.c: malloc/free and placement; pages.c: the pages model; graph_pools.c: CUDA graph
+ * pools; stats.c: statistics; snapshot.c: the state walk; check.c: the invariant checker).
+ * Nothing here is public.
  *
  * Layout:
  *   vram_allocator
@@ -18,7 +19,7 @@
  *                           per-class stacks of small blocks (see allocator.c)
  *     graph_pools[]         private pools of CUDA graph captures: blocks allocated during a
  *                           capture and, once freed, reusable only by captures into the same
- *                           pool until it is released (see allocator.c)
+ *                           pool until it is released (see graph_pools.c)
  *
  * A block is LIVE (handed out), PENDING (freed, waiting for events of streams it was used on)
  * or FREE (in a bin, or for a while uncoalesced in a `recent` slot or a class stack: see allocator.c). A FREE block is `ready` when every stream may take it; otherwise only
@@ -28,6 +29,7 @@
 #define VRAM_ALLOCATOR_INTERNAL_H
 
 #include <stdatomic.h>
+#include <stdlib.h>
 
 #include "vram/alloc.h"
 #include "vram/snapshot.h"
@@ -163,7 +165,7 @@ struct vram_allocator {
     uint64_t chunk_pages;    /* pages model: the most pages one chunk may have */
     unsigned page_shift;     /* log2(page_size): page arithmetic uses shifts, not divisions */
     int tag_solo;            /* the tag of every allocation so far, whose per-tag statistics are
-                              * then the pools' (kept only there: see tag_stats_up), or -1 once a
+                              * then the pools' (kept only there: see stats.c), or -1 once a
                               * second tag is used (in page_shift's padding: nothing moves) */
     uint64_t limit;          /* cap on reserved bytes */
     uint64_t allocated_high; /* the page budget's allocated peak (reserve_budget) from before the
@@ -226,6 +228,68 @@ struct vram_allocator {
  * processing during captures. Streams are polled and memory released again after end_pool. */
 static inline int vram_capturing(const vram_allocator *a) { return a->graph_mode & GRAPH_CAPTURING; }
 
+/* ---------------------------------------------------------------------------------------- */
+/* Block structs come from slabs and are recycled through a free list (a cleared struct, or   */
+/* NULL when the host is out of memory).                                                     */
+
+static inline vram_block *vram_block_new(vram_allocator *a) {
+    if (!a->free_structs) {
+        vram_block_slab *slab = malloc(sizeof *slab);
+        if (!slab) return NULL;
+        slab->next = a->slabs;
+        a->slabs = slab;
+        for (int i = 1023; i >= 0; i--) {
+            slab->blocks[i].fnext = a->free_structs;
+            a->free_structs = &slab->blocks[i];
+        }
+    }
+    vram_block *b = a->free_structs;
+    a->free_structs = b->fnext;
+    /* callers set addr, size, region and pool */
+    b->prev = b->next = b->fprev = b->fnext = b->sprev = b->snext = b->cprev = b->cnext = NULL;
+    b->uses = NULL;
+    b->events = NULL;
+    b->requested = b->free_seq = 0;
+    b->stream = 0;
+    b->tag = 0;
+    b->graph = 0;
+    b->nuses = b->nevents = 0;
+    b->state = BLOCK_FREE;
+    b->ready = b->in_cached = b->deferred = b->mapped_all = 0;
+    b->bin = 0;
+    return b;
+}
+
+static inline void vram_block_release(vram_allocator *a, vram_block *b) {
+    if (b->uses) free(b->uses);
+    if (b->events) free(b->events);
+    b->fnext = a->free_structs;
+    a->free_structs = b;
+}
+
+/* Whether the configuration defers frees (caching, no garbage collection threshold). */
+static inline int vram_frees_deferred(const vram_allocator *a) {
+    return a->cfg.caching && !(a->cfg.garbage_collection_threshold > 0);
+}
+
+/* The pool of a rounded request size. */
+static inline int vram_pool_of(uint64_t rsize) { return rsize <= VRAM_SMALL_LIMIT ? VRAM_POOL_SMALL : VRAM_POOL_LARGE; }
+
+/* allocator.c's block-level operations that graph_pools.c uses too (see allocator.c). */
+/* Puts free block b (in no index) into the free structures, coalesced; returns the block it is
+ * part of. */
+vram_block *vram_free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_addr, uint64_t fresh_size);
+/* Sends every deferred block to the bins; with `than`, whether a search for rsize must run again. */
+int vram_recent_flush(vram_allocator *a, int pool, uint64_t rsize, const vram_block *than);
+void vram_process_pending(vram_allocator *a);             /* completes pending frees whose events are done */
+void vram_poll_streams(vram_allocator *a, int want_more); /* makes blocks of finished stream work ready */
+void vram_streams_many(vram_allocator *a);                /* leaves one-stream mode (allocator.c, mergeable) */
+
+/* graph_pools.c, for malloc and free during and after captures. */
+vram_block *vram_graph_take(vram_allocator *a, uint64_t rsize, vram_stream stream);
+void vram_graph_adopt(vram_allocator *a, vram_block *b);
+int vram_graph_keep(vram_allocator *a, vram_block *b);
+
 /* Statistics in the hot path. Internally:
  *   - a vram_stat's `freed` holds the value `current` had at the last reset of accumulated
  *     counters, and the pool arrays' "all" entry does not keep `allocated` (it is the pools'
@@ -254,8 +318,16 @@ static inline void stat_pool_down(vram_stat *arr, int pool, int64_t x) {
     arr[pool].current -= x;
     arr[0].current -= x;
 }
-/* The statistics of `a` with PyTorch's meaning (the caller holds the lock). */
+/* stats.c. The statistics of `a` with PyTorch's meaning (the caller holds the lock). */
 void vram_stats_export(const vram_allocator *a, vram_stats *out);
+/* After an allocation in `pool` while blocks are pending: lifts the active peaks kept for that
+ * case. */
+void vram_stats_active_lift(vram_allocator *a, int pool);
+/* Per-tag statistics of a block of a tag other than the solo one (a->tag_solo), allocated or
+ * freed; the first such call writes the solo tag's statistics out. Out of line: the hot path
+ * only compares tags. */
+void vram_tag_stats_up(vram_allocator *a, vram_tag tag, uint64_t size, uint64_t requested);
+void vram_tag_stats_down(vram_allocator *a, vram_tag tag, uint64_t size, uint64_t requested);
 
 /* Page and region helpers shared with snapshot.c and check.c. */
 static inline int vram_page_mapped(const vram_region *r, uint64_t page) {

@@ -1,0 +1,223 @@
+/* stats.c — the allocator's statistics: what malloc and free keep, turned into PyTorch's meaning
+ * on export, the resets, the per-tag statistics and the tag names.
+ *
+ * malloc and free update as little as they can (allocator_internal.h, "Statistics in the hot
+ * path": `active` follows from the allocation statistics and the pending blocks; the pools' "all"
+ * entry keeps no `allocated`; while a program uses one tag, that tag's statistics are the pools'):
+ * vram_stats_export derives the rest when a caller asks. Everything here runs with the
+ * allocator's lock held, taken by the public functions below or by their callers.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "allocator_internal.h"
+
+/* Active (allocated plus pending) exceeds allocated only while blocks are pending: lifts the
+ * active peaks kept for that case after an allocation in `pool` (allocator_internal.h). */
+void vram_stats_active_lift(vram_allocator *a, int pool) {
+    int pools[2] = {0, pool};
+    for (int i = 0; i < 2; i++) {
+        int p = pools[i];
+        int64_t n = a->stats.allocation[p].current + a->pending_blocks[p];
+        int64_t bytes = a->stats.allocated_bytes[p].current + a->pending_bytes[p];
+        if (n > a->stats.active[p].peak) a->stats.active[p].peak = n;
+        if (bytes > a->stats.active_bytes[p].peak) a->stats.active_bytes[p].peak = bytes;
+    }
+}
+
+/* Per-tag statistics. While every allocation so far has had one tag (a->tag_solo: the plug-in's
+ * and most programs' case), that tag's allocation, allocated_bytes and requested_bytes
+ * statistics are exactly the pools' "all" ones (same moves, same resets), so malloc and free
+ * keep only those and vram_stats_export fills the tag's in: a third fewer statistics on the
+ * reuse pair (PyTorch's own allocator has no tags to pay for). The first allocation or set_tag
+ * with another tag writes the solo tag's statistics out (tags_split) and from then on every tag
+ * keeps its own. */
+
+/* The peaks a caller sees: the statistics' own, or those from before the last empty_cache. */
+static void user_peaks(const vram_allocator *a, vram_stats *st) {
+    if (a->allocated_peak_before > st->allocated_bytes[0].peak) st->allocated_bytes[0].peak = a->allocated_peak_before;
+    if (a->reserved_peak_before > st->reserved_bytes[0].peak) st->reserved_bytes[0].peak = a->reserved_peak_before;
+}
+
+/* The internal statistic of the solo tag, from the pools' internal statistics (all, small,
+ * large; see allocator_internal.h: the "all" entry keeps no `allocated`). */
+static vram_stat solo_stat(const vram_stat *pools) {
+    vram_stat s = pools[0];
+    s.allocated = pools[VRAM_POOL_SMALL].allocated + pools[VRAM_POOL_LARGE].allocated;
+    return s;
+}
+
+/* The solo tag's statistics from the pools'. A pending free (record_stream) has left the
+ * allocations and allocated bytes but not yet the requested bytes of its pool, as PyTorch counts
+ * them; a tag's statistics count live blocks only, so its requested bytes leave the pending ones
+ * out (`pending_requested`). */
+static void solo_tag_stats(const vram_stats *st, int64_t pending_requested, vram_tag_stats *out) {
+    out->allocation = solo_stat(st->allocation);
+    out->allocated_bytes = solo_stat(st->allocated_bytes);
+    out->requested_bytes = solo_stat(st->requested_bytes);
+    out->requested_bytes.current -= pending_requested;
+}
+
+static void tags_split(vram_allocator *a) {
+    if (a->tag_solo < 0) return;
+    vram_stats seen = a->stats;
+    user_peaks(a, &seen);
+    solo_tag_stats(&seen, a->pending_requested, &a->stats.tags[a->tag_solo]);
+    a->tag_solo = -1;
+}
+
+/* malloc's and free's per-tag statistics for a tag other than the solo one. */
+void vram_tag_stats_up(vram_allocator *a, vram_tag tag, uint64_t size, uint64_t requested) {
+    tags_split(a);
+    vram_tag_stats *ts = &a->stats.tags[tag];
+    stat_up(&ts->allocation, 1);
+    stat_up(&ts->allocated_bytes, (int64_t)size);
+    stat_up(&ts->requested_bytes, (int64_t)requested);
+}
+
+void vram_tag_stats_down(vram_allocator *a, vram_tag tag, uint64_t size, uint64_t requested) {
+    tags_split(a);
+    vram_tag_stats *ts = &a->stats.tags[tag];
+    stat_down(&ts->allocation, 1);
+    stat_down(&ts->allocated_bytes, (int64_t)size);
+    stat_down(&ts->requested_bytes, (int64_t)requested);
+}
+
+static void count_inactive_split(vram_allocator *a, vram_stats *out) {
+    /* Non-releasable free space: free blocks inside split segments (segments model only, as
+     * PyTorch excludes expandable segments). Counted on demand rather than on every split. */
+    for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++) {
+        out->inactive_split[p].current = out->inactive_split_bytes[p].current = 0;
+        for (vram_region *r = a->pools[p].regions; r; r = r->next) {
+            if (r->expandable || (!r->first->next)) continue;
+            for (vram_block *b = r->first; b; b = b->next)
+                if (b->state == BLOCK_FREE) {
+                    out->inactive_split[p].current++;
+                    out->inactive_split_bytes[p].current += (int64_t)b->size;
+                }
+        }
+        if (out->inactive_split[p].current > out->inactive_split[p].peak)
+            out->inactive_split[p].peak = out->inactive_split[p].current;
+        if (out->inactive_split_bytes[p].current > out->inactive_split_bytes[p].peak)
+            out->inactive_split_bytes[p].peak = out->inactive_split_bytes[p].current;
+    }
+    out->inactive_split[0].current = out->inactive_split[1].current + out->inactive_split[2].current;
+    out->inactive_split_bytes[0].current = out->inactive_split_bytes[1].current + out->inactive_split_bytes[2].current;
+    for (int p = 0; p < VRAM_POOL_COUNT; p++) {
+        if (out->inactive_split[p].current > out->inactive_split[p].peak)
+            out->inactive_split[p].peak = out->inactive_split[p].current;
+        if (out->inactive_split_bytes[p].current > out->inactive_split_bytes[p].peak)
+            out->inactive_split_bytes[p].peak = out->inactive_split_bytes[p].current;
+    }
+}
+
+void vram_allocator_get_stats(vram_allocator *a, vram_stats *out) {
+    vram_allocator_lock(a);
+    if (!a->pages_model) count_inactive_split(a, &a->stats);
+    vram_stats_export(a, out);
+    vram_allocator_unlock(a);
+}
+
+static void export_stat(vram_stat *s) { s->freed = s->allocated + s->freed - s->current; }
+
+void vram_stats_export(const vram_allocator *a, vram_stats *out) {
+    *out = a->stats;
+    user_peaks(a, out);
+    if (a->tag_solo >= 0) solo_tag_stats(out, a->pending_requested, &out->tags[a->tag_solo]);
+    for (int p = 0; p < VRAM_POOL_COUNT; p++) { /* active: allocated plus pending */
+        const vram_stat *n = &out->allocation[p], *bytes = &out->allocated_bytes[p];
+        vram_stat *an = &out->active[p], *abytes = &out->active_bytes[p];
+        an->current = n->current + a->pending_blocks[p];
+        an->allocated = n->allocated;
+        if (n->peak > an->peak) an->peak = n->peak;
+        abytes->current = bytes->current + a->pending_bytes[p];
+        abytes->allocated = bytes->allocated;
+        if (bytes->peak > abytes->peak) abytes->peak = bytes->peak;
+    }
+    vram_stat *arrays[] = {out->allocation, out->segment, out->active, out->allocated_bytes, out->reserved_bytes,
+                           out->active_bytes, out->requested_bytes};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
+        arrays[i][0].allocated = arrays[i][1].allocated + arrays[i][2].allocated;
+        for (int p = 0; p < VRAM_POOL_COUNT; p++) export_stat(&arrays[i][p]);
+    }
+    export_stat(&out->oversize_allocations);
+    export_stat(&out->oversize_segments);
+    for (int t = 0; t < VRAM_TAG_MAX; t++) {
+        export_stat(&out->tags[t].allocation);
+        export_stat(&out->tags[t].allocated_bytes);
+        export_stat(&out->tags[t].requested_bytes);
+    }
+}
+
+/* Brings the internal active statistics' `current` up to date, for the resets below (which
+ * start from it); malloc and free leave it stale (allocator_internal.h). */
+static void active_current(vram_allocator *a) {
+    for (int p = 0; p < VRAM_POOL_COUNT; p++) {
+        a->stats.active[p].current = a->stats.allocation[p].current + a->pending_blocks[p];
+        a->stats.active_bytes[p].current = a->stats.allocated_bytes[p].current + a->pending_bytes[p];
+    }
+}
+
+static void reset_peak(vram_stat *s) { s->peak = s->current; }
+static void reset_accum(vram_stat *s) {
+    s->allocated = 0;
+    s->freed = s->current; /* the internal reset base, see allocator_internal.h */
+}
+
+static void for_each_stat(vram_stats *st, void (*fn)(vram_stat *)) {
+    vram_stat *arrays[] = {st->allocation, st->segment, st->active, st->allocated_bytes, st->reserved_bytes,
+                           st->active_bytes, st->requested_bytes};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        for (int p = 0; p < VRAM_POOL_COUNT; p++) fn(&arrays[i][p]);
+    fn(&st->oversize_allocations);
+    fn(&st->oversize_segments);
+    for (int t = 0; t < VRAM_TAG_MAX; t++) {
+        fn(&st->tags[t].allocation);
+        fn(&st->tags[t].allocated_bytes);
+        fn(&st->tags[t].requested_bytes);
+    }
+}
+
+void vram_allocator_reset_peak_stats(vram_allocator *a) {
+    vram_allocator_lock(a);
+    if ((uint64_t)a->stats.allocated_bytes[0].peak > a->allocated_high)
+        a->allocated_high = (uint64_t)a->stats.allocated_bytes[0].peak;
+    a->allocated_peak_before = a->reserved_peak_before = 0;
+    active_current(a);
+    for_each_stat(&a->stats, reset_peak);
+    vram_allocator_unlock(a);
+}
+
+void vram_allocator_reset_accumulated_stats(vram_allocator *a) {
+    vram_allocator_lock(a);
+    active_current(a);
+    for_each_stat(&a->stats, reset_accum);
+    a->stats.num_alloc_retries = a->stats.num_ooms = a->stats.num_sync_all_streams = 0;
+    a->stats.num_device_alloc = a->stats.num_device_free = 0;
+    vram_allocator_unlock(a);
+}
+
+vram_status vram_allocator_tag_register(vram_allocator *a, const char *name, vram_tag *out) {
+    if (!a || !name || !out || !*name) return vram_error(VRAM_ERR_INVALID_ARG, "tag_register: bad argument");
+    if (strlen(name) >= sizeof a->tag_names[0])
+        return vram_error(VRAM_ERR_INVALID_ARG, "tag name '%s' is longer than 31 characters", name);
+    vram_allocator_lock(a);
+    vram_status st = VRAM_OK;
+    uint32_t i;
+    for (i = 0; i < a->stats.num_tags; i++)
+        if (!strcmp(a->tag_names[i], name)) break;
+    if (i == a->stats.num_tags) {
+        if (i == VRAM_TAG_MAX) st = vram_error(VRAM_ERR_OUT_OF_MEMORY, "tag '%s': all %d tags are in use", name, VRAM_TAG_MAX);
+        else {
+            snprintf(a->tag_names[i], sizeof a->tag_names[i], "%s", name);
+            a->stats.num_tags++;
+        }
+    }
+    if (st == VRAM_OK) *out = i;
+    vram_allocator_unlock(a);
+    return st;
+}
+
+const char *vram_allocator_tag_name(vram_allocator *a, vram_tag tag) {
+    return tag < a->stats.num_tags ? a->tag_names[tag] : "unknown";
+}
