@@ -1,0 +1,1 @@
+OUT=$OUT WORKLOADS=gpt2_train KINDS="native native2 vram expandable" bash bench/run_gpu.sh latency workloads   # tree d36be95 + the README rewrite and the allocator file split (no change to any code path: identical replays)
