@@ -113,7 +113,7 @@ static int replay(const vram_trace *t, long lag, const char *conf, uint64_t max_
         if (i == ph.end - (ph.end - ph.start) * 2 / 5) before_late = calls(&c);
         c.ops.host_step(dev, 0); /* the work that uses this block */
         if (ev[i].op == VRAM_TRACE_ALLOC)
-            rc = vram_allocator_malloc(a, ev[i].size, 0, VRAM_TAG_OTHER, &ptrs[ev[i].index]) != VRAM_OK;
+            rc = vram_allocator_malloc(a, ev[i].size, (vram_stream)ev[i].stream, VRAM_TAG_OTHER, &ptrs[ev[i].index]) != VRAM_OK;
         else
             rc = vram_allocator_free(a, ptrs[ev[i].index]) != VRAM_OK;
     }
