@@ -18,6 +18,7 @@
 typedef void (*counts_fn)(int *, int *, int *, int *, uint64_t *, int *);
 static counts_fn fake_counts;
 static uint64_t (*fake_used)(int device);
+static void (*fake_set_capturing)(uintptr_t stream);
 
 static void expect_clean(const char *when) {
     int maps, handles, res, segs, bad;
@@ -164,7 +165,8 @@ int main(void) {
     void *lib = dlopen(FAKE_CUDA_PATH, RTLD_NOW);
     fake_counts = lib ? (counts_fn)dlsym(lib, "fake_cuda_counts") : NULL;
     fake_used = lib ? (uint64_t(*)(int))dlsym(lib, "fake_cuda_used") : NULL;
-    if (!fake_counts || !fake_used) {
+    fake_set_capturing = lib ? (void (*)(uintptr_t))dlsym(lib, "fake_cuda_set_capturing") : NULL;
+    if (!fake_counts || !fake_used || !fake_set_capturing) {
         CHECK(0, "cannot load the fake driver %s", FAKE_CUDA_PATH);
         return check_done();
     }
@@ -232,6 +234,37 @@ int main(void) {
     CHECK_OK(dev->ops->event_record(dev, 0x1000, &ev2));
     CHECK(ev2 == ev, "event reused from the pool");
     dev->ops->event_destroy(dev, ev2);
+    /* Captures: which streams one records (cuStreamIsCapturing); the legacy stream cannot say. */
+    int capturing = -1;
+    CHECK(dev->ops->stream_capturing != NULL, "the CUDA device says which streams a capture records");
+    CHECK(dev->ops->stream_capturing(dev, 0x1000, &capturing) == VRAM_OK && capturing == 0, "no capture: %d",
+          capturing);
+    fake_set_capturing(0x1000);
+    CHECK(dev->ops->stream_capturing(dev, 0x1000, &capturing) == VRAM_OK && capturing == 1, "the capturing stream");
+    CHECK(dev->ops->stream_capturing(dev, 0x2000, &capturing) == VRAM_OK && capturing == 0, "another stream");
+    CHECK(dev->ops->stream_capturing(dev, 0, &capturing) != VRAM_OK, "the legacy stream cannot be asked");
+    /* through the allocator: the capture's allocations are its pool's, another stream's are not */
+    vram_alloc_config cfg;
+    vram_alloc_config_default(&cfg);
+    CHECK_OK(vram_alloc_config_parse("chunk_size_mb:2", &cfg)); /* so that empty_cache can unmap a block */
+    vram_allocator *ca = NULL;
+    CHECK_OK(vram_allocator_new(dev, &cfg, &ca));
+    if (ca) {
+        void *ptrs[3] = {NULL, NULL, NULL}; /* on the capturing stream, another, the legacy one */
+        CHECK_OK(vram_allocator_begin_pool(ca, 1));
+        CHECK_OK(vram_allocator_malloc(ca, 4 * MiB, 0x1000, 0, &ptrs[0]));
+        CHECK_OK(vram_allocator_malloc(ca, 6 * MiB, 0x2000, 0, &ptrs[1]));
+        CHECK_OK(vram_allocator_malloc(ca, 8 * MiB, 0, 0, &ptrs[2]));
+        fake_set_capturing(0);
+        CHECK_OK(vram_allocator_end_pool(ca, 1));
+        for (int k = 0; k < 3; k++) CHECK_OK(vram_allocator_free(ca, ptrs[k]));
+        CHECK_OK(vram_allocator_empty_cache(ca));
+        CHECK(fake_used(0) == 12 * MiB, "the graph keeps the capturing stream's 4 MiB and the legacy stream's 8 MiB, "
+              "not the other stream's 6: %llu MiB held", (unsigned long long)(fake_used(0) / MiB));
+        CHECK_OK(vram_allocator_release_pool(ca, 1));
+        CHECK_OK(vram_allocator_empty_cache(ca));
+        vram_allocator_destroy(ca);
+    }
     expect_clean("after the page tests");
 
     allocator_run(dev, "pages model", "");

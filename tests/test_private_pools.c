@@ -8,7 +8,8 @@
  * capture into the same pool on the same stream reuses it, and releasing the pool's last graph
  * gives everything back. During a capture the allocator makes none of the calls the driver
  * refuses then (event records, queries and waits; unmapping or freeing memory): the event
- * device counts them. Both memory models; bad calls get a status and change nothing.
+ * device counts them. Where the device says which streams a capture records, only their
+ * allocations are the pool's. Both memory models; bad calls get a status and change nothing.
  */
 #include <string.h>
 
@@ -121,6 +122,62 @@ static void test_capture_keeps_its_memory(const char *conf) {
     CHECK(reserved(a) == 0, "%s: the last block of a released pool went back (%lld reserved)", conf,
           (long long)reserved(a));
     CHECK_OK(vram_allocator_check(a));
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+}
+
+/* Allocates n blocks of `size` on stream s at once, then frees them: how many lay in
+ * [lo, lo + len). */
+static int lands_in(vram_allocator *a, uint64_t size, vram_stream s, void *lo, uint64_t len, int n) {
+    void *got[64];
+    int hits = 0;
+    for (int i = 0; i < n; i++) {
+        CHECK_OK(vram_allocator_malloc(a, size, s, 0, &got[i]));
+        hits += (uintptr_t)got[i] >= (uintptr_t)lo && (uintptr_t)got[i] < (uintptr_t)lo + len;
+    }
+    for (int i = 0; i < n; i++) CHECK_OK(vram_allocator_free(a, got[i]));
+    return hits;
+}
+
+/* Where the device says which streams a capture records, only their allocations are the pool's
+ * (as PyTorch routes them); a stream the capture does not record allocates from the ordinary
+ * cache meanwhile, and its blocks, freed, serve the program again. Where the device cannot tell
+ * (the legacy default stream, or no stream_capturing), every allocation is the pool's. */
+static void test_capture_routes_by_stream(const char *conf) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc(conf, &dev);
+    CHECK(a != NULL, "%s: allocator", conf);
+    if (!a) return;
+    evdev_state *e = event_device_state(dev);
+    for (int tells = 0; tells < 2; tells++) {
+        e->capture_streams = tells ? 1u << 1 : 0; /* stream 1 is recorded */
+        CHECK_OK(vram_allocator_begin_pool(a, 5));
+        e->capturing = 1;
+        void *in, *side, *forked;
+        CHECK_OK(vram_allocator_malloc(a, 3 * MiB, 1, 0, &in));
+        CHECK_OK(vram_allocator_malloc(a, 5 * MiB, 2, 0, &side));
+        e->capture_streams |= tells ? 1u << 3 : 0; /* the capture forks onto stream 3 */
+        CHECK_OK(vram_allocator_malloc(a, 7 * MiB, 3, 0, &forked));
+        CHECK_OK(vram_allocator_free(a, side)); /* freed during the capture, on its own stream */
+        e->capturing = 0;
+        CHECK(e->capture_violations == 0, "%s: no event or release call during the capture", conf);
+        CHECK_OK(vram_allocator_end_pool(a, 5));
+        CHECK_OK(vram_allocator_free(a, in));
+        CHECK_OK(vram_allocator_free(a, forked));
+        CHECK_OK(vram_allocator_check(a));
+        const char *how = tells ? "tells" : "cannot tell";
+        CHECK(!lands_in(a, 2 * MiB, 1, in, 3 * MiB, 40) && !lands_in(a, 2 * MiB, 3, forked, 7 * MiB, 40),
+              "%s, device %s: the capture's blocks stay the graph's", conf, how);
+        int reused = lands_in(a, 2 * MiB, 2, side, 5 * MiB, 40);
+        CHECK(tells ? reused > 0 : reused == 0, "%s, device %s: %d of 40 blocks of the side stream lie where its "
+              "block freed during the capture was (that memory %s)", conf, how, reused,
+              tells ? "serves the program again" : "is kept for the graph");
+        CHECK_OK(vram_allocator_release_pool(a, 5));
+        CHECK_OK(vram_allocator_empty_cache(a));
+        CHECK(reserved(a) == 0 && allocated(a) == 0, "%s: all returned after the release (%lld)", conf,
+              (long long)reserved(a));
+    }
+    e->capture_streams = 0;
     vram_allocator_destroy(a);
     vram_device_close(dev);
 }
@@ -254,7 +311,7 @@ static void test_bad_calls(void) {
  * released among them. The shadow knows which addresses belong to a pool whose graph is alive:
  * an allocation outside a capture into that pool must never return one of them. */
 #define SLOTS 256
-static void test_random(const char *conf) {
+static void test_random(const char *conf, int routed) {
     vram_device *dev;
     vram_allocator *a = open_alloc(conf, &dev);
     CHECK(a != NULL, "%s: allocator", conf);
@@ -278,6 +335,7 @@ static void test_random(const char *conf) {
             CHECK_OK(vram_allocator_begin_pool(a, capturing));
             uses[capturing - 1]++;
             e->capturing = 1;
+            e->capture_streams = routed ? 1u << 1 : 0; /* routed: the capture records stream 1 only */
         } else if (r < 10 && capturing) {
             e->capturing = 0;
             CHECK_OK(vram_allocator_end_pool(a, capturing));
@@ -302,15 +360,16 @@ static void test_random(const char *conf) {
                     slot[k].p = NULL;
                     continue;
                 }
-                slot[k].pool = capturing;
+                uint64_t into = capturing && (!routed || s == 1) ? capturing : 0; /* the pool it belongs to */
+                slot[k].pool = into;
                 for (int q = 0; q < POOLS; q++) {
                     if (!uses[q]) continue;
-                    int mine = capturing == (uint64_t)q + 1, seen = 0;
+                    int mine = into == (uint64_t)q + 1, seen = 0;
                     for (int i = 0; i < nowned[q] && !seen; i++) seen = owned[q][i] == slot[k].p;
                     if (seen && !mine) violations++;
                     if (seen && mine) reuses++;
                 }
-                if (capturing && nowned[capturing - 1] < OWNED) owned[capturing - 1][nowned[capturing - 1]++] = slot[k].p;
+                if (into && nowned[into - 1] < OWNED) owned[into - 1][nowned[into - 1]++] = slot[k].p;
             }
         }
         if (ops % 20000 == 0) CHECK_OK(vram_allocator_check(a));
@@ -319,7 +378,8 @@ static void test_random(const char *conf) {
             CHECK_OK(vram_allocator_check(a));
         }
     }
-    CHECK(violations == 0, "%s: %d allocations outside a capture got memory of a live graph's pool", conf, violations);
+    CHECK(violations == 0, "%s%s: %d allocations outside a capture got memory of a live graph's pool", conf,
+          routed ? " (routed by stream)" : "", violations);
     CHECK(e->capture_violations == 0, "%s: %llu event or release calls during captures", conf,
           (unsigned long long)e->capture_violations);
     e->capturing = 0;
@@ -348,9 +408,14 @@ int main(void) {
     test_capture_needs_no_events("chunk_size_mb:64,move_busy_pages:True,reserve_slack:0.01");
     test_capture_needs_no_events("caching:False");
     test_capture_needs_no_events("garbage_collection_threshold:0.01");
+    test_capture_routes_by_stream("");
+    test_capture_routes_by_stream("expandable_segments:False");
+    test_capture_routes_by_stream("chunk_size_mb:64,move_busy_pages:True");
     test_bad_calls();
-    test_random("");
-    test_random("expandable_segments:False");
-    test_random("chunk_size_mb:64,move_busy_pages:True,reserve_slack:0.01");
+    for (int routed = 0; routed < 2; routed++) {
+        test_random("", routed);
+        test_random("expandable_segments:False", routed);
+        test_random("chunk_size_mb:64,move_busy_pages:True,reserve_slack:0.01", routed);
+    }
     return check_done();
 }

@@ -164,14 +164,19 @@ def reserved(device):
 
 
 lib.vram_torch_empty_cache(-1)
+fake_lib.fake_cuda_set_capturing.argtypes = [ctypes.c_size_t]
+fake_lib.fake_cuda_set_capturing(0x1000)  # the driver reports stream 0x1000 as capturing, as in a capture
 check(lib.vram_torch_graph_pool(0, 0, 5, 1) == 0, "begin a capture into pool (0, 5) on cuda:1")
 g = lib.vram_torch_alloc(8 << 20, 1, 0x1000)
 lib.vram_torch_free(g, 8 << 20, 1, 0x1000)
+side = lib.vram_torch_alloc(6 << 20, 1, 0x2000)  # another stream, not recorded by the capture
+lib.vram_torch_free(side, 6 << 20, 1, 0x2000)
 check(lib.vram_torch_graph_pool(0, 0, 6, 1) != 0 and b"under way" in lib.vram_torch_last_error(),
       "a second capture on the same device is refused")
 check(lib.vram_torch_graph_pool(1, 0, 5, 1) == 0, "end it")
 lib.vram_torch_empty_cache(-1)
 check(reserved(1) >= 8 << 20 and reserved(0) == 0, "the graph's memory stays on cuda:1 only: %d, %d" % (reserved(1), reserved(0)))
+check(reserved(1) < 14 << 20, "another stream's block, freed during the capture, is not the graph's: %d" % reserved(1))
 check(lib.vram_torch_graph_pool(2, 0, 5, 1) == 0, "release the pool")
 lib.vram_torch_empty_cache(-1)
 check(reserved(1) == 0, "released, then emptied: %d" % reserved(1))
@@ -194,4 +199,5 @@ lib.vram_torch_empty_cache(-1)
 check(reserved(1) == 0, "both released, then emptied: %d" % reserved(1))
 check(lib.vram_torch_graph_pool(0, 0, 0, 1) != 0 and b"pool id 0" in lib.vram_torch_last_error(), "pool (0, 0) refused")
 check(lib.vram_torch_graph_pool(7, 0, 5, 1) != 0 and b"unknown operation" in lib.vram_torch_last_error(), "a bad operation fails")
+fake_lib.fake_cuda_set_capturing(0)
 sys.exit(done("test_torch_plugin_cpu"))

@@ -27,6 +27,9 @@ sys.path.insert(0, HERE)
 from pycheck import check, done  # noqa: E402
 
 # --- the stand-in torch ---------------------------------------------------------------------
+fake_driver = ctypes.CDLL(fake)  # the library the plug-in loads (same path, same state)
+fake_driver.fake_cuda_set_capturing.argtypes = [ctypes.c_size_t]
+CAPTURE_STREAM = 0x1000  # the stream the stand-in's captures record
 swapped = []
 torch = types.ModuleType("torch")
 torch.__file__ = os.path.join(HERE, "no_torch_here", "__init__.py")
@@ -86,9 +89,11 @@ class CUDAGraph:
             raise RuntimeError("capture refused by the stand-in")
         graph_calls.append(("begin", pool))
         self._pool = pool
+        fake_driver.fake_cuda_set_capturing(CAPTURE_STREAM)  # cudaStreamBeginCapture on the current stream
 
     def capture_end(self):
         graph_calls.append(("end",))
+        fake_driver.fake_cuda_set_capturing(0)
 
     def reset(self):
         graph_calls.append(("reset",))

@@ -11,6 +11,7 @@
  *             virtual memory management, and the allocator then falls back to segments.
  *   streams   event_record / event_query / event_sync / event_destroy. A device whose work is
  *             synchronous (sim, host) may set them to NULL: every event is then complete.
+ *             stream_capturing (optional) says which streams a CUDA graph capture is recording.
  *
  * Addresses are uint64_t so that a simulated device can hand out addresses with no memory
  * behind them. Streams are opaque uintptr_t handles (a CUstream on CUDA, 0 = default stream).
@@ -64,6 +65,13 @@ typedef struct vram_device_ops {
     vram_status (*event_query)(vram_device *dev, void *event);
     vram_status (*event_sync)(vram_device *dev, void *event);
     void (*event_destroy)(vram_device *dev, void *event);
+
+    /* Whether work queued on `stream` now goes into a CUDA graph capture (optional). While the
+     * allocator's capture is under way (vram_allocator_begin_pool .. end_pool), it asks this for
+     * every allocation, and only those on the capture's streams belong to the pool captured into,
+     * as PyTorch routes them; NULL, or an error, reads as "yes": every allocation made during a
+     * capture is the pool's, which keeps the graph's memory safe but holds more. */
+    vram_status (*stream_capturing)(vram_device *dev, vram_stream stream, int *capturing);
 
     /* Simulated devices whose streams have work (cudasim with a lag; optional, NULL elsewhere):
      * a replay calls it before each event, the host having queued one more piece of work on

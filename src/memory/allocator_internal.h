@@ -286,6 +286,7 @@ void vram_poll_streams(vram_allocator *a, int want_more); /* makes blocks of fin
 void vram_streams_many(vram_allocator *a);                /* leaves one-stream mode (allocator.c, mergeable) */
 
 /* graph_pools.c, for malloc and free during and after captures. */
+int vram_graph_captures(vram_allocator *a, vram_stream stream);
 vram_block *vram_graph_take(vram_allocator *a, uint64_t rsize, vram_stream stream);
 void vram_graph_adopt(vram_allocator *a, vram_block *b);
 int vram_graph_keep(vram_allocator *a, vram_block *b);

@@ -3,20 +3,25 @@
  * A captured graph replays the addresses its capture allocated, so those blocks must not serve
  * the rest of the program while the graph exists, even after the tensors that held them are
  * freed: PyTorch gives each capture a private pool (beginAllocateToPool / endAllocateToPool /
- * releasePool) and vram does the same. During a capture every allocation is adopted by the pool
- * captured into (vram_graph_adopt: it may come from the ordinary cache, which holds nothing in
- * use); a block of a pool, freed, leaves the ordinary structures for the pool's free list
- * (vram_graph_keep: DEFER_GRAPH, still in the live map, merged only with free pool neighbours of
- * its stream, never unmapped), where only a later allocation into the same pool on the same
- * stream takes it (vram_graph_take, splitting a larger block). When the last graph using a pool
- * is released its free blocks return to the allocator as fresh frees, and its live ones return
- * when they are freed. The fast paths never look at this: while a pool exists free_fast is off,
- * and during a capture the `recent` slots stay empty (graph_mode_update).
+ * releasePool) and vram does the same. During a capture every allocation of the capture's
+ * streams is adopted by the pool captured into (vram_graph_adopt: it may come from the
+ * ordinary cache, which holds nothing in use); a block of a pool, freed, leaves the ordinary
+ * structures for the pool's free list (vram_graph_keep: DEFER_GRAPH, still in the live map,
+ * merged only with free pool neighbours of its stream, never unmapped), where only a later
+ * allocation into the same pool on the same stream takes it (vram_graph_take, splitting a
+ * larger block). When the last graph using a pool is released its free blocks return to the
+ * allocator as fresh frees, and its live ones return when they are freed. The fast paths never
+ * look at this: while a pool exists free_fast is off, and during a capture the `recent` slots
+ * stay empty (graph_mode_update).
  *
- * allocator.c's malloc_locked calls vram_graph_take and vram_graph_adopt during a capture, and
- * its free_block calls vram_graph_keep for a block of a pool; the rest of this file is the
- * public begin/end/release API. Block-level work (splitting, coalescing into the bins, streams)
- * stays allocator.c's.
+ * Which allocations a capture takes: those on streams the device says the capture records
+ * (vram_graph_captures); where it cannot tell, all of them. Allocations on other streams
+ * meanwhile come from and return to the ordinary cache, as under PyTorch's allocator.
+ *
+ * allocator.c's malloc_locked calls vram_graph_captures, vram_graph_take and vram_graph_adopt
+ * during a capture, and its free_block calls vram_graph_keep for a block of a pool; the rest of
+ * this file is the public begin/end/release API. Block-level work (splitting, coalescing into
+ * the bins, streams) stays allocator.c's.
  */
 #include "allocator_internal.h"
 #include "live_map.h"
@@ -44,6 +49,19 @@ static int graph_slot(vram_allocator *a, uint64_t id, int add) {
         if (empty < 0 && !a->graph_pools[i].id) empty = i;
     }
     return add ? empty : -1;
+}
+
+/* Whether an allocation on `stream`, made while a capture is under way, belongs to the pool
+ * captured into: when the device says the stream takes part in a capture (the capture's own
+ * stream, or a stream it forked onto), as PyTorch's allocator routes allocations by their
+ * stream's capture. Where the device cannot tell (no stream_capturing, or an error: the legacy
+ * default stream cannot be asked during a capture), every allocation is the pool's, the safe
+ * side: memory the graph might use is never handed to anything else. */
+int vram_graph_captures(vram_allocator *a, vram_stream stream) {
+    int capturing = 1;
+    const vram_device_ops *ops = a->dev->ops;
+    if (ops->stream_capturing && ops->stream_capturing(a->dev, stream, &capturing) != VRAM_OK) capturing = 1;
+    return capturing;
 }
 
 /* Counts live block b (not yet of any pool) into the pool being captured into. */

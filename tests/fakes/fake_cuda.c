@@ -15,6 +15,7 @@
  *   - an event stays pending for FAKE_CUDA_EVENT_LAG queries after its record (default 2), so
  *     the allocator's not-ready paths run; cuEventSynchronize / cuCtxSynchronize complete it.
  * FAKE_CUDA_NO_VMM=1 makes the device report no virtual memory management.
+ * fake_cuda_set_capturing(stream) makes one stream report a graph capture (cuStreamIsCapturing).
  * Device memory is never dereferenced, so addresses are plain numbers handed out from a
  * counter. fake_cuda_counts() reports what is still held, for leak checks, and
  * fake_cuda_used(d) one device's physical memory in use. Like the driver, it may be called from
@@ -301,3 +302,15 @@ static CUresult cuEventDestroy_v2_locked(void *e) {
     return OK;
 }
 LOCKED(cuEventDestroy_v2, (void *e), (e))
+
+/* Stream capture, as far as the allocator asks: fake_cuda_set_capturing(stream) makes that stream
+ * (never 0) report an active capture, 0 ends it. The legacy default stream cannot be asked while
+ * another stream captures, as on the driver (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT). */
+static uintptr_t capturing_stream;
+EXPORT void fake_cuda_set_capturing(uintptr_t stream) { __atomic_store_n(&capturing_stream, stream, __ATOMIC_SEQ_CST); }
+EXPORT CUresult cuStreamIsCapturing(void *stream, int *status) {
+    uintptr_t c = __atomic_load_n(&capturing_stream, __ATOMIC_SEQ_CST);
+    if (!stream && c) return 906; /* CUDA_ERROR_STREAM_CAPTURE_IMPLICIT */
+    *status = c && (uintptr_t)stream == c; /* CU_STREAM_CAPTURE_STATUS_ACTIVE or _NONE */
+    return OK;
+}

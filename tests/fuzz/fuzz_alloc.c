@@ -3,7 +3,9 @@
  * limits, peak resets, private pools begun, ended and released in any order) on the sim device,
  * or on the simulated CUDA device with 4 MiB chunks and its GPU's work trailing the calls (the
  * fuzzer queues and completes that work too: events pending, pages moved and aliased across three
- * streams); the invariant checker must hold after every operation and no call may crash. Build with -DVRAM_FUZZ=ON and clang (see tests/CMakeLists.txt).
+ * streams); captures record every stream or, as the device tells, some of them; the invariant
+ * checker must hold after every operation and no call may crash. Build with -DVRAM_FUZZ=ON and
+ * clang (see tests/CMakeLists.txt).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,10 +15,24 @@
 
 #define SLOTS 64
 
+/* The streams a capture records (bit s: stream s), chosen by the fuzzer at each begin_pool; 0:
+ * the device cannot tell, so every allocation during the capture is the pool's. */
+static unsigned capture_mask;
+static vram_status fuzz_stream_capturing(vram_device *d, vram_stream s, int *capturing) {
+    (void)d;
+    if (!capture_mask) return VRAM_ERR_STATE;
+    *capturing = s < 8 && (capture_mask >> s & 1);
+    return VRAM_OK;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     vram_device *dev;
     int cuda = size && (data[0] & 2); /* the simulated CUDA device, its GPU 3 steps behind */
     if (vram_device_open(cuda ? "cudasim:4GiB,lag=3" : "sim:4GiB", &dev) != VRAM_OK) return 0;
+    const vram_device_ops *own_ops = dev->ops;
+    vram_device_ops ops = *own_ops;
+    ops.stream_capturing = fuzz_stream_capturing;
+    dev->ops = &ops;
     vram_alloc_config cfg;
     vram_alloc_config_default(&cfg);
     if (size && (data[0] & 1)) cfg.expandable_segments = 0;
@@ -49,8 +65,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             break;
         default: { /* private pools: any call in any state gets a status, never a crash */
             uint64_t id = 1 + (uint64_t)(k % 3);
-            if (arg % 3 == 0 && vram_allocator_begin_pool(a, id) == VRAM_OK) capturing = id;
-            else if (arg % 3 == 1 && vram_allocator_end_pool(a, capturing ? capturing : id) == VRAM_OK) capturing = 0;
+            if (arg % 3 == 0 && vram_allocator_begin_pool(a, id) == VRAM_OK) {
+                capturing = id;
+                capture_mask = (arg >> 8) & 7; /* which of the three streams it records, if it can tell */
+            } else if (arg % 3 == 1 && vram_allocator_end_pool(a, capturing ? capturing : id) == VRAM_OK) capturing = 0;
             else if (arg % 3 == 2) vram_allocator_release_pool(a, id);
             break;
         }
@@ -68,6 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     vram_allocator_get_stats(a, &st);
     if (st.reserved_bytes[0].current != 0 || st.allocated_bytes[0].current != 0) abort();
     vram_allocator_destroy(a);
+    dev->ops = own_ops;
     vram_device_close(dev);
     return 0;
 }

@@ -3,7 +3,8 @@ vram's allocator, its statistics, summary and snapshot (also through torch.cuda'
 and the memory visualizer's _record_memory_history / _snapshot / _dump_snapshot),
 OOM as torch.OutOfMemoryError with recovery, empty_cache visible in cudaMemGetInfo, record_stream
 (vram_torch's and Tensor.record_stream), CUDA graphs (a graph's memory stays its own after
-empty_cache and after other tensors reuse the cache; replay still right; make_graphed_callables
+empty_cache and after other tensors reuse the cache; replay still right; another stream's
+allocations during a capture are not the graph's; make_graphed_callables
 against eager), torch.compile,
 enable() refused after CUDA use,
 and `python -m vram_torch record` writing a memtrace v1 file. Exits 77 (skipped) without torch,
@@ -180,6 +181,30 @@ torch.cuda.synchronize()
 torch.cuda.empty_cache()
 check(vram_torch.memory_reserved() <= reserved0 + 2**20, "reset() gives the graph's memory back: %d -> %d"
       % (reserved0, vram_torch.memory_reserved()))
+# Only the capture's streams allocate into its pool: a tensor another stream allocates and frees
+# during the capture goes back with the cache afterwards, as under PyTorch's allocator (vram asks
+# the driver which streams the capture records).
+side = torch.cuda.Stream()
+torch.cuda.synchronize()
+torch.cuda.empty_cache()
+base = vram_torch.memory_reserved()
+graph2 = torch.cuda.CUDAGraph()
+with torch.cuda.graph(graph2, stream=cap):
+    y2 = mlp(xg)
+    with torch.cuda.stream(side):
+        big = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
+    del big
+torch.cuda.synchronize()
+torch.cuda.empty_cache()
+held = vram_torch.memory_reserved() - base
+check(held < 160 * 2**20, "another stream's 256 MiB, freed during a capture, is not kept for the graph: %d MiB held"
+      % (held // 2**20))
+graph2.replay()
+torch.cuda.synchronize()
+check(torch.allclose(y2, mlp(xg), atol=1e-3), "the graph replays right")
+del y2, graph2
+torch.cuda.synchronize()
+torch.cuda.empty_cache()
 # make_graphed_callables: forward and backward graphs sharing one pool, against eager
 torch.manual_seed(1)
 eager = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512)).cuda()
