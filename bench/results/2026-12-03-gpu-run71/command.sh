@@ -1,0 +1,1 @@
+OUT=$OUT bash bench/run_gpu.sh tests graphs   # tree ebd0442 (captures take only the allocations of the streams they record); test_torch_plugin 56 checks, two of them new (another stream's 256 MiB freed during a capture not kept; the graph replays right)
