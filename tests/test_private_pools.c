@@ -42,17 +42,21 @@ static int64_t reserved(vram_allocator *a) {
     return st.reserved_bytes[0].current;
 }
 
-/* Allocates n blocks of `size` outside any capture and reports whether one of them is `p`. */
-static int hands_out(vram_allocator *a, uint64_t size, void *p, int n) {
+/* Allocates n blocks of `size` on stream s at once, then frees them: how many lay in
+ * [lo, lo + len). */
+static int lands_in(vram_allocator *a, uint64_t size, vram_stream s, void *lo, uint64_t len, int n) {
     void *got[64];
-    int hit = 0;
+    int hits = 0;
     for (int i = 0; i < n; i++) {
-        CHECK_OK(vram_allocator_malloc(a, size, 0, 0, &got[i]));
-        hit |= got[i] == p;
+        CHECK_OK(vram_allocator_malloc(a, size, s, 0, &got[i]));
+        hits += (uintptr_t)got[i] >= (uintptr_t)lo && (uintptr_t)got[i] < (uintptr_t)lo + len;
     }
     for (int i = 0; i < n; i++) CHECK_OK(vram_allocator_free(a, got[i]));
-    return hit;
+    return hits;
 }
+
+/* Allocates n blocks of `size` on stream 0 at once, outside any capture: whether one of them is p. */
+static int hands_out(vram_allocator *a, uint64_t size, void *p, int n) { return lands_in(a, size, 0, p, 1, n) > 0; }
 
 static void test_capture_keeps_its_memory(const char *conf) {
     vram_device *dev;
@@ -124,19 +128,6 @@ static void test_capture_keeps_its_memory(const char *conf) {
     CHECK_OK(vram_allocator_check(a));
     vram_allocator_destroy(a);
     vram_device_close(dev);
-}
-
-/* Allocates n blocks of `size` on stream s at once, then frees them: how many lay in
- * [lo, lo + len). */
-static int lands_in(vram_allocator *a, uint64_t size, vram_stream s, void *lo, uint64_t len, int n) {
-    void *got[64];
-    int hits = 0;
-    for (int i = 0; i < n; i++) {
-        CHECK_OK(vram_allocator_malloc(a, size, s, 0, &got[i]));
-        hits += (uintptr_t)got[i] >= (uintptr_t)lo && (uintptr_t)got[i] < (uintptr_t)lo + len;
-    }
-    for (int i = 0; i < n; i++) CHECK_OK(vram_allocator_free(a, got[i]));
-    return hits;
 }
 
 /* Where the device says which streams a capture records, only their allocations are the pool's
