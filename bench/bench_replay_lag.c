@@ -3,10 +3,10 @@
  * The sim device finishes all work at once, so every freed block is at once free for any use.
  * On a GPU the host runs ahead: a block freed on a stream may still be read by kernels queued
  * before the free, and its pages can move only once an event shows the stream is past them
- * (or, with page aliasing, to a new block of the same stream). This benchmark replays traces on
- * the simulated CUDA device whose work completes LAG allocator calls after it was queued (one
- * "kernel" per call: `vram replay --device cudasim:lag=N`, src/backends/sim.c), its mapping
- * calls counted by kind, for several lags and
+ * (or, with page aliasing, to a new block of the same stream). This benchmark replays traces,
+ * through the replay engine (vram_trace_replay_observed), on the simulated CUDA device whose work
+ * completes LAG allocator calls after it was queued (one "kernel" per call: `vram replay --device
+ * cudasim:lag=N`, src/backends/sim.c), its mapping calls counted by kind, for several lags and
  * VRAM_ALLOC_CONF strings (by default CUDA's defaults, i.e. chunk_size_mb:64, and the same with
  * the earlier policy of moving pages for any need, busy pages only under the limit), and prints peak
  * reserved over peak requested and the device calls (maps, unmaps, aliases, drops: one chunk
@@ -68,11 +68,27 @@ COUNTED(page_drop, drops, (vram_device * d, uint64_t addr, size_t size), (d, add
 
 static uint64_t calls(const counted_device *c) { return c->maps + c->unmaps + c->aliases + c->drops; }
 
+/* What the replay's observer keeps: the counts where the workload starts and where its last 40%
+ * starts (bench_replay_lag measures each workload from its start, and its steady state). */
+typedef struct lag_marks {
+    const counted_device *counts;
+    size_t start, late;
+    counted_device from;  /* the counts at `start` */
+    uint64_t before_late; /* calls() at `late` */
+} lag_marks;
+
+static void mark(void *ctx, size_t event) {
+    lag_marks *m = ctx;
+    if (event == m->start) m->from = *m->counts;
+    if (event == m->late) m->before_late = calls(m->counts);
+}
+
 /* Replays t at `lag` under `conf` (and, when nonzero, the limit max_reserved) up to ph's end,
  * measuring from its start (there the cache is emptied and the peaks reset, as
- * torch_workloads.py does before each workload), on the simulated CUDA device of `vram replay
- * --device cudasim:lag=N` (src/backends/sim.c). Returns 0, 1 when an allocation failed (out of
- * memory at the limit), -1 on any other failure. */
+ * torch_workloads.py does before each workload), through the replay engine on the simulated CUDA
+ * device of `vram replay --device cudasim:lag=N` (src/backends/sim.c), its mapping calls counted.
+ * Returns 0, 1 when an allocation failed for lack of memory (out of memory at the limit), -1 on
+ * any other failure. */
 static int replay(const vram_trace *t, long lag, const char *conf, uint64_t max_reserved, vram_trace_workload ph,
                   lag_result *out) {
     char spec[64], with_limit[1200];
@@ -92,45 +108,21 @@ static int replay(const vram_trace *t, long lag, const char *conf, uint64_t max_
     c.ops.page_alias = count_page_alias;
     c.ops.page_drop = count_page_drop;
     dev->ops = &c.ops;
-    size_t n;
-    const vram_trace_event *ev = vram_trace_events(t, &n);
-    void **ptrs = calloc(vram_trace_num_allocs(t) + 1, sizeof *ptrs);
-    int rc = ptrs ? 0 : -1;
-    uint64_t before_late = 0;
-    counted_device from = c; /* the counts where the workload starts */
-    size_t h = 0, nh = vram_trace_header_count(t); /* the next header line, for "sync" lines */
-    for (size_t i = 0; i < ph.end && !rc; i++) {
-        for (; h < nh && vram_trace_header_event(t, h) <= i; h++) {
-            const char *key;
-            vram_trace_header_at(t, h, &key, NULL);
-            if (!strcmp(key, "sync")) c.ops.host_step(dev, 1); /* the program waited for the GPU */
-        }
-        if (i == ph.start && i > 0) {
-            vram_allocator_empty_cache(a);
-            vram_allocator_reset_peak_stats(a);
-            from = c;
-        }
-        if (i == ph.end - (ph.end - ph.start) * 2 / 5) before_late = calls(&c);
-        c.ops.host_step(dev, 0); /* the work that uses this block */
-        if (ev[i].op == VRAM_TRACE_ALLOC)
-            rc = vram_allocator_malloc(a, ev[i].size, (vram_stream)ev[i].stream, VRAM_TAG_OTHER, &ptrs[ev[i].index]) != VRAM_OK;
-        else
-            rc = vram_allocator_free(a, ptrs[ev[i].index]) != VRAM_OK;
-    }
-    vram_stats st;
-    vram_allocator_get_stats(a, &st);
-    out->ratio = (double)st.reserved_bytes[0].peak / (double)st.requested_bytes[0].peak;
-    out->maps = c.maps - from.maps;
-    out->unmaps = c.unmaps - from.unmaps;
-    out->aliases = c.aliases - from.aliases;
-    out->drops = c.drops - from.drops;
-    out->late = calls(&c) - before_late;
+    lag_marks m = {.counts = &c, .start = ph.start, .late = ph.end - (ph.end - ph.start) * 2 / 5};
+    vram_replay_result r;
+    vram_status st = vram_trace_replay_observed(t, a, ph.start, ph.end, 0, mark, &m, &r);
+    int rc = st == VRAM_OK ? 0 : st == VRAM_ERR_OUT_OF_MEMORY && r.failed ? 1 : -1;
+    out->ratio = r.reserved_over_requested;
+    out->maps = c.maps - m.from.maps;
+    out->unmaps = c.unmaps - m.from.unmaps;
+    out->aliases = c.aliases - m.from.aliases;
+    out->drops = c.drops - m.from.drops;
+    out->late = calls(&c) - m.before_late;
     out->driver_ms = (out->maps * MAP_US + out->unmaps * UNMAP_US + out->aliases * ALIAS_US + out->drops * DROP_US) / 1000.0;
     if (vram_allocator_check(a) != VRAM_OK) rc = -1;
     vram_allocator_destroy(a);
     dev->ops = c.inner;
     vram_device_close(dev);
-    free(ptrs);
     return rc;
 }
 

@@ -13,8 +13,8 @@ coalesced while other blocks are free (1.097 and 1.095 without).
 
 With the `vram` binary as a third argument it also checks that `vram replay --device
 cudasim:lag=N` gives bench_replay_lag's figures on a few traces: both run the library's lagging
-device, the command through the replay engine (vram_trace_replay_range), the benchmark through its
-own loop that counts device calls by kind, and the two loops must step the device alike.
+device through the replay engine (the command with vram_trace_replay_range, the benchmark with
+vram_trace_replay_observed, counting device calls by kind), configured each its own way.
 
 usage: replay_bounds.py BENCH_REPLAY_LAG SOURCE_DIR [VRAM]
 """

@@ -221,6 +221,47 @@ static void test_bundled(void) {
     }
 }
 
+/* What vram_trace_replay_observed's observer sees: every event once, in order, just before it is
+ * replayed, and at the measured range's start an emptied cache with its peaks reset. */
+typedef struct observed {
+    vram_allocator *a;
+    size_t start, calls, last;
+    int in_order;
+    int64_t reserved_at_start, peak_at_start;
+} observed;
+
+static void observe(void *ctx, size_t event) {
+    observed *o = ctx;
+    o->in_order &= event == o->calls;
+    o->calls++;
+    o->last = event;
+    if (event == o->start) {
+        vram_stats st;
+        vram_allocator_get_stats(o->a, &st);
+        o->reserved_at_start = st.reserved_bytes[0].current;
+        o->peak_at_start = st.allocated_bytes[0].peak;
+    }
+}
+
+static void test_observer(const vram_trace *t, size_t start, size_t stop) {
+    vram_replay_options opt = {.device = "sim", .capacity = 1ull << 30};
+    vram_device *dev;
+    vram_allocator *a;
+    CHECK_OK(vram_replay_open(&opt, 0, &dev, &a));
+    if (!a) return;
+    observed o = {.a = a, .start = start, .in_order = 1, .reserved_at_start = -1};
+    vram_replay_result r;
+    CHECK_OK(vram_trace_replay_observed(t, a, start, stop, 0, observe, &o, &r));
+    CHECK(o.calls == stop && o.in_order && o.last == stop - 1, "the observer saw events 0..%zu in order: %zu calls",
+          stop - 1, o.calls);
+    CHECK(o.reserved_at_start == (int64_t)(4ull << 20) && o.peak_at_start == (int64_t)(4ull << 20),
+          "at the range's start the cache was emptied (reserved %lld: the first program's 4 MiB left) and the "
+          "peak reset (%lld)", (long long)o.reserved_at_start, (long long)o.peak_at_start);
+    CHECK_OK(vram_trace_replay_observed(t, a, 0, 0, 0, NULL, NULL, &r)); /* no observer: fine */
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+}
+
 /* A trace of two programs in one process: each measured from its start, what the first leaves
  * allocated counted in the second's figures, as a process measures them. */
 static void test_workloads(void) {
@@ -255,6 +296,7 @@ static void test_workloads(void) {
           "the first's 8 MiB peak is not the second's: reserved %llu", (unsigned long long)r.peak_reserved_bytes);
     vram_allocator_destroy(a);
     vram_device_close(dev);
+    test_observer(t, w[1].start, w[1].end);
     vram_trace_free(t);
     vram_trace *one = load_str(tiny);
     if (one) CHECK(vram_trace_workloads(one, w, 4) == 0, "a trace without workload lines is one program");

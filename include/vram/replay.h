@@ -66,6 +66,17 @@ vram_status vram_trace_replay(const vram_trace *t, vram_allocator *a, size_t sto
 vram_status vram_trace_replay_range(const vram_trace *t, vram_allocator *a, size_t start, size_t stop,
                                     int track_peak, vram_replay_result *res);
 
+/* Called by vram_trace_replay_observed just before event `event` is replayed: after the device's
+ * work step and, at `start`, after the cache was emptied and the peaks reset. */
+typedef void (*vram_replay_observer)(void *ctx, size_t event);
+
+/* vram_trace_replay_range with an observer (may be NULL) called before every event, for tools that
+ * read the device or the allocator at points of a replay (bench_replay_lag counts mapping calls
+ * from a workload's start and over its last 40%). */
+vram_status vram_trace_replay_observed(const vram_trace *t, vram_allocator *a, size_t start, size_t stop,
+                                       int track_peak, vram_replay_observer observer, void *ctx,
+                                       vram_replay_result *res);
+
 /* Where a replay runs. */
 typedef struct vram_replay_options {
     const char *device; /* device spec (backend.h); NULL = "sim" */

@@ -43,6 +43,12 @@ vram_status vram_trace_replay(const vram_trace *t, vram_allocator *a, size_t sto
 
 vram_status vram_trace_replay_range(const vram_trace *t, vram_allocator *a, size_t start, size_t stop, int track_peak,
                                     vram_replay_result *res) {
+    return vram_trace_replay_observed(t, a, start, stop, track_peak, NULL, NULL, res);
+}
+
+vram_status vram_trace_replay_observed(const vram_trace *t, vram_allocator *a, size_t start, size_t stop,
+                                       int track_peak, vram_replay_observer observer, void *ctx,
+                                       vram_replay_result *res) {
     if (!t || !a || !res) return vram_error(VRAM_ERR_INVALID_ARG, "replay: null argument");
     memset(res, 0, sizeof *res);
     size_t n;
@@ -83,6 +89,7 @@ vram_status vram_trace_replay_range(const vram_trace *t, vram_allocator *a, size
             allocs = 0;
             t0 = now_seconds();
         }
+        if (observer) observer(ctx, i);
         if (e->op == VRAM_TRACE_ALLOC) {
             st = vram_allocator_malloc(a, (size_t)e->size, (vram_stream)e->stream, VRAM_TAG_OTHER, &ptrs[e->index]);
             if (st != VRAM_OK) break;
