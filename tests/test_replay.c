@@ -342,6 +342,25 @@ static void test_cudasim_lag(void) {
         CHECK(vram_device_open(bad[i], &dev) == VRAM_ERR_INVALID_ARG && !dev, "%s refused", bad[i]);
         CHECK(strstr(vram_last_error(), "cudasim device") != NULL, "%s: says which device: %s", bad[i], vram_last_error());
     }
+    /* which specs give a size, and a replay's capacity sizing those that do not (the lag kept) */
+    static const struct {
+        const char *spec;
+        int sized;
+    } sizes[] = {{"sim", 0},         {"sim:1GiB", 1},          {"cudasim", 0},       {"cudasim:lag=3", 0},
+                 {"cudasim:2GiB", 1}, {"cudasim:2GiB,lag=3", 1}, {"host", 0},          {"host:1GiB", 1},
+                 {"cuda:0", 0},       {"simx:1GiB", 0},          {"cudasim:", 0},      {NULL, 0}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        CHECK(vram_device_spec_sized(sizes[i].spec) == sizes[i].sized, "%s gives a size: %d", sizes[i].spec,
+              vram_device_spec_sized(sizes[i].spec));
+    vram_replay_options sized = {.device = "cudasim:lag=7", .capacity = 3ull << 30};
+    vram_allocator *sa;
+    CHECK_OK(vram_replay_open(&sized, 0, &dev, &sa));
+    if (dev) {
+        CHECK(dev->capacity == 3ull << 30 && strstr(dev->name, "lag 7") && vram_allocator_limit(sa) == 3ull << 30,
+              "cudasim:lag=7 with a capacity: sized to it, lag kept: %s", dev->name);
+        vram_allocator_destroy(sa);
+        vram_device_close(dev);
+    }
     /* a replay: lag 0 is the device without a lag; with a lag, work trails the calls */
     char path[512];
     snprintf(path, sizeof path, "%s/traces/gpt2_train.trace.gz", VRAM_SOURCE_DIR);

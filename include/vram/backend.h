@@ -103,6 +103,11 @@ struct vram_device {
 vram_status vram_device_open(const char *spec, vram_device **out);
 void vram_device_close(vram_device *dev);
 
+/* Whether `spec` gives the size of a device that takes one: "sim:SIZE", "cudasim:SIZE" or
+ * "cudasim:SIZE,lag=N", "host:SIZE" (not "sim", "cudasim" or "cudasim:lag=N", which take their
+ * size from elsewhere; nor any other kind). */
+int vram_device_spec_sized(const char *spec);
+
 /* The constructor every backend provides: `args` is what follows "NAME:" (or ""). */
 typedef vram_status (*vram_device_open_fn)(const char *args, vram_device **out);
 

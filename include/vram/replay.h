@@ -80,8 +80,10 @@ vram_status vram_trace_replay_observed(const vram_trace *t, vram_allocator *a, s
 /* Where a replay runs. */
 typedef struct vram_replay_options {
     const char *device; /* device spec (backend.h); NULL = "sim" */
-    uint64_t capacity;  /* bytes; 0 = the device's own. A plain "sim" or "cudasim" spec becomes "sim:CAPACITY";
-                           for any other spec it caps the allocator (vram_allocator_set_limit). */
+    uint64_t capacity;  /* bytes; 0 = the device's own. A "sim" or "cudasim" spec that gives no size
+                           (vram_device_spec_sized) gets it as its size ("cudasim:lag=9" becomes
+                           "cudasim:CAPACITY,lag=9"); any other spec, the allocator is capped to it
+                           (vram_allocator_set_limit). */
     const char *conf;   /* VRAM_ALLOC_CONF string applied over the environment's (NULL = none) */
 } vram_replay_options;
 

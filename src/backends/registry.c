@@ -41,6 +41,17 @@ vram_status vram_device_open(const char *spec, vram_device **out) {
     return vram_error(VRAM_ERR_INVALID_ARG, "unknown device '%s' (known: %s)", spec, known);
 }
 
+int vram_device_spec_sized(const char *spec) {
+    const char *colon = spec ? strchr(spec, ':') : NULL;
+    if (!colon) return 0;
+    size_t kind = (size_t)(colon - spec);
+    if (!((kind == 3 && !strncmp(spec, "sim", 3)) || (kind == 7 && !strncmp(spec, "cudasim", 7)) ||
+          (kind == 4 && !strncmp(spec, "host", 4))))
+        return 0;
+    size_t first = strcspn(colon + 1, ","); /* the first argument: a size, or a key=value */
+    return first > 0 && !memchr(colon + 1, '=', first);
+}
+
 void vram_device_close(vram_device *dev) {
     if (dev && dev->ops->close) dev->ops->close(dev);
 }

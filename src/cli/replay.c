@@ -539,8 +539,7 @@ int vram_cmd_replay(int argc, char **argv) {
         return 2;
     }
     /* A simulated device sized in its spec and --capacity would be two sizes for one device. */
-    if (ra.capacity_given && ra.device && strchr(ra.device, ':') && strncmp(ra.device, "cudasim:lag=", 12) &&
-        (!strncmp(ra.device, "sim:", 4) || !strncmp(ra.device, "cudasim:", 8) || !strncmp(ra.device, "host:", 5))) {
+    if (ra.capacity_given && ra.device && vram_device_spec_sized(ra.device)) {
         fprintf(stderr, "vram replay: --capacity and --device %s both give the device's size: give one\n", ra.device);
         free(traces);
         return 2;

@@ -118,6 +118,21 @@ void vram_allocator_get_stats(vram_allocator *a, vram_stats *out) {
     vram_allocator_unlock(a);
 }
 
+/* Calls fn on every statistic of st: the pool arrays, the oversize counts and the tags'. */
+static void for_each_stat(vram_stats *st, void (*fn)(vram_stat *)) {
+    vram_stat *arrays[] = {st->allocation, st->segment, st->active, st->allocated_bytes, st->reserved_bytes,
+                           st->active_bytes, st->requested_bytes};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        for (int p = 0; p < VRAM_POOL_COUNT; p++) fn(&arrays[i][p]);
+    fn(&st->oversize_allocations);
+    fn(&st->oversize_segments);
+    for (int t = 0; t < VRAM_TAG_MAX; t++) {
+        fn(&st->tags[t].allocation);
+        fn(&st->tags[t].allocated_bytes);
+        fn(&st->tags[t].requested_bytes);
+    }
+}
+
 static void export_stat(vram_stat *s) { s->freed = s->allocated + s->freed - s->current; }
 
 void vram_stats_export(const vram_allocator *a, vram_stats *out) {
@@ -136,17 +151,9 @@ void vram_stats_export(const vram_allocator *a, vram_stats *out) {
     }
     vram_stat *arrays[] = {out->allocation, out->segment, out->active, out->allocated_bytes, out->reserved_bytes,
                            out->active_bytes, out->requested_bytes};
-    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) /* "all" keeps no `allocated` */
         arrays[i][0].allocated = arrays[i][1].allocated + arrays[i][2].allocated;
-        for (int p = 0; p < VRAM_POOL_COUNT; p++) export_stat(&arrays[i][p]);
-    }
-    export_stat(&out->oversize_allocations);
-    export_stat(&out->oversize_segments);
-    for (int t = 0; t < VRAM_TAG_MAX; t++) {
-        export_stat(&out->tags[t].allocation);
-        export_stat(&out->tags[t].allocated_bytes);
-        export_stat(&out->tags[t].requested_bytes);
-    }
+    for_each_stat(out, export_stat);
 }
 
 /* Brings the internal active statistics' `current` up to date, for the resets below (which
@@ -164,19 +171,6 @@ static void reset_accum(vram_stat *s) {
     s->freed = s->current; /* the internal reset base, see allocator_internal.h */
 }
 
-static void for_each_stat(vram_stats *st, void (*fn)(vram_stat *)) {
-    vram_stat *arrays[] = {st->allocation, st->segment, st->active, st->allocated_bytes, st->reserved_bytes,
-                           st->active_bytes, st->requested_bytes};
-    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
-        for (int p = 0; p < VRAM_POOL_COUNT; p++) fn(&arrays[i][p]);
-    fn(&st->oversize_allocations);
-    fn(&st->oversize_segments);
-    for (int t = 0; t < VRAM_TAG_MAX; t++) {
-        fn(&st->tags[t].allocation);
-        fn(&st->tags[t].allocated_bytes);
-        fn(&st->tags[t].requested_bytes);
-    }
-}
 
 void vram_allocator_reset_peak_stats(vram_allocator *a) {
     vram_allocator_lock(a);

@@ -157,14 +157,17 @@ vram_status vram_replay_open(const vram_replay_options *o, uint64_t capacity, vr
     if (st != VRAM_OK) return st;
     if (o->conf && (st = vram_alloc_config_parse(o->conf, &cfg)) != VRAM_OK) return st;
 
+    /* A simulated device whose spec gives no size gets the capacity as its size, its other
+     * arguments kept ("cudasim:lag=100" -> "cudasim:CAPACITY,lag=100"). */
     char sim_spec[96];
     int cap_in_spec = 0;
-    if (capacity && (strcmp(spec, "sim") == 0 || strcmp(spec, "cudasim") == 0)) {
-        snprintf(sim_spec, sizeof sim_spec, "%s:%llu", spec, (unsigned long long)capacity);
-        spec = sim_spec;
-        cap_in_spec = 1;
-    } else if (capacity && strncmp(spec, "cudasim:lag=", 12) == 0 && strlen(spec) < 64) { /* keep the lag */
-        snprintf(sim_spec, sizeof sim_spec, "cudasim:%llu,%s", (unsigned long long)capacity, spec + 8);
+    const char *colon = strchr(spec, ':');
+    size_t kind = colon ? (size_t)(colon - spec) : strlen(spec);
+    int simulated = (kind == 3 && !strncmp(spec, "sim", 3)) || (kind == 7 && !strncmp(spec, "cudasim", 7));
+    if (capacity && simulated && !vram_device_spec_sized(spec) && strlen(spec) < 64) {
+        const char *rest = colon && colon[1] ? colon + 1 : NULL;
+        snprintf(sim_spec, sizeof sim_spec, "%.*s:%llu%s%s", (int)kind, spec, (unsigned long long)capacity,
+                 rest ? "," : "", rest ? rest : "");
         spec = sim_spec;
         cap_in_spec = 1;
     }
