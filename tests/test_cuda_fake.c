@@ -19,6 +19,7 @@ typedef void (*counts_fn)(int *, int *, int *, int *, uint64_t *, int *);
 static counts_fn fake_counts;
 static uint64_t (*fake_used)(int device);
 static void (*fake_set_capturing)(uintptr_t stream);
+static void (*fake_capture)(uintptr_t stream, uint64_t id);
 
 static void expect_clean(const char *when) {
     int maps, handles, res, segs, bad;
@@ -166,7 +167,8 @@ int main(void) {
     fake_counts = lib ? (counts_fn)dlsym(lib, "fake_cuda_counts") : NULL;
     fake_used = lib ? (uint64_t(*)(int))dlsym(lib, "fake_cuda_used") : NULL;
     fake_set_capturing = lib ? (void (*)(uintptr_t))dlsym(lib, "fake_cuda_set_capturing") : NULL;
-    if (!fake_counts || !fake_used || !fake_set_capturing) {
+    fake_capture = lib ? (void (*)(uintptr_t, uint64_t))dlsym(lib, "fake_cuda_capture") : NULL;
+    if (!fake_counts || !fake_used || !fake_set_capturing || !fake_capture) {
         CHECK(0, "cannot load the fake driver %s", FAKE_CUDA_PATH);
         return check_done();
     }
@@ -234,15 +236,17 @@ int main(void) {
     CHECK_OK(dev->ops->event_record(dev, 0x1000, &ev2));
     CHECK(ev2 == ev, "event reused from the pool");
     dev->ops->event_destroy(dev, ev2);
-    /* Captures: which streams one records (cuStreamIsCapturing); the legacy stream cannot say. */
-    int capturing = -1;
-    CHECK(dev->ops->stream_capturing != NULL, "the CUDA device says which streams a capture records");
-    CHECK(dev->ops->stream_capturing(dev, 0x1000, &capturing) == VRAM_OK && capturing == 0, "no capture: %d",
-          capturing);
+    /* Captures: which capture a stream records (cuStreamGetCaptureInfo); the legacy stream cannot say. */
+    uint64_t capture = 1;
+    CHECK(dev->ops->stream_capture != NULL, "the CUDA device says which capture a stream records");
+    CHECK(dev->ops->stream_capture(dev, 0x1000, &capture) == VRAM_OK && capture == 0, "no capture: %llu",
+          (unsigned long long)capture);
     fake_set_capturing(0x1000);
-    CHECK(dev->ops->stream_capturing(dev, 0x1000, &capturing) == VRAM_OK && capturing == 1, "the capturing stream");
-    CHECK(dev->ops->stream_capturing(dev, 0x2000, &capturing) == VRAM_OK && capturing == 0, "another stream");
-    CHECK(dev->ops->stream_capturing(dev, 0, &capturing) != VRAM_OK, "the legacy stream cannot be asked");
+    uint64_t first = 0;
+    CHECK(dev->ops->stream_capture(dev, 0x1000, &first) == VRAM_OK && first != 0 && first != VRAM_CAPTURE_UNNAMED,
+          "the capturing stream, with its capture's id (%llu)", (unsigned long long)first);
+    CHECK(dev->ops->stream_capture(dev, 0x2000, &capture) == VRAM_OK && capture == 0, "another stream");
+    CHECK(dev->ops->stream_capture(dev, 0, &capture) != VRAM_OK, "the legacy stream cannot be asked");
     /* through the allocator: the capture's allocations are its pool's, another stream's are not */
     vram_alloc_config cfg;
     vram_alloc_config_default(&cfg);
@@ -262,6 +266,31 @@ int main(void) {
         CHECK(fake_used(0) == 12 * MiB, "the graph keeps the capturing stream's 4 MiB and the legacy stream's 8 MiB, "
               "not the other stream's 6: %llu MiB held", (unsigned long long)(fake_used(0) / MiB));
         CHECK_OK(vram_allocator_release_pool(ca, 1));
+        CHECK_OK(vram_allocator_empty_cache(ca));
+        /* two captures at once, each named by its stream (bind_pool): each takes its own memory */
+        fake_capture(0x1000, 500);
+        CHECK_OK(vram_allocator_begin_pool(ca, 2));
+        CHECK_OK(vram_allocator_bind_pool(ca, 2, 0x1000));
+        fake_capture(0x3000, 600);
+        CHECK_OK(vram_allocator_begin_pool(ca, 3));
+        CHECK_OK(vram_allocator_bind_pool(ca, 3, 0x3000));
+        void *x, *y, *x2;
+        CHECK_OK(vram_allocator_malloc(ca, 4 * MiB, 0x1000, 0, &x));
+        CHECK_OK(vram_allocator_free(ca, x));
+        CHECK_OK(vram_allocator_malloc(ca, 4 * MiB, 0x3000, 0, &y));
+        CHECK_OK(vram_allocator_malloc(ca, 4 * MiB, 0x1000, 0, &x2));
+        CHECK(y != x && x2 == x, "a capture's freed block serves that capture again, not the other one");
+        fake_capture(0x1000, 0);
+        CHECK_OK(vram_allocator_end_pool(ca, 2));
+        fake_capture(0x3000, 0);
+        CHECK_OK(vram_allocator_end_pool(ca, 3));
+        CHECK_OK(vram_allocator_free(ca, x2));
+        CHECK_OK(vram_allocator_free(ca, y));
+        CHECK_OK(vram_allocator_empty_cache(ca));
+        CHECK(fake_used(0) == 8 * MiB, "both graphs keep their 4 MiB: %llu MiB held",
+              (unsigned long long)(fake_used(0) / MiB));
+        CHECK_OK(vram_allocator_release_pool(ca, 2));
+        CHECK_OK(vram_allocator_release_pool(ca, 3));
         CHECK_OK(vram_allocator_empty_cache(ca));
         vram_allocator_destroy(ca);
     }

@@ -9,7 +9,8 @@
  * gives everything back. During a capture the allocator makes none of the calls the driver
  * refuses then (event records, queries and waits; unmapping or freeing memory): the event
  * device counts them. Where the device says which streams a capture records, only their
- * allocations are the pool's. Both memory models; bad calls get a status and change nothing.
+ * allocations are the pool's; captures under way at once each take their own streams'. Both
+ * memory models; bad calls get a status and change nothing.
  */
 #include <string.h>
 
@@ -133,42 +134,139 @@ static void test_capture_keeps_its_memory(const char *conf) {
 /* Where the device says which streams a capture records, only their allocations are the pool's
  * (as PyTorch routes them); a stream the capture does not record allocates from the ordinary
  * cache meanwhile, and its blocks, freed, serve the program again. Where the device cannot tell
- * (the legacy default stream, or no stream_capturing), every allocation is the pool's. */
+ * (the legacy default stream, or no stream_capture), every allocation is the pool's. The same
+ * whether the device names the capture or only says that a stream captures, and whether the
+ * capture was named (bind_pool) or not. */
 static void test_capture_routes_by_stream(const char *conf) {
     vram_device *dev;
     vram_allocator *a = open_alloc(conf, &dev);
     CHECK(a != NULL, "%s: allocator", conf);
     if (!a) return;
     evdev_state *e = event_device_state(dev);
-    for (int tells = 0; tells < 2; tells++) {
-        e->capture_streams = tells ? 1u << 1 : 0; /* stream 1 is recorded */
+    for (int tells = 0; tells < 4; tells++) { /* 3: names the capture, and the capture is bound */
+        e->capture_tells = tells < 3 ? tells : 2;
+        memset(e->capture_of, 0, sizeof e->capture_of);
         CHECK_OK(vram_allocator_begin_pool(a, 5));
         e->capturing = 1;
+        e->capture_of[1] = 77; /* stream 1 is recorded */
+        if (tells == 3) CHECK_OK(vram_allocator_bind_pool(a, 5, 1));
         void *in, *side, *forked;
         CHECK_OK(vram_allocator_malloc(a, 3 * MiB, 1, 0, &in));
         CHECK_OK(vram_allocator_malloc(a, 5 * MiB, 2, 0, &side));
-        e->capture_streams |= tells ? 1u << 3 : 0; /* the capture forks onto stream 3 */
+        e->capture_of[3] = 77; /* the capture forks onto stream 3 */
         CHECK_OK(vram_allocator_malloc(a, 7 * MiB, 3, 0, &forked));
         CHECK_OK(vram_allocator_free(a, side)); /* freed during the capture, on its own stream */
         e->capturing = 0;
         CHECK(e->capture_violations == 0, "%s: no event or release call during the capture", conf);
         CHECK_OK(vram_allocator_end_pool(a, 5));
+        memset(e->capture_of, 0, sizeof e->capture_of);
         CHECK_OK(vram_allocator_free(a, in));
         CHECK_OK(vram_allocator_free(a, forked));
         CHECK_OK(vram_allocator_check(a));
-        const char *how = tells ? "tells" : "cannot tell";
+        const char *how[] = {"cannot tell", "tells whether", "names the capture", "names the bound capture"};
         CHECK(!lands_in(a, 2 * MiB, 1, in, 3 * MiB, 40) && !lands_in(a, 2 * MiB, 3, forked, 7 * MiB, 40),
-              "%s, device %s: the capture's blocks stay the graph's", conf, how);
+              "%s, device %s: the capture's blocks stay the graph's", conf, how[tells]);
         int reused = lands_in(a, 2 * MiB, 2, side, 5 * MiB, 40);
         CHECK(tells ? reused > 0 : reused == 0, "%s, device %s: %d of 40 blocks of the side stream lie where its "
-              "block freed during the capture was (that memory %s)", conf, how, reused,
+              "block freed during the capture was (that memory %s)", conf, how[tells], reused,
               tells ? "serves the program again" : "is kept for the graph");
         CHECK_OK(vram_allocator_release_pool(a, 5));
         CHECK_OK(vram_allocator_empty_cache(a));
         CHECK(reserved(a) == 0 && allocated(a) == 0, "%s: all returned after the release (%lld)", conf,
               (long long)reserved(a));
     }
-    e->capture_streams = 0;
+    e->capture_tells = 0;
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+}
+
+/* Is p among the n addresses of `set`? */
+static int among(void *const *set, int n, void *p) {
+    for (int i = 0; i < n; i++)
+        if (set[i] == p) return 1;
+    return 0;
+}
+
+/* Two captures under way at once (two threads capturing, as PyTorch allows), on streams 1 and 2,
+ * into pools 11 and 12: each allocation goes to the pool of the capture its stream records, a
+ * pool's freed blocks serve only its own captures, stream 3 (capturing nothing) allocates as
+ * usual, and one capture ends while the other goes on. With `bound`, both captures are named
+ * (bind_pool); without, only the second: the first takes what no named capture records. */
+static void test_concurrent_captures(const char *conf, int bound) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc(conf, &dev);
+    CHECK(a != NULL, "%s: allocator", conf);
+    if (!a) return;
+    evdev_state *e = event_device_state(dev);
+    e->capture_tells = 2;
+    CHECK_OK(vram_allocator_begin_pool(a, 11));
+    e->capturing = 1;
+    e->capture_of[1] = 101;
+    if (bound) CHECK_OK(vram_allocator_bind_pool(a, 11, 1));
+    CHECK_OK(vram_allocator_begin_pool(a, 12));
+    e->capture_of[2] = 102;
+    CHECK_OK(vram_allocator_bind_pool(a, 12, 2));
+    enum { N = 24 };
+    void *one[N], *two[N], *plain[N];
+    for (int i = 0; i < N; i++) { /* interleaved, as two threads would */
+        uint64_t size = (uint64_t)(i % 6 + 1) * 640 * 1024;
+        CHECK_OK(vram_allocator_malloc(a, size, 1, 0, &one[i]));
+        CHECK_OK(vram_allocator_malloc(a, size, 2, 0, &two[i]));
+        CHECK_OK(vram_allocator_malloc(a, size, 3, 0, &plain[i]));
+    }
+    for (int i = 0; i < N; i += 2) { /* each capture frees half of its temporaries */
+        CHECK_OK(vram_allocator_free(a, one[i]));
+        CHECK_OK(vram_allocator_free(a, two[i]));
+        CHECK_OK(vram_allocator_free(a, plain[i]));
+    }
+    int crossed = 0, own = 0;
+    void *one0[N], *two0[N]; /* the blocks as first allocated */
+    memcpy(one0, one, sizeof one0);
+    memcpy(two0, two, sizeof two0);
+    for (int i = 0; i < N; i += 2) { /* the same sizes again, on each stream */
+        uint64_t size = (uint64_t)(i % 6 + 1) * 640 * 1024;
+        void *p1, *p2;
+        CHECK_OK(vram_allocator_malloc(a, size, 1, 0, &p1));
+        CHECK_OK(vram_allocator_malloc(a, size, 2, 0, &p2));
+        crossed += among(two0, N, p1) + among(one0, N, p2) + among(plain, N, p1) + among(plain, N, p2);
+        own += among(one0, N, p1) + among(two0, N, p2);
+        one[i] = p1;
+        two[i] = p2;
+    }
+    CHECK(crossed == 0, "%s%s: %d allocations of one capture got memory of the other or of the program", conf,
+          bound ? "" : " (first capture unnamed)", crossed);
+    CHECK(own == N, "%s: each capture reuses its own freed blocks (%d of %d)", conf, own, N);
+    CHECK(vram_allocator_release_pool(a, 11) == VRAM_ERR_STATE, "%s: release of a pool being captured into", conf);
+    e->capture_of[1] = 0; /* the first capture ends; the second goes on */
+    CHECK_OK(vram_allocator_end_pool(a, 11));
+    CHECK_OK(vram_allocator_check(a));
+    for (int i = 0; i < N; i++) CHECK_OK(vram_allocator_free(a, one[i]));
+    void *p;
+    CHECK_OK(vram_allocator_malloc(a, 640 * 1024, 2, 0, &p));
+    CHECK(!among(one, N, p), "%s: the second capture does not take the first graph's memory", conf);
+    CHECK_OK(vram_allocator_free(a, p));
+    CHECK(e->capture_violations == 0, "%s: %llu event or release calls while a capture was under way", conf,
+          (unsigned long long)e->capture_violations);
+    e->capture_of[2] = 0;
+    e->capturing = 0;
+    CHECK_OK(vram_allocator_end_pool(a, 12));
+    for (int i = 0; i < N; i++) CHECK_OK(vram_allocator_free(a, two[i]));
+    for (int i = 1; i < N; i += 2) CHECK_OK(vram_allocator_free(a, plain[i]));
+    int leaked = 0;
+    for (int i = 0; i < N; i++) { /* outside captures nothing of a live graph's pool is handed out */
+        uint64_t size = (uint64_t)(i % 6 + 1) * 640 * 1024;
+        CHECK_OK(vram_allocator_malloc(a, size, 3, 0, &plain[i]));
+        leaked += among(one, N, plain[i]) + among(two, N, plain[i]);
+    }
+    CHECK(leaked == 0, "%s: %d ordinary allocations got memory of a live graph", conf, leaked);
+    for (int i = 0; i < N; i++) CHECK_OK(vram_allocator_free(a, plain[i]));
+    CHECK_OK(vram_allocator_release_pool(a, 11));
+    CHECK_OK(vram_allocator_release_pool(a, 12));
+    CHECK_OK(vram_allocator_empty_cache(a));
+    CHECK(reserved(a) == 0 && allocated(a) == 0, "%s: all returned after the releases (%lld)", conf,
+          (long long)reserved(a));
+    CHECK_OK(vram_allocator_check(a));
+    e->capture_tells = 0;
     vram_allocator_destroy(a);
     vram_device_close(dev);
 }
@@ -278,13 +376,32 @@ static void test_bad_calls(void) {
     CHECK(vram_allocator_begin_pool(a, 0) == VRAM_ERR_INVALID_ARG, "pool id 0 refused");
     CHECK(vram_allocator_end_pool(a, 1) == VRAM_ERR_STATE, "end without a capture");
     CHECK(vram_allocator_release_pool(a, 1) == VRAM_ERR_NOT_FOUND, "release of an unknown pool");
+    CHECK(vram_allocator_bind_pool(a, 1, 1) == VRAM_ERR_STATE, "bind without a capture");
     CHECK_OK(vram_allocator_begin_pool(a, 1));
-    CHECK(vram_allocator_begin_pool(a, 2) == VRAM_ERR_STATE && strstr(vram_last_error(), "under way"),
-          "one capture at a time: %s", vram_last_error());
-    CHECK(vram_allocator_end_pool(a, 2) == VRAM_ERR_STATE, "end of another pool than the one captured into");
+    CHECK(vram_allocator_bind_pool(a, 1, 1) == VRAM_ERR_UNSUPPORTED && strstr(vram_last_error(), "cannot tell"),
+          "bind where the device cannot name captures: %s", vram_last_error());
+    evdev_state *e = event_device_state(dev);
+    e->capture_tells = 2;
+    CHECK(vram_allocator_bind_pool(a, 1, 1) == VRAM_ERR_STATE && strstr(vram_last_error(), "not capturing"),
+          "bind to a stream that is not capturing: %s", vram_last_error());
+    e->capture_of[1] = 42;
+    CHECK_OK(vram_allocator_bind_pool(a, 1, 1));
+    CHECK(vram_allocator_bind_pool(a, 1, 1) == VRAM_ERR_STATE && strstr(vram_last_error(), "named already"),
+          "a capture is named once: %s", vram_last_error());
+    CHECK_OK(vram_allocator_begin_pool(a, 2)); /* a second capture at once */
+    CHECK(vram_allocator_bind_pool(a, 2, 1) == VRAM_ERR_STATE && strstr(vram_last_error(), "pool 1 already"),
+          "one capture cannot allocate into two pools: %s", vram_last_error());
+    CHECK(vram_allocator_end_pool(a, 3) == VRAM_ERR_STATE, "end of a pool no capture goes into");
     CHECK(vram_allocator_release_pool(a, 1) == VRAM_ERR_STATE, "release of the pool being captured into");
+    for (uint64_t id = 3; id <= 8; id++) CHECK_OK(vram_allocator_begin_pool(a, id));
+    CHECK(vram_allocator_begin_pool(a, 9) == VRAM_ERR_STATE && strstr(vram_last_error(), "captures are under way"),
+          "a ninth capture at once is refused: %s", vram_last_error());
+    for (uint64_t id = 8; id >= 2; id--) CHECK_OK(vram_allocator_end_pool(a, id));
     CHECK_OK(vram_allocator_end_pool(a, 1));
-    for (uint64_t id = 2; id <= 16; id++) { /* 16 pools in all */
+    CHECK(vram_allocator_end_pool(a, 1) == VRAM_ERR_STATE, "a capture ends once");
+    e->capture_of[1] = 0;
+    e->capture_tells = 0;
+    for (uint64_t id = 9; id <= 16; id++) { /* 16 pools in all */
         CHECK_OK(vram_allocator_begin_pool(a, id));
         CHECK_OK(vram_allocator_end_pool(a, id));
     }
@@ -326,7 +443,8 @@ static void test_random(const char *conf, int routed) {
             CHECK_OK(vram_allocator_begin_pool(a, capturing));
             uses[capturing - 1]++;
             e->capturing = 1;
-            e->capture_streams = routed ? 1u << 1 : 0; /* routed: the capture records stream 1 only */
+            e->capture_tells = routed; /* routed: the capture records stream 1 only */
+            e->capture_of[1] = routed ? capturing : 0;
         } else if (r < 10 && capturing) {
             e->capturing = 0;
             CHECK_OK(vram_allocator_end_pool(a, capturing));
@@ -402,6 +520,10 @@ int main(void) {
     test_capture_routes_by_stream("");
     test_capture_routes_by_stream("expandable_segments:False");
     test_capture_routes_by_stream("chunk_size_mb:64,move_busy_pages:True");
+    test_concurrent_captures("", 1);
+    test_concurrent_captures("", 0);
+    test_concurrent_captures("expandable_segments:False", 1);
+    test_concurrent_captures("chunk_size_mb:64,move_busy_pages:True", 0);
     test_bad_calls();
     for (int routed = 0; routed < 2; routed++) {
         test_random("", routed);

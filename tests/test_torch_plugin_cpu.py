@@ -171,12 +171,28 @@ g = lib.vram_torch_alloc(8 << 20, 1, 0x1000)
 lib.vram_torch_free(g, 8 << 20, 1, 0x1000)
 side = lib.vram_torch_alloc(6 << 20, 1, 0x2000)  # another stream, not recorded by the capture
 lib.vram_torch_free(side, 6 << 20, 1, 0x2000)
-check(lib.vram_torch_graph_pool(0, 0, 6, 1) != 0 and b"under way" in lib.vram_torch_last_error(),
-      "a second capture on the same device is refused")
-check(lib.vram_torch_graph_pool(1, 0, 5, 1) == 0, "end it")
+# a second capture at once (another thread's, on its own stream), named by its stream: its
+# allocations go to its own pool
+lib.vram_torch_graph_pool_bind.argtypes = [ctypes.c_ulonglong, ctypes.c_ulonglong, c_int, ctypes.c_void_p]
+fake_lib.fake_cuda_capture.argtypes = [ctypes.c_size_t, ctypes.c_uint64]
+check(lib.vram_torch_graph_pool_bind(0, 5, 1, 0x1000) == 0, "name the first capture by its stream")
+fake_lib.fake_cuda_capture(0x3000, 900)
+check(lib.vram_torch_graph_pool(0, 0, 6, 1) == 0, "a second capture at once, into pool (0, 6)")
+check(lib.vram_torch_graph_pool_bind(0, 6, 1, 0x2000) != 0 and b"not capturing" in lib.vram_torch_last_error(),
+      "naming it by a stream that does not capture fails: %s" % lib.vram_torch_last_error())
+check(lib.vram_torch_graph_pool_bind(0, 6, 1, 0x3000) == 0, "name it by its stream")
+h = lib.vram_torch_alloc(4 << 20, 1, 0x3000)
+lib.vram_torch_free(h, 4 << 20, 1, 0x3000)
+g2 = lib.vram_torch_alloc(8 << 20, 1, 0x1000)
+check(g2 == g, "the first capture takes its own freed block again, not the second's")
+lib.vram_torch_free(g2, 8 << 20, 1, 0x1000)
+check(lib.vram_torch_graph_pool(1, 0, 5, 1) == 0, "end the first")
+fake_lib.fake_cuda_capture(0x3000, 0)
+check(lib.vram_torch_graph_pool(1, 0, 6, 1) == 0, "end the second")
 lib.vram_torch_empty_cache(-1)
-check(reserved(1) >= 8 << 20 and reserved(0) == 0, "the graph's memory stays on cuda:1 only: %d, %d" % (reserved(1), reserved(0)))
-check(reserved(1) < 14 << 20, "another stream's block, freed during the capture, is not the graph's: %d" % reserved(1))
+check(reserved(1) >= 12 << 20 and reserved(0) == 0, "the graphs' memory stays on cuda:1 only: %d, %d" % (reserved(1), reserved(0)))
+check(reserved(1) < 18 << 20, "another stream's block, freed during the captures, is not a graph's: %d" % reserved(1))
+check(lib.vram_torch_graph_pool(2, 0, 6, 1) == 0, "release the second pool")
 check(lib.vram_torch_graph_pool(2, 0, 5, 1) == 0, "release the pool")
 lib.vram_torch_empty_cache(-1)
 check(reserved(1) == 0, "released, then emptied: %d" % reserved(1))

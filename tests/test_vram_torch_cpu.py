@@ -28,8 +28,9 @@ from pycheck import check, done  # noqa: E402
 
 # --- the stand-in torch ---------------------------------------------------------------------
 fake_driver = ctypes.CDLL(fake)  # the library the plug-in loads (same path, same state)
-fake_driver.fake_cuda_set_capturing.argtypes = [ctypes.c_size_t]
-CAPTURE_STREAM = 0x1000  # the stream the stand-in's captures record
+fake_driver.fake_cuda_capture.argtypes = [ctypes.c_size_t, ctypes.c_uint64]
+CAPTURE_STREAM = 0x1000  # the stream the stand-in's captures record, unless a test changes it
+current_stream = [CAPTURE_STREAM]
 swapped = []
 torch = types.ModuleType("torch")
 torch.__file__ = os.path.join(HERE, "no_torch_here", "__init__.py")
@@ -53,6 +54,7 @@ memory.change_current_allocator = swapped.append
 cuda.memory = memory
 cuda.is_initialized = lambda: False
 cuda.current_device = lambda: 0
+cuda.current_stream = lambda: types.SimpleNamespace(cuda_stream=current_stream[0])
 cuda.device_count = lambda: 2
 torch.cuda = cuda
 
@@ -77,6 +79,7 @@ class Tensor:
 
 
 graph_calls = []
+capture_ids = [0]
 
 
 class CUDAGraph:
@@ -88,12 +91,14 @@ class CUDAGraph:
         if capture_error_mode == "refuse":  # PyTorch failing to start the capture
             raise RuntimeError("capture refused by the stand-in")
         graph_calls.append(("begin", pool))
-        self._pool = pool
-        fake_driver.fake_cuda_set_capturing(CAPTURE_STREAM)  # cudaStreamBeginCapture on the current stream
+        self._pool, self._stream = pool, current_stream[0]
+        capture_ids[0] += 1  # cudaStreamBeginCapture on the current stream: a new capture id
+        if capture_error_mode != "unseen":  # "unseen": a capture the driver does not report
+            fake_driver.fake_cuda_capture(self._stream, capture_ids[0])
 
     def capture_end(self):
         graph_calls.append(("end",))
-        fake_driver.fake_cuda_set_capturing(0)
+        fake_driver.fake_cuda_capture(self._stream, 0)
 
     def reset(self):
         graph_calls.append(("reset",))
@@ -223,13 +228,36 @@ g2.capture_end()
 lib.vram_torch_free(kept, 2 << 20, 0, S)
 g3 = torch.cuda.CUDAGraph()
 g3.capture_begin()
+# captures at once, each on its own stream (other threads'): each takes its own stream's memory
+current_stream[0] = 0x4000
+g5 = torch.cuda.CUDAGraph()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    g5.capture_begin()
+check(not caught, "the driver names each capture: no warning (%s)" % [str(w.message) for w in caught])
+b5 = lib.vram_torch_alloc(3 << 20, 0, 0x4000)
+lib.vram_torch_free(b5, 3 << 20, 0, 0x4000)
+b3 = lib.vram_torch_alloc(3 << 20, 0, S)
+check(b3 != b5, "a block one capture freed does not serve another capture under way")
+lib.vram_torch_free(b3, 3 << 20, 0, S)
+others = []
+for k in range(6):  # eight captures under way in all
+    current_stream[0] = 0x5000 + 0x100 * k
+    others.append(torch.cuda.CUDAGraph())
+    others[-1].capture_begin()
+current_stream[0] = 0x6000
 try:
     torch.cuda.CUDAGraph().capture_begin()
-    check(False, "a second capture at once must be refused")
+    check(False, "a ninth capture at once must be refused")
 except RuntimeError as e:
-    check("under way" in str(e), "one capture at a time, said before PyTorch captures: %s" % e)
-check(graph_calls.count(("begin", (0, 99))) == 1 and len([c for c in graph_calls if c[0] == "begin"]) == 3,
+    check("captures are under way" in str(e), "at most eight captures at once, said before PyTorch captures: %s" % e)
+check(graph_calls.count(("begin", (0, 99))) == 1 and len([c for c in graph_calls if c[0] == "begin"]) == 10,
       "the refused capture never reached PyTorch: %s" % graph_calls)
+for other in others:
+    other.capture_end()
+    other.reset()
+g5.capture_end()
+current_stream[0] = CAPTURE_STREAM
 g3.capture_end()
 try:
     torch.cuda.CUDAGraph().capture_begin(pool=(0, 77), capture_error_mode="refuse")
@@ -240,7 +268,15 @@ g4 = torch.cuda.CUDAGraph()
 g4.capture_begin(pool=(0, 77))  # vram's pool was ended and released when PyTorch refused
 g4.capture_end()
 g4.reset()
-del g2, g3
+g6 = torch.cuda.CUDAGraph()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    g6.capture_begin(capture_error_mode="unseen")
+check(any("cannot be told apart" in str(w.message) and "not capturing" in str(w.message) for w in caught),
+      "a capture vram cannot name is a warning, not an error: %s" % [str(w.message) for w in caught])
+g6.capture_end()
+g6.reset()
+del g2, g3, g5
 gc.collect()
 torch.cuda.empty_cache()
 check(torch.cuda.memory_reserved() == 0, "a collected graph releases its pool: %d" % torch.cuda.memory_reserved())

@@ -89,14 +89,25 @@ uint64_t vram_allocator_history_count(vram_allocator *a);
 
 /* Private pools, for CUDA graphs (PyTorch's beginAllocateToPool / endAllocateToPool /
  * releasePool). A graph replays the addresses its capture used, so that memory must not serve
- * anything else while the graph exists. Between begin_pool(id) and end_pool(id) every allocation
- * of `a` is made for pool `id` (id != 0; one capture at a time per allocator): it comes from the
- * pool's own free blocks freed there on the same stream (best fit, split), else from the
- * allocator as usual. A block of the pool, when freed, stays in the pool (reserved, not
- * allocated; empty_cache keeps it) for later captures into it. Each begin_pool counts one use
- * of the pool (one graph); release_pool(id) ends one, and when the last ends, the pool's free
- * blocks return to the allocator and its live ones return when they are freed. */
+ * anything else while the graph exists. Between begin_pool(id) and end_pool(id) the allocations
+ * of the capture's streams are made for pool `id` (id != 0): they come from the pool's own
+ * blocks freed there on the same stream (best fit, split), else from the allocator as usual;
+ * allocations on other streams are ordinary. A block of the pool, when freed, stays in the pool
+ * (reserved, not allocated; empty_cache keeps it) for later captures into it. Each begin_pool
+ * counts one use of the pool (one graph); release_pool(id) ends one, and when the last ends, the
+ * pool's free blocks return to the allocator and its live ones return when they are freed.
+ *
+ * Up to 8 captures may be under way at once (in other threads, or interleaved): which capture
+ * an allocation belongs to follows from its stream, as the device tells (backend.h,
+ * stream_capture). bind_pool(id, stream), called once the capture into `id` has begun on
+ * `stream`, names that capture, so that the allocations of concurrent captures go each to its
+ * own pool; a capture not named takes the capturing streams that no named capture records (the
+ * newest unnamed capture first), which is exact while it is the only one. end_pool ends the
+ * oldest capture into `id`. bind_pool fails with VRAM_ERR_UNSUPPORTED where the device cannot
+ * name captures, and with VRAM_ERR_STATE when no unnamed capture into `id` is under way, the
+ * stream is not capturing or its capture is named for another pool. */
 vram_status vram_allocator_begin_pool(vram_allocator *a, uint64_t id);
+vram_status vram_allocator_bind_pool(vram_allocator *a, uint64_t id, vram_stream stream);
 vram_status vram_allocator_end_pool(vram_allocator *a, uint64_t id);
 vram_status vram_allocator_release_pool(vram_allocator *a, uint64_t id);
 

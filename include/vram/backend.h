@@ -34,6 +34,8 @@ extern "C" {
 typedef uintptr_t vram_stream;
 typedef struct vram_device vram_device;
 
+#define VRAM_CAPTURE_UNNAMED UINT64_MAX /* stream_capture: capturing, into a capture the device cannot name */
+
 typedef struct vram_device_ops {
     /* Segments: a device allocation of `size` bytes (size is a multiple of 512). */
     vram_status (*mem_alloc)(vram_device *dev, size_t size, uint64_t *addr);
@@ -66,12 +68,15 @@ typedef struct vram_device_ops {
     vram_status (*event_sync)(vram_device *dev, void *event);
     void (*event_destroy)(vram_device *dev, void *event);
 
-    /* Whether work queued on `stream` now goes into a CUDA graph capture (optional). While the
-     * allocator's capture is under way (vram_allocator_begin_pool .. end_pool), it asks this for
-     * every allocation, and only those on the capture's streams belong to the pool captured into,
-     * as PyTorch routes them; NULL, or an error, reads as "yes": every allocation made during a
-     * capture is the pool's, which keeps the graph's memory safe but holds more. */
-    vram_status (*stream_capturing)(vram_device *dev, vram_stream stream, int *capturing);
+    /* Which CUDA graph capture work queued on `stream` now goes into (optional): *capture is 0
+     * when none, else the capture's id (unique per capture sequence, as the driver numbers
+     * them), or VRAM_CAPTURE_UNNAMED where the device can tell that the stream is capturing but
+     * not into which capture. While captures are under way (vram_allocator_begin_pool ..
+     * end_pool) the allocator asks this for every allocation, and only those on a capture's
+     * streams belong to the pool captured into, as PyTorch routes them; NULL, or an error, reads
+     * as "capturing, into one unknown capture": the allocation is a pool's, which keeps graph
+     * memory safe but holds more. */
+    vram_status (*stream_capture)(vram_device *dev, vram_stream stream, uint64_t *capture);
 
     /* Simulated devices whose streams have work (cudasim with a lag; optional, NULL elsewhere):
      * a replay calls it before each event, the host having queued one more piece of work on

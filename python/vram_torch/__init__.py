@@ -78,6 +78,7 @@ def _load():
         "vram_torch_set_history": (c_int, [ctypes.c_uint, c_int]),
         "vram_torch_history_count": (ctypes.c_longlong, [c_int]),
         "vram_torch_graph_pool": (c_int, [c_int, ctypes.c_ulonglong, ctypes.c_ulonglong, c_int]),
+        "vram_torch_graph_pool_bind": (c_int, [ctypes.c_ulonglong, ctypes.c_ulonglong, c_int, c_void_p]),
         "vram_torch_oom_report": (c_char_p, [c_int]),
         "vram_torch_string_free": (None, [c_void_p]),
         "vram_torch_stats_text": (c_void_p, [c_int]),
@@ -109,6 +110,13 @@ def _graph_pool(op, key, device):
     """A CUDA graph's private pool in vram (graphs.py): op 0 begin, 1 end, 2 release."""
     if _lib.vram_torch_graph_pool(op, key[0], key[1], device) != 0:
         raise _error("%s of CUDA graph pool %s on cuda:%d" % (("begin", "end", "release")[op], key, device))
+
+
+def _graph_pool_bind(key, device, stream):
+    """Names a begun capture into the pool by its stream (graphs.py); the error text, or None."""
+    if _lib.vram_torch_graph_pool_bind(key[0], key[1], device, stream) != 0:
+        return _lib.vram_torch_last_error().decode(errors="replace")
+    return None
 
 
 def _graph_pool_release_quietly(key, device):

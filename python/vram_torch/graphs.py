@@ -10,12 +10,19 @@ empty_cache() could even unmap memory a replay writes to.
 
 install(torch, vt) wraps torch.cuda.CUDAGraph's capture_begin, capture_end and reset (which
 torch.cuda.graph and make_graphed_callables use) so that vram keeps a private pool per capture:
-vram_allocator_begin_pool / end_pool / release_pool through the plug-in. A capture without a pool
+vram_allocator_begin_pool / bind_pool / end_pool / release_pool through the plug-in. A capture without a pool
 gets a fresh one (torch.cuda.graph_pool_handle(), what PyTorch would make); graphs given the same
 pool share it, and it lives until the last of them is reset or garbage-collected (a weakref
-finalizer per capture). One capture at a time per device: a second capture_begin while one is
-under way raises before PyTorch starts capturing.
+finalizer per capture).
+
+Captures may run at once (in several threads, with capture_error_mode "thread_local" or
+"relaxed"; up to 8 a device): once PyTorch has begun capturing, capture_begin names the capture to
+vram by its stream (vram_allocator_bind_pool), and each allocation goes to the pool of the capture
+its stream records, as PyTorch's own allocator routes them. A ninth capture_begin raises before
+PyTorch starts capturing. Where the driver cannot name captures (no cuStreamGetCaptureInfo) a
+warning says so, and the newest capture takes the allocations of every capturing stream.
 """
+import warnings
 import weakref
 
 
@@ -46,6 +53,10 @@ def install(torch, vt):
             raise
         self._vram_pool = (key, device)
         self._vram_release = weakref.finalize(self, vt._graph_pool_release_quietly, key, device)
+        problem = vt._graph_pool_bind(key, device, torch.cuda.current_stream().cuda_stream)
+        if problem:
+            warnings.warn("vram_torch: concurrent CUDA graph captures cannot be told apart: %s" % problem,
+                          RuntimeWarning, stacklevel=2)
 
     def capture_end(self, *args, **kwargs):
         try:

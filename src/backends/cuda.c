@@ -24,8 +24,9 @@
  *             on a unit's first page, its length in pages.
  *   events    timing-disabled CUevents, created on demand and kept in a free list for reuse,
  *             because cuEventCreate costs far more than a record.
- *   captures  cuStreamIsCapturing (optional) tells the allocator which allocations a CUDA
- *             graph capture records (backend.h, stream_capturing).
+ *   captures  cuStreamGetCaptureInfo, else cuStreamIsCapturing (both optional) tell the
+ *             allocator which CUDA graph capture, if any, an allocation's stream records
+ *             (backend.h, stream_capture).
  *
  * One mutex per device guards the page table and the event free list: the allocator serialises
  * its own calls, but two allocators (or a test) may share a device.
@@ -86,6 +87,8 @@ typedef struct cuda_driver {
     CUresult (*EventSynchronize)(CUevent);
     CUresult (*EventDestroy)(CUevent);
     CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus *); /* optional: NULL if absent */
+    /* optional; the unversioned symbol keeps CUDA 10.1's ABI (status and capture id only) */
+    CUresult (*StreamGetCaptureInfo)(CUstream, CUstreamCaptureStatus *, cuuint64_t *);
 } cuda_driver;
 
 static cuda_driver drv;
@@ -158,9 +161,10 @@ static void cuda_driver_load(void) {
         }
         memcpy((char *)&drv + syms[i].offset, &fn, sizeof fn);
     }
-    /* optional: without it every allocation during a capture is the capture's (backend.h) */
-    void *is_capturing = dlsym(lib, "cuStreamIsCapturing");
+    /* optional: without them every allocation during a capture is a capture's (backend.h) */
+    void *is_capturing = dlsym(lib, "cuStreamIsCapturing"), *capture_info = dlsym(lib, "cuStreamGetCaptureInfo");
     memcpy(&drv.StreamIsCapturing, &is_capturing, sizeof is_capturing);
+    memcpy(&drv.StreamGetCaptureInfo, &capture_info, sizeof capture_info);
     CUresult r = drv.Init(0);
     if (r != CUDA_SUCCESS) {
         snprintf(drv_error, sizeof drv_error, "no CUDA device: cuInit failed: %s (%d)", cuda_error_name(r),
@@ -504,18 +508,26 @@ static vram_status cuda_event_sync(vram_device *dev, void *event) {
     return r == CUDA_SUCCESS ? VRAM_OK : cuda_fail(r, "cuEventSynchronize");
 }
 
-/* Whether `stream` is being captured into a CUDA graph (its capture active, or invalidated and
- * not yet ended). The legacy default stream (0, CU_STREAM_LEGACY) is not asked: during another
- * stream's capture the driver answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, and touching the legacy
- * stream then may break the capture. That, and a driver without cuStreamIsCapturing, is an
- * error, which the allocator reads as "yes". No message is set: it is an answer, not a failure. */
-static vram_status cuda_stream_capturing(vram_device *dev, vram_stream stream, int *capturing) {
-    if (!drv.StreamIsCapturing || (CUstream)stream == NULL || (CUstream)stream == CU_STREAM_LEGACY ||
-        drv.CtxSetCurrent(((cuda_state *)dev->impl)->ctx) != CUDA_SUCCESS)
+/* Which CUDA graph capture `stream` is being captured into (its capture active, or invalidated
+ * and not yet ended): the driver's capture id, 0 for none, VRAM_CAPTURE_UNNAMED with a driver
+ * that has only cuStreamIsCapturing. The legacy default stream (0, CU_STREAM_LEGACY) is not
+ * asked: during another stream's capture the driver answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+ * and touching the legacy stream then may break the capture. That, and a driver with neither
+ * call, is an error, which the allocator reads as "capturing". No message is set: it is an
+ * answer, not a failure. */
+static vram_status cuda_stream_capture(vram_device *dev, vram_stream stream, uint64_t *capture) {
+    if ((!drv.StreamGetCaptureInfo && !drv.StreamIsCapturing) || (CUstream)stream == NULL ||
+        (CUstream)stream == CU_STREAM_LEGACY || drv.CtxSetCurrent(((cuda_state *)dev->impl)->ctx) != CUDA_SUCCESS)
         return VRAM_ERR_STATE;
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (drv.StreamIsCapturing((CUstream)stream, &status) != CUDA_SUCCESS) return VRAM_ERR_STATE;
-    *capturing = status != CU_STREAM_CAPTURE_STATUS_NONE;
+    cuuint64_t id = 0;
+    if (drv.StreamGetCaptureInfo) {
+        if (drv.StreamGetCaptureInfo((CUstream)stream, &status, &id) != CUDA_SUCCESS) return VRAM_ERR_STATE;
+    } else if (drv.StreamIsCapturing((CUstream)stream, &status) != CUDA_SUCCESS) {
+        return VRAM_ERR_STATE;
+    }
+    if (status == CU_STREAM_CAPTURE_STATUS_NONE) *capture = 0;
+    else *capture = drv.StreamGetCaptureInfo && id && id != VRAM_CAPTURE_UNNAMED ? (uint64_t)id : VRAM_CAPTURE_UNNAMED;
     return VRAM_OK;
 }
 
@@ -580,7 +592,7 @@ static const vram_device_ops cuda_page_ops = {
     .event_query = cuda_event_query,
     .event_sync = cuda_event_sync,
     .event_destroy = cuda_event_destroy,
-    .stream_capturing = cuda_stream_capturing,
+    .stream_capture = cuda_stream_capture,
     .mem_info = cuda_mem_info,
     .close = cuda_close,
 };
@@ -592,7 +604,7 @@ static const vram_device_ops cuda_segment_ops = {
     .event_query = cuda_event_query,
     .event_sync = cuda_event_sync,
     .event_destroy = cuda_event_destroy,
-    .stream_capturing = cuda_stream_capturing,
+    .stream_capture = cuda_stream_capture,
     .mem_info = cuda_mem_info,
     .close = cuda_close,
 };

@@ -45,8 +45,8 @@
  * stream and the ready free block after it do not merge, so the allocation then straddles both
  * (find_free, PLACE_PREV).
  *
- * Private pools (CUDA graphs): during a capture every allocation belongs to the pool captured
- * into, and a pool's blocks, freed, stay in the pool until its last graph is released
+ * Private pools (CUDA graphs): during a capture every allocation of its streams belongs to the
+ * pool captured into, and a pool's blocks, freed, stay in the pool until its last graph is released
  * (graph_pools.c; docs/allocator.md). The fast paths never look at them.
  *
  * The hot path: vram_allocator_malloc serves such an exact deferred block itself and leaves
@@ -1155,7 +1155,7 @@ static vram_status map_placement(vram_allocator *a, vram_block *b, uint64_t rsiz
 __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, size_t size, uint64_t rsize,
                                                            vram_stream stream, vram_tag tag, void **ptr) {
     vram_block *b;
-    int captured = vram_capturing(a) && vram_graph_captures(a, stream); /* the capture's pool takes it */
+    int graph = vram_capturing(a) ? vram_graph_route(a, stream) : -1; /* a capture's pool takes it */
     if ((a->pending_head || a->not_ready_count) && !a->poll_countdown && !vram_capturing(a)) {
         /* pending frees and ready streams first when it is their turn (the fast path counts
          * down to it and, until then, has looked for an exact deferred block itself), then an
@@ -1167,7 +1167,7 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
     }
     if (a->streams_seen == STREAMS_NONE || (a->streams_seen == STREAMS_SOLO && stream != a->solo_stream))
         streams_note(a, stream);
-    if (captured && (b = vram_graph_take(a, rsize, stream)) != NULL) goto live;
+    if (graph >= 0 && (b = vram_graph_take(a, graph, rsize, stream)) != NULL) goto live;
     int pool = vram_pool_of(rsize);
     if (pool == a->held_pool && (b = held_take(a, rsize, stream)) != NULL) goto live;
     vram_pool *p = &a->pools[pool];
@@ -1300,7 +1300,7 @@ take:
         return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: host out of memory for the block map");
     }
 live:
-    if (captured && !b->graph) vram_graph_adopt(a, b);
+    if (graph >= 0 && !b->graph) vram_graph_adopt(a, graph, b);
     block_live(a, b, size, stream, tag);
     *ptr = (void *)(uintptr_t)b->addr;
     vram_allocator_unlock(a);

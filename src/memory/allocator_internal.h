@@ -148,6 +148,14 @@ typedef struct vram_graph_pool {
     vram_block *free;  /* its free blocks, newest first, linked through fnext / fprev */
 } vram_graph_pool;
 
+/* A capture under way (begin_pool .. end_pool): the pool it allocates into and, once
+ * vram_allocator_bind_pool has named it, the device's id of the capture (graph_pools.c). */
+#define VRAM_CAPTURES 8
+typedef struct vram_capture {
+    unsigned pool;   /* index in graph_pools */
+    uint64_t id;     /* the device's capture id (backend.h, stream_capture); 0: not named yet */
+} vram_capture;
+
 enum { GRAPH_CAPTURING = 1, GRAPH_BLOCKS = 2 }; /* vram_allocator.graph_mode bits */
 
 typedef struct vram_block_slab {
@@ -200,13 +208,14 @@ struct vram_allocator {
      * build after changing this struct or vram_alloc_config. */
     int held_pool;           /* small_classes (and frees deferred): VRAM_POOL_SMALL, whose requests
                               * round to classes and whose frees are held; else -1 (no pool) */
-    int graph_mode;          /* GRAPH_CAPTURING: allocations go to graph_pools[graph_capture];
+    int graph_mode;          /* GRAPH_CAPTURING: captures are under way (`captures`);
                               * GRAPH_BLOCKS: some private pool is in use (in held_pool's padding,
                               * so that no field above moves; the fast paths never read it) */
     vram_block *held[VRAM_SMALL_CLASSES]; /* small frees kept uncoalesced, per class */
     uint64_t held_count;
     vram_graph_pool graph_pools[VRAM_GRAPH_POOLS];
-    unsigned graph_capture;  /* index in graph_pools of the pool being captured into */
+    vram_capture captures[VRAM_CAPTURES]; /* under way, oldest first */
+    int ncaptures;
     /* One stream (allocator.c, mergeable): while every malloc that searched came from
      * solo_stream and no page had to move for a request since the last empty_cache
      * (pages_moved), its not-ready free blocks merge with ready ones (mixed: some did). */
@@ -285,10 +294,11 @@ void vram_process_pending(vram_allocator *a);             /* completes pending f
 void vram_poll_streams(vram_allocator *a, int want_more); /* makes blocks of finished stream work ready */
 void vram_streams_many(vram_allocator *a);                /* leaves one-stream mode (allocator.c, mergeable) */
 
-/* graph_pools.c, for malloc and free during and after captures. */
-int vram_graph_captures(vram_allocator *a, vram_stream stream);
-vram_block *vram_graph_take(vram_allocator *a, uint64_t rsize, vram_stream stream);
-void vram_graph_adopt(vram_allocator *a, vram_block *b);
+/* graph_pools.c, for malloc and free during and after captures: vram_graph_route gives the
+ * index in graph_pools of the pool an allocation on `stream` belongs to, or -1. */
+int vram_graph_route(vram_allocator *a, vram_stream stream);
+vram_block *vram_graph_take(vram_allocator *a, int pool, uint64_t rsize, vram_stream stream);
+void vram_graph_adopt(vram_allocator *a, int pool, vram_block *b);
 int vram_graph_keep(vram_allocator *a, vram_block *b);
 
 /* Statistics in the hot path. Internally:

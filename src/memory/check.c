@@ -196,6 +196,20 @@ static vram_status check_locked(vram_allocator *a) {
     if (listed_graph != ngraph_free) FAIL("%llu private-pool free blocks, the pools list %llu",
                                           (unsigned long long)ngraph_free, (unsigned long long)listed_graph);
     if (!!(a->graph_mode & GRAPH_BLOCKS) != any_pool) FAIL("graph_mode says %d, the pool slots disagree", a->graph_mode);
+    if (a->ncaptures < 0 || a->ncaptures > VRAM_CAPTURES || !!vram_capturing(a) != (a->ncaptures > 0))
+        FAIL("%d captures under way, graph_mode says %d", a->ncaptures, a->graph_mode);
+    for (int k = 0; k < a->ncaptures && k < VRAM_CAPTURES; k++) {
+        const vram_capture *c = &a->captures[k];
+        if (c->pool >= VRAM_GRAPH_POOLS || !a->graph_pools[c->pool].id || !a->graph_pools[c->pool].uses)
+            FAIL("capture %d allocates into pool slot %u, which is not in use", k, c->pool);
+        unsigned into = 0; /* captures into the same pool: each counts a use of it */
+        for (int j = 0; j < a->ncaptures && j < VRAM_CAPTURES; j++) {
+            into += a->captures[j].pool == c->pool;
+            if (j < k && c->id && a->captures[j].id == c->id) FAIL("captures %d and %d have the same id", j, k);
+        }
+        if (c->pool < VRAM_GRAPH_POOLS && into > a->graph_pools[c->pool].uses)
+            FAIL("%u captures into pool slot %u, which counts %u uses", into, c->pool, a->graph_pools[c->pool].uses);
+    }
     for (const vram_block *b = a->cached_head; b; b = b->cnext)
         if (b->state != BLOCK_FREE || !b->in_cached) FAIL("cached list holds a block that is not free");
 

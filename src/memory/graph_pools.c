@@ -14,15 +14,22 @@
  * look at this: while a pool exists free_fast is off, and during a capture the `recent` slots
  * stay empty (graph_mode_update).
  *
- * Which allocations a capture takes: those on streams the device says the capture records
- * (vram_graph_captures); where it cannot tell, all of them. Allocations on other streams
- * meanwhile come from and return to the ordinary cache, as under PyTorch's allocator.
+ * Which allocations a capture takes: those on streams the device says it records. Several
+ * captures may be under way at once (other threads', as PyTorch allows): an allocation goes to
+ * the capture its stream records, told apart by the device's capture id, which
+ * vram_allocator_bind_pool learns once the capture has begun (PyTorch starts capturing only after
+ * beginAllocateToPool); a stream of an unnamed capture goes to the newest capture not yet named,
+ * and where the device cannot tell anything, to the newest capture (the safe side: memory a
+ * graph may use is never handed to anything else). Allocations on other streams meanwhile come
+ * from and return to the ordinary cache, as under PyTorch's allocator (vram_graph_route).
  *
- * allocator.c's malloc_locked calls vram_graph_captures, vram_graph_take and vram_graph_adopt
+ * allocator.c's malloc_locked calls vram_graph_route, vram_graph_take and vram_graph_adopt
  * during a capture, and its free_block calls vram_graph_keep for a block of a pool; the rest of
  * this file is the public begin/end/release API. Block-level work (splitting, coalescing into
  * the bins, streams) stays allocator.c's.
  */
+#include <string.h>
+
 #include "allocator_internal.h"
 #include "live_map.h"
 #include "pages.h"
@@ -51,23 +58,31 @@ static int graph_slot(vram_allocator *a, uint64_t id, int add) {
     return add ? empty : -1;
 }
 
-/* Whether an allocation on `stream`, made while a capture is under way, belongs to the pool
- * captured into: when the device says the stream takes part in a capture (the capture's own
- * stream, or a stream it forked onto), as PyTorch's allocator routes allocations by their
- * stream's capture. Where the device cannot tell (no stream_capturing, or an error: the legacy
- * default stream cannot be asked during a capture), every allocation is the pool's, the safe
- * side: memory the graph might use is never handed to anything else. */
-int vram_graph_captures(vram_allocator *a, vram_stream stream) {
-    int capturing = 1;
+/* The pool (index in graph_pools) an allocation on `stream`, made while captures are under way,
+ * belongs to, or -1: the capture the device says the stream records (the capture's own stream,
+ * or a stream it forked onto), as PyTorch's allocator routes allocations by their stream's
+ * capture. Not named by bind_pool, a capture takes the streams of captures no other was named
+ * for, the newest first; where the device cannot tell (no stream_capture, or an error: the
+ * legacy default stream cannot be asked during a capture), the allocation is the newest
+ * capture's; a stream of a capture begun with no begin_pool allocates as usual. */
+int vram_graph_route(vram_allocator *a, vram_stream stream) {
+    uint64_t c = VRAM_CAPTURE_UNNAMED;
     const vram_device_ops *ops = a->dev->ops;
-    if (ops->stream_capturing && ops->stream_capturing(a->dev, stream, &capturing) != VRAM_OK) capturing = 1;
-    return capturing;
+    if (!ops->stream_capture || ops->stream_capture(a->dev, stream, &c) != VRAM_OK) c = VRAM_CAPTURE_UNNAMED;
+    if (!c) return -1;
+    int unnamed = -1;
+    for (int i = a->ncaptures - 1; i >= 0; i--) {
+        if (c != VRAM_CAPTURE_UNNAMED && a->captures[i].id == c) return (int)a->captures[i].pool;
+        if (!a->captures[i].id && unnamed < 0) unnamed = i;
+    }
+    if (unnamed >= 0) return (int)a->captures[unnamed].pool;
+    return c == VRAM_CAPTURE_UNNAMED ? (int)a->captures[a->ncaptures - 1].pool : -1;
 }
 
-/* Counts live block b (not yet of any pool) into the pool being captured into. */
-void vram_graph_adopt(vram_allocator *a, vram_block *b) {
-    b->graph = (uint8_t)(a->graph_capture + 1);
-    a->graph_pools[a->graph_capture].blocks++;
+/* Counts live block b (not yet of any pool) into pool `pool`. */
+void vram_graph_adopt(vram_allocator *a, int pool, vram_block *b) {
+    b->graph = (uint8_t)(pool + 1);
+    a->graph_pools[pool].blocks++;
 }
 
 /* A pool's free list is doubly linked through fnext / fprev, newest first. */
@@ -92,12 +107,12 @@ static int graph_mergeable(const vram_block *x, const vram_block *y) {
            y->deferred == DEFER_GRAPH && x->graph == y->graph && x->stream == y->stream && x->pool == VRAM_POOL_LARGE;
 }
 
-/* A free block of the pool being captured into that serves rsize on `stream`: the best fit among
+/* A free block of pool `pool` (being captured into) that serves rsize on `stream`: the best fit among
  * the newest 64 of rsize's size pool freed on that stream, split when larger (large pool; the
  * rest stays in the pool); small-pool blocks are taken whole and only up to twice the size.
  * Taken out of the pool's free list, its live map entry kept. */
-vram_block *vram_graph_take(vram_allocator *a, uint64_t rsize, vram_stream stream) {
-    vram_graph_pool *g = &a->graph_pools[a->graph_capture];
+vram_block *vram_graph_take(vram_allocator *a, int pool, uint64_t rsize, vram_stream stream) {
+    vram_graph_pool *g = &a->graph_pools[pool];
     vram_block *best = NULL;
     int n = 0;
     for (vram_block *b = g->free; b && n < 64; b = b->fnext, n++) {
@@ -168,11 +183,10 @@ int vram_graph_keep(vram_allocator *a, vram_block *b) {
 vram_status vram_allocator_begin_pool(vram_allocator *a, uint64_t id) {
     if (!a || !id) return vram_error(VRAM_ERR_INVALID_ARG, "begin_pool: %s", a ? "pool id 0" : "null allocator");
     vram_allocator_lock(a);
-    if (vram_capturing(a)) {
-        uint64_t other = a->graph_pools[a->graph_capture].id;
+    if (a->ncaptures == VRAM_CAPTURES) {
         vram_allocator_unlock(a);
-        return vram_error(VRAM_ERR_STATE, "begin_pool %llu: a capture into pool %llu is under way on %s (one at a time)",
-                          (unsigned long long)id, (unsigned long long)other, a->dev->name);
+        return vram_error(VRAM_ERR_STATE, "begin_pool %llu: %d captures are under way on %s (the most at once)",
+                          (unsigned long long)id, VRAM_CAPTURES, a->dev->name);
     }
     int i = graph_slot(a, id, 1);
     if (i < 0) {
@@ -180,28 +194,67 @@ vram_status vram_allocator_begin_pool(vram_allocator *a, uint64_t id) {
         return vram_error(VRAM_ERR_STATE, "begin_pool %llu: %d private pools are in use on %s (release a graph first)",
                           (unsigned long long)id, VRAM_GRAPH_POOLS, a->dev->name);
     }
-    /* what needs events is done now, before the capture starts (none may be used during it) */
-    if (a->pending_head) vram_process_pending(a);
-    if (a->not_ready_count) vram_poll_streams(a, 0);
-    vram_pages_reap_zombies(a, 1);
+    if (!vram_capturing(a)) {
+        /* what needs events is done now, before the capture starts (none may be used during it) */
+        if (a->pending_head) vram_process_pending(a);
+        if (a->not_ready_count) vram_poll_streams(a, 0);
+        vram_pages_reap_zombies(a, 1);
+    }
     if (a->streams_seen != STREAMS_MANY) vram_streams_many(a); /* captures run on side streams */
     a->graph_pools[i].id = id;
     a->graph_pools[i].uses++;
-    a->graph_capture = (unsigned)i;
+    a->captures[a->ncaptures++] = (vram_capture){.pool = (unsigned)i, .id = 0};
     graph_mode_update(a, 1);
     vram_allocator_unlock(a);
     return VRAM_OK;
 }
 
+/* The newest capture under way into pool `id` (with `unnamed`, the newest not yet named), or -1. */
+static int capture_of(const vram_allocator *a, uint64_t id, int unnamed) {
+    for (int k = a->ncaptures - 1; k >= 0; k--)
+        if (a->graph_pools[a->captures[k].pool].id == id && !(unnamed && a->captures[k].id)) return k;
+    return -1;
+}
+
+vram_status vram_allocator_bind_pool(vram_allocator *a, uint64_t id, vram_stream stream) {
+    if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "bind_pool: null allocator");
+    vram_allocator_lock(a);
+    int k = id ? capture_of(a, id, 1) : -1;
+    uint64_t c = 0;
+    const vram_device_ops *ops = a->dev->ops;
+    vram_status st = VRAM_OK;
+    if (k < 0)
+        st = vram_error(VRAM_ERR_STATE, "bind_pool %llu: no capture into that pool is under way%s", (unsigned long long)id,
+                        id && capture_of(a, id, 0) >= 0 ? " that is not named already" : "");
+    else if (!ops->stream_capture || ops->stream_capture(a->dev, stream, &c) != VRAM_OK || c == VRAM_CAPTURE_UNNAMED)
+        st = vram_error(VRAM_ERR_UNSUPPORTED, "bind_pool %llu: %s cannot tell which capture a stream records",
+                        (unsigned long long)id, a->dev->name);
+    else if (!c)
+        st = vram_error(VRAM_ERR_STATE, "bind_pool %llu: stream %#llx is not capturing", (unsigned long long)id,
+                        (unsigned long long)stream);
+    for (int j = 0; st == VRAM_OK && j < a->ncaptures; j++)
+        if (a->captures[j].id == c)
+            st = vram_error(VRAM_ERR_STATE, "bind_pool %llu: that capture allocates into pool %llu already",
+                            (unsigned long long)id, (unsigned long long)a->graph_pools[a->captures[j].pool].id);
+    if (st == VRAM_OK) a->captures[k].id = c;
+    vram_allocator_unlock(a);
+    return st;
+}
+
 vram_status vram_allocator_end_pool(vram_allocator *a, uint64_t id) {
     if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "end_pool: null allocator");
     vram_allocator_lock(a);
-    if (!vram_capturing(a) || a->graph_pools[a->graph_capture].id != id) {
+    int k = -1; /* the oldest capture into the pool ends, as in PyTorch's endAllocateToPool */
+    for (int j = a->ncaptures - 1; j >= 0; j--)
+        if (a->graph_pools[a->captures[j].pool].id == id) k = j;
+    if (!id || k < 0) {
         vram_allocator_unlock(a);
         return vram_error(VRAM_ERR_STATE, "end_pool %llu: no capture into that pool is under way", (unsigned long long)id);
     }
-    graph_mode_update(a, 0);
-    if (a->pending_head) vram_process_pending(a); /* frees left without events during the capture */
+    memmove(&a->captures[k], &a->captures[k + 1], (size_t)(a->ncaptures - k - 1) * sizeof a->captures[0]);
+    a->ncaptures--;
+    graph_mode_update(a, a->ncaptures > 0);
+    if (!a->ncaptures && a->pending_head) vram_process_pending(a); /* frees left without events during captures */
     vram_allocator_unlock(a);
     return VRAM_OK;
 }
@@ -215,7 +268,9 @@ vram_status vram_allocator_release_pool(vram_allocator *a, uint64_t id) {
         return vram_error(VRAM_ERR_NOT_FOUND, "release_pool %llu: no graph uses that pool", (unsigned long long)id);
     }
     vram_graph_pool *g = &a->graph_pools[i];
-    if (vram_capturing(a) && a->graph_capture == (unsigned)i && g->uses == 1) {
+    int capturing = 0; /* captures into it under way: their graphs are not released yet */
+    for (int k = 0; k < a->ncaptures; k++) capturing += a->captures[k].pool == (unsigned)i;
+    if ((int)g->uses <= capturing) {
         vram_allocator_unlock(a);
         return vram_error(VRAM_ERR_STATE, "release_pool %llu: its capture is under way", (unsigned long long)id);
     }

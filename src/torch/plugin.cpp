@@ -24,8 +24,9 @@
  * That is why this file is C++ (the rest of vram is C11): only C++ can unwind through torch.
  *
  * CUDA graphs: PyTorch never tells a pluggable allocator about captures, so vram_torch wraps
- * torch.cuda.CUDAGraph and calls vram_torch_graph_pool to keep each graph's memory in a private
- * pool (vram_allocator_begin_pool / end_pool / release_pool).
+ * torch.cuda.CUDAGraph and calls vram_torch_graph_pool and vram_torch_graph_pool_bind to keep
+ * each graph's memory in a private pool (vram_allocator_begin_pool / bind_pool / end_pool /
+ * release_pool).
  */
 #include <atomic>
 #include <cstdint>
@@ -284,17 +285,25 @@ VRAM_TORCH_API long long vram_torch_history_count(int device) {
  * 2 release; pool id as PyTorch's MempoolId_t pair. vram's pools have one 64-bit id, so each pair
  * seen gets the next id from a table kept for the life of the process (a pool id may be begun
  * again after a release): distinct pairs never share a pool. */
+static uint64_t pool_id(unsigned long long id_first, unsigned long long id_second) {
+    if (!id_first && !id_second) return 0; /* no pool: refused by the allocator with its message */
+    static std::map<std::pair<unsigned long long, unsigned long long>, uint64_t> ids;
+    std::lock_guard<std::mutex> lock(g_mutex);
+    return ids.emplace(std::make_pair(id_first, id_second), ids.size() + 1).first->second;
+}
+
+static int pool_status(vram_status st, unsigned long long id_first, unsigned long long id_second, uint64_t id) {
+    if (st == VRAM_OK) return 0;
+    set_error("PyTorch pool (" + std::to_string(id_first) + ", " + std::to_string(id_second) + "), vram pool " +
+              std::to_string(id) + ": " + vram_last_error());
+    return -1;
+}
+
 VRAM_TORCH_API int vram_torch_graph_pool(int op, unsigned long long id_first, unsigned long long id_second,
                                          int device) {
     vram_allocator *a = get_allocator(device, true);
     if (!a) return -1;
-    uint64_t id = 0; /* (0, 0), no pool: refused by the allocator with its message */
-    if (id_first || id_second) {
-        static std::map<std::pair<unsigned long long, unsigned long long>, uint64_t> ids;
-        std::lock_guard<std::mutex> lock(g_mutex);
-        auto it = ids.emplace(std::make_pair(id_first, id_second), ids.size() + 1).first;
-        id = it->second;
-    }
+    uint64_t id = pool_id(id_first, id_second);
     vram_status st;
     switch (op) {
     case 0: st = vram_allocator_begin_pool(a, id); break;
@@ -302,10 +311,17 @@ VRAM_TORCH_API int vram_torch_graph_pool(int op, unsigned long long id_first, un
     case 2: st = vram_allocator_release_pool(a, id); break;
     default: g_error = "graph_pool: unknown operation " + std::to_string(op); return -1;
     }
-    if (st == VRAM_OK) return 0;
-    set_error("PyTorch pool (" + std::to_string(id_first) + ", " + std::to_string(id_second) + "), vram pool " +
-              std::to_string(id) + ": " + vram_last_error());
-    return -1;
+    return pool_status(st, id_first, id_second, id);
+}
+
+/* Names the capture into the pool that PyTorch has begun on `stream` (vram_allocator_bind_pool),
+ * so that captures under way at once in several threads each take their own streams' memory. */
+VRAM_TORCH_API int vram_torch_graph_pool_bind(unsigned long long id_first, unsigned long long id_second, int device,
+                                              void *stream) {
+    vram_allocator *a = get_allocator(device, true);
+    if (!a) return -1;
+    uint64_t id = pool_id(id_first, id_second);
+    return pool_status(vram_allocator_bind_pool(a, id, (vram_stream)(uintptr_t)stream), id_first, id_second, id);
 }
 
 VRAM_TORCH_API const char *vram_torch_oom_report(int device) {

@@ -7,10 +7,11 @@
  * check that a block freed on one stream is not handed to another before the first stream's
  * work is done. With `capturing` set (a test's stand-in for a CUDA graph capture), every call
  * the driver refuses during a capture (event record, query, sync; unmapping or freeing memory)
- * is counted in capture_violations. `capture_streams` says which streams the capture records
- * (bit s: stream s), for stream_capturing; 0: the device cannot tell (it answers with an error,
- * as the driver does for the legacy default stream), so the allocator counts every allocation
- * made during a capture as the capture's.
+ * is counted in capture_violations. `capture_of[s]` is the capture stream s records (0: none),
+ * for stream_capture, which answers as `capture_tells` says: 2 with the capture's id, 1 only
+ * whether the stream captures (VRAM_CAPTURE_UNNAMED), 0 with an error (the device cannot tell,
+ * as the driver for the legacy default stream), so that the allocator counts every allocation
+ * made during a capture as a capture's.
  */
 #ifndef VRAM_TESTS_EVENT_DEVICE_H
 #define VRAM_TESTS_EVENT_DEVICE_H
@@ -27,7 +28,8 @@ typedef struct evdev_state {
     uint64_t submitted[EVDEV_STREAMS], completed[EVDEV_STREAMS];
     uint64_t records, syncs, live_events;
     int capturing;
-    uint64_t capture_streams;
+    uint64_t capture_of[EVDEV_STREAMS];
+    int capture_tells;
     uint64_t capture_violations;
     /* device calls that change mappings, and the pages they touch */
     uint64_t map_calls, unmap_calls, alias_calls, drop_calls;
@@ -67,10 +69,11 @@ static vram_status evdev_sync(vram_device *d, void *p) {
     if (e->completed[ev->stream] < ev->target) e->completed[ev->stream] = ev->target;
     return VRAM_OK;
 }
-static vram_status evdev_stream_capturing(vram_device *d, vram_stream s, int *capturing) {
+static vram_status evdev_stream_capture(vram_device *d, vram_stream s, uint64_t *capture) {
     evdev_state *e = evdev_of(d);
-    if (!e->capture_streams) return VRAM_ERR_STATE;
-    *capturing = e->capturing && s < 64 && (e->capture_streams >> s & 1);
+    if (!e->capture_tells) return VRAM_ERR_STATE;
+    uint64_t c = s < EVDEV_STREAMS ? e->capture_of[s] : 0;
+    *capture = c && e->capture_tells == 1 ? VRAM_CAPTURE_UNNAMED : c;
     return VRAM_OK;
 }
 static void evdev_destroy(vram_device *d, void *p) {
@@ -150,7 +153,7 @@ static inline vram_status event_device_open(const char *capacity, vram_device **
     evdev_ops.event_query = evdev_query;
     evdev_ops.event_sync = evdev_sync;
     evdev_ops.event_destroy = evdev_destroy;
-    evdev_ops.stream_capturing = evdev_stream_capturing;
+    evdev_ops.stream_capture = evdev_stream_capture;
     evdev_ops.close = evdev_close;
     void **pair = malloc(2 * sizeof *pair);
     pair[0] = (*out)->impl;

@@ -15,7 +15,8 @@
  *   - an event stays pending for FAKE_CUDA_EVENT_LAG queries after its record (default 2), so
  *     the allocator's not-ready paths run; cuEventSynchronize / cuCtxSynchronize complete it.
  * FAKE_CUDA_NO_VMM=1 makes the device report no virtual memory management.
- * fake_cuda_set_capturing(stream) makes one stream report a graph capture (cuStreamIsCapturing).
+ * fake_cuda_set_capturing(stream) makes one stream report a graph capture, fake_cuda_capture
+ * (stream, id) several (cuStreamIsCapturing, cuStreamGetCaptureInfo).
  * Device memory is never dereferenced, so addresses are plain numbers handed out from a
  * counter. fake_cuda_counts() reports what is still held, for leak checks, and
  * fake_cuda_used(d) one device's physical memory in use. Like the driver, it may be called from
@@ -303,14 +304,60 @@ static CUresult cuEventDestroy_v2_locked(void *e) {
 }
 LOCKED(cuEventDestroy_v2, (void *e), (e))
 
-/* Stream capture, as far as the allocator asks: fake_cuda_set_capturing(stream) makes that stream
- * (never 0) report an active capture, 0 ends it. The legacy default stream cannot be asked while
- * another stream captures, as on the driver (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT). */
-static uintptr_t capturing_stream;
-EXPORT void fake_cuda_set_capturing(uintptr_t stream) { __atomic_store_n(&capturing_stream, stream, __ATOMIC_SEQ_CST); }
+/* Stream capture, as far as the allocator asks: fake_cuda_capture(stream, id) makes that stream
+ * (never 0) report an active capture with id `id` (the driver's capture sequence id), id 0 ends
+ * it; up to 8 streams capture at once. fake_cuda_set_capturing(stream) starts a capture with a
+ * new id on `stream`, ending every other; 0 ends them all. The legacy default stream cannot be
+ * asked while another stream captures, as on the driver (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT). */
+static struct {
+    uintptr_t stream;
+    uint64_t id;
+} captures[8];
+static uint64_t capture_ids;
+EXPORT void fake_cuda_capture(uintptr_t stream, uint64_t id) {
+    pthread_mutex_lock(&lock);
+    int slot = -1; /* the stream's entry, else a free one */
+    for (int i = 0; i < 8 && slot < 0; i++)
+        if (captures[i].stream == stream) slot = i;
+    for (int i = 0; i < 8 && slot < 0; i++)
+        if (!captures[i].stream) slot = i;
+    if (slot >= 0 && stream) {
+        captures[slot].stream = id ? stream : 0;
+        captures[slot].id = id;
+    }
+    pthread_mutex_unlock(&lock);
+}
+EXPORT void fake_cuda_set_capturing(uintptr_t stream) {
+    pthread_mutex_lock(&lock);
+    memset(captures, 0, sizeof captures);
+    if (stream) {
+        captures[0].stream = stream;
+        captures[0].id = ++capture_ids;
+    }
+    pthread_mutex_unlock(&lock);
+}
+/* the capture id of `stream` (0: none); -1 for the legacy stream while another captures */
+static int64_t capture_of(void *stream) {
+    pthread_mutex_lock(&lock);
+    int64_t id = 0, any = 0;
+    for (int i = 0; i < 8; i++) {
+        any |= captures[i].stream != 0;
+        if (captures[i].stream && captures[i].stream == (uintptr_t)stream) id = (int64_t)captures[i].id;
+    }
+    pthread_mutex_unlock(&lock);
+    return !stream && any ? -1 : id;
+}
 EXPORT CUresult cuStreamIsCapturing(void *stream, int *status) {
-    uintptr_t c = __atomic_load_n(&capturing_stream, __ATOMIC_SEQ_CST);
-    if (!stream && c) return 906; /* CUDA_ERROR_STREAM_CAPTURE_IMPLICIT */
-    *status = c && (uintptr_t)stream == c; /* CU_STREAM_CAPTURE_STATUS_ACTIVE or _NONE */
+    int64_t id = capture_of(stream);
+    if (id < 0) return 906; /* CUDA_ERROR_STREAM_CAPTURE_IMPLICIT */
+    *status = id != 0; /* CU_STREAM_CAPTURE_STATUS_ACTIVE or _NONE */
+    return OK;
+}
+/* the unversioned symbol: CUDA 10.1's signature */
+EXPORT CUresult cuStreamGetCaptureInfo(void *stream, int *status, uint64_t *id_out) {
+    int64_t id = capture_of(stream);
+    if (id < 0) return 906;
+    *status = id != 0;
+    if (id) *id_out = (uint64_t)id;
     return OK;
 }

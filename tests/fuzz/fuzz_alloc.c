@@ -3,7 +3,8 @@
  * limits, peak resets, private pools begun, ended and released in any order) on the sim device,
  * or on the simulated CUDA device with 4 MiB chunks and its GPU's work trailing the calls (the
  * fuzzer queues and completes that work too: events pending, pages moved and aliased across three
- * streams); captures record every stream or, as the device tells, some of them; the invariant
+ * streams); several captures may be under way, and each allocation goes to one of them or none as
+ * the device tells (which capture a stream records, whether it captures, or nothing); the invariant
  * checker must hold after every operation and no call may crash. Build with -DVRAM_FUZZ=ON and
  * clang (see tests/CMakeLists.txt).
  */
@@ -15,13 +16,16 @@
 
 #define SLOTS 64
 
-/* The streams a capture records (bit s: stream s), chosen by the fuzzer at each begin_pool; 0:
- * the device cannot tell, so every allocation during the capture is the pool's. */
-static unsigned capture_mask;
-static vram_status fuzz_stream_capturing(vram_device *d, vram_stream s, int *capturing) {
+/* The capture each stream records as the fuzzer sets it (an id 1-3, 0: none), and how much the
+ * device tells of it: 0 nothing (an error, so every allocation during captures is a capture's),
+ * 1 whether the stream captures (VRAM_CAPTURE_UNNAMED), 2 which capture. */
+static uint64_t capture_of[8];
+static int capture_tells;
+static vram_status fuzz_stream_capture(vram_device *d, vram_stream s, uint64_t *capture) {
     (void)d;
-    if (!capture_mask) return VRAM_ERR_STATE;
-    *capturing = s < 8 && (capture_mask >> s & 1);
+    if (!capture_tells) return VRAM_ERR_STATE;
+    uint64_t c = s < 8 ? capture_of[s] : 0;
+    *capture = c && capture_tells == 1 ? VRAM_CAPTURE_UNNAMED : c;
     return VRAM_OK;
 }
 
@@ -31,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (vram_device_open(cuda ? "cudasim:4GiB,lag=3" : "sim:4GiB", &dev) != VRAM_OK) return 0;
     const vram_device_ops *own_ops = dev->ops;
     vram_device_ops ops = *own_ops;
-    ops.stream_capturing = fuzz_stream_capturing;
+    ops.stream_capture = fuzz_stream_capture;
     dev->ops = &ops;
     vram_alloc_config cfg;
     vram_alloc_config_default(&cfg);
@@ -40,7 +44,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     vram_allocator *a;
     if (vram_allocator_new(dev, &cfg, &a) != VRAM_OK) abort();
     void *slots[SLOTS] = {0};
-    uint64_t capturing = 0;
+    memset(capture_of, 0, sizeof capture_of);
+    capture_tells = 0;
     for (size_t i = 1; i + 4 <= size; i += 4) {
         uint8_t op = data[i] % 9, k = data[i + 1] % SLOTS;
         uint32_t arg = (uint32_t)data[i + 2] << 8 | data[i + 3];
@@ -65,17 +70,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             break;
         default: { /* private pools: any call in any state gets a status, never a crash */
             uint64_t id = 1 + (uint64_t)(k % 3);
-            if (arg % 3 == 0 && vram_allocator_begin_pool(a, id) == VRAM_OK) {
-                capturing = id;
-                capture_mask = (arg >> 8) & 7; /* which of the three streams it records, if it can tell */
-            } else if (arg % 3 == 1 && vram_allocator_end_pool(a, capturing ? capturing : id) == VRAM_OK) capturing = 0;
-            else if (arg % 3 == 2) vram_allocator_release_pool(a, id);
+            if (arg % 4 == 0 && vram_allocator_begin_pool(a, id) == VRAM_OK) {
+                capture_tells = (arg >> 8) % 3;
+                for (int s = 0; s < 4; s++) capture_of[s] = (arg >> (10 + 2 * s)) & 3; /* what each stream records */
+            } else if (arg % 4 == 1) vram_allocator_end_pool(a, id);
+            else if (arg % 4 == 2) vram_allocator_release_pool(a, id);
+            else vram_allocator_bind_pool(a, id, (vram_stream)((arg >> 8) % 4));
             break;
         }
         }
         if (vram_allocator_check(a) != VRAM_OK) abort();
     }
-    if (capturing && vram_allocator_end_pool(a, capturing) != VRAM_OK) abort();
+    for (uint64_t id = 1; id <= 3; id++)
+        while (vram_allocator_end_pool(a, id) == VRAM_OK) {
+        }
+    if (vram_allocator_empty_cache(a) == VRAM_ERR_STATE) abort(); /* no capture may be left under way */
     for (uint64_t id = 1; id <= 3; id++)
         while (vram_allocator_release_pool(a, id) == VRAM_OK) {
         }

@@ -4,7 +4,8 @@ and the memory visualizer's _record_memory_history / _snapshot / _dump_snapshot)
 OOM as torch.OutOfMemoryError with recovery, empty_cache visible in cudaMemGetInfo, record_stream
 (vram_torch's and Tensor.record_stream), CUDA graphs (a graph's memory stays its own after
 empty_cache and after other tensors reuse the cache; replay still right; another stream's
-allocations during a capture are not the graph's; make_graphed_callables
+allocations during a capture are not the graph's; two captures at once in two threads each
+keep their own memory; make_graphed_callables
 against eager), torch.compile,
 enable() refused after CUDA use,
 and `python -m vram_torch record` writing a memtrace v1 file. Exits 77 (skipped) without torch,
@@ -203,6 +204,72 @@ graph2.replay()
 torch.cuda.synchronize()
 check(torch.allclose(y2, mlp(xg), atol=1e-3), "the graph replays right")
 del y2, graph2
+torch.cuda.synchronize()
+torch.cuda.empty_cache()
+# Two captures under way at once, in two threads (capture_error_mode="thread_local", as PyTorch
+# allows), each with temporaries freed during its capture: each capture's memory must be its own
+# pool's. The graph begun last is released, the cache emptied and refilled with junk; the other
+# graph then replays right and writes nothing into the junk. (Were every capturing stream's
+# allocations given to one pool, the newest capture's, releasing it would hand the older graph's
+# temporaries to the junk.)
+import threading  # noqa: E402
+import warnings  # noqa: E402
+
+torch.cuda.synchronize()
+torch.cuda.empty_cache()
+xs = [torch.randn(64, 1024, device="cuda") for _ in range(2)]
+graphs, outs, errors = [torch.cuda.CUDAGraph() for _ in range(2)], [None, None], []
+begun, computed = threading.Barrier(2), threading.Barrier(2)
+order = []
+
+
+def capture(k):
+    try:
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            for _ in range(3):  # warm-up in this thread (its cuBLAS handle) and stream
+                mlp(xs[k])
+            s.synchronize()
+            if k == 1:
+                begun.wait()  # thread 1 begins second
+            graphs[k].capture_begin(capture_error_mode="thread_local")
+            order.append(k)
+            if k == 0:
+                begun.wait()
+            computed.wait()  # both captures under way from here on
+            h = torch.relu(lin1(xs[k])) * (k + 2)
+            outs[k] = lin2(h) + torch.relu(lin1(xs[k])).sum(dim=1, keepdim=True)
+            del h
+            graphs[k].capture_end()
+    except Exception as e:  # reported below, in the main thread
+        errors.append("%s: %s" % (type(e).__name__, e))
+
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    threads = [threading.Thread(target=capture, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+check(not errors and order == [0, 1], "two captures under way at once in two threads: %s %s" % (errors, order))
+check(not [w for w in caught if "vram_torch" in str(w.message)], "the driver names each capture: %s"
+      % [str(w.message) for w in caught])
+if not errors:
+    graphs[1].reset()  # the graph begun last
+    outs[1] = None
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    junk = [torch.full((64, 4096), 7.0, device="cuda") for _ in range(120)]
+    xs[0].copy_(torch.randn(64, 1024, device="cuda"))
+    graphs[0].replay()
+    torch.cuda.synchronize()
+    want = lin2(torch.relu(lin1(xs[0])) * 2) + torch.relu(lin1(xs[0])).sum(dim=1, keepdim=True)
+    check(torch.allclose(outs[0], want, rtol=1e-4, atol=1e-2), "the older graph replays right after the other's release")
+    bad = sum(int(not bool((j == 7).all())) for j in junk)
+    check(bad == 0, "its replay writes into none of 120 tensors allocated after the release (%d were)" % bad)
+    del junk
+del graphs, outs, xs
 torch.cuda.synchronize()
 torch.cuda.empty_cache()
 # make_graphed_callables: forward and backward graphs sharing one pool, against eager
