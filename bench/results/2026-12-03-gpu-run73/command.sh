@@ -1,0 +1,1 @@
+OUT=$OUT bash bench/run_gpu.sh tests   # tree d552c76 (concurrent captures) before its last two edits: the invariant checker's capture checks and graphs.py's missing `import warnings` (reached only where the driver cannot name a capture); test_torch_plugin 60 checks, four of them new (two threads capturing at once)

@@ -1,0 +1,2 @@
+# negative control for run 73's concurrent-capture check: the same tree with vram_torch's naming of captures switched off
+sed -i 's/problem = vt._graph_pool_bind(.*/problem = None/' python/vram_torch/graphs.py && (cmake -S . -B b -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build b -j16 --target vram_torch >/dev/null) && cd b && PYTHONPATH=/work/main/python timeout 300 /opt/torch/.venv/bin/python3.12 ../tests/gpu/test_torch_plugin.py $PWD/libvram_torch.so 2>&1 | grep -E "FAIL|passed" | cut -c1-250
