@@ -17,7 +17,9 @@ tuned on: vit_train, llama_train, t5_varlen_train, effnet_infer.
 
 The allocator is chosen before torch touches CUDA: vram through vram_torch.enable(), PyTorch's
 expandable segments through PYTORCH_CUDA_ALLOC_CONF; `vram:CONF` runs vram with VRAM_ALLOC_CONF=CONF
-(e.g. vram:reserve_slack:0.02). Per workload it records the losses (for
+(e.g. vram:reserve_slack:0.02). KIND#N (native#3, vram#2) is a repeated run of KIND under its own
+label, for run-to-run spreads: the report compares the losses of every native run (native,
+native2, native#N) pairwise, and every other run of an allocator with every native run. Per workload it records the losses (for
 generation: a checksum of the sampled tokens), the mean step time after the warm-up step(s) (two for training, one for generation; the
 BERT steps differ in length, but the lengths are the same under every allocator), the
 allocator's peak reserved and peak requested bytes (memory_stats of PyTorch or of
@@ -52,7 +54,14 @@ import extra_workloads  # noqa: E402  (imports torch only when a workload is bui
 KINDS = ["native", "native2", "expandable", "vram", "vram_segments", "vram_p20"]  # and vram:CONF
 
 
+def base_kind(kind):
+    """The allocator a run label names: native2 and native#N are native, vram#N is vram."""
+    kind = kind.split("#")[0]
+    return "native" if kind == "native2" else kind
+
+
 def setup_allocator(kind):
+    kind = base_kind(kind)
     if kind == "expandable":
         os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     elif kind == "vram_segments":
@@ -61,7 +70,7 @@ def setup_allocator(kind):
         os.environ["VRAM_ALLOC_CONF"] = "page_size_mb:20"
     elif kind.startswith("vram:"):
         os.environ["VRAM_ALLOC_CONF"] = kind[len("vram:"):]
-    elif kind in ("native", "native2"):
+    elif kind == "native":
         os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     import torch
     if kind.startswith("vram"):
@@ -288,16 +297,28 @@ def report(files):
     print()
     for w in workloads:
         ls = {k: runs[(w, k)]["losses"] for k in kinds if (w, k) in runs}
-        if "native" in ls:
-            if "native2" in ls:
-                spread = "%.3g" % max(abs(a - b) for a, b in zip(ls["native"], ls["native2"]))
-            else:
-                spread = "not measured: no native2 run"
-            for k, v in ls.items():
-                if k == "native":
-                    continue
-                diff = max(abs(a - b) for a, b in zip(ls["native"], v))
-                print("%s %s: max |loss - native loss| = %.3g (native run-to-run: %s)" % (w, k, diff, spread))
+        if "native" not in ls:
+            continue
+        natives = [v for k, v in ls.items() if base_kind(k) == "native"]
+        if len(natives) > 1:
+            spreads = [max_diff(a, b) for i, a in enumerate(natives) for b in natives[i + 1:]]
+            spread = "%.3g" % max(spreads)
+            if len(spreads) > 1:
+                spread += " (median %.3g, %d pairs)" % (statistics.median(spreads), len(spreads))
+        else:
+            spread = "not measured: no native2 run"
+        for k, v in ls.items():
+            if k == "native":
+                continue
+            line = "%s %s: max |loss - native loss| = %.3g" % (w, k, max_diff(ls["native"], v))
+            if base_kind(k) != "native" and len(natives) > 1:
+                d = [max_diff(n, v) for n in natives]
+                line += "; against each of %d native runs: median %.3g, max %.3g" % (len(d), statistics.median(d), max(d))
+            print(line + " (native run-to-run: %s)" % spread)
+
+
+def max_diff(a, b):
+    return max(abs(x - y) for x, y in zip(a, b))
 
 
 def main():
@@ -316,7 +337,7 @@ def main():
         return
     if not a.alloc:
         p.error("--alloc or --report is required")
-    if a.alloc not in KINDS and not a.alloc.startswith("vram:"):
+    if base_kind(a.alloc) not in KINDS and not a.alloc.startswith("vram:"):
         p.error("--alloc: unknown allocator %r" % a.alloc)
     if a.cap_bytes < 0:
         p.error("--cap-bytes: must be positive")

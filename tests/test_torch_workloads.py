@@ -29,7 +29,9 @@ with tempfile.TemporaryDirectory() as d:
                        result("gpt2_train", "native", [9, 9, 2.0, 2.0], [11.0, 10.0, 9.0, 8.0], 3 * GIB)],
             "vram": [result("vit_train", "vram", [9, 9, 1.1, 1.1], [7.0, 6.5, 6.0, 5.6], 2 * GIB + GIB // 50),
                      result("gpt2_train", "vram", [9, 9, 2.0, 2.0], [11.0, 10.0, 9.0, 8.0], 2 * GIB)],
-            "native2": [result("vit_train", "native2", [9, 9, 1.0, 1.0], [7.0, 6.5, 6.0, 5.52], 3 * GIB)]}
+            "native2": [result("vit_train", "native2", [9, 9, 1.0, 1.0], [7.0, 6.5, 6.0, 5.52], 3 * GIB)],
+            "native#3": [result("vit_train", "native#3", [9, 9, 1.0, 1.0], [7.0, 6.5, 6.01, 5.5], 3 * GIB)],
+            "vram#2": [result("vit_train", "vram#2", [9, 9, 1.0, 1.0], [7.0, 6.5, 6.0, 5.5], 2 * GIB)]}
     files = []
     for alloc, results in runs.items():
         files.append(os.path.join(d, "wl_%s.json" % alloc))
@@ -37,14 +39,20 @@ with tempfile.TemporaryDirectory() as d:
     r = subprocess.run([sys.executable, script, "--report"] + files, capture_output=True, text=True)
     check(r.returncode == 0, "report exit status %d: %s" % (r.returncode, r.stderr))
     rows = [l for l in r.stdout.splitlines() if l.startswith("| gpt2_train") or l.startswith("| vit_train")]
-    check([l.split("|")[1].strip() for l in rows] == ["gpt2_train"] * 2 + ["vit_train"] * 3,
+    check([l.split("|")[1].strip() for l in rows] == ["gpt2_train"] * 2 + ["vit_train"] * 5,
           "bundled workloads first, then the extra ones:\n" + r.stdout)
     check("| vit_train | vram | 2.00 GiB | 2.02 GiB | 1.010 | 2.02 GiB | 1100.0 ms | +10.0% | 7, 5.6 |" in r.stdout,
           "vit_train under vram: memory, step time +10% after the warm-up steps, losses:\n" + r.stdout)
     check("| gpt2_train | vram | 2.00 GiB | 2.00 GiB | 1.000 | 2.00 GiB | 2000.0 ms | +0.0% | 11, 8 |" in r.stdout,
           "gpt2_train under vram:\n" + r.stdout)
-    check("vit_train vram: max |loss - native loss| = 0.1 (native run-to-run: 0.02)" in r.stdout,
-          "loss difference of an extra workload, beside native's second run's:\n" + r.stdout)
+    check("vit_train vram: max |loss - native loss| = 0.1; against each of 3 native runs: median 0.1, max 0.1 "
+          "(native run-to-run: 0.02 (median 0.02, 3 pairs))" in r.stdout,
+          "loss difference of an extra workload, against every native run, beside native's own spread:\n" + r.stdout)
+    check("vit_train vram#2: max |loss - native loss| = 0; against each of 3 native runs: median 0.01, max 0.02 "
+          "(native run-to-run: 0.02 (median 0.02, 3 pairs))" in r.stdout,
+          "a repeated vram run (vram#2) against every native run:\n" + r.stdout)
+    check("vit_train native#3: max |loss - native loss| = 0.01 (native run-to-run" in r.stdout,
+          "a third native run (native#3) counts as native:\n" + r.stdout)
     check("gpt2_train vram: max |loss - native loss| = 0 (native run-to-run: not measured: no native2 run)"
           in r.stdout and "gpt2_train native:" not in r.stdout,
           "without a second native run no spread is claimed:\n" + r.stdout)
