@@ -1,0 +1,1 @@
+KINDS="native vram native2 vram#2 native#3 vram#3 native#4 vram#4" WORKLOADS=gpt2_train STEPS=8 bash bench/run_gpu.sh workloads   # tree 601fe60 (torch_workloads KIND#N); files wl_KIND#N.json saved as wl_KIND_N.json

@@ -1,0 +1,1 @@
+KINDS="vram_segments native#5 vram_segments#2 native#6 vram_segments#3 vram_segments#4" WORKLOADS=gpt2_train STEPS=8 bash bench/run_gpu.sh workloads   # right after run 75, same tree; report over both runs: python3 bench/torch_workloads.py --report bench/results/2026-12-03-gpu-run7[56]/wl_*.json
