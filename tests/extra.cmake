@@ -37,46 +37,47 @@ if(NOT EXISTS ${CMAKE_BINARY_DIR}/data/kjv.txt OR ${CMAKE_SOURCE_DIR}/data/kjv.t
     message(FATAL_ERROR "could not decompress data/kjv.txt.gz")
   endif()
 endif()
+# vram_cli_test(NAME STATUS REGEX COMMAND [FAIL_REGEX]): runs the shell COMMAND (which sends
+# stderr where it wants it) and passes when the output matches REGEX and the exit status is
+# STATUS. CTest ignores a command's own status once PASS_REGULAR_EXPRESSION is set, so the
+# status is checked in the shell, and any other one (a crash included) prints a line that
+# FAIL_REGULAR_EXPRESSION catches.
+function(vram_cli_test name status regex command)
+  add_test(NAME ${name} COMMAND sh -c "${command}; s=$?; [ $s -eq ${status} ] || echo \"cli test: exit status $s, not ${status}\"")
+  set(fail "cli test: exit status")
+  if(ARGC GREATER 4)
+    list(APPEND fail "${ARGV4}")
+  endif()
+  set_tests_properties(${name} PROPERTIES PASS_REGULAR_EXPRESSION "${regex}" FAIL_REGULAR_EXPRESSION "${fail}")
+endfunction()
 # `vram train` from the command line: exit statuses and messages.
 set(VRAM_TRAIN_CORPUS ${CMAKE_BINARY_DIR}/data/kjv.txt)
-add_test(NAME cli_train_unknown_flag
-         COMMAND sh -c "$<TARGET_FILE:vram> train --bogus 2>&1; test $? -eq 2")
-set_tests_properties(cli_train_unknown_flag PROPERTIES PASS_REGULAR_EXPRESSION "unknown option '--bogus'")
-add_test(NAME cli_train_missing_corpus
-         COMMAND sh -c "$<TARGET_FILE:vram> train --data /nonexistent/corpus.txt 2>&1; test $? -eq 2")
-set_tests_properties(cli_train_missing_corpus PROPERTIES PASS_REGULAR_EXPRESSION "cannot use corpus.*/nonexistent/corpus.txt")
-add_test(NAME cli_train_bad_value
-         COMMAND sh -c "$<TARGET_FILE:vram> train --data ${VRAM_TRAIN_CORPUS} --optimizer lion 2>&1; test $? -eq 2")
-set_tests_properties(cli_train_bad_value PROPERTIES PASS_REGULAR_EXPRESSION "unknown optimizer 'lion'")
-add_test(NAME cli_train_out_of_memory
-         COMMAND sh -c "$<TARGET_FILE:vram> train --data ${VRAM_TRAIN_CORPUS} --capacity 16MiB --batch 256 --steps 1 2>&1; test $? -eq 1")
-set_tests_properties(cli_train_out_of_memory PROPERTIES PASS_REGULAR_EXPRESSION "out of memory while training step 1")
-add_test(NAME cli_train_shape_bound  # (a 10^9-layer model was a 152 GB host calloc)
-         COMMAND sh -c "$<TARGET_FILE:vram> train --data ${VRAM_TRAIN_CORPUS} --layers 1000000000 2>&1; test $? -eq 2")
-set_tests_properties(cli_train_shape_bound PROPERTIES PASS_REGULAR_EXPRESSION "--layers needs an integer in \\[1, 4096\\]")
-add_test(NAME cli_train_zero_capacity
-         COMMAND sh -c "$<TARGET_FILE:vram> train --data ${VRAM_TRAIN_CORPUS} --capacity 0.3 2>&1; test $? -eq 2")
-set_tests_properties(cli_train_zero_capacity PROPERTIES PASS_REGULAR_EXPRESSION "--capacity: '0.3' is zero bytes")
+set(VRAM_EXE $<TARGET_FILE:vram>)
+vram_cli_test(cli_train_unknown_flag 2 "unknown option '--bogus'" "${VRAM_EXE} train --bogus 2>&1")
+vram_cli_test(cli_train_missing_corpus 2 "cannot use corpus.*/nonexistent/corpus.txt"
+              "${VRAM_EXE} train --data /nonexistent/corpus.txt 2>&1")
+vram_cli_test(cli_train_bad_value 2 "unknown optimizer 'lion'"
+              "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --optimizer lion 2>&1")
+vram_cli_test(cli_train_out_of_memory 1 "out of memory while training step 1"
+              "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --capacity 16MiB --batch 256 --steps 1 2>&1")
+# (a 10^9-layer model was a 152 GB host calloc)
+vram_cli_test(cli_train_shape_bound 2 "--layers needs an integer in \\[1, 4096\\]"
+              "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --layers 1000000000 2>&1")
+vram_cli_test(cli_train_zero_capacity 2 "--capacity: '0.3' is zero bytes"
+              "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --capacity 0.3 2>&1")
 # a --capacity the host cannot reserve is the flag's fault, not the training's (it advised a larger one)
-add_test(NAME cli_train_huge_capacity
-         COMMAND sh -c "$<TARGET_FILE:vram> train --data ${VRAM_TRAIN_CORPUS} --capacity 200TiB 2>&1; test $? -eq 2")
-set_tests_properties(cli_train_huge_capacity PROPERTIES PASS_REGULAR_EXPRESSION "--capacity: .*give a smaller --capacity"
-                     FAIL_REGULAR_EXPRESSION "larger --capacity")
-add_test(NAME cli_train_bad_conf
-         COMMAND sh -c "VRAM_ALLOC_CONF=bogus:1 $<TARGET_FILE:vram> train --data ${VRAM_TRAIN_CORPUS} --steps 1 2>&1; test $? -eq 2")
-set_tests_properties(cli_train_bad_conf PROPERTIES PASS_REGULAR_EXPRESSION "unknown key 'bogus'")
+vram_cli_test(cli_train_huge_capacity 2 "--capacity: .*give a smaller --capacity"
+              "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --capacity 200TiB 2>&1" "larger --capacity")
+vram_cli_test(cli_train_bad_conf 2 "unknown key 'bogus'"
+              "VRAM_ALLOC_CONF=bogus:1 ${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --steps 1 2>&1")
 # output that cannot be written is an error, not a lost report
-add_test(NAME cli_output_write_error
-         COMMAND sh -c "$<TARGET_FILE:vram> version 2>&1 >&-; test $? -eq 1")
-set_tests_properties(cli_output_write_error PROPERTIES PASS_REGULAR_EXPRESSION "vram version: writing the output failed")
-add_test(NAME cli_version_extra_argument
-         COMMAND sh -c "$<TARGET_FILE:vram> version --bogus 2>&1; test $? -eq 2")
-set_tests_properties(cli_version_extra_argument PROPERTIES PASS_REGULAR_EXPRESSION "vram version: takes no arguments, not '--bogus'")
+vram_cli_test(cli_output_write_error 1 "vram version: writing the output failed" "${VRAM_EXE} version 2>&1 >&-")
+vram_cli_test(cli_version_extra_argument 2 "vram version: takes no arguments, not '--bogus'"
+              "${VRAM_EXE} version --bogus 2>&1")
 # endless input that is no trace stops at its first line, not after filling memory
-add_test(NAME cli_replay_endless_input
-         COMMAND sh -c "$<TARGET_FILE:vram> replay /dev/zero 2>&1; test $? -eq 2")
-set_tests_properties(cli_replay_endless_input PROPERTIES TIMEOUT 20
-                     PASS_REGULAR_EXPRESSION "/dev/zero line 1: bad header .*the first line must be '# memtrace v1'")
+vram_cli_test(cli_replay_endless_input 2 "/dev/zero line 1: bad header .*the first line must be '# memtrace v1'"
+              "${VRAM_EXE} replay /dev/zero 2>&1")
+set_tests_properties(cli_replay_endless_input PROPERTIES TIMEOUT 20)
 add_test(NAME cli_train_report
          COMMAND $<TARGET_FILE:vram> train --data ${VRAM_TRAIN_CORPUS} --steps 3 --layers 1 --heads 2 --width 32
                  --context 16 --batch 4 --accum 2 --checkpoint --eval-every 2 --eval-batches 2 --report)

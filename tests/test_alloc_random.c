@@ -81,6 +81,7 @@ static int shadow_check(vram_allocator *a) {
     static live sorted[SLOTS];
     size_t n = 0;
     int64_t bytes[VRAM_POOL_COUNT] = {0}, req = 0, count = 0, tag_bytes[VRAM_TAG_MAX] = {0};
+    int64_t tag_req[VRAM_TAG_MAX] = {0}, tag_count[VRAM_TAG_MAX] = {0};
     for (int i = 0; i < SLOTS; i++) {
         if (!slots[i].ptr) continue;
         sorted[n++] = slots[i];
@@ -89,6 +90,8 @@ static int shadow_check(vram_allocator *a) {
         req += (int64_t)slots[i].requested;
         count++;
         tag_bytes[slots[i].tag] += (int64_t)slots[i].size;
+        tag_req[slots[i].tag] += (int64_t)slots[i].requested;
+        tag_count[slots[i].tag]++;
     }
     qsort(sorted, n, sizeof *sorted, by_ptr);
     int ok = 1;
@@ -103,8 +106,13 @@ static int shadow_check(vram_allocator *a) {
           (long long)st.allocated_bytes[2].current, (long long)bytes[1], (long long)bytes[2]);
     CHECK(st.allocation[0].current == count, "allocation count");
     CHECK(st.requested_bytes[0].current >= req, "requested bytes (pending frees still count)");
-    for (int t = 0; t < VRAM_TAG_MAX; t++)
-        CHECK(st.tags[t].allocated_bytes.current == tag_bytes[t], "tag %d bytes", t);
+    for (int t = 0; t < VRAM_TAG_MAX; t++) /* a tag's figures count live blocks only: exact */
+        CHECK(st.tags[t].allocated_bytes.current == tag_bytes[t] && st.tags[t].requested_bytes.current == tag_req[t] &&
+                  st.tags[t].allocation.current == tag_count[t],
+              "tag %d: %lld bytes, %lld requested, %lld blocks; shadow %lld, %lld, %lld", t,
+              (long long)st.tags[t].allocated_bytes.current, (long long)st.tags[t].requested_bytes.current,
+              (long long)st.tags[t].allocation.current, (long long)tag_bytes[t], (long long)tag_req[t],
+              (long long)tag_count[t]);
     CHECK(st.reserved_bytes[0].current >= st.allocated_bytes[0].current, "reserved >= allocated");
     return ok;
 }
@@ -125,6 +133,14 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
     double start = now();
     for (; ops < max_ops; ops++) {
         if ((ops & 4095) == 0 && now() - start > max_seconds) break;
+        if (ops && ops % 20000 == 0) { /* here, before the operations that `continue` */
+            if (vram_allocator_check(a) != VRAM_OK) {
+                check_failures++;
+                CHECK(0, "invariant broken after %llu ops: %s", (unsigned long long)ops, vram_last_error());
+            }
+            shadow_check(a);
+            prune_hazards(dev);
+        }
         uint64_t r = rnd() % 1000;
         int k = (int)(rnd() % SLOTS);
         unsigned s = (unsigned)(rnd() % NSTREAMS);
@@ -142,9 +158,12 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
                 continue;
             }
             CHECK(st == VRAM_OK, "malloc: %s", vram_last_error());
-            size_t bsize = 0;
-            vram_allocator_block_info(a, p, &bsize, NULL, NULL);
-            CHECK(bsize >= size && bsize % 512 == 0, "block size %zu for %llu", bsize, (unsigned long long)size);
+            size_t bsize = 0, breq = 0;
+            vram_tag btag = VRAM_TAG_MAX;
+            CHECK_OK(vram_allocator_block_info(a, p, &bsize, &breq, &btag));
+            CHECK(bsize >= size && bsize % 512 == 0 && breq == size && btag == tag,
+                  "block of %zu bytes, %zu requested, tag %d for %llu bytes, tag %d", bsize, breq, (int)btag,
+                  (unsigned long long)size, (int)tag);
             for (size_t h = 0; h < nhazards; h++) {
                 hazard *z = &hazards[h];
                 if (z->stream == s || ev->completed[z->stream] >= z->target) continue;
@@ -181,14 +200,6 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
         } else {
             vram_allocator_reset_peak_stats(a);
         }
-        if (ops % 20000 == 0) {
-            if (vram_allocator_check(a) != VRAM_OK) {
-                check_failures++;
-                CHECK(0, "invariant broken after %llu ops: %s", (unsigned long long)ops, vram_last_error());
-            }
-            shadow_check(a);
-            prune_hazards(dev);
-        }
     }
     CHECK(hazard_violations == 0, "%llu blocks handed to another stream before the freeing stream's work finished",
           (unsigned long long)hazard_violations);
@@ -206,7 +217,8 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
           "nothing reserved after freeing all and emptying the cache (%lld)", (long long)st.reserved_bytes[0].current);
     CHECK(ooms > 0, "the sequence exercised out-of-memory (%llu of %llu mallocs)", (unsigned long long)ooms,
           (unsigned long long)mallocs);
-    CHECK(st.num_ooms > 0, "num_ooms counted");
+    CHECK(st.num_ooms == ooms, "num_ooms counts every out-of-memory answer: %llu, the test saw %llu",
+          (unsigned long long)st.num_ooms, (unsigned long long)ooms);
     CHECK(pending_seen > 0, "frees left pending by record_stream on busy streams (%llu of %llu sampled)",
           (unsigned long long)pending_seen, (unsigned long long)used_frees / 16);
     CHECK_OK(vram_allocator_check(a));

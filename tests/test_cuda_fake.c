@@ -289,8 +289,11 @@ int main(void) {
         CHECK_OK(vram_allocator_empty_cache(ca));
         CHECK(fake_used(0) == 8 * MiB, "both graphs keep their 4 MiB: %llu MiB held",
               (unsigned long long)(fake_used(0) / MiB));
+        CHECK_OK(vram_allocator_release_pool(ca, 3)); /* the graph begun last */
+        CHECK_OK(vram_allocator_empty_cache(ca));
+        CHECK(fake_used(0) == 4 * MiB, "its release gives back its own 4 MiB, not the other graph's: %llu MiB held",
+              (unsigned long long)(fake_used(0) / MiB));
         CHECK_OK(vram_allocator_release_pool(ca, 2));
-        CHECK_OK(vram_allocator_release_pool(ca, 3));
         CHECK_OK(vram_allocator_empty_cache(ca));
         vram_allocator_destroy(ca);
     }

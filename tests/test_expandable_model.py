@@ -39,7 +39,8 @@ if checked < 4:
     print("FAIL: only %d traces carry PyTorch's expandable peak" % checked)
 r = subprocess.run([sys.executable, os.path.join(root, "bench", "expandable_model.py"), "/nonexistent.trace.gz"],
                    capture_output=True, text=True)
-if r.returncode != 1 or "nonexistent" not in r.stderr:
+if (r.returncode != 1 or not r.stderr.startswith("expandable_model: /nonexistent.trace.gz:")
+        or "Traceback" in r.stderr):
     fails += 1
     print("FAIL: a missing trace: status %d, stderr %r" % (r.returncode, r.stderr))
 print("%d traces checked, %d failed" % (checked, fails))

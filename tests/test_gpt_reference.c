@@ -146,7 +146,7 @@ int main(void) {
     CHECK_OK(vram_gpt_forward(g, x, y, 0, NULL, &loss));
     vram_no_grad_exit();
     l = loss ? vram_tensor_item(loss) : NAN;
-    CHECK(close_to(l, ref_loss_after_adamw, 0, 2e-5), "loss after one AdamW step %.9g, reference %.9g", l, ref_loss_after_adamw);
+    CHECK(close_to(l, ref_loss_after_adamw, 0, 2e-6), "loss after one AdamW step (decoupled weight decay moves it by 1.4e-5) %.9g, reference %.9g", l, ref_loss_after_adamw);
     printf("loss after one AdamW step %.9f, reference %.9f\n", l, ref_loss_after_adamw);
     vram_tensor_free(loss);
     vram_optimizer_free(o);

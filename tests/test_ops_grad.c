@@ -387,6 +387,13 @@ int main(void) {
     gradcheck("max_pool2d", c_maxpool, 1, x);
     x[0] = leaf(4, SH(2, 2, 4, 4), -1, 1);
     gradcheck("avg_pool2d (overlapping)", c_avgpool, 1, x);
+    /* not square: a backward that swaps height and width would pass every case above */
+    x[0] = leaf(4, SH(2, 2, 5, 7), -1, 1), x[1] = leaf(4, SH(3, 2, 2, 3), -1, 1), x[2] = leaf(1, SH(3), -1, 1);
+    gradcheck("conv2d (5x7 input, 2x3 kernel)", c_conv, 3, x);
+    x[0] = leaf(4, SH(2, 2, 4, 6), -1, 1);
+    gradcheck("max_pool2d (4x6)", c_maxpool, 1, x);
+    x[0] = leaf(4, SH(2, 2, 4, 5), -1, 1);
+    gradcheck("avg_pool2d (4x5, overlapping)", c_avgpool, 1, x);
     x[0] = leaf(2, SH(3, 4), -1, 1);
     gradcheck("value used twice", c_chain, 1, x);
     vram_tensor_free(targets);

@@ -43,21 +43,22 @@ static int64_t reserved(vram_allocator *a) {
     return st.reserved_bytes[0].current;
 }
 
-/* Allocates n blocks of `size` on stream s at once, then frees them: how many lay in
+/* Allocates n blocks of `size` on stream s at once, then frees them: how many overlap
  * [lo, lo + len). */
 static int lands_in(vram_allocator *a, uint64_t size, vram_stream s, void *lo, uint64_t len, int n) {
     void *got[64];
     int hits = 0;
     for (int i = 0; i < n; i++) {
         CHECK_OK(vram_allocator_malloc(a, size, s, 0, &got[i]));
-        hits += (uintptr_t)got[i] >= (uintptr_t)lo && (uintptr_t)got[i] < (uintptr_t)lo + len;
+        hits += (uintptr_t)got[i] < (uintptr_t)lo + len && (uintptr_t)lo < (uintptr_t)got[i] + size;
     }
     for (int i = 0; i < n; i++) CHECK_OK(vram_allocator_free(a, got[i]));
     return hits;
 }
 
-/* Allocates n blocks of `size` on stream 0 at once, outside any capture: whether one of them is p. */
-static int hands_out(vram_allocator *a, uint64_t size, void *p, int n) { return lands_in(a, size, 0, p, 1, n) > 0; }
+/* Allocates n blocks of `size` on stream 0 at once, outside any capture: whether one of them
+ * overlaps the block of `size` bytes at p. */
+static int hands_out(vram_allocator *a, uint64_t size, void *p, int n) { return lands_in(a, size, 0, p, size, n) > 0; }
 
 static void test_capture_keeps_its_memory(const char *conf) {
     vram_device *dev;
@@ -187,6 +188,17 @@ static int among(void *const *set, int n, void *p) {
     return 0;
 }
 
+/* The concurrent-capture test's sizes: block i of a capture has CONCURRENT_SIZE(i) bytes. */
+#define CONCURRENT_SIZE(i) ((uint64_t)((i) % 6 + 1) * 640 * 1024)
+
+/* Does [p, p + size) overlap a block of `set` (block i: CONCURRENT_SIZE(i) bytes)? */
+static int overlaps(void *const *set, int n, void *p, uint64_t size) {
+    uintptr_t lo = (uintptr_t)p, hi = lo + size;
+    for (int i = 0; i < n; i++)
+        if (lo < (uintptr_t)set[i] + CONCURRENT_SIZE(i) && (uintptr_t)set[i] < hi) return 1;
+    return 0;
+}
+
 /* Two captures under way at once (two threads capturing, as PyTorch allows), on streams 1 and 2,
  * into pools 11 and 12: each allocation goes to the pool of the capture its stream records, a
  * pool's freed blocks serve only its own captures, stream 3 (capturing nothing) allocates as
@@ -209,7 +221,7 @@ static void test_concurrent_captures(const char *conf, int bound) {
     enum { N = 24 };
     void *one[N], *two[N], *plain[N];
     for (int i = 0; i < N; i++) { /* interleaved, as two threads would */
-        uint64_t size = (uint64_t)(i % 6 + 1) * 640 * 1024;
+        uint64_t size = CONCURRENT_SIZE(i);
         CHECK_OK(vram_allocator_malloc(a, size, 1, 0, &one[i]));
         CHECK_OK(vram_allocator_malloc(a, size, 2, 0, &two[i]));
         CHECK_OK(vram_allocator_malloc(a, size, 3, 0, &plain[i]));
@@ -224,7 +236,7 @@ static void test_concurrent_captures(const char *conf, int bound) {
     memcpy(one0, one, sizeof one0);
     memcpy(two0, two, sizeof two0);
     for (int i = 0; i < N; i += 2) { /* the same sizes again, on each stream */
-        uint64_t size = (uint64_t)(i % 6 + 1) * 640 * 1024;
+        uint64_t size = CONCURRENT_SIZE(i);
         void *p1, *p2;
         CHECK_OK(vram_allocator_malloc(a, size, 1, 0, &p1));
         CHECK_OK(vram_allocator_malloc(a, size, 2, 0, &p2));
@@ -252,16 +264,23 @@ static void test_concurrent_captures(const char *conf, int bound) {
     CHECK_OK(vram_allocator_end_pool(a, 12));
     for (int i = 0; i < N; i++) CHECK_OK(vram_allocator_free(a, two[i]));
     for (int i = 1; i < N; i += 2) CHECK_OK(vram_allocator_free(a, plain[i]));
-    int leaked = 0;
-    for (int i = 0; i < N; i++) { /* outside captures nothing of a live graph's pool is handed out */
-        uint64_t size = (uint64_t)(i % 6 + 1) * 640 * 1024;
-        CHECK_OK(vram_allocator_malloc(a, size, 3, 0, &plain[i]));
-        leaked += among(one, N, plain[i]) + among(two, N, plain[i]);
-    }
-    CHECK(leaked == 0, "%s: %d ordinary allocations got memory of a live graph", conf, leaked);
-    for (int i = 0; i < N; i++) CHECK_OK(vram_allocator_free(a, plain[i]));
-    CHECK_OK(vram_allocator_release_pool(a, 11));
+    /* The graph begun last is released: its memory serves the program again, the first graph's
+     * stays its own. (Were every capturing stream's allocations the newest capture's, pool 12
+     * would hold the first capture's blocks too and hand them out now.) */
     CHECK_OK(vram_allocator_release_pool(a, 12));
+    void *after[3 * N];
+    int leaked = 0, reused = 0;
+    for (int k = 0; k < 3 * N; k++) { /* on each stream, each size */
+        uint64_t size = CONCURRENT_SIZE(k % N);
+        CHECK_OK(vram_allocator_malloc(a, size, (vram_stream)(1 + k / N), 0, &after[k]));
+        leaked += overlaps(one, N, after[k], size);
+        reused += overlaps(two, N, after[k], size);
+    }
+    CHECK(leaked == 0, "%s%s: %d ordinary allocations got memory of the live graph", conf,
+          bound ? "" : " (first capture unnamed)", leaked);
+    CHECK(reused > 0, "%s: the released graph's memory serves the program again", conf);
+    for (int k = 0; k < 3 * N; k++) CHECK_OK(vram_allocator_free(a, after[k]));
+    CHECK_OK(vram_allocator_release_pool(a, 11));
     CHECK_OK(vram_allocator_empty_cache(a));
     CHECK(reserved(a) == 0 && allocated(a) == 0, "%s: all returned after the releases (%lld)", conf,
           (long long)reserved(a));
@@ -432,7 +451,9 @@ static void test_random(const char *conf, int routed) {
     evdev_state *e = event_device_state(dev);
     /* addresses each pool has handed out while alive (its graphs' memory), per pool */
     enum { POOLS = 3, OWNED = 4096 };
-    static void *owned[POOLS][OWNED];
+    static struct {
+        uintptr_t lo, hi; /* [lo, hi): a block the pool handed out */
+    } owned[POOLS][OWNED];
     int nowned[POOLS] = {0}, uses[POOLS] = {0};
     uint64_t rng = 12345, capturing = 0;
     int violations = 0, reuses = 0, ops = 0;
@@ -449,7 +470,7 @@ static void test_random(const char *conf, int routed) {
             e->capturing = 0;
             CHECK_OK(vram_allocator_end_pool(a, capturing));
             capturing = 0;
-        } else if (r < 13 && !capturing) { /* release one graph of a pool (not during a capture) */
+        } else if (r < 13) { /* release one graph of a pool (during a capture too, not its last use) */
             int k = (int)(test_rng(&rng) % POOLS);
             int may = uses[k] > (capturing == (uint64_t)k + 1 ? 1 : 0);
             vram_status st = vram_allocator_release_pool(a, (uint64_t)k + 1);
@@ -471,14 +492,20 @@ static void test_random(const char *conf, int routed) {
                 }
                 uint64_t into = capturing && (!routed || s == 1) ? capturing : 0; /* the pool it belongs to */
                 slot[k].pool = into;
+                size_t bsize = 0;
+                CHECK_OK(vram_allocator_block_info(a, slot[k].p, &bsize, NULL, NULL));
+                uintptr_t lo = (uintptr_t)slot[k].p, hi = lo + bsize;
                 for (int q = 0; q < POOLS; q++) {
                     if (!uses[q]) continue;
-                    int mine = into == (uint64_t)q + 1, seen = 0;
-                    for (int i = 0; i < nowned[q] && !seen; i++) seen = owned[q][i] == slot[k].p;
+                    int mine = into == (uint64_t)q + 1, seen = 0; /* overlaps memory pool q handed out */
+                    for (int i = 0; i < nowned[q] && !seen; i++) seen = lo < owned[q][i].hi && owned[q][i].lo < hi;
                     if (seen && !mine) violations++;
                     if (seen && mine) reuses++;
                 }
-                if (into && nowned[into - 1] < OWNED) owned[into - 1][nowned[into - 1]++] = slot[k].p;
+                if (into && nowned[into - 1] < OWNED) {
+                    owned[into - 1][nowned[into - 1]].lo = lo;
+                    owned[into - 1][nowned[into - 1]++].hi = hi;
+                }
             }
         }
         if (ops % 20000 == 0) CHECK_OK(vram_allocator_check(a));

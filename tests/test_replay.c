@@ -257,9 +257,53 @@ static void test_observer(const vram_trace *t, size_t start, size_t stop) {
     CHECK(o.reserved_at_start == (int64_t)(4ull << 20) && o.peak_at_start == (int64_t)(4ull << 20),
           "at the range's start the cache was emptied (reserved %lld: the first program's 4 MiB left) and the "
           "peak reset (%lld)", (long long)o.reserved_at_start, (long long)o.peak_at_start);
-    CHECK_OK(vram_trace_replay_observed(t, a, 0, 0, 0, NULL, NULL, &r)); /* no observer: fine */
     vram_allocator_destroy(a);
     vram_device_close(dev);
+    CHECK_OK(vram_replay_open(&opt, 0, &dev, &a));
+    if (!a) return;
+    CHECK_OK(vram_trace_replay_observed(t, a, start, stop, 0, NULL, NULL, &r)); /* no observer: fine */
+    CHECK(r.events == stop - start, "without an observer the range replays too: %llu events",
+          (unsigned long long)r.events);
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+}
+
+/* A replay completes the work queued on the device at a "# sync:" line (the program waited for
+ * the GPU there): on a device 1000 calls behind, an event recorded at the first allocation is
+ * complete two allocations later with a sync line between them, and still pending without. */
+typedef struct sync_probe {
+    vram_device *dev;
+    void *event;
+    int complete; /* the event's state before event 2: 1 complete, 0 pending, -1 not asked */
+} sync_probe;
+
+static void probe_sync(void *ctx, size_t event) {
+    sync_probe *p = ctx;
+    if (event == 0 && p->dev->ops->event_record(p->dev, 0, &p->event) != VRAM_OK) p->event = NULL;
+    if (event == 2 && p->event) p->complete = p->dev->ops->event_query(p->dev, p->event) == VRAM_OK;
+}
+
+static void test_replay_syncs(void) {
+    static const char *traces[2] = {"# memtrace v1\na 0 1048576 0\na 1 1048576 0\na 2 1048576 0\n",
+                                    "# memtrace v1\na 0 1048576 0\na 1 1048576 0\n# sync: step 0\na 2 1048576 0\n"};
+    for (int synced = 0; synced < 2; synced++) {
+        vram_trace *t = load_str(traces[synced]);
+        vram_replay_options o = {.device = "cudasim:1GiB,lag=1000"};
+        vram_device *dev = NULL;
+        vram_allocator *a = NULL;
+        if (t) CHECK_OK(vram_replay_open(&o, 0, &dev, &a));
+        if (a) {
+            sync_probe p = {.dev = dev, .complete = -1};
+            vram_replay_result r;
+            CHECK_OK(vram_trace_replay_observed(t, a, 0, SIZE_MAX, 0, probe_sync, &p, &r));
+            CHECK(p.complete == synced, "%s a sync line, work queued before it is %s (%d)", synced ? "after" : "without",
+                  synced ? "complete" : "still running", p.complete);
+            if (p.event) dev->ops->event_destroy(dev, p.event);
+            vram_allocator_destroy(a);
+            vram_device_close(dev);
+        }
+        vram_trace_free(t);
+    }
 }
 
 /* A trace of two programs in one process: each measured from its start, what the first leaves
@@ -392,6 +436,7 @@ static void test_cudasim_lag(void) {
 int main(void) {
     test_workloads();
     test_cudasim_lag();
+    test_replay_syncs();
     test_tiny(NULL);
     test_tiny("expandable_segments:False");
     test_oom();

@@ -76,7 +76,8 @@ s = stats()
 check(s["allocated_bytes.all.current"] == 0 and s["active_bytes.all.current"] == 1 << 20,
       "freed but active until the other stream's event: active %d" % s["active_bytes.all.current"])
 check(lib.vram_torch_set_memory_fraction(1.5, 0) != 0, "fraction above 1 refused")
-check(b"fraction" in lib.vram_torch_last_error().lower() or lib.vram_torch_last_error(), "with a reason")
+check(b"memory fraction 1.5 is not in (0, 1]" in lib.vram_torch_last_error(),
+      "with the allocator's reason, not a stale error: %s" % lib.vram_torch_last_error())
 check(lib.vram_torch_set_memory_fraction(0.5, 0) == 0, "fraction 0.5")
 check(lib.vram_torch_init_device(7) != 0 and b"cuda:7" in lib.vram_torch_last_error(), "a device the driver lacks: %s" % lib.vram_torch_last_error())
 # A second device: its own allocator and memory, created on its first allocation.
