@@ -111,6 +111,29 @@ typedef struct tcu {
 } tcu;
 
 /* Opens the driver and loads the kernels; returns 0 on success, else prints why. */
+/* Whether the GPU tests have something to run on, asked of the driver itself (not through
+ * libvram, whose own failures must fail the tests, not skip them): 0 when there is no driver
+ * library or the driver reports no device (fewer than min_devices), 1 when there are enough
+ * devices, -1 when the driver is there but answers with another error (a broken setup: the test
+ * goes on and fails). */
+static inline int tcu_gpu_present(int min_devices) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return 0;
+    tcu_result (*init)(unsigned) = NULL;
+    tcu_result (*count)(int *) = NULL;
+    void *fi = dlsym(lib, "cuInit"), *fc = dlsym(lib, "cuDeviceGetCount");
+    memcpy(&init, &fi, sizeof fi);
+    memcpy(&count, &fc, sizeof fc);
+    int n = 0, present = -1;
+    if (init && count) {
+        tcu_result r = init(0);
+        if (r == 100) present = 0; /* CUDA_ERROR_NO_DEVICE */
+        else if (r == 0 && count(&n) == 0) present = n >= min_devices;
+    }
+    dlclose(lib);
+    return present;
+}
+
 static inline int tcu_open(tcu *t, int device) {
     memset(t, 0, sizeof *t);
     t->device = device;
