@@ -91,10 +91,27 @@ def usage_errors():
     check(rc == 0 and "--capacity" in out and "--fit" in out, "replay --help")
     rc, out, _ = run("bench", "--help")
     check(rc == 0 and "--repeat" in out, "bench --help")
+    rc, out, _ = run("version", "--help")  # every command has its --help, as `vram --help` promises
+    check(rc == 0 and "usage: vram version" in out, "version --help: %d %r" % (rc, out))
     # an implausible recorded figure is ignored with a warning, not printed as PyTorch's
     rc, out, err = run("replay", "-", stdin=b"# memtrace v1\n# pytorch_native_peak_reserved_bytes: 18446744073709551615\n"
                        b"# peak_requested_bytes: lots\na 1 10 0\nf 1\n")
     check(rc == 0 and "native" not in out and err.count("not a plausible byte count") == 2, "header figures checked: %r" % err)
+    # gzip data on standard input is read as from a file; trailing garbage after it is an error
+    small = gzip.compress(b"# memtrace v1\na 1 10 0\nf 1\n")
+    rc, out, err = run("replay", "-", stdin=small)
+    check(rc == 0 and "1 allocations" in out, "gzip on stdin: %d %r" % (rc, err))
+    rc, out, err = run("replay", "-", stdin=small + b"garbage")
+    check(rc == 2 and "data after the gzip data that starts no gzip member" in err, "gzip on stdin with garbage "
+          "after it: %d %r" % (rc, err))
+    # endless input on standard input that is no trace stops at its start too
+    with open("/dev/zero", "rb") as zero:
+        p = subprocess.run([VRAM, "replay", "-"], stdin=zero, capture_output=True, timeout=60)
+    check(p.returncode == 2 and b"bad header" in p.stderr, "endless zeros on stdin: %d %r" % (p.returncode, p.stderr[:200]))
+    # ...but a figure equal to an enormous peak is plausible (the check once overflowed at 2^62 bytes)
+    rc, out, err = run("replay", "-", stdin=b"# memtrace v1\n# peak_requested_bytes: 4611686018427387904\n"
+                       b"a 1 4611686018427387904 0\nf 1\n")
+    check("plausible" not in err, "a header equal to a 2^62-byte peak: no warning: %r" % err)
     # a trace's own header text reaches the terminal without its control characters
     rc, out, _ = run("replay", "-", stdin=b"# memtrace v1\n# source: a \x1b[31mred\x1b[0m b\na 1 10 0\nf 1\n")
     check(rc == 0 and "\x1b" not in out and "(a ?[31mred?[0m b)" in out, "source shown without escapes: %r" % out[:120])

@@ -884,7 +884,15 @@ static void test_config(void) {
           "parsed");
     vram_alloc_config before = c;
     CHECK(vram_alloc_config_parse("max_split_size_mb:10", &c) == VRAM_ERR_INVALID_ARG, "below 20 MiB");
-    CHECK(strstr(vram_last_error(), "max_split_size_mb") != NULL, "names the key: %s", vram_last_error());
+    CHECK(strstr(vram_last_error(), "max_split_size_mb: 10 is too small (at least 20)") != NULL, "names the key and "
+          "the bound: %s", vram_last_error());
+    /* too large, in MiB (bytes would not fit 64 bits) and above 2^64: said so, with the limit */
+    CHECK(vram_alloc_config_parse("move_min_mb:99999999999999999", &c) == VRAM_ERR_INVALID_ARG &&
+              strstr(vram_last_error(), "move_min_mb: 99999999999999999 is too large (at most 17592186044415)"),
+          "a MiB value too large: %s", vram_last_error());
+    CHECK(vram_alloc_config_parse("history:99999999999999999999", &c) == VRAM_ERR_INVALID_ARG &&
+              strstr(vram_last_error(), "history: 99999999999999999999 is too large (above 2^64)"),
+          "a value above 2^64: %s", vram_last_error());
     CHECK(vram_alloc_config_parse("colour:blue", &c) == VRAM_ERR_INVALID_ARG, "unknown key");
     CHECK(strstr(vram_last_error(), "unknown key 'colour'") != NULL, "names the unknown key: %s", vram_last_error());
     CHECK(vram_alloc_config_parse("memory_fraction:1.5", &c) == VRAM_ERR_INVALID_ARG, "fraction > 1");

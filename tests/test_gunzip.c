@@ -119,14 +119,62 @@ static void test_bad_input(void) {
     uint8_t *two = malloc(glen + 3);
     memcpy(two, gz, glen);
     memcpy(two + glen, "abc", 3);
-    CHECK(vram_gunzip(two, glen + 3, "trail", &out, &olen) == VRAM_ERR_PARSE, "trailing garbage");
+    CHECK(vram_gunzip(two, glen + 3, "trail", &out, &olen) == VRAM_ERR_PARSE &&
+              strstr(vram_last_error(), "data after the gzip data that starts no gzip member"),
+          "trailing garbage: %s", vram_last_error());
+    memset(two + glen, 0, 3); /* zero padding after the last member is fine */
+    CHECK(vram_gunzip(two, glen + 3, "padded", &out, &olen) == VRAM_OK && olen == plen, "zero padding");
+    free(out);
+    out = NULL;
     free(two);
     free(plain);
+    free(gz);
+}
+
+/* CRC-32 (gzip's), bit by bit: the test's own, to build a header CRC. */
+static uint32_t crc32_bits(const uint8_t *p, size_t n) {
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0xedb88320u : c >> 1;
+    }
+    return ~c;
+}
+
+/* A header CRC (FHCRC, which gzip itself never writes) is checked: right, the data comes out;
+ * wrong, an error that says so. */
+static void test_header_crc(void) {
+    size_t glen = 0;
+    uint8_t *gz = slurp("printf 'hello\\n' | gzip -n -c", &glen);
+    CHECK(gz && glen > 18 && !(gz[3] & 0x1e), "input: a header without optional fields");
+    if (!gz || glen <= 18) {
+        free(gz);
+        return;
+    }
+    uint8_t *h = malloc(glen + 2);
+    memcpy(h, gz, 10);
+    h[3] |= 2; /* FHCRC */
+    uint32_t crc = crc32_bits(h, 10);
+    h[10] = (uint8_t)crc;
+    h[11] = (uint8_t)(crc >> 8);
+    memcpy(h + 12, gz + 10, glen - 10);
+    uint8_t *out = NULL;
+    size_t olen = 0;
+    CHECK(vram_gunzip(h, glen + 2, "hcrc", &out, &olen) == VRAM_OK && olen == 6 && !memcmp(out, "hello\n", 6),
+          "the right header CRC: %s", vram_last_error());
+    free(out);
+    out = NULL;
+    h[10] ^= 1;
+    CHECK(vram_gunzip(h, glen + 2, "hcrc", &out, &olen) == VRAM_ERR_PARSE && !out &&
+              strstr(vram_last_error(), "header CRC mismatch"),
+          "a wrong header CRC is an error: %s", vram_last_error());
+    free(h);
     free(gz);
 }
 
 int main(void) {
     test_matches_gzip();
     test_bad_input();
+    test_header_crc();
     return check_done();
 }

@@ -552,6 +552,8 @@ static void test_options(void) {
         {"VRAM_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1", {"-i", "0,,1"}, "bad -i '0,,1'"},
         {"VRAM_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1", {"--listen", "127.0.0.1:99999"}, "bad --listen address"},
         {"FAKE_NVML_GPUS=3", {"-l", "-1"}, "bad -l interval '-1'"},
+        {"FAKE_NVML_GPUS=3", {"-l", "86401"}, "bad -l interval '86401': expected seconds such as 1 or 0.5, from 0.01 to 86400"},
+        {"FAKE_NVML_GPUS=3", {"--loop-ms", "86400001"}, "bad --loop-ms '86400001': expected whole milliseconds from 10 to 86400000"},
         {"FAKE_NVML_GPUS=3", {"--query-compute-apps=pid", "--query-gpu=index"},
          "choose one of --query-gpu and --query-compute-apps"},
         {"FAKE_NVML_GPUS=3", {"-i", "GPU-ffff"}, "no GPU has the UUID GPU-ffff"},

@@ -223,6 +223,29 @@ static void test_files(void) {
         CHECK(st == VRAM_ERR_PARSE && t == NULL, "truncated gzip fails: %s", vram_status_str(st));
         CHECK(strstr(vram_last_error(), cut) != NULL && strstr(vram_last_error(), "gzip"), "error names the file: %s",
               vram_last_error());
+        /* What follows the last member: zero padding is fine, another member is read, anything
+         * else is an error (a member whose header was damaged must not end the trace early). */
+        static const struct {
+            const char *after, *what;
+            vram_status want;
+            size_t events;
+        } tails[] = {{"printf 'garbage'", "trailing garbage", VRAM_ERR_PARSE, 0},
+                     {"head -c 100 /dev/zero", "zero padding", VRAM_OK, 4},
+                     {"printf 'a 2 64 0\\nf 2\\n' | gzip -c", "a second member", VRAM_OK, 6}};
+        for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+            snprintf(cmd, sizeof cmd, "(cat %s; %s) > %s.tail", gz, tails[i].after, gz);
+            CHECK(system(cmd) == 0, "%s: file", tails[i].what);
+            snprintf(cut, sizeof cut, "%s.tail", gz);
+            t = NULL;
+            st = vram_trace_load(cut, &t);
+            CHECK(st == tails[i].want && (st != VRAM_OK || (t && vram_trace_num_events(t) == tails[i].events)),
+                  "%s after the gzip data: %s (%s), %zu events", tails[i].what, vram_status_str(st),
+                  st ? vram_last_error() : "", t ? vram_trace_num_events(t) : 0);
+            if (st != VRAM_OK)
+                CHECK(strstr(vram_last_error(), "data after the gzip data that starts no gzip member") != NULL,
+                      "%s: says what is wrong: %s", tails[i].what, vram_last_error());
+            vram_trace_free(t);
+        }
     }
     snprintf(path, sizeof path, "%s/missing.trace", dir);
     CHECK(vram_trace_load(path, &t) == VRAM_ERR_NOT_FOUND, "missing file");

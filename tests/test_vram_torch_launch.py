@@ -1,7 +1,8 @@
 """test_vram_torch_launch.py — the `python -m vram_torch` commands' launcher without PyTorch: a
 program runs as __main__ with its own argv and its directory first on sys.path, its exit status
 comes back (sys.exit(3), sys.exit("message"), a normal end), sys.argv and sys.path are restored;
-a missing script or command is a clear message and status 2 (usage) or 1 (no such script)."""
+a missing script or command is a clear message and status 2 (usage) or 1 (no such script), and
+so is a missing PyTorch (status 1)."""
 import io
 import os
 import sys
@@ -54,4 +55,14 @@ with tempfile.TemporaryDirectory() as tmp:
         check(False, "run of a missing script is refused")
     except SystemExit as e:
         check("no such script" in str(e), "run names the missing script: %s" % e)
+    # without PyTorch (hidden here, so that the check holds where torch is installed too): one
+    # line saying it is needed, status 1, no traceback
+    import subprocess  # noqa: E402
+    python_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python")
+    for command in (["run", script, "0"], ["record", "-o", os.path.join(tmp, "x.trace"), script, "0"]):
+        r = subprocess.run([sys.executable, "-c", "import sys; sys.modules['torch'] = None; "
+                            "from vram_torch.__main__ import main; sys.exit(main(sys.argv[1:]))"] + command,
+                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=python_dir))
+        check(r.returncode == 1 and "PyTorch is needed" in r.stderr and "Traceback" not in r.stderr
+              and len(r.stderr.strip().splitlines()) == 1, "%s without PyTorch: %d %r" % (command[0], r.returncode, r.stderr))
 sys.exit(done("test_vram_torch_launch"))

@@ -19,8 +19,9 @@ def run(argv):
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)
-    from .launch import check_script, run_script
+    from .launch import check_script, require_torch, run_script
     check_script("run", [a.script])
+    require_torch("run")
     import vram_torch
     vram_torch.enable()
     try:

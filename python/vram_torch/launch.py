@@ -16,6 +16,15 @@ def check_script(tool, argv):
         raise SystemExit("vram_torch %s: no such script: %s" % (tool, argv[0]))
 
 
+def require_torch(tool):
+    """Imports torch, or exits with one line saying it is needed (not a traceback)."""
+    try:
+        import torch
+    except ImportError as e:
+        raise SystemExit("vram_torch %s: PyTorch is needed and could not be imported (%s)" % (tool, e))
+    return torch
+
+
 def run_script(argv):
     """Runs argv[0] as __main__ with sys.argv = argv; returns its exit status."""
     old_argv, old_path = sys.argv, list(sys.path)

@@ -21,7 +21,7 @@ import datetime
 import os
 import sys
 
-from .launch import check_script, run_script
+from .launch import check_script, require_torch, run_script
 
 
 def convert(traces, out, header, marks=None):
@@ -88,7 +88,7 @@ def record(output, argv, device=None, max_entries=5_000_000):
     check_output(output)
     if max_entries < 1:
         raise SystemExit("vram_torch record: --max-entries must be at least 1, not %d" % max_entries)
-    import torch
+    torch = require_torch("record")
     if device is not None and not 0 <= device < torch.cuda.device_count():
         raise SystemExit("vram_torch record: --device %d: this machine has %d CUDA device(s)"
                          % (device, torch.cuda.device_count()))

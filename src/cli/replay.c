@@ -108,7 +108,9 @@ static uint64_t header_bytes(const vram_trace *t, const char *key, uint64_t near
     const char *text = vram_trace_header(t, key);
     uint64_t v = 0;
     if (!text) return 0;
-    if (vram_trace_header_u64(t, key, &v) != VRAM_OK || !near || v > near * 100 + (1ull << 30) || v < near / 100) {
+    /* (near * 100 would overflow for peaks above 2^57 bytes: compare v / 100 instead) */
+    if (vram_trace_header_u64(t, key, &v) != VRAM_OK || !near || (v > (1ull << 30) && (v - (1ull << 30)) / 100 > near) ||
+        v < near / 100) {
         fprintf(stderr, "vram replay: %s: header '%s: %s' is not a plausible byte count beside the trace's peak of "
                         "%llu live bytes; ignored\n", vram_trace_name(t), key, text, (unsigned long long)near);
         return 0;

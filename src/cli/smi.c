@@ -184,11 +184,11 @@ static int parse_args(int argc, char **argv, smi_opts *o) {
         } else if (!strcmp(a, "-l") || !strcmp(a, "--loop") || !strncmp(a, "--loop=", 7)) {
             const char *val = !strncmp(a, "--loop=", 7) ? a + 7 : i + 1 < argc && loop_value(argv[i + 1]) ? argv[++i] : "1";
             if (parse_seconds(val, &o->interval_ms) != 0)
-                return bad("bad -l interval '%s': expected seconds > 0 such as 1 or 0.5 (at least 0.01)", val);
+                return bad("bad -l interval '%s': expected seconds such as 1 or 0.5, from 0.01 to 86400 (a day)", val);
         } else if ((v = opt_value(argc, argv, &i, "--loop-ms", &missing)) || (v = opt_value(argc, argv, &i, "-lms", &missing))) {
             int64_t ms;
             if (parse_int(v, 86400000, &ms) != 0 || ms < 10)
-                return bad("bad --loop-ms '%s': expected whole milliseconds, at least 10", v);
+                return bad("bad --loop-ms '%s': expected whole milliseconds from 10 to 86400000 (a day)", v);
             o->interval_ms = ms;
         } else if ((v = opt_value(argc, argv, &i, "--count", &missing)) || (v = opt_value(argc, argv, &i, "-c", &missing))) {
             if (parse_int(v, INT64_MAX / 2, &o->count) != 0 || o->count == 0)

@@ -77,8 +77,9 @@ static vram_status parse_uint(const char *key, const char *value, uint64_t *out)
     errno = 0;
     char *end;
     unsigned long long v = strtoull(value, &end, 10);
-    if (*end || errno == ERANGE)
-        return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: '%s' is not a non-negative integer", key, value);
+    if (*end) return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: '%s' is not a non-negative integer", key, value);
+    if (errno == ERANGE)
+        return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: %s is too large (above 2^64)", key, value);
     *out = v;
     return VRAM_OK;
 }
@@ -121,12 +122,13 @@ static vram_status apply_pair(vram_alloc_config *cfg, const char *key, const cha
             return VRAM_OK;
         case KEY_MIB:
             if ((st = parse_uint(key, value, &u)) != VRAM_OK) return st;
-            if (u > (UINT64_MAX / MiB) || u * MiB < keys[i].min)
-                return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: %s is out of range (at least %llu)", key,
-                                  value, (unsigned long long)(keys[i].min / MiB));
-            if (keys[i].max && u > keys[i].max)
+            uint64_t most = keys[i].max ? keys[i].max : UINT64_MAX / MiB; /* MiB: bytes must fit 64 bits */
+            if (u > most)
                 return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: %s is too large (at most %llu)", key, value,
-                                  (unsigned long long)keys[i].max);
+                                  (unsigned long long)most);
+            if (u * MiB < keys[i].min)
+                return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: %s is too small (at least %llu)", key,
+                                  value, (unsigned long long)(keys[i].min / MiB));
             if ((keys[i].flags & KEY_POW2) && (u & (u - 1)))
                 return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: %s is not a power of two", key, value);
             *(uint64_t *)field = u * MiB;

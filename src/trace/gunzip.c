@@ -7,7 +7,8 @@
  * tables decoded with one lookup each (a table of 2^maxlen entries, entry = symbol << 4 |
  * code length; the codes are bit-reversed into the table since DEFLATE sends them MSB first),
  * and the three block types: stored, fixed and dynamic Huffman. Each gzip member's CRC-32 and
- * length are checked, so a truncated or corrupt file is an error, never a short trace.
+ * length are checked (and its header's CRC where it has one), and after the last member only
+ * zero padding may follow, so a truncated or corrupt file is an error, never a short trace.
  * Everything is bounds-checked: bad input returns VRAM_ERR_PARSE, never reads out of range.
  */
 #include "gunzip.h"
@@ -280,8 +281,10 @@ static vram_status skip_header(inflater *s) {
         if (p >= n) return vram_error(VRAM_ERR_PARSE, "%s: truncated gzip header", s->name);
         p++;
     }
-    if (flg & 2) { /* FHCRC */
+    if (flg & 2) { /* FHCRC: the low 16 bits of the CRC-32 of the header before it */
         if (n - p < 2) return vram_error(VRAM_ERR_PARSE, "%s: truncated gzip header", s->name);
+        if ((crc32_of(in + s->inpos, p - s->inpos) & 0xffff) != (uint32_t)(in[p] | in[p + 1] << 8))
+            return vram_error(VRAM_ERR_PARSE, "%s: corrupt gzip header (header CRC mismatch)", s->name);
         p += 2;
     }
     s->inpos = p;
@@ -333,11 +336,14 @@ vram_status vram_gunzip(const uint8_t *in, size_t inlen, const char *name, uint8
             st = vram_error(VRAM_ERR_PARSE, "%s: corrupt gzip data (CRC or length mismatch)", s.name);
             break;
         }
-        /* Another member may follow; zero padding at the end is tolerated. */
-        size_t rest = s.inlen - s.inpos;
-        int zeros = 1;
-        for (size_t i = 0; i < rest && zeros; i++) zeros = s.in[s.inpos + i] == 0;
-        if (zeros) break;
+        /* Another member may follow, or zero padding; anything else is an error (a member whose
+         * header was damaged must not silently end the data), as in trace.c's zlib reader. */
+        while (s.inpos < s.inlen && s.in[s.inpos] == 0) s.inpos++;
+        if (s.inpos == s.inlen) break;
+        if (s.in[s.inpos] != 0x1f || (s.inlen - s.inpos > 1 && s.in[s.inpos + 1] != 0x8b)) {
+            st = vram_error(VRAM_ERR_PARSE, "%s: data after the gzip data that starts no gzip member", s.name);
+            break;
+        }
     } while (1);
     free(tb);
     if (st != VRAM_OK) {

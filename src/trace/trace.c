@@ -566,50 +566,89 @@ static void keep_first_line(text_buf *b) {
 }
 
 #ifdef VRAM_HAVE_ZLIB
-static vram_status read_gz(int fd, const char *name, text_buf *b) {
-    gzFile gz = gzdopen(fd, "rb");
-    if (!gz) {
+/* Reads data that starts with the gzip magic from fd (closed here) into b, inflated with zlib:
+ * one member or several; after the last, only zero padding may follow. Anything else there is an
+ * error (gzread would ignore it, so a second member whose header was damaged would silently end
+ * the trace), as in the built-in decoder (gunzip.c). `pre`: the first npre bytes, already read. */
+static vram_status read_gz(int fd, const char *name, text_buf *b, const unsigned char *pre, size_t npre) {
+    enum { IN = 1 << 18 };
+    unsigned char *in = malloc(IN);
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (!in || inflateInit2(&z, 15 + 16) != Z_OK) {
+        free(in);
         close(fd);
-        return vram_error(VRAM_ERR_IO, "%s: cannot open: %s", name, strerror(errno));
+        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
     }
-    gzbuffer(gz, 1 << 18);
-    int started = 0;
+    vram_status st = VRAM_OK;
+    int started = 0, ended = 0, eof = 0; /* ended: the member before the input left has ended */
+    memcpy(in, pre, npre); /* the bytes the caller read to see the magic */
+    z.next_in = in;
+    z.avail_in = (uInt)npre;
     for (;;) {
+        if (z.avail_in == 0 && !eof) {
+            ssize_t n = read(fd, in, IN);
+            if (n < 0) {
+                if (errno == EINTR) continue;
+                st = vram_error(VRAM_ERR_IO, "%s: read error: %s", name, strerror(errno));
+                break;
+            }
+            eof = n == 0;
+            z.next_in = in;
+            z.avail_in = (uInt)n;
+        }
+        if (ended) { /* between members: another one, zero padding, or the end */
+            if (z.avail_in == 0) {
+                if (eof) break;
+                continue;
+            }
+            if (z.next_in[0] == 0) {
+                z.next_in++;
+                z.avail_in--;
+                continue;
+            }
+            if (z.next_in[0] != 0x1f || (z.avail_in > 1 && z.next_in[1] != 0x8b)) {
+                st = vram_error(VRAM_ERR_PARSE, "%s: data after the gzip data that starts no gzip member", name);
+                break;
+            }
+            inflateReset(&z);
+            ended = 0;
+        }
+        if (z.avail_in == 0 && eof) {
+            st = vram_error(VRAM_ERR_PARSE, "%s: truncated gzip data", name);
+            break;
+        }
         if (buf_reserve(b, 1 << 20) != 0) {
-            gzclose(gz);
-            return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
+            st = vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
+            break;
         }
-        size_t want = b->cap - b->len;
-        if (want > (1u << 30)) want = 1u << 30;
-        int n = gzread(gz, b->data + b->len, (unsigned)want);
-        if (n < 0) {
-            int err;
-            const char *msg = gzerror(gz, &err);
-            vram_status st = vram_error(VRAM_ERR_IO, "%s: %s", name, err == Z_ERRNO ? strerror(errno) : msg);
-            if (err == Z_DATA_ERROR || err == Z_BUF_ERROR)
-                st = vram_error(VRAM_ERR_PARSE, "%s: corrupt or truncated gzip data (%s)", name, msg);
-            gzclose(gz);
-            return st;
+        size_t room = b->cap - b->len;
+        z.next_out = (Bytef *)b->data + b->len;
+        z.avail_out = (uInt)(room > (1u << 30) ? 1u << 30 : room);
+        uInt before = z.avail_out;
+        int r = inflate(&z, Z_NO_FLUSH);
+        b->len += before - z.avail_out;
+        if (r == Z_STREAM_END) {
+            ended = 1;
+        } else if (r == Z_DATA_ERROR || r == Z_NEED_DICT) {
+            st = vram_error(VRAM_ERR_PARSE, "%s: corrupt gzip data (%s)", name, z.msg ? z.msg : "bad data");
+            break;
+        } else if (r == Z_MEM_ERROR) {
+            st = vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
+            break;
+        } else if (r != Z_OK && !(r == Z_BUF_ERROR && z.avail_in == 0)) {
+            st = vram_error(VRAM_ERR_PARSE, "%s: corrupt gzip data (zlib error %d)", name, r);
+            break;
         }
-        if (n == 0) break;
-        b->len += (size_t)n;
         if (!started && (started = trace_start(b->data, b->len)) < 0) {
-            gzclose(gz);
-            keep_first_line(b);
-            return VRAM_OK; /* the parser names the bad first line */
+            keep_first_line(b); /* the parser names the bad first line */
+            break;
         }
     }
-    int err;
-    const char *msg = gzerror(gz, &err);
-    if (err != Z_OK && err != Z_STREAM_END) {
-        vram_status st = vram_error(VRAM_ERR_PARSE, "%s: corrupt or truncated gzip data (%s)", name, msg);
-        gzclose(gz);
-        return st;
-    }
-    int rc = gzclose(gz);
-    if (rc == Z_BUF_ERROR) return vram_error(VRAM_ERR_PARSE, "%s: truncated gzip data", name);
-    if (rc != Z_OK) return vram_error(VRAM_ERR_IO, "%s: read error", name);
-    return VRAM_OK;
+    inflateEnd(&z);
+    free(in);
+    close(fd);
+    return st;
 }
 #endif
 
@@ -637,6 +676,21 @@ static vram_status read_plain(int fd, const char *name, text_buf *b, int check_s
     return VRAM_OK;
 }
 
+#ifndef VRAM_HAVE_ZLIB
+/* Replaces b's text by its inflated form when it is gzip data (the built-in decoder). */
+static vram_status gunzip_if_gzip(const char *name, text_buf *b) {
+    if (b->len < 2 || (unsigned char)b->data[0] != 0x1f || (unsigned char)b->data[1] != 0x8b) return VRAM_OK;
+    uint8_t *plain;
+    size_t plain_len;
+    vram_status st = vram_gunzip((const uint8_t *)b->data, b->len, name, &plain, &plain_len);
+    free(b->data);
+    b->data = st == VRAM_OK ? (char *)plain : NULL;
+    b->len = st == VRAM_OK ? plain_len : 0;
+    b->cap = b->len;
+    return st;
+}
+#endif
+
 vram_status vram_trace_load(const char *path, vram_trace **out) {
     if (!path || !out) return vram_error(VRAM_ERR_INVALID_ARG, "trace: null argument");
     *out = NULL;
@@ -656,14 +710,23 @@ vram_status vram_trace_load(const char *path, vram_trace **out) {
     text_buf b = {0};
     vram_status st;
 #ifdef VRAM_HAVE_ZLIB
-    /* zlib reads plain text transparently, so one path serves both; for regular plain files
-     * the direct read is a little faster, so peek at the magic first. */
+    /* gzip data (by its magic) through zlib, anything else read as it is */
     unsigned char magic[2] = {0, 0};
-    ssize_t nm = 0;
-    if (!is_stdin) nm = pread(fd, magic, 2, 0);
-    if (is_stdin || (nm == 2 && magic[0] == 0x1f && magic[1] == 0x8b)) {
-        st = read_gz(fd, name, &b); /* takes fd */
+    size_t nm = 0;
+    while (nm < 2) { /* (a pipe may give them one at a time) */
+        ssize_t k = read(fd, magic + nm, 2 - nm);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        nm += (size_t)k;
+    }
+    if (nm == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
+        st = read_gz(fd, name, &b, magic, nm); /* takes fd */
+    } else if (buf_reserve(&b, nm) != 0) {
+        close(fd);
+        st = vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
     } else {
+        memcpy(b.data, magic, nm);
+        b.len = nm;
         st = read_plain(fd, name, &b, 1);
         close(fd);
     }
@@ -672,15 +735,7 @@ vram_status vram_trace_load(const char *path, vram_trace **out) {
      * decoder (gunzip.c). */
     st = read_plain(fd, name, &b, 0);
     close(fd);
-    if (st == VRAM_OK && b.len >= 2 && (unsigned char)b.data[0] == 0x1f && (unsigned char)b.data[1] == 0x8b) {
-        uint8_t *plain;
-        size_t plain_len;
-        st = vram_gunzip((const uint8_t *)b.data, b.len, name, &plain, &plain_len);
-        free(b.data);
-        b.data = (char *)plain;
-        b.len = plain_len;
-        if (st != VRAM_OK) b.data = NULL;
-    }
+    if (st == VRAM_OK) st = gunzip_if_gzip(name, &b);
 #endif
     if (st != VRAM_OK) {
         free(b.data);
