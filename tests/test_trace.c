@@ -247,6 +247,11 @@ static void test_files(void) {
             vram_trace_free(t);
         }
     }
+    snprintf(path, sizeof path, "%s/empty.trace", dir); /* an empty file: the parser's error, from the loader */
+    f = fopen(path, "w");
+    fclose(f);
+    CHECK(vram_trace_load(path, &t) == VRAM_ERR_PARSE && t == NULL && strstr(vram_last_error(), "empty"),
+          "an empty file: %s", vram_last_error());
     snprintf(path, sizeof path, "%s/missing.trace", dir);
     CHECK(vram_trace_load(path, &t) == VRAM_ERR_NOT_FOUND, "missing file");
     CHECK(strstr(vram_last_error(), "missing.trace") != NULL, "names the missing file");

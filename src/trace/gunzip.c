@@ -331,7 +331,7 @@ vram_status vram_gunzip(const uint8_t *in, size_t inlen, const char *name, uint8
         uint32_t crc = (uint32_t)t[0] | (uint32_t)t[1] << 8 | (uint32_t)t[2] << 16 | (uint32_t)t[3] << 24;
         uint32_t isize = (uint32_t)t[4] | (uint32_t)t[5] << 8 | (uint32_t)t[6] << 16 | (uint32_t)t[7] << 24;
         s.inpos += 8;
-        if (crc != crc32_of(s.out + member_start, s.outlen - member_start) ||
+        if (crc != crc32_of(s.out ? s.out + member_start : s.out, s.outlen - member_start) || /* (no output yet: NULL) */
             isize != (uint32_t)(s.outlen - member_start)) {
             st = vram_error(VRAM_ERR_PARSE, "%s: corrupt gzip data (CRC or length mismatch)", s.name);
             break;

@@ -725,7 +725,7 @@ vram_status vram_trace_load(const char *path, vram_trace **out) {
         close(fd);
         st = vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
     } else {
-        memcpy(b.data, magic, nm);
+        if (nm) memcpy(b.data, magic, nm); /* (an empty file reserves nothing) */
         b.len = nm;
         st = read_plain(fd, name, &b, 1);
         close(fd);
