@@ -1,4 +1,4 @@
-/* bench_alloc.c — the allocator latency microbenchmarks (BENCHMARKS.md §2) as a program.
+/* bench_alloc.c — the allocator latency microbenchmarks (docs/benchmarks.md §2) as a program.
  *
  * The measurement is the library's (src/trace/bench_alloc.c), the same code `vram bench alloc`
  * runs, so the two cannot drift apart. usage: bench_alloc [DEVICE_SPEC [REPEAT]] [--json]

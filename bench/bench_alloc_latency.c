@@ -1,4 +1,4 @@
-/* bench_alloc_latency.c — BENCHMARKS.md §2 through vram's allocator on any device:
+/* bench_alloc_latency.c — docs/benchmarks.md §2 through vram's allocator on any device:
  *
  *   bench_alloc_latency [DEVICE_SPEC] [--pairs N] [--repeat R]     (default cuda:0)
  *
@@ -110,7 +110,7 @@ int main(int argc, char **argv) {
         printf("pair %10zu B: %8.1f ns/pair (median of %ld x %ld)\n", sizes[si], runs[repeat / 2], repeat, pairs);
     }
 
-    /* Cold: the cache emptied before each run (BENCHMARKS.md's figure, device calls included).
+    /* Cold: the cache emptied before each run (docs/benchmarks.md's figure, device calls included).
      * Warm: one untimed run first and the cache kept, so the timed runs measure the allocator's
      * own work on a cache that already holds the workload. */
     for (int warm = 0; warm < 2; warm++) {

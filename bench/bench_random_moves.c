@@ -1,6 +1,6 @@
 /* bench_random_moves.c — what page moves cost and bring on the latency benchmark's random workload.
  *
- * The random workload of BENCHMARKS.md §2 (1000 slots, 200,000 operations, log-uniform sizes
+ * The random workload of docs/benchmarks.md §2 (1000 slots, 200,000 operations, log-uniform sizes
  * 256 B … 128 MiB) on the CPU stand-in of a GPU (tests/fakes/event_device.h: streams with
  * events, page aliasing; the GPU's code path), for several seeds and VRAM_ALLOC_CONF strings.
  * Seed k starts xorshift64 at 88172645463325252 ^ (k * 0x9E3779B97F4A7C15); k = 0 is the

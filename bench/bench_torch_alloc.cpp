@@ -1,4 +1,4 @@
-// bench_torch_alloc.cpp — BENCHMARKS.md §2 through PyTorch's CUDA allocators, from C++ with no
+// bench_torch_alloc.cpp — docs/benchmarks.md §2 through PyTorch's CUDA allocators, from C++ with no
 // Python in the loop: c10::cuda::CUDACachingAllocator::raw_alloc / raw_delete on the default
 // stream. Which allocator answers is PyTorch's choice at load time, from PYTORCH_CUDA_ALLOC_CONF:
 //   (unset)                          native caching allocator
@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   }
   if (raw_cuda) return 0;
 
-  // Cold: the cache emptied before each run (the figure BENCHMARKS.md asks for: it includes
+  // Cold: the cache emptied before each run (the figure docs/benchmarks.md asks for: it includes
   // the device allocations). Warm: one untimed run first and the cache kept, so the timed runs
   // measure the allocator's own work on a cache that already holds the workload.
   for (int warm = 0; warm < 2; warm++) {

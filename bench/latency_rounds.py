@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""latency_rounds.py — BENCHMARKS.md §2 latency ratios from interleaved rounds of processes.
+"""latency_rounds.py — docs/benchmarks.md §2 latency ratios from interleaved rounds of processes.
 
 One latency process per allocator is not enough on the H200 machine: the same binary's ratio to
 PyTorch native moved 2.5x between rounds (bench/results/2026-12-02-cuda-latency.md, run 13). So

@@ -152,7 +152,7 @@ def main():
         L.append(f"| {d['name']} | {fmt_int(d['fit_capacity_bytes'])} | **{d['fit_over_requested']:.4f}** | "
                  f"{ref[0]:.3f} | {ref[1]:.3f} |")
     L.append(f"| geometric mean | | **{gmean([d['fit_over_requested'] for d in rows]):.4f}** | | |\n")
-    L.append("(PyTorch figures from BENCHMARKS.md §1, found to 0.2% with set_per_process_memory_fraction.)\n")
+    L.append("(PyTorch figures from docs/benchmarks.md §1, found to 0.2% with set_per_process_memory_fraction.)\n")
     L.append("## Device traffic and peaks\n")
     L.append("| trace | peak allocated | device_allocs | device_frees | alloc_retries | ooms |")
     L.append("|---|---|---|---|---|---|")
@@ -188,7 +188,7 @@ def main():
     B.append(f"- date: {when}; load average {loads[0]} before, {loads[1]} after. On a shared machine a run's "
              "medians move a lot between invocations, so every invocation is listed, with its fastest repeat.")
     B.append(f"- allocator: commit {commit()}, default VRAM_ALLOC_CONF; device {bruns[0]['device']}.")
-    B.append("- benchmark: BENCHMARKS.md §2 exactly (src/trace/bench_alloc.c): pair = 1000 warm-up pairs, then "
+    B.append("- benchmark: docs/benchmarks.md §2 exactly (src/trace/bench_alloc.c): pair = 1000 warm-up pairs, then "
              "batches of 4096 allocate+free pairs until ≥ 25 ms; random = 1000 slots, 200,000 operations, "
              "xorshift64 seeded 88172645463325252, `size() = (1<<e) + next() % (1<<e)`, `e = 8 + next() % 19`. "
              "One thread, CLOCK_MONOTONIC around the loops only, a fresh device and allocator per repeat.")
@@ -226,7 +226,7 @@ def main():
     B.append(f"| vram (this run) | {min(med.values()):.0f}-{max(med.values()):.0f} median, "
              f"{min(fmin.values()):.0f}-{max(fmin.values()):.0f} fastest | {medr:.0f} median, {fminr:.0f} fastest | "
              f"{d0['random_peak_reserved_bytes'] / 1e9:.2f} GB / {d0['random_peak_allocated_bytes'] / 1e9:.2f} GB |")
-    B.append("| PyTorch native (BENCHMARKS.md, H200 host) | 640 – 950 | 750 – 880 | 10.33 GB / 8.18 GB |")
+    B.append("| PyTorch native (docs/benchmarks.md, H200 host) | 640 – 950 | 750 – 880 | 10.33 GB / 8.18 GB |")
     B.append("| PyTorch expandable_segments | 610 – 960 | 980 – 1050 | 9.17 GB / 8.14 GB |")
     B.append("| cudaMallocAsync | 720 – 1390 | 2280 – 2320 | 11.07 GB / 8.14 GB |\n")
     ok_pair = all(v <= 50 for v in med.values())

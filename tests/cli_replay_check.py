@@ -245,7 +245,7 @@ def bench():
     d = json.loads(out)
     check(sorted(d["pair_ns"].keys(), key=int) == ["512", "65536", "1048576", "16777216", "268435456"], "pair sizes")
     check(all(v > 0 for v in d["pair_ns"].values()) and d["random_ns_per_op"] > 0, "positive timings")
-    # The random stream of BENCHMARKS.md: its allocations are fixed, so the peak allocated bytes
+    # The random stream of docs/benchmarks.md: its allocations are fixed, so the peak allocated bytes
     # are the same on every machine for 512-byte rounding (PyTorch measured 8.14-8.18 GB).
     check(8.0e9 < d["random_peak_allocated_bytes"] < 8.3e9, f"random peak allocated {d['random_peak_allocated_bytes']}")
     check(d["random_peak_reserved_bytes"] >= d["random_peak_allocated_bytes"], "reserved >= allocated")

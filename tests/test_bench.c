@@ -1,4 +1,4 @@
-/* test_bench.c — the alloc benchmark measures what BENCHMARKS.md §2 specifies: the xorshift64
+/* test_bench.c — the alloc benchmark measures what docs/benchmarks.md §2 specifies: the xorshift64
  * stream from its seed, and the random workload's peaks, which depend only on that stream
  * (peak requested) and on 512-byte rounding (peak allocated). The expected values were
  * computed independently (a Python transcription of the specification).

@@ -1,4 +1,4 @@
-/* bench.h — the allocator latency microbenchmarks (BENCHMARKS.md §2) and the machine
+/* bench.h — the allocator latency microbenchmarks (docs/benchmarks.md §2) and the machine
  * description every benchmark prints.
  *
  *   pair    allocate and free one block of the same size, repeatedly, after a warm-up, for
@@ -51,7 +51,7 @@ typedef struct vram_bench_alloc_result {
     char device_name[96];
 } vram_bench_alloc_result;
 
-/* xorshift64, as BENCHMARKS.md gives it. */
+/* xorshift64, as docs/benchmarks.md gives it. */
 static inline uint64_t vram_bench_next(uint64_t *x) {
     *x ^= *x << 13;
     *x ^= *x >> 7;

@@ -5,7 +5,7 @@
 The program runs unchanged, with PyTorch's own allocator, under
 torch.cuda.memory._record_memory_history (no stack capture, so it costs little). At its end the
 allocator's trace ring is read from torch.cuda.memory._snapshot() and turned into memtrace v1
-(the format of the bundled traces, ../shared/BENCHMARKS.md §1):
+(the format of the bundled traces, docs/benchmarks.md §1):
 
     a ID SIZE STREAM     an "alloc" entry: requested size, a new dense id, the stream as a
                          small integer in order of first use (the default stream is 0)

@@ -1,4 +1,4 @@
-/* bench.c — `vram bench`: the allocator latency microbenchmarks (BENCHMARKS.md §2).
+/* bench.c — `vram bench`: the allocator latency microbenchmarks (docs/benchmarks.md §2).
  *
  * `vram bench alloc` runs the pair and random-live-set workloads (src/trace/bench_alloc.c,
  * shared with bench/bench_alloc.c) and prints the machine, the command and the medians, as a
@@ -15,7 +15,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: vram bench alloc [options]\n"
             "\n"
-            "Allocator latency, one thread (BENCHMARKS.md section 2): allocate+free pairs of\n"
+            "Allocator latency, one thread (docs/benchmarks.md section 2): allocate+free pairs of\n"
             "512 B, 64 KiB, 1 MiB, 16 MiB and 256 MiB, and 200,000 operations on a random live\n"
             "set of 1000 slots. Prints the median of several runs.\n"
             "\n"

@@ -1,4 +1,4 @@
-/* bench_alloc.c — the allocator latency microbenchmarks of BENCHMARKS.md §2.
+/* bench_alloc.c — the allocator latency microbenchmarks of docs/benchmarks.md §2.
  *
  * Both run one thread against a fresh allocator per run, on the device given (the sim device
  * by default, so the figure is the allocator's bookkeeping alone). Timing is
@@ -6,7 +6,7 @@
  *
  *   pair    for each size: 1000 warm-up pairs (so the cache holds the block), then batches of
  *           4096 pairs until at least 25 ms have passed; ns/pair = elapsed / pairs.
- *   random  the exact stream of BENCHMARKS.md (xorshift64 from 88172645463325252; a draw
+ *   random  the exact stream of docs/benchmarks.md (xorshift64 from 88172645463325252; a draw
  *           picks the slot, and for an empty slot size() draws two more), 200,000 operations
  *           over 1000 slots. The blocks still live afterwards are freed outside the timing.
  *
