@@ -252,6 +252,32 @@ static void test_files(void) {
     fclose(f);
     CHECK(vram_trace_load(path, &t) == VRAM_ERR_PARSE && t == NULL && strstr(vram_last_error(), "empty"),
           "an empty file: %s", vram_last_error());
+    /* A line longer than VRAM_TRACE_MAX_LINE: an error naming it, from memory and from files (the
+     * gzip one inflates to 64 MiB of one line; with zlib it is read only up to the limit) */
+    size_t big = (size_t)VRAM_TRACE_MAX_LINE + 100;
+    char *longtext = malloc(big + 64);
+    if (longtext) {
+        int head = snprintf(longtext, 64, "# memtrace v1\n# ");
+        memset(longtext + head, 'x', big);
+        strcpy(longtext + head + big, "\na 1 5 0\nf 1\n");
+        CHECK(vram_trace_parse(longtext, strlen(longtext), "long", &t) == VRAM_ERR_PARSE &&
+                  strstr(vram_last_error(), "long line 2: a line of more than 1048576 bytes"),
+              "a too long line in memory: %s", vram_last_error());
+        snprintf(path, sizeof path, "%s/long.trace", dir);
+        f = fopen(path, "w");
+        fputs(longtext, f);
+        fclose(f);
+        CHECK(vram_trace_load(path, &t) == VRAM_ERR_PARSE && strstr(vram_last_error(), "line 2: a line of more than"),
+              "a too long line in a file: %s", vram_last_error());
+        free(longtext);
+        snprintf(cmd, sizeof cmd, "(printf '# memtrace v1\\n# '; head -c 67108864 /dev/zero | tr '\\0' x) | gzip -1 -c > %s.gz",
+                 path);
+        if (system(cmd) == 0) {
+            snprintf(cmd, sizeof cmd, "%s.gz", path);
+            CHECK(vram_trace_load(cmd, &t) == VRAM_ERR_PARSE && strstr(vram_last_error(), "line 2: a line of more than"),
+                  "a gzip file of one endless line: %s", vram_last_error());
+        }
+    }
     snprintf(path, sizeof path, "%s/missing.trace", dir);
     CHECK(vram_trace_load(path, &t) == VRAM_ERR_NOT_FOUND, "missing file");
     CHECK(strstr(vram_last_error(), "missing.trace") != NULL, "names the missing file");

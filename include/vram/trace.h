@@ -8,7 +8,8 @@
  *   f ID                     free allocation ID
  *
  * Loading validates the whole trace (unknown or reused ids, bad numbers, unknown records,
- * missing or extra fields, a truncated last line) and fails on the first problem with
+ * missing or extra fields, a truncated last line, a line longer than VRAM_TRACE_MAX_LINE
+ * bytes) and fails on the first problem with
  * VRAM_ERR_PARSE and a detail naming the line. A loaded trace is a flat array of events in
  * which every allocation id has been replaced by a dense index 0..allocs-1, so a replay keeps
  * its live pointers in a plain array indexed by event.index.
@@ -24,6 +25,11 @@ extern "C" {
 
 typedef struct vram_trace vram_trace;
 
+/* The longest line a trace may have, in bytes (records and header lines are far shorter):
+ * loading stops reading at a longer one, so input that is or inflates to one endless line is not
+ * held whole. */
+#define VRAM_TRACE_MAX_LINE (1u << 20)
+
 typedef enum vram_trace_op {
     VRAM_TRACE_ALLOC = 0,
     VRAM_TRACE_FREE = 1
@@ -38,8 +44,8 @@ typedef struct vram_trace_event {
     uint8_t reserved_;
 } vram_trace_event;
 
-/* Loads a trace from `path`: a plain file, a gzip file (name ending in .gz; needs zlib at
- * build time) or "-" for standard input (plain or gzip, detected by its magic bytes). */
+/* Loads a trace from `path`: a plain file, a gzip file or "-" for standard input (plain or gzip,
+ * told by its magic bytes; gzip through zlib where the build has it, else the built-in decoder). */
 vram_status vram_trace_load(const char *path, vram_trace **out);
 
 /* Parses a trace held in memory (`len` bytes, need not be NUL-terminated). `name` is used in

@@ -462,6 +462,11 @@ vram_status vram_trace_parse(const char *text, size_t len, const char *name, vra
         }
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *eol = nl ? nl : end;
+        if ((size_t)(eol - p) > VRAM_TRACE_MAX_LINE) {
+            st = perr(&ps, "a line of more than %u bytes (records and header lines are short: this is no trace, "
+                           "or a damaged one)", VRAM_TRACE_MAX_LINE);
+            break;
+        }
         const char *s = p;
         while (s < eol && is_blank(*s)) s++;
         if (s == eol) { /* blank line */
@@ -565,6 +570,18 @@ static void keep_first_line(text_buf *b) {
     else if (i < b->len && buf_reserve(b, 1) == 0) b->data[b->len++] = '\n';
 }
 
+/* Whether b's last line, unterminated, has grown past VRAM_TRACE_MAX_LINE bytes, looking at the
+ * bytes from `from` on; *line_start follows the last newline. The readers stop there (the parser
+ * then names the line), so input that is, or inflates to, one endless line is not held whole. */
+static int line_too_long(const text_buf *b, size_t from, size_t *line_start) {
+    const char *q = b->data + from, *end = b->data + b->len, *nl;
+    while (q < end && (nl = memchr(q, '\n', (size_t)(end - q))) != NULL) {
+        *line_start = (size_t)(nl + 1 - b->data);
+        q = nl + 1;
+    }
+    return b->len - *line_start > VRAM_TRACE_MAX_LINE;
+}
+
 #ifdef VRAM_HAVE_ZLIB
 /* Reads data that starts with the gzip magic from fd (closed here) into b, inflated with zlib:
  * one member or several; after the last, only zero padding may follow. Anything else there is an
@@ -582,6 +599,7 @@ static vram_status read_gz(int fd, const char *name, text_buf *b, const unsigned
     }
     vram_status st = VRAM_OK;
     int started = 0, ended = 0, eof = 0; /* ended: the member before the input left has ended */
+    size_t line_start = 0;
     memcpy(in, pre, npre); /* the bytes the caller read to see the magic */
     z.next_in = in;
     z.avail_in = (uInt)npre;
@@ -627,7 +645,9 @@ static vram_status read_gz(int fd, const char *name, text_buf *b, const unsigned
         z.avail_out = (uInt)(room > (1u << 30) ? 1u << 30 : room);
         uInt before = z.avail_out;
         int r = inflate(&z, Z_NO_FLUSH);
+        size_t from = b->len;
         b->len += before - z.avail_out;
+        if (line_too_long(b, from, &line_start)) break; /* the parser names the line */
         if (r == Z_STREAM_END) {
             ended = 1;
         } else if (r == Z_DATA_ERROR || r == Z_NEED_DICT) {
@@ -655,6 +675,7 @@ static vram_status read_gz(int fd, const char *name, text_buf *b, const unsigned
 /* check_start: stop at once when the text cannot be a trace (not for gzip data read whole). */
 static vram_status read_plain(int fd, const char *name, text_buf *b, int check_start) {
     int started = 0;
+    size_t line_start = 0;
     struct stat sb;
     if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
         if (buf_reserve(b, (size_t)sb.st_size + 1) != 0) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
@@ -667,11 +688,13 @@ static vram_status read_plain(int fd, const char *name, text_buf *b, int check_s
             return vram_error(VRAM_ERR_IO, "%s: read error: %s", name, strerror(errno));
         }
         if (n == 0) break;
+        size_t from = b->len;
         b->len += (size_t)n;
         if (check_start && !started && (started = trace_start(b->data, b->len)) < 0) {
             keep_first_line(b);
             break; /* the parser names the bad first line */
         }
+        if (check_start && line_too_long(b, from, &line_start)) break; /* the parser names the line */
     }
     return VRAM_OK;
 }
