@@ -1,0 +1,1 @@
+OUT=$OUT bash bench/run_gpu.sh tests   # tree 3b2b70d, the session's last (the gzip readers rewritten, trace lines capped): every CPU test and the gpu label 3/3 (test_cuda_alloc 247 checks, test_cuda_device 60, test_torch_plugin 59), the two-GPU test skipped
