@@ -1003,6 +1003,12 @@ static void test_config(void) {
     CHECK(vram_parse_size("17179869184GiB", &v) == VRAM_ERR_PARSE, "2^64 bytes through the unit");
     CHECK(vram_parse_size("16777215TiB", &v) == VRAM_OK && v == 16777215ull << 40, "16777215TiB exactly");
     CHECK(vram_parse_size("2.5GiB", &v) == VRAM_OK && v == 5 * GiB / 2, "decimals still work");
+    /* hexadecimal (which strtod reads) is refused, and an infinite number is too large */
+    CHECK(vram_parse_size("0x100", &v) == VRAM_ERR_PARSE && strstr(vram_last_error(), "write it in decimal"),
+          "hexadecimal refused: %s", vram_last_error());
+    CHECK(vram_parse_size("1e309GiB", &v) == VRAM_ERR_PARSE && strstr(vram_last_error(), "too large"),
+          "1e309: too large: %s", vram_last_error());
+    CHECK(vram_parse_size("1e3KiB", &v) == VRAM_OK && v == 1000 * 1024, "an exponent is a number");
     CHECK(vram_device_open("tpu:0", &dev) == VRAM_ERR_INVALID_ARG, "unknown device");
     CHECK(vram_device_open("sim:lots", &dev) == VRAM_ERR_PARSE, "bad sim capacity");
     /* a message that wraps the one before it keeps that one whole (it was formatted over itself) */

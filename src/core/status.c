@@ -60,11 +60,14 @@ vram_status vram_parse_size(const char *text, uint64_t *out) {
     while (isspace((unsigned char)*p)) p++;
     if (!isdigit((unsigned char)*p) && *p != '.')
         return vram_error(VRAM_ERR_PARSE, "bad size '%s': expected a number such as 512, 64KiB or 80GiB", text);
+    if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) /* strtod would read hexadecimal */
+        return vram_error(VRAM_ERR_PARSE, "bad size '%s': write it in decimal (e.g. 256, 1.5GiB)", text);
     errno = 0;
     char *end, *int_end;
     double value = strtod(p, &end);
-    if (end == p || errno == ERANGE || !(value >= 0) || isinf(value))
-        return vram_error(VRAM_ERR_PARSE, "bad size '%s'", text);
+    if (end == p || !(value >= 0))
+        return vram_error(VRAM_ERR_PARSE, "bad size '%s': expected a number such as 512, 64KiB or 80GiB", text);
+    if (errno == ERANGE || isinf(value)) return vram_error(VRAM_ERR_PARSE, "bad size '%s': too large", text);
     errno = 0;
     unsigned long long whole = strtoull(p, &int_end, 10);
     int exact = int_end == end && errno != ERANGE; /* digits only: no fraction or exponent */
