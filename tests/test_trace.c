@@ -45,7 +45,7 @@ static void test_bad_inputs(void) {
     BAD("a 1 12x 0\n", 2, "not a decimal number");
     BAD("a 1 abc 0\n", 2, "size 'abc' is not a decimal number");
     BAD("a 1 99999999999999999999 0\n", 2, "too large");
-    BAD("a 1 9223372036854775808 0\n", 2, "too large"); /* 2^63 */
+    BAD("a 1 9223372036854775808 0\n", 2, "size '9223372036854775808' is too large (limit 9223372036854775807)"); /* 2^63 */
     BAD("a 1 512 65536\n", 2, "stream '65536' is too large");
     BAD("a 1 512 -1\n", 2, "stream '-1' is negative");
     BAD("a x1 512 0\n", 2, "id 'x1' is not a decimal number");
@@ -74,6 +74,17 @@ static void test_bad_inputs(void) {
     vram_trace *t = NULL;
     CHECK(vram_trace_parse(nul, sizeof nul - 1, "t", &t) == VRAM_ERR_PARSE, "NUL byte is an error");
     CHECK(strstr(vram_last_error(), "line 2") != NULL, "NUL byte error names line 2: %s", vram_last_error());
+    vram_trace_free(t);
+}
+
+/* The largest size the format allows, 2^63 - 1 bytes ("below 2^63"), is accepted. */
+static void test_largest_size(void) {
+    static const char text[] = "# memtrace v1\na 1 9223372036854775807 0\nf 1\n";
+    vram_trace *t = NULL;
+    CHECK_OK(vram_trace_parse(text, sizeof text - 1, "largest", &t));
+    size_t n = 0;
+    const vram_trace_event *ev = t ? vram_trace_events(t, &n) : NULL;
+    CHECK(ev && n == 2 && ev[0].size == 9223372036854775807ull, "2^63 - 1 bytes");
     vram_trace_free(t);
 }
 
@@ -326,6 +337,7 @@ static void test_bundled(void) {
 
 int main(void) {
     test_bad_inputs();
+    test_largest_size();
     test_good_trace();
     test_sparse_ids();
     test_files();

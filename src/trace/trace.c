@@ -334,7 +334,7 @@ static vram_status parse_alloc(parser *ps, const char *p, const char *end) {
     uint64_t id = 0, size = 0, stream = 0;
     vram_status st;
     if ((st = parse_field(ps, &p, end, UINT64_MAX, "id", "a", &id)) != VRAM_OK) return st;
-    if ((st = parse_field(ps, &p, end, (uint64_t)INT64_MAX, "size", "a", &size)) != VRAM_OK) return st;
+    if ((st = parse_field(ps, &p, end, (uint64_t)INT64_MAX + 1, "size", "a", &size)) != VRAM_OK) return st; /* below 2^63 */
     if ((st = parse_field(ps, &p, end, 65536, "stream", "a", &stream)) != VRAM_OK) return st;
     if ((st = expect_end(ps, p, end, "a")) != VRAM_OK) return st;
 
