@@ -55,7 +55,12 @@ def main(argv=None):
     if not argv or argv[0] not in commands:
         print(USAGE, file=sys.stderr)
         return 2
-    return commands[argv[0]](argv[1:])
+    from .launch import BadInput
+    try:
+        return commands[argv[0]](argv[1:])
+    except BadInput as e:  # one line and status 2, as vram's tools answer bad input
+        print(e.message, file=sys.stderr)
+        return e.code
 
 
 if __name__ == "__main__":

@@ -7,13 +7,25 @@ import runpy
 import sys
 
 
+class BadInput(SystemExit):
+    """Bad input to a `python -m vram_torch` command: main() prints the message and exits with
+    status 2, as vram's own tools do for bad input (str() is the message)."""
+
+    def __init__(self, message):
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self):
+        return self.message
+
+
 def check_script(tool, argv):
     """Exits with a clear message when argv names no existing script."""
     if not argv:
-        raise SystemExit("vram_torch %s: no script given (usage: python -m vram_torch %s ... script.py args...)"
+        raise BadInput("vram_torch %s: no script given (usage: python -m vram_torch %s ... script.py args...)"
                          % (tool, tool))
     if not os.path.exists(argv[0]):
-        raise SystemExit("vram_torch %s: no such script: %s" % (tool, argv[0]))
+        raise BadInput("vram_torch %s: no such script: %s" % (tool, argv[0]))
 
 
 def require_torch(tool):

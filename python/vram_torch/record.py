@@ -21,7 +21,7 @@ import datetime
 import os
 import sys
 
-from .launch import check_script, require_torch, run_script
+from .launch import BadInput, check_script, require_torch, run_script
 
 
 def convert(traces, out, header, marks=None):
@@ -73,24 +73,24 @@ def check_output(output):
     """Exits with a clear message when the trace could not be written: checked before the
     program runs, not after it."""
     if not output:
-        raise SystemExit("vram_torch record: -o: an output file is needed")
+        raise BadInput("vram_torch record: -o: an output file is needed")
     if os.path.isdir(output):
-        raise SystemExit("vram_torch record: -o %s: is a folder" % output)
+        raise BadInput("vram_torch record: -o %s: is a folder" % output)
     folder = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(folder):
-        raise SystemExit("vram_torch record: -o %s: no such folder %s" % (output, folder))
+        raise BadInput("vram_torch record: -o %s: no such folder %s" % (output, folder))
     if not os.access(folder, os.W_OK) or (os.path.exists(output) and not os.access(output, os.W_OK)):
-        raise SystemExit("vram_torch record: -o %s: not writable" % output)
+        raise BadInput("vram_torch record: -o %s: not writable" % output)
 
 
 def record(output, argv, device=None, max_entries=5_000_000):
     check_script("record", argv)
     check_output(output)
     if max_entries < 1:
-        raise SystemExit("vram_torch record: --max-entries must be at least 1, not %d" % max_entries)
+        raise BadInput("vram_torch record: --max-entries must be at least 1, not %d" % max_entries)
     torch = require_torch("record")
     if device is not None and not 0 <= device < torch.cuda.device_count():
-        raise SystemExit("vram_torch record: --device %d: this machine has %d CUDA device(s)"
+        raise BadInput("vram_torch record: --device %d: this machine has %d CUDA device(s)"
                          % (device, torch.cuda.device_count()))
     # The caching allocator reads its configuration when recording starts it here; a script that
     # sets PYTORCH_CUDA_ALLOC_CONF itself later changes nothing, so the header names the
