@@ -189,6 +189,43 @@ static void test_oom(vram_device *dev, int pages, tcu_ptr s) {
     vram_allocator_destroy(a);
 }
 
+/* Segments model, the driver (not a limit) refusing memory: with 4 GiB cached in 1 GiB segments
+ * and the device otherwise nearly full (the test holds all but 2 GiB of what is free), a 3 GiB
+ * request fits no cached segment and the driver refuses a new one; the allocator releases its
+ * cache and retries, and the request is served from what that gave back (PyTorch's retry). */
+static void test_driver_oom_retry(vram_device *dev, tcu_ptr s) {
+    vram_allocator *a = make(dev, 0);
+    if (!a) return;
+    void *ptrs[4] = {0};
+    for (int i = 0; i < 4; i++) CHECK_OK(vram_allocator_malloc(a, 1024 * MiB, (vram_stream)s, VRAM_TAG_OTHER, &ptrs[i]));
+    for (int i = 0; i < 4; i++)
+        if (ptrs[i]) CHECK_OK(vram_allocator_free(a, ptrs[i]));
+    t.StreamSynchronize(s);
+    size_t dfree = 0, dtotal = 0;
+    uint64_t hog = 0;
+    CHECK(t.MemGetInfo(&dfree, &dtotal) == 0 && dfree > 3 * 1024 * MiB, "device free memory: %zu", dfree);
+    if (dfree > 3 * 1024 * MiB && t.MemAlloc(&hog, dfree - 2 * 1024 * MiB) == 0) {
+        void *p = NULL;
+        vram_status st = vram_allocator_malloc(a, 3 * 1024 * MiB, (vram_stream)s, VRAM_TAG_OTHER, &p);
+        vram_stats stats;
+        vram_allocator_get_stats(a, &stats);
+        CHECK(st == VRAM_OK && stats.num_alloc_retries == 1 && stats.num_ooms == 0,
+              "[segments] the driver refused, the cache went back, the retry fit: %s, %llu retries, %llu OOMs",
+              vram_status_str(st), (unsigned long long)stats.num_alloc_retries, (unsigned long long)stats.num_ooms);
+        if (p) {
+            CHECK(tcu_fill(&t, (uint64_t)(uintptr_t)p, 3 * 1024 * MiB, 5, s, 0) == 0 &&
+                      tcu_check(&t, (uint64_t)(uintptr_t)p, 3 * 1024 * MiB, 5, s) == 0,
+                  "[segments] the retried block is usable");
+            CHECK_OK(vram_allocator_free(a, p));
+        }
+        t.MemFree(hog);
+    } else {
+        CHECK(0, "the test could not take the device's free memory");
+    }
+    CHECK_OK(vram_allocator_check(a));
+    vram_allocator_destroy(a);
+}
+
 static void test_empty_cache(vram_device *dev, int pages, tcu_ptr s) {
     vram_allocator *a = make(dev, pages);
     if (!a) return;
@@ -243,6 +280,7 @@ int main(void) {
         test_oom(dev, pages, streams[2]);
         test_empty_cache(dev, pages, streams[3]);
     }
+    test_driver_oom_retry(dev, streams[2]);
     vram_device_close(dev);
     return check_done();
 }

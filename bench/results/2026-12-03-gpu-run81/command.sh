@@ -1,0 +1,1 @@
+(cmake -S . -B b -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build b -j16 --target gpu_test_cuda_alloc >/dev/null) && ./b/tests/gpu_test_cuda_alloc 2>&1 | grep -E "FAIL|passed|retr" | tail -8   # tree 81a7567 + test_driver_oom_retry (committed with this folder); the same H200 machine as run 80
