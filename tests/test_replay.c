@@ -396,6 +396,10 @@ static void test_cudasim_lag(void) {
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         CHECK(vram_device_spec_sized(sizes[i].spec) == sizes[i].sized, "%s gives a size: %d", sizes[i].spec,
               vram_device_spec_sized(sizes[i].spec));
+    CHECK(vram_device_spec_is("cudasim:lag=3", "cudasim") && vram_device_spec_is("sim", "sim") &&
+              !vram_device_spec_is("cudasimx:1GiB", "cudasim") && !vram_device_spec_is("cudasim", "sim") &&
+              !vram_device_spec_is(NULL, "sim"),
+          "a spec's kind is the text before its colon");
     vram_replay_options sized = {.device = "cudasim:lag=7", .capacity = 3ull << 30};
     vram_allocator *sa;
     CHECK_OK(vram_replay_open(&sized, 0, &dev, &sa));

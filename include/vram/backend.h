@@ -113,6 +113,10 @@ void vram_device_close(vram_device *dev);
  * size from elsewhere; nor any other kind). */
 int vram_device_spec_sized(const char *spec);
 
+/* Whether `spec` names a device of kind `kind` ("cudasim" for "cudasim" and "cudasim:...",
+ * not for "cudasimx"). */
+int vram_device_spec_is(const char *spec, const char *kind);
+
 /* The constructor every backend provides: `args` is what follows "NAME:" (or ""). */
 typedef vram_status (*vram_device_open_fn)(const char *args, vram_device **out);
 

@@ -41,12 +41,15 @@ vram_status vram_device_open(const char *spec, vram_device **out) {
     return vram_error(VRAM_ERR_INVALID_ARG, "unknown device '%s' (known: %s)", spec, known);
 }
 
+int vram_device_spec_is(const char *spec, const char *kind) {
+    size_t n = spec ? strcspn(spec, ":") : 0;
+    return spec && strlen(kind) == n && !strncmp(spec, kind, n);
+}
+
 int vram_device_spec_sized(const char *spec) {
     const char *colon = spec ? strchr(spec, ':') : NULL;
-    if (!colon) return 0;
-    size_t kind = (size_t)(colon - spec);
-    if (!((kind == 3 && !strncmp(spec, "sim", 3)) || (kind == 7 && !strncmp(spec, "cudasim", 7)) ||
-          (kind == 4 && !strncmp(spec, "host", 4))))
+    if (!colon || !(vram_device_spec_is(spec, "sim") || vram_device_spec_is(spec, "cudasim") ||
+                    vram_device_spec_is(spec, "host")))
         return 0;
     size_t first = strcspn(colon + 1, ","); /* the first argument: a size, or a key=value */
     return first > 0 && !memchr(colon + 1, '=', first);

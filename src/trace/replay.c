@@ -161,13 +161,11 @@ vram_status vram_replay_open(const vram_replay_options *o, uint64_t capacity, vr
      * arguments kept ("cudasim:lag=100" -> "cudasim:CAPACITY,lag=100"). */
     char sim_spec[96];
     int cap_in_spec = 0;
-    const char *colon = strchr(spec, ':');
-    size_t kind = colon ? (size_t)(colon - spec) : strlen(spec);
-    int simulated = (kind == 3 && !strncmp(spec, "sim", 3)) || (kind == 7 && !strncmp(spec, "cudasim", 7));
+    int simulated = vram_device_spec_is(spec, "sim") || vram_device_spec_is(spec, "cudasim");
     if (capacity && simulated && !vram_device_spec_sized(spec) && strlen(spec) < 64) {
-        const char *rest = colon && colon[1] ? colon + 1 : NULL;
-        snprintf(sim_spec, sizeof sim_spec, "%.*s:%llu%s%s", (int)kind, spec, (unsigned long long)capacity,
-                 rest ? "," : "", rest ? rest : "");
+        const char *colon = strchr(spec, ':'), *rest = colon && colon[1] ? colon + 1 : NULL;
+        snprintf(sim_spec, sizeof sim_spec, "%.*s:%llu%s%s", (int)strcspn(spec, ":"), spec,
+                 (unsigned long long)capacity, rest ? "," : "", rest ? rest : "");
         spec = sim_spec;
         cap_in_spec = 1;
     }
