@@ -21,7 +21,7 @@ build-san:
 
 build-tsan:
 	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVRAM_SANITIZE_THREAD=ON >/dev/null
-	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_alloc test_cuda_fake fake_cuda
+	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_alloc test_cuda_fake test_lock fake_cuda
 
 # The main job, in two parts:
 #  1. replay the bundled real PyTorch traces through the allocator on an 80 GiB simulated

@@ -9,10 +9,10 @@
  *    e = 8 + next() % 19; ns per operation, peak reserved and peak allocated bytes, device calls
  *    (maps/allocations and unmaps/frees) in each timed run; "cold" with the cache emptied before
  *    each run, then "warm" with the cache kept from the run before.
- * 3. the host's lock: an uncontended atomic-exchange acquire and release, as the allocator's
- *    spin lock (allocator_internal.h) takes once per malloc and once per free, ns per pair
- *    (median of 11 x 10 million): the part of the figures above that is the host CPU's price
- *    for thread safety (8.9 ns on the H200's host, 2.6 on an AMD EPYC; cuda-latency.md, run 43).
+ * 3. the host's atomic exchange: an uncontended acquire and release of a spin lock, ns per pair
+ *    (median of 11 x 10 million): what the allocator's lock (src/memory/lock.h) costs a malloc
+ *    or a free when threads take turns (9-10 ns on the H200's host, 2.6 on an AMD EPYC); a thread
+ *    that allocates alone, as here, has the lock biased to it and executes no atomic exchange.
  * Both on stream 0 with the allocator's configuration from VRAM_ALLOC_CONF, so the same binary
  * measures the pages model (default) and the segments model (expandable_segments:False).
  * bench_torch_alloc.cpp runs the same two loops through PyTorch's allocators.
@@ -162,7 +162,8 @@ int main(int argc, char **argv) {
     vram_allocator_get_stats(a, &st);
     printf("device calls: %llu allocs/maps, %llu frees/unmaps\n", (unsigned long long)st.num_device_alloc,
            (unsigned long long)st.num_device_free);
-    printf("host lock: %.2f ns per uncontended acquire+release (taken once per malloc, once per free)\n", lock_pair_ns());
+    printf("host atomic exchange: %.2f ns per uncontended spin lock acquire+release (the allocator's lock when threads take turns; biased to a lone thread, as here, it takes none)\n",
+           lock_pair_ns());
     vram_allocator_destroy(a);
     vram_device_close(dev);
     return 0;

@@ -873,6 +873,7 @@ static void test_threads(void) {
     vram_stats st;
     vram_allocator_get_stats(a, &st);
     CHECK(st.allocation[0].current == 0 && st.allocated_bytes[0].current == 0, "all freed");
+    CHECK_OK(vram_allocator_check(a));
     close_alloc(a, dev);
 }
 

@@ -55,12 +55,12 @@
  * (live_map.h; a deferred block keeps its entry) and updates only the statistics that cannot
  * be derived on export (allocator_internal.h).
  *
- * File map: locking, bins, streams, history, free-block insertion, deferred
+ * File map: bins, streams, history, free-block insertion, deferred
  * frees, sizes, the block search, regions and segments, the OOM report, creation, malloc (the
  * fast path last), free, and the cache and limit API. Private pools are graph_pools.c's, the
- * statistics (export, resets, tags) stats.c's, the block structs allocator_internal.h's.
+ * statistics (export, resets, tags) stats.c's, the block structs allocator_internal.h's, the
+ * lock lock.c's.
  */
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,19 +69,6 @@
 #include "allocator_internal.h"
 #include "live_map.h"
 #include "pages.h"
-
-/* ---------------------------------------------------------------------------------------- */
-/* Locking: the uncontended path is inline (allocator_internal.h); a contended lock spins here,
- * yielding after a while.                                                                   */
-
-void vram_allocator_lock_wait(vram_allocator *a) {
-    for (int spins = 0;; spins++) {
-        if (!atomic_load_explicit(&a->lock, memory_order_relaxed) &&
-            !atomic_exchange_explicit(&a->lock, 1, memory_order_acquire))
-            return;
-        if (spins > 64) sched_yield();
-    }
-}
 
 /* ---------------------------------------------------------------------------------------- */
 /* Bins.                                                                                     */
@@ -944,7 +931,7 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
     }
     vram_allocator *a = calloc(1, sizeof *a);
     if (!a) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "allocator: host out of memory");
-    atomic_init(&a->lock, 0);
+    vram_lock_init(&a->lock);
     a->dev = dev;
     a->cfg = conf;
     a->has_events = dev->ops->event_record && dev->ops->event_query && dev->ops->event_sync && dev->ops->event_destroy;

@@ -33,6 +33,7 @@
 
 #include "vram/alloc.h"
 #include "vram/snapshot.h"
+#include "lock.h"
 
 #define VRAM_BLOCK_ALIGN 512ull
 #define VRAM_SMALL_LIMIT (1ull << 20)   /* rounded sizes up to this go to the small pool */
@@ -164,7 +165,7 @@ typedef struct vram_block_slab {
 } vram_block_slab;
 
 struct vram_allocator {
-    atomic_int lock;         /* 1 while held (see vram_allocator_lock) */
+    vram_lock lock;          /* lock.h: biased to a thread that allocates alone */
     vram_device *dev;
     vram_alloc_config cfg;   /* its size moves every field below: see the note at the struct's end */
     int pages_model;
@@ -398,12 +399,9 @@ static inline void cached_remove(vram_allocator *a, vram_block *b) {
 }
 
 
-/* The allocator's lock: a test-and-test-and-set spinlock. Uncontended, taking it is one atomic
- * exchange, inlined; a contended lock waits in vram_allocator_lock_wait (allocator.c). */
-void vram_allocator_lock_wait(vram_allocator *a);
-static inline void vram_allocator_lock(vram_allocator *a) {
-    if (__builtin_expect(atomic_exchange_explicit(&a->lock, 1, memory_order_acquire), 0)) vram_allocator_lock_wait(a);
-}
-static inline void vram_allocator_unlock(vram_allocator *a) { atomic_store_explicit(&a->lock, 0, memory_order_release); }
+/* The allocator's lock (lock.h): taken once per malloc and once per free; for a thread that
+ * allocates alone, a plain store and load. */
+static inline void vram_allocator_lock(vram_allocator *a) { vram_lock_acquire(&a->lock); }
+static inline void vram_allocator_unlock(vram_allocator *a) { vram_lock_release(&a->lock); }
 
 #endif
