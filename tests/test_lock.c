@@ -1,13 +1,16 @@
 /* test_lock.c — the allocator's biased lock (src/memory/lock.h): one thread gets the bias after
- * its streak and then enters without the shared lock; threads that take turns revoke it; and
- * under every policy, from a bias on every acquire to none, no two threads are ever inside at
- * once and no update is lost. Runs under ThreadSanitizer too (label `threads`).
+ * its streak and then enters without the shared lock; threads that take turns revoke it; a
+ * forked child's second thread revokes the bias it inherited; and under every policy, from a bias
+ * on every acquire to the allocator's own, no two threads are ever inside at once and no update
+ * is lost. Runs under ThreadSanitizer too (label `threads`).
  */
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../src/memory/lock.h"
 #include "check.h"
@@ -122,8 +125,54 @@ static void run_policy(unsigned rebias_after, unsigned rebias_max, int bursts) {
               (unsigned long long)s.lock.revocations);
 }
 
+/* A child of fork keeps the lock biased to the forking thread, and may lack the parent's membarrier
+ * registration: a second thread of the child revokes it all the same, and the counts add up. */
+typedef struct child_arg {
+    vram_lock *l;
+    long *counter;
+} child_arg;
+
+static void *child_taker(void *arg) {
+    child_arg *c = arg;
+    for (int i = 0; i < 1000; i++) {
+        vram_lock_acquire(c->l);
+        ++*c->counter;
+        vram_lock_release(c->l);
+    }
+    return NULL;
+}
+
+static void test_fork(void) {
+    vram_lock l;
+    vram_lock_init(&l);
+    for (unsigned i = 0; i < VRAM_LOCK_REBIAS_FIRST + 10; i++) {
+        vram_lock_acquire(&l);
+        vram_lock_release(&l);
+    }
+    if (!l.biases) return; /* no membarrier here (said above) */
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        long counter = 0;
+        child_arg c = {&l, &counter};
+        pthread_t th;
+        pthread_create(&th, NULL, child_taker, &c);
+        for (int i = 0; i < 1000; i++) {
+            vram_lock_acquire(&l);
+            counter++;
+            vram_lock_release(&l);
+        }
+        pthread_join(th, NULL);
+        _exit(counter == 2000 && l.revocations >= 1 ? 0 : 1);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "a forked child's second thread revokes the inherited bias (status %d)", status);
+}
+
 int main(void) {
     test_one_thread();
+    test_fork();
     run_policy(1, 1, 400);   /* biased to every taker: a revocation at every change of thread */
     run_policy(16, 64, 400); /* biased after short streaks */
     run_policy(VRAM_LOCK_REBIAS_FIRST, VRAM_LOCK_REBIAS_MAX, 400); /* the allocator's policy */
