@@ -1,7 +1,8 @@
 """test_torch_plugin.py — vram_torch under a real PyTorch on a GPU: tensors computed through
 vram's allocator, its statistics, summary and snapshot (also through torch.cuda's own functions,
 and the memory visualizer's _record_memory_history / _snapshot / _dump_snapshot),
-OOM as torch.OutOfMemoryError with recovery, empty_cache visible in cudaMemGetInfo, record_stream
+OOM as torch.OutOfMemoryError with recovery, empty_cache visible in cudaMemGetInfo, four threads
+allocating at once, record_stream
 (vram_torch's and Tensor.record_stream), CUDA graphs (a graph's memory stays its own after
 empty_cache and after other tensors reuse the cache; replay still right; another stream's
 allocations during a capture are not the graph's; two captures at once in two threads each
@@ -117,6 +118,43 @@ free1, _ = torch.cuda.mem_get_info()
 check(cached >= 2 * 2**30 - 2**20, "2 GiB cached: %d" % cached)
 check(free1 - free0 >= cached - 8 * 2**20, "empty_cache freed %d of %d cached on the device" % (free1 - free0, cached))
 
+# Four threads allocate, fill and free at once (PyTorch releases the GIL inside its ops), so the
+# allocator's lock passes between them and its bias to one thread is revoked again and again
+# (src/memory/lock.h): every tensor must still hold its own thread's values when it is freed.
+import random  # noqa: E402
+import threading  # noqa: E402
+
+torch.cuda.synchronize()
+allocated0 = vram_torch.memory_allocated()
+wrong, thread_errors = [0] * 4, []
+
+
+def churn(k):
+    try:
+        rng, live = random.Random(k), []
+        for i in range(400):
+            n = rng.randint(256, 2 * 2**20)  # floats: 1 KiB to 8 MiB
+            live.append((torch.full((n,), float(k * 1000 + i), device="cuda"), k * 1000 + i))
+            if len(live) > 6 or rng.random() < 0.3:
+                t, v = live.pop(rng.randrange(len(live)))
+                wrong[k] += int(not bool((t == v).all()))
+        for t, v in live:
+            wrong[k] += int(not bool((t == v).all()))
+    except Exception as e:  # reported below, in the main thread
+        thread_errors.append("%s: %s" % (type(e).__name__, e))
+
+
+workers = [threading.Thread(target=churn, args=(k,)) for k in range(4)]
+for t in workers:
+    t.start()
+for t in workers:
+    t.join()
+torch.cuda.synchronize()
+check(not thread_errors and sum(wrong) == 0, "four threads allocating at once: every tensor kept its values "
+      "(%s wrong, errors %s)" % (wrong, thread_errors))
+check(vram_torch.memory_allocated() == allocated0, "and all of it freed: %d -> %d"
+      % (allocated0, vram_torch.memory_allocated()))
+
 # record_stream: a tensor used on a side stream that is still busy when the tensor is freed; the
 # default stream then allocates and overwrites tensors of the same size at once. Were the freed
 # block handed out before the side stream's work, one of them would take it and the side
@@ -227,7 +265,6 @@ torch.cuda.empty_cache()
 # graph then replays right and writes nothing into the junk. (Were every capturing stream's
 # allocations given to one pool, the newest capture's, releasing it would hand the older graph's
 # temporaries to the junk.)
-import threading  # noqa: E402
 import warnings  # noqa: E402
 
 torch.cuda.synchronize()
