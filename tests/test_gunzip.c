@@ -1,7 +1,8 @@
 /* test_gunzip.c — the built-in gzip decoder against the gzip program: the bundled traces
  * (dynamic Huffman blocks), tiny input (fixed Huffman), incompressible input (stored blocks),
  * header fields (file name), several members; and every truncation and many corruptions of a
- * real file are errors, never crashes or short output.
+ * real file are errors, never crashes or short output. vram_gunzip_until stops where its caller
+ * says.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,8 +173,46 @@ static void test_header_crc(void) {
     free(gz);
 }
 
+/* `enough` stops decoding early: data that inflates to 64 MiB of one line comes back cut where
+ * the caller said so (trace.c stops at a line over 1 MiB), and an `enough` that never stops
+ * changes nothing. */
+static int stop_past_1_5mib(const uint8_t *out, size_t len, void *ctx) {
+    (void)out;
+    ++*(int *)ctx;
+    return len > (3u << 19);
+}
+
+static int never(const uint8_t *out, size_t len, void *ctx) {
+    (void)out;
+    (void)len;
+    ++*(int *)ctx;
+    return 0;
+}
+
+static void test_until(void) {
+    size_t glen = 0;
+    uint8_t *gz = slurp("head -c 67108864 /dev/zero | tr '\\0' x | gzip -1 -c", &glen);
+    CHECK(gz != NULL, "64 MiB of x, gzip-compressed");
+    if (!gz) return;
+    uint8_t *out = NULL;
+    size_t olen = 0;
+    int asked = 0;
+    CHECK_OK(vram_gunzip_until(gz, glen, "bomb", stop_past_1_5mib, &asked, &out, &olen));
+    size_t xs = 0;
+    while (out && xs < olen && out[xs] == 'x') xs++;
+    CHECK(out && olen > (3u << 19) && olen <= (2u << 20) && xs == olen && asked == 2, /* asked near 1 and 2 MiB */
+          "stopped at %zu bytes (all x: %d) after %d questions, of 64 MiB", olen, xs == olen, asked);
+    free(out);
+    asked = 0;
+    CHECK_OK(vram_gunzip_until(gz, glen, "bomb", never, &asked, &out, &olen));
+    CHECK(olen == (64u << 20) && asked == 6, "never stopped: all %zu bytes, %d questions (1 to 32 MiB)", olen, asked);
+    free(out);
+    free(gz);
+}
+
 int main(void) {
     test_matches_gzip();
+    test_until();
     test_bad_input();
     test_header_crc();
     return check_done();

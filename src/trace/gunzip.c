@@ -25,6 +25,9 @@ typedef struct inflater {
     uint8_t *out;
     size_t outlen, outcap;
     const char *name;
+    vram_gunzip_enough enough; /* asked before the output buffer grows (gunzip.h) */
+    void *enough_ctx;
+    int stopped;               /* enough said so: decoding ends, the output so far is the result */
 } inflater;
 
 typedef struct huff {
@@ -103,8 +106,14 @@ static int decode(inflater *s, const huff *h) {
     return e >> 4;
 }
 
+/* Room for `need` more output bytes: 0, or -1 when the host is out of memory or the caller's
+ * `enough` stopped the decoding (s->stopped). */
 static int put(inflater *s, size_t need) {
     if (s->outcap - s->outlen >= need) return 0;
+    if (s->enough && s->outlen && s->enough(s->out, s->outlen, s->enough_ctx)) {
+        s->stopped = 1;
+        return -1;
+    }
     size_t cap = s->outcap ? s->outcap : 1 << 20;
     while (cap - s->outlen < need) {
         if (cap > SIZE_MAX / 4) return -1;
@@ -292,9 +301,14 @@ static vram_status skip_header(inflater *s) {
 }
 
 vram_status vram_gunzip(const uint8_t *in, size_t inlen, const char *name, uint8_t **out, size_t *outlen) {
+    return vram_gunzip_until(in, inlen, name, NULL, NULL, out, outlen);
+}
+
+vram_status vram_gunzip_until(const uint8_t *in, size_t inlen, const char *name, vram_gunzip_enough enough, void *ctx,
+                              uint8_t **out, size_t *outlen) {
     *out = NULL;
     *outlen = 0;
-    inflater s = {.in = in, .inlen = inlen, .name = name ? name : "gzip"};
+    inflater s = {.in = in, .inlen = inlen, .name = name ? name : "gzip", .enough = enough, .enough_ctx = ctx};
     tables *tb = malloc(sizeof *tb);
     if (!tb) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", s.name);
     vram_status st = VRAM_OK;
@@ -346,6 +360,10 @@ vram_status vram_gunzip(const uint8_t *in, size_t inlen, const char *name, uint8
         }
     } while (1);
     free(tb);
+    if (s.stopped) {
+        vram_error_clear();
+        st = VRAM_OK; /* (put's failure was the stop, not the host's memory) */
+    }
     if (st != VRAM_OK) {
         free(s.out);
         return st;

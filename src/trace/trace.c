@@ -700,12 +700,23 @@ static vram_status read_plain(int fd, const char *name, text_buf *b, int check_s
 }
 
 #ifndef VRAM_HAVE_ZLIB
+/* The built-in decoder's `enough` (gunzip.h): stops it at a line too long for a trace, as
+ * read_gz stops zlib's inflate. ctx: {where the last check ended, the current line's start}. */
+static int gunzip_line_too_long(const uint8_t *out, size_t len, void *ctx) {
+    size_t *at = ctx;
+    text_buf seen = {(char *)out, len, len};
+    int stop = line_too_long(&seen, at[0], &at[1]);
+    at[0] = len;
+    return stop;
+}
+
 /* Replaces b's text by its inflated form when it is gzip data (the built-in decoder). */
 static vram_status gunzip_if_gzip(const char *name, text_buf *b) {
     if (b->len < 2 || (unsigned char)b->data[0] != 0x1f || (unsigned char)b->data[1] != 0x8b) return VRAM_OK;
     uint8_t *plain;
-    size_t plain_len;
-    vram_status st = vram_gunzip((const uint8_t *)b->data, b->len, name, &plain, &plain_len);
+    size_t plain_len, at[2] = {0, 0};
+    vram_status st = vram_gunzip_until((const uint8_t *)b->data, b->len, name, gunzip_line_too_long, at, &plain,
+                                       &plain_len);
     free(b->data);
     b->data = st == VRAM_OK ? (char *)plain : NULL;
     b->len = st == VRAM_OK ? plain_len : 0;
