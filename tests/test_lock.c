@@ -1,11 +1,22 @@
 /* test_lock.c — the allocator's biased lock (src/memory/lock.h): one thread gets the bias after
- * its streak and then enters without the shared lock; threads that take turns revoke it; a
- * forked child's second thread revokes the bias it inherited; and under every policy, from a bias
- * on every acquire to the allocator's own, no two threads are ever inside at once and no update
- * is lost. Runs under ThreadSanitizer too (label `threads`).
+ * its streak and then enters without the shared lock; another thread revokes it, for good; a
+ * forked child's second thread revokes the bias it inherited; and in hundreds of episodes of
+ * threads taking the lock in bursts — with a pause planted in the owner's fast path, where a
+ * former owner can be caught while its bias is revoked — no two threads are ever inside at once
+ * and no update is lost. Runs under ThreadSanitizer too (label `threads`).
  */
-#include <pthread.h>
+/* The pause: every 64th fast-path entry of a thread yields between its load of `owner` and its
+ * store of owner_in (lock.h, VRAM_LOCK_TEST_WINDOW), while test_window is set. */
 #include <sched.h>
+static int test_window;
+static _Thread_local unsigned window_count;
+#define VRAM_LOCK_TEST_WINDOW(l) \
+    do {                          \
+        (void)(l);                \
+        if (test_window && ++window_count % 64 == 0) sched_yield(); \
+    } while (0)
+
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -18,7 +29,7 @@
 static void test_one_thread(void) {
     vram_lock l;
     vram_lock_init(&l);
-    for (unsigned i = 0; i < VRAM_LOCK_REBIAS_FIRST - 1; i++) {
+    for (unsigned i = 0; i < VRAM_LOCK_BIAS_AFTER - 1; i++) {
         vram_lock_acquire(&l);
         vram_lock_release(&l);
     }
@@ -32,11 +43,11 @@ static void test_one_thread(void) {
     CHECK(!fast_before, "the streak's last acquire takes the shared lock");
     if (l.biases == 0) {
         printf("membarrier unavailable here: the lock is never biased\n");
-        CHECK(!fast_after && l.rebias_after == l.rebias_max, "without membarrier: shared lock, rarely asked again");
+        CHECK(!fast_after && l.bias_after == UINT32_MAX, "without membarrier: the shared lock, never biased");
         return;
     }
     CHECK(l.biases == 1 && fast_after && !spin_held, "biased after %u acquires: entered without the shared lock",
-          VRAM_LOCK_REBIAS_FIRST);
+          VRAM_LOCK_BIAS_AFTER);
     CHECK(atomic_load(&l.owner_in) == 0, "left");
     for (int i = 0; i < 100000; i++) {
         vram_lock_acquire(&l);
@@ -82,28 +93,27 @@ static void *work(void *arg) {
     return NULL;
 }
 
-/* Four threads take the lock in bursts, the lock biased after a streak of `rebias_after` (growing
- * up to rebias_max with revocations). */
-static void run_policy(unsigned rebias_after, unsigned rebias_max, int bursts) {
+/* One episode: four threads take a fresh lock in bursts, the lock biased to the first thread with
+ * a streak of `bias_after` and revoked by the next; returns the lock's counts. */
+static int episode(unsigned bias_after, int bursts, uint64_t *biases, uint64_t *revocations) {
     enum { T = 4 };
     shared s = {0};
     vram_lock_init(&s.lock);
-    s.lock.rebias_after = rebias_after;
-    s.lock.rebias_max = rebias_max;
+    s.lock.bias_after = bias_after;
     pthread_t th[T];
     worker w[T];
     for (int i = 0; i < T; i++) {
         w[i] = (worker){&s, i, bursts, 300};
         pthread_create(&th[i], NULL, work, &w[i]);
     }
-    /* A broken lock usually hangs rather than miscounts (a revoker and an owner both inside
-     * leave owner_in set for good): give up on it after two minutes, saying so. */
+    /* A broken lock often hangs rather than miscounts (a revoker waiting for an owner_in that
+     * nobody clears): give up after two minutes, saying so. */
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += 120;
     for (int i = 0; i < T; i++) {
         if (pthread_timedjoin_np(th[i], NULL, &deadline) != 0) {
-            CHECK(0, "rebias after %u: thread %d still waiting after two minutes (the lock deadlocked)", rebias_after, i);
+            CHECK(0, "bias after %u: thread %d still waiting after two minutes (the lock deadlocked)", bias_after, i);
             exit(check_done());
         }
     }
@@ -115,14 +125,29 @@ static void run_policy(unsigned rebias_after, unsigned rebias_max, int bursts) {
             expected += 1 + (long)((x >> 8) % 300u);
         }
     }
-    printf("rebias after %u (max %u): %llu biases, %llu revocations, %ld entries\n", rebias_after, rebias_max,
-           (unsigned long long)s.lock.biases, (unsigned long long)s.lock.revocations, s.counter);
-    CHECK(s.counter == expected, "no update lost: %ld of %ld", s.counter, expected);
-    CHECK(s.overlaps == 0, "never two inside: %ld overlaps", s.overlaps);
-    CHECK(atomic_load(&s.lock.owner_in) == 0 && atomic_load(&s.lock.spin) == 0, "released");
-    if (rebias_after <= 64 && s.lock.biases) /* (no bias at all: membarrier unavailable, said above) */
-        CHECK(s.lock.revocations > 0, "threads taking turns revoke the bias (%llu)",
-              (unsigned long long)s.lock.revocations);
+    *biases += s.lock.biases;
+    *revocations += s.lock.revocations;
+    int ok = s.counter == expected && s.overlaps == 0 && atomic_load(&s.lock.owner_in) == 0 &&
+             atomic_load(&s.lock.spin) == 0 && s.lock.biases <= 1 && s.lock.revocations <= s.lock.biases;
+    if (!ok)
+        fprintf(stderr, "bias after %u: %ld of %ld entries, %ld overlaps, owner_in %d, spin %d, %llu biases, %llu revocations\n",
+                bias_after, s.counter, expected, s.overlaps, atomic_load(&s.lock.owner_in), atomic_load(&s.lock.spin),
+                (unsigned long long)s.lock.biases, (unsigned long long)s.lock.revocations);
+    return ok;
+}
+
+static void run_episodes(unsigned bias_after, int episodes, int bursts, int window) {
+    test_window = window;
+    uint64_t biases = 0, revocations = 0;
+    int bad = 0;
+    for (int e = 0; e < episodes; e++) bad += !episode(bias_after, bursts, &biases, &revocations);
+    test_window = 0;
+    printf("bias after %u%s: %d episodes, %llu biases, %llu revocations, %d wrong\n", bias_after,
+           window ? ", paused fast paths" : "", episodes, (unsigned long long)biases, (unsigned long long)revocations, bad);
+    CHECK(bad == 0, "every episode exclusive, no update lost, at most one bias and one revocation (%d wrong)", bad);
+    if (biases) /* (no bias at all: membarrier unavailable, said above) */
+        CHECK(revocations * 2 > biases, "threads taking turns revoke the bias (%llu of %llu)",
+              (unsigned long long)revocations, (unsigned long long)biases);
 }
 
 /* A child of fork keeps the lock biased to the forking thread, and may lack the parent's membarrier
@@ -145,7 +170,7 @@ static void *child_taker(void *arg) {
 static void test_fork(void) {
     vram_lock l;
     vram_lock_init(&l);
-    for (unsigned i = 0; i < VRAM_LOCK_REBIAS_FIRST + 10; i++) {
+    for (unsigned i = 0; i < VRAM_LOCK_BIAS_AFTER + 10; i++) {
         vram_lock_acquire(&l);
         vram_lock_release(&l);
     }
@@ -173,8 +198,9 @@ static void test_fork(void) {
 int main(void) {
     test_one_thread();
     test_fork();
-    run_policy(1, 1, 400);   /* biased to every taker: a revocation at every change of thread */
-    run_policy(16, 64, 400); /* biased after short streaks */
-    run_policy(VRAM_LOCK_REBIAS_FIRST, VRAM_LOCK_REBIAS_MAX, 400); /* the allocator's policy */
+    run_episodes(1, 200, 40, 0);    /* biased at the first acquire, revoked at the first change */
+    run_episodes(16, 200, 40, 1);   /* the same after short streaks, with paused fast paths */
+    run_episodes(1, 200, 40, 1);
+    run_episodes(VRAM_LOCK_BIAS_AFTER, 20, 400, 1); /* the allocator's policy */
     return check_done();
 }

@@ -1,5 +1,6 @@
 /* lock.c — the allocator lock's shared path (lock.h): the spin lock with its waiting, revoking a
- * bias another thread holds (membarrier(2)), and biasing the lock to a thread after a streak.
+ * bias another thread holds (membarrier(2)), and biasing the lock, once, to a thread after a
+ * streak.
  * The owner's enter and leave are lock.h's inline functions.
  */
 #include <sched.h>
@@ -60,8 +61,7 @@ void vram_lock_init(vram_lock *l) {
     l->fast = 0;
     l->last = 0;
     l->streak = 0;
-    l->rebias_after = VRAM_LOCK_REBIAS_FIRST;
-    l->rebias_max = VRAM_LOCK_REBIAS_MAX;
+    l->bias_after = VRAM_LOCK_BIAS_AFTER;
     l->biases = l->revocations = 0;
 }
 
@@ -70,15 +70,15 @@ static void wait_while_set(atomic_int *x) {
         if (spins > 64) sched_yield();
 }
 
-/* Takes the bias from its owner (the caller holds spin): from the barrier on, the owner's fast
- * path sees `biased` = 0, and an owner already inside is waited for. */
+/* Takes the bias from its owner (the caller holds spin), for good: from the barrier on, the
+ * owner's fast path sees `biased` = 0, and an owner already inside is waited for. */
 static void bias_revoke(vram_lock *l) {
     atomic_store_explicit(&l->biased, 0, memory_order_relaxed);
     atomic_store_explicit(&l->owner, 0, memory_order_relaxed);
     barrier_all();
     wait_while_set(&l->owner_in);
     l->revocations++;
-    if (l->rebias_after < l->rebias_max) l->rebias_after *= 2;
+    l->bias_after = UINT32_MAX; /* never biased again (lock.h: why) */
 }
 
 void vram_lock_acquire_shared(vram_lock *l) {
@@ -99,13 +99,12 @@ void vram_lock_acquire_shared(vram_lock *l) {
         l->last = self;
         l->streak = 0;
     }
-    if (++l->streak < l->rebias_after) return;
-    l->streak = 0;
+    if (l->bias_after == UINT32_MAX || ++l->streak < l->bias_after) return;
     if (!barrier_ready()) {
-        l->rebias_after = l->rebias_max; /* cannot revoke: ask again rarely */
+        l->bias_after = UINT32_MAX; /* cannot revoke: never bias */
         return;
     }
     atomic_store_explicit(&l->owner, self, memory_order_relaxed);
-    atomic_store_explicit(&l->biased, 1, memory_order_relaxed); /* published by spin's release */
+    atomic_store_explicit(&l->biased, 1, memory_order_release); /* (spin's release publishes both too) */
     l->biases++;
 }
