@@ -163,9 +163,10 @@ vram_status vram_replay_open(const vram_replay_options *o, uint64_t capacity, vr
     int cap_in_spec = 0;
     int simulated = vram_device_spec_is(spec, "sim") || vram_device_spec_is(spec, "cudasim");
     if (capacity && simulated && !vram_device_spec_sized(spec) && strlen(spec) < 64) {
-        const char *colon = strchr(spec, ':'), *rest = colon && colon[1] ? colon + 1 : NULL;
-        snprintf(sim_spec, sizeof sim_spec, "%.*s:%llu%s%s", (int)strcspn(spec, ":"), spec,
-                 (unsigned long long)capacity, rest ? "," : "", rest ? rest : "");
+        size_t kind = strcspn(spec, ":");
+        const char *rest = spec[kind] && spec[kind + 1] ? spec + kind + 1 : NULL;
+        snprintf(sim_spec, sizeof sim_spec, "%.*s:%llu%s%s", (int)kind, spec, (unsigned long long)capacity,
+                 rest ? "," : "", rest ? rest : "");
         spec = sim_spec;
         cap_in_spec = 1;
     }

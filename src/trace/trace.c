@@ -570,16 +570,17 @@ static void keep_first_line(text_buf *b) {
     else if (i < b->len && buf_reserve(b, 1) == 0) b->data[b->len++] = '\n';
 }
 
-/* Whether b's last line, unterminated, has grown past VRAM_TRACE_MAX_LINE bytes, looking at the
- * bytes from `from` on; *line_start follows the last newline. The readers stop there (the parser
- * then names the line), so input that is, or inflates to, one endless line is not held whole. */
-static int line_too_long(const text_buf *b, size_t from, size_t *line_start) {
-    const char *q = b->data + from, *end = b->data + b->len, *nl;
+/* Whether the last line of text[0..len), unterminated, has grown past VRAM_TRACE_MAX_LINE bytes,
+ * looking at the bytes from `from` on; *line_start follows the last newline. The readers stop
+ * there (the parser then names the line), so input that is, or inflates to, one endless line is
+ * not held whole. */
+static int line_too_long(const char *text, size_t len, size_t from, size_t *line_start) {
+    const char *q = text + from, *end = text + len, *nl;
     while (q < end && (nl = memchr(q, '\n', (size_t)(end - q))) != NULL) {
-        *line_start = (size_t)(nl + 1 - b->data);
+        *line_start = (size_t)(nl + 1 - text);
         q = nl + 1;
     }
-    return b->len - *line_start > VRAM_TRACE_MAX_LINE;
+    return len - *line_start > VRAM_TRACE_MAX_LINE;
 }
 
 #ifdef VRAM_HAVE_ZLIB
@@ -647,7 +648,7 @@ static vram_status read_gz(int fd, const char *name, text_buf *b, const unsigned
         int r = inflate(&z, Z_NO_FLUSH);
         size_t from = b->len;
         b->len += before - z.avail_out;
-        if (line_too_long(b, from, &line_start)) break; /* the parser names the line */
+        if (line_too_long(b->data, b->len, from, &line_start)) break; /* the parser names the line */
         if (r == Z_STREAM_END) {
             ended = 1;
         } else if (r == Z_DATA_ERROR || r == Z_NEED_DICT) {
@@ -694,7 +695,7 @@ static vram_status read_plain(int fd, const char *name, text_buf *b, int check_s
             keep_first_line(b);
             break; /* the parser names the bad first line */
         }
-        if (check_start && line_too_long(b, from, &line_start)) break; /* the parser names the line */
+        if (check_start && line_too_long(b->data, b->len, from, &line_start)) break; /* the parser names the line */
     }
     return VRAM_OK;
 }
@@ -704,8 +705,7 @@ static vram_status read_plain(int fd, const char *name, text_buf *b, int check_s
  * read_gz stops zlib's inflate. ctx: {where the last check ended, the current line's start}. */
 static int gunzip_line_too_long(const uint8_t *out, size_t len, void *ctx) {
     size_t *at = ctx;
-    text_buf seen = {(char *)out, len, len};
-    int stop = line_too_long(&seen, at[0], &at[1]);
+    int stop = line_too_long((const char *)out, len, at[0], &at[1]);
     at[0] = len;
     return stop;
 }
