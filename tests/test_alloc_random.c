@@ -7,11 +7,17 @@
  * structures:
  *   - no two live blocks overlap, and every block holds its requested size;
  *   - a block freed on stream S (or used on S through record_stream) is never handed to
- *     another stream while S's work queued before the free is unfinished;
+ *     another stream while S's work queued before the free is unfinished, neither at its
+ *     address nor through its physical pages moved elsewhere (page_alias): the device models
+ *     what physical page lies under each address (fakes/phys_pages.h);
+ *   - no page leaves an address that a live block or unfinished work still uses (page_unmap,
+ *     page_drop), every page under a live block is mapped, and no page call is one the
+ *     driver would refuse;
  *   - allocated/requested bytes and counts, per pool and per tag, equal the shadow's sums;
  *   - reserved >= allocated; after freeing everything and emptying the cache nothing is left;
- *   - the sequence does reach the rare states: out-of-memory, and frees left pending because
- *     the block was recorded on a stream with work in flight.
+ *   - the sequence does reach the rare states: out-of-memory, frees left pending because the
+ *     block was recorded on a stream with work in flight, and pages of busy blocks moved by
+ *     aliasing.
  * vram_allocator_check() verifies the internal invariants every few thousand operations. Both
  * memory models run. The length is bounded in operations and in seconds (shorter under the
  * sanitizers).
@@ -62,12 +68,53 @@ static int by_ptr(const void *x, const void *y) {
     return (uintptr_t)a->ptr < (uintptr_t)b->ptr ? -1 : (uintptr_t)a->ptr > (uintptr_t)b->ptr;
 }
 
+/* The same hazards by physical page (pages model): the part [lo, hi) of physical page `id` that a
+ * stream's unfinished work may still use, in a chained hash by id. */
+typedef struct phys_hazard {
+    uint64_t id, lo, hi, target;
+    unsigned stream;
+    int next; /* index of the next entry in its bucket, -1 at the end */
+} phys_hazard;
+
+#define PHYS_BUCKETS 4096
+static phys_hazard *phazards;
+static int nphazards, cap_phazards, phys_bucket[PHYS_BUCKETS];
+static uint64_t phys_violations, unmap_violations, aliases_seen;
+
+static void phys_rehash(void) {
+    for (int b = 0; b < PHYS_BUCKETS; b++) phys_bucket[b] = -1;
+    for (int i = 0; i < nphazards; i++) {
+        int b = (int)(phazards[i].id % PHYS_BUCKETS);
+        phazards[i].next = phys_bucket[b];
+        phys_bucket[b] = i;
+    }
+}
+
+static void add_phys_hazard(phys_hazard h) {
+    if (nphazards == cap_phazards) {
+        int cap = cap_phazards ? cap_phazards * 2 : 4096;
+        phys_hazard *n = realloc(phazards, (size_t)cap * sizeof *n);
+        if (!n) return; /* the VA hazards still check */
+        phazards = n;
+        cap_phazards = cap;
+    }
+    int b = (int)(h.id % PHYS_BUCKETS);
+    h.next = phys_bucket[b];
+    phazards[nphazards] = h;
+    phys_bucket[b] = nphazards++;
+}
+
 static void prune_hazards(vram_device *dev) {
     evdev_state *e = event_device_state(dev);
     size_t k = 0;
     for (size_t i = 0; i < nhazards; i++)
         if (e->completed[hazards[i].stream] < hazards[i].target) hazards[k++] = hazards[i];
     nhazards = k;
+    int m = 0;
+    for (int i = 0; i < nphazards; i++)
+        if (e->completed[phazards[i].stream] < phazards[i].target) phazards[m++] = phazards[i];
+    nphazards = m;
+    phys_rehash();
 }
 
 static void add_hazard(vram_device *dev, uint64_t addr, uint64_t size, unsigned stream) {
@@ -75,6 +122,46 @@ static void add_hazard(vram_device *dev, uint64_t addr, uint64_t size, unsigned 
     if (e->completed[stream] >= e->submitted[stream]) return; /* nothing in flight */
     if (nhazards == MAX_HAZARDS) prune_hazards(dev);
     if (nhazards < MAX_HAZARDS) hazards[nhazards++] = (hazard){addr, size, stream, e->submitted[stream]};
+    for (uint64_t pg = addr / PHYS_PAGE * PHYS_PAGE; pg < addr + size; pg += PHYS_PAGE) {
+        uint64_t id = phys_pages_id(&e->phys, pg);
+        if (id == UINT64_MAX) return; /* a segment: its memory never moves */
+        uint64_t lo = addr > pg ? addr - pg : 0, hi = addr + size < pg + PHYS_PAGE ? addr + size - pg : PHYS_PAGE;
+        add_phys_hazard((phys_hazard){id, lo, hi, e->submitted[stream], stream, -1});
+    }
+}
+
+/* A block [p, p+size) just handed to stream s: every page under it mapped, and none of its
+ * physical bytes still used by another stream's unfinished work. */
+static void check_new_block(vram_device *dev, uint64_t p, uint64_t size, unsigned s) {
+    evdev_state *e = event_device_state(dev);
+    for (uint64_t pg = p / PHYS_PAGE * PHYS_PAGE; pg < p + size; pg += PHYS_PAGE) {
+        uint64_t id = phys_pages_id(&e->phys, pg);
+        if (id == UINT64_MAX) return;
+        if (id == 0) {
+            phys_violations++;
+            continue;
+        }
+        uint64_t lo = p > pg ? p - pg : 0, hi = p + size < pg + PHYS_PAGE ? p + size - pg : PHYS_PAGE;
+        for (int i = phys_bucket[id % PHYS_BUCKETS]; i >= 0; i = phazards[i].next) {
+            const phys_hazard *h = &phazards[i];
+            if (h->id == id && h->stream != s && e->completed[h->stream] < h->target && lo < h->hi && h->lo < hi)
+                phys_violations++;
+        }
+    }
+}
+
+/* The device is about to take pages away from [addr, addr+size) (page_unmap, page_drop): no
+ * live block and no unfinished work may use any of it. */
+static void on_unmap(void *ctx, uint64_t addr, uint64_t size) {
+    vram_device *dev = ctx;
+    evdev_state *e = event_device_state(dev);
+    for (int i = 0; i < SLOTS; i++)
+        if (slots[i].ptr && (uintptr_t)slots[i].ptr < addr + size && addr < (uintptr_t)slots[i].ptr + slots[i].size)
+            unmap_violations++;
+    for (size_t h = 0; h < nhazards; h++)
+        if (e->completed[hazards[h].stream] < hazards[h].target && hazards[h].addr < addr + size &&
+            addr < hazards[h].addr + hazards[h].size)
+            unmap_violations++;
 }
 
 static int shadow_check(vram_allocator *a) {
@@ -126,8 +213,13 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
     vram_allocator *a;
     CHECK_OK(vram_allocator_new(dev, &cfg, &a));
     evdev_state *ev = event_device_state(dev);
+    ev->phys.on_unmap = on_unmap;
+    ev->phys.ctx = dev;
     memset(slots, 0, sizeof slots);
     nhazards = 0;
+    nphazards = 0;
+    phys_rehash();
+    phys_violations = unmap_violations = 0;
     uint64_t ops = 0, ooms = 0, mallocs = 0, hazard_violations = 0, check_failures = 0;
     uint64_t used_frees = 0, pending_seen = 0; /* frees of blocks used on other streams; samples with pending blocks */
     double start = now();
@@ -143,7 +235,8 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
         }
         uint64_t r = rnd() % 1000;
         int k = (int)(rnd() % SLOTS);
-        unsigned s = (unsigned)(rnd() % NSTREAMS);
+        /* one stream alone first (one-stream mode: pages move busy to blocks' edges), then all */
+        unsigned s = ops < max_ops / 8 ? 0 : (unsigned)(rnd() % NSTREAMS);
         if (r < 560) {
             if (slots[k].ptr) continue;
             unsigned e = (unsigned)(rnd() % 27);
@@ -169,19 +262,23 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
                 if (z->stream == s || ev->completed[z->stream] >= z->target) continue;
                 if ((uintptr_t)p < z->addr + z->size && z->addr < (uintptr_t)p + bsize) hazard_violations++;
             }
+            check_new_block(dev, (uintptr_t)p, bsize, s);
             slots[k] = (live){p, bsize, size, s, tag, 0};
         } else if (r < 900) {
             if (!slots[k].ptr) continue;
-            CHECK_OK(vram_allocator_free(a, slots[k].ptr));
-            if (slots[k].used_on && (++used_frees & 15) == 0) { /* sample: did frees stay pending? */
+            /* the work queued so far may use the block: hazards first, and the slot emptied, as
+             * the free may unmap its pages at once (caching:False) */
+            live freed = slots[k];
+            slots[k].ptr = NULL;
+            add_hazard(dev, (uintptr_t)freed.ptr, freed.size, (unsigned)freed.stream);
+            for (unsigned u = 0; u < NSTREAMS; u++)
+                if (freed.used_on & (1u << u)) add_hazard(dev, (uintptr_t)freed.ptr, freed.size, u);
+            CHECK_OK(vram_allocator_free(a, freed.ptr));
+            if (freed.used_on && (++used_frees & 15) == 0) { /* sample: did frees stay pending? */
                 vram_stats q;
                 vram_allocator_get_stats(a, &q);
                 if (q.active[0].current > q.allocation[0].current) pending_seen++;
             }
-            add_hazard(dev, (uintptr_t)slots[k].ptr, slots[k].size, (unsigned)slots[k].stream);
-            for (unsigned u = 0; u < NSTREAMS; u++)
-                if (slots[k].used_on & (1u << u)) add_hazard(dev, (uintptr_t)slots[k].ptr, slots[k].size, u);
-            slots[k].ptr = NULL;
         } else if (r < 930) {
             if (!slots[k].ptr) continue;
             CHECK_OK(vram_allocator_record_stream(a, slots[k].ptr, s));
@@ -206,7 +303,12 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
     CHECK_OK(vram_allocator_check(a));
     shadow_check(a);
     for (int i = 0; i < SLOTS; i++)
-        if (slots[i].ptr) CHECK_OK(vram_allocator_free(a, slots[i].ptr));
+        if (slots[i].ptr) {
+            live freed = slots[i];
+            slots[i].ptr = NULL;
+            add_hazard(dev, (uintptr_t)freed.ptr, freed.size, (unsigned)freed.stream);
+            CHECK_OK(vram_allocator_free(a, freed.ptr));
+        }
     for (unsigned u = 0; u < NSTREAMS; u++) event_device_complete(dev, u);
     CHECK_OK(vram_allocator_empty_cache(a));
     vram_stats st;
@@ -222,11 +324,20 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
     CHECK(pending_seen > 0, "frees left pending by record_stream on busy streams (%llu of %llu sampled)",
           (unsigned long long)pending_seen, (unsigned long long)used_frees / 16);
     CHECK_OK(vram_allocator_check(a));
-    printf("%-40s %9llu ops in %.1f s: %llu mallocs, %llu OOMs, %llu syncs, %llu device maps\n", conf[0] ? conf : "default",
-           (unsigned long long)ops, now() - start, (unsigned long long)mallocs, (unsigned long long)ooms,
-           (unsigned long long)st.num_sync_all_streams, (unsigned long long)st.num_device_alloc);
+    printf("%-40s %9llu ops in %.1f s: %llu mallocs, %llu OOMs, %llu syncs, %llu device maps, %llu aliases\n",
+           conf[0] ? conf : "default", (unsigned long long)ops, now() - start, (unsigned long long)mallocs,
+           (unsigned long long)ooms, (unsigned long long)st.num_sync_all_streams, (unsigned long long)st.num_device_alloc,
+           (unsigned long long)ev->alias_calls);
+    aliases_seen += ev->alias_calls;
     vram_allocator_destroy(a);
     CHECK(ev->live_events == 0, "every event destroyed");
+    CHECK(phys_violations == 0,
+          "%llu times a new block lay on an unmapped page or on physical memory another stream's unfinished work uses",
+          (unsigned long long)phys_violations);
+    CHECK(unmap_violations == 0, "%llu times pages left an address a live block or unfinished work still used",
+          (unsigned long long)unmap_violations);
+    CHECK(ev->phys.violations == 0, "%llu page calls the driver would refuse; the first: %s",
+          (unsigned long long)ev->phys.violations, ev->phys.error);
     vram_device_close(dev);
 }
 
@@ -242,5 +353,7 @@ int main(void) {
     run("chunk_size_mb:16,reserve_slack:0.02", ops / 4, seconds / 4);
     run("chunk_size_mb:64,move_busy_pages:True", ops / 4, seconds / 4); /* chunks shrink near the 8 GiB limit */
     run("chunk_size_mb:64,chunk_headroom:0", ops / 8, seconds / 8);      /* 64 MiB chunks up to the limit */
+    CHECK(aliases_seen > 0, "busy pages moved by aliasing in some run (%llu page_alias calls)",
+          (unsigned long long)aliases_seen);
     return check_done();
 }

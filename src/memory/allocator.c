@@ -543,10 +543,15 @@ static vram_status sync_all_streams(vram_allocator *a) {
 /* The end of one-stream mode (mergeable): blocks merged in it may hold ready memory under the
  * solo stream's ownership, which another stream could use only after that stream's event; they
  * are made ready now, once (a wait for the work queued on the solo stream; PyTorch synchronizes
- * the device before a graph capture anyway, where begin_pool calls this). */
+ * the device before a graph capture anyway, where begin_pool calls this). Pages moved busy to
+ * a block's edge in one-stream mode (vram_pages_ensure_mapped) left free memory beside the block
+ * that the solo stream's earlier work may still write: the zombies' events cover that work, so
+ * waiting for them makes such memory safe for the new stream. */
 void vram_streams_many(vram_allocator *a) {
     a->streams_seen = STREAMS_MANY;
-    if (a->mixed && !vram_capturing(a)) sync_all_streams(a);
+    if (vram_capturing(a)) return;
+    if (a->zombies) vram_pages_reap_zombies(a, 1);
+    if (a->mixed) sync_all_streams(a);
 }
 
 /* A searching malloc on `stream` while at most one stream was seen: the first one becomes the

@@ -196,12 +196,13 @@ uint64_t vram_pages_release(vram_allocator *a, uint64_t want, const vram_region 
 }
 
 /* Moves up to `want` pages from free blocks that `stream` freed (and may still be using) into
- * the unmapped pages of [p0, p1) of r, with page_alias: the old addresses stay mapped as
+ * the unmapped pages of [f0, f1) of r, with page_alias: the old addresses stay mapped as
  * zombies until an event recorded on the stream now completes. Stream order keeps the old
- * work and the new block's work apart, so neither the host nor the device waits. Returns the
- * pages moved. */
-static uint64_t alias_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1, vram_stream stream,
-                            uint64_t want) {
+ * work and the new block's work apart, so neither the host nor the device waits. [p0, p1) are
+ * the pages the new block touches (no source is taken there), [f0, f1) those a moved page may
+ * go to (see vram_pages_ensure_mapped). Returns the pages moved. */
+static uint64_t alias_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1, uint64_t f0, uint64_t f1,
+                            vram_stream stream, uint64_t want) {
     uint64_t moved = 0, P = a->page_size;
     vram_zombie *z = NULL;
     for (vram_block *b = a->cached_head, *next; b && moved < want; b = next) {
@@ -220,13 +221,13 @@ static uint64_t alias_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint
                 uint64_t e = bits_find(vr->mapped, s, win[w][1], 0), c, c1;
                 whole_chunks(vr, s, e, &c, &c1);
                 while (c < c1 && moved < want) { /* each whole chunk to a gap of the target it fits */
-                    uint64_t ce = chunk_end(vr, c), k = ce - c, t = p0, te = p0;
-                    for (; t < p1; t = te) {
-                        t = bits_find(r->mapped, t, p1, 0);
-                        te = bits_find(r->mapped, t, p1, 1);
+                    uint64_t ce = chunk_end(vr, c), k = ce - c, t = f0, te = f0;
+                    for (; t < f1; t = te) {
+                        t = bits_find(r->mapped, t, f1, 0);
+                        te = bits_find(r->mapped, t, f1, 1);
                         if (te - t >= k) break;
                     }
-                    if (t >= p1) { /* no gap takes it */
+                    if (t >= f1) { /* no gap takes it */
                         c = ce;
                         continue;
                     }
@@ -301,6 +302,14 @@ vram_status vram_pages_ensure_mapped(vram_allocator *a, vram_region *r, uint64_t
     uint64_t P = a->page_size;
     uint64_t p0 = (addr - r->base) >> a->page_shift, p1 = (addr + rsize - r->base + P - 1) >> a->page_shift;
     if (bits_find(r->mapped, p0, p1, 0) >= p1) return VRAM_OK; /* the common case: all mapped */
+    /* The pages busy pages may move to. A moved page at the block's edge is partly free
+     * memory, which any stream may take at once while the stream that freed the page's memory
+     * may still write it (test_alloc_random found that, through fakes/phys_pages.h). So only
+     * pages wholly inside the block take moved pages, unless one stream alone has allocated so
+     * far: the edge's rest can then serve only that stream, in its order, and the second
+     * stream waits for the moved pages' old work first (vram_streams_many). */
+    uint64_t f0 = p0, f1 = p1;
+    if (!(a->streams_seen == STREAMS_SOLO && stream == a->solo_stream)) full_pages(a, r, addr, rsize, &f0, &f1);
     if (a->zombies && bits_find(r->zombie, p0, p1, 1) < p1) {
         /* old addresses of moved pages lie here: they must be dropped before mapping again */
         vram_pages_reap_zombies(a, 0);
@@ -333,7 +342,7 @@ vram_status vram_pages_ensure_mapped(vram_allocator *a, vram_region *r, uint64_t
          * measured, with its step time unchanged; bench/results/2026-12-03-extra-workloads-gpu.md). */
         if (blocked && may_defer && reserved + need > peak) return VRAM_ERR_STATE;
         if (blocked && a->can_alias && a->cfg.move_busy_pages && reserved + need > peak) {
-            alias_pages(a, r, p0, p1, stream, (reserved + need - peak + P - 1) / P);
+            alias_pages(a, r, p0, p1, f0, f1, stream, (reserved + need - peak + P - 1) / P);
             need = (p1 - p0 - bits_count(r->mapped, p0, p1)) * P;
         }
     }
@@ -343,7 +352,7 @@ vram_status vram_pages_ensure_mapped(vram_allocator *a, vram_region *r, uint64_t
         vram_pages_release(a, reserved + need - a->limit, r, p0, p1, &blocked);
         reserved = (uint64_t)a->stats.reserved_bytes[0].current;
         if (reserved + need > a->limit && blocked && a->can_alias) {
-            alias_pages(a, r, p0, p1, stream, (reserved + need - a->limit + P - 1) / P);
+            alias_pages(a, r, p0, p1, f0, f1, stream, (reserved + need - a->limit + P - 1) / P);
             need = (p1 - p0 - bits_count(r->mapped, p0, p1)) * P;
         }
         if (reserved + need > a->limit) return VRAM_ERR_OUT_OF_MEMORY;

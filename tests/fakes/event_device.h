@@ -11,7 +11,9 @@
  * for stream_capture, which answers as `capture_tells` says: 2 with the capture's id, 1 only
  * whether the stream captures (VRAM_CAPTURE_UNNAMED), 0 with an error (the device cannot tell,
  * as the driver for the legacy default stream), so that the allocator counts every allocation
- * made during a capture as a capture's.
+ * made during a capture as a capture's. `phys` models the physical pages under the reserved
+ * ranges (phys_pages.h): page calls the driver would refuse are counted there, and a test's
+ * hook sees every range before its pages leave it.
  */
 #ifndef VRAM_TESTS_EVENT_DEVICE_H
 #define VRAM_TESTS_EVENT_DEVICE_H
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "phys_pages.h"
 #include "vram/backend.h"
 
 #define EVDEV_STREAMS 16
@@ -34,6 +37,7 @@ typedef struct evdev_state {
     /* device calls that change mappings, and the pages they touch */
     uint64_t map_calls, unmap_calls, alias_calls, drop_calls;
     uint64_t map_bytes, unmap_bytes, alias_bytes, drop_bytes;
+    phys_pages phys;
 } evdev_state;
 
 typedef struct evdev_event {
@@ -104,20 +108,50 @@ EVDEV_FWD_TO(evdev_sim_page_drop, page_drop, (vram_device * d, uint64_t addr, si
 /* The mapping calls, counted (calls and bytes) before they reach the sim device; `refused`:
  * the driver refuses it during a capture. */
 #define EVDEV_COUNTED(name, params, args, calls, bytes, size, refused) \
-    static vram_status evdev_##name params {                           \
+    static vram_status evdev_counted_##name params {                   \
         evdev_state *e = evdev_of(d);                                  \
         e->calls++;                                                    \
         e->bytes += (size);                                            \
         e->capture_violations += (refused) && e->capturing;            \
         return evdev_sim_##name args;                                  \
     }
-EVDEV_COUNTED(page_map, (vram_device * d, uint64_t addr, size_t size), (d, addr, size), map_calls, map_bytes, size, 0)
-EVDEV_COUNTED(page_unmap, (vram_device * d, uint64_t addr, size_t size), (d, addr, size), unmap_calls, unmap_bytes,
-              size, 1)
+EVDEV_COUNTED(page_map, (vram_device * d, uint64_t addr, size_t size), (d, addr, size), map_calls, map_bytes,
+              size, 0)
+EVDEV_COUNTED(page_unmap, (vram_device * d, uint64_t addr, size_t size), (d, addr, size), unmap_calls,
+              unmap_bytes, size, 1)
 EVDEV_COUNTED(page_alias, (vram_device * d, uint64_t src, uint64_t dst, size_t size), (d, src, dst, size),
               alias_calls, alias_bytes, size, 0)
-EVDEV_COUNTED(page_drop, (vram_device * d, uint64_t addr, size_t size), (d, addr, size), drop_calls, drop_bytes,
-              size, 1)
+EVDEV_COUNTED(page_drop, (vram_device * d, uint64_t addr, size_t size), (d, addr, size), drop_calls,
+              drop_bytes, size, 1)
+
+/* The page calls through the physical model (phys_pages.h): a call it refuses fails as the
+ * driver's would. */
+static vram_status evdev_va_reserve_modelled(vram_device *d, size_t size, uint64_t *addr) {
+    vram_status st = evdev_va_reserve(d, size, addr);
+    if (st == VRAM_OK) phys_pages_reserve(&evdev_of(d)->phys, *addr, size);
+    return st;
+}
+static vram_status evdev_va_release_modelled(vram_device *d, uint64_t addr, size_t size) {
+    phys_pages_release(&evdev_of(d)->phys, addr);
+    return evdev_va_release(d, addr, size);
+}
+static vram_status evdev_page_map(vram_device *d, uint64_t addr, size_t size) {
+    vram_status st = evdev_counted_page_map(d, addr, size);
+    if (st == VRAM_OK && phys_pages_map(&evdev_of(d)->phys, addr, size) != 0) return VRAM_ERR_INVALID_ARG;
+    return st;
+}
+static vram_status evdev_page_unmap(vram_device *d, uint64_t addr, size_t size) {
+    if (phys_pages_unmap(&evdev_of(d)->phys, addr, size, 0) != 0) return VRAM_ERR_INVALID_ARG;
+    return evdev_counted_page_unmap(d, addr, size);
+}
+static vram_status evdev_page_alias(vram_device *d, uint64_t src, uint64_t dst, size_t size) {
+    if (phys_pages_alias(&evdev_of(d)->phys, src, dst, size) != 0) return VRAM_ERR_INVALID_ARG;
+    return evdev_counted_page_alias(d, src, dst, size);
+}
+static vram_status evdev_page_drop(vram_device *d, uint64_t addr, size_t size) {
+    if (phys_pages_unmap(&evdev_of(d)->phys, addr, size, 1) != 0) return VRAM_ERR_INVALID_ARG;
+    return evdev_counted_page_drop(d, addr, size);
+}
 static vram_status evdev_mem_free_checked(vram_device *d, uint64_t addr, size_t size) {
     evdev_of(d)->capture_violations += evdev_of(d)->capturing != 0;
     return evdev_mem_free(d, addr, size);
@@ -125,6 +159,7 @@ static vram_status evdev_mem_free_checked(vram_device *d, uint64_t addr, size_t 
 
 static void evdev_close(vram_device *d) {
     void **pair = d->impl;
+    phys_pages_free(&evdev_of(d)->phys);
     free(pair[1]);
     d->impl = pair[0];
     d->ops = evdev_of_sim_ops;
@@ -142,8 +177,8 @@ static inline vram_status event_device_open(const char *capacity, vram_device **
     evdev_ops = *(*out)->ops;
     evdev_ops.mem_alloc = evdev_mem_alloc;
     evdev_ops.mem_free = evdev_mem_free_checked;
-    evdev_ops.va_reserve = evdev_va_reserve;
-    evdev_ops.va_release = evdev_va_release;
+    evdev_ops.va_reserve = evdev_va_reserve_modelled;
+    evdev_ops.va_release = evdev_va_release_modelled;
     evdev_ops.page_map = evdev_page_map;
     evdev_ops.page_unmap = evdev_page_unmap;
     evdev_ops.mem_info = evdev_mem_info;

@@ -8,7 +8,11 @@
  *      until the kernel is done (checked by an event and by the second stream's pattern
  *      surviving the first kernel's late writes), also when a limit forces the reuse;
  *   4. out of memory at a capacity limit is reported (with a report) and recovers;
- *   5. empty_cache lowers what cuMemGetInfo reports as used by what was cached.
+ *   5. empty_cache lowers what cuMemGetInfo reports as used by what was cached;
+ *   6. pages moved while busy (page_alias) reach no other stream early: a block freed on stream
+ *      A while A's kernel is still to write it lends its pages to A's next block, whose last
+ *      page is only partly used; stream B's block in the rest of that page must keep its
+ *      pattern through A's late writes (with one stream alone at first, and with two).
  * Skips (77) where no CUDA device can be opened.
  */
 #include <stdlib.h>
@@ -153,6 +157,54 @@ static void test_cross_stream(vram_device *dev, int pages, tcu_ptr sa, tcu_ptr s
     vram_allocator_destroy(a);
 }
 
+/* 6. The pages model with page-sized chunks and no slack, so that a block needing pages takes
+ * those of a block freed busy (page_alias). Stream A: x (6 MiB, pages 0-2), l (2 MiB + 512 B:
+ * page 3, the start of 4); A's spinning kernel is to write x; x freed. A's b (6 MiB + 512 B)
+ * does not fit x's hole and goes after l: the rest of page 4, pages 5 and 6, and the start of
+ * page 7, which x's pages fill. Then B's c (1.5 MiB) lies in the rest of page 7. If x's busy
+ * page went to page 7 and B's block took its rest before A's kernel finished, A's late writes
+ * land in c. `two`: stream B allocated (and holds a block) before anything else. */
+static void test_busy_edge(vram_device *dev, tcu_ptr sa, tcu_ptr sb, int two) {
+    vram_alloc_config cfg;
+    vram_alloc_config_default(&cfg);
+    CHECK_OK(vram_alloc_config_parse("chunk_size_mb:2,move_min_mb:2,reserve_slack:0,move_busy_pages:True", &cfg));
+    vram_allocator *a = NULL;
+    CHECK_OK(vram_allocator_new(dev, &cfg, &a));
+    if (!a) return;
+    const char *what = two ? "two streams" : "one stream, then two";
+    void *early = NULL, *x = NULL, *l = NULL, *b = NULL, *c = NULL;
+    if (two) CHECK_OK(vram_allocator_malloc(a, 4096, (vram_stream)sb, VRAM_TAG_OTHER, &early));
+    CHECK_OK(vram_allocator_malloc(a, 6 * MiB, (vram_stream)sa, VRAM_TAG_OTHER, &x));
+    CHECK_OK(vram_allocator_malloc(a, 2 * MiB + 512, (vram_stream)sa, VRAM_TAG_OTHER, &l));
+    if (!x || !l) return;
+    CHECK(((uintptr_t)x & (2 * MiB - 1)) == 0, "[busy edge, %s] x starts a page", what);
+    CHECK(tcu_fill(&t, (uint64_t)(uintptr_t)x, 6 * MiB, 11, sa, SPIN_CYCLES) == 0, "spinning writer of x");
+    CHECK_OK(vram_allocator_free(a, x)); /* the writer has not started writing */
+    CHECK_OK(vram_allocator_malloc(a, 6 * MiB + 512, (vram_stream)sa, VRAM_TAG_OTHER, &b));
+    vram_status st = vram_allocator_malloc(a, 1536 * 1024, (vram_stream)sb, VRAM_TAG_OTHER, &c);
+    CHECK(st == VRAM_OK, "[busy edge, %s] B's block: %s", what, vram_last_error());
+    if (b && c) {
+        uint64_t edge = ((uint64_t)(uintptr_t)b + 6 * MiB) & ~(2 * MiB - 1);
+        printf("[busy edge, %s] B's block %s the page where A's block ends\n", what,
+               (uint64_t)(uintptr_t)c >= edge && (uint64_t)(uintptr_t)c < edge + 2 * MiB ? "shares" : "is apart from");
+        CHECK(tcu_fill(&t, (uint64_t)(uintptr_t)c, 1536 * 1024, 12, sb, 0) == 0, "B fill");
+        t.StreamSynchronize(sb);
+        t.StreamSynchronize(sa); /* A's late writes are in now */
+        int64_t bad = tcu_check(&t, (uint64_t)(uintptr_t)c, 1536 * 1024, 12, sb);
+        CHECK(bad == 0, "[busy edge, %s] %lld words of B's block overwritten by A's kernel", what, (long long)bad);
+    }
+    t.StreamSynchronize(sa);
+    vram_stats sts;
+    vram_allocator_get_stats(a, &sts);
+    printf("[busy edge, %s] %llu maps, %llu unmaps\n", what, (unsigned long long)sts.num_device_alloc,
+           (unsigned long long)sts.num_device_free);
+    void *blocks[] = {c, b, l, early};
+    for (int i = 0; i < 4; i++)
+        if (blocks[i]) CHECK_OK(vram_allocator_free(a, blocks[i]));
+    CHECK_OK(vram_allocator_check(a));
+    vram_allocator_destroy(a);
+}
+
 static void test_oom(vram_device *dev, int pages, tcu_ptr s) {
     vram_allocator *a = make(dev, pages);
     if (!a) return;
@@ -280,6 +332,8 @@ int main(void) {
         test_oom(dev, pages, streams[2]);
         test_empty_cache(dev, pages, streams[3]);
     }
+    test_busy_edge(dev, streams[0], streams[1], 0);
+    test_busy_edge(dev, streams[0], streams[1], 1);
     test_driver_oom_retry(dev, streams[2]);
     vram_device_close(dev);
     return check_done();
