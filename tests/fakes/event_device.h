@@ -12,8 +12,9 @@
  * whether the stream captures (VRAM_CAPTURE_UNNAMED), 0 with an error (the device cannot tell,
  * as the driver for the legacy default stream), so that the allocator counts every allocation
  * made during a capture as a capture's. `phys` models the physical pages under the reserved
- * ranges (phys_pages.h): page calls the driver would refuse are counted there, and a test's
- * hook sees every range before its pages leave it.
+ * ranges (phys_pages.h): page calls the driver would refuse are counted there (closing the
+ * device fails the test, check.h, if there were any), and a test's hook sees every range
+ * before its pages leave it.
  */
 #ifndef VRAM_TESTS_EVENT_DEVICE_H
 #define VRAM_TESTS_EVENT_DEVICE_H
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../check.h"
 #include "phys_pages.h"
 #include "vram/backend.h"
 
@@ -159,7 +161,10 @@ static vram_status evdev_mem_free_checked(vram_device *d, uint64_t addr, size_t 
 
 static void evdev_close(vram_device *d) {
     void **pair = d->impl;
-    phys_pages_free(&evdev_of(d)->phys);
+    phys_pages *pp = &evdev_of(d)->phys;
+    CHECK(pp->violations == 0, "%llu page calls the driver would refuse; the first: %s",
+          (unsigned long long)pp->violations, pp->error);
+    phys_pages_free(pp);
     free(pair[1]);
     d->impl = pair[0];
     d->ops = evdev_of_sim_ops;
