@@ -28,13 +28,13 @@
 
 #include "check.h"
 #include "fakes/event_device.h"
+#include "fakes/stream_hazards.h"
 #include "test_rng.h"
 #include "vram/alloc.h"
 
 #define MiB (1024ull * 1024ull)
 #define SLOTS 2048
 #define NSTREAMS 4
-#define MAX_HAZARDS 200000
 
 typedef struct live {
     void *ptr;
@@ -43,12 +43,6 @@ typedef struct live {
     vram_tag tag;
     unsigned used_on; /* bit mask of streams recorded with record_stream */
 } live;
-
-typedef struct hazard {
-    uint64_t addr, size;
-    unsigned stream;
-    uint64_t target; /* the stream's submitted work at the free */
-} hazard;
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint64_t rnd(void) { return test_rng(&rng_state); }
@@ -60,108 +54,22 @@ static double now(void) {
 }
 
 static live slots[SLOTS];
-static hazard hazards[MAX_HAZARDS];
-static size_t nhazards;
+static stream_hazards hazards;
+static uint64_t phys_violations, unmap_violations, aliases_seen;
 
 static int by_ptr(const void *x, const void *y) {
     const live *a = x, *b = y;
     return (uintptr_t)a->ptr < (uintptr_t)b->ptr ? -1 : (uintptr_t)a->ptr > (uintptr_t)b->ptr;
 }
 
-/* The same hazards by physical page (pages model): the part [lo, hi) of physical page `id` that a
- * stream's unfinished work may still use, in a chained hash by id. */
-typedef struct phys_hazard {
-    uint64_t id, lo, hi, target;
-    unsigned stream;
-    int next; /* index of the next entry in its bucket, -1 at the end */
-} phys_hazard;
-
-#define PHYS_BUCKETS 4096
-static phys_hazard *phazards;
-static int nphazards, cap_phazards, phys_bucket[PHYS_BUCKETS];
-static uint64_t phys_violations, unmap_violations, aliases_seen;
-
-static void phys_rehash(void) {
-    for (int b = 0; b < PHYS_BUCKETS; b++) phys_bucket[b] = -1;
-    for (int i = 0; i < nphazards; i++) {
-        int b = (int)(phazards[i].id % PHYS_BUCKETS);
-        phazards[i].next = phys_bucket[b];
-        phys_bucket[b] = i;
-    }
-}
-
-static void add_phys_hazard(phys_hazard h) {
-    if (nphazards == cap_phazards) {
-        int cap = cap_phazards ? cap_phazards * 2 : 4096;
-        phys_hazard *n = realloc(phazards, (size_t)cap * sizeof *n);
-        if (!n) return; /* the VA hazards still check */
-        phazards = n;
-        cap_phazards = cap;
-    }
-    int b = (int)(h.id % PHYS_BUCKETS);
-    h.next = phys_bucket[b];
-    phazards[nphazards] = h;
-    phys_bucket[b] = nphazards++;
-}
-
-static void prune_hazards(vram_device *dev) {
-    evdev_state *e = event_device_state(dev);
-    size_t k = 0;
-    for (size_t i = 0; i < nhazards; i++)
-        if (e->completed[hazards[i].stream] < hazards[i].target) hazards[k++] = hazards[i];
-    nhazards = k;
-    int m = 0;
-    for (int i = 0; i < nphazards; i++)
-        if (e->completed[phazards[i].stream] < phazards[i].target) phazards[m++] = phazards[i];
-    nphazards = m;
-    phys_rehash();
-}
-
-static void add_hazard(vram_device *dev, uint64_t addr, uint64_t size, unsigned stream) {
-    evdev_state *e = event_device_state(dev);
-    if (e->completed[stream] >= e->submitted[stream]) return; /* nothing in flight */
-    if (nhazards == MAX_HAZARDS) prune_hazards(dev);
-    if (nhazards < MAX_HAZARDS) hazards[nhazards++] = (hazard){addr, size, stream, e->submitted[stream]};
-    for (uint64_t pg = addr / PHYS_PAGE * PHYS_PAGE; pg < addr + size; pg += PHYS_PAGE) {
-        uint64_t id = phys_pages_id(&e->phys, pg);
-        if (id == UINT64_MAX) return; /* a segment: its memory never moves */
-        uint64_t lo = addr > pg ? addr - pg : 0, hi = addr + size < pg + PHYS_PAGE ? addr + size - pg : PHYS_PAGE;
-        add_phys_hazard((phys_hazard){id, lo, hi, e->submitted[stream], stream, -1});
-    }
-}
-
-/* A block [p, p+size) just handed to stream s: every page under it mapped, and none of its
- * physical bytes still used by another stream's unfinished work. */
-static void check_new_block(vram_device *dev, uint64_t p, uint64_t size, unsigned s) {
-    evdev_state *e = event_device_state(dev);
-    for (uint64_t pg = p / PHYS_PAGE * PHYS_PAGE; pg < p + size; pg += PHYS_PAGE) {
-        uint64_t id = phys_pages_id(&e->phys, pg);
-        if (id == UINT64_MAX) return;
-        if (id == 0) {
-            phys_violations++;
-            continue;
-        }
-        uint64_t lo = p > pg ? p - pg : 0, hi = p + size < pg + PHYS_PAGE ? p + size - pg : PHYS_PAGE;
-        for (int i = phys_bucket[id % PHYS_BUCKETS]; i >= 0; i = phazards[i].next) {
-            const phys_hazard *h = &phazards[i];
-            if (h->id == id && h->stream != s && e->completed[h->stream] < h->target && lo < h->hi && h->lo < hi)
-                phys_violations++;
-        }
-    }
-}
-
 /* The device is about to take pages away from [addr, addr+size) (page_unmap, page_drop): no
  * live block and no unfinished work may use any of it. */
 static void on_unmap(void *ctx, uint64_t addr, uint64_t size) {
     vram_device *dev = ctx;
-    evdev_state *e = event_device_state(dev);
     for (int i = 0; i < SLOTS; i++)
         if (slots[i].ptr && (uintptr_t)slots[i].ptr < addr + size && addr < (uintptr_t)slots[i].ptr + slots[i].size)
             unmap_violations++;
-    for (size_t h = 0; h < nhazards; h++)
-        if (e->completed[hazards[h].stream] < hazards[h].target && hazards[h].addr < addr + size &&
-            addr < hazards[h].addr + hazards[h].size)
-            unmap_violations++;
+    unmap_violations += hazards_in_use(&hazards, dev, addr, size);
 }
 
 static int shadow_check(vram_allocator *a) {
@@ -216,9 +124,7 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
     ev->phys.on_unmap = on_unmap;
     ev->phys.ctx = dev;
     memset(slots, 0, sizeof slots);
-    nhazards = 0;
-    nphazards = 0;
-    phys_rehash();
+    hazards_init(&hazards);
     phys_violations = unmap_violations = 0;
     uint64_t ops = 0, ooms = 0, mallocs = 0, hazard_violations = 0, check_failures = 0;
     uint64_t used_frees = 0, pending_seen = 0; /* frees of blocks used on other streams; samples with pending blocks */
@@ -231,7 +137,7 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
                 CHECK(0, "invariant broken after %llu ops: %s", (unsigned long long)ops, vram_last_error());
             }
             shadow_check(a);
-            prune_hazards(dev);
+            hazards_prune(&hazards, dev);
         }
         uint64_t r = rnd() % 1000;
         int k = (int)(rnd() % SLOTS);
@@ -257,12 +163,7 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
             CHECK(bsize >= size && bsize % 512 == 0 && breq == size && btag == tag,
                   "block of %zu bytes, %zu requested, tag %d for %llu bytes, tag %d", bsize, breq, (int)btag,
                   (unsigned long long)size, (int)tag);
-            for (size_t h = 0; h < nhazards; h++) {
-                hazard *z = &hazards[h];
-                if (z->stream == s || ev->completed[z->stream] >= z->target) continue;
-                if ((uintptr_t)p < z->addr + z->size && z->addr < (uintptr_t)p + bsize) hazard_violations++;
-            }
-            check_new_block(dev, (uintptr_t)p, bsize, s);
+            hazards_check_block(&hazards, dev, (uintptr_t)p, bsize, s, &hazard_violations, &phys_violations);
             slots[k] = (live){p, bsize, size, s, tag, 0};
         } else if (r < 900) {
             if (!slots[k].ptr) continue;
@@ -270,9 +171,9 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
              * the free may unmap its pages at once (caching:False) */
             live freed = slots[k];
             slots[k].ptr = NULL;
-            add_hazard(dev, (uintptr_t)freed.ptr, freed.size, (unsigned)freed.stream);
+            hazards_add(&hazards, dev, (uintptr_t)freed.ptr, freed.size, (unsigned)freed.stream);
             for (unsigned u = 0; u < NSTREAMS; u++)
-                if (freed.used_on & (1u << u)) add_hazard(dev, (uintptr_t)freed.ptr, freed.size, u);
+                if (freed.used_on & (1u << u)) hazards_add(&hazards, dev, (uintptr_t)freed.ptr, freed.size, u);
             CHECK_OK(vram_allocator_free(a, freed.ptr));
             if (freed.used_on && (++used_frees & 15) == 0) { /* sample: did frees stay pending? */
                 vram_stats q;
@@ -287,10 +188,10 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
             event_device_submit(dev, s);
         } else if (r < 990) {
             event_device_complete(dev, s);
-            prune_hazards(dev);
+            hazards_prune(&hazards, dev);
         } else if (r < 993) {
             CHECK_OK(vram_allocator_empty_cache(a));
-            prune_hazards(dev); /* empty_cache waited for every stream */
+            hazards_prune(&hazards, dev); /* empty_cache waited for every stream */
         } else if (r < 998) {
             uint64_t limit = (rnd() % 3 == 0) ? 0 : (256 + rnd() % 7936) * MiB;
             CHECK_OK(vram_allocator_set_limit(a, limit));
@@ -306,7 +207,7 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
         if (slots[i].ptr) {
             live freed = slots[i];
             slots[i].ptr = NULL;
-            add_hazard(dev, (uintptr_t)freed.ptr, freed.size, (unsigned)freed.stream);
+            hazards_add(&hazards, dev, (uintptr_t)freed.ptr, freed.size, (unsigned)freed.stream);
             CHECK_OK(vram_allocator_free(a, freed.ptr));
         }
     for (unsigned u = 0; u < NSTREAMS; u++) event_device_complete(dev, u);
@@ -337,6 +238,7 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
     CHECK(unmap_violations == 0, "%llu times pages left an address a live block or unfinished work still used",
           (unsigned long long)unmap_violations);
     vram_device_close(dev);
+    hazards_free(&hazards);
 }
 
 int main(void) {

@@ -1,17 +1,24 @@
 /* fuzz_alloc.c — libFuzzer target: the fuzzer's bytes drive a sequence of allocator operations
  * (malloc of any size, free of live, stale and wild pointers, record_stream, empty_cache,
- * limits, peak resets, private pools begun, ended and released in any order) on the sim device,
- * or on the simulated CUDA device with 4 MiB chunks and its GPU's work trailing the calls (the
- * fuzzer queues and completes that work too: events pending, pages moved and aliased across three
- * streams); several captures may be under way, and each allocation goes to one of them or none as
- * the device tells (which capture a stream records, whether it captures, or nothing); the invariant
- * checker must hold after every operation and no call may crash. Build with -DVRAM_FUZZ=ON and
- * clang (see tests/CMakeLists.txt).
+ * limits, peak resets, private pools begun, ended and released in any order) on one of three
+ * devices: the sim device; the simulated CUDA device with 4 MiB chunks and its GPU's work
+ * trailing the calls; or the event device (tests/fakes/event_device.h), 4 MiB chunks too, whose
+ * three streams' work the fuzzer submits and completes itself. On the last, a shadow of what
+ * each stream may still use (fakes/stream_hazards.h, with the device's physical page model)
+ * must never see a block handed to another stream early, at its address or through pages moved
+ * elsewhere, nor pages taken from under a live block or unfinished work (allocations made while
+ * a capture is under way belong to private pools, whose reuse follows the graphs: they are left
+ * out). Several captures may be under way, and each allocation goes to one of them or none as
+ * the device tells (which capture a stream records, whether it captures, or nothing); the
+ * invariant checker must hold after every operation and no call may crash. Build with
+ * -DVRAM_FUZZ=ON and clang (see tests/CMakeLists.txt).
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../fakes/event_device.h"
+#include "../fakes/stream_hazards.h"
 #include "vram/alloc.h"
 
 #define SLOTS 64
@@ -29,10 +36,26 @@ static vram_status fuzz_stream_capture(vram_device *d, vram_stream s, uint64_t *
     return VRAM_OK;
 }
 
+/* The shadow of the event device's runs: each slot's stream, block size, the streams it was
+ * recorded on, and whether it was allocated while a capture was under way. */
+static stream_hazards hazards;
+static void *slots[SLOTS];
+static size_t slot_size[SLOTS];
+static unsigned slot_stream[SLOTS], slot_used[SLOTS], slot_captured[SLOTS];
+
+static void on_unmap(void *ctx, uint64_t addr, uint64_t size) {
+    for (int k = 0; k < SLOTS; k++)
+        if (slots[k] && (uintptr_t)slots[k] < addr + size && addr < (uintptr_t)slots[k] + slot_size[k]) abort();
+    if (hazards_in_use(&hazards, ctx, addr, size)) abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     vram_device *dev;
-    int cuda = size && (data[0] & 2); /* the simulated CUDA device, its GPU 3 steps behind */
-    if (vram_device_open(cuda ? "cudasim:4GiB,lag=3" : "sim:4GiB", &dev) != VRAM_OK) return 0;
+    int kind = size ? (data[0] >> 1) % 3 : 0; /* 0 sim; 1 the simulated CUDA device, its GPU 3 steps behind; 2 events */
+    int cuda = kind != 0, events = kind == 2;
+    if ((events ? event_device_open("4GiB", &dev) : vram_device_open(kind ? "cudasim:4GiB,lag=3" : "sim:4GiB", &dev)) !=
+        VRAM_OK)
+        return 0;
     const vram_device_ops *own_ops = dev->ops;
     vram_device_ops ops = *own_ops;
     ops.stream_capture = fuzz_stream_capture;
@@ -43,37 +66,75 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (cuda) cfg.chunk_size = 4u << 20; /* small chunks: pages move, busy ones by aliasing */
     vram_allocator *a;
     if (vram_allocator_new(dev, &cfg, &a) != VRAM_OK) abort();
-    void *slots[SLOTS] = {0};
+    memset(slots, 0, sizeof slots);
     memset(capture_of, 0, sizeof capture_of);
     capture_tells = 0;
+    hazards_init(&hazards);
+    if (events) {
+        event_device_state(dev)->phys.on_unmap = on_unmap;
+        event_device_state(dev)->phys.ctx = dev;
+    }
+    int capturing = 0; /* captures under way (begin_pool .. end_pool) */
     for (size_t i = 1; i + 4 <= size; i += 4) {
         uint8_t op = data[i] % 9, k = data[i + 1] % SLOTS;
         uint32_t arg = (uint32_t)data[i + 2] << 8 | data[i + 3];
         switch (op) {
         case 0: case 1: case 2:
-            if (!slots[k]) vram_allocator_malloc(a, (size_t)arg << (data[i + 2] % 19), k % 3, k % VRAM_TAG_BUILTIN_COUNT, &slots[k]);
+            if (!slots[k] &&
+                vram_allocator_malloc(a, (size_t)arg << (data[i + 2] % 19), k % 3, k % VRAM_TAG_BUILTIN_COUNT, &slots[k]) ==
+                    VRAM_OK) {
+                size_t bsize = 0;
+                if (vram_allocator_block_info(a, slots[k], &bsize, NULL, NULL) != VRAM_OK) abort();
+                slot_size[k] = bsize;
+                slot_stream[k] = k % 3;
+                slot_used[k] = 0;
+                slot_captured[k] = capturing > 0;
+                uint64_t by_address = 0, by_page = 0;
+                if (events && !capturing)
+                    hazards_check_block(&hazards, dev, (uintptr_t)slots[k], bsize, k % 3, &by_address, &by_page);
+                if (by_address || by_page) abort(); /* memory another stream may still use */
+            }
             break;
-        case 3: case 4:
-            if (vram_allocator_free(a, slots[k]) == VRAM_OK) slots[k] = NULL;
+        case 3: case 4: {
+            if (slots[k] && events && !slot_captured[k]) { /* what the streams queued may still use it */
+                hazards_add(&hazards, dev, (uintptr_t)slots[k], slot_size[k], slot_stream[k]);
+                for (unsigned u = 0; u < 4; u++)
+                    if (slot_used[k] & (1u << u)) hazards_add(&hazards, dev, (uintptr_t)slots[k], slot_size[k], u);
+            }
+            void *p = slots[k];
+            slots[k] = NULL; /* before the free, which may unmap its pages at once */
+            if (vram_allocator_free(a, p) != VRAM_OK) slots[k] = p;
             break;
+        }
         case 5:
             vram_allocator_free(a, (void *)(uintptr_t)((uint64_t)arg << 20)); /* wild pointer: must be refused */
-            vram_allocator_record_stream(a, slots[k], arg % 4);
+            if (vram_allocator_record_stream(a, slots[k], arg % 4) == VRAM_OK && arg % 4 != slot_stream[k])
+                slot_used[k] |= 1u << (arg % 4);
             break;
         case 6:
             vram_allocator_set_limit(a, arg % 5 == 0 ? 0 : (uint64_t)arg << 16);
             break;
         case 7:
-            if (arg % 4 >= 2 && dev->ops->host_step) dev->ops->host_step(dev, arg % 4 == 3); /* GPU work: queued, or all done */
-            else if (arg % 2) vram_allocator_empty_cache(a);
-            else vram_allocator_reset_peak_stats(a);
+            if (arg % 4 >= 2 && events) { /* a stream's work: queued, or all done */
+                if (arg % 4 == 2) event_device_submit(dev, k % 3);
+                else event_device_complete(dev, k % 3);
+            } else if (arg % 4 >= 2 && dev->ops->host_step) {
+                dev->ops->host_step(dev, arg % 4 == 3); /* GPU work: queued, or all done */
+            } else if (arg % 2) {
+                vram_allocator_empty_cache(a);
+            } else {
+                vram_allocator_reset_peak_stats(a);
+            }
             break;
         default: { /* private pools: any call in any state gets a status, never a crash */
             uint64_t id = 1 + (uint64_t)(k % 3);
             if (arg % 4 == 0 && vram_allocator_begin_pool(a, id) == VRAM_OK) {
+                capturing++;
                 capture_tells = (arg >> 8) % 3;
                 for (int s = 0; s < 4; s++) capture_of[s] = (arg >> (10 + 2 * s)) & 3; /* what each stream records */
-            } else if (arg % 4 == 1) vram_allocator_end_pool(a, id);
+            } else if (arg % 4 == 1) {
+                if (vram_allocator_end_pool(a, id) == VRAM_OK) capturing--;
+            }
             else if (arg % 4 == 2) vram_allocator_release_pool(a, id);
             else vram_allocator_bind_pool(a, id, (vram_stream)((arg >> 8) % 4));
             break;
@@ -84,12 +145,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (uint64_t id = 1; id <= 3; id++)
         while (vram_allocator_end_pool(a, id) == VRAM_OK) {
         }
+    if (events) { /* the end: all work done, no more checks */
+        for (unsigned u = 0; u < 3; u++) event_device_complete(dev, u);
+        event_device_state(dev)->phys.on_unmap = NULL;
+    }
     if (vram_allocator_empty_cache(a) == VRAM_ERR_STATE) abort(); /* no capture may be left under way */
     for (uint64_t id = 1; id <= 3; id++)
         while (vram_allocator_release_pool(a, id) == VRAM_OK) {
         }
     for (int k = 0; k < SLOTS; k++)
         if (slots[k] && vram_allocator_free(a, slots[k]) != VRAM_OK) abort();
+    hazards_free(&hazards);
     vram_allocator_empty_cache(a);
     vram_stats st;
     vram_allocator_get_stats(a, &st);
@@ -97,5 +163,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     vram_allocator_destroy(a);
     dev->ops = own_ops;
     vram_device_close(dev);
+    if (check_failed) abort(); /* the event device saw a page call the driver would refuse */
     return 0;
 }

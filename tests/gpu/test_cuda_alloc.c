@@ -185,8 +185,9 @@ static void test_busy_edge(vram_device *dev, tcu_ptr sa, tcu_ptr sb, int two) {
     CHECK(st == VRAM_OK, "[busy edge, %s] B's block: %s", what, vram_last_error());
     if (b && c) {
         uint64_t edge = ((uint64_t)(uintptr_t)b + 6 * MiB) & ~(2 * MiB - 1);
-        printf("[busy edge, %s] B's block %s the page where A's block ends\n", what,
-               (uint64_t)(uintptr_t)c >= edge && (uint64_t)(uintptr_t)c < edge + 2 * MiB ? "shares" : "is apart from");
+        int shares = (uint64_t)(uintptr_t)c >= edge && (uint64_t)(uintptr_t)c < edge + 2 * MiB;
+        printf("[busy edge, %s] B's block %s the page where A's block ends\n", what, shares ? "shares" : "is apart from");
+        CHECK(shares, "[busy edge, %s] the layout the test needs: B's block in the rest of A's last page", what);
         CHECK(tcu_fill(&t, (uint64_t)(uintptr_t)c, 1536 * 1024, 12, sb, 0) == 0, "B fill");
         t.StreamSynchronize(sb);
         t.StreamSynchronize(sa); /* A's late writes are in now */
