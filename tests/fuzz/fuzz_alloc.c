@@ -1,17 +1,24 @@
 /* fuzz_alloc.c — libFuzzer target: the fuzzer's bytes drive a sequence of allocator operations
  * (malloc of any size, free of live, stale and wild pointers, record_stream, empty_cache,
  * limits, peak resets, private pools begun, ended and released in any order) on one of three
- * devices: the sim device; the simulated CUDA device with 4 MiB chunks and its GPU's work
- * trailing the calls; or the event device (tests/fakes/event_device.h), 4 MiB chunks too, whose
- * three streams' work the fuzzer submits and completes itself. On the last, a shadow of what
- * each stream may still use (fakes/stream_hazards.h, with the device's physical page model)
- * must never see a block handed to another stream early, at its address or through pages moved
- * elsewhere, nor pages taken from under a live block or unfinished work (allocations made while
- * a capture is under way belong to private pools, whose reuse follows the graphs: they are left
- * out). Several captures may be under way, and each allocation goes to one of them or none as
+ * devices: the sim device; the simulated CUDA device with 4 MiB chunks (or page-sized ones and no
+ * reserve slack) and its GPU's work trailing the calls; or the event device (event_device.h),
+ * with the same chunks, whose three streams' work the fuzzer submits and completes itself. On the
+ * last, a shadow of what each stream may still use (fakes/stream_hazards.h, with the device's
+ * physical page model) must never see a block handed to another stream early, at its address or
+ * through pages moved elsewhere, nor pages taken from under a live block or unfinished work
+ * (allocations made while a capture is under way belong to private pools, whose reuse follows
+ * the graphs: they are left out). Several captures may be under way, and each allocation goes to one of them or none as
  * the device tells (which capture a stream records, whether it captures, or nothing); the
  * invariant checker must hold after every operation and no call may crash. Build with
  * -DVRAM_FUZZ=ON and clang (see tests/CMakeLists.txt).
+ *
+ * regress_alloc/ holds inputs that once made it abort (CTest fuzz_alloc_regress):
+ *   busy_edge: on the event device with page-sized chunks and no slack (first byte 10), stream 1
+ *     allocates 12 MiB and 2.5 MiB, queues work, frees the 12 MiB block and allocates 12 MiB +
+ *     4 KiB (its pages moved busy, its last page partly used); stream 2 then allocates 1.125 MiB
+ *     in the rest of that page. Before the fix of bench/results/2026-12-04-busy-page-edges.md it
+ *     got memory stream 1's work could still write.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -64,6 +71,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     vram_alloc_config_default(&cfg);
     if (size && (data[0] & 1)) cfg.expandable_segments = 0;
     if (cuda) cfg.chunk_size = 4u << 20; /* small chunks: pages move, busy ones by aliasing */
+    if (cuda && (data[0] & 8)) { /* page-sized chunks and no slack: every need beyond the peak moves pages */
+        cfg.chunk_size = 2u << 20;
+        cfg.move_min = 2u << 20;
+        cfg.reserve_slack = 0;
+    }
     vram_allocator *a;
     if (vram_allocator_new(dev, &cfg, &a) != VRAM_OK) abort();
     memset(slots, 0, sizeof slots);
