@@ -10,7 +10,9 @@
  * refuses then (event records, queries and waits; unmapping or freeing memory): the event
  * device counts them. Where the device says which streams a capture records, only their
  * allocations are the pool's; captures under way at once each take their own streams'. Both
- * memory models; bad calls get a status and change nothing.
+ * memory models; bad calls get a status and change nothing. Under the randomized sequence, with
+ * the streams' work queued and completed too (so that busy pages move), no page leaves a live
+ * graph's memory (the event device's physical model shows every unmap and drop).
  */
 #include <string.h>
 
@@ -438,6 +440,22 @@ static void test_bad_calls(void) {
  * released among them. The shadow knows which addresses belong to a pool whose graph is alive:
  * an allocation outside a capture into that pool must never return one of them. */
 #define SLOTS 256
+/* test_random's record of the memory each pool has handed out while alive (its graphs'
+ * memory), and how often pages left such memory (page_unmap, page_drop: a graph's replay would
+ * then write memory that is no longer its own). */
+enum { POOLS = 3, OWNED = 4096 };
+static struct {
+    uintptr_t lo, hi; /* [lo, hi): a block the pool handed out */
+} owned[POOLS][OWNED];
+static int nowned[POOLS], uses[POOLS], unmapped_owned;
+
+static void unmap_of_owned(void *ctx, uint64_t addr, uint64_t size) {
+    (void)ctx;
+    for (int q = 0; q < POOLS; q++)
+        for (int i = 0; uses[q] && i < nowned[q]; i++)
+            if (addr < owned[q][i].hi && owned[q][i].lo < addr + size) unmapped_owned++;
+}
+
 static void test_random(const char *conf, int routed) {
     vram_device *dev;
     vram_allocator *a = open_alloc(conf, &dev);
@@ -449,12 +467,10 @@ static void test_random(const char *conf, int routed) {
     } slot[SLOTS];
     memset(slot, 0, sizeof slot);
     evdev_state *e = event_device_state(dev);
-    /* addresses each pool has handed out while alive (its graphs' memory), per pool */
-    enum { POOLS = 3, OWNED = 4096 };
-    static struct {
-        uintptr_t lo, hi; /* [lo, hi): a block the pool handed out */
-    } owned[POOLS][OWNED];
-    int nowned[POOLS] = {0}, uses[POOLS] = {0};
+    memset(nowned, 0, sizeof nowned);
+    memset(uses, 0, sizeof uses);
+    unmapped_owned = 0;
+    e->phys.on_unmap = unmap_of_owned;
     uint64_t rng = 12345, capturing = 0;
     int violations = 0, reuses = 0, ops = 0;
     for (ops = 0; ops < 200000; ops++) {
@@ -477,6 +493,10 @@ static void test_random(const char *conf, int routed) {
             CHECK(may ? st == VRAM_OK : st != VRAM_OK, "%s: release of pool %d with %d uses -> %s", conf, k + 1, uses[k],
                   vram_status_str(st));
             if (may && !--uses[k]) nowned[k] = 0; /* its memory may serve anything now */
+        } else if (r < 20) { /* streams' work: queued (frees then leave busy memory), or done */
+            unsigned st = (unsigned)(test_rng(&rng) % 3);
+            if (r < 17) event_device_submit(dev, st);
+            else event_device_complete(dev, st);
         } else {
             int k = (int)(test_rng(&rng) % SLOTS);
             if (slot[k].p) {
@@ -516,9 +536,12 @@ static void test_random(const char *conf, int routed) {
     }
     CHECK(violations == 0, "%s%s: %d allocations outside a capture got memory of a live graph's pool", conf,
           routed ? " (routed by stream)" : "", violations);
+    CHECK(unmapped_owned == 0, "%s%s: pages left a live graph's memory %d times", conf, routed ? " (routed by stream)" : "",
+          unmapped_owned);
     CHECK(e->capture_violations == 0, "%s: %llu event or release calls during captures", conf,
           (unsigned long long)e->capture_violations);
     e->capturing = 0;
+    for (unsigned st = 0; st < 3; st++) event_device_complete(dev, st);
     CHECK(reuses > 100, "%s: captures reuse their pool's blocks (%d)", conf, reuses);
     if (capturing) CHECK_OK(vram_allocator_end_pool(a, capturing));
     for (int k = 0; k < SLOTS; k++)
