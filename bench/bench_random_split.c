@@ -1,0 +1,143 @@
+/* bench_random_split.c — where the random latency workload's time goes, by kind of operation.
+ *
+ *   bench_random_split [DEVICE_SPEC] [--runs N]     (default cudasim, 5 timed runs)
+ *
+ * The random workload of docs/benchmarks.md §2 (1000 slots, 200,000 operations), warm: one
+ * untimed run first, the cache kept, then N timed runs. Each allocator call is timed alone and
+ * counted as a malloc or a free of a small (<= 1 MiB, the small pool) or large block, so the
+ * table shows what each kind costs and what share of the allocator's time it takes; the harness's
+ * own work (the random numbers, the slot array) is left out, and the timer's own cost (measured
+ * on empty intervals) is subtracted. On x86-64 the timer is the time-stamp counter, converted to
+ * ns against CLOCK_MONOTONIC over the whole run; elsewhere CLOCK_MONOTONIC, whose own cost is
+ * then most of each figure. The configuration comes from VRAM_ALLOC_CONF. bench_alloc_latency
+ * gives the end-to-end figure that is compared with PyTorch's.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+#include "vram/alloc.h"
+#include "vram/bench.h"
+
+static double mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static inline uint64_t ticks(void) {
+#if defined(__x86_64__)
+    return __rdtsc();
+#else
+    return (uint64_t)mono_ns();
+#endif
+}
+
+enum { SMALL_MALLOC, LARGE_MALLOC, SMALL_FREE, LARGE_FREE, KINDS };
+static const char *const kind_names[KINDS] = {"malloc, small", "malloc, large", "free, small", "free, large"};
+
+int main(int argc, char **argv) {
+    const char *spec = "cudasim";
+    int runs = 5;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
+        else if (argv[i][0] != '-') spec = argv[i];
+        else {
+            fprintf(stderr, "usage: bench_random_split [DEVICE_SPEC] [--runs N]\n");
+            return 2;
+        }
+    }
+    if (runs < 1 || runs > 100) {
+        fprintf(stderr, "bench_random_split: --runs must be 1 to 100\n");
+        return 2;
+    }
+    vram_device *dev = NULL;
+    vram_allocator *a = NULL;
+    if (vram_device_open(spec, &dev) != VRAM_OK || vram_allocator_new(dev, NULL, &a) != VRAM_OK) {
+        fprintf(stderr, "bench_random_split: %s: %s\n", spec, vram_last_error());
+        return 1;
+    }
+    vram_machine_info m;
+    vram_machine_info_get(&m);
+    printf("machine: %s, %u cores, %s\ndate:    %s\ncommand:", m.cpu, m.cores, m.os, m.date);
+    for (int i = 0; i < argc; i++) printf(" %s", argv[i]);
+    printf("\ndevice:  %s (%s)\n\n", spec, dev->name);
+
+    /* the timer's own cost: empty intervals */
+    uint64_t empty = UINT64_MAX;
+    for (int i = 0; i < 100000; i++) {
+        uint64_t t0 = ticks(), t1 = ticks();
+        if (t1 - t0 < empty) empty = t1 - t0;
+    }
+    static void *slot[VRAM_BENCH_RANDOM_SLOTS];
+    static size_t slot_size[VRAM_BENCH_RANDOM_SLOTS];
+    uint64_t sum[KINDS] = {0}, count[KINDS] = {0}, fails = 0;
+    double wall0 = 0, wall = 0;
+    uint64_t tick0 = 0, tick = 0;
+    for (int r = -1; r < runs; r++) { /* run -1: the untimed warm-up */
+        uint64_t xs = VRAM_BENCH_SEED;
+        if (r == 0) {
+            wall0 = mono_ns();
+            tick0 = ticks();
+        }
+        for (int op = 0; op < VRAM_BENCH_RANDOM_OPS; op++) {
+            uint64_t k = vram_bench_next(&xs) % VRAM_BENCH_RANDOM_SLOTS;
+            int kind;
+            uint64_t t0, t1;
+            if (slot[k]) {
+                kind = slot_size[k] <= (1u << 20) ? SMALL_FREE : LARGE_FREE;
+                t0 = ticks();
+                vram_allocator_free(a, slot[k]);
+                t1 = ticks();
+                slot[k] = NULL;
+            } else {
+                size_t size = (size_t)vram_bench_size(&xs);
+                kind = size <= (1u << 20) ? SMALL_MALLOC : LARGE_MALLOC;
+                t0 = ticks();
+                vram_status st = vram_allocator_malloc(a, size, 0, VRAM_TAG_OTHER, &slot[k]);
+                t1 = ticks();
+                if (st != VRAM_OK) {
+                    slot[k] = NULL;
+                    fails++;
+                }
+                slot_size[k] = size;
+            }
+            if (r >= 0) {
+                sum[kind] += t1 - t0 > empty ? t1 - t0 - empty : 0;
+                count[kind]++;
+            }
+        }
+        for (int k = 0; k < VRAM_BENCH_RANDOM_SLOTS; k++)
+            if (slot[k]) {
+                vram_allocator_free(a, slot[k]);
+                slot[k] = NULL;
+            }
+    }
+    wall = mono_ns() - wall0;
+    tick = ticks() - tick0;
+    double ns_per_tick = tick ? wall / (double)tick : 1.0;
+    uint64_t total = 0, ops = 0;
+    for (int k = 0; k < KINDS; k++) {
+        total += sum[k];
+        ops += count[k];
+    }
+    printf("The random workload, warm, %d timed runs of %d operations (%llu failed)%s; the timer's own cost,\n"
+           "%.1f ns, taken off each call.\n\n",
+           runs, VRAM_BENCH_RANDOM_OPS, (unsigned long long)fails,
+           fails ? ": out of memory on this device" : "", (double)empty * ns_per_tick);
+    printf("| operation | calls | ns per call | share of the allocator's time |\n|---|---|---|---|\n");
+    for (int k = 0; k < KINDS; k++)
+        printf("| %s | %llu | %.1f | %.1f%% |\n", kind_names[k], (unsigned long long)count[k],
+               count[k] ? (double)sum[k] * ns_per_tick / (double)count[k] : 0.0,
+               total ? 100.0 * (double)sum[k] / (double)total : 0.0);
+    printf("| all | %llu | %.1f | 100%% |\n", (unsigned long long)ops,
+           ops ? (double)total * ns_per_tick / (double)ops : 0.0);
+    printf("\nWhole runs (harness included): %.1f ns per operation.\n", wall / ((double)runs * VRAM_BENCH_RANDOM_OPS));
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+    return 0;
+}
