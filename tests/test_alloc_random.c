@@ -253,6 +253,8 @@ int main(void) {
     run("chunk_size_mb:16,reserve_slack:0.02", ops / 4, seconds / 4);
     run("chunk_size_mb:64,move_busy_pages:True", ops / 4, seconds / 4); /* chunks shrink near the 8 GiB limit */
     run("chunk_size_mb:64,chunk_headroom:0", ops / 8, seconds / 8);      /* 64 MiB chunks up to the limit */
+    run("garbage_collection_threshold:0.6,chunk_size_mb:2,move_min_mb:2", ops / 8, seconds / 8); /* frees coalesced at once */
+    run("page_size_mb:4,chunk_size_mb:8,move_busy_pages:True", ops / 8, seconds / 8); /* pages of two device pages */
     CHECK(aliases_seen > 0, "busy pages moved by aliasing in some run (%llu page_alias calls)",
           (unsigned long long)aliases_seen);
     return check_done();
