@@ -70,11 +70,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_random_moves: --seeds must be 1 to 1000\n");
         return 2;
     }
-    vram_machine_info m;
-    vram_machine_info_get(&m);
-    printf("machine: %s, %u cores, %s\ndate:    %s\ncommand:", m.cpu, m.cores, m.os, m.date);
-    for (int i = 0; i < argc; i++) printf(" %s", argv[i]);
-    printf("\n\nThe random workload on the event device (141 GiB), mean over %d seeds; cold: the run after an "
+    vram_machine_print(stdout, argc, argv);
+    printf("\nThe random workload on the event device (141 GiB), mean over %d seeds; cold: the run after an "
            "empty_cache, warm: the next run, cache kept. Device calls per run.\n\n", seeds);
     printf("| VRAM_ALLOC_CONF | peak reserved, GB | peak allocated, GB | cold: maps | unmaps | aliases | drops "
            "| warm: maps | unmaps | aliases | drops |\n|---|---|---|---|---|---|---|---|---|---|---|\n");

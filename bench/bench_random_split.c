@@ -61,11 +61,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_random_split: %s: %s\n", spec, vram_last_error());
         return 1;
     }
-    vram_machine_info m;
-    vram_machine_info_get(&m);
-    printf("machine: %s, %u cores, %s\ndate:    %s\ncommand:", m.cpu, m.cores, m.os, m.date);
-    for (int i = 0; i < argc; i++) printf(" %s", argv[i]);
-    printf("\ndevice:  %s (%s)\n\n", spec, dev->name);
+    vram_machine_print(stdout, argc, argv);
+    printf("device:  %s (%s)\n\n", spec, dev->name);
 
     /* the timer's own cost: empty intervals */
     uint64_t empty = UINT64_MAX;

@@ -34,9 +34,7 @@ int main(int argc, char **argv) {
             paths[n++] = buf[i];
         }
     }
-    vram_machine_info m;
-    vram_machine_info_get(&m);
-    printf("machine: %s, %u cores, %s\ndate:    %s\n", m.cpu, m.cores, m.os, m.date);
+    vram_machine_print(stdout, argc, argv);
     printf("replay on sim (80 GiB), default VRAM_ALLOC_CONF, %d runs each\n\n", repeat);
     printf("%-40s %9s %9s %10s %10s %12s %12s\n", "trace", "events", "read ms", "parse ms", "Mlines/s",
            "replay best", "median Mev/s");

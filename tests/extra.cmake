@@ -152,6 +152,13 @@ endif()
 # ---- tools: vram replay / vram bench end to end, and the trace parser fuzz target ----------
 # (maintained with src/trace and src/cli/{replay,bench}.c; keep other helpers' blocks apart)
 find_package(Python3 COMPONENTS Interpreter QUIET)
+# bench_random_split: its table on the sim device (header and all four kinds counted), and a bad
+# flag refused with one message and exit status 2
+add_test(NAME bench_random_split_smoke COMMAND bench_random_split sim --runs 1)
+set_tests_properties(bench_random_split_smoke PROPERTIES
+                     PASS_REGULAR_EXPRESSION "command: [^\n]*bench_random_split sim --runs 1.*\\| all \\| 200000 \\|")
+add_test(NAME bench_random_split_bad_flag
+         COMMAND sh -c "out=$($<TARGET_FILE:bench_random_split> --runs 0 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 2 ] && echo \"$out\" | grep -q 'must be 1 to 100'")
 if(Python3_Interpreter_FOUND)
   add_test(NAME cli_replay
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/cli_replay_check.py

@@ -73,5 +73,18 @@ int main(void) {
     vram_machine_info m;
     vram_machine_info_get(&m);
     CHECK(m.cores >= 1 && m.cpu[0] && m.date[0], "machine info");
+    /* the header every benchmark starts with: machine, date, command */
+    FILE *f = tmpfile();
+    CHECK(f != NULL, "tmpfile");
+    if (f) {
+        char *argv[] = {"bench_x", "--runs", "3"}, text[1024] = {0};
+        vram_machine_print(f, 3, argv);
+        rewind(f);
+        size_t n = fread(text, 1, sizeof text - 1, f);
+        fclose(f);
+        CHECK(n > 0 && !strncmp(text, "machine: ", 9) && strstr(text, " cores, ") && strstr(text, "\ndate:    20") &&
+                  strstr(text, "\ncommand: bench_x --runs 3\n"),
+              "header: %s", text);
+    }
     return check_done();
 }

@@ -81,6 +81,9 @@ typedef struct vram_machine_info {
     char date[32];    /* UTC, ISO 8601 */
 } vram_machine_info;
 void vram_machine_info_get(vram_machine_info *m);
+/* Writes the header a benchmark starts with: "machine: CPU, N cores, OS", "date:    ..." and
+ * "command: argv[0] argv[1] ...", one line each. */
+void vram_machine_print(FILE *out, int argc, char **argv);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,5 @@
-/* machine.c — what a benchmark prints about where it ran: CPU model, cores, OS, date.
+/* machine.c — what a benchmark prints about where it ran: CPU model, cores, OS, date, and the
+ * header with them and the command line (vram_machine_print).
  *
  * Numbers without their machine are not comparable, so every benchmark and bench/results
  * file starts with this. The CPU model is the first "model name" of /proc/cpuinfo.
@@ -38,4 +39,12 @@ void vram_machine_info_get(vram_machine_info *m) {
     struct tm tm;
     gmtime_r(&now, &tm);
     strftime(m->date, sizeof m->date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void vram_machine_print(FILE *out, int argc, char **argv) {
+    vram_machine_info m;
+    vram_machine_info_get(&m);
+    fprintf(out, "machine: %s, %u cores, %s\ndate:    %s\ncommand:", m.cpu, m.cores, m.os, m.date);
+    for (int i = 0; i < argc; i++) fprintf(out, " %s", argv[i]);
+    fputc('\n', out);
 }

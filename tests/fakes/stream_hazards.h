@@ -39,7 +39,7 @@ typedef struct stream_hazards {
     hazard_range *ranges;
     size_t nranges, cap_ranges;
     hazard_page *pages;
-    int npages, cap_pages;
+    size_t npages, cap_pages;
     int bucket[HAZARD_BUCKETS];
 } stream_hazards;
 
@@ -49,10 +49,10 @@ static inline int hazard_done(vram_device *dev, unsigned stream, uint64_t target
 
 static inline void hazards_rehash(stream_hazards *h) {
     for (int b = 0; b < HAZARD_BUCKETS; b++) h->bucket[b] = -1;
-    for (int i = 0; i < h->npages; i++) {
+    for (size_t i = 0; i < h->npages; i++) {
         int b = (int)(h->pages[i].id % HAZARD_BUCKETS);
         h->pages[i].next = h->bucket[b];
-        h->bucket[b] = i;
+        h->bucket[b] = (int)i;
     }
 }
 
@@ -72,8 +72,8 @@ static inline void hazards_prune(stream_hazards *h, vram_device *dev) {
     for (size_t i = 0; i < h->nranges; i++)
         if (!hazard_done(dev, h->ranges[i].stream, h->ranges[i].target)) h->ranges[k++] = h->ranges[i];
     h->nranges = k;
-    int m = 0;
-    for (int i = 0; i < h->npages; i++)
+    size_t m = 0;
+    for (size_t i = 0; i < h->npages; i++)
         if (!hazard_done(dev, h->pages[i].stream, h->pages[i].target)) h->pages[m++] = h->pages[i];
     h->npages = m;
     hazards_rehash(h);
@@ -104,13 +104,11 @@ static inline void hazards_add(stream_hazards *h, vram_device *dev, uint64_t add
         uint64_t id = phys_pages_id(&e->phys, pg);
         if (id == UINT64_MAX) return; /* a segment: its memory never moves */
         if (id == 0) continue;        /* unmapped under a live block: hazards_check_block counted it */
-        size_t cap = (size_t)h->cap_pages;
-        if (!hazards_room((void **)&h->pages, (size_t)h->npages, &cap, sizeof *h->pages)) return;
-        h->cap_pages = (int)cap;
+        if (!hazards_room((void **)&h->pages, h->npages, &h->cap_pages, sizeof *h->pages)) return;
         uint64_t lo = addr > pg ? addr - pg : 0, hi = addr + size < pg + PHYS_PAGE ? addr + size - pg : PHYS_PAGE;
         int b = (int)(id % HAZARD_BUCKETS);
         h->pages[h->npages] = (hazard_page){id, lo, hi, target, stream, h->bucket[b]};
-        h->bucket[b] = h->npages++;
+        h->bucket[b] = (int)h->npages++;
     }
 }
 
