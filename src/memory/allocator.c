@@ -163,6 +163,27 @@ static int stream_list_append(vram_allocator *a, vram_block *b) {
     return 0;
 }
 
+/* Gives block b, in its owner's not-ready list, the newer free_seq `seq` (of a block it
+ * absorbed), keeping the list ordered: almost always the newest, so b goes to the tail, where it
+ * often is already. */
+static void stream_list_renew(vram_allocator *a, vram_block *b, uint64_t seq) {
+    vram_stream_state *st = stream_state(a, b->stream); /* b is listed: its stream has a state */
+    b->free_seq = seq;
+    if (!b->snext) return; /* the tail already */
+    if (st->tail->free_seq > seq) { /* an older block absorbed: walk to its place */
+        stream_list_remove(a, b);
+        stream_list_append(a, b);
+        return;
+    }
+    if (b->sprev) b->sprev->snext = b->snext;
+    else st->head = b->snext;
+    b->snext->sprev = b->sprev;
+    b->sprev = st->tail;
+    b->snext = NULL;
+    st->tail->snext = b;
+    st->tail = b;
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* History.                                                                                  */
 
@@ -198,7 +219,7 @@ void vram_history_record(vram_allocator *a, vram_event_action action, uint64_t a
  * Kept apart, a block freed beside never-used memory stays a hole of its own for good (on a
  * device with events, no page moves: gpt2_generate 1.110 x, effnet_infer 1.149 x, against
  * 1.074 and 1.092 with these merges). */
-static int mergeable(const vram_allocator *a, const vram_block *x, const vram_block *y) {
+static inline int mergeable(const vram_allocator *a, const vram_block *x, const vram_block *y) {
     if (x->state != BLOCK_FREE || y->state != BLOCK_FREE || x->deferred >= DEFER_HELD || y->deferred >= DEFER_HELD)
         return 0; /* held and private-pool blocks never merge */
     if (x->ready && y->ready) return 1;
@@ -206,15 +227,31 @@ static int mergeable(const vram_allocator *a, const vram_block *x, const vram_bl
     return a->streams_seen == STREAMS_SOLO && !a->pages_moved && (x->ready ? y : x)->stream == a->solo_stream;
 }
 
-/* Block keep absorbs free block part (the caller links and indexes): it stays ready only if
- * both were (else it belongs to the not-ready one's stream) and keeps the newer free_seq. */
-static inline void merge_ready(vram_allocator *a, vram_block *keep, const vram_block *part) {
+/* The readiness of a free block: whether every stream may take it, its owner, its free_seq. */
+typedef struct vram_owner {
+    uint64_t free_seq;
+    vram_stream stream;
+    uint8_t ready;
+} vram_owner;
+
+static inline vram_owner owner_of(const vram_block *b) { return (vram_owner){b->free_seq, b->stream, b->ready}; }
+
+/* A block owned as *keep absorbs free block part (the caller links and indexes): it stays ready
+ * only if both were (else it belongs to the not-ready one's stream) and keeps the newer
+ * free_seq. */
+static inline void merge_ready(vram_allocator *a, vram_owner *keep, const vram_block *part) {
     if (keep->ready != part->ready) a->mixed = 1;
     if (keep->ready && !part->ready) {
         keep->ready = 0;
         keep->stream = part->stream;
     }
     if (part->free_seq > keep->free_seq) keep->free_seq = part->free_seq;
+}
+
+static inline void owner_set(vram_block *b, vram_owner o) {
+    b->free_seq = o.free_seq;
+    b->stream = o.stream;
+    b->ready = o.ready;
 }
 
 /* Takes a free block out of every index it is in (bin, stream list, cached list). */
@@ -268,7 +305,9 @@ static vram_block *absorb_deferred(vram_allocator *a, vram_block *b) {
             p->size += b->size;
             p->next = n;
             if (n) n->prev = p;
-            merge_ready(a, p, b);
+            vram_owner o = owner_of(p);
+            merge_ready(a, &o, b);
+            owner_set(p, o);
             vram_block_release(a, b);
             b = p;
         } else if (n && n->deferred == DEFER_RECENT && mergeable(a, b, n)) {
@@ -277,7 +316,9 @@ static vram_block *absorb_deferred(vram_allocator *a, vram_block *b) {
             b->size += n->size;
             b->next = n->next;
             if (n->next) n->next->prev = b;
-            merge_ready(a, b, n);
+            vram_owner o = owner_of(b);
+            merge_ready(a, &o, n);
+            owner_set(b, o);
             vram_block_release(a, n);
         } else {
             return b;
@@ -409,7 +450,7 @@ static void deferred_flush(vram_allocator *a) {
 }
 
 /* Moves an indexed free block to the bin of its (changed) size. */
-static inline void rebin(vram_allocator *a, vram_block *b) {
+static inline __attribute__((always_inline)) void rebin(vram_allocator *a, vram_block *b) {
     if (bin_of(b->size) == b->bin) return;
     vram_pool *p = &a->pools[b->pool];
     bin_remove(p, b);
@@ -446,7 +487,7 @@ vram_block *vram_free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_ad
     int merge_prev = prev && mergeable(a, prev, b), merge_next = next && mergeable(a, b, next);
     /* the readiness, owner and free_seq of the block that results: b's, then what the
      * neighbours it absorbs bring (merge_ready) */
-    vram_block result = *b;
+    vram_owner result = owner_of(b);
     if (merge_prev) merge_ready(a, &result, prev);
     if (merge_next) merge_ready(a, &result, next);
     if (merge_prev) {
@@ -481,12 +522,12 @@ vram_block *vram_free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_ad
     }
     if (keep != b) {
         rebin(a, keep);
-        if (keep->ready != result.ready || keep->free_seq != result.free_seq) {
+        if (!keep->ready && !result.ready && keep->stream == result.stream) {
+            if (keep->free_seq != result.free_seq) stream_list_renew(a, keep, result.free_seq);
+        } else if (keep->ready != result.ready || keep->free_seq != result.free_seq) {
             /* the owner's list stays ordered by free_seq */
             if (!keep->ready) stream_list_remove(a, keep);
-            keep->ready = result.ready;
-            keep->stream = result.stream;
-            keep->free_seq = result.free_seq;
+            owner_set(keep, result);
             stream_track(a, keep);
         }
     }
