@@ -254,6 +254,13 @@ static inline void owner_set(vram_block *b, vram_owner o) {
     b->ready = o.ready;
 }
 
+/* merge_ready for a block in no index (a deferred one), whose fields may change at once. */
+static inline void merge_ready_block(vram_allocator *a, vram_block *keep, const vram_block *part) {
+    vram_owner o = owner_of(keep);
+    merge_ready(a, &o, part);
+    owner_set(keep, o);
+}
+
 /* Takes a free block out of every index it is in (bin, stream list, cached list). */
 static inline void free_unlink(vram_allocator *a, vram_block *b) {
     bin_remove(&a->pools[b->pool], b);
@@ -305,9 +312,7 @@ static vram_block *absorb_deferred(vram_allocator *a, vram_block *b) {
             p->size += b->size;
             p->next = n;
             if (n) n->prev = p;
-            vram_owner o = owner_of(p);
-            merge_ready(a, &o, b);
-            owner_set(p, o);
+            merge_ready_block(a, p, b);
             vram_block_release(a, b);
             b = p;
         } else if (n && n->deferred == DEFER_RECENT && mergeable(a, b, n)) {
@@ -316,9 +321,7 @@ static vram_block *absorb_deferred(vram_allocator *a, vram_block *b) {
             b->size += n->size;
             b->next = n->next;
             if (n->next) n->next->prev = b;
-            vram_owner o = owner_of(b);
-            merge_ready(a, &o, n);
-            owner_set(b, o);
+            merge_ready_block(a, b, n);
             vram_block_release(a, n);
         } else {
             return b;
