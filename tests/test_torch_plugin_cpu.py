@@ -52,12 +52,20 @@ def stats(device=0):
 
 check(lib.vram_torch_device_active(0) == 0, "no allocator before the first allocation")
 check(lib.vram_torch_stats_text(0) is None, "no statistics before it")
+# A request for no bytes (PyTorch asks for each empty tensor) gets a null pointer and no memory,
+# as from PyTorch's own allocator; its free and record_stream are no-ops.
+check(lib.vram_torch_alloc(0, 0, 0x1000) is None, "a request for 0 bytes returns a null pointer")
+lib.vram_torch_free(None, 0, 0, 0x1000)
+check(lib.vram_torch_record_stream(None, 0, 0x2000) == 0, "record_stream of an empty tensor's null pointer")
+check(lib.vram_torch_device_active(0) == 0, "and none of them starts an allocator or counts anything")
 ptrs = [lib.vram_torch_alloc(n, 0, 0x1000) for n in (1000, 5 << 20, 64 << 20)]
 check(all(ptrs) and len(set(ptrs)) == 3, "three distinct blocks: %s" % ptrs)
 check(lib.vram_torch_device_active(0) == 1, "allocator created on first use")
 s = stats()
 check(s.get("requested_bytes.all.current") == 1000 + (5 << 20) + (64 << 20), "requested bytes %s" % s.get("requested_bytes.all.current"))
 check(s.get("allocation.all.current") == 3 and s.get("allocation.small_pool.current") == 1, "allocation counts")
+check(lib.vram_torch_alloc(0, 0, 0x1000) is None and stats()["allocation.all.allocated"] == s["allocation.all.allocated"],
+      "a request for 0 bytes counts no allocation once the allocator runs either")
 check(s.get("reserved_bytes.all.current", 0) >= s["allocated_bytes.all.current"], "reserved >= allocated")
 check("tags.other.allocated_bytes.current" in s, "per-tag statistics")
 for p, n in zip(ptrs, (1000, 5 << 20, 64 << 20)):

@@ -177,17 +177,23 @@ VRAM_TORCH_API int vram_torch_use_c10(const char *torch_lib_dir) {
     return 1;
 }
 
+/* A request for no bytes gets no memory and a null pointer, as from PyTorch's own allocator
+ * (which serves empty tensors without allocating: their data_ptr() is 0), and its free is a
+ * no-op: a pluggable allocator is asked for them all the same (a GPT-2 sampling run asks 23,000
+ * times), and a 512-byte block each would count in the statistics that native's leave them out
+ * of. */
 VRAM_TORCH_API void *vram_torch_alloc(ssize_t size, int device, void *stream) {
+    if (size <= 0) return nullptr;
     vram_allocator *a = get_allocator(device, true);
     if (!a) throw_oom(g_error);
     void *p = nullptr;
-    vram_status st = vram_allocator_malloc(a, size < 0 ? 0 : (size_t)size, (vram_stream)stream, VRAM_TAG_OTHER, &p);
+    vram_status st = vram_allocator_malloc(a, (size_t)size, (vram_stream)stream, VRAM_TAG_OTHER, &p);
     if (st == VRAM_OK) return p;
     std::string msg;
     if (st == VRAM_ERR_OUT_OF_MEMORY) {
         const char *report = vram_allocator_oom_report(a);
         char req[32];
-        vram_format_size((uint64_t)(size < 0 ? 0 : size), req, sizeof req);
+        vram_format_size((uint64_t)size, req, sizeof req);
         msg = std::string("CUDA out of memory (vram). Tried to allocate ") + req + " on cuda:" + std::to_string(device) +
               ".\n" + (report && *report ? report : vram_last_error());
         std::lock_guard<std::mutex> lock(g_mutex);
@@ -204,6 +210,7 @@ VRAM_TORCH_API void *vram_torch_alloc(ssize_t size, int device, void *stream) {
 VRAM_TORCH_API void vram_torch_free(void *ptr, ssize_t size, int device, void *stream) {
     (void)size;
     (void)stream; /* the allocator knows the block's stream */
+    if (!ptr) return; /* what a request for no bytes returned */
     vram_allocator *a = get_allocator(device, false);
     if (!a || vram_allocator_free(a, ptr) != VRAM_OK) {
         /* A free PyTorch believes is ours but vram does not know: a bug somewhere; say it, do
@@ -225,6 +232,7 @@ VRAM_TORCH_API int vram_torch_device_active(int device) {
 VRAM_TORCH_API int vram_torch_init_device(int device) { return get_allocator(device, true) ? 0 : -1; }
 
 VRAM_TORCH_API int vram_torch_record_stream(void *ptr, int device, void *stream) {
+    if (!ptr) return 0; /* an empty tensor's: no memory to keep (PyTorch's allocator ignores it too) */
     vram_allocator *a = get_allocator(device, false);
     return a ? status_of(vram_allocator_record_stream(a, ptr, (vram_stream)stream)) : -1;
 }

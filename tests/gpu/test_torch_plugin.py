@@ -46,6 +46,17 @@ check(vram_torch.memory_allocated() == before, "and uncounted when freed")
 vram_torch.reset_peak_memory_stats()
 check(vram_torch.max_memory_allocated() == vram_torch.memory_allocated(), "reset_peak_memory_stats")
 
+# Empty tensors take no memory and have data_ptr() 0, as under PyTorch's own allocator: no
+# allocation is counted, and using, recording and freeing them works.
+count0 = vram_torch.memory_stats()["allocation.all.allocated"]
+empties = [torch.empty(0, device="cuda"), a[:0].clone(), torch.cat([a[:0], b[:0]]), torch.zeros(3, 0, device="cuda")]
+empties[0].record_stream(torch.cuda.Stream())
+check(all(e.data_ptr() == 0 for e in empties), "empty tensors have no memory: %s" % [e.data_ptr() for e in empties])
+check(vram_torch.memory_stats()["allocation.all.allocated"] == count0, "no allocation counted for them: %d -> %d"
+      % (count0, vram_torch.memory_stats()["allocation.all.allocated"]))
+check((empties[1] @ b[:, :0]).shape == (0, 0) and float(empties[3].sum()) == 0.0, "and they compute as empty tensors")
+del empties
+
 # PyTorch's own functions answer from vram too (vram_torch.enable() routes them), so an unchanged
 # script that logs its memory runs.
 y = torch.empty(50 * 2**20, dtype=torch.uint8, device="cuda")
