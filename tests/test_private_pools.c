@@ -388,6 +388,46 @@ static void test_capture_needs_no_events(const char *conf) {
     vram_device_close(dev);
 }
 
+/* A block used on another stream (record_stream) and freed during a capture: no event can be
+ * recorded then, so the allocator records them once the last capture has ended, as PyTorch's
+ * defers them; until the work that stream queued before the free is done, the block serves no
+ * other stream, even with memory at its limit. Before 2026-12-04 the block went back to the cache
+ * at the end of the capture with no event (fuzz_alloc found it:
+ * tests/fuzz/regress_alloc/capture_use). */
+static void test_capture_free_waits_for_uses(const char *conf) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc(conf, &dev);
+    CHECK(a != NULL, "%s: allocator", conf);
+    if (!a) return;
+    evdev_state *e = event_device_state(dev);
+    void *p, *q = NULL;
+    CHECK_OK(vram_allocator_malloc(a, 12 * MiB, 1, 0, &p));
+    CHECK_OK(vram_allocator_record_stream(a, p, 2));
+    event_device_submit(dev, 2); /* stream 2's queued work still uses p */
+    uint64_t target = e->submitted[2];
+    CHECK_OK(vram_allocator_begin_pool(a, 7));
+    e->capturing = 1;
+    CHECK_OK(vram_allocator_free(a, p));
+    e->capturing = 0;
+    CHECK_OK(vram_allocator_end_pool(a, 7));
+    CHECK_OK(vram_allocator_set_limit(a, (uint64_t)reserved(a))); /* no new memory: only p's could serve */
+    vram_status st = vram_allocator_malloc(a, 12 * MiB, 3, 0, &q);
+    CHECK(st != VRAM_OK || q != p || e->completed[2] >= target,
+          "%s: a block freed during a capture went to stream 3 while stream 2's work on it was queued", conf);
+    if (st == VRAM_OK) CHECK_OK(vram_allocator_free(a, q));
+    event_device_complete(dev, 2);
+    CHECK(vram_allocator_malloc(a, 12 * MiB, 3, 0, &q) == VRAM_OK, "%s: once that work is done the memory serves again",
+          conf);
+    if (q) CHECK_OK(vram_allocator_free(a, q));
+    CHECK_OK(vram_allocator_set_limit(a, 0));
+    CHECK_OK(vram_allocator_release_pool(a, 7));
+    CHECK_OK(vram_allocator_empty_cache(a));
+    CHECK(reserved(a) == 0, "%s: everything returned (%lld reserved)", conf, (long long)reserved(a));
+    CHECK_OK(vram_allocator_check(a));
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+}
+
 static void test_bad_calls(void) {
     vram_device *dev;
     vram_allocator *a = open_alloc("", &dev);
@@ -567,6 +607,8 @@ int main(void) {
     test_capture_needs_no_events("chunk_size_mb:64,move_busy_pages:True,reserve_slack:0.01");
     test_capture_needs_no_events("caching:False");
     test_capture_needs_no_events("garbage_collection_threshold:0.01");
+    test_capture_free_waits_for_uses("");
+    test_capture_free_waits_for_uses("expandable_segments:False");
     test_capture_routes_by_stream("");
     test_capture_routes_by_stream("expandable_segments:False");
     test_capture_routes_by_stream("chunk_size_mb:64,move_busy_pages:True");

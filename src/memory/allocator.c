@@ -1225,9 +1225,9 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
          * every slow path made freed pages move sooner, and on an H200 the extra page traffic
          * cost 12-46% of step time for 3-50% less reserved memory; bench/results/
          * 2026-12-02-torch-workloads.md, runs 3 and 6.) */
+        if (a->pending_head && !vram_capturing(a)) vram_process_pending(a); /* first: its frees are deferred */
         deferred_flush(a);
         if (!vram_capturing(a)) {
-            if (a->pending_head) vram_process_pending(a);
             if (a->not_ready_count) vram_poll_streams(a, 0);
             if (a->zombies) vram_pages_reap_zombies(a, 0);
         }
@@ -1245,7 +1245,8 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
             b = find_free(a, p, rsize, stream, &place, &mapped);
             err = map_placement(a, b, rsize, place, stream, 0, &retried);
         }
-        if (err == VRAM_ERR_OUT_OF_MEMORY && (a->not_ready_count || a->held_count) && !vram_capturing(a)) {
+        if (err == VRAM_ERR_OUT_OF_MEMORY && (a->not_ready_count || a->held_count || a->recent_mask) &&
+            !vram_capturing(a)) {
             /* out of memory: wait for the streams, as a last resort, and retry */
             err = sync_all_streams(a);
             if (err == VRAM_OK) {
@@ -1444,27 +1445,43 @@ void vram_process_pending(vram_allocator *a) {
     }
 }
 
+/* Records an event on each stream block b was used on besides its own (record_stream), into
+ * b->events, and returns how many: all of them, or 0 when one could not be recorded (then the
+ * streams were waited for instead, and the block needs no event). */
+static uint16_t use_events_record(vram_allocator *a, vram_block *b) {
+    b->events = calloc(b->nuses, sizeof *b->events);
+    if (!b->events) { /* no room to keep them: wait for each stream now */
+        for (int i = 0; i < b->nuses; i++) {
+            void *ev = NULL;
+            if (a->dev->ops->event_record(a->dev, b->uses[i], &ev) != VRAM_OK) continue;
+            a->dev->ops->event_sync(a->dev, ev);
+            a->dev->ops->event_destroy(a->dev, ev);
+        }
+        return 0;
+    }
+    int n = 0;
+    for (int i = 0; i < b->nuses; i++)
+        if (a->dev->ops->event_record(a->dev, b->uses[i], &b->events[n]) == VRAM_OK) n++;
+    if (n < b->nuses) { /* could not record every event: wait for those streams now instead */
+        for (int i = 0; i < n; i++) {
+            a->dev->ops->event_sync(a->dev, b->events[i]);
+            a->dev->ops->event_destroy(a->dev, b->events[i]);
+        }
+        n = 0;
+    }
+    return (uint16_t)n;
+}
+
 /* A freed block used on other streams (record_stream): records an event on each of them and
  * makes the block PENDING until they complete. Returns 0, the block left as it was, when no
- * event is needed after all (recording failed, and those streams were waited for instead). */
+ * event is needed after all (recording failed, and those streams were waited for instead).
+ * During a capture no event can be recorded: the block stays pending with none, and
+ * vram_pending_after_captures records them once the last capture has ended (as PyTorch's
+ * allocator defers them), so that the work those streams queued before still covers it. */
 static int free_pending(vram_allocator *a, vram_block *b) {
-    /* during a capture no event can be recorded: the block stays pending, with none, until
-     * end_pool's process_pending frees it (the capture's work does not run before then) */
     if (!vram_capturing(a)) {
-        b->events = calloc(b->nuses, sizeof *b->events);
-        int n = 0;
-        for (int i = 0; b->events && i < b->nuses; i++)
-            if (a->dev->ops->event_record(a->dev, b->uses[i], &b->events[n]) == VRAM_OK) n++;
-        if (!b->events || n < b->nuses) {
-            /* could not record every event: wait for those streams now instead */
-            for (int i = 0; i < n; i++) {
-                a->dev->ops->event_sync(a->dev, b->events[i]);
-                a->dev->ops->event_destroy(a->dev, b->events[i]);
-            }
-            n = 0;
-        }
-        b->nevents = (uint16_t)n;
-        if (!n) return 0;
+        b->nevents = use_events_record(a, b);
+        if (!b->nevents) return 0;
     }
     b->state = BLOCK_PENDING;
     pending_count(a, b, 1);
@@ -1474,6 +1491,12 @@ static int free_pending(vram_allocator *a, vram_block *b) {
     else a->pending_head = b;
     a->pending_tail = b;
     return 1;
+}
+
+void vram_pending_after_captures(vram_allocator *a) {
+    for (vram_block *b = a->pending_head; b; b = b->fnext)
+        if (!b->nevents && !b->events) b->nevents = use_events_record(a, b);
+    vram_process_pending(a);
 }
 
 vram_status vram_allocator_free(vram_allocator *a, void *ptr) {

@@ -292,6 +292,7 @@ vram_block *vram_free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_ad
 /* Sends every deferred block to the bins; with `than`, whether a search for rsize must run again. */
 int vram_recent_flush(vram_allocator *a, int pool, uint64_t rsize, const vram_block *than);
 void vram_process_pending(vram_allocator *a);             /* completes pending frees whose events are done */
+void vram_pending_after_captures(vram_allocator *a);      /* records the events of frees made during captures */
 void vram_poll_streams(vram_allocator *a, int want_more); /* makes blocks of finished stream work ready */
 void vram_streams_many(vram_allocator *a);                /* leaves one-stream mode (allocator.c, mergeable) */
 

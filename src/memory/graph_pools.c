@@ -254,7 +254,7 @@ vram_status vram_allocator_end_pool(vram_allocator *a, uint64_t id) {
     memmove(&a->captures[k], &a->captures[k + 1], (size_t)(a->ncaptures - k - 1) * sizeof a->captures[0]);
     a->ncaptures--;
     graph_mode_update(a, a->ncaptures > 0);
-    if (!a->ncaptures && a->pending_head) vram_process_pending(a); /* frees left without events during captures */
+    if (!a->ncaptures && a->pending_head) vram_pending_after_captures(a); /* frees made during the captures */
     vram_allocator_unlock(a);
     return VRAM_OK;
 }

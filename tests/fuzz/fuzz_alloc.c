@@ -19,6 +19,11 @@
  *     4 KiB (its pages moved busy, its last page partly used); stream 2 then allocates 1.125 MiB
  *     in the rest of that page. Before the fix of bench/results/2026-12-04-busy-page-edges.md it
  *     got memory stream 1's work could still write.
+ *   capture_use (29 bytes): on the event device, stream 2 allocates 17.75 MiB; a capture begins;
+ *     stream 0 queues work, and the block is recorded on stream 0 and freed (pending, but no
+ *     event can be recorded during a capture); the capture ends; stream 2 allocates again. Until
+ *     2026-12-04 the end of the capture freed the block with no event, and stream 2 got its
+ *     memory while stream 0's work was queued (test_private_pools: test_capture_free_waits_for_uses).
  */
 #include <stdint.h>
 #include <stdlib.h>
