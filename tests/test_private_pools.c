@@ -12,12 +12,17 @@
  * allocations are the pool's; captures under way at once each take their own streams'. Both
  * memory models; bad calls get a status and change nothing. Under the randomized sequence, with
  * the streams' work queued and completed too (so that busy pages move), no page leaves a live
- * graph's memory (the event device's physical model shows every unmap and drop).
+ * graph's memory (the event device's physical model shows every unmap and drop), and, with blocks
+ * recorded on other streams (record_stream) and freed during captures or outside them, no
+ * ordinary block reaches a stream, nor loses its pages, while another stream's queued work may
+ * still use it (fakes/stream_hazards.h; before 2026-12-04 the end of a capture freed such blocks
+ * with no event: 34-286 violations a configuration).
  */
 #include <string.h>
 
 #include "check.h"
 #include "fakes/event_device.h"
+#include "fakes/stream_hazards.h"
 #include "test_rng.h"
 #include "vram/alloc.h"
 
@@ -488,12 +493,16 @@ static struct {
     uintptr_t lo, hi; /* [lo, hi): a block the pool handed out */
 } owned[POOLS][OWNED];
 static int nowned[POOLS], uses[POOLS], unmapped_owned;
+/* What the streams may still use of blocks freed outside the pools (fakes/stream_hazards.h), and
+ * how often memory was handed to another stream, or its pages taken, before that work was done. */
+static stream_hazards hazards;
+static uint64_t stream_violations;
 
 static void unmap_of_owned(void *ctx, uint64_t addr, uint64_t size) {
-    (void)ctx;
     for (int q = 0; q < POOLS; q++)
         for (int i = 0; uses[q] && i < nowned[q]; i++)
             if (addr < owned[q][i].hi && owned[q][i].lo < addr + size) unmapped_owned++;
+    stream_violations += hazards_in_use(&hazards, ctx, addr, size);
 }
 
 static void test_random(const char *conf, int routed) {
@@ -503,14 +512,19 @@ static void test_random(const char *conf, int routed) {
     if (!a) return;
     struct {
         void *p;
-        uint64_t pool;
+        uint64_t pool, size;
+        unsigned stream, used_on; /* its allocation stream, and streams it was recorded on */
     } slot[SLOTS];
     memset(slot, 0, sizeof slot);
     evdev_state *e = event_device_state(dev);
     memset(nowned, 0, sizeof nowned);
     memset(uses, 0, sizeof uses);
     unmapped_owned = 0;
+    stream_violations = 0;
+    hazards_init(&hazards);
     e->phys.on_unmap = unmap_of_owned;
+    e->phys.ctx = dev;
+    int recorded = 0;
     uint64_t rng = 12345, capturing = 0;
     int violations = 0, reuses = 0, ops = 0;
     for (ops = 0; ops < 200000; ops++) {
@@ -537,11 +551,24 @@ static void test_random(const char *conf, int routed) {
             unsigned st = (unsigned)(test_rng(&rng) % 3);
             if (r < 17) event_device_submit(dev, st);
             else event_device_complete(dev, st);
+            if (r >= 17 && hazards.nranges > 4096) hazards_prune(&hazards, dev);
+        } else if (r < 26) { /* a live block used on another stream too (record_stream) */
+            int k = (int)(test_rng(&rng) % SLOTS);
+            unsigned st = (unsigned)(test_rng(&rng) % 3);
+            if (slot[k].p && vram_allocator_record_stream(a, slot[k].p, st) == VRAM_OK) {
+                slot[k].used_on |= 1u << st;
+                recorded++;
+            }
         } else {
             int k = (int)(test_rng(&rng) % SLOTS);
             if (slot[k].p) {
-                CHECK_OK(vram_allocator_free(a, slot[k].p));
-                slot[k].p = NULL;
+                if (!slot[k].pool) /* outside the pools: what its streams queued may still use it */
+                    for (unsigned u = 0; u < 3; u++)
+                        if (u == slot[k].stream || (slot[k].used_on & (1u << u)))
+                            hazards_add(&hazards, dev, (uintptr_t)slot[k].p, slot[k].size, u);
+                void *freed = slot[k].p;
+                slot[k].p = NULL; /* before the free, which may unmap its pages */
+                CHECK_OK(vram_allocator_free(a, freed));
             } else {
                 int e = 9 + (int)(test_rng(&rng) % 14); /* 512 B ... 8 MiB */
                 uint64_t size = (1ull << e) + test_rng(&rng) % (1ull << e);
@@ -554,6 +581,14 @@ static void test_random(const char *conf, int routed) {
                 slot[k].pool = into;
                 size_t bsize = 0;
                 CHECK_OK(vram_allocator_block_info(a, slot[k].p, &bsize, NULL, NULL));
+                slot[k].size = bsize;
+                slot[k].stream = (unsigned)s;
+                slot[k].used_on = 0;
+                if (!into) { /* an ordinary block: nothing another stream's queued work still uses */
+                    uint64_t by_address = 0, by_page = 0;
+                    hazards_check_block(&hazards, dev, (uintptr_t)slot[k].p, bsize, (unsigned)s, &by_address, &by_page);
+                    stream_violations += by_address + by_page;
+                }
                 uintptr_t lo = (uintptr_t)slot[k].p, hi = lo + bsize;
                 for (int q = 0; q < POOLS; q++) {
                     if (!uses[q]) continue;
@@ -580,7 +615,13 @@ static void test_random(const char *conf, int routed) {
           unmapped_owned);
     CHECK(e->capture_violations == 0, "%s: %llu event or release calls during captures", conf,
           (unsigned long long)e->capture_violations);
+    CHECK(stream_violations == 0 && recorded > 300,
+          "%s%s: %llu times memory reached a stream, or lost its pages, while another stream's work still used it "
+          "(%d blocks recorded on other streams)",
+          conf, routed ? " (routed by stream)" : "", (unsigned long long)stream_violations, recorded);
     e->capturing = 0;
+    e->phys.on_unmap = NULL;
+    hazards_free(&hazards);
     for (unsigned st = 0; st < 3; st++) event_device_complete(dev, st);
     CHECK(reuses > 100, "%s: captures reuse their pool's blocks (%d)", conf, reuses);
     if (capturing) CHECK_OK(vram_allocator_end_pool(a, capturing));
