@@ -132,6 +132,14 @@ static vram_stream_state *stream_state(vram_allocator *a, vram_stream s) {
     return st;
 }
 
+/* Waits for the work queued on stream s so far (the host blocks: only where nothing can be tracked). */
+static void stream_wait(vram_allocator *a, vram_stream s) {
+    void *ev = NULL;
+    if (a->dev->ops->event_record(a->dev, s, &ev) != VRAM_OK) return;
+    a->dev->ops->event_sync(a->dev, ev);
+    a->dev->ops->event_destroy(a->dev, ev);
+}
+
 static void stream_list_remove(vram_allocator *a, vram_block *b) {
     vram_stream_state *st = stream_state(a, b->stream);
     if (b->sprev) b->sprev->snext = b->snext;
@@ -161,27 +169,6 @@ static int stream_list_append(vram_allocator *a, vram_block *b) {
     st->count++;
     a->not_ready_count++;
     return 0;
-}
-
-/* Gives block b, in its owner's not-ready list, the newer free_seq `seq` (of a block it
- * absorbed), keeping the list ordered: almost always the newest, so b goes to the tail, where it
- * often is already. */
-static void stream_list_renew(vram_allocator *a, vram_block *b, uint64_t seq) {
-    vram_stream_state *st = stream_state(a, b->stream); /* b is listed: its stream has a state */
-    b->free_seq = seq;
-    if (!b->snext) return; /* the tail already */
-    if (st->tail->free_seq > seq) { /* an older block absorbed: walk to its place */
-        stream_list_remove(a, b);
-        stream_list_append(a, b);
-        return;
-    }
-    if (b->sprev) b->sprev->snext = b->snext;
-    else st->head = b->snext;
-    b->snext->sprev = b->sprev;
-    b->sprev = st->tail;
-    b->snext = NULL;
-    st->tail->snext = b;
-    st->tail = b;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -463,12 +450,7 @@ static inline __attribute__((always_inline)) void rebin(vram_allocator *a, vram_
 /* Puts free block b, which is in no index yet, in its owner's not-ready list. */
 static inline void stream_track(vram_allocator *a, vram_block *b) {
     if (b->ready || stream_list_append(a, b) == 0) return;
-    /* the stream table is full: wait for this stream's work instead of tracking it */
-    void *ev = NULL;
-    if (a->dev->ops->event_record(a->dev, b->stream, &ev) == VRAM_OK) {
-        a->dev->ops->event_sync(a->dev, ev);
-        a->dev->ops->event_destroy(a->dev, ev);
-    }
+    stream_wait(a, b->stream); /* the stream table is full: wait for this stream's work instead */
     b->ready = 1;
 }
 
@@ -525,9 +507,7 @@ vram_block *vram_free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_ad
     }
     if (keep != b) {
         rebin(a, keep);
-        if (!keep->ready && !result.ready && keep->stream == result.stream) {
-            if (keep->free_seq != result.free_seq) stream_list_renew(a, keep, result.free_seq);
-        } else if (keep->ready != result.ready || keep->free_seq != result.free_seq) {
+        if (keep->ready != result.ready || keep->free_seq != result.free_seq) {
             /* the owner's list stays ordered by free_seq */
             if (!keep->ready) stream_list_remove(a, keep);
             owner_set(keep, result);
@@ -1450,26 +1430,13 @@ void vram_process_pending(vram_allocator *a) {
  * streams were waited for instead, and the block needs no event). */
 static uint16_t use_events_record(vram_allocator *a, vram_block *b) {
     b->events = calloc(b->nuses, sizeof *b->events);
-    if (!b->events) { /* no room to keep them: wait for each stream now */
-        for (int i = 0; i < b->nuses; i++) {
-            void *ev = NULL;
-            if (a->dev->ops->event_record(a->dev, b->uses[i], &ev) != VRAM_OK) continue;
-            a->dev->ops->event_sync(a->dev, ev);
-            a->dev->ops->event_destroy(a->dev, ev);
-        }
-        return 0;
-    }
     int n = 0;
-    for (int i = 0; i < b->nuses; i++)
-        if (a->dev->ops->event_record(a->dev, b->uses[i], &b->events[n]) == VRAM_OK) n++;
-    if (n < b->nuses) { /* could not record every event: wait for those streams now instead */
-        for (int i = 0; i < n; i++) {
-            a->dev->ops->event_sync(a->dev, b->events[i]);
-            a->dev->ops->event_destroy(a->dev, b->events[i]);
-        }
-        n = 0;
-    }
-    return (uint16_t)n;
+    while (b->events && n < b->nuses && a->dev->ops->event_record(a->dev, b->uses[n], &b->events[n]) == VRAM_OK) n++;
+    if (n == b->nuses) return (uint16_t)n;
+    /* no room for the events, or one could not be recorded: wait for those streams now instead */
+    for (int i = 0; i < n; i++) a->dev->ops->event_destroy(a->dev, b->events[i]);
+    for (int i = 0; i < b->nuses; i++) stream_wait(a, b->uses[i]);
+    return 0;
 }
 
 /* A freed block used on other streams (record_stream): records an event on each of them and
