@@ -21,7 +21,7 @@ static const char *tiny =
     "a 3 3000000 0\n"  /* +3000320 (512-byte rounding): the peak */
     "f 3\n"
     "f 1\n"
-    "a 4 0 0\n"        /* size 0: a unique 512-byte block */
+    "a 4 0 0\n"        /* size 0: an empty tensor, no memory (as PyTorch serves it) */
     "f 2\n"
     "f 4\n";
 
@@ -64,8 +64,9 @@ static void test_tiny(const char *conf) {
     CHECK(r.device_allocs == s.num_device_alloc && r.device_frees == s.num_device_free, "device counts from stats");
     CHECK(s.allocated_bytes[VRAM_POOL_ALL].current == 0 && s.requested_bytes[VRAM_POOL_ALL].current == 0,
           "everything freed at the end");
-    CHECK(s.allocation[VRAM_POOL_ALL].allocated == 5, "5 allocations counted");
-    CHECK(s.tags[VRAM_TAG_OTHER].allocation.allocated == 5, "tagged 'other'");
+    CHECK(s.allocation[VRAM_POOL_ALL].allocated == 4, "4 allocations counted (the empty one is none): %llu",
+          (unsigned long long)s.allocation[VRAM_POOL_ALL].allocated);
+    CHECK(s.tags[VRAM_TAG_OTHER].allocation.allocated == 4, "tagged 'other'");
     CHECK_OK(vram_allocator_check(a));
     vram_allocator_destroy(a);
     vram_device_close(dev);
@@ -78,6 +79,18 @@ static void test_tiny(const char *conf) {
     vram_allocator_get_stats(a, &s);
     CHECK(s.allocation[VRAM_POOL_ALL].current == 2, "two live after stopping");
     vram_allocator_destroy(a); /* releases the live blocks */
+    vram_device_close(dev);
+
+    /* Stop right after the empty request: only allocation 2 holds memory. */
+    CHECK_OK(vram_replay_open(&o, 0, &dev, &a));
+    CHECK_OK(vram_trace_replay(t, a, 8, 0, &r));
+    vram_allocator_get_stats(a, &s);
+    CHECK(r.events == 8 && r.allocs == 5 && s.allocation[VRAM_POOL_ALL].current == 1 &&
+              s.allocated_bytes[VRAM_POOL_ALL].current == 512,
+          "%s: after the empty request: %llu live, %llu bytes", label,
+          (unsigned long long)s.allocation[VRAM_POOL_ALL].current,
+          (unsigned long long)s.allocated_bytes[VRAM_POOL_ALL].current);
+    vram_allocator_destroy(a);
     vram_device_close(dev);
 
     /* The peak tracker finds the event after which reserved memory peaked. */

@@ -2,7 +2,9 @@
  *
  * The replay loop is the allocator's hot path and nothing else: events are 16-byte records
  * read in order, and live pointers sit in an array indexed by the trace's dense allocation
- * index, so the loop does no lookups of its own. Figures are read from the allocator's
+ * index, so the loop does no lookups of its own. A request of 0 bytes (an empty tensor) gets
+ * no memory and a NULL pointer, as under PyTorch's allocator and vram_torch, and its free is
+ * skipped. Figures are read from the allocator's
  * statistics once, after the loop.
  *
  * The fit search runs whole replays on fresh devices: first doubling from the trace's peak
@@ -90,7 +92,9 @@ vram_status vram_trace_replay_observed(const vram_trace *t, vram_allocator *a, s
             t0 = now_seconds();
         }
         if (observer) observer(ctx, i);
-        if (e->op == VRAM_TRACE_ALLOC) {
+        if (e->op == VRAM_TRACE_ALLOC && e->size == 0) {
+            allocs++; /* an empty tensor: PyTorch (and vram_torch) serve it with no memory */
+        } else if (e->op == VRAM_TRACE_ALLOC) {
             st = vram_allocator_malloc(a, (size_t)e->size, (vram_stream)e->stream, VRAM_TAG_OTHER, &ptrs[e->index]);
             if (st != VRAM_OK) break;
             allocs++;
@@ -101,7 +105,7 @@ vram_status vram_trace_replay_observed(const vram_trace *t, vram_allocator *a, s
                     res->peak_event = i;
                 }
             }
-        } else {
+        } else if (ptrs[e->index]) { /* (NULL: an empty tensor's) */
             st = vram_allocator_free(a, ptrs[e->index]);
             if (st != VRAM_OK) break;
         }
