@@ -25,6 +25,7 @@
 #include "fakes/stream_hazards.h"
 #include "test_rng.h"
 #include "vram/alloc.h"
+#include "vram/snapshot.h"
 
 #define MiB (1024ull * 1024ull)
 
@@ -86,6 +87,18 @@ static void test_capture_keeps_its_memory(const char *conf) {
     CHECK(again == tmp, "%s: within a capture the pool's freed block serves its size again", conf);
     CHECK_OK(vram_allocator_end_pool(a, 7));
     CHECK_OK(vram_allocator_check(a));
+    vram_snapshot *snap;
+    CHECK_OK(vram_allocator_snapshot(a, &snap));
+    int in_pool = 0, wrong = 0; /* the snapshot names the pool of the graph's blocks, and of no other */
+    for (size_t i = 0; snap && i < snap->num_blocks; i++) {
+        uint64_t addr = snap->blocks[i].address;
+        int graphs = addr == (uintptr_t)x || addr == (uintptr_t)again || addr == (uintptr_t)small;
+        in_pool += graphs && snap->blocks[i].graph_pool == 7;
+        wrong += !graphs && snap->blocks[i].graph_pool != 0;
+    }
+    CHECK(in_pool == 3 && wrong == 0, "%s: snapshot: %d of the graph's 3 blocks in pool 7, %d others in a pool", conf,
+          in_pool, wrong);
+    vram_snapshot_free(snap);
 
     /* after the capture the program frees the graph's tensors; their memory stays the graph's */
     int64_t before = allocated(a);

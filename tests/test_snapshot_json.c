@@ -48,7 +48,8 @@ static void test_hand_built(void) {
     };
     vram_snapshot_block blocks[2] = {
         {.address = 0x1000, .size = 4096, .requested_size = 700, .state = VRAM_BLOCK_ACTIVE_PENDING_FREE, .tag = 6},
-        {.address = 0x7000000, .size = 1024, .requested_size = 1000, .state = VRAM_BLOCK_ACTIVE_ALLOCATED, .tag = 1},
+        {.address = 0x7000000, .size = 1024, .requested_size = 1000, .state = VRAM_BLOCK_ACTIVE_ALLOCATED, .tag = 1,
+         .graph_pool = 3},
     };
     vram_event events[3] = {
         {.action = VRAM_EVENT_ALLOC, .addr = 0x7000000, .size = 1000, .stream = 0, .tag = 1, .time_us = 1700000000000000},
@@ -89,6 +90,9 @@ static void test_hand_built(void) {
                                   "\"activation\", \"temporary\", \"we")};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) CHECK(strstr(text, keys[i]) != NULL, "has %s", keys[i]);
     CHECK(strstr(text, "\"addr\": 12345") == NULL, "oom event has device_free, not addr");
+    const char *pool = strstr(text, ", \"graph_pool\": 3}");
+    CHECK(pool && pool > high && !strstr(pool + 14, "graph_pool") && !strstr(text, "\"graph_pool\": 0"),
+          "graph_pool written once, on the block of a private pool only");
     free(text);
 
     /* An empty snapshot is valid too. */

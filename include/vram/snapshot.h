@@ -4,7 +4,8 @@
  * that tile them, and the bounded ring of allocator events (enabled with VRAM_ALLOC_CONF
  * history:N). The JSON follows PyTorch's torch.cuda.memory._snapshot() layout: "segments"
  * (address, total_size, allocated_size, active_size, requested_size, stream, segment_type,
- * is_expandable, blocks[{address, size, requested_size, state, tag}]) and "device_traces"
+ * is_expandable, blocks[{address, size, requested_size, state, tag, and graph_pool where not 0}])
+ * and "device_traces"
  * ([[{action, addr, size, stream, tag, time_us}]]), plus "allocator_settings".
  */
 #ifndef VRAM_SNAPSHOT_H
@@ -30,6 +31,7 @@ typedef struct vram_snapshot_block {
     uint64_t requested_size;
     vram_block_state state;
     vram_tag tag;
+    uint64_t graph_pool; /* the private pool (CUDA graph) holding the block: its id, or 0 for none */
 } vram_snapshot_block;
 
 typedef struct vram_snapshot_segment {

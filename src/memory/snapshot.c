@@ -12,6 +12,7 @@
 
 typedef struct snap_builder {
     vram_snapshot *s;
+    const vram_allocator *a;
     size_t cap_segments, cap_blocks;
 } snap_builder;
 
@@ -50,6 +51,7 @@ static int add_block(snap_builder *sb, vram_snapshot_segment *seg, const vram_bl
                  : b->state == BLOCK_PENDING ? VRAM_BLOCK_ACTIVE_PENDING_FREE
                                              : VRAM_BLOCK_INACTIVE;
     out->tag = b->tag;
+    out->graph_pool = b->graph ? sb->a->graph_pools[b->graph - 1].id : 0;
     seg->num_blocks++;
     if (b->state != BLOCK_FREE) {
         seg->active_size += size;
@@ -100,7 +102,7 @@ vram_status vram_allocator_snapshot(vram_allocator *a, vram_snapshot **out) {
     *out = NULL;
     vram_snapshot *s = calloc(1, sizeof *s);
     if (!s) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "snapshot: host out of memory");
-    snap_builder sb = {s, 0, 0};
+    snap_builder sb = {s, a, 0, 0};
     vram_allocator_lock(a);
     int failed = 0;
     for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE && !failed; p++)

@@ -7,13 +7,16 @@
  *                  "requested_size", "stream", "segment_type": "small"|"large",
  *                  "segment_pool_id": [0, 0], "is_expandable", "frames": [],
  *                  "blocks": [{"address", "size", "requested_size", "state", "frames": [],
- *                              "tag"}]}],
+ *                              "tag", "graph_pool" (only where not 0)}]}],
  *    "device_traces": [[{"action", "addr" (or "device_free" for oom), "size", "stream",
  *                        "time_us", "frames": [], "tag"}]],
  *    "allocator_settings": {"VRAM_ALLOC_CONF": "..."},
  *    "tag_names": [...]}
  *
- * "tag" and "tag_names" are vram's additions (what each block is for). Segments are written
+ * "tag" and "tag_names" are vram's additions (what each block is for), and so is "graph_pool": the
+ * private pool of a CUDA graph that holds the block (its id; vram_torch numbers PyTorch's pool ids
+ * in order of first use), written only on such blocks. PyTorch's segments belong to one pool
+ * each; vram's pools share segments, so "segment_pool_id" stays [0, 0]. Segments are written
  * sorted by address, as PyTorch does. There are no stack frames, so "frames" is always [].
  * Strings are escaped per RFC 8259; numbers are integers.
  */
@@ -124,6 +127,7 @@ vram_status vram_snapshot_write_json(const vram_snapshot *s, FILE *out) {
                     b ? "," : "", (unsigned long long)k->address, (unsigned long long)k->size,
                     (unsigned long long)k->requested_size, vram_block_state_name(k->state));
             put_string(out, tag_name(s, k->tag, tb, sizeof tb), 32);
+            if (k->graph_pool) fprintf(out, ", \"graph_pool\": %llu", (unsigned long long)k->graph_pool);
             fputc('}', out);
         }
         fputs("]}", out);

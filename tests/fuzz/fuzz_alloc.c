@@ -8,8 +8,12 @@
  * physical page model) must never see a block handed to another stream early, at its address or
  * through pages moved elsewhere, nor pages taken from under a live block or unfinished work
  * (allocations made while a capture is under way belong to private pools, whose reuse follows
- * the graphs: they are left out). Several captures may be under way, and each allocation goes to one of them or none as
- * the device tells (which capture a stream records, whether it captures, or nothing); the
+ * the graphs: they are left out of that shadow). Several captures may be under way, and each
+ * allocation goes to one of them or none as the device tells (which capture a stream records,
+ * whether it captures, or nothing). A second shadow, on every device, holds what each private
+ * pool has handed out (the pool a block went to is the snapshot's graph_pool): while any graph
+ * of that pool lives, no allocation outside the pool may overlap it and, on the event device, no
+ * page under it may be unmapped or moved away (a replay of the graph would write there). The
  * invariant checker must hold after every operation and no call may crash. Build with
  * -DVRAM_FUZZ=ON and clang (see tests/CMakeLists.txt).
  *
@@ -32,6 +36,7 @@
 #include "../fakes/event_device.h"
 #include "../fakes/stream_hazards.h"
 #include "vram/alloc.h"
+#include "vram/snapshot.h"
 
 #define SLOTS 64
 
@@ -55,10 +60,38 @@ static void *slots[SLOTS];
 static size_t slot_size[SLOTS];
 static unsigned slot_stream[SLOTS], slot_used[SLOTS], slot_captured[SLOTS];
 
+/* The private pools' shadow: graphs alive per pool id (begin_pool counts one, release_pool ends
+ * one) and the ranges each pool handed out since it last had none (a pool's memory serves only
+ * the pool until then, freed or not). */
+enum { POOLS = 3, OWNED = 2048 };
+static unsigned pool_uses[POOLS + 1], nowned[POOLS + 1];
+static struct {
+    uint64_t lo, hi;
+} owned[POOLS + 1][OWNED];
+
+static int overlaps_graph_memory(uint64_t lo, uint64_t hi, uint64_t except_pool) {
+    for (unsigned q = 1; q <= POOLS; q++)
+        for (unsigned i = 0; q != except_pool && pool_uses[q] && i < nowned[q]; i++)
+            if (lo < owned[q][i].hi && owned[q][i].lo < hi) return 1;
+    return 0;
+}
+
+/* The private pool block p was allocated into (the snapshot's graph_pool), 0 for none. */
+static uint64_t pool_of(vram_allocator *a, const void *p) {
+    vram_snapshot *s;
+    if (vram_allocator_snapshot(a, &s) != VRAM_OK) return 0;
+    uint64_t pool = 0;
+    for (size_t i = 0; i < s->num_blocks; i++)
+        if (s->blocks[i].address == (uintptr_t)p) pool = s->blocks[i].graph_pool;
+    vram_snapshot_free(s);
+    return pool;
+}
+
 static void on_unmap(void *ctx, uint64_t addr, uint64_t size) {
     for (int k = 0; k < SLOTS; k++)
         if (slots[k] && (uintptr_t)slots[k] < addr + size && addr < (uintptr_t)slots[k] + slot_size[k]) abort();
     if (hazards_in_use(&hazards, ctx, addr, size)) abort();
+    if (overlaps_graph_memory(addr, addr + size, 0)) abort(); /* pages taken from a live graph */
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -86,6 +119,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memset(slots, 0, sizeof slots);
     memset(capture_of, 0, sizeof capture_of);
     capture_tells = 0;
+    memset(pool_uses, 0, sizeof pool_uses);
+    memset(nowned, 0, sizeof nowned);
     hazards_init(&hazards);
     if (events) {
         event_device_state(dev)->phys.on_unmap = on_unmap;
@@ -110,6 +145,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (events && !capturing)
                     hazards_check_block(&hazards, dev, (uintptr_t)slots[k], bsize, k % 3, &by_address, &by_page);
                 if (by_address || by_page) abort(); /* memory another stream may still use */
+                uint64_t pool = capturing ? pool_of(a, slots[k]) : 0, lo = (uintptr_t)slots[k];
+                if (pool > POOLS || (capturing && !pool && capture_tells == 0)) abort(); /* (no device answer: a pool's) */
+                if (overlaps_graph_memory(lo, lo + bsize, pool)) abort(); /* a live graph's memory, handed out */
+                if (pool && nowned[pool] < OWNED) {
+                    owned[pool][nowned[pool]].lo = lo;
+                    owned[pool][nowned[pool]++].hi = lo + bsize;
+                }
             }
             break;
         case 3: case 4: {
@@ -147,12 +189,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             uint64_t id = 1 + (uint64_t)(k % 3);
             if (arg % 4 == 0 && vram_allocator_begin_pool(a, id) == VRAM_OK) {
                 capturing++;
+                pool_uses[id]++;
                 capture_tells = (arg >> 8) % 3;
                 for (int s = 0; s < 4; s++) capture_of[s] = (arg >> (10 + 2 * s)) & 3; /* what each stream records */
             } else if (arg % 4 == 1) {
                 if (vram_allocator_end_pool(a, id) == VRAM_OK) capturing--;
             }
-            else if (arg % 4 == 2) vram_allocator_release_pool(a, id);
+            else if (arg % 4 == 2 && vram_allocator_release_pool(a, id) == VRAM_OK && !--pool_uses[id])
+                nowned[id] = 0; /* no graph of it left: its memory may serve anything */
             else vram_allocator_bind_pool(a, id, (vram_stream)((arg >> 8) % 4));
             break;
         }

@@ -229,6 +229,12 @@ torch.cuda.empty_cache()
 held = vram_torch.memory_reserved() - reserved0
 check(held >= 192 * 2**20, "empty_cache keeps the graph's memory, its freed 256 MiB temporary included: %d MiB held"
       % (held // 2**20))
+snap_blocks = [b for seg in vram_torch.snapshot()["segments"] for b in seg["blocks"]]
+pool_free = sum(b["size"] for b in snap_blocks if b.get("graph_pool") and b["state"] == "inactive")
+pool_live = [b for b in snap_blocks if b.get("graph_pool") and b["state"] == "active_allocated"]
+check(pool_free >= 256 * 2**20 and any(b["address"] == yg.data_ptr() for b in pool_live),
+      "the snapshot names the graph's pool on its blocks: %d MiB free in it (the temporary), its output among %d live"
+      % (pool_free // 2**20, len(pool_live)))
 with torch.cuda.stream(cap):
     junk = [torch.full((64, 4096), 7.0, device="cuda") for _ in range(40)]
 junk += [torch.full((64, 4096), 7.0, device="cuda") for _ in range(40)]
