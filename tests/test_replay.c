@@ -42,8 +42,9 @@ static void test_tiny(const char *conf) {
     CHECK(dev->capacity == 1ull << 30, "capacity in the sim spec");
     vram_replay_result r;
     CHECK_OK(vram_trace_replay(t, a, SIZE_MAX, 0, &r));
-    CHECK(r.events == 10 && r.allocs == 5 && r.frees == 5, "%s: counts %llu %llu %llu", label,
-          (unsigned long long)r.events, (unsigned long long)r.allocs, (unsigned long long)r.frees);
+    CHECK(r.events == 10 && r.allocs == 5 && r.empty_allocs == 1 && r.frees == 5, "%s: counts %llu %llu %llu %llu",
+          label, (unsigned long long)r.events, (unsigned long long)r.allocs, (unsigned long long)r.empty_allocs,
+          (unsigned long long)r.frees);
     CHECK(r.peak_requested_bytes == 3003100, "%s: peak requested %llu", label, (unsigned long long)r.peak_requested_bytes);
     CHECK(r.peak_allocated_bytes == 3003904, "%s: peak allocated %llu", label, (unsigned long long)r.peak_allocated_bytes);
     CHECK(r.peak_reserved_bytes >= r.peak_allocated_bytes, "%s: reserved %llu >= allocated", label,
@@ -85,7 +86,7 @@ static void test_tiny(const char *conf) {
     CHECK_OK(vram_replay_open(&o, 0, &dev, &a));
     CHECK_OK(vram_trace_replay(t, a, 8, 0, &r));
     vram_allocator_get_stats(a, &s);
-    CHECK(r.events == 8 && r.allocs == 5 && s.allocation[VRAM_POOL_ALL].current == 1 &&
+    CHECK(r.events == 8 && r.allocs == 5 && r.empty_allocs == 1 && s.allocation[VRAM_POOL_ALL].current == 1 &&
               s.allocated_bytes[VRAM_POOL_ALL].current == 512,
           "%s: after the empty request: %llu live, %llu bytes", label,
           (unsigned long long)s.allocation[VRAM_POOL_ALL].current,

@@ -23,6 +23,7 @@ extern "C" {
 typedef struct vram_replay_result {
     uint64_t events; /* events replayed (up to and including a failing one) */
     uint64_t allocs;
+    uint64_t empty_allocs; /* of allocs, those of 0 bytes (empty tensors): no memory, as under PyTorch */
     uint64_t frees;
     uint64_t peak_requested_bytes; /* requested_bytes[all].peak */
     uint64_t peak_allocated_bytes; /* allocated_bytes[all].peak */

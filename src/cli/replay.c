@@ -333,13 +333,13 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
         fprintf(o, ", \"capacity_bytes\": %llu, \"alloc_conf\": ", (unsigned long long)capacity);
         json_string(o, settings);
         fprintf(o,
-                ", \"events\": %llu, \"allocs\": %llu, \"frees\": %llu, \"peak_requested_bytes\": %llu, "
+                ", \"events\": %llu, \"allocs\": %llu, \"empty_allocs\": %llu, \"frees\": %llu, \"peak_requested_bytes\": %llu, "
                 "\"peak_allocated_bytes\": %llu, \"peak_reserved_bytes\": %llu, \"reserved_over_requested\": %.6f, "
                 "\"device_allocs\": %llu, \"device_frees\": %llu, \"alloc_retries\": %llu, \"ooms\": %llu, "
                 "\"seconds\": %.6f, \"events_per_second\": %.0f, \"read_seconds\": %.6f, \"parse_seconds\": %.6f, "
                 "\"trace_events\": %zu, \"trace_allocs\": %zu, \"trace_peak_live_bytes\": %llu",
-                (unsigned long long)r.events, (unsigned long long)r.allocs, (unsigned long long)r.frees,
-                (unsigned long long)r.peak_requested_bytes, (unsigned long long)r.peak_allocated_bytes,
+                (unsigned long long)r.events, (unsigned long long)r.allocs, (unsigned long long)r.empty_allocs,
+                (unsigned long long)r.frees, (unsigned long long)r.peak_requested_bytes, (unsigned long long)r.peak_allocated_bytes,
                 (unsigned long long)r.peak_reserved_bytes, r.reserved_over_requested,
                 (unsigned long long)r.device_allocs, (unsigned long long)r.device_frees,
                 (unsigned long long)r.alloc_retries, (unsigned long long)r.ooms, r.seconds, r.events_per_second,
@@ -395,6 +395,9 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
         printf("  vram: peak allocated %s, %llu device allocs, %llu device frees, %llu retries, %llu OOMs\n",
                vram_format_size(r.peak_allocated_bytes, b[4], sizeof b[4]), (unsigned long long)r.device_allocs,
                (unsigned long long)r.device_frees, (unsigned long long)r.alloc_retries, (unsigned long long)r.ooms);
+        if (r.empty_allocs)
+            printf("  %llu request%s of 0 bytes (empty tensors) took no memory, as under PyTorch\n",
+                   (unsigned long long)r.empty_allocs, r.empty_allocs == 1 ? "" : "s");
         printf("  replay: %llu events in %.2f ms, %.2f M events/s (read %.2f ms, parse %.2f ms)\n",
                (unsigned long long)r.events, r.seconds * 1e3, r.events_per_second / 1e6,
                vram_trace_read_seconds(t) * 1e3, vram_trace_parse_seconds(t) * 1e3);

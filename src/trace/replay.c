@@ -70,7 +70,7 @@ vram_status vram_trace_replay_observed(const vram_trace *t, vram_allocator *a, s
 
     vram_status st = VRAM_OK;
     size_t i = 0;
-    uint64_t allocs = 0;
+    uint64_t allocs = 0, empty = 0;
     vram_device *dev = vram_allocator_device(a);
     void (*step)(vram_device *, int) = dev ? dev->ops->host_step : NULL; /* a simulated GPU's work */
     size_t h = 0, nh = step ? vram_trace_header_count(t) : 0; /* the next header line ("sync") */
@@ -88,12 +88,13 @@ vram_status vram_trace_replay_observed(const vram_trace *t, vram_allocator *a, s
         if (i == start && start > 0) { /* the workload's own figures from here, as a program measures them */
             vram_allocator_empty_cache(a);
             vram_allocator_reset_peak_stats(a);
-            allocs = 0;
+            allocs = empty = 0;
             t0 = now_seconds();
         }
         if (observer) observer(ctx, i);
         if (e->op == VRAM_TRACE_ALLOC && e->size == 0) {
             allocs++; /* an empty tensor: PyTorch (and vram_torch) serve it with no memory */
+            empty++;
         } else if (e->op == VRAM_TRACE_ALLOC) {
             st = vram_allocator_malloc(a, (size_t)e->size, (vram_stream)e->stream, VRAM_TAG_OTHER, &ptrs[e->index]);
             if (st != VRAM_OK) break;
@@ -116,6 +117,7 @@ vram_status vram_trace_replay_observed(const vram_trace *t, vram_allocator *a, s
     size_t done = i < stop ? i + 1 : i; /* events run, a failing one included */
     res->events = done > start ? done - start : 0;
     res->allocs = i >= start ? allocs : 0;
+    res->empty_allocs = i >= start ? empty : 0;
     res->frees = res->events - res->allocs - (i < stop && i >= start ? 1 : 0);
     res->seconds = secs;
     res->events_per_second = secs > 0 ? (double)res->events / secs : 0.0;
