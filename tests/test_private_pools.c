@@ -201,6 +201,66 @@ static void test_capture_routes_by_stream(const char *conf) {
     vram_device_close(dev);
 }
 
+/* route_pool: a stream's allocations go to a pool outside any capture (CUDA graph trees run a
+ * graph's warm-up and copy its inputs so), and stay the pool's when freed; other streams'
+ * allocations meanwhile, and the stream's own after end_pool, are ordinary. A capture into
+ * another pool under way at the same time keeps its own streams. Bad calls are refused. */
+static void test_route_pool(const char *conf) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc(conf, &dev);
+    CHECK(a != NULL, "%s: allocator", conf);
+    if (!a) return;
+    evdev_state *e = event_device_state(dev);
+    e->capture_tells = 2;
+    memset(e->capture_of, 0, sizeof e->capture_of);
+    CHECK(vram_allocator_route_pool(a, 6, 1) == VRAM_ERR_STATE, "%s: route_pool needs a begun pool", conf);
+    CHECK_OK(vram_allocator_begin_pool(a, 6));
+    CHECK_OK(vram_allocator_route_pool(a, 6, 1)); /* stream 1: not capturing, as the device says */
+    CHECK(vram_allocator_route_pool(a, 6, 2) == VRAM_ERR_STATE, "%s: one stream per begin_pool", conf);
+    CHECK(vram_allocator_bind_pool(a, 6, 1) == VRAM_ERR_STATE, "%s: a routed begin_pool is not a capture to name", conf);
+    CHECK_OK(vram_allocator_begin_pool(a, 8)); /* a capture into pool 8 on stream 3 meanwhile */
+    e->capturing = 1;
+    e->capture_of[3] = 55;
+    CHECK_OK(vram_allocator_bind_pool(a, 8, 3));
+    void *warm, *tmp, *other, *captured;
+    CHECK_OK(vram_allocator_malloc(a, 3 * MiB, 1, 0, &warm));
+    CHECK_OK(vram_allocator_malloc(a, 5 * MiB, 1, 0, &tmp));
+    CHECK_OK(vram_allocator_malloc(a, 4 * MiB, 2, 0, &other));
+    CHECK_OK(vram_allocator_malloc(a, 6 * MiB, 3, 0, &captured));
+    CHECK_OK(vram_allocator_free(a, tmp)); /* the warm-up's temporary */
+    CHECK_OK(vram_allocator_end_pool(a, 8));
+    e->capturing = 0;
+    e->capture_of[3] = 0;
+    CHECK_OK(vram_allocator_end_pool(a, 6));
+    CHECK(e->capture_violations == 0, "%s: no event or release call while routed or capturing", conf);
+    vram_snapshot *snap;
+    CHECK_OK(vram_allocator_snapshot(a, &snap));
+    uint64_t pool_of[4] = {99, 99, 99, 99};
+    void *const which[4] = {warm, tmp, other, captured};
+    for (size_t i = 0; snap && i < snap->num_blocks; i++)
+        for (int k = 0; k < 4; k++)
+            if (snap->blocks[i].address == (uintptr_t)which[k]) pool_of[k] = snap->blocks[i].graph_pool;
+    vram_snapshot_free(snap);
+    CHECK(pool_of[0] == 6 && pool_of[1] == 6 && pool_of[2] == 0 && pool_of[3] == 8,
+          "%s: routed stream's blocks (live and freed) in pool 6, another stream's in none, the capture's in 8: "
+          "%llu %llu %llu %llu", conf, (unsigned long long)pool_of[0], (unsigned long long)pool_of[1],
+          (unsigned long long)pool_of[2], (unsigned long long)pool_of[3]);
+    CHECK(!hands_out(a, 5 * MiB, tmp, 32), "%s: the routed stream's freed block stays the pool's", conf);
+    void *after;
+    CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 1, 0, &after));
+    CHECK(!((uintptr_t)after < (uintptr_t)tmp + 5 * MiB && (uintptr_t)tmp < (uintptr_t)after + 2 * MiB),
+          "%s: after end_pool the stream allocates from the ordinary cache", conf);
+    CHECK_OK(vram_allocator_check(a));
+    void *const live[4] = {warm, other, captured, after};
+    for (int k = 0; k < 4; k++) CHECK_OK(vram_allocator_free(a, live[k]));
+    for (uint64_t id = 6; id <= 8; id += 2) CHECK_OK(vram_allocator_release_pool(a, id));
+    CHECK_OK(vram_allocator_empty_cache(a));
+    int64_t left = reserved(a) + allocated(a);
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+    CHECK(left == 0, "%s: all returned after the releases (%lld bytes left)", conf, (long long)left);
+}
+
 /* Is p among the n addresses of `set`? */
 static int among(void *const *set, int n, void *p) {
     for (int i = 0; i < n; i++)
@@ -666,6 +726,8 @@ int main(void) {
     test_capture_routes_by_stream("");
     test_capture_routes_by_stream("expandable_segments:False");
     test_capture_routes_by_stream("chunk_size_mb:64,move_busy_pages:True");
+    test_route_pool("expandable_segments:True");
+    test_route_pool("expandable_segments:False");
     test_concurrent_captures("", 1);
     test_concurrent_captures("", 0);
     test_concurrent_captures("expandable_segments:False", 1);

@@ -182,14 +182,16 @@ side = lib.vram_torch_alloc(6 << 20, 1, 0x2000)  # another stream, not recorded 
 lib.vram_torch_free(side, 6 << 20, 1, 0x2000)
 # a second capture at once (another thread's, on its own stream), named by its stream: its
 # allocations go to its own pool
-lib.vram_torch_graph_pool_bind.argtypes = [ctypes.c_ulonglong, ctypes.c_ulonglong, c_int, ctypes.c_void_p]
+lib.vram_torch_graph_pool_stream.argtypes = [c_int, ctypes.c_ulonglong, ctypes.c_ulonglong, c_int, ctypes.c_void_p]
 fake_lib.fake_cuda_capture.argtypes = [ctypes.c_size_t, ctypes.c_uint64]
-check(lib.vram_torch_graph_pool_bind(0, 5, 1, 0x1000) == 0, "name the first capture by its stream")
+check(lib.vram_torch_graph_pool_stream(0, 0, 5, 1, 0x1000) == 0, "name the first capture by its stream")
 fake_lib.fake_cuda_capture(0x3000, 900)
 check(lib.vram_torch_graph_pool(0, 0, 6, 1) == 0, "a second capture at once, into pool (0, 6)")
-check(lib.vram_torch_graph_pool_bind(0, 6, 1, 0x2000) != 0 and b"not capturing" in lib.vram_torch_last_error(),
+check(lib.vram_torch_graph_pool_stream(0, 0, 6, 1, 0x2000) != 0 and b"not capturing" in lib.vram_torch_last_error(),
       "naming it by a stream that does not capture fails: %s" % lib.vram_torch_last_error())
-check(lib.vram_torch_graph_pool_bind(0, 6, 1, 0x3000) == 0, "name it by its stream")
+check(lib.vram_torch_graph_pool_stream(0, 0, 6, 1, 0x3000) == 0, "name it by its stream")
+check(lib.vram_torch_graph_pool_stream(7, 0, 6, 1, 0x3000) != 0 and b"unknown operation" in lib.vram_torch_last_error(),
+      "an unknown stream operation is refused: %s" % lib.vram_torch_last_error())
 h = lib.vram_torch_alloc(4 << 20, 1, 0x3000)
 lib.vram_torch_free(h, 4 << 20, 1, 0x3000)
 g2 = lib.vram_torch_alloc(8 << 20, 1, 0x1000)

@@ -54,9 +54,14 @@ memory.change_current_allocator = swapped.append
 cuda.memory = memory
 cuda.is_initialized = lambda: False
 cuda.current_device = lambda: 0
-cuda.current_stream = lambda: types.SimpleNamespace(cuda_stream=current_stream[0])
+cuda.current_stream = lambda device=None: types.SimpleNamespace(cuda_stream=current_stream[0])
 cuda.device_count = lambda: 2
 torch.cuda = cuda
+torch._C = types.ModuleType("torch._C")  # the pool calls of CUDA graph trees, as a pluggable allocator has them
+for n in ("_cuda_beginAllocateCurrentStreamToPool", "_cuda_endAllocateCurrentStreamToPool", "_cuda_releasePool"):
+    setattr(torch._C, n, lambda *a, **k: None)  # no-ops under a pluggable allocator
+for n in ("_cuda_checkPoolLiveAllocations", "_cuda_getCheckpointState", "_cuda_setCheckpointPoolState"):
+    setattr(torch._C, n, raises(n.replace("_cuda_", "")))
 
 
 class Device:
@@ -288,6 +293,47 @@ del g2, g3, g5
 gc.collect()
 torch.cuda.empty_cache()
 check(torch.cuda.memory_reserved() == 0, "a collected graph releases its pool: %d" % torch.cuda.memory_reserved())
+# torch.compile's CUDA graph trees: a warm-up run with the current stream's allocations routed into
+# the tree's pool (outside any capture), its live blocks checked exactly, a checkpoint taken; a
+# restore, which vram cannot do, refused with a message that says what to do instead
+C, tree_pool, W = torch._C, (0, 555), 0x7000
+tree_graph = torch.cuda.CUDAGraph()  # the tree's manager keeps its pool alive with an empty capture
+tree_graph.capture_begin(pool=tree_pool)
+tree_graph.capture_end()
+current_stream[0] = W
+C._cuda_beginAllocateCurrentStreamToPool(0, tree_pool)
+w_out = lib.vram_torch_alloc(6 << 20, 0, W)        # the warm-up's output: the pool's
+w_tmp = lib.vram_torch_alloc(2 << 20, 0, W)        # its temporary: the pool's, freed
+lib.vram_torch_free(w_tmp, 2 << 20, 0, W)
+elsewhere = lib.vram_torch_alloc(1 << 20, 0, S)    # another stream meanwhile: ordinary
+C._cuda_endAllocateCurrentStreamToPool(0)
+C._cuda_releasePool(0, tree_pool)
+current_stream[0] = CAPTURE_STREAM
+check(C._cuda_checkPoolLiveAllocations(0, tree_pool, {w_out}), "the pool's live blocks are the warm-up's output")
+check(not C._cuda_checkPoolLiveAllocations(0, tree_pool, set()) and
+      not C._cuda_checkPoolLiveAllocations(0, tree_pool, {w_out, elsewhere}) and
+      not C._cuda_checkPoolLiveAllocations(0, tree_pool, {elsewhere}), "fewer, more or other blocks: not equal")
+after = [lib.vram_torch_alloc(2 << 20, 0, W) for _ in range(8)]
+check(w_tmp not in after, "the warm-up's freed temporary stays in the tree's pool")
+for ptr in after:
+    lib.vram_torch_free(ptr, 2 << 20, 0, W)
+lib.vram_torch_free(w_out, 6 << 20, 0, W)
+lib.vram_torch_free(elsewhere, 1 << 20, 0, S)
+check(C._cuda_checkPoolLiveAllocations(0, tree_pool, set()), "nothing live in the pool once its output is freed")
+state = C._cuda_getCheckpointState(0, tree_pool)
+try:
+    C._cuda_setCheckpointPoolState(0, state, [], [])
+    check(False, "restoring a checkpoint must be refused")
+except RuntimeError as e:
+    check("reduce-overhead" in str(e) and "max-autotune-no-cudagraphs" in str(e), "a restore says why and what to do: %s" % e)
+try:
+    C._cuda_endAllocateCurrentStreamToPool(0)
+    check(False, "an end without a begin must be refused")
+except RuntimeError as e:
+    check("none was begun" in str(e), "an end without a begin: %s" % e)
+tree_graph.reset()
+torch.cuda.empty_cache()
+check(torch.cuda.memory_reserved() == 0, "the tree's pool, released, gives everything back: %d" % torch.cuda.memory_reserved())
 # `python -m vram_torch run --summary prog.py arg`, in this process: the program's own torch.cuda
 # calls answer from vram, its exit status comes back, the summary goes to stderr.
 import io  # noqa: E402

@@ -105,9 +105,17 @@ uint64_t vram_allocator_history_count(vram_allocator *a);
  * newest unnamed capture first), which is exact while it is the only one. end_pool ends the
  * oldest capture into `id`. bind_pool fails with VRAM_ERR_UNSUPPORTED where the device cannot
  * name captures, and with VRAM_ERR_STATE when no unnamed capture into `id` is under way, the
- * stream is not capturing or its capture is named for another pool. */
+ * stream is not capturing or its capture is named for another pool.
+ *
+ * route_pool(id, stream), after begin_pool(id), gives the pool every allocation on `stream`
+ * until end_pool(id), whether the stream captures or not (PyTorch's
+ * beginAllocateCurrentStreamToPool, with which CUDA graph trees run a graph's warm-up and copy
+ * its inputs into its pool); meanwhile, as during a capture, no event is recorded and no memory
+ * is returned to the device. It fails with VRAM_ERR_STATE when no begun allocation into `id` is
+ * left unnamed and unrouted, or `stream` is routed already. */
 vram_status vram_allocator_begin_pool(vram_allocator *a, uint64_t id);
 vram_status vram_allocator_bind_pool(vram_allocator *a, uint64_t id, vram_stream stream);
+vram_status vram_allocator_route_pool(vram_allocator *a, uint64_t id, vram_stream stream);
 vram_status vram_allocator_end_pool(vram_allocator *a, uint64_t id);
 vram_status vram_allocator_release_pool(vram_allocator *a, uint64_t id);
 

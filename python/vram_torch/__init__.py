@@ -78,7 +78,9 @@ def _load():
         "vram_torch_set_history": (c_int, [ctypes.c_uint, c_int]),
         "vram_torch_history_count": (ctypes.c_longlong, [c_int]),
         "vram_torch_graph_pool": (c_int, [c_int, ctypes.c_ulonglong, ctypes.c_ulonglong, c_int]),
-        "vram_torch_graph_pool_bind": (c_int, [ctypes.c_ulonglong, ctypes.c_ulonglong, c_int, c_void_p]),
+        "vram_torch_graph_pool_stream": (c_int, [c_int, ctypes.c_ulonglong, ctypes.c_ulonglong, c_int, c_void_p]),
+        "vram_torch_graph_pool_live_equal": (c_int, [ctypes.c_ulonglong, ctypes.c_ulonglong, c_int,
+                                                     ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_size_t]),
         "vram_torch_oom_report": (c_char_p, [c_int]),
         "vram_torch_string_free": (None, [c_void_p]),
         "vram_torch_stats_text": (c_void_p, [c_int]),
@@ -114,7 +116,7 @@ def _graph_pool(op, key, device):
 
 def _graph_pool_bind(key, device, stream):
     """Names a begun capture into the pool by its stream (graphs.py); the error text, or None."""
-    if _lib.vram_torch_graph_pool_bind(key[0], key[1], device, stream) != 0:
+    if _lib.vram_torch_graph_pool_stream(0, key[0], key[1], device, stream) != 0:
         return _lib.vram_torch_last_error().decode(errors="replace")
     return None
 
@@ -162,8 +164,9 @@ def enable(route_torch=True):
                       % lib.vram_torch_last_error().decode(errors="replace"))
     _allocator = alloc
     _enabled = True
-    from . import graphs
+    from . import graphs, graph_trees
     graphs.install(torch, sys.modules[__name__])  # graph correctness: not optional
+    graph_trees.install(torch, sys.modules[__name__])  # torch.compile(mode="reduce-overhead")
     if route_torch:
         from . import torch_routes
         torch_routes.route(torch, sys.modules[__name__])

@@ -150,11 +150,15 @@ typedef struct vram_graph_pool {
 } vram_graph_pool;
 
 /* A capture under way (begin_pool .. end_pool): the pool it allocates into and, once
- * vram_allocator_bind_pool has named it, the device's id of the capture (graph_pools.c). */
+ * vram_allocator_bind_pool has named it, the device's id of the capture, or, routed by
+ * vram_allocator_route_pool, the one stream whose allocations it takes, captured or not
+ * (graph_pools.c). */
 #define VRAM_CAPTURES 8
 typedef struct vram_capture {
-    unsigned pool;   /* index in graph_pools */
-    uint64_t id;     /* the device's capture id (backend.h, stream_capture); 0: not named yet */
+    unsigned pool;      /* index in graph_pools */
+    uint64_t id;        /* the device's capture id (backend.h, stream_capture); 0: not named yet */
+    int by_stream;      /* routed: every allocation on `stream` is the pool's, whatever the device says */
+    vram_stream stream;
 } vram_capture;
 
 enum { GRAPH_CAPTURING = 1, GRAPH_BLOCKS = 2 }; /* vram_allocator.graph_mode bits */

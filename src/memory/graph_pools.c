@@ -66,17 +66,25 @@ static int graph_slot(vram_allocator *a, uint64_t id, int add) {
  * legacy default stream cannot be asked during a capture), the allocation is the newest
  * capture's; a stream of a capture begun with no begin_pool allocates as usual. */
 int vram_graph_route(vram_allocator *a, vram_stream stream) {
+    int captures = 0; /* entries that are captures, not routed streams */
+    for (int i = a->ncaptures - 1; i >= 0; i--) {
+        if (a->captures[i].by_stream && a->captures[i].stream == stream) return (int)a->captures[i].pool;
+        captures += !a->captures[i].by_stream;
+    }
+    if (!captures) return -1;
     uint64_t c = VRAM_CAPTURE_UNNAMED;
     const vram_device_ops *ops = a->dev->ops;
     if (!ops->stream_capture || ops->stream_capture(a->dev, stream, &c) != VRAM_OK) c = VRAM_CAPTURE_UNNAMED;
     if (!c) return -1;
-    int unnamed = -1;
+    int unnamed = -1, newest = -1;
     for (int i = a->ncaptures - 1; i >= 0; i--) {
+        if (a->captures[i].by_stream) continue;
+        if (newest < 0) newest = i;
         if (c != VRAM_CAPTURE_UNNAMED && a->captures[i].id == c) return (int)a->captures[i].pool;
         if (!a->captures[i].id && unnamed < 0) unnamed = i;
     }
     if (unnamed >= 0) return (int)a->captures[unnamed].pool;
-    return c == VRAM_CAPTURE_UNNAMED ? (int)a->captures[a->ncaptures - 1].pool : -1;
+    return c == VRAM_CAPTURE_UNNAMED ? (int)a->captures[newest].pool : -1;
 }
 
 /* Counts live block b (not yet of any pool) into pool `pool`. */
@@ -209,10 +217,13 @@ vram_status vram_allocator_begin_pool(vram_allocator *a, uint64_t id) {
     return VRAM_OK;
 }
 
-/* The newest capture under way into pool `id` (with `unnamed`, the newest not yet named), or -1. */
+/* The newest capture under way into pool `id` (with `unnamed`, the newest neither named nor
+ * routed to a stream), or -1. */
 static int capture_of(const vram_allocator *a, uint64_t id, int unnamed) {
     for (int k = a->ncaptures - 1; k >= 0; k--)
-        if (a->graph_pools[a->captures[k].pool].id == id && !(unnamed && a->captures[k].id)) return k;
+        if (a->graph_pools[a->captures[k].pool].id == id &&
+            !(unnamed && (a->captures[k].id || a->captures[k].by_stream)))
+            return k;
     return -1;
 }
 
@@ -237,6 +248,27 @@ vram_status vram_allocator_bind_pool(vram_allocator *a, uint64_t id, vram_stream
             st = vram_error(VRAM_ERR_STATE, "bind_pool %llu: that capture allocates into pool %llu already",
                             (unsigned long long)id, (unsigned long long)a->graph_pools[a->captures[j].pool].id);
     if (st == VRAM_OK) a->captures[k].id = c;
+    vram_allocator_unlock(a);
+    return st;
+}
+
+vram_status vram_allocator_route_pool(vram_allocator *a, uint64_t id, vram_stream stream) {
+    if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "route_pool: null allocator");
+    vram_allocator_lock(a);
+    int k = id ? capture_of(a, id, 1) : -1;
+    vram_status st = VRAM_OK;
+    if (k < 0)
+        st = vram_error(VRAM_ERR_STATE, "route_pool %llu: no begun allocation into that pool is left to route%s",
+                        (unsigned long long)id, id && capture_of(a, id, 0) >= 0 ? " (named or routed already)" : "");
+    for (int j = 0; st == VRAM_OK && j < a->ncaptures; j++)
+        if (a->captures[j].by_stream && a->captures[j].stream == stream)
+            st = vram_error(VRAM_ERR_STATE, "route_pool %llu: stream %#llx allocates into pool %llu already",
+                            (unsigned long long)id, (unsigned long long)stream,
+                            (unsigned long long)a->graph_pools[a->captures[j].pool].id);
+    if (st == VRAM_OK) {
+        a->captures[k].by_stream = 1;
+        a->captures[k].stream = stream;
+    }
     vram_allocator_unlock(a);
     return st;
 }

@@ -24,10 +24,13 @@
  * That is why this file is C++ (the rest of vram is C11): only C++ can unwind through torch.
  *
  * CUDA graphs: PyTorch never tells a pluggable allocator about captures, so vram_torch wraps
- * torch.cuda.CUDAGraph and calls vram_torch_graph_pool and vram_torch_graph_pool_bind to keep
+ * torch.cuda.CUDAGraph and calls vram_torch_graph_pool and vram_torch_graph_pool_stream to keep
  * each graph's memory in a private pool (vram_allocator_begin_pool / bind_pool / end_pool /
- * release_pool).
+ * release_pool); for torch.compile's CUDA graph trees it stands in for PyTorch's pool calls
+ * that a pluggable allocator lacks: vram_torch_graph_pool_stream (op 1: a stream's allocations
+ * into a pool outside a capture) and vram_torch_graph_pool_live_equal (checkPoolLiveAllocations).
  */
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -41,6 +44,7 @@
 #include <string>
 #include <sys/types.h>
 #include <typeinfo>
+#include <vector>
 
 extern "C" {
 #include "vram/alloc.h"
@@ -322,14 +326,48 @@ VRAM_TORCH_API int vram_torch_graph_pool(int op, unsigned long long id_first, un
     return pool_status(st, id_first, id_second, id);
 }
 
-/* Names the capture into the pool that PyTorch has begun on `stream` (vram_allocator_bind_pool),
- * so that captures under way at once in several threads each take their own streams' memory. */
-VRAM_TORCH_API int vram_torch_graph_pool_bind(unsigned long long id_first, unsigned long long id_second, int device,
-                                              void *stream) {
+/* A begun pool and a stream. op 0: names the capture into the pool that PyTorch has begun on
+ * `stream` (vram_allocator_bind_pool), so that captures under way at once in several threads
+ * each take their own streams' memory. op 1: routes every allocation on `stream` to the pool
+ * until its end, captured or not (vram_allocator_route_pool: PyTorch's
+ * beginAllocateCurrentStreamToPool, with which CUDA graph trees run a graph's warm-up and copy
+ * its inputs into the graph's pool). */
+VRAM_TORCH_API int vram_torch_graph_pool_stream(int op, unsigned long long id_first, unsigned long long id_second,
+                                                int device, void *stream) {
     vram_allocator *a = get_allocator(device, true);
     if (!a) return -1;
     uint64_t id = pool_id(id_first, id_second);
-    return pool_status(vram_allocator_bind_pool(a, id, (vram_stream)(uintptr_t)stream), id_first, id_second, id);
+    vram_stream s = (vram_stream)(uintptr_t)stream;
+    if (op != 0 && op != 1) {
+        g_error = "graph_pool_stream: unknown operation " + std::to_string(op);
+        return -1;
+    }
+    return pool_status(op ? vram_allocator_route_pool(a, id, s) : vram_allocator_bind_pool(a, id, s), id_first,
+                       id_second, id);
+}
+
+/* PyTorch's checkPoolLiveAllocations: 1 when the pool's allocated blocks start exactly at the n
+ * addresses of `ptrs` (no more, no fewer; blocks freed and waiting for other streams do not
+ * count), 0 when not, -1 on error. */
+VRAM_TORCH_API int vram_torch_graph_pool_live_equal(unsigned long long id_first, unsigned long long id_second,
+                                                    int device, const unsigned long long *ptrs, size_t n) {
+    vram_allocator *a = get_allocator(device, true);
+    if (!a) return -1;
+    uint64_t id = pool_id(id_first, id_second);
+    vram_snapshot *s = nullptr;
+    if (status_of(vram_allocator_snapshot(a, &s)) != 0) return -1;
+    std::vector<unsigned long long> want(ptrs, ptrs + n);
+    std::sort(want.begin(), want.end());
+    size_t live = 0;
+    bool equal = true;
+    for (size_t i = 0; i < s->num_blocks && equal; i++) {
+        const vram_snapshot_block &b = s->blocks[i];
+        if (b.graph_pool != id || b.state != VRAM_BLOCK_ACTIVE_ALLOCATED) continue;
+        live++; /* (a live block's pages are all mapped: it lies in one segment, listed once) */
+        equal = std::binary_search(want.begin(), want.end(), (unsigned long long)b.address);
+    }
+    vram_snapshot_free(s);
+    return equal && live == (size_t)(std::unique(want.begin(), want.end()) - want.begin()) ? 1 : 0;
 }
 
 VRAM_TORCH_API const char *vram_torch_oom_report(int device) {

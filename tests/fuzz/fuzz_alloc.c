@@ -1,6 +1,7 @@
 /* fuzz_alloc.c — libFuzzer target: the fuzzer's bytes drive a sequence of allocator operations
  * (malloc of any size, free of live, stale and wild pointers, record_stream, empty_cache,
- * limits, peak resets, private pools begun, ended and released in any order) on one of three
+ * limits, peak resets, private pools begun, named, routed to a stream, ended and released in any
+ * order) on one of three
  * devices: the sim device; the simulated CUDA device with 4 MiB chunks (or page-sized ones and no
  * reserve slack) and its GPU's work trailing the calls; or the event device (event_device.h),
  * with the same chunks, whose three streams' work the fuzzer submits and completes itself. On the
@@ -127,6 +128,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         event_device_state(dev)->phys.ctx = dev;
     }
     int capturing = 0; /* captures under way (begin_pool .. end_pool) */
+    int routed = 0;    /* some begin_pool was routed to a stream (route_pool) */
     for (size_t i = 1; i + 4 <= size; i += 4) {
         uint8_t op = data[i] % 9, k = data[i + 1] % SLOTS;
         uint32_t arg = (uint32_t)data[i + 2] << 8 | data[i + 3];
@@ -146,7 +148,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                     hazards_check_block(&hazards, dev, (uintptr_t)slots[k], bsize, k % 3, &by_address, &by_page);
                 if (by_address || by_page) abort(); /* memory another stream may still use */
                 uint64_t pool = capturing ? pool_of(a, slots[k]) : 0, lo = (uintptr_t)slots[k];
-                if (pool > POOLS || (capturing && !pool && capture_tells == 0)) abort(); /* (no device answer: a pool's) */
+                if (pool > POOLS || (capturing && !routed && !pool && capture_tells == 0))
+                    abort(); /* where the device cannot tell, every allocation during captures is a pool's */
                 if (overlaps_graph_memory(lo, lo + bsize, pool)) abort(); /* a live graph's memory, handed out */
                 if (pool && nowned[pool] < OWNED) {
                     owned[pool][nowned[pool]].lo = lo;
@@ -197,6 +200,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             }
             else if (arg % 4 == 2 && vram_allocator_release_pool(a, id) == VRAM_OK && !--pool_uses[id])
                 nowned[id] = 0; /* no graph of it left: its memory may serve anything */
+            else if ((arg >> 10) & 1) routed |= vram_allocator_route_pool(a, id, (vram_stream)((arg >> 8) % 4)) == VRAM_OK;
             else vram_allocator_bind_pool(a, id, (vram_stream)((arg >> 8) % 4));
             break;
         }

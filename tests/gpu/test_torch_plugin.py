@@ -370,6 +370,67 @@ try:
 except Exception as e:
     check(False, "torch.compile under vram: %s: %s" % (type(e).__name__, str(e)[:300]))
 
+# torch.compile(mode="reduce-overhead"): Inductor's CUDA graph trees, their pool calls answered by
+# vram (vram_torch/graph_trees.py). One compiled function at a time: inference with fixed shapes
+# (warm-up, recording, replays equal eager's, and tensors allocated between the calls never
+# overwritten by a replay), then, in a fresh tree, a compiled module trained with its forward and
+# backward graphs against eager. A second compiled function in the same tree after the first has
+# replayed needs a restore of the pool's checkpoint, which vram refuses with its own message.
+def reset_trees():
+    torch.cuda.synchronize()
+    torch._dynamo.reset()
+    import torch._inductor.cudagraph_trees as trees
+    trees.reset_cudagraph_trees()
+    gc.collect()
+
+
+try:
+    import gc
+    import torch._inductor.config as inductor_config
+    reset_trees()
+    ro_net = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 256)).cuda()
+    ro = torch.compile(ro_net, mode="reduce-overhead")
+    bad_junk, all_close = 0, True
+    with torch.no_grad():
+        for step in range(6):
+            xr = torch.randn(64, 256, device="cuda")
+            out = ro(xr).clone()
+            junk = [torch.full((64, 256), 3.0, device="cuda") for _ in range(8)]
+            all_close &= bool(torch.allclose(out, ro_net(xr), atol=1e-3))
+            torch.cuda.synchronize()
+            bad_junk += sum(int(not bool((j == 3.0).all())) for j in junk)
+            del junk
+    check(all_close and bad_junk == 0, "reduce-overhead inference: 6 calls equal eager's (%s), no tensor allocated "
+          "between calls overwritten (%d were)" % (all_close, bad_junk))
+    check(inductor_config.triton.slow_path_cudagraph_asserts, "the trees' pool checks ran (Inductor's default)")
+    tr_eager = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1)).cuda()
+    tr_graph = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1)).cuda()
+    tr_graph.load_state_dict(tr_eager.state_dict())
+    tr_compiled = torch.compile(tr_graph, mode="reduce-overhead")
+    try:  # the second compiled module in this tree: a restore, refused with vram's message
+        tr_compiled(torch.randn(32, 128, device="cuda")).square().mean().backward()
+        check(False, "a second compiled function after the first replayed must need a checkpoint restore")
+    except Exception as e:
+        check("vram_torch" in str(e) and "checkpoint" in str(e) and "reduce-overhead" in str(e),
+              "a second function in the tree: vram's own message (%s): %s" % (type(e).__name__, str(e)[:160]))
+    reset_trees()
+    del ro
+    tr_compiled = torch.compile(tr_graph, mode="reduce-overhead")
+    ok = True
+    for step in range(5):
+        xb = torch.randn(32, 128, device="cuda")
+        for m in (tr_eager, tr_graph):
+            for prm in m.parameters():
+                prm.grad = None
+        tr_eager(xb).square().mean().backward()
+        tr_compiled(xb).square().mean().backward()
+        ok &= all(bool(torch.allclose(pe.grad, pg.grad, rtol=1e-3, atol=1e-4))
+                  for pe, pg in zip(tr_eager.parameters(), tr_graph.parameters()))
+    check(ok, "reduce-overhead training (forward and backward graphs, a fresh tree): gradients equal eager's, 5 steps")
+    reset_trees()
+except Exception as e:
+    check(False, "torch.compile(mode='reduce-overhead') under vram: %s: %s" % (type(e).__name__, str(e)[:400]))
+
 # `python -m vram_torch run`: an unchanged program under vram, its own torch.cuda calls answered.
 with tempfile.TemporaryDirectory() as tmp:
     prog = os.path.join(tmp, "prog.py")
