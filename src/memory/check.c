@@ -206,7 +206,10 @@ static vram_status check_locked(vram_allocator *a) {
         for (int j = 0; j < a->ncaptures && j < VRAM_CAPTURES; j++) {
             into += a->captures[j].pool == c->pool;
             if (j < k && c->id && a->captures[j].id == c->id) FAIL("captures %d and %d have the same id", j, k);
+            if (j < k && c->by_stream && a->captures[j].by_stream && a->captures[j].stream == c->stream)
+                FAIL("entries %d and %d route the same stream", j, k);
         }
+        if (c->by_stream && c->id) FAIL("capture %d is both routed to a stream and named", k);
         if (c->pool < VRAM_GRAPH_POOLS && into > a->graph_pools[c->pool].uses)
             FAIL("%u captures into pool slot %u, which counts %u uses", into, c->pool, a->graph_pools[c->pool].uses);
     }

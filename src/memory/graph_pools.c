@@ -22,6 +22,10 @@
  * and where the device cannot tell anything, to the newest capture (the safe side: memory a
  * graph may use is never handed to anything else). Allocations on other streams meanwhile come
  * from and return to the ordinary cache, as under PyTorch's allocator (vram_graph_route).
+ * A begun pool may instead be routed to one stream (vram_allocator_route_pool: PyTorch's
+ * beginAllocateCurrentStreamToPool, with which CUDA graph trees warm a graph up and copy its
+ * inputs): every allocation on that stream is the pool's until end_pool, captured or not, and
+ * the allocator behaves meanwhile as during a capture.
  *
  * allocator.c's malloc_locked calls vram_graph_route, vram_graph_take and vram_graph_adopt
  * during a capture, and its free_block calls vram_graph_keep for a block of a pool; the rest of
@@ -59,7 +63,8 @@ static int graph_slot(vram_allocator *a, uint64_t id, int add) {
 }
 
 /* The pool (index in graph_pools) an allocation on `stream`, made while captures are under way,
- * belongs to, or -1: the capture the device says the stream records (the capture's own stream,
+ * belongs to, or -1: the pool the stream is routed to (route_pool), whatever the device says;
+ * else the capture the device says the stream records (the capture's own stream,
  * or a stream it forked onto), as PyTorch's allocator routes allocations by their stream's
  * capture. Not named by bind_pool, a capture takes the streams of captures no other was named
  * for, the newest first; where the device cannot tell (no stream_capture, or an error: the
