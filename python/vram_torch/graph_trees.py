@@ -90,9 +90,11 @@ def install(torch, vt):
             "vram_torch: torch.compile's CUDA graph trees asked to restore the memory checkpoint of a "
             "graph pool (%r), which happens when a function compiled with mode=\"reduce-overhead\" is "
             "compiled again, sees a new input shape, or runs in another mode after its graphs have "
-            "replayed; vram cannot restore one yet. Keep input shapes fixed (e.g. pad them), or "
-            "compile with mode=\"max-autotune-no-cudagraphs\" or the default mode, or run without "
-            "vram_torch." % (state,))
+            "replayed; vram cannot restore one yet. Keep input shapes fixed (e.g. pad them), reset the "
+            "trees before another compiled function runs (torch._dynamo.reset() and "
+            "torch._inductor.cudagraph_trees.reset_cudagraph_trees()), compile with "
+            "mode=\"max-autotune-no-cudagraphs\" or the default mode, or run without vram_torch."
+            % (state,))
 
     replacements = {
         "_cuda_beginAllocateCurrentStreamToPool": begin,
