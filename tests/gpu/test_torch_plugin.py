@@ -12,6 +12,7 @@ enable() refused after CUDA use,
 and `python -m vram_torch record` writing a memtrace v1 file. Exits 77 (skipped) without torch,
 a GPU or libvram_torch.so.
 """
+import gc
 import os
 import subprocess
 import sys
@@ -385,7 +386,6 @@ def reset_trees():
 
 
 try:
-    import gc
     import torch._inductor.config as inductor_config
     reset_trees()
     ro_net = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 256)).cuda()
@@ -430,6 +430,41 @@ try:
     reset_trees()
 except Exception as e:
     check(False, "torch.compile(mode='reduce-overhead') under vram: %s: %s" % (type(e).__name__, str(e)[:400]))
+
+# torch.cuda.MemPool: PyTorch 2.11 refuses to create one under any pluggable allocator
+# ("pluggable does not yet support createOrIncrefPool", what docs/pytorch.md says); should a later
+# PyTorch allow it, use_mem_pool calls the torch._C pool functions vram now answers, and then
+# allocations inside the context are the pool's while it lasts, values stay right and the memory
+# comes back once the tensors and the pool are gone.
+try:
+    mem_pool = None
+    if hasattr(torch.cuda, "MemPool"):
+        try:
+            mem_pool = torch.cuda.MemPool()
+        except RuntimeError as e:
+            check("createOrIncrefPool" in str(e), "torch.cuda.MemPool() under vram: PyTorch's refusal, as documented: %s"
+                  % str(e)[:120])
+    if mem_pool is not None:
+        gc.collect()
+        torch.cuda.synchronize()
+        allocated0 = vram_torch.memory_allocated()
+        with torch.cuda.use_mem_pool(mem_pool):
+            inside = torch.full((1 << 20,), 5.0, device="cuda")
+            scratch = torch.ones(1 << 20, device="cuda")
+            del scratch
+            routed = any(b.get("graph_pool") and b["address"] == inside.data_ptr()
+                         for seg in vram_torch.snapshot()["segments"] for b in seg["blocks"])
+        outside = torch.full((1 << 20,), 6.0, device="cuda")
+        torch.cuda.synchronize()
+        print("use_mem_pool: the block allocated inside is in a vram pool: %s" % routed)
+        check(bool((inside == 5.0).all()) and bool((outside == 6.0).all()), "use_mem_pool: tensors inside and after right")
+        del inside, outside, mem_pool
+        gc.collect()
+        torch.cuda.synchronize()
+        check(vram_torch.memory_allocated() == allocated0, "use_mem_pool: the memory comes back: %d -> %d"
+              % (allocated0, vram_torch.memory_allocated()))
+except Exception as e:
+    check(False, "torch.cuda.MemPool / use_mem_pool under vram: %s: %s" % (type(e).__name__, str(e)[:400]))
 
 # `python -m vram_torch run`: an unchanged program under vram, its own torch.cuda calls answered.
 with tempfile.TemporaryDirectory() as tmp:
