@@ -190,18 +190,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             break;
         default: { /* private pools: any call in any state gets a status, never a crash */
             uint64_t id = 1 + (uint64_t)(k % 3);
-            if (arg % 4 == 0 && vram_allocator_begin_pool(a, id) == VRAM_OK) {
-                capturing++;
-                pool_uses[id]++;
-                capture_tells = (arg >> 8) % 3;
-                for (int s = 0; s < 4; s++) capture_of[s] = (arg >> (10 + 2 * s)) & 3; /* what each stream records */
+            vram_stream s = (vram_stream)((arg >> 8) % 4);
+            if (arg % 4 == 0) {
+                if (vram_allocator_begin_pool(a, id) == VRAM_OK) {
+                    capturing++;
+                    pool_uses[id]++;
+                    capture_tells = (arg >> 8) % 3;
+                    for (int t = 0; t < 4; t++) capture_of[t] = (arg >> (10 + 2 * t)) & 3; /* what each stream records */
+                }
             } else if (arg % 4 == 1) {
                 if (vram_allocator_end_pool(a, id) == VRAM_OK) capturing--;
+            } else if (arg % 4 == 2) {
+                if (vram_allocator_release_pool(a, id) == VRAM_OK && !--pool_uses[id])
+                    nowned[id] = 0; /* no graph of it left: its memory may serve anything */
+            } else if ((arg >> 10) & 1) {
+                routed |= vram_allocator_route_pool(a, id, s) == VRAM_OK;
+            } else {
+                vram_allocator_bind_pool(a, id, s);
             }
-            else if (arg % 4 == 2 && vram_allocator_release_pool(a, id) == VRAM_OK && !--pool_uses[id])
-                nowned[id] = 0; /* no graph of it left: its memory may serve anything */
-            else if ((arg >> 10) & 1) routed |= vram_allocator_route_pool(a, id, (vram_stream)((arg >> 8) % 4)) == VRAM_OK;
-            else vram_allocator_bind_pool(a, id, (vram_stream)((arg >> 8) % 4));
             break;
         }
         }
