@@ -5,8 +5,7 @@
  * history:N). The JSON follows PyTorch's torch.cuda.memory._snapshot() layout: "segments"
  * (address, total_size, allocated_size, active_size, requested_size, stream, segment_type,
  * is_expandable, blocks[{address, size, requested_size, state, tag, and graph_pool where not 0}])
- * and "device_traces"
- * ([[{action, addr, size, stream, tag, time_us}]]), plus "allocator_settings".
+ * and "device_traces" ([[{action, addr, size, stream, tag, time_us}]]), plus "allocator_settings".
  */
 #ifndef VRAM_SNAPSHOT_H
 #define VRAM_SNAPSHOT_H

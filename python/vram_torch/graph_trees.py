@@ -75,7 +75,7 @@ def install(torch, vt):
 
     def live_equal(device, pool, expected):
         key = _key(pool)
-        ptrs = sorted({int(p) for p in expected})
+        ptrs = list({int(p) for p in expected})  # (the plug-in sorts them)
         array = (ctypes.c_ulonglong * max(1, len(ptrs)))(*ptrs)
         result = vt._lib.vram_torch_graph_pool_live_equal(key[0], key[1], device, array, len(ptrs))
         if result < 0:

@@ -4,8 +4,7 @@
  * read in order, and live pointers sit in an array indexed by the trace's dense allocation
  * index, so the loop does no lookups of its own. A request of 0 bytes (an empty tensor) gets
  * no memory and a NULL pointer, as under PyTorch's allocator and vram_torch, and its free is
- * skipped. Figures are read from the allocator's
- * statistics once, after the loop.
+ * skipped. Figures are read from the allocator's statistics once, after the loop.
  *
  * The fit search runs whole replays on fresh devices: first doubling from the trace's peak
  * of live bytes until one fits, then bisecting between the largest failure and the smallest
