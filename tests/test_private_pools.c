@@ -9,10 +9,13 @@
  * gives everything back. During a capture the allocator makes none of the calls the driver
  * refuses then (event records, queries and waits; unmapping or freeing memory): the event
  * device counts them. Where the device says which streams a capture records, only their
- * allocations are the pool's; captures under way at once each take their own streams'. Both
- * memory models; bad calls get a status and change nothing. Under the randomized sequence, with
+ * allocations are the pool's; captures under way at once each take their own streams'. A pool's
+ * checkpoint (pool_blocks) recreates its freed blocks at their addresses (pool_recreate) and
+ * refuses what it cannot, changing nothing. Both memory models; bad calls get a status and
+ * change nothing. Under the randomized sequence, with
  * the streams' work queued and completed too (so that busy pages move), no page leaves a live
- * graph's memory (the event device's physical model shows every unmap and drop), and, with blocks
+ * graph's memory (the event device's physical model shows every unmap and drop), checkpoints
+ * taken and recreated among the operations carve only their own pool's memory, and, with blocks
  * recorded on other streams (record_stream) and freed during captures or outside them, no
  * ordinary block reaches a stream, nor loses its pages, while another stream's queued work may
  * still use it (fakes/stream_hazards.h; before 2026-12-04 the end of a capture freed such blocks
@@ -259,6 +262,109 @@ static void test_route_pool(const char *conf) {
     vram_allocator_destroy(a);
     vram_device_close(dev);
     CHECK(left == 0, "%s: all returned after the releases (%lld bytes left)", conf, (long long)left);
+}
+
+/* Checkpoints (pool_blocks, pool_recreate: CUDA graph trees' getCheckpointState and
+ * setCheckpointPoolState): blocks of a pool freed after its checkpoint are carved again at
+ * their addresses, as they were, and the others stay; the recreated blocks are allocated as any
+ * (statistics, the invariants), freed they stay the pool's. A list that names a block the pool
+ * has allocated and not listed, memory that is not the pool's free memory, overlapping or
+ * misaligned blocks, a routed pool or a released one is refused and changes nothing. */
+static int pool_blocks_equal(const vram_pool_block *x, size_t nx, const vram_pool_block *y, size_t ny) {
+    if (nx != ny) return 0;
+    for (size_t k = 0; k < nx; k++)
+        if (x[k].addr != y[k].addr || x[k].size != y[k].size || x[k].requested != y[k].requested ||
+            x[k].stream != y[k].stream || x[k].tag != y[k].tag)
+            return 0;
+    return 1;
+}
+
+static void test_pool_checkpoint(const char *conf) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc(conf, &dev);
+    CHECK(a != NULL, "%s: allocator", conf);
+    if (!a) return;
+    const uint64_t sizes[6] = {3 * MiB, 700 * 1024, 5 * MiB + 512, 2 * MiB, 4096, 9 * MiB};
+    void *p[6];
+    CHECK_OK(vram_allocator_begin_pool(a, 5));
+    for (int k = 0; k < 6; k++) CHECK_OK(vram_allocator_malloc(a, sizes[k], 0, (vram_tag)(k % 3), &p[k]));
+    CHECK_OK(vram_allocator_end_pool(a, 5));
+    vram_pool_block ck[8], now[8];
+    size_t n = 0, m = 0;
+    CHECK_OK(vram_allocator_pool_blocks(a, 5, ck, 2, &n));
+    CHECK(n == 6, "%s: six blocks in the pool (%zu), counted past the room given", conf, n);
+    CHECK_OK(vram_allocator_pool_blocks(a, 5, ck, 8, &n));
+    int64_t before = allocated(a);
+    for (int k = 0; k < 6; k++)
+        if (k != 1) CHECK_OK(vram_allocator_free(a, p[k]));
+    CHECK_OK(vram_allocator_pool_blocks(a, 5, now, 8, &m));
+    CHECK(m == 1 && now[0].addr == (uintptr_t)p[1], "%s: one block left allocated (%zu)", conf, m);
+    unsigned char created[8];
+    CHECK_OK(vram_allocator_pool_recreate(a, 5, ck, n, created));
+    int right = 1;
+    for (size_t k = 0; k < n; k++) right &= created[k] == (ck[k].addr != (uintptr_t)p[1]);
+    CHECK(right, "%s: the freed blocks recreated, the live one kept", conf);
+    CHECK_OK(vram_allocator_pool_blocks(a, 5, now, 8, &m));
+    CHECK(pool_blocks_equal(ck, n, now, m), "%s: the pool's blocks are the checkpoint's again", conf);
+    CHECK(allocated(a) == before, "%s: allocated %lld, as at the checkpoint %lld", conf, (long long)allocated(a),
+          (long long)before);
+    CHECK_OK(vram_allocator_check(a));
+    CHECK_OK(vram_allocator_pool_recreate(a, 5, ck, n, created));
+    right = 1;
+    for (size_t k = 0; k < n; k++) right &= !created[k];
+    CHECK(right, "%s: recreating an unchanged pool keeps every block", conf);
+
+    /* refused, changing nothing */
+    CHECK_OK(vram_allocator_free(a, p[0]));
+    CHECK_OK(vram_allocator_free(a, p[2]));
+    CHECK_OK(vram_allocator_begin_pool(a, 5));
+    void *taker;
+    CHECK_OK(vram_allocator_malloc(a, 1 * MiB + 512, 0, 0, &taker)); /* from the pool's freed memory */
+    CHECK(vram_allocator_pool_recreate(a, 5, ck, n, NULL) == VRAM_ERR_STATE,
+          "%s: refused while a capture allocates into the pool", conf);
+    CHECK_OK(vram_allocator_end_pool(a, 5));
+    CHECK(vram_allocator_pool_recreate(a, 5, ck, n, NULL) == VRAM_ERR_STATE,
+          "%s: refused: an allocated block of the pool is not in the checkpoint", conf);
+    CHECK_OK(vram_allocator_free(a, taker));
+    void *ordinary;
+    CHECK_OK(vram_allocator_malloc(a, 6 * MiB, 1, 0, &ordinary));
+    vram_pool_block bad[2] = {ck[1], {(uintptr_t)ordinary, 6 * MiB, 6 * MiB, 1, 0}};
+    CHECK(vram_allocator_pool_recreate(a, 5, bad, 2, NULL) == VRAM_ERR_STATE,
+          "%s: refused: memory outside the pool", conf);
+    vram_pool_block overlap[2] = {ck[0], ck[0]};
+    overlap[1].addr += 512;
+    CHECK(vram_allocator_pool_recreate(a, 5, overlap, 2, NULL) == VRAM_ERR_INVALID_ARG, "%s: overlapping blocks", conf);
+    vram_pool_block odd = ck[0];
+    odd.addr += 100;
+    CHECK(vram_allocator_pool_recreate(a, 5, &odd, 1, NULL) == VRAM_ERR_INVALID_ARG, "%s: a misaligned block", conf);
+    odd = ck[0];
+    odd.requested = odd.size + 1;
+    CHECK(vram_allocator_pool_recreate(a, 5, &odd, 1, NULL) == VRAM_ERR_INVALID_ARG, "%s: more asked than held", conf);
+    CHECK(vram_allocator_pool_recreate(a, 5, NULL, 3, NULL) == VRAM_ERR_INVALID_ARG, "%s: no list", conf);
+    CHECK(vram_allocator_pool_recreate(a, 9, ck, n, NULL) == VRAM_ERR_NOT_FOUND, "%s: an unknown pool", conf);
+    CHECK_OK(vram_allocator_pool_blocks(a, 5, now, 8, &m));
+    CHECK(m == 4, "%s: the refusals changed nothing (%zu blocks)", conf, m);
+    CHECK_OK(vram_allocator_check(a));
+    CHECK_OK(vram_allocator_pool_recreate(a, 5, ck, n, created));
+    right = 1;
+    for (size_t k = 0; k < n; k++) right &= created[k] == (ck[k].addr == (uintptr_t)p[0] || ck[k].addr == (uintptr_t)p[2]);
+    CHECK(right, "%s: the two freed blocks recreated, the others kept", conf);
+    CHECK_OK(vram_allocator_check(a));
+
+    /* recreated blocks are the pool's: freed, they serve nothing else; released, all returns */
+    for (int k = 0; k < 6; k++) CHECK_OK(vram_allocator_free(a, p[k]));
+    CHECK(!hands_out(a, 3 * MiB, p[0], 16), "%s: a recreated block, freed, stays the pool's", conf);
+    CHECK_OK(vram_allocator_free(a, ordinary));
+    CHECK_OK(vram_allocator_release_pool(a, 5));
+    CHECK_OK(vram_allocator_release_pool(a, 5)); /* (begun twice) */
+    CHECK(vram_allocator_pool_blocks(a, 5, now, 8, &m) == VRAM_ERR_NOT_FOUND, "%s: a released pool has no blocks", conf);
+    CHECK(vram_allocator_pool_recreate(a, 5, ck, n, NULL) == VRAM_ERR_NOT_FOUND, "%s: nor a checkpoint", conf);
+    CHECK_OK(vram_allocator_check(a));
+    CHECK_OK(vram_allocator_empty_cache(a));
+    int64_t left = reserved(a) + allocated(a);
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+    CHECK(left == 0, "%s: all returned after the release (%lld bytes left)", conf, (long long)left);
 }
 
 /* Is p among the n addresses of `set`? */
@@ -597,7 +703,10 @@ static void test_random(const char *conf, int routed) {
     hazards_init(&hazards);
     e->phys.on_unmap = unmap_of_owned;
     e->phys.ctx = dev;
-    int recorded = 0;
+    int recorded = 0, recreated = 0;
+    enum { CK = 64 };
+    vram_pool_block ck[POOLS][CK]; /* each pool's last checkpoint */
+    size_t nck[POOLS] = {0};
     uint64_t rng = 12345, capturing = 0;
     int violations = 0, reuses = 0, ops = 0;
     for (ops = 0; ops < 200000; ops++) {
@@ -631,6 +740,35 @@ static void test_random(const char *conf, int routed) {
             if (slot[k].p && vram_allocator_record_stream(a, slot[k].p, st) == VRAM_OK) {
                 slot[k].used_on |= 1u << st;
                 recorded++;
+            }
+        } else if (r < 28) { /* a checkpoint of a pool taken */
+            int q = (int)(test_rng(&rng) % POOLS);
+            if (uses[q]) CHECK_OK(vram_allocator_pool_blocks(a, (uint64_t)q + 1, ck[q], CK, &nck[q]));
+            if (nck[q] > CK) nck[q] = 0; /* (more than kept: none) */
+        } else if (r < 29) { /* and recreated: the blocks carved again become slots of the pool */
+            int q = (int)(test_rng(&rng) % POOLS);
+            unsigned char created[CK];
+            vram_status st = uses[q] ? vram_allocator_pool_recreate(a, (uint64_t)q + 1, ck[q], nck[q], created) : VRAM_ERR_NOT_FOUND;
+            CHECK(st == VRAM_OK || st == VRAM_ERR_STATE || !uses[q], "%s: recreate of pool %d: %s", conf, q + 1,
+                  vram_status_str(st));
+            for (size_t j = 0; st == VRAM_OK && j < nck[q]; j++) {
+                if (!created[j]) continue;
+                uintptr_t lo = (uintptr_t)ck[q][j].addr, hi = lo + ck[q][j].size;
+                for (int o = 0; o < POOLS; o++)
+                    for (int i = 0; o != q && uses[o] && i < nowned[o]; i++)
+                        violations += lo < owned[o][i].hi && owned[o][i].lo < hi;
+                int k = 0;
+                while (k < SLOTS && slot[k].p) k++;
+                recreated++;
+                if (k == SLOTS) {
+                    CHECK_OK(vram_allocator_free(a, (void *)lo));
+                    continue;
+                }
+                slot[k].p = (void *)lo;
+                slot[k].pool = (uint64_t)q + 1;
+                slot[k].size = ck[q][j].size;
+                slot[k].stream = (unsigned)ck[q][j].stream;
+                slot[k].used_on = 0;
             }
         } else {
             int k = (int)(test_rng(&rng) % SLOTS);
@@ -697,6 +835,7 @@ static void test_random(const char *conf, int routed) {
     hazards_free(&hazards);
     for (unsigned st = 0; st < 3; st++) event_device_complete(dev, st);
     CHECK(reuses > 100, "%s: captures reuse their pool's blocks (%d)", conf, reuses);
+    CHECK(recreated > 50, "%s: checkpoints recreated freed blocks (%d)", conf, recreated);
     if (capturing) CHECK_OK(vram_allocator_end_pool(a, capturing));
     for (int k = 0; k < SLOTS; k++)
         if (slot[k].p) CHECK_OK(vram_allocator_free(a, slot[k].p));
@@ -728,6 +867,9 @@ int main(void) {
     test_capture_routes_by_stream("chunk_size_mb:64,move_busy_pages:True");
     test_route_pool("expandable_segments:True");
     test_route_pool("expandable_segments:False");
+    test_pool_checkpoint("");
+    test_pool_checkpoint("expandable_segments:False");
+    test_pool_checkpoint("chunk_size_mb:64,move_busy_pages:True");
     test_concurrent_captures("", 1);
     test_concurrent_captures("", 0);
     test_concurrent_captures("expandable_segments:False", 1);

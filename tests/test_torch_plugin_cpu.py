@@ -226,5 +226,17 @@ lib.vram_torch_empty_cache(-1)
 check(reserved(1) == 0, "both released, then emptied: %d" % reserved(1))
 check(lib.vram_torch_graph_pool(0, 0, 0, 1) != 0 and b"pool id 0" in lib.vram_torch_last_error(), "pool (0, 0) refused")
 check(lib.vram_torch_graph_pool(7, 0, 5, 1) != 0 and b"unknown operation" in lib.vram_torch_last_error(), "a bad operation fails")
+# checkpoints of a pool no graph uses: refused with the allocator's message
+ull = ctypes.c_ulonglong
+lib.vram_torch_graph_pool_blocks.argtypes = [ull, ull, c_int, ctypes.POINTER(ull), ctypes.c_size_t,
+                                             ctypes.POINTER(ctypes.c_size_t)]
+lib.vram_torch_graph_pool_recreate.argtypes = [ull, ull, c_int, ctypes.POINTER(ull), ctypes.c_size_t,
+                                               ctypes.POINTER(ctypes.c_ubyte)]
+count, out = ctypes.c_size_t(7), (ull * 5)()
+check(lib.vram_torch_graph_pool_blocks(0, 99, 1, out, 1, ctypes.byref(count)) != 0 and count.value == 0 and
+      b"no graph uses that pool" in lib.vram_torch_last_error(), "the blocks of an unknown pool: refused")
+block = (ull * 5)(1 << 30, 512, 512, 0, 0)
+check(lib.vram_torch_graph_pool_recreate(0, 99, 1, block, 1, None) != 0 and
+      b"no graph uses that pool" in lib.vram_torch_last_error(), "a checkpoint of an unknown pool: refused")
 fake_lib.fake_cuda_set_capturing(0)
 sys.exit(done("test_torch_plugin_cpu"))

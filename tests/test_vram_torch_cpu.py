@@ -6,7 +6,8 @@ functions; then, with allocations made the way PyTorch's pluggable allocator mak
 zero), memory_allocated / max_memory_allocated / memory_reserved, memory_summary,
 _record_memory_history + _snapshot's events, empty_cache, Tensor.record_stream, a second device,
 CUDA graph captures (torch.cuda.CUDAGraph: private pools, release at reset and at collection, one
-capture at a time), `python -m vram_torch run`, and bad arguments. The real PyTorch runs in tests/gpu/test_torch_plugin.py.
+capture at a time), CUDA graph trees' pool calls (routing, the live check, checkpoints taken and
+restored), `python -m vram_torch run`, and bad arguments. The real PyTorch runs in tests/gpu/test_torch_plugin.py.
 Usage: test_vram_torch_cpu.py LIBVRAM_TORCH FAKE_LIBCUDA
 """
 import ctypes
@@ -62,6 +63,39 @@ for n in ("_cuda_beginAllocateCurrentStreamToPool", "_cuda_endAllocateCurrentStr
     setattr(torch._C, n, lambda *a, **k: None)  # no-ops under a pluggable allocator
 for n in ("_cuda_checkPoolLiveAllocations", "_cuda_getCheckpointState", "_cuda_setCheckpointPoolState"):
     setattr(torch._C, n, raises(n.replace("_cuda_", "")))
+raw_deleted = []
+torch._C._cuda_cudaCachingAllocator_raw_delete = raw_deleted.append  # PyTorch's, through its allocator
+torch._C._has_Standard_Deleter = lambda impl: False  # the stand-in's storages own nothing
+torch._C._free_And_Remove_DeleterFn = raises("_free_And_Remove_DeleterFn of a storage that owns nothing")
+
+
+class Storage:
+    """A storage of a tensor the CUDA graph trees rebuilt after a replay (it owns nothing),
+    reachable by its StorageImpl address as the trees pass it; alive until a test says not."""
+    table = {}
+
+    def __init__(self, ptr):
+        self.ptr, self.alive, self.impl = ptr, True, 0x5000 + 16 * len(Storage.table)
+        Storage.table[self.impl] = self
+
+    def data_ptr(self):
+        return self.ptr
+
+
+class StorageWeakRef:
+    def __init__(self, storage):
+        self.storage = storage
+
+    def expired(self):
+        return not self.storage.alive
+
+
+torch.UntypedStorage = types.SimpleNamespace(
+    _new_with_weak_ptr=lambda impl: Storage.table[impl] if Storage.table[impl].alive else None)
+reductions = types.ModuleType("torch.multiprocessing.reductions")
+reductions.StorageWeakRef = StorageWeakRef
+sys.modules["torch.multiprocessing"] = types.ModuleType("torch.multiprocessing")
+sys.modules["torch.multiprocessing.reductions"] = reductions
 
 
 class Device:
@@ -320,12 +354,61 @@ for ptr in after:
 lib.vram_torch_free(w_out, 6 << 20, 0, W)
 lib.vram_torch_free(elsewhere, 1 << 20, 0, S)
 check(C._cuda_checkPoolLiveAllocations(0, tree_pool, set()), "nothing live in the pool once its output is freed")
+# checkpoints: the trees take one after a recording (its outputs live), the outputs die, replays
+# rebuild them as storages that own nothing; the restore carves the blocks again, the live
+# output's storage adopts its block (freed once it dies), the dead one's the trees free
+current_stream[0] = W
+C._cuda_beginAllocateCurrentStreamToPool(0, tree_pool)
+o1 = lib.vram_torch_alloc(6 << 20, 0, W)
+o2 = lib.vram_torch_alloc(3 << 20, 0, W)
+C._cuda_endAllocateCurrentStreamToPool(0)
+C._cuda_releasePool(0, tree_pool)
+current_stream[0] = CAPTURE_STREAM
 state = C._cuda_getCheckpointState(0, tree_pool)
+check(sorted(b[0] for b in state.blocks) == sorted([o1, o2]), "a checkpoint lists the pool's live blocks: %r" % state)
+in_use = torch.cuda.memory_allocated()
+lib.vram_torch_free(o1, 6 << 20, 0, W)
+lib.vram_torch_free(o2, 3 << 20, 0, W)
+check(C._cuda_checkPoolLiveAllocations(0, tree_pool, set()), "the recording's outputs died")
+replayed = Storage(o1)  # the replay's rebuilt output at o1 (owning nothing); o2's died
+C._cuda_setCheckpointPoolState(0, state, [], [replayed.impl])
+check(C._cuda_checkPoolLiveAllocations(0, tree_pool, {o1, o2}) and torch.cuda.memory_allocated() == in_use,
+      "the restore recreates both blocks at their addresses: %d bytes allocated, %d at the checkpoint"
+      % (torch.cuda.memory_allocated(), in_use))
+check(C._has_Standard_Deleter(replayed.impl) and not C._has_Standard_Deleter(Storage(o2).impl),
+      "the adopting storage counts as owning its block, another does not")
+C._cuda_cudaCachingAllocator_raw_delete(o2)  # the trees free the dead output's block
+check(C._cuda_checkPoolLiveAllocations(0, tree_pool, {o1}) and not raw_deleted,
+      "raw_delete of a recreated block frees it in vram, not through PyTorch's allocator")
+C._cuda_cudaCachingAllocator_raw_delete(12345)
+check(raw_deleted == [12345], "raw_delete of another pointer goes to PyTorch's: %s" % raw_deleted)
+replayed.alive = False  # the output dies: its block is freed at the next call
+check(torch.cuda.memory_allocated() == in_use - (9 << 20), "a dead adopted block is freed when the statistics are read")
+check(C._cuda_checkPoolLiveAllocations(0, tree_pool, set()), "nothing live in the pool after the adopted output died")
+# a second restore; then an allocation the checkpoint lacks is refused, changing nothing
+again = Storage(o2)
+C._cuda_setCheckpointPoolState(0, state, [], [again.impl])
+C._cuda_cudaCachingAllocator_raw_delete(o1)
+C._free_And_Remove_DeleterFn(again.impl)  # the trees end a generation: the block goes now
+check(C._cuda_checkPoolLiveAllocations(0, tree_pool, set()), "_free_And_Remove_DeleterFn frees an adopted block")
+current_stream[0] = W
+C._cuda_beginAllocateCurrentStreamToPool(0, tree_pool)
+o3 = lib.vram_torch_alloc(1 << 20, 0, W)
+C._cuda_endAllocateCurrentStreamToPool(0)
+C._cuda_releasePool(0, tree_pool)
+current_stream[0] = CAPTURE_STREAM
 try:
     C._cuda_setCheckpointPoolState(0, state, [], [])
-    check(False, "restoring a checkpoint must be refused")
+    check(False, "a restore over an allocation the checkpoint lacks must be refused")
 except RuntimeError as e:
-    check("reduce-overhead" in str(e) and "max-autotune-no-cudagraphs" in str(e), "a restore says why and what to do: %s" % e)
+    check("not in the checkpoint" in str(e) and C._cuda_checkPoolLiveAllocations(0, tree_pool, {o3}),
+          "refused, nothing changed: %s" % e)
+lib.vram_torch_free(o3, 1 << 20, 0, W)
+try:
+    C._cuda_setCheckpointPoolState(0, object(), [], [])
+    check(False, "a checkpoint vram did not take must be refused")
+except RuntimeError as e:
+    check("not a checkpoint vram took" in str(e), "a foreign checkpoint: %s" % e)
 try:
     C._cuda_endAllocateCurrentStreamToPool(0)
     check(False, "an end without a begin must be refused")

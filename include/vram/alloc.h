@@ -119,6 +119,35 @@ vram_status vram_allocator_route_pool(vram_allocator *a, uint64_t id, vram_strea
 vram_status vram_allocator_end_pool(vram_allocator *a, uint64_t id);
 vram_status vram_allocator_release_pool(vram_allocator *a, uint64_t id);
 
+/* Checkpoints of a private pool (PyTorch's getCheckpointState / setCheckpointPoolState, with
+ * which CUDA graph trees go on recording after their graphs have replayed: the replays wrote
+ * tensors into blocks the allocator had seen freed). A pool block as a checkpoint holds it: */
+typedef struct vram_pool_block {
+    uint64_t addr;
+    uint64_t size;       /* the block's size (a multiple of 512) */
+    uint64_t requested;  /* the bytes asked for (<= size) */
+    vram_stream stream;
+    vram_tag tag;
+} vram_pool_block;
+
+/* pool_blocks: the allocated blocks of pool `id` (in use), by address within each memory
+ * region; up to `cap` of them into `out`, how many there are into *n (call again with a larger
+ * `out` when *n > cap). VRAM_ERR_NOT_FOUND when no graph uses the pool.
+ *
+ * pool_recreate: makes the allocated blocks of pool `id` exactly `blocks` (a checkpoint from
+ * pool_blocks): a listed block allocated as listed (same address and size) stays as it is
+ * (created[i] = 0); one that is not is carved again out of the pool's free memory at its
+ * address, with its size, requested bytes, stream and tag, and counted as allocated
+ * (created[i] = 1; `created` may be NULL). It changes nothing and fails with VRAM_ERR_STATE when
+ * a block of the pool is allocated (or freed and waiting for streams) but not listed, a listed
+ * range is no longer free memory of the pool (the pool was released since, or another block
+ * holds part of it), or a capture or routed stream allocates into the pool; with
+ * VRAM_ERR_INVALID_ARG for blocks that overlap, are not 512-byte aligned, are empty or ask for
+ * more than their size; VRAM_ERR_NOT_FOUND when no graph uses the pool. */
+vram_status vram_allocator_pool_blocks(vram_allocator *a, uint64_t id, vram_pool_block *out, size_t cap, size_t *n);
+vram_status vram_allocator_pool_recreate(vram_allocator *a, uint64_t id, const vram_pool_block *blocks, size_t n,
+                                         unsigned char *created);
+
 void vram_allocator_get_stats(vram_allocator *a, vram_stats *out);
 void vram_allocator_reset_peak_stats(vram_allocator *a);
 void vram_allocator_reset_accumulated_stats(vram_allocator *a);

@@ -81,6 +81,13 @@ def _load():
         "vram_torch_graph_pool_stream": (c_int, [c_int, ctypes.c_ulonglong, ctypes.c_ulonglong, c_int, c_void_p]),
         "vram_torch_graph_pool_live_equal": (c_int, [ctypes.c_ulonglong, ctypes.c_ulonglong, c_int,
                                                      ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_size_t]),
+        "vram_torch_graph_pool_blocks": (c_int, [ctypes.c_ulonglong, ctypes.c_ulonglong, c_int,
+                                                 ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_size_t,
+                                                 ctypes.POINTER(ctypes.c_size_t)]),
+        "vram_torch_graph_pool_recreate": (c_int, [ctypes.c_ulonglong, ctypes.c_ulonglong, c_int,
+                                                   ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_size_t,
+                                                   ctypes.POINTER(ctypes.c_ubyte)]),
+        "vram_torch_free": (None, [c_void_p, ctypes.c_ssize_t, c_int, c_void_p]),
         "vram_torch_oom_report": (c_char_p, [c_int]),
         "vram_torch_string_free": (None, [c_void_p]),
         "vram_torch_stats_text": (c_void_p, [c_int]),
@@ -200,6 +207,14 @@ def _require_enabled(what):
                            "first" % what)
 
 
+def _sweep_graph_trees():
+    """Frees the CUDA graph trees' blocks whose tensors died (graph_trees.py: a restored
+    checkpoint's outputs are freed lazily), so that the statistics count them freed."""
+    if _enabled:
+        from . import graph_trees
+        graph_trees.sweep()
+
+
 def _active(device):
     return _load().vram_torch_device_active(device)
 
@@ -208,6 +223,7 @@ def memory_stats(device=None):
     """PyTorch's memory_stats() keys (allocated_bytes.all.current, ...), plus tags.*. Once vram is
     enabled, a device without allocations yet gets its allocator started (as PyTorch initializes
     the device), so every key is there, at zero."""
+    _sweep_graph_trees()
     d = _device(device)
     if not _active(d) and (not _enabled or _lib.vram_torch_init_device(d) != 0):
         return {}
@@ -253,6 +269,7 @@ def reset_accumulated_memory_stats(device=None):
 
 def memory_summary(device=None, abbreviated=False):
     """PyTorch's memory_summary() table, plus vram's memory by tag."""
+    _sweep_graph_trees()
     d = _device(device)
     if not _active(d):
         if not _enabled:
@@ -263,6 +280,7 @@ def memory_summary(device=None, abbreviated=False):
 
 def empty_cache(device=None):
     """Returns vram's cached memory to the driver (every device when device is None)."""
+    _sweep_graph_trees()
     _load()
     if _lib.vram_torch_empty_cache(-1 if device is None else _device(device)) != 0:
         raise _error("empty_cache")
@@ -270,6 +288,7 @@ def empty_cache(device=None):
 
 def snapshot(device=None):
     """The allocator's segments, blocks and recent events, as a dict (PyTorch's _snapshot layout)."""
+    _sweep_graph_trees()
     import json
     d = _device(device)
     if not _active(d):

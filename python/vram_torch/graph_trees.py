@@ -6,9 +6,11 @@ directly through torch._C: they run a graph's warm-up and copy its inputs with t
 stream's allocations routed into the pool (_cuda_beginAllocateCurrentStreamToPool ...
 _cuda_endAllocateCurrentStreamToPool, _cuda_releasePool), check that the pool's live blocks are
 the tensors they believe alive (_cuda_checkPoolLiveAllocations, under Inductor's default
-triton.slow_path_cudagraph_asserts), and save the pool's state after each recording
-(_cuda_getCheckpointState). Under a pluggable allocator PyTorch makes the routing calls no-ops
-(so the inputs a graph replays from would live in ordinary memory) and the others raise.
+triton.slow_path_cudagraph_asserts), save the pool's state after each recording
+(_cuda_getCheckpointState) and restore it (_cuda_setCheckpointPoolState) before they warm up or
+record again after their graphs have replayed: a second compiled function, a new input shape, a
+recompile, eval after training. Under a pluggable allocator PyTorch makes the routing calls
+no-ops (so the inputs a graph replays from would live in ordinary memory) and the others raise.
 install(torch, vt) replaces those torch._C functions with vram's:
 
 - begin routes the current stream's allocations to the pool in vram (vram_allocator_begin_pool
@@ -17,40 +19,102 @@ install(torch, vt) replaces those torch._C functions with vram's:
   thread; the trees run warm-ups and copies on their own stream, the current one);
 - the live check compares the pool's allocated blocks with the given addresses exactly, as
   PyTorch's does (vram_torch_graph_pool_live_equal);
-- the checkpoint state is a token naming the pool. Restoring one (_cuda_setCheckpointPoolState:
-  the trees need it when a function is compiled again, sees a new input shape, or runs in
-  another mode after the tree has replayed, e.g. eval after training) would re-create blocks
-  at their old addresses and hand them to tensors PyTorch rebuilds; vram does not do that yet,
-  and the call raises a RuntimeError that says so and names the alternatives.
+- a checkpoint is the list of the pool's allocated blocks (vram_allocator_pool_blocks).
+
+Restoring one. The replays wrote their outputs into blocks that the allocator saw freed (the
+tensors of the recording died), and PyTorch rebuilt those outputs as tensors that own nothing.
+PyTorch's restore frees the pool's blocks, carves the checkpoint's again at their addresses and
+swaps an owning deleter into each live output's storage (C++ only), then the trees free the
+blocks of outputs that died (_cuda_cudaCachingAllocator_raw_delete). vram carves the blocks of
+the checkpoint that were freed back out of the pool's free memory (vram_allocator_pool_recreate,
+which refuses, changing nothing, when the pool holds an allocated block the checkpoint lacks) but
+cannot give a storage a deleter from Python, so it adopts them instead: it keeps a weak reference
+to each live output's storage and frees the block once every storage on it has died, at the next
+call the trees (or vram_torch's statistics and empty_cache) make: until then the block is the
+pool's, which serves nothing else, so holding it a little longer costs no memory that could be
+used. The trees' other uses of those storages go to vram too: raw_delete of a recreated block,
+_has_Standard_Deleter (true for an adopted storage: it is freed as an owning one would be) and
+_free_And_Remove_DeleterFn (frees the adopted block now).
 
 Names a PyTorch version lacks are skipped; the originals are kept in ORIGINALS.
 """
 
 import ctypes
+import gc
 
 ORIGINALS = {}
+# What restores did, for tests and benchmarks: restores, blocks recreated, storages adopted, and
+# recreated blocks freed by raw_delete, by their storages' death (found by a sweep) and by
+# _free_And_Remove_DeleterFn.
+COUNTS = dict.fromkeys(("restores", "recreated", "adopted", "freed_raw_delete", "freed_dead",
+                        "freed_remove_deleter"), 0)
+_recreated = {}  # install()'s blocks recreated by restores (address -> (device, adopting storages))
+_sweep = None  # install()'s sweep of adopted blocks, for vram_torch's statistics and empty_cache
+
+
+def sweep():
+    """Frees the adopted blocks whose storages have all died (see the module's text)."""
+    if _sweep is not None:
+        _sweep()
+
+
+def held():
+    """The blocks restores recreated that are still allocated, after a sweep: (address, device,
+    how many live storages adopt it). Empty once the trees and their outputs are gone."""
+    sweep()
+    return sorted((ptr, device, len(impls)) for ptr, (device, impls) in _recreated.items())
 
 
 class CheckpointState:
-    """What _cuda_getCheckpointState returns under vram: the pool it was taken of."""
+    """What _cuda_getCheckpointState returns under vram: the pool's allocated blocks, each
+    (address, size, requested bytes, stream, tag)."""
 
-    def __init__(self, device, key):
-        self.device, self.key = device, key
+    def __init__(self, device, key, blocks):
+        self.device, self.key, self.blocks = device, key, blocks
 
     def __repr__(self):
-        return "vram_torch.graph_trees.CheckpointState(device=%d, pool=%s)" % (self.device, self.key)
+        return "vram_torch.graph_trees.CheckpointState(device=%d, pool=%s, %d blocks)" % (
+            self.device, self.key, len(self.blocks))
 
 
 def install(torch, vt):
     """Replaces the CUDA graph trees' torch._C pool functions with vram's (idempotent)."""
+    global _sweep
     c_module = getattr(torch, "_C", None)
     if ORIGINALS or c_module is None:
         return
     from .graphs import _key
 
     routed = {}  # device -> the pool keys routed on it, newest last (end without a pool ends the newest)
+    # Blocks vram recreated: address -> (device, the StorageImpl addresses adopting it); those with
+    # none are the outputs the trees free next (raw_delete). adopted: StorageImpl address ->
+    # (block address, weak reference to the storage).
+    recreated, adopted = _recreated, {}
+
+    def vram_free(ptr):
+        device, impls = recreated.pop(ptr)
+        for impl in impls:
+            del adopted[impl]
+        vt._lib.vram_torch_free(ptr, 0, device, None)
+
+    def sweep_now():
+        dead = [p for p, (_, impls) in recreated.items() if impls and all(adopted[i][1].expired() for i in impls)]
+        for ptr in dead:
+            vram_free(ptr)
+        COUNTS["freed_dead"] += len(dead)
+
+    _sweep = sweep_now
+
+    def adopt(ptr, impl, storage):
+        from torch.multiprocessing.reductions import StorageWeakRef
+        if impl in adopted:
+            return
+        recreated[ptr][1].add(impl)
+        adopted[impl] = (ptr, StorageWeakRef(storage))
+        COUNTS["adopted"] += 1
 
     def begin(device, pool):
+        sweep_now()
         key = _key(pool)
         vt._graph_pool(0, key, device)
         stream = torch.cuda.current_stream(device).cuda_stream
@@ -71,10 +135,10 @@ def install(torch, vt):
         vt._graph_pool(1, key, device)
 
     def release(device, pool):
+        sweep_now()
         vt._graph_pool(2, _key(pool), device)
 
-    def live_equal(device, pool, expected):
-        key = _key(pool)
+    def live_equal_once(device, key, expected):
         ptrs = list({int(p) for p in expected})  # (the plug-in sorts them)
         array = (ctypes.c_ulonglong * max(1, len(ptrs)))(*ptrs)
         result = vt._lib.vram_torch_graph_pool_live_equal(key[0], key[1], device, array, len(ptrs))
@@ -82,19 +146,86 @@ def install(torch, vt):
             raise vt._error("live allocations of CUDA graph pool %s on cuda:%d" % (key, device))
         return bool(result)
 
-    def get_checkpoint(device, pool):
-        return CheckpointState(device, _key(pool))
+    def live_equal(device, pool, expected):
+        sweep_now()
+        key = _key(pool)
+        if live_equal_once(device, key, expected):
+            return True
+        gc.collect()  # a dead output not collected yet still holds its adopted block
+        sweep_now()
+        return live_equal_once(device, key, expected)
 
-    def set_checkpoint(device, state, *args, **kwargs):
-        raise RuntimeError(
-            "vram_torch: torch.compile's CUDA graph trees asked to restore the memory checkpoint of a "
-            "graph pool (%r), which happens when a function compiled with mode=\"reduce-overhead\" is "
-            "compiled again, sees a new input shape, or runs in another mode after its graphs have "
-            "replayed; vram cannot restore one yet. Keep input shapes fixed (e.g. pad them), reset the "
-            "trees before another compiled function runs (torch._dynamo.reset() and "
-            "torch._inductor.cudagraph_trees.reset_cudagraph_trees()), compile with "
-            "mode=\"max-autotune-no-cudagraphs\" or the default mode, or run without vram_torch."
-            % (state,))
+    def get_checkpoint(device, pool):
+        sweep_now()
+        key = _key(pool)
+        n = ctypes.c_size_t(0)
+        cap = 64
+        while True:
+            out = (ctypes.c_ulonglong * (5 * cap))()
+            if vt._lib.vram_torch_graph_pool_blocks(key[0], key[1], device, out, cap, ctypes.byref(n)) != 0:
+                raise vt._error("checkpoint of CUDA graph pool %s on cuda:%d" % (key, device))
+            if n.value <= cap:
+                break
+            cap = n.value
+        blocks = [tuple(out[5 * i:5 * i + 5]) for i in range(n.value)]
+        return CheckpointState(device, key, blocks)
+
+    def storage_of(storage_impl):
+        """The live storage at a StorageImpl address the trees hold a weak reference to, or None."""
+        return torch.UntypedStorage._new_with_weak_ptr(storage_impl)
+
+    def set_checkpoint(device, state, stale_storages=(), storages_to_add_deleters_to=()):
+        if not isinstance(state, CheckpointState):
+            raise RuntimeError("vram_torch: _cuda_setCheckpointPoolState: %r is not a checkpoint vram took" % (state,))
+        if state.device != device:
+            raise RuntimeError("vram_torch: _cuda_setCheckpointPoolState on cuda:%d with a checkpoint of cuda:%d"
+                               % (device, state.device))
+        key = state.key
+        # Stale storages give up their blocks, as PyTorch's restore takes their deleters.
+        for impl in dict.fromkeys(int(s) for s in stale_storages):
+            if impl in adopted:
+                ptr = adopted.pop(impl)[0]
+                recreated[ptr][1].discard(impl)
+                if not recreated[ptr][1]:
+                    vram_free(ptr)
+            elif "_has_Standard_Deleter" in ORIGINALS and ORIGINALS["_has_Standard_Deleter"](impl):
+                ORIGINALS["_free_And_Remove_DeleterFn"](impl)
+        sweep_now()
+        n = len(state.blocks)
+        flat = (ctypes.c_ulonglong * max(1, 5 * n))(*[v for b in state.blocks for v in b])
+        created = (ctypes.c_ubyte * max(1, n))()
+        recreate = vt._lib.vram_torch_graph_pool_recreate
+        if recreate(key[0], key[1], device, flat, n, created) != 0:
+            gc.collect()  # outputs of an earlier path, dead but not collected, still hold adopted blocks
+            sweep_now()
+            if recreate(key[0], key[1], device, flat, n, created) != 0:
+                raise vt._error("restoring the checkpoint of CUDA graph pool %s on cuda:%d" % (key, device))
+        COUNTS["restores"] += 1
+        for i in range(n):
+            if created[i]:
+                recreated[state.blocks[i][0]] = (device, set())
+                COUNTS["recreated"] += 1
+        for impl in dict.fromkeys(int(s) for s in storages_to_add_deleters_to):
+            storage = storage_of(impl)
+            if storage is not None and storage.data_ptr() in recreated:
+                adopt(storage.data_ptr(), impl, storage)
+            del storage
+
+    def raw_delete(ptr):
+        if int(ptr) in recreated:
+            vram_free(int(ptr))
+            COUNTS["freed_raw_delete"] += 1
+        else:
+            ORIGINALS["_cuda_cudaCachingAllocator_raw_delete"](ptr)
+
+    def has_standard_deleter(storage_impl):
+        return int(storage_impl) in adopted or ORIGINALS["_has_Standard_Deleter"](storage_impl)
+
+    def free_and_remove_deleter(storage_impl):
+        if int(storage_impl) not in adopted:
+            return ORIGINALS["_free_And_Remove_DeleterFn"](storage_impl)
+        vram_free(adopted[int(storage_impl)][0])  # its other storages lose it too, as aliases do
+        COUNTS["freed_remove_deleter"] += 1
 
     replacements = {
         "_cuda_beginAllocateCurrentStreamToPool": begin,
@@ -105,6 +236,9 @@ def install(torch, vt):
         "_cuda_checkPoolLiveAllocations": live_equal,
         "_cuda_getCheckpointState": get_checkpoint,
         "_cuda_setCheckpointPoolState": set_checkpoint,
+        "_cuda_cudaCachingAllocator_raw_delete": raw_delete,
+        "_has_Standard_Deleter": has_standard_deleter,
+        "_free_And_Remove_DeleterFn": free_and_remove_deleter,
     }
     for name, fn in replacements.items():
         if hasattr(c_module, name):

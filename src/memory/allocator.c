@@ -1154,6 +1154,10 @@ static inline __attribute__((always_inline)) void block_live(vram_allocator *a, 
     history_add(a, VRAM_EVENT_ALLOC, b->addr, size, stream, tag);
 }
 
+void vram_block_live(vram_allocator *a, vram_block *b, size_t size, vram_stream stream, vram_tag tag) {
+    block_live(a, b, size, stream, tag);
+}
+
 /* Pages model: maps what is missing under the placement of rsize in free block b (none: out of
  * memory); see vram_pages_ensure_mapped for may_defer. */
 static vram_status map_placement(vram_allocator *a, vram_block *b, uint64_t rsize, int place, vram_stream stream,

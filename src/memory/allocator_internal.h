@@ -299,6 +299,7 @@ void vram_process_pending(vram_allocator *a);             /* completes pending f
 void vram_pending_after_captures(vram_allocator *a);      /* records the events of frees made during captures */
 void vram_poll_streams(vram_allocator *a, int want_more); /* makes blocks of finished stream work ready */
 void vram_streams_many(vram_allocator *a);                /* leaves one-stream mode (allocator.c, mergeable) */
+void vram_block_live(vram_allocator *a, vram_block *b, size_t size, vram_stream stream, vram_tag tag); /* counts b allocated */
 
 /* graph_pools.c, for malloc and free during and after captures: vram_graph_route gives the
  * index in graph_pools of the pool an allocation on `stream` belongs to, or -1. */

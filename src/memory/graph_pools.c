@@ -27,6 +27,13 @@
  * inputs): every allocation on that stream is the pool's until end_pool, captured or not, and
  * the allocator behaves meanwhile as during a capture.
  *
+ * Checkpoints (PyTorch's getCheckpointState / setCheckpointPoolState, with which CUDA graph trees
+ * record again after their graphs replayed into blocks the allocator saw freed):
+ * vram_allocator_pool_blocks lists a pool's allocated blocks, and vram_allocator_pool_recreate
+ * makes a list of them allocated again, carving each freed one back out of the pool's free
+ * blocks at its address (split before and after it, merged under it). It validates the whole
+ * list and reserves what the splits need before it changes anything, so it does all or nothing.
+ *
  * allocator.c's malloc_locked calls vram_graph_route, vram_graph_take and vram_graph_adopt
  * during a capture, and its free_block calls vram_graph_keep for a block of a pool; the rest of
  * this file is the public begin/end/release API. Block-level work (splitting, coalescing into
@@ -328,4 +335,195 @@ vram_status vram_allocator_release_pool(vram_allocator *a, uint64_t id) {
     }
     vram_allocator_unlock(a);
     return VRAM_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Checkpoints: a pool's allocated blocks listed, and made so again.                          */
+
+vram_status vram_allocator_pool_blocks(vram_allocator *a, uint64_t id, vram_pool_block *out, size_t cap, size_t *n) {
+    if (!a || !n || (cap && !out)) return vram_error(VRAM_ERR_INVALID_ARG, "pool_blocks: null argument");
+    *n = 0;
+    vram_allocator_lock(a);
+    int i = id ? graph_slot(a, id, 0) : -1;
+    if (i < 0 || !a->graph_pools[i].uses) {
+        vram_allocator_unlock(a);
+        return vram_error(VRAM_ERR_NOT_FOUND, "pool_blocks %llu: no graph uses that pool", (unsigned long long)id);
+    }
+    size_t k = 0;
+    for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++)
+        for (const vram_region *r = a->pools[p].regions; r; r = r->next)
+            for (const vram_block *b = r->first; b; b = b->next) {
+                if (b->graph != i + 1 || b->state != BLOCK_LIVE) continue;
+                if (k < cap)
+                    out[k] = (vram_pool_block){b->addr, b->size, b->requested, b->stream, b->tag};
+                k++;
+            }
+    *n = k;
+    vram_allocator_unlock(a);
+    return VRAM_OK;
+}
+
+/* A listed block's address and its index in the caller's list, to sort the list by address. */
+typedef struct listed_block {
+    uint64_t addr;
+    size_t at;
+} listed_block;
+
+static int by_address(const void *x, const void *y) {
+    uint64_t ax = ((const listed_block *)x)->addr, ay = ((const listed_block *)y)->addr;
+    return ax < ay ? -1 : ax > ay;
+}
+
+/* The free block of pool slot i that holds address addr, or NULL. */
+static vram_block *pool_free_at(vram_graph_pool *g, uint64_t addr) {
+    for (vram_block *b = g->free; b; b = b->fnext)
+        if (b->addr <= addr && addr - b->addr < b->size) return b;
+    return NULL;
+}
+
+/* How many block structs carving [addr, addr + size) out of the pool's free blocks needs (0-2),
+ * or -1 when the range is not wholly free memory of pool slot i. */
+static int carve_needs(vram_graph_pool *g, int i, uint64_t addr, uint64_t size) {
+    vram_block *b = pool_free_at(g, addr);
+    if (!b) return -1;
+    uint64_t end = b->addr + b->size;
+    for (vram_block *x = b; end < addr + size; end += x->size) {
+        x = x->next;
+        if (!x || x->state != BLOCK_FREE || x->deferred != DEFER_GRAPH || x->graph != i + 1) return -1;
+    }
+    return (b->addr < addr) + (end > addr + size);
+}
+
+/* Splits free pool block b at `at` (inside it): the part from `at` on becomes block r (a struct
+ * the caller reserved), free in the same pool. Returns r. */
+static vram_block *pool_split(vram_allocator *a, vram_graph_pool *g, vram_block *b, uint64_t at, vram_block *r) {
+    *r = *b;
+    r->addr = at;
+    r->size = b->addr + b->size - at;
+    r->prev = b;
+    if (b->next) b->next->prev = r;
+    b->next = r;
+    b->size = at - b->addr;
+    live_put(&a->live, r); /* room reserved by the caller */
+    g->blocks++;
+    graph_push(g, r);
+    return r;
+}
+
+/* Carves listed block w out of pool slot i's free memory (carve_needs said how) and makes it
+ * allocated; `spare` holds the structs reserved for splits. */
+static void pool_carve(vram_allocator *a, int i, const vram_pool_block *w, vram_block **spare) {
+    vram_graph_pool *g = &a->graph_pools[i];
+    vram_block *b = pool_free_at(g, w->addr);
+    if (b->addr < w->addr) {
+        vram_block *r = *spare;
+        *spare = r->fnext;
+        b = pool_split(a, g, b, w->addr, r);
+    }
+    while (b->size < w->size) {
+        uint8_t mapped = b->next->mapped_all;
+        graph_absorb(a, g, b, b->next, b->next);
+        b->mapped_all &= mapped;
+    }
+    if (b->size > w->size) {
+        vram_block *r = *spare;
+        *spare = r->fnext;
+        pool_split(a, g, b, w->addr + w->size, r);
+    }
+    graph_unlink(g, b);
+    b->deferred = DEFER_NONE;
+    vram_block_live(a, b, w->requested, w->stream, w->tag);
+}
+
+vram_status vram_allocator_pool_recreate(vram_allocator *a, uint64_t id, const vram_pool_block *blocks, size_t n,
+                                         unsigned char *created) {
+    if (!a || (n && !blocks)) return vram_error(VRAM_ERR_INVALID_ARG, "pool_recreate: null argument");
+    listed_block *order = malloc((n ? n : 1) * sizeof *order);
+    if (!order) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "pool_recreate: no host memory for %zu blocks", n);
+    for (size_t k = 0; k < n; k++) order[k] = (listed_block){blocks[k].addr, k};
+    qsort(order, n, sizeof *order, by_address);
+    vram_allocator_lock(a);
+    vram_status st = VRAM_OK;
+    int i = id ? graph_slot(a, id, 0) : -1;
+    for (size_t k = 0; k < n && st == VRAM_OK; k++) {
+        const vram_pool_block *w = &blocks[order[k].at];
+        if (!w->size || w->addr % VRAM_BLOCK_ALIGN || w->size % VRAM_BLOCK_ALIGN || w->requested > w->size ||
+            w->tag >= VRAM_TAG_MAX || w->addr + w->size < w->addr)
+            st = vram_error(VRAM_ERR_INVALID_ARG, "pool_recreate %llu: block at %#llx (%llu bytes, %llu asked for) is "
+                            "not a block", (unsigned long long)id, (unsigned long long)w->addr,
+                            (unsigned long long)w->size, (unsigned long long)w->requested);
+        else if (k + 1 < n && blocks[order[k + 1].at].addr < w->addr + w->size)
+            st = vram_error(VRAM_ERR_INVALID_ARG, "pool_recreate %llu: blocks at %#llx and %#llx overlap",
+                            (unsigned long long)id, (unsigned long long)w->addr,
+                            (unsigned long long)blocks[order[k + 1].at].addr);
+    }
+    if (st == VRAM_OK && (i < 0 || !a->graph_pools[i].uses))
+        st = vram_error(VRAM_ERR_NOT_FOUND, "pool_recreate %llu: no graph uses that pool", (unsigned long long)id);
+    for (int c = 0; st == VRAM_OK && c < a->ncaptures; c++)
+        if (a->captures[c].pool == (unsigned)i)
+            st = vram_error(VRAM_ERR_STATE, "pool_recreate %llu: a capture or routed stream allocates into the pool",
+                            (unsigned long long)id);
+    if (st == VRAM_OK && a->pending_head && !vram_capturing(a)) vram_process_pending(a);
+    /* every allocated (or pending) block of the pool must be listed as it is */
+    for (int p = VRAM_POOL_SMALL; st == VRAM_OK && p <= VRAM_POOL_LARGE; p++)
+        for (const vram_region *r = a->pools[p].regions; r && st == VRAM_OK; r = r->next)
+            for (const vram_block *b = r->first; b && st == VRAM_OK; b = b->next) {
+                if (b->graph != i + 1 || b->state == BLOCK_FREE) continue;
+                size_t lo = 0, hi = n; /* the first listed block at or after b */
+                while (lo < hi) {
+                    size_t mid = (lo + hi) / 2;
+                    if (blocks[order[mid].at].addr < b->addr) lo = mid + 1;
+                    else hi = mid;
+                }
+                if (b->state == BLOCK_PENDING)
+                    st = vram_error(VRAM_ERR_STATE, "pool_recreate %llu: the pool's block at %#llx was freed and waits "
+                                    "for other streams' work", (unsigned long long)id, (unsigned long long)b->addr);
+                else if (lo == n || blocks[order[lo].at].addr != b->addr || blocks[order[lo].at].size != b->size)
+                    st = vram_error(VRAM_ERR_STATE, "pool_recreate %llu: the pool's block at %#llx (%llu bytes) is "
+                                    "allocated but not in the checkpoint (free it first)", (unsigned long long)id,
+                                    (unsigned long long)b->addr, (unsigned long long)b->size);
+            }
+    /* every other listed block must lie in the pool's free memory */
+    size_t structs = 0;
+    for (size_t k = 0; k < n && st == VRAM_OK; k++) {
+        const vram_pool_block *w = &blocks[order[k].at];
+        vram_block *b = vram_live_get(&a->live, w->addr);
+        if (b && b->state == BLOCK_LIVE && b->graph == i + 1) continue; /* kept (its size checked above) */
+        int need = carve_needs(&a->graph_pools[i], i, w->addr, w->size);
+        if (need < 0)
+            st = vram_error(VRAM_ERR_STATE, "pool_recreate %llu: the block at %#llx (%llu bytes) is no longer free "
+                            "memory of the pool", (unsigned long long)id, (unsigned long long)w->addr,
+                            (unsigned long long)w->size);
+        structs += (size_t)(need > 0 ? need : 0);
+    }
+    /* room for the splits, reserved first so that nothing below can fail half-way */
+    vram_block *spare = NULL;
+    size_t have = 0;
+    while (st == VRAM_OK && have < structs) {
+        vram_block *s = vram_block_new(a);
+        if (!s) break;
+        s->fnext = spare;
+        spare = s;
+        have++;
+    }
+    while (st == VRAM_OK && (a->live.count + structs + 1) * 2 > a->live.cap)
+        if (live_grow(&a->live) != 0) break;
+    if (st == VRAM_OK && (have < structs || (a->live.count + structs + 1) * 2 > a->live.cap))
+        st = vram_error(VRAM_ERR_OUT_OF_MEMORY, "pool_recreate %llu: no host memory for %zu blocks", (unsigned long long)id,
+                        structs);
+    for (size_t k = 0; k < n && st == VRAM_OK; k++) {
+        const vram_pool_block *w = &blocks[order[k].at];
+        vram_block *b = vram_live_get(&a->live, w->addr);
+        int keep = b && b->state == BLOCK_LIVE && b->graph == i + 1;
+        if (!keep) pool_carve(a, i, w, &spare);
+        if (created) created[order[k].at] = (unsigned char)!keep;
+    }
+    while (spare) {
+        vram_block *s = spare;
+        spare = s->fnext;
+        vram_block_release(a, s);
+    }
+    vram_allocator_unlock(a);
+    free(order);
+    return st;
 }

@@ -28,7 +28,8 @@
  * each graph's memory in a private pool (vram_allocator_begin_pool / bind_pool / end_pool /
  * release_pool); for torch.compile's CUDA graph trees it stands in for PyTorch's pool calls
  * that a pluggable allocator lacks: vram_torch_graph_pool_stream (op 1: a stream's allocations
- * into a pool outside a capture) and vram_torch_graph_pool_live_equal (checkPoolLiveAllocations).
+ * into a pool outside a capture), vram_torch_graph_pool_live_equal (checkPoolLiveAllocations)
+ * and, for checkpoints, vram_torch_graph_pool_blocks and vram_torch_graph_pool_recreate.
  */
 #include <algorithm>
 #include <atomic>
@@ -368,6 +369,41 @@ VRAM_TORCH_API int vram_torch_graph_pool_live_equal(unsigned long long id_first,
     }
     vram_snapshot_free(s);
     return equal && live == (size_t)(std::unique(want.begin(), want.end()) - want.begin()) ? 1 : 0;
+}
+
+/* PyTorch's getCheckpointState: the pool's allocated blocks (vram_allocator_pool_blocks), five
+ * numbers each (address, size, requested bytes, stream, tag), up to `cap` blocks into `out`,
+ * how many there are into *n. */
+VRAM_TORCH_API int vram_torch_graph_pool_blocks(unsigned long long id_first, unsigned long long id_second, int device,
+                                                unsigned long long *out, size_t cap, size_t *n) {
+    vram_allocator *a = get_allocator(device, true);
+    if (!a) return -1;
+    uint64_t id = pool_id(id_first, id_second);
+    std::vector<vram_pool_block> blocks(cap);
+    vram_status st = vram_allocator_pool_blocks(a, id, blocks.data(), cap, n);
+    for (size_t i = 0; st == VRAM_OK && i < std::min(cap, *n); i++) {
+        const vram_pool_block &b = blocks[i];
+        unsigned long long *o = out + 5 * i;
+        o[0] = b.addr, o[1] = b.size, o[2] = b.requested, o[3] = (unsigned long long)b.stream, o[4] = b.tag;
+    }
+    return pool_status(st, id_first, id_second, id);
+}
+
+/* PyTorch's setCheckpointPoolState, the allocator's part: makes the pool's allocated blocks the
+ * n given, five numbers each as vram_torch_graph_pool_blocks gives them
+ * (vram_allocator_pool_recreate); created[i] says whether block i was carved again (1) or was
+ * allocated already (0). */
+VRAM_TORCH_API int vram_torch_graph_pool_recreate(unsigned long long id_first, unsigned long long id_second, int device,
+                                                  const unsigned long long *in, size_t n, unsigned char *created) {
+    vram_allocator *a = get_allocator(device, true);
+    if (!a) return -1;
+    uint64_t id = pool_id(id_first, id_second);
+    std::vector<vram_pool_block> blocks(n);
+    for (size_t i = 0; i < n; i++) {
+        const unsigned long long *b = in + 5 * i;
+        blocks[i] = vram_pool_block{b[0], b[1], b[2], (vram_stream)b[3], (vram_tag)b[4]};
+    }
+    return pool_status(vram_allocator_pool_recreate(a, id, blocks.data(), n, created), id_first, id_second, id);
 }
 
 VRAM_TORCH_API const char *vram_torch_oom_report(int device) {

@@ -1,7 +1,7 @@
 /* fuzz_alloc.c — libFuzzer target: the fuzzer's bytes drive a sequence of allocator operations
  * (malloc of any size, free of live, stale and wild pointers, record_stream, empty_cache,
- * limits, peak resets, private pools begun, named, routed to a stream, ended and released in any
- * order) on one of three
+ * limits, peak resets, private pools begun, named, routed to a stream, checkpointed, recreated
+ * from a checkpoint, ended and released in any order) on one of three
  * devices: the sim device; the simulated CUDA device with 4 MiB chunks (or page-sized ones and no
  * reserve slack) and its GPU's work trailing the calls; or the event device (event_device.h),
  * with the same chunks, whose three streams' work the fuzzer submits and completes itself. On the
@@ -88,6 +88,34 @@ static uint64_t pool_of(vram_allocator *a, const void *p) {
     return pool;
 }
 
+/* Checkpoints of the pools (pool_blocks), and their recreation: the blocks carved again go to
+ * empty slots (or are freed at once when none is left); none may overlap another live graph's
+ * memory. */
+enum { CHECKPOINT = 32 };
+static vram_pool_block checkpoint[POOLS + 1][CHECKPOINT];
+static size_t ncheckpoint[POOLS + 1];
+
+static void recreate(vram_allocator *a, uint64_t id) {
+    unsigned char created[CHECKPOINT];
+    if (vram_allocator_pool_recreate(a, id, checkpoint[id], ncheckpoint[id], created) != VRAM_OK) return;
+    for (size_t j = 0; j < ncheckpoint[id]; j++) {
+        const vram_pool_block *w = &checkpoint[id][j];
+        if (!created[j]) continue;
+        if (overlaps_graph_memory(w->addr, w->addr + w->size, id)) abort();
+        int k = 0;
+        while (k < SLOTS && slots[k]) k++;
+        if (k == SLOTS) {
+            if (vram_allocator_free(a, (void *)(uintptr_t)w->addr) != VRAM_OK) abort();
+            continue;
+        }
+        slots[k] = (void *)(uintptr_t)w->addr;
+        slot_size[k] = w->size;
+        slot_stream[k] = (unsigned)w->stream;
+        slot_used[k] = 0;
+        slot_captured[k] = 1; /* a pool's: left out of the streams' shadow, as captured blocks */
+    }
+}
+
 static void on_unmap(void *ctx, uint64_t addr, uint64_t size) {
     for (int k = 0; k < SLOTS; k++)
         if (slots[k] && (uintptr_t)slots[k] < addr + size && addr < (uintptr_t)slots[k] + slot_size[k]) abort();
@@ -122,6 +150,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     capture_tells = 0;
     memset(pool_uses, 0, sizeof pool_uses);
     memset(nowned, 0, sizeof nowned);
+    memset(ncheckpoint, 0, sizeof ncheckpoint);
     hazards_init(&hazards);
     if (events) {
         event_device_state(dev)->phys.on_unmap = on_unmap;
@@ -203,8 +232,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             } else if (arg % 4 == 2) {
                 if (vram_allocator_release_pool(a, id) == VRAM_OK && !--pool_uses[id])
                     nowned[id] = 0; /* no graph of it left: its memory may serve anything */
-            } else if ((arg >> 10) & 1) {
+            } else if (((arg >> 10) & 3) == 1) {
                 routed |= vram_allocator_route_pool(a, id, s) == VRAM_OK;
+            } else if (((arg >> 10) & 3) == 2) {
+                if (vram_allocator_pool_blocks(a, id, checkpoint[id], CHECKPOINT, &ncheckpoint[id]) != VRAM_OK ||
+                    ncheckpoint[id] > CHECKPOINT)
+                    ncheckpoint[id] = 0;
+            } else if (((arg >> 10) & 3) == 3) {
+                recreate(a, id);
             } else {
                 vram_allocator_bind_pool(a, id, s);
             }

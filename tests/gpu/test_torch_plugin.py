@@ -7,12 +7,14 @@ allocating at once, record_stream
 empty_cache and after other tensors reuse the cache; replay still right; another stream's
 allocations during a capture are not the graph's; two captures at once in two threads each
 keep their own memory; make_graphed_callables
-against eager), torch.compile,
+against eager), torch.compile and its mode="reduce-overhead" (CUDA graph trees: two compiled
+modules in one tree, training and eval, a new input shape, checkpoint restores),
 enable() refused after CUDA use,
 and `python -m vram_torch record` writing a memtrace v1 file. Exits 77 (skipped) without torch,
 a GPU or libvram_torch.so.
 """
 import gc
+import json
 import os
 import subprocess
 import sys
@@ -372,62 +374,33 @@ except Exception as e:
     check(False, "torch.compile under vram: %s: %s" % (type(e).__name__, str(e)[:300]))
 
 # torch.compile(mode="reduce-overhead"): Inductor's CUDA graph trees, their pool calls answered by
-# vram (vram_torch/graph_trees.py). One compiled function at a time: inference with fixed shapes
-# (warm-up, recording, replays equal eager's, and tensors allocated between the calls never
-# overwritten by a replay), then, in a fresh tree, a compiled module trained with its forward and
-# backward graphs against eager. A second compiled function in the same tree after the first has
-# replayed needs a restore of the pool's checkpoint, which vram refuses with its own message.
-def reset_trees():
-    torch.cuda.synchronize()
-    torch._dynamo.reset()
-    import torch._inductor.cudagraph_trees as trees
-    trees.reset_cudagraph_trees()
-    gc.collect()
-
-
+# vram (vram_torch/graph_trees.py). bench/graph_trees_workout.py runs, in a process of its own
+# under vram, two compiled modules and a compiled loss in one tree (inference with fixed shapes,
+# training after the first replayed, a new input shape, eval, a compiled loss recorded while the
+# compiled forward's outputs live), every output and gradient against eager and 8 tensors
+# allocated after each call checked for overwrites by a replay; each new recording after
+# replays restores the pool's checkpoint (vram recreates the blocks, the live outputs' storages
+# adopt theirs), and once the trees are reset no recreated block is left allocated.
 try:
-    import torch._inductor.config as inductor_config
-    reset_trees()
-    ro_net = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 256)).cuda()
-    ro = torch.compile(ro_net, mode="reduce-overhead")
-    bad_junk, all_close = 0, True
-    with torch.no_grad():
-        for step in range(6):
-            xr = torch.randn(64, 256, device="cuda")
-            out = ro(xr).clone()
-            junk = [torch.full((64, 256), 3.0, device="cuda") for _ in range(8)]
-            all_close &= bool(torch.allclose(out, ro_net(xr), atol=1e-3))
-            torch.cuda.synchronize()
-            bad_junk += sum(int(not bool((j == 3.0).all())) for j in junk)
-            del junk
-    check(all_close and bad_junk == 0, "reduce-overhead inference: 6 calls equal eager's (%s), no tensor allocated "
-          "between calls overwritten (%d were)" % (all_close, bad_junk))
-    check(inductor_config.triton.slow_path_cudagraph_asserts, "the trees' pool checks ran (Inductor's default)")
-    tr_eager = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1)).cuda()
-    tr_graph = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1)).cuda()
-    tr_graph.load_state_dict(tr_eager.state_dict())
-    tr_compiled = torch.compile(tr_graph, mode="reduce-overhead")
-    try:  # the second compiled module in this tree: a restore, refused with vram's message
-        tr_compiled(torch.randn(32, 128, device="cuda")).square().mean().backward()
-        check(False, "a second compiled function after the first replayed must need a checkpoint restore")
-    except Exception as e:
-        check("vram_torch" in str(e) and "checkpoint" in str(e) and "reduce-overhead" in str(e),
-              "a second function in the tree: vram's own message (%s): %s" % (type(e).__name__, str(e)[:160]))
-    reset_trees()
-    del ro
-    tr_compiled = torch.compile(tr_graph, mode="reduce-overhead")
-    ok = True
-    for step in range(5):
-        xb = torch.randn(32, 128, device="cuda")
-        for m in (tr_eager, tr_graph):
-            for prm in m.parameters():
-                prm.grad = None
-        tr_eager(xb).square().mean().backward()
-        tr_compiled(xb).square().mean().backward()
-        ok &= all(bool(torch.allclose(pe.grad, pg.grad, rtol=1e-3, atol=1e-4))
-                  for pe, pg in zip(tr_eager.parameters(), tr_graph.parameters()))
-    check(ok, "reduce-overhead training (forward and backward graphs, a fresh tree): gradients equal eager's, 5 steps")
-    reset_trees()
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "workout.json")
+        out = subprocess.run([sys.executable, os.path.join(REPO, "bench", "graph_trees_workout.py"), "vram", "--json",
+                              report], capture_output=True, text=True, timeout=900,
+                             env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "python")))
+        res = json.load(open(report)) if os.path.exists(report) else {}
+    phases = res.get("phases", [])
+    print(out.stdout[-1500:])
+    check(out.returncode == 0 and len(phases) == 6 and all(p["matched"] for p in phases),
+          "reduce-overhead, six phases in one tree: every output and gradient equal eager's (%s)"
+          % ([(p["phase"], p["matched"], p["error"]) for p in phases] or out.stderr[-600:]))
+    check(res.get("replays_overwrote") == 0 and res.get("slow_path_asserts") is True,
+          "no tensor allocated between calls overwritten by a replay; the trees' pool checks ran (Inductor's default)")
+    counts = res.get("vram_restores", {})
+    check(res.get("restores", 0) >= 4 and counts.get("restores") == res.get("restores") and counts.get("adopted", 0) > 0,
+          "the trees restored the pool's checkpoint through vram (%s restores; %s)" % (res.get("restores"), counts))
+    check(res.get("vram_recreated_left") == 0 and counts.get("recreated") == sum(
+          counts.get(k, 0) for k in ("freed_raw_delete", "freed_dead", "freed_remove_deleter")),
+          "every block a restore recreated was freed by the end (%s)" % counts)
 except Exception as e:
     check(False, "torch.compile(mode='reduce-overhead') under vram: %s: %s" % (type(e).__name__, str(e)[:400]))
 
