@@ -2,7 +2,7 @@
 steps under one allocator, measuring what a user sees.
 
     python bench/torch_workloads.py --alloc vram|vram:CONF|native|expandable [--steps N] [--cap-bytes B]
-                                    [--deterministic] [--trace FILE] [--out FILE.json]
+                                    [--deterministic] [--compile MODE] [--trace FILE] [--out FILE.json]
     python bench/torch_workloads.py --report A.json B.json ...      (a markdown table)
 
 Workloads (random weights, no downloads, same seeds under every allocator):
@@ -33,6 +33,12 @@ workload that runs out of memory is recorded with "oom": true and the step it fa
 --deterministic runs PyTorch's deterministic kernels (torch.use_deterministic_algorithms, cuBLAS
 with a fixed workspace, attention through the math kernels; slower and with other peaks), so that losses that differ between allocators cannot be the kernels'
 own run-to-run noise (GPT-2's bf16 training differs between two native runs otherwise).
+
+--compile MODE runs the three training workloads' models through torch.compile(model, mode=MODE)
+(generation stays eager): with MODE reduce-overhead, Inductor's CUDA graph trees, whose pool
+calls and checkpoint restores vram_torch answers (docs/pytorch.md); BERT's new sequence length
+every step makes new recordings after replays, each a restore. Under vram the record gains the
+restores' counts (vram_torch.graph_trees.COUNTS).
 
 --trace FILE (vram only) writes the allocation stream vram served in the whole run as memtrace v1
 (its history, converted as python/vram_torch/record.py does), with a line "# workload: NAME" where
@@ -81,9 +87,13 @@ def setup_allocator(kind):
     return torch, torch.cuda
 
 
-def build(name, torch):
-    """Returns step() -> float (loss or checksum) for the workload, all state captured."""
+def build(name, torch, compile_mode=None):
+    """Returns step() -> float (loss or checksum) for the workload, all state captured; with
+    compile_mode, a training workload's model runs through torch.compile(mode=compile_mode)."""
     import random
+
+    def compiled(model):
+        return torch.compile(model, mode=compile_mode) if compile_mode else model
     torch.manual_seed(0)
     random.seed(0)
     dev = "cuda"
@@ -91,6 +101,7 @@ def build(name, torch):
         import torchvision
         model = torchvision.models.resnet50().to(dev)
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        model = compiled(model)
         g = torch.Generator().manual_seed(1)
         x_cpu = torch.randn(64, 3, 224, 224, generator=g)
         y_cpu = torch.randint(0, 1000, (64,), generator=g)
@@ -110,6 +121,7 @@ def build(name, torch):
         g = torch.Generator().manual_seed(2)
         if name == "gpt2_train":
             opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            model = compiled(model)
             ids_cpu = torch.randint(0, 50257, (8, 1024), generator=g)
 
             def step():
@@ -138,6 +150,7 @@ def build(name, torch):
         from transformers import BertConfig, BertForMaskedLM
         model = BertForMaskedLM(BertConfig()).to(dev)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        model = compiled(model)
         rng = random.Random(3)
         g = torch.Generator().manual_seed(3)
 
@@ -171,7 +184,7 @@ def write_trace(mem, torch, path, names, marks):
     print("trace: %s (%d allocations, %d frees of earlier allocations skipped)" % (path, n, skipped), flush=True)
 
 
-def run(kind, steps, workloads, cap_bytes=0, deterministic=False, trace=None):
+def run(kind, steps, workloads, cap_bytes=0, deterministic=False, trace=None, compile_mode=None):
     if deterministic:
         os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"  # before CUDA starts
     torch, mem = setup_allocator(kind)
@@ -201,7 +214,10 @@ def run(kind, steps, workloads, cap_bytes=0, deterministic=False, trace=None):
                 pass
         n = steps if name != "gpt2_generate" else max(3, steps // 3)
         t_build = time.perf_counter()
-        step = build(name, torch)
+        step = build(name, torch, compile_mode if name != "gpt2_generate" else None)
+        if compile_mode and kind.startswith("vram"):
+            from vram_torch import graph_trees
+            counts0 = dict(graph_trees.COUNTS)
         losses, times, used_peak, calls, oom_step = [], [], 0, [], None
         before = mem.memory_stats()
         for i in range(n):
@@ -225,6 +241,7 @@ def run(kind, steps, workloads, cap_bytes=0, deterministic=False, trace=None):
         r = {
             "workload": name, "allocator": kind, "steps": n, "losses": losses,
             "cap_bytes": cap_bytes, "deterministic": deterministic, "oom": oom_step is not None, "oom_step": oom_step,
+            "compile": compile_mode if name != "gpt2_generate" else None,
             "step_time_s": statistics.mean(times[2:] if len(times) > 3 else times[1:]) if len(times) > 1 else None,
             "step_times_s": times,
             "device_calls_per_step": calls,
@@ -239,6 +256,8 @@ def run(kind, steps, workloads, cap_bytes=0, deterministic=False, trace=None):
             "build_and_run_s": time.perf_counter() - t_build,
         }
         r["reserved_over_requested"] = r["peak_reserved"] / r["peak_requested"] if r["peak_requested"] else None
+        if compile_mode and kind.startswith("vram"):
+            r["graph_trees"] = {k: v - counts0[k] for k, v in graph_trees.COUNTS.items()}
         print(json.dumps({k: v for k, v in r.items() if k != "step_times_s"}), flush=True)
         results.append(r)
         del step
@@ -264,6 +283,9 @@ def report(files):
     workloads = [w for w in WORKLOADS + list(extra_workloads.WORKLOADS) if any(x == w for (x, _) in runs)]
     gib = 1024 ** 3
     print("GPU: %s, PyTorch %s, CUDA %s, %s\n" % (info["gpu"], info["torch"], info["cuda"], info["date"]))
+    modes = sorted({str(r.get("compile")) for r in runs.values() if r.get("compile")})
+    if modes:
+        print("Models of the training workloads compiled with torch.compile(mode=%s).\n" % ", ".join(modes))
     print("Step time: mean after the warm-up steps. vs native: the median over those steps of this run's step time")
     print("over native's same step (BERT's steps differ in length, the same under every allocator), so one slow step")
     print("or a slow stretch of the machine moves it less than a ratio of means; native2 shows native's own spread.\n")
@@ -294,6 +316,10 @@ def report(files):
                     r.get("num_sync_all_streams", 0), r.get("num_alloc_retries", 0),
                     "; device calls per step " + " ".join(map(str, r["device_calls_per_step"]))
                     if "device_calls_per_step" in r else ""))
+                if r.get("graph_trees"):
+                    print("%s %s: CUDA graph trees: %d checkpoint restores, %d blocks recreated, %d storages adopted"
+                          % (w, k, r["graph_trees"]["restores"], r["graph_trees"]["recreated"],
+                             r["graph_trees"]["adopted"]))
     print()
     for w in workloads:
         ls = {k: runs[(w, k)]["losses"] for k in kinds if (w, k) in runs}
@@ -328,6 +354,8 @@ def main():
     p.add_argument("--workloads", default=",".join(WORKLOADS))
     p.add_argument("--cap-bytes", type=int, default=0, help="limit on reserved memory, as a smaller GPU")
     p.add_argument("--deterministic", action="store_true", help="PyTorch's deterministic kernels only")
+    p.add_argument("--compile", choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
+                   help="run the training workloads' models through torch.compile(mode=...)")
     p.add_argument("--trace", help="vram only: write the run's allocation stream (memtrace v1) to this file")
     p.add_argument("--out")
     p.add_argument("--report", nargs="+")
@@ -349,7 +377,9 @@ def main():
     unknown = [w for w in names if w not in WORKLOADS and w not in extra_workloads.WORKLOADS]
     if unknown:
         p.error("--workloads: unknown %s (known: %s)" % (", ".join(unknown), ", ".join(WORKLOADS + list(extra_workloads.WORKLOADS))))
-    d = run(a.alloc, a.steps, names, a.cap_bytes, a.deterministic, a.trace)
+    if a.compile and any(w not in WORKLOADS for w in names):
+        p.error("--compile: only with %s" % ", ".join(WORKLOADS))
+    d = run(a.alloc, a.steps, names, a.cap_bytes, a.deterministic, a.trace, a.compile)
     if a.out:
         json.dump(d, open(a.out, "w"), indent=1)
 

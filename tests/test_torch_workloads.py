@@ -1,7 +1,8 @@
 """test_torch_workloads.py — bench/torch_workloads.py without a GPU: its --report on made-up
 results (rows in the workloads' order, the four bundled ones first and those of
 bench/extra_workloads.py after, each allocator's step time against native's same steps, the loss
-lines), and --workloads refusing a name it does not know before torch is touched."""
+lines, compiled runs' restores), and --workloads and --compile refusing what they cannot run before
+torch is touched."""
 import json
 import os
 import subprocess
@@ -57,6 +58,16 @@ with tempfile.TemporaryDirectory() as d:
           in r.stdout and "gpt2_train native:" not in r.stdout,
           "without a second native run no spread is claimed:\n" + r.stdout)
     check("vit_train vram: 4 steps, device maps/allocs 7, unmaps/frees 3" in r.stdout, "device calls:\n" + r.stdout)
+    # compiled runs: the mode said once, vram's graph tree restores per workload
+    compiled = dict(result("gpt2_train", "vram", [9, 9, 2.0, 2.0], [11.0, 10.0, 9.0, 8.0], 2 * GIB),
+                    compile="reduce-overhead", graph_trees={"restores": 4, "recreated": 9, "adopted": 5})
+    json.dump({"info": info, "results": [compiled]}, open(files[1], "w"))
+    r = subprocess.run([sys.executable, script, "--report", files[0], files[1]], capture_output=True, text=True)
+    check("compiled with torch.compile(mode=reduce-overhead)" in r.stdout and "gpt2_train vram: CUDA graph trees: 4 "
+          "checkpoint restores, 9 blocks recreated, 5 storages adopted" in r.stdout, "a compiled run:\n" + r.stdout)
+    r = subprocess.run([sys.executable, script, "--alloc", "vram", "--compile", "reduce-overhead", "--workloads",
+                        "vit_train"], capture_output=True, text=True)
+    check(r.returncode == 2 and "--compile: only with" in r.stderr, "--compile of an extra workload refused: %r" % r.stderr)
     # an unknown workload: refused with the known names, before any allocator or torch is set up
     r = subprocess.run([sys.executable, script, "--alloc", "vram", "--workloads", "vit_train,resnet_9000"],
                        capture_output=True, text=True)
