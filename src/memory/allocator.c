@@ -73,51 +73,17 @@
 /* ---------------------------------------------------------------------------------------- */
 /* Bins.                                                                                     */
 
-static inline unsigned bin_of(uint64_t size) {
-    uint64_t u = size >> 9;
-    if (u < 64) return (unsigned)u;
-    unsigned fl = 63u - (unsigned)__builtin_clzll(u);
-    unsigned sl = (unsigned)(u >> (fl - 5)) & 31u;
-    unsigned bin = 64u + (fl - 6u) * 32u + sl;
-    return bin < VRAM_NBINS ? bin : VRAM_NBINS - 1;
-}
-
 static inline void bin_insert(vram_pool *p, vram_block *b) {
-    unsigned i = bin_of(b->size);
-    b->bin = (uint16_t)i;
-    b->fprev = NULL;
-    b->fnext = p->bins[i];
-    if (p->bins[i]) p->bins[i]->fprev = b;
-    p->bins[i] = b;
+    vram_bins_insert(&p->free, b);
     p->nfree++;
-    p->bitmap[i >> 6] |= 1ull << (i & 63);
-    p->summary |= 1ull << (i >> 6);
 }
 
 static inline void bin_remove(vram_pool *p, vram_block *b) {
-    unsigned i = b->bin;
-    if (b->fprev) b->fprev->fnext = b->fnext;
-    else p->bins[i] = b->fnext;
-    if (b->fnext) b->fnext->fprev = b->fprev;
-    b->fprev = b->fnext = NULL;
+    vram_bins_remove(&p->free, b);
     p->nfree--;
-    if (!p->bins[i]) {
-        p->bitmap[i >> 6] &= ~(1ull << (i & 63));
-        if (!p->bitmap[i >> 6]) p->summary &= ~(1ull << (i >> 6));
-    }
 }
 
-/* The first non-empty bin at or after `i`, or VRAM_NBINS. */
-static inline unsigned bin_next(const vram_pool *p, unsigned i) {
-    if (i >= VRAM_NBINS) return VRAM_NBINS;
-    unsigned w = i >> 6;
-    uint64_t bits = p->bitmap[w] & (~0ull << (i & 63));
-    if (bits) return (w << 6) + (unsigned)__builtin_ctzll(bits);
-    uint64_t sum = (w + 1 < 64) ? p->summary & (~0ull << (w + 1)) : 0;
-    if (!sum) return VRAM_NBINS;
-    w = (unsigned)__builtin_ctzll(sum);
-    return (w << 6) + (unsigned)__builtin_ctzll(p->bitmap[w]);
-}
+static inline unsigned bin_next(const vram_pool *p, unsigned i) { return vram_bins_next(&p->free, i); }
 
 /* ---------------------------------------------------------------------------------------- */
 /* Streams.                                                                                  */
@@ -441,7 +407,7 @@ static void deferred_flush(vram_allocator *a) {
 
 /* Moves an indexed free block to the bin of its (changed) size. */
 static inline __attribute__((always_inline)) void rebin(vram_allocator *a, vram_block *b) {
-    if (bin_of(b->size) == b->bin) return;
+    if (vram_bin_of(b->size) == b->bin) return;
     vram_pool *p = &a->pools[b->pool];
     bin_remove(p, b);
     bin_insert(p, b);
@@ -727,9 +693,9 @@ static inline vram_block *find_free(vram_allocator *a, vram_pool *p, uint64_t rs
     unsigned first = 0;
     *place = PLACE_START;
     *mapped = 0;
-    for (unsigned i = bin_next(p, bin_of(rsize)); i < VRAM_NBINS; i = bin_next(p, i + 1)) {
+    for (unsigned i = bin_next(p, vram_bin_of(rsize)); i < VRAM_NBINS; i = bin_next(p, i + 1)) {
         int is_mapped, end;
-        vram_block *b = bin_best(a, p->bins[i], rsize, s, &is_mapped, &end);
+        vram_block *b = bin_best(a, p->free.bins[i], rsize, s, &is_mapped, &end);
         if (!b) continue;
         if (is_mapped) {
             *place = end ? PLACE_END : PLACE_START;
@@ -1057,6 +1023,7 @@ void vram_allocator_destroy(vram_allocator *a) {
         a->slabs = s->next;
         free(s);
     }
+    vram_graph_pools_destroy(a);
     free(a->live.slots);
     free(a->history);
     free(a);

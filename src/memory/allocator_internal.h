@@ -69,7 +69,7 @@ typedef struct vram_block {
     uint8_t ready;
     uint8_t deferred;                 /* FREE, not yet coalesced: DEFER_RECENT (in a `recent` slot),
                                        * DEFER_HELD (in its small class's list) or DEFER_GRAPH (in
-                                       * its private pool's free list, for that pool only) */
+                                       * its private pool's bins, for that pool only) */
     uint8_t pool;                     /* region->pool, without the indirection */
     uint8_t in_cached;
     uint8_t mapped_all;               /* pages model, FREE: every page under the block is mapped
@@ -99,13 +99,20 @@ struct vram_region {
     vram_region *prev, *next; /* the pool's region list */
 };
 
+/* Segregated free lists, each a doubly linked list through fnext / fprev (block->bin names
+ * it), with a two-level bitmap of the non-empty ones: a size pool's free blocks (vram_pool) and
+ * a private pool's (vram_graph_pool). The bins functions below. */
+typedef struct vram_bins {
+    vram_block *bins[VRAM_NBINS];
+    uint64_t bitmap[VRAM_BIN_WORDS];
+    uint64_t summary; /* bit w set when bitmap[w] != 0 */
+} vram_bins;
+
 typedef struct vram_pool {
     int index; /* VRAM_POOL_SMALL or VRAM_POOL_LARGE */
     uint32_t nfree; /* blocks in the bins (in index's padding: no field of the allocator moves) */
     vram_region *regions;
-    vram_block *bins[VRAM_NBINS];
-    uint64_t bitmap[VRAM_BIN_WORDS];
-    uint64_t summary; /* bit w set when bitmap[w] != 0 */
+    vram_bins free;
 } vram_pool;
 
 typedef struct vram_stream_state {
@@ -146,7 +153,9 @@ typedef struct vram_graph_pool {
     uint64_t id;       /* the caller's pool id; 0: slot unused */
     uint32_t uses;     /* captures into it not yet released (a graph, until reset or destroyed) */
     uint64_t blocks;   /* its blocks, live and free */
-    vram_block *free;  /* its free blocks, newest first, linked through fnext / fprev */
+    uint64_t nfree;    /* its free blocks */
+    vram_bins *free[VRAM_POOL_COUNT]; /* its free blocks by size pool ([1] small, [2] large), in bins
+                                       * as the allocator's; allocated while the slot is in use */
 } vram_graph_pool;
 
 /* A capture under way (begin_pool .. end_pool): the pool it allocates into and, once
@@ -289,6 +298,52 @@ static inline int vram_frees_deferred(const vram_allocator *a) {
 /* The pool of a rounded request size. */
 static inline int vram_pool_of(uint64_t rsize) { return rsize <= VRAM_SMALL_LIMIT ? VRAM_POOL_SMALL : VRAM_POOL_LARGE; }
 
+/* Bins: a request is rounded to 512 bytes and its bin found from the size's leading bits: one
+ * bin per 512 bytes below 32 KiB, then 32 per power of two. */
+static inline unsigned vram_bin_of(uint64_t size) {
+    uint64_t u = size >> 9;
+    if (u < 64) return (unsigned)u;
+    unsigned fl = 63u - (unsigned)__builtin_clzll(u);
+    unsigned sl = (unsigned)(u >> (fl - 5)) & 31u;
+    unsigned bin = 64u + (fl - 6u) * 32u + sl;
+    return bin < VRAM_NBINS ? bin : VRAM_NBINS - 1;
+}
+
+static inline void vram_bins_insert(vram_bins *f, vram_block *b) {
+    unsigned i = vram_bin_of(b->size);
+    b->bin = (uint16_t)i;
+    b->fprev = NULL;
+    b->fnext = f->bins[i];
+    if (f->bins[i]) f->bins[i]->fprev = b;
+    f->bins[i] = b;
+    f->bitmap[i >> 6] |= 1ull << (i & 63);
+    f->summary |= 1ull << (i >> 6);
+}
+
+static inline void vram_bins_remove(vram_bins *f, vram_block *b) {
+    unsigned i = b->bin;
+    if (b->fprev) b->fprev->fnext = b->fnext;
+    else f->bins[i] = b->fnext;
+    if (b->fnext) b->fnext->fprev = b->fprev;
+    b->fprev = b->fnext = NULL;
+    if (!f->bins[i]) {
+        f->bitmap[i >> 6] &= ~(1ull << (i & 63));
+        if (!f->bitmap[i >> 6]) f->summary &= ~(1ull << (i >> 6));
+    }
+}
+
+/* The first non-empty bin at or after `i`, or VRAM_NBINS. */
+static inline unsigned vram_bins_next(const vram_bins *f, unsigned i) {
+    if (i >= VRAM_NBINS) return VRAM_NBINS;
+    unsigned w = i >> 6;
+    uint64_t bits = f->bitmap[w] & (~0ull << (i & 63));
+    if (bits) return (w << 6) + (unsigned)__builtin_ctzll(bits);
+    uint64_t sum = (w + 1 < 64) ? f->summary & (~0ull << (w + 1)) : 0;
+    if (!sum) return VRAM_NBINS;
+    w = (unsigned)__builtin_ctzll(sum);
+    return (w << 6) + (unsigned)__builtin_ctzll(f->bitmap[w]);
+}
+
 /* allocator.c's block-level operations that graph_pools.c uses too (see allocator.c). */
 /* Puts free block b (in no index) into the free structures, coalesced; returns the block it is
  * part of. */
@@ -307,6 +362,7 @@ int vram_graph_route(vram_allocator *a, vram_stream stream);
 vram_block *vram_graph_take(vram_allocator *a, int pool, uint64_t rsize, vram_stream stream);
 void vram_graph_adopt(vram_allocator *a, int pool, vram_block *b);
 int vram_graph_keep(vram_allocator *a, vram_block *b);
+void vram_graph_pools_destroy(vram_allocator *a); /* frees the pools' bins */
 
 /* Statistics in the hot path. Internally:
  *   - a vram_stat's `freed` holds the value `current` had at the last reset of accumulated

@@ -11,8 +11,8 @@
  *   - not-ready free blocks are in their owner's list, ready ones in none;
  *   - live, pending, deferred, held and private-pool free blocks are in the live map under their
  *     address, nothing else is;
- *   - a private pool's blocks (live and free) number what its slot counts, its free ones are on
- *     its free list, and a slot with no blocks and no uses is unused;
+ *   - a private pool's blocks (live and free) number what its slot counts, its free ones are in
+ *     its bins (bitmaps right), and a slot with no blocks and no uses is unused, without bins;
  *   - live blocks, and free ones marked mapped_all, lie on mapped pages; every mapped run starts
  *     a chunk, no chunk is longer than chunk_size (pages model);
  *   - allocated/active/requested bytes and counts, per pool and per tag, equal the sums over
@@ -28,7 +28,7 @@
 #define FAIL(...) return vram_error(VRAM_ERR_INTERNAL, __VA_ARGS__)
 
 static int in_bin(const vram_pool *p, const vram_block *b) {
-    for (const vram_block *x = p->bins[b->bin]; x; x = x->fnext)
+    for (const vram_block *x = p->free.bins[b->bin]; x; x = x->fnext)
         if (x == b) return 1;
     return 0;
 }
@@ -61,7 +61,7 @@ static vram_status check_locked(vram_allocator *a) {
                     graph_blocks[b->graph - 1]++;
                 }
                 if (b->state == BLOCK_FREE && b->deferred == DEFER_GRAPH) {
-                    /* on its pool's free list: the walk of the lists below counts them */
+                    /* in its pool's bins: the walk of the bins below counts them */
                     if (!b->graph) FAIL("private-pool block %#llx belongs to no pool", (unsigned long long)b->addr);
                     if (in_bin(&a->pools[p], b) || b->in_cached)
                         FAIL("private-pool block %#llx is also in a bin or the cached list", (unsigned long long)b->addr);
@@ -146,10 +146,10 @@ static vram_status check_locked(vram_allocator *a) {
         /* every bin entry is a free block of this pool in the right bin */
         uint64_t in_bins = 0;
         for (unsigned i = 0; i < VRAM_NBINS; i++) {
-            int nonempty = a->pools[p].bins[i] != NULL;
-            int bit = (int)((a->pools[p].bitmap[i >> 6] >> (i & 63)) & 1);
+            int nonempty = a->pools[p].free.bins[i] != NULL;
+            int bit = (int)((a->pools[p].free.bitmap[i >> 6] >> (i & 63)) & 1);
             if (nonempty != bit) FAIL("pool %d bin %u: bitmap says %d", p, i, bit);
-            for (const vram_block *b = a->pools[p].bins[i]; b; b = b->fnext) {
+            for (const vram_block *b = a->pools[p].free.bins[i]; b; b = b->fnext) {
                 in_bins++;
                 if (b->state != BLOCK_FREE || b->bin != i || b->region->pool != p)
                     FAIL("pool %d bin %u holds a block that does not belong there", p, i);
@@ -185,12 +185,25 @@ static vram_status check_locked(vram_allocator *a) {
             FAIL("private pool slot %d counts %llu blocks, regions hold %llu", i, (unsigned long long)g->blocks,
                  (unsigned long long)graph_blocks[i]);
         if (g->id && !g->uses && !g->blocks) FAIL("private pool slot %d is empty and unused but kept", i);
-        if (!g->id && (g->uses || g->free)) FAIL("private pool slot %d is unused but has uses or blocks", i);
-        for (const vram_block *b = g->free, *before = NULL; b; before = b, b = b->fnext, listed_graph++) {
-            if (b->state != BLOCK_FREE || b->deferred != DEFER_GRAPH || b->graph != i + 1)
-                FAIL("private pool slot %d lists a block that is not one of its free blocks", i);
-            if (b->fprev != before) FAIL("private pool slot %d: free list back link broken", i);
-        }
+        if (!g->id && (g->uses || g->nfree || g->free[VRAM_POOL_SMALL] || g->free[VRAM_POOL_LARGE]))
+            FAIL("private pool slot %d is unused but has uses, blocks or bins", i);
+        if (g->id && (!g->free[VRAM_POOL_SMALL] || !g->free[VRAM_POOL_LARGE]))
+            FAIL("private pool slot %d is in use without its bins", i);
+        uint64_t listed = 0;
+        for (int p = VRAM_POOL_SMALL; g->id && p <= VRAM_POOL_LARGE; p++)
+            for (unsigned k = 0; k < VRAM_NBINS; k++) {
+                int bit = (int)((g->free[p]->bitmap[k >> 6] >> (k & 63)) & 1);
+                if ((g->free[p]->bins[k] != NULL) != bit) FAIL("private pool slot %d, pool %d, bin %u: bitmap says %d", i, p, k, bit);
+                for (const vram_block *b = g->free[p]->bins[k], *before = NULL; b; before = b, b = b->fnext, listed++) {
+                    if (b->state != BLOCK_FREE || b->deferred != DEFER_GRAPH || b->graph != i + 1 || b->pool != p ||
+                        b->bin != k)
+                        FAIL("private pool slot %d lists a block that is not one of its free blocks there", i);
+                    if (b->fprev != before) FAIL("private pool slot %d: free list back link broken", i);
+                }
+            }
+        if (listed != g->nfree) FAIL("private pool slot %d counts %llu free blocks, its bins hold %llu", i,
+                                     (unsigned long long)g->nfree, (unsigned long long)listed);
+        listed_graph += listed;
         any_pool |= g->id != 0;
     }
     if (listed_graph != ngraph_free) FAIL("%llu private-pool free blocks, the pools list %llu",

@@ -6,10 +6,10 @@
  * releasePool) and vram does the same. During a capture every allocation of the capture's
  * streams is adopted by the pool captured into (vram_graph_adopt: it may come from the
  * ordinary cache, which holds nothing in use); a block of a pool, freed, leaves the ordinary
- * structures for the pool's free list (vram_graph_keep: DEFER_GRAPH, still in the live map,
+ * structures for the pool's own bins (vram_graph_keep: DEFER_GRAPH, still in the live map,
  * merged only with free pool neighbours of its stream, never unmapped), where only a later
- * allocation into the same pool on the same stream takes it (vram_graph_take, splitting a
- * larger block). When the last graph using a pool is released its free blocks return to the
+ * allocation into the same pool on the same stream takes it (vram_graph_take: best fit,
+ * splitting a larger block). When the last graph using a pool is released its free blocks return to the
  * allocator as fresh frees, and its live ones return when they are freed. The fast paths never
  * look at this: while a pool exists free_fast is off, and during a capture the `recent` slots
  * stay empty (graph_mode_update).
@@ -105,59 +105,86 @@ void vram_graph_adopt(vram_allocator *a, int pool, vram_block *b) {
     a->graph_pools[pool].blocks++;
 }
 
-/* A pool's free list is doubly linked through fnext / fprev, newest first. */
+/* A pool's free blocks are in bins per size pool (vram_bins, newest first in each bin). */
 static void graph_push(vram_graph_pool *g, vram_block *b) {
-    b->fprev = NULL;
-    b->fnext = g->free;
-    if (g->free) g->free->fprev = b;
-    g->free = b;
+    vram_bins_insert(g->free[b->pool], b);
+    g->nfree++;
 }
 
 static void graph_unlink(vram_graph_pool *g, vram_block *b) {
-    if (b->fprev) b->fprev->fnext = b->fnext;
-    else g->free = b->fnext;
-    if (b->fnext) b->fnext->fprev = b->fprev;
-    b->fprev = b->fnext = NULL;
+    vram_bins_remove(g->free[b->pool], b);
+    g->nfree--;
 }
 
-/* Whether free pool blocks x and y (x just before y) may be one: same pool, same stream, and
- * in the large pool (small blocks keep their class sizes, which held_take relies on). */
+/* The first free block of the pool (in bin order), or NULL. */
+static vram_block *graph_first(const vram_graph_pool *g) {
+    for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++) {
+        unsigned i = g->free[p] ? vram_bins_next(g->free[p], 0) : VRAM_NBINS;
+        if (i < VRAM_NBINS) return g->free[p]->bins[i];
+    }
+    return NULL;
+}
+
+/* Takes slot g into use for pool id, with its bins (0), or fails (-1: no host memory). */
+static int graph_slot_open(vram_graph_pool *g, uint64_t id) {
+    for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++)
+        if (!g->free[p] && !(g->free[p] = calloc(1, sizeof *g->free[p]))) return -1;
+    g->id = id;
+    return 0;
+}
+
+/* Gives back slot g, which holds no block. */
+static void graph_slot_close(vram_graph_pool *g) {
+    for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++) {
+        free(g->free[p]);
+        g->free[p] = NULL;
+    }
+    g->id = 0;
+}
+
+void vram_graph_pools_destroy(vram_allocator *a) {
+    for (int i = 0; i < VRAM_GRAPH_POOLS; i++) graph_slot_close(&a->graph_pools[i]);
+}
+
+/* Whether free pool blocks x and y (x just before y) may be one: same pool, same stream. */
 static int graph_mergeable(const vram_block *x, const vram_block *y) {
     return x->state == BLOCK_FREE && y->state == BLOCK_FREE && x->deferred == DEFER_GRAPH &&
-           y->deferred == DEFER_GRAPH && x->graph == y->graph && x->stream == y->stream && x->pool == VRAM_POOL_LARGE;
+           y->deferred == DEFER_GRAPH && x->graph == y->graph && x->stream == y->stream;
 }
 
-/* A free block of pool `pool` (being captured into) that serves rsize on `stream`: the best fit among
- * the newest 64 of rsize's size pool freed on that stream, split when larger (large pool; the
- * rest stays in the pool); small-pool blocks are taken whole and only up to twice the size.
- * Taken out of the pool's free list, its live map entry kept. */
+/* A free block of pool `pool` (being captured into) that serves rsize on `stream`: the best fit
+ * among those of rsize's size pool freed on that stream (the smallest, the newest of equals;
+ * bins, smallest first), split when larger (the rest stays in the pool: a live small block
+ * has its class size, which held_take relies on once the pool is gone). Taken out of the
+ * pool's free blocks, its live map entry kept. (Until 2026-12-04 only the newest 64 free blocks
+ * were looked at and small ones were taken whole, up to twice the size, never split nor merged:
+ * a workload replayed wholly in one pool, as reduce-overhead runs the warm-up of each of BERT's
+ * new sequence lengths, reserved 1.56 x its peak requested memory, now 1.02; bench_pool_replay,
+ * bench/results/2026-12-04-pool-placement.md.) */
 vram_block *vram_graph_take(vram_allocator *a, int pool, uint64_t rsize, vram_stream stream) {
     vram_graph_pool *g = &a->graph_pools[pool];
+    const vram_bins *f = g->free[vram_pool_of(rsize)];
     vram_block *best = NULL;
-    int n = 0;
-    for (vram_block *b = g->free; b && n < 64; b = b->fnext, n++) {
-        if (b->stream != stream || b->size < rsize || b->pool != vram_pool_of(rsize) ||
-            (b->pool == VRAM_POOL_SMALL && b->size / 2 > rsize))
-            continue;
-        if (!best || b->size < best->size) {
-            best = b;
-            if (b->size == rsize) break;
-        }
-    }
+    for (unsigned i = vram_bins_next(f, vram_bin_of(rsize)); !best && i < VRAM_NBINS; i = vram_bins_next(f, i + 1))
+        for (vram_block *b = f->bins[i]; b; b = b->fnext)
+            if (b->stream == stream && b->size >= rsize && (!best || b->size < best->size)) best = b;
     if (!best) return NULL;
-    graph_unlink(g, best);
-    best->deferred = DEFER_NONE;
-    vram_block *rest = best->pool == VRAM_POOL_LARGE && best->size - rsize >= VRAM_BLOCK_ALIGN ? vram_block_new(a) : NULL;
+    vram_block *rest = best->size - rsize >= VRAM_BLOCK_ALIGN ? vram_block_new(a) : NULL;
     if (rest) {
         *rest = *best;
         rest->addr = best->addr + rsize;
         rest->size = best->size - rsize;
         rest->prev = best;
-        rest->deferred = DEFER_GRAPH;
-        if (live_put(&a->live, rest) != 0) { /* no room in the map: hand out the whole block */
+        if (live_put(&a->live, rest) != 0) {
             vram_block_release(a, rest);
-            return best;
+            rest = NULL;
         }
+    }
+    if (!rest && best->size != rsize && best->pool == VRAM_POOL_SMALL)
+        return NULL; /* no host memory to split it, and a small block must keep its class size */
+    graph_unlink(g, best);
+    best->deferred = DEFER_NONE;
+    if (rest) { /* (without room for it the large block is handed out whole) */
         if (best->next) best->next->prev = rest;
         best->next = rest;
         best->size = rsize;
@@ -167,8 +194,8 @@ vram_block *vram_graph_take(vram_allocator *a, int pool, uint64_t rsize, vram_st
     return best;
 }
 
-/* Merges free pool block y into x, the block just before it; `listed`, the one of them on the
- * pool's free list, leaves it (the caller lists the result). Returns x. */
+/* Merges free pool block y into x, the block just before it; `listed`, the one of them in the
+ * pool's bins, leaves them (the caller lists the result). Returns x. */
 static vram_block *graph_absorb(vram_allocator *a, vram_graph_pool *g, vram_block *x, vram_block *y, vram_block *listed) {
     graph_unlink(g, listed);
     live_del(&a->live, y->addr);
@@ -187,7 +214,7 @@ int vram_graph_keep(vram_allocator *a, vram_block *b) {
     if (!g->uses) {
         b->graph = 0;
         if (!--g->blocks) {
-            g->id = 0;
+            graph_slot_close(g);
             graph_mode_update(a, vram_capturing(a));
         }
         return 0;
@@ -220,8 +247,12 @@ vram_status vram_allocator_begin_pool(vram_allocator *a, uint64_t id) {
         if (a->not_ready_count) vram_poll_streams(a, 0);
         vram_pages_reap_zombies(a, 1);
     }
+    if (!a->graph_pools[i].id && graph_slot_open(&a->graph_pools[i], id) != 0) {
+        vram_allocator_unlock(a);
+        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "begin_pool %llu: no host memory for the pool's bins",
+                          (unsigned long long)id);
+    }
     if (a->streams_seen != STREAMS_MANY) vram_streams_many(a); /* captures run on side streams */
-    a->graph_pools[i].id = id;
     a->graph_pools[i].uses++;
     a->captures[a->ncaptures++] = (vram_capture){.pool = (unsigned)i, .id = 0};
     graph_mode_update(a, 1);
@@ -319,8 +350,7 @@ vram_status vram_allocator_release_pool(vram_allocator *a, uint64_t id) {
         return vram_error(VRAM_ERR_STATE, "release_pool %llu: its capture is under way", (unsigned long long)id);
     }
     if (!--g->uses) {
-        while (g->free) { /* back to the allocator, as frees made now on their streams */
-            vram_block *b = g->free;
+        for (vram_block *b; (b = graph_first(g)) != NULL;) { /* back to the allocator, as frees made now on their streams */
             graph_unlink(g, b);
             b->deferred = DEFER_NONE;
             b->graph = 0;
@@ -330,7 +360,7 @@ vram_status vram_allocator_release_pool(vram_allocator *a, uint64_t id) {
             b->free_seq = ++a->free_seq;
             vram_free_insert(a, b, b->addr, b->size);
         }
-        if (!g->blocks) g->id = 0;
+        if (!g->blocks) graph_slot_close(g);
         graph_mode_update(a, vram_capturing(a));
     }
     vram_allocator_unlock(a);
@@ -374,10 +404,12 @@ static int by_address(const void *x, const void *y) {
     return ax < ay ? -1 : ax > ay;
 }
 
-/* The free block of pool slot i that holds address addr, or NULL. */
+/* The free block of pool slot i that holds address addr, or NULL (a walk of its bins). */
 static vram_block *pool_free_at(vram_graph_pool *g, uint64_t addr) {
-    for (vram_block *b = g->free; b; b = b->fnext)
-        if (b->addr <= addr && addr - b->addr < b->size) return b;
+    for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++)
+        for (unsigned i = vram_bins_next(g->free[p], 0); i < VRAM_NBINS; i = vram_bins_next(g->free[p], i + 1))
+            for (vram_block *b = g->free[p]->bins[i]; b; b = b->fnext)
+                if (b->addr <= addr && addr - b->addr < b->size) return b;
     return NULL;
 }
 
