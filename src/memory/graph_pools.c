@@ -9,10 +9,10 @@
  * structures for the pool's own bins (vram_graph_keep: DEFER_GRAPH, still in the live map,
  * merged only with free pool neighbours of its stream, never unmapped), where only a later
  * allocation into the same pool on the same stream takes it (vram_graph_take: best fit,
- * splitting a larger block). When the last graph using a pool is released its free blocks return to the
- * allocator as fresh frees, and its live ones return when they are freed. The fast paths never
- * look at this: while a pool exists free_fast is off, and during a capture the `recent` slots
- * stay empty (graph_mode_update).
+ * splitting a larger block). When the last graph using a pool is released its free blocks
+ * return to the allocator as fresh frees, and its live ones return when they are freed. The
+ * fast paths never look at this: while a pool exists free_fast is off, and during a capture the
+ * `recent` slots stay empty (graph_mode_update).
  *
  * Which allocations a capture takes: those on streams the device says it records. Several
  * captures may be under way at once (other threads', as PyTorch allows): an allocation goes to
@@ -125,14 +125,6 @@ static vram_block *graph_first(const vram_graph_pool *g) {
     return NULL;
 }
 
-/* Takes slot g into use for pool id, with its bins (0), or fails (-1: no host memory). */
-static int graph_slot_open(vram_graph_pool *g, uint64_t id) {
-    for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++)
-        if (!g->free[p] && !(g->free[p] = calloc(1, sizeof *g->free[p]))) return -1;
-    g->id = id;
-    return 0;
-}
-
 /* Gives back slot g, which holds no block. */
 static void graph_slot_close(vram_graph_pool *g) {
     for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++) {
@@ -140,6 +132,18 @@ static void graph_slot_close(vram_graph_pool *g) {
         g->free[p] = NULL;
     }
     g->id = 0;
+}
+
+/* Takes unused slot g into use for pool id, with its bins (0), or leaves it unused (-1: no host
+ * memory). */
+static int graph_slot_open(vram_graph_pool *g, uint64_t id) {
+    for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++)
+        if (!(g->free[p] = calloc(1, sizeof *g->free[p]))) {
+            graph_slot_close(g);
+            return -1;
+        }
+    g->id = id;
+    return 0;
 }
 
 void vram_graph_pools_destroy(vram_allocator *a) {
