@@ -3,8 +3,8 @@
  * allocation routed into one private pool (vram_allocator_begin_pool + route_pool on each of the
  * trace's streams), as torch.compile(mode="reduce-overhead") routes a graph's warm-up and its
  * recording: a workload whose input shapes change (BERT's sequence lengths) runs through the
- * pool step after step. Prints the peak reserved over the peak requested and the replay's time
- * for both, and the pool's free-block count at the end.
+ * pool step after step. Prints, for both, the peak reserved over the peak requested and the
+ * replay's seconds (bench/results/2026-12-04-pool-placement.md; CTest bench_pool_replay_bounds).
  *
  * usage: bench_pool_replay [--device SPEC] TRACE...   (default device cudasim:80GiB)
  */
