@@ -30,9 +30,10 @@ the checkpoint that were freed back out of the pool's free memory (vram_allocato
 which refuses, changing nothing, when the pool holds an allocated block the checkpoint lacks) but
 cannot give a storage a deleter from Python, so it adopts them instead: it keeps a weak reference
 to each live output's storage and frees the block once every storage on it has died, at the next
-call the trees (or vram_torch's statistics and empty_cache) make: until then the block is the
-pool's, which serves nothing else, so holding it a little longer costs no memory that could be
-used. The trees' other uses of those storages go to vram too: raw_delete of a recreated block,
+call the trees make (or vram_torch's statistics, empty_cache, a CUDA graph's capture or reset):
+until then the block is the pool's, which serves nothing else while the tree lives, so holding it
+a little longer costs no memory that could be used. (A tree reset while its outputs live leaves
+their blocks allocated until they die and one of those calls comes.) The trees' other uses of those storages go to vram too: raw_delete of a recreated block,
 _has_Standard_Deleter (true for an adopted storage: it is freed as an owning one would be) and
 _free_And_Remove_DeleterFn (frees the adopted block now).
 
@@ -41,6 +42,7 @@ Names a PyTorch version lacks are skipped; the originals are kept in ORIGINALS.
 
 import ctypes
 import gc
+import threading
 
 ORIGINALS = {}
 # What restores did, for tests and benchmarks: restores, blocks recreated, storages adopted, and
@@ -49,6 +51,7 @@ ORIGINALS = {}
 COUNTS = dict.fromkeys(("restores", "recreated", "adopted", "freed_raw_delete", "freed_dead",
                         "freed_remove_deleter"), 0)
 _recreated = {}  # install()'s blocks recreated by restores (address -> (device, adopting storages))
+_lock = threading.RLock()  # over _recreated and the adoptions (sweeps come from any thread)
 _sweep = None  # install()'s sweep of adopted blocks, for vram_torch's statistics and empty_cache
 
 
@@ -62,7 +65,8 @@ def held():
     """The blocks restores recreated that are still allocated, after a sweep: (address, device,
     how many live storages adopt it). Empty once the trees and their outputs are gone."""
     sweep()
-    return sorted((ptr, device, len(impls)) for ptr, (device, impls) in _recreated.items())
+    with _lock:
+        return sorted((ptr, device, len(impls)) for ptr, (device, impls) in _recreated.items())
 
 
 class CheckpointState:
@@ -98,10 +102,11 @@ def install(torch, vt):
         vt._lib.vram_torch_free(ptr, 0, device, None)
 
     def sweep_now():
-        dead = [p for p, (_, impls) in recreated.items() if impls and all(adopted[i][1].expired() for i in impls)]
-        for ptr in dead:
-            vram_free(ptr)
-        COUNTS["freed_dead"] += len(dead)
+        with _lock:
+            dead = [p for p, (_, impls) in recreated.items() if impls and all(adopted[i][1].expired() for i in impls)]
+            for ptr in dead:
+                vram_free(ptr)
+            COUNTS["freed_dead"] += len(dead)
 
     _sweep = sweep_now
 
@@ -175,6 +180,10 @@ def install(torch, vt):
         return torch.UntypedStorage._new_with_weak_ptr(storage_impl)
 
     def set_checkpoint(device, state, stale_storages=(), storages_to_add_deleters_to=()):
+        with _lock:
+            restore(device, state, stale_storages, storages_to_add_deleters_to)
+
+    def restore(device, state, stale_storages, storages_to_add_deleters_to):
         if not isinstance(state, CheckpointState):
             raise RuntimeError("vram_torch: _cuda_setCheckpointPoolState: %r is not a checkpoint vram took" % (state,))
         if state.device != device:
@@ -212,20 +221,28 @@ def install(torch, vt):
             del storage
 
     def raw_delete(ptr):
-        if int(ptr) in recreated:
-            vram_free(int(ptr))
-            COUNTS["freed_raw_delete"] += 1
-        else:
+        with _lock:
+            ours = int(ptr) in recreated
+            if ours:
+                vram_free(int(ptr))
+                COUNTS["freed_raw_delete"] += 1
+        if not ours:
             ORIGINALS["_cuda_cudaCachingAllocator_raw_delete"](ptr)
 
     def has_standard_deleter(storage_impl):
-        return int(storage_impl) in adopted or ORIGINALS["_has_Standard_Deleter"](storage_impl)
+        with _lock:
+            if int(storage_impl) in adopted:
+                return True
+        return ORIGINALS["_has_Standard_Deleter"](storage_impl)
 
     def free_and_remove_deleter(storage_impl):
-        if int(storage_impl) not in adopted:
-            return ORIGINALS["_free_And_Remove_DeleterFn"](storage_impl)
-        vram_free(adopted[int(storage_impl)][0])  # its other storages lose it too, as aliases do
-        COUNTS["freed_remove_deleter"] += 1
+        with _lock:
+            ptr = adopted[int(storage_impl)][0] if int(storage_impl) in adopted else None
+            if ptr is not None:
+                vram_free(ptr)  # its other storages lose it too, as aliases do
+                COUNTS["freed_remove_deleter"] += 1
+        if ptr is None:
+            ORIGINALS["_free_And_Remove_DeleterFn"](storage_impl)
 
     replacements = {
         "_cuda_beginAllocateCurrentStreamToPool": begin,

@@ -41,6 +41,8 @@ def install(torch, vt):
     begin, end, reset = graph_cls.capture_begin, graph_cls.capture_end, graph_cls.reset
 
     def capture_begin(self, pool=None, *args, **kwargs):
+        from . import graph_trees
+        graph_trees.sweep()  # blocks of CUDA graph trees' outputs that died (graph_trees.py)
         if pool is None:
             pool = torch.cuda.graph_pool_handle()
         key, device = _key(pool), torch.cuda.current_device()
@@ -67,6 +69,8 @@ def install(torch, vt):
                 vt._graph_pool(1, key, device)
 
     def reset_graph(self, *args, **kwargs):
+        from . import graph_trees
+        graph_trees.sweep()
         result = reset(self, *args, **kwargs)
         release = getattr(self, "_vram_release", None)
         if release is not None:
