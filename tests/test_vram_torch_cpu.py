@@ -65,8 +65,17 @@ for n in ("_cuda_checkPoolLiveAllocations", "_cuda_getCheckpointState", "_cuda_s
     setattr(torch._C, n, raises(n.replace("_cuda_", "")))
 raw_deleted = []
 torch._C._cuda_cudaCachingAllocator_raw_delete = raw_deleted.append  # PyTorch's, through its allocator
-torch._C._has_Standard_Deleter = lambda impl: False  # the stand-in's storages own nothing
-torch._C._free_And_Remove_DeleterFn = raises("_free_And_Remove_DeleterFn of a storage that owns nothing")
+owning = {}  # StorageImpl address -> block of a storage that owns its memory (PyTorch's deleter)
+torch._C._has_Standard_Deleter = lambda impl: impl in owning
+
+
+def free_and_remove_deleter(impl):  # PyTorch's: frees the block through the allocator, keeps the storage
+    if impl not in owning:
+        raise RuntimeError("Unexpected deleter function on storage, could not swap function")
+    lib.vram_torch_free(owning.pop(impl), 0, 0, None)
+
+
+torch._C._free_And_Remove_DeleterFn = free_and_remove_deleter
 
 
 class Storage:
@@ -403,7 +412,15 @@ try:
 except RuntimeError as e:
     check("not in the checkpoint" in str(e) and C._cuda_checkPoolLiveAllocations(0, tree_pool, {o3}),
           "refused, nothing changed: %s" % e)
-lib.vram_torch_free(o3, 1 << 20, 0, W)
+# a stale storage that still owns its block (the trees pass such ones when they free them):
+# given as stale, PyTorch's deleter frees it first and the restore goes on
+stale = Storage(o3)
+owning[stale.impl] = o3
+C._cuda_setCheckpointPoolState(0, state, [stale.impl], [])
+check(C._cuda_checkPoolLiveAllocations(0, tree_pool, {o1, o2}) and stale.impl not in owning,
+      "a stale owning storage's block freed through PyTorch's deleter, the checkpoint's blocks recreated")
+C._cuda_cudaCachingAllocator_raw_delete(o1)
+C._cuda_cudaCachingAllocator_raw_delete(o2)
 try:
     C._cuda_setCheckpointPoolState(0, object(), [], [])
     check(False, "a checkpoint vram did not take must be refused")
