@@ -33,9 +33,10 @@ to each live output's storage and frees the block once every storage on it has d
 call the trees make (or vram_torch's statistics, empty_cache, a CUDA graph's capture or reset):
 until then the block is the pool's, which serves nothing else while the tree lives, so holding it
 a little longer costs no memory that could be used. (A tree reset while its outputs live leaves
-their blocks allocated until they die and one of those calls comes.) The trees' other uses of those storages go to vram too: raw_delete of a recreated block,
-_has_Standard_Deleter (true for an adopted storage: it is freed as an owning one would be) and
-_free_And_Remove_DeleterFn (frees the adopted block now).
+their blocks allocated until they die and one of those calls comes.) The trees' other uses of
+those storages go to vram too: raw_delete of a recreated block, _has_Standard_Deleter (true for
+an adopted storage: it is freed as an owning one would be) and _free_And_Remove_DeleterFn (frees
+the adopted block now).
 
 Names a PyTorch version lacks are skipped; the originals are kept in ORIGINALS.
 """
