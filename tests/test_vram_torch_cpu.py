@@ -7,7 +7,7 @@ zero), memory_allocated / max_memory_allocated / memory_reserved, memory_summary
 _record_memory_history + _snapshot's events, empty_cache, Tensor.record_stream, a second device,
 CUDA graph captures (torch.cuda.CUDAGraph: private pools, release at reset and at collection, one
 capture at a time), CUDA graph trees' pool calls (routing, the live check, checkpoints taken and
-restored), `python -m vram_torch run`, and bad arguments. The real PyTorch runs in tests/gpu/test_torch_plugin.py.
+restored, case by case and in 3,000 random operations against a model), `python -m vram_torch run`, and bad arguments. The real PyTorch runs in tests/gpu/test_torch_plugin.py.
 Usage: test_vram_torch_cpu.py LIBVRAM_TORCH FAKE_LIBCUDA
 """
 import ctypes
@@ -431,6 +431,90 @@ try:
     check(False, "an end without a begin must be refused")
 except RuntimeError as e:
     check("none was begun" in str(e), "an end without a begin: %s" % e)
+
+
+def random_restores(steps, seed):
+    """Checkpoints taken and restored at random among routed allocations and frees, outputs that
+    adopt recreated blocks and die, raw_deletes and _free_And_Remove_DeleterFn, against a model:
+    after every step the pool's live blocks are exactly the model's (the trees' own live check,
+    which sweeps first), a restore over a block its checkpoint lacks is refused and changes
+    nothing, and at the end every block is freed once."""
+    import random
+    rng = random.Random(seed)
+    owned = {}        # routed allocations the program frees itself (PyTorch's deleter): ptr -> size
+    adopters = {}     # recreated blocks: ptr -> [Storage, ...] adopting it ([] until raw_delete)
+    sizes = {}        # a recreated block's size
+    saved = None      # (checkpoint, the live set it holds)
+    bad, first_bad, refused, restored = 0, None, 0, 0
+    for step in range(steps):
+        before = bad
+        op = rng.random()
+        if op < 0.3 and sum(owned.values()) < (200 << 20):  # (the fake GPU has 1 GiB)
+            current_stream[0] = W
+            C._cuda_beginAllocateCurrentStreamToPool(0, tree_pool)
+            size = rng.choice([512, 4096, 768 << 10, 2 << 20, 5 << 20, (9 << 20) + 512])  # sizes vram keeps as they are
+            owned[lib.vram_torch_alloc(size, 0, W)] = size
+            C._cuda_endAllocateCurrentStreamToPool(0)
+            C._cuda_releasePool(0, tree_pool)
+            current_stream[0] = CAPTURE_STREAM
+        elif op < 0.45 and owned:
+            ptr = rng.choice(sorted(owned))
+            lib.vram_torch_free(ptr, owned.pop(ptr), 0, W)
+        elif op < 0.55:
+            state = C._cuda_getCheckpointState(0, tree_pool)
+            saved = (state, {(b[0], b[1]) for b in state.blocks})
+            bad += sorted(p for p, _ in saved[1]) != sorted(set(owned) | set(adopters))
+        elif op < 0.7 and saved:
+            state, listed = saved  # (address, size) pairs: a block allocated since at a listed
+            live = {(p, n) for p, n in owned.items()} | {(p, sizes[p]) for p in adopters}  # address
+            missing = {p for p, _ in listed - live}                                    # differs in size
+            keep = {p: Storage(p) for p in missing if rng.random() < 0.6}
+            try:
+                C._cuda_setCheckpointPoolState(0, state, [], [s.impl for s in keep.values()])
+                ok = live <= listed
+                restored += 1
+                for p, n in listed - live:
+                    adopters[p], sizes[p] = ([keep[p]] if p in keep else []), n
+            except RuntimeError as e:
+                ok = not live <= listed and "not in the checkpoint" in str(e)
+                refused += 1
+            bad += not ok
+        elif op < 0.8 and adopters:
+            ptr = rng.choice(sorted(adopters))
+            if adopters[ptr]:
+                rng.choice(adopters[ptr]).alive = False  # an output dies: freed at the next sweep
+                if not any(s.alive for s in adopters[ptr]):
+                    del adopters[ptr]
+            else:
+                C._cuda_cudaCachingAllocator_raw_delete(ptr)  # a dead output's block, as the trees free it
+                del adopters[ptr]
+        elif op < 0.85 and adopters:
+            ptr = rng.choice(sorted(adopters))
+            if adopters[ptr]:
+                C._free_And_Remove_DeleterFn(adopters.pop(ptr)[0].impl)
+        bad += not C._cuda_checkPoolLiveAllocations(0, tree_pool, set(owned) | set(adopters))
+        if bad > before and first_bad is None:
+            first_bad = "step %d, operation %.2f" % (step, op)
+    for ptr, size in owned.items():
+        lib.vram_torch_free(ptr, size, 0, W)
+    for ptr, storages in adopters.items():
+        if storages:
+            for s in storages:
+                s.alive = False
+        else:
+            C._cuda_cudaCachingAllocator_raw_delete(ptr)
+    if not C._cuda_checkPoolLiveAllocations(0, tree_pool, set()):
+        bad += 1
+        first_bad = first_bad or "the end"
+    return bad, first_bad, restored, refused
+
+
+from vram_torch import graph_trees  # noqa: E402
+bad, first_bad, restored, refused = random_restores(3000, 7)
+check(bad == 0 and restored > 50 and refused > 20 and graph_trees.held() == [],
+      "3,000 random pool operations with checkpoints: the pool's live blocks always the model's (%d "
+      "mismatches, the first at %s), %d restores, %d refused, no recreated block left"
+      % (bad, first_bad, restored, refused))
 tree_graph.reset()
 torch.cuda.empty_cache()
 check(torch.cuda.memory_reserved() == 0, "the tree's pool, released, gives everything back: %d" % torch.cuda.memory_reserved())
