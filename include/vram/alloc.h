@@ -130,9 +130,9 @@ typedef struct vram_pool_block {
     vram_tag tag;
 } vram_pool_block;
 
-/* pool_blocks: the allocated blocks of pool `id` (in use), by address within each memory
- * region; up to `cap` of them into `out`, how many there are into *n (call again with a larger
- * `out` when *n > cap). VRAM_ERR_NOT_FOUND when no graph uses the pool.
+/* pool_blocks: the allocated blocks of pool `id`, by address within each memory region; up to
+ * `cap` of them into `out`, how many there are into *n (call again with a larger `out` when
+ * *n > cap). VRAM_ERR_NOT_FOUND when no graph uses the pool and none of its blocks is left.
  *
  * pool_recreate: makes the allocated blocks of pool `id` exactly `blocks` (a checkpoint from
  * pool_blocks): a listed block allocated as listed (same address and size) stays as it is

@@ -378,8 +378,8 @@ vram_status vram_allocator_pool_blocks(vram_allocator *a, uint64_t id, vram_pool
     if (!a || !n || (cap && !out)) return vram_error(VRAM_ERR_INVALID_ARG, "pool_blocks: null argument");
     *n = 0;
     vram_allocator_lock(a);
-    int i = id ? graph_slot(a, id, 0) : -1;
-    if (i < 0 || !a->graph_pools[i].uses) {
+    int i = id ? graph_slot(a, id, 0) : -1; /* (a released pool is listed while it has blocks) */
+    if (i < 0) {
         vram_allocator_unlock(a);
         return vram_error(VRAM_ERR_NOT_FOUND, "pool_blocks %llu: no graph uses that pool", (unsigned long long)id);
     }

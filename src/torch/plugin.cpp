@@ -347,6 +347,17 @@ VRAM_TORCH_API int vram_torch_graph_pool_stream(int op, unsigned long long id_fi
                        id_second, id);
 }
 
+/* The allocated blocks of a pool (vram_allocator_pool_blocks), all of them; none for a pool
+ * that does not exist; false on another error. */
+static bool pool_blocks(vram_allocator *a, uint64_t id, std::vector<vram_pool_block> &blocks) {
+    size_t n = 0;
+    vram_status st;
+    while ((st = vram_allocator_pool_blocks(a, id, blocks.data(), blocks.size(), &n)) == VRAM_OK && n > blocks.size())
+        blocks.resize(n);
+    blocks.resize(st == VRAM_OK ? n : 0);
+    return st == VRAM_OK || st == VRAM_ERR_NOT_FOUND;
+}
+
 /* PyTorch's checkPoolLiveAllocations: 1 when the pool's allocated blocks start exactly at the n
  * addresses of `ptrs` (no more, no fewer; blocks freed and waiting for other streams do not
  * count), 0 when not, -1 on error. */
@@ -354,21 +365,17 @@ VRAM_TORCH_API int vram_torch_graph_pool_live_equal(unsigned long long id_first,
                                                     int device, const unsigned long long *ptrs, size_t n) {
     vram_allocator *a = get_allocator(device, true);
     if (!a) return -1;
-    uint64_t id = pool_id(id_first, id_second);
-    vram_snapshot *s = nullptr;
-    if (status_of(vram_allocator_snapshot(a, &s)) != 0) return -1;
-    std::vector<unsigned long long> want(ptrs, ptrs + n);
-    std::sort(want.begin(), want.end());
-    size_t live = 0;
-    bool equal = true;
-    for (size_t i = 0; i < s->num_blocks && equal; i++) {
-        const vram_snapshot_block &b = s->blocks[i];
-        if (b.graph_pool != id || b.state != VRAM_BLOCK_ACTIVE_ALLOCATED) continue;
-        live++; /* (a live block's pages are all mapped: it lies in one segment, listed once) */
-        equal = std::binary_search(want.begin(), want.end(), (unsigned long long)b.address);
+    std::vector<vram_pool_block> blocks;
+    if (!pool_blocks(a, pool_id(id_first, id_second), blocks)) {
+        set_error(vram_last_error());
+        return -1;
     }
-    vram_snapshot_free(s);
-    return equal && live == (size_t)(std::unique(want.begin(), want.end()) - want.begin()) ? 1 : 0;
+    std::vector<unsigned long long> want(ptrs, ptrs + n), live;
+    for (const vram_pool_block &b : blocks) live.push_back(b.addr);
+    std::sort(want.begin(), want.end());
+    want.erase(std::unique(want.begin(), want.end()), want.end());
+    std::sort(live.begin(), live.end());
+    return want == live ? 1 : 0;
 }
 
 /* PyTorch's getCheckpointState: the pool's allocated blocks (vram_allocator_pool_blocks), five
