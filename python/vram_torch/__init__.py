@@ -23,6 +23,8 @@ import ctypes
 import os
 import sys
 
+from . import graph_trees
+
 __all__ = [
     "enable", "is_enabled", "library_path", "memory_stats", "memory_summary", "memory_allocated",
     "max_memory_allocated", "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
@@ -171,7 +173,7 @@ def enable(route_torch=True):
                       % lib.vram_torch_last_error().decode(errors="replace"))
     _allocator = alloc
     _enabled = True
-    from . import graphs, graph_trees
+    from . import graphs
     graphs.install(torch, sys.modules[__name__])  # graph correctness: not optional
     graph_trees.install(torch, sys.modules[__name__])  # torch.compile(mode="reduce-overhead")
     if route_torch:
@@ -207,14 +209,6 @@ def _require_enabled(what):
                            "first" % what)
 
 
-def _sweep_graph_trees():
-    """Frees the CUDA graph trees' blocks whose tensors died (graph_trees.py: a restored
-    checkpoint's outputs are freed lazily), so that the statistics count them freed."""
-    if _enabled:
-        from . import graph_trees
-        graph_trees.sweep()
-
-
 def _active(device):
     return _load().vram_torch_device_active(device)
 
@@ -223,7 +217,7 @@ def memory_stats(device=None):
     """PyTorch's memory_stats() keys (allocated_bytes.all.current, ...), plus tags.*. Once vram is
     enabled, a device without allocations yet gets its allocator started (as PyTorch initializes
     the device), so every key is there, at zero."""
-    _sweep_graph_trees()
+    graph_trees.sweep()  # outputs of restored CUDA graph trees that died: freed lazily (graph_trees.py)
     d = _device(device)
     if not _active(d) and (not _enabled or _lib.vram_torch_init_device(d) != 0):
         return {}
@@ -269,7 +263,7 @@ def reset_accumulated_memory_stats(device=None):
 
 def memory_summary(device=None, abbreviated=False):
     """PyTorch's memory_summary() table, plus vram's memory by tag."""
-    _sweep_graph_trees()
+    graph_trees.sweep()
     d = _device(device)
     if not _active(d):
         if not _enabled:
@@ -280,7 +274,7 @@ def memory_summary(device=None, abbreviated=False):
 
 def empty_cache(device=None):
     """Returns vram's cached memory to the driver (every device when device is None)."""
-    _sweep_graph_trees()
+    graph_trees.sweep()
     _load()
     if _lib.vram_torch_empty_cache(-1 if device is None else _device(device)) != 0:
         raise _error("empty_cache")
@@ -288,7 +282,7 @@ def empty_cache(device=None):
 
 def snapshot(device=None):
     """The allocator's segments, blocks and recent events, as a dict (PyTorch's _snapshot layout)."""
-    _sweep_graph_trees()
+    graph_trees.sweep()
     import json
     d = _device(device)
     if not _active(d):

@@ -25,6 +25,8 @@ warning says so, and the newest capture takes the allocations of every capturing
 import warnings
 import weakref
 
+from . import graph_trees
+
 
 def _key(pool):
     """(first, second) of a PyTorch graph pool id: a handle tuple or a torch.cuda.MemPool."""
@@ -41,7 +43,6 @@ def install(torch, vt):
     begin, end, reset = graph_cls.capture_begin, graph_cls.capture_end, graph_cls.reset
 
     def capture_begin(self, pool=None, *args, **kwargs):
-        from . import graph_trees
         graph_trees.sweep()  # blocks of CUDA graph trees' outputs that died (graph_trees.py)
         if pool is None:
             pool = torch.cuda.graph_pool_handle()
@@ -69,7 +70,6 @@ def install(torch, vt):
                 vt._graph_pool(1, key, device)
 
     def reset_graph(self, *args, **kwargs):
-        from . import graph_trees
         graph_trees.sweep()
         result = reset(self, *args, **kwargs)
         release = getattr(self, "_vram_release", None)
