@@ -32,14 +32,24 @@
 
 #define MiB (1024ull * 1024ull)
 
+/* An allocator with configuration `conf` on a 1 GiB event device, or NULL (a failed check). */
 static vram_allocator *open_alloc(const char *conf, vram_device **dev) {
     vram_alloc_config cfg;
     vram_alloc_config_default(&cfg);
     vram_allocator *a = NULL;
+    *dev = NULL;
     if (vram_alloc_config_parse(conf, &cfg) != VRAM_OK || event_device_open("1GiB", dev) != VRAM_OK ||
-        vram_allocator_new(*dev, &cfg, &a) != VRAM_OK)
-        return NULL;
+        vram_allocator_new(*dev, &cfg, &a) != VRAM_OK) {
+        if (*dev) vram_device_close(*dev);
+        a = NULL;
+    }
+    CHECK(a != NULL, "%s: allocator: %s", conf, a ? "" : vram_last_error());
     return a;
+}
+
+static void close_alloc(vram_allocator *a, vram_device *dev) {
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
 }
 
 static int64_t allocated(vram_allocator *a) {
@@ -74,7 +84,6 @@ static int hands_out(vram_allocator *a, uint64_t size, void *p, int n) { return 
 static void test_capture_keeps_its_memory(const char *conf) {
     vram_device *dev;
     vram_allocator *a = open_alloc(conf, &dev);
-    CHECK(a != NULL, "%s: allocator", conf);
     if (!a) return;
     void *warm;
     CHECK_OK(vram_allocator_malloc(a, 3 * MiB, 0, 0, &warm)); /* a cached block the capture may take */
@@ -151,8 +160,7 @@ static void test_capture_keeps_its_memory(const char *conf) {
     CHECK(reserved(a) == 0, "%s: the last block of a released pool went back (%lld reserved)", conf,
           (long long)reserved(a));
     CHECK_OK(vram_allocator_check(a));
-    vram_allocator_destroy(a);
-    vram_device_close(dev);
+    close_alloc(a, dev);
 }
 
 /* Where the device says which streams a capture records, only their allocations are the pool's
@@ -164,7 +172,6 @@ static void test_capture_keeps_its_memory(const char *conf) {
 static void test_capture_routes_by_stream(const char *conf) {
     vram_device *dev;
     vram_allocator *a = open_alloc(conf, &dev);
-    CHECK(a != NULL, "%s: allocator", conf);
     if (!a) return;
     evdev_state *e = event_device_state(dev);
     for (int tells = 0; tells < 4; tells++) { /* 3: names the capture, and the capture is bound */
@@ -200,8 +207,7 @@ static void test_capture_routes_by_stream(const char *conf) {
               (long long)reserved(a));
     }
     e->capture_tells = 0;
-    vram_allocator_destroy(a);
-    vram_device_close(dev);
+    close_alloc(a, dev);
 }
 
 /* route_pool: a stream's allocations go to a pool outside any capture (CUDA graph trees run a
@@ -211,7 +217,6 @@ static void test_capture_routes_by_stream(const char *conf) {
 static void test_route_pool(const char *conf) {
     vram_device *dev;
     vram_allocator *a = open_alloc(conf, &dev);
-    CHECK(a != NULL, "%s: allocator", conf);
     if (!a) return;
     evdev_state *e = event_device_state(dev);
     e->capture_tells = 2;
@@ -259,8 +264,7 @@ static void test_route_pool(const char *conf) {
     for (uint64_t id = 6; id <= 8; id += 2) CHECK_OK(vram_allocator_release_pool(a, id));
     CHECK_OK(vram_allocator_empty_cache(a));
     int64_t left = reserved(a) + allocated(a);
-    vram_allocator_destroy(a);
-    vram_device_close(dev);
+    close_alloc(a, dev);
     CHECK(left == 0, "%s: all returned after the releases (%lld bytes left)", conf, (long long)left);
 }
 
@@ -282,7 +286,6 @@ static int pool_blocks_equal(const vram_pool_block *x, size_t nx, const vram_poo
 static void test_pool_checkpoint(const char *conf) {
     vram_device *dev;
     vram_allocator *a = open_alloc(conf, &dev);
-    CHECK(a != NULL, "%s: allocator", conf);
     if (!a) return;
     const uint64_t sizes[6] = {3 * MiB, 700 * 1024, 5 * MiB + 512, 2 * MiB, 4096, 9 * MiB};
     void *p[6];
@@ -362,8 +365,7 @@ static void test_pool_checkpoint(const char *conf) {
     CHECK_OK(vram_allocator_check(a));
     CHECK_OK(vram_allocator_empty_cache(a));
     int64_t left = reserved(a) + allocated(a);
-    vram_allocator_destroy(a);
-    vram_device_close(dev);
+    close_alloc(a, dev);
     CHECK(left == 0, "%s: all returned after the release (%lld bytes left)", conf, (long long)left);
 }
 
@@ -393,7 +395,6 @@ static int overlaps(void *const *set, int n, void *p, uint64_t size) {
 static void test_concurrent_captures(const char *conf, int bound) {
     vram_device *dev;
     vram_allocator *a = open_alloc(conf, &dev);
-    CHECK(a != NULL, "%s: allocator", conf);
     if (!a) return;
     evdev_state *e = event_device_state(dev);
     e->capture_tells = 2;
@@ -472,8 +473,7 @@ static void test_concurrent_captures(const char *conf, int bound) {
           (long long)reserved(a));
     CHECK_OK(vram_allocator_check(a));
     e->capture_tells = 0;
-    vram_allocator_destroy(a);
-    vram_device_close(dev);
+    close_alloc(a, dev);
 }
 
 /* Within a pool, freed neighbours (same stream) merge, and a larger free block serves a smaller
@@ -481,7 +481,6 @@ static void test_concurrent_captures(const char *conf, int bound) {
 static void test_pool_splits_and_merges(const char *conf) {
     vram_device *dev;
     vram_allocator *a = open_alloc(conf, &dev);
-    CHECK(a != NULL, "%s: allocator", conf);
     if (!a) return;
     CHECK_OK(vram_allocator_begin_pool(a, 4));
     void *x, *y, *guard, *big, *rest, *other;
@@ -514,8 +513,7 @@ static void test_pool_splits_and_merges(const char *conf) {
     CHECK_OK(vram_allocator_empty_cache(a));
     CHECK(reserved(a) == 0, "%s: all returned (%lld reserved)", conf, (long long)reserved(a));
     CHECK_OK(vram_allocator_check(a));
-    vram_allocator_destroy(a);
-    vram_device_close(dev);
+    close_alloc(a, dev);
 }
 
 /* During a capture: no event call and no release, whatever the allocator holds; a free of a
@@ -524,7 +522,6 @@ static void test_pool_splits_and_merges(const char *conf) {
 static void test_capture_needs_no_events(const char *conf) {
     vram_device *dev;
     vram_allocator *a = open_alloc(conf, &dev);
-    CHECK(a != NULL, "%s: allocator", conf);
     if (!a) return;
     evdev_state *e = event_device_state(dev);
     void *busy[8], *side;
@@ -568,8 +565,7 @@ static void test_capture_needs_no_events(const char *conf) {
     CHECK_OK(vram_allocator_empty_cache(a));
     CHECK(reserved(a) == 0, "%s: everything returned (%lld reserved)", conf, (long long)reserved(a));
     CHECK_OK(vram_allocator_check(a));
-    vram_allocator_destroy(a);
-    vram_device_close(dev);
+    close_alloc(a, dev);
 }
 
 /* A block used on another stream (record_stream) and freed during a capture: no event can be
@@ -581,7 +577,6 @@ static void test_capture_needs_no_events(const char *conf) {
 static void test_capture_free_waits_for_uses(const char *conf) {
     vram_device *dev;
     vram_allocator *a = open_alloc(conf, &dev);
-    CHECK(a != NULL, "%s: allocator", conf);
     if (!a) return;
     evdev_state *e = event_device_state(dev);
     void *p, *q = NULL;
@@ -608,14 +603,12 @@ static void test_capture_free_waits_for_uses(const char *conf) {
     CHECK_OK(vram_allocator_empty_cache(a));
     CHECK(reserved(a) == 0, "%s: everything returned (%lld reserved)", conf, (long long)reserved(a));
     CHECK_OK(vram_allocator_check(a));
-    vram_allocator_destroy(a);
-    vram_device_close(dev);
+    close_alloc(a, dev);
 }
 
 static void test_bad_calls(void) {
     vram_device *dev;
     vram_allocator *a = open_alloc("", &dev);
-    CHECK(a != NULL, "allocator");
     if (!a) return;
     CHECK(vram_allocator_begin_pool(NULL, 1) == VRAM_ERR_INVALID_ARG, "null allocator");
     CHECK(vram_allocator_begin_pool(a, 0) == VRAM_ERR_INVALID_ARG, "pool id 0 refused");
@@ -656,8 +649,7 @@ static void test_bad_calls(void) {
     CHECK_OK(vram_allocator_begin_pool(a, 17)); /* a released slot is free again */
     CHECK_OK(vram_allocator_end_pool(a, 17));
     CHECK_OK(vram_allocator_check(a));
-    vram_allocator_destroy(a);
-    vram_device_close(dev);
+    close_alloc(a, dev);
 }
 
 /* Random mallocs and frees on three streams, with captures into three pools begun, ended and
@@ -687,7 +679,6 @@ static void unmap_of_owned(void *ctx, uint64_t addr, uint64_t size) {
 static void test_random(const char *conf, int routed) {
     vram_device *dev;
     vram_allocator *a = open_alloc(conf, &dev);
-    CHECK(a != NULL, "%s: allocator", conf);
     if (!a) return;
     struct {
         void *p;
@@ -845,8 +836,7 @@ static void test_random(const char *conf, int routed) {
     CHECK(reserved(a) == 0 && allocated(a) == 0, "%s: everything returned at the end (%lld reserved)", conf,
           (long long)reserved(a));
     CHECK_OK(vram_allocator_check(a));
-    vram_allocator_destroy(a);
-    vram_device_close(dev);
+    close_alloc(a, dev);
 }
 
 int main(void) {
