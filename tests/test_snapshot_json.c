@@ -1,13 +1,16 @@
 /* test_snapshot_json.c — the snapshot written as JSON: valid (strict validator), PyTorch's key
  * names, segments sorted by address, strings escaped (quotes, control characters, bad UTF-8),
- * "device_free" in place of "addr" for OOM events; then the snapshot of a live allocator.
+ * "device_free" in place of "addr" for OOM events, an event's context where it has one; then the
+ * snapshot of a live allocator, and each thread's context (vram_set_context) on its own events.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "json_check.h"
+#include "vram/alloc.h"
 #include "vram/snapshot.h"
 
 static char *to_json(const vram_snapshot *s, vram_status *st) {
@@ -52,7 +55,8 @@ static void test_hand_built(void) {
          .graph_pool = 3},
     };
     vram_event events[3] = {
-        {.action = VRAM_EVENT_ALLOC, .addr = 0x7000000, .size = 1000, .stream = 0, .tag = 1, .time_us = 1700000000000000},
+        {.action = VRAM_EVENT_ALLOC, .addr = 0x7000000, .size = 1000, .stream = 0, .tag = 1, .context = 4000000000u,
+         .time_us = 1700000000000000},
         {.action = VRAM_EVENT_OOM, .addr = 12345, .size = 1ull << 40, .stream = 2, .tag = 31, .time_us = 1700000000000001},
         {.action = VRAM_EVENT_SEGMENT_MAP, .addr = 0x7000000, .size = 2 << 20, .time_us = 1700000000000002},
     };
@@ -90,6 +94,8 @@ static void test_hand_built(void) {
                                   "\"activation\", \"temporary\", \"we")};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) CHECK(strstr(text, keys[i]) != NULL, "has %s", keys[i]);
     CHECK(strstr(text, "\"addr\": 12345") == NULL, "oom event has device_free, not addr");
+    const char *ctx = strstr(text, ", \"context\": 4000000000}");
+    CHECK(ctx && !strstr(ctx + 12, "context"), "an event's context written where it is not 0, once");
     const char *pool = strstr(text, ", \"graph_pool\": 3}");
     CHECK(pool && pool > high && !strstr(pool + 14, "graph_pool") && !strstr(text, "\"graph_pool\": 0"),
           "graph_pool written once, on the block of a private pool only");
@@ -151,9 +157,61 @@ static void test_allocator(void) {
     vram_device_close(dev);
 }
 
+/* Another thread's allocations, with a context of its own set. */
+static void *other_thread(void *arg) {
+    vram_allocator *a = arg;
+    vram_set_context(77);
+    void *p = NULL;
+    if (vram_allocator_malloc(a, 3 << 20, 0, VRAM_TAG_OTHER, &p) == VRAM_OK) vram_allocator_free(a, p);
+    return NULL;
+}
+
+/* Each thread's context reaches the events its calls record, and only those. */
+static void test_contexts(void) {
+    vram_device *dev;
+    vram_allocator *a;
+    vram_alloc_config cfg;
+    vram_alloc_config_default(&cfg);
+    cfg.history_entries = 64;
+    CHECK_OK(vram_device_open("sim", &dev));
+    CHECK_OK(vram_allocator_new(dev, &cfg, &a));
+    CHECK(vram_context() == 0, "a thread starts with no context");
+    vram_set_context(5);
+    void *p = NULL, *q = NULL;
+    CHECK_OK(vram_allocator_malloc(a, 1 << 20, 0, VRAM_TAG_OTHER, &p));
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, other_thread, a) == 0, "thread");
+    pthread_join(t, NULL);
+    CHECK(vram_context() == 5, "another thread's context leaves this one's alone");
+    vram_set_context(0);
+    CHECK_OK(vram_allocator_malloc(a, 5 << 20, 0, VRAM_TAG_OTHER, &q));
+    vram_snapshot *s = NULL;
+    CHECK_OK(vram_allocator_snapshot(a, &s));
+    if (s) {
+        int by[3] = {0, 0, 0}; /* events with context 5, 77, none */
+        for (size_t i = 0; i < s->num_events; i++) {
+            const vram_event *e = &s->events[i];
+            int k = e->context == 5 ? 0 : e->context == 77 ? 1 : e->context == 0 ? 2 : -1;
+            CHECK(k >= 0, "event %zu: context %u is one that was set", i, e->context);
+            if (k < 0) continue;
+            by[k]++;
+            if (e->action == VRAM_EVENT_ALLOC)
+                CHECK(e->size == (k == 0 ? 1u << 20 : k == 1 ? 3u << 20 : 5u << 20), "alloc of %llu with context %u",
+                      (unsigned long long)e->size, e->context);
+        }
+        CHECK(by[0] >= 1 && by[1] >= 2 && by[2] >= 1, "events of each context: %d, %d, %d", by[0], by[1], by[2]);
+        vram_snapshot_free(s);
+    }
+    vram_allocator_free(a, p);
+    vram_allocator_free(a, q);
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+}
+
 int main(void) {
     test_names();
     test_hand_built();
     test_allocator();
+    test_contexts();
     return check_done();
 }

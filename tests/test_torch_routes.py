@@ -57,7 +57,8 @@ vt = types.SimpleNamespace(
     empty_cache=lambda device=None: calls.append(("empty_cache", device)),
     set_per_process_memory_fraction=lambda fraction, device=None: calls.append(("fraction", fraction)),
     record_stream=lambda tensor, stream: calls.append(("vram", stream)),
-    record_memory_history=lambda enabled, max_entries, device=None: calls.append(("history", enabled, max_entries)))
+    record_memory_history=lambda enabled, max_entries, device=None, context="all", stacks="python":
+        calls.append(("history", enabled, max_entries, context, stacks)))
 
 torch_routes.route(torch, vt)
 for module in (cuda, memory):
@@ -79,8 +80,10 @@ calls.clear()
 memory._record_memory_history(max_entries=1000)
 memory._record_memory_history(enabled=None)
 memory._record_memory_history()
-check(calls == [("history", "all", 1000), ("history", None, sys.maxsize), ("history", "all", sys.maxsize)],
-      "_record_memory_history goes to vram's history: %s" % calls)
+memory._record_memory_history(context="alloc", stacks="python")
+check(calls == [("history", "all", 1000, "all", "all"), ("history", None, sys.maxsize, "all", "all"),
+                ("history", "all", sys.maxsize, "all", "all"), ("history", "all", sys.maxsize, "alloc", "python")],
+      "_record_memory_history goes to vram's history, with its context and stacks: %s" % calls)
 calls.clear()
 Tensor(True).record_stream("s1")
 Tensor(False).record_stream("s2")

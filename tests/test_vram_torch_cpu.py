@@ -13,6 +13,7 @@ Usage: test_vram_torch_cpu.py LIBVRAM_TORCH FAKE_LIBCUDA
 import ctypes
 import os
 import sys
+import threading
 import types
 import warnings
 
@@ -229,6 +230,98 @@ check(len(kept) == 100 and vram_torch.history_count() > 100 and kept[-1]["action
 torch.cuda.memory._record_memory_history(enabled=None)
 check(vram_torch.history_count() == 0, "history_count is 0 with the history off")
 check(torch.cuda.memory._snapshot()["device_traces"] == [[]], "_record_memory_history(enabled=None) stops it")
+
+# Python stacks (_record_memory_history's context and stacks): the plug-in reads the frames of the
+# thread that allocates (here the ctypes calls below, as PyTorch's C++ would call it).
+def allocate_here(n):
+    return lib.vram_torch_alloc(n, 0, 0x1000)  # the line the frames must name
+
+
+def free_here(ptr, n):
+    lib.vram_torch_free(ptr, n, 0, 0x1000)
+
+
+ALLOC_LINE = allocate_here.__code__.co_firstlineno + 1
+FREE_LINE = free_here.__code__.co_firstlineno + 1
+
+
+def frames_of(snap, addr):
+    """The frames of the live block at addr, and of its last alloc and free_requested events."""
+    block = [b for seg in snap["segments"] for b in seg["blocks"] if b["address"] == addr][0]
+    events = snap["device_traces"][0]
+    last = lambda action: ([e for e in events if e["action"] == action and e["addr"] == addr] or [{}])[-1]
+    return block.get("frames"), last("alloc").get("frames"), last("free_requested").get("frames")
+
+
+def names(frames):
+    return [(f["name"], f["line"]) for f in frames or []]
+
+
+def stack_case(context, stacks):
+    torch.cuda.memory._record_memory_history(max_entries=1000, context=context, stacks=stacks)
+    live, gone = allocate_here(6 << 20), allocate_here(7 << 20)
+    free_here(gone, 7 << 20)
+    snap = torch.cuda.memory._snapshot()
+    block, alloc, _ = frames_of(snap, live)
+    free_frames = frames_of(snap, gone)[2]
+    free_here(live, 6 << 20)
+    torch.cuda.memory._record_memory_history(enabled=None)
+    check(all("context" not in e for e in snap["device_traces"][0]), "%s/%s: no context key left" % (context, stacks))
+    return block, alloc, free_frames
+
+
+here = os.path.abspath(__file__)
+for context, stacks in (("all", "all"), ("all", "python"), ("alloc", "python"), ("state", "all"), (None, "all"),
+                        ("all", None)):
+    block, alloc, free_frames = stack_case(context, stacks)
+    want_block = context is not None and stacks is not None
+    want_alloc = want_block and context in ("alloc", "all")
+    want_free = want_block and context == "all"
+    for what, frames, want, line, fn in (("block", block, want_block, ALLOC_LINE, "allocate_here"),
+                                         ("alloc event", alloc, want_alloc, ALLOC_LINE, "allocate_here"),
+                                         ("free event", free_frames, want_free, FREE_LINE, "free_here")):
+        if not want:
+            check(frames == [], "%s/%s: the %s has no frames: %s" % (context, stacks, what, names(frames)))
+            continue
+        check(bool(frames) and frames[0]["name"] == fn and frames[0]["line"] == line and
+              os.path.abspath(frames[0]["filename"]) == here and frames[1]["name"] == "stack_case" and
+              frames[-1]["name"] == "<module>",
+              "%s/%s: the %s's frames, innermost first: %s" % (context, stacks, what, names(frames)))
+
+# Equal stacks are one; another thread's allocation has that thread's stack.
+count = lambda: lib.vram_torch_stacks_count(None)
+lib.vram_torch_stacks_count.restype = ctypes.c_longlong
+torch.cuda.memory._record_memory_history(max_entries=1000)
+before = count()
+for _ in range(3):
+    free_here(allocate_here(1 << 20), 1 << 20)
+check(count() - before <= 2, "a loop's allocations share their stacks: %d new" % (count() - before))
+got = []
+
+
+def thread_allocates():
+    got.append(allocate_here(3 << 20))
+
+
+worker = threading.Thread(target=thread_allocates)
+worker.start()
+worker.join()
+block = frames_of(torch.cuda.memory._snapshot(), got[0])[0]
+check(names(block)[:2] == [("allocate_here", ALLOC_LINE), ("thread_allocates", thread_allocates.__code__.co_firstlineno + 1)]
+      and block[-1]["name"] in ("_bootstrap", "_bootstrap_inner"), "a thread's stack: %s" % names(block))
+free_here(got[0], 3 << 20)
+torch.cuda.memory._record_memory_history(enabled=None)
+p = allocate_here(2 << 20)
+torch.cuda.memory._record_memory_history(max_entries=100)
+check(frames_of(torch.cuda.memory._snapshot(), p)[0] == [], "a block allocated while stacks were off has no frames")
+free_here(p, 2 << 20)
+torch.cuda.memory._record_memory_history(enabled=None)
+for bad in (dict(context="everything"), dict(stacks="cpp")):
+    try:
+        vram_torch.record_memory_history(**bad)
+        check(False, "record_memory_history(%s) must fail" % bad)
+    except ValueError as e:
+        check(list(bad)[0] in str(e), "bad %s: %s" % (bad, e))
 try:
     vram_torch.record_memory_history(max_entries=-1)
     check(False, "a negative max_entries must fail")

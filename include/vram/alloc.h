@@ -86,6 +86,12 @@ vram_status vram_allocator_set_history(vram_allocator *a, uint32_t entries);
  * snapshot's history (its last min(count, entries) events) can be lined up with. 0 without a
  * history. */
 uint64_t vram_allocator_history_count(vram_allocator *a);
+/* The calling thread's context: a number its caller gives to what it is doing (the PyTorch
+ * plug-in: the Python call stack allocating), which every history event that thread's
+ * allocator calls record carries (vram_event.context) until it is set again; 0, the start,
+ * is none. Thread-local, so threads that allocate at once keep theirs apart. */
+void vram_set_context(uint32_t context);
+uint32_t vram_context(void);
 
 /* Private pools, for CUDA graphs (PyTorch's beginAllocateToPool / endAllocateToPool /
  * releasePool). A graph replays the addresses its capture used, so that memory must not serve

@@ -64,7 +64,8 @@ typedef struct vram_event {
     uint64_t size;
     vram_stream stream;
     vram_tag tag;
-    int64_t time_us; /* Unix microseconds */
+    uint32_t context; /* the recording thread's vram_context() (0: none) */
+    int64_t time_us;  /* Unix microseconds */
 } vram_event;
 
 typedef struct vram_snapshot {

@@ -79,6 +79,11 @@ def _load():
         "vram_torch_set_memory_fraction": (c_int, [c_double, c_int]),
         "vram_torch_set_history": (c_int, [ctypes.c_uint, c_int]),
         "vram_torch_history_count": (ctypes.c_longlong, [c_int]),
+        "vram_torch_set_stacks": (c_int, [c_int]),
+        "vram_torch_block_stacks": (None, [ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_size_t,
+                                           ctypes.POINTER(ctypes.c_uint)]),
+        "vram_torch_stacks_json": (c_void_p, [ctypes.POINTER(ctypes.c_uint), ctypes.c_size_t]),
+        "vram_torch_stacks_count": (ctypes.c_longlong, [ctypes.POINTER(ctypes.c_ulonglong)]),
         "vram_torch_graph_pool": (c_int, [c_int, ctypes.c_ulonglong, ctypes.c_ulonglong, c_int]),
         "vram_torch_graph_pool_stream": (c_int, [c_int, ctypes.c_ulonglong, ctypes.c_ulonglong, c_int, c_void_p]),
         "vram_torch_graph_pool_live_equal": (c_int, [ctypes.c_ulonglong, ctypes.c_ulonglong, c_int,
@@ -281,13 +286,37 @@ def empty_cache(device=None):
 
 
 def snapshot(device=None):
-    """The allocator's segments, blocks and recent events, as a dict (PyTorch's _snapshot layout)."""
+    """The allocator's segments, blocks and recent events, as a dict (PyTorch's _snapshot layout),
+    with the Python stacks record_memory_history kept in their "frames"."""
     graph_trees.sweep()
     import json
     d = _device(device)
     if not _active(d):
         return {"segments": [], "device_traces": [[]]}
-    return json.loads(_take_string(_lib.vram_torch_snapshot_json(d), "snapshot"))
+    snap = json.loads(_take_string(_lib.vram_torch_snapshot_json(d), "snapshot"))
+    _fill_frames(snap)
+    return snap
+
+
+def _fill_frames(snap):
+    """Puts the stacks the plug-in kept (by block address, and by the events' "context") into the
+    snapshot's "frames" lists."""
+    blocks = [b for seg in snap["segments"] for b in seg["blocks"] if b["state"] == "active_allocated"]
+    events = [e for trace in snap["device_traces"] for e in trace]
+    addrs = (ctypes.c_ulonglong * max(1, len(blocks)))(*[b["address"] for b in blocks])
+    ids = (ctypes.c_uint * max(1, len(blocks)))()
+    _lib.vram_torch_block_stacks(addrs, len(blocks), ids)
+    block_ids = list(ids)[:len(blocks)]
+    event_ids = [e.pop("context", 0) for e in events]
+    wanted = sorted(set(block_ids + event_ids) - {0})
+    if not wanted:
+        return
+    import json
+    frames = json.loads(_take_string(_lib.vram_torch_stacks_json((ctypes.c_uint * len(wanted))(*wanted), len(wanted)),
+                                     "stacks"))
+    for item, i in zip(blocks + events, block_ids + event_ids):
+        if i:
+            item["frames"] = frames.get(str(i), [])
 
 
 def record_stream(tensor, stream):
@@ -315,14 +344,24 @@ def set_per_process_memory_fraction(fraction, device=None):
         raise _error("set_per_process_memory_fraction")
 
 
-def record_memory_history(enabled="all", max_entries=100000, device=None):
+_STACK_MODES = {None: 0, "state": 1, "alloc": 2, "all": 3}
+
+
+def record_memory_history(enabled="all", max_entries=100000, device=None, context="all", stacks="python"):
     """Keeps the last max_entries allocator events (alloc, free, segment map/unmap, oom,
     empty_cache) for snapshot()'s "device_traces", as PyTorch's _record_memory_history does for
-    its allocator (no stack traces: frames are empty); enabled=None (or False) stops and drops
+    its allocator, and the Python stack of each allocation in the "frames" of snapshot()'s
+    blocks and events: context="state" the live blocks' only, "alloc" also the allocation
+    events', "all" also the frees'; None, or stacks=None, none. (stacks="all" asks PyTorch for
+    C++ frames too; vram records the Python ones.) enabled=None (or False) stops and drops
     them."""
     if enabled not in (None, False, True, "state", "all"):
         raise ValueError("record_memory_history: enabled must be None, 'state' or 'all' (or a bool), not %r"
                          % (enabled,))
+    if context not in _STACK_MODES:
+        raise ValueError("record_memory_history: context must be None, 'state', 'alloc' or 'all', not %r" % (context,))
+    if stacks not in (None, "python", "all"):
+        raise ValueError("record_memory_history: stacks must be None, 'python' or 'all', not %r" % (stacks,))
     if isinstance(max_entries, bool) or not isinstance(max_entries, int):
         raise TypeError("record_memory_history: max_entries must be an int, not %s" % type(max_entries).__name__)
     if max_entries < 0:
@@ -331,6 +370,11 @@ def record_memory_history(enabled="all", max_entries=100000, device=None):
     n = 0 if enabled is None or enabled is False else min(max_entries, _HISTORY_MAX)  # False: the old API's "off"
     if _load().vram_torch_set_history(n, _device(device)) != 0:
         raise _error("record_memory_history")
+    mode = _STACK_MODES[context] if n and stacks else 0
+    if _lib.vram_torch_set_stacks(mode) != 0:
+        import warnings
+        warnings.warn("vram_torch.record_memory_history: %s; frames stay empty"
+                      % _lib.vram_torch_last_error().decode(errors="replace"), RuntimeWarning, stacklevel=2)
 
 
 def history_count(device=None):

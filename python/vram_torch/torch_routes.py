@@ -31,10 +31,10 @@ def _nested(flat):
 
 
 def _record_memory_history(vt):
-    """torch.cuda.memory._record_memory_history(enabled="all", context=..., stacks=...,
-    max_entries=..., device=None, ...) as vram's event ring (no stacks: frames stay empty)."""
+    """torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="all",
+    max_entries=..., device=None, ...) as vram's event ring and Python stacks."""
     def record(enabled="all", context="all", stacks="all", max_entries=sys.maxsize, device=None, *args, **kwargs):
-        vt.record_memory_history(enabled, max_entries, device)  # capped at VRAM_HISTORY_MAX events
+        vt.record_memory_history(enabled, max_entries, device, context, stacks)  # capped at VRAM_HISTORY_MAX events
     return record
 
 

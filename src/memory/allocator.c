@@ -140,6 +140,11 @@ static int stream_list_append(vram_allocator *a, vram_block *b) {
 /* ---------------------------------------------------------------------------------------- */
 /* History.                                                                                  */
 
+static _Thread_local uint32_t thread_context; /* vram_set_context */
+
+void vram_set_context(uint32_t context) { thread_context = context; }
+uint32_t vram_context(void) { return thread_context; }
+
 /* Records an event in the history ring (out of line: malloc and free only test a->history). */
 void vram_history_record(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size, vram_stream stream,
                          vram_tag tag) {
@@ -151,6 +156,7 @@ void vram_history_record(vram_allocator *a, vram_event_action action, uint64_t a
     e->size = size;
     e->stream = stream;
     e->tag = tag;
+    e->context = thread_context;
     e->time_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
     a->history_next++;
 }

@@ -9,7 +9,7 @@
  *                  "blocks": [{"address", "size", "requested_size", "state", "frames": [],
  *                              "tag", "graph_pool" (only where not 0)}]}],
  *    "device_traces": [[{"action", "addr" (or "device_free" for oom), "size", "stream",
- *                        "time_us", "frames": [], "tag"}]],
+ *                        "time_us", "frames": [], "tag", "context" (only where not 0)}]],
  *    "allocator_settings": {"VRAM_ALLOC_CONF": "..."},
  *    "tag_names": [...]}
  *
@@ -17,7 +17,9 @@
  * private pool of a CUDA graph that holds the block (its id; vram_torch numbers PyTorch's pool ids
  * in order of first use), written only on such blocks. PyTorch's segments belong to one pool
  * each; vram's pools share segments, so "segment_pool_id" stays [0, 0]. Segments are written
- * sorted by address, as PyTorch does. There are no stack frames, so "frames" is always [].
+ * sorted by address, as PyTorch does. vram knows no stack frames, so "frames" is always []; an
+ * event's "context" is the number its thread had set (vram_set_context), which vram_torch turns
+ * into the event's Python frames.
  * Strings are escaped per RFC 8259; numbers are integers.
  */
 #include "vram/snapshot.h"
@@ -142,6 +144,7 @@ vram_status vram_snapshot_write_json(const vram_snapshot *s, FILE *out) {
                 (unsigned long long)e->addr, (unsigned long long)e->size, (unsigned long long)e->stream,
                 (long long)e->time_us);
         put_string(out, tag_name(s, e->tag, tb, sizeof tb), 32);
+        if (e->context) fprintf(out, ", \"context\": %u", (unsigned)e->context);
         fputc('}', out);
     }
     fputs("]],\n \"allocator_settings\": {\"VRAM_ALLOC_CONF\": ", out);

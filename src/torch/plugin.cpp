@@ -30,6 +30,11 @@
  * that a pluggable allocator lacks: vram_torch_graph_pool_stream (op 1: a stream's allocations
  * into a pool outside a capture), vram_torch_graph_pool_live_equal (checkPoolLiveAllocations)
  * and, for checkpoints, vram_torch_graph_pool_blocks and vram_torch_graph_pool_recreate.
+ *
+ * Stacks for the memory visualizer: after vram_torch_set_stacks, an allocation gathers the
+ * calling thread's Python stack (py_stacks.cpp), keeps its id by the block's address and sets it
+ * as the thread's vram context for the allocator call, so that the history events it records
+ * carry it (frees too, in mode 3); vram_torch's snapshot() turns the ids into frames.
  */
 #include <algorithm>
 #include <atomic>
@@ -46,6 +51,8 @@
 #include <sys/types.h>
 #include <typeinfo>
 #include <vector>
+
+#include "py_stacks.h"
 
 extern "C" {
 #include "vram/alloc.h"
@@ -68,6 +75,9 @@ struct DeviceSlot {
 
 DeviceSlot g_slots[kMaxDevices];
 std::mutex g_mutex;                /* creation of allocators, oom_report strings */
+/* Python stacks kept for snapshots (vram_torch_set_stacks): 0 none, 1 the live blocks' ("state"),
+ * 2 those and allocation events' ("alloc"), 3 frees' events' too ("all"). */
+std::atomic<int> g_stacks{0};
 thread_local std::string g_error;  /* per thread, as vram_last_error: a caller reads its own */
 
 void set_error(const std::string &msg) { g_error = msg; }
@@ -144,6 +154,14 @@ void destroy_thrown(void *obj) {
     throw std::runtime_error(msg);
 }
 
+/* Sets the calling thread's vram context for one allocator call (history events carry it) and
+ * puts the old one back, also when an out-of-memory unwinds through it. */
+struct ContextScope {
+    uint32_t saved;
+    explicit ContextScope(uint32_t context) : saved(vram_context()) { vram_set_context(context); }
+    ~ContextScope() { vram_set_context(saved); }
+};
+
 } // namespace
 
 /* Tells the plug-in where PyTorch's libraries are (torch/lib), so an out-of-memory can be
@@ -192,8 +210,17 @@ VRAM_TORCH_API void *vram_torch_alloc(ssize_t size, int device, void *stream) {
     vram_allocator *a = get_allocator(device, true);
     if (!a) throw_oom(g_error);
     void *p = nullptr;
-    vram_status st = vram_allocator_malloc(a, (size_t)size, (vram_stream)stream, VRAM_TAG_OTHER, &p);
-    if (st == VRAM_OK) return p;
+    int stacks = g_stacks.load(std::memory_order_relaxed);
+    uint32_t stack = stacks ? py_stacks::gather() : 0;
+    vram_status st;
+    {
+        ContextScope scope(stacks >= 2 ? stack : vram_context());
+        st = vram_allocator_malloc(a, (size_t)size, (vram_stream)stream, VRAM_TAG_OTHER, &p);
+    }
+    if (st == VRAM_OK) {
+        if (stack) py_stacks::block_set((uint64_t)(uintptr_t)p, stack);
+        return p;
+    }
     std::string msg;
     if (st == VRAM_ERR_OUT_OF_MEMORY) {
         const char *report = vram_allocator_oom_report(a);
@@ -217,6 +244,9 @@ VRAM_TORCH_API void vram_torch_free(void *ptr, ssize_t size, int device, void *s
     (void)stream; /* the allocator knows the block's stream */
     if (!ptr) return; /* what a request for no bytes returned */
     vram_allocator *a = get_allocator(device, false);
+    int stacks = g_stacks.load(std::memory_order_relaxed);
+    if (stacks) py_stacks::block_drop((uint64_t)(uintptr_t)ptr);
+    ContextScope scope(stacks >= 3 ? py_stacks::gather() : vram_context());
     if (!a || vram_allocator_free(a, ptr) != VRAM_OK) {
         /* A free PyTorch believes is ours but vram does not know: a bug somewhere; say it, do
          * not throw from a deleter. */
@@ -290,6 +320,48 @@ VRAM_TORCH_API int vram_torch_set_history(unsigned entries, int device) {
 VRAM_TORCH_API long long vram_torch_history_count(int device) {
     vram_allocator *a = get_allocator(device, false);
     return a ? (long long)vram_allocator_history_count(a) : 0;
+}
+
+/* Keeps the Python stack of each allocation from now on (mode 1: the live blocks' only; 2: also
+ * on the allocation events of the history; 3: also on the frees') or stops (0: the blocks'
+ * stacks are dropped). Process-wide, as PyTorch's. -1 when this process has no Python whose
+ * stacks can be read. */
+VRAM_TORCH_API int vram_torch_set_stacks(int mode) {
+    if (mode < 0 || mode > 3) {
+        set_error("stack mode " + std::to_string(mode) + " is not 0-3");
+        return -1;
+    }
+    if (mode && *py_stacks::unavailable()) {
+        set_error(std::string("no Python stacks: ") + py_stacks::unavailable());
+        return -1;
+    }
+    g_stacks.store(mode, std::memory_order_relaxed);
+    if (!mode) py_stacks::blocks_clear();
+    return 0;
+}
+
+/* The stack ids of n blocks by address (0: none recorded), into out[n]. */
+VRAM_TORCH_API void vram_torch_block_stacks(const unsigned long long *addrs, size_t n, unsigned *out) {
+    for (size_t i = 0; i < n; i++) out[i] = py_stacks::block_get(addrs[i]);
+}
+
+/* The frames of n stack ids as a JSON object {"id": [{"filename", "line", "name"}, ...]}
+ * (innermost first); free with vram_torch_string_free. */
+VRAM_TORCH_API char *vram_torch_stacks_json(const unsigned *ids, size_t n) {
+    std::string json = py_stacks::frames_json(ids, n);
+    char *out = static_cast<char *>(malloc(json.size() + 1));
+    if (!out) {
+        set_error("host out of memory for the stacks' JSON");
+        return nullptr;
+    }
+    memcpy(out, json.c_str(), json.size() + 1);
+    return out;
+}
+
+/* Distinct stacks kept so far, and (into *dropped) gathers refused because the table was full. */
+VRAM_TORCH_API long long vram_torch_stacks_count(unsigned long long *dropped) {
+    if (dropped) *dropped = py_stacks::dropped();
+    return (long long)py_stacks::count();
 }
 
 /* CUDA graph private pools (PyTorch's beginAllocateToPool / endAllocateToPool / releasePool,

@@ -77,12 +77,39 @@ check(torch.cuda.max_memory_allocated() == torch.cuda.memory_allocated(), "torch
 torch.cuda.empty_cache()
 check(vram_torch.memory_reserved() < vram_torch.memory_allocated() + 64 * 2**20, "torch.cuda.empty_cache empties vram's cache")
 
-# The memory visualizer's entry points: _record_memory_history, _snapshot, _dump_snapshot.
+# The memory visualizer's entry points: _record_memory_history, _snapshot, _dump_snapshot, with
+# the Python stacks of the allocations (PyTorch's defaults: context="all", stacks="all"), which
+# reach vram_torch_alloc through PyTorch's C++ with the GIL released.
 torch.cuda.memory._record_memory_history(max_entries=1000)
-w = torch.empty(10 * 2**20, dtype=torch.uint8, device="cuda")
+
+
+def make_buffer():
+    return torch.empty(10 * 2**20, dtype=torch.uint8, device="cuda")  # the line the frames name
+
+
+def matmul_here(a):
+    return a @ a  # an operator's output, allocated inside the operator
+
+
+CALL_LINE = sys._getframe().f_lineno + 1
+w, keep = make_buffer(), matmul_here(torch.ones(512, 512, device="cuda"))
+w_ptr = w.data_ptr()
 del w
-acts = [e["action"] for e in torch.cuda.memory._snapshot()["device_traces"][0]]
+snap = torch.cuda.memory._snapshot()
+acts = [e["action"] for e in snap["device_traces"][0]]
 check("alloc" in acts and "free_requested" in acts, "_snapshot() has vram's recent events: %s" % acts[-6:])
+alloc_ev = [e for e in snap["device_traces"][0] if e["action"] == "alloc" and e["addr"] == w_ptr]
+free_ev = [e for e in snap["device_traces"][0] if e["action"] == "free_requested" and e["addr"] == w_ptr]
+top = lambda frames: [(f["name"], f["line"]) for f in frames[:2]]
+check(alloc_ev and top(alloc_ev[-1]["frames"]) == [("make_buffer", make_buffer.__code__.co_firstlineno + 1),
+                                                   ("<module>", CALL_LINE)],
+      "the alloc event's Python frames: %s" % (top(alloc_ev[-1]["frames"]) if alloc_ev else None))
+check(free_ev and free_ev[-1]["frames"] and free_ev[-1]["frames"][0]["name"] == "<module>",
+      "the free event's frames: %s" % (top(free_ev[-1]["frames"]) if free_ev else None))
+kept = [b for seg in snap["segments"] for b in seg["blocks"] if b["address"] == keep.data_ptr()]
+check(kept and top(kept[0]["frames"])[:1] == [("matmul_here", matmul_here.__code__.co_firstlineno + 1)],
+      "a live block's frames name where the operator allocating it was called: %s"
+      % (top(kept[0]["frames"]) if kept else None))
 with tempfile.TemporaryDirectory() as tmp:
     path = os.path.join(tmp, "snap.pickle")
     torch.cuda.memory._dump_snapshot(path)
@@ -90,6 +117,11 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(path, "rb") as f:
         dumped = pickle.load(f)
     check(len(dumped["segments"]) >= 1 and len(dumped["device_traces"][0]) >= 2, "_dump_snapshot pickles vram's snapshot")
+    from torch.cuda import _memory_viz
+    # PyTorch's own reader of the live blocks' frames (the lines it would hand flamegraph.pl)
+    text = _memory_viz.memory(dumped, format_flamegraph=lambda lines: lines)
+    check("matmul_here" in text, "torch.cuda._memory_viz.memory names the allocating code: %s" % text[:300])
+del keep
 torch.cuda.memory._record_memory_history(enabled=None)
 check(torch.cuda.memory._snapshot()["device_traces"] == [[]], "_record_memory_history(enabled=None) stops it")
 
