@@ -1,4 +1,4 @@
-# run 120 (2026-12-04 ~17:12 UTC): every CPU test, the gpu label and the latency rounds on 605d575
+# run 120 (2026-12-04 ~17:10 UTC): every CPU test, the gpu label and the latency rounds on 605d575
 # (main at the start of the evening session: last session's final review changes, which had been
 # tested on the CPU only), the H200 of machine.txt. gpu label: 295 + 60 checks, the PyTorch
 # plug-in test 70, the streams test 6,002; the two-GPU test skipped (one GPU lent). Latency,

@@ -1,4 +1,4 @@
-# run 121 (2026-12-04 ~17:33 UTC), 823048b's tree before its test fix: the PyTorch plug-in test
+# run 121 (2026-12-04 ~17:23 UTC), 823048b's tree before its test fix: the PyTorch plug-in test
 # (73 of 74: the expected line of the calling statement was computed wrong) and
 # bench/history_cost.py under native, then vram.
 cmake -S . -B b -DCMAKE_BUILD_TYPE=Release && cmake --build b -j16 --target vram_torch
