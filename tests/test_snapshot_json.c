@@ -124,15 +124,21 @@ static void test_hand_built(void) {
     CHECK(json_valid("[1, -2.5e3, true, null, {\"x\": []}]", 34), "valid value accepted");
 }
 
-/* A live allocator with history on: its snapshot as JSON. */
-static void test_allocator(void) {
-    vram_device *dev;
-    vram_allocator *a;
+/* An allocator on the sim device with a history of 64 events. */
+static vram_allocator *with_history(vram_device **dev) {
+    vram_allocator *a = NULL;
     vram_alloc_config cfg;
     vram_alloc_config_default(&cfg);
     cfg.history_entries = 64;
-    CHECK_OK(vram_device_open("sim", &dev));
-    CHECK_OK(vram_allocator_new(dev, &cfg, &a));
+    CHECK_OK(vram_device_open("sim", dev));
+    CHECK_OK(vram_allocator_new(*dev, &cfg, &a));
+    return a;
+}
+
+/* A live allocator with history on: its snapshot as JSON. */
+static void test_allocator(void) {
+    vram_device *dev;
+    vram_allocator *a = with_history(&dev);
     void *p[8];
     for (int i = 0; i < 8; i++) CHECK_OK(vram_allocator_malloc(a, (size_t)(i + 1) << 18, 0, VRAM_TAG_ACTIVATION, &p[i]));
     for (int i = 0; i < 8; i += 2) CHECK_OK(vram_allocator_free(a, p[i]));
@@ -169,12 +175,7 @@ static void *other_thread(void *arg) {
 /* Each thread's context reaches the events its calls record, and only those. */
 static void test_contexts(void) {
     vram_device *dev;
-    vram_allocator *a;
-    vram_alloc_config cfg;
-    vram_alloc_config_default(&cfg);
-    cfg.history_entries = 64;
-    CHECK_OK(vram_device_open("sim", &dev));
-    CHECK_OK(vram_allocator_new(dev, &cfg, &a));
+    vram_allocator *a = with_history(&dev);
     CHECK(vram_context() == 0, "a thread starts with no context");
     vram_set_context(5);
     void *p = NULL, *q = NULL;
