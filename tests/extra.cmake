@@ -141,6 +141,12 @@ if(Python3_Interpreter_FOUND AND VRAM_CUDA_INCLUDE_DIR)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_torch_plugin_cpu.py
                    $<TARGET_FILE:vram_torch> $<TARGET_FILE:fake_cuda>)
   set_tests_properties(test_torch_plugin_cpu PROPERTIES SKIP_RETURN_CODE 77)
+  # the plug-in's out-of-memory path and its observer, from C++ (an OOM throws a C++ exception)
+  add_executable(torch_oom_observer ${CMAKE_CURRENT_SOURCE_DIR}/torch_oom_observer.cpp)
+  target_link_libraries(torch_oom_observer PRIVATE ${CMAKE_DL_LIBS})
+  add_dependencies(torch_oom_observer vram_torch fake_cuda)
+  add_test(NAME torch_oom_observer
+           COMMAND torch_oom_observer $<TARGET_FILE:vram_torch> $<TARGET_FILE:fake_cuda>)
   # the vram_torch package over the same library and fake driver, with a stand-in torch
   add_test(NAME test_vram_torch_cpu
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_cpu.py

@@ -1,8 +1,8 @@
 """test_torch_routes.py — vram_torch.torch_routes without PyTorch: on stand-in torch, torch.cuda
 and torch.cuda.memory modules, route() points every memory function that exists in both modules
 at vram_torch's (skipping names this "PyTorch" lacks), keeps the originals, runs once, builds
-memory_stats_as_nested_dict from the flat keys, routes _snapshot and _record_memory_history, and
-sends Tensor.record_stream of CUDA tensors to vram (others to the original). The real thing runs on the GPU in tests/gpu/test_torch_plugin.py."""
+memory_stats_as_nested_dict from the flat keys, routes _snapshot, _record_memory_history and
+torch._C._cuda_attach_out_of_memory_observer, and sends Tensor.record_stream of CUDA tensors to vram (others to the original). The real thing runs on the GPU in tests/gpu/test_torch_plugin.py."""
 import os
 import sys
 import types
@@ -31,6 +31,7 @@ memory._snapshot = torch_says("_snapshot")
 memory._record_memory_history = torch_says("_record_memory_history")
 cuda.memory = memory
 torch.cuda = cuda
+torch._C = types.SimpleNamespace(_cuda_attach_out_of_memory_observer=torch_says("_cuda_attach_out_of_memory_observer"))
 
 
 class Tensor:
@@ -57,6 +58,7 @@ vt = types.SimpleNamespace(
     empty_cache=lambda device=None: calls.append(("empty_cache", device)),
     set_per_process_memory_fraction=lambda fraction, device=None: calls.append(("fraction", fraction)),
     record_stream=lambda tensor, stream: calls.append(("vram", stream)),
+    attach_out_of_memory_observer=lambda fn: calls.append(("oom observer", fn)),
     record_memory_history=lambda enabled, max_entries, device=None, context="all", stacks="python":
         calls.append(("history", enabled, max_entries, context, stacks)))
 
@@ -84,6 +86,9 @@ memory._record_memory_history(context="alloc", stacks="python")
 check(calls == [("history", "all", 1000, "all", "all"), ("history", None, sys.maxsize, "all", "all"),
                 ("history", "all", sys.maxsize, "all", "all"), ("history", "all", sys.maxsize, "alloc", "python")],
       "_record_memory_history goes to vram's history, with its context and stacks: %s" % calls)
+calls.clear()
+torch._C._cuda_attach_out_of_memory_observer(print)
+check(calls == [("oom observer", print)], "torch._C._cuda_attach_out_of_memory_observer goes to vram: %s" % calls)
 calls.clear()
 Tensor(True).record_stream("s1")
 Tensor(False).record_stream("s2")

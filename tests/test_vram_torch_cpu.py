@@ -316,6 +316,29 @@ torch.cuda.memory._record_memory_history(max_entries=100)
 check(frames_of(torch.cuda.memory._snapshot(), p)[0] == [], "a block allocated while stacks were off has no frames")
 free_here(p, 2 << 20)
 torch.cuda.memory._record_memory_history(enabled=None)
+# Out-of-memory observers (torch._C._cuda_attach_out_of_memory_observer under vram): the plug-in
+# calls one trampoline (tests/torch_oom_observer.cpp checks that call from C++), which calls every
+# observer in turn; one that raises is reported and the others still run.
+seen_oom = []
+vram_torch.attach_out_of_memory_observer(lambda *args: seen_oom.append(("first",) + args))
+vram_torch.attach_out_of_memory_observer(lambda *args: 1 / 0)
+vram_torch.attach_out_of_memory_observer(lambda *args: seen_oom.append(("third",) + args))
+import contextlib  # noqa: E402
+import io  # noqa: E402
+err = io.StringIO()
+with contextlib.redirect_stderr(err):
+    vram_torch._OOM_OBSERVER(vram_torch._observe_oom)(0, 400 << 20, 256 << 20, 900 << 20)  # as the plug-in calls it
+check(seen_oom == [("first", 0, 400 << 20, 256 << 20, 900 << 20), ("third", 0, 400 << 20, 256 << 20, 900 << 20)],
+      "every observer called with (device, alloc, device_total, device_free): %s" % seen_oom)
+check("ZeroDivisionError" in err.getvalue() and "observer raised" in err.getvalue(), "the raising one reported: %r"
+      % err.getvalue()[-200:])
+check(vram_torch._oom_trampoline is not None, "the plug-in has the trampoline")
+try:
+    vram_torch.attach_out_of_memory_observer("not callable")
+    check(False, "a non-callable observer must fail")
+except TypeError as e:
+    check("callable" in str(e), "non-callable observer: %s" % e)
+del vram_torch._oom_observers[:]
 for bad in (dict(context="everything"), dict(stacks="cpp")):
     try:
         vram_torch.record_memory_history(**bad)

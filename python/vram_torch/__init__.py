@@ -30,8 +30,13 @@ __all__ = [
     "max_memory_allocated", "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
     "reset_accumulated_memory_stats", "empty_cache", "snapshot", "record_stream",
     "set_per_process_memory_fraction", "oom_report", "record_memory_history", "history_count",
+    "attach_out_of_memory_observer",
 ]
 _HISTORY_MAX = 1 << 24  # VRAM_HISTORY_MAX (vram/config.h)
+# The plug-in's out-of-memory observer: (device, bytes asked, the allocator's limit, bytes free).
+_OOM_OBSERVER = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_longlong)
+_oom_observers = []
+_oom_trampoline = None  # kept alive while the plug-in may call it
 
 _lib = None
 _enabled = False
@@ -84,6 +89,7 @@ def _load():
                                            ctypes.POINTER(ctypes.c_uint)]),
         "vram_torch_stacks_json": (c_void_p, [ctypes.POINTER(ctypes.c_uint), ctypes.c_size_t]),
         "vram_torch_stacks_count": (ctypes.c_longlong, [ctypes.POINTER(ctypes.c_ulonglong)]),
+        "vram_torch_set_oom_observer": (None, [_OOM_OBSERVER]),
         "vram_torch_graph_pool": (c_int, [c_int, ctypes.c_ulonglong, ctypes.c_ulonglong, c_int]),
         "vram_torch_graph_pool_stream": (c_int, [c_int, ctypes.c_ulonglong, ctypes.c_ulonglong, c_int, c_void_p]),
         "vram_torch_graph_pool_live_equal": (c_int, [ctypes.c_ulonglong, ctypes.c_ulonglong, c_int,
@@ -383,6 +389,32 @@ def history_count(device=None):
     the last min(count, max_entries) of them, so a count taken earlier marks a place in them."""
     _require_enabled("history_count")
     return int(_load().vram_torch_history_count(_device(device)))
+
+
+def attach_out_of_memory_observer(observer):
+    """torch._C._cuda_attach_out_of_memory_observer under vram (PyTorch's raises under any
+    pluggable allocator): observer(device, alloc, device_total, device_free) is called when vram
+    runs out of memory, before torch.OutOfMemoryError is raised, with the bytes asked, the memory
+    vram may use on the device (its limit: the device's, or the memory fraction's) and the bytes
+    free there; e.g. to dump a snapshot of the moment (torch.cuda.memory._dump_snapshot).
+    Observers add up; an exception in one is printed and the others still run."""
+    global _oom_trampoline
+    if not callable(observer):
+        raise TypeError("attach_out_of_memory_observer: expected a callable, not %s" % type(observer).__name__)
+    _oom_observers.append(observer)
+    if _oom_trampoline is None:
+        _oom_trampoline = _OOM_OBSERVER(_observe_oom)
+        _load().vram_torch_set_oom_observer(_oom_trampoline)
+
+
+def _observe_oom(device, alloc, device_total, device_free):
+    for observer in list(_oom_observers):
+        try:
+            observer(device, alloc, device_total, device_free)
+        except Exception:  # the plug-in's C++ caller cannot take a Python exception
+            import traceback
+            sys.stderr.write("vram_torch: an out-of-memory observer raised:\n")
+            traceback.print_exc()
 
 
 def oom_report(device=None):

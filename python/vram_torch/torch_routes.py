@@ -6,8 +6,9 @@ and Tensor.record_stream() do nothing. A script that logs its peak memory or emp
 would then fail or silently lose the effect under vram. route(torch, vram_torch), which
 vram_torch.enable() calls, replaces those functions (in torch.cuda and torch.cuda.memory),
 torch.cuda.memory's _snapshot and _record_memory_history (so that _dump_snapshot writes vram's
-state and recent events for PyTorch's memory visualizer) and Tensor.record_stream with
-vram_torch's, keeping the originals in ORIGINALS.
+state and recent events for PyTorch's memory visualizer), torch._C's
+_cuda_attach_out_of_memory_observer (the usual way to dump a snapshot at an out-of-memory) and
+Tensor.record_stream with vram_torch's, keeping the originals in ORIGINALS.
 
 _routes() maps each torch.cuda name to a function of vram_torch (or a small adapter here); names
 a PyTorch version lacks are skipped.
@@ -77,6 +78,10 @@ def route(torch, vt):
         if hasattr(tcm, name):
             ORIGINALS[(tcm.__name__, name)] = getattr(tcm, name)
             setattr(tcm, name, fn)
+    c_module = getattr(torch, "_C", None)  # OOM observers: PyTorch's raises under a pluggable allocator
+    if c_module is not None and hasattr(c_module, "_cuda_attach_out_of_memory_observer"):
+        ORIGINALS[("torch._C", "_cuda_attach_out_of_memory_observer")] = c_module._cuda_attach_out_of_memory_observer
+        c_module._cuda_attach_out_of_memory_observer = vt.attach_out_of_memory_observer
     original_record_stream = torch.Tensor.record_stream
     ORIGINALS[("torch.Tensor", "record_stream")] = original_record_stream
 

@@ -78,6 +78,9 @@ std::mutex g_mutex;                /* creation of allocators, oom_report strings
 /* Python stacks kept for snapshots (vram_torch_set_stacks): 0 none, 1 the live blocks' ("state"),
  * 2 those and allocation events' ("alloc"), 3 frees' events' too ("all"). */
 std::atomic<int> g_stacks{0};
+/* torch._C._cuda_attach_out_of_memory_observer under vram (vram_torch_set_oom_observer). */
+typedef void (*OomObserver)(int device, long long alloc, long long device_limit, long long device_free);
+std::atomic<OomObserver> g_oom_observer{nullptr};
 thread_local std::string g_error;  /* per thread, as vram_last_error: a caller reads its own */
 
 void set_error(const std::string &msg) { g_error = msg; }
@@ -236,8 +239,21 @@ VRAM_TORCH_API void *vram_torch_alloc(ssize_t size, int device, void *stream) {
     }
     fprintf(stderr, "%s\n", msg.c_str());
     set_error(msg);
+    OomObserver observer = g_oom_observer.load();
+    if (st == VRAM_ERR_OUT_OF_MEMORY && observer) {
+        /* as PyTorch's allocator calls its observers: device, bytes asked, the memory the
+         * allocator may use (its limit), bytes free on the device; no lock is held */
+        size_t dfree = 0, dtotal = 0;
+        vram_device *dev = g_slots[device].dev;
+        if (dev->ops->mem_info) dev->ops->mem_info(dev, &dfree, &dtotal);
+        observer(device, (long long)size, (long long)vram_allocator_limit(a), (long long)dfree);
+    }
     throw_oom(msg);
 }
+
+/* Calls `observer` on every out-of-memory from now on (NULL: none), before the error is thrown;
+ * vram_torch's attach_out_of_memory_observer gives it a trampoline to the Python observers. */
+VRAM_TORCH_API void vram_torch_set_oom_observer(OomObserver observer) { g_oom_observer.store(observer); }
 
 VRAM_TORCH_API void vram_torch_free(void *ptr, ssize_t size, int device, void *stream) {
     (void)size;

@@ -137,9 +137,21 @@ try:
 except RuntimeError as e:
     check(False, "snapshot unavailable: %s" % e)
 
-# Out of memory: a limit, a torch.OutOfMemoryError, and recovery.
+# Out of memory: a limit, a torch.OutOfMemoryError, and recovery; an observer attached as
+# PyTorch's docs show (torch._C._cuda_attach_out_of_memory_observer, which raises under any other
+# pluggable allocator) dumps a snapshot of the moment, with the history's events and stacks.
 vram_torch.set_per_process_memory_fraction(0.05)
 cap = torch.cuda.get_device_properties(0).total_memory
+oom_seen, oom_dump = [], os.path.join(tempfile.mkdtemp(), "oom.pickle")
+
+
+def oom_observer(device, alloc, device_total, device_free):
+    oom_seen.append((device, alloc, device_total, device_free))
+    torch.cuda.memory._dump_snapshot(oom_dump)
+
+
+torch._C._cuda_attach_out_of_memory_observer(oom_observer)
+torch.cuda.memory._record_memory_history(max_entries=1000)
 try:
     big = torch.empty(int(cap * 0.2), dtype=torch.uint8, device="cuda")
     check(False, "an allocation above the fraction must fail")
@@ -149,6 +161,18 @@ except torch.OutOfMemoryError as e:
 except RuntimeError as e:
     check(False, "OOM came as RuntimeError, not torch.OutOfMemoryError: %s" % str(e)[:300])
 check(len(vram_torch.oom_report()) > 0, "oom_report kept")
+torch.cuda.memory._record_memory_history(enabled=None)
+check(len(oom_seen) == 1 and oom_seen[0][:2] == (0, int(cap * 0.2)) and 0 < oom_seen[0][2] <= cap * 0.05 + 2**21
+      and 0 < oom_seen[0][3] <= cap, "the OOM observer called once with (device, alloc, limit, free): %s" % oom_seen)
+if os.path.exists(oom_dump):
+    with open(oom_dump, "rb") as f:
+        import pickle
+        at_oom = pickle.load(f)
+    ooms = [e for e in at_oom["device_traces"][0] if e["action"] == "oom"]
+    check(ooms and ooms[-1]["size"] >= int(cap * 0.2) and any(fr["name"] == "<module>" for fr in ooms[-1]["frames"]),
+          "the snapshot dumped at the OOM has its event, with the Python stack: %s" % (ooms[-1:] or None))
+else:
+    check(False, "the observer's _dump_snapshot wrote nothing")
 ok = torch.ones(1000, device="cuda")
 check(float(ok.sum()) == 1000.0, "allocation after OOM works")
 vram_torch.set_per_process_memory_fraction(1.0)
