@@ -141,12 +141,17 @@ if(Python3_Interpreter_FOUND AND VRAM_CUDA_INCLUDE_DIR)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_torch_plugin_cpu.py
                    $<TARGET_FILE:vram_torch> $<TARGET_FILE:fake_cuda>)
   set_tests_properties(test_torch_plugin_cpu PROPERTIES SKIP_RETURN_CODE 77)
-  # the plug-in's out-of-memory path and its observer, from C++ (an OOM throws a C++ exception)
-  add_executable(torch_oom_observer ${CMAKE_CURRENT_SOURCE_DIR}/torch_oom_observer.cpp)
-  target_link_libraries(torch_oom_observer PRIVATE ${CMAKE_DL_LIBS})
-  add_dependencies(torch_oom_observer vram_torch fake_cuda)
-  add_test(NAME torch_oom_observer
-           COMMAND torch_oom_observer $<TARGET_FILE:vram_torch> $<TARGET_FILE:fake_cuda>)
+  # the plug-in's hooks into PyTorch's C++ (its out-of-memory path and observer, the profiler's
+  # memory reports through a stand-in libc10.so), from C++: an OOM throws a C++ exception
+  add_library(fake_c10 SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fakes/fake_c10.cpp)
+  set_target_properties(fake_c10 PROPERTIES OUTPUT_NAME c10 CXX_VISIBILITY_PRESET hidden
+                        LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fakes/c10)
+  add_executable(torch_plugin_hooks ${CMAKE_CURRENT_SOURCE_DIR}/torch_plugin_hooks.cpp)
+  target_link_libraries(torch_plugin_hooks PRIVATE ${CMAKE_DL_LIBS})
+  add_dependencies(torch_plugin_hooks vram_torch fake_cuda fake_c10)
+  add_test(NAME torch_plugin_hooks
+           COMMAND torch_plugin_hooks $<TARGET_FILE:vram_torch> $<TARGET_FILE:fake_cuda>
+                   $<TARGET_FILE_DIR:fake_c10>)
   # the vram_torch package over the same library and fake driver, with a stand-in torch
   add_test(NAME test_vram_torch_cpu
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_cpu.py

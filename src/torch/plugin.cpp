@@ -138,6 +138,33 @@ struct C10Oom {
     bool ready = false;
 } g_c10;
 
+/* c10's memory profiling hooks, resolved with the OOM symbols (vram_torch_use_c10). c10::Device
+ * is two int8_t (a DeviceType, 1 for CUDA, and an index), trivially copyable: passed by value
+ * as this struct is. */
+struct C10Device {
+    int8_t type, index;
+};
+typedef bool (*ProfilingEnabledFn)();
+typedef void (*ReportUsageFn)(void *ptr, int64_t alloc_size, size_t total_allocated, size_t total_reserved,
+                              C10Device device);
+struct C10Profiler {
+    std::atomic<ProfilingEnabledFn> enabled{nullptr};
+    std::atomic<ReportUsageFn> report{nullptr};
+} g_profiler;
+
+/* Tells PyTorch's profiler (when it records memory: profile_memory=True) that `bytes` were
+ * allocated (or, negative, freed) at ptr, with the device's allocated and reserved totals after,
+ * as PyTorch's own allocator reports each block. */
+void report_to_profiler(vram_allocator *a, int device, void *ptr, int64_t bytes) {
+    ProfilingEnabledFn enabled = g_profiler.enabled.load(std::memory_order_relaxed);
+    ReportUsageFn report = g_profiler.report.load(std::memory_order_relaxed);
+    if (!enabled || !report || !enabled()) return;
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    report(ptr, bytes, (size_t)st.allocated_bytes[VRAM_POOL_ALL].current, (size_t)st.reserved_bytes[VRAM_POOL_ALL].current,
+           C10Device{1, (int8_t)device});
+}
+
 void destroy_thrown(void *obj) {
     /* The complete-object destructor is the first virtual slot of a std::exception subclass. */
     typedef void (*Dtor)(void *);
@@ -188,6 +215,11 @@ VRAM_TORCH_API int vram_torch_use_c10(const char *torch_lib_dir) {
     if (!ctor) ctor = find("_ZN3c105ErrorC1ENS_14SourceLocationENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE");
     void *vtable = find("_ZTVN3c1016OutOfMemoryErrorE");
     void *type = find("_ZTIN3c1016OutOfMemoryErrorE");
+    /* the profiler's memory events (profile_memory=True), which PyTorch's pluggable allocator
+     * never reports: c10::memoryProfilingEnabled() and c10::reportMemoryUsageToProfiler(void *,
+     * int64_t, size_t, size_t, c10::Device) */
+    g_profiler.enabled.store(reinterpret_cast<ProfilingEnabledFn>(find("_ZN3c1022memoryProfilingEnabledEv")));
+    g_profiler.report.store(reinterpret_cast<ReportUsageFn>(find("_ZN3c1027reportMemoryUsageToProfilerEPvlmmNS_6DeviceE")));
     for (void *h : handles)
         if (h) dlclose(h); /* RTLD_NOLOAD handles only add a reference; PyTorch keeps them loaded */
     if (!ctor || !vtable || !type) {
@@ -222,6 +254,7 @@ VRAM_TORCH_API void *vram_torch_alloc(ssize_t size, int device, void *stream) {
     }
     if (st == VRAM_OK) {
         if (stack) py_stacks::block_set((uint64_t)(uintptr_t)p, stack);
+        report_to_profiler(a, device, p, (int64_t)size);
         return p;
     }
     std::string msg;
@@ -256,14 +289,15 @@ VRAM_TORCH_API void *vram_torch_alloc(ssize_t size, int device, void *stream) {
 VRAM_TORCH_API void vram_torch_set_oom_observer(OomObserver observer) { g_oom_observer.store(observer); }
 
 VRAM_TORCH_API void vram_torch_free(void *ptr, ssize_t size, int device, void *stream) {
-    (void)size;
     (void)stream; /* the allocator knows the block's stream */
     if (!ptr) return; /* what a request for no bytes returned */
     vram_allocator *a = get_allocator(device, false);
     int stacks = g_stacks.load(std::memory_order_relaxed);
     if (stacks) py_stacks::block_drop((uint64_t)(uintptr_t)ptr);
     ContextScope scope(stacks >= 3 ? py_stacks::gather() : vram_context());
-    if (!a || vram_allocator_free(a, ptr) != VRAM_OK) {
+    if (a && vram_allocator_free(a, ptr) == VRAM_OK) {
+        if (size > 0) report_to_profiler(a, device, ptr, -(int64_t)size); /* (0: a block vram_torch recreated) */
+    } else {
         /* A free PyTorch believes is ours but vram does not know: a bug somewhere; say it, do
          * not throw from a deleter. */
         fprintf(stderr, "vram: free of unknown pointer %p on cuda:%d: %s\n", ptr, device, vram_last_error());

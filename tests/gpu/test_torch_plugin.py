@@ -137,6 +137,19 @@ try:
 except RuntimeError as e:
     check(False, "snapshot unavailable: %s" % e)
 
+# torch.profiler's memory columns (profile_memory=True), which no pluggable allocator feeds: vram
+# reports each allocation and free to c10's profiler hooks, as PyTorch's own allocator does.
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    t = torch.empty(8 * 2**20, dtype=torch.uint8, device="cuda")
+    del t
+empties = [e for e in prof.key_averages() if e.key == "aten::empty"]
+usage = lambda e: getattr(e, "self_device_memory_usage", getattr(e, "self_cuda_memory_usage", 0))
+check(empties and sum(usage(e) for e in empties) == 8 * 2**20,
+      "the profiler sees aten::empty allocate 8 MiB of device memory: %s" % [usage(e) for e in empties])
+frees = [e for e in prof.events() if e.name == "[memory]" and usage(e) == -8 * 2**20]
+check(len(frees) == 1, "and the free, as a [memory] event of -8 MiB: %d" % len(frees))
+
 # Out of memory: a limit, a torch.OutOfMemoryError, and recovery; an observer attached as
 # PyTorch's docs show (torch._C._cuda_attach_out_of_memory_observer, which raises under any other
 # pluggable allocator) dumps a snapshot of the moment, with the history's events and stacks.

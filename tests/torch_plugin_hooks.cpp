@@ -1,0 +1,166 @@
+/* torch_plugin_hooks.cpp — what PyTorch's C++ gets from libvram_torch.so beyond alloc/free,
+ * without PyTorch or a GPU: out-of-memory and the profiler's memory reports.
+ *
+ * The plug-in is loaded over the fake driver (tests/fakes/fake_cuda.c, 1 GiB) and driven as
+ * PyTorch's CUDAPluggableAllocator drives it.
+ *   - Out of memory: a request beyond the memory fraction's limit calls the observer set with
+ *     vram_torch_set_oom_observer once, with (device, bytes asked, the limit, bytes free on the
+ *     device), before the error is thrown (a std::runtime_error here: the stand-in c10 has no
+ *     OutOfMemoryError), the report is kept for vram_torch_oom_report, and the allocator serves
+ *     what fits afterwards. Without an observer, nothing is called.
+ *   - Profiler: with a stand-in libc10.so loaded (tests/fakes/fake_c10.cpp) and given to
+ *     vram_torch_use_c10, each allocation and free is reported to
+ *     c10::reportMemoryUsageToProfiler (+bytes / -bytes, the device's allocated and reserved
+ *     totals, the CUDA device) while c10::memoryProfilingEnabled() says so, and not otherwise.
+ * (The Python side, torch._C._cuda_attach_out_of_memory_observer through vram_torch and
+ * torch.profiler's memory columns, runs on the GPU: tests/gpu/test_torch_plugin.py.)
+ *
+ * Usage: torch_plugin_hooks LIBVRAM_TORCH FAKE_LIBCUDA FAKE_LIBC10_DIR
+ */
+#include <dlfcn.h>
+#include <sys/types.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace {
+
+int passed, failed;
+
+const char *dlerror_or(void *handle) {
+    const char *e = handle ? nullptr : dlerror();
+    return e ? e : "";
+}
+
+void check(bool ok, const std::string &what) {
+    if (ok) {
+        passed++;
+    } else {
+        failed++;
+        fprintf(stderr, "FAIL: %s\n", what.c_str());
+    }
+}
+
+struct Seen {
+    int calls = 0;
+    int device = -1;
+    long long alloc = 0, limit = 0, free = 0;
+} seen;
+
+void observer(int device, long long alloc, long long limit, long long free) {
+    seen.calls++;
+    seen.device = device;
+    seen.alloc = alloc;
+    seen.limit = limit;
+    seen.free = free;
+}
+
+typedef void *(*AllocFn)(ssize_t, int, void *);
+typedef void (*FreeFn)(void *, ssize_t, int, void *);
+typedef void (*ObserverFn)(int, long long, long long, long long);
+
+/* The profiler's reports, through the stand-in libc10.so in c10_dir. */
+void profiler_reports(void *lib, const char *c10_dir, AllocFn alloc, FreeFn release) {
+    std::string path = std::string(c10_dir) + "/libc10.so";
+    void *c10 = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    auto use_c10 = reinterpret_cast<int (*)(const char *)>(dlsym(lib, "vram_torch_use_c10"));
+    auto set_profiling = c10 ? reinterpret_cast<void (*)(int)>(dlsym(c10, "fake_c10_set_profiling")) : nullptr;
+    auto nreports = c10 ? reinterpret_cast<size_t (*)()>(dlsym(c10, "fake_c10_reports")) : nullptr;
+    auto report = c10 ? reinterpret_cast<int (*)(size_t, void **, int64_t *, size_t *, size_t *, int *, int *)>(
+                            dlsym(c10, "fake_c10_report"))
+                      : nullptr;
+    check(c10 && use_c10 && set_profiling && nreports && report, std::string("the stand-in c10: ") + dlerror_or(c10));
+    if (!c10 || !use_c10 || !set_profiling || !nreports || !report) return;
+    check(use_c10(c10_dir) == 0, "no OutOfMemoryError in the stand-in: use_c10 says so (the hooks are found anyway)");
+    const long long MiB = 1 << 20;
+    void *quiet = alloc(3 * MiB, 0, nullptr);
+    release(quiet, 3 * MiB, 0, nullptr);
+    check(nreports() == 0, "not profiling: no reports");
+    set_profiling(1);
+    void *p = alloc(5 * MiB, 0, nullptr);
+    void *q = alloc(7 * MiB, 0, nullptr);
+    release(p, 5 * MiB, 0, nullptr);
+    set_profiling(0);
+    release(q, 7 * MiB, 0, nullptr);
+    check(nreports() == 3, "profiling: two allocations and a free reported, the free after it not: " +
+                               std::to_string(nreports()));
+    const long long want[3] = {5 * MiB, 7 * MiB, -5 * MiB};
+    void *const ptrs[3] = {p, q, p};
+    for (size_t i = 0; i < 3 && i < nreports(); i++) {
+        void *ptr;
+        int64_t bytes;
+        size_t allocated, reserved;
+        int type, index;
+        report(i, &ptr, &bytes, &allocated, &reserved, &type, &index);
+        check(ptr == ptrs[i] && bytes == want[i] && type == 1 && index == 0,
+              "report " + std::to_string(i) + ": " + std::to_string(bytes) + " bytes on device type " +
+                  std::to_string(type) + ":" + std::to_string(index));
+        /* the totals after it: 100 MiB kept by the first part, then these */
+        long long after = 100 * MiB + (i == 0 ? 5 * MiB : i == 1 ? 12 * MiB : 7 * MiB);
+        check((long long)allocated == after && reserved >= allocated,
+              "report " + std::to_string(i) + ": allocated " + std::to_string(allocated) + " (want " +
+                  std::to_string(after) + "), reserved " + std::to_string(reserved));
+    }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: torch_plugin_hooks LIBVRAM_TORCH FAKE_LIBCUDA FAKE_LIBC10_DIR\n");
+        return 2;
+    }
+    setenv("VRAM_LIBCUDA", argv[2], 1);
+    setenv("FAKE_CUDA_MEMORY", "1073741824", 1);
+    setenv("VRAM_ALLOC_CONF", "", 1);
+    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        fprintf(stderr, "cannot load %s: %s\n", argv[1], dlerror());
+        return 1;
+    }
+    auto alloc = reinterpret_cast<AllocFn>(dlsym(lib, "vram_torch_alloc"));
+    auto release = reinterpret_cast<FreeFn>(dlsym(lib, "vram_torch_free"));
+    auto set_observer = reinterpret_cast<void (*)(ObserverFn)>(dlsym(lib, "vram_torch_set_oom_observer"));
+    auto set_fraction = reinterpret_cast<int (*)(double, int)>(dlsym(lib, "vram_torch_set_memory_fraction"));
+    auto oom_report = reinterpret_cast<const char *(*)(int)>(dlsym(lib, "vram_torch_oom_report"));
+    if (!alloc || !release || !set_observer || !set_fraction || !oom_report) {
+        fprintf(stderr, "a vram_torch_* function is missing from %s\n", argv[1]);
+        return 1;
+    }
+    const long long MiB = 1 << 20;
+    check(set_fraction(0.25, 0) == 0, "a memory fraction of 1/4: a limit of 256 MiB");
+    set_observer(observer);
+    void *kept = alloc(100 * MiB, 0, nullptr);
+    check(kept != nullptr && seen.calls == 0, "100 MiB fit; no observer call");
+
+    auto too_much = [&](long long bytes) {
+        try {
+            void *p = alloc(bytes, 0, nullptr);
+            release(p, bytes, 0, nullptr);
+            return std::string();
+        } catch (const std::exception &e) {
+            return std::string(e.what());
+        }
+    };
+    std::string error = too_much(400 * MiB);
+    check(error.find("out of memory") != std::string::npos, "400 MiB over the limit throws: " + error.substr(0, 120));
+    check(seen.calls == 1 && seen.device == 0 && seen.alloc == 400 * MiB && seen.limit == 256 * MiB,
+          "the observer saw (device, bytes asked, limit) = (" + std::to_string(seen.device) + ", " +
+              std::to_string(seen.alloc) + ", " + std::to_string(seen.limit) + "), once: " + std::to_string(seen.calls));
+    check(seen.free > 0 && seen.free <= 1024 * MiB, "and the device's free bytes: " + std::to_string(seen.free));
+    check(strstr(oom_report(0), "400.00 MiB") != nullptr, std::string("the report is kept: ") + oom_report(0));
+
+    void *fits = alloc(150 * MiB, 0, nullptr);
+    check(fits != nullptr && seen.calls == 1, "after it, 150 MiB more fit under the limit");
+    release(fits, 150 * MiB, 0, nullptr);
+    set_observer(nullptr);
+    error = too_much(400 * MiB);
+    check(!error.empty() && seen.calls == 1, "no observer set: the error, and nobody called");
+    profiler_reports(lib, argv[3], alloc, release);
+    release(kept, 100 * MiB, 0, nullptr);
+    printf("torch_plugin_hooks: %d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
