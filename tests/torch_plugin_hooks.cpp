@@ -11,7 +11,8 @@
  *   - Profiler: with a stand-in libc10.so loaded (tests/fakes/fake_c10.cpp) and given to
  *     vram_torch_use_c10, each allocation and free is reported to
  *     c10::reportMemoryUsageToProfiler (+bytes / -bytes, the device's allocated and reserved
- *     totals, the CUDA device) while c10::memoryProfilingEnabled() says so, and not otherwise.
+ *     totals, the CUDA device) while c10::memoryProfilingEnabled() says so, and not otherwise;
+ *     an out-of-memory to c10::reportOutOfMemoryToProfiler.
  * (The Python side, torch._C._cuda_attach_out_of_memory_observer through vram_torch and
  * torch.profiler's memory columns, runs on the GPU: tests/gpu/test_torch_plugin.py.)
  *
@@ -83,6 +84,14 @@ void profiler_reports(void *lib, const char *c10_dir, AllocFn alloc, FreeFn rele
     void *p = alloc(5 * MiB, 0, nullptr);
     void *q = alloc(7 * MiB, 0, nullptr);
     release(p, 5 * MiB, 0, nullptr);
+    auto ooms = reinterpret_cast<int64_t (*)(int64_t *)>(dlsym(c10, "fake_c10_ooms"));
+    int64_t oom_bytes = 0;
+    try {
+        alloc(400 * MiB, 0, nullptr); /* over the limit of 256 MiB set above */
+    } catch (const std::exception &) {
+    }
+    check(ooms && ooms(&oom_bytes) == 1 && oom_bytes == 400 * MiB,
+          "the out-of-memory reported to the profiler once: " + std::to_string(oom_bytes));
     set_profiling(0);
     release(q, 7 * MiB, 0, nullptr);
     check(nreports() == 3, "profiling: two allocations and a free reported, the free after it not: " +

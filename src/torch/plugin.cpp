@@ -147,9 +147,11 @@ struct C10Device {
 typedef bool (*ProfilingEnabledFn)();
 typedef void (*ReportUsageFn)(void *ptr, int64_t alloc_size, size_t total_allocated, size_t total_reserved,
                               C10Device device);
+typedef void (*ReportOomFn)(int64_t alloc_size, size_t total_allocated, size_t total_reserved, C10Device device);
 struct C10Profiler {
     std::atomic<ProfilingEnabledFn> enabled{nullptr};
     std::atomic<ReportUsageFn> report{nullptr};
+    std::atomic<ReportOomFn> report_oom{nullptr};
 } g_profiler;
 
 /* Tells PyTorch's profiler (when it records memory: profile_memory=True) that `bytes` were
@@ -162,6 +164,17 @@ void report_to_profiler(vram_allocator *a, int device, void *ptr, int64_t bytes)
     vram_stats st;
     vram_allocator_get_stats(a, &st);
     report(ptr, bytes, (size_t)st.allocated_bytes[VRAM_POOL_ALL].current, (size_t)st.reserved_bytes[VRAM_POOL_ALL].current,
+           C10Device{1, (int8_t)device});
+}
+
+/* The same for an out-of-memory of `bytes` (the profiler's OOM event). */
+void report_oom_to_profiler(vram_allocator *a, int device, int64_t bytes) {
+    ProfilingEnabledFn enabled = g_profiler.enabled.load(std::memory_order_relaxed);
+    ReportOomFn report = g_profiler.report_oom.load(std::memory_order_relaxed);
+    if (!enabled || !report || !enabled()) return;
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    report(bytes, (size_t)st.allocated_bytes[VRAM_POOL_ALL].current, (size_t)st.reserved_bytes[VRAM_POOL_ALL].current,
            C10Device{1, (int8_t)device});
 }
 
@@ -216,10 +229,12 @@ VRAM_TORCH_API int vram_torch_use_c10(const char *torch_lib_dir) {
     void *vtable = find("_ZTVN3c1016OutOfMemoryErrorE");
     void *type = find("_ZTIN3c1016OutOfMemoryErrorE");
     /* the profiler's memory events (profile_memory=True), which PyTorch's pluggable allocator
-     * never reports: c10::memoryProfilingEnabled() and c10::reportMemoryUsageToProfiler(void *,
-     * int64_t, size_t, size_t, c10::Device) */
+     * never reports: c10::memoryProfilingEnabled(), c10::reportMemoryUsageToProfiler(void *,
+     * int64_t, size_t, size_t, c10::Device) and c10::reportOutOfMemoryToProfiler(int64_t, size_t,
+     * size_t, c10::Device) */
     g_profiler.enabled.store(reinterpret_cast<ProfilingEnabledFn>(find("_ZN3c1022memoryProfilingEnabledEv")));
     g_profiler.report.store(reinterpret_cast<ReportUsageFn>(find("_ZN3c1027reportMemoryUsageToProfilerEPvlmmNS_6DeviceE")));
+    g_profiler.report_oom.store(reinterpret_cast<ReportOomFn>(find("_ZN3c1027reportOutOfMemoryToProfilerElmmNS_6DeviceE")));
     for (void *h : handles)
         if (h) dlclose(h); /* RTLD_NOLOAD handles only add a reference; PyTorch keeps them loaded */
     if (!ctor || !vtable || !type) {
@@ -246,9 +261,12 @@ VRAM_TORCH_API void *vram_torch_alloc(ssize_t size, int device, void *stream) {
     if (!a) throw_oom(g_error);
     void *p = nullptr;
     int stacks = g_stacks.load(std::memory_order_relaxed);
-    uint32_t stack = stacks ? py_stacks::gather() : 0;
+    uint32_t stack = 0;
     vram_status st;
-    {
+    if (__builtin_expect(stacks == 0, 1)) { /* the common case touches no context */
+        st = vram_allocator_malloc(a, (size_t)size, (vram_stream)stream, VRAM_TAG_OTHER, &p);
+    } else {
+        stack = py_stacks::gather();
         ContextScope scope(stacks >= 2 ? stack : vram_context());
         st = vram_allocator_malloc(a, (size_t)size, (vram_stream)stream, VRAM_TAG_OTHER, &p);
     }
@@ -272,6 +290,7 @@ VRAM_TORCH_API void *vram_torch_alloc(ssize_t size, int device, void *stream) {
     }
     fprintf(stderr, "%s\n", msg.c_str());
     set_error(msg);
+    if (st == VRAM_ERR_OUT_OF_MEMORY) report_oom_to_profiler(a, device, (int64_t)size);
     OomObserver observer = g_oom_observer.load();
     if (st == VRAM_ERR_OUT_OF_MEMORY && observer) {
         /* as PyTorch's allocator calls its observers: device, bytes asked, the memory the
@@ -293,9 +312,15 @@ VRAM_TORCH_API void vram_torch_free(void *ptr, ssize_t size, int device, void *s
     if (!ptr) return; /* what a request for no bytes returned */
     vram_allocator *a = get_allocator(device, false);
     int stacks = g_stacks.load(std::memory_order_relaxed);
-    if (stacks) py_stacks::block_drop((uint64_t)(uintptr_t)ptr);
-    ContextScope scope(stacks >= 3 ? py_stacks::gather() : vram_context());
-    if (a && vram_allocator_free(a, ptr) == VRAM_OK) {
+    vram_status st;
+    if (__builtin_expect(stacks == 0, 1)) {
+        st = a ? vram_allocator_free(a, ptr) : VRAM_ERR_NOT_FOUND;
+    } else {
+        py_stacks::block_drop((uint64_t)(uintptr_t)ptr);
+        ContextScope scope(stacks >= 3 ? py_stacks::gather() : vram_context());
+        st = a ? vram_allocator_free(a, ptr) : VRAM_ERR_NOT_FOUND;
+    }
+    if (st == VRAM_OK) {
         if (size > 0) report_to_profiler(a, device, ptr, -(int64_t)size); /* (0: a block vram_torch recreated) */
     } else {
         /* A free PyTorch believes is ours but vram does not know: a bug somewhere; say it, do
