@@ -35,6 +35,12 @@
  * calling thread's Python stack (py_stacks.cpp), keeps its id by the block's address and sets it
  * as the thread's vram context for the allocator call, so that the history events it records
  * carry it (frees too, in mode 3); vram_torch's snapshot() turns the ids into frames.
+ *
+ * Also for PyTorch's debugging tools, which a pluggable allocator otherwise leaves blind: an
+ * out-of-memory calls the observer set with vram_torch_set_oom_observer (vram_torch's trampoline
+ * to torch._C._cuda_attach_out_of_memory_observer's callbacks) before the throw, and every
+ * allocation, free and out-of-memory is reported to PyTorch's profiler through c10's hooks
+ * (resolved by vram_torch_use_c10), as PyTorch's own allocator reports them.
  */
 #include <algorithm>
 #include <atomic>
@@ -423,8 +429,13 @@ VRAM_TORCH_API void vram_torch_block_stacks(const unsigned long long *addrs, siz
 /* The frames of n stack ids as a JSON object {"id": [{"filename", "line", "name"}, ...]}
  * (innermost first); free with vram_torch_string_free. */
 VRAM_TORCH_API char *vram_torch_stacks_json(const unsigned *ids, size_t n) {
-    std::string json = py_stacks::frames_json(ids, n);
-    char *out = static_cast<char *>(malloc(json.size() + 1));
+    std::string json;
+    try {
+        json = py_stacks::frames_json(ids, n);
+    } catch (...) {
+        json.clear();
+    }
+    char *out = json.empty() ? nullptr : static_cast<char *>(malloc(json.size() + 1));
     if (!out) {
         set_error("host out of memory for the stacks' JSON");
         return nullptr;

@@ -184,22 +184,34 @@ uint32_t gather() {
     uint64_t frames[kMaxDepth];
     size_t n = 0;
     void *f = p->ThreadFrame(tstate);
-    while (f && n < kMaxDepth) {
-        int line = p->FrameLine(f);
-        uint32_t code = code_index(p, p->FrameCode(f));
-        frames[n++] = (uint64_t)code << 32 | (uint32_t)line;
-        void *back = p->FrameBack(f);
-        p->DecRef(f);
-        f = back;
+    try { /* the tables may fail to grow (host out of memory): then no stack, never an exception,
+           * which from a tensor's deleter would end the process */
+        while (f && n < kMaxDepth) {
+            int line = p->FrameLine(f);
+            uint32_t code = code_index(p, p->FrameCode(f));
+            frames[n++] = (uint64_t)code << 32 | (uint32_t)line;
+            void *back = p->FrameBack(f);
+            p->DecRef(f);
+            f = back;
+        }
+    } catch (...) {
+        n = 0;
     }
     if (f) p->DecRef(f);
     p->GilRelease(gil);
-    return n ? intern(frames, n) : 0;
+    try {
+        return n ? intern(frames, n) : 0;
+    } catch (...) {
+        return 0;
+    }
 }
 
 void block_set(uint64_t addr, uint32_t id) {
     std::lock_guard<std::mutex> lock(g_blocks_lock);
-    g_blocks[addr] = id;
+    try {
+        g_blocks[addr] = id;
+    } catch (...) { /* out of host memory: the block goes without its stack */
+    }
 }
 
 void block_drop(uint64_t addr) {
