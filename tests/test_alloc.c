@@ -470,8 +470,12 @@ static void test_limit_and_oom(void) {
     CHECK_OK(vram_allocator_malloc(a, 30 * MiB, 0, 0, &r)); /* freed pages are reused under the limit */
     CHECK_OK(vram_allocator_free(a, q));
     CHECK_OK(vram_allocator_free(a, r));
+    double kept = vram_allocator_memory_fraction(a);
     CHECK(vram_allocator_set_memory_fraction(a, 1.5) == VRAM_ERR_INVALID_ARG, "fraction above 1");
     CHECK(vram_allocator_set_memory_fraction(a, 0) == VRAM_ERR_INVALID_ARG, "fraction 0");
+    CHECK(vram_allocator_memory_fraction(a) == kept, "a refused fraction leaves the one in force (%g)", kept);
+    CHECK_OK(vram_allocator_set_memory_fraction(a, 0.75));
+    CHECK(vram_allocator_memory_fraction(a) == 0.75, "the fraction set is the fraction read");
     CHECK(vram_allocator_malloc(a, (size_t)1 << 60, 0, 0, &p) == VRAM_ERR_OUT_OF_MEMORY, "absurd size");
     close_alloc(a, dev);
 

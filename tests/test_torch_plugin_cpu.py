@@ -87,6 +87,9 @@ check(lib.vram_torch_set_memory_fraction(1.5, 0) != 0, "fraction above 1 refused
 check(b"memory fraction 1.5 is not in (0, 1]" in lib.vram_torch_last_error(),
       "with the allocator's reason, not a stale error: %s" % lib.vram_torch_last_error())
 check(lib.vram_torch_set_memory_fraction(0.5, 0) == 0, "fraction 0.5")
+frac = ctypes.c_double()
+check(lib.vram_torch_get_memory_fraction(0, ctypes.byref(frac)) == 0 and frac.value == 0.5, "fraction read: %g" % frac.value)
+check(lib.vram_torch_get_memory_fraction(-1, ctypes.byref(frac)) != 0, "fraction of a bad device refused")
 check(lib.vram_torch_init_device(7) != 0 and b"cuda:7" in lib.vram_torch_last_error(), "a device the driver lacks: %s" % lib.vram_torch_last_error())
 # A second device: its own allocator and memory, created on its first allocation.
 fake_lib = ctypes.CDLL(fake)  # the library the plug-in loaded (same path, same state)

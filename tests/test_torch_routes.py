@@ -23,7 +23,8 @@ cuda = types.ModuleType("torch.cuda")
 memory = types.ModuleType("torch.cuda.memory")
 names = ["memory_stats", "memory_stats_as_nested_dict", "memory_allocated", "max_memory_allocated", "memory_reserved",
          "max_memory_reserved", "reset_peak_memory_stats", "reset_accumulated_memory_stats", "memory_summary",
-         "memory_snapshot", "empty_cache", "set_per_process_memory_fraction"]  # no memory_cached: skipped
+         "memory_snapshot", "empty_cache", "set_per_process_memory_fraction",
+         "get_per_process_memory_fraction"]  # no memory_cached: skipped
 for n in names:
     setattr(memory, n, torch_says(n))
     setattr(cuda, n, getattr(memory, n))
@@ -57,6 +58,7 @@ vt = types.SimpleNamespace(
     snapshot=lambda device=None: {"segments": ["seg"], "device_traces": [[]]},
     empty_cache=lambda device=None: calls.append(("empty_cache", device)),
     set_per_process_memory_fraction=lambda fraction, device=None: calls.append(("fraction", fraction)),
+    get_per_process_memory_fraction=lambda device=None: 0.5,
     record_stream=lambda tensor, stream: calls.append(("vram", stream)),
     attach_out_of_memory_observer=lambda fn: calls.append(("oom observer", fn)),
     record_memory_history=lambda enabled, max_entries, device=None, context="all", stacks="python":
@@ -77,6 +79,8 @@ check(memory._snapshot()["segments"] == ["seg"], "torch.cuda.memory._snapshot is
 cuda.empty_cache()
 cuda.reset_peak_memory_stats()
 cuda.set_per_process_memory_fraction(0.5)
+check(cuda.get_per_process_memory_fraction() == 0.5 and memory.get_per_process_memory_fraction() == 0.5,
+      "get_per_process_memory_fraction from vram")
 check(calls == [("empty_cache", None), "reset_peak", ("fraction", 0.5)], "cache, peaks, fraction go to vram: %s" % calls)
 calls.clear()
 memory._record_memory_history(max_entries=1000)

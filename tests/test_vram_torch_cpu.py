@@ -47,7 +47,8 @@ def raises(name):
 
 
 for n in ("memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
-          "memory_summary", "reset_peak_memory_stats", "empty_cache", "_snapshot", "_record_memory_history"):
+          "memory_summary", "reset_peak_memory_stats", "empty_cache", "_snapshot", "_record_memory_history",
+          "get_per_process_memory_fraction"):
     setattr(memory, n, raises(n))
     if not n.startswith("_"):
         setattr(cuda, n, getattr(memory, n))
@@ -686,4 +687,9 @@ cpu_tensor = Tensor(0x1000)
 cpu_tensor.is_cuda = False
 expect_raises(TypeError, lambda: vram_torch.record_stream(cpu_tensor, types.SimpleNamespace(cuda_stream=1)), "a CPU tensor")
 check(vram_torch.set_per_process_memory_fraction(1.0, 1) is None, "device 1 of 2 is fine")
+vram_torch.set_per_process_memory_fraction(0.25, 1)
+check(vram_torch.get_per_process_memory_fraction(1) == 0.25 and torch.cuda.get_per_process_memory_fraction(1) == 0.25,
+      "get_per_process_memory_fraction reads it back, also as torch.cuda's")
+vram_torch.set_per_process_memory_fraction(1.0, 1)
+expect_raises(ValueError, lambda: vram_torch.get_per_process_memory_fraction(99), "the fraction of device 99")
 sys.exit(done("test_vram_torch_cpu"))

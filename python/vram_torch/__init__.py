@@ -30,7 +30,7 @@ __all__ = [
     "max_memory_allocated", "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
     "reset_accumulated_memory_stats", "empty_cache", "snapshot", "record_stream",
     "set_per_process_memory_fraction", "oom_report", "record_memory_history", "history_count",
-    "attach_out_of_memory_observer",
+    "attach_out_of_memory_observer", "get_per_process_memory_fraction",
 ]
 _HISTORY_MAX = 1 << 24  # VRAM_HISTORY_MAX (vram/config.h)
 # The plug-in's out-of-memory observer: (device, bytes asked, the allocator's limit, bytes free).
@@ -82,6 +82,7 @@ def _load():
         "vram_torch_reset_peak": (c_int, [c_int]),
         "vram_torch_reset_accumulated": (c_int, [c_int]),
         "vram_torch_set_memory_fraction": (c_int, [c_double, c_int]),
+        "vram_torch_get_memory_fraction": (c_int, [c_int, ctypes.POINTER(c_double)]),
         "vram_torch_set_history": (c_int, [ctypes.c_uint, c_int]),
         "vram_torch_history_count": (ctypes.c_longlong, [c_int]),
         "vram_torch_set_stacks": (c_int, [c_int]),
@@ -348,6 +349,17 @@ def set_per_process_memory_fraction(fraction, device=None):
     d = _device(device)
     if _load().vram_torch_set_memory_fraction(float(fraction), d) != 0:
         raise _error("set_per_process_memory_fraction")
+
+
+def get_per_process_memory_fraction(device=None):
+    """The memory fraction in force on the device (1.0 when none was set): what
+    torch.cuda.get_per_process_memory_fraction answers, which raises under any other pluggable
+    allocator."""
+    _require_enabled("get_per_process_memory_fraction")
+    fraction = ctypes.c_double(0.0)
+    if _load().vram_torch_get_memory_fraction(_device(device), ctypes.byref(fraction)) != 0:
+        raise _error("get_per_process_memory_fraction")
+    return fraction.value
 
 
 _STACK_MODES = {None: 0, "state": 1, "alloc": 2, "all": 3}

@@ -57,6 +57,7 @@ def _routes(vt):
         "memory_snapshot": lambda *args, **kwargs: vt.snapshot()["segments"],
         "empty_cache": lambda: vt.empty_cache(None),
         "set_per_process_memory_fraction": vt.set_per_process_memory_fraction,
+        "get_per_process_memory_fraction": vt.get_per_process_memory_fraction,
     }
 
 

@@ -1575,6 +1575,13 @@ vram_status vram_allocator_set_memory_fraction(vram_allocator *a, double fractio
     return VRAM_OK;
 }
 
+double vram_allocator_memory_fraction(vram_allocator *a) {
+    vram_allocator_lock(a);
+    double f = a->cfg.memory_fraction;
+    vram_allocator_unlock(a);
+    return f;
+}
+
 vram_status vram_allocator_set_limit(vram_allocator *a, uint64_t bytes) {
     if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "set_limit: null allocator");
     vram_allocator_lock(a);

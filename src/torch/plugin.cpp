@@ -389,6 +389,15 @@ VRAM_TORCH_API int vram_torch_set_memory_fraction(double fraction, int device) {
     return a ? status_of(vram_allocator_set_memory_fraction(a, fraction)) : -1;
 }
 
+/* The memory fraction in force on the device into *fraction (1 when none was set);
+ * torch.cuda.get_per_process_memory_fraction under vram. */
+VRAM_TORCH_API int vram_torch_get_memory_fraction(int device, double *fraction) {
+    vram_allocator *a = get_allocator(device, true);
+    if (!a) return -1;
+    *fraction = vram_allocator_memory_fraction(a);
+    return 0;
+}
+
 /* Records the last `entries` allocator events on the device for snapshots (0 stops);
  * torch.cuda.memory._record_memory_history under vram. */
 VRAM_TORCH_API int vram_torch_set_history(unsigned entries, int device) {

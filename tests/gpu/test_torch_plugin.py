@@ -154,6 +154,8 @@ check(len(frees) == 1, "and the free, as a [memory] event of -8 MiB: %d" % len(f
 # PyTorch's docs show (torch._C._cuda_attach_out_of_memory_observer, which raises under any other
 # pluggable allocator) dumps a snapshot of the moment, with the history's events and stacks.
 vram_torch.set_per_process_memory_fraction(0.05)
+if hasattr(torch.cuda, "get_per_process_memory_fraction"):  # raises under other pluggable allocators
+    check(torch.cuda.get_per_process_memory_fraction() == 0.05, "torch.cuda.get_per_process_memory_fraction reads vram's")
 cap = torch.cuda.get_device_properties(0).total_memory
 oom_seen, oom_dump = [], os.path.join(tempfile.mkdtemp(), "oom.pickle")
 
