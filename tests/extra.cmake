@@ -146,9 +146,12 @@ if(Python3_Interpreter_FOUND AND VRAM_CUDA_INCLUDE_DIR)
   add_library(fake_c10 SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fakes/fake_c10.cpp)
   set_target_properties(fake_c10 PROPERTIES OUTPUT_NAME c10 CXX_VISIBILITY_PRESET hidden
                         LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fakes/c10)
+  add_library(fake_torch_cuda SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fakes/fake_torch_cuda.cpp)
+  set_target_properties(fake_torch_cuda PROPERTIES OUTPUT_NAME torch_cuda CXX_VISIBILITY_PRESET hidden
+                        LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fakes/c10)
   add_executable(torch_plugin_hooks ${CMAKE_CURRENT_SOURCE_DIR}/torch_plugin_hooks.cpp)
   target_link_libraries(torch_plugin_hooks PRIVATE ${CMAKE_DL_LIBS})
-  add_dependencies(torch_plugin_hooks vram_torch fake_cuda fake_c10)
+  add_dependencies(torch_plugin_hooks vram_torch fake_cuda fake_c10 fake_torch_cuda)
   add_test(NAME torch_plugin_hooks
            COMMAND torch_plugin_hooks $<TARGET_FILE:vram_torch> $<TARGET_FILE:fake_cuda>
                    $<TARGET_FILE_DIR:fake_c10>)

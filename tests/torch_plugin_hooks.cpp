@@ -13,10 +13,15 @@
  *     c10::reportMemoryUsageToProfiler (+bytes / -bytes, the device's allocated and reserved
  *     totals, the CUDA device) while c10::memoryProfilingEnabled() says so, and not otherwise;
  *     an out-of-memory to c10::reportOutOfMemoryToProfiler.
- * (The Python side, torch._C._cuda_attach_out_of_memory_observer through vram_torch and
- * torch.profiler's memory columns, runs on the GPU: tests/gpu/test_torch_plugin.py.)
+ *   - cacheInfo: with a stand-in libtorch_cuda.so (tests/fakes/fake_torch_cuda.cpp) whose
+ *     CUDAPluggableAllocator raises on cacheInfo, vram_torch_patch_cache_info refuses while no
+ *     such object is current, then makes the object answer from vram (the memory still mappable
+ *     under the limit, or the caller's larger guess), and a second patch changes nothing.
+ * (The Python side, torch._C._cuda_attach_out_of_memory_observer through vram_torch,
+ * torch.profiler's memory columns and cuDNN's benchmark mode, runs on the GPU:
+ * tests/gpu/test_torch_plugin.py.)
  *
- * Usage: torch_plugin_hooks LIBVRAM_TORCH FAKE_LIBCUDA FAKE_LIBC10_DIR
+ * Usage: torch_plugin_hooks LIBVRAM_TORCH FAKE_LIBCUDA FAKE_TORCH_LIB_DIR
  */
 #include <dlfcn.h>
 #include <sys/types.h>
@@ -115,11 +120,38 @@ void profiler_reports(void *lib, const char *c10_dir, AllocFn alloc, FreeFn rele
     }
 }
 
+/* cacheInfo (torch.backends.cudnn.benchmark asks it) through the stand-in libtorch_cuda.so in
+ * torch_dir, whose CUDAPluggableAllocator raises there as PyTorch's does. */
+void cache_info_patch(void *lib, const char *torch_dir) {
+    void *torch = dlopen((std::string(torch_dir) + "/libtorch_cuda.so").c_str(), RTLD_NOW | RTLD_GLOBAL);
+    auto patch = reinterpret_cast<int (*)(const char *)>(dlsym(lib, "vram_torch_patch_cache_info"));
+    auto last_error = reinterpret_cast<const char *(*)()>(dlsym(lib, "vram_torch_last_error"));
+    auto install = torch ? reinterpret_cast<void (*)()>(dlsym(torch, "fake_torch_install")) : nullptr;
+    auto cache_info = torch ? reinterpret_cast<int (*)(int, size_t *)>(dlsym(torch, "fake_torch_cache_info")) : nullptr;
+    check(torch && patch && last_error && install && cache_info, std::string("the stand-in libtorch_cuda: ") + dlerror_or(torch));
+    if (!torch || !patch || !last_error || !install || !cache_info) return;
+    check(patch(torch_dir) == 0 && strstr(last_error(), "not a CUDAPluggableAllocator"),
+          std::string("no allocator object yet: nothing patched: ") + last_error());
+    install();
+    size_t largest = 0;
+    check(cache_info(0, &largest) == -1, "PyTorch's pluggable allocator raises on cacheInfo");
+    check(patch(torch_dir) == 1, std::string("patched: ") + last_error());
+    largest = 0;
+    const size_t MiB = 1 << 20;
+    check(cache_info(0, &largest) == 0 && largest > 0 && largest <= 256 * MiB,
+          "cacheInfo answers from vram: what may still be mapped under the 256 MiB limit, " + std::to_string(largest));
+    largest = (size_t)1 << 40;
+    check(cache_info(0, &largest) == 0 && largest == (size_t)1 << 40, "a caller's larger guess stands, as in PyTorch");
+    check(patch(torch_dir) == 0, "a second patch finds the object already changed and changes nothing");
+    largest = 0;
+    check(cache_info(0, &largest) == 0 && largest > 0, "and the first patch still answers");
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
     if (argc != 4) {
-        fprintf(stderr, "usage: torch_plugin_hooks LIBVRAM_TORCH FAKE_LIBCUDA FAKE_LIBC10_DIR\n");
+        fprintf(stderr, "usage: torch_plugin_hooks LIBVRAM_TORCH FAKE_LIBCUDA FAKE_TORCH_LIB_DIR\n");
         return 2;
     }
     setenv("VRAM_LIBCUDA", argv[2], 1);
@@ -169,6 +201,7 @@ int main(int argc, char **argv) {
     error = too_much(400 * MiB);
     check(!error.empty() && seen.calls == 1, "no observer set: the error, and nobody called");
     profiler_reports(lib, argv[3], alloc, release);
+    cache_info_patch(lib, argv[3]);
     release(kept, 100 * MiB, 0, nullptr);
     printf("torch_plugin_hooks: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

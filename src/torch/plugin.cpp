@@ -58,6 +58,7 @@
 #include <typeinfo>
 #include <vector>
 
+#include "cache_info.h"
 #include "py_stacks.h"
 
 extern "C" {
@@ -307,6 +308,38 @@ VRAM_TORCH_API void *vram_torch_alloc(ssize_t size, int device, void *stream) {
         observer(device, (long long)size, (long long)vram_allocator_limit(a), (long long)dfree);
     }
     throw_oom(msg);
+}
+
+namespace {
+/* cacheInfo's answer (cache_info.cpp), by PyTorch's own rule over vram's figures: the caller's
+ * guess, or else the memory vram may still map on the device (free there and under vram's
+ * limit), raised to the largest block vram could hand out without asking the device. */
+void answer_cache_info(int device, size_t *largest) {
+    vram_allocator *a = get_allocator(device, true);
+    if (!a) return;
+    if (*largest == 0) {
+        vram_stats st;
+        vram_allocator_get_stats(a, &st);
+        uint64_t limit = vram_allocator_limit(a), reserved = (uint64_t)st.reserved_bytes[VRAM_POOL_ALL].current;
+        uint64_t room = limit > reserved ? limit - reserved : 0;
+        size_t dfree = 0, dtotal = 0;
+        vram_device *dev = g_slots[device].dev;
+        if (dev->ops->mem_info && dev->ops->mem_info(dev, &dfree, &dtotal) == VRAM_OK && dfree < room) room = dfree;
+        *largest = (size_t)room;
+    }
+    uint64_t cached = vram_allocator_largest_free(a);
+    if (cached > *largest) *largest = (size_t)cached;
+}
+} // namespace
+
+/* Makes PyTorch's CUDAPluggableAllocator object answer cacheInfo from vram instead of raising
+ * (torch.backends.cudnn.benchmark asks it before every new convolution; cache_info.cpp). Call
+ * after the allocator is swapped in. 1 when done; 0 with the reason in vram_torch_last_error. */
+VRAM_TORCH_API int vram_torch_patch_cache_info(const char *torch_lib_dir) {
+    std::string why = patch_cache_info(torch_lib_dir, answer_cache_info);
+    if (why.empty()) return 1;
+    set_error(why);
+    return 0;
 }
 
 /* Calls `observer` on every out-of-memory from now on (NULL: none), before the error is thrown;

@@ -137,6 +137,23 @@ try:
 except RuntimeError as e:
     check(False, "snapshot unavailable: %s" % e)
 
+# torch.backends.cudnn.benchmark: cuDNN asks the allocator's cacheInfo before benchmarking a new
+# convolution, which PyTorch's pluggable allocator raises on ("does not yet support cacheInfo":
+# every convolution failed under vram until the plug-in answered it, src/torch/cache_info.cpp).
+torch.backends.cudnn.benchmark = True
+conv = torch.nn.Conv2d(3, 16, 3, padding=1).cuda()
+img = torch.randn(8, 3, 64, 64, device="cuda", requires_grad=True)
+try:
+    out = conv(img)
+    out.square().mean().backward()
+    with torch.backends.cudnn.flags(enabled=False):
+        ref = conv(img)
+    check(torch.allclose(out, ref, atol=1e-4), "a convolution under cudnn.benchmark equals the non-cuDNN one")
+except RuntimeError as e:
+    check(False, "a convolution under cudnn.benchmark: %s" % str(e)[:200])
+torch.backends.cudnn.benchmark = False
+del conv, img
+
 # torch.profiler's memory columns (profile_memory=True), which no pluggable allocator feeds: vram
 # reports each allocation and free to c10's profiler hooks, as PyTorch's own allocator does.
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
@@ -144,7 +161,7 @@ with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
     t = torch.empty(8 * 2**20, dtype=torch.uint8, device="cuda")
     del t
 empties = [e for e in prof.key_averages() if e.key == "aten::empty"]
-usage = lambda e: getattr(e, "self_device_memory_usage", getattr(e, "self_cuda_memory_usage", 0))
+usage = lambda e: e.self_device_memory_usage if hasattr(e, "self_device_memory_usage") else e.self_cuda_memory_usage
 check(empties and sum(usage(e) for e in empties) == 8 * 2**20,
       "the profiler sees aten::empty allocate 8 MiB of device memory: %s" % [usage(e) for e in empties])
 frees = [e for e in prof.events() if e.name == "[memory]" and usage(e) == -8 * 2**20]
