@@ -40,7 +40,9 @@
  * out-of-memory calls the observer set with vram_torch_set_oom_observer (vram_torch's trampoline
  * to torch._C._cuda_attach_out_of_memory_observer's callbacks) before the throw, and every
  * allocation, free and out-of-memory is reported to PyTorch's profiler through c10's hooks
- * (resolved by vram_torch_use_c10), as PyTorch's own allocator reports them.
+ * (resolved by vram_torch_use_c10), as PyTorch's own allocator reports them; and
+ * vram_torch_patch_cache_info makes PyTorch's allocator object answer cacheInfo, which cuDNN's
+ * benchmark mode asks and the pluggable allocator raises on (cache_info.cpp).
  */
 #include <algorithm>
 #include <atomic>
