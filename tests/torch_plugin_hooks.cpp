@@ -13,10 +13,12 @@
  *     c10::reportMemoryUsageToProfiler (+bytes / -bytes, the device's allocated and reserved
  *     totals, the CUDA device) while c10::memoryProfilingEnabled() says so, and not otherwise;
  *     an out-of-memory to c10::reportOutOfMemoryToProfiler.
- *   - cacheInfo: with a stand-in libtorch_cuda.so (tests/fakes/fake_torch_cuda.cpp) whose
- *     CUDAPluggableAllocator raises on cacheInfo, vram_torch_patch_cache_info refuses while no
- *     such object is current, then makes the object answer from vram (the memory still mappable
- *     under the limit, or the caller's larger guess), and a second patch changes nothing.
+ *   - PyTorch's allocator object: with a stand-in libtorch_cuda.so (tests/fakes/
+ *     fake_torch_cuda.cpp) whose CUDAPluggableAllocator raises on cacheInfo and drops
+ *     recordStream, vram_torch_patch_pluggable refuses while no such object is current, then
+ *     makes the object answer cacheInfo from vram (the memory still mappable under the limit, or
+ *     the caller's larger guess) and pass recordStream to vram (the freed block stays active for
+ *     the other stream), and a second patch changes nothing.
  * (The Python side, torch._C._cuda_attach_out_of_memory_observer through vram_torch,
  * torch.profiler's memory columns and cuDNN's benchmark mode, runs on the GPU:
  * tests/gpu/test_torch_plugin.py.)
@@ -120,22 +122,53 @@ void profiler_reports(void *lib, const char *c10_dir, AllocFn alloc, FreeFn rele
     }
 }
 
-/* cacheInfo (torch.backends.cudnn.benchmark asks it) through the stand-in libtorch_cuda.so in
- * torch_dir, whose CUDAPluggableAllocator raises there as PyTorch's does. */
-void cache_info_patch(void *lib, const char *torch_dir) {
+/* A statistic of device 0 from the plug-in's "name value" lines (-1 if absent). */
+long long stat_of(void *lib, const char *name) {
+    auto text_of = reinterpret_cast<char *(*)(int)>(dlsym(lib, "vram_torch_stats_text"));
+    auto string_free = reinterpret_cast<void (*)(char *)>(dlsym(lib, "vram_torch_string_free"));
+    char *text = text_of ? text_of(0) : nullptr;
+    long long value = -1;
+    std::string key = std::string("\n") + name + " ";
+    std::string all = std::string("\n") + (text ? text : "");
+    size_t at = all.find(key);
+    if (at != std::string::npos) value = atoll(all.c_str() + at + key.size());
+    if (text && string_free) string_free(text);
+    return value;
+}
+
+/* cacheInfo (torch.backends.cudnn.benchmark asks it) and recordStream (ProcessGroupNCCL calls it)
+ * through the stand-in libtorch_cuda.so in torch_dir, whose CUDAPluggableAllocator raises on the
+ * first and drops the second, as PyTorch's does. */
+void pluggable_patch(void *lib, const char *torch_dir, AllocFn alloc, FreeFn release) {
     void *torch = dlopen((std::string(torch_dir) + "/libtorch_cuda.so").c_str(), RTLD_NOW | RTLD_GLOBAL);
-    auto patch = reinterpret_cast<int (*)(const char *)>(dlsym(lib, "vram_torch_patch_cache_info"));
+    auto patch = reinterpret_cast<int (*)(const char *)>(dlsym(lib, "vram_torch_patch_pluggable"));
     auto last_error = reinterpret_cast<const char *(*)()>(dlsym(lib, "vram_torch_last_error"));
     auto install = torch ? reinterpret_cast<void (*)()>(dlsym(torch, "fake_torch_install")) : nullptr;
     auto cache_info = torch ? reinterpret_cast<int (*)(int, size_t *)>(dlsym(torch, "fake_torch_cache_info")) : nullptr;
-    check(torch && patch && last_error && install && cache_info, std::string("the stand-in libtorch_cuda: ") + dlerror_or(torch));
-    if (!torch || !patch || !last_error || !install || !cache_info) return;
+    auto record = torch ? reinterpret_cast<void (*)(void *, int, int64_t)>(dlsym(torch, "fake_torch_record_stream")) : nullptr;
+    check(torch && patch && last_error && install && cache_info && record,
+          std::string("the stand-in libtorch_cuda: ") + dlerror_or(torch));
+    if (!torch || !patch || !last_error || !install || !cache_info || !record) return;
     check(patch(torch_dir) == 0 && strstr(last_error(), "not a CUDAPluggableAllocator"),
           std::string("no allocator object yet: nothing patched: ") + last_error());
     install();
     size_t largest = 0;
     check(cache_info(0, &largest) == -1, "PyTorch's pluggable allocator raises on cacheInfo");
+    const long long MiB4 = 4 << 20;
+    void *used = alloc(MiB4, 0, nullptr);
+    record(used, 0, 0x2000); /* dropped: the block is free for stream 0 at once */
+    release(used, MiB4, 0, nullptr);
+    check(stat_of(lib, "active_bytes.all.current") == 100 * (1 << 20), "unpatched, a C++ recordStream is dropped: active " +
+                                                                         std::to_string(stat_of(lib, "active_bytes.all.current")));
     check(patch(torch_dir) == 1, std::string("patched: ") + last_error());
+    used = alloc(MiB4, 0, nullptr);
+    record(used, 0, 0x2000);
+    release(used, MiB4, 0, nullptr);
+    check(stat_of(lib, "active_bytes.all.current") == 100 * (1 << 20) + MiB4 &&
+              stat_of(lib, "allocated_bytes.all.current") == 100 * (1 << 20),
+          "patched, recordStream reaches vram: the freed block stays active until stream 0x2000's work is done: " +
+              std::to_string(stat_of(lib, "active_bytes.all.current")));
+    record(nullptr, 0, 0x2000); /* an empty tensor's: nothing */
     largest = 0;
     const size_t MiB = 1 << 20;
     check(cache_info(0, &largest) == 0 && largest > 0 && largest <= 256 * MiB,
@@ -201,7 +234,7 @@ int main(int argc, char **argv) {
     error = too_much(400 * MiB);
     check(!error.empty() && seen.calls == 1, "no observer set: the error, and nobody called");
     profiler_reports(lib, argv[3], alloc, release);
-    cache_info_patch(lib, argv[3]);
+    pluggable_patch(lib, argv[3], alloc, release);
     release(kept, 100 * MiB, 0, nullptr);
     printf("torch_plugin_hooks: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

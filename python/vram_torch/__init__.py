@@ -73,7 +73,7 @@ def _load():
     c_int, c_char_p, c_void_p, c_double = ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_double
     sig = {
         "vram_torch_use_c10": (c_int, [c_char_p]),
-        "vram_torch_patch_cache_info": (c_int, [c_char_p]),
+        "vram_torch_patch_pluggable": (c_int, [c_char_p]),
         "vram_torch_last_error": (c_char_p, []),
         "vram_torch_device_active": (c_int, [c_int]),
         "vram_torch_init_device": (c_int, [c_int]),
@@ -184,11 +184,13 @@ def enable(route_torch=True):
         import warnings
         warnings.warn("vram_torch: out-of-memory will raise RuntimeError, not torch.OutOfMemoryError (%s)"
                       % lib.vram_torch_last_error().decode(errors="replace"))
-    # torch.backends.cudnn.benchmark asks the allocator's cacheInfo, which PyTorch's pluggable
-    # allocator raises on: the plug-in answers it instead (src/torch/cache_info.cpp).
-    if not lib.vram_torch_patch_cache_info(torch_lib.encode()):
+    # PyTorch's C++ asks the allocator's cacheInfo (torch.backends.cudnn.benchmark), which the
+    # pluggable allocator raises on, and its recordStream (ProcessGroupNCCL), which it drops: the
+    # plug-in answers both instead (src/torch/pluggable_patch.cpp).
+    if not lib.vram_torch_patch_pluggable(torch_lib.encode()):
         import warnings
-        warnings.warn("vram_torch: with torch.backends.cudnn.benchmark = True convolutions will fail (%s)"
+        warnings.warn("vram_torch: PyTorch's allocator object could not be given vram's cacheInfo and recordStream "
+                      "(%s): torch.backends.cudnn.benchmark may fail and C++ record_stream calls (NCCL) do nothing"
                       % lib.vram_torch_last_error().decode(errors="replace"))
     _allocator = alloc
     _enabled = True

@@ -41,8 +41,9 @@
  * to torch._C._cuda_attach_out_of_memory_observer's callbacks) before the throw, and every
  * allocation, free and out-of-memory is reported to PyTorch's profiler through c10's hooks
  * (resolved by vram_torch_use_c10), as PyTorch's own allocator reports them; and
- * vram_torch_patch_cache_info makes PyTorch's allocator object answer cacheInfo, which cuDNN's
- * benchmark mode asks and the pluggable allocator raises on (cache_info.cpp).
+ * vram_torch_patch_pluggable makes PyTorch's allocator object answer what its C++ callers ask and
+ * the pluggable allocator refuses or drops: cacheInfo (cuDNN's benchmark mode) and recordStream
+ * (ProcessGroupNCCL); pluggable_patch.cpp.
  */
 #include <algorithm>
 #include <atomic>
@@ -60,7 +61,7 @@
 #include <typeinfo>
 #include <vector>
 
-#include "cache_info.h"
+#include "pluggable_patch.h"
 #include "py_stacks.h"
 
 extern "C" {
@@ -332,13 +333,21 @@ void answer_cache_info(int device, size_t *largest) {
     uint64_t cached = vram_allocator_largest_free(a);
     if (cached > *largest) *largest = (size_t)cached;
 }
+
+/* recordStream from PyTorch's C++ (ProcessGroupNCCL, ...), as Tensor.record_stream. */
+void answer_record_stream(void *ptr, int device, void *stream) {
+    vram_allocator *a = get_allocator(device, false);
+    if (a) vram_allocator_record_stream(a, ptr, (vram_stream)stream); /* an unknown block: nothing to keep */
+}
 } // namespace
 
-/* Makes PyTorch's CUDAPluggableAllocator object answer cacheInfo from vram instead of raising
- * (torch.backends.cudnn.benchmark asks it before every new convolution; cache_info.cpp). Call
- * after the allocator is swapped in. 1 when done; 0 with the reason in vram_torch_last_error. */
-VRAM_TORCH_API int vram_torch_patch_cache_info(const char *torch_lib_dir) {
-    std::string why = patch_cache_info(torch_lib_dir, answer_cache_info);
+/* Makes PyTorch's CUDAPluggableAllocator object answer, from vram, the methods its C++ callers
+ * use and it refuses or drops: cacheInfo (torch.backends.cudnn.benchmark asks it before every new
+ * convolution) and recordStream (ProcessGroupNCCL's collectives); pluggable_patch.cpp. Call after
+ * the allocator is swapped in. 1 when both are answered; 0 with the reason in
+ * vram_torch_last_error (nothing changed, or the methods left as they were). */
+VRAM_TORCH_API int vram_torch_patch_pluggable(const char *torch_lib_dir) {
+    std::string why = patch_pluggable(torch_lib_dir, PluggableAnswers{answer_cache_info, answer_record_stream});
     if (why.empty()) return 1;
     set_error(why);
     return 0;

@@ -289,6 +289,19 @@ got, kept_active, taken = used_on_side(3, lambda t: t.record_stream(side))
 check(got == 3 * 2**20 and taken == 0 and kept_active, "Tensor.record_stream: result %g, %d taken early, freed "
       "block active until the side stream's event: %s" % (got, taken, kept_active))
 
+# A recordStream from PyTorch's C++ (ProcessGroupNCCL, torch.cuda.nccl, C++ extensions call it;
+# here PyTorch's own Tensor.record_stream, which vram_torch's Python route would otherwise
+# bypass): PyTorch's pluggable allocator drops it, vram answers it (src/torch/pluggable_patch.cpp),
+# so a tensor freed right after stays active until the side stream's work is done.
+from vram_torch import torch_routes  # noqa: E402
+t = torch.ones(4 * 2**20, device="cuda")  # 16 MiB
+torch_routes.ORIGINALS[("torch.Tensor", "record_stream")](t, side)
+del t
+s = vram_torch.memory_stats()
+pending = s["active_bytes.all.current"] - s["allocated_bytes.all.current"]
+check(pending >= 16 * 2**20, "PyTorch's C++ record_stream reaches vram: the freed tensor stays active, %d bytes" % pending)
+torch.cuda.synchronize()
+
 # CUDA graphs: what the capture allocated is the graph's until it is reset, as in PyTorch's
 # private pools. The capture's temporaries are freed during the capture; afterwards the cache is
 # emptied and the capture stream and the default stream allocate again, then the graph replays.
