@@ -71,7 +71,7 @@ vram_status vram_allocator_empty_cache(vram_allocator *a);
 /* Caps reserved memory at fraction x device capacity, fraction in (0, 1]. */
 vram_status vram_allocator_set_memory_fraction(vram_allocator *a, double fraction);
 /* The fraction in force (the memory_fraction option, or the last set_memory_fraction; 1 for
- * none). */
+ * none; 0 for a null allocator). */
 double vram_allocator_memory_fraction(vram_allocator *a);
 
 /* Caps reserved memory at `bytes` (0 removes the cap). */

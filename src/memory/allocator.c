@@ -1576,6 +1576,7 @@ vram_status vram_allocator_set_memory_fraction(vram_allocator *a, double fractio
 }
 
 double vram_allocator_memory_fraction(vram_allocator *a) {
+    if (!a) return 0.0;
     vram_allocator_lock(a);
     double f = a->cfg.memory_fraction;
     vram_allocator_unlock(a);
@@ -1591,7 +1592,7 @@ vram_status vram_allocator_set_limit(vram_allocator *a, uint64_t bytes) {
     return VRAM_OK;
 }
 
-uint64_t vram_allocator_limit(vram_allocator *a) { return a->limit; }
+uint64_t vram_allocator_limit(vram_allocator *a) { return a ? a->limit : 0; }
 
 vram_status vram_allocator_set_history(vram_allocator *a, uint32_t entries) {
     if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "set_history: null allocator");
@@ -1621,6 +1622,7 @@ uint64_t vram_allocator_history_count(vram_allocator *a) {
 const char *vram_allocator_oom_report(vram_allocator *a) { return a->oom_report; }
 
 uint64_t vram_allocator_largest_free(vram_allocator *a) {
+    if (!a) return 0;
     vram_allocator_lock(a);
     uint64_t largest = largest_cached(a, -1);
     vram_allocator_unlock(a);
