@@ -46,8 +46,12 @@ struct Api {
     void *(*GetAttr)(void *obj, const char *name);
     const char *(*Utf8)(void *str);
     void (*DecRef)(void *obj);
+    /* the thread's pending exception set aside and restored: PyErr_Fetch / PyErr_Restore, or
+     * where a Python has dropped them, PyErr_GetRaisedException / PyErr_SetRaisedException */
     void (*ErrFetch)(void **type, void **value, void **traceback);
     void (*ErrRestore)(void *type, void *value, void *traceback);
+    void *(*ErrTake)(void);
+    void (*ErrPut)(void *exception);
 };
 
 Api g_api;
@@ -66,8 +70,9 @@ void load() {
     bool ok = find(a.IsInitialized, "Py_IsInitialized") && find(a.ThisThreadState, "PyGILState_GetThisThreadState") &&
               find(a.GilEnsure, "PyGILState_Ensure") && find(a.GilRelease, "PyGILState_Release") &&
               find(a.FrameLine, "PyFrame_GetLineNumber") && find(a.GetAttr, "PyObject_GetAttrString") &&
-              find(a.Utf8, "PyUnicode_AsUTF8") && find(a.DecRef, "Py_DecRef") && find(a.ErrFetch, "PyErr_Fetch") &&
-              find(a.ErrRestore, "PyErr_Restore");
+              find(a.Utf8, "PyUnicode_AsUTF8") && find(a.DecRef, "Py_DecRef") &&
+              ((find(a.ErrFetch, "PyErr_Fetch") && find(a.ErrRestore, "PyErr_Restore")) ||
+               (find(a.ErrTake, "PyErr_GetRaisedException") && find(a.ErrPut, "PyErr_SetRaisedException")));
     if (!ok) {
         g_unavailable = "no Python interpreter in this process";
         return;
@@ -78,6 +83,7 @@ void load() {
         return;
     }
     find(a.IsFinalizing, "Py_IsFinalizing", "_Py_IsFinalizing"); /* optional */
+    if (!a.ErrFetch || !a.ErrRestore) a.ErrFetch = nullptr, a.ErrRestore = nullptr; /* the pair, or the other pair */
     g_api = a;
     g_unavailable = "";
 }
@@ -124,10 +130,15 @@ uint32_t code_index(const Api *p, void *code) {
     }
     /* The thread may be in the middle of an exception (a tensor freed while one unwinds): set it
      * aside for the lookups, then put it back (which also clears any error they raised). */
-    void *type = nullptr, *value = nullptr, *tb = nullptr;
-    p->ErrFetch(&type, &value, &tb);
+    void *type = nullptr, *value = nullptr, *tb = nullptr, *raised = nullptr;
+    if (p->ErrFetch) p->ErrFetch(&type, &value, &tb);
+    else raised = p->ErrTake();
     CodeName name{attr_text(p, code, "co_filename"), attr_text(p, code, "co_name")};
-    p->ErrRestore(type, value, tb);
+    if (p->ErrFetch) {
+        p->ErrRestore(type, value, tb);
+    } else {
+        p->ErrPut(raised); /* replaces (and so clears) any error the lookups raised */
+    }
     std::lock_guard<std::mutex> lock(g_lock);
     uint32_t i = (uint32_t)g_codes.size();
     g_codes.push_back(std::move(name));
