@@ -196,6 +196,9 @@ with warnings.catch_warnings(record=True) as caught:
 check(vram_torch.is_enabled() and swapped and swapped[0][0] == "pluggable" and swapped[0][2] == "vram_torch_alloc",
       "enable() hands PyTorch vram's alloc/free: %s" % swapped)
 check(any("OutOfMemoryError" in str(w.message) for w in caught), "no PyTorch libraries: enable() warns how OOM will raise")
+check(any("cudnn.benchmark" in str(w.message) and "not found" in str(w.message) for w in caught),
+      "and that PyTorch's allocator object could not be given cacheInfo and recordStream: %s"
+      % [str(w.message)[:120] for w in caught])
 vram_torch.enable()
 check(len(swapped) == 1, "a second enable() does nothing")
 
