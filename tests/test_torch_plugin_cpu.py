@@ -22,13 +22,14 @@ os.environ["FAKE_CUDA_MEMORY"] = str(1 << 30)
 os.environ["FAKE_CUDA_DEVICES"] = "2"
 os.environ["VRAM_ALLOC_CONF"] = "expandable_segments:True"
 lib = ctypes.CDLL(lib_path)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pycheck import check, done  # noqa: E402
+
 # Only the plug-in's own entry points are exported (src/torch/exports.map): libvram inside it stays
 # local, so it cannot clash with another libvram (or PyTorch's symbols) in the process.
 for name, exported in (("vram_torch_alloc", True), ("vram_torch_patch_pluggable", True),
                        ("vram_allocator_malloc", False), ("vram_device_open", False)):
     check(hasattr(lib, name) == exported, "%s %s" % (name, "exported" if exported else "not exported"))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pycheck import check, done  # noqa: E402
 
 vp, c_int = ctypes.c_void_p, ctypes.c_int
 lib.vram_torch_alloc.restype, lib.vram_torch_alloc.argtypes = vp, [ctypes.c_ssize_t, c_int, vp]
