@@ -1,5 +1,6 @@
 /* torch_plugin_hooks.cpp — what PyTorch's C++ gets from libvram_torch.so beyond alloc/free,
- * without PyTorch or a GPU: out-of-memory and the profiler's memory reports.
+ * without PyTorch or a GPU: out-of-memory, the profiler's memory reports, and the answers given
+ * through PyTorch's allocator object (cacheInfo, recordStream).
  *
  * The plug-in is loaded over the fake driver (tests/fakes/fake_cuda.c, 1 GiB) and driven as
  * PyTorch's CUDAPluggableAllocator drives it.
