@@ -84,8 +84,8 @@ int main(int argc, char **argv) {
     int rc = ptr ? 0 : 2;
     for (size_t i = 0; i < n && !rc; i++) {
         if ((long long)i == free_at) print_free_blocks(a, base);
-        if (ev[i].op == VRAM_TRACE_ALLOC && ev[i].size == 0) {
-            continue; /* an empty tensor: no memory (src/trace/replay.c) */
+        if (vram_trace_event_empty(&ev[i])) {
+            continue; /* an empty tensor: no memory (vram/trace.h) */
         } else if (ev[i].op == VRAM_TRACE_ALLOC) {
             if (vram_allocator_malloc(a, ev[i].size, ev[i].stream, 0, &ptr[ev[i].index]) != VRAM_OK) {
                 fprintf(stderr, "bench_placements: event %zu: %s\n", i, vram_last_error());

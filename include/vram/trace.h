@@ -44,6 +44,12 @@ typedef struct vram_trace_event {
     uint8_t reserved_;
 } vram_trace_event;
 
+/* Whether record e allocates no memory: a request for 0 bytes, an empty tensor, which PyTorch's
+ * allocator serves with a null pointer and counts nowhere (and so does vram_torch, whose plug-in
+ * returns NULL for it: src/torch/plugin.cpp); a replay of a PyTorch trace skips it, and its free,
+ * which frees NULL, too. */
+static inline int vram_trace_event_empty(const vram_trace_event *e) { return e->op == VRAM_TRACE_ALLOC && e->size == 0; }
+
 /* Loads a trace from `path`: a plain file, a gzip file or "-" for standard input (plain or gzip,
  * told by its magic bytes; gzip through zlib where the build has it, else the built-in decoder). */
 vram_status vram_trace_load(const char *path, vram_trace **out);

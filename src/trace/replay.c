@@ -91,8 +91,8 @@ vram_status vram_trace_replay_observed(const vram_trace *t, vram_allocator *a, s
             t0 = now_seconds();
         }
         if (observer) observer(ctx, i);
-        if (e->op == VRAM_TRACE_ALLOC && e->size == 0) {
-            allocs++; /* an empty tensor: PyTorch (and vram_torch) serve it with no memory */
+        if (vram_trace_event_empty(e)) {
+            allocs++; /* an empty tensor: no memory (vram/trace.h) */
             empty++;
         } else if (e->op == VRAM_TRACE_ALLOC) {
             st = vram_allocator_malloc(a, (size_t)e->size, (vram_stream)e->stream, VRAM_TAG_OTHER, &ptrs[e->index]);
