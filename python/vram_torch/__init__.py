@@ -11,7 +11,10 @@ max_memory_allocated(), empty_cache(), ... do not reach a pluggable allocator (t
 nothing), so this module has the same functions, answered by vram through ctypes (nothing is
 compiled), and enable() points torch.cuda's at them too (torch_routes.py), so that a script that
 logs torch.cuda.max_memory_allocated() or calls torch.cuda.empty_cache() or
-Tensor.record_stream() runs unchanged. CUDA graphs captured with torch.cuda.graph /
+Tensor.record_stream() runs unchanged; the memory history keeps Python stacks
+(record_memory_history), out-of-memory observers are called (attach_out_of_memory_observer),
+and the plug-in itself feeds PyTorch's profiler and answers the allocator calls PyTorch makes
+from C++ (cuDNN's benchmark mode, C++ record_stream). CUDA graphs captured with torch.cuda.graph /
 torch.cuda.CUDAGraph keep their memory in private pools, as under PyTorch's allocator (graphs.py).
 The library is looked for in $VRAM_TORCH_LIBRARY, beside this package, then in the repository's
 build folders (build/, b/).
