@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run_gpu.sh — everything issue 3 measures on a GPU machine, in one go, logs under $OUT (or ./gpu-out).
-#   bench/run_gpu.sh [tests] [latency] [latrounds] [workloads] [ab] [graphs] [limits]   (default: tests latency workloads)
+#   bench/run_gpu.sh [tests] [latency] [latrounds] [workloads] [ab] [graphs] [limits] [history]   (default: tests latency workloads)
 # Builds vram (Release, into b/), runs the CTest `gpu` label and the PyTorch plug-in test, the
 # allocator latency microbenchmarks (vram pages/segments; PyTorch native, expandable segments,
 # cudaMallocAsync and raw cudaMalloc through bench_torch_alloc.cpp, built here with g++ against
@@ -11,7 +11,8 @@
 # graph's memory goes through under native, vram and vram without its graph pools
 # (bench/graphs_probe.py), and (limits) GPT-2 sampling under a limit on reserved memory a few
 # percent above its peak requested (CAPS factors of REQ bytes), as on a GPU just large enough,
-# under native, expandable segments, vram and vram without chunk_headroom.
+# under native, expandable segments, vram and vram without chunk_headroom, and (history) what the
+# memory history's Python stacks cost a training step under vram and native (bench/history_cost.py).
 set -u
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -120,6 +121,15 @@ for r in runs:
     print("| %.3f | %s | %s | %.3f | %.3f | %s |" % (r["cap_bytes"] / ref, r["allocator"], res,
           r["reserved_over_requested"] or 0, r["step_time_s"] or 0, r["device_calls_per_step"]))
 PY
+fi
+if [[ $what == *history* ]]; then
+  # the memory history's Python stacks: step time off / on, vram and native in turns
+  for r in $(seq 1 "${ROUNDS:-2}"); do
+    for k in vram native; do
+      timeout 200 python3 bench/history_cost.py --alloc "$k" --steps "${STEPS:-60}" --out "$OUT/history_r${r}_$k.json" \
+        > "$OUT/history_r${r}_$k.log" 2>&1; echo "history round $r $k rc=$?"; cat "$OUT/history_r${r}_$k.log"
+    done
+  done
 fi
 # everything back as one file (the tool returns at most 8)
 tar -C "$OUT" -czf /tmp/gpu-out.tgz . && rm -rf "${OUT:?}"/* && mv /tmp/gpu-out.tgz "$OUT/gpu-out.tgz"
