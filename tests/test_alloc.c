@@ -477,7 +477,12 @@ static void test_limit_and_oom(void) {
     CHECK_OK(vram_allocator_set_memory_fraction(a, 0.75));
     CHECK(vram_allocator_memory_fraction(a) == 0.75, "the fraction set is the fraction read");
     CHECK(vram_allocator_memory_fraction(NULL) == 0.0 && vram_allocator_limit(NULL) == 0 &&
-              vram_allocator_largest_free(NULL) == 0, "getters of a null allocator answer 0");
+              vram_allocator_largest_free(NULL) == 0 && vram_allocator_room(NULL) == 0,
+          "getters of a null allocator answer 0");
+    vram_stats rs;
+    vram_allocator_get_stats(a, &rs);
+    CHECK(vram_allocator_room(a) == vram_allocator_limit(a) - (uint64_t)rs.reserved_bytes[0].current,
+          "room: the limit less what is reserved (%llu)", (unsigned long long)vram_allocator_room(a));
     CHECK(vram_allocator_malloc(a, (size_t)1 << 60, 0, 0, &p) == VRAM_ERR_OUT_OF_MEMORY, "absurd size");
     close_alloc(a, dev);
 

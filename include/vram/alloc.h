@@ -177,6 +177,9 @@ vram_status vram_allocator_check(vram_allocator *a);
 
 /* The largest block the allocator could hand out right now without asking the device. */
 uint64_t vram_allocator_largest_free(vram_allocator *a);
+/* The bytes it may still reserve from the device now: its limit less what it reserves, and no
+ * more than the device says is free (0 for a null allocator). */
+uint64_t vram_allocator_room(vram_allocator *a);
 
 #ifdef __cplusplus
 }

@@ -1621,6 +1621,14 @@ uint64_t vram_allocator_history_count(vram_allocator *a) {
 
 const char *vram_allocator_oom_report(vram_allocator *a) { return a->oom_report; }
 
+uint64_t vram_allocator_room(vram_allocator *a) {
+    if (!a) return 0;
+    vram_allocator_lock(a);
+    uint64_t room = vram_room(a);
+    vram_allocator_unlock(a);
+    return room;
+}
+
 uint64_t vram_allocator_largest_free(vram_allocator *a) {
     if (!a) return 0;
     vram_allocator_lock(a);

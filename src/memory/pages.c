@@ -48,6 +48,17 @@ static uint64_t chunk_end(const vram_region *r, uint64_t c) {
 
 static vram_status unmap_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1);
 
+uint64_t vram_room(vram_allocator *a) {
+    uint64_t reserved = (uint64_t)a->stats.reserved_bytes[0].current;
+    uint64_t room = a->limit > reserved ? a->limit - reserved : 0;
+    size_t dfree = 0, dtotal = 0;
+    /* (not during a CUDA graph capture, which makes no call it need not) */
+    if (a->dev->ops->mem_info && !vram_capturing(a) && a->dev->ops->mem_info(a->dev, &dfree, &dtotal) == VRAM_OK &&
+        dfree < room)
+        room = dfree;
+    return room;
+}
+
 /* The most pages a chunk mapped now may hold: chunk_pages, but near the limit at most
  * 1/chunk_headroom of the memory left under the limit and free on the device. A chunk moves
  * only whole, so memory mapped in 64 MiB chunks keeps holes that no move can close; mapped in
@@ -58,14 +69,7 @@ static vram_status unmap_pages(vram_allocator *a, vram_region *r, uint64_t p0, u
 static uint64_t chunk_cap(vram_allocator *a) {
     uint64_t cap = a->chunk_pages;
     if (cap <= 1 || !a->cfg.chunk_headroom) return cap;
-    uint64_t reserved = (uint64_t)a->stats.reserved_bytes[0].current;
-    uint64_t room = a->limit > reserved ? a->limit - reserved : 0;
-    size_t dfree = 0, dtotal = 0;
-    /* (not during a CUDA graph capture, which makes no call it need not) */
-    if (a->dev->ops->mem_info && !vram_capturing(a) && a->dev->ops->mem_info(a->dev, &dfree, &dtotal) == VRAM_OK &&
-        dfree < room)
-        room = dfree;
-    uint64_t pages = (room >> a->page_shift) / a->cfg.chunk_headroom;
+    uint64_t pages = (vram_room(a) >> a->page_shift) / a->cfg.chunk_headroom;
     return pages < 1 ? 1 : pages < cap ? pages : cap;
 }
 

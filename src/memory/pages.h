@@ -77,6 +77,10 @@ static inline int range_mapped(const vram_allocator *a, const vram_region *r, ui
  * streams, with `wait`). */
 void vram_pages_reap_zombies(vram_allocator *a, int wait);
 
+/* The bytes the allocator may still reserve now: its limit less what it reserves, and no more
+ * than the device says is free (not asked during a capture). Lock held. */
+uint64_t vram_room(vram_allocator *a);
+
 /* Unmaps whole free chunks of ready free blocks, outside pages [x0, x1) of region xr, until
  * `want` bytes are unmapped (UINT64_MAX: all); *blocked (if given) is set when blocks that are
  * not ready held some. Returns the bytes unmapped. */

@@ -55,6 +55,7 @@
 #include <dlfcn.h>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <sys/types.h>
@@ -164,28 +165,33 @@ struct C10Profiler {
     std::atomic<ReportOomFn> report_oom{nullptr};
 } g_profiler;
 
-/* Tells PyTorch's profiler (when it records memory: profile_memory=True) that `bytes` were
- * allocated (or, negative, freed) at ptr, with the device's allocated and reserved totals after,
- * as PyTorch's own allocator reports each block. */
-void report_to_profiler(vram_allocator *a, int device, void *ptr, int64_t bytes) {
+/* Whether PyTorch's profiler records memory now (profile_memory=True) and `hook` was found; if
+ * so, the device's allocated and reserved totals, which every report carries. */
+bool profiler_totals(vram_allocator *a, const void *hook, size_t *allocated, size_t *reserved) {
     ProfilingEnabledFn enabled = g_profiler.enabled.load(std::memory_order_relaxed);
-    ReportUsageFn report = g_profiler.report.load(std::memory_order_relaxed);
-    if (!enabled || !report || !enabled()) return;
+    if (!enabled || !hook || !enabled()) return false;
     vram_stats st;
     vram_allocator_get_stats(a, &st);
-    report(ptr, bytes, (size_t)st.allocated_bytes[VRAM_POOL_ALL].current, (size_t)st.reserved_bytes[VRAM_POOL_ALL].current,
-           C10Device{1, (int8_t)device});
+    *allocated = (size_t)st.allocated_bytes[VRAM_POOL_ALL].current;
+    *reserved = (size_t)st.reserved_bytes[VRAM_POOL_ALL].current;
+    return true;
+}
+
+/* Tells PyTorch's profiler that `bytes` were allocated (or, negative, freed) at ptr, as PyTorch's
+ * own allocator reports each block. */
+void report_to_profiler(vram_allocator *a, int device, void *ptr, int64_t bytes) {
+    ReportUsageFn report = g_profiler.report.load(std::memory_order_relaxed);
+    size_t allocated, reserved;
+    if (profiler_totals(a, reinterpret_cast<const void *>(report), &allocated, &reserved))
+        report(ptr, bytes, allocated, reserved, C10Device{1, (int8_t)device});
 }
 
 /* The same for an out-of-memory of `bytes` (the profiler's OOM event). */
 void report_oom_to_profiler(vram_allocator *a, int device, int64_t bytes) {
-    ProfilingEnabledFn enabled = g_profiler.enabled.load(std::memory_order_relaxed);
     ReportOomFn report = g_profiler.report_oom.load(std::memory_order_relaxed);
-    if (!enabled || !report || !enabled()) return;
-    vram_stats st;
-    vram_allocator_get_stats(a, &st);
-    report(bytes, (size_t)st.allocated_bytes[VRAM_POOL_ALL].current, (size_t)st.reserved_bytes[VRAM_POOL_ALL].current,
-           C10Device{1, (int8_t)device});
+    size_t allocated, reserved;
+    if (profiler_totals(a, reinterpret_cast<const void *>(report), &allocated, &reserved))
+        report(bytes, allocated, reserved, C10Device{1, (int8_t)device});
 }
 
 void destroy_thrown(void *obj) {
@@ -271,13 +277,11 @@ VRAM_TORCH_API void *vram_torch_alloc(ssize_t size, int device, void *stream) {
     if (!a) throw_oom(g_error);
     void *p = nullptr;
     int stacks = g_stacks.load(std::memory_order_relaxed);
-    uint32_t stack = 0;
+    uint32_t stack = stacks ? py_stacks::gather() : 0;
     vram_status st;
-    if (__builtin_expect(stacks == 0, 1)) { /* the common case touches no context */
-        st = vram_allocator_malloc(a, (size_t)size, (vram_stream)stream, VRAM_TAG_OTHER, &p);
-    } else {
-        stack = py_stacks::gather();
-        ContextScope scope(stacks >= 2 ? stack : vram_context());
+    {
+        std::optional<ContextScope> scope; /* only while events carry stacks: no context touched otherwise */
+        if (stacks >= 2) scope.emplace(stack);
         st = vram_allocator_malloc(a, (size_t)size, (vram_stream)stream, VRAM_TAG_OTHER, &p);
     }
     if (st == VRAM_OK) {
@@ -320,16 +324,7 @@ namespace {
 void answer_cache_info(int device, size_t *largest) {
     vram_allocator *a = get_allocator(device, true);
     if (!a) return;
-    if (*largest == 0) {
-        vram_stats st;
-        vram_allocator_get_stats(a, &st);
-        uint64_t limit = vram_allocator_limit(a), reserved = (uint64_t)st.reserved_bytes[VRAM_POOL_ALL].current;
-        uint64_t room = limit > reserved ? limit - reserved : 0;
-        size_t dfree = 0, dtotal = 0;
-        vram_device *dev = g_slots[device].dev;
-        if (dev->ops->mem_info && dev->ops->mem_info(dev, &dfree, &dtotal) == VRAM_OK && dfree < room) room = dfree;
-        *largest = (size_t)room;
-    }
+    if (*largest == 0) *largest = (size_t)vram_allocator_room(a);
     uint64_t cached = vram_allocator_largest_free(a);
     if (cached > *largest) *largest = (size_t)cached;
 }
@@ -362,14 +357,10 @@ VRAM_TORCH_API void vram_torch_free(void *ptr, ssize_t size, int device, void *s
     if (!ptr) return; /* what a request for no bytes returned */
     vram_allocator *a = get_allocator(device, false);
     int stacks = g_stacks.load(std::memory_order_relaxed);
-    vram_status st;
-    if (__builtin_expect(stacks == 0, 1)) {
-        st = a ? vram_allocator_free(a, ptr) : VRAM_ERR_NOT_FOUND;
-    } else {
-        py_stacks::block_drop((uint64_t)(uintptr_t)ptr);
-        ContextScope scope(stacks >= 3 ? py_stacks::gather() : vram_context());
-        st = a ? vram_allocator_free(a, ptr) : VRAM_ERR_NOT_FOUND;
-    }
+    if (stacks) py_stacks::block_drop((uint64_t)(uintptr_t)ptr);
+    std::optional<ContextScope> scope; /* frees' events carry stacks in mode 3 only */
+    if (stacks >= 3) scope.emplace(py_stacks::gather());
+    vram_status st = a ? vram_allocator_free(a, ptr) : VRAM_ERR_NOT_FOUND;
     if (st == VRAM_OK) {
         if (size > 0) report_to_profiler(a, device, ptr, -(int64_t)size); /* (0: a block vram_torch recreated) */
     } else {
