@@ -80,7 +80,7 @@ int main(int argc, char **argv) {
         vram_trace *t;
         if (vram_trace_load(argv[i], &t) != VRAM_OK) {
             fprintf(stderr, "bench_pool_replay: %s\n", vram_last_error());
-            return 1;
+            return 2; /* bad input, as vram replay and bench_replay_lag answer it */
         }
         double r0, r1, s0, s1;
         if (replay(t, spec, 0, &r0, &s0) != 0 || replay(t, spec, 1, &r1, &s1) != 0) {

@@ -179,7 +179,7 @@ add_test(NAME bench_random_split_bad_flag
 add_test(NAME bench_pool_replay_bounds
          COMMAND sh -c "out=$($<TARGET_FILE:bench_pool_replay> ${CMAKE_SOURCE_DIR}/traces/bert_varlen_train.trace.gz ${CMAKE_SOURCE_DIR}/traces/recorded/t5_varlen_train_h200.trace.gz) || exit 1; echo \"$out\"; echo \"$out\" | awk -F'|' '$2 ~ /[.]trace/ { n++; bound = ($2 ~ /bert/) ? 1.05 : 1.10; if ($4 + 0 < 1 || $4 + 0 > bound) bad = 1 } END { exit (bad || n != 2) }'")
 add_test(NAME bench_pool_replay_usage
-         COMMAND sh -c "out=$($<TARGET_FILE:bench_pool_replay> 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 2 ] && echo \"$out\" | grep -q usage")
+         COMMAND sh -c "out=$($<TARGET_FILE:bench_pool_replay> 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 2 ] && echo \"$out\" | grep -q usage || exit 1; $<TARGET_FILE:bench_pool_replay> /nonexistent.trace 2>/dev/null; [ $? -eq 2 ]")
 if(Python3_Interpreter_FOUND)
   add_test(NAME cli_replay
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/cli_replay_check.py
