@@ -141,6 +141,11 @@ if(Python3_Interpreter_FOUND AND VRAM_CUDA_INCLUDE_DIR)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_torch_plugin_cpu.py
                    $<TARGET_FILE:vram_torch> $<TARGET_FILE:fake_cuda>)
   set_tests_properties(test_torch_plugin_cpu PROPERTIES SKIP_RETURN_CODE 77)
+  # PyTorch's allocator settings (PYTORCH_ALLOC_CONF, ...) applied by the plug-in, and their bad values
+  add_test(NAME test_torch_conf
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_torch_conf.py
+                   $<TARGET_FILE:vram_torch> $<TARGET_FILE:fake_cuda>)
+  set_tests_properties(test_torch_conf PROPERTIES SKIP_RETURN_CODE 77)
   # the plug-in's hooks into PyTorch's C++ (its out-of-memory path and observer, the profiler's
   # memory reports through a stand-in libc10.so), from C++: an OOM throws a C++ exception
   add_library(fake_c10 SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fakes/fake_c10.cpp)

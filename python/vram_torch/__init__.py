@@ -33,7 +33,7 @@ __all__ = [
     "max_memory_allocated", "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
     "reset_accumulated_memory_stats", "empty_cache", "snapshot", "record_stream",
     "set_per_process_memory_fraction", "oom_report", "record_memory_history", "history_count",
-    "attach_out_of_memory_observer", "get_per_process_memory_fraction",
+    "attach_out_of_memory_observer", "get_per_process_memory_fraction", "alloc_conf",
 ]
 _HISTORY_MAX = 1 << 24  # VRAM_HISTORY_MAX (vram/config.h)
 # The plug-in's out-of-memory observer: (device, bytes asked, the allocator's limit, bytes free).
@@ -81,6 +81,7 @@ def _load():
         "vram_torch_device_active": (c_int, [c_int]),
         "vram_torch_init_device": (c_int, [c_int]),
         "vram_torch_check_config": (c_int, []),
+        "vram_torch_alloc_conf": (c_void_p, [c_int]),
         "vram_torch_record_stream": (c_int, [c_void_p, c_int, c_void_p]),
         "vram_torch_empty_cache": (c_int, [c_int]),
         "vram_torch_reset_peak": (c_int, [c_int]),
@@ -439,6 +440,18 @@ def _observe_oom(device, alloc, device_total, device_free):
             import traceback
             sys.stderr.write("vram_torch: an out-of-memory observer raised:\n")
             traceback.print_exc()
+
+
+def alloc_conf(device=None):
+    """The allocator options the device's allocator runs with, as a VRAM_ALLOC_CONF string (before
+    its first allocation: those it would start with now). They come from VRAM_ALLOC_CONF, or where
+    that is unset from PyTorch's PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF (the options vram
+    shares with PyTorch's allocator; docs/pytorch.md)."""
+    import torch
+    lib = _load()
+    # before CUDA starts, the current device is 0: asking PyTorch would start CUDA (and enable() would refuse)
+    d = 0 if device is None and not torch.cuda.is_initialized() else _device(device)
+    return _take_string(lib.vram_torch_alloc_conf(d), "alloc_conf")
 
 
 def oom_report(device=None):

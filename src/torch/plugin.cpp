@@ -7,7 +7,8 @@
  *
  * State: one vram allocator per CUDA ordinal, created on the first allocation on that device
  * over the device "cuda:N" (the primary context, which PyTorch uses too), with its
- * configuration from VRAM_ALLOC_CONF. The table of allocators is read without a lock (atomic
+ * configuration from VRAM_ALLOC_CONF or, where that is unset, from PyTorch's own allocator
+ * settings (torch_conf.cpp; what they cannot set is printed once). The table of allocators is read without a lock (atomic
  * pointers); creation takes a mutex. Allocators live until the process ends, as PyTorch's do.
  *
  * Out of memory: PyTorch's pluggable allocator has no error channel (a NULL return becomes a
@@ -64,6 +65,7 @@
 
 #include "pluggable_patch.h"
 #include "py_stacks.h"
+#include "torch_conf.h"
 
 extern "C" {
 #include "vram/alloc.h"
@@ -119,10 +121,18 @@ vram_allocator *get_allocator(int device, bool create) {
     char spec[32];
     snprintf(spec, sizeof spec, "cuda:%d", device);
     vram_device *dev = nullptr;
-    vram_status st = vram_device_open(spec, &dev);
+    vram_alloc_config cfg;
+    std::string notes;
+    vram_status st = torch_alloc_config(&cfg, &notes);
+    if (st == VRAM_OK) st = vram_device_open(spec, &dev);
     if (st == VRAM_OK) {
-        st = vram_allocator_new(dev, nullptr, &a);
+        st = vram_allocator_new(dev, &cfg, &a);
         if (st != VRAM_OK) vram_device_close(dev);
+    }
+    static bool noted = false; /* the notes once a process, not once a device (under g_mutex) */
+    if (st == VRAM_OK && !notes.empty() && !noted) {
+        fprintf(stderr, "vram: %s\n", notes.c_str());
+        noted = true;
     }
     if (st != VRAM_OK) {
         g_error = std::string("vram: cannot start the allocator on ") + spec + ": " + vram_last_error();
@@ -398,11 +408,41 @@ VRAM_TORCH_API int vram_torch_empty_cache(int device) {
     return rc;
 }
 
-/* 0 when VRAM_ALLOC_CONF parses (each device's allocator reads it when it starts); else -1 with
- * the parser's message, so that enable() refuses a bad configuration before PyTorch allocates. */
+/* 0 when the configuration parses (VRAM_ALLOC_CONF, else PyTorch's settings: torch_conf.cpp;
+ * each device's allocator reads it when it starts); else -1 with the parser's message, so that
+ * enable() refuses a bad configuration before PyTorch allocates. */
 VRAM_TORCH_API int vram_torch_check_config(void) {
     vram_alloc_config cfg;
-    return status_of(vram_alloc_config_from_env(&cfg));
+    std::string notes;
+    return status_of(torch_alloc_config(&cfg, &notes));
+}
+
+/* The configuration device's allocator runs with, as a VRAM_ALLOC_CONF string (malloc'd; free
+ * with vram_torch_string_free), or, before the device's first allocation, the one it would start
+ * with now; NULL with the error for a bad device or configuration. */
+VRAM_TORCH_API char *vram_torch_alloc_conf(int device) {
+    if (device < 0 || device >= kMaxDevices) {
+        set_error("device index " + std::to_string(device) + " out of range");
+        return nullptr;
+    }
+    vram_alloc_config cfg;
+    std::string notes;
+    vram_allocator *a = g_slots[device].alloc.load(std::memory_order_acquire);
+    if (a) cfg = *vram_allocator_config(a);
+    else if (status_of(torch_alloc_config(&cfg, &notes)) != 0) return nullptr;
+    char text[VRAM_ALLOC_CONF_FORMAT_MAX];
+    vram_alloc_config_format(&cfg, text, sizeof text);
+    return strdup(text);
+}
+
+/* What of PyTorch's allocator settings an allocator starting now would leave out, and why
+ * (malloc'd, "" when nothing; the plug-in prints it once when the first allocator starts); NULL
+ * with the error for a bad configuration. */
+VRAM_TORCH_API char *vram_torch_alloc_conf_notes(void) {
+    vram_alloc_config cfg;
+    std::string notes;
+    if (status_of(torch_alloc_config(&cfg, &notes)) != 0) return nullptr;
+    return strdup(notes.c_str());
 }
 
 VRAM_TORCH_API int vram_torch_reset_peak(int device) {

@@ -557,6 +557,48 @@ with tempfile.TemporaryDirectory() as tmp:
     check("Allocated memory" in out.stderr, "--summary prints vram's memory summary")
     check("before 0 0" in out.stdout, "before any tensor every statistic is there, at zero: %r" % out.stdout[:200])
 
+# PyTorch's allocator settings under vram (src/torch/torch_conf.cpp): a script that sets
+# PYTORCH_ALLOC_CONF itself before its first CUDA tensor, run unchanged under `python -m vram_torch run`,
+# keeps them; one that PyTorch would run on cudaMallocAsync says that setting is left out, once.
+with tempfile.TemporaryDirectory() as tmp:
+    prog = os.path.join(tmp, "prog.py")
+    with open(prog, "w") as f:
+        f.write("import os\nos.environ['PYTORCH_ALLOC_CONF'] = 'expandable_segments:False,garbage_collection_threshold:0.6'\n"
+                "import torch, vram_torch\nx = torch.ones(1 << 20, device='cuda')\n"
+                "print('conf', vram_torch.alloc_conf())\n"
+                "print('expandable', any(s['is_expandable'] for s in torch.cuda.memory._snapshot()['segments']))\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    for v in ("VRAM_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"):
+        env.pop(v, None)
+    out = subprocess.run([sys.executable, "-m", "vram_torch", "run", prog], capture_output=True, text=True, env=env)
+    check(out.returncode == 0 and "expandable_segments:False" in out.stdout and "garbage_collection_threshold:0.6" in out.stdout
+          and "expandable False" in out.stdout,
+          "PYTORCH_ALLOC_CONF set by the script applies under vram: %r %r" % (out.stdout, out.stderr[-300:]))
+    print("PYTORCH_ALLOC_CONF under vram:", out.stdout.strip().replace("\n", " | "))
+    out = subprocess.run([sys.executable, "-m", "vram_torch", "run", prog], capture_output=True, text=True,
+                         env=dict(env, PYTORCH_CUDA_ALLOC_CONF="backend:cudaMallocAsync"))
+    print("PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync under vram: rc %d, %r" % (out.returncode, out.stderr[-400:]))
+    check(out.returncode == 0 and out.stderr.count("vram: ") == 1
+          and "PYTORCH_CUDA_ALLOC_CONF's backend:cudaMallocAsync left out" in out.stderr
+          and "PYTORCH_ALLOC_CONF (expandable_segments:False,garbage_collection_threshold:0.6) left out" in out.stderr
+          and "expandable True" in out.stdout,
+          "PYTORCH_CUDA_ALLOC_CONF, which PyTorch reads first, applies; what is left out is said once: %r %r"
+          % (out.stdout, out.stderr[-400:]))
+# Which of its two variables PyTorch itself reads when both are set (vram reads PYTORCH_CUDA_ALLOC_CONF
+# first, as run 134 found PyTorch 2.11 does): told by its own expandable segments, under PyTorch's allocator.
+code = ("import torch; x = torch.ones(1 << 20, device='cuda');"
+        "print('expandable', any(s.get('is_expandable') for s in torch.cuda.memory._snapshot()['segments']))")
+seen = {}
+for alloc_conf, cuda_conf in (("expandable_segments:True", "expandable_segments:False"),
+                              ("expandable_segments:False", "expandable_segments:True")):
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(env, PYTORCH_ALLOC_CONF=alloc_conf, PYTORCH_CUDA_ALLOC_CONF=cuda_conf))
+    seen[alloc_conf] = out.stdout.strip() or out.stderr[-200:]
+print("PyTorch with both variables set:", seen)
+check(seen.get("expandable_segments:True") == "expandable False" and seen.get("expandable_segments:False") == "expandable True",
+      "PyTorch reads PYTORCH_CUDA_ALLOC_CONF before PYTORCH_ALLOC_CONF, as vram does: %s" % seen)
+
 # enable() after CUDA use: a clear error (in a fresh process).
 code = ("import sys; sys.path.insert(0, %r); import torch, vram_torch; torch.ones(1, device='cuda');\n"
         "try:\n    vram_torch.enable()\nexcept RuntimeError as e:\n    print('REFUSED', e)\n") % os.path.join(REPO, "python")
