@@ -6,6 +6,9 @@ libvram_torch.so's C interface over the fake driver, without PyTorch or a GPU:
   VRAM_ALLOC_CONF, where set, wins;
 - bad strings and values: an error naming the variable, the option and the value, from
   vram_torch_check_config too (enable() raises it before PyTorch's allocator is swapped);
+- torch.cuda.memory._set_allocator_settings (vram_torch_set_allocator_settings): applied on top
+  of the environment to allocators that start later, refused when bad, named per device where an
+  allocator has started;
 - in a child process, as a program runs: allocators started on two devices take the settings of
   the moment (a script that sets PYTORCH_ALLOC_CONF before its first CUDA tensor is honoured),
   the notes are printed once, and a later change of the environment does not touch a started
@@ -29,6 +32,8 @@ lib = ctypes.CDLL(lib_path)
 vp, c_int = ctypes.c_void_p, ctypes.c_int
 lib.vram_torch_alloc_conf.restype, lib.vram_torch_alloc_conf.argtypes = vp, [c_int]
 lib.vram_torch_alloc_conf_notes.restype, lib.vram_torch_alloc_conf_notes.argtypes = vp, []
+lib.vram_torch_set_allocator_settings.restype = vp
+lib.vram_torch_set_allocator_settings.argtypes = [ctypes.c_char_p]
 lib.vram_torch_string_free.argtypes = [vp]
 lib.vram_torch_last_error.restype = ctypes.c_char_p
 lib.vram_torch_alloc.restype, lib.vram_torch_alloc.argtypes = vp, [ctypes.c_ssize_t, c_int, vp]
@@ -56,6 +61,12 @@ def settle(env):
     return conf_dict, notes
 
 
+def set_settings(text):
+    """vram_torch_set_allocator_settings (torch.cuda.memory._set_allocator_settings): its notes, or
+    None with the error."""
+    return take(lib.vram_torch_set_allocator_settings(text.encode()))
+
+
 if "--child" in sys.argv:
     # A program's run: PyTorch's settings as the script set them before its first CUDA tensor.
     os.environ["PYTORCH_ALLOC_CONF"] = "expandable_segments:False, backend:cudaMallocAsync"
@@ -66,6 +77,18 @@ if "--child" in sys.argv:
     for ptr, d in blocks:
         lib.vram_torch_free(ptr, 1 << 20, d, None)
     print("allocated", all(ptr for ptr, _ in blocks))
+    sys.exit(0)
+
+if "--child-settings" in sys.argv:
+    # _set_allocator_settings while cuda:0's allocator runs and cuda:1's has not started
+    ptr = lib.vram_torch_alloc(1 << 20, 0, None)
+    print("same:", set_settings("expandable_segments:True"))  # what cuda:0 runs already: nothing to say
+    print("late:", set_settings("garbage_collection_threshold:0.5"))
+    ptr1 = lib.vram_torch_alloc(1 << 20, 1, None)
+    print("conf0", take(lib.vram_torch_alloc_conf(0)))
+    print("conf1", take(lib.vram_torch_alloc_conf(1)))
+    lib.vram_torch_free(ptr, 1 << 20, 0, None)
+    lib.vram_torch_free(ptr1, 1 << 20, 1, None)
     sys.exit(0)
 
 default, notes = settle({})
@@ -154,6 +177,35 @@ for env, expect in (
           "%s: vram_torch_check_config refuses it too" % env)
 settle({})
 check(lib.vram_torch_check_config() == 0, "a good environment passes the check again")
+
+# torch.cuda.memory._set_allocator_settings before any allocator starts: applied on top of the
+# environment (later calls win, as in PyTorch), bad strings refused and not kept.
+settle({"PYTORCH_CUDA_ALLOC_CONF": "garbage_collection_threshold:0.7"})
+check(set_settings("expandable_segments:False,backend:cudaMallocAsync")
+      == "torch.cuda.memory._set_allocator_settings's backend:cudaMallocAsync left out: vram is the CUDA allocator now",
+      "settings: what they leave out is returned")
+conf, notes = settle({"PYTORCH_CUDA_ALLOC_CONF": "garbage_collection_threshold:0.7"})
+check(conf["expandable_segments"] == "False" and conf["garbage_collection_threshold"] == "0.7",
+      "settings apply on top of PYTORCH_CUDA_ALLOC_CONF: %s" % conf)
+check(set_settings("max_split_size_mb:oops") is None
+      and "torch.cuda.memory._set_allocator_settings: max_split_size_mb: 'oops'" in lib.vram_torch_last_error().decode(),
+      "a bad value is refused, naming the call: %s" % lib.vram_torch_last_error().decode())
+check(set_settings("expandable_segments:True") == "", "a later call wins")
+conf, _ = settle({})
+check(conf["expandable_segments"] == "True" and "max_split_size_mb" not in conf, "the refused string was not kept: %s" % conf)
+conf, _ = settle({"VRAM_ALLOC_CONF": "expandable_segments:False"})
+check(conf["expandable_segments"] == "True", "settings apply on top of VRAM_ALLOC_CONF too (PyTorch: the call beats the environment)")
+check(lib.vram_torch_set_allocator_settings(None) is None, "null settings refused")
+settle({})
+run = subprocess.run([sys.executable, os.path.abspath(__file__), lib_path, fake, "--child-settings"],
+                     env={k: v for k, v in os.environ.items() if k not in VARS}, capture_output=True, text=True, timeout=120)
+lines = dict(l.split(" ", 1) for l in run.stdout.splitlines() if " " in l)
+check(run.returncode == 0 and lines.get("same:") == "", "settings a started allocator already has: no note: %r %r"
+      % (run.stdout, run.stderr[-300:]))
+check("left out on cuda:0: its allocator started before" in lines.get("late:", "")
+      and "cuda:1" not in lines.get("late:", ""), "a change to a started allocator is named, per device: %r" % lines.get("late:"))
+check("garbage_collection_threshold" not in lines.get("conf0", "x") and "garbage_collection_threshold:0.5" in lines.get("conf1", ""),
+      "cuda:0 keeps its configuration; cuda:1, started after the call, takes it: %r" % lines)
 
 # A program's run, in a child: settings read when each allocator starts, notes printed once.
 env = {k: v for k, v in os.environ.items() if k not in VARS}

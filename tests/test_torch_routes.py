@@ -1,8 +1,8 @@
 """test_torch_routes.py — vram_torch.torch_routes without PyTorch: on stand-in torch, torch.cuda
 and torch.cuda.memory modules, route() points every memory function that exists in both modules
 at vram_torch's (skipping names this "PyTorch" lacks), keeps the originals, runs once, builds
-memory_stats_as_nested_dict from the flat keys, routes _snapshot, _record_memory_history and
-torch._C._cuda_attach_out_of_memory_observer, and sends Tensor.record_stream of CUDA tensors to vram (others to the original). The real thing runs on the GPU in tests/gpu/test_torch_plugin.py."""
+memory_stats_as_nested_dict from the flat keys, routes _snapshot, _record_memory_history,
+_set_allocator_settings (vram's first, then PyTorch's) and torch._C._cuda_attach_out_of_memory_observer, and sends Tensor.record_stream of CUDA tensors to vram (others to the original). The real thing runs on the GPU in tests/gpu/test_torch_plugin.py."""
 import os
 import sys
 import types
@@ -30,6 +30,7 @@ for n in names:
     setattr(cuda, n, getattr(memory, n))
 memory._snapshot = torch_says("_snapshot")
 memory._record_memory_history = torch_says("_record_memory_history")
+memory._set_allocator_settings = lambda env: calls.append(("torch settings", env))
 cuda.memory = memory
 torch.cuda = cuda
 torch._C = types.SimpleNamespace(_cuda_attach_out_of_memory_observer=torch_says("_cuda_attach_out_of_memory_observer"))
@@ -61,6 +62,7 @@ vt = types.SimpleNamespace(
     get_per_process_memory_fraction=lambda device=None: 0.5,
     record_stream=lambda tensor, stream: calls.append(("vram", stream)),
     attach_out_of_memory_observer=lambda fn: calls.append(("oom observer", fn)),
+    set_allocator_settings=lambda env: calls.append(("vram settings", env)),
     record_memory_history=lambda enabled, max_entries, device=None, context="all", stacks="python":
         calls.append(("history", enabled, max_entries, context, stacks)))
 
@@ -91,6 +93,13 @@ check(calls == [("history", "all", 1000, "all", "all"), ("history", None, sys.ma
                 ("history", "all", sys.maxsize, "all", "all"), ("history", "all", sys.maxsize, "alloc", "python")],
       "_record_memory_history goes to vram's history, with its context and stacks: %s" % calls)
 calls.clear()
+memory._set_allocator_settings("expandable_segments:False")
+memory._set_allocator_settings("pinned_use_cuda_host_register:True")
+check(calls == [("vram settings", "expandable_segments:False"), ("vram settings", "pinned_use_cuda_host_register:True"),
+                ("torch settings", "pinned_use_cuda_host_register:True")],
+      "_set_allocator_settings: vram's allocators first (a bad string raises there), PyTorch's own only for its "
+      "pinned host allocator's options: %s" % calls)
+calls.clear()
 torch._C._cuda_attach_out_of_memory_observer(print)
 check(calls == [("oom observer", print)], "torch._C._cuda_attach_out_of_memory_observer goes to vram: %s" % calls)
 calls.clear()
@@ -102,4 +111,18 @@ before = cuda.memory_allocated
 torch_routes.route(torch, vt)
 check(cuda.memory_allocated is before and torch_routes.ORIGINALS[("torch.cuda.memory", "memory_stats")]() == "torch:memory_stats",
       "a second route() changes nothing")
+# PyTorch 2.11: torch.cuda.memory._set_allocator_settings calls torch._C._accelerator_setAllocatorSettings,
+# which is what gets routed (the Python function stays PyTorch's, so vram is not asked twice).
+torch._C._accelerator_setAllocatorSettings = lambda env: calls.append(("torch C settings", env))
+python_settings = lambda env: torch._C._accelerator_setAllocatorSettings(env)  # noqa: E731
+memory._set_allocator_settings = python_settings
+torch_routes.ORIGINALS.clear()
+torch_routes.route(torch, vt)
+calls.clear()
+memory._set_allocator_settings("garbage_collection_threshold:0.5")
+memory._set_allocator_settings("pinned_num_register_threads:8")
+check(memory._set_allocator_settings is python_settings and calls == [
+    ("vram settings", "garbage_collection_threshold:0.5"), ("vram settings", "pinned_num_register_threads:8"),
+    ("torch C settings", "pinned_num_register_threads:8")],
+      "with torch._C._accelerator_setAllocatorSettings, that is routed: %s" % calls)
 sys.exit(done("test_torch_routes"))

@@ -34,6 +34,7 @@ __all__ = [
     "reset_accumulated_memory_stats", "empty_cache", "snapshot", "record_stream",
     "set_per_process_memory_fraction", "oom_report", "record_memory_history", "history_count",
     "attach_out_of_memory_observer", "get_per_process_memory_fraction", "alloc_conf",
+    "set_allocator_settings",
 ]
 _HISTORY_MAX = 1 << 24  # VRAM_HISTORY_MAX (vram/config.h)
 # The plug-in's out-of-memory observer: (device, bytes asked, the allocator's limit, bytes free).
@@ -82,6 +83,7 @@ def _load():
         "vram_torch_init_device": (c_int, [c_int]),
         "vram_torch_check_config": (c_int, []),
         "vram_torch_alloc_conf": (c_void_p, [c_int]),
+        "vram_torch_set_allocator_settings": (c_void_p, [c_char_p]),
         "vram_torch_record_stream": (c_int, [c_void_p, c_int, c_void_p]),
         "vram_torch_empty_cache": (c_int, [c_int]),
         "vram_torch_reset_peak": (c_int, [c_int]),
@@ -452,6 +454,24 @@ def alloc_conf(device=None):
     # before CUDA starts, the current device is 0: asking PyTorch would start CUDA (and enable() would refuse)
     d = 0 if device is None and not torch.cuda.is_initialized() else _device(device)
     return _take_string(lib.vram_torch_alloc_conf(d), "alloc_conf")
+
+
+def set_allocator_settings(settings):
+    """torch.cuda.memory._set_allocator_settings for vram (enable() routes PyTorch's to it): the
+    options, in PyTorch's syntax, apply to every device's allocator that starts afterwards, on top
+    of PYTORCH_CUDA_ALLOC_CONF / VRAM_ALLOC_CONF. What they cannot change (options vram lacks, a
+    device whose allocator has started) is said in one warning; a malformed string or a bad value
+    raises ValueError and changes nothing."""
+    if not isinstance(settings, str):
+        raise TypeError("vram_torch.set_allocator_settings: settings must be a str, not %s" % type(settings).__name__)
+    lib = _load()
+    ptr = lib.vram_torch_set_allocator_settings(settings.encode())
+    if not ptr:
+        raise ValueError("vram_torch.set_allocator_settings: %s" % lib.vram_torch_last_error().decode(errors="replace"))
+    notes = _take_string(ptr, "set_allocator_settings")
+    if notes:
+        import warnings
+        warnings.warn("vram: " + notes, stacklevel=2)
 
 
 def oom_report(device=None):

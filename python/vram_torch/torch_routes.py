@@ -8,6 +8,8 @@ vram_torch.enable() calls, replaces those functions (in torch.cuda and torch.cud
 torch.cuda.memory's _snapshot and _record_memory_history (so that _dump_snapshot writes vram's
 state and recent events for PyTorch's memory visualizer), torch._C's
 _cuda_attach_out_of_memory_observer (the usual way to dump a snapshot at an out-of-memory) and
+_accelerator_setAllocatorSettings (behind torch.cuda.memory._set_allocator_settings, which is
+routed itself where a PyTorch lacks it), and
 Tensor.record_stream with vram_torch's, keeping the originals in ORIGINALS.
 
 _routes() maps each torch.cuda name to a function of vram_torch (or a small adapter here); names
@@ -37,6 +39,20 @@ def _record_memory_history(vt):
     def record(enabled="all", context="all", stacks="all", max_entries=sys.maxsize, device=None, *args, **kwargs):
         vt.record_memory_history(enabled, max_entries, device, context, stacks)  # capped at VRAM_HISTORY_MAX events
     return record
+
+
+def _set_allocator_settings(vt, original):
+    """PyTorch's call to change its allocator's settings: vram's allocators take the options
+    (checked first: a bad string raises before anything changes). PyTorch's own call runs only
+    for pinned_* options, which its pinned host allocator still reads: for the rest it would set
+    up an allocator that no longer runs, and under a pluggable allocator it can fail an internal
+    assertion (PyTorch 2.11 with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync: run 135)."""
+    def set_settings(env, *args, **kwargs):
+        vt.set_allocator_settings(env)
+        if "pinned_" in str(env):
+            return original(env, *args, **kwargs)
+        return None
+    return set_settings
 
 
 def _routes(vt):
@@ -75,11 +91,18 @@ def route(torch, vt):
         "_snapshot": lambda device=None, *args, **kwargs: vt.snapshot(device),
         "_record_memory_history": _record_memory_history(vt),
     }
+    c_module = getattr(torch, "_C", None)
+    c_settings = getattr(c_module, "_accelerator_setAllocatorSettings", None)
+    if c_settings is None and hasattr(tcm, "_set_allocator_settings"):  # older PyTorch: the Python call itself
+        private["_set_allocator_settings"] = _set_allocator_settings(vt, tcm._set_allocator_settings)
     for name, fn in private.items():
         if hasattr(tcm, name):
             ORIGINALS[(tcm.__name__, name)] = getattr(tcm, name)
             setattr(tcm, name, fn)
-    c_module = getattr(torch, "_C", None)  # OOM observers: PyTorch's raises under a pluggable allocator
+    if c_settings is not None:  # PyTorch 2.11: torch.cuda.memory._set_allocator_settings calls this
+        ORIGINALS[("torch._C", "_accelerator_setAllocatorSettings")] = c_settings
+        c_module._accelerator_setAllocatorSettings = _set_allocator_settings(vt, c_settings)
+    # OOM observers: PyTorch's raises under a pluggable allocator
     if c_module is not None and hasattr(c_module, "_cuda_attach_out_of_memory_observer"):
         ORIGINALS[("torch._C", "_cuda_attach_out_of_memory_observer")] = c_module._cuda_attach_out_of_memory_observer
         c_module._cuda_attach_out_of_memory_observer = vt.attach_out_of_memory_observer

@@ -87,7 +87,10 @@ struct DeviceSlot {
 };
 
 DeviceSlot g_slots[kMaxDevices];
-std::mutex g_mutex;                /* creation of allocators, oom_report strings */
+std::mutex g_mutex;                /* creation of allocators, oom_report strings, g_settings */
+/* What the program passed to torch.cuda.memory._set_allocator_settings, comma-joined: applied to
+ * each allocator that starts afterwards (torch_conf.h). */
+std::string g_settings;
 /* Python stacks kept for snapshots (vram_torch_set_stacks): 0 none, 1 the live blocks' ("state"),
  * 2 those and allocation events' ("alloc"), 3 frees' events' too ("all"). */
 std::atomic<int> g_stacks{0};
@@ -123,7 +126,7 @@ vram_allocator *get_allocator(int device, bool create) {
     vram_device *dev = nullptr;
     vram_alloc_config cfg;
     std::string notes;
-    vram_status st = torch_alloc_config(&cfg, &notes);
+    vram_status st = torch_alloc_config(&cfg, &notes, g_settings);
     if (st == VRAM_OK) st = vram_device_open(spec, &dev);
     if (st == VRAM_OK) {
         st = vram_allocator_new(dev, &cfg, &a);
@@ -411,10 +414,15 @@ VRAM_TORCH_API int vram_torch_empty_cache(int device) {
 /* 0 when the configuration parses (VRAM_ALLOC_CONF, else PyTorch's settings: torch_conf.cpp;
  * each device's allocator reads it when it starts); else -1 with the parser's message, so that
  * enable() refuses a bad configuration before PyTorch allocates. */
+std::string settings_now() {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    return g_settings;
+}
+
 VRAM_TORCH_API int vram_torch_check_config(void) {
     vram_alloc_config cfg;
     std::string notes;
-    return status_of(torch_alloc_config(&cfg, &notes));
+    return status_of(torch_alloc_config(&cfg, &notes, settings_now()));
 }
 
 /* The configuration device's allocator runs with, as a VRAM_ALLOC_CONF string (malloc'd; free
@@ -429,7 +437,7 @@ VRAM_TORCH_API char *vram_torch_alloc_conf(int device) {
     std::string notes;
     vram_allocator *a = g_slots[device].alloc.load(std::memory_order_acquire);
     if (a) cfg = *vram_allocator_config(a);
-    else if (status_of(torch_alloc_config(&cfg, &notes)) != 0) return nullptr;
+    else if (status_of(torch_alloc_config(&cfg, &notes, settings_now())) != 0) return nullptr;
     char text[VRAM_ALLOC_CONF_FORMAT_MAX];
     vram_alloc_config_format(&cfg, text, sizeof text);
     return strdup(text);
@@ -441,7 +449,39 @@ VRAM_TORCH_API char *vram_torch_alloc_conf(int device) {
 VRAM_TORCH_API char *vram_torch_alloc_conf_notes(void) {
     vram_alloc_config cfg;
     std::string notes;
-    if (status_of(torch_alloc_config(&cfg, &notes)) != 0) return nullptr;
+    if (status_of(torch_alloc_config(&cfg, &notes, settings_now())) != 0) return nullptr;
+    return strdup(notes.c_str());
+}
+
+/* torch.cuda.memory._set_allocator_settings under vram: checks `settings` (PyTorch's syntax),
+ * keeps them for every allocator that starts from now on, and returns (malloc'd) what they leave
+ * out: options vram lacks, and any change to a device whose allocator has already started (its
+ * configuration is fixed at its start; "" when nothing); NULL with the error, nothing kept, for
+ * a malformed string or a bad value. */
+VRAM_TORCH_API char *vram_torch_set_allocator_settings(const char *settings) {
+    if (!settings) {
+        set_error("_set_allocator_settings: null settings");
+        return nullptr;
+    }
+    std::lock_guard<std::mutex> lock(g_mutex);
+    std::string joined = g_settings.empty() ? settings : g_settings + "," + settings;
+    vram_alloc_config cfg;
+    std::string env_notes, notes, ignored;
+    if (status_of(torch_alloc_config(&cfg, &env_notes, joined)) != 0) return nullptr;
+    torch_conf_apply(kSettingsSource, settings, &cfg, &notes); /* what these settings leave out (they parse) */
+    for (int d = 0; d < kMaxDevices; d++) {
+        vram_allocator *a = g_slots[d].alloc.load(std::memory_order_acquire);
+        if (!a) continue;
+        vram_alloc_config now = *vram_allocator_config(a), want = now;
+        torch_conf_apply(kSettingsSource, settings, &want, &ignored);
+        char have[VRAM_ALLOC_CONF_FORMAT_MAX], asked[VRAM_ALLOC_CONF_FORMAT_MAX];
+        vram_alloc_config_format(&now, have, sizeof have);
+        vram_alloc_config_format(&want, asked, sizeof asked);
+        if (strcmp(have, asked))
+            notes += std::string(notes.empty() ? "" : "; ") + kSettingsSource + "('" + settings + "') left out on cuda:" +
+                     std::to_string(d) + ": its allocator started before (set them before the first CUDA tensor)";
+    }
+    g_settings = joined;
     return strdup(notes.c_str());
 }
 

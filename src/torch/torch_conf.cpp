@@ -12,7 +12,9 @@
  *   size the same count), per_process_memory_fraction (as memory_fraction), and
  *   PYTORCH_NO_CUDA_MEMORY_CACHING=1 (as caching:False);
  *
- * the pinned_* options stay PyTorch's (its pinned host allocator still runs); everything else
+ * then, on top, whatever the program passed to torch.cuda.memory._set_allocator_settings before the
+ * allocator started (vram_torch routes that call here: later calls win, as in PyTorch); the
+ * pinned_* options stay PyTorch's (its pinned host allocator still runs); everything else
  * (backend, release_lock_on_cudamalloc, graph_capture_record_stream_reuse, a list of roundup
  * divisions that differ by size, a key PyTorch does not know) is left out and named in the notes,
  * which the plug-in prints once. A malformed string or a bad value is an error naming the
@@ -128,33 +130,12 @@ void note(std::string *notes, const std::string &text) {
 
 }  // namespace
 
-vram_status torch_alloc_config(vram_alloc_config *cfg, std::string *notes) {
-    notes->clear();
-    std::string vram_conf = env_value("VRAM_ALLOC_CONF");
-    /* PyTorch 2.11's CUDA allocator reads PYTORCH_CUDA_ALLOC_CONF, and PYTORCH_ALLOC_CONF where
-     * that is unset (run 134 on the H200: with both set, its expandable segments follow the first) */
-    const char *var = "PYTORCH_CUDA_ALLOC_CONF";
-    std::string text = env_value(var), other = env_value("PYTORCH_ALLOC_CONF");
-    if (text.empty()) {
-        var = "PYTORCH_ALLOC_CONF";
-        text = other;
-    }
-    std::string no_caching = env_value("PYTORCH_NO_CUDA_MEMORY_CACHING");
-    vram_alloc_config work;
-    vram_alloc_config_default(&work);
-    if (!vram_conf.empty()) {
-        vram_status st = vram_alloc_config_parse(vram_conf.c_str(), &work);
-        if (st != VRAM_OK) return st;
-        if (!text.empty()) note(notes, std::string(var) + " (" + text + ") left out: VRAM_ALLOC_CONF is set, and vram reads that");
-        if (!no_caching.empty()) note(notes, "PYTORCH_NO_CUDA_MEMORY_CACHING left out: VRAM_ALLOC_CONF is set (caching:False there)");
-        *cfg = work;
-        return VRAM_OK;
-    }
+vram_status torch_conf_apply(const char *source, const std::string &text, vram_alloc_config *cfg, std::string *notes) {
     std::vector<Option> options;
-    vram_status st = split_options(var, text, &options);
+    vram_status st = split_options(source, text, &options);
     if (st != VRAM_OK) return st;
-    if (!other.empty() && var == std::string("PYTORCH_CUDA_ALLOC_CONF") && other != text)
-        note(notes, "PYTORCH_ALLOC_CONF (" + other + ") left out: PYTORCH_CUDA_ALLOC_CONF is set, and PyTorch reads that");
+    vram_alloc_config work = *cfg;
+    std::string var = source, said;
     bool split_given = false;
     for (const Option &o : options) {
         const std::string &k = o.key, &v = o.value;
@@ -168,31 +149,62 @@ vram_status torch_alloc_config(vram_alloc_config *cfg, std::string *notes) {
             if (uniform >= 0) {
                 if ((st = apply(var, k, std::to_string(uniform), &work)) != VRAM_OK) return st;
             } else {
-                note(notes, std::string(var) + "'s roundup_power2_divisions:" + v + " left out: vram rounds every "
-                            "size with one count (VRAM_ALLOC_CONF=roundup_power2_divisions:N)");
+                note(&said, var + "'s roundup_power2_divisions:" + v + " left out: vram rounds every size with one "
+                            "count (VRAM_ALLOC_CONF=roundup_power2_divisions:N)");
             }
         } else if (k == "per_process_memory_fraction") {
             if ((st = apply(var, "memory_fraction", v, &work)) != VRAM_OK) return st;
         } else if (k.rfind("pinned_", 0) == 0) {
             /* PyTorch's pinned host allocator still runs and still reads these */
         } else if (k == "backend") {
-            if (v != "native") note(notes, std::string(var) + "'s backend:" + v + " left out: vram is the CUDA allocator now");
+            if (v != "native") note(&said, var + "'s backend:" + v + " left out: vram is the CUDA allocator now");
         } else if (k == "release_lock_on_cudamalloc" || k == "release_lock_on_hipmalloc" ||
                    k == "graph_capture_record_stream_reuse") {
-            note(notes, std::string(var) + "'s " + k + ":" + v + " left out: no counterpart in vram");
+            note(&said, var + "'s " + k + ":" + v + " left out: no counterpart in vram");
         } else {
-            note(notes, std::string(var) + "'s " + k + ":" + v + " left out: not an option of PyTorch's CUDA allocator");
+            note(&said, var + "'s " + k + ":" + v + " left out: not an option of PyTorch's CUDA allocator");
         }
     }
-    if (no_caching == "1") {
-        if ((st = apply("PYTORCH_NO_CUDA_MEMORY_CACHING", "caching", "False", &work)) != VRAM_OK) return st;
-    } else if (!no_caching.empty() && no_caching != "0") {
-        note(notes, "PYTORCH_NO_CUDA_MEMORY_CACHING=" + no_caching + " left out: not 0 or 1 (PyTorch ignores it too)");
-    }
     if (split_given && work.expandable_segments)
-        note(notes, std::string(var) + "'s max_split_size_mb applies to vram's segments model only (add "
+        note(&said, var + "'s max_split_size_mb applies to vram's segments model only (add "
                     "expandable_segments:False); vram's default pages model ignores it, as PyTorch's expandable "
                     "segments do");
+    if (!said.empty()) note(notes, said);
+    *cfg = work;
+    return VRAM_OK;
+}
+
+vram_status torch_alloc_config(vram_alloc_config *cfg, std::string *notes, const std::string &settings) {
+    notes->clear();
+    std::string vram_conf = env_value("VRAM_ALLOC_CONF");
+    /* PyTorch 2.11's CUDA allocator reads PYTORCH_CUDA_ALLOC_CONF, and PYTORCH_ALLOC_CONF where
+     * that is unset (run 134 on the H200: with both set, its expandable segments follow the first) */
+    const char *var = "PYTORCH_CUDA_ALLOC_CONF";
+    std::string text = env_value(var), other = env_value("PYTORCH_ALLOC_CONF");
+    if (text.empty()) {
+        var = "PYTORCH_ALLOC_CONF";
+        text = other;
+    }
+    std::string no_caching = env_value("PYTORCH_NO_CUDA_MEMORY_CACHING");
+    vram_alloc_config work;
+    vram_alloc_config_default(&work);
+    vram_status st;
+    if (!vram_conf.empty()) {
+        if ((st = vram_alloc_config_parse(vram_conf.c_str(), &work)) != VRAM_OK) return st;
+        if (!text.empty()) note(notes, std::string(var) + " (" + text + ") left out: VRAM_ALLOC_CONF is set, and vram reads that");
+        if (!no_caching.empty()) note(notes, "PYTORCH_NO_CUDA_MEMORY_CACHING left out: VRAM_ALLOC_CONF is set (caching:False there)");
+    } else {
+        if (!other.empty() && var == std::string("PYTORCH_CUDA_ALLOC_CONF") && other != text)
+            note(notes, "PYTORCH_ALLOC_CONF (" + other + ") left out: PYTORCH_CUDA_ALLOC_CONF is set, and PyTorch reads that");
+        if ((st = torch_conf_apply(var, text, &work, notes)) != VRAM_OK) return st;
+        if (no_caching == "1") {
+            if ((st = apply("PYTORCH_NO_CUDA_MEMORY_CACHING", "caching", "False", &work)) != VRAM_OK) return st;
+        } else if (!no_caching.empty() && no_caching != "0") {
+            note(notes, "PYTORCH_NO_CUDA_MEMORY_CACHING=" + no_caching + " left out: not 0 or 1 (PyTorch ignores it too)");
+        }
+    }
+    /* the program's own torch.cuda.memory._set_allocator_settings calls come last, as in PyTorch */
+    if ((st = torch_conf_apply(kSettingsSource, settings, &work, notes)) != VRAM_OK) return st;
     *cfg = work;
     return VRAM_OK;
 }

@@ -167,6 +167,18 @@ check(empties and sum(usage(e) for e in empties) == 8 * 2**20,
 frees = [e for e in prof.events() if e.name == "[memory]" and usage(e) == -8 * 2**20]
 check(len(frees) == 1, "and the free, as a [memory] event of -8 MiB: %d" % len(frees))
 
+# torch.cuda.memory._set_allocator_settings once the allocator runs: what it already has passes
+# quietly (through PyTorch's own call too), a change is named in one warning, nothing raises.
+import warnings  # noqa: E402
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    torch.cuda.memory._set_allocator_settings("expandable_segments:True")
+    quiet = [str(w.message) for w in caught if str(w.message).startswith("vram:")]  # not PyTorch's deprecation
+    torch.cuda.memory._set_allocator_settings("garbage_collection_threshold:0.5")
+    said = [str(w.message) for w in caught if str(w.message).startswith("vram:")][len(quiet):]
+check(not quiet and len(said) == 1 and "left out on cuda:0" in said[0],
+      "_set_allocator_settings under vram: quiet for what runs, one warning for a change: %s %s" % (quiet, said))
+
 # Out of memory: a limit, a torch.OutOfMemoryError, and recovery; an observer attached as
 # PyTorch's docs show (torch._C._cuda_attach_out_of_memory_observer, which raises under any other
 # pluggable allocator) dumps a snapshot of the moment, with the history's events and stacks.
@@ -558,13 +570,14 @@ with tempfile.TemporaryDirectory() as tmp:
     check("before 0 0" in out.stdout, "before any tensor every statistic is there, at zero: %r" % out.stdout[:200])
 
 # PyTorch's allocator settings under vram (src/torch/torch_conf.cpp): a script that sets
-# PYTORCH_ALLOC_CONF itself before its first CUDA tensor, run unchanged under `python -m vram_torch run`,
-# keeps them; one that PyTorch would run on cudaMallocAsync says that setting is left out, once.
+# PYTORCH_ALLOC_CONF, and calls torch.cuda.memory._set_allocator_settings, before its first CUDA
+# tensor, run unchanged under `python -m vram_torch run`, keeps them; one that PyTorch would run on cudaMallocAsync says that setting is left out, once.
 with tempfile.TemporaryDirectory() as tmp:
     prog = os.path.join(tmp, "prog.py")
     with open(prog, "w") as f:
         f.write("import os\nos.environ['PYTORCH_ALLOC_CONF'] = 'expandable_segments:False,garbage_collection_threshold:0.6'\n"
-                "import torch, vram_torch\nx = torch.ones(1 << 20, device='cuda')\n"
+                "import torch, vram_torch\ntorch.cuda.memory._set_allocator_settings('roundup_power2_divisions:4')\n"
+                "x = torch.ones(1 << 20, device='cuda')\n"
                 "print('conf', vram_torch.alloc_conf())\n"
                 "print('expandable', any(s['is_expandable'] for s in torch.cuda.memory._snapshot()['segments']))\n")
     env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
@@ -572,7 +585,7 @@ with tempfile.TemporaryDirectory() as tmp:
         env.pop(v, None)
     out = subprocess.run([sys.executable, "-m", "vram_torch", "run", prog], capture_output=True, text=True, env=env)
     check(out.returncode == 0 and "expandable_segments:False" in out.stdout and "garbage_collection_threshold:0.6" in out.stdout
-          and "expandable False" in out.stdout,
+          and "roundup_power2_divisions:4" in out.stdout and "expandable False" in out.stdout,
           "PYTORCH_ALLOC_CONF set by the script applies under vram: %r %r" % (out.stdout, out.stderr[-300:]))
     print("PYTORCH_ALLOC_CONF under vram:", out.stdout.strip().replace("\n", " | "))
     out = subprocess.run([sys.executable, "-m", "vram_torch", "run", prog], capture_output=True, text=True,
