@@ -71,6 +71,13 @@ check(torch.cuda.memory_stats_as_nested_dict()["allocated_bytes"]["all"]["curren
       "torch.cuda.memory_stats_as_nested_dict")
 check("Allocated memory" in torch.cuda.memory_summary(), "torch.cuda.memory_summary")
 check(len(torch.cuda.memory_snapshot()) >= 1, "torch.cuda.memory_snapshot lists segments")
+# every key PyTorch's own memory_stats() has, in a program that allocated, vram's has too
+native_keys = subprocess.run([sys.executable, "-c", "import json, torch; x = torch.ones(1 << 20, device='cuda'); "
+                              "print(json.dumps(sorted(torch.cuda.memory_stats())))"],
+                             capture_output=True, text=True, env=dict(os.environ))
+missing = sorted(set(json.loads(native_keys.stdout or "[]")) - set(torch.cuda.memory_stats()))
+check(native_keys.returncode == 0 and not missing, "memory_stats() keys PyTorch has and vram lacks: %s %s"
+      % (missing, native_keys.stderr[-200:]))
 del y
 torch.cuda.reset_peak_memory_stats()
 check(torch.cuda.max_memory_allocated() == torch.cuda.memory_allocated(), "torch.cuda.reset_peak_memory_stats")
