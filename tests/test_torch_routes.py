@@ -33,7 +33,11 @@ memory._record_memory_history = torch_says("_record_memory_history")
 memory._set_allocator_settings = lambda env: calls.append(("torch settings", env))
 cuda.memory = memory
 torch.cuda = cuda
-torch._C = types.SimpleNamespace(_cuda_attach_out_of_memory_observer=torch_says("_cuda_attach_out_of_memory_observer"))
+torch._C = types.SimpleNamespace(_cuda_attach_out_of_memory_observer=torch_says("_cuda_attach_out_of_memory_observer"),
+                                 _accelerator_isAllocatorInitialized=lambda: False,  # as under a pluggable allocator
+                                 _accelerator_getDeviceStats=torch_says("_accelerator_getDeviceStats"),
+                                 _accelerator_emptyCache=torch_says("_accelerator_emptyCache"),
+                                 _accelerator_resetPeakStats=torch_says("_accelerator_resetPeakStats"))
 
 
 class Tensor:
@@ -53,7 +57,7 @@ flat = {"allocated_bytes.all.current": 7, "allocated_bytes.all.peak": 9, "num_al
 vt = types.SimpleNamespace(
     memory_stats=lambda device=None: dict(flat), memory_allocated=lambda device=None: 7,
     max_memory_allocated=lambda device=None: 9, memory_reserved=lambda device=None: 20,
-    max_memory_reserved=lambda device=None: 22, reset_peak_memory_stats=lambda device=None: calls.append("reset_peak"),
+    max_memory_reserved=lambda device=None: 22, reset_peak_memory_stats=lambda device=None: calls.append("reset_peak" if device is None else ("reset_peak", device)),
     reset_accumulated_memory_stats=lambda device=None: calls.append("reset_accumulated"),
     memory_summary=lambda device=None, abbreviated=False: "vram summary",
     snapshot=lambda device=None: {"segments": ["seg"], "device_traces": [[]]},
@@ -99,6 +103,18 @@ check(calls == [("vram settings", "expandable_segments:False"), ("vram settings"
                 ("torch settings", "pinned_use_cuda_host_register:True")],
       "_set_allocator_settings: vram's allocators first (a bad string raises there), PyTorch's own only for its "
       "pinned host allocator's options: %s" % calls)
+# torch.accelerator's memory functions go through these torch._C calls (the one this "PyTorch" lacks
+# stays absent); a negative index is PyTorch's "the current device"
+calls.clear()
+check(torch._C._accelerator_isAllocatorInitialized() is True, "accelerator: vram's allocator counts as initialized")
+check(torch._C._accelerator_getDeviceStats(-1)["allocated_bytes"]["all"]["peak"] == 9,
+      "accelerator: device stats are vram's, nested as PyTorch's C call returns them")
+torch._C._accelerator_emptyCache()
+torch._C._accelerator_resetPeakStats(-1)
+torch._C._accelerator_resetPeakStats(0)
+check(calls == [("empty_cache", None), "reset_peak", ("reset_peak", 0)],
+      "accelerator: empty_cache and resets go to vram (-1: the current device): %s" % calls)
+check(not hasattr(torch._C, "_accelerator_resetAccumulatedStats"), "a call this PyTorch lacks is not added")
 calls.clear()
 torch._C._cuda_attach_out_of_memory_observer(print)
 check(calls == [("oom observer", print)], "torch._C._cuda_attach_out_of_memory_observer goes to vram: %s" % calls)

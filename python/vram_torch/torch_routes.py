@@ -9,7 +9,8 @@ torch.cuda.memory's _snapshot and _record_memory_history (so that _dump_snapshot
 state and recent events for PyTorch's memory visualizer), torch._C's
 _cuda_attach_out_of_memory_observer (the usual way to dump a snapshot at an out-of-memory) and
 _accelerator_setAllocatorSettings (behind torch.cuda.memory._set_allocator_settings, which is
-routed itself where a PyTorch lacks it), and
+routed itself where a PyTorch lacks it) and the _accelerator_* calls behind torch.accelerator's
+memory functions (which otherwise read 0 under a pluggable allocator), and
 Tensor.record_stream with vram_torch's, keeping the originals in ORIGINALS.
 
 _routes() maps each torch.cuda name to a function of vram_torch (or a small adapter here); names
@@ -77,6 +78,23 @@ def _routes(vt):
     }
 
 
+def _accelerator_routes(vt):
+    """torch._C's device-generic allocator calls behind torch.accelerator's memory functions
+    (PyTorch 2.9+: memory_stats, memory_allocated, max_memory_allocated, ..., empty_cache,
+    reset_peak_memory_stats). Under a pluggable allocator PyTorch 2.11 answers them with an
+    empty dict (so every figure reads 0) or "Invalid device argument" (run 137); here they
+    answer from vram. A negative index, PyTorch's "no index given", means the current device."""
+    def device(index):
+        return None if index is None or (isinstance(index, int) and not isinstance(index, bool) and index < 0) else index
+    return {
+        "_accelerator_isAllocatorInitialized": lambda: True,
+        "_accelerator_getDeviceStats": lambda index=None: _nested(vt.memory_stats(device(index))),
+        "_accelerator_emptyCache": lambda: vt.empty_cache(None),
+        "_accelerator_resetAccumulatedStats": lambda index=None: vt.reset_accumulated_memory_stats(device(index)),
+        "_accelerator_resetPeakStats": lambda index=None: vt.reset_peak_memory_stats(device(index)),
+    }
+
+
 def route(torch, vt):
     """Points torch.cuda's memory functions and Tensor.record_stream at vram (idempotent)."""
     if ORIGINALS:
@@ -99,6 +117,10 @@ def route(torch, vt):
         if hasattr(tcm, name):
             ORIGINALS[(tcm.__name__, name)] = getattr(tcm, name)
             setattr(tcm, name, fn)
+    for name, fn in _accelerator_routes(vt).items():  # torch.accelerator's memory functions
+        if hasattr(c_module, name):
+            ORIGINALS[("torch._C", name)] = getattr(c_module, name)
+            setattr(c_module, name, fn)
     if c_settings is not None:  # PyTorch 2.11: torch.cuda.memory._set_allocator_settings calls this
         ORIGINALS[("torch._C", "_accelerator_setAllocatorSettings")] = c_settings
         c_module._accelerator_setAllocatorSettings = _set_allocator_settings(vt, c_settings)

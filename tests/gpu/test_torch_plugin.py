@@ -78,6 +78,18 @@ native_keys = subprocess.run([sys.executable, "-c", "import json, torch; x = tor
 missing = sorted(set(json.loads(native_keys.stdout or "[]")) - set(torch.cuda.memory_stats()))
 check(native_keys.returncode == 0 and not missing, "memory_stats() keys PyTorch has and vram lacks: %s %s"
       % (missing, native_keys.stderr[-200:]))
+# torch.accelerator's memory functions (PyTorch 2.9+), which under a pluggable allocator read 0 or
+# raise (run 137), answer from vram
+if hasattr(torch, "accelerator") and hasattr(torch.accelerator, "max_memory_allocated"):
+    check(torch.accelerator.memory_allocated() == vram_torch.memory_allocated() >= 50 * 2**20,
+          "torch.accelerator.memory_allocated: %d" % torch.accelerator.memory_allocated())
+    check(torch.accelerator.max_memory_allocated() == vram_torch.max_memory_allocated(), "torch.accelerator.max_memory_allocated")
+    check(torch.accelerator.memory_stats()["reserved_bytes.all.current"] == vram_torch.memory_reserved()
+          == torch.accelerator.memory_reserved(), "torch.accelerator.memory_stats / memory_reserved")
+    torch.accelerator.reset_peak_memory_stats()
+    check(torch.accelerator.max_memory_allocated() == torch.accelerator.memory_allocated(),
+          "torch.accelerator.reset_peak_memory_stats")
+    torch.accelerator.empty_cache()
 del y
 torch.cuda.reset_peak_memory_stats()
 check(torch.cuda.max_memory_allocated() == torch.cuda.memory_allocated(), "torch.cuda.reset_peak_memory_stats")

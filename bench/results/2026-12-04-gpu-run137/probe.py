@@ -1,0 +1,31 @@
+import os, sys, traceback
+sys.path.insert(0, os.path.join(os.getcwd(), "python"))
+import torch, vram_torch
+vram_torch.enable()
+x = torch.ones(1 << 20, device="cuda")
+def probe(name, fn):
+    try:
+        print("PROBE", name, "->", repr(fn())[:300])
+    except Exception as e:
+        print("PROBE", name, "RAISES", type(e).__name__, str(e)[:300])
+probe("get_allocator_backend", torch.cuda.memory.get_allocator_backend)
+probe("is_enabled", lambda: torch._C._cuda_cudaCachingAllocator_is_enabled())
+probe("caching_allocator_enable(False)", lambda: torch.cuda.memory.caching_allocator_enable(False))
+probe("is_enabled after", lambda: torch._C._cuda_cudaCachingAllocator_is_enabled())
+probe("caching_allocator_enable(True)", lambda: torch.cuda.memory.caching_allocator_enable(True))
+probe("host_memory_stats", lambda: len(torch.cuda.host_memory_stats()))
+probe("caching_allocator_alloc", lambda: torch.cuda.caching_allocator_delete(torch.cuda.caching_allocator_alloc(1 << 20)))
+probe("list_gpu_processes", lambda: torch.cuda.list_gpu_processes()[:80])
+probe("mem_get_info", torch.cuda.mem_get_info)
+probe("memory_usage", lambda: torch.cuda.memory_usage())
+probe("_get_current_allocator", lambda: type(torch.cuda.memory._get_current_allocator()).__name__)
+probe("pin_memory", lambda: torch.ones(1000).pin_memory().is_pinned())
+probe("memory._snapshot keys", lambda: sorted(torch.cuda.memory._snapshot().keys()))
+probe("torch.cuda.memory.__all__ not routed", lambda: [n for n in torch.cuda.memory.__all__])
+probe("accelerator memory_stats", lambda: len(torch.accelerator.memory_stats()) if hasattr(torch, "accelerator") and hasattr(torch.accelerator, "memory_stats") else "absent")
+probe("accelerator max_memory_allocated", lambda: torch.accelerator.max_memory_allocated() if hasattr(torch.accelerator, "max_memory_allocated") else "absent")
+probe("accelerator memory_allocated", lambda: torch.accelerator.memory_allocated() if hasattr(torch.accelerator, "memory_allocated") else "absent")
+probe("accelerator empty_cache", lambda: torch.accelerator.empty_cache() if hasattr(torch.accelerator, "empty_cache") else "absent")
+probe("accelerator reset_peak", lambda: torch.accelerator.reset_peak_memory_stats() if hasattr(torch.accelerator, "reset_peak_memory_stats") else "absent")
+probe("accelerator dir", lambda: [n for n in dir(torch.accelerator) if "mem" in n or "cache" in n or "alloc" in n])
+probe("torch.cuda.memory dir", lambda: [n for n in dir(torch.cuda.memory) if not n.startswith("__")])
