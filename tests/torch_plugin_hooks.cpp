@@ -221,7 +221,9 @@ int main(int argc, char **argv) {
         }
     };
     std::string error = too_much(400 * MiB);
-    check(error.find("out of memory") != std::string::npos, "400 MiB over the limit throws: " + error.substr(0, 120));
+    check(error.rfind("CUDA out of memory. Tried to allocate 400.00 MiB on cuda:0", 0) == 0,
+          "400 MiB over the limit throws, with PyTorch's opening words (batch-size finders look for \"CUDA out of "
+          "memory.\"): " + error.substr(0, 120));
     check(seen.calls == 1 && seen.device == 0 && seen.alloc == 400 * MiB && seen.limit == 256 * MiB,
           "the observer saw (device, bytes asked, limit) = (" + std::to_string(seen.device) + ", " +
               std::to_string(seen.alloc) + ", " + std::to_string(seen.limit) + "), once: " + std::to_string(seen.calls));

@@ -307,8 +307,10 @@ VRAM_TORCH_API void *vram_torch_alloc(ssize_t size, int device, void *stream) {
         const char *report = vram_allocator_oom_report(a);
         char req[32];
         vram_format_size((uint64_t)size, req, sizeof req);
-        msg = std::string("CUDA out of memory (vram). Tried to allocate ") + req + " on cuda:" + std::to_string(device) +
-              ".\n" + (report && *report ? report : vram_last_error());
+        /* begins as PyTorch's own message does: batch-size finders (accelerate's
+         * find_executable_batch_size, toma, ...) look for "CUDA out of memory." in the text */
+        msg = std::string("CUDA out of memory. Tried to allocate ") + req + " on cuda:" + std::to_string(device) +
+              " (vram).\n" + (report && *report ? report : vram_last_error());
         std::lock_guard<std::mutex> lock(g_mutex);
         g_slots[device].oom_report = msg;
     } else {

@@ -219,7 +219,14 @@ try:
     big = torch.empty(int(cap * 0.2), dtype=torch.uint8, device="cuda")
     check(False, "an allocation above the fraction must fail")
 except torch.OutOfMemoryError as e:
-    check("out of memory" in str(e).lower(), "OOM message: %s" % str(e)[:200])
+    # what batch-size finders test (accelerate's should_reduce_batch_size, toma): one argument
+    # holding PyTorch's words "CUDA out of memory."
+    check(len(e.args) == 1 and "CUDA out of memory." in e.args[0], "OOM message: %s" % str(e)[:200])
+    try:
+        from accelerate.utils.memory import should_reduce_batch_size
+        check(should_reduce_batch_size(e), "accelerate's find_executable_batch_size would halve the batch")
+    except ImportError:
+        print("accelerate not installed: its batch-size finder not asked")
     print("OutOfMemoryError raised as torch.OutOfMemoryError")
 except RuntimeError as e:
     check(False, "OOM came as RuntimeError, not torch.OutOfMemoryError: %s" % str(e)[:300])
