@@ -1363,6 +1363,58 @@ static void test_small_classes(void) {
     close_alloc(a, dev);
 }
 
+/* Caching turned off and on at run time (PyTorch's caching_allocator_enable): off empties the
+ * cache and makes every free return its memory; on again caches, and small blocks allocated
+ * while it was off (512-byte rounding) never join the class stacks, whose blocks must be of
+ * their class's size (test_alloc_random toggles it among millions of operations). */
+static void test_set_caching(void) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("sim:1GiB", "", &dev);
+    vram_stats st;
+    void *p, *q, *r;
+    CHECK_OK(vram_allocator_malloc(a, 3 * MiB, 0, 0, &p));
+    CHECK_OK(vram_allocator_malloc(a, 100000, 0, 0, &q));
+    CHECK_OK(vram_allocator_free(a, p));
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.reserved_bytes[0].current > st.allocated_bytes[0].current, "cached while caching is on");
+    CHECK_OK(vram_allocator_set_caching(a, 0));
+    vram_allocator_get_stats(a, &st);
+    CHECK(vram_allocator_config(a)->caching == 0 && st.reserved_bytes[0].current == 2 * MiB,
+          "caching off: the cache is returned at once (the small block's page stays): %lld reserved",
+          (long long)st.reserved_bytes[0].current);
+    void *left, *right; /* r between two live blocks, so that its free is deferred, not merged */
+    CHECK_OK(vram_allocator_malloc(a, 100000, 0, 0, &left));
+    CHECK_OK(vram_allocator_malloc(a, 100000, 0, 0, &r)); /* 512-byte rounding while off */
+    CHECK_OK(vram_allocator_malloc(a, 100000, 0, 0, &right));
+    CHECK(block_size(a, 100000) == 100352, "no size classes while caching is off");
+    CHECK_OK(vram_allocator_free(a, q));
+    CHECK_OK(vram_allocator_malloc(a, 5 * MiB, 0, 0, &p));
+    CHECK_OK(vram_allocator_free(a, p));
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.reserved_bytes[0].current == 2 * MiB, "a free returns its memory while caching is off: %lld reserved",
+          (long long)st.reserved_bytes[0].current);
+    CHECK_OK(vram_allocator_set_caching(a, 0)); /* no change */
+    CHECK_OK(vram_allocator_set_caching(a, 1));
+    CHECK_OK(vram_allocator_free(a, r)); /* 100352 bytes, not a class size: coalesced, not held */
+    void *split;
+    CHECK_OK(vram_allocator_malloc(a, 20000, 0, 0, &split)); /* a split: r leaves its slot */
+    CHECK_OK(vram_allocator_check(a));
+    CHECK_OK(vram_allocator_malloc(a, 100353, 0, 0, &q)); /* class 112 KiB, r's class had it been held */
+    size_t size = 0;
+    CHECK_OK(vram_allocator_block_info(a, q, &size, NULL, NULL));
+    CHECK(size == 112 * KiB, "caching on again: classes again, and the odd-sized block was not handed out as one: %zu", size);
+    CHECK_OK(vram_allocator_free(a, q));
+    CHECK_OK(vram_allocator_free(a, split));
+    CHECK_OK(vram_allocator_free(a, left));
+    CHECK_OK(vram_allocator_free(a, right));
+    CHECK_OK(vram_allocator_malloc(a, 3 * MiB, 0, 0, &p));
+    CHECK_OK(vram_allocator_free(a, p));
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.reserved_bytes[0].current > st.allocated_bytes[0].current, "caching on again: frees are cached");
+    CHECK(vram_allocator_set_caching(NULL, 0) == VRAM_ERR_INVALID_ARG, "a null allocator refused");
+    close_alloc(a, dev);
+}
+
 int main(void) {
     test_basic_stats();
     test_bad_frees();
@@ -1393,5 +1445,6 @@ int main(void) {
     test_config();
     test_rounding();
     test_small_classes();
+    test_set_caching();
     return check_done();
 }

@@ -2,8 +2,8 @@
  *
  * Millions of operations over several streams (on a device whose stream work the test
  * controls): malloc of log-uniform sizes, free, record_stream, work submitted and completed
- * on streams, empty_cache, a changing capacity limit (so allocations run out of memory), peak
- * resets. A shadow model of what is live checks, independently of the allocator's own
+ * on streams, empty_cache, caching turned off and on at run time, a changing capacity limit (so
+ * allocations run out of memory), peak resets. A shadow model of what is live checks, independently of the allocator's own
  * structures:
  *   - no two live blocks overlap, and every block holds its requested size;
  *   - a block freed on stream S (or used on S through record_stream) is never handed to
@@ -128,6 +128,7 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
     phys_violations = unmap_violations = 0;
     uint64_t ops = 0, ooms = 0, mallocs = 0, hazard_violations = 0, check_failures = 0;
     uint64_t used_frees = 0, pending_seen = 0; /* frees of blocks used on other streams; samples with pending blocks */
+    uint64_t caching_toggles = 0;
     double start = now();
     for (; ops < max_ops; ops++) {
         if ((ops & 4095) == 0 && now() - start > max_seconds) break;
@@ -189,9 +190,15 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
         } else if (r < 990) {
             event_device_complete(dev, s);
             hazards_prune(&hazards, dev);
-        } else if (r < 993) {
+        } else if (r < 992) {
             CHECK_OK(vram_allocator_empty_cache(a));
             hazards_prune(&hazards, dev); /* empty_cache waited for every stream */
+        } else if (r < 993) { /* caching off (the cache emptied, as above) or back on, at run time */
+            int on = !vram_allocator_config(a)->caching;
+            CHECK_OK(vram_allocator_set_caching(a, on));
+            CHECK(vram_allocator_config(a)->caching == on, "set_caching(%d) took", on);
+            if (!on) hazards_prune(&hazards, dev);
+            caching_toggles++;
         } else if (r < 998) {
             uint64_t limit = (rnd() % 3 == 0) ? 0 : (256 + rnd() % 7936) * MiB;
             CHECK_OK(vram_allocator_set_limit(a, limit));
@@ -224,6 +231,7 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
           (unsigned long long)st.num_ooms, (unsigned long long)ooms);
     CHECK(pending_seen > 0, "frees left pending by record_stream on busy streams (%llu of %llu sampled)",
           (unsigned long long)pending_seen, (unsigned long long)used_frees / 16);
+    CHECK(caching_toggles > 0, "caching was turned off or on at run time (%llu times)", (unsigned long long)caching_toggles);
     CHECK_OK(vram_allocator_check(a));
     printf("%-40s %9llu ops in %.1f s: %llu mallocs, %llu OOMs, %llu syncs, %llu device maps, %llu aliases\n",
            conf[0] ? conf : "default", (unsigned long long)ops, now() - start, (unsigned long long)mallocs,

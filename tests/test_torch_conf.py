@@ -9,6 +9,7 @@ libvram_torch.so's C interface over the fake driver, without PyTorch or a GPU:
 - torch.cuda.memory._set_allocator_settings (vram_torch_set_allocator_settings): applied on top
   of the environment to allocators that start later, refused when bad, named per device where an
   allocator has started;
+- caching_allocator_enable (vram_torch_set_caching) for allocators that have not started;
 - in a child process, as a program runs: allocators started on two devices take the settings of
   the moment (a script that sets PYTORCH_ALLOC_CONF before its first CUDA tensor is honoured),
   the notes are printed once, and a later change of the environment does not touch a started
@@ -215,4 +216,11 @@ out, err = run.stdout, run.stderr
 check(run.returncode == 0 and "allocated True" in out, "the child allocated on two devices: %s %s" % (out, err))
 check(out.count("expandable_segments:False") == 2, "both devices' allocators took the settings of their start: %s" % out)
 check(err.count("backend:cudaMallocAsync left out") == 1, "the note printed once a process: %r" % err)
+# caching_allocator_enable(False) before any allocator starts: those that start later do not cache
+lib.vram_torch_set_caching.argtypes = [c_int]
+settle({})
+check(lib.vram_torch_set_caching(0) == 0 and settle({})[0]["caching"] == "False",
+      "caching_allocator_enable(False) holds for allocators that start later")
+check(lib.vram_torch_set_caching(1) == 0 and settle({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})[0]["caching"] == "True",
+      "and its last word wins over the environment, as PyTorch's call does")
 sys.exit(done("test_torch_conf"))

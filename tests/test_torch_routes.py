@@ -37,7 +37,8 @@ torch._C = types.SimpleNamespace(_cuda_attach_out_of_memory_observer=torch_says(
                                  _accelerator_isAllocatorInitialized=lambda: False,  # as under a pluggable allocator
                                  _accelerator_getDeviceStats=torch_says("_accelerator_getDeviceStats"),
                                  _accelerator_emptyCache=torch_says("_accelerator_emptyCache"),
-                                 _accelerator_resetPeakStats=torch_says("_accelerator_resetPeakStats"))
+                                 _accelerator_resetPeakStats=torch_says("_accelerator_resetPeakStats"),
+                                 _cuda_cudaCachingAllocator_enable=torch_says("_cuda_cudaCachingAllocator_enable"))
 
 
 class Tensor:
@@ -67,6 +68,8 @@ vt = types.SimpleNamespace(
     record_stream=lambda tensor, stream: calls.append(("vram", stream)),
     attach_out_of_memory_observer=lambda fn: calls.append(("oom observer", fn)),
     set_allocator_settings=lambda env: calls.append(("vram settings", env)),
+    caching_allocator_enable=lambda value=True: calls.append(("caching", value)),
+    caching_allocator_enabled=lambda device=None: True,
     record_memory_history=lambda enabled, max_entries, device=None, context="all", stacks="python":
         calls.append(("history", enabled, max_entries, context, stacks)))
 
@@ -115,6 +118,10 @@ torch._C._accelerator_resetPeakStats(0)
 check(calls == [("empty_cache", None), "reset_peak", ("reset_peak", 0)],
       "accelerator: empty_cache and resets go to vram (-1: the current device): %s" % calls)
 check(not hasattr(torch._C, "_accelerator_resetAccumulatedStats"), "a call this PyTorch lacks is not added")
+calls.clear()
+torch._C._cuda_cudaCachingAllocator_enable(False)
+check(calls == [("caching", False)] and torch._C._cuda_cudaCachingAllocator_is_enabled() is True,
+      "caching_allocator_enable goes to vram, and the query caching_allocator_disabled() makes is answered: %s" % calls)
 calls.clear()
 torch._C._cuda_attach_out_of_memory_observer(print)
 check(calls == [("oom observer", print)], "torch._C._cuda_attach_out_of_memory_observer goes to vram: %s" % calls)

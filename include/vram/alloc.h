@@ -68,6 +68,11 @@ vram_status vram_allocator_set_tag(vram_allocator *a, void *ptr, vram_tag tag);
  * (pages model). Waits for pending stream events first. */
 vram_status vram_allocator_empty_cache(vram_allocator *a);
 
+/* Turns caching off (every free returns its memory to the device at once, as the caching:False
+ * option does; the cache is emptied first) or back on, at run time (PyTorch's
+ * caching_allocator_enable). VRAM_ERR_STATE during a CUDA graph capture, nothing changed. */
+vram_status vram_allocator_set_caching(vram_allocator *a, int on);
+
 /* Caps reserved memory at fraction x device capacity, fraction in (0, 1]. */
 vram_status vram_allocator_set_memory_fraction(vram_allocator *a, double fraction);
 /* The fraction in force (the memory_fraction option, or the last set_memory_fraction; 1 for

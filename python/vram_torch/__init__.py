@@ -34,7 +34,7 @@ __all__ = [
     "reset_accumulated_memory_stats", "empty_cache", "snapshot", "record_stream",
     "set_per_process_memory_fraction", "oom_report", "record_memory_history", "history_count",
     "attach_out_of_memory_observer", "get_per_process_memory_fraction", "alloc_conf",
-    "set_allocator_settings",
+    "set_allocator_settings", "caching_allocator_enable", "caching_allocator_enabled",
 ]
 _HISTORY_MAX = 1 << 24  # VRAM_HISTORY_MAX (vram/config.h)
 # The plug-in's out-of-memory observer: (device, bytes asked, the allocator's limit, bytes free).
@@ -84,6 +84,7 @@ def _load():
         "vram_torch_check_config": (c_int, []),
         "vram_torch_alloc_conf": (c_void_p, [c_int]),
         "vram_torch_set_allocator_settings": (c_void_p, [c_char_p]),
+        "vram_torch_set_caching": (c_int, [c_int]),
         "vram_torch_record_stream": (c_int, [c_void_p, c_int, c_void_p]),
         "vram_torch_empty_cache": (c_int, [c_int]),
         "vram_torch_reset_peak": (c_int, [c_int]),
@@ -472,6 +473,21 @@ def set_allocator_settings(settings):
     if notes:
         import warnings
         warnings.warn("vram: " + notes, stacklevel=2)
+
+
+def caching_allocator_enable(value=True):
+    """torch.cuda.memory.caching_allocator_enable for vram (enable() routes PyTorch's to it):
+    False returns every device's cache to the driver and makes each later free return its memory
+    at once (as PYTORCH_NO_CUDA_MEMORY_CACHING=1 or VRAM_ALLOC_CONF=caching:False from the start);
+    True caches again. Devices whose allocator starts later follow it too."""
+    lib = _load()
+    if lib.vram_torch_set_caching(1 if value else 0) != 0:
+        raise _error("caching_allocator_enable(%r)" % (value,))
+
+
+def caching_allocator_enabled(device=None):
+    """Whether the device's allocator caches freed memory (caching_allocator_enable)."""
+    return "caching:True" in alloc_conf(device).split(",")
 
 
 def oom_report(device=None):

@@ -9,8 +9,9 @@ torch.cuda.memory's _snapshot and _record_memory_history (so that _dump_snapshot
 state and recent events for PyTorch's memory visualizer), torch._C's
 _cuda_attach_out_of_memory_observer (the usual way to dump a snapshot at an out-of-memory) and
 _accelerator_setAllocatorSettings (behind torch.cuda.memory._set_allocator_settings, which is
-routed itself where a PyTorch lacks it) and the _accelerator_* calls behind torch.accelerator's
-memory functions (which otherwise read 0 under a pluggable allocator), and
+routed itself where a PyTorch lacks it), the _accelerator_* calls behind torch.accelerator's
+memory functions (which otherwise read 0 under a pluggable allocator) and
+_cuda_cudaCachingAllocator_enable (caching_allocator_enable, otherwise a no-op), and
 Tensor.record_stream with vram_torch's, keeping the originals in ORIGINALS.
 
 _routes() maps each torch.cuda name to a function of vram_torch (or a small adapter here); names
@@ -117,6 +118,14 @@ def route(torch, vt):
         if hasattr(tcm, name):
             ORIGINALS[(tcm.__name__, name)] = getattr(tcm, name)
             setattr(tcm, name, fn)
+    # caching_allocator_enable / caching_allocator_disabled(): PyTorch's C calls do nothing under a
+    # pluggable allocator (run 137); the query, which 2.11's caching_allocator_disabled() calls but
+    # torch._C lacks, comes with them
+    if hasattr(c_module, "_cuda_cudaCachingAllocator_enable"):
+        for name, fn in (("_cuda_cudaCachingAllocator_enable", vt.caching_allocator_enable),
+                         ("_cuda_cudaCachingAllocator_is_enabled", lambda: vt.caching_allocator_enabled())):
+            ORIGINALS[("torch._C", name)] = getattr(c_module, name, None)
+            setattr(c_module, name, fn)
     for name, fn in _accelerator_routes(vt).items():  # torch.accelerator's memory functions
         if hasattr(c_module, name):
             ORIGINALS[("torch._C", name)] = getattr(c_module, name)

@@ -305,10 +305,19 @@ static inline void held_put(vram_allocator *a, vram_block *b) {
     a->held_count++;
 }
 
+/* Whether a small block's size is its class's upper bound, as held stacks require: with classes
+ * on every small block allocated has it, but one allocated while they were off (caching turned
+ * off and on again at run time: vram_allocator_set_caching) has its 512-byte rounding. */
+static inline int class_sized(uint64_t size) {
+    if (size <= 4096) return 1; /* 512-byte classes */
+    uint64_t step = 1ull << (63 - VRAM_CLASS_BITS - __builtin_clzll(size - 1));
+    return (size & (step - 1)) == 0;
+}
+
 /* Sends a block that left its `recent` slot on: held, or into the bins (returning the block it
  * became part of there; NULL when held). */
 static inline vram_block *recent_evict(vram_allocator *a, vram_block *b) {
-    if (b->pool == a->held_pool) {
+    if (b->pool == a->held_pool && class_sized(b->size)) {
         held_put(a, b); /* keeps its live map entry */
         return NULL;
     }
@@ -921,6 +930,13 @@ static uint64_t compute_limit(const vram_allocator *a) {
     return limit;
 }
 
+/* The free path and size classes follow the caching option: frees are deferred (and small
+ * requests take size classes) only while caching is on without a garbage collection threshold. */
+static void caching_mode_update(vram_allocator *a) {
+    a->free_fast = vram_frees_deferred(a) && !a->graph_mode;
+    a->held_pool = vram_frees_deferred(a) && a->cfg.small_classes ? VRAM_POOL_SMALL : -1;
+}
+
 vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, vram_allocator **out) {
     if (!dev || !out) return vram_error(VRAM_ERR_INVALID_ARG, "allocator: null argument");
     *out = NULL;
@@ -938,8 +954,7 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
     a->has_events = dev->ops->event_record && dev->ops->event_query && dev->ops->event_sync && dev->ops->event_destroy;
     a->pages_model = conf.expandable_segments && vram_device_has_pages(dev);
     a->can_alias = a->pages_model && a->has_events && dev->ops->page_alias && dev->ops->page_drop;
-    a->free_fast = vram_frees_deferred(a);
-    a->held_pool = a->free_fast && conf.small_classes ? VRAM_POOL_SMALL : -1;
+    caching_mode_update(a);
     a->tag_solo = VRAM_TAG_OTHER; /* what PyTorch's plug-in and most callers use throughout */
     a->page_size = dev->page_size;
     if (a->pages_model && conf.page_size > dev->page_size && conf.page_size % dev->page_size == 0)
@@ -1529,13 +1544,8 @@ vram_status vram_allocator_set_tag(vram_allocator *a, void *ptr, vram_tag tag) {
 /* ---------------------------------------------------------------------------------------- */
 /* Cache, limits, history.                                                                   */
 
-vram_status vram_allocator_empty_cache(vram_allocator *a) {
-    if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "empty_cache: null allocator");
-    vram_allocator_lock(a);
-    if (vram_capturing(a)) {
-        vram_allocator_unlock(a);
-        return vram_error(VRAM_ERR_STATE, "empty_cache: not during a CUDA graph capture (it would wait for the GPU)");
-    }
+/* empty_cache with the lock held and no capture under way. */
+static vram_status empty_cache_locked(vram_allocator *a) {
     /* wait for the streams that pending frees were used on, as PyTorch's empty_cache does */
     for (vram_block *b = a->pending_head; b; b = b->fnext)
         for (int i = 0; i < b->nevents; i++) a->dev->ops->event_sync(a->dev, b->events[i]);
@@ -1560,6 +1570,39 @@ vram_status vram_allocator_empty_cache(vram_allocator *a) {
         re->peak = re->current;
         a->allocated_high = 0;
         history_add(a, VRAM_EVENT_EMPTY_CACHE, 0, 0, 0, 0);
+    }
+    return st;
+}
+
+vram_status vram_allocator_empty_cache(vram_allocator *a) {
+    if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "empty_cache: null allocator");
+    vram_allocator_lock(a);
+    if (vram_capturing(a)) {
+        vram_allocator_unlock(a);
+        return vram_error(VRAM_ERR_STATE, "empty_cache: not during a CUDA graph capture (it would wait for the GPU)");
+    }
+    vram_status st = empty_cache_locked(a);
+    vram_allocator_unlock(a);
+    return st;
+}
+
+vram_status vram_allocator_set_caching(vram_allocator *a, int on) {
+    if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "set_caching: null allocator");
+    vram_allocator_lock(a);
+    if (!on == !a->cfg.caching) {
+        vram_allocator_unlock(a);
+        return VRAM_OK;
+    }
+    if (vram_capturing(a)) {
+        vram_allocator_unlock(a);
+        return vram_error(VRAM_ERR_STATE, "set_caching: not during a CUDA graph capture (turning caching off empties the cache, "
+                                          "which would wait for the GPU)");
+    }
+    vram_status st = VRAM_OK;
+    if (!on) st = empty_cache_locked(a); /* coalesces the deferred and held blocks, returns the cache */
+    if (st == VRAM_OK) {
+        a->cfg.caching = on ? 1 : 0;
+        caching_mode_update(a);
     }
     vram_allocator_unlock(a);
     return st;

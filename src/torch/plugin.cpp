@@ -91,6 +91,8 @@ std::mutex g_mutex;                /* creation of allocators, oom_report strings
 /* What the program passed to torch.cuda.memory._set_allocator_settings, comma-joined: applied to
  * each allocator that starts afterwards (torch_conf.h). */
 std::string g_settings;
+/* caching_allocator_enable's last word for allocators that start later: -1 none, else 0 / 1. */
+int g_caching = -1;
 /* Python stacks kept for snapshots (vram_torch_set_stacks): 0 none, 1 the live blocks' ("state"),
  * 2 those and allocation events' ("alloc"), 3 frees' events' too ("all"). */
 std::atomic<int> g_stacks{0};
@@ -127,6 +129,7 @@ vram_allocator *get_allocator(int device, bool create) {
     vram_alloc_config cfg;
     std::string notes;
     vram_status st = torch_alloc_config(&cfg, &notes, g_settings);
+    if (g_caching >= 0) cfg.caching = g_caching;
     if (st == VRAM_OK) st = vram_device_open(spec, &dev);
     if (st == VRAM_OK) {
         st = vram_allocator_new(dev, &cfg, &a);
@@ -439,7 +442,11 @@ VRAM_TORCH_API char *vram_torch_alloc_conf(int device) {
     std::string notes;
     vram_allocator *a = g_slots[device].alloc.load(std::memory_order_acquire);
     if (a) cfg = *vram_allocator_config(a);
-    else if (status_of(torch_alloc_config(&cfg, &notes, settings_now())) != 0) return nullptr;
+    else {
+        if (status_of(torch_alloc_config(&cfg, &notes, settings_now())) != 0) return nullptr;
+        std::lock_guard<std::mutex> lock(g_mutex);
+        if (g_caching >= 0) cfg.caching = g_caching;
+    }
     char text[VRAM_ALLOC_CONF_FORMAT_MAX];
     vram_alloc_config_format(&cfg, text, sizeof text);
     return strdup(text);
@@ -453,6 +460,21 @@ VRAM_TORCH_API char *vram_torch_alloc_conf_notes(void) {
     std::string notes;
     if (status_of(torch_alloc_config(&cfg, &notes, settings_now())) != 0) return nullptr;
     return strdup(notes.c_str());
+}
+
+/* torch.cuda.memory.caching_allocator_enable under vram: caching off (every free returns its
+ * memory at once; the caches are emptied) or back on, for every device's allocator, those that
+ * start later included. 0, or -1 with the error (during a CUDA graph capture: nothing changed
+ * on that device). */
+VRAM_TORCH_API int vram_torch_set_caching(int on) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    int rc = 0;
+    for (int d = 0; d < kMaxDevices; d++) {
+        vram_allocator *a = g_slots[d].alloc.load(std::memory_order_acquire);
+        if (a && status_of(vram_allocator_set_caching(a, on ? 1 : 0)) != 0) rc = -1;
+    }
+    if (rc == 0) g_caching = on ? 1 : 0;
+    return rc;
 }
 
 /* torch.cuda.memory._set_allocator_settings under vram: checks `settings` (PyTorch's syntax),

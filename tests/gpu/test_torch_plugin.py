@@ -95,6 +95,20 @@ torch.cuda.reset_peak_memory_stats()
 check(torch.cuda.max_memory_allocated() == torch.cuda.memory_allocated(), "torch.cuda.reset_peak_memory_stats")
 torch.cuda.empty_cache()
 check(vram_torch.memory_reserved() < vram_torch.memory_allocated() + 64 * 2**20, "torch.cuda.empty_cache empties vram's cache")
+# torch.cuda.memory.caching_allocator_enable(False) / caching_allocator_disabled(): a no-op under
+# a pluggable allocator (run 137); under vram every free then returns its memory
+if hasattr(torch.cuda.memory, "caching_allocator_enable"):
+    with torch.cuda.memory.caching_allocator_disabled():
+        reserved_off = vram_torch.memory_reserved()
+        z = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
+        del z
+        check(vram_torch.memory_reserved() <= reserved_off, "caching off: a 256 MiB tensor's memory goes back at its free: "
+              "%d -> %d" % (reserved_off, vram_torch.memory_reserved()))
+    z = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
+    del z
+    check(vram_torch.caching_allocator_enabled() and vram_torch.memory_reserved() >= reserved_off + 256 * 2**20,
+          "caching on again after caching_allocator_disabled(): the free is cached")
+    torch.cuda.empty_cache()
 
 # The memory visualizer's entry points: _record_memory_history, _snapshot, _dump_snapshot, with
 # the Python stacks of the allocations (PyTorch's defaults: context="all", stacks="all"), which
