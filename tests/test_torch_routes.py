@@ -121,7 +121,8 @@ check(not hasattr(torch._C, "_accelerator_resetAccumulatedStats"), "a call this 
 calls.clear()
 torch._C._cuda_cudaCachingAllocator_enable(False)
 check(calls == [("caching", False)] and torch._C._cuda_cudaCachingAllocator_is_enabled() is True,
-      "caching_allocator_enable goes to vram, and the query caching_allocator_disabled() makes is answered: %s" % calls)
+      "caching_allocator_enable goes to vram, and the query later PyTorch's caching_allocator_disabled() makes "
+      "is answered: %s" % calls)
 calls.clear()
 torch._C._cuda_attach_out_of_memory_observer(print)
 check(calls == [("oom observer", print)], "torch._C._cuda_attach_out_of_memory_observer goes to vram: %s" % calls)

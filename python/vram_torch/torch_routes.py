@@ -118,9 +118,9 @@ def route(torch, vt):
         if hasattr(tcm, name):
             ORIGINALS[(tcm.__name__, name)] = getattr(tcm, name)
             setattr(tcm, name, fn)
-    # caching_allocator_enable / caching_allocator_disabled(): PyTorch's C calls do nothing under a
-    # pluggable allocator (run 137); the query, which 2.11's caching_allocator_disabled() calls but
-    # torch._C lacks, comes with them
+    # caching_allocator_enable: PyTorch's C call does nothing under a pluggable allocator (run 137);
+    # the query that later PyTorch's caching_allocator_disabled() makes is answered by vram too
+    # (PyTorch 2.11 has neither the context manager nor the query)
     if hasattr(c_module, "_cuda_cudaCachingAllocator_enable"):
         for name, fn in (("_cuda_cudaCachingAllocator_enable", vt.caching_allocator_enable),
                          ("_cuda_cudaCachingAllocator_is_enabled", lambda: vt.caching_allocator_enabled())):
