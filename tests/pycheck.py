@@ -1,8 +1,10 @@
-"""pycheck.py — the check() the standalone Python tests share (CTest runs each as a script).
+"""pycheck.py — the check() the standalone Python tests share (CTest runs each as a script), and
+the one helper of those that drive libvram_torch.so through ctypes.
 
     sys.path.insert(0, <this directory>); from pycheck import check, done
     check(cond, "what should hold")   # counts; prints "FAIL: what" on stderr when cond is false
     sys.exit(done("test_name"))       # prints "test_name: N passed, M failed"; 1 if any failed
+    take_string(lib, ptr)             # a string the plug-in malloc'd, decoded and freed (None for NULL)
 """
 import sys
 
@@ -25,3 +27,14 @@ def done(name):
     """Prints the tally and returns the exit status: 1 if any check failed, else 0."""
     print("%s: %d passed, %d failed" % (name, passed, failed))
     return 1 if failed else 0
+
+
+def take_string(lib, ptr):
+    """The plug-in's malloc'd string at ptr, decoded, freed with vram_torch_string_free (whose
+    argtypes the caller has set); None for NULL."""
+    if not ptr:
+        return None
+    import ctypes
+    s = ctypes.string_at(ptr).decode()
+    lib.vram_torch_string_free(ptr)
+    return s

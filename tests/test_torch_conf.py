@@ -40,15 +40,11 @@ lib.vram_torch_last_error.restype = ctypes.c_char_p
 lib.vram_torch_alloc.restype, lib.vram_torch_alloc.argtypes = vp, [ctypes.c_ssize_t, c_int, vp]
 lib.vram_torch_free.restype, lib.vram_torch_free.argtypes = None, [vp, ctypes.c_ssize_t, c_int, vp]
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pycheck import check, done  # noqa: E402
+from pycheck import check, done, take_string  # noqa: E402
 
 
 def take(ptr):
-    if not ptr:
-        return None
-    s = ctypes.string_at(ptr).decode()
-    lib.vram_torch_string_free(ptr)
-    return s
+    return take_string(lib, ptr)
 
 
 def settle(env):

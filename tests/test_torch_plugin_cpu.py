@@ -23,7 +23,7 @@ os.environ["FAKE_CUDA_DEVICES"] = "2"
 os.environ["VRAM_ALLOC_CONF"] = "expandable_segments:True"
 lib = ctypes.CDLL(lib_path)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pycheck import check, done  # noqa: E402
+from pycheck import check, done, take_string  # noqa: E402
 
 # Only the plug-in's own entry points are exported (src/torch/exports.map): libvram inside it stays
 # local, so it cannot clash with another libvram (or PyTorch's symbols) in the process.
@@ -44,11 +44,7 @@ lib.vram_torch_record_stream.argtypes = [vp, c_int, vp]
 
 
 def take(ptr):
-    if not ptr:
-        return None
-    s = ctypes.string_at(ptr).decode()
-    lib.vram_torch_string_free(ptr)
-    return s
+    return take_string(lib, ptr)
 
 
 def stats(device=0):
