@@ -8,8 +8,10 @@
  * State: one vram allocator per CUDA ordinal, created on the first allocation on that device
  * over the device "cuda:N" (the primary context, which PyTorch uses too), with its
  * configuration from VRAM_ALLOC_CONF or, where that is unset, from PyTorch's own allocator
- * settings (torch_conf.cpp; what they cannot set is printed once). The table of allocators is read without a lock (atomic
- * pointers); creation takes a mutex. Allocators live until the process ends, as PyTorch's do.
+ * settings (torch_conf.cpp; what they cannot set is printed once), and the program's
+ * _set_allocator_settings and caching_allocator_enable calls. The table of allocators is read
+ * without a lock (atomic pointers); creation takes a mutex. Allocators live until the process
+ * ends, as PyTorch's do.
  *
  * Out of memory: PyTorch's pluggable allocator has no error channel (a NULL return becomes a
  * tensor at address 0, and the next kernel faults the whole CUDA context), so the only way to
@@ -416,14 +418,15 @@ VRAM_TORCH_API int vram_torch_empty_cache(int device) {
     return rc;
 }
 
-/* 0 when the configuration parses (VRAM_ALLOC_CONF, else PyTorch's settings: torch_conf.cpp;
- * each device's allocator reads it when it starts); else -1 with the parser's message, so that
- * enable() refuses a bad configuration before PyTorch allocates. */
+/* The program's _set_allocator_settings strings so far. */
 std::string settings_now() {
     std::lock_guard<std::mutex> lock(g_mutex);
     return g_settings;
 }
 
+/* 0 when the configuration parses (VRAM_ALLOC_CONF, else PyTorch's settings: torch_conf.cpp;
+ * each device's allocator reads it when it starts); else -1 with the parser's message, so that
+ * enable() refuses a bad configuration before PyTorch allocates. */
 VRAM_TORCH_API int vram_torch_check_config(void) {
     vram_alloc_config cfg;
     std::string notes;
