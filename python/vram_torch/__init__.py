@@ -448,8 +448,9 @@ def _observe_oom(device, alloc, device_total, device_free):
 def alloc_conf(device=None):
     """The allocator options the device's allocator runs with, as a VRAM_ALLOC_CONF string (before
     its first allocation: those it would start with now). They come from VRAM_ALLOC_CONF, or where
-    that is unset from PyTorch's PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF (the options vram
-    shares with PyTorch's allocator; docs/pytorch.md)."""
+    that is unset from PyTorch's PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF (the options vram
+    shares with PyTorch's allocator), then set_allocator_settings and caching_allocator_enable
+    (docs/pytorch.md)."""
     import torch
     lib = _load()
     # before CUDA starts, the current device is 0: asking PyTorch would start CUDA (and enable() would refuse)

@@ -6,13 +6,13 @@ and Tensor.record_stream() do nothing. A script that logs its peak memory or emp
 would then fail or silently lose the effect under vram. route(torch, vram_torch), which
 vram_torch.enable() calls, replaces those functions (in torch.cuda and torch.cuda.memory),
 torch.cuda.memory's _snapshot and _record_memory_history (so that _dump_snapshot writes vram's
-state and recent events for PyTorch's memory visualizer), torch._C's
-_cuda_attach_out_of_memory_observer (the usual way to dump a snapshot at an out-of-memory) and
-_accelerator_setAllocatorSettings (behind torch.cuda.memory._set_allocator_settings, which is
-routed itself where a PyTorch lacks it), the _accelerator_* calls behind torch.accelerator's
+state and recent events for PyTorch's memory visualizer), Tensor.record_stream, and these of
+torch._C: _cuda_attach_out_of_memory_observer (the usual way to dump a snapshot at an
+out-of-memory), _accelerator_setAllocatorSettings (behind torch.cuda.memory._set_allocator_settings,
+which is routed itself where a PyTorch lacks it), the _accelerator_* calls behind torch.accelerator's
 memory functions (which otherwise read 0 under a pluggable allocator) and
-_cuda_cudaCachingAllocator_enable (caching_allocator_enable, otherwise a no-op), and
-Tensor.record_stream with vram_torch's, keeping the originals in ORIGINALS.
+_cuda_cudaCachingAllocator_enable (caching_allocator_enable, otherwise a no-op); all with
+vram_torch's, keeping the originals in ORIGINALS.
 
 _routes() maps each torch.cuda name to a function of vram_torch (or a small adapter here); names
 a PyTorch version lacks are skipped.
