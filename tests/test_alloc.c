@@ -909,6 +909,11 @@ static void *hammer(void *arg) {
     for (int i = 0; i < 50000; i++) {
         x = x * 1103515245u + 12345u;
         int k = (int)(x >> 16) % 64;
+        if (t->seed == 1 && i % 5000 == 2500) { /* caching switched while the others allocate */
+            vram_alloc_config c;
+            vram_allocator_get_config(t->a, &c);
+            if (vram_allocator_set_caching(t->a, !c.caching) != VRAM_OK) t->failures++;
+        }
         if (slots[k]) {
             if (vram_allocator_free(t->a, slots[k]) != VRAM_OK) t->failures++;
             slots[k] = NULL;

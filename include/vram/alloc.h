@@ -44,7 +44,11 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
 void vram_allocator_destroy(vram_allocator *a);
 
 vram_device *vram_allocator_device(vram_allocator *a);
+/* The configuration in force. Its memory_fraction and caching change under
+ * vram_allocator_set_memory_fraction / vram_allocator_set_caching: a thread that reads it while
+ * another may call those takes a copy with vram_allocator_get_config (made under the lock). */
 const vram_alloc_config *vram_allocator_config(vram_allocator *a);
+void vram_allocator_get_config(vram_allocator *a, vram_alloc_config *out);
 
 /* Allocates `size` bytes (size 0 gives a unique 512-byte block) for use on `stream`. */
 vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream stream, vram_tag tag,

@@ -1053,6 +1053,12 @@ void vram_allocator_destroy(vram_allocator *a) {
 vram_device *vram_allocator_device(vram_allocator *a) { return a->dev; }
 const vram_alloc_config *vram_allocator_config(vram_allocator *a) { return &a->cfg; }
 
+void vram_allocator_get_config(vram_allocator *a, vram_alloc_config *out) {
+    vram_allocator_lock(a);
+    *out = a->cfg;
+    vram_allocator_unlock(a);
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* malloc.                                                                                   */
 

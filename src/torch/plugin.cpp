@@ -444,7 +444,7 @@ VRAM_TORCH_API char *vram_torch_alloc_conf(int device) {
     vram_alloc_config cfg;
     std::string notes;
     vram_allocator *a = g_slots[device].alloc.load(std::memory_order_acquire);
-    if (a) cfg = *vram_allocator_config(a);
+    if (a) vram_allocator_get_config(a, &cfg);
     else {
         if (status_of(torch_alloc_config(&cfg, &notes, settings_now())) != 0) return nullptr;
         std::lock_guard<std::mutex> lock(g_mutex);
@@ -499,7 +499,9 @@ VRAM_TORCH_API char *vram_torch_set_allocator_settings(const char *settings) {
     for (int d = 0; d < kMaxDevices; d++) {
         vram_allocator *a = g_slots[d].alloc.load(std::memory_order_acquire);
         if (!a) continue;
-        vram_alloc_config now = *vram_allocator_config(a), want = now;
+        vram_alloc_config now, want;
+        vram_allocator_get_config(a, &now);
+        want = now;
         torch_conf_apply(kSettingsSource, settings, &want, &ignored);
         char have[VRAM_ALLOC_CONF_FORMAT_MAX], asked[VRAM_ALLOC_CONF_FORMAT_MAX];
         vram_alloc_config_format(&now, have, sizeof have);
