@@ -20,6 +20,7 @@ import ctypes
 import os
 import subprocess
 import sys
+import time
 
 if os.environ.get("VRAM_TEST_SANITIZED"):
     print("SKIP: the sanitizer build's library cannot be loaded into an uninstrumented python")
@@ -121,6 +122,12 @@ conf, notes = settle({"PYTORCH_ALLOC_CONF": "roundup_power2_divisions:[64:4]"})
 check(conf["roundup_power2_divisions"] == "0" and "left out" in notes,
       "[64:4]: by PyTorch's rule sizes above the 64 MB interval keep 0 divisions, so left out too")
 
+conf, notes = settle({"PYTORCH_ALLOC_CONF": "roundup_power2_divisions:[>:4],roundup_power2_divisions:[64:4]"})
+check(conf["roundup_power2_divisions"] == "0" and "[64:4] left out" in notes and "[>:4]" not in notes,
+      "an option given twice counts once, with its last value, even one vram leaves out: %s" % notes)
+conf, notes = settle({"PYTORCH_ALLOC_CONF": "max_split_size_mb:128,garbage_collection_threshold:0.5,max_split_size_mb:256"})
+check(conf["max_split_size_mb"] == "256" and conf["garbage_collection_threshold"] == "0.5", "the last value wins")
+
 conf, notes = settle({"PYTORCH_ALLOC_CONF": "per_process_memory_fraction:0.5,release_lock_on_cudamalloc:True,"
                                             "graph_capture_record_stream_reuse:True,no_such_option:1"})
 check(conf["memory_fraction"] == "0.5", "per_process_memory_fraction becomes memory_fraction")
@@ -158,6 +165,7 @@ check(conf == default and "PYTORCH_NO_CUDA_MEMORY_CACHING=yes left out: not 0 or
 for env, expect in (
         ({"PYTORCH_ALLOC_CONF": "max_split_size_mb:abc"}, "PYTORCH_ALLOC_CONF: max_split_size_mb: 'abc'"),
         ({"PYTORCH_ALLOC_CONF": "max_split_size_mb:4"}, "PYTORCH_ALLOC_CONF: max_split_size_mb: 4 is too small"),
+        ({"PYTORCH_ALLOC_CONF": "max_split_size_mb:abc,max_split_size_mb:128"}, "max_split_size_mb: 'abc'"),
         ({"PYTORCH_CUDA_ALLOC_CONF": "garbage_collection_threshold:1.5"}, "PYTORCH_CUDA_ALLOC_CONF: garbage_collection_threshold"),
         ({"PYTORCH_ALLOC_CONF": "expandable_segments:maybe"}, "PYTORCH_ALLOC_CONF: expandable_segments: 'maybe'"),
         ({"PYTORCH_ALLOC_CONF": "expandable_segments"}, "PYTORCH_ALLOC_CONF: 'expandable_segments' is not key:value"),
@@ -193,6 +201,15 @@ check(conf["expandable_segments"] == "True" and "max_split_size_mb" not in conf,
 conf, _ = settle({"VRAM_ALLOC_CONF": "expandable_segments:False"})
 check(conf["expandable_segments"] == "True", "settings apply on top of VRAM_ALLOC_CONF too (PyTorch: the call beats the environment)")
 check(lib.vram_torch_set_allocator_settings(None) is None, "null settings refused")
+# a program that sets them over and over (every step): each option is kept once, with its last
+# value, so calls stay cheap (joined, 20,000 calls would re-parse ~600 KB each: minutes)
+t0 = time.time()
+for i in range(20000):
+    set_settings("garbage_collection_threshold:0.%d,expandable_segments:True" % (1 + i % 9))
+conf, _ = settle({})
+check(time.time() - t0 < 10 and conf["garbage_collection_threshold"] == "0.%d" % (1 + 19999 % 9),
+      "20,000 calls in %.1f s, the last value in force: %s" % (time.time() - t0, conf.get("garbage_collection_threshold")))
+set_settings("expandable_segments:True")
 settle({})
 run = subprocess.run([sys.executable, os.path.abspath(__file__), lib_path, fake, "--child-settings"],
                      env={k: v for k, v in os.environ.items() if k not in VARS}, capture_output=True, text=True, timeout=120)

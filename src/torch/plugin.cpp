@@ -90,8 +90,8 @@ struct DeviceSlot {
 
 DeviceSlot g_slots[kMaxDevices];
 std::mutex g_mutex;                /* creation of allocators, oom_report strings, g_settings */
-/* What the program passed to torch.cuda.memory._set_allocator_settings, comma-joined: applied to
- * each allocator that starts afterwards (torch_conf.h). */
+/* What the program passed to torch.cuda.memory._set_allocator_settings, each option once with its
+ * last value (torch_conf_merge): applied to each allocator that starts afterwards (torch_conf.h). */
 std::string g_settings;
 /* caching_allocator_enable's last word for allocators that start later: -1 none, else 0 / 1. */
 int g_caching = -1;
@@ -491,7 +491,7 @@ VRAM_TORCH_API char *vram_torch_set_allocator_settings(const char *settings) {
         return nullptr;
     }
     std::lock_guard<std::mutex> lock(g_mutex);
-    std::string joined = g_settings.empty() ? settings : g_settings + "," + settings;
+    std::string joined = g_settings.empty() ? settings : torch_conf_merge(g_settings, settings);
     vram_alloc_config cfg;
     std::string env_notes, notes, ignored;
     if (status_of(torch_alloc_config(&cfg, &env_notes, joined)) != 0) return nullptr;

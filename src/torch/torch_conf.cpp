@@ -17,12 +17,14 @@
  * pinned_* options stay PyTorch's (its pinned host allocator still runs); everything else
  * (backend, release_lock_on_cudamalloc, graph_capture_record_stream_reuse, a list of roundup
  * divisions that differ by size, a key PyTorch does not know) is left out and named in the notes,
- * which the plug-in prints once. A malformed string or a bad value is an error naming the
- * variable, as PyTorch's own parser would raise. The string is read as PyTorch reads it: spaces
+ * which the plug-in prints once. An option given twice counts once, with its last value (a
+ * later setting replaces an earlier one whole, as in PyTorch). A malformed string or a bad value
+ * is an error naming the variable, as PyTorch's own parser would raise. The string is read as PyTorch reads it: spaces
  * dropped, commas between options (not inside [ ]), key:value.
  */
 #include "torch_conf.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -60,6 +62,18 @@ vram_status split_options(const std::string &var, const std::string &text, std::
     }
     if (depth != 0) return vram_error(VRAM_ERR_INVALID_ARG, "%s: unbalanced '[' in '%s'", var.c_str(), text.c_str());
     return VRAM_OK;
+}
+
+/* Each key once, at its last place with its last value: a later setting of an option replaces an
+ * earlier one whole (a list of roundup divisions too, as in PyTorch), whether vram can apply it
+ * or not. */
+std::vector<Option> last_of_each(const std::vector<Option> &options) {
+    std::vector<Option> out;
+    for (const Option &o : options) {
+        out.erase(std::remove_if(out.begin(), out.end(), [&](const Option &m) { return m.key == o.key; }), out.end());
+        out.push_back(o);
+    }
+    return out;
 }
 
 bool power_of_two(unsigned long long v) { return v && !(v & (v - 1)); }
@@ -128,42 +142,51 @@ void note(std::string *notes, const std::string &text) {
     *notes += notes->empty() ? text : "; " + text;
 }
 
+/* Applies one option to `work` (what it leaves out goes to `said`); an error for a bad value. */
+vram_status apply_option(const std::string &var, const Option &o, vram_alloc_config *work, std::string *said) {
+    const std::string &k = o.key, &v = o.value;
+    vram_status st = VRAM_OK;
+    if (k == "expandable_segments" || k == "max_split_size_mb" || k == "max_non_split_rounding_mb" ||
+        k == "garbage_collection_threshold" || (k == "roundup_power2_divisions" && v[0] != '[')) {
+        st = apply(var, k, v, work);
+    } else if (k == "roundup_power2_divisions") {
+        long long uniform = 0;
+        if ((st = roundup_list(var, v, &uniform)) == VRAM_OK) {
+            if (uniform >= 0) st = apply(var, k, std::to_string(uniform), work);
+            else note(said, var + "'s roundup_power2_divisions:" + v + " left out: vram rounds every size with one "
+                                  "count (VRAM_ALLOC_CONF=roundup_power2_divisions:N)");
+        }
+    } else if (k == "per_process_memory_fraction") {
+        st = apply(var, "memory_fraction", v, work);
+    } else if (k.rfind("pinned_", 0) == 0) {
+        /* PyTorch's pinned host allocator still runs and still reads these */
+    } else if (k == "backend") {
+        if (v != "native") note(said, var + "'s backend:" + v + " left out: vram is the CUDA allocator now");
+    } else if (k == "release_lock_on_cudamalloc" || k == "release_lock_on_hipmalloc" ||
+               k == "graph_capture_record_stream_reuse") {
+        note(said, var + "'s " + k + ":" + v + " left out: no counterpart in vram");
+    } else {
+        note(said, var + "'s " + k + ":" + v + " left out: not an option of PyTorch's CUDA allocator");
+    }
+    return st;
+}
+
 }  // namespace
 
 vram_status torch_conf_apply(const char *source, const std::string &text, vram_alloc_config *cfg, std::string *notes) {
-    std::vector<Option> options;
-    vram_status st = split_options(source, text, &options);
+    std::vector<Option> all;
+    vram_status st = split_options(source, text, &all);
     if (st != VRAM_OK) return st;
-    vram_alloc_config work = *cfg;
     std::string var = source, said;
+    vram_alloc_config work = *cfg;
+    for (const Option &o : all) /* every value checked, as PyTorch's parser checks each */
+        if ((st = apply_option(var, o, &work, &said)) != VRAM_OK) return st;
+    work = *cfg;
+    said.clear();
     bool split_given = false;
-    for (const Option &o : options) {
-        const std::string &k = o.key, &v = o.value;
-        if (k == "expandable_segments" || k == "max_split_size_mb" || k == "max_non_split_rounding_mb" ||
-            k == "garbage_collection_threshold" || (k == "roundup_power2_divisions" && v[0] != '[')) {
-            if ((st = apply(var, k, v, &work)) != VRAM_OK) return st;
-            split_given |= k == "max_split_size_mb";
-        } else if (k == "roundup_power2_divisions") {
-            long long uniform = 0;
-            if ((st = roundup_list(var, v, &uniform)) != VRAM_OK) return st;
-            if (uniform >= 0) {
-                if ((st = apply(var, k, std::to_string(uniform), &work)) != VRAM_OK) return st;
-            } else {
-                note(&said, var + "'s roundup_power2_divisions:" + v + " left out: vram rounds every size with one "
-                            "count (VRAM_ALLOC_CONF=roundup_power2_divisions:N)");
-            }
-        } else if (k == "per_process_memory_fraction") {
-            if ((st = apply(var, "memory_fraction", v, &work)) != VRAM_OK) return st;
-        } else if (k.rfind("pinned_", 0) == 0) {
-            /* PyTorch's pinned host allocator still runs and still reads these */
-        } else if (k == "backend") {
-            if (v != "native") note(&said, var + "'s backend:" + v + " left out: vram is the CUDA allocator now");
-        } else if (k == "release_lock_on_cudamalloc" || k == "release_lock_on_hipmalloc" ||
-                   k == "graph_capture_record_stream_reuse") {
-            note(&said, var + "'s " + k + ":" + v + " left out: no counterpart in vram");
-        } else {
-            note(&said, var + "'s " + k + ":" + v + " left out: not an option of PyTorch's CUDA allocator");
-        }
+    for (const Option &o : last_of_each(all)) {
+        apply_option(var, o, &work, &said);
+        split_given |= o.key == "max_split_size_mb";
     }
     if (split_given && work.expandable_segments)
         note(&said, var + "'s max_split_size_mb applies to vram's segments model only (add "
@@ -172,6 +195,14 @@ vram_status torch_conf_apply(const char *source, const std::string &text, vram_a
     if (!said.empty()) note(notes, said);
     *cfg = work;
     return VRAM_OK;
+}
+
+std::string torch_conf_merge(const std::string &earlier, const std::string &later) {
+    std::vector<Option> options;
+    if (split_options(kSettingsSource, earlier + "," + later, &options) != VRAM_OK) return earlier + "," + later;
+    std::string out;
+    for (const Option &o : last_of_each(options)) out += (out.empty() ? "" : ",") + o.key + ":" + o.value;
+    return out;
 }
 
 vram_status torch_alloc_config(vram_alloc_config *cfg, std::string *notes, const std::string &settings) {

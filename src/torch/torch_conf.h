@@ -22,6 +22,11 @@ constexpr const char *kSettingsSource = "torch.cuda.memory._set_allocator_settin
  * source, option and value, with `cfg` untouched. */
 vram_status torch_conf_apply(const char *source, const std::string &text, vram_alloc_config *cfg, std::string *notes);
 
+/* `later` after `earlier` (both PyTorch-syntax strings that parse) as one string in which each
+ * option appears once, with its last value: what the program's repeated _set_allocator_settings
+ * calls add up to, kept short however often it calls. */
+std::string torch_conf_merge(const std::string &earlier, const std::string &later);
+
 /* Reads the environment now, then applies `settings` (the program's _set_allocator_settings
  * strings, comma-joined). On success fills `cfg` (defaults plus what applies) and `notes` (empty
  * when nothing was left out); on error returns it, `cfg` untouched. */
