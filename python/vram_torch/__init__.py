@@ -14,7 +14,10 @@ logs torch.cuda.max_memory_allocated() or calls torch.cuda.empty_cache() or
 Tensor.record_stream() runs unchanged; the memory history keeps Python stacks
 (record_memory_history), out-of-memory observers are called (attach_out_of_memory_observer),
 and the plug-in itself feeds PyTorch's profiler and answers the allocator calls PyTorch makes
-from C++ (cuDNN's benchmark mode, C++ record_stream). CUDA graphs captured with torch.cuda.graph /
+from C++ (cuDNN's benchmark mode, C++ record_stream). The settings a user gave PyTorch's allocator
+(PYTORCH_CUDA_ALLOC_CONF, _set_allocator_settings, caching_allocator_enable) apply to vram's
+(alloc_conf() shows what is in force), and torch.accelerator's memory functions answer from vram
+too. CUDA graphs captured with torch.cuda.graph /
 torch.cuda.CUDAGraph keep their memory in private pools, as under PyTorch's allocator (graphs.py).
 The library is looked for in $VRAM_TORCH_LIBRARY, beside this package, then in the repository's
 build folders (build/, b/).
