@@ -1,7 +1,7 @@
 /* fuzz_alloc.c — libFuzzer target: the fuzzer's bytes drive a sequence of allocator operations
  * (malloc of any size, free of live, stale and wild pointers, record_stream, empty_cache,
- * limits, peak resets, private pools begun, named, routed to a stream, checkpointed, recreated
- * from a checkpoint, ended and released in any order) on one of three
+ * caching switched off and on, limits, peak resets, private pools begun, named, routed to a
+ * stream, checkpointed, recreated from a checkpoint, ended and released in any order) on one of three
  * devices: the sim device; the simulated CUDA device with 4 MiB chunks (or page-sized ones and no
  * reserve slack) and its GPU's work trailing the calls; or the event device (event_device.h),
  * with the same chunks, whose three streams' work the fuzzer submits and completes itself. On the
@@ -213,6 +213,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 dev->ops->host_step(dev, arg % 4 == 3); /* GPU work: queued, or all done */
             } else if (arg % 2) {
                 vram_allocator_empty_cache(a);
+            } else if ((arg >> 8) % 16 == 15) { /* caching switched at run time (PyTorch's caching_allocator_enable) */
+                int on = !vram_allocator_config(a)->caching;
+                if (vram_allocator_set_caching(a, on) == VRAM_OK && vram_allocator_config(a)->caching != on) abort();
             } else {
                 vram_allocator_reset_peak_stats(a);
             }
