@@ -716,6 +716,18 @@ lib.vram_torch_free(gone, 32 << 20, 0, None)
 check(vram_torch.caching_allocator_enabled(0) and vram_torch.memory_reserved(0) == held > reserved_off,
       "caching on again: the free is cached")
 lib.vram_torch_free(keep, 8 << 20, 0, None)
+# set_allocator_settings (torch.cuda.memory._set_allocator_settings under vram): quiet for what the
+# running allocators have, one warning naming each started device for a change, refused when bad
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    vram_torch.set_allocator_settings("expandable_segments:True")
+    quiet = [str(w.message) for w in caught]
+    vram_torch.set_allocator_settings("garbage_collection_threshold:0.5")
+    said = [str(w.message) for w in caught][len(quiet):]
+check(not quiet and len(said) == 1 and "left out on cuda:0" in said[0] and "left out on cuda:1" in said[0],
+      "set_allocator_settings on running allocators: %s %s" % (quiet, said))
+expect_raises(ValueError, lambda: vram_torch.set_allocator_settings("garbage_collection_threshold:2"), "a bad threshold")
+expect_raises(TypeError, lambda: vram_torch.set_allocator_settings(b"expandable_segments:True"), "bytes settings")
 # the options each device's allocator runs with (tests/test_torch_conf.py: where they come from)
 conf = dict(item.split(":", 1) for item in vram_torch.alloc_conf().split(","))
 check(conf.get("expandable_segments") == "True" and conf.get("caching") == "True", "alloc_conf(): %s" % conf)
