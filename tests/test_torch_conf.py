@@ -127,6 +127,11 @@ check(conf["roundup_power2_divisions"] == "0" and "[64:4] left out" in notes and
       "an option given twice counts once, with its last value, even one vram leaves out: %s" % notes)
 conf, notes = settle({"PYTORCH_ALLOC_CONF": "max_split_size_mb:128,garbage_collection_threshold:0.5,max_split_size_mb:256"})
 check(conf["max_split_size_mb"] == "256" and conf["garbage_collection_threshold"] == "0.5", "the last value wins")
+t0 = time.time()  # a variable of 200,000 options: read in linear time (a quadratic merge took minutes)
+conf, notes = settle({"PYTORCH_ALLOC_CONF": ",".join("garbage_collection_threshold:0.%d,no_such_%d:1" % (1 + i % 9, i)
+                                                    for i in range(100000))})
+check(time.time() - t0 < 10 and conf["garbage_collection_threshold"] == "0.%d" % (1 + 99999 % 9) and "no_such_99999" in notes,
+      "200,000 options read in %.2f s" % (time.time() - t0))
 
 conf, notes = settle({"PYTORCH_ALLOC_CONF": "per_process_memory_fraction:0.5,release_lock_on_cudamalloc:True,"
                                             "graph_capture_record_stream_reuse:True,no_such_option:1"})

@@ -19,14 +19,15 @@
  * divisions that differ by size, a key PyTorch does not know) is left out and named in the notes,
  * which the plug-in prints once. An option given twice counts once, with its last value (a
  * later setting replaces an earlier one whole, as in PyTorch). A malformed string or a bad value
- * is an error naming the variable, as PyTorch's own parser would raise. The string is read as PyTorch reads it: spaces
- * dropped, commas between options (not inside [ ]), key:value.
+ * is an error naming the variable, as PyTorch's own parser would raise. The string is read as
+ * PyTorch reads it: spaces dropped, commas between options (not inside [ ]), key:value.
  */
 #include "torch_conf.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_set>
 #include <vector>
 
 namespace {
@@ -69,10 +70,10 @@ vram_status split_options(const std::string &var, const std::string &text, std::
  * or not. */
 std::vector<Option> last_of_each(const std::vector<Option> &options) {
     std::vector<Option> out;
-    for (const Option &o : options) {
-        out.erase(std::remove_if(out.begin(), out.end(), [&](const Option &m) { return m.key == o.key; }), out.end());
-        out.push_back(o);
-    }
+    std::unordered_set<std::string> seen;
+    for (auto it = options.rbegin(); it != options.rend(); ++it)
+        if (seen.insert(it->key).second) out.push_back(*it);
+    std::reverse(out.begin(), out.end());
     return out;
 }
 
