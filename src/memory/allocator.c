@@ -930,13 +930,6 @@ static uint64_t compute_limit(const vram_allocator *a) {
     return limit;
 }
 
-/* The free path and size classes follow the caching option: frees are deferred (and small
- * requests take size classes) only while caching is on without a garbage collection threshold. */
-static void caching_mode_update(vram_allocator *a) {
-    a->free_fast = vram_frees_deferred(a) && !a->graph_mode;
-    a->held_pool = vram_frees_deferred(a) && a->cfg.small_classes ? VRAM_POOL_SMALL : -1;
-}
-
 vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, vram_allocator **out) {
     if (!dev || !out) return vram_error(VRAM_ERR_INVALID_ARG, "allocator: null argument");
     *out = NULL;
@@ -954,7 +947,7 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
     a->has_events = dev->ops->event_record && dev->ops->event_query && dev->ops->event_sync && dev->ops->event_destroy;
     a->pages_model = conf.expandable_segments && vram_device_has_pages(dev);
     a->can_alias = a->pages_model && a->has_events && dev->ops->page_alias && dev->ops->page_drop;
-    caching_mode_update(a);
+    vram_free_path_update(a);
     a->tag_solo = VRAM_TAG_OTHER; /* what PyTorch's plug-in and most callers use throughout */
     a->page_size = dev->page_size;
     if (a->pages_model && conf.page_size > dev->page_size && conf.page_size % dev->page_size == 0)
@@ -1608,7 +1601,7 @@ vram_status vram_allocator_set_caching(vram_allocator *a, int on) {
     if (!on) st = empty_cache_locked(a); /* coalesces the deferred and held blocks, returns the cache */
     if (st == VRAM_OK) {
         a->cfg.caching = on ? 1 : 0;
-        caching_mode_update(a);
+        vram_free_path_update(a);
     }
     vram_allocator_unlock(a);
     return st;

@@ -295,6 +295,15 @@ static inline int vram_frees_deferred(const vram_allocator *a) {
     return a->cfg.caching && !(a->cfg.garbage_collection_threshold > 0);
 }
 
+/* Derives the free path and the size classes from the caching options and graph_mode, whenever
+ * either changes (creation, vram_allocator_set_caching, graph_pools.c's mode updates): frees go
+ * straight to `recent` while they are deferred and no private pool is in use; small requests
+ * take size classes (held_pool) while frees are deferred. */
+static inline void vram_free_path_update(vram_allocator *a) {
+    a->free_fast = vram_frees_deferred(a) && !a->graph_mode;
+    a->held_pool = vram_frees_deferred(a) && a->cfg.small_classes ? VRAM_POOL_SMALL : -1;
+}
+
 /* The pool of a rounded request size. */
 static inline int vram_pool_of(uint64_t rsize) { return rsize <= VRAM_SMALL_LIMIT ? VRAM_POOL_SMALL : VRAM_POOL_LARGE; }
 

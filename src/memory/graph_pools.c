@@ -55,7 +55,7 @@ static void graph_mode_update(vram_allocator *a, int capturing) {
     for (unsigned i = 0; i < VRAM_GRAPH_POOLS; i++)
         if (a->graph_pools[i].id) mode |= GRAPH_BLOCKS;
     a->graph_mode = mode;
-    a->free_fast = vram_frees_deferred(a) && !mode;
+    vram_free_path_update(a);
     if (capturing && a->recent_mask) vram_recent_flush(a, 0, 0, NULL);
 }
 

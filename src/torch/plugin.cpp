@@ -112,6 +112,15 @@ int status_of(vram_status st) {
     return -1;
 }
 
+/* The configuration an allocator starting now gets, and what of PyTorch's settings it leaves
+ * out: the environment and the program's settings calls (torch_conf.h), then its last
+ * caching_allocator_enable. g_mutex held. */
+vram_status starting_config(vram_alloc_config *cfg, std::string *notes) {
+    vram_status st = torch_alloc_config(cfg, notes, g_settings);
+    if (st == VRAM_OK && g_caching >= 0) cfg->caching = g_caching;
+    return st;
+}
+
 vram_allocator *get_allocator(int device, bool create) {
     if (device < 0 || device >= kMaxDevices) {
         set_error("device index " + std::to_string(device) + " out of range");
@@ -130,8 +139,7 @@ vram_allocator *get_allocator(int device, bool create) {
     vram_device *dev = nullptr;
     vram_alloc_config cfg;
     std::string notes;
-    vram_status st = torch_alloc_config(&cfg, &notes, g_settings);
-    if (g_caching >= 0) cfg.caching = g_caching;
+    vram_status st = starting_config(&cfg, &notes);
     if (st == VRAM_OK) st = vram_device_open(spec, &dev);
     if (st == VRAM_OK) {
         st = vram_allocator_new(dev, &cfg, &a);
@@ -418,19 +426,14 @@ VRAM_TORCH_API int vram_torch_empty_cache(int device) {
     return rc;
 }
 
-/* The program's _set_allocator_settings strings so far. */
-std::string settings_now() {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    return g_settings;
-}
-
 /* 0 when the configuration parses (VRAM_ALLOC_CONF, else PyTorch's settings: torch_conf.cpp;
  * each device's allocator reads it when it starts); else -1 with the parser's message, so that
  * enable() refuses a bad configuration before PyTorch allocates. */
 VRAM_TORCH_API int vram_torch_check_config(void) {
     vram_alloc_config cfg;
     std::string notes;
-    return status_of(torch_alloc_config(&cfg, &notes, settings_now()));
+    std::lock_guard<std::mutex> lock(g_mutex);
+    return status_of(starting_config(&cfg, &notes));
 }
 
 /* The configuration device's allocator runs with, as a VRAM_ALLOC_CONF string (malloc'd; free
@@ -444,11 +447,11 @@ VRAM_TORCH_API char *vram_torch_alloc_conf(int device) {
     vram_alloc_config cfg;
     std::string notes;
     vram_allocator *a = g_slots[device].alloc.load(std::memory_order_acquire);
-    if (a) vram_allocator_get_config(a, &cfg);
-    else {
-        if (status_of(torch_alloc_config(&cfg, &notes, settings_now())) != 0) return nullptr;
+    if (a) {
+        vram_allocator_get_config(a, &cfg);
+    } else {
         std::lock_guard<std::mutex> lock(g_mutex);
-        if (g_caching >= 0) cfg.caching = g_caching;
+        if (status_of(starting_config(&cfg, &notes)) != 0) return nullptr;
     }
     char text[VRAM_ALLOC_CONF_FORMAT_MAX];
     vram_alloc_config_format(&cfg, text, sizeof text);
@@ -461,7 +464,8 @@ VRAM_TORCH_API char *vram_torch_alloc_conf(int device) {
 VRAM_TORCH_API char *vram_torch_alloc_conf_notes(void) {
     vram_alloc_config cfg;
     std::string notes;
-    if (status_of(torch_alloc_config(&cfg, &notes, settings_now())) != 0) return nullptr;
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (status_of(starting_config(&cfg, &notes)) != 0) return nullptr;
     return strdup(notes.c_str());
 }
 
@@ -491,11 +495,12 @@ VRAM_TORCH_API char *vram_torch_set_allocator_settings(const char *settings) {
         return nullptr;
     }
     std::lock_guard<std::mutex> lock(g_mutex);
-    std::string joined = g_settings.empty() ? settings : torch_conf_merge(g_settings, settings);
     vram_alloc_config cfg;
     std::string env_notes, notes, ignored;
-    if (status_of(torch_alloc_config(&cfg, &env_notes, joined)) != 0) return nullptr;
-    torch_conf_apply(kSettingsSource, settings, &cfg, &notes); /* what these settings leave out (they parse) */
+    /* checked on what an allocator would start with now, which also says what they leave out */
+    if (status_of(starting_config(&cfg, &env_notes)) != 0 ||
+        status_of(torch_conf_apply(kSettingsSource, settings, &cfg, &notes)) != 0)
+        return nullptr;
     for (int d = 0; d < kMaxDevices; d++) {
         vram_allocator *a = g_slots[d].alloc.load(std::memory_order_acquire);
         if (!a) continue;
@@ -510,7 +515,7 @@ VRAM_TORCH_API char *vram_torch_set_allocator_settings(const char *settings) {
             notes += std::string(notes.empty() ? "" : "; ") + kSettingsSource + "('" + settings + "') left out on cuda:" +
                      std::to_string(d) + ": its allocator started before (set them before the first CUDA tensor)";
     }
-    g_settings = joined;
+    g_settings = g_settings.empty() ? settings : torch_conf_merge(g_settings, settings);
     return strdup(notes.c_str());
 }
 
