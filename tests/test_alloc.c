@@ -1420,6 +1420,119 @@ static void test_set_caching(void) {
     close_alloc(a, dev);
 }
 
+/* vram_allocator_set_config: the options PyTorch's settings reach, changed on a running allocator
+ * (segments model, where max_split_size applies; a device without events, whose frees are ready
+ * for garbage collection at once), each seen in what the next requests get; the
+ * options fixed at creation and values out of range refused, nothing changed; the free path
+ * not changed during a capture. */
+static void test_set_config(void) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("sim:1GiB", "expandable_segments:False", &dev);
+    CHECK(a != NULL, "allocator");
+    if (!a) return;
+    vram_alloc_config want, got;
+    vram_stats st;
+    void *big, *p;
+    CHECK_OK(vram_allocator_malloc(a, 30 * MiB, 0, 0, &big)); /* its own 30 MiB segment */
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.oversize_allocations.current == 0 && st.max_split_size == -1, "no split limit at the start");
+    vram_allocator_get_config(a, &want);
+    want.max_split_size = 20 * MiB;
+    want.roundup_power2_divisions = 4;
+    want.memory_fraction = 0.5;
+    want.history_entries = 64;
+    CHECK_OK(vram_allocator_set_config(a, &want));
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.max_split_size == (int64_t)(20 * MiB) && st.oversize_allocations.current == 1 &&
+              st.oversize_segments.current == 1 && st.oversize_allocations.peak == 1,
+          "max_split_size 20 MiB: the live 30 MiB block and its segment count as oversize (%lld, %lld)",
+          (long long)st.oversize_allocations.current, (long long)st.oversize_segments.current);
+    CHECK(block_size(a, 5 * MiB + 1) == 6 * MiB, "roundup_power2_divisions:4 rounds 5 MiB + 1 to 6 MiB");
+    CHECK(block_size(a, 100000) == 112 * KiB, "a class size while small classes are on");
+    vram_allocator_get_config(a, &want);
+    want.roundup_power2_divisions = 0;
+    want.small_classes = 0;
+    CHECK_OK(vram_allocator_set_config(a, &want));
+    CHECK(block_size(a, 100000) == 100352, "small_classes off: 512-byte rounding");
+    CHECK(block_size(a, 5 * MiB + 1) == 5 * MiB + 512, "roundup_power2_divisions off again");
+    CHECK(vram_allocator_limit(a) == 512 * MiB, "memory_fraction 0.5 of 1 GiB: %llu",
+          (unsigned long long)vram_allocator_limit(a));
+    CHECK(vram_allocator_history_count(a) >= 4, "the history records from the change on");
+    CHECK_OK(vram_allocator_free(a, big));
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.oversize_allocations.current == 0, "the oversize block freed");
+    CHECK_OK(vram_allocator_malloc(a, 5 * MiB, 0, 0, &p));
+    CHECK(p != big, "a 5 MiB request does not split the cached 30 MiB segment, oversize now");
+    CHECK_OK(vram_allocator_free(a, p));
+    CHECK_OK(vram_allocator_check(a));
+
+    /* refused: an option fixed at creation, values out of range; nothing changes */
+    vram_allocator_get_config(a, &want);
+    want.expandable_segments = 1;
+    want.memory_fraction = 0.25;
+    CHECK(vram_allocator_set_config(a, &want) == VRAM_ERR_INVALID_ARG && strstr(vram_last_error(), "expandable_segments"),
+          "expandable_segments is fixed: %s", vram_last_error());
+    static const struct { double fraction, gc, slack; uint32_t history; } bad[] = {
+        {0.0, 0.0, 0.0, 0}, {1.5, 0.0, 0.0, 0}, {0.5, 1.0, 0.0, 0}, {0.5, -0.1, 0.0, 0}, {0.5, 0.0, 1.0, 0},
+        {0.5, 0.0, 0.0, VRAM_HISTORY_MAX + 1}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        vram_allocator_get_config(a, &want);
+        want.memory_fraction = bad[i].fraction;
+        want.garbage_collection_threshold = bad[i].gc;
+        want.reserve_slack = bad[i].slack;
+        want.history_entries = bad[i].history;
+        CHECK(vram_allocator_set_config(a, &want) == VRAM_ERR_INVALID_ARG, "bad value %zu refused", i);
+    }
+    vram_allocator_get_config(a, &got);
+    CHECK(got.memory_fraction == 0.5 && got.expandable_segments == 0 && got.history_entries == 64 &&
+              vram_allocator_limit(a) == 512 * MiB,
+          "nothing changed by the refused calls");
+    CHECK(vram_allocator_set_config(NULL, &want) == VRAM_ERR_INVALID_ARG &&
+              vram_allocator_set_config(a, NULL) == VRAM_ERR_INVALID_ARG,
+          "null arguments refused");
+
+    /* garbage collection on at run time: frees are coalesced at once and the cache is trimmed */
+    vram_allocator_get_config(a, &want);
+    want.garbage_collection_threshold = 0.5;
+    want.memory_fraction = 1.0;
+    want.max_split_size = UINT64_MAX;
+    CHECK_OK(vram_allocator_set_config(a, &want));
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.oversize_allocations.current == 0 && st.oversize_segments.current == 0 && st.max_split_size == -1,
+          "no split limit again");
+    void *blocks[24];
+    for (int i = 0; i < 24; i++) CHECK_OK(vram_allocator_malloc(a, 30 * MiB, 0, 0, &blocks[i])); /* 720 MiB */
+    for (int i = 0; i < 24; i++) CHECK_OK(vram_allocator_free(a, blocks[i]));
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.reserved_bytes[0].current <= (int64_t)(512 * MiB), "garbage_collection_threshold 0.5: the cache trimmed to half the "
+                                                      "device once reserved memory passed it (%lld MiB reserved)",
+          (long long)(st.reserved_bytes[0].current / (long long)MiB));
+    CHECK_OK(vram_allocator_check(a));
+
+    close_alloc(a, dev);
+
+    /* during a capture the free path stays; other options may change */
+    a = open_alloc("events:1GiB", "garbage_collection_threshold:0.5", &dev);
+    CHECK(a != NULL, "allocator with events");
+    if (!a) return;
+    CHECK_OK(vram_allocator_begin_pool(a, 3));
+    event_device_state(dev)->capturing = 1;
+    vram_allocator_get_config(a, &want);
+    want.garbage_collection_threshold = 0.0;
+    CHECK(vram_allocator_set_config(a, &want) == VRAM_ERR_STATE, "garbage collection not switched during a capture");
+    CHECK(vram_allocator_set_caching(a, 0) == VRAM_ERR_STATE, "nor caching");
+    want.garbage_collection_threshold = 0.5;
+    want.roundup_power2_divisions = 2;
+    CHECK_OK(vram_allocator_set_config(a, &want));
+    event_device_state(dev)->capturing = 0;
+    CHECK_OK(vram_allocator_end_pool(a, 3));
+    CHECK_OK(vram_allocator_release_pool(a, 3));
+    vram_allocator_get_config(a, &got);
+    CHECK(got.garbage_collection_threshold == 0.5 && got.roundup_power2_divisions == 2, "roundup changed in the capture");
+    CHECK_OK(vram_allocator_check(a));
+    close_alloc(a, dev);
+}
+
 int main(void) {
     test_basic_stats();
     test_bad_frees();
@@ -1451,5 +1564,6 @@ int main(void) {
     test_rounding();
     test_small_classes();
     test_set_caching();
+    test_set_config();
     return check_done();
 }

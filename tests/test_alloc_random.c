@@ -2,7 +2,8 @@
  *
  * Millions of operations over several streams (on a device whose stream work the test
  * controls): malloc of log-uniform sizes, free, record_stream, work submitted and completed
- * on streams, empty_cache, caching turned off and on at run time, a changing capacity limit (so
+ * on streams, empty_cache, caching turned off and on and the options PyTorch's settings reach
+ * (garbage collection, size classes, splitting, rounding) changed at run time, a changing capacity limit (so
  * allocations run out of memory), peak resets. A shadow model of what is live checks, independently of the allocator's own
  * structures:
  *   - no two live blocks overlap, and every block holds its requested size;
@@ -112,7 +113,9 @@ static int shadow_check(vram_allocator *a) {
     return ok;
 }
 
-static void run(const char *conf, uint64_t max_ops, double max_seconds) {
+/* One randomized sequence under configuration `conf`; with `reconfigure`, the options are also
+ * changed at random at run time (otherwise the run keeps its configuration, caching aside). */
+static void run(const char *conf, int reconfigure, uint64_t max_ops, double max_seconds) {
     vram_device *dev;
     CHECK_OK(event_device_open("8GiB", &dev));
     vram_alloc_config cfg;
@@ -128,7 +131,7 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
     phys_violations = unmap_violations = 0;
     uint64_t ops = 0, ooms = 0, mallocs = 0, hazard_violations = 0, check_failures = 0;
     uint64_t used_frees = 0, pending_seen = 0; /* frees of blocks used on other streams; samples with pending blocks */
-    uint64_t caching_toggles = 0;
+    uint64_t caching_toggles = 0, reconfigs = 0;
     double start = now();
     for (; ops < max_ops; ops++) {
         if ((ops & 4095) == 0 && now() - start > max_seconds) break;
@@ -193,12 +196,34 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
         } else if (r < 992) {
             CHECK_OK(vram_allocator_empty_cache(a));
             hazards_prune(&hazards, dev); /* empty_cache waited for every stream */
-        } else if (r < 993) { /* caching off (the cache emptied, as above) or back on, at run time */
+        } else if (r < 993 && !(reconfigure && rnd() % 2)) { /* caching off (the cache emptied, as above) or back on, at run time */
             int on = !vram_allocator_config(a)->caching;
             CHECK_OK(vram_allocator_set_caching(a, on));
             CHECK(vram_allocator_config(a)->caching == on, "set_caching(%d) took", on);
             if (!on) hazards_prune(&hazards, dev);
             caching_toggles++;
+        } else if (r < 993) { /* runs that reconfigure: the options PyTorch's settings change (set_config) */
+            vram_alloc_config want;
+            vram_allocator_get_config(a, &want);
+            static const double gc[] = {0.0, 0.6, 0.9};
+            static const uint64_t split[] = {UINT64_MAX, 20 * MiB, 64 * MiB, 256 * MiB};
+            want.garbage_collection_threshold = gc[rnd() % 3];
+            want.small_classes = (int)(rnd() % 2);
+            want.max_split_size = split[rnd() % 4];
+            want.max_non_split_rounding = (rnd() % 2) * 20 * MiB;
+            want.roundup_power2_divisions = (uint32_t)(1u << (rnd() % 4)) & ~1u; /* 0, 2, 4, 8 */
+            CHECK_OK(vram_allocator_set_config(a, &want));
+            vram_alloc_config got;
+            vram_allocator_get_config(a, &got);
+            CHECK(got.garbage_collection_threshold == want.garbage_collection_threshold &&
+                      got.small_classes == want.small_classes && got.max_split_size == want.max_split_size &&
+                      got.roundup_power2_divisions == want.roundup_power2_divisions,
+                  "set_config took");
+            if (vram_allocator_check(a) != VRAM_OK) {
+                check_failures++;
+                CHECK(0, "invariant broken by set_config after %llu ops: %s", (unsigned long long)ops, vram_last_error());
+            }
+            reconfigs++;
         } else if (r < 998) {
             uint64_t limit = (rnd() % 3 == 0) ? 0 : (256 + rnd() % 7936) * MiB;
             CHECK_OK(vram_allocator_set_limit(a, limit));
@@ -232,11 +257,13 @@ static void run(const char *conf, uint64_t max_ops, double max_seconds) {
     CHECK(pending_seen > 0, "frees left pending by record_stream on busy streams (%llu of %llu sampled)",
           (unsigned long long)pending_seen, (unsigned long long)used_frees / 16);
     CHECK(caching_toggles > 0, "caching was turned off or on at run time (%llu times)", (unsigned long long)caching_toggles);
+    CHECK(!reconfigure || reconfigs > 0, "the options were changed at run time (%llu times)", (unsigned long long)reconfigs);
     CHECK_OK(vram_allocator_check(a));
-    printf("%-40s %9llu ops in %.1f s: %llu mallocs, %llu OOMs, %llu syncs, %llu device maps, %llu aliases\n",
+    printf("%-40s %9llu ops in %.1f s: %llu mallocs, %llu OOMs, %llu syncs, %llu device maps, %llu aliases",
            conf[0] ? conf : "default", (unsigned long long)ops, now() - start, (unsigned long long)mallocs,
            (unsigned long long)ooms, (unsigned long long)st.num_sync_all_streams, (unsigned long long)st.num_device_alloc,
            (unsigned long long)ev->alias_calls);
+    printf(reconfigure ? ", %llu reconfigurations\n" : "\n", (unsigned long long)reconfigs);
     aliases_seen += ev->alias_calls;
     vram_allocator_destroy(a);
     CHECK(ev->live_events == 0, "every event destroyed");
@@ -253,16 +280,18 @@ int main(void) {
     int sanitized = getenv("VRAM_TEST_SANITIZED") != NULL;
     uint64_t ops = sanitized ? 400000 : 6000000;
     double seconds = sanitized ? 20 : 25;
-    run("", ops, seconds);
-    run("expandable_segments:False", ops / 2, seconds / 2);
-    run("expandable_segments:False,max_split_size_mb:64,roundup_power2_divisions:4", ops / 4, seconds / 4);
-    run("caching:False", ops / 10, seconds / 4);
-    run("move_busy_pages:True", ops / 4, seconds / 4);
-    run("chunk_size_mb:16,reserve_slack:0.02", ops / 4, seconds / 4);
-    run("chunk_size_mb:64,move_busy_pages:True", ops / 4, seconds / 4); /* chunks shrink near the 8 GiB limit */
-    run("chunk_size_mb:64,chunk_headroom:0", ops / 8, seconds / 8);      /* 64 MiB chunks up to the limit */
-    run("garbage_collection_threshold:0.6,chunk_size_mb:2,move_min_mb:2", ops / 8, seconds / 8); /* frees coalesced at once */
-    run("page_size_mb:4,chunk_size_mb:8,move_busy_pages:True", ops / 8, seconds / 8); /* pages of two device pages */
+    run("", 0, ops, seconds);
+    run("expandable_segments:False", 0, ops / 2, seconds / 2);
+    run("expandable_segments:False,max_split_size_mb:64,roundup_power2_divisions:4", 0, ops / 4, seconds / 4);
+    run("caching:False", 0, ops / 10, seconds / 4);
+    run("move_busy_pages:True", 0, ops / 4, seconds / 4);
+    run("chunk_size_mb:16,reserve_slack:0.02", 0, ops / 4, seconds / 4);
+    run("chunk_size_mb:64,move_busy_pages:True", 0, ops / 4, seconds / 4); /* chunks shrink near the 8 GiB limit */
+    run("chunk_size_mb:64,chunk_headroom:0", 0, ops / 8, seconds / 8);      /* 64 MiB chunks up to the limit */
+    run("garbage_collection_threshold:0.6,chunk_size_mb:2,move_min_mb:2", 0, ops / 8, seconds / 8); /* frees coalesced at once */
+    run("page_size_mb:4,chunk_size_mb:8,move_busy_pages:True", 0, ops / 8, seconds / 8); /* pages of two device pages */
+    run("", 1, ops / 4, seconds / 4);                          /* options changed at run time */
+    run("expandable_segments:False", 1, ops / 8, seconds / 8); /* ... where max_split_size counts */
     CHECK(aliases_seen > 0, "busy pages moved by aliasing in some run (%llu page_alias calls)",
           (unsigned long long)aliases_seen);
     return check_done();

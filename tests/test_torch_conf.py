@@ -81,7 +81,9 @@ if "--child-settings" in sys.argv:
     # _set_allocator_settings while cuda:0's allocator runs and cuda:1's has not started
     ptr = lib.vram_torch_alloc(1 << 20, 0, None)
     print("same:", set_settings("expandable_segments:True"))  # what cuda:0 runs already: nothing to say
-    print("late:", set_settings("garbage_collection_threshold:0.5"))
+    print("late:", set_settings("garbage_collection_threshold:0.5,roundup_power2_divisions:4"))
+    print("model:", set_settings("expandable_segments:False"))  # cuda:0's memory model stays
+    print("back:", set_settings("expandable_segments:True"))
     ptr1 = lib.vram_torch_alloc(1 << 20, 1, None)
     print("conf0", take(lib.vram_torch_alloc_conf(0)))
     print("conf1", take(lib.vram_torch_alloc_conf(1)))
@@ -221,10 +223,13 @@ run = subprocess.run([sys.executable, os.path.abspath(__file__), lib_path, fake,
 lines = dict(l.split(" ", 1) for l in run.stdout.splitlines() if " " in l)
 check(run.returncode == 0 and lines.get("same:") == "", "settings a started allocator already has: no note: %r %r"
       % (run.stdout, run.stderr[-300:]))
-check("left out on cuda:0: its allocator started before" in lines.get("late:", "")
-      and "cuda:1" not in lines.get("late:", ""), "a change to a started allocator is named, per device: %r" % lines.get("late:"))
-check("garbage_collection_threshold" not in lines.get("conf0", "x") and "garbage_collection_threshold:0.5" in lines.get("conf1", ""),
-      "cuda:0 keeps its configuration; cuda:1, started after the call, takes it: %r" % lines)
+check(lines.get("late:") == "", "options a started allocator can change: applied, nothing to say: %r" % lines.get("late:"))
+check("expandable_segments:False left out on cuda:0: its allocator started before" in lines.get("model:", "")
+      and "cuda:1" not in lines.get("model:", ""), "a change of a started allocator's memory model is named, per device: %r"
+      % lines.get("model:"))
+check(all("garbage_collection_threshold:0.5" in lines.get(c, "") and "roundup_power2_divisions:4" in lines.get(c, "")
+          and "expandable_segments:True" in lines.get(c, "") for c in ("conf0", "conf1")),
+      "cuda:0, running, and cuda:1, started after the call, both take the settings: %r" % lines)
 
 # A program's run, in a child: settings read when each allocator starts, notes printed once.
 env = {k: v for k, v in os.environ.items() if k not in VARS}

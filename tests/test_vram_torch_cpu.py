@@ -716,16 +716,27 @@ lib.vram_torch_free(gone, 32 << 20, 0, None)
 check(vram_torch.caching_allocator_enabled(0) and vram_torch.memory_reserved(0) == held > reserved_off,
       "caching on again: the free is cached")
 lib.vram_torch_free(keep, 8 << 20, 0, None)
-# set_allocator_settings (torch.cuda.memory._set_allocator_settings under vram): quiet for what the
-# running allocators have, one warning naming each started device for a change, refused when bad
+# set_allocator_settings (torch.cuda.memory._set_allocator_settings under vram): applied to the
+# running allocators at once and quiet; one warning naming each started device for a change of
+# memory model, which is fixed at an allocator's start; refused when bad
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     vram_torch.set_allocator_settings("expandable_segments:True")
+    vram_torch.set_allocator_settings("garbage_collection_threshold:0.5,roundup_power2_divisions:4")
     quiet = [str(w.message) for w in caught]
-    vram_torch.set_allocator_settings("garbage_collection_threshold:0.5")
+    vram_torch.set_allocator_settings("expandable_segments:False")
     said = [str(w.message) for w in caught][len(quiet):]
-check(not quiet and len(said) == 1 and "left out on cuda:0" in said[0] and "left out on cuda:1" in said[0],
-      "set_allocator_settings on running allocators: %s %s" % (quiet, said))
+check(not quiet and len(said) == 1 and "expandable_segments:False left out on cuda:0" in said[0]
+      and "left out on cuda:1" in said[0], "set_allocator_settings on running allocators: %s %s" % (quiet, said))
+running = dict(item.split(":", 1) for item in vram_torch.alloc_conf(1).split(","))
+check(running.get("garbage_collection_threshold") == "0.5" and running.get("roundup_power2_divisions") == "4"
+      and running.get("expandable_segments") == "True", "cuda:1's running allocator took the settings: %s" % running)
+before = vram_torch.memory_allocated(0)
+gone = lib.vram_torch_alloc((5 << 20) + 1, 0, None)
+check(vram_torch.memory_allocated(0) - before == 6 << 20, "the next request follows the new rounding (5 MiB + 1 -> 6 "
+      "MiB): %d" % (vram_torch.memory_allocated(0) - before))
+lib.vram_torch_free(gone, (5 << 20) + 1, 0, None)
+vram_torch.set_allocator_settings("expandable_segments:True,garbage_collection_threshold:0.8,roundup_power2_divisions:1")
 expect_raises(ValueError, lambda: vram_torch.set_allocator_settings("garbage_collection_threshold:2"), "a bad threshold")
 expect_raises(TypeError, lambda: vram_torch.set_allocator_settings(b"expandable_segments:True"), "bytes settings")
 # the options each device's allocator runs with (tests/test_torch_conf.py: where they come from)

@@ -44,9 +44,9 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
 void vram_allocator_destroy(vram_allocator *a);
 
 vram_device *vram_allocator_device(vram_allocator *a);
-/* The configuration in force. Its memory_fraction and caching change under
- * vram_allocator_set_memory_fraction / vram_allocator_set_caching: a thread that reads it while
- * another may call those takes a copy with vram_allocator_get_config (made under the lock). */
+/* The configuration in force. It changes under vram_allocator_set_config and the setters below
+ * (memory fraction, caching, limit, history): a thread that reads it while another may call those
+ * takes a copy with vram_allocator_get_config (made under the lock). */
 const vram_alloc_config *vram_allocator_config(vram_allocator *a);
 void vram_allocator_get_config(vram_allocator *a, vram_alloc_config *out);
 
@@ -76,6 +76,18 @@ vram_status vram_allocator_empty_cache(vram_allocator *a);
  * option does; the cache is emptied first) or back on, at run time (PyTorch's
  * caching_allocator_enable). VRAM_ERR_STATE during a CUDA graph capture, nothing changed. */
 vram_status vram_allocator_set_caching(vram_allocator *a, int on);
+
+/* Puts configuration `want` in force at run time (PyTorch applies its allocator settings to a
+ * running allocator the same way). Requests from then on follow it: rounding
+ * (roundup_power2_divisions, small_classes), splitting (max_split_size, max_non_split_rounding;
+ * the oversize statistics are counted again under the new threshold), the limit
+ * (memory_fraction, max_reserved), garbage_collection_threshold, caching (off empties the cache
+ * first, as set_caching), the pages model's policies and the history (set_history's rules). The
+ * options that shape memory already reserved (expandable_segments, page_size, chunk_size) are
+ * fixed at creation: a `want` that changes one is VRAM_ERR_INVALID_ARG naming it, as is a value
+ * out of its range; changing caching, garbage_collection_threshold or small_classes during a
+ * CUDA graph capture is VRAM_ERR_STATE. On error nothing changes. */
+vram_status vram_allocator_set_config(vram_allocator *a, const vram_alloc_config *want);
 
 /* Caps reserved memory at fraction x device capacity, fraction in (0, 1]. */
 vram_status vram_allocator_set_memory_fraction(vram_allocator *a, double fraction);

@@ -306,8 +306,9 @@ static inline void held_put(vram_allocator *a, vram_block *b) {
 }
 
 /* Whether a small block's size is its class's upper bound, as held stacks require: with classes
- * on every small block allocated has it, but one allocated while they were off (caching turned
- * off and on again at run time: vram_allocator_set_caching) has its 512-byte rounding. */
+ * on every small block allocated has it, but one allocated while they were off (caching, a
+ * garbage collection threshold or small_classes switched at run time: vram_allocator_set_config)
+ * has its 512-byte rounding. */
 static inline int class_sized(uint64_t size) {
     if (size <= 4096) return 1; /* 512-byte classes */
     uint64_t step = 1ull << (63 - VRAM_CLASS_BITS - __builtin_clzll(size - 1));
@@ -1585,24 +1586,103 @@ vram_status vram_allocator_empty_cache(vram_allocator *a) {
     return st;
 }
 
+/* Puts history ring `ring` of `entries` events in place (lock held), dropping the events
+ * recorded so far; returns the old ring, for the caller to free unlocked. */
+static vram_event *history_install(vram_allocator *a, vram_event *ring, uint32_t entries) {
+    vram_event *old = a->history;
+    a->history = ring;
+    a->cfg.history_entries = entries;
+    a->history_next = 0;
+    return old;
+}
+
+/* Counts again, after max_split_size changed, the live blocks and the segments at or above it
+ * (PyTorch's oversize statistics follow the threshold in force). */
+static void oversize_recount(vram_allocator *a) {
+    int64_t blocks = 0, segments = 0;
+    for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++)
+        for (vram_region *r = a->pools[p].regions; r; r = r->next) {
+            if (!r->expandable && r->size >= a->cfg.max_split_size) segments++;
+            for (vram_block *b = r->first; b; b = b->next)
+                if (b->state == BLOCK_LIVE && b->size >= a->cfg.max_split_size) blocks++;
+        }
+    vram_stat *st[2] = {&a->stats.oversize_allocations, &a->stats.oversize_segments};
+    int64_t now[2] = {blocks, segments};
+    for (int i = 0; i < 2; i++) {
+        st[i]->current = now[i];
+        if (st[i]->peak < now[i]) st[i]->peak = now[i];
+    }
+    a->stats.max_split_size = a->cfg.max_split_size == UINT64_MAX ? -1 : (int64_t)a->cfg.max_split_size;
+}
+
+/* Puts configuration `next` (checked; its history_entries ignored: set_history changes the ring)
+ * in force, with the lock held: what vram_allocator_set_config and set_caching share. */
+static vram_status set_config_locked(vram_allocator *a, vram_alloc_config next) {
+    const vram_alloc_config *now = &a->cfg;
+    next.expandable_segments = !!next.expandable_segments;
+    next.small_classes = !!next.small_classes;
+    next.caching = !!next.caching;
+    const char *fixed = next.expandable_segments != now->expandable_segments ? "expandable_segments"
+                        : next.page_size != now->page_size                   ? "page_size"
+                        : next.chunk_size != now->chunk_size                 ? "chunk_size"
+                                                                             : NULL;
+    if (fixed)
+        return vram_error(VRAM_ERR_INVALID_ARG, "set_config: %s is fixed when the allocator starts (it shapes the memory "
+                                                "already reserved)", fixed);
+    if (next.move_busy_pages != VRAM_CONF_AUTO) next.move_busy_pages = !!next.move_busy_pages;
+    else next.move_busy_pages = a->can_alias; /* as vram_allocator_new resolves auto */
+    if (next.reserve_slack == VRAM_CONF_AUTO) next.reserve_slack = a->chunk_pages > 1 ? 0.03 : 0.0;
+    int path_changes = vram_config_defers(&next) != vram_frees_deferred(a) || next.small_classes != now->small_classes;
+    if ((path_changes || next.caching != now->caching) && vram_capturing(a))
+        return vram_error(VRAM_ERR_STATE, "caching, garbage_collection_threshold and small_classes do not "
+                                          "change during a CUDA graph capture (deferred frees would be coalesced, and "
+                                          "turning caching off empties the cache, which waits for the GPU)");
+    vram_status st = VRAM_OK;
+    if (now->caching && !next.caching) st = empty_cache_locked(a); /* coalesces deferred and held blocks too */
+    else if (path_changes) deferred_flush(a); /* blocks deferred under the old rule go to the bins */
+    if (st != VRAM_OK) return st;
+    int split_changes = next.max_split_size != now->max_split_size;
+    next.history_entries = now->history_entries;
+    a->cfg = next;
+    vram_free_path_update(a);
+    a->limit = compute_limit(a);
+    if (split_changes) oversize_recount(a);
+    return VRAM_OK;
+}
+
+vram_status vram_allocator_set_config(vram_allocator *a, const vram_alloc_config *want) {
+    if (!a || !want) return vram_error(VRAM_ERR_INVALID_ARG, "set_config: null argument");
+    if (!(want->memory_fraction > 0.0) || want->memory_fraction > 1.0)
+        return vram_error(VRAM_ERR_INVALID_ARG, "set_config: memory_fraction %g is not in (0, 1]", want->memory_fraction);
+    if (!(want->garbage_collection_threshold >= 0.0) || want->garbage_collection_threshold >= 1.0)
+        return vram_error(VRAM_ERR_INVALID_ARG, "set_config: garbage_collection_threshold %g is not in [0, 1)",
+                          want->garbage_collection_threshold);
+    if (want->reserve_slack != VRAM_CONF_AUTO && !(want->reserve_slack >= 0.0 && want->reserve_slack < 1.0))
+        return vram_error(VRAM_ERR_INVALID_ARG, "set_config: reserve_slack %g is not in [0, 1) or auto", want->reserve_slack);
+    if (want->history_entries > VRAM_HISTORY_MAX)
+        return vram_error(VRAM_ERR_INVALID_ARG, "set_config: history of %u entries, more than the %u allowed",
+                          want->history_entries, VRAM_HISTORY_MAX);
+    /* a new history ring is allocated before the lock is taken, and put in only with the rest */
+    vram_alloc_config before;
+    vram_allocator_get_config(a, &before);
+    uint32_t entries = want->history_entries;
+    vram_event *ring = entries != before.history_entries && entries ? calloc(entries, sizeof *ring) : NULL;
+    if (entries != before.history_entries && entries && !ring)
+        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "set_config: host out of memory for a history of %u events", entries);
+    vram_allocator_lock(a);
+    vram_status st = set_config_locked(a, *want);
+    if (st == VRAM_OK && entries != a->cfg.history_entries && (ring || !entries)) ring = history_install(a, ring, entries);
+    vram_allocator_unlock(a);
+    free(ring); /* the ring replaced, or the new one left unused */
+    return st;
+}
+
 vram_status vram_allocator_set_caching(vram_allocator *a, int on) {
     if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "set_caching: null allocator");
     vram_allocator_lock(a);
-    if (!on == !a->cfg.caching) {
-        vram_allocator_unlock(a);
-        return VRAM_OK;
-    }
-    if (vram_capturing(a)) {
-        vram_allocator_unlock(a);
-        return vram_error(VRAM_ERR_STATE, "set_caching: not during a CUDA graph capture (turning caching off empties the cache, "
-                                          "which would wait for the GPU)");
-    }
-    vram_status st = VRAM_OK;
-    if (!on) st = empty_cache_locked(a); /* coalesces the deferred and held blocks, returns the cache */
-    if (st == VRAM_OK) {
-        a->cfg.caching = on ? 1 : 0;
-        vram_free_path_update(a);
-    }
+    vram_alloc_config next = a->cfg;
+    next.caching = on;
+    vram_status st = set_config_locked(a, next);
     vram_allocator_unlock(a);
     return st;
 }
@@ -1644,10 +1724,7 @@ vram_status vram_allocator_set_history(vram_allocator *a, uint32_t entries) {
     vram_event *ring = entries ? calloc(entries, sizeof *ring) : NULL;
     if (entries && !ring) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "set_history: host out of memory for %u events", entries);
     vram_allocator_lock(a);
-    vram_event *old = a->history;
-    a->history = ring;
-    a->cfg.history_entries = entries;
-    a->history_next = 0;
+    vram_event *old = history_install(a, ring, entries);
     vram_allocator_unlock(a);
     free(old);
     return VRAM_OK;

@@ -290,13 +290,14 @@ static inline void vram_block_release(vram_allocator *a, vram_block *b) {
     a->free_structs = b;
 }
 
-/* Whether the configuration defers frees (caching, no garbage collection threshold). */
-static inline int vram_frees_deferred(const vram_allocator *a) {
-    return a->cfg.caching && !(a->cfg.garbage_collection_threshold > 0);
+/* Whether a configuration defers frees (caching, no garbage collection threshold). */
+static inline int vram_config_defers(const vram_alloc_config *cfg) {
+    return cfg->caching && !(cfg->garbage_collection_threshold > 0);
 }
+static inline int vram_frees_deferred(const vram_allocator *a) { return vram_config_defers(&a->cfg); }
 
 /* Derives the free path and the size classes from the caching options and graph_mode, whenever
- * either changes (creation, vram_allocator_set_caching, graph_pools.c's mode updates): frees go
+ * either changes (creation, set_config and set_caching, graph_pools.c's mode updates): frees go
  * straight to `recent` while they are deferred and no private pool is in use; small requests
  * take size classes (held_pool) while frees are deferred. */
 static inline void vram_free_path_update(vram_allocator *a) {

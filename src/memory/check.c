@@ -40,6 +40,7 @@ static vram_status check_locked(vram_allocator *a) {
     int64_t tag_bytes[VRAM_TAG_MAX] = {0}, tag_count[VRAM_TAG_MAX] = {0}, tag_req[VRAM_TAG_MAX] = {0};
     uint64_t live_blocks = 0, not_ready = 0, free_blocks = 0, ndeferred = 0, nheld = 0, ngraph_free = 0;
     uint64_t graph_blocks[VRAM_GRAPH_POOLS] = {0};
+    int64_t oversize_blocks = 0, oversize_segments = 0; /* at or above max_split_size */
     uint64_t P = a->page_size;
 
     for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++) {
@@ -107,6 +108,7 @@ static vram_status check_locked(vram_allocator *a) {
                         tag_bytes[b->tag] += (int64_t)b->size;
                         tag_count[b->tag]++;
                         tag_req[b->tag] += (int64_t)b->requested;
+                        if (b->size >= a->cfg.max_split_size) oversize_blocks++;
                     }
                 }
                 if (r->expandable && (b->state != BLOCK_FREE || b->mapped_all)) {
@@ -118,6 +120,7 @@ static vram_status check_locked(vram_allocator *a) {
                 }
             }
             if (addr != r->base + r->size) FAIL("region %#llx: blocks do not reach its end", (unsigned long long)r->base);
+            if (!r->expandable && r->size >= a->cfg.max_split_size) oversize_segments++;
             if (r->expandable) {
                 for (uint64_t w = 0; w < (r->npages + 63) / 64; w++)
                     if (r->mapped[w] & r->zombie[w]) FAIL("region %#llx: a page is both mapped and a zombie", (unsigned long long)r->base);
@@ -174,6 +177,10 @@ static vram_status check_locked(vram_allocator *a) {
     if (listed != not_ready || not_ready != a->not_ready_count)
         FAIL("not-ready blocks: %llu in regions, %llu listed, counter %llu", (unsigned long long)not_ready,
              (unsigned long long)listed, (unsigned long long)a->not_ready_count);
+    if (a->stats.oversize_allocations.current != oversize_blocks || a->stats.oversize_segments.current != oversize_segments)
+        FAIL("oversize statistics %lld blocks, %lld segments; regions hold %lld, %lld at or above max_split_size",
+             (long long)a->stats.oversize_allocations.current, (long long)a->stats.oversize_segments.current,
+             (long long)oversize_blocks, (long long)oversize_segments);
     if (live_blocks + ndeferred + nheld + ngraph_free != a->live.count)
         FAIL("live map holds %llu entries for %llu live and deferred blocks", (unsigned long long)a->live.count,
              (unsigned long long)(live_blocks + ndeferred + nheld + ngraph_free));

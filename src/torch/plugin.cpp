@@ -485,10 +485,13 @@ VRAM_TORCH_API int vram_torch_set_caching(int on) {
 }
 
 /* torch.cuda.memory._set_allocator_settings under vram: checks `settings` (PyTorch's syntax),
- * keeps them for every allocator that starts from now on, and returns (malloc'd) what they leave
- * out: options vram lacks, and any change to a device whose allocator has already started (its
- * configuration is fixed at its start; "" when nothing); NULL with the error, nothing kept, for
- * a malformed string or a bad value. */
+ * applies them to the allocators already started (vram_allocator_set_config: rounding, splitting,
+ * garbage collection, memory fraction take effect at once, as under PyTorch's own allocator) and
+ * keeps them for every allocator that starts from now on. Returns (malloc'd) what they leave out:
+ * options vram lacks, and expandable_segments for a started allocator, whose memory model is fixed
+ * at its start ("" when nothing); NULL with the error, nothing kept, for a malformed string or a
+ * bad value, or when a started allocator refuses (a garbage collection threshold switched during
+ * a CUDA graph capture: the devices before it in order have the settings then). */
 VRAM_TORCH_API char *vram_torch_set_allocator_settings(const char *settings) {
     if (!settings) {
         set_error("_set_allocator_settings: null settings");
@@ -508,12 +511,17 @@ VRAM_TORCH_API char *vram_torch_set_allocator_settings(const char *settings) {
         vram_allocator_get_config(a, &now);
         want = now;
         torch_conf_apply(kSettingsSource, settings, &want, &ignored);
-        char have[VRAM_ALLOC_CONF_FORMAT_MAX], asked[VRAM_ALLOC_CONF_FORMAT_MAX];
-        vram_alloc_config_format(&now, have, sizeof have);
-        vram_alloc_config_format(&want, asked, sizeof asked);
-        if (strcmp(have, asked))
-            notes += std::string(notes.empty() ? "" : "; ") + kSettingsSource + "('" + settings + "') left out on cuda:" +
-                     std::to_string(d) + ": its allocator started before (set them before the first CUDA tensor)";
+        if (want.expandable_segments != now.expandable_segments) {
+            notes += std::string(notes.empty() ? "" : "; ") + "expandable_segments:" +
+                     (want.expandable_segments ? "True" : "False") + " left out on cuda:" + std::to_string(d) +
+                     ": its allocator started before, and its memory model is fixed at its start";
+            want.expandable_segments = now.expandable_segments;
+        }
+        if (vram_allocator_set_config(a, &want) != VRAM_OK) {
+            set_error(std::string(kSettingsSource) + "('" + settings + "') on cuda:" + std::to_string(d) + ": " +
+                      vram_last_error());
+            return nullptr;
+        }
     }
     g_settings = g_settings.empty() ? settings : torch_conf_merge(g_settings, settings);
     return strdup(notes.c_str());

@@ -1,21 +1,21 @@
 /* fuzz_alloc.c — libFuzzer target: the fuzzer's bytes drive a sequence of allocator operations
- * (malloc of any size, free of live, stale and wild pointers, record_stream, empty_cache,
- * caching switched off and on, limits, peak resets, private pools begun, named, routed to a
- * stream, checkpointed, recreated from a checkpoint, ended and released in any order) on one of three
- * devices: the sim device; the simulated CUDA device with 4 MiB chunks (or page-sized ones and no
- * reserve slack) and its GPU's work trailing the calls; or the event device (event_device.h),
- * with the same chunks, whose three streams' work the fuzzer submits and completes itself. On the
- * last, a shadow of what each stream may still use (fakes/stream_hazards.h, with the device's
- * physical page model) must never see a block handed to another stream early, at its address or
- * through pages moved elsewhere, nor pages taken from under a live block or unfinished work
- * (allocations made while a capture is under way belong to private pools, whose reuse follows
- * the graphs: they are left out of that shadow). Several captures may be under way, and each
- * allocation goes to one of them or none as the device tells (which capture a stream records,
- * whether it captures, or nothing). A second shadow, on every device, holds what each private
- * pool has handed out (the pool a block went to is the snapshot's graph_pool): while any graph
- * of that pool lives, no allocation outside the pool may overlap it and, on the event device, no
- * page under it may be unmapped or moved away (a replay of the graph would write there). The
- * invariant checker must hold after every operation and no call may crash. Build with
+ * (malloc of any size, free of live, stale and wild pointers, record_stream, empty_cache, caching
+ * switched off and on, options changed at run time (set_config), limits, peak resets, private pools
+ * begun, named, routed to a stream, checkpointed, recreated from a checkpoint, ended and released
+ * in any order) on one of three devices: the sim device; the simulated CUDA device with 4 MiB
+ * chunks (or page-sized ones and no reserve slack) and its GPU's work trailing the calls; or the
+ * event device (event_device.h), with the same chunks, whose three streams' work the fuzzer submits
+ * and completes itself. On the last, a shadow of what each stream may still use
+ * (fakes/stream_hazards.h, with the device's physical page model) must never see a block handed to
+ * another stream early, at its address or through pages moved elsewhere, nor pages taken from under
+ * a live block or unfinished work (allocations made while a capture is under way belong to private
+ * pools, whose reuse follows the graphs: they are left out of that shadow). Several captures may be
+ * under way, and each allocation goes to one of them or none as the device tells (which capture a
+ * stream records, whether it captures, or nothing). A second shadow, on every device, holds what
+ * each private pool has handed out (the pool a block went to is the snapshot's graph_pool): while
+ * any graph of that pool lives, no allocation outside the pool may overlap it and, on the event
+ * device, no page under it may be unmapped or moved away (a replay of the graph would write there).
+ * The invariant checker must hold after every operation and no call may crash. Build with
  * -DVRAM_FUZZ=ON and clang (see tests/CMakeLists.txt).
  *
  * regress_alloc/ holds inputs that once made it abort (CTest fuzz_alloc_regress):
@@ -216,6 +216,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             } else if ((arg >> 8) % 16 == 15) { /* caching switched at run time (PyTorch's caching_allocator_enable) */
                 int on = !vram_allocator_config(a)->caching;
                 if (vram_allocator_set_caching(a, on) == VRAM_OK && vram_allocator_config(a)->caching != on) abort();
+            } else if ((arg >> 8) % 16 == 14) { /* the options PyTorch's settings change, at run time */
+                static const double gc[] = {0.0, 0.5, 0.9};
+                static const uint64_t split[] = {UINT64_MAX, 20ull << 20, 64ull << 20};
+                vram_alloc_config want;
+                vram_allocator_get_config(a, &want);
+                want.garbage_collection_threshold = gc[((arg >> 2) & 3) % 3];
+                want.small_classes = (arg >> 4) & 1;
+                want.max_split_size = split[((arg >> 5) & 3) % 3];
+                want.roundup_power2_divisions = (1u << ((arg >> 7 & 1) | (arg >> 11 & 2))) & ~1u; /* 0, 2, 4, 8 */
+                want.max_non_split_rounding = (arg >> 13 & 1) ? 0 : 20ull << 20;
+                vram_status st = vram_allocator_set_config(a, &want);
+                if (st != VRAM_OK && st != VRAM_ERR_STATE) abort(); /* STATE: switching the free path in a capture */
             } else {
                 vram_allocator_reset_peak_stats(a);
             }

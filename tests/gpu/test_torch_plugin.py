@@ -205,17 +205,26 @@ check(empties and sum(usage(e) for e in empties) == 8 * 2**20,
 frees = [e for e in prof.events() if e.name == "[memory]" and usage(e) == -8 * 2**20]
 check(len(frees) == 1, "and the free, as a [memory] event of -8 MiB: %d" % len(frees))
 
-# torch.cuda.memory._set_allocator_settings once the allocator runs: what it already has passes
-# quietly (through PyTorch's own call too), a change is named in one warning, nothing raises.
+# torch.cuda.memory._set_allocator_settings once the allocator runs: applied at once and quietly
+# (through PyTorch's own call too), as under PyTorch's allocator; a change of memory model, fixed
+# at the allocator's start, is named in one warning; nothing raises.
 import warnings  # noqa: E402
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     torch.cuda.memory._set_allocator_settings("expandable_segments:True")
+    torch.cuda.memory._set_allocator_settings("roundup_power2_divisions:4")
     quiet = [str(w.message) for w in caught if str(w.message).startswith("vram:")]  # not PyTorch's deprecation
-    torch.cuda.memory._set_allocator_settings("garbage_collection_threshold:0.5")
+    torch.cuda.memory._set_allocator_settings("expandable_segments:False")
     said = [str(w.message) for w in caught if str(w.message).startswith("vram:")][len(quiet):]
-check(not quiet and len(said) == 1 and "left out on cuda:0" in said[0],
-      "_set_allocator_settings under vram: quiet for what runs, one warning for a change: %s %s" % (quiet, said))
+check(not quiet and len(said) == 1 and "expandable_segments:False left out on cuda:0" in said[0],
+      "_set_allocator_settings under vram: quiet for what applies, one warning for the memory model: %s %s" % (quiet, said))
+before = torch.cuda.memory_allocated()
+t = torch.empty((5 << 20) + 1, dtype=torch.uint8, device="cuda")
+check(torch.cuda.memory_allocated() - before == 6 << 20 and "roundup_power2_divisions:4" in vram_torch.alloc_conf(),
+      "the running allocator rounds the next request as the settings say (5 MiB + 1 -> 6 MiB): %d"
+      % (torch.cuda.memory_allocated() - before))
+del t
+torch.cuda.memory._set_allocator_settings("roundup_power2_divisions:1")  # 512-byte rounding again, as before
 
 # Out of memory: a limit, a torch.OutOfMemoryError, and recovery; an observer attached as
 # PyTorch's docs show (torch._C._cuda_attach_out_of_memory_observer, which raises under any other
