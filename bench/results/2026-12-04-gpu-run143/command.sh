@@ -1,4 +1,4 @@
-# run 143 (2026-12-04 ~21:10 UTC), the H200 of gpu-run142/machine.txt (driver 580.159.04, torch
+# run 143 (2026-12-04 20:29 UTC), the H200 of gpu-run142/machine.txt (driver 580.159.04, torch
 # 2.11.0+cu130): on 50ec355, whether torch.cuda.memory._set_allocator_settings changes an
 # allocator that already runs. PyTorch's own does (probe.txt: a 5 MiB + 1 request takes 5,243,392
 # bytes, then 6,291,456 after roundup_power2_divisions:4, then 5,243,392 after :1); vram before
