@@ -736,6 +736,11 @@ gone = lib.vram_torch_alloc((5 << 20) + 1, 0, None)
 check(vram_torch.memory_allocated(0) - before == 6 << 20, "the next request follows the new rounding (5 MiB + 1 -> 6 "
       "MiB): %d" % (vram_torch.memory_allocated(0) - before))
 lib.vram_torch_free(gone, (5 << 20) + 1, 0, None)
+with warnings.catch_warnings(record=True):
+    warnings.simplefilter("always")  # (the pages model's note on max_split_size_mb)
+    vram_torch.set_allocator_settings("max_split_size_mb:64")
+check(vram_torch.memory_stats(0)["max_split_size"] == 64 << 20 and vram_torch.memory_stats(1)["max_split_size"] == 64 << 20,
+      "memory_stats() reports the split limit set at run time: %d" % vram_torch.memory_stats(0)["max_split_size"])
 vram_torch.set_allocator_settings("expandable_segments:True,garbage_collection_threshold:0.8,roundup_power2_divisions:1")
 expect_raises(ValueError, lambda: vram_torch.set_allocator_settings("garbage_collection_threshold:2"), "a bad threshold")
 expect_raises(TypeError, lambda: vram_torch.set_allocator_settings(b"expandable_segments:True"), "bytes settings")
