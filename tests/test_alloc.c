@@ -914,6 +914,14 @@ static void *hammer(void *arg) {
             vram_allocator_get_config(t->a, &c);
             if (vram_allocator_set_caching(t->a, !c.caching) != VRAM_OK) t->failures++;
         }
+        if (t->seed == 2 && i % 5000 == 1000) { /* and the options PyTorch's settings change */
+            vram_alloc_config c;
+            vram_allocator_get_config(t->a, &c);
+            c.garbage_collection_threshold = c.garbage_collection_threshold > 0 ? 0.0 : 0.8;
+            c.roundup_power2_divisions = c.roundup_power2_divisions ? 0 : 4;
+            c.small_classes = !c.small_classes;
+            if (vram_allocator_set_config(t->a, &c) != VRAM_OK) t->failures++;
+        }
         if (slots[k]) {
             if (vram_allocator_free(t->a, slots[k]) != VRAM_OK) t->failures++;
             slots[k] = NULL;
