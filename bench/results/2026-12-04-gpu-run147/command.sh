@@ -1,0 +1,4 @@
+# run 147 (2026-12-04 20:54 UTC): the latency benchmark, this tree (0d9df88, "vram"), run 120's tree
+# (605d575, "base": git archive into .devcarry/base, carried) and PyTorch native in turns on one
+# pinned core, 8 rounds. Median ratios to native in latency_rounds.md.
+export OUT=$OUT; BASE=.devcarry/base ROUNDS=8 bash bench/run_gpu.sh latrounds
