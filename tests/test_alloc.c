@@ -1512,9 +1512,9 @@ static void test_set_config(void) {
     for (int i = 0; i < 24; i++) CHECK_OK(vram_allocator_malloc(a, 30 * MiB, 0, 0, &blocks[i])); /* 720 MiB */
     for (int i = 0; i < 24; i++) CHECK_OK(vram_allocator_free(a, blocks[i]));
     vram_allocator_get_stats(a, &st);
-    CHECK(st.reserved_bytes[0].current <= (int64_t)(512 * MiB), "garbage_collection_threshold 0.5: the cache trimmed to half the "
-                                                      "device once reserved memory passed it (%lld MiB reserved)",
-          (long long)(st.reserved_bytes[0].current / (long long)MiB));
+    CHECK(st.reserved_bytes[0].current <= (int64_t)(512 * MiB),
+          "garbage_collection_threshold 0.5: the cache trimmed to half the device once reserved memory passed it "
+          "(%lld MiB reserved)", (long long)(st.reserved_bytes[0].current / (long long)MiB));
     CHECK_OK(vram_allocator_check(a));
 
     close_alloc(a, dev);

@@ -86,7 +86,7 @@ vram_status vram_allocator_set_caching(vram_allocator *a, int on);
  * options that shape memory already reserved (expandable_segments, page_size, chunk_size) are
  * fixed at creation: a `want` that changes one is VRAM_ERR_INVALID_ARG naming it, as is a value
  * out of its range; changing caching, garbage_collection_threshold or small_classes during a
- * CUDA graph capture is VRAM_ERR_STATE. On error nothing changes. */
+ * CUDA graph capture is VRAM_ERR_STATE. On error the configuration stays as it was. */
 vram_status vram_allocator_set_config(vram_allocator *a, const vram_alloc_config *want);
 
 /* Caps reserved memory at fraction x device capacity, fraction in (0, 1]. */
