@@ -743,6 +743,8 @@ check(vram_torch.memory_stats(0)["max_split_size"] == 64 << 20 and vram_torch.me
       "memory_stats() reports the split limit set at run time: %d" % vram_torch.memory_stats(0)["max_split_size"])
 vram_torch.set_allocator_settings("expandable_segments:True,garbage_collection_threshold:0.8,roundup_power2_divisions:1")
 expect_raises(ValueError, lambda: vram_torch.set_allocator_settings("garbage_collection_threshold:2"), "a bad threshold")
+expect_raises(RuntimeError, lambda: vram_torch.set_allocator_settings("max_split_size_mb:oops"),
+              "a bad value, caught as PyTorch's own call raises (RuntimeError)")
 expect_raises(TypeError, lambda: vram_torch.set_allocator_settings(b"expandable_segments:True"), "bytes settings")
 # the options each device's allocator runs with (tests/test_torch_conf.py: where they come from)
 conf = dict(item.split(":", 1) for item in vram_torch.alloc_conf().split(","))

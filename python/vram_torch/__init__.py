@@ -37,7 +37,7 @@ __all__ = [
     "reset_accumulated_memory_stats", "empty_cache", "snapshot", "record_stream",
     "set_per_process_memory_fraction", "oom_report", "record_memory_history", "history_count",
     "attach_out_of_memory_observer", "get_per_process_memory_fraction", "alloc_conf",
-    "set_allocator_settings", "caching_allocator_enable", "caching_allocator_enabled",
+    "set_allocator_settings", "caching_allocator_enable", "caching_allocator_enabled", "AllocatorSettingsError",
 ]
 _HISTORY_MAX = 1 << 24  # VRAM_HISTORY_MAX (vram/config.h)
 # The plug-in's out-of-memory observer: (device, bytes asked, the allocator's limit, bytes free).
@@ -125,6 +125,13 @@ def _load():
     lib._path = path
     _lib = lib
     return lib
+
+
+class AllocatorSettingsError(ValueError, RuntimeError):
+    """An allocator setting vram refused (a malformed string, a bad value, or a change a running
+    allocator cannot take now). A ValueError, as vram_torch documents, and a RuntimeError, as
+    PyTorch's own torch.cuda.memory._set_allocator_settings raises, so that code written against
+    either catches it."""
 
 
 def _error(what):
@@ -468,14 +475,16 @@ def set_allocator_settings(settings):
     PyTorch's own allocator) and to every device's allocator that starts afterwards, on top of
     PYTORCH_CUDA_ALLOC_CONF / VRAM_ALLOC_CONF. What they cannot change (options vram lacks, and
     expandable_segments on a device whose allocator has started: its memory model is fixed at its
-    start) is said in one warning; a malformed string or a bad value raises ValueError and changes
-    nothing, as does switching garbage collection during a CUDA graph capture."""
+    start) is said in one warning; a malformed string or a bad value raises AllocatorSettingsError
+    (a ValueError and, as PyTorch's own call raises, a RuntimeError) and changes nothing, as does
+    switching garbage collection during a CUDA graph capture."""
     if not isinstance(settings, str):
         raise TypeError("vram_torch.set_allocator_settings: settings must be a str, not %s" % type(settings).__name__)
     lib = _load()
     ptr = lib.vram_torch_set_allocator_settings(settings.encode())
     if not ptr:
-        raise ValueError("vram_torch.set_allocator_settings: %s" % lib.vram_torch_last_error().decode(errors="replace"))
+        raise AllocatorSettingsError("vram_torch.set_allocator_settings: %s"
+                                     % lib.vram_torch_last_error().decode(errors="replace"))
     notes = _take_string(ptr, "set_allocator_settings")
     if notes:
         import warnings

@@ -225,6 +225,13 @@ check(torch.cuda.memory_allocated() - before == 6 << 20 and "roundup_power2_divi
       % (torch.cuda.memory_allocated() - before))
 del t
 torch.cuda.memory._set_allocator_settings("roundup_power2_divisions:1")  # 512-byte rounding again, as before
+try:  # a bad value raises what PyTorch's own call raises (RuntimeError), nothing changed
+    torch.cuda.memory._set_allocator_settings("garbage_collection_threshold:2")
+    raised = None
+except RuntimeError as e:
+    raised = e
+check(raised is not None and "garbage_collection_threshold" in str(raised) and "garbage_collection" not in vram_torch.alloc_conf(),
+      "a bad setting raises RuntimeError, as under PyTorch's allocator: %r" % raised)
 
 # Out of memory: a limit, a torch.OutOfMemoryError, and recovery; an observer attached as
 # PyTorch's docs show (torch._C._cuda_attach_out_of_memory_observer, which raises under any other
