@@ -1479,7 +1479,7 @@ static void test_set_config(void) {
     want.expandable_segments = 1;
     want.memory_fraction = 0.25;
     CHECK(vram_allocator_set_config(a, &want) == VRAM_ERR_INVALID_ARG && strstr(vram_last_error(), "expandable_segments"),
-          "expandable_segments is fixed: %s", vram_last_error());
+          "expandable_segments cannot turn pages on for an allocator started in the segments model: %s", vram_last_error());
     static const struct { double fraction, gc, slack; uint32_t history; } bad[] = {
         {0.0, 0.0, 0.0, 0}, {1.5, 0.0, 0.0, 0}, {0.5, 1.0, 0.0, 0}, {0.5, -0.1, 0.0, 0}, {0.5, 0.0, 1.0, 0},
         {0.5, 0.0, 0.0, VRAM_HISTORY_MAX + 1}};
@@ -1541,6 +1541,69 @@ static void test_set_config(void) {
     close_alloc(a, dev);
 }
 
+/* The segment (is_expandable as asked) that holds ptr in a snapshot, or -1 when none does. */
+static int segment_kind(vram_allocator *a, const void *ptr) {
+    vram_snapshot *snap = NULL;
+    if (vram_allocator_snapshot(a, &snap) != VRAM_OK) return -1;
+    int kind = -1;
+    uint64_t p = (uint64_t)(uintptr_t)ptr;
+    for (size_t i = 0; i < snap->num_segments; i++)
+        if (p >= snap->segments[i].address && p < snap->segments[i].address + snap->segments[i].total_size)
+            kind = snap->segments[i].is_expandable;
+    vram_snapshot_free(snap);
+    return kind;
+}
+
+/* expandable_segments switched at run time (PyTorch's _set_allocator_settings applies it to new
+ * segments): a pages-model allocator turned off makes new segments for what its mapped pages
+ * cannot hold, keeps serving from both, releases both, and grows by pages again once turned on;
+ * one started in the segments model cannot turn pages on. */
+static void test_expandable_switch(void) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("sim:1GiB", "", &dev);
+    CHECK(a != NULL, "allocator");
+    if (!a) return;
+    vram_alloc_config want;
+    void *p1, *p2, *p3, *p4;
+    CHECK_OK(vram_allocator_malloc(a, 30 * MiB, 0, 0, &p1));
+    CHECK(segment_kind(a, p1) == 1, "pages at the start");
+    vram_allocator_get_config(a, &want);
+    want.expandable_segments = 0;
+    CHECK_OK(vram_allocator_set_config(a, &want));
+    CHECK_OK(vram_allocator_malloc(a, 40 * MiB, 0, 0, &p2));
+    CHECK(segment_kind(a, p2) == 0, "turned off: a new segment for memory the pages do not have mapped");
+    CHECK_OK(vram_allocator_check(a));
+    CHECK_OK(vram_allocator_free(a, p1));
+    CHECK_OK(vram_allocator_malloc(a, 20 * MiB, 0, 0, &p3));
+    CHECK(p3 == p1, "mapped pages still serve requests that fit them");
+    CHECK_OK(vram_allocator_malloc(a, 100 * 1024, 0, 0, &p4)); /* small pool: pages or a segment, both fine */
+    CHECK_OK(vram_allocator_check(a));
+    CHECK_OK(vram_allocator_free(a, p2));
+    CHECK_OK(vram_allocator_free(a, p3));
+    CHECK_OK(vram_allocator_free(a, p4));
+    CHECK_OK(vram_allocator_empty_cache(a));
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    CHECK(st.reserved_bytes[0].current == 0, "empty_cache returns both the pages and the segments (%lld left)",
+          (long long)st.reserved_bytes[0].current);
+    want.expandable_segments = 1;
+    CHECK_OK(vram_allocator_set_config(a, &want));
+    CHECK_OK(vram_allocator_malloc(a, 40 * MiB, 0, 0, &p2));
+    CHECK(segment_kind(a, p2) == 1, "turned on again: pages");
+    CHECK_OK(vram_allocator_free(a, p2));
+    CHECK_OK(vram_allocator_check(a));
+    close_alloc(a, dev);
+
+    a = open_alloc("sim:1GiB", "expandable_segments:False", &dev);
+    CHECK(a != NULL, "allocator in the segments model");
+    if (!a) return;
+    vram_allocator_get_config(a, &want);
+    want.expandable_segments = 1;
+    CHECK(vram_allocator_set_config(a, &want) == VRAM_ERR_INVALID_ARG && strstr(vram_last_error(), "segments model"),
+          "started in the segments model: pages cannot be turned on (%s)", vram_last_error());
+    close_alloc(a, dev);
+}
+
 int main(void) {
     test_basic_stats();
     test_bad_frees();
@@ -1573,5 +1636,6 @@ int main(void) {
     test_small_classes();
     test_set_caching();
     test_set_config();
+    test_expandable_switch();
     return check_done();
 }

@@ -3,7 +3,8 @@
  * Millions of operations over several streams (on a device whose stream work the test
  * controls): malloc of log-uniform sizes, free, record_stream, work submitted and completed
  * on streams, empty_cache, caching turned off and on and the options PyTorch's settings reach
- * (garbage collection, size classes, splitting, rounding) changed at run time, a changing capacity limit (so
+ * (garbage collection, size classes, splitting, rounding, growth by pages or by segments) changed
+ * at run time, a changing capacity limit (so
  * allocations run out of memory), peak resets. A shadow model of what is live checks, independently of the allocator's own
  * structures:
  *   - no two live blocks overlap, and every block holds its requested size;
@@ -212,12 +213,20 @@ static void run(const char *conf, int reconfigure, uint64_t max_ops, double max_
             want.max_split_size = split[rnd() % 4];
             want.max_non_split_rounding = (rnd() % 2) * 20 * MiB;
             want.roundup_power2_divisions = (uint32_t)(1u << (rnd() % 4)) & ~1u; /* 0, 2, 4, 8 */
-            CHECK_OK(vram_allocator_set_config(a, &want));
+            int expandable = want.expandable_segments;
+            if (rnd() % 3 == 0) want.expandable_segments = !expandable; /* new memory by pages or segments */
+            vram_status st = vram_allocator_set_config(a, &want);
+            if (st == VRAM_ERR_INVALID_ARG && want.expandable_segments && !expandable) { /* started with segments */
+                want.expandable_segments = expandable;
+                st = vram_allocator_set_config(a, &want);
+            }
+            CHECK(st == VRAM_OK, "set_config: %s", vram_last_error());
             vram_alloc_config got;
             vram_allocator_get_config(a, &got);
             CHECK(got.garbage_collection_threshold == want.garbage_collection_threshold &&
                       got.small_classes == want.small_classes && got.max_split_size == want.max_split_size &&
-                      got.roundup_power2_divisions == want.roundup_power2_divisions,
+                      got.roundup_power2_divisions == want.roundup_power2_divisions &&
+                      got.expandable_segments == want.expandable_segments,
                   "set_config took");
             if (vram_allocator_check(a) != VRAM_OK) {
                 check_failures++;

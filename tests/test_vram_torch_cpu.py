@@ -717,17 +717,22 @@ check(vram_torch.caching_allocator_enabled(0) and vram_torch.memory_reserved(0) 
       "caching on again: the free is cached")
 lib.vram_torch_free(keep, 8 << 20, 0, None)
 # set_allocator_settings (torch.cuda.memory._set_allocator_settings under vram): applied to the
-# running allocators at once and quiet; one warning naming each started device for a change of
-# memory model, which is fixed at an allocator's start; refused when bad
+# running allocators at once and quietly, expandable_segments too (new memory as segments while
+# it is off, as PyTorch's); refused when bad
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     vram_torch.set_allocator_settings("expandable_segments:True")
     vram_torch.set_allocator_settings("garbage_collection_threshold:0.5,roundup_power2_divisions:4")
-    quiet = [str(w.message) for w in caught]
     vram_torch.set_allocator_settings("expandable_segments:False")
-    said = [str(w.message) for w in caught][len(quiet):]
-check(not quiet and len(said) == 1 and "expandable_segments:False left out on cuda:0" in said[0]
-      and "left out on cuda:1" in said[0], "set_allocator_settings on running allocators: %s %s" % (quiet, said))
+    off = dict(item.split(":", 1) for item in vram_torch.alloc_conf(1).split(","))
+    seg = lib.vram_torch_alloc(64 << 20, 1, None)  # more than cuda:1's mapped pages hold: a segment
+    vram_torch.set_allocator_settings("expandable_segments:True")
+    said = [str(w.message) for w in caught]
+check(not said and off.get("expandable_segments") == "False", "set_allocator_settings on running allocators, quiet: %s %s"
+      % (said, off))
+check(any(s["address"] <= seg < s["address"] + s["total_size"] and not s["is_expandable"]
+          for s in vram_torch.snapshot(1)["segments"]), "expandable_segments off at run time: the new memory is a segment")
+lib.vram_torch_free(seg, 64 << 20, 1, None)
 running = dict(item.split(":", 1) for item in vram_torch.alloc_conf(1).split(","))
 check(running.get("garbage_collection_threshold") == "0.5" and running.get("roundup_power2_divisions") == "4"
       and running.get("expandable_segments") == "True", "cuda:1's running allocator took the settings: %s" % running)

@@ -82,11 +82,14 @@ vram_status vram_allocator_set_caching(vram_allocator *a, int on);
  * (roundup_power2_divisions, small_classes), splitting (max_split_size, max_non_split_rounding;
  * the oversize statistics are counted again under the new threshold), the limit
  * (memory_fraction, max_reserved), garbage_collection_threshold, caching (off empties the cache
- * first, as set_caching), the pages model's policies and the history (set_history's rules). The
- * options that shape memory already reserved (expandable_segments, page_size, chunk_size) are
- * fixed at creation: a `want` that changes one is VRAM_ERR_INVALID_ARG naming it, as is a value
- * out of its range; changing caching, garbage_collection_threshold or small_classes during a
- * CUDA graph capture is VRAM_ERR_STATE. On error the configuration stays as it was. */
+ * first, as set_caching), the pages model's policies, the history (set_history's rules) and
+ * expandable_segments: off, new memory comes as segments while the pages already mapped keep
+ * serving (PyTorch applies the setting to new segments); on again, pages grow again. The page
+ * and chunk sizes shape memory already reserved and are fixed at creation, and an allocator that
+ * started in the segments model has no address ranges for pages: a `want` that changes those is
+ * VRAM_ERR_INVALID_ARG naming it, as is a value out of its range; changing caching,
+ * garbage_collection_threshold or small_classes during a CUDA graph capture is VRAM_ERR_STATE. On
+ * error the configuration stays as it was. */
 vram_status vram_allocator_set_config(vram_allocator *a, const vram_alloc_config *want);
 
 /* Caps reserved memory at fraction x device capacity, fraction in (0, 1]. */

@@ -471,11 +471,11 @@ def alloc_conf(device=None):
 def set_allocator_settings(settings):
     """torch.cuda.memory._set_allocator_settings for vram (enable() routes PyTorch's to it): the
     options, in PyTorch's syntax, apply at once to the devices whose allocator runs (rounding,
-    splitting, garbage collection, memory fraction: the next requests follow them, as under
-    PyTorch's own allocator) and to every device's allocator that starts afterwards, on top of
-    PYTORCH_CUDA_ALLOC_CONF / VRAM_ALLOC_CONF. What they cannot change (options vram lacks, and
-    expandable_segments on a device whose allocator has started: its memory model is fixed at its
-    start) is said in one warning; a malformed string or a bad value raises AllocatorSettingsError
+    splitting, garbage collection, memory fraction, pages or segments for new memory: the next
+    requests follow them, as under PyTorch's own allocator) and to every device's allocator that
+    starts afterwards, on top of PYTORCH_CUDA_ALLOC_CONF / VRAM_ALLOC_CONF. What they cannot change
+    (options vram lacks, and expandable_segments:True on a device whose allocator started with
+    segments) is said in one warning; a malformed string or a bad value raises AllocatorSettingsError
     (a ValueError and, as PyTorch's own call raises, a RuntimeError) and changes nothing, as does
     switching garbage collection during a CUDA graph capture."""
     if not isinstance(settings, str):

@@ -626,6 +626,12 @@ static int usable(const vram_allocator *a, const vram_block *b, uint64_t rsize, 
     return 1;
 }
 
+/* Whether free block b lies in pages (an expandable region) rather than a segment, without
+ * reading its region unless the allocator holds both kinds. */
+static inline int in_pages(const vram_allocator *a, const vram_block *b) {
+    return a->pages_model && (!a->segments_too || b->region->expandable);
+}
+
 /* Smaller first, then lower address (keeps the used address range compact). */
 static inline int better_fit(const vram_block *x, const vram_block *y) {
     return x->size < y->size || (x->size == y->size && x->addr < y->addr);
@@ -633,14 +639,23 @@ static inline int better_fit(const vram_block *x, const vram_block *y) {
 
 /* Best fit among the first blocks of one bin (the scan is bounded; bins are narrow). In the
  * pages model a block whose pages are already mapped wins over a smaller one that would need
- * pages mapped: *mapped tells which kind was returned. */
+ * pages mapped: *mapped tells which kind was returned. A block of a segment (the segments model,
+ * or segments made after expandable_segments was turned off at run time) is all mapped. */
 static inline vram_block *bin_best(const vram_allocator *a, vram_block *list, uint64_t rsize, vram_stream s,
                                    int *mapped, int *at_end) {
     vram_block *best = NULL, *best_mapped = NULL;
     int scanned = 0, end = 0;
     for (vram_block *b = list; b && scanned < 32; b = b->fnext, scanned++) {
         if (!usable(a, b, rsize, s)) continue;
-        if (a->pages_model && (!best_mapped || better_fit(b, best_mapped))) {
+        if (!in_pages(a, b)) {
+            if (!best_mapped || better_fit(b, best_mapped)) {
+                best_mapped = b;
+                end = 0;
+            }
+            if (!a->pages_model && b->size == rsize) break;
+            continue;
+        }
+        if (!best_mapped || better_fit(b, best_mapped)) {
             /* its start mapped, or else its end: then the block is carved from the end */
             int e = -1;
             if (b->mapped_all || range_mapped(a, b->region, b->addr, rsize)) e = 0;
@@ -657,7 +672,6 @@ static inline vram_block *bin_best(const vram_allocator *a, vram_block *list, ui
             }
         }
         if (!best || better_fit(b, best)) best = b;
-        if (!a->pages_model && b->size == rsize) break;
     }
     *mapped = best_mapped != NULL || !a->pages_model;
     *at_end = best_mapped ? end : 0;
@@ -692,7 +706,7 @@ static uint64_t unmapped_pages(const vram_allocator *a, const vram_region *r, ui
  * the straddle when it needs no more pages mapped than b's own placement. */
 static inline int straddle_possible(const vram_allocator *a, const vram_block *b, uint64_t rsize, vram_stream s) {
     const vram_block *x = b->prev;
-    return a->pages_model && x && x->state == BLOCK_FREE && !x->deferred && x->size < rsize &&
+    return in_pages(a, b) && x && x->state == BLOCK_FREE && !x->deferred && x->size < rsize &&
            (x->ready || x->stream == s);
 }
 
@@ -829,8 +843,8 @@ static uint64_t release_segments(vram_allocator *a, uint64_t want) {
                 vram_block_release(a, b);
                 region_destroy(a, r);
             }
-        } else if (!(!r->expandable && !b->prev && !b->next)) {
-            cached_remove(a, b);
+        } else if (!r->expandable && (b->prev || b->next)) {
+            cached_remove(a, b); /* a segment in use; pages' blocks stay for vram_pages_release */
         }
         b = next;
     }
@@ -838,7 +852,9 @@ static uint64_t release_segments(vram_allocator *a, uint64_t want) {
 }
 
 static uint64_t release_cache(vram_allocator *a, uint64_t want) {
-    return a->pages_model ? vram_pages_release(a, want, NULL, 0, 0, NULL) : release_segments(a, want);
+    uint64_t released = a->pages_model ? vram_pages_release(a, want, NULL, 0, 0, NULL) : 0;
+    if (released < want && (!a->pages_model || a->segments_too)) released += release_segments(a, want - released);
+    return released;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1084,6 +1100,7 @@ static vram_block *new_segment(vram_allocator *a, int pool, uint64_t rsize, int 
         return NULL;
     }
     vram_region *r = region_new(a, pool, base, size, 0);
+    a->segments_too |= a->pages_model;
     if (!r) {
         a->dev->ops->mem_free(a->dev, base, size);
         *err = VRAM_ERR_OUT_OF_MEMORY;
@@ -1151,6 +1168,7 @@ void vram_block_live(vram_allocator *a, vram_block *b, size_t size, vram_stream 
 static vram_status map_placement(vram_allocator *a, vram_block *b, uint64_t rsize, int place, vram_stream stream,
                                  int may_defer, int *retried) {
     if (!b) return VRAM_ERR_OUT_OF_MEMORY;
+    if (!b->region->expandable) return VRAM_OK; /* a segment (made while expandable_segments was off): all mapped */
     uint64_t left = a->stats.num_device_free;
     vram_status st = vram_pages_ensure_mapped(a, b->region, place_addr(b, rsize, place), rsize, retried, may_defer, stream);
     if (a->stats.num_device_free != left) a->pages_moved = 1; /* pages made room: see mergeable */
@@ -1209,7 +1227,7 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
         vram_poll_streams(a, 1);
         b = find_free(a, p, rsize, stream, &place, &mapped);
     }
-    if (a->pages_model) {
+    if (vram_grows_pages(a)) {
         err = mapped ? VRAM_OK : map_placement(a, b, rsize, place, stream, 1, &retried);
         if (err == VRAM_ERR_STATE) {
             /* cached pages belong to streams that may still use them: ask their events */
@@ -1226,11 +1244,13 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
                 err = map_placement(a, b, rsize, place, stream, 0, &retried);
             }
         }
-    } else if (!b) {
+    } else if (!b || !mapped) { /* a new segment (where pages no longer grow, b would need pages mapped) */
         b = new_segment(a, pool, rsize, &retried, &err);
+        place = PLACE_START;
         if (!b && err == VRAM_ERR_OUT_OF_MEMORY && !vram_capturing(a)) {
             sync_all_streams(a);
             b = find_free(a, p, rsize, stream, &place, &mapped);
+            if (b && !mapped) b = NULL;
             err = b ? VRAM_OK : VRAM_ERR_OUT_OF_MEMORY;
         }
     }
@@ -1622,13 +1642,18 @@ static vram_status set_config_locked(vram_allocator *a, vram_alloc_config next) 
     next.expandable_segments = !!next.expandable_segments;
     next.small_classes = !!next.small_classes;
     next.caching = !!next.caching;
-    const char *fixed = next.expandable_segments != now->expandable_segments ? "expandable_segments"
-                        : next.page_size != now->page_size                   ? "page_size"
-                        : next.chunk_size != now->chunk_size                 ? "chunk_size"
-                                                                             : NULL;
+    const char *fixed = next.page_size != now->page_size    ? "page_size"
+                        : next.chunk_size != now->chunk_size ? "chunk_size"
+                                                             : NULL;
     if (fixed)
         return vram_error(VRAM_ERR_INVALID_ARG, "set_config: %s is fixed when the allocator starts (it shapes the memory "
                                                 "already reserved)", fixed);
+    /* expandable_segments switches between growing by pages and by new segments, as PyTorch's
+     * setting does for new segments; an allocator that started in the segments model on a device
+     * with pages has no address ranges for them */
+    if (next.expandable_segments && !now->expandable_segments && !a->pages_model && vram_device_has_pages(a->dev))
+        return vram_error(VRAM_ERR_INVALID_ARG, "set_config: expandable_segments cannot be turned on for an allocator that "
+                                                "started in the segments model (it has no address ranges for pages)");
     if (next.move_busy_pages != VRAM_CONF_AUTO) next.move_busy_pages = !!next.move_busy_pages;
     else next.move_busy_pages = a->can_alias; /* as vram_allocator_new resolves auto */
     if (next.reserve_slack == VRAM_CONF_AUTO) next.reserve_slack = a->chunk_pages > 1 ? 0.03 : 0.0;

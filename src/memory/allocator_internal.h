@@ -8,7 +8,8 @@
  *     pools[SMALL|LARGE]     size classes: requests up to 1 MiB (rounded) are small
  *       regions             address ranges tiled by blocks: in the pages model one large
  *                           virtual range per pool, in the segments model one per device
- *                           allocation
+ *                           allocation (a pages-model allocator holds segments too once
+ *                           expandable_segments was turned off at run time: segments_too)
  *       bins[]              segregated free lists (exact classes below 32 KiB, then 32 classes
  *                           per power of two) with a two-level bitmap of non-empty bins
  *     live                  hash map address -> block for live and pending blocks, and for
@@ -243,6 +244,8 @@ struct vram_allocator {
      * larger value (vram_stats_export), as PyTorch's peaks, which only a reset lowers. */
     int64_t allocated_peak_before, reserved_peak_before;
     int64_t pending_requested; /* requested bytes of the pending blocks (a tag's counts leave them out) */
+    int segments_too;        /* pages model: segments were made too (expandable_segments turned off at
+                              * run time), so releases look at segments as well */
 };
 
 /* While a CUDA graph is captured (begin_pool .. end_pool) the driver refuses event queries,
@@ -289,6 +292,10 @@ static inline void vram_block_release(vram_allocator *a, vram_block *b) {
     b->fnext = a->free_structs;
     a->free_structs = b;
 }
+
+/* Whether new memory comes by mapping pages (the pages model while expandable_segments is on),
+ * rather than in new segments. */
+static inline int vram_grows_pages(const vram_allocator *a) { return a->pages_model && a->cfg.expandable_segments; }
 
 /* Whether a configuration defers frees (caching, no garbage collection threshold). */
 static inline int vram_config_defers(const vram_alloc_config *cfg) {

@@ -113,7 +113,7 @@ static void count_inactive_split(vram_allocator *a, vram_stats *out) {
 
 void vram_allocator_get_stats(vram_allocator *a, vram_stats *out) {
     vram_allocator_lock(a);
-    if (!a->pages_model) count_inactive_split(a, &a->stats);
+    if (!a->pages_model || a->segments_too) count_inactive_split(a, &a->stats);
     vram_stats_export(a, out);
     vram_allocator_unlock(a);
 }

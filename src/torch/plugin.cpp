@@ -486,12 +486,13 @@ VRAM_TORCH_API int vram_torch_set_caching(int on) {
 
 /* torch.cuda.memory._set_allocator_settings under vram: checks `settings` (PyTorch's syntax),
  * applies them to the allocators already started (vram_allocator_set_config: rounding, splitting,
- * garbage collection, memory fraction take effect at once, as under PyTorch's own allocator) and
- * keeps them for every allocator that starts from now on. Returns (malloc'd) what they leave out:
- * options vram lacks, and expandable_segments for a started allocator, whose memory model is fixed
- * at its start ("" when nothing); NULL with the error, nothing kept, for a malformed string or a
- * bad value, or when a started allocator refuses (a garbage collection threshold switched during
- * a CUDA graph capture: the devices before it in order have the settings then). */
+ * garbage collection, memory fraction, and whether new memory comes as pages or segments take
+ * effect at once, as under PyTorch's own allocator) and keeps them for every allocator that
+ * starts from now on. Returns (malloc'd) what they leave out: options vram lacks, and
+ * expandable_segments:True for an allocator that started in the segments model ("" when nothing);
+ * NULL with the error, nothing kept, for a malformed string or a bad value, or when a started
+ * allocator refuses (a garbage collection threshold switched during a CUDA graph capture: the
+ * devices before it in order have the settings then). */
 VRAM_TORCH_API char *vram_torch_set_allocator_settings(const char *settings) {
     if (!settings) {
         set_error("_set_allocator_settings: null settings");
@@ -511,13 +512,14 @@ VRAM_TORCH_API char *vram_torch_set_allocator_settings(const char *settings) {
         vram_allocator_get_config(a, &now);
         want = now;
         torch_conf_apply(kSettingsSource, settings, &want, &ignored);
-        if (want.expandable_segments != now.expandable_segments) {
-            notes += std::string(notes.empty() ? "" : "; ") + "expandable_segments:" +
-                     (want.expandable_segments ? "True" : "False") + " left out on cuda:" + std::to_string(d) +
-                     ": its allocator started before, and its memory model is fixed at its start";
+        vram_status st = vram_allocator_set_config(a, &want);
+        if (st == VRAM_ERR_INVALID_ARG && want.expandable_segments && !now.expandable_segments) {
+            notes += std::string(notes.empty() ? "" : "; ") + "expandable_segments:True left out on cuda:" +
+                     std::to_string(d) + ": its allocator started in the segments model (" + vram_last_error() + ")";
             want.expandable_segments = now.expandable_segments;
+            st = vram_allocator_set_config(a, &want);
         }
-        if (vram_allocator_set_config(a, &want) != VRAM_OK) {
+        if (st != VRAM_OK) {
             set_error(std::string(kSettingsSource) + "('" + settings + "') on cuda:" + std::to_string(d) + ": " +
                       vram_last_error());
             return nullptr;

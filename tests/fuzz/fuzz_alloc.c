@@ -226,8 +226,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 want.max_split_size = split[((arg >> 5) & 3) % 3];
                 want.roundup_power2_divisions = (1u << ((arg >> 7 & 1) | (arg >> 11 & 2))) & ~1u; /* 0, 2, 4, 8 */
                 want.max_non_split_rounding = (arg >> 13 & 1) ? 0 : 20ull << 20;
+                if (arg >> 14 & 1) want.expandable_segments = !want.expandable_segments; /* pages or segments */
                 vram_status st = vram_allocator_set_config(a, &want);
-                if (st != VRAM_OK && st != VRAM_ERR_STATE) abort(); /* STATE: switching the free path in a capture */
+                /* STATE: switching the free path in a capture; INVALID_ARG: pages for an allocator
+                 * that started with segments */
+                if (st != VRAM_OK && st != VRAM_ERR_STATE && !(st == VRAM_ERR_INVALID_ARG && want.expandable_segments))
+                    abort();
             } else {
                 vram_allocator_reset_peak_stats(a);
             }

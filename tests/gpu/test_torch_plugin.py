@@ -206,18 +206,24 @@ frees = [e for e in prof.events() if e.name == "[memory]" and usage(e) == -8 * 2
 check(len(frees) == 1, "and the free, as a [memory] event of -8 MiB: %d" % len(frees))
 
 # torch.cuda.memory._set_allocator_settings once the allocator runs: applied at once and quietly
-# (through PyTorch's own call too), as under PyTorch's allocator; a change of memory model, fixed
-# at the allocator's start, is named in one warning; nothing raises.
+# (through PyTorch's own call too), as under PyTorch's allocator, expandable_segments included
+# (while it is off, new memory comes as segments); nothing raises.
 import warnings  # noqa: E402
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     torch.cuda.memory._set_allocator_settings("expandable_segments:True")
     torch.cuda.memory._set_allocator_settings("roundup_power2_divisions:4")
-    quiet = [str(w.message) for w in caught if str(w.message).startswith("vram:")]  # not PyTorch's deprecation
+    torch.cuda.empty_cache()
     torch.cuda.memory._set_allocator_settings("expandable_segments:False")
-    said = [str(w.message) for w in caught if str(w.message).startswith("vram:")][len(quiet):]
-check(not quiet and len(said) == 1 and "expandable_segments:False left out on cuda:0" in said[0],
-      "_set_allocator_settings under vram: quiet for what applies, one warning for the memory model: %s %s" % (quiet, said))
+    seg = torch.empty(3 << 30, dtype=torch.uint8, device="cuda")  # more than the emptied cache holds: new memory
+    torch.cuda.memory._set_allocator_settings("expandable_segments:True")
+    said = [str(w.message) for w in caught if str(w.message).startswith("vram:")]  # not PyTorch's deprecation
+check(not said, "_set_allocator_settings under vram: quiet for what applies: %s" % said)
+kinds = [s["is_expandable"] for s in torch.cuda.memory._snapshot()["segments"]
+         if s["address"] <= seg.data_ptr() < s["address"] + s["total_size"]]
+check(kinds == [False], "expandable_segments off at run time: the new memory is a segment (%s)" % kinds)
+del seg
+torch.cuda.empty_cache()  # the segment goes back to the driver
 before = torch.cuda.memory_allocated()
 t = torch.empty((5 << 20) + 1, dtype=torch.uint8, device="cuda")
 check(torch.cuda.memory_allocated() - before == 6 << 20 and "roundup_power2_divisions:4" in vram_torch.alloc_conf(),
