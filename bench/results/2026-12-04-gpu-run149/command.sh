@@ -1,4 +1,4 @@
-# run 149 (2026-12-04 21:30 UTC), the H200 of machine.txt: the final tree of the night session
+# run 149 (2026-12-04 21:24 UTC), the H200 of machine.txt: the final tree of the night session
 # (201098f: expandable_segments at run time, in_pages in bin_best) -- the PyTorch plug-in test, 96
 # passed (a 3 GiB tensor made while expandable_segments is off lies in a segment; settings quiet;
 # rounding at run time; a bad setting raises RuntimeError), then the latency benchmark with the
