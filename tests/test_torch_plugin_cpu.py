@@ -181,6 +181,17 @@ lib.vram_torch_empty_cache(-1)
 fake_lib.fake_cuda_set_capturing.argtypes = [ctypes.c_size_t]
 fake_lib.fake_cuda_set_capturing(0x1000)  # the driver reports stream 0x1000 as capturing, as in a capture
 check(lib.vram_torch_graph_pool(0, 0, 5, 1) == 0, "begin a capture into pool (0, 5) on cuda:1")
+# settings that switch the free path are refused by an allocator in a capture: the call fails and
+# leaves every device as it was (cuda:0, before cuda:1 in order, is put back)
+lib.vram_torch_set_allocator_settings.restype = ctypes.c_void_p
+lib.vram_torch_set_allocator_settings.argtypes = [ctypes.c_char_p]
+lib.vram_torch_alloc_conf.restype = ctypes.c_void_p
+lib.vram_torch_alloc_conf.argtypes = [c_int]
+confs = [take(lib.vram_torch_alloc_conf(d)) for d in (0, 1)]
+check(lib.vram_torch_set_allocator_settings(b"garbage_collection_threshold:0.7,roundup_power2_divisions:4") is None
+      and b"on cuda:1" in lib.vram_torch_last_error() and b"capture" in lib.vram_torch_last_error(),
+      "settings refused during cuda:1's capture: %s" % lib.vram_torch_last_error())
+check([take(lib.vram_torch_alloc_conf(d)) for d in (0, 1)] == confs, "and both devices left as they were: %s" % confs)
 g = lib.vram_torch_alloc(8 << 20, 1, 0x1000)
 lib.vram_torch_free(g, 8 << 20, 1, 0x1000)
 side = lib.vram_torch_alloc(6 << 20, 1, 0x2000)  # another stream, not recorded by the capture

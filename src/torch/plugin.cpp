@@ -490,9 +490,9 @@ VRAM_TORCH_API int vram_torch_set_caching(int on) {
  * effect at once, as under PyTorch's own allocator) and keeps them for every allocator that
  * starts from now on. Returns (malloc'd) what they leave out: options vram lacks, and
  * expandable_segments:True for an allocator that started in the segments model ("" when nothing);
- * NULL with the error, nothing kept, for a malformed string or a bad value, or when a started
- * allocator refuses (a garbage collection threshold switched during a CUDA graph capture: the
- * devices before it in order have the settings then). */
+ * NULL with the error, nothing kept and every allocator as it was, for a malformed string or a bad
+ * value, or when a started allocator refuses (a garbage collection threshold switched during a
+ * CUDA graph capture on it). */
 VRAM_TORCH_API char *vram_torch_set_allocator_settings(const char *settings) {
     if (!settings) {
         set_error("_set_allocator_settings: null settings");
@@ -505,6 +505,7 @@ VRAM_TORCH_API char *vram_torch_set_allocator_settings(const char *settings) {
     if (status_of(starting_config(&cfg, &env_notes)) != 0 ||
         status_of(torch_conf_apply(kSettingsSource, settings, &cfg, &notes)) != 0)
         return nullptr;
+    std::vector<std::pair<vram_allocator *, vram_alloc_config>> changed; /* to undo if a later device refuses */
     for (int d = 0; d < kMaxDevices; d++) {
         vram_allocator *a = g_slots[d].alloc.load(std::memory_order_acquire);
         if (!a) continue;
@@ -522,8 +523,10 @@ VRAM_TORCH_API char *vram_torch_set_allocator_settings(const char *settings) {
         if (st != VRAM_OK) {
             set_error(std::string(kSettingsSource) + "('" + settings + "') on cuda:" + std::to_string(d) + ": " +
                       vram_last_error());
+            for (auto &undo : changed) vram_allocator_set_config(undo.first, &undo.second); /* back as they were */
             return nullptr;
         }
+        changed.emplace_back(a, now);
     }
     g_settings = g_settings.empty() ? settings : torch_conf_merge(g_settings, settings);
     return strdup(notes.c_str());
