@@ -22,7 +22,7 @@
  *     aliasing.
  * vram_allocator_check() verifies the internal invariants every few thousand operations. Both
  * memory models run. The length is bounded in operations and in seconds (shorter under the
- * sanitizers).
+ * sanitizers); VRAM_TEST_SEED=N runs another sequence than CTest's.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -287,6 +287,12 @@ static void run(const char *conf, int reconfigure, uint64_t max_ops, double max_
 
 int main(void) {
     int sanitized = getenv("VRAM_TEST_SANITIZED") != NULL;
+    const char *seed = getenv("VRAM_TEST_SEED"); /* another sequence, for longer hunts than CTest's */
+    if (seed && *seed) {
+        rng_state ^= strtoull(seed, NULL, 0) * 0xD1B54A32D192ED03ull; /* each seed its own state */
+        if (!rng_state) rng_state = 1;                                 /* (xorshift needs a nonzero one) */
+        printf("seed %s\n", seed);
+    }
     uint64_t ops = sanitized ? 400000 : 6000000;
     double seconds = sanitized ? 20 : 25;
     run("", 0, ops, seconds);
