@@ -77,6 +77,19 @@ if "--child" in sys.argv:
     print("allocated", all(ptr for ptr, _ in blocks))
     sys.exit(0)
 
+if "--child-segments" in sys.argv:
+    # VRAM_ALLOC_CONF=expandable_segments:False: cuda:0 starts in the segments model, which cannot
+    # turn pages on later; cuda:1, started after the call, takes it
+    os.environ["VRAM_ALLOC_CONF"] = "expandable_segments:False"  # (the module cleared the variables)
+    ptr = lib.vram_torch_alloc(1 << 20, 0, None)
+    print("pages:", set_settings("expandable_segments:True,roundup_power2_divisions:2"))
+    ptr1 = lib.vram_torch_alloc(1 << 20, 1, None)
+    print("conf0", take(lib.vram_torch_alloc_conf(0)))
+    print("conf1", take(lib.vram_torch_alloc_conf(1)))
+    lib.vram_torch_free(ptr, 1 << 20, 0, None)
+    lib.vram_torch_free(ptr1, 1 << 20, 1, None)
+    sys.exit(0)
+
 if "--child-settings" in sys.argv:
     # _set_allocator_settings while cuda:0's allocator runs and cuda:1's has not started
     ptr = lib.vram_torch_alloc(1 << 20, 0, None)
@@ -230,6 +243,18 @@ check(lines.get("model:") == "" and "expandable_segments:False" in lines.get("co
 check(all("garbage_collection_threshold:0.5" in lines.get(c, "") and "roundup_power2_divisions:4" in lines.get(c, "")
           and "expandable_segments:True" in lines.get(c, "") for c in ("conf0", "conf1")),
       "cuda:0, running, and cuda:1, started after the call, both take the settings: %r" % lines)
+
+run = subprocess.run([sys.executable, os.path.abspath(__file__), lib_path, fake, "--child-segments"],
+                     env={k: v for k, v in os.environ.items() if k not in VARS}, capture_output=True, text=True,
+                     timeout=120)
+lines = dict(l.split(" ", 1) for l in run.stdout.splitlines() if " " in l)
+check(run.returncode == 0 and "expandable_segments:True left out on cuda:0" in lines.get("pages:", "")
+      and "segments model" in lines.get("pages:", "") and "cuda:1" not in lines.get("pages:", ""),
+      "pages for an allocator started in the segments model: named, for that device only: %r %r"
+      % (lines.get("pages:"), run.stderr[-300:]))
+check("expandable_segments:False" in lines.get("conf0", "") and "roundup_power2_divisions:2" in lines.get("conf0", "")
+      and "expandable_segments:True" in lines.get("conf1", ""),
+      "cuda:0 keeps segments and takes the rest; cuda:1, started after, takes pages: %r" % lines)
 
 # A program's run, in a child: settings read when each allocator starts, notes printed once.
 env = {k: v for k, v in os.environ.items() if k not in VARS}
