@@ -1474,6 +1474,18 @@ static void test_set_config(void) {
     CHECK_OK(vram_allocator_free(a, p));
     CHECK_OK(vram_allocator_check(a));
 
+    /* the pages model's policies: taken as given, `auto` resolved as at creation */
+    vram_allocator_get_config(a, &want);
+    want.reserve_slack = VRAM_CONF_AUTO;
+    want.move_busy_pages = VRAM_CONF_AUTO;
+    want.move_min = 8 * MiB;
+    want.chunk_headroom = 0;
+    CHECK_OK(vram_allocator_set_config(a, &want));
+    vram_allocator_get_config(a, &got);
+    CHECK(got.reserve_slack == 0.0 && (got.move_busy_pages == 0 || got.move_busy_pages == 1) && got.move_min == 8 * MiB &&
+              got.chunk_headroom == 0,
+          "policies set, auto resolved (slack %g, move_busy_pages %d)", got.reserve_slack, got.move_busy_pages);
+
     /* refused: an option fixed at creation, values out of range; nothing changes */
     vram_allocator_get_config(a, &want);
     want.expandable_segments = 1;
