@@ -65,6 +65,26 @@ def set_settings(text):
     return take(lib.vram_torch_set_allocator_settings(text.encode()))
 
 
+def finish_settings_child(ptr):
+    """The end of a settings child: cuda:1's allocator starts (after the calls), both devices'
+    options are printed, the blocks freed."""
+    ptr1 = lib.vram_torch_alloc(1 << 20, 1, None)
+    print("conf0", take(lib.vram_torch_alloc_conf(0)))
+    print("conf1", take(lib.vram_torch_alloc_conf(1)))
+    lib.vram_torch_free(ptr, 1 << 20, 0, None)
+    lib.vram_torch_free(ptr1, 1 << 20, 1, None)
+    sys.exit(0)
+
+
+def run_child(mode):
+    """This file run as a child in `mode`, without the variables of VARS: the run and its output
+    lines as {first word: rest}."""
+    run = subprocess.run([sys.executable, os.path.abspath(__file__), lib_path, fake, mode],
+                         env={k: v for k, v in os.environ.items() if k not in VARS}, capture_output=True, text=True,
+                         timeout=120)
+    return run, dict(l.split(" ", 1) for l in run.stdout.splitlines() if " " in l)
+
+
 if "--child" in sys.argv:
     # A program's run: PyTorch's settings as the script set them before its first CUDA tensor.
     os.environ["PYTORCH_ALLOC_CONF"] = "expandable_segments:False, backend:cudaMallocAsync"
@@ -83,12 +103,7 @@ if "--child-segments" in sys.argv:
     os.environ["VRAM_ALLOC_CONF"] = "expandable_segments:False"  # (the module cleared the variables)
     ptr = lib.vram_torch_alloc(1 << 20, 0, None)
     print("pages:", set_settings("expandable_segments:True,roundup_power2_divisions:2"))
-    ptr1 = lib.vram_torch_alloc(1 << 20, 1, None)
-    print("conf0", take(lib.vram_torch_alloc_conf(0)))
-    print("conf1", take(lib.vram_torch_alloc_conf(1)))
-    lib.vram_torch_free(ptr, 1 << 20, 0, None)
-    lib.vram_torch_free(ptr1, 1 << 20, 1, None)
-    sys.exit(0)
+    finish_settings_child(ptr)
 
 if "--child-settings" in sys.argv:
     # _set_allocator_settings while cuda:0's allocator runs and cuda:1's has not started
@@ -98,12 +113,7 @@ if "--child-settings" in sys.argv:
     print("model:", set_settings("expandable_segments:False"))  # cuda:0's new memory: segments
     print("conf0off", take(lib.vram_torch_alloc_conf(0)))
     print("back:", set_settings("expandable_segments:True"))
-    ptr1 = lib.vram_torch_alloc(1 << 20, 1, None)
-    print("conf0", take(lib.vram_torch_alloc_conf(0)))
-    print("conf1", take(lib.vram_torch_alloc_conf(1)))
-    lib.vram_torch_free(ptr, 1 << 20, 0, None)
-    lib.vram_torch_free(ptr1, 1 << 20, 1, None)
-    sys.exit(0)
+    finish_settings_child(ptr)
 
 default, notes = settle({})
 check(default and default["expandable_segments"] == "True" and notes == "", "no settings: vram's defaults, no notes")
@@ -232,9 +242,7 @@ check(time.time() - t0 < 10 and conf["garbage_collection_threshold"] == "0.%d" %
       "20,000 calls in %.1f s, the last value in force: %s" % (time.time() - t0, conf.get("garbage_collection_threshold")))
 set_settings("expandable_segments:True")
 settle({})
-run = subprocess.run([sys.executable, os.path.abspath(__file__), lib_path, fake, "--child-settings"],
-                     env={k: v for k, v in os.environ.items() if k not in VARS}, capture_output=True, text=True, timeout=120)
-lines = dict(l.split(" ", 1) for l in run.stdout.splitlines() if " " in l)
+run, lines = run_child("--child-settings")
 check(run.returncode == 0 and lines.get("same:") == "", "settings a started allocator already has: no note: %r %r"
       % (run.stdout, run.stderr[-300:]))
 check(lines.get("late:") == "", "options a started allocator can change: applied, nothing to say: %r" % lines.get("late:"))
@@ -244,10 +252,7 @@ check(all("garbage_collection_threshold:0.5" in lines.get(c, "") and "roundup_po
           and "expandable_segments:True" in lines.get(c, "") for c in ("conf0", "conf1")),
       "cuda:0, running, and cuda:1, started after the call, both take the settings: %r" % lines)
 
-run = subprocess.run([sys.executable, os.path.abspath(__file__), lib_path, fake, "--child-segments"],
-                     env={k: v for k, v in os.environ.items() if k not in VARS}, capture_output=True, text=True,
-                     timeout=120)
-lines = dict(l.split(" ", 1) for l in run.stdout.splitlines() if " " in l)
+run, lines = run_child("--child-segments")
 check(run.returncode == 0 and "expandable_segments:True left out on cuda:0" in lines.get("pages:", "")
       and "segments model" in lines.get("pages:", "") and "cuda:1" not in lines.get("pages:", ""),
       "pages for an allocator started in the segments model: named, for that device only: %r %r"
@@ -257,9 +262,7 @@ check("expandable_segments:False" in lines.get("conf0", "") and "roundup_power2_
       "cuda:0 keeps segments and takes the rest; cuda:1, started after, takes pages: %r" % lines)
 
 # A program's run, in a child: settings read when each allocator starts, notes printed once.
-env = {k: v for k, v in os.environ.items() if k not in VARS}
-run = subprocess.run([sys.executable, os.path.abspath(__file__), lib_path, fake, "--child"], env=env,
-                     capture_output=True, text=True, timeout=120)
+run, _ = run_child("--child")
 out, err = run.stdout, run.stderr
 check(run.returncode == 0 and "allocated True" in out, "the child allocated on two devices: %s %s" % (out, err))
 check(out.count("expandable_segments:False") == 2, "both devices' allocators took the settings of their start: %s" % out)

@@ -192,6 +192,11 @@ check(lib.vram_torch_set_allocator_settings(b"garbage_collection_threshold:0.7,r
       and b"on cuda:1" in lib.vram_torch_last_error() and b"capture" in lib.vram_torch_last_error(),
       "settings refused during cuda:1's capture: %s" % lib.vram_torch_last_error())
 check([take(lib.vram_torch_alloc_conf(d)) for d in (0, 1)] == confs, "and both devices left as they were: %s" % confs)
+lib.vram_torch_set_caching.argtypes = [c_int]
+check(lib.vram_torch_set_caching(0) != 0 and b"caching_allocator_enable(False) on cuda:1" in lib.vram_torch_last_error()
+      and [take(lib.vram_torch_alloc_conf(d)) for d in (0, 1)] == confs,
+      "caching_allocator_enable(False) refused during the capture, both devices as they were: %s"
+      % lib.vram_torch_last_error())
 g = lib.vram_torch_alloc(8 << 20, 1, 0x1000)
 lib.vram_torch_free(g, 8 << 20, 1, 0x1000)
 side = lib.vram_torch_alloc(6 << 20, 1, 0x2000)  # another stream, not recorded by the capture

@@ -1100,12 +1100,12 @@ static vram_block *new_segment(vram_allocator *a, int pool, uint64_t rsize, int 
         return NULL;
     }
     vram_region *r = region_new(a, pool, base, size, 0);
-    a->segments_too |= a->pages_model;
     if (!r) {
         a->dev->ops->mem_free(a->dev, base, size);
         *err = VRAM_ERR_OUT_OF_MEMORY;
         return NULL;
     }
+    a->segments_too |= a->pages_model;
     stat_pool_up(a->stats.reserved_bytes, pool, (int64_t)size);
     stat_pool_up(a->stats.segment, pool, 1);
     if (a->cfg.max_split_size != UINT64_MAX && size >= a->cfg.max_split_size)

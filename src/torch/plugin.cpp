@@ -56,6 +56,7 @@
 #include <cstring>
 #include <cxxabi.h>
 #include <dlfcn.h>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -469,17 +470,38 @@ VRAM_TORCH_API char *vram_torch_alloc_conf_notes(void) {
     return strdup(notes.c_str());
 }
 
-/* torch.cuda.memory.caching_allocator_enable under vram: caching off (every free returns its
- * memory at once; the caches are emptied) or back on, for every device's allocator, those that
- * start later included. 0, or -1 with the error (during a CUDA graph capture: nothing changed
- * on that device). */
-VRAM_TORCH_API int vram_torch_set_caching(int on) {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    int rc = 0;
+/* Changes every started allocator's configuration with `change` (given the device, its allocator
+ * and the configuration it runs with; it calls vram_allocator_set_config or a setter built on
+ * it), all or nothing: when one device refuses, those already changed are put back as they were
+ * and the error names `what` and the device. 0, or -1 with the error. g_mutex held. */
+static int change_started(const std::string &what,
+                          const std::function<vram_status(int, vram_allocator *, const vram_alloc_config &)> &change) {
+    std::vector<std::pair<vram_allocator *, vram_alloc_config>> changed;
     for (int d = 0; d < kMaxDevices; d++) {
         vram_allocator *a = g_slots[d].alloc.load(std::memory_order_acquire);
-        if (a && status_of(vram_allocator_set_caching(a, on ? 1 : 0)) != 0) rc = -1;
+        if (!a) continue;
+        vram_alloc_config now;
+        vram_allocator_get_config(a, &now);
+        if (change(d, a, now) != VRAM_OK) {
+            set_error(what + " on cuda:" + std::to_string(d) + ": " + vram_last_error());
+            for (auto &undo : changed) vram_allocator_set_config(undo.first, &undo.second);
+            return -1;
+        }
+        changed.emplace_back(a, now);
     }
+    return 0;
+}
+
+/* torch.cuda.memory.caching_allocator_enable under vram: caching off (every free returns its
+ * memory at once; the caches are emptied) or back on, for every device's allocator, those that
+ * start later included. 0, or -1 with the error, every allocator as it was (a device refuses
+ * during a CUDA graph capture). */
+VRAM_TORCH_API int vram_torch_set_caching(int on) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    int rc = change_started(std::string("caching_allocator_enable(") + (on ? "True" : "False") + ")",
+                            [on](int, vram_allocator *a, const vram_alloc_config &) {
+                                return vram_allocator_set_caching(a, on ? 1 : 0);
+                            });
     if (rc == 0) g_caching = on ? 1 : 0;
     return rc;
 }
@@ -505,13 +527,8 @@ VRAM_TORCH_API char *vram_torch_set_allocator_settings(const char *settings) {
     if (status_of(starting_config(&cfg, &env_notes)) != 0 ||
         status_of(torch_conf_apply(kSettingsSource, settings, &cfg, &notes)) != 0)
         return nullptr;
-    std::vector<std::pair<vram_allocator *, vram_alloc_config>> changed; /* to undo if a later device refuses */
-    for (int d = 0; d < kMaxDevices; d++) {
-        vram_allocator *a = g_slots[d].alloc.load(std::memory_order_acquire);
-        if (!a) continue;
-        vram_alloc_config now, want;
-        vram_allocator_get_config(a, &now);
-        want = now;
+    auto apply = [&](int d, vram_allocator *a, const vram_alloc_config &now) {
+        vram_alloc_config want = now;
         torch_conf_apply(kSettingsSource, settings, &want, &ignored);
         vram_status st = vram_allocator_set_config(a, &want);
         if (st == VRAM_ERR_INVALID_ARG && want.expandable_segments && !now.expandable_segments) {
@@ -520,14 +537,9 @@ VRAM_TORCH_API char *vram_torch_set_allocator_settings(const char *settings) {
             want.expandable_segments = now.expandable_segments;
             st = vram_allocator_set_config(a, &want);
         }
-        if (st != VRAM_OK) {
-            set_error(std::string(kSettingsSource) + "('" + settings + "') on cuda:" + std::to_string(d) + ": " +
-                      vram_last_error());
-            for (auto &undo : changed) vram_allocator_set_config(undo.first, &undo.second); /* back as they were */
-            return nullptr;
-        }
-        changed.emplace_back(a, now);
-    }
+        return st;
+    };
+    if (change_started(std::string(kSettingsSource) + "('" + settings + "')", apply) != 0) return nullptr;
     g_settings = g_settings.empty() ? settings : torch_conf_merge(g_settings, settings);
     return strdup(notes.c_str());
 }
