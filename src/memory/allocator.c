@@ -713,7 +713,9 @@ static inline int straddle_possible(const vram_allocator *a, const vram_block *b
 /* The free block to serve rsize on stream s: the best fit, except that in the pages model a
  * slightly larger block with its pages mapped is preferred to one that would make pages move
  * (each page mapped costs tens of microseconds of driver time on a GPU). The search for a
- * mapped block goes at most VRAM_MAPPED_SEARCH_BINS bins past the first fit. *place tells
+ * mapped block goes at most VRAM_MAPPED_SEARCH_BINS bins past the first fit (8 powers of two;
+ * 64 held more over 105 replays at five lags, Llama after ViT 1.059 -> 1.090 at lag 100:
+ * bench/results/2026-12-04-replay-leads.md). *place tells
  * where in the block the allocation goes, *mapped whether every page under it is mapped
  * already (always, outside the pages model), so that malloc need not ask again. */
 #define VRAM_MAPPED_SEARCH_BINS 256
