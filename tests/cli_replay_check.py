@@ -190,6 +190,10 @@ def tiny_trace(tmp):
     check("allocator_settings" in s and "device_traces" in s, "snapshot top-level keys")
     rc, _, err = run("replay", "--snapshot", snap, path, path)
     check(rc == 2 and "one trace" in err, "--snapshot with two traces is a usage error")
+    missing = os.path.join(os.path.dirname(snap), "no-such-folder", "s.json")
+    rc, out, err = run("replay", "--snapshot", missing, path)
+    check(rc == 2 and "cannot write there" in err and missing in err and out == "",
+          f"a --snapshot path that cannot be written is refused before the replay: {rc} {err!r} {out!r}")
 
 
 def bundled():

@@ -15,15 +15,30 @@
  * Exit status: 0 every trace ran; 1 a replay ran out of memory (its OOM report is printed);
  * 2 bad input or usage.
  */
+#include <errno.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "vram/replay.h"
 #include "vram/snapshot.h"
 #include "vram/summary.h"
+
+/* Whether a file may be written at `path` (an existing file writable, or a new one creatable in
+ * its folder), so that a bad --snapshot path is refused before a long replay rather than after.
+ * On failure errno tells why. */
+static int path_writable(const char *path) {
+    if (access(path, F_OK) == 0) return access(path, W_OK) == 0;
+    char *copy = strdup(path);
+    if (!copy) return 0;
+    int ok = access(dirname(copy), W_OK | X_OK) == 0;
+    free(copy);
+    return ok;
+}
 
 typedef struct replay_args {
     int json, fit, summary;
@@ -540,6 +555,11 @@ int vram_cmd_replay(int argc, char **argv) {
     }
     if (ra.snapshot && ntraces > 1) {
         fprintf(stderr, "vram replay: --snapshot takes one trace (%d given)\n", ntraces);
+        free(traces);
+        return 2;
+    }
+    if (ra.snapshot && !path_writable(ra.snapshot)) {
+        fprintf(stderr, "vram replay: --snapshot '%s': cannot write there: %s\n", ra.snapshot, strerror(errno));
         free(traces);
         return 2;
     }
