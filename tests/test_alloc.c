@@ -1492,16 +1492,35 @@ static void test_set_config(void) {
     want.memory_fraction = 0.25;
     CHECK(vram_allocator_set_config(a, &want) == VRAM_ERR_INVALID_ARG && strstr(vram_last_error(), "expandable_segments"),
           "expandable_segments cannot turn pages on for an allocator started in the segments model: %s", vram_last_error());
-    static const struct { double fraction, gc, slack; uint32_t history; } bad[] = {
-        {0.0, 0.0, 0.0, 0}, {1.5, 0.0, 0.0, 0}, {0.5, 1.0, 0.0, 0}, {0.5, -0.1, 0.0, 0}, {0.5, 0.0, 1.0, 0},
-        {0.5, 0.0, 0.0, VRAM_HISTORY_MAX + 1}};
+    /* the ranges VRAM_ALLOC_CONF's keys take (vram_alloc_config_check), each named in the error */
+    static const struct {
+        double fraction, gc, slack;
+        uint32_t history, divisions, headroom;
+        const char *named;
+    } bad[] = {{0.0, 0.0, 0.0, 0, 0, 64, "memory_fraction"},
+               {1.5, 0.0, 0.0, 0, 0, 64, "memory_fraction"},
+               {0.5, 1.0, 0.0, 0, 0, 64, "garbage_collection_threshold"},
+               {0.5, -0.1, 0.0, 0, 0, 64, "garbage_collection_threshold"},
+               {0.5, 0.0, 1.0, 0, 0, 64, "reserve_slack"},
+               {0.5, 0.0, -0.5, 0, 0, 64, "reserve_slack"},
+               {0.5, 0.0, 0.0, VRAM_HISTORY_MAX + 1, 0, 64, "history"},
+               {0.5, 0.0, 0.0, 0, 3, 64, "roundup_power2_divisions"},
+               {0.5, 0.0, 0.0, 0, 0, (1u << 20) + 1, "chunk_headroom"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         vram_allocator_get_config(a, &want);
         want.memory_fraction = bad[i].fraction;
         want.garbage_collection_threshold = bad[i].gc;
         want.reserve_slack = bad[i].slack;
         want.history_entries = bad[i].history;
-        CHECK(vram_allocator_set_config(a, &want) == VRAM_ERR_INVALID_ARG, "bad value %zu refused", i);
+        want.roundup_power2_divisions = bad[i].divisions;
+        want.chunk_headroom = bad[i].headroom;
+        CHECK(vram_allocator_set_config(a, &want) == VRAM_ERR_INVALID_ARG && strstr(vram_last_error(), bad[i].named),
+              "bad value %zu refused, naming %s: %s", i, bad[i].named, vram_last_error());
+        /* the same configuration is refused at creation too */
+        vram_allocator *other = NULL;
+        CHECK(vram_allocator_new(dev, &want, &other) == VRAM_ERR_INVALID_ARG && !other &&
+                  strstr(vram_last_error(), bad[i].named),
+              "allocator_new refuses bad value %zu: %s", i, vram_last_error());
     }
     vram_allocator_get_config(a, &got);
     CHECK(got.memory_fraction == 0.5 && got.expandable_segments == 0 && got.history_entries == 64 &&

@@ -36,7 +36,8 @@ extern "C" {
 typedef struct vram_allocator vram_allocator;
 
 /* Creates an allocator over `dev` (which it does not own). `cfg` NULL means defaults plus
- * VRAM_ALLOC_CONF from the environment. */
+ * VRAM_ALLOC_CONF from the environment; a given `cfg` with a value outside the range its
+ * VRAM_ALLOC_CONF key takes is VRAM_ERR_INVALID_ARG naming it (vram_alloc_config_check). */
 vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, vram_allocator **out);
 
 /* Returns every block and page to the device and frees the allocator. Live blocks are

@@ -63,6 +63,12 @@ void vram_alloc_config_default(vram_alloc_config *cfg);
  * `cfg` is left unchanged and the detail names the key and value. */
 vram_status vram_alloc_config_parse(const char *text, vram_alloc_config *cfg);
 
+/* Checks a configuration built as a struct against the ranges the string's keys take (counts,
+ * fractions, shares; 0 for an off garbage_collection_threshold and auto where a key accepts it):
+ * VRAM_ERR_INVALID_ARG naming the option and value (the caller's prefix added). vram_allocator_new
+ * and vram_allocator_set_config call it. */
+vram_status vram_alloc_config_check(const vram_alloc_config *cfg);
+
 /* Defaults plus the VRAM_ALLOC_CONF environment variable, if set. */
 vram_status vram_alloc_config_from_env(vram_alloc_config *cfg);
 

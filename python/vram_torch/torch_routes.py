@@ -96,6 +96,13 @@ def _accelerator_routes(vt):
     }
 
 
+def _replace(module, key, name, fn):
+    """Points module.name at fn, the original (None where the module lacked it) kept in
+    ORIGINALS[(key, name)]."""
+    ORIGINALS[(key, name)] = getattr(module, name, None)
+    setattr(module, name, fn)
+
+
 def route(torch, vt):
     """Points torch.cuda's memory functions and Tensor.record_stream at vram (idempotent)."""
     if ORIGINALS:
@@ -104,8 +111,7 @@ def route(torch, vt):
     for name, fn in _routes(vt).items():
         for module in (torch.cuda, tcm):
             if hasattr(module, name):
-                ORIGINALS[(module.__name__, name)] = getattr(module, name)
-                setattr(module, name, fn)
+                _replace(module, module.__name__, name, fn)
     private = {  # the memory visualizer's entry points: _dump_snapshot pickles _snapshot()
         "_snapshot": lambda device=None, *args, **kwargs: vt.snapshot(device),
         "_record_memory_history": _record_memory_history(vt),
@@ -116,27 +122,22 @@ def route(torch, vt):
         private["_set_allocator_settings"] = _set_allocator_settings(vt, tcm._set_allocator_settings)
     for name, fn in private.items():
         if hasattr(tcm, name):
-            ORIGINALS[(tcm.__name__, name)] = getattr(tcm, name)
-            setattr(tcm, name, fn)
+            _replace(tcm, tcm.__name__, name, fn)
+    c_routes = {name: fn for name, fn in _accelerator_routes(vt).items()  # torch.accelerator's memory functions
+                if hasattr(c_module, name)}
     # caching_allocator_enable: PyTorch's C call does nothing under a pluggable allocator (run 137);
     # the query that later PyTorch's caching_allocator_disabled() makes is answered by vram too
     # (PyTorch 2.11 has neither the context manager nor the query)
     if hasattr(c_module, "_cuda_cudaCachingAllocator_enable"):
-        for name, fn in (("_cuda_cudaCachingAllocator_enable", vt.caching_allocator_enable),
-                         ("_cuda_cudaCachingAllocator_is_enabled", lambda: vt.caching_allocator_enabled())):
-            ORIGINALS[("torch._C", name)] = getattr(c_module, name, None)
-            setattr(c_module, name, fn)
-    for name, fn in _accelerator_routes(vt).items():  # torch.accelerator's memory functions
-        if hasattr(c_module, name):
-            ORIGINALS[("torch._C", name)] = getattr(c_module, name)
-            setattr(c_module, name, fn)
+        c_routes["_cuda_cudaCachingAllocator_enable"] = vt.caching_allocator_enable
+        c_routes["_cuda_cudaCachingAllocator_is_enabled"] = lambda: vt.caching_allocator_enabled()
     if c_settings is not None:  # PyTorch 2.11: torch.cuda.memory._set_allocator_settings calls this
-        ORIGINALS[("torch._C", "_accelerator_setAllocatorSettings")] = c_settings
-        c_module._accelerator_setAllocatorSettings = _set_allocator_settings(vt, c_settings)
+        c_routes["_accelerator_setAllocatorSettings"] = _set_allocator_settings(vt, c_settings)
     # OOM observers: PyTorch's raises under a pluggable allocator
-    if c_module is not None and hasattr(c_module, "_cuda_attach_out_of_memory_observer"):
-        ORIGINALS[("torch._C", "_cuda_attach_out_of_memory_observer")] = c_module._cuda_attach_out_of_memory_observer
-        c_module._cuda_attach_out_of_memory_observer = vt.attach_out_of_memory_observer
+    if hasattr(c_module, "_cuda_attach_out_of_memory_observer"):
+        c_routes["_cuda_attach_out_of_memory_observer"] = vt.attach_out_of_memory_observer
+    for name, fn in c_routes.items():
+        _replace(c_module, "torch._C", name, fn)
     original_record_stream = torch.Tensor.record_stream
     ORIGINALS[("torch.Tensor", "record_stream")] = original_record_stream
 

@@ -949,12 +949,24 @@ static uint64_t compute_limit(const vram_allocator *a) {
     return limit;
 }
 
+/* Policies whose best value depends on what a page move costs (docs/alloc_conf.md), where `cfg`
+ * leaves them auto: where chunks are larger than a page (CUDA), a move is a driver call of 40-300
+ * us, so reserved memory may exceed the allocated peak by 3% before pages move, and pages a
+ * stream may still use are moved by aliasing rather than new memory mapped. */
+static void resolve_auto(const vram_allocator *a, vram_alloc_config *cfg) {
+    if (cfg->move_busy_pages == VRAM_CONF_AUTO) cfg->move_busy_pages = a->can_alias;
+    if (cfg->reserve_slack == VRAM_CONF_AUTO) cfg->reserve_slack = a->chunk_pages > 1 ? 0.03 : 0.0;
+}
+
 vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, vram_allocator **out) {
     if (!dev || !out) return vram_error(VRAM_ERR_INVALID_ARG, "allocator: null argument");
     *out = NULL;
     vram_alloc_config conf;
-    if (cfg) conf = *cfg;
-    else {
+    if (cfg) {
+        if (vram_alloc_config_check(cfg) != VRAM_OK)
+            return vram_error(VRAM_ERR_INVALID_ARG, "allocator configuration: %s", vram_last_error());
+        conf = *cfg;
+    } else {
         vram_status st = vram_alloc_config_from_env(&conf);
         if (st != VRAM_OK) return st;
     }
@@ -980,12 +992,7 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
     a->page_shift = a->page_size ? (unsigned)__builtin_ctzll(a->page_size) : 0;
     uint64_t chunk = conf.chunk_size ? conf.chunk_size : dev->chunk_size; /* 0: the device's default */
     a->chunk_pages = a->page_size && chunk > a->page_size ? chunk / a->page_size : 1;
-    /* Policies whose best value depends on what a page move costs (docs/alloc_conf.md): where
-     * chunks are larger than a page (CUDA), a move is a driver call of 40-300 us, so reserved
-     * memory may exceed the allocated peak by 3% before pages move, and pages a stream may still
-     * use are moved by aliasing rather than new memory mapped. */
-    if (a->cfg.move_busy_pages == VRAM_CONF_AUTO) a->cfg.move_busy_pages = a->can_alias;
-    if (a->cfg.reserve_slack < 0) a->cfg.reserve_slack = a->chunk_pages > 1 ? 0.03 : 0.0;
+    resolve_auto(a, &a->cfg);
     a->limit = compute_limit(a);
     a->stats.max_split_size = conf.max_split_size == UINT64_MAX ? -1 : (int64_t)conf.max_split_size;
     a->stats.num_tags = VRAM_TAG_BUILTIN_COUNT;
@@ -1657,8 +1664,7 @@ static vram_status set_config_locked(vram_allocator *a, vram_alloc_config next) 
         return vram_error(VRAM_ERR_INVALID_ARG, "set_config: expandable_segments cannot be turned on for an allocator that "
                                                 "started in the segments model (it has no address ranges for pages)");
     if (next.move_busy_pages != VRAM_CONF_AUTO) next.move_busy_pages = !!next.move_busy_pages;
-    else next.move_busy_pages = a->can_alias; /* as vram_allocator_new resolves auto */
-    if (next.reserve_slack == VRAM_CONF_AUTO) next.reserve_slack = a->chunk_pages > 1 ? 0.03 : 0.0;
+    resolve_auto(a, &next);
     int path_changes = vram_config_defers(&next) != vram_frees_deferred(a) || next.small_classes != now->small_classes;
     if ((path_changes || next.caching != now->caching) && vram_capturing(a))
         return vram_error(VRAM_ERR_STATE, "caching, garbage_collection_threshold and small_classes do not "
@@ -1679,16 +1685,8 @@ static vram_status set_config_locked(vram_allocator *a, vram_alloc_config next) 
 
 vram_status vram_allocator_set_config(vram_allocator *a, const vram_alloc_config *want) {
     if (!a || !want) return vram_error(VRAM_ERR_INVALID_ARG, "set_config: null argument");
-    if (!(want->memory_fraction > 0.0) || want->memory_fraction > 1.0)
-        return vram_error(VRAM_ERR_INVALID_ARG, "set_config: memory_fraction %g is not in (0, 1]", want->memory_fraction);
-    if (!(want->garbage_collection_threshold >= 0.0) || want->garbage_collection_threshold >= 1.0)
-        return vram_error(VRAM_ERR_INVALID_ARG, "set_config: garbage_collection_threshold %g is not in [0, 1)",
-                          want->garbage_collection_threshold);
-    if (want->reserve_slack != VRAM_CONF_AUTO && !(want->reserve_slack >= 0.0 && want->reserve_slack < 1.0))
-        return vram_error(VRAM_ERR_INVALID_ARG, "set_config: reserve_slack %g is not in [0, 1) or auto", want->reserve_slack);
-    if (want->history_entries > VRAM_HISTORY_MAX)
-        return vram_error(VRAM_ERR_INVALID_ARG, "set_config: history of %u entries, more than the %u allowed",
-                          want->history_entries, VRAM_HISTORY_MAX);
+    if (vram_alloc_config_check(want) != VRAM_OK)
+        return vram_error(VRAM_ERR_INVALID_ARG, "set_config: %s", vram_last_error());
     /* a new history ring is allocated before the lock is taken, and put in only with the rest */
     vram_alloc_config before;
     vram_allocator_get_config(a, &before);

@@ -84,16 +84,24 @@ static vram_status parse_uint(const char *key, const char *value, uint64_t *out)
     return VRAM_OK;
 }
 
-/* A number in (0, 1] (`kind` KEY_FRACTION), (0, 1) (KEY_FRACTION_OPEN) or [0, 1) (KEY_SHARE). */
+/* Whether v lies in (0, 1] (`kind` KEY_FRACTION), (0, 1) (KEY_FRACTION_OPEN) or [0, 1) (KEY_SHARE),
+ * and that interval written out. */
+static int in_unit_interval(key_kind kind, double v) {
+    int zero_ok = kind == KEY_SHARE, one_ok = kind == KEY_FRACTION;
+    return (zero_ok ? v >= 0.0 : v > 0.0) && (one_ok ? v <= 1.0 : v < 1.0);
+}
+static const char *unit_interval(key_kind kind) {
+    return kind == KEY_SHARE ? "[0, 1)" : kind == KEY_FRACTION ? "(0, 1]" : "(0, 1)";
+}
+
 static vram_status parse_unit_interval(const char *key, const char *value, key_kind kind, const char *or_auto,
                                        double *out) {
     errno = 0;
     char *end;
     double v = strtod(value, &end);
-    int zero_ok = kind == KEY_SHARE, one_ok = kind == KEY_FRACTION;
-    if (end == value || *end || errno == ERANGE || !(zero_ok ? v >= 0.0 : v > 0.0) || (one_ok ? v > 1.0 : v >= 1.0))
-        return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: '%s' must be a number in %s0, 1%s%s", key, value,
-                          zero_ok ? "[" : "(", one_ok ? "]" : ")", or_auto);
+    if (end == value || *end || errno == ERANGE || !in_unit_interval(kind, v))
+        return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: %s: '%s' must be a number in %s%s", key, value,
+                          unit_interval(kind), or_auto);
     *out = v;
     return VRAM_OK;
 }
@@ -160,6 +168,40 @@ static vram_status apply_pair(vram_alloc_config *cfg, const char *key, const cha
         strncat(known, keys[i].name, sizeof known - strlen(known) - 1);
     }
     return vram_error(VRAM_ERR_INVALID_ARG, "VRAM_ALLOC_CONF: unknown key '%s' (known: %s)", key, known);
+}
+
+vram_status vram_alloc_config_check(const vram_alloc_config *cfg) {
+    if (!cfg) return vram_error(VRAM_ERR_INVALID_ARG, "allocator configuration: null");
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const char *field = (const char *)cfg + keys[i].offset;
+        switch (keys[i].kind) {
+        case KEY_UINT: {
+            uint32_t v = *(const uint32_t *)field;
+            uint64_t max = keys[i].max ? keys[i].max : UINT32_MAX;
+            if (v > max)
+                return vram_error(VRAM_ERR_INVALID_ARG, "%s %u is too large (at most %llu)",
+                                  keys[i].name, v, (unsigned long long)max);
+            if ((keys[i].flags & KEY_POW2) && v > 1 && (v & (v - 1)))
+                return vram_error(VRAM_ERR_INVALID_ARG, "%s %u is not a power of two",
+                                  keys[i].name, v);
+            break;
+        }
+        case KEY_FRACTION_OPEN:
+        case KEY_FRACTION:
+        case KEY_SHARE: {
+            double v = *(const double *)field;
+            if ((keys[i].flags & KEY_AUTO) && v == VRAM_CONF_AUTO) break;
+            if (keys[i].kind == KEY_FRACTION_OPEN && v == 0.0) break; /* off, the default */
+            if (!in_unit_interval(keys[i].kind, v))
+                return vram_error(VRAM_ERR_INVALID_ARG, "%s %g is not in %s%s", keys[i].name, v,
+                                  unit_interval(keys[i].kind), keys[i].flags & KEY_AUTO ? " or auto" : "");
+            break;
+        }
+        default: /* sizes: 0 and UINT64_MAX mean the device's default and none; the allocator checks the page size */
+            break;
+        }
+    }
+    return VRAM_OK;
 }
 
 static char *trim(char *s) {
