@@ -181,6 +181,15 @@ for call in (lambda: vram_torch.set_per_process_memory_fraction(0.5), lambda: vr
     except RuntimeError as e:
         check("enable() first" in str(e), "before enable(): %s" % e)
 check("not enabled" in vram_torch.memory_summary(), "summary before enable(): %r" % vram_torch.memory_summary())
+# ... and the statistics of the current device do not start CUDA to find it (PyTorch's
+# torch.cuda.current_device() does, and enable() then refuses): before CUDA starts it is 0.
+cuda.current_device = lambda: asked_current.append(1) or 0
+asked_current = []
+check(vram_torch.memory_stats() == {} and vram_torch.max_memory_allocated() == 0 and vram_torch.memory_reserved("cuda") == 0
+      and vram_torch.snapshot()["segments"] == [] and vram_torch.reset_peak_memory_stats() is None
+      and "not enabled" in vram_torch.memory_summary() and not asked_current,
+      "statistics before enable() leave CUDA alone (torch.cuda.current_device() asked %d times)" % len(asked_current))
+cuda.current_device = lambda: 0
 # A bad VRAM_ALLOC_CONF stops enable() before PyTorch's allocator is swapped.
 os.environ["VRAM_ALLOC_CONF"] = "chunk_headroom:lots"
 try:

@@ -221,19 +221,24 @@ def enable(route_torch=True):
 
 def _device(device):
     """The CUDA ordinal of device (None: the current one; an int, "cuda:N" or a torch.device),
-    checked against the devices this process sees, as PyTorch checks it."""
+    checked against the devices this process sees, as PyTorch checks it. Before CUDA starts the
+    current device is 0: asking PyTorch (torch.cuda.current_device()) would start CUDA, and
+    enable() would then refuse."""
     import torch
     if isinstance(device, bool):
         raise TypeError("vram_torch: device must be an int, a string or a torch.device, not a bool")
+
+    def current():
+        return torch.cuda.current_device() if torch.cuda.is_initialized() else 0
     if device is None:
-        d = torch.cuda.current_device()
+        d = current()
     elif isinstance(device, int):
         d = device
     else:
         dev = torch.device(device)
         if getattr(dev, "type", "cuda") != "cuda":
             raise ValueError("vram_torch: %r is not a CUDA device" % (device,))
-        d = dev.index if dev.index is not None else torch.cuda.current_device()
+        d = dev.index if dev.index is not None else current()
     n = torch.cuda.device_count()
     if not 0 <= d < n:
         raise ValueError("vram_torch: invalid device %r (this process sees %d CUDA device%s)"
