@@ -657,12 +657,13 @@ with tempfile.TemporaryDirectory() as tmp:
     prog = os.path.join(tmp, "prog.py")
     with open(prog, "w") as f:
         f.write("import sys, torch, vram_torch\n"
-                "print('enabled', vram_torch.is_enabled(), 'allocated', torch.cuda.memory_allocated(), 'arg', sys.argv[1])\n"
+                "print('enabled', vram_torch.is_enabled(), 'allocated', torch.cuda.memory_allocated(), 'args', sys.argv[1:])\n"
                 "sys.exit(5)\n")
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
-        status = vram_torch_main(["run", "--summary", prog, "hello"])
-    check(status == 5 and "enabled True allocated 0 arg hello" in out.getvalue(), "vram_torch run: %d %r" % (status, out.getvalue()))
+        status = vram_torch_main(["run", "--summary", prog, "--", "hello", "--summary"])
+    check(status == 5 and "enabled True allocated 0 args ['--', 'hello', '--summary']" in out.getvalue(),
+          "vram_torch run: %d %r (the program's arguments as given, its '--' too)" % (status, out.getvalue()))
     check("Allocated memory" in err.getvalue(), "--summary prints vram's summary")
 try:
     vram_torch.set_per_process_memory_fraction(1.5)

@@ -13,12 +13,28 @@ USAGE = ("usage: python -m vram_torch run [--summary] script.py [args...]\n"
          "       python -m vram_torch record -o OUT.trace [--device N] [--max-entries N] script.py [args...]")
 
 
+def _parse(p, argv, with_value=()):
+    """The command's own options, up to the script, parsed by p; the script's arguments exactly as
+    given (a.args), as `python script.py args...` passes them: argparse, left to parse them, takes
+    a "--" out of them. with_value: the options that take a value (a long one also abbreviated)."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("-") and argv[i] not in ("-", "--"):
+        takes = argv[i] in with_value or (argv[i].startswith("--") and "=" not in argv[i]
+                                           and any(o.startswith(argv[i]) for o in with_value))
+        i += 2 if takes else 1
+    if i < len(argv) and argv[i] == "--":  # the end of the command's options: the script follows
+        i += 1
+    a = p.parse_args(argv[:i + 1])
+    a.args = argv[i + 1:]
+    return a
+
+
 def run(argv):
     p = argparse.ArgumentParser(prog="python -m vram_torch run")
     p.add_argument("--summary", action="store_true", help="print vram's memory summary of each device used at the end")
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
-    a = p.parse_args(argv)
+    a = _parse(p, argv)
     from .launch import check_script, require_torch, run_script
     check_script("run", [a.script])
     require_torch("run")
@@ -41,7 +57,7 @@ def record(argv):
     p.add_argument("--max-entries", type=int, default=5_000_000, help="size of PyTorch's trace ring")
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
-    a = p.parse_args(argv)
+    a = _parse(p, argv, ("-o", "--output", "--device", "--max-entries"))
     from .record import record as record_program
     return record_program(a.output, [a.script] + a.args, a.device, a.max_entries)
 
