@@ -2,7 +2,8 @@
 on PyTorch-shaped trace entries (no torch needed): dense ids, requested sizes, streams numbered
 in order of first use, frees of allocations made before recording skipped, the peak of live
 requested bytes, free_completed used only where free_requested is absent, and marks (comment
-lines) before the entries they name."""
+lines) before the entries they name; then the command itself on a stand-in torch: the program's
+arguments and exit status, and the trace of a program that failed named partial."""
 import io
 import os
 import sys
@@ -60,4 +61,42 @@ with tempfile.TemporaryDirectory() as tmp:
         except SystemExit as e:
             check(want in str(e) and e.code == 2 and not os.path.exists(marker),
                   "refused (status %r) before the program ran: %s" % (e.code, e))
+# The command end to end on a stand-in torch (the names record.py uses): the program runs as
+# __main__ with its arguments as given ("--" too), its exit status comes back, and a program that
+# fails still gets its trace, named partial in the header and in the line the command prints.
+import types  # noqa: E402
+from contextlib import redirect_stderr  # noqa: E402
+from vram_torch.__main__ import main  # noqa: E402
+
+memory = types.SimpleNamespace(_record_memory_history=lambda *a, **k: None,
+                               _snapshot=lambda: {"device_traces": [[{"action": "alloc", "addr": 1, "size": 512}]]})
+sys.modules["torch"] = types.SimpleNamespace(
+    __version__="2.11.0", version=types.SimpleNamespace(cuda="12.8"),
+    cuda=types.SimpleNamespace(memory=memory, device_count=lambda: 1, get_device_name=lambda d: "stand-in",
+                               max_memory_allocated=lambda d: 512, max_memory_reserved=lambda d: 2 << 20))
+with tempfile.TemporaryDirectory() as tmp:
+    prog, seen, out = os.path.join(tmp, "prog.py"), os.path.join(tmp, "seen"), os.path.join(tmp, "run.trace")
+    with open(prog, "w") as f:
+        f.write("import sys\n"
+                "open(%r, 'w').write(repr((__name__, sys.argv)))\n"
+                "if sys.argv[-1] == 'raise':\n"
+                "    raise ValueError('boom')\n"
+                "sys.exit(int(sys.argv[-1]))\n" % seen)
+    for args, status, ended in ((["--", "0"], 0, None), (["3"], 3, "exited with status 3"),
+                                (["raise"], None, "raised ValueError")):
+        err = io.StringIO()
+        try:
+            with redirect_stderr(err):
+                got = main(["record", "-o", out, prog] + args)
+        except ValueError:
+            got = None
+        name, argv = eval(open(seen).read())
+        lines = open(out).read().splitlines()
+        check(got == status and name == "__main__" and argv == [prog] + args,
+              "record %s: status %r, the program saw %r %r" % (args, got, name, argv))
+        partial = [line for line in lines if line.startswith("# partial:")]
+        check("a 0 512 0" in lines and (partial == ["# partial: the program %s; the trace stops where it did" % ended]
+                                        if ended else not partial),
+              "record %s: the trace, %s: %s" % (args, "named partial" if ended else "whole", partial))
+        check(("partial trace" in err.getvalue()) == bool(ended), "record %s says so: %r" % (args, err.getvalue()))
 sys.exit(done("test_vram_torch_record"))

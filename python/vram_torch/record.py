@@ -15,7 +15,9 @@ allocator's trace ring is read from torch.cuda.memory._snapshot() and turned int
 and header lines with PyTorch's own peaks for the run, so `vram replay` can compare:
 peak_requested_bytes (from the trace), pytorch_native_peak_allocated_bytes and
 pytorch_native_peak_reserved_bytes (or pytorch_expandable_segments_peak_reserved_bytes when the
-program ran with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True).
+program ran with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True). The command exits with the
+program's status; a program that fails (an exception, or a status other than 0) still gets its
+trace, up to where it stopped, with a "partial" header line saying how it ended.
 """
 import datetime
 import os
@@ -97,9 +99,13 @@ def record(output, argv, device=None, max_entries=5_000_000):
     # allocator from the setting in effect now.
     conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") + "," + os.environ.get("PYTORCH_ALLOC_CONF", "")
     torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=max_entries)
-    status = 0
+    status, failed = 0, "raised"  # failed: how the program ended where it did not end well
     try:
         status = run_script(argv)
+        failed = "exited with status %s" % status if status else None
+    except BaseException as e:
+        failed = "raised %s" % type(e).__name__
+        raise
     finally:
         snap = torch.cuda.memory._snapshot()
         torch.cuda.memory._record_memory_history(enabled=None)
@@ -123,8 +129,10 @@ def record(output, argv, device=None, max_entries=5_000_000):
             "pytorch_%s_peak_allocated_bytes" % kind: torch.cuda.max_memory_allocated(device),
             "pytorch_%s_peak_reserved_bytes" % kind: torch.cuda.max_memory_reserved(device),
         }
+        if failed:
+            header["partial"] = "the program %s; the trace stops where it did" % failed
         with open(output, "w") as f:
             n, peak, skipped = convert(entries, f, header)
-        print("vram_torch record: %d allocations, peak requested %d bytes -> %s" % (n, peak, output),
-              file=sys.stderr)
+        print("vram_torch record: %s%d allocations, peak requested %d bytes -> %s"
+              % ("the program %s: partial trace, " % failed if failed else "", n, peak, output), file=sys.stderr)
     return status
