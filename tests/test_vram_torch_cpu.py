@@ -172,6 +172,17 @@ sys.modules.update({"torch": torch, "torch.cuda": cuda, "torch.cuda.memory": mem
 # --- vram_torch over it -----------------------------------------------------------------------
 import vram_torch  # noqa: E402
 
+# A library that does not load, or is not libvram_torch.so (the fake driver: none of its
+# functions), is one RuntimeError naming it, not ctypes' OSError or AttributeError.
+for bad, want in ((__file__, "cannot load"), (fake, "has no vram_torch_")):
+    os.environ["VRAM_TORCH_LIBRARY"] = bad
+    try:
+        vram_torch.memory_stats(0)
+        check(False, "library %s must be refused" % bad)
+    except RuntimeError as e:
+        check(want in str(e) and bad in str(e) and vram_torch._lib is None, "library %s: %s" % (bad, e))
+os.environ["VRAM_TORCH_LIBRARY"] = lib_path
+
 # Before enable(): what would act on vram's allocator says it is not PyTorch's yet (instead of
 # starting an allocator PyTorch never uses); the summary says so.
 for call in (lambda: vram_torch.set_per_process_memory_fraction(0.5), lambda: vram_torch.record_memory_history()):

@@ -2,7 +2,8 @@
 program runs as __main__ with its own argv and its directory first on sys.path, its exit status
 comes back (sys.exit(3), sys.exit("message"), a normal end), sys.argv and sys.path are restored;
 a missing script or command is a clear message and status 2 (bad input or usage, as vram's own
-tools), and so is a missing PyTorch (status 1: the machine, not the input)."""
+tools), and so are a missing PyTorch and a failing vram_torch.enable() (status 1: the machine,
+not the input)."""
 import io
 import os
 import sys
@@ -66,4 +67,11 @@ with tempfile.TemporaryDirectory() as tmp:
                            capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=python_dir))
         check(r.returncode == 1 and "PyTorch is needed" in r.stderr and "Traceback" not in r.stderr
               and len(r.stderr.strip().splitlines()) == 1, "%s without PyTorch: %d %r" % (command[0], r.returncode, r.stderr))
+    # run when vram cannot be PyTorch's allocator (here: no libvram_torch.so): one line, status 1
+    r = subprocess.run([sys.executable, "-c", "import sys, types; sys.modules['torch'] = types.ModuleType('torch'); "
+                        "from vram_torch.__main__ import main; sys.exit(main(sys.argv[1:]))", "run", script, "0"],
+                       capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=python_dir, VRAM_TORCH_LIBRARY=os.path.join(tmp, "none.so")))
+    check(r.returncode == 1 and r.stderr.startswith("vram_torch run: ") and "none.so: no such file" in r.stderr
+          and len(r.stderr.strip().splitlines()) == 1, "run without its library: %d %r" % (r.returncode, r.stderr))
 sys.exit(done("test_vram_torch_launch"))

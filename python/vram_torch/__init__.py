@@ -76,7 +76,10 @@ def _load():
             "vram_torch: libvram_torch.so not found (looked at $VRAM_TORCH_LIBRARY, beside the "
             "vram_torch package and in the repository's build/); build it with `make` or set "
             "VRAM_TORCH_LIBRARY")
-    lib = ctypes.CDLL(path)
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:  # not a library, or one it needs is missing: the loader's reason
+        raise RuntimeError("vram_torch: cannot load %s: %s" % (path, e)) from None
     c_int, c_char_p, c_void_p, c_double = ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_double
     sig = {
         "vram_torch_use_c10": (c_int, [c_char_p]),
@@ -120,7 +123,11 @@ def _load():
         "vram_torch_snapshot_json": (c_void_p, [c_int]),
     }
     for name, (res, args) in sig.items():
-        fn = getattr(lib, name)
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            raise RuntimeError("vram_torch: %s has no %s: not the libvram_torch.so of this vram_torch (an older "
+                               "build?); rebuild it with `make`" % (path, name)) from None
         fn.restype, fn.argtypes = res, args
     lib._path = path
     _lib = lib

@@ -39,7 +39,10 @@ def run(argv):
     check_script("run", [a.script])
     require_torch("run")
     import vram_torch
-    vram_torch.enable()
+    try:
+        vram_torch.enable()
+    except (RuntimeError, ValueError) as e:  # no library, a bad setting, CUDA already started: one line, status 1
+        raise SystemExit("vram_torch run: %s" % e)
     try:
         return run_script([a.script] + a.args)
     finally:
