@@ -53,7 +53,8 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(prog, "w") as f:
         f.write("open(%r, 'w').close()\n" % marker)
     for out_path, max_entries, want in ((os.path.join(tmp, "no", "x.trace"), 100, "no such folder"),
-                                        (tmp, 100, "is a folder"), ("", 100, "output file is needed"),
+                                        (tmp, 100, "is a folder"), (os.path.join(tmp, "new") + os.sep, 100, "names a folder"),
+                                        ("", 100, "output file is needed"),
                                         (os.path.join(tmp, "x.trace"), 0, "--max-entries")):
         try:
             record(out_path, [prog], None, max_entries)

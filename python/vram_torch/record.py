@@ -78,6 +78,8 @@ def check_output(output):
         raise BadInput("vram_torch record: -o: an output file is needed")
     if os.path.isdir(output):
         raise BadInput("vram_torch record: -o %s: is a folder" % output)
+    if output.endswith(os.sep):  # open() would refuse it only after the program ran
+        raise BadInput("vram_torch record: -o %s: names a folder, not a file" % output)
     folder = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(folder):
         raise BadInput("vram_torch record: -o %s: no such folder %s" % (output, folder))
