@@ -43,6 +43,11 @@ with tempfile.TemporaryDirectory() as tmp:
     except SystemExit as e:
         check("no such script" in str(e) and "missing.py" in str(e), "names the missing script: %s" % e)
     try:
+        check_script("run", [tmp])  # python runs a folder's __main__.py; this one has none
+        check(False, "a folder without __main__.py is refused")
+    except SystemExit as e:
+        check("folder without __main__.py" in str(e) and e.code == 2, "says the folder has no __main__.py: %s" % e)
+    try:
         check_script("run", [])
         check(False, "no script is refused")
     except SystemExit as e:

@@ -26,6 +26,8 @@ def check_script(tool, argv):
                          % (tool, tool))
     if not os.path.exists(argv[0]):
         raise BadInput("vram_torch %s: no such script: %s" % (tool, argv[0]))
+    if os.path.isdir(argv[0]) and not os.path.exists(os.path.join(argv[0], "__main__.py")):
+        raise BadInput("vram_torch %s: %s is a folder without __main__.py" % (tool, argv[0]))  # as python runs one
 
 
 def require_torch(tool):
