@@ -60,6 +60,7 @@ cuda.current_device = lambda: 0
 cuda.current_stream = lambda device=None: types.SimpleNamespace(cuda_stream=current_stream[0])
 cuda.device_count = lambda: 2
 torch.cuda = cuda
+torch.__version__, torch.version = "2.11.0", types.SimpleNamespace(cuda="12.8")
 torch._C = types.ModuleType("torch._C")  # the pool calls of CUDA graph trees, as a pluggable allocator has them
 for n in ("_cuda_beginAllocateCurrentStreamToPool", "_cuda_endAllocateCurrentStreamToPool", "_cuda_releasePool"):
     setattr(torch._C, n, lambda *a, **k: None)  # no-ops under a pluggable allocator
@@ -209,6 +210,15 @@ try:
 except ValueError as e:
     check("chunk_headroom" in str(e) and not swapped and not vram_torch.is_enabled(), "bad config refused: %s" % e)
 del os.environ["VRAM_ALLOC_CONF"]
+# A PyTorch built without CUDA (torch.version.cuda None) is said so, before anything is swapped
+# (its torch._C has no _cuda_customAllocator for CUDAPluggableAllocator).
+torch.version.cuda = None
+try:
+    vram_torch.enable()
+    check(False, "enable() on a PyTorch without CUDA must fail")
+except RuntimeError as e:
+    check("without CUDA" in str(e) and not swapped and not vram_torch.is_enabled(), "no CUDA in PyTorch: %s" % e)
+torch.version.cuda = "12.8"
 
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")

@@ -196,6 +196,9 @@ def enable(route_torch=True):
             "vram_torch.enable() must run before CUDA is first used: PyTorch's allocator is already "
             "initialized%s. Call it at the top of the script, before any tensor is put on the GPU."
             % ("" if held is None else " and holds %d bytes" % held))
+    if torch.version.cuda is None:  # its torch._C lacks the CUDA calls: PyTorch would raise AttributeError
+        raise RuntimeError("vram_torch.enable(): this PyTorch %s is built without CUDA (a CPU-only or ROCm build): "
+                           "vram is a CUDA allocator" % torch.__version__)
     torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib")
     alloc = torch.cuda.memory.CUDAPluggableAllocator(lib._path, "vram_torch_alloc", "vram_torch_free")
     try:
