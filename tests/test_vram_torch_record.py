@@ -3,7 +3,8 @@ on PyTorch-shaped trace entries (no torch needed): dense ids, requested sizes, s
 in order of first use, frees of allocations made before recording skipped, the peak of live
 requested bytes, free_completed used only where free_requested is absent, and marks (comment
 lines) before the entries they name; then the command itself on a stand-in torch: the program's
-arguments and exit status, and the trace of a program that failed named partial."""
+arguments and exit status, the trace of a program that failed named partial, and -o kept where
+it was given when the program changes folder."""
 import io
 import os
 import sys
@@ -100,4 +101,17 @@ with tempfile.TemporaryDirectory() as tmp:
                                         if ended else not partial),
               "record %s: the trace, %s: %s" % (args, "named partial" if ended else "whole", partial))
         check(("partial trace" in err.getvalue()) == bool(ended), "record %s says so: %r" % (args, err.getvalue()))
+    # -o relative to the folder the command started in, also when the program changes folder
+    os.mkdir(os.path.join(tmp, "sub"))
+    with open(prog, "w") as f:
+        f.write("import os\nos.chdir('sub')\n")
+    cwd = os.getcwd()
+    os.chdir(tmp)
+    try:
+        with redirect_stderr(io.StringIO()):
+            main(["record", "-o", "rel.trace", prog])
+    finally:
+        os.chdir(cwd)
+    check(os.path.exists(os.path.join(tmp, "rel.trace")) and not os.path.exists(os.path.join(tmp, "sub", "rel.trace")),
+          "-o rel.trace lands where it was given, not in the folder the program moved to")
 sys.exit(done("test_vram_torch_record"))

@@ -90,6 +90,7 @@ def check_output(output):
 def record(output, argv, device=None, max_entries=5_000_000):
     check_script("record", argv)
     check_output(output)
+    output = os.path.abspath(output)  # where it was checked, also if the program changes folder
     if max_entries < 1:
         raise BadInput("vram_torch record: --max-entries must be at least 1, not %d" % max_entries)
     torch = require_torch("record")
