@@ -263,7 +263,7 @@ check(len(kept) == 100 and vram_torch.history_count() > 100 and kept[-1]["action
       "history_count %d past a ring of %d" % (vram_torch.history_count(), len(kept)))
 torch.cuda.memory._record_memory_history(enabled=None)
 check(vram_torch.history_count() == 0, "history_count is 0 with the history off")
-check(torch.cuda.memory._snapshot()["device_traces"] == [[]], "_record_memory_history(enabled=None) stops it")
+check(torch.cuda.memory._snapshot()["device_traces"] == [[], []], "_record_memory_history(enabled=None) stops it")
 
 # Python stacks (_record_memory_history's context and stacks): the plug-in reads the frames of the
 # thread that allocates (here the ctypes calls below, as PyTorch's C++ would call it).
@@ -392,10 +392,29 @@ before = torch.cuda.memory_reserved()
 torch.cuda.empty_cache()
 check(before >= 64 << 20 and torch.cuda.memory_reserved() < before, "torch.cuda.empty_cache returns vram's cache: %d -> %d"
       % (before, torch.cuda.memory_reserved()))
-# a second device: its own numbers, by index or by name; empty_cache() empties every device
+# a second device: its own numbers, by index or by name; empty_cache() empties every device. The
+# history, as PyTorch's, is process-wide (cuda:1 starts after it was asked for) and _snapshot()
+# covers every device, each device's events at its index, as PyTorch's does
+check(not lib.vram_torch_device_active(1), "cuda:1 not started yet")
+torch.cuda.memory._record_memory_history(max_entries=50)
+q0 = lib.vram_torch_alloc(2 << 20, 0, 0x1000)
 r = lib.vram_torch_alloc(32 << 20, 1, 0x1000)
 check(torch.cuda.memory_allocated(1) == 32 << 20 and torch.cuda.memory_allocated("cuda:1") == 32 << 20
-      and torch.cuda.memory_allocated(0) == 0, "cuda:1 counts its block, cuda:0 does not")
+      and torch.cuda.memory_allocated(0) == 2 << 20, "cuda:1 counts its block, cuda:0 its own")
+snap = torch.cuda.memory._snapshot()
+live = {(s["device"], b["address"]) for s in snap["segments"] for b in s["blocks"] if b["state"] == "active_allocated"}
+check({(0, q0), (1, r)} <= live, "_snapshot() has both devices' blocks: %s" % sorted(live))
+check(len(snap["device_traces"]) == 2 and [e["addr"] for e in snap["device_traces"][1] if e["action"] == "alloc"] == [r]
+      and q0 in [e["addr"] for e in snap["device_traces"][0] if e["action"] == "alloc"],
+      "device_traces by device: cuda:1's alloc at index 1, cuda:0's at 0")
+check(r in [b["address"] for s in vram_torch.snapshot()["segments"] for b in s["blocks"]],
+      "vram_torch.snapshot() lists every device's segments")
+one = vram_torch.snapshot(1)
+check({s["device"] for s in one["segments"]} == {1} and one["device_traces"][0] == [] and one["device_traces"][1],
+      "snapshot(1): cuda:1's segments alone, its events at index 1")
+torch.cuda.memory._record_memory_history(enabled=None)
+check(torch.cuda.memory._snapshot()["device_traces"] == [[], []], "the history stops on both devices")
+lib.vram_torch_free(q0, 2 << 20, 0, 0x1000)
 lib.vram_torch_free(r, 32 << 20, 1, 0x1000)
 torch.cuda.empty_cache()
 check(torch.cuda.memory_reserved(1) == 0, "torch.cuda.empty_cache() empties cuda:1 too: %d" % torch.cuda.memory_reserved(1))

@@ -335,14 +335,27 @@ def empty_cache(device=None):
 
 def snapshot(device=None):
     """The allocator's segments, blocks and recent events, as a dict (PyTorch's _snapshot layout),
-    with the Python stacks record_memory_history kept in their "frames"."""
+    with the Python stacks record_memory_history kept in their "frames". device None: every device,
+    as torch.cuda.memory._snapshot() gives it (each segment names its "device"; "device_traces"
+    has one list per device this process sees, by index); a device: its segments alone, its
+    events at its index."""
     graph_trees.sweep()
     import json
-    d = _device(device)
-    if not _active(d):
-        return {"segments": [], "device_traces": [[]]}
-    snap = json.loads(_take_string(_lib.vram_torch_snapshot_json(d), "snapshot"))
-    _fill_frames(snap)
+    import torch
+    n = torch.cuda.device_count()
+    snap = {"segments": [], "device_traces": [[] for _ in range(n)]}
+    read = False
+    for d in range(n) if device is None else [_device(device)]:
+        if not _active(d):
+            continue
+        read = True
+        one = json.loads(_take_string(_lib.vram_torch_snapshot_json(d), "snapshot"))
+        snap["segments"] += one.pop("segments")
+        snap["device_traces"][d] = one.pop("device_traces")[0]
+        for key, value in one.items():  # allocator_settings, tag_names: the first device's
+            snap.setdefault(key, value)
+    if read:
+        _fill_frames(snap)
     return snap
 
 
@@ -413,7 +426,8 @@ def record_memory_history(enabled="all", max_entries=100000, device=None, contex
     blocks and events: context="state" the live blocks' only, "alloc" also the allocation
     events', "all" also the frees'; None, or stacks=None, none. (stacks="all" asks PyTorch for
     C++ frames too; vram records the Python ones.) enabled=None (or False) stops and drops
-    them."""
+    them. device None: every device, those vram starts on later included (PyTorch's history is
+    process-wide); a device: that one alone."""
     if enabled not in (None, False, True, "state", "all"):
         raise ValueError("record_memory_history: enabled must be None, 'state' or 'all' (or a bool), not %r"
                          % (enabled,))
@@ -427,7 +441,7 @@ def record_memory_history(enabled="all", max_entries=100000, device=None, contex
         raise ValueError("record_memory_history: max_entries must be >= 0, not %d" % max_entries)
     _require_enabled("record_memory_history")
     n = 0 if enabled is None or enabled is False else min(max_entries, _HISTORY_MAX)  # False: the old API's "off"
-    if _load().vram_torch_set_history(n, _device(device)) != 0:
+    if _load().vram_torch_set_history(n, -1 if device is None else _device(device)) != 0:
         raise _error("record_memory_history")
     mode = _STACK_MODES[context] if n and stacks else 0
     if _lib.vram_torch_set_stacks(mode) != 0:

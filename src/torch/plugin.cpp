@@ -9,7 +9,7 @@
  * over the device "cuda:N" (the primary context, which PyTorch uses too), with its
  * configuration from VRAM_ALLOC_CONF or, where that is unset, from PyTorch's own allocator
  * settings (torch_conf.cpp; what they cannot set is printed once), and the program's
- * _set_allocator_settings and caching_allocator_enable calls. The table of allocators is read
+ * _set_allocator_settings, caching_allocator_enable and _record_memory_history calls. The table of allocators is read
  * without a lock (atomic pointers); creation takes a mutex. Allocators live until the process
  * ends, as PyTorch's do.
  *
@@ -96,6 +96,10 @@ std::mutex g_mutex;                /* creation of allocators, oom_report strings
 std::string g_settings;
 /* caching_allocator_enable's last word for allocators that start later: -1 none, else 0 / 1. */
 int g_caching = -1;
+/* The event ring _record_memory_history last asked of every device (vram_torch_set_history with
+ * device -1), for allocators that start later: -1 none asked (their configuration's history
+ * option holds), else its entries (0: off). */
+long long g_history = -1;
 /* Python stacks kept for snapshots (vram_torch_set_stacks): 0 none, 1 the live blocks' ("state"),
  * 2 those and allocation events' ("alloc"), 3 frees' events' too ("all"). */
 std::atomic<int> g_stacks{0};
@@ -156,6 +160,8 @@ vram_allocator *get_allocator(int device, bool create) {
         fprintf(stderr, "%s\n", g_error.c_str());
         return nullptr;
     }
+    if (g_history >= 0 && vram_allocator_set_history(a, (uint32_t)g_history) != VRAM_OK) /* host memory: runs on without */
+        fprintf(stderr, "vram: no memory history on %s: %s\n", spec, vram_last_error());
     g_slots[device].dev = dev;
     g_slots[device].alloc.store(a, std::memory_order_release);
     return a;
@@ -572,11 +578,24 @@ VRAM_TORCH_API int vram_torch_get_memory_fraction(int device, double *fraction) 
     return 0;
 }
 
-/* Records the last `entries` allocator events on the device for snapshots (0 stops);
- * torch.cuda.memory._record_memory_history under vram. */
+/* Records the last `entries` allocator events on the device for snapshots (0 stops); device -1:
+ * on every device, those whose allocators start later included, as
+ * torch.cuda.memory._record_memory_history does for PyTorch's allocator (process-wide). */
 VRAM_TORCH_API int vram_torch_set_history(unsigned entries, int device) {
-    vram_allocator *a = get_allocator(device, true);
-    return a ? status_of(vram_allocator_set_history(a, entries)) : -1;
+    if (device != -1) {
+        vram_allocator *a = get_allocator(device, true);
+        return a ? status_of(vram_allocator_set_history(a, entries)) : -1;
+    }
+    std::lock_guard<std::mutex> lock(g_mutex);
+    for (int d = 0; d < kMaxDevices; d++) {
+        vram_allocator *a = g_slots[d].alloc.load(std::memory_order_acquire);
+        if (a && vram_allocator_set_history(a, entries) != VRAM_OK) {
+            set_error("cuda:" + std::to_string(d) + ": " + vram_last_error());
+            return -1;
+        }
+    }
+    g_history = (long long)entries;
+    return 0;
 }
 
 /* Events the device's history has recorded since it was started (vram_allocator_history_count),

@@ -1,6 +1,7 @@
 """test_torch_multi_gpu.py — vram_torch on two GPUs: one allocator per device. Tensors computed
 on each device and copied between them; each device's statistics count only its own tensors;
 empty_cache on one device returns that device's cache (cudaMemGetInfo) and leaves the other's;
+_record_memory_history and _snapshot cover both devices, as under PyTorch;
 a per-device memory limit gives torch.OutOfMemoryError on that device only; a side stream on
 the second device with record_stream; nn.DataParallel over both (one thread per device, so the
 allocators are used concurrently) gives the single-device result. Exits 77 (skipped) without
@@ -48,6 +49,16 @@ check(torch.cuda.memory_allocated(1) == vram_torch.memory_allocated(1) and
       torch.cuda.memory_allocated("cuda:0") == vram_torch.memory_allocated(0), "torch.cuda's functions per device (routed)")
 s1 = vram_torch.memory_summary(1)
 check("device ID 1" in s1 or "cuda:1" in s1 or "device 1" in s1.lower(), "memory_summary(1) names device 1")
+# The memory visualizer's view, as under PyTorch: the history is process-wide and _snapshot()
+# lists every device's segments, each device's events at its index.
+torch.cuda.memory._record_memory_history(max_entries=100)
+z = torch.empty(3 * MiB, dtype=torch.uint8, device="cuda:1")
+snap = torch.cuda.memory._snapshot()
+torch.cuda.memory._record_memory_history(enabled=None)
+check({s["device"] for s in snap["segments"]} >= {0, 1}, "_snapshot() has both devices' segments")
+check(z.data_ptr() in [e["addr"] for e in snap["device_traces"][1] if e["action"] == "alloc"],
+      "cuda:1's allocation is in device_traces[1]")
+del z
 
 # empty_cache on one device returns that device's cache only.
 del x, y
