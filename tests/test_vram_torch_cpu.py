@@ -222,7 +222,12 @@ torch.version.cuda = "12.8"
 
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    vram_torch.enable()
+    vram_torch.enable(route_torch=False)
+try:
+    torch.cuda.memory_stats()
+    check(False, "enable(route_torch=False) leaves torch.cuda's functions PyTorch's")
+except RuntimeError:
+    pass
 check(vram_torch.is_enabled() and swapped and swapped[0][0] == "pluggable" and swapped[0][2] == "vram_torch_alloc",
       "enable() hands PyTorch vram's alloc/free: %s" % swapped)
 check(any("OutOfMemoryError" in str(w.message) for w in caught), "no PyTorch libraries: enable() warns how OOM will raise")
@@ -230,7 +235,8 @@ check(any("cudnn.benchmark" in str(w.message) and "not found" in str(w.message) 
       "and that PyTorch's allocator object could not be given cacheInfo and recordStream: %s"
       % [str(w.message)[:120] for w in caught])
 vram_torch.enable()
-check(len(swapped) == 1, "a second enable() does nothing")
+check(len(swapped) == 1, "a second enable() swaps nothing")
+check("allocated_bytes.all.current" in torch.cuda.memory_stats(), "but routes what the first left PyTorch's")
 
 stats = torch.cuda.memory_stats()
 check(stats.get("allocated_bytes.all.peak") == 0 and stats.get("reserved_bytes.all.current") == 0 and len(stats) > 50,

@@ -179,11 +179,14 @@ def is_enabled():
 
 def enable(route_torch=True):
     """Makes vram PyTorch's CUDA allocator. Must run before the first CUDA allocation. With
-    route_torch, torch.cuda's memory functions and Tensor.record_stream answer from vram."""
+    route_torch, torch.cuda's memory functions and Tensor.record_stream answer from vram. A second
+    call swaps nothing; with route_torch it routes what an earlier enable(route_torch=False) left."""
     global _enabled, _allocator
-    if _enabled:
-        return
     import torch
+    if _enabled:
+        if route_torch:
+            _route(torch)
+        return
     lib = _load()
     if lib.vram_torch_check_config() != 0:
         raise ValueError("vram_torch.enable(): %s" % lib.vram_torch_last_error().decode(errors="replace"))
@@ -225,8 +228,12 @@ def enable(route_torch=True):
     graphs.install(torch, sys.modules[__name__])  # graph correctness: not optional
     graph_trees.install(torch, sys.modules[__name__])  # torch.compile(mode="reduce-overhead")
     if route_torch:
-        from . import torch_routes
-        torch_routes.route(torch, sys.modules[__name__])
+        _route(torch)
+
+
+def _route(torch):
+    from . import torch_routes
+    torch_routes.route(torch, sys.modules[__name__])  # idempotent
 
 
 def _device(device):
