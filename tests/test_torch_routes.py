@@ -100,6 +100,14 @@ check(calls == [("history", "all", 1000, "all", "all"), ("history", None, sys.ma
                 ("history", "all", sys.maxsize, "all", "all"), ("history", "all", sys.maxsize, "alloc", "python")],
       "_record_memory_history goes to vram's history, with its context and stacks: %s" % calls)
 calls.clear()
+memory._record_memory_history(True, trace_alloc_max_entries=5000, trace_alloc_record_context=True)
+memory._record_memory_history(True, True, 100)  # the legacy form's arguments by position
+memory._record_memory_history(True, record_context=False, trace_alloc_max_entries=10)
+memory._record_memory_history(False)
+check(calls == [("history", "all", 5000, "alloc", "python"), ("history", "all", 100, "state", "python"),
+                ("history", "all", 10, None, "python"), ("history", None, 1, "state", "python")],
+      "the legacy _record_memory_history(bool, ...) maps its arguments: %s" % calls)
+calls.clear()
 memory._set_allocator_settings("expandable_segments:False")
 memory._set_allocator_settings("pinned_use_cuda_host_register:True")
 check(calls == [("vram settings", "expandable_segments:False"), ("vram settings", "pinned_use_cuda_host_register:True"),

@@ -37,9 +37,21 @@ def _nested(flat):
 
 def _record_memory_history(vt):
     """torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="all",
-    max_entries=..., device=None, ...) as vram's event ring and Python stacks."""
-    def record(enabled="all", context="all", stacks="all", max_entries=sys.maxsize, device=None, *args, **kwargs):
+    max_entries=..., device=None, ...) as vram's event ring and Python stacks; also in the legacy
+    form PyTorch still takes, enabled a bool: (enabled, record_context=True,
+    trace_alloc_max_entries=1, trace_alloc_record_context=False, device=None,
+    record_context_cpp=False, ...), whose second argument is not a context string."""
+    def current(enabled="all", context="all", stacks="all", max_entries=sys.maxsize, device=None, *args, **kwargs):
         vt.record_memory_history(enabled, max_entries, device, context, stacks)  # capped at VRAM_HISTORY_MAX events
+
+    def legacy(enabled, record_context=True, trace_alloc_max_entries=1, trace_alloc_record_context=False,
+               device=None, record_context_cpp=False, *args, **kwargs):
+        context = ("alloc" if trace_alloc_record_context else "state") if record_context else None
+        vt.record_memory_history("all" if enabled else None, trace_alloc_max_entries, device, context,
+                                 "all" if record_context_cpp else "python")
+
+    def record(enabled="all", *args, **kwargs):
+        return (legacy if isinstance(enabled, bool) else current)(enabled, *args, **kwargs)
     return record
 
 
