@@ -732,6 +732,8 @@ def expect_raises(kind, fn, what):
 # (ctypes would cut 2**32 + 1 to 1, and -1 means "every device" to the library).
 for bad in (-1, 2, 2 ** 32 + 1, "cuda:9", "cpu"):
     msg = expect_raises(ValueError, lambda: vram_torch.memory_stats(bad), "memory_stats(%r)" % (bad,))
+    if bad != "cpu":  # out of range: also PyTorch's RuntimeError ("Invalid device argument")
+        expect_raises(RuntimeError, lambda: vram_torch.memory_allocated(bad), "memory_allocated(%r)" % (bad,))
     check("2 CUDA devices" in msg or "not a CUDA device" in msg, "names the device count or type: %s" % msg)
     expect_raises(ValueError, lambda: vram_torch.empty_cache(bad), "empty_cache(%r)" % (bad,))
     expect_raises(ValueError, lambda: vram_torch.set_per_process_memory_fraction(0.001, bad), "fraction on %r" % (bad,))

@@ -38,6 +38,7 @@ __all__ = [
     "set_per_process_memory_fraction", "oom_report", "record_memory_history", "history_count",
     "attach_out_of_memory_observer", "get_per_process_memory_fraction", "alloc_conf",
     "set_allocator_settings", "caching_allocator_enable", "caching_allocator_enabled", "AllocatorSettingsError",
+    "InvalidDeviceError",
 ]
 _HISTORY_MAX = 1 << 24  # VRAM_HISTORY_MAX (vram/config.h)
 # The plug-in's out-of-memory observer: (device, bytes asked, the allocator's limit, bytes free).
@@ -132,6 +133,12 @@ def _load():
     lib._path = path
     _lib = lib
     return lib
+
+
+class InvalidDeviceError(ValueError, RuntimeError):
+    """A device index out of range: a ValueError, as vram_torch documents, and a RuntimeError, as
+    PyTorch's own memory functions raise ("Invalid device argument"), so that code written against
+    either catches it."""
 
 
 class AllocatorSettingsError(ValueError, RuntimeError):
@@ -258,7 +265,7 @@ def _device(device):
         d = dev.index if dev.index is not None else current()
     n = torch.cuda.device_count()
     if not 0 <= d < n:
-        raise ValueError("vram_torch: invalid device %r (this process sees %d CUDA device%s)"
+        raise InvalidDeviceError("vram_torch: invalid device %r (this process sees %d CUDA device%s)"
                          % (device, n, "" if n == 1 else "s"))
     return d
 
