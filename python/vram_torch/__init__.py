@@ -75,8 +75,8 @@ def _load():
     if not path:
         raise RuntimeError(
             "vram_torch: libvram_torch.so not found (looked at $VRAM_TORCH_LIBRARY, beside the "
-            "vram_torch package and in the repository's build/); build it with `make` or set "
-            "VRAM_TORCH_LIBRARY")
+            "vram_torch package and in the repository's build/, b/ and build-release/); build it "
+            "with `make` or set VRAM_TORCH_LIBRARY")
     try:
         lib = ctypes.CDLL(path)
     except OSError as e:  # not a library, or one it needs is missing: the loader's reason
