@@ -68,6 +68,10 @@ vram_cli_test(cli_train_zero_capacity 2 "--capacity: '0.3' is zero bytes"
 # a --capacity the host cannot reserve is the flag's fault, not the training's (it advised a larger one)
 vram_cli_test(cli_train_huge_capacity 2 "--capacity: .*give a smaller --capacity"
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --capacity 200TiB 2>&1" "larger --capacity")
+# tokens per step are --batch x --accum x --context, which can pass 2^63 (it overflowed a long long)
+vram_cli_test(cli_train_tokens_per_step 1 "= 64000000000000000000 tokens/step"
+              "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --batch 1000000000 --accum 1000000000 --steps 1 --layers 1 --heads 1 --width 8 --capacity 64MiB 2>&1"
+              "runtime error")
 vram_cli_test(cli_train_bad_conf 2 "unknown key 'bogus'"
               "VRAM_ALLOC_CONF=bogus:1 ${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --steps 1 2>&1")
 # output that cannot be written is an error, not a lost report

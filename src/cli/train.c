@@ -344,8 +344,8 @@ int vram_cmd_train(int argc, char **argv) {
     printf("model: GPT %d layers, %d heads, width %d, context %d, vocab 256: %lld parameters (%s)\n", o.gpt.layers,
            o.gpt.heads, o.gpt.width, o.gpt.context, (long long)vram_param_list_numel(params),
            mib(vram_param_list_numel(params) * 4, b1, sizeof b1));
-    printf("training: batch %d x accum %d x context %d = %lld tokens/step, %s lr %g, clip %g, checkpoint %s, %d steps\n",
-           o.batch, o.accum, o.gpt.context, (long long)o.batch * o.accum * o.gpt.context, o.optimizer, oc.lr, o.clip,
+    printf("training: batch %d x accum %d x context %d = %.0f tokens/step, %s lr %g, clip %g, checkpoint %s, %d steps\n",
+           o.batch, o.accum, o.gpt.context, (double)o.batch * o.accum * o.gpt.context, o.optimizer, oc.lr, o.clip,
            o.checkpoint ? "every block" : "off", o.steps);
     fflush(stdout);
     int64_t fwd_tags[VRAM_TAG_BUILTIN_COUNT] = {0};
