@@ -194,6 +194,12 @@ def tiny_trace(tmp):
     rc, out, err = run("replay", "--snapshot", missing, path)
     check(rc == 2 and "cannot write there" in err and missing in err and out == "",
           f"a --snapshot path that cannot be written is refused before the replay: {rc} {err!r} {out!r}")
+    # a folder, or an empty path, is refused up front too, with the reason (both were found only
+    # after the replay, as "cannot write snapshot")
+    for bad, why in ((tmp, "Is a directory"), ("", "No such file")):
+        rc, out, err = run("replay", "--snapshot", bad, path)
+        check(rc == 2 and "cannot write there" in err and why in err and len(err.splitlines()) == 1 and out == "",
+              f"--snapshot {bad!r} is refused before the replay: {rc} {err!r} {out!r}")
 
 
 def bundled():

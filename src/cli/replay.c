@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -28,10 +29,19 @@
 #include "vram/snapshot.h"
 #include "vram/summary.h"
 
-/* Whether a file may be written at `path` (an existing file writable, or a new one creatable in
- * its folder), so that a bad --snapshot path is refused before a long replay rather than after.
- * On failure errno tells why. */
+/* Whether a file may be written at `path` (an existing file writable, not a folder, or a new one
+ * creatable in its folder), so that a bad --snapshot path is refused before a long replay rather
+ * than after. On failure errno tells why. */
 static int path_writable(const char *path) {
+    struct stat sb;
+    if (!*path) {
+        errno = ENOENT;
+        return 0;
+    }
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        errno = EISDIR;
+        return 0;
+    }
     if (access(path, F_OK) == 0) return access(path, W_OK) == 0;
     char *copy = strdup(path);
     if (!copy) return 0;
@@ -182,7 +192,7 @@ static int report_state_at(const vram_trace *t, const replay_args *ra, const vra
             fprintf(stderr, "vram replay: snapshot: %s\n", vram_last_error());
             rc = 1;
         } else if (!f) {
-            fprintf(stderr, "vram replay: cannot write snapshot '%s'\n", ra->snapshot);
+            fprintf(stderr, "vram replay: cannot write snapshot '%s': %s\n", ra->snapshot, strerror(errno));
             rc = 2;
         } else {
             st = vram_snapshot_write_json(snap, f);
