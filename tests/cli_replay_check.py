@@ -115,6 +115,11 @@ def usage_errors():
     # a trace's own header text reaches the terminal without its control characters
     rc, out, _ = run("replay", "-", stdin=b"# memtrace v1\n# source: a \x1b[31mred\x1b[0m b\na 1 10 0\nf 1\n")
     check(rc == 0 and "\x1b" not in out and "(a ?[31mred?[0m b)" in out, "source shown without escapes: %r" % out[:120])
+    # ...and so do its workload names and a header figure that is not one (both were printed raw)
+    rc, out, err = run("replay", "-", stdin=b"# memtrace v1\n# peak_requested_bytes: 1\x1b[2J\n"
+                       b"# workload: w\x1b]0;x\x07\na 1 10 0\nf 1\n")
+    check(rc == 0 and "\x1b" not in out + err and "    w?]0;x?" in out and "header 'peak_requested_bytes: 1?[2J'" in err,
+          "workload name and header warning shown without escapes: %r %r" % (out[-200:], err))
 
 
 def tiny_trace(tmp):

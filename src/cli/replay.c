@@ -120,6 +120,14 @@ static void json_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+/* Prints a trace's own text (a header value) with its control characters (terminal escapes)
+ * shown as '?'; returns the characters printed. */
+static int put_text(FILE *f, const char *s) {
+    int n = 0;
+    for (; *s; s++, n++) fputc((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s, f);
+    return n;
+}
+
 static const char *base_name(const char *path) {
     const char *s = strrchr(path, '/');
     return s ? s + 1 : path;
@@ -136,8 +144,10 @@ static uint64_t header_bytes(const vram_trace *t, const char *key, uint64_t near
     /* (near * 100 would overflow for peaks above 2^57 bytes: compare v / 100 instead) */
     if (vram_trace_header_u64(t, key, &v) != VRAM_OK || !near || (v > (1ull << 30) && (v - (1ull << 30)) / 100 > near) ||
         v < near / 100) {
-        fprintf(stderr, "vram replay: %s: header '%s: %s' is not a plausible byte count beside the trace's peak of "
-                        "%llu live bytes; ignored\n", vram_trace_name(t), key, text, (unsigned long long)near);
+        fprintf(stderr, "vram replay: %s: header '%s: ", vram_trace_name(t), key);
+        put_text(stderr, text);
+        fprintf(stderr, "' is not a plausible byte count beside the trace's peak of %llu live bytes; ignored\n",
+                (unsigned long long)near);
         return 0;
     }
     return v;
@@ -256,7 +266,9 @@ static void print_workloads_text(const workload_row *rows, size_t n) {
     for (size_t k = 0; k < n; k++) {
         char a[32], b[32];
         const vram_replay_result *r = &rows[k].r;
-        printf("    %-26s %14s %14s %8.3f%s\n", rows[k].name, vram_format_size(r->peak_requested_bytes, a, sizeof a),
+        fputs("    ", stdout);
+        int w = put_text(stdout, rows[k].name);
+        printf("%*s %14s %14s %8.3f%s\n", w < 26 ? 26 - w : 0, "", vram_format_size(r->peak_requested_bytes, a, sizeof a),
                vram_format_size(r->peak_reserved_bytes, b, sizeof b), r->reserved_over_requested,
                r->failed ? "  (stopped at OOM)" : "");
     }
@@ -402,9 +414,9 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
         char b[6][32];
         printf("%s: %zu allocations, %zu events", name, vram_trace_num_allocs(t), vram_trace_num_events(t));
         const char *source = vram_trace_header(t, "source");
-        if (source) { /* the trace's own text: control characters (terminal escapes) shown as '?' */
+        if (source) {
             fputs(" (", stdout);
-            for (const char *c = source; *c; c++) putchar((unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c);
+            put_text(stdout, source);
             putchar(')');
         }
         printf("\n  device %s, VRAM_ALLOC_CONF %s\n", device_name, settings);
