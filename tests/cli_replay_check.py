@@ -199,6 +199,11 @@ def tiny_trace(tmp):
     rc, out, err = run("replay", "--snapshot", missing, path)
     check(rc == 2 and "cannot write there" in err and missing in err and out == "",
           f"a --snapshot path that cannot be written is refused before the replay: {rc} {err!r} {out!r}")
+    # a --conf at the 4096-character limit is valid, so the snapshot is written (the history key that
+    # the snapshot's replay adds made it too long: 'VRAM_ALLOC_CONF: longer than 4096 characters')
+    long_conf = "history:0," * 409
+    rc, out, err = run("replay", "--conf", long_conf, "--snapshot", snap, path)
+    check(rc == 0 and "snapshot at event" in err and "longer than" not in err, f"--snapshot with a long --conf: {rc} {err!r}")
     # a folder, or an empty path, is refused up front too, with the reason (both were found only
     # after the replay, as "cannot write snapshot")
     for bad, why in ((tmp, "Is a directory"), ("", "No such file")):
