@@ -76,6 +76,7 @@ vram_cli_test(cli_train_bad_conf 2 "unknown key 'bogus'"
               "VRAM_ALLOC_CONF=bogus:1 ${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --steps 1 2>&1")
 # output that cannot be written is an error, not a lost report
 vram_cli_test(cli_output_write_error 1 "vram version: writing the output failed" "${VRAM_EXE} version 2>&1 >&-")
+vram_cli_test(cli_help_write_error 1 "vram --help: writing the output failed" "${VRAM_EXE} --help 2>&1 >/dev/full")
 vram_cli_test(cli_version_extra_argument 2 "vram version: takes no arguments, not '--bogus'"
               "${VRAM_EXE} version --bogus 2>&1")
 # endless input that is no trace stops at its first line, not after filling memory

@@ -25,6 +25,16 @@ static void usage(FILE *out) {
     fprintf(out, "\n'vram COMMAND --help' describes each command.\n");
 }
 
+/* rc, or 1 when it is 0 but stdout could not be written (a failed command has said why). */
+static int flushed(const char *command, int rc) {
+    errno = 0;
+    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) {
+        fprintf(stderr, "vram %s: writing the output failed: %s\n", command, errno ? strerror(errno) : "write error");
+        return 1;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
@@ -32,17 +42,11 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return 0;
+        return flushed(argv[1], 0);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         if (strcmp(argv[1], commands[i].name)) continue;
-        int rc = commands[i].run(argc - 1, argv + 1);
-        errno = 0;
-        if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) { /* (a failed command has said why) */
-            fprintf(stderr, "vram %s: writing the output failed: %s\n", argv[1], errno ? strerror(errno) : "write error");
-            return 1;
-        }
-        return rc;
+        return flushed(argv[1], commands[i].run(argc - 1, argv + 1));
     }
     fprintf(stderr, "vram: unknown command '%s'\n", argv[1]);
     usage(stderr);
