@@ -544,6 +544,22 @@ static void test_options(void) {
     CHECK(r.status == 2 && strstr(r.err, "-i GPU-fa4e: 3 GPUs have UUIDs starting so") && !*r.out,
           "-i with a prefix of several UUIDs is refused, not the first taken: %d %s %s", r.status, r.out, r.err);
     result_free(&r);
+    /* lists of any length, read whole: a list of full UUIDs longer than 512 characters lost its end
+     * (the GPU named there silently left out), a --csv= list longer than 256 a bad option */
+    {
+        char ids[1200] = "", csv[600] = "--csv=noheader";
+        for (int k = 0; k < 14; k++) strcat(ids, "GPU-fa4e0000-0000-0000-0000-000000000000,");
+        strcat(ids, "GPU-fa4e0000-0000-0000-0000-000000000002");
+        for (int k = 0; k < 40; k++) strcat(csv, ",nounits");
+        strcat(csv, ",bogus");
+        r = run(ENV("FAKE_NVML_GPUS=3"), ARGS("-i", ids, "--query-gpu=index", "--format=csv,noheader"));
+        CHECK(r.status == 0 && !strcmp(r.out, "0\n2\n"), "-i with a long list of UUIDs: %d %s %s", r.status, r.out, r.err);
+        result_free(&r);
+        r = run(ENV("FAKE_NVML_GPUS=3"), ARGS(csv));
+        CHECK(r.status == 2 && strstr(r.err, "unknown CSV option 'bogus'") && !*r.out, "a long --csv= list: %d %s",
+              r.status, r.err);
+        result_free(&r);
+    }
     /* one message and status 2 each; option values are named before NVML is loaded, so with no
      * driver the bad value still comes first (no "NVML" in the message) */
     static const struct {

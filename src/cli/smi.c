@@ -143,15 +143,17 @@ static int parse_seconds(const char *t, int64_t *ms) {
 }
 
 static int csv_switches(smi_opts *o, const char *list, int from_format) {
-    char copy[256];
-    snprintf(copy, sizeof copy, "%s", list);
-    int saw_csv = 0;
-    for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    char *copy = strdup(list); /* (whole: a cut copy would not see a bad option at its end) */
+    if (!copy) return bad("%s", "out of host memory");
+    int saw_csv = 0, rc = 0;
+    for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
         if (!strcmp(tok, "csv")) saw_csv = 1;
         else if (!strcmp(tok, "noheader")) o->csv.header = 0;
         else if (!strcmp(tok, "nounits")) o->csv.units = 0;
-        else return bad("unknown CSV option '%s' (use csv, noheader, nounits)", tok);
+        else rc = bad("unknown CSV option '%s' (use csv, noheader, nounits)", tok);
     }
+    free(copy);
+    if (rc) return rc;
     if (from_format && !saw_csv) return bad("--format=%s: only csv is supported (e.g. --format=csv,noheader,nounits)", list);
     return 0;
 }
@@ -336,8 +338,12 @@ static int select_devices(smi_run *r, const char *ids) {
         for (uint32_t i = 0; i < count; i++) r->indices[r->n++] = i;
         return 0;
     }
-    char copy[512];
-    snprintf(copy, sizeof copy, "%s", ids);
+    char *copy = strdup(ids); /* (any length: a list of full UUIDs is long) */
+    if (!copy) {
+        fprintf(stderr, "vram smi: out of host memory\n");
+        return 2;
+    }
+    int rc = 0;
     for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         int64_t idx = -1;
         if (!strncmp(tok, "GPU-", 4) || !strncmp(tok, "MIG-", 4)) { /* a UUID, or a prefix of one, as nvidia-smi -i */
@@ -352,11 +358,13 @@ static int select_devices(smi_run *r, const char *ids) {
             }
             if (idx < 0) {
                 fprintf(stderr, "vram smi: no GPU has the UUID %s\n", tok);
-                return 2;
+                rc = 2;
+                break;
             }
             if (matches > 1) {
                 fprintf(stderr, "vram smi: -i %s: %u GPUs have UUIDs starting so; give more of the UUID\n", tok, matches);
-                return 2;
+                rc = 2;
+                break;
             }
         } else {
             parse_int(tok, UINT32_MAX, &idx); /* well formed: parse_args checked the list (ids_syntax) */
@@ -364,14 +372,16 @@ static int select_devices(smi_run *r, const char *ids) {
         if ((uint64_t)idx >= count) {
             fprintf(stderr, "vram smi: no GPU %lld: NVML reports %u GPU%s (indices 0-%u)\n", (long long)idx, count,
                     count == 1 ? "" : "s", count - 1);
-            return 2;
+            rc = 2;
+            break;
         }
         int dup = 0;
         for (size_t j = 0; j < r->n; j++) dup |= r->indices[j] == (uint32_t)idx;
         if (!dup && r->n < count) r->indices[r->n++] = (uint32_t)idx;
     }
-    if (!r->n) return bad("bad -i '%s': no GPU index given", ids);
-    return 0;
+    free(copy);
+    if (!rc && !r->n) return bad("bad -i '%s': no GPU index given", ids);
+    return rc;
 }
 
 static int utf8_locale(void) {
