@@ -13,6 +13,8 @@ import gzip
 import json
 import math
 import os
+import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -204,6 +206,25 @@ def tiny_trace(tmp):
     long_conf = "history:0," * 409
     rc, out, err = run("replay", "--conf", long_conf, "--snapshot", snap, path)
     check(rc == 0 and "snapshot at event" in err and "longer than" not in err, f"--snapshot with a long --conf: {rc} {err!r}")
+    # a snapshot that cannot be written whole leaves the previous file as it was, and no half file
+    # (it was written in place: a full disk truncated the old snapshot to a broken one); here the
+    # disk is "full" at 600 bytes (RLIMIT_FSIZE)
+    with open(snap, "w") as f:
+        f.write('{"old": 1}\n')
+    before = os.listdir(os.path.dirname(snap))
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (600, 600))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    p = subprocess.run([VRAM, "replay", "--snapshot", snap, path], capture_output=True, timeout=300,
+                       preexec_fn=small_files)
+    err = p.stderr.decode()
+    with open(snap) as f:
+        kept = f.read()
+    check(p.returncode == 2 and "writing snapshot" in err and "File too large" in err and len(err.splitlines()) == 1,
+          f"a snapshot write that fails says why: {p.returncode} {err!r}")
+    check(kept == '{"old": 1}\n' and sorted(os.listdir(os.path.dirname(snap))) == sorted(before),
+          f"a failed snapshot write keeps the old file, leaves no other: {kept[:60]!r}")
     # a folder, or an empty path, is refused up front too, with the reason (both were found only
     # after the replay, as "cannot write snapshot")
     for bad, why in ((tmp, "Is a directory"), ("", "No such file")):

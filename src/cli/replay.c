@@ -6,7 +6,8 @@
  * print the peaks next to the ones PyTorch recorded in the trace's header. Options add the
  * smallest capacity that fits (--fit: a binary search of whole replays), the memory summary
  * and a snapshot at the moment reserved memory peaks (found by a second, tracking replay;
- * a third replay stops right after that event, so the allocator is in exactly that state).
+ * a third replay stops right after that event, so the allocator is in exactly that state;
+ * the snapshot file is written whole or not at all).
  * With several traces, a closing table compares them all, with geometric means. A trace of
  * several programs run in one process ("# workload: NAME" lines, bench/torch_workloads.py
  * --trace) also gets a row per program, each replayed on a fresh allocator and measured from its
@@ -158,6 +159,52 @@ static double header_ratio(const vram_trace *t, const char *key, uint64_t reques
     return *value && requested ? (double)*value / (double)requested : 0.0;
 }
 
+/* Writes the snapshot to `path` whole or not at all: a regular file (or a new one) through a
+ * temporary file beside it, renamed over it once complete, so that a full disk leaves no half
+ * file and the previous one as it was; anything else (/dev/stdout, a pipe, a link), or a file in
+ * a folder that takes no new files, directly. Returns an exit status, 2 after saying why. */
+static int write_snapshot(const vram_snapshot *snap, const char *path) {
+    struct stat sb;
+    int exists = lstat(path, &sb) == 0;
+    char *tmp = NULL;
+    FILE *f = NULL;
+    if ((!exists || S_ISREG(sb.st_mode)) && (tmp = malloc(strlen(path) + 8)) != NULL) {
+        sprintf(tmp, "%s.XXXXXX", path);
+        int fd = mkstemp(tmp);
+        if (fd >= 0) {
+            mode_t mask = umask(0);
+            umask(mask);
+            fchmod(fd, exists ? sb.st_mode & 07777 : 0666 & ~mask); /* the file's own mode, or fopen's */
+            if (!(f = fdopen(fd, "w"))) {
+                close(fd);
+                unlink(tmp);
+            }
+        }
+        if (!f) { /* (no temporary file: written in place) */
+            free(tmp);
+            tmp = NULL;
+        }
+    }
+    if (!f) f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "vram replay: cannot write snapshot '%s': %s\n", path, strerror(errno));
+        return 2;
+    }
+    errno = 0;
+    vram_status st = vram_snapshot_write_json(snap, f);
+    int err = ferror(f) ? errno : 0;
+    if (fclose(f) != 0 && !err) err = errno;
+    if (st == VRAM_OK && !err && tmp && rename(tmp, path) != 0) err = errno;
+    if (st != VRAM_OK || err) {
+        fprintf(stderr, "vram replay: writing snapshot '%s' failed: %s\n", path, err ? strerror(err) : vram_last_error());
+        if (tmp) unlink(tmp);
+        free(tmp);
+        return 2;
+    }
+    free(tmp);
+    return 0;
+}
+
 /* Replays `t` on a fresh allocator, stopping right after event `stop`, and prints the summary
  * and/or writes the snapshot of that state. Returns an exit status. */
 static int report_state_at(const vram_trace *t, const replay_args *ra, const vram_replay_options *ro, size_t stop,
@@ -199,19 +246,11 @@ static int report_state_at(const vram_trace *t, const replay_args *ra, const vra
     if (ra->snapshot && rc == 0) {
         vram_snapshot *snap = NULL;
         st = vram_allocator_snapshot(a, &snap);
-        FILE *f = st == VRAM_OK ? fopen(ra->snapshot, "w") : NULL;
         if (st != VRAM_OK) {
             fprintf(stderr, "vram replay: snapshot: %s\n", vram_last_error());
             rc = 1;
-        } else if (!f) {
-            fprintf(stderr, "vram replay: cannot write snapshot '%s': %s\n", ra->snapshot, strerror(errno));
-            rc = 2;
         } else {
-            st = vram_snapshot_write_json(snap, f);
-            if (fclose(f) != 0 || st != VRAM_OK) {
-                fprintf(stderr, "vram replay: writing snapshot '%s' failed\n", ra->snapshot);
-                rc = 2;
-            }
+            rc = write_snapshot(snap, ra->snapshot);
         }
         vram_snapshot_free(snap);
     }
