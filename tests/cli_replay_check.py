@@ -171,6 +171,17 @@ def tiny_trace(tmp):
     d = json.loads(out)
     check(rc == 1 and d["oom"] is True and d["failed_event"] == 2 and d["failed_line"] == 5, f"OOM json {d}")
     check(d["ooms"] == 1 and len(d["oom_report"]) > 0, "OOM json report")
+    # a request larger than any device: counted and reported with the allocator's reason (it said
+    # "oom": true beside "ooms": 0, with an empty report and no reason on stderr)
+    huge = os.path.join(tmp, "huge.trace")
+    with open(huge, "w") as f:
+        f.write("# memtrace v1\na 1 9007199254740992 0\nf 1\n")
+    rc, out, err = run("replay", "--json", huge)
+    d = json.loads(out) if out else {}
+    check(rc == 1 and d.get("oom") is True and d.get("ooms") == 1 and "larger than any device" in d.get("oom_report", ""),
+          f"huge request json: {rc} {d.get('ooms')} {d.get('oom_report')!r}")
+    rc, out, err = run("replay", huge)
+    check(rc == 1 and "larger than any device" in err and "1 OOMs" in out, f"huge request text: {rc} {err!r}")
 
     # Summary at the peak: the PyTorch table, every line 77 characters.
     rc, out, err = run("replay", "--summary", path)

@@ -159,6 +159,22 @@ static void test_oom(void) {
     CHECK(vram_replay_open(&badconf, 0, &dev, &a) != VRAM_OK, "bad conf");
     CHECK(strstr(vram_last_error(), "no_such_key") != NULL, "names the key: %s", vram_last_error());
     vram_trace_free(t);
+
+    /* A request larger than any device (above 2^52 bytes) is an OOM like the others: counted and
+     * reported with its reason (it was neither: "ooms" 0 beside "oom": true, an empty report). */
+    t = load_str("# memtrace v1\na 0 1000 0\na 1 9007199254740992 0\nf 0\nf 1\n");
+    if (!t) return;
+    CHECK_OK(vram_replay_open(&o, 0, &dev, &a));
+    st = vram_trace_replay(t, a, SIZE_MAX, 0, &r);
+    CHECK(st == VRAM_ERR_OUT_OF_MEMORY && r.failed && r.failed_event == 1, "huge request: %s at event %zu",
+          vram_status_str(st), r.failed_event);
+    CHECK(r.ooms == 1, "huge request counted: ooms %llu", (unsigned long long)r.ooms);
+    CHECK(strstr(vram_allocator_oom_report(a), "larger than any device") != NULL, "huge request's report: '%s'",
+          vram_allocator_oom_report(a));
+    CHECK_OK(vram_allocator_check(a));
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+    vram_trace_free(t);
 }
 
 /* The bundled traces: reserved / requested within the acceptance figures, and speed. The

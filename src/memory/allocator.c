@@ -1350,9 +1350,17 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
     *ptr = NULL;
     if (tag >= VRAM_TAG_MAX) return vram_error(VRAM_ERR_INVALID_ARG, "malloc: unknown tag %u", tag);
     if (size > (1ull << 52)) {
-        char s[32];
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: %s is larger than any device",
-                          vram_format_size(size, s, sizeof s));
+        /* Failed at once, with no retry, but an out-of-memory like any other: counted, in the
+         * history and reported, as PyTorch counts the cudaMalloc failure of such a request. */
+        vram_allocator_lock(a);
+        a->stats.num_ooms++;
+        size_t dfree = 0, dtotal = 0;
+        if (a->dev->ops->mem_info) a->dev->ops->mem_info(a->dev, &dfree, &dtotal);
+        history_add(a, VRAM_EVENT_OOM, dfree, size, stream, tag);
+        oom_report(a, size, size, "it is larger than any device");
+        vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s", a->oom_report);
+        vram_allocator_unlock(a);
+        return VRAM_ERR_OUT_OF_MEMORY;
     }
     vram_allocator_lock(a);
     uint64_t rsize = round_size(a, size);
