@@ -154,6 +154,10 @@ def tiny_trace(tmp):
     d4 = json.loads(out4) if rc == 0 else {}
     check(rc == 0 and d4.get("device") == "cudasim (1024.00 MiB), lag 100" and d4.get("fit_capacity_bytes", 0) >= 3003100,
           f"cudasim lag replay: {rc} {err4.strip()} {d4.get('device')}")
+    # ...however long the spec (from 64 characters it was an 80 GiB device capped at 1 GiB)
+    rc, out4, err4 = run("replay", "--json", "--device", "cudasim:lag=" + "0" * 60 + "5", "--capacity", "1GiB", path)
+    d4 = json.loads(out4) if rc == 0 else {}
+    check(rc == 0 and d4.get("device") == "cudasim (1024.00 MiB), lag 5", f"long cudasim spec: {rc} {err4.strip()} {d4.get('device')}")
     rc, _, err5 = run("replay", "--device", "cudasim:lag=soon", path)
     check(rc == 2 and "cudasim device: lag 'soon'" in err5 and "Traceback" not in err5, f"bad lag refused: {rc} {err5.strip()}")
     # The same on stdin.

@@ -439,6 +439,16 @@ static void test_cudasim_lag(void) {
         vram_allocator_destroy(sa);
         vram_device_close(dev);
     }
+    /* ...at any length of the spec (from 64 characters it was an 80 GiB device capped at 3 GiB) */
+    sized.device = "cudasim:lag=0000000000000000000000000000000000000000000000000000000000000000000000007";
+    dev = NULL;
+    CHECK_OK(vram_replay_open(&sized, 0, &dev, &sa));
+    if (dev) {
+        CHECK(dev->capacity == 3ull << 30 && strstr(dev->name, "lag 7") && vram_allocator_limit(sa) == 3ull << 30,
+              "a %zu-character spec with a capacity: sized to it: %s", strlen(sized.device), dev->name);
+        vram_allocator_destroy(sa);
+        vram_device_close(dev);
+    }
     /* a replay: lag 0 is the device without a lag; with a lag, work trails the calls */
     char path[512];
     snprintf(path, sizeof path, "%s/traces/gpt2_train.trace.gz", VRAM_SOURCE_DIR);

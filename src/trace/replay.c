@@ -163,19 +163,23 @@ vram_status vram_replay_open(const vram_replay_options *o, uint64_t capacity, vr
     if (o->conf && (st = vram_alloc_config_parse(o->conf, &cfg)) != VRAM_OK) return st;
 
     /* A simulated device whose spec gives no size gets the capacity as its size, its other
-     * arguments kept ("cudasim:lag=100" -> "cudasim:CAPACITY,lag=100"). */
-    char sim_spec[96];
+     * arguments kept ("cudasim:lag=100" -> "cudasim:CAPACITY,lag=100"), at any length of them
+     * (a fixed buffer once left a long spec unsized: 80 GiB with a limit of the capacity). */
+    char *sim_spec = NULL;
     int cap_in_spec = 0;
     int simulated = vram_device_spec_is(spec, "sim") || vram_device_spec_is(spec, "cudasim");
-    if (capacity && simulated && !vram_device_spec_sized(spec) && strlen(spec) < 64) {
-        size_t kind = strcspn(spec, ":");
+    if (capacity && simulated && !vram_device_spec_sized(spec)) {
+        size_t kind = strcspn(spec, ":"), len = strlen(spec) + 32; /* + ':', 20 digits, ',' */
         const char *rest = spec[kind] && spec[kind + 1] ? spec + kind + 1 : NULL;
-        snprintf(sim_spec, sizeof sim_spec, "%.*s:%llu%s%s", (int)kind, spec, (unsigned long long)capacity,
-                 rest ? "," : "", rest ? rest : "");
+        if (!(sim_spec = malloc(len))) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "replay: host out of memory");
+        snprintf(sim_spec, len, "%.*s:%llu%s%s", (int)kind, spec, (unsigned long long)capacity, rest ? "," : "",
+                 rest ? rest : "");
         spec = sim_spec;
         cap_in_spec = 1;
     }
-    if ((st = vram_device_open(spec, dev)) != VRAM_OK) return st;
+    st = vram_device_open(spec, dev);
+    free(sim_spec);
+    if (st != VRAM_OK) return st;
     if ((st = vram_allocator_new(*dev, &cfg, a)) != VRAM_OK) {
         vram_device_close(*dev);
         *dev = NULL;
