@@ -106,6 +106,10 @@ def usage_errors():
     rc, out, err = run("replay", "-", stdin=small + b"garbage")
     check(rc == 2 and "data after the gzip data that starts no gzip member" in err, "gzip on stdin with garbage "
           "after it: %d %r" % (rc, err))
+    # standard input named twice is refused before any replay (the first replayed, the second failed)
+    rc, out, err = run("replay", "-", "-", stdin=b"# memtrace v1\na 1 10 0\nf 1\n")
+    check(rc == 2 and out == "" and "standard input ('-') given 2 times" in err and len(err.splitlines()) == 1,
+          "stdin twice refused up front: %d %r %r" % (rc, out[:80], err))
     # endless input on standard input that is no trace stops at its start too
     with open("/dev/zero", "rb") as zero:
         p = subprocess.run([VRAM, "replay", "-"], stdin=zero, capture_output=True, timeout=60)

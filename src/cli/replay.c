@@ -616,6 +616,14 @@ int vram_cmd_replay(int argc, char **argv) {
         free(traces);
         return 2;
     }
+    /* Standard input can be read once: a second '-' would fail only after the first replay. */
+    int stdins = 0;
+    for (int i = 0; i < ntraces; i++) stdins += !strcmp(traces[i], "-");
+    if (stdins > 1) {
+        fprintf(stderr, "vram replay: standard input ('-') given %d times: it can be read only once\n", stdins);
+        free(traces);
+        return 2;
+    }
     if (ra.snapshot && ntraces > 1) {
         fprintf(stderr, "vram replay: --snapshot takes one trace (%d given)\n", ntraces);
         free(traces);
