@@ -63,6 +63,9 @@ vram_cli_test(cli_train_out_of_memory 1 "out of memory while training step 1"
 # (a 10^9-layer model was a 152 GB host calloc)
 vram_cli_test(cli_train_shape_bound 2 "--layers needs an integer in \\[1, 4096\\]"
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --layers 1000000000 2>&1")
+# no steps trained nothing and reported a final train loss of nan
+vram_cli_test(cli_train_zero_steps 2 "--steps needs an integer in \\[1, 1000000000\\], not '0'"
+              "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --steps 0 2>&1" "final train loss")
 vram_cli_test(cli_train_zero_capacity 2 "--capacity: '0.3' is zero bytes"
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --capacity 0.3 2>&1")
 # a --capacity the host cannot reserve is the flag's fault, not the training's (it advised a larger one)

@@ -133,7 +133,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         if (!strcmp(f, "--data")) o->data = v;
         else if (!strcmp(f, "--batch")) ok = parse_int(f, v, 1, &o->batch);
         else if (!strcmp(f, "--accum")) ok = parse_int(f, v, 1, &o->accum);
-        else if (!strcmp(f, "--steps")) ok = parse_int(f, v, 0, &o->steps);
+        else if (!strcmp(f, "--steps")) ok = parse_int(f, v, 1, &o->steps);
         else if (!strcmp(f, "--optimizer")) o->optimizer = v;
         else if (!strcmp(f, "--lr")) ok = parse_double(f, v, 0, 100, &o->lr), o->lr_set = 1;
         else if (!strcmp(f, "--clip")) ok = parse_double(f, v, 0, 1e9, &o->clip);
