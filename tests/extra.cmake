@@ -80,6 +80,9 @@ vram_cli_test(cli_train_bad_conf 2 "unknown key 'bogus'"
 # output that cannot be written is an error, not a lost report
 vram_cli_test(cli_output_write_error 1 "vram version: writing the output failed" "${VRAM_EXE} version 2>&1 >&-")
 vram_cli_test(cli_help_write_error 1 "vram --help: writing the output failed" "${VRAM_EXE} --help 2>&1 >/dev/full")
+# replay flushes each report itself: its failure is said with the reason (it said "write error")
+vram_cli_test(cli_replay_write_error 1 "^vram replay: writing the output failed: No space left on device\n$"
+              "printf '# memtrace v1\\na 1 10 0\\nf 1\\n' | ${VRAM_EXE} replay - 2>&1 >/dev/full" "write error")
 vram_cli_test(cli_version_extra_argument 2 "vram version: takes no arguments, not '--bogus'"
               "${VRAM_EXE} version --bogus 2>&1")
 # endless input that is no trace stops at its first line, not after filling memory

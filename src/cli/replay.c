@@ -13,8 +13,8 @@
  * --trace) also gets a row per program, each replayed on a fresh allocator and measured from its
  * start (vram_trace_replay_range), as that process measured it.
  *
- * Exit status: 0 every trace ran; 1 a replay ran out of memory (its OOM report is printed);
- * 2 bad input or usage.
+ * Exit status: 0 every trace ran; 1 a replay ran out of memory (its OOM report is printed) or the
+ * output could not be written (said with its reason); 2 bad input or usage.
  */
 #include <errno.h>
 #include <libgen.h>
@@ -450,7 +450,6 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
             json_string(o, summary);
         }
         fputs("}\n", o);
-        fflush(o);
     } else {
         char b[6][32];
         printf("%s: %zu allocations, %zu events", name, vram_trace_num_allocs(t), vram_trace_num_events(t));
@@ -492,8 +491,13 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
             fputs(summary, stdout);
         }
         printf("\n");
-        fflush(stdout);
     }
+    /* Each report as its replay ends; a write that failed is said here, while errno still says why
+     * (main.c's final check would find only the stream's error flag). */
+    errno = 0;
+    int write_failed = fflush(stdout) != 0 || ferror(stdout);
+    if (write_failed)
+        fprintf(stderr, "vram replay: writing the output failed: %s\n", errno ? strerror(errno) : "write error");
     if (rc) {
         fprintf(stderr, "vram replay: %s\n", failure);
         if (r.failed && oom_report && *oom_report) fprintf(stderr, "%s\n", oom_report);
@@ -504,7 +508,7 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
     free(oom_report);
     vram_trace_free(t);
     if (state_rc == 2) return 2;
-    return rc;
+    return rc ? rc : write_failed;
 }
 
 static void print_comparison(const replay_row *rows, int n, int fit) {
@@ -663,8 +667,9 @@ int vram_cmd_replay(int argc, char **argv) {
             break;
         }
         if (r > rc) rc = r;
+        if (ferror(stdout)) break; /* (said by replay_one) */
     }
-    if (rc != 2 && ntraces > 1 && !ra.json) print_comparison(rows, ntraces, ra.fit);
+    if (rc != 2 && ntraces > 1 && !ra.json && !ferror(stdout)) print_comparison(rows, ntraces, ra.fit);
     free(rows);
     free(traces);
     return rc;
