@@ -93,6 +93,10 @@ def usage_errors():
     check(rc == 0 and "--capacity" in out and "--fit" in out, "replay --help")
     rc, out, _ = run("bench", "--help")
     check(rc == 0 and "--repeat" in out, "bench --help")
+    # no benchmark named: a line saying so before the usage (there was the usage alone), on stderr
+    rc, out, err = run("bench")
+    check(rc == 2 and out == "" and err.startswith("vram bench: no benchmark given (known: alloc)\nusage: vram bench"),
+          "bench without a benchmark: %d %r" % (rc, err[:120]))
     rc, out, _ = run("version", "--help")  # every command has its --help, as `vram --help` promises
     check(rc == 0 and "usage: vram version" in out, "version --help: %d %r" % (rc, out))
     # an implausible recorded figure is ignored with a warning, not printed as PyTorch's

@@ -35,6 +35,7 @@ static void join_command(int argc, char **argv, char *buf, size_t cap) {
 
 int vram_cmd_bench(int argc, char **argv) {
     if (argc < 2) {
+        fprintf(stderr, "vram bench: no benchmark given (known: alloc)\n");
         usage(stderr);
         return 2;
     }
