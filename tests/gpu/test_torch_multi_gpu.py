@@ -4,11 +4,16 @@ empty_cache on one device returns that device's cache (cudaMemGetInfo) and leave
 _record_memory_history and _snapshot cover both devices, as under PyTorch;
 a per-device memory limit gives torch.OutOfMemoryError on that device only; a side stream on
 the second device with record_stream; nn.DataParallel over both (one thread per device, so the
-allocators are used concurrently) gives the single-device result. Exits 77 (skipped) without
-torch, two GPUs or libvram_torch.so.
+allocators are used concurrently) gives the single-device result; DistributedDataParallel over
+NCCL in two processes started by torchrun with `-m vram_torch run` (the documented launch of an
+unchanged DDP script) trains, each rank under vram, with the losses of the same run under
+PyTorch's own allocator. Exits 77 (skipped) without torch, two GPUs or libvram_torch.so.
 """
+import json
 import os
+import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -18,6 +23,7 @@ from torch_setup import start  # noqa: E402
 
 torch, vram_torch = start(min_devices=2)
 MiB = 2**20
+REPO = os.path.dirname(os.path.dirname(HERE))
 
 # Compute on each device, and across them.
 torch.manual_seed(0)
@@ -112,5 +118,67 @@ with torch.no_grad():
         multi = torch.nn.DataParallel(model, device_ids=[0, 1])(inp)
 check(torch.allclose(single, multi, rtol=1e-4, atol=1e-4), "DataParallel over cuda:0 and cuda:1 matches one device")
 check(vram_torch.max_memory_allocated(1) > 0, "DataParallel allocated on cuda:1 through vram")
+
+# DistributedDataParallel: two processes, one GPU each, NCCL; the script is unchanged, vram comes
+# from the launch (torchrun -m vram_torch run SCRIPT). Each rank writes what it saw to a file (torchrun
+# may prefix its workers' output lines).
+DDP_WORKER = """
+import json, os, sys, torch, torch.distributed as dist
+rank = int(os.environ["LOCAL_RANK"])
+torch.cuda.set_device(rank)
+dist.init_process_group("nccl")
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 64)).cuda()
+ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank])
+opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+torch.manual_seed(1 + rank)  # each rank its own data
+losses = []
+for step in range(5):
+    x, y = torch.randn(64, 256, device="cuda"), torch.randn(64, 64, device="cuda")
+    loss = ((ddp(x) - y) ** 2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    losses.append(loss.item())
+flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+both = [torch.empty_like(flat) for _ in range(2)]
+dist.all_gather(both, flat)
+vt = sys.modules.get("vram_torch")
+report = {"losses": losses, "same_params": bool(torch.equal(both[0], both[1])),
+          "vram": bool(vt and vt.is_enabled()), "peak": vt.max_memory_allocated(rank) if vt and vt.is_enabled() else 0,
+          "devices": sorted({seg["device"] for seg in vt.snapshot()["segments"]}) if vt and vt.is_enabled() else []}
+dist.destroy_process_group()
+json.dump(report, open(os.path.join(sys.argv[1], "rank%d.json" % rank), "w"))
+"""
+
+
+def ddp_run(tmp, use_vram):
+    out = os.path.join(tmp, "vram" if use_vram else "native")
+    os.makedirs(out)
+    worker = os.path.join(tmp, "ddp_worker.py")
+    with open(worker, "w") as f:
+        f.write(DDP_WORKER)
+    launch = ["-m", "vram_torch", "run", worker] if use_vram else [worker]
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), VRAM_TORCH_LIBRARY=vram_torch.library_path())
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+                          + launch + [out], capture_output=True, text=True, timeout=300, env=env)
+    ranks = [json.load(open(os.path.join(out, "rank%d.json" % r))) for r in (0, 1)
+             if os.path.exists(os.path.join(out, "rank%d.json" % r))]
+    return proc, ranks
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    proc, ranks = ddp_run(tmp, True)
+    check(proc.returncode == 0 and len(ranks) == 2, "torchrun -m vram_torch run: two DDP ranks ran (%d): %s"
+          % (proc.returncode, proc.stderr[-800:]))
+    check(all(r["vram"] and r["peak"] > 0 for r in ranks), "each rank allocated through vram: %s"
+          % [(r["vram"], r["peak"]) for r in ranks])
+    check([r["devices"] for r in ranks] == [[0], [1]], "each rank's memory is on its own GPU: %s" % [r["devices"] for r in ranks])
+    check(all(r["same_params"] for r in ranks), "DDP kept the two ranks' parameters equal")
+    nproc, native = ddp_run(tmp, False)
+    check(nproc.returncode == 0 and len(native) == 2, "the same under PyTorch's allocator: %s" % nproc.stderr[-400:])
+    for r, n in zip(ranks, native):
+        check(max(abs(a - b) for a, b in zip(r["losses"], n["losses"])) <= 1e-5 * max(1.0, abs(n["losses"][0])),
+              "DDP losses under vram equal native's: %s vs %s" % (r["losses"], n["losses"]))
 
 sys.exit(done("test_torch_multi_gpu"))
