@@ -53,7 +53,9 @@ def stats(device=0):
 
 
 check(lib.vram_torch_device_active(0) == 0, "no allocator before the first allocation")
-check(lib.vram_torch_stats_text(0) is None, "no statistics before it")
+idle = stats()
+check(len(idle) > 50 and idle["allocated_bytes.all.peak"] == 0 and idle["max_split_size"] == -1
+      and lib.vram_torch_device_active(0) == 0, "before it, every statistic at zero, and still no allocator")
 # A request for no bytes (PyTorch asks for each empty tensor) gets a null pointer and no memory,
 # as from PyTorch's own allocator; its free and record_stream are no-ops.
 check(lib.vram_torch_alloc(0, 0, 0x1000) is None, "a request for 0 bytes returns a null pointer")

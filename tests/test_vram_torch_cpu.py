@@ -402,6 +402,11 @@ check(before >= 64 << 20 and torch.cuda.memory_reserved() < before, "torch.cuda.
 # history, as PyTorch's, is process-wide (cuda:1 starts after it was asked for) and _snapshot()
 # covers every device, each device's events at its index, as PyTorch's does
 check(not lib.vram_torch_device_active(1), "cuda:1 not started yet")
+idle = torch.cuda.memory_stats(1)  # every key at zero, as PyTorch's, and nothing started on that GPU
+check(len(idle) > 50 and not any(v for k, v in idle.items() if k != "max_split_size") and idle["max_split_size"] == -1
+      and not lib.vram_torch_device_active(1) and torch.cuda.max_memory_allocated("cuda:1") == 0,
+      "memory_stats of a device not used yet: %d keys at zero, cuda:1 still not started" % len(idle))
+check(set(idle) == set(torch.cuda.memory_stats(0)), "the same keys as a device in use")
 torch.cuda.memory._record_memory_history(max_entries=50)
 q0 = lib.vram_torch_alloc(2 << 20, 0, 0x1000)
 r = lib.vram_torch_alloc(32 << 20, 1, 0x1000)

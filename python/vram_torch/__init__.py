@@ -87,7 +87,6 @@ def _load():
         "vram_torch_patch_pluggable": (c_int, [c_char_p]),
         "vram_torch_last_error": (c_char_p, []),
         "vram_torch_device_active": (c_int, [c_int]),
-        "vram_torch_init_device": (c_int, [c_int]),
         "vram_torch_check_config": (c_int, []),
         "vram_torch_alloc_conf": (c_void_p, [c_int]),
         "vram_torch_set_allocator_settings": (c_void_p, [c_char_p]),
@@ -282,11 +281,11 @@ def _active(device):
 
 def memory_stats(device=None):
     """PyTorch's memory_stats() keys (allocated_bytes.all.current, ...), plus tags.*. Once vram is
-    enabled, a device without allocations yet gets its allocator started (as PyTorch initializes
-    the device), so every key is there, at zero."""
+    enabled, a device without allocations yet has every key, at zero, as under PyTorch (without
+    starting anything on that GPU); before, none ({})."""
     graph_trees.sweep()  # outputs of restored CUDA graph trees that died: freed lazily (graph_trees.py)
     d = _device(device)
-    if not _active(d) and (not _enabled or _lib.vram_torch_init_device(d) != 0):
+    if not _active(d) and not _enabled:
         return {}
     text = _take_string(_lib.vram_torch_stats_text(d), "memory_stats")
     out = {}

@@ -780,11 +780,10 @@ VRAM_TORCH_API const char *vram_torch_oom_report(int device) {
 
 VRAM_TORCH_API void vram_torch_string_free(char *s) { free(s); }
 
-/* The statistics as "name value" lines with PyTorch's memory_stats() key names, plus vram's
- * per-tag figures as "tags.<name>.<stat>.<field>". Caller frees with vram_torch_string_free. */
-VRAM_TORCH_API char *vram_torch_stats_text(int device) {
-    vram_allocator *a = get_allocator(device, false);
-    if (!a) return nullptr;
+namespace {
+/* a's statistics as "name value" lines with PyTorch's memory_stats() key names, plus vram's
+ * per-tag figures as "tags.<name>.<stat>.<field>". */
+std::string stats_lines(vram_allocator *a) {
     vram_stats s;
     vram_allocator_get_stats(a, &s);
     std::string out;
@@ -822,7 +821,46 @@ VRAM_TORCH_API char *vram_torch_stats_text(int device) {
         stat(base + ".allocated_bytes", s.tags[t].allocated_bytes);
         stat(base + ".requested_bytes", s.tags[t].requested_bytes);
     }
-    return strdup(out.c_str());
+    return out;
+}
+
+/* The statistics of a device vram has not started on: every key, at zero, as PyTorch's allocator
+ * reports a device no tensor has used yet, with the configuration that device would start with
+ * (max_split_size). They come from a throwaway allocator over a simulated device, so that asking
+ * (a loop over every device's memory_stats() in each DDP rank, say) makes no CUDA context on a
+ * GPU the process does not use. */
+std::optional<std::string> idle_stats_lines() {
+    vram_alloc_config cfg;
+    std::string notes;
+    vram_status st;
+    {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        st = starting_config(&cfg, &notes);
+    }
+    vram_device *dev = nullptr;
+    vram_allocator *a = nullptr;
+    if (st == VRAM_OK) st = vram_device_open("sim", &dev);
+    if (st == VRAM_OK) st = vram_allocator_new(dev, &cfg, &a);
+    std::optional<std::string> out;
+    if (st == VRAM_OK) out = stats_lines(a);
+    else set_error(vram_last_error());
+    if (a) vram_allocator_destroy(a);
+    if (dev) vram_device_close(dev);
+    return out;
+}
+
+}  // namespace
+
+/* The device's statistics as "name value" lines (stats_lines; a device vram has not started on:
+ * idle_stats_lines). Caller frees with vram_torch_string_free. */
+VRAM_TORCH_API char *vram_torch_stats_text(int device) {
+    if (device < 0 || device >= kMaxDevices) {
+        set_error("device index " + std::to_string(device) + " out of range");
+        return nullptr;
+    }
+    vram_allocator *a = get_allocator(device, false);
+    std::optional<std::string> text = a ? std::optional<std::string>(stats_lines(a)) : idle_stats_lines();
+    return text ? strdup(text->c_str()) : nullptr;
 }
 
 VRAM_TORCH_API char *vram_torch_summary(int device, int abbreviated) {
