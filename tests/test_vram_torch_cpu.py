@@ -407,6 +407,8 @@ check(len(idle) > 50 and not any(v for k, v in idle.items() if k != "max_split_s
       and not lib.vram_torch_device_active(1) and torch.cuda.max_memory_allocated("cuda:1") == 0,
       "memory_stats of a device not used yet: %d keys at zero, cuda:1 still not started" % len(idle))
 check(set(idle) == set(torch.cuda.memory_stats(0)), "the same keys as a device in use")
+check(torch.cuda.get_per_process_memory_fraction(1) == 1.0 and not lib.vram_torch_device_active(1),
+      "the memory fraction of a device not used yet, without starting it")
 torch.cuda.memory._record_memory_history(max_entries=50)
 q0 = lib.vram_torch_alloc(2 << 20, 0, 0x1000)
 r = lib.vram_torch_alloc(32 << 20, 1, 0x1000)

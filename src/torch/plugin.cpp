@@ -570,11 +570,23 @@ VRAM_TORCH_API int vram_torch_set_memory_fraction(double fraction, int device) {
 }
 
 /* The memory fraction in force on the device into *fraction (1 when none was set);
- * torch.cuda.get_per_process_memory_fraction under vram. */
+ * torch.cuda.get_per_process_memory_fraction under vram. For a device vram has not started on,
+ * the fraction it would start with, without starting it (no CUDA context on a GPU only asked). */
 VRAM_TORCH_API int vram_torch_get_memory_fraction(int device, double *fraction) {
-    vram_allocator *a = get_allocator(device, true);
-    if (!a) return -1;
-    *fraction = vram_allocator_memory_fraction(a);
+    if (device < 0 || device >= kMaxDevices) {
+        set_error("device index " + std::to_string(device) + " out of range");
+        return -1;
+    }
+    if (vram_allocator *a = get_allocator(device, false)) {
+        *fraction = vram_allocator_memory_fraction(a);
+        return 0;
+    }
+    vram_alloc_config cfg;
+    std::string notes;
+    std::lock_guard<std::mutex> lock(g_mutex);
+    vram_status st = starting_config(&cfg, &notes);
+    if (st != VRAM_OK) return status_of(st);
+    *fraction = cfg.memory_fraction;
     return 0;
 }
 
