@@ -409,6 +409,9 @@ check(len(idle) > 50 and not any(v for k, v in idle.items() if k != "max_split_s
 check(set(idle) == set(torch.cuda.memory_stats(0)), "the same keys as a device in use")
 check(torch.cuda.get_per_process_memory_fraction(1) == 1.0 and not lib.vram_torch_device_active(1),
       "the memory fraction of a device not used yet, without starting it")
+idle_summary = torch.cuda.memory_summary(1)
+check("device ID 1" in idle_summary and "Allocated memory" in idle_summary and not lib.vram_torch_device_active(1),
+      "memory_summary of a device not used yet: the table, at zero, without starting it: %s" % idle_summary[:300])
 torch.cuda.memory._record_memory_history(max_entries=50)
 q0 = lib.vram_torch_alloc(2 << 20, 0, 0x1000)
 r = lib.vram_torch_alloc(32 << 20, 1, 0x1000)

@@ -331,10 +331,8 @@ def memory_summary(device=None, abbreviated=False):
     """PyTorch's memory_summary() table, plus vram's memory by tag."""
     graph_trees.sweep()
     d = _device(device)
-    if not _active(d):
-        if not _enabled:
-            return "vram: not enabled (vram_torch.enable() makes vram PyTorch's allocator)\n"
-        return "vram: no allocations on cuda:%d yet\n" % d
+    if not _active(d) and not _enabled:
+        return "vram: not enabled (vram_torch.enable() makes vram PyTorch's allocator)\n"
     return _take_string(_lib.vram_torch_summary(d, 1 if abbreviated else 0), "memory_summary")
 
 

@@ -58,6 +58,7 @@
 #include <dlfcn.h>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -126,11 +127,15 @@ vram_status starting_config(vram_alloc_config *cfg, std::string *notes) {
     return st;
 }
 
+/* Whether `device` is an ordinal vram can hold an allocator for; if not, the error says so. */
+bool device_in_range(int device) {
+    if (device >= 0 && device < kMaxDevices) return true;
+    set_error("device index " + std::to_string(device) + " out of range");
+    return false;
+}
+
 vram_allocator *get_allocator(int device, bool create) {
-    if (device < 0 || device >= kMaxDevices) {
-        set_error("device index " + std::to_string(device) + " out of range");
-        return nullptr;
-    }
+    if (!device_in_range(device)) return nullptr;
     vram_allocator *a = g_slots[device].alloc.load(std::memory_order_acquire);
     if (a || !create) {
         if (!a) set_error("vram has not allocated on cuda:" + std::to_string(device) + " yet");
@@ -447,10 +452,7 @@ VRAM_TORCH_API int vram_torch_check_config(void) {
  * with vram_torch_string_free), or, before the device's first allocation, the one it would start
  * with now; NULL with the error for a bad device or configuration. */
 VRAM_TORCH_API char *vram_torch_alloc_conf(int device) {
-    if (device < 0 || device >= kMaxDevices) {
-        set_error("device index " + std::to_string(device) + " out of range");
-        return nullptr;
-    }
+    if (!device_in_range(device)) return nullptr;
     vram_alloc_config cfg;
     std::string notes;
     vram_allocator *a = g_slots[device].alloc.load(std::memory_order_acquire);
@@ -573,10 +575,7 @@ VRAM_TORCH_API int vram_torch_set_memory_fraction(double fraction, int device) {
  * torch.cuda.get_per_process_memory_fraction under vram. For a device vram has not started on,
  * the fraction it would start with, without starting it (no CUDA context on a GPU only asked). */
 VRAM_TORCH_API int vram_torch_get_memory_fraction(int device, double *fraction) {
-    if (device < 0 || device >= kMaxDevices) {
-        set_error("device index " + std::to_string(device) + " out of range");
-        return -1;
-    }
+    if (!device_in_range(device)) return -1;
     if (vram_allocator *a = get_allocator(device, false)) {
         *fraction = vram_allocator_memory_fraction(a);
         return 0;
@@ -836,12 +835,13 @@ std::string stats_lines(vram_allocator *a) {
     return out;
 }
 
-/* The statistics of a device vram has not started on: every key, at zero, as PyTorch's allocator
- * reports a device no tensor has used yet, with the configuration that device would start with
- * (max_split_size). They come from a throwaway allocator over a simulated device, so that asking
- * (a loop over every device's memory_stats() in each DDP rank, say) makes no CUDA context on a
- * GPU the process does not use. */
-std::optional<std::string> idle_stats_lines() {
+/* Runs fn on a throwaway allocator over a simulated device with the configuration that a device
+ * vram has not started on would start with: the figures of such a device (every statistic at
+ * zero, as PyTorch's allocator reports a device no tensor has used yet, with that configuration's
+ * max_split_size) without making a CUDA context on its GPU (a DDP rank that loops over every
+ * device's statistics would otherwise hold one on each). false, with the error, when the
+ * allocator cannot be made. */
+bool with_idle_allocator(const std::function<void(vram_allocator *)> &fn) {
     vram_alloc_config cfg;
     std::string notes;
     vram_status st;
@@ -853,33 +853,43 @@ std::optional<std::string> idle_stats_lines() {
     vram_allocator *a = nullptr;
     if (st == VRAM_OK) st = vram_device_open("sim", &dev);
     if (st == VRAM_OK) st = vram_allocator_new(dev, &cfg, &a);
-    std::optional<std::string> out;
-    if (st == VRAM_OK) out = stats_lines(a);
+    if (st == VRAM_OK) fn(a);
     else set_error(vram_last_error());
     if (a) vram_allocator_destroy(a);
     if (dev) vram_device_close(dev);
-    return out;
+    return st == VRAM_OK;
 }
 
 }  // namespace
 
-/* The device's statistics as "name value" lines (stats_lines; a device vram has not started on:
- * idle_stats_lines). Caller frees with vram_torch_string_free. */
+/* The device's statistics as "name value" lines (stats_lines; for a device vram has not started
+ * on, an idle allocator's). Caller frees with vram_torch_string_free. */
 VRAM_TORCH_API char *vram_torch_stats_text(int device) {
-    if (device < 0 || device >= kMaxDevices) {
-        set_error("device index " + std::to_string(device) + " out of range");
-        return nullptr;
-    }
-    vram_allocator *a = get_allocator(device, false);
-    std::optional<std::string> text = a ? std::optional<std::string>(stats_lines(a)) : idle_stats_lines();
-    return text ? strdup(text->c_str()) : nullptr;
+    if (!device_in_range(device)) return nullptr;
+    std::string text;
+    if (vram_allocator *a = get_allocator(device, false)) text = stats_lines(a);
+    else if (!with_idle_allocator([&](vram_allocator *idle) { text = stats_lines(idle); })) return nullptr;
+    return strdup(text.c_str());
 }
 
+/* The device's memory summary (for a device vram has not started on, an idle allocator's figures
+ * under the device's number). Caller frees with vram_torch_string_free. */
 VRAM_TORCH_API char *vram_torch_summary(int device, int abbreviated) {
-    vram_allocator *a = get_allocator(device, false);
-    if (!a) return nullptr;
+    if (!device_in_range(device)) return nullptr;
     char *out = nullptr;
-    if (vram_memory_summary(a, abbreviated, &out) != VRAM_OK) {
+    vram_status st = VRAM_OK;
+    if (vram_allocator *a = get_allocator(device, false)) {
+        st = vram_memory_summary(a, abbreviated, &out);
+    } else if (!with_idle_allocator([&](vram_allocator *idle) {
+                   auto s = std::make_unique<vram_stats>();
+                   vram_allocator_get_stats(idle, s.get());
+                   const char *names[VRAM_TAG_MAX] = {};
+                   for (uint32_t t = 0; t < s->num_tags && t < VRAM_TAG_MAX; t++) names[t] = vram_allocator_tag_name(idle, t);
+                   st = vram_stats_summary(s.get(), names, device, abbreviated, &out);
+               })) {
+        return nullptr;
+    }
+    if (st != VRAM_OK) {
         set_error(vram_last_error());
         return nullptr;
     }
