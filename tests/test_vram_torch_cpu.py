@@ -106,8 +106,13 @@ torch.UntypedStorage = types.SimpleNamespace(
     _new_with_weak_ptr=lambda impl: Storage.table[impl] if Storage.table[impl].alive else None)
 reductions = types.ModuleType("torch.multiprocessing.reductions")
 reductions.StorageWeakRef = StorageWeakRef
-sys.modules["torch.multiprocessing"] = types.ModuleType("torch.multiprocessing")
+sys.modules["torch.multiprocessing"] = torch.multiprocessing = types.ModuleType("torch.multiprocessing")
 sys.modules["torch.multiprocessing.reductions"] = reductions
+spawn_module = types.ModuleType("torch.multiprocessing.spawn")  # what torch.multiprocessing.spawn() calls
+started = []  # the functions its workers would run
+spawn_module.start_processes = lambda fn, args=(), nprocs=1, *rest, **kw: started.append((fn, args, nprocs)) or "ctx"
+torch.multiprocessing.start_processes = spawn_module.start_processes
+sys.modules["torch.multiprocessing.spawn"] = spawn_module
 
 
 class Device:
@@ -236,6 +241,38 @@ check(any("cudnn.benchmark" in str(w.message) and "not found" in str(w.message) 
       % [str(w.message)[:120] for w in caught])
 vram_torch.enable()
 check(len(swapped) == 1, "a second enable() swaps nothing")
+
+
+def spawned_worker(rank, value):  # a DDP script's worker function, started by torch.multiprocessing.spawn
+    return ("worked", rank, value, vram_torch.is_enabled())
+
+
+# Workers started with torch.multiprocessing.spawn / start_processes enable vram before the script's
+# function runs (they are fresh interpreters: nothing else would); the wrapper pickles by reference.
+import pickle  # noqa: E402
+check(spawn_module.start_processes(spawned_worker, (7,), 2) == "ctx"
+      and torch.multiprocessing.start_processes is spawn_module.start_processes, "start_processes wrapped, both bindings")
+fn, args, nprocs = started[-1]
+again = pickle.loads(pickle.dumps(fn))
+check(type(fn).__name__ == "EnableThen" and again.fn is spawned_worker and (args, nprocs) == ((7,), 2),
+      "the worker's function comes wrapped, picklable: %r" % (fn,))
+enabled_in_worker = []
+real_enable = vram_torch.enable
+vram_torch.enable = lambda route_torch=True: enabled_in_worker.append(route_torch)
+check(again(0, 7) == ("worked", 0, 7, True) and enabled_in_worker == [True],
+      "in the worker: vram enabled first (routed, as this process is now), then the function: %s" % enabled_in_worker)
+
+
+def cannot_enable(route_torch=True):
+    raise RuntimeError("vram_torch.enable() must run before CUDA is first used")
+
+
+vram_torch.enable = cannot_enable
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    check(again(1, 8)[:3] == ("worked", 1, 8) and any("PyTorch's allocator" in str(w.message) for w in caught),
+          "a worker that cannot take vram says so and runs on PyTorch's allocator")
+vram_torch.enable = real_enable
 check("allocated_bytes.all.current" in torch.cuda.memory_stats(), "but routes what the first left PyTorch's")
 
 stats = torch.cuda.memory_stats()

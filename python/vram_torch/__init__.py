@@ -18,7 +18,8 @@ from C++ (cuDNN's benchmark mode, C++ record_stream). The settings a user gave P
 (PYTORCH_CUDA_ALLOC_CONF, _set_allocator_settings, caching_allocator_enable) apply to vram's
 (alloc_conf() shows what is in force), and torch.accelerator's memory functions answer from vram
 too. CUDA graphs captured with torch.cuda.graph /
-torch.cuda.CUDAGraph keep their memory in private pools, as under PyTorch's allocator (graphs.py).
+torch.cuda.CUDAGraph keep their memory in private pools, as under PyTorch's allocator (graphs.py),
+and the workers a program starts with torch.multiprocessing.spawn enable vram too (spawn.py).
 The library is looked for in $VRAM_TORCH_LIBRARY, beside this package, then in the repository's
 build folders (build/, b/).
 
@@ -230,9 +231,10 @@ def enable(route_torch=True):
                       % lib.vram_torch_last_error().decode(errors="replace"))
     _allocator = alloc
     _enabled = True
-    from . import graphs
+    from . import graphs, spawn
     graphs.install(torch, sys.modules[__name__])  # graph correctness: not optional
     graph_trees.install(torch, sys.modules[__name__])  # torch.compile(mode="reduce-overhead")
+    spawn.install(torch)  # workers of torch.multiprocessing.spawn enable vram too
     if route_torch:
         _route(torch)
 

@@ -7,7 +7,8 @@ the second device with record_stream; nn.DataParallel over both (one thread per 
 allocators are used concurrently) gives the single-device result; DistributedDataParallel over
 NCCL in two processes started by torchrun with `-m vram_torch run` (the documented launch of an
 unchanged DDP script) trains, each rank under vram, with the losses of the same run under
-PyTorch's own allocator. Exits 77 (skipped) without torch, two GPUs or libvram_torch.so.
+PyTorch's own allocator, and so does the job whose script starts its workers itself
+(torch.multiprocessing.spawn). Exits 77 (skipped) without torch, two GPUs or libvram_torch.so.
 """
 import json
 import os
@@ -124,47 +125,66 @@ check(vram_torch.max_memory_allocated(1) > 0, "DataParallel allocated on cuda:1 
 # may prefix its workers' output lines).
 DDP_WORKER = """
 import json, os, sys, torch, torch.distributed as dist
-rank = int(os.environ["LOCAL_RANK"])
-torch.cuda.set_device(rank)
-dist.init_process_group("nccl")
-torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 64)).cuda()
-ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank])
-opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
-torch.manual_seed(1 + rank)  # each rank its own data
-losses = []
-for step in range(5):
-    x, y = torch.randn(64, 256, device="cuda"), torch.randn(64, 64, device="cuda")
-    loss = ((ddp(x) - y) ** 2).mean()
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    losses.append(loss.item())
-flat = torch.cat([p.detach().flatten() for p in model.parameters()])
-both = [torch.empty_like(flat) for _ in range(2)]
-dist.all_gather(both, flat)
-vt = sys.modules.get("vram_torch")
-report = {"losses": losses, "same_params": bool(torch.equal(both[0], both[1])),
-          "vram": bool(vt and vt.is_enabled()), "peak": vt.max_memory_allocated(rank) if vt and vt.is_enabled() else 0,
-          "devices": sorted({seg["device"] for seg in vt.snapshot()["segments"]}) if vt and vt.is_enabled() else []}
-dist.destroy_process_group()
-json.dump(report, open(os.path.join(sys.argv[1], "rank%d.json" % rank), "w"))
+
+
+def main(rank, out):
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", rank=rank, world_size=2)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 64)).cuda()
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank])
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    torch.manual_seed(1 + rank)  # each rank its own data
+    losses = []
+    for step in range(5):
+        x, y = torch.randn(64, 256, device="cuda"), torch.randn(64, 64, device="cuda")
+        loss = ((ddp(x) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+    both = [torch.empty_like(flat) for _ in range(2)]
+    dist.all_gather(both, flat)
+    vt = sys.modules.get("vram_torch")
+    on = bool(vt and vt.is_enabled())
+    report = {"losses": losses, "same_params": bool(torch.equal(both[0], both[1])), "vram": on,
+              "peak": vt.max_memory_allocated(rank) if on else 0,
+              "devices": sorted({seg["device"] for seg in vt.snapshot()["segments"]}) if on else []}
+    dist.destroy_process_group()
+    json.dump(report, open(os.path.join(out, "rank%d.json" % rank), "w"))
+
+
+if __name__ == "__main__":
+    if sys.argv[2] == "torchrun":
+        main(int(os.environ["LOCAL_RANK"]), sys.argv[1])
+    else:  # the workers started by the script itself
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[3])
+        torch.multiprocessing.spawn(main, args=(sys.argv[1],), nprocs=2)
 """
 
 
-def ddp_run(tmp, use_vram):
-    out = os.path.join(tmp, "vram" if use_vram else "native")
+def ddp_run(tmp, use_vram, how="torchrun"):
+    """The DDP job, started by torchrun or by the script itself (torch.multiprocessing.spawn), under
+    vram (`-m vram_torch run`) or PyTorch's allocator: its exit and each rank's report."""
+    out = os.path.join(tmp, "%s-%s" % (how, "vram" if use_vram else "native"))
     os.makedirs(out)
     worker = os.path.join(tmp, "ddp_worker.py")
     with open(worker, "w") as f:
         f.write(DDP_WORKER)
     launch = ["-m", "vram_torch", "run", worker] if use_vram else [worker]
     env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), VRAM_TORCH_LIBRARY=vram_torch.library_path())
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-                          + launch + [out], capture_output=True, text=True, timeout=300, env=env)
+    runner = [sys.executable] + (["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+                                 if how == "torchrun" else [])
+    proc = subprocess.run(runner + launch + [out, how, "29517"], capture_output=True, text=True, timeout=300, env=env)
     ranks = [json.load(open(os.path.join(out, "rank%d.json" % r))) for r in (0, 1)
              if os.path.exists(os.path.join(out, "rank%d.json" % r))]
     return proc, ranks
+
+
+def same_losses(a, b):
+    """Two ranks' losses equal within float32 rounding (vram changes no arithmetic)."""
+    return max(abs(x - y) for x, y in zip(a["losses"], b["losses"])) <= 1e-5 * max(1.0, abs(b["losses"][0]))
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -173,12 +193,19 @@ with tempfile.TemporaryDirectory() as tmp:
           % (proc.returncode, proc.stderr[-800:]))
     check(all(r["vram"] and r["peak"] > 0 for r in ranks), "each rank allocated through vram: %s"
           % [(r["vram"], r["peak"]) for r in ranks])
-    check([r["devices"] for r in ranks] == [[0], [1]], "each rank's memory is on its own GPU: %s" % [r["devices"] for r in ranks])
+    check([r["devices"] for r in ranks] == [[0], [1]],
+          "each rank's memory is on its own GPU: %s" % [r["devices"] for r in ranks])
     check(all(r["same_params"] for r in ranks), "DDP kept the two ranks' parameters equal")
     nproc, native = ddp_run(tmp, False)
     check(nproc.returncode == 0 and len(native) == 2, "the same under PyTorch's allocator: %s" % nproc.stderr[-400:])
     for r, n in zip(ranks, native):
-        check(max(abs(a - b) for a, b in zip(r["losses"], n["losses"])) <= 1e-5 * max(1.0, abs(n["losses"][0])),
-              "DDP losses under vram equal native's: %s vs %s" % (r["losses"], n["losses"]))
+        check(same_losses(r, n), "DDP losses under vram equal native's: %s vs %s" % (r["losses"], n["losses"]))
+    # The same job with workers the script starts itself (torch.multiprocessing.spawn): fresh
+    # interpreters, which vram_torch's spawn hook enables (python/vram_torch/spawn.py).
+    sproc, spawned = ddp_run(tmp, True, "spawn")
+    check(sproc.returncode == 0 and len(spawned) == 2 and all(r["vram"] and r["peak"] > 0 for r in spawned),
+          "torch.multiprocessing.spawn workers run under vram: %s %s"
+          % ([(r["vram"], r["peak"]) for r in spawned], sproc.stderr[-600:]))
+    check(len(spawned) == 2 and all(same_losses(r, t) for r, t in zip(spawned, ranks)), "and train as the torchrun job did")
 
 sys.exit(done("test_torch_multi_gpu"))
