@@ -3,8 +3,8 @@ on PyTorch-shaped trace entries (no torch needed): dense ids, requested sizes, s
 in order of first use, frees of allocations made before recording skipped, the peak of live
 requested bytes, free_completed used only where free_requested is absent, and marks (comment
 lines) before the entries they name; then the command itself on a stand-in torch: the program's
-arguments and exit status, the trace of a program that failed named partial, and -o kept where
-it was given when the program changes folder."""
+arguments and exit status, the trace of a program that failed named partial, -o kept where it
+was given when the program changes folder, and one file per rank under torchrun."""
 import io
 import os
 import sys
@@ -114,4 +114,16 @@ with tempfile.TemporaryDirectory() as tmp:
         os.chdir(cwd)
     check(os.path.exists(os.path.join(tmp, "rel.trace")) and not os.path.exists(os.path.join(tmp, "sub", "rel.trace")),
           "-o rel.trace lands where it was given, not in the folder the program moved to")
+    # Under torchrun every rank gets the same -o: each writes its own file
+    with open(prog, "w") as f:
+        f.write("pass\n")
+    for rank, given, want in (("1", "ddp.trace", "ddp.rank1.trace"), ("0", "r{rank}.trace", "r0.trace")):
+        os.environ.update(RANK=rank, WORLD_SIZE="2")
+        try:
+            with redirect_stderr(io.StringIO()):
+                main(["record", "-o", os.path.join(tmp, given), prog])
+        finally:
+            del os.environ["RANK"], os.environ["WORLD_SIZE"]
+        check(os.path.exists(os.path.join(tmp, want)) and not os.path.exists(os.path.join(tmp, given)),
+              "rank %s of 2, -o %s: written to %s" % (rank, given, want))
 sys.exit(done("test_vram_torch_record"))

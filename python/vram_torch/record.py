@@ -17,7 +17,8 @@ peak_requested_bytes (from the trace), pytorch_native_peak_allocated_bytes and
 pytorch_native_peak_reserved_bytes (or pytorch_expandable_segments_peak_reserved_bytes when the
 program ran with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True). The command exits with the
 program's status; a program that fails (an exception, or a status other than 0) still gets its
-trace, up to where it stopped, with a "partial" header line saying how it ended.
+trace, up to where it stopped, with a "partial" header line saying how it ended. Under torchrun
+(`torchrun -m vram_torch record -o run.trace train.py`) each rank writes its own file (per_rank).
 """
 import datetime
 import os
@@ -87,8 +88,23 @@ def check_output(output):
         raise BadInput("vram_torch record: -o %s: not writable" % output)
 
 
+def per_rank(output):
+    """The file this process records to. Under torchrun (WORLD_SIZE above 1) every rank runs the
+    command with the same -o: "{rank}" in it becomes the rank, or else ".rankN" goes before the
+    file's extension (run.trace -> run.rank1.trace), so that the ranks do not write over each
+    other; elsewhere -o as given."""
+    rank, world = os.environ.get("RANK", "0"), os.environ.get("WORLD_SIZE", "1")
+    if "{rank}" in output:
+        return output.replace("{rank}", rank)
+    if not world.isdigit() or int(world) < 2:
+        return output
+    root, ext = os.path.splitext(output)
+    return "%s.rank%s%s" % (root, rank, ext)
+
+
 def record(output, argv, device=None, max_entries=5_000_000):
     check_script("record", argv)
+    output = per_rank(output)
     check_output(output)
     output = os.path.abspath(output)  # where it was checked, also if the program changes folder
     if max_entries < 1:
