@@ -9,9 +9,11 @@
  * over the device "cuda:N" (the primary context, which PyTorch uses too), with its
  * configuration from VRAM_ALLOC_CONF or, where that is unset, from PyTorch's own allocator
  * settings (torch_conf.cpp; what they cannot set is printed once), and the program's
- * _set_allocator_settings, caching_allocator_enable and _record_memory_history calls. The table of allocators is read
- * without a lock (atomic pointers); creation takes a mutex. Allocators live until the process
- * ends, as PyTorch's do.
+ * _set_allocator_settings, caching_allocator_enable and _record_memory_history calls. The table
+ * of allocators is read without a lock (atomic pointers); creation takes a mutex. Allocators live
+ * until the process ends, as PyTorch's do. A device vram has not started on is answered, where
+ * asked, from a throwaway allocator over a simulated device (with_idle_allocator), so that no
+ * question makes a CUDA context on a GPU.
  *
  * Out of memory: PyTorch's pluggable allocator has no error channel (a NULL return becomes a
  * tensor at address 0, and the next kernel faults the whole CUDA context), so the only way to
@@ -170,6 +172,31 @@ vram_allocator *get_allocator(int device, bool create) {
     g_slots[device].dev = dev;
     g_slots[device].alloc.store(a, std::memory_order_release);
     return a;
+}
+
+/* Runs fn on a throwaway allocator over a simulated device with the configuration that a device
+ * vram has not started on would start with: the figures of such a device (every statistic at
+ * zero, as PyTorch's allocator reports a device no tensor has used yet, with that configuration's
+ * max_split_size) without making a CUDA context on its GPU (a DDP rank that loops over every
+ * device's statistics would otherwise hold one on each). false, with the error, when the
+ * allocator cannot be made. */
+bool with_idle_allocator(const std::function<void(vram_allocator *)> &fn) {
+    vram_alloc_config cfg;
+    std::string notes;
+    vram_status st;
+    {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        st = starting_config(&cfg, &notes);
+    }
+    vram_device *dev = nullptr;
+    vram_allocator *a = nullptr;
+    if (st == VRAM_OK) st = vram_device_open("sim", &dev);
+    if (st == VRAM_OK) st = vram_allocator_new(dev, &cfg, &a);
+    if (st == VRAM_OK) fn(a);
+    else set_error(vram_last_error());
+    if (a) vram_allocator_destroy(a);
+    if (dev) vram_device_close(dev);
+    return st == VRAM_OK;
 }
 
 /* c10::OutOfMemoryError, resolved at run time from the libraries PyTorch has loaded. */
@@ -576,16 +603,9 @@ VRAM_TORCH_API int vram_torch_set_memory_fraction(double fraction, int device) {
  * the fraction it would start with, without starting it (no CUDA context on a GPU only asked). */
 VRAM_TORCH_API int vram_torch_get_memory_fraction(int device, double *fraction) {
     if (!device_in_range(device)) return -1;
-    if (vram_allocator *a = get_allocator(device, false)) {
-        *fraction = vram_allocator_memory_fraction(a);
-        return 0;
-    }
-    vram_alloc_config cfg;
-    std::string notes;
-    std::lock_guard<std::mutex> lock(g_mutex);
-    vram_status st = starting_config(&cfg, &notes);
-    if (st != VRAM_OK) return status_of(st);
-    *fraction = cfg.memory_fraction;
+    if (vram_allocator *a = get_allocator(device, false)) *fraction = vram_allocator_memory_fraction(a);
+    else if (!with_idle_allocator([&](vram_allocator *idle) { *fraction = vram_allocator_memory_fraction(idle); }))
+        return -1;
     return 0;
 }
 
@@ -833,31 +853,6 @@ std::string stats_lines(vram_allocator *a) {
         stat(base + ".requested_bytes", s.tags[t].requested_bytes);
     }
     return out;
-}
-
-/* Runs fn on a throwaway allocator over a simulated device with the configuration that a device
- * vram has not started on would start with: the figures of such a device (every statistic at
- * zero, as PyTorch's allocator reports a device no tensor has used yet, with that configuration's
- * max_split_size) without making a CUDA context on its GPU (a DDP rank that loops over every
- * device's statistics would otherwise hold one on each). false, with the error, when the
- * allocator cannot be made. */
-bool with_idle_allocator(const std::function<void(vram_allocator *)> &fn) {
-    vram_alloc_config cfg;
-    std::string notes;
-    vram_status st;
-    {
-        std::lock_guard<std::mutex> lock(g_mutex);
-        st = starting_config(&cfg, &notes);
-    }
-    vram_device *dev = nullptr;
-    vram_allocator *a = nullptr;
-    if (st == VRAM_OK) st = vram_device_open("sim", &dev);
-    if (st == VRAM_OK) st = vram_allocator_new(dev, &cfg, &a);
-    if (st == VRAM_OK) fn(a);
-    else set_error(vram_last_error());
-    if (a) vram_allocator_destroy(a);
-    if (dev) vram_device_close(dev);
-    return st == VRAM_OK;
 }
 
 }  // namespace
