@@ -439,6 +439,8 @@ check(before >= 64 << 20 and torch.cuda.memory_reserved() < before, "torch.cuda.
 # history, as PyTorch's, is process-wide (cuda:1 starts after it was asked for) and _snapshot()
 # covers every device, each device's events at its index, as PyTorch's does
 check(not lib.vram_torch_device_active(1), "cuda:1 not started yet")
+torch.cuda.memory._record_memory_history(max_entries=50, device=0)  # PyTorch's ignores `device`: every device
+check(not lib.vram_torch_device_active(1), "asking for the history starts nothing on cuda:1")
 idle = torch.cuda.memory_stats(1)  # every key at zero, as PyTorch's, and nothing started on that GPU
 check(len(idle) > 50 and not any(v for k, v in idle.items() if k != "max_split_size") and idle["max_split_size"] == -1
       and not lib.vram_torch_device_active(1) and torch.cuda.max_memory_allocated("cuda:1") == 0,
@@ -449,12 +451,11 @@ check(torch.cuda.get_per_process_memory_fraction(1) == 1.0 and not lib.vram_torc
 idle_summary = torch.cuda.memory_summary(1)
 check("device ID 1" in idle_summary and "Allocated memory" in idle_summary and not lib.vram_torch_device_active(1),
       "memory_summary of a device not used yet: the table, at zero, without starting it: %s" % idle_summary[:300])
-torch.cuda.memory._record_memory_history(max_entries=50)
 q0 = lib.vram_torch_alloc(2 << 20, 0, 0x1000)
 r = lib.vram_torch_alloc(32 << 20, 1, 0x1000)
 check(torch.cuda.memory_allocated(1) == 32 << 20 and torch.cuda.memory_allocated("cuda:1") == 32 << 20
       and torch.cuda.memory_allocated(0) == 2 << 20, "cuda:1 counts its block, cuda:0 its own")
-snap = torch.cuda.memory._snapshot()
+snap = torch.cuda.memory._snapshot(0)  # PyTorch's ignores `device` too: every device
 live = {(s["device"], b["address"]) for s in snap["segments"] for b in s["blocks"] if b["state"] == "active_allocated"}
 check({(0, q0), (1, r)} <= live, "_snapshot() has both devices' blocks: %s" % sorted(live))
 check(len(snap["device_traces"]) == 2 and [e["addr"] for e in snap["device_traces"][1] if e["action"] == "alloc"] == [r]

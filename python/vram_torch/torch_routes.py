@@ -40,14 +40,15 @@ def _record_memory_history(vt):
     max_entries=..., device=None, ...) as vram's event ring and Python stacks; also in the legacy
     form PyTorch still takes, enabled a bool: (enabled, record_context=True,
     trace_alloc_max_entries=1, trace_alloc_record_context=False, device=None,
-    record_context_cpp=False, ...), whose second argument is not a context string."""
+    record_context_cpp=False, ...), whose second argument is not a context string. As PyTorch's,
+    it records on every device, whatever `device` says (PyTorch passes it nowhere)."""
     def current(enabled="all", context="all", stacks="all", max_entries=sys.maxsize, device=None, *args, **kwargs):
-        vt.record_memory_history(enabled, max_entries, device, context, stacks)  # capped at VRAM_HISTORY_MAX events
+        vt.record_memory_history(enabled, max_entries, None, context, stacks)  # capped at VRAM_HISTORY_MAX events
 
     def legacy(enabled, record_context=True, trace_alloc_max_entries=1, trace_alloc_record_context=False,
                device=None, record_context_cpp=False, *args, **kwargs):
         context = ("alloc" if trace_alloc_record_context else "state") if record_context else None
-        vt.record_memory_history("all" if enabled else None, trace_alloc_max_entries, device, context,
+        vt.record_memory_history("all" if enabled else None, trace_alloc_max_entries, None, context,
                                  "all" if record_context_cpp else "python")
 
     def record(enabled="all", *args, **kwargs):
@@ -125,7 +126,7 @@ def route(torch, vt):
             if hasattr(module, name):
                 _replace(module, module.__name__, name, fn)
     private = {  # the memory visualizer's entry points: _dump_snapshot pickles _snapshot()
-        "_snapshot": lambda device=None, *args, **kwargs: vt.snapshot(device),
+        "_snapshot": lambda device=None, *args, **kwargs: vt.snapshot(None),  # every device, as PyTorch's
         "_record_memory_history": _record_memory_history(vt),
     }
     c_module = getattr(torch, "_C", None)
