@@ -168,6 +168,8 @@ trace = json.loads(take(lib.vram_torch_snapshot_json(0)))["device_traces"][0]
 check([e["action"] for e in trace][:3] == ["alloc", "free_requested", "free_completed"] and trace[0]["size"] == 3 << 20,
       "the snapshot's trace has the allocation and its free: %s" % [e["action"] for e in trace])
 check(lib.vram_torch_set_history(1 << 30, 0) != 0 and b"more than" in lib.vram_torch_last_error(), "too many entries refused")
+check(lib.vram_torch_set_history(1 << 30, -1) != 0 and b"at most" in lib.vram_torch_last_error(),
+      "and for every device, before any allocator takes it: %s" % lib.vram_torch_last_error())
 check(lib.vram_torch_set_history(0, 0) == 0 and json.loads(take(lib.vram_torch_snapshot_json(0)))["device_traces"] == [[]],
       "history off: no events")
 # CUDA graph private pools through the C interface, per device: a capture on cuda:1 keeps its
@@ -262,4 +264,18 @@ block = (ull * 5)(1 << 30, 512, 512, 0, 0)
 check(lib.vram_torch_graph_pool_recreate(0, 99, 1, block, 1, None) != 0 and
       b"no graph uses that pool" in lib.vram_torch_last_error(), "a checkpoint of an unknown pool: refused")
 fake_lib.fake_cuda_set_capturing(0)
+# The statistics of a device not used yet come from a throwaway allocator without the history ring
+# the configuration asks for (16M events, ~800 MB of host memory a question): under a 300 MB
+# address-space budget above what the process holds, they are still answered.
+import subprocess  # noqa: E402
+probe = ("import ctypes, resource, sys\n"
+         "lib = ctypes.CDLL(sys.argv[1])\n"
+         "lib.vram_torch_stats_text.restype, lib.vram_torch_stats_text.argtypes = ctypes.c_void_p, [ctypes.c_int]\n"
+         "used = int(open('/proc/self/statm').read().split()[0]) * resource.getpagesize()\n"
+         "resource.setrlimit(resource.RLIMIT_AS, (used + (300 << 20), resource.RLIM_INFINITY))\n"
+         "sys.exit(0 if lib.vram_torch_stats_text(1) else 3)\n")
+run = subprocess.run([sys.executable, "-c", probe, lib_path], capture_output=True, text=True,
+                     env=dict(os.environ, VRAM_ALLOC_CONF="history:16777216"))
+check(run.returncode == 0, "idle statistics with history:16777216 configured, in 300 MB: status %d %s"
+      % (run.returncode, run.stderr[-300:]))
 sys.exit(done("test_torch_plugin_cpu"))

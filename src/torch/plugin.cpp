@@ -93,7 +93,8 @@ struct DeviceSlot {
 };
 
 DeviceSlot g_slots[kMaxDevices];
-std::mutex g_mutex;                /* creation of allocators, oom_report strings, g_settings */
+std::mutex g_mutex;                /* creation of allocators, oom_report strings, g_settings,
+                                    * g_caching, g_history */
 /* What the program passed to torch.cuda.memory._set_allocator_settings, each option once with its
  * last value (torch_conf_merge): applied to each allocator that starts afterwards (torch_conf.h). */
 std::string g_settings;
@@ -190,6 +191,7 @@ bool with_idle_allocator(const std::function<void(vram_allocator *)> &fn) {
     }
     vram_device *dev = nullptr;
     vram_allocator *a = nullptr;
+    cfg.history_entries = 0; /* (a ring the idle figures never read: up to 16M events of host memory) */
     if (st == VRAM_OK) st = vram_device_open("sim", &dev);
     if (st == VRAM_OK) st = vram_allocator_new(dev, &cfg, &a);
     if (st == VRAM_OK) fn(a);
@@ -617,10 +619,14 @@ VRAM_TORCH_API int vram_torch_set_history(unsigned entries, int device) {
         vram_allocator *a = get_allocator(device, true);
         return a ? status_of(vram_allocator_set_history(a, entries)) : -1;
     }
+    if (entries > VRAM_HISTORY_MAX) { /* (refused here, not at every later allocator start) */
+        set_error("history of " + std::to_string(entries) + " entries: at most " + std::to_string(VRAM_HISTORY_MAX));
+        return -1;
+    }
     std::lock_guard<std::mutex> lock(g_mutex);
     for (int d = 0; d < kMaxDevices; d++) {
         vram_allocator *a = g_slots[d].alloc.load(std::memory_order_acquire);
-        if (a && vram_allocator_set_history(a, entries) != VRAM_OK) {
+        if (a && vram_allocator_set_history(a, entries) != VRAM_OK) { /* host out of memory for the ring */
             set_error("cuda:" + std::to_string(d) + ": " + vram_last_error());
             return -1;
         }
