@@ -171,6 +171,10 @@ static void test_oom(void) {
     CHECK(r.ooms == 1, "huge request counted: ooms %llu", (unsigned long long)r.ooms);
     CHECK(strstr(vram_allocator_oom_report(a), "larger than any device") != NULL, "huge request's report: '%s'",
           vram_allocator_oom_report(a));
+    void *none = NULL; /* SIZE_MAX: a size past INT64_MAX once read no cached memory as "fragmented" */
+    CHECK(vram_allocator_malloc(a, SIZE_MAX, 0, VRAM_TAG_OTHER, &none) == VRAM_ERR_OUT_OF_MEMORY && !none &&
+              strstr(vram_allocator_oom_report(a), "fragmented") == NULL,
+          "SIZE_MAX request's report: '%s'", vram_allocator_oom_report(a));
     CHECK_OK(vram_allocator_check(a));
     vram_allocator_destroy(a);
     vram_device_close(dev);

@@ -910,7 +910,7 @@ static void oom_report(vram_allocator *a, uint64_t size, uint64_t rsize, const c
                      vram_format_size(reserved - allocated, s8, sizeof s8), pool == VRAM_POOL_SMALL ? "small" : "large",
                      vram_format_size(largest, s9, sizeof s9));
     int64_t pool_cached = st->reserved_bytes[pool].current - st->allocated_bytes[pool].current;
-    if (n > 0 && (size_t)n < sizeof a->oom_report && pool_cached >= (int64_t)rsize && largest < rsize)
+    if (n > 0 && (size_t)n < sizeof a->oom_report && pool_cached >= 0 && (uint64_t)pool_cached >= rsize && largest < rsize)
         n += snprintf(a->oom_report + n, sizeof a->oom_report - (size_t)n,
                       a->pages_model
                           ? " The pool's %s of cached memory is fragmented: it lies in pieces smaller than the request, "
@@ -935,6 +935,17 @@ static void oom_report(vram_allocator *a, uint64_t size, uint64_t rsize, const c
         n += snprintf(a->oom_report + n, sizeof a->oom_report - (size_t)n, "%s %s %s", i ? "," : " Biggest tags:",
                       a->tag_names[order[i]], vram_format_size((uint64_t)bytes, s1, sizeof s1));
     }
+}
+
+/* An out-of-memory answer (the lock held): counted, in the history, the report written and set as
+ * the error, `why` saying what failed. */
+static void oom_fail(vram_allocator *a, size_t size, uint64_t rsize, vram_stream stream, vram_tag tag, const char *why) {
+    a->stats.num_ooms++;
+    size_t dfree = 0, dtotal = 0;
+    if (a->dev->ops->mem_info) a->dev->ops->mem_info(a->dev, &dfree, &dtotal);
+    history_add(a, VRAM_EVENT_OOM, dfree, rsize, stream, tag);
+    oom_report(a, size, rsize, why);
+    vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s", a->oom_report);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1266,13 +1277,8 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
     if (retried) a->stats.num_alloc_retries++;
     if (err != VRAM_OK || !b) {
         if (err == VRAM_ERR_OUT_OF_MEMORY) {
-            a->stats.num_ooms++;
-            size_t dfree = 0, dtotal = 0;
-            if (a->dev->ops->mem_info) a->dev->ops->mem_info(a->dev, &dfree, &dtotal);
-            history_add(a, VRAM_EVENT_OOM, dfree, rsize, stream, tag);
-            oom_report(a, size, rsize, retried ? "the cache was released and the request still does not fit"
-                                               : "the request does not fit");
-            vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s", a->oom_report);
+            oom_fail(a, size, rsize, stream, tag, retried ? "the cache was released and the request still does not fit"
+                                                          : "the request does not fit");
         } else {
             vram_error(err, "malloc of %zu bytes on %s failed: %s", size, a->dev->name, vram_status_str(err));
         }
@@ -1353,12 +1359,7 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
         /* Failed at once, with no retry, but an out-of-memory like any other: counted, in the
          * history and reported, as PyTorch counts the cudaMalloc failure of such a request. */
         vram_allocator_lock(a);
-        a->stats.num_ooms++;
-        size_t dfree = 0, dtotal = 0;
-        if (a->dev->ops->mem_info) a->dev->ops->mem_info(a->dev, &dfree, &dtotal);
-        history_add(a, VRAM_EVENT_OOM, dfree, size, stream, tag);
-        oom_report(a, size, size, "it is larger than any device");
-        vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s", a->oom_report);
+        oom_fail(a, size, size, stream, tag, "it is larger than any device");
         vram_allocator_unlock(a);
         return VRAM_ERR_OUT_OF_MEMORY;
     }
