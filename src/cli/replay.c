@@ -90,7 +90,8 @@ static void usage(FILE *f) {
             "  --snapshot FILE    write a JSON snapshot at the peak of reserved memory (one trace)\n"
             "  -h, --help         this help\n"
             "\n"
-            "exit status: 0 ok, 1 a replay ran out of memory, 2 bad input or usage\n");
+            "exit status: 0 ok, 1 a replay ran out of memory or the output could not be written,\n"
+            "2 bad input or usage\n");
 }
 
 /* Matches "--name VALUE" and "--name=VALUE"; returns 1 and sets *value (advancing *i), 0 if
@@ -159,10 +160,22 @@ static double header_ratio(const vram_trace *t, const char *key, uint64_t reques
     return *value && requested ? (double)*value / (double)requested : 0.0;
 }
 
+/* Writes the snapshot into f and closes it; 0, or the errno of a failed write (-1: the
+ * snapshot's own error, in vram_last_error). */
+static int put_snapshot(const vram_snapshot *snap, FILE *f) {
+    errno = 0;
+    vram_status st = vram_snapshot_write_json(snap, f);
+    int err = ferror(f) ? (errno ? errno : EIO) : 0;
+    if (fclose(f) != 0 && !err) err = errno;
+    return err ? err : st != VRAM_OK ? -1 : 0;
+}
+
 /* Writes the snapshot to `path` whole or not at all: a regular file (or a new one) through a
  * temporary file beside it, renamed over it once complete, so that a full disk leaves no half
- * file and the previous one as it was; anything else (/dev/stdout, a pipe, a link), or a file in
- * a folder that takes no new files, directly. Returns an exit status, 2 after saying why. */
+ * file and the previous one as it was; anything else (/dev/stdout, a pipe, a link), a file in a
+ * folder that takes no new files, or one the folder does not let this user replace (another
+ * user's file in /tmp), directly. Returns an exit status: 2 when `path` cannot be opened (bad
+ * input), 1 when the writing fails (as for any output), after saying why. */
 static int write_snapshot(const vram_snapshot *snap, const char *path) {
     struct stat sb;
     int exists = lstat(path, &sb) == 0;
@@ -185,23 +198,25 @@ static int write_snapshot(const vram_snapshot *snap, const char *path) {
             tmp = NULL;
         }
     }
-    if (!f) f = fopen(path, "w");
-    if (!f) {
+    int err = 0;
+    if (f) {
+        err = put_snapshot(snap, f);
+        if (!err && rename(tmp, path) != 0) err = errno;
+        unlink(tmp); /* (gone already once renamed) */
+        free(tmp);
+        if (err != EPERM && err != EACCES && err != EXDEV && err != EBUSY) goto done;
+        err = 0; /* the folder would not let it be replaced: written in place */
+    }
+    if (!(f = fopen(path, "w"))) {
         fprintf(stderr, "vram replay: cannot write snapshot '%s': %s\n", path, strerror(errno));
         return 2;
     }
-    errno = 0;
-    vram_status st = vram_snapshot_write_json(snap, f);
-    int err = ferror(f) ? errno : 0;
-    if (fclose(f) != 0 && !err) err = errno;
-    if (st == VRAM_OK && !err && tmp && rename(tmp, path) != 0) err = errno;
-    if (st != VRAM_OK || err) {
-        fprintf(stderr, "vram replay: writing snapshot '%s' failed: %s\n", path, err ? strerror(err) : vram_last_error());
-        if (tmp) unlink(tmp);
-        free(tmp);
-        return 2;
+    err = put_snapshot(snap, f);
+done:
+    if (err) {
+        fprintf(stderr, "vram replay: writing snapshot '%s' failed: %s\n", path, err > 0 ? strerror(err) : vram_last_error());
+        return 1;
     }
-    free(tmp);
     return 0;
 }
 
@@ -508,7 +523,7 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
     free(oom_report);
     vram_trace_free(t);
     if (state_rc == 2) return 2;
-    return rc ? rc : write_failed;
+    return rc ? rc : state_rc ? state_rc : write_failed; /* (a summary or snapshot that failed: 1) */
 }
 
 static void print_comparison(const replay_row *rows, int n, int fit) {
