@@ -114,6 +114,23 @@ with tempfile.TemporaryDirectory() as tmp:
         os.chdir(cwd)
     check(os.path.exists(os.path.join(tmp, "rel.trace")) and not os.path.exists(os.path.join(tmp, "sub", "rel.trace")),
           "-o rel.trace lands where it was given, not in the folder the program moved to")
+    # A trace that cannot be read or written at the end says so, and does not replace the program's
+    # own exception (nor its success: then the status is 1)
+    def broken_snapshot():
+        raise RuntimeError("CUDA context broken")
+    memory._snapshot, good_snapshot = broken_snapshot, memory._snapshot
+    with open(prog, "w") as f:
+        f.write("import sys\nif sys.argv[-1] == 'raise':\n    raise KeyError('mine')\n")
+    for arg, want in (("raise", KeyError), ("ok", 1)):
+        err = io.StringIO()
+        try:
+            with redirect_stderr(err):
+                got = main(["record", "-o", os.path.join(tmp, "lost.trace"), prog, arg])
+        except KeyError as e:
+            got = type(e)
+        check(got == want and "no trace written" in err.getvalue() and "CUDA context broken" in err.getvalue(),
+              "record %s with a failing snapshot: %r, %r" % (arg, got, err.getvalue()))
+    memory._snapshot = good_snapshot
     # Under torchrun every rank gets the same -o: each writes its own file
     with open(prog, "w") as f:
         f.write("pass\n")

@@ -21,7 +21,7 @@ too. CUDA graphs captured with torch.cuda.graph /
 torch.cuda.CUDAGraph keep their memory in private pools, as under PyTorch's allocator (graphs.py),
 and the workers a program starts with torch.multiprocessing.spawn enable vram too (spawn.py).
 The library is looked for in $VRAM_TORCH_LIBRARY, beside this package, then in the repository's
-build folders (build/, b/).
+build folders (build/, b/, build-release/).
 
 `python -m vram_torch record -o run.trace script.py args...` records any PyTorch program's
 allocations as a memtrace v1 file for `vram replay` (see vram_torch/record.py).

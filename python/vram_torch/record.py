@@ -126,32 +126,43 @@ def record(output, argv, device=None, max_entries=5_000_000):
         failed = "raised %s" % type(e).__name__
         raise
     finally:
-        snap = torch.cuda.memory._snapshot()
-        torch.cuda.memory._record_memory_history(enabled=None)
-        traces = snap.get("device_traces", [])
-        if device is None:  # the device with the most entries
-            device = max(range(len(traces)), key=lambda i: len(traces[i])) if traces else 0
-        entries = traces[device] if device < len(traces) else []
-        if len(entries) >= max_entries:
-            print("vram_torch record: the trace ring filled (%d entries): the start of the run is "
-                  "missing; raise --max-entries" % len(entries), file=sys.stderr)
-        now = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") + "," + os.environ.get("PYTORCH_ALLOC_CONF", "")
-        if now != conf:
-            print("vram_torch record: the program set PYTORCH_CUDA_ALLOC_CONF after the allocator had started "
-                  "(with %r); set it before `python -m vram_torch record` to record under it" % conf.strip(","),
-                  file=sys.stderr)
-        kind = "expandable_segments" if "expandable_segments:true" in conf.lower().replace(" ", "") else "native"
-        header = {
-            "source": "PyTorch %s (CUDA %s), program %s, %s, %s" % (
-                torch.__version__.split("+")[0], torch.version.cuda, " ".join(argv),
-                torch.cuda.get_device_name(device), datetime.date.today().isoformat()),
-            "pytorch_%s_peak_allocated_bytes" % kind: torch.cuda.max_memory_allocated(device),
-            "pytorch_%s_peak_reserved_bytes" % kind: torch.cuda.max_memory_reserved(device),
-        }
-        if failed:
-            header["partial"] = "the program %s; the trace stops where it did" % failed
-        with open(output, "w") as f:
-            n, peak, skipped = convert(entries, f, header)
-        print("vram_torch record: %s%d allocations, peak requested %d bytes -> %s"
-              % ("the program %s: partial trace, " % failed if failed else "", n, peak, output), file=sys.stderr)
+        try:
+            write_trace(torch, output, argv, device, max_entries, conf, failed)
+        except Exception as e:  # (raising here would replace the program's own exception)
+            print("vram_torch record: no trace written to %s: %s: %s" % (output, type(e).__name__, e), file=sys.stderr)
+            if not failed:
+                status = 1  # the program ran well; its trace is lost
     return status
+
+
+def write_trace(torch, output, argv, device, max_entries, conf, failed):
+    """Reads PyTorch's trace ring and writes it to output as memtrace v1, with PyTorch's peaks in
+    the header (and a "partial" line when the program failed: `failed` says how)."""
+    snap = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    traces = snap.get("device_traces", [])
+    if device is None:  # the device with the most entries
+        device = max(range(len(traces)), key=lambda i: len(traces[i])) if traces else 0
+    entries = traces[device] if device < len(traces) else []
+    if len(entries) >= max_entries:
+        print("vram_torch record: the trace ring filled (%d entries): the start of the run is "
+              "missing; raise --max-entries" % len(entries), file=sys.stderr)
+    now = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") + "," + os.environ.get("PYTORCH_ALLOC_CONF", "")
+    if now != conf:
+        print("vram_torch record: the program set PYTORCH_CUDA_ALLOC_CONF after the allocator had started "
+              "(with %r); set it before `python -m vram_torch record` to record under it" % conf.strip(","),
+              file=sys.stderr)
+    kind = "expandable_segments" if "expandable_segments:true" in conf.lower().replace(" ", "") else "native"
+    header = {
+        "source": "PyTorch %s (CUDA %s), program %s, %s, %s" % (
+            torch.__version__.split("+")[0], torch.version.cuda, " ".join(argv),
+            torch.cuda.get_device_name(device), datetime.date.today().isoformat()),
+        "pytorch_%s_peak_allocated_bytes" % kind: torch.cuda.max_memory_allocated(device),
+        "pytorch_%s_peak_reserved_bytes" % kind: torch.cuda.max_memory_reserved(device),
+    }
+    if failed:
+        header["partial"] = "the program %s; the trace stops where it did" % failed
+    with open(output, "w") as f:
+        n, peak, skipped = convert(entries, f, header)
+    print("vram_torch record: %s%d allocations, peak requested %d bytes -> %s"
+          % ("the program %s: partial trace, " % failed if failed else "", n, peak, output), file=sys.stderr)

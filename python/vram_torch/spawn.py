@@ -13,6 +13,7 @@ warning and runs on PyTorch's allocator, as it would have without vram. Workers 
 torchrun are separate programs: launched as `torchrun -m vram_torch run script.py`, each enables
 vram itself.
 """
+import functools
 import sys
 import warnings
 
@@ -47,6 +48,7 @@ def install(torch):
     if ORIGINALS or original is None:
         return
 
+    @functools.wraps(original)
     def start_processes(fn, *args, **kwargs):
         from . import torch_routes
         if not isinstance(fn, EnableThen):

@@ -12,6 +12,7 @@ PyTorch's own allocator, and so does the job whose script starts its workers its
 """
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -173,10 +174,14 @@ def ddp_run(tmp, use_vram, how="torchrun"):
     with open(worker, "w") as f:
         f.write(DDP_WORKER)
     launch = ["-m", "vram_torch", "run", worker] if use_vram else [worker]
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), VRAM_TORCH_LIBRARY=vram_torch.library_path())
+    path = os.pathsep.join(p for p in (os.path.join(REPO, "python"), os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, PYTHONPATH=path, VRAM_TORCH_LIBRARY=vram_torch.library_path())
     runner = [sys.executable] + (["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
                                  if how == "torchrun" else [])
-    proc = subprocess.run(runner + launch + [out, how, "29517"], capture_output=True, text=True, timeout=300, env=env)
+    with socket.socket() as s:  # a free port for the workers the script starts itself (torchrun finds its own)
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    proc = subprocess.run(runner + launch + [out, how, port], capture_output=True, text=True, timeout=300, env=env)
     ranks = [json.load(open(os.path.join(out, "rank%d.json" % r))) for r in (0, 1)
              if os.path.exists(os.path.join(out, "rank%d.json" % r))]
     return proc, ranks
