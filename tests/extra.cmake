@@ -148,6 +148,21 @@ if(TARGET test_cuda_fake)
   endif()
 endif()
 if(Python3_Interpreter_FOUND AND VRAM_CUDA_INCLUDE_DIR)
+  # In the sanitizer build the plug-in is instrumented, and a python that is not loads it only with
+  # the sanitizers' runtimes loaded first: where the compiler has them as shared libraries (gcc)
+  # they are preloaded, so that the Python tests of the plug-in run under ASan and UBSan too
+  # (leak detection off: Python keeps its own allocations at exit); elsewhere those tests skip.
+  set(VRAM_PY_SANITIZED_ENV "")
+  if(VRAM_SANITIZE)
+    execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so OUTPUT_VARIABLE vram_asan_so
+                    OUTPUT_STRIP_TRAILING_WHITESPACE)
+    execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libubsan.so OUTPUT_VARIABLE vram_ubsan_so
+                    OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(IS_ABSOLUTE "${vram_asan_so}" AND EXISTS "${vram_asan_so}" AND IS_ABSOLUTE "${vram_ubsan_so}"
+       AND EXISTS "${vram_ubsan_so}")
+      set(VRAM_PY_SANITIZED_ENV "LD_PRELOAD=${vram_asan_so} ${vram_ubsan_so};ASAN_OPTIONS=detect_leaks=0;VRAM_TEST_PRELOADED=1")
+    endif()
+  endif()
   add_test(NAME test_torch_plugin_cpu
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_torch_plugin_cpu.py
                    $<TARGET_FILE:vram_torch> $<TARGET_FILE:fake_cuda>)
@@ -176,6 +191,10 @@ if(Python3_Interpreter_FOUND AND VRAM_CUDA_INCLUDE_DIR)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_cpu.py
                    $<TARGET_FILE:vram_torch> $<TARGET_FILE:fake_cuda>)
   set_tests_properties(test_vram_torch_cpu PROPERTIES SKIP_RETURN_CODE 77)
+  if(VRAM_PY_SANITIZED_ENV)
+    set_tests_properties(test_torch_plugin_cpu test_torch_conf test_vram_torch_cpu
+                         PROPERTIES ENVIRONMENT "${VRAM_PY_SANITIZED_ENV}")
+  endif()
 endif()
 # ---- end issue 3 --------------------------------------------------------------------------
 

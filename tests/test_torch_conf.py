@@ -22,8 +22,9 @@ import subprocess
 import sys
 import time
 
-if os.environ.get("VRAM_TEST_SANITIZED"):
-    print("SKIP: the sanitizer build's library cannot be loaded into an uninstrumented python")
+if os.environ.get("VRAM_TEST_SANITIZED") and not os.environ.get("VRAM_TEST_PRELOADED"):
+    print("SKIP: the sanitizer build's library cannot be loaded into an uninstrumented python "
+          "without the sanitizers' runtimes preloaded (tests/extra.cmake)")
     sys.exit(77)
 lib_path, fake = sys.argv[1], sys.argv[2]
 VARS = ("VRAM_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING")

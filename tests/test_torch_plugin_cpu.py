@@ -13,8 +13,9 @@ import os
 import sys
 import threading
 
-if os.environ.get("VRAM_TEST_SANITIZED"):
-    print("SKIP: the sanitizer build's library cannot be loaded into an uninstrumented python")
+if os.environ.get("VRAM_TEST_SANITIZED") and not os.environ.get("VRAM_TEST_PRELOADED"):
+    print("SKIP: the sanitizer build's library cannot be loaded into an uninstrumented python "
+          "without the sanitizers' runtimes preloaded (tests/extra.cmake)")
     sys.exit(77)
 lib_path, fake = sys.argv[1], sys.argv[2]
 os.environ["VRAM_LIBCUDA"] = fake
