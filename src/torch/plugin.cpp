@@ -60,7 +60,6 @@
 #include <dlfcn.h>
 #include <functional>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -168,20 +167,21 @@ vram_allocator *get_allocator(int device, bool create) {
         fprintf(stderr, "%s\n", g_error.c_str());
         return nullptr;
     }
-    if (g_history >= 0 && vram_allocator_set_history(a, (uint32_t)g_history) != VRAM_OK) /* host memory: runs on without */
+    /* the history asked of every device (a failure is host memory: the allocator runs on without) */
+    if (g_history >= 0 && vram_allocator_set_history(a, (uint32_t)g_history) != VRAM_OK)
         fprintf(stderr, "vram: no memory history on %s: %s\n", spec, vram_last_error());
     g_slots[device].dev = dev;
     g_slots[device].alloc.store(a, std::memory_order_release);
     return a;
 }
 
-/* Runs fn on a throwaway allocator over a simulated device with the configuration that a device
- * vram has not started on would start with: the figures of such a device (every statistic at
- * zero, as PyTorch's allocator reports a device no tensor has used yet, with that configuration's
- * max_split_size) without making a CUDA context on its GPU (a DDP rank that loops over every
- * device's statistics would otherwise hold one on each). false, with the error, when the
- * allocator cannot be made. */
-bool with_idle_allocator(const std::function<void(vram_allocator *)> &fn) {
+/* Runs fn on a throwaway allocator over a simulated device, numbered as `device`, with the
+ * configuration that device would start with if vram has not started on it: the figures of such
+ * a device (every statistic at zero, as PyTorch's allocator reports a device no tensor has used
+ * yet, with that configuration's max_split_size) without making a CUDA context on its GPU (a DDP
+ * rank that loops over every device's statistics would otherwise hold one on each). false, with
+ * the error, when the allocator cannot be made. */
+bool with_idle_allocator(int device, const std::function<void(vram_allocator *)> &fn) {
     vram_alloc_config cfg;
     std::string notes;
     vram_status st;
@@ -193,6 +193,7 @@ bool with_idle_allocator(const std::function<void(vram_allocator *)> &fn) {
     vram_allocator *a = nullptr;
     cfg.history_entries = 0; /* (a ring the idle figures never read: up to 16M events of host memory) */
     if (st == VRAM_OK) st = vram_device_open("sim", &dev);
+    if (st == VRAM_OK) dev->index = device; /* (what the summary's header names) */
     if (st == VRAM_OK) st = vram_allocator_new(dev, &cfg, &a);
     if (st == VRAM_OK) fn(a);
     else set_error(vram_last_error());
@@ -606,7 +607,8 @@ VRAM_TORCH_API int vram_torch_set_memory_fraction(double fraction, int device) {
 VRAM_TORCH_API int vram_torch_get_memory_fraction(int device, double *fraction) {
     if (!device_in_range(device)) return -1;
     if (vram_allocator *a = get_allocator(device, false)) *fraction = vram_allocator_memory_fraction(a);
-    else if (!with_idle_allocator([&](vram_allocator *idle) { *fraction = vram_allocator_memory_fraction(idle); }))
+    else if (!with_idle_allocator(device,
+                                  [&](vram_allocator *idle) { *fraction = vram_allocator_memory_fraction(idle); }))
         return -1;
     return 0;
 }
@@ -869,7 +871,7 @@ VRAM_TORCH_API char *vram_torch_stats_text(int device) {
     if (!device_in_range(device)) return nullptr;
     std::string text;
     if (vram_allocator *a = get_allocator(device, false)) text = stats_lines(a);
-    else if (!with_idle_allocator([&](vram_allocator *idle) { text = stats_lines(idle); })) return nullptr;
+    else if (!with_idle_allocator(device, [&](vram_allocator *idle) { text = stats_lines(idle); })) return nullptr;
     return strdup(text.c_str());
 }
 
@@ -879,17 +881,10 @@ VRAM_TORCH_API char *vram_torch_summary(int device, int abbreviated) {
     if (!device_in_range(device)) return nullptr;
     char *out = nullptr;
     vram_status st = VRAM_OK;
-    if (vram_allocator *a = get_allocator(device, false)) {
-        st = vram_memory_summary(a, abbreviated, &out);
-    } else if (!with_idle_allocator([&](vram_allocator *idle) {
-                   auto s = std::make_unique<vram_stats>();
-                   vram_allocator_get_stats(idle, s.get());
-                   const char *names[VRAM_TAG_MAX] = {};
-                   for (uint32_t t = 0; t < s->num_tags && t < VRAM_TAG_MAX; t++) names[t] = vram_allocator_tag_name(idle, t);
-                   st = vram_stats_summary(s.get(), names, device, abbreviated, &out);
-               })) {
+    if (vram_allocator *a = get_allocator(device, false)) st = vram_memory_summary(a, abbreviated, &out);
+    else if (!with_idle_allocator(device,
+                                  [&](vram_allocator *idle) { st = vram_memory_summary(idle, abbreviated, &out); }))
         return nullptr;
-    }
     if (st != VRAM_OK) {
         set_error(vram_last_error());
         return nullptr;
