@@ -143,4 +143,6 @@ with tempfile.TemporaryDirectory() as tmp:
             del os.environ["RANK"], os.environ["WORLD_SIZE"]
         check(os.path.exists(os.path.join(tmp, want)) and not os.path.exists(os.path.join(tmp, given)),
               "rank %s of 2, -o %s: written to %s" % (rank, given, want))
+        source = [line for line in open(os.path.join(tmp, want)) if line.startswith("# source:")]
+        check(source and ("rank %s of 2" % rank) in source[0], "the header names the rank: %s" % source)
 sys.exit(done("test_vram_torch_record"))

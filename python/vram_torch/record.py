@@ -153,9 +153,11 @@ def write_trace(torch, output, argv, device, max_entries, conf, failed):
               "(with %r); set it before `python -m vram_torch record` to record under it" % conf.strip(","),
               file=sys.stderr)
     kind = "expandable_segments" if "expandable_segments:true" in conf.lower().replace(" ", "") else "native"
+    world = os.environ.get("WORLD_SIZE", "1")
+    rank = ", rank %s of %s" % (os.environ.get("RANK", "0"), world) if world.isdigit() and int(world) > 1 else ""
     header = {
-        "source": "PyTorch %s (CUDA %s), program %s, %s, %s" % (
-            torch.__version__.split("+")[0], torch.version.cuda, " ".join(argv),
+        "source": "PyTorch %s (CUDA %s), program %s%s, %s, %s" % (
+            torch.__version__.split("+")[0], torch.version.cuda, " ".join(argv), rank,
             torch.cuda.get_device_name(device), datetime.date.today().isoformat()),
         "pytorch_%s_peak_allocated_bytes" % kind: torch.cuda.max_memory_allocated(device),
         "pytorch_%s_peak_reserved_bytes" % kind: torch.cuda.max_memory_reserved(device),
