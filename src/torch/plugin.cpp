@@ -615,7 +615,9 @@ VRAM_TORCH_API int vram_torch_get_memory_fraction(int device, double *fraction) 
 
 /* Records the last `entries` allocator events on the device for snapshots (0 stops); device -1:
  * on every device, those whose allocators start later included, as
- * torch.cuda.memory._record_memory_history does for PyTorch's allocator (process-wide). */
+ * torch.cuda.memory._record_memory_history does for PyTorch's allocator (process-wide); all or
+ * nothing over the started ones (change_started), and a ring of the size in use kept with its
+ * events, as PyTorch keeps its history unless asked to clear it. */
 VRAM_TORCH_API int vram_torch_set_history(unsigned entries, int device) {
     if (device != -1) {
         vram_allocator *a = get_allocator(device, true);
@@ -626,15 +628,13 @@ VRAM_TORCH_API int vram_torch_set_history(unsigned entries, int device) {
         return -1;
     }
     std::lock_guard<std::mutex> lock(g_mutex);
-    for (int d = 0; d < kMaxDevices; d++) {
-        vram_allocator *a = g_slots[d].alloc.load(std::memory_order_acquire);
-        if (a && vram_allocator_set_history(a, entries) != VRAM_OK) { /* host out of memory for the ring */
-            set_error("cuda:" + std::to_string(d) + ": " + vram_last_error());
-            return -1;
-        }
-    }
-    g_history = (long long)entries;
-    return 0;
+    int rc = change_started("_record_memory_history", [entries](int, vram_allocator *a, const vram_alloc_config &now) {
+        vram_alloc_config want = now;
+        want.history_entries = entries;
+        return vram_allocator_set_config(a, &want); /* a ring of another size: a new one, events dropped */
+    });
+    if (rc == 0) g_history = (long long)entries;
+    return rc;
 }
 
 /* Events the device's history has recorded since it was started (vram_allocator_history_count),
