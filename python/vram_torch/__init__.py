@@ -284,7 +284,7 @@ def _active(device):
 def memory_stats(device=None):
     """PyTorch's memory_stats() keys (allocated_bytes.all.current, ...), plus tags.*. Once vram is
     enabled, a device without allocations yet has every key, at zero, as under PyTorch (without
-    starting anything on that GPU); before, none ({})."""
+    starting anything on that GPU); before enable(), none ({})."""
     graph_trees.sweep()  # outputs of restored CUDA graph trees that died: freed lazily (graph_trees.py)
     d = _device(device)
     if not _active(d) and not _enabled:
