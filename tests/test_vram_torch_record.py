@@ -4,7 +4,8 @@ in order of first use, frees of allocations made before recording skipped, the p
 requested bytes, free_completed used only where free_requested is absent, and marks (comment
 lines) before the entries they name; then the command itself on a stand-in torch: the program's
 arguments and exit status, the trace of a program that failed named partial, -o kept where it
-was given when the program changes folder, and one file per rank under torchrun."""
+was given when the program changes folder, one file per rank under torchrun, and a trace also
+from a program that ends by os._exit() or SIGTERM (but none from the processes it forks)."""
 import io
 import os
 import sys
@@ -145,4 +146,49 @@ with tempfile.TemporaryDirectory() as tmp:
               "rank %s of 2, -o %s: written to %s" % (rank, given, want))
         source = [line for line in open(os.path.join(tmp, want)) if line.startswith("# source:")]
         check(source and ("rank %s of 2" % rank) in source[0], "the header names the rank: %s" % source)
+    # The ends that run no `finally`, in a process of their own: os._exit() writes the trace
+    # first (partial unless the status is 0) and keeps its status; SIGTERM writes a partial trace
+    # and the process still dies by SIGTERM; a process the program forks exits and dies as it
+    # would without record, writing nothing (the stand-in snapshot logs which process reads it).
+    import signal  # noqa: E402
+    import subprocess  # noqa: E402
+    driver, log = os.path.join(tmp, "driver.py"), os.path.join(tmp, "snapshots")
+    with open(driver, "w") as f:
+        f.write("import os, sys, types\n"
+                "sys.path.insert(0, %r)\n"
+                "def snapshot():\n"
+                "    open(%r, 'a').write('%%d\\n' %% os.getpid())\n"
+                "    return {'device_traces': [[{'action': 'alloc', 'addr': 1, 'size': 512}]]}\n"
+                "memory = types.SimpleNamespace(_record_memory_history=lambda *a, **k: None, _snapshot=snapshot)\n"
+                "sys.modules['torch'] = types.SimpleNamespace(__version__='2.11.0', version=types.SimpleNamespace(cuda='12.8'),\n"
+                "    cuda=types.SimpleNamespace(memory=memory, device_count=lambda: 1, get_device_name=lambda d: 'stand-in',\n"
+                "                               max_memory_allocated=lambda d: 512, max_memory_reserved=lambda d: 2 << 20))\n"
+                "from vram_torch.__main__ import main\n"
+                "sys.exit(main(sys.argv[1:]))\n"
+                % (os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"), log))
+    child_exit = ("import os, sys\npid = os.fork()\nif pid == 0:\n    os._exit(4)\n"
+                  "_, st = os.waitpid(pid, 0)\nsys.exit(0 if os.WEXITSTATUS(st) == 4 else 9)\n")
+    child_term = ("import os, signal, sys, time\npid = os.fork()\nif pid == 0:\n    os.kill(os.getpid(), signal.SIGTERM)\n"
+                  "    time.sleep(5)\n    os._exit(8)\n"
+                  "_, st = os.waitpid(pid, 0)\nsys.exit(0 if os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGTERM else 9)\n")
+    term = "import os, signal, time\nos.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(5)\nprint('not stopped')\n"
+    for name, body, status, ended in (
+            ("os._exit(0)", "import os\nos._exit(0)\n", 0, None),
+            ("os._exit(7)", "import os\nos._exit(7)\n", 7, "called os._exit(7)"),
+            ("SIGTERM", term, -signal.SIGTERM, "was stopped by SIGTERM"),
+            ("a forked child's os._exit(4)", child_exit, 0, None),
+            ("a forked child's SIGTERM", child_term, 0, None)):
+        with open(prog, "w") as f:
+            f.write(body)
+        for path in (out, log):
+            if os.path.exists(path):
+                os.remove(path)
+        r = subprocess.run([sys.executable, driver, "record", "-o", out, prog], capture_output=True, text=True, timeout=60)
+        lines = open(out).read().splitlines() if os.path.exists(out) else []
+        readers = open(log).read().split() if os.path.exists(log) else []
+        partial = [line for line in lines if line.startswith("# partial:")]
+        check(r.returncode == status and "a 0 512 0" in lines and len(readers) == 1 and "not stopped" not in r.stdout
+              and (partial == ["# partial: the program %s; the trace stops where it did" % ended] if ended else not partial),
+              "record, a program that ends by %s: status %d (want %d), trace %s, read by %d process(es): %r"
+              % (name, r.returncode, status, partial or "whole", len(readers), r.stderr[-300:]))
 sys.exit(done("test_vram_torch_record"))
