@@ -285,6 +285,12 @@ def workloads(tmp):
                 "# workload: sample\na 2 2097152 0\nf 2\nf 0\n")
     rc, out, err = run("replay", "--json", path)
     check(rc == 0, f"replay of two workloads exits 0: {err}")
+    # names in the JSON as written when they are UTF-8 (they were "\u00c3\u00a9" for "é"), invalid bytes as U+FFFD
+    rc, text, _ = run("replay", "--json", "-", stdin="# memtrace v1\n# workload: entraînement\na 0 512 0\n".encode()
+                      + b'# workload: b\xff"\na 1 512 0\n')
+    names = [x["name"] for x in json.loads(text).get("workloads", [])] if rc == 0 else []
+    check(names == ["entraînement", 'b\ufffd"'] and '"entraînement"' in text,
+          f"UTF-8 names kept, invalid bytes replaced: {rc} {names}")
     d = json.loads(out)
     w = d.get("workloads", [])
     check([x["name"] for x in w] == ["train", "sample"], f"a row per workload: {w}")

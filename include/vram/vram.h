@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -52,6 +53,10 @@ vram_status vram_parse_size(const char *text, uint64_t *out);
 /* Formats a byte count the way PyTorch's OOM message does: "512.00 bytes", "1.50 KiB",
  * "20.00 MiB", "1.25 GiB". Writes at most `cap` bytes into `buf` and returns `buf`. */
 char *vram_format_size(uint64_t bytes, char *buf, size_t cap);
+
+/* Writes the first `max` bytes of s (up to its NUL) to f as a JSON string, quoted and escaped;
+ * bytes that are not valid UTF-8 become U+FFFD, so the output is valid JSON whatever s holds. */
+void vram_json_write_string(FILE *f, const char *s, size_t max);
 
 #ifdef __cplusplus
 }

@@ -110,17 +110,6 @@ static int option_value(int argc, char **argv, int *i, const char *name, const c
     return 1;
 }
 
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c == '\n') fputs("\\n", f);
-        else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
 
 /* Prints a trace's own text (a header value) with its control characters (terminal escapes)
  * shown as '?'; returns the characters printed. */
@@ -308,7 +297,7 @@ static void print_workloads_json(FILE *o, const workload_row *rows, size_t n) {
     for (size_t k = 0; k < n; k++) {
         const vram_replay_result *r = &rows[k].r;
         fputs(k ? ", {\"name\": " : "{\"name\": ", o);
-        json_string(o, rows[k].name);
+        vram_json_write_string(o, rows[k].name, SIZE_MAX);
         fprintf(o, ", \"events\": %llu, \"peak_requested_bytes\": %llu, \"peak_reserved_bytes\": %llu, "
                    "\"reserved_over_requested\": %.6f, \"oom\": %s}",
                 (unsigned long long)r->events, (unsigned long long)r->peak_requested_bytes,
@@ -420,11 +409,11 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
     if (ra->json) {
         FILE *o = stdout;
         fputs("{\"trace\": ", o);
-        json_string(o, vram_trace_name(t));
+        vram_json_write_string(o, vram_trace_name(t), SIZE_MAX);
         fputs(", \"device\": ", o);
-        json_string(o, device_name);
+        vram_json_write_string(o, device_name, SIZE_MAX);
         fprintf(o, ", \"capacity_bytes\": %llu, \"alloc_conf\": ", (unsigned long long)capacity);
-        json_string(o, settings);
+        vram_json_write_string(o, settings, SIZE_MAX);
         fprintf(o,
                 ", \"events\": %llu, \"allocs\": %llu, \"empty_allocs\": %llu, \"frees\": %llu, \"peak_requested_bytes\": %llu, "
                 "\"peak_allocated_bytes\": %llu, \"peak_reserved_bytes\": %llu, \"reserved_over_requested\": %.6f, "
@@ -449,20 +438,20 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
                     (unsigned long long)fit, row->fit_ratio, tries);
         else if (ra->fit && fit_error[0]) {
             fputs(", \"fit_error\": ", o);
-            json_string(o, fit_error);
+            vram_json_write_string(o, fit_error, SIZE_MAX);
         }
         if (nworkloads) print_workloads_json(o, workloads, nworkloads);
         fprintf(o, ", \"oom\": %s", r.failed ? "true" : "false");
         if (r.failed) {
             fprintf(o, ", \"failed_event\": %zu, \"failed_line\": %llu, \"error\": ", r.failed_event,
                     (unsigned long long)r.failed_line);
-            json_string(o, failure);
+            vram_json_write_string(o, failure, SIZE_MAX);
             fputs(", \"oom_report\": ", o);
-            json_string(o, oom_report ? oom_report : "");
+            vram_json_write_string(o, oom_report ? oom_report : "", SIZE_MAX);
         }
         if (summary) {
             fprintf(o, ", \"summary_event\": %zu, \"summary\": ", state_event);
-            json_string(o, summary);
+            vram_json_write_string(o, summary, SIZE_MAX);
         }
         fputs("}\n", o);
     } else {

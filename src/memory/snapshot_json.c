@@ -51,39 +51,6 @@ const char *vram_block_state_name(vram_block_state state) {
     return "unknown";
 }
 
-/* A JSON string: quotes, backslash and control characters escaped; bytes >= 0x80 passed as
- * they are when they form valid UTF-8, otherwise written as U+FFFD so the output stays valid. */
-static void put_string(FILE *f, const char *s, size_t max) {
-    fputc('"', f);
-    const unsigned char *p = (const unsigned char *)s;
-    size_t n = strnlen(s, max);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = p[i];
-        if (c == '"') fputs("\\\"", f);
-        else if (c == '\\') fputs("\\\\", f);
-        else if (c == '\n') fputs("\\n", f);
-        else if (c == '\r') fputs("\\r", f);
-        else if (c == '\t') fputs("\\t", f);
-        else if (c < 0x20 || c == 0x7f) fprintf(f, "\\u%04x", c);
-        else if (c < 0x80) fputc(c, f);
-        else {
-            /* Validate one UTF-8 sequence. */
-            size_t len = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c <= 0xdf ? 2 : 0;
-            int ok = len > 0 && i + len <= n;
-            for (size_t k = 1; ok && k < len; k++) ok = (p[i + k] & 0xc0) == 0x80;
-            if (ok && len == 3 && ((c == 0xe0 && p[i + 1] < 0xa0) || (c == 0xed && p[i + 1] >= 0xa0))) ok = 0;
-            if (ok && len == 4 && ((c == 0xf0 && p[i + 1] < 0x90) || (c == 0xf4 && p[i + 1] >= 0x90))) ok = 0;
-            if (ok) {
-                fwrite(p + i, 1, len, f);
-                i += len - 1;
-            } else {
-                fputs("\\ufffd", f);
-            }
-        }
-    }
-    fputc('"', f);
-}
-
 static const char *tag_name(const vram_snapshot *s, vram_tag tag, char *buf, size_t cap) {
     if (tag < VRAM_TAG_MAX && s->tag_names[tag][0]) return s->tag_names[tag];
     snprintf(buf, cap, "tag %u", tag);
@@ -128,7 +95,7 @@ vram_status vram_snapshot_write_json(const vram_snapshot *s, FILE *out) {
                          "\"frames\": [], \"tag\": ",
                     b ? "," : "", (unsigned long long)k->address, (unsigned long long)k->size,
                     (unsigned long long)k->requested_size, vram_block_state_name(k->state));
-            put_string(out, tag_name(s, k->tag, tb, sizeof tb), 32);
+            vram_json_write_string(out, tag_name(s, k->tag, tb, sizeof tb), 32);
             if (k->graph_pool) fprintf(out, ", \"graph_pool\": %llu", (unsigned long long)k->graph_pool);
             fputc('}', out);
         }
@@ -143,12 +110,12 @@ vram_status vram_snapshot_write_json(const vram_snapshot *s, FILE *out) {
                 i ? "," : "", vram_event_action_name(e->action), e->action == VRAM_EVENT_OOM ? "device_free" : "addr",
                 (unsigned long long)e->addr, (unsigned long long)e->size, (unsigned long long)e->stream,
                 (long long)e->time_us);
-        put_string(out, tag_name(s, e->tag, tb, sizeof tb), 32);
+        vram_json_write_string(out, tag_name(s, e->tag, tb, sizeof tb), 32);
         if (e->context) fprintf(out, ", \"context\": %u", (unsigned)e->context);
         fputc('}', out);
     }
     fputs("]],\n \"allocator_settings\": {\"VRAM_ALLOC_CONF\": ", out);
-    put_string(out, s->settings, sizeof s->settings);
+    vram_json_write_string(out, s->settings, sizeof s->settings);
     fputs("},\n \"tag_names\": [", out);
     /* Built-in tags always; user tags while their names are set. */
     int first = 1;
@@ -156,7 +123,7 @@ vram_status vram_snapshot_write_json(const vram_snapshot *s, FILE *out) {
         if (t >= VRAM_TAG_BUILTIN_COUNT && !s->tag_names[t][0]) break;
         if (!first) fputs(", ", out);
         first = 0;
-        put_string(out, tag_name(s, (vram_tag)t, tb, sizeof tb), 32);
+        vram_json_write_string(out, tag_name(s, (vram_tag)t, tb, sizeof tb), 32);
     }
     fputs("]}\n", out);
     if (ferror(out)) return vram_error(VRAM_ERR_IO, "snapshot: write failed");

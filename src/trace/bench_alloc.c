@@ -165,16 +165,6 @@ vram_status vram_bench_alloc_run(const vram_bench_alloc_options *o, vram_bench_a
     return st;
 }
 
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
 
 void vram_bench_alloc_write_json(const vram_bench_alloc_result *r, const char *command, FILE *out) {
     vram_machine_info m;
@@ -192,15 +182,15 @@ void vram_bench_alloc_write_json(const vram_bench_alloc_result *r, const char *c
             r->random_ns_per_op, (unsigned long long)r->random_ops, (unsigned long long)r->random_peak_reserved_bytes,
             (unsigned long long)r->random_peak_allocated_bytes, (unsigned long long)r->random_peak_requested_bytes,
             r->repeat);
-    json_string(out, r->device_name);
+    vram_json_write_string(out, r->device_name, SIZE_MAX);
     fputs(", \"machine\": {\"cpu\": ", out);
-    json_string(out, m.cpu);
+    vram_json_write_string(out, m.cpu, SIZE_MAX);
     fprintf(out, ", \"cores\": %u, \"os\": ", m.cores);
-    json_string(out, m.os);
+    vram_json_write_string(out, m.os, SIZE_MAX);
     fputs(", \"date\": ", out);
-    json_string(out, m.date);
+    vram_json_write_string(out, m.date, SIZE_MAX);
     fputs("}, \"command\": ", out);
-    json_string(out, command ? command : "");
+    vram_json_write_string(out, command ? command : "", SIZE_MAX);
     fputs("}\n", out);
 }
 
