@@ -3,7 +3,8 @@ program runs as __main__ with its own argv and its directory first on sys.path, 
 comes back (sys.exit(3), sys.exit("message"), a normal end), sys.argv and sys.path are restored;
 a missing script or command is a clear message and status 2 (bad input or usage, as vram's own
 tools), and so are a missing PyTorch and a failing vram_torch.enable() (status 1: the machine,
-not the input)."""
+not the input); and run_to_the_end calls its finish once however the program ends (os._exit() and
+SIGTERM too)."""
 import io
 import os
 import sys
@@ -79,4 +80,24 @@ with tempfile.TemporaryDirectory() as tmp:
                        env=dict(os.environ, PYTHONPATH=python_dir, VRAM_TORCH_LIBRARY=os.path.join(tmp, "none.so")))
     check(r.returncode == 1 and r.stderr.startswith("vram_torch run: ") and "none.so: no such file" in r.stderr
           and len(r.stderr.strip().splitlines()) == 1, "run without its library: %d %r" % (r.returncode, r.stderr))
+    # run_to_the_end (record's trace, run --summary): finish once, told how the program ended,
+    # also by os._exit() and SIGTERM; a finish that fails turns a good end into status 1, not a
+    # failed one's status
+    driver = os.path.join(tmp, "driver.py")
+    with open(driver, "w") as f:
+        f.write("import sys\nsys.path.insert(0, %r)\nfrom vram_torch.launch import run_to_the_end\n"
+                "works = sys.argv[1] == 'ok'\n"
+                "def finish(failed):\n    print('finish:', failed, flush=True)\n    return works\n"
+                "sys.exit(run_to_the_end(sys.argv[2:], finish))\n" % python_dir)
+    for body, works, status, said in (("pass", "ok", 0, "None"), ("pass", "fails", 1, "None"),
+                                      ("import sys; sys.exit(3)", "fails", 3, "exited with status 3"),
+                                      ("import os; os._exit(0)", "ok", 0, "None"), ("import os; os._exit(0)", "fails", 1, "None"),
+                                      ("import os; os._exit(6)", "fails", 6, "called os._exit(6)"),
+                                      ("import os, signal, time; os.kill(os.getpid(), signal.SIGTERM); time.sleep(5)", "ok",
+                                       -15, "was stopped by SIGTERM")):
+        with open(script, "w") as f:
+            f.write(body + "\n")
+        r = subprocess.run([sys.executable, driver, works, script], capture_output=True, text=True, timeout=60)
+        check(r.returncode == status and r.stdout.splitlines() == ["finish: " + said],
+              "run_to_the_end, %r, finish %s: status %d, %r" % (body, works, r.returncode, r.stdout))
 sys.exit(done("test_vram_torch_launch"))

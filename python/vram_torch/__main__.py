@@ -35,22 +35,27 @@ def run(argv):
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
     a = _parse(p, argv)
-    from .launch import check_script, require_torch, run_script
+    from .launch import check_script, require_torch, run_script, run_to_the_end
     check_script("run", [a.script])
-    require_torch("run")
+    torch = require_torch("run")
     import vram_torch
     try:
         vram_torch.enable()
     except (RuntimeError, ValueError) as e:  # no library, a bad setting, CUDA already started: one line, status 1
         raise SystemExit("vram_torch run: %s" % e)
-    try:
+    if not a.summary:
         return run_script([a.script] + a.args)
-    finally:
-        if a.summary:
-            import torch
+
+    def summaries(failed):  # also after os._exit() or SIGTERM
+        try:
             for d in range(torch.cuda.device_count()):
                 if vram_torch._active(d):
                     print(vram_torch.memory_summary(d), file=sys.stderr)
+            return True
+        except Exception as e:  # (raising here would replace the program's own exception)
+            print("vram_torch run: no summary: %s: %s" % (type(e).__name__, e), file=sys.stderr)
+            return False
+    return run_to_the_end([a.script] + a.args, summaries)
 
 
 def record(argv):

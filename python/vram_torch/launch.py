@@ -1,10 +1,13 @@
 """launch.py — runs a Python program as `python script.py args...` would, inside this process,
 for the `python -m vram_torch` commands (record, run): sys.argv and sys.path[0] as the program
 expects them, its SystemExit turned into an exit status (a message printed, as Python does), both
-restored afterwards."""
+restored afterwards; and, for work that must follow the program however it ends (record's trace,
+run's summary), run_to_the_end."""
 import os
 import runpy
+import signal
 import sys
+import threading
 
 
 class BadInput(SystemExit):
@@ -54,3 +57,85 @@ def run_script(argv):
         return 1
     finally:
         sys.argv, sys.path = old_argv, old_path
+
+
+STOPPED = "was stopped by SIGTERM"
+
+
+class Terminated(BaseException):
+    """SIGTERM reached the process while run_to_the_end ran the program: it unwinds, as on Ctrl-C."""
+
+
+def run_to_the_end(argv, finish):
+    """Runs argv as run_script does, then finish(failed) once, however the program ends: failed is
+    None when it ended well, else how it ended ("exited with status 3", "raised ValueError",
+    "called os._exit(7)", STOPPED). That includes the two ends that run no `finally`: os._exit()
+    (which DDP scripts call to skip a hanging teardown) and SIGTERM (what torchrun and batch
+    schedulers send to stop a job) (_Ending). finish returns False when its own work failed; a
+    program that ended well then exits 1. Returns the exit status; the program's exception is
+    raised again, and a program stopped by SIGTERM ends this process by SIGTERM after finish."""
+    ending = _Ending(finish)
+    status, failed = 0, "raised"
+    try:
+        with ending:
+            status = run_script(argv)
+        failed = "exited with status %s" % status if status else None
+    except Terminated:
+        failed = STOPPED
+    except BaseException as e:
+        failed = "raised %s" % type(e).__name__
+        raise
+    finally:
+        if not ending.finish(failed) and not failed:
+            status = 1
+    if failed == STOPPED:
+        _die_by_sigterm()
+        return 128 + signal.SIGTERM
+    return status
+
+
+def _die_by_sigterm():
+    """Ends the process by SIGTERM, as it would have ended without us, so that the parent
+    (torchrun, a scheduler) sees the signal."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+class _Ending:
+    """finish(failed) once (run_to_the_end). While the program runs (`with`), os._exit calls it
+    before it exits, and SIGTERM, unless the program handles it itself, raises Terminated in the
+    main thread. A process the program forks (multiprocessing, DataLoader workers) inherits both
+    and behaves as without them: its os._exit exits, its SIGTERM kills it, and finish is not called."""
+
+    def __init__(self, finish):
+        self.work, self.done, self.ok, self.pid = finish, False, False, os.getpid()
+
+    def finish(self, failed):
+        if not self.done:
+            self.done = True
+            self.ok = self.work(failed)
+        return self.ok
+
+    def __enter__(self):
+        self.real_exit, os._exit = os._exit, self._exit
+        self.old_term = None
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            self.old_term = signal.signal(signal.SIGTERM, self._sigterm)
+        return self
+
+    def __exit__(self, *exc):
+        os._exit = self.real_exit
+        if self.old_term is not None and signal.getsignal(signal.SIGTERM) == self._sigterm:
+            signal.signal(signal.SIGTERM, self.old_term)
+        return False
+
+    def _exit(self, status):
+        if os.getpid() == self.pid and isinstance(status, int):  # (not an int: os._exit raises, as it would)
+            if not self.finish("called os._exit(%d)" % status if status else None) and not status:
+                status = 1
+        self.real_exit(status)
+
+    def _sigterm(self, signum, frame):
+        if os.getpid() != self.pid:  # a forked child: the default action, at once
+            _die_by_sigterm()
+        raise Terminated()

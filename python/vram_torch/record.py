@@ -18,17 +18,15 @@ pytorch_native_peak_reserved_bytes (or pytorch_expandable_segments_peak_reserved
 program ran with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True). The command exits with the
 program's status; a program that fails (an exception, or a status other than 0) still gets its
 trace, up to where it stopped, with a "partial" header line saying how it ended; so does one that
-ends by os._exit() or is stopped by SIGTERM (Ending), whose exit status or signal the command
-passes on. Under torchrun
+ends by os._exit() or is stopped by SIGTERM (launch.run_to_the_end), whose exit status or signal
+the command passes on. Under torchrun
 (`torchrun -m vram_torch record -o run.trace train.py`) each rank writes its own file (per_rank).
 """
 import datetime
 import os
-import signal
 import sys
-import threading
 
-from .launch import BadInput, check_script, require_torch, run_script
+from .launch import BadInput, check_script, require_torch, run_to_the_end
 
 
 def convert(traces, out, header, marks=None):
@@ -122,84 +120,15 @@ def record(output, argv, device=None, max_entries=5_000_000):
     # allocator from the setting in effect now.
     conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") + "," + os.environ.get("PYTORCH_ALLOC_CONF", "")
     torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=max_entries)
-    ending = Ending(output, lambda failed: write_trace(torch, output, argv, device, max_entries, conf, failed))
-    status, failed = 0, "raised"  # failed: how the program ended where it did not end well
-    try:
-        with ending:
-            status = run_script(argv)
-        failed = "exited with status %s" % status if status else None
-    except Terminated:
-        failed = "was stopped by SIGTERM"
-    except BaseException as e:
-        failed = "raised %s" % type(e).__name__
-        raise
-    finally:
-        if not ending.finish(failed) and not failed:
-            status = 1  # the program ran well; its trace is lost
-    if failed == "was stopped by SIGTERM":
-        ending.die_by_sigterm()
-        return 128 + signal.SIGTERM
-    return status
 
-
-class Terminated(BaseException):
-    """SIGTERM reached the recording process (Ending): the program unwinds, as on Ctrl-C."""
-
-
-class Ending:
-    """Writes the trace once, however the program ends: by returning, by an exception, and also
-    by the two ends that run no `finally`: os._exit() (which DDP scripts call to skip hanging
-    teardown) and SIGTERM (what torchrun and batch schedulers send to stop a job). While the
-    program runs (`with`), os._exit writes the trace before it exits, and SIGTERM, unless the
-    program handles it itself, raises Terminated in the main thread. A process the program forks
-    (multiprocessing, DataLoader workers) inherits both and behaves as without them."""
-
-    def __init__(self, output, write):
-        self.output, self.write, self.written, self.pid = output, write, False, os.getpid()
-
-    def finish(self, failed):
-        """Writes the trace (the first call only); False when it could not be written."""
-        if self.written:
-            return self.ok
-        self.written, self.ok = True, False
+    def finish(failed):
         try:
-            self.write(failed)
-            self.ok = True
+            write_trace(torch, output, argv, device, max_entries, conf, failed)
+            return True
         except Exception as e:  # (raising here would replace the program's own exception)
-            print("vram_torch record: no trace written to %s: %s: %s" % (self.output, type(e).__name__, e),
-                  file=sys.stderr)
-        return self.ok
-
-    def __enter__(self):
-        self.real_exit, os._exit = os._exit, self._exit
-        self.old_term = None
-        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            self.old_term = signal.signal(signal.SIGTERM, self._sigterm)
-        return self
-
-    def __exit__(self, *exc):
-        os._exit = self.real_exit
-        if self.old_term is not None and signal.getsignal(signal.SIGTERM) == self._sigterm:
-            signal.signal(signal.SIGTERM, self.old_term)
-        return False
-
-    def _exit(self, status):
-        if os.getpid() == self.pid and isinstance(status, int):  # (not an int: os._exit raises, as it would)
-            if not self.finish("called os._exit(%d)" % status if status else None) and not status:
-                status = 1  # the program ran well; its trace is lost
-        self.real_exit(status)
-
-    def _sigterm(self, signum, frame):
-        if os.getpid() != self.pid:  # a forked child: the default action, at once
-            self.die_by_sigterm()
-        raise Terminated()
-
-    @staticmethod
-    def die_by_sigterm():
-        """Ends the process by SIGTERM, as it would have ended without record, so that the parent
-        (torchrun, a scheduler) sees the signal."""
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
+            print("vram_torch record: no trace written to %s: %s: %s" % (output, type(e).__name__, e), file=sys.stderr)
+            return False
+    return run_to_the_end(argv, finish)
 
 
 def write_trace(torch, output, argv, device, max_entries, conf, failed):
