@@ -86,18 +86,35 @@ with tempfile.TemporaryDirectory() as tmp:
     driver = os.path.join(tmp, "driver.py")
     with open(driver, "w") as f:
         f.write("import sys\nsys.path.insert(0, %r)\nfrom vram_torch.launch import run_to_the_end\n"
-                "works = sys.argv[1] == 'ok'\n"
-                "def finish(failed):\n    print('finish:', failed, flush=True)\n    return works\n"
+                "import os, signal, time\nworks, mode = sys.argv[1] in ('ok', 'term'), sys.argv[1]\n"
+                "def finish(failed):\n    print('finish:', failed, flush=True)\n"
+                "    if mode == 'term':  # SIGTERM while finish runs: it runs to its end, then the process ends\n"
+                "        os.kill(os.getpid(), signal.SIGTERM)\n        time.sleep(0.5)\n        print('finished', flush=True)\n"
+                "    return works\n"
                 "sys.exit(run_to_the_end(sys.argv[2:], finish))\n" % python_dir)
-    for body, works, status, said in (("pass", "ok", 0, "None"), ("pass", "fails", 1, "None"),
-                                      ("import sys; sys.exit(3)", "fails", 3, "exited with status 3"),
-                                      ("import os; os._exit(0)", "ok", 0, "None"), ("import os; os._exit(0)", "fails", 1, "None"),
-                                      ("import os; os._exit(6)", "fails", 6, "called os._exit(6)"),
-                                      ("import os, signal, time; os.kill(os.getpid(), signal.SIGTERM); time.sleep(5)", "ok",
-                                       -15, "was stopped by SIGTERM")):
+    stop = "finish: was stopped by SIGTERM"
+    for body, works, status, lines in (
+            ("pass", "ok", 0, ["finish: None"]), ("pass", "fails", 1, ["finish: None"]),
+            ("import sys; sys.exit(3)", "fails", 3, ["finish: exited with status 3"]),
+            ("import os; os._exit(0)", "ok", 0, ["finish: None"]), ("import os; os._exit(0)", "fails", 1, ["finish: None"]),
+            ("import os; os._exit(6)", "fails", 6, ["finish: called os._exit(6)"]),
+            ("import os, signal, time; os.kill(os.getpid(), signal.SIGTERM); time.sleep(5)", "ok", -15, [stop]),
+            # SIGTERM while the main thread waits in C with the GIL released, where no Python handler
+            # runs (as a rank in a CUDA or NCCL wait): a mutex locked twice waits for good
+            ("import ctypes, os, signal, threading\nlibc = ctypes.CDLL(None)\nm = ctypes.create_string_buffer(64)\n"
+             "libc.pthread_mutex_lock(m)\nthreading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()\n"
+             "libc.pthread_mutex_lock(m)", "ok", -15, [stop]),
+            # SIGTERM while finish runs: finish runs to its end, then the process ends by the signal
+            ("pass", "term", -15, ["finish: None", "finished"]),
+            # a program with a SIGTERM handler of its own (a checkpoint on preemption) keeps it
+            ("import os, signal, time\nsignal.signal(signal.SIGTERM, lambda s, f: print('own handler', flush=True))\n"
+             "os.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(0.5)", "ok", 0, ["own handler", "finish: None"])):
         with open(script, "w") as f:
             f.write(body + "\n")
-        r = subprocess.run([sys.executable, driver, works, script], capture_output=True, text=True, timeout=60)
-        check(r.returncode == status and r.stdout.splitlines() == ["finish: " + said],
-              "run_to_the_end, %r, finish %s: status %d, %r" % (body, works, r.returncode, r.stdout))
+        try:
+            r = subprocess.run([sys.executable, driver, works, script], capture_output=True, text=True, timeout=30)
+        except subprocess.TimeoutExpired as e:
+            r = subprocess.CompletedProcess(e.cmd, "hung", e.stdout or "", e.stderr or "")
+        check(r.returncode == status and r.stdout.splitlines() == lines,
+              "run_to_the_end, %r, finish %s: status %s, %r" % (body, works, r.returncode, r.stdout))
 sys.exit(done("test_vram_torch_launch"))

@@ -62,10 +62,6 @@ def run_script(argv):
 STOPPED = "was stopped by SIGTERM"
 
 
-class Terminated(BaseException):
-    """SIGTERM reached the process while run_to_the_end ran the program: it unwinds, as on Ctrl-C."""
-
-
 def run_to_the_end(argv, finish):
     """Runs argv as run_script does, then finish(failed) once, however the program ends: failed is
     None when it ended well, else how it ended ("exited with status 3", "raised ValueError",
@@ -73,60 +69,79 @@ def run_to_the_end(argv, finish):
     (which DDP scripts call to skip a hanging teardown) and SIGTERM (what torchrun and batch
     schedulers send to stop a job) (_Ending). finish returns False when its own work failed; a
     program that ended well then exits 1. Returns the exit status; the program's exception is
-    raised again, and a program stopped by SIGTERM ends this process by SIGTERM after finish."""
-    ending = _Ending(finish)
+    raised again."""
     status, failed = 0, "raised"
-    try:
-        with ending:
+    with _Ending(finish) as ending:
+        try:
             status = run_script(argv)
-        failed = "exited with status %s" % status if status else None
-    except Terminated:
-        failed = STOPPED
-    except BaseException as e:
-        failed = "raised %s" % type(e).__name__
-        raise
-    finally:
-        if not ending.finish(failed) and not failed:
-            status = 1
-    if failed == STOPPED:
-        _die_by_sigterm()
-        return 128 + signal.SIGTERM
+            failed = "exited with status %s" % status if status else None
+        except BaseException as e:
+            failed = "raised %s" % type(e).__name__
+            raise
+        finally:
+            if not ending.finish(failed) and not failed:
+                status = 1
     return status
 
 
-def _die_by_sigterm():
-    """Ends the process by SIGTERM, as it would have ended without us, so that the parent
-    (torchrun, a scheduler) sees the signal."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGTERM)
-
-
 class _Ending:
-    """finish(failed) once (run_to_the_end). While the program runs (`with`), os._exit calls it
-    before it exits, and SIGTERM, unless the program handles it itself, raises Terminated in the
-    main thread. A process the program forks (multiprocessing, DataLoader workers) inherits both
-    and behaves as without them: its os._exit exits, its SIGTERM kills it, and finish is not called."""
+    """finish(failed) once, from whichever thread gets there first (run_to_the_end). While the
+    program and then finish run (`with`):
+      - os._exit calls it before the process exits;
+      - SIGTERM, unless the program handles it itself, calls it with STOPPED and then ends the
+        process by SIGTERM, as it would have ended. Python runs a signal handler only in the main
+        thread between bytecodes, which a rank blocked in a CUDA or NCCL wait does not reach
+        (torchrun sends SIGTERM to exactly such ranks, and SIGKILL only 30 s later), so a watcher
+        thread does it, woken through signal.set_wakeup_fd; the handler does it too, for when the
+        program replaced the wakeup fd (asyncio does). A SIGTERM while finish runs ends the
+        process once finish is done (the watcher waits for it).
+    A process the program forks (multiprocessing, DataLoader workers) behaves as without us: its
+    os._exit exits and SIGTERM kills it, neither calls finish, and it lets go of the wakeup pipe,
+    so that its signals never reach this process's watcher."""
 
     def __init__(self, finish):
         self.work, self.done, self.ok, self.pid = finish, False, False, os.getpid()
+        self.lock = threading.RLock()
+        self.finisher = None  # the thread in finish
+        self.old_term = self.wake = None
 
     def finish(self, failed):
-        if not self.done:
-            self.done = True
-            self.ok = self.work(failed)
-        return self.ok
+        with self.lock:
+            if not self.done:
+                self.done, self.finisher = True, threading.get_ident()
+                try:
+                    self.ok = self.work(failed)
+                finally:
+                    self.finisher = None
+            return self.ok
 
     def __enter__(self):
         self.real_exit, os._exit = os._exit, self._exit
-        self.old_term = None
         if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
             self.old_term = signal.signal(signal.SIGTERM, self._sigterm)
+            r, w = os.pipe()
+            os.set_blocking(w, False)
+            try:
+                self.old_wakeup = signal.set_wakeup_fd(w)
+            except ValueError:
+                os.close(r)
+                os.close(w)
+                return self
+            self.wake = (r, w)
+            threading.Thread(target=self._watch, args=(r,), name="vram_torch SIGTERM", daemon=True).start()
+            os.register_at_fork(after_in_child=self._forked)
         return self
 
     def __exit__(self, *exc):
         os._exit = self.real_exit
         if self.old_term is not None and signal.getsignal(signal.SIGTERM) == self._sigterm:
             signal.signal(signal.SIGTERM, self.old_term)
+        if self.wake:
+            now = signal.set_wakeup_fd(self.old_wakeup)
+            if now != self.wake[1]:  # the program set a wakeup fd of its own: it keeps it
+                signal.set_wakeup_fd(now)
+            w, self.wake = self.wake[1], None
+            os.close(w)  # the watcher reads the pipe's end and stops
         return False
 
     def _exit(self, status):
@@ -136,6 +151,51 @@ class _Ending:
         self.real_exit(status)
 
     def _sigterm(self, signum, frame):
-        if os.getpid() != self.pid:  # a forked child: the default action, at once
-            _die_by_sigterm()
-        raise Terminated()
+        if os.getpid() != self.pid:
+            self._die_by_sigterm()
+        if self.finisher == threading.get_ident():  # this (main) thread is in finish: the watcher,
+            return                                  # waiting for it, ends the process after it
+        self.finish(STOPPED)
+        self._die_by_sigterm()
+
+    def _watch(self, r):
+        try:
+            while True:
+                got = os.read(r, 64)
+                if not got:
+                    return
+                # (a program that set a SIGTERM handler of its own, to checkpoint say, keeps it: the
+                # wakeup fd hears every signal that has a Python handler)
+                if signal.SIGTERM in got and signal.getsignal(signal.SIGTERM) == self._sigterm:
+                    self.finish(STOPPED)
+                    self._die_by_sigterm()
+        finally:
+            os.close(r)
+
+    def _forked(self):
+        wake = self.wake
+        if wake is None or os.getpid() == self.pid:
+            return
+        try:
+            now = signal.set_wakeup_fd(-1)
+            if now != wake[1]:
+                signal.set_wakeup_fd(now)
+        except ValueError:
+            pass
+        for fd in wake:  # (the parent's watcher sees the pipe's end only once every copy of w is closed)
+            os.close(fd)
+
+    def _die_by_sigterm(self):
+        """Ends the process by SIGTERM (the parent sees the signal), from any thread: Python lets
+        only the main thread change a signal's handler, so the C library's signal() sets the
+        default action; where that cannot be done, exit status 143, as a shell reports it."""
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None)
+            libc.signal.restype = ctypes.c_void_p
+            libc.signal.argtypes = (ctypes.c_int, ctypes.c_void_p)
+            libc.signal(signal.SIGTERM, None)  # SIG_DFL
+            os.kill(os.getpid(), signal.SIGTERM)
+        except Exception:
+            pass
+        self.real_exit(128 + signal.SIGTERM)
