@@ -16,9 +16,11 @@ a GPU or libvram_torch.so.
 import gc
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -728,5 +730,23 @@ with tempfile.TemporaryDirectory() as d:
                                                            out.stderr[-300:]))
         check(("after the allocator had started" in out.stderr) == in_prog,
               "record warns exactly when the program sets PYTORCH_CUDA_ALLOC_CONF: %r" % out.stderr[-300:])
+
+    # stopped by SIGTERM (as torchrun stops the other ranks) while the main thread waits in
+    # torch.cuda.synchronize() behind a 20-second kernel: the partial trace is written and the
+    # process dies by SIGTERM within seconds, not after the kernel (record's watcher thread)
+    with open(script, "w") as f:
+        f.write("import os, signal, threading, torch\nxs = [torch.empty(1000, device='cuda') for _ in range(3)]\n"
+                "torch.cuda._sleep(int(20 * 2e9))\nthreading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()\n"
+                "torch.cuda.synchronize()\nprint('not stopped')\n")
+    t0 = time.time()
+    out = subprocess.run([sys.executable, "-m", "vram_torch", "record", "-o", trace, script],
+                         capture_output=True, text=True, env=env, timeout=120)
+    took = time.time() - t0
+    lines = open(trace).read().splitlines() if os.path.exists(trace) else []
+    check(out.returncode == -signal.SIGTERM and took < 15 and "not stopped" not in out.stdout
+          and "# partial: the program was stopped by SIGTERM; the trace stops where it did" in lines
+          and sum(l.startswith("a ") for l in lines) >= 3,
+          "record stopped by SIGTERM in a CUDA wait: status %d after %.1f s, %d lines: %r"
+          % (out.returncode, took, len(lines), out.stderr[-300:]))
 
 sys.exit(done("test_torch_plugin"))
