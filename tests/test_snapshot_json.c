@@ -1,5 +1,6 @@
-/* test_snapshot_json.c — the snapshot written as JSON: valid (strict validator), PyTorch's key
- * names, segments sorted by address, strings escaped (quotes, control characters, bad UTF-8),
+/* test_snapshot_json.c — the JSON string writer every JSON of vram uses (vram_json_write_string:
+ * UTF-8 kept, every malformed sequence replaced); the snapshot written as JSON: valid (strict
+ * validator), PyTorch's key names, segments sorted by address, strings escaped (quotes, control characters, bad UTF-8),
  * "device_free" in place of "addr" for OOM events, an event's context where it has one; then the
  * snapshot of a live allocator, and each thread's context (vram_set_context) on its own events.
  */
@@ -209,7 +210,34 @@ static void test_contexts(void) {
     vram_device_close(dev);
 }
 
+/* vram_json_write_string on valid and malformed UTF-8: what it writes for `in` (len bytes, up to
+ * max) is `want`. */
+static void json_string_case(const char *in, size_t max, const char *want) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    vram_json_write_string(f, in, max);
+    fclose(f);
+    CHECK(text && strcmp(text, want) == 0, "JSON string of %s: %s, want %s", in, text ? text : "(none)", want);
+    free(text);
+}
+
+static void test_json_strings(void) {
+    json_string_case("plain \"q\" \\ \t\r\n\x01\x7f", SIZE_MAX, "\"plain \\\"q\\\" \\\\ \\t\\r\\n\\u0001\\u007f\"");
+    json_string_case("entra\xc3\xaenement \xe2\x82\xac \xf0\x9f\x98\x80", SIZE_MAX,
+                     "\"entra\xc3\xaenement \xe2\x82\xac \xf0\x9f\x98\x80\""); /* 2, 3 and 4 bytes kept */
+    json_string_case("\xf8\x80\x80", SIZE_MAX, "\"\\ufffd\\ufffd\\ufffd\""); /* no lead byte above 0xf4 */
+    json_string_case("\xff", SIZE_MAX, "\"\\ufffd\"");
+    json_string_case("\xc0\xaf", SIZE_MAX, "\"\\ufffd\\ufffd\"");             /* overlong '/' */
+    json_string_case("\xe0\x80\xaf", SIZE_MAX, "\"\\ufffd\\ufffd\\ufffd\""); /* overlong, 3 bytes */
+    json_string_case("\xed\xa0\x80", SIZE_MAX, "\"\\ufffd\\ufffd\\ufffd\""); /* a surrogate */
+    json_string_case("\xf4\x90\x80\x80", SIZE_MAX, "\"\\ufffd\\ufffd\\ufffd\\ufffd\""); /* above U+10FFFF */
+    json_string_case("a\xe2\x82", SIZE_MAX, "\"a\\ufffd\\ufffd\"");           /* cut short */
+    json_string_case("ab\xc3\xa9", 3, "\"ab\\ufffd\"");                           /* cut by max */
+}
+
 int main(void) {
+    test_json_strings();
     test_names();
     test_hand_built();
     test_allocator();

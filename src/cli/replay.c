@@ -110,7 +110,6 @@ static int option_value(int argc, char **argv, int *i, const char *name, const c
     return 1;
 }
 
-
 /* Prints a trace's own text (a header value) with its control characters (terminal escapes)
  * shown as '?'; returns the characters printed. */
 static int put_text(FILE *f, const char *s) {

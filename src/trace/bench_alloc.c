@@ -165,7 +165,6 @@ vram_status vram_bench_alloc_run(const vram_bench_alloc_options *o, vram_bench_a
     return st;
 }
 
-
 void vram_bench_alloc_write_json(const vram_bench_alloc_result *r, const char *command, FILE *out) {
     vram_machine_info m;
     vram_machine_info_get(&m);
