@@ -2,7 +2,8 @@
  * loaded through VRAM_NVML_LIBRARY), so every path runs on a machine without a GPU: several
  * GPUs, process lists that need the buffer grown, the v2 memory call missing (v1 fallback),
  * 535-era 32-byte process records, unsupported fields, NO_PERMISSION and GPU_IS_LOST devices,
- * a missing library, a failing nvmlInit, the toolkit stub.
+ * a missing library, a failing nvmlInit, the toolkit stub, a process named with escapes and
+ * bytes that are not UTF-8.
  *
  * The command runs as a child process with its stdout and stderr captured; the outputs are
  * parsed with tests/format_check.h (strict JSON, CSV, Prometheus readers) and checked field by
@@ -628,6 +629,38 @@ static void test_options(void) {
     result_free(&r);
 }
 
+/* A process that names itself with a terminal escape and bytes that are not UTF-8 (any user can,
+ * and the name reaches an admin's terminal, JSON readers and Prometheus scrapes): every format
+ * shows it printable, with '?' for those bytes, and stays parseable. */
+static void test_odd_command(void) {
+    pid_t child = fork();
+    if (child == 0) {
+        execl("/bin/sleep", "sl\x1b[31m\xff\xc3" "ep", "5", (char *)NULL); /* (0xc3: a lead byte cut short) */
+        _exit(127);
+    }
+    sleep_ms(100); /* (exec done: /proc/<child>/cmdline holds the new name) */
+    char procs[128];
+    snprintf(procs, sizeof procs, "FAKE_NVML_PROCS=0:%d:%llu", (int)child, 9 * MiB);
+    static const struct { const char *arg, *want; } formats[] = {
+        {"--json", "sl?[31m??ep 5"}, {"--query-compute-apps=pid,command", "sl?[31m??ep 5"},
+        {"--prometheus", "command=\"sl?[31m??ep\""}, {NULL, "sl?[31m??ep 5"}}; /* (Prometheus: argv[0]) */
+    for (int f = 0; f < 4; f++) {
+        result r = formats[f].arg ? run(ENV(procs), ARGS(formats[f].arg)) : run(ENV(procs), ARGS("-i", "0"));
+        const char *fmt = formats[f].arg ? formats[f].arg : "the table";
+        CHECK(r.status == 0 && strstr(r.out, formats[f].want) && !strchr(r.out, '\x1b') && !strchr(r.out, '\xff'),
+              "%s: the command shown printable: %s", fmt, r.out);
+        if (f == 0) CHECK(python_agrees("json", r.out), "python's json reads it");
+        if (f == 1) CHECK(python_agrees("csv", r.out), "python's csv reads it");
+        if (f == 2) {
+            prom_doc doc;
+            CHECK(prom_parse(r.out, &doc, err, sizeof err) == 0, "Prometheus parses: %s", err);
+        }
+        result_free(&r);
+    }
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+}
+
 /* ---- Prometheus and HTTP ----------------------------------------------------------------- */
 
 static void check_prometheus(const char *text, const char *what) {
@@ -1045,6 +1078,7 @@ int main(void) {
     test_api();
     test_json_full();
     test_csv();
+    test_odd_command();
     test_device_errors();
     test_process_growth();
     test_no_driver();

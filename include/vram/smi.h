@@ -109,7 +109,8 @@ vram_status vram_smi_device_query(vram_smi *smi, uint32_t index, vram_smi_device
 /* Frees the record's process list and zeroes it. */
 void vram_smi_device_clear(vram_smi_device *dev);
 
-/* The owner and command line of a process from /proc. Leaves "" in what it cannot read and
+/* The owner and command line of a process from /proc (the command made printable: control
+ * characters and bytes that are not UTF-8 shown as '?'). Leaves "" in what it cannot read and
  * returns VRAM_ERR_NOT_FOUND when the process is not visible. */
 vram_status vram_smi_process_describe(uint32_t pid, char *user, size_t user_cap, char *command,
                                       size_t command_cap);

@@ -57,6 +57,12 @@ char *vram_format_size(uint64_t bytes, char *buf, size_t cap);
 /* Writes the first `max` bytes of s (up to its NUL) to f as a JSON string, quoted and escaped;
  * bytes that are not valid UTF-8 become U+FFFD, so the output is valid JSON whatever s holds. */
 void vram_json_write_string(FILE *f, const char *s, size_t max);
+/* The same, in pieces handed to put(sink, bytes, n) (for output that is not a stdio stream). */
+void vram_json_escape(const char *s, size_t max, void (*put)(void *sink, const char *bytes, size_t n), void *sink);
+
+/* Makes s printable in place: control characters (terminal escapes among them) and bytes that
+ * are not valid UTF-8 become '?'; valid UTF-8 stays. */
+void vram_text_printable(char *s);
 
 #ifdef __cplusplus
 }

@@ -319,22 +319,10 @@ void smi_render_csv_rows(smi_buf *b, const smi_csv *c, const smi_sample *s) {
 
 /* ---- JSON -------------------------------------------------------------------------------- */
 
-static void json_str(smi_buf *b, const char *t) {
-    smi_buf_put(b, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)t; *p; p++) {
-        switch (*p) {
-        case '"': smi_buf_put(b, "\\\"", 2); break;
-        case '\\': smi_buf_put(b, "\\\\", 2); break;
-        case '\n': smi_buf_put(b, "\\n", 2); break;
-        case '\r': smi_buf_put(b, "\\r", 2); break;
-        case '\t': smi_buf_put(b, "\\t", 2); break;
-        default:
-            if (*p < 0x20 || *p == 0x7f) smi_buf_printf(b, "\\u%04x", *p);
-            else smi_buf_put(b, (const char *)p, 1);
-        }
-    }
-    smi_buf_put(b, "\"", 1);
-}
+static void put_buf(void *b, const char *bytes, size_t n) { smi_buf_put(b, bytes, n); }
+
+/* (process names and users are any bytes: what is not UTF-8 becomes U+FFFD, so each line parses) */
+static void json_str(smi_buf *b, const char *t) { vram_json_escape(t, SIZE_MAX, put_buf, b); }
 
 static void json_str_or_null(smi_buf *b, int ok, const char *t) {
     if (ok) json_str(b, t); else smi_buf_put(b, "null", 4);

@@ -20,7 +20,7 @@
  * sorted by address, as PyTorch does. vram knows no stack frames, so "frames" is always []; an
  * event's "context" is the number its thread had set (vram_set_context), which vram_torch turns
  * into the event's Python frames.
- * Strings are written by vram_json_write_string (src/core/json.c); numbers are integers.
+ * Strings are written by vram_json_write_string (src/core/text.c); numbers are integers.
  */
 #include "vram/snapshot.h"
 

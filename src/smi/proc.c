@@ -2,7 +2,8 @@
  *
  * NVML gives only pids. The owner is the uid of the /proc/<pid> directory, turned into a name
  * with getpwuid_r (the number when the name is unknown); the command is /proc/<pid>/cmdline,
- * whose NUL-separated arguments are joined with spaces. A pid from another pid namespace (a
+ * whose NUL-separated arguments are joined with spaces, made printable (vram_text_printable: any
+ * process can name itself anything, and the name reaches terminals, JSON and Prometheus). A pid from another pid namespace (a
  * container without --pid=host) is not visible here: its fields stay "".
  */
 #include "vram/smi.h"
@@ -42,6 +43,7 @@ vram_status vram_smi_process_describe(uint32_t pid, char *user, size_t user_cap,
             for (ssize_t i = 0; i < n; i++)
                 if (command[i] == '\0' || command[i] == '\n' || command[i] == '\t') command[i] = ' ';
             command[n] = '\0';
+            vram_text_printable(command); /* any process names itself: no escapes, only UTF-8 */
         }
         if (!command[0]) { /* kernel threads and zombies have an empty cmdline: use comm */
             snprintf(path, sizeof path, "/proc/%u/comm", pid);
@@ -52,6 +54,7 @@ vram_status vram_smi_process_describe(uint32_t pid, char *user, size_t user_cap,
                 if (n < 0) n = 0;
                 while (n > 0 && (command[n - 1] == '\n' || command[n - 1] == '\0')) n--;
                 command[n] = '\0';
+                vram_text_printable(command);
             }
         }
     }
