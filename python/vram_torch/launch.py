@@ -94,7 +94,7 @@ class _Ending:
         (torchrun sends SIGTERM to exactly such ranks, and SIGKILL only 30 s later), so a watcher
         thread does it, woken through signal.set_wakeup_fd; the handler does it too, for when the
         program replaced the wakeup fd (asyncio does). A SIGTERM while finish runs ends the
-        process once finish is done (the watcher waits for it).
+        process once finish is done.
     A process the program forks (multiprocessing, DataLoader workers) behaves as without us: its
     os._exit exits and SIGTERM kills it, neither calls finish, and it lets go of the wakeup pipe,
     so that its signals never reach this process's watcher."""
@@ -102,7 +102,7 @@ class _Ending:
     def __init__(self, finish):
         self.work, self.done, self.ok, self.pid = finish, False, False, os.getpid()
         self.lock = threading.RLock()
-        self.finisher = None  # the thread in finish
+        self.finisher, self.stop_after = None, False  # the thread in finish; SIGTERM came meanwhile
         self.old_term = self.wake = None
 
     def finish(self, failed):
@@ -113,6 +113,8 @@ class _Ending:
                     self.ok = self.work(failed)
                 finally:
                     self.finisher = None
+                if self.stop_after:  # SIGTERM came while this (main) thread ran finish
+                    self._die_by_sigterm()
             return self.ok
 
     def __enter__(self):
@@ -153,8 +155,9 @@ class _Ending:
     def _sigterm(self, signum, frame):
         if os.getpid() != self.pid:
             self._die_by_sigterm()
-        if self.finisher == threading.get_ident():  # this (main) thread is in finish: the watcher,
-            return                                  # waiting for it, ends the process after it
+        if self.finisher == threading.get_ident():  # this (main) thread is in finish: it ends the
+            self.stop_after = True                  # process once finish is done
+            return
         self.finish(STOPPED)
         self._die_by_sigterm()
 

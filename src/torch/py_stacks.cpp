@@ -19,6 +19,8 @@
  */
 #include "py_stacks.h"
 
+#include "vram/vram.h"
+
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -163,20 +165,9 @@ uint32_t intern(const uint64_t *frames, size_t n) {
 }
 
 void json_string(std::string &out, const std::string &s) {
-    out += '"';
-    for (unsigned char c : s) {
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += (char)c;
-        } else if (c < 0x20) {
-            char esc[8];
-            snprintf(esc, sizeof esc, "\\u%04x", c);
-            out += esc;
-        } else {
-            out += (char)c; /* UTF-8 from PyUnicode_AsUTF8 passes through */
-        }
-    }
-    out += '"';
+    vram_json_escape(s.c_str(), s.size(), [](void *sink, const char *bytes, size_t n) {
+        static_cast<std::string *>(sink)->append(bytes, n);
+    }, &out);
 }
 
 } // namespace
