@@ -653,7 +653,9 @@ static void test_odd_command(void) {
         if (f == 1) CHECK(python_agrees("csv", r.out), "python's csv reads it");
         if (f == 2) {
             prom_doc doc;
-            CHECK(prom_parse(r.out, &doc, err, sizeof err) == 0, "Prometheus parses: %s", err);
+            int ok = prom_parse(r.out, &doc, err, sizeof err) == 0;
+            CHECK(ok, "Prometheus parses: %s", err);
+            prom_free(&doc);
         }
         result_free(&r);
     }
