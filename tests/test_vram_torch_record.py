@@ -131,7 +131,33 @@ with tempfile.TemporaryDirectory() as tmp:
             got = type(e)
         check(got == want and "no trace written" in err.getvalue() and "CUDA context broken" in err.getvalue(),
               "record %s with a failing snapshot: %r, %r" % (arg, got, err.getvalue()))
+    # ...and a trace whose writing fails part-way leaves the earlier trace of that name whole (a
+    # malformed entry here; a full disk or SIGKILL alike), with no temporary file left beside it
+    kept = os.path.join(tmp, "kept.trace")
+    with open(kept, "w") as f:
+        f.write("# memtrace v1\na 0 512 0\n")
+    memory._snapshot = lambda: {"device_traces": [[{"action": "alloc", "addr": 1, "size": 512}, {"action": "alloc"}]]}
+    with redirect_stderr(io.StringIO()) as err:
+        got = main(["record", "-o", kept, prog, "ok"])
+    check(got == 1 and open(kept).read() == "# memtrace v1\na 0 512 0\n" and os.listdir(tmp).count("kept.trace") == 1
+          and not [n for n in os.listdir(tmp) if n.endswith(".tmp")],
+          "a failed write keeps the earlier trace: %r, %r, %s" % (got, open(kept).read(), os.listdir(tmp)))
     memory._snapshot = good_snapshot
+    # where the trace cannot be replaced by rename (another user's file in a sticky folder such as
+    # /tmp: EPERM), it is written in place, whole
+    real_replace = os.replace
+
+    def refused(src, dst):
+        raise PermissionError(1, "Operation not permitted")
+    os.replace = refused
+    try:
+        with redirect_stderr(io.StringIO()):
+            got = main(["record", "-o", kept, prog, "ok"])
+    finally:
+        os.replace = real_replace
+    check(got == 0 and "a 0 512 0" in open(kept).read().splitlines() and "# source:" in open(kept).read()
+          and not [n for n in os.listdir(tmp) if n.endswith(".tmp")],
+          "a trace that cannot be renamed into place is written in place: %r %s" % (got, os.listdir(tmp)))
     # Under torchrun every rank gets the same -o: each writes its own file
     with open(prog, "w") as f:
         f.write("pass\n")

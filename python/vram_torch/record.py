@@ -160,7 +160,32 @@ def write_trace(torch, output, argv, device, max_entries, conf, failed):
     }
     if failed:
         header["partial"] = "the program %s; the trace stops where it did" % failed
-    with open(output, "w") as f:
-        n, peak, skipped = convert(entries, f, header)
+    n, peak, skipped = write_whole(output, lambda f: convert(entries, f, header))
     print("vram_torch record: %s%d allocations, peak requested %d bytes -> %s"
           % ("the program %s: partial trace, " % failed if failed else "", n, peak, output), file=sys.stderr)
+
+
+def write_whole(output, write):
+    """Calls write(f) on a new file beside output and renames it over output, so that a write that
+    fails part-way (a full disk, SIGKILL) leaves an earlier trace of that name whole; returns
+    write's result. Where no file can be made beside it, or output cannot be replaced (another
+    user's file in a sticky folder such as /tmp), output is written in place."""
+    tmp = "%s.%d.tmp" % (output, os.getpid())
+    try:
+        f = open(tmp, "x")
+    except OSError:
+        with open(output, "w") as f:
+            return write(f)
+    try:
+        with f:
+            result = write(f)
+        try:
+            os.replace(tmp, output)
+        except PermissionError:
+            with open(output, "w") as out, open(tmp) as written:
+                for block in iter(lambda: written.read(1 << 20), ""):
+                    out.write(block)
+        return result
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
