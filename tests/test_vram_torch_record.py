@@ -5,7 +5,8 @@ requested bytes, free_completed used only where free_requested is absent, and ma
 lines) before the entries they name; then the command itself on a stand-in torch: the program's
 arguments and exit status, the trace of a program that failed named partial, -o kept where it
 was given when the program changes folder, one file per rank under torchrun, and a trace also
-from a program that ends by os._exit() or SIGTERM (but none from the processes it forks)."""
+from a program that ends by os._exit() or SIGTERM (but none from the processes it forks), and an
+earlier trace kept whole by a write that fails part-way."""
 import io
 import os
 import sys
