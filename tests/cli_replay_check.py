@@ -130,6 +130,13 @@ def usage_errors():
                        b"# workload: w\x1b]0;x\x07\na 1 10 0\nf 1\n")
     check(rc == 0 and "\x1b" not in out + err and "    w?]0;x?" in out and "header 'peak_requested_bytes: 1?[2J'" in err,
           "workload name and header warning shown without escapes: %r %r" % (out[-200:], err))
+    # ...nor bytes that are not UTF-8, while UTF-8 names show as written, in their column
+    rc, out, err = run("replay", "-", stdin="# memtrace v1\n# workload: entraînement\na 0 512 0\n".encode()
+                       + b"# workload: b\xff\na 1 512 0\n")
+    rows = [l for l in out.splitlines() if l.startswith("    ") and ("entra" in l or l.startswith("    b"))]
+    check(rc == 0 and len(rows) == 2 and rows[0].startswith("    entraînement ") and rows[1].startswith("    b? ")
+          and rows[0].index("512.00 bytes") == rows[1].index("1024.00 bytes") + 1,
+          "UTF-8 names as written and aligned, other bytes as '?': %r" % rows)
 
 
 def tiny_trace(tmp):

@@ -110,11 +110,17 @@ static int option_value(int argc, char **argv, int *i, const char *name, const c
     return 1;
 }
 
-/* Prints a trace's own text (a header value) with its control characters (terminal escapes)
- * shown as '?'; returns the characters printed. */
+/* Prints a trace's own text (a header value) printable (vram_text_printable: control characters,
+ * terminal escapes among them, and bytes that are not UTF-8 shown as '?'); returns the characters
+ * printed (UTF-8 sequences counted once, for column alignment). */
 static int put_text(FILE *f, const char *s) {
+    char *text = strdup(s);
+    if (!text) return fputs("?", f) >= 0; /* (host memory exhausted: the name is left out) */
+    vram_text_printable(text);
+    fputs(text, f);
     int n = 0;
-    for (; *s; s++, n++) fputc((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s, f);
+    for (const char *p = text; *p; p++) n += ((unsigned char)*p & 0xc0) != 0x80;
+    free(text);
     return n;
 }
 
