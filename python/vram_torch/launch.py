@@ -121,7 +121,10 @@ class _Ending:
         self.real_exit, os._exit = os._exit, self._exit
         if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
             self.old_term = signal.signal(signal.SIGTERM, self._sigterm)
-            r, w = os.pipe()
+            try:
+                r, w = os.pipe()
+            except OSError:  # (no file descriptors left: the handler alone, as under asyncio)
+                return self
             os.set_blocking(w, False)
             try:
                 self.old_wakeup = signal.set_wakeup_fd(w)
