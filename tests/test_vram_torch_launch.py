@@ -86,7 +86,11 @@ with tempfile.TemporaryDirectory() as tmp:
     driver = os.path.join(tmp, "driver.py")
     with open(driver, "w") as f:
         f.write("import sys\nsys.path.insert(0, %r)\nfrom vram_torch.launch import run_to_the_end\n"
-                "import os, signal, time\nworks, mode = sys.argv[1] in ('ok', 'term'), sys.argv[1]\n"
+                "import os, signal, time\nworks, mode = sys.argv[1] in ('ok', 'term', 'nofd'), sys.argv[1]\n"
+                "if mode == 'nofd':  # one file descriptor left: enough to open the script, not for a pipe\n"
+                "    import resource\n    resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))\n"
+                "    fds = []\n    try:\n        while True:\n            fds.append(os.open(os.devnull, os.O_RDONLY))\n"
+                "    except OSError:\n        os.close(fds.pop())\n"
                 "def finish(failed):\n    print('finish:', failed, flush=True)\n"
                 "    if mode == 'term':  # SIGTERM while finish runs: it runs to its end, then the process ends\n"
                 "        os.kill(os.getpid(), signal.SIGTERM)\n        time.sleep(0.5)\n        print('finished', flush=True)\n"
@@ -106,6 +110,8 @@ with tempfile.TemporaryDirectory() as tmp:
              "libc.pthread_mutex_lock(m)", "ok", -15, [stop]),
             # SIGTERM while finish runs: finish runs to its end, then the process ends by the signal
             ("pass", "term", -15, ["finish: None", "finished"]),
+            # no file descriptors left for the watcher's pipe: the program still runs, finish still comes
+            ("pass", "nofd", 0, ["finish: None"]),
             # a program with a SIGTERM handler of its own (a checkpoint on preemption) keeps it
             ("import os, signal, time\nsignal.signal(signal.SIGTERM, lambda s, f: print('own handler', flush=True))\n"
              "os.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(0.5)", "ok", 0, ["own handler", "finish: None"])):
