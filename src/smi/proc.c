@@ -3,8 +3,9 @@
  * NVML gives only pids. The owner is the uid of the /proc/<pid> directory, turned into a name
  * with getpwuid_r (the number when the name is unknown); the command is /proc/<pid>/cmdline,
  * whose NUL-separated arguments are joined with spaces, made printable (vram_text_printable: any
- * process can name itself anything, and the name reaches terminals, JSON and Prometheus). A pid from another pid namespace (a
- * container without --pid=host) is not visible here: its fields stay "".
+ * process can name itself anything, and the name reaches terminals, JSON and Prometheus). A pid
+ * from another pid namespace (a container without --pid=host) is not visible here: its fields
+ * stay "".
  */
 #include "vram/smi.h"
 

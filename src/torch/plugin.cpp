@@ -12,7 +12,7 @@
  * _set_allocator_settings, caching_allocator_enable and _record_memory_history calls. The table
  * of allocators is read without a lock (atomic pointers); creation takes a mutex. Allocators live
  * until the process ends, as PyTorch's do. A device vram has not started on is answered, where
- * asked, from a throwaway allocator over a simulated device (with_idle_allocator), so that no
+ * asked, from a throwaway allocator over a simulated device (with_allocator_or_idle), so that no
  * question makes a CUDA context on a GPU.
  *
  * Out of memory: PyTorch's pluggable allocator has no error channel (a NULL return becomes a
@@ -175,13 +175,19 @@ vram_allocator *get_allocator(int device, bool create) {
     return a;
 }
 
-/* Runs fn on a throwaway allocator over a simulated device, numbered as `device`, with the
- * configuration that device would start with if vram has not started on it: the figures of such
- * a device (every statistic at zero, as PyTorch's allocator reports a device no tensor has used
- * yet, with that configuration's max_split_size) without making a CUDA context on its GPU (a DDP
- * rank that loops over every device's statistics would otherwise hold one on each). false, with
- * the error, when the allocator cannot be made. */
-bool with_idle_allocator(int device, const std::function<void(vram_allocator *)> &fn) {
+/* Runs fn on the device's allocator, or, where vram has not started on the device, on a throwaway
+ * allocator over a simulated device, numbered as `device`, with the configuration that device
+ * would start with: the figures of such a device (every statistic at zero, as PyTorch's allocator
+ * reports a device no tensor has used yet, with that configuration's max_split_size) without
+ * making a CUDA context on its GPU (a DDP rank that loops over every device's statistics would
+ * otherwise hold one on each). false, with the error, for a bad device or when the throwaway
+ * allocator cannot be made. */
+bool with_allocator_or_idle(int device, const std::function<void(vram_allocator *)> &fn) {
+    if (!device_in_range(device)) return false;
+    if (vram_allocator *started = get_allocator(device, false)) {
+        fn(started);
+        return true;
+    }
     vram_alloc_config cfg;
     std::string notes;
     vram_status st;
@@ -605,12 +611,8 @@ VRAM_TORCH_API int vram_torch_set_memory_fraction(double fraction, int device) {
  * torch.cuda.get_per_process_memory_fraction under vram. For a device vram has not started on,
  * the fraction it would start with, without starting it (no CUDA context on a GPU only asked). */
 VRAM_TORCH_API int vram_torch_get_memory_fraction(int device, double *fraction) {
-    if (!device_in_range(device)) return -1;
-    if (vram_allocator *a = get_allocator(device, false)) *fraction = vram_allocator_memory_fraction(a);
-    else if (!with_idle_allocator(device,
-                                  [&](vram_allocator *idle) { *fraction = vram_allocator_memory_fraction(idle); }))
-        return -1;
-    return 0;
+    return with_allocator_or_idle(device, [&](vram_allocator *a) { *fraction = vram_allocator_memory_fraction(a); })
+               ? 0 : -1;
 }
 
 /* Records the last `entries` allocator events on the device for snapshots (0 stops); device -1:
@@ -868,22 +870,17 @@ std::string stats_lines(vram_allocator *a) {
 /* The device's statistics as "name value" lines (stats_lines; for a device vram has not started
  * on, an idle allocator's). Caller frees with vram_torch_string_free. */
 VRAM_TORCH_API char *vram_torch_stats_text(int device) {
-    if (!device_in_range(device)) return nullptr;
     std::string text;
-    if (vram_allocator *a = get_allocator(device, false)) text = stats_lines(a);
-    else if (!with_idle_allocator(device, [&](vram_allocator *idle) { text = stats_lines(idle); })) return nullptr;
+    if (!with_allocator_or_idle(device, [&](vram_allocator *a) { text = stats_lines(a); })) return nullptr;
     return strdup(text.c_str());
 }
 
 /* The device's memory summary (for a device vram has not started on, an idle allocator's figures
  * under the device's number). Caller frees with vram_torch_string_free. */
 VRAM_TORCH_API char *vram_torch_summary(int device, int abbreviated) {
-    if (!device_in_range(device)) return nullptr;
     char *out = nullptr;
     vram_status st = VRAM_OK;
-    if (vram_allocator *a = get_allocator(device, false)) st = vram_memory_summary(a, abbreviated, &out);
-    else if (!with_idle_allocator(device,
-                                  [&](vram_allocator *idle) { st = vram_memory_summary(idle, abbreviated, &out); }))
+    if (!with_allocator_or_idle(device, [&](vram_allocator *a) { st = vram_memory_summary(a, abbreviated, &out); }))
         return nullptr;
     if (st != VRAM_OK) {
         set_error(vram_last_error());
