@@ -169,7 +169,7 @@ def write_whole(output, write):
     """Calls write(f) on a new file beside output and renames it over output, so that a write that
     fails part-way (a full disk, SIGKILL) leaves an earlier trace of that name whole; returns
     write's result. Where no file can be made beside it, or output cannot be replaced (another
-    user's file in a sticky folder such as /tmp), output is written in place."""
+    user's file in a sticky folder such as /tmp), write(f) writes output in place."""
     tmp = "%s.%d.tmp" % (output, os.getpid())
     try:
         f = open(tmp, "x")
@@ -182,9 +182,8 @@ def write_whole(output, write):
         try:
             os.replace(tmp, output)
         except PermissionError:
-            with open(output, "w") as out, open(tmp) as written:
-                for block in iter(lambda: written.read(1 << 20), ""):
-                    out.write(block)
+            with open(output, "w") as f:
+                result = write(f)
         return result
     finally:
         if os.path.exists(tmp):
