@@ -11,6 +11,12 @@
  * ns against CLOCK_MONOTONIC over the whole run; elsewhere CLOCK_MONOTONIC, whose own cost is
  * then most of each figure. The configuration comes from VRAM_ALLOC_CONF. bench_alloc_latency
  * gives the end-to-end figure that is compared with PyTorch's.
+ *
+ * A second table splits the same calls by what they asked of the device: nothing, only stream
+ * events (record, query, sync, destroy), or memory (page maps, unmaps, aliases, drops, device
+ * allocations and frees). The device's function table is wrapped by counters for that, so the
+ * allocator's own bookkeeping and the driver's time show apart (on a real GPU a page call costs
+ * tens of microseconds, on cudasim nothing).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +46,74 @@ static inline uint64_t ticks(void) {
 enum { SMALL_MALLOC, LARGE_MALLOC, SMALL_FREE, LARGE_FREE, KINDS };
 static const char *const kind_names[KINDS] = {"malloc, small", "malloc, large", "free, small", "free, large"};
 
+/* Device calls, counted by wrappers around the device's own functions. */
+enum { ASKED_NOTHING, ASKED_EVENTS, ASKED_MEMORY, ASKED };
+static const char *const asked_names[ASKED] = {"nothing", "stream events only", "memory (maps, unmaps, moves)"};
+static uint64_t device_calls[ASKED];
+static const vram_device_ops *device_ops;
+static vram_device_ops counted_ops;
+
+static vram_status counted_mem_alloc(vram_device *d, size_t size, uint64_t *addr) {
+    device_calls[ASKED_MEMORY]++;
+    return device_ops->mem_alloc(d, size, addr);
+}
+static vram_status counted_mem_free(vram_device *d, uint64_t addr, size_t size) {
+    device_calls[ASKED_MEMORY]++;
+    return device_ops->mem_free(d, addr, size);
+}
+static vram_status counted_page_map(vram_device *d, uint64_t addr, size_t size) {
+    device_calls[ASKED_MEMORY]++;
+    return device_ops->page_map(d, addr, size);
+}
+static vram_status counted_page_unmap(vram_device *d, uint64_t addr, size_t size) {
+    device_calls[ASKED_MEMORY]++;
+    return device_ops->page_unmap(d, addr, size);
+}
+static vram_status counted_page_alias(vram_device *d, uint64_t src, uint64_t dst, size_t size) {
+    device_calls[ASKED_MEMORY]++;
+    return device_ops->page_alias(d, src, dst, size);
+}
+static vram_status counted_page_drop(vram_device *d, uint64_t addr, size_t size) {
+    device_calls[ASKED_MEMORY]++;
+    return device_ops->page_drop(d, addr, size);
+}
+static vram_status counted_event_record(vram_device *d, vram_stream s, void **event) {
+    device_calls[ASKED_EVENTS]++;
+    return device_ops->event_record(d, s, event);
+}
+static vram_status counted_event_query(vram_device *d, void *event) {
+    device_calls[ASKED_EVENTS]++;
+    return device_ops->event_query(d, event);
+}
+static vram_status counted_event_sync(vram_device *d, void *event) {
+    device_calls[ASKED_EVENTS]++;
+    return device_ops->event_sync(d, event);
+}
+static void counted_event_destroy(vram_device *d, void *event) {
+    device_calls[ASKED_EVENTS]++;
+    device_ops->event_destroy(d, event);
+}
+
+/* Puts the counters between the allocator and dev (a function the device lacks stays NULL:
+ * the allocator reads NULL as "not supported" or "every event complete"). */
+static void count_device_calls(vram_device *dev) {
+    device_ops = dev->ops;
+    counted_ops = *dev->ops;
+#define COUNTED(fn) if (counted_ops.fn) counted_ops.fn = counted_##fn
+    COUNTED(mem_alloc);
+    COUNTED(mem_free);
+    COUNTED(page_map);
+    COUNTED(page_unmap);
+    COUNTED(page_alias);
+    COUNTED(page_drop);
+    COUNTED(event_record);
+    COUNTED(event_query);
+    COUNTED(event_sync);
+    COUNTED(event_destroy);
+#undef COUNTED
+    dev->ops = &counted_ops;
+}
+
 int main(int argc, char **argv) {
     const char *spec = "cudasim";
     int runs = 5;
@@ -57,8 +131,14 @@ int main(int argc, char **argv) {
     }
     vram_device *dev = NULL;
     vram_allocator *a = NULL;
-    if (vram_device_open(spec, &dev) != VRAM_OK || vram_allocator_new(dev, NULL, &a) != VRAM_OK) {
+    if (vram_device_open(spec, &dev) != VRAM_OK) {
         fprintf(stderr, "bench_random_split: %s: %s\n", spec, vram_last_error());
+        return 1;
+    }
+    count_device_calls(dev);
+    if (vram_allocator_new(dev, NULL, &a) != VRAM_OK) {
+        fprintf(stderr, "bench_random_split: %s: %s\n", spec, vram_last_error());
+        vram_device_close(dev);
         return 1;
     }
     vram_machine_print(stdout, argc, argv);
@@ -73,6 +153,7 @@ int main(int argc, char **argv) {
     static void *slot[VRAM_BENCH_RANDOM_SLOTS];
     static size_t slot_size[VRAM_BENCH_RANDOM_SLOTS];
     uint64_t sum[KINDS] = {0}, count[KINDS] = {0}, fails = 0;
+    uint64_t asked_sum[ASKED] = {0}, asked_count[ASKED] = {0}, timed_calls[ASKED] = {0};
     double wall0 = 0, wall = 0;
     uint64_t tick0 = 0, tick = 0;
     for (int r = -1; r < runs; r++) { /* run -1: the untimed warm-up */
@@ -80,11 +161,12 @@ int main(int argc, char **argv) {
         if (r == 0) {
             wall0 = mono_ns();
             tick0 = ticks();
+            memcpy(timed_calls, device_calls, sizeof timed_calls);
         }
         for (int op = 0; op < VRAM_BENCH_RANDOM_OPS; op++) {
             uint64_t k = vram_bench_next(&xs) % VRAM_BENCH_RANDOM_SLOTS;
             int kind;
-            uint64_t t0, t1;
+            uint64_t t0, t1, memory0 = device_calls[ASKED_MEMORY], events0 = device_calls[ASKED_EVENTS];
             if (slot[k]) {
                 kind = slot_size[k] <= (1u << 20) ? SMALL_FREE : LARGE_FREE;
                 t0 = ticks();
@@ -104,8 +186,14 @@ int main(int argc, char **argv) {
                 slot_size[k] = size;
             }
             if (r >= 0) {
-                sum[kind] += t1 - t0 > empty ? t1 - t0 - empty : 0;
+                uint64_t t = t1 - t0 > empty ? t1 - t0 - empty : 0;
+                int asked = device_calls[ASKED_MEMORY] != memory0   ? ASKED_MEMORY
+                            : device_calls[ASKED_EVENTS] != events0 ? ASKED_EVENTS
+                                                                   : ASKED_NOTHING;
+                sum[kind] += t;
                 count[kind]++;
+                asked_sum[asked] += t;
+                asked_count[asked]++;
             }
         }
         for (int k = 0; k < VRAM_BENCH_RANDOM_SLOTS; k++)
@@ -116,6 +204,7 @@ int main(int argc, char **argv) {
     }
     wall = mono_ns() - wall0;
     tick = ticks() - tick0;
+    for (int c = 0; c < ASKED; c++) timed_calls[c] = device_calls[c] - timed_calls[c];
     double ns_per_tick = tick ? wall / (double)tick : 1.0;
     uint64_t total = 0, ops = 0;
     for (int k = 0; k < KINDS; k++) {
@@ -133,6 +222,14 @@ int main(int argc, char **argv) {
                total ? 100.0 * (double)sum[k] / (double)total : 0.0);
     printf("| all | %llu | %.1f | 100%% |\n", (unsigned long long)ops,
            ops ? (double)total * ns_per_tick / (double)ops : 0.0);
+    printf("\nThe same calls by what they asked of the device (the timed runs' device calls: %.1f memory, "
+           "%.1f stream-event, per run):\n\n",
+           (double)timed_calls[ASKED_MEMORY] / runs, (double)timed_calls[ASKED_EVENTS] / runs);
+    printf("| asked the device for | calls | ns per call | share of the allocator's time |\n|---|---|---|---|\n");
+    for (int c = 0; c < ASKED; c++)
+        printf("| %s | %llu | %.1f | %.1f%% |\n", asked_names[c], (unsigned long long)asked_count[c],
+               asked_count[c] ? (double)asked_sum[c] * ns_per_tick / (double)asked_count[c] : 0.0,
+               total ? 100.0 * (double)asked_sum[c] / (double)total : 0.0);
     printf("\nWhole runs (harness included): %.1f ns per operation.\n", wall / ((double)runs * VRAM_BENCH_RANDOM_OPS));
     vram_allocator_destroy(a);
     vram_device_close(dev);

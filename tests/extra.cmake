@@ -201,13 +201,6 @@ endif()
 # ---- tools: vram replay / vram bench end to end, and the trace parser fuzz target ----------
 # (maintained with src/trace and src/cli/{replay,bench}.c; keep other helpers' blocks apart)
 find_package(Python3 COMPONENTS Interpreter QUIET)
-# bench_random_split: its table on the sim device (header and all four kinds counted), and a bad
-# flag refused with one message and exit status 2
-add_test(NAME bench_random_split_smoke COMMAND bench_random_split sim --runs 1)
-set_tests_properties(bench_random_split_smoke PROPERTIES
-                     PASS_REGULAR_EXPRESSION "command: [^\n]*bench_random_split sim --runs 1.*\\| all \\| 200000 \\|")
-add_test(NAME bench_random_split_bad_flag
-         COMMAND sh -c "out=$($<TARGET_FILE:bench_random_split> --runs 0 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 2 ] && echo \"$out\" | grep -q 'must be 1 to 100'")
 # bench_pool_replay: a workload placed wholly in one private pool (reduce-overhead's warm-ups)
 # stays within 5% of its peak requested memory on BERT's varying lengths and 10% on T5's (1.56
 # and 1.92 before the pools' bins of 2026-12-04); no trace named is exit status 2 with the usage
@@ -232,6 +225,10 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME placements_check
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/placements_check.py
                    $<TARGET_FILE:bench_placements> ${CMAKE_SOURCE_DIR})
+  # bench_random_split's tables: calls by kind and by what they asked of the device
+  add_test(NAME random_split_check
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/random_split_check.py
+                   $<TARGET_FILE:bench_random_split>)
 else()
   message(STATUS "python3 not found: the vram replay/bench end-to-end tests are not run")
 endif()

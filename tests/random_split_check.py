@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""random_split_check.py — bench_random_split's two tables: every timed call counted once by kind
+and once by what it asked of the device, shares that add up to the whole, device calls that follow
+the device (the sim device has no events; cudasim's warm runs move pages), and bad flags refused.
+
+usage: random_split_check.py BENCH_RANDOM_SPLIT
+"""
+import re
+import subprocess
+import sys
+
+OPS = 200000  # docs/benchmarks.md §2
+
+
+def tables(text):
+    """The rows of each markdown table in text: [{first cell: [other cells]}...]."""
+    out, cur = [], None
+    for line in text.splitlines():
+        if line.startswith("| ") and not line.startswith("|---"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if cur is None:
+                cur = {}
+                out.append(cur)
+                continue  # the header
+            cur[cells[0]] = cells[1:]
+        elif not line.startswith("|"):
+            cur = None
+    return out
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    binary = sys.argv[1]
+    failed = 0
+
+    def check(ok, what):
+        nonlocal failed
+        print(("ok   " if ok else "FAIL ") + what)
+        failed += not ok
+
+    for spec, runs in (("cudasim", 2), ("sim", 1)):
+        run = subprocess.run([binary, spec, "--runs", str(runs)], capture_output=True, text=True)
+        check(run.returncode == 0, f"{spec}: exits 0 ({run.stderr.strip()})")
+        check(run.stdout.startswith("machine:") and "command:" in run.stdout, f"{spec}: names the machine and command")
+        t = tables(run.stdout)
+        check(len(t) == 2, f"{spec}: two tables ({len(t)})")
+        if len(t) != 2:
+            continue
+        by_kind, by_asked = t
+        kinds = ["malloc, small", "malloc, large", "free, small", "free, large"]
+        asked = ["nothing", "stream events only", "memory (maps, unmaps, moves)"]
+        check(list(by_kind) == kinds + ["all"], f"{spec}: rows by kind {list(by_kind)}")
+        check(list(by_asked) == asked, f"{spec}: rows by what was asked {list(by_asked)}")
+        calls = sum(int(by_kind[k][0]) for k in kinds)
+        check(calls == runs * OPS and int(by_kind["all"][0]) == calls, f"{spec}: {calls} calls by kind")
+        check(sum(int(by_asked[k][0]) for k in asked) == calls, f"{spec}: the same calls by what was asked")
+        for name, rows, keys in (("kind", by_kind, kinds), ("asked", by_asked, asked)):
+            share = sum(float(rows[k][2].rstrip("%")) for k in keys)
+            check(abs(share - 100) < 0.5, f"{spec}: shares by {name} add up to {share:.1f}%")
+        m = re.search(r"device calls: ([0-9.]+) memory, ([0-9.]+) stream-event, per run", run.stdout)
+        check(m is not None, f"{spec}: device calls per run printed")
+        if not m:
+            continue
+        memory, events = float(m.group(1)), float(m.group(2))
+        if spec == "sim":  # no events, and a warm run finds every page mapped
+            check(events == 0 and int(by_asked["stream events only"][0]) == 0, f"sim: no stream events ({events})")
+        else:  # cudasim's warm runs move a few chunks (reserve budget) and record events for them
+            check(memory > 0 and int(by_asked["memory (maps, unmaps, moves)"][0]) > 0,
+                  f"cudasim: warm runs make memory calls ({memory} per run)")
+        check(float(re.search(r"Whole runs \(harness included\): ([0-9.]+) ns", run.stdout).group(1)) > 0,
+              f"{spec}: the whole-run figure")
+    for args, status, message in ((["--runs", "0"], 2, "must be 1 to 100"), (["--bogus"], 2, "usage"),
+                                  (["nosuchdevice"], 1, "nosuchdevice")):
+        run = subprocess.run([binary] + args, capture_output=True, text=True)
+        check(run.returncode == status and message in run.stderr and "|" not in run.stdout,
+              f"{' '.join(args)}: refused, naming it, status {run.returncode}: {run.stderr.strip()}")
+    print(f"{failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
