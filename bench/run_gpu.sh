@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run_gpu.sh — everything issue 3 measures on a GPU machine, in one go, logs under $OUT (or ./gpu-out).
-#   bench/run_gpu.sh [tests] [latency] [latrounds] [workloads] [ab] [graphs] [limits] [history]   (default: tests latency workloads)
+#   bench/run_gpu.sh [tests] [latency] [latrounds] [floor] [workloads] [ab] [graphs] [limits] [history]   (default: tests latency workloads)
 # Builds vram (Release, into b/), runs the CTest `gpu` label and the PyTorch plug-in test, the
 # allocator latency microbenchmarks (vram pages/segments; PyTorch native, expandable segments,
 # cudaMallocAsync and raw cudaMalloc through bench_torch_alloc.cpp, built here with g++ against
@@ -37,7 +37,7 @@ if [[ $what == *tests* ]]; then
   (cd b && ctest --output-on-failure -L gpu -V) > "$OUT/gpu_tests.log" 2>&1; echo "gpu tests rc=$?"
   grep -E "passed|failed|FAIL|SKIP|tests passed|Test +#" "$OUT/gpu_tests.log" | tail -40
 fi
-if [[ $what == *latency* || $what == *latrounds* ]]; then
+if [[ $what == *latency* || $what == *latrounds* || $what == *floor* ]]; then
   L=$OUT/latency.log; : > "$L"
   TORCH_DIR=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')
   CUDART_DIR=$(python3 -c 'import nvidia.cuda_runtime as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
@@ -78,6 +78,25 @@ if [[ $what == *latrounds* ]]; then
     done
   done
   python3 bench/latency_rounds.py "$OUT"/lat_r*.log | tee "$OUT/latency_rounds.md"
+fi
+if [[ $what == *floor* ]]; then
+  for r in $(seq 1 "${ROUNDS:-3}"); do
+    taskset -c "${PIN:-3}" ./b/bench/bench_random_floor cuda:0 --runs 5 > "$OUT/floor_r$r.log" 2>&1; echo "floor round $r rc=$?"
+    taskset -c "${PIN:-3}" ./b/bench_torch_alloc > "$OUT/floor_r${r}_native.log" 2>&1; echo "native round $r rc=$?"
+    for d in cuda:0 cudasim; do
+      taskset -c "${PIN:-3}" ./b/bench/bench_random_split $d > "$OUT/split_r${r}_${d%%:*}.log" 2>&1; echo "split $d round $r rc=$?"
+    done
+  done
+  { echo "| round | vram ns/op | floor ns/op | native ns/op | vram / native | floor / native | split cuda: all, asked nothing, memory calls/run | split cudasim: same |"
+    echo "|---|---|---|---|---|---|---|---|"
+    for r in $(seq 1 "${ROUNDS:-3}"); do
+      v=$(awk -F'|' '$2 ~ /^ vram /{print $3+0}' "$OUT/floor_r$r.log"); f=$(awk -F'|' '$2 ~ /^ floor /{print $3+0}' "$OUT/floor_r$r.log")
+      n=$(awk '/^random warm:/{print $3+0}' "$OUT/floor_r${r}_native.log")
+      s=""; for d in cuda cudasim; do
+        s="$s | $(awk -F'|' '$2 ~ /^ all /{a=$4+0} $2 ~ /^ nothing /{n=$4+0} /device calls:/{t=$0; sub(/.*calls: /,"",t); split(t,w," "); m=w[1]} END{print a", "n", "m}' "$OUT/split_r${r}_$d.log")"
+      done
+      echo "| $r | $v | $f | $n | $(awk -v a="$v" -v b="$n" 'BEGIN{if (b > 0) printf "%.3f", a / b}') | $(awk -v a="$f" -v b="$n" 'BEGIN{if (b > 0) printf "%.3f", a / b}')$s |"
+    done; } | tee "$OUT/floor_rounds.md"
 fi
 if [[ $what == *workloads* ]]; then
   for k in ${KINDS:-native vram expandable native2}; do

@@ -225,10 +225,11 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME placements_check
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/placements_check.py
                    $<TARGET_FILE:bench_placements> ${CMAKE_SOURCE_DIR})
-  # bench_random_split's tables: calls by kind and by what they asked of the device
-  add_test(NAME random_split_check
-           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/random_split_check.py
-                   $<TARGET_FILE:bench_random_split>)
+  # the random workload's tools: bench_random_split's tables (calls by kind and by what they
+  # asked of the device) and bench_random_floor's (vram beside the floor allocator)
+  add_test(NAME random_workload_check
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/random_workload_check.py
+                   $<TARGET_FILE:bench_random_split> $<TARGET_FILE:bench_random_floor>)
 else()
   message(STATUS "python3 not found: the vram replay/bench end-to-end tests are not run")
 endif()

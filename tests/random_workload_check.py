@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
-"""random_split_check.py — bench_random_split's two tables: every timed call counted once by kind
-and once by what it asked of the device, shares that add up to the whole, device calls that follow
-the device (the sim device has no events; cudasim's warm runs move pages), and bad flags refused.
+"""random_workload_check.py — the two tools that take the random latency workload apart:
+  - bench_random_split's two tables: every timed call counted once by kind and once by what it
+    asked of the device, shares that add up to the whole, device calls that follow the device (the
+    sim device has no events; cudasim's warm runs move pages);
+  - bench_random_floor's table: vram and the floor allocator both ran the workload (the same peak
+    allocated bytes, up to vram's rounding of small requests to size classes; the floor's range at
+    least that), and the ratio printed is the table's;
+and bad flags refused by both.
 
-usage: random_split_check.py BENCH_RANDOM_SPLIT
+usage: random_workload_check.py BENCH_RANDOM_SPLIT BENCH_RANDOM_FLOOR
 """
 import re
 import subprocess
@@ -29,9 +34,9 @@ def tables(text):
 
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) != 3:
         sys.exit(__doc__)
-    binary = sys.argv[1]
+    binary, floor = sys.argv[1], sys.argv[2]
     failed = 0
 
     def check(ok, what):
@@ -75,6 +80,27 @@ def main():
         run = subprocess.run([binary] + args, capture_output=True, text=True)
         check(run.returncode == status and message in run.stderr and "|" not in run.stdout,
               f"{' '.join(args)}: refused, naming it, status {run.returncode}: {run.stderr.strip()}")
+    run = subprocess.run([floor, "sim", "--runs", "1"], capture_output=True, text=True)
+    check(run.returncode == 0, f"floor: exits 0 ({run.stderr.strip()})")
+    check(run.stdout.startswith("machine:") and "command:" in run.stdout, "floor: names the machine and command")
+    t = tables(run.stdout)
+    rows = t[0] if t else {}
+    names = list(rows)
+    check(len(names) == 2 and names[0] == "vram" and names[1].startswith("floor"), f"floor: rows {names}")
+    if len(names) == 2:
+        (v, f) = (rows[n] for n in names)
+        gb = lambda cell: float(cell.split()[0])
+        check(abs(gb(v[4]) - gb(f[4])) <= 0.01 * gb(f[4]) and gb(f[4]) > 7,
+              f"floor: both allocated the workload's peak ({v[4]}, {f[4]})")
+        check(gb(f[3]) >= gb(f[4]), f"floor: its range covers what it allocated ({f[3]})")
+        check(all(float(c) > 0 for c in v[:3] + f[:3]), "floor: times printed")
+        m = re.search(r"vram / floor: ([0-9.]+)", run.stdout)
+        check(m is not None and abs(float(m.group(1)) - float(v[0]) / float(f[0])) < 0.01,
+              "floor: the ratio is the medians'")
+    for args, message in ((["--runs", "0"], "must be 1 to 99"), (["--bogus"], "usage")):
+        run = subprocess.run([floor] + args, capture_output=True, text=True)
+        check(run.returncode == 2 and message in run.stderr and "|" not in run.stdout,
+              f"floor {' '.join(args)}: refused, status {run.returncode}: {run.stderr.strip()}")
     print(f"{failed} failed")
     sys.exit(1 if failed else 0)
 
