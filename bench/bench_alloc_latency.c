@@ -26,32 +26,21 @@
 #include "vram/alloc.h"
 #include "vram/bench.h"
 
-static double now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Median ns of an uncontended acquire (atomic exchange) + release (store) of a spin lock. */
 static double lock_pair_ns(void) {
     enum { N = 10000000, R = 11 };
     static atomic_int lock;
     double runs[R];
     for (int r = 0; r < R; r++) {
-        double t0 = now_ns();
+        double t0 = vram_bench_now_ns();
         for (int i = 0; i < N; i++) {
             while (atomic_exchange_explicit(&lock, 1, memory_order_acquire)) {
             }
             atomic_store_explicit(&lock, 0, memory_order_release);
         }
-        runs[r] = (now_ns() - t0) / N;
+        runs[r] = (vram_bench_now_ns() - t0) / N;
     }
-    qsort(runs, R, sizeof runs[0], cmp_double);
+    qsort(runs, R, sizeof runs[0], vram_bench_cmp_double);
     return runs[R / 2];
 }
 
@@ -99,14 +88,14 @@ int main(int argc, char **argv) {
         }
         double runs[99];
         for (long r = 0; r < repeat; r++) {
-            double t0 = now_ns();
+            double t0 = vram_bench_now_ns();
             for (long i = 0; i < pairs; i++) {
                 vram_allocator_malloc(a, sizes[si], 0, VRAM_TAG_OTHER, &p);
                 vram_allocator_free(a, p);
             }
-            runs[r] = (now_ns() - t0) / (double)pairs;
+            runs[r] = (vram_bench_now_ns() - t0) / (double)pairs;
         }
-        qsort(runs, (size_t)repeat, sizeof runs[0], cmp_double);
+        qsort(runs, (size_t)repeat, sizeof runs[0], vram_bench_cmp_double);
         printf("pair %10zu B: %8.1f ns/pair (median of %ld x %ld)\n", sizes[si], runs[repeat / 2], repeat, pairs);
     }
 
@@ -127,7 +116,7 @@ int main(int argc, char **argv) {
             vram_allocator_reset_peak_stats(a);
             uint64_t xs = VRAM_BENCH_SEED;
             long fails = 0;
-            double t0 = now_ns();
+            double t0 = vram_bench_now_ns();
             for (int op = 0; op < OPS; op++) {
                 uint64_t k = vram_bench_next(&xs) % SLOTS;
                 if (slot[k]) {
@@ -138,7 +127,7 @@ int main(int argc, char **argv) {
                     slot[k] = NULL;
                 }
             }
-            double t1 = now_ns();
+            double t1 = vram_bench_now_ns();
             vram_stats st;
             vram_allocator_get_stats(a, &st);
             if (r >= 0) {
@@ -152,7 +141,7 @@ int main(int argc, char **argv) {
                 if (slot[k]) vram_allocator_free(a, slot[k]);
             if (fails) printf("random: %ld allocations failed (%s)\n", fails, vram_last_error());
         }
-        qsort(runs, (size_t)repeat, sizeof runs[0], cmp_double);
+        qsort(runs, (size_t)repeat, sizeof runs[0], vram_bench_cmp_double);
         printf("random%s: %8.1f ns/op (median of %ld; min %.1f, max %.1f), peak reserved %.2f GB, peak allocated %.2f GB, "
                "device calls per run %.1f allocs/maps, %.1f frees/unmaps\n",
                warm ? " warm" : "", runs[repeat / 2], repeat, runs[0], runs[repeat - 1], peak_res / 1e9,

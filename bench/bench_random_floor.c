@@ -244,24 +244,13 @@ static void floor_destroy(floor_alloc *f) {
 
 /* ---- the workload, through either ------------------------------------------------------ */
 
-static double now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
-}
-
 /* One run of the workload; ns per operation (negative: an allocation failed). */
 static double run_once(vram_allocator *a, floor_alloc *f) {
     enum { SLOTS = 1000, OPS = 200000 };
     static void *slot[SLOTS];
     uint64_t xs = VRAM_BENCH_SEED;
     int failed = 0;
-    double t0 = now_ns();
+    double t0 = vram_bench_now_ns();
     for (int op = 0; op < OPS; op++) {
         uint64_t k = vram_bench_next(&xs) % SLOTS;
         if (slot[k]) {
@@ -274,7 +263,7 @@ static double run_once(vram_allocator *a, floor_alloc *f) {
             else failed |= (slot[k] = floor_malloc(f, size)) == NULL;
         }
     }
-    double ns = (now_ns() - t0) / OPS;
+    double ns = (vram_bench_now_ns() - t0) / OPS;
     for (int k = 0; k < SLOTS; k++) {
         if (slot[k] && a) vram_allocator_free(a, slot[k]);
         else if (slot[k]) floor_free(f, slot[k]);
@@ -329,8 +318,8 @@ int main(int argc, char **argv) {
     }
     vram_stats st;
     vram_allocator_get_stats(a, &st);
-    qsort(vram_ns, (size_t)runs, sizeof vram_ns[0], cmp_double);
-    qsort(floor_ns, (size_t)runs, sizeof floor_ns[0], cmp_double);
+    qsort(vram_ns, (size_t)runs, sizeof vram_ns[0], vram_bench_cmp_double);
+    qsort(floor_ns, (size_t)runs, sizeof floor_ns[0], vram_bench_cmp_double);
     printf("The random workload, warm, %d runs of 200000 operations each, in turns; ns per operation, "
            "harness included.\n\n", runs);
     printf("| allocator | ns per op, median | min | max | peak reserved | peak allocated |\n|---|---|---|---|---|---|\n");

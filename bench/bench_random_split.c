@@ -29,17 +29,11 @@
 #include "vram/alloc.h"
 #include "vram/bench.h"
 
-static double mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
 static inline uint64_t ticks(void) {
 #if defined(__x86_64__)
     return __rdtsc();
 #else
-    return (uint64_t)mono_ns();
+    return (uint64_t)vram_bench_now_ns();
 #endif
 }
 
@@ -159,7 +153,7 @@ int main(int argc, char **argv) {
     for (int r = -1; r < runs; r++) { /* run -1: the untimed warm-up */
         uint64_t xs = VRAM_BENCH_SEED;
         if (r == 0) {
-            wall0 = mono_ns();
+            wall0 = vram_bench_now_ns();
             tick0 = ticks();
             memcpy(timed_calls, device_calls, sizeof timed_calls);
         }
@@ -202,7 +196,7 @@ int main(int argc, char **argv) {
                 slot[k] = NULL;
             }
     }
-    wall = mono_ns() - wall0;
+    wall = vram_bench_now_ns() - wall0;
     tick = ticks() - tick0;
     for (int c = 0; c < ASKED; c++) timed_calls[c] = device_calls[c] - timed_calls[c];
     double ns_per_tick = tick ? wall / (double)tick : 1.0;

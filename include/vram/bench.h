@@ -15,6 +15,7 @@
 #define VRAM_BENCH_H
 
 #include <stdio.h>
+#include <time.h>
 
 #include "vram/vram.h"
 
@@ -50,6 +51,19 @@ typedef struct vram_bench_alloc_result {
     unsigned repeat;
     char device_name[96];
 } vram_bench_alloc_result;
+
+/* CLOCK_MONOTONIC in ns, around the benchmarks' timed loops. */
+static inline double vram_bench_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* qsort's comparison of doubles, for the benchmarks' medians. */
+static inline int vram_bench_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
 
 /* xorshift64, as docs/benchmarks.md gives it. */
 static inline uint64_t vram_bench_next(uint64_t *x) {

@@ -104,13 +104,8 @@ static vram_status random_run(vram_allocator *a, double *ns_per_op, vram_bench_a
     return VRAM_OK;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double median(double *v, unsigned n) {
-    qsort(v, n, sizeof *v, cmp_double);
+    qsort(v, n, sizeof *v, vram_bench_cmp_double);
     return v[n / 2];
 }
 
