@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "vram/alloc.h"
 #include "vram/bench.h"
@@ -155,39 +154,32 @@ static void *floor_malloc(floor_alloc *f, uint64_t size) {
     return (void *)(uintptr_t)b->addr;
 }
 
-/* Coalesces the block with its free neighbours (the top absorbs what lies before it). */
+/* Merges `next`, the block after `keep`, into keep and recycles its struct. */
+static void absorb(floor_alloc *f, fblock *keep, fblock *next) {
+    keep->size += next->size;
+    keep->next = next->next;
+    if (next->next) next->next->prev = keep;
+    next->fnext = f->spare;
+    f->spare = next;
+}
+
+/* Coalesces the block with its free neighbours (a block freed before the top becomes the top). */
 static void floor_free(floor_alloc *f, void *ptr) {
     fblock *b = map_take(f, (uint64_t)(uintptr_t)ptr);
     fpool *p = &f->pools[b->addr >= f->pools[1].base]; /* the pools' ranges lie apart */
     f->allocated -= b->size;
     b->free = 1;
-    fblock *x = b->prev;
-    if (x && x->free) { /* x absorbs b */
-        bin_remove(p, x);
-        x->size += b->size;
-        x->next = b->next;
-        if (b->next) b->next->prev = x;
-        b->fnext = f->spare;
-        f->spare = b;
-        b = x;
+    if (b->prev && b->prev->free) {
+        bin_remove(p, b->prev);
+        b = b->prev;
+        absorb(f, b, b->next);
     }
-    x = b->next;
-    if (x && x->free) { /* b absorbs x, or the top absorbs b */
-        if (x == p->top) {
-            x->addr = b->addr;
-            x->size += b->size;
-            x->prev = b->prev;
-            if (b->prev) b->prev->next = x;
-            b->fnext = f->spare;
-            f->spare = b;
-            return;
-        }
-        bin_remove(p, x);
-        b->size += x->size;
-        b->next = x->next;
-        if (x->next) x->next->prev = b;
-        x->fnext = f->spare;
-        f->spare = x;
+    fblock *x = b->next;
+    if (x && x->free) {
+        if (x != p->top) bin_remove(p, x);
+        else p->top = b;
+        absorb(f, b, x);
+        if (p->top == b) return; /* the top stays out of the bins */
     }
     bin_insert(p, b);
 }

@@ -14,20 +14,20 @@
  *
  * A second table splits the same calls by what they asked of the device: nothing, only stream
  * events (record, query, sync, destroy), or memory (page maps, unmaps, aliases, drops, device
- * allocations and frees). The device's function table is wrapped by counters for that, so the
+ * allocations and frees), counted by counted_device.h's wrappers of the device's functions, so the
  * allocator's own bookkeeping and the driver's time show apart (on a real GPU a page call costs
- * tens of microseconds, on cudasim nothing).
+ * tens of microseconds or more, on cudasim only the allocator's own work around it).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #if defined(__x86_64__)
 #include <x86intrin.h>
 #endif
 
 #include "vram/alloc.h"
 #include "vram/bench.h"
+#include "counted_device.h"
 
 static inline uint64_t ticks(void) {
 #if defined(__x86_64__)
@@ -40,73 +40,9 @@ static inline uint64_t ticks(void) {
 enum { SMALL_MALLOC, LARGE_MALLOC, SMALL_FREE, LARGE_FREE, KINDS };
 static const char *const kind_names[KINDS] = {"malloc, small", "malloc, large", "free, small", "free, large"};
 
-/* Device calls, counted by wrappers around the device's own functions. */
+/* What a call asked of the device (counted_device.h). */
 enum { ASKED_NOTHING, ASKED_EVENTS, ASKED_MEMORY, ASKED };
 static const char *const asked_names[ASKED] = {"nothing", "stream events only", "memory (maps, unmaps, moves)"};
-static uint64_t device_calls[ASKED];
-static const vram_device_ops *device_ops;
-static vram_device_ops counted_ops;
-
-static vram_status counted_mem_alloc(vram_device *d, size_t size, uint64_t *addr) {
-    device_calls[ASKED_MEMORY]++;
-    return device_ops->mem_alloc(d, size, addr);
-}
-static vram_status counted_mem_free(vram_device *d, uint64_t addr, size_t size) {
-    device_calls[ASKED_MEMORY]++;
-    return device_ops->mem_free(d, addr, size);
-}
-static vram_status counted_page_map(vram_device *d, uint64_t addr, size_t size) {
-    device_calls[ASKED_MEMORY]++;
-    return device_ops->page_map(d, addr, size);
-}
-static vram_status counted_page_unmap(vram_device *d, uint64_t addr, size_t size) {
-    device_calls[ASKED_MEMORY]++;
-    return device_ops->page_unmap(d, addr, size);
-}
-static vram_status counted_page_alias(vram_device *d, uint64_t src, uint64_t dst, size_t size) {
-    device_calls[ASKED_MEMORY]++;
-    return device_ops->page_alias(d, src, dst, size);
-}
-static vram_status counted_page_drop(vram_device *d, uint64_t addr, size_t size) {
-    device_calls[ASKED_MEMORY]++;
-    return device_ops->page_drop(d, addr, size);
-}
-static vram_status counted_event_record(vram_device *d, vram_stream s, void **event) {
-    device_calls[ASKED_EVENTS]++;
-    return device_ops->event_record(d, s, event);
-}
-static vram_status counted_event_query(vram_device *d, void *event) {
-    device_calls[ASKED_EVENTS]++;
-    return device_ops->event_query(d, event);
-}
-static vram_status counted_event_sync(vram_device *d, void *event) {
-    device_calls[ASKED_EVENTS]++;
-    return device_ops->event_sync(d, event);
-}
-static void counted_event_destroy(vram_device *d, void *event) {
-    device_calls[ASKED_EVENTS]++;
-    device_ops->event_destroy(d, event);
-}
-
-/* Puts the counters between the allocator and dev (a function the device lacks stays NULL:
- * the allocator reads NULL as "not supported" or "every event complete"). */
-static void count_device_calls(vram_device *dev) {
-    device_ops = dev->ops;
-    counted_ops = *dev->ops;
-#define COUNTED(fn) if (counted_ops.fn) counted_ops.fn = counted_##fn
-    COUNTED(mem_alloc);
-    COUNTED(mem_free);
-    COUNTED(page_map);
-    COUNTED(page_unmap);
-    COUNTED(page_alias);
-    COUNTED(page_drop);
-    COUNTED(event_record);
-    COUNTED(event_query);
-    COUNTED(event_sync);
-    COUNTED(event_destroy);
-#undef COUNTED
-    dev->ops = &counted_ops;
-}
 
 int main(int argc, char **argv) {
     const char *spec = "cudasim";
@@ -129,7 +65,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_random_split: %s: %s\n", spec, vram_last_error());
         return 1;
     }
-    count_device_calls(dev);
+    static counted_device counted_dev; /* (static: the device uses it until it is closed) */
+    counted_device_attach(&counted_dev, dev);
     if (vram_allocator_new(dev, NULL, &a) != VRAM_OK) {
         fprintf(stderr, "bench_random_split: %s: %s\n", spec, vram_last_error());
         vram_device_close(dev);
@@ -147,7 +84,8 @@ int main(int argc, char **argv) {
     static void *slot[VRAM_BENCH_RANDOM_SLOTS];
     static size_t slot_size[VRAM_BENCH_RANDOM_SLOTS];
     uint64_t sum[KINDS] = {0}, count[KINDS] = {0}, fails = 0;
-    uint64_t asked_sum[ASKED] = {0}, asked_count[ASKED] = {0}, timed_calls[ASKED] = {0};
+    uint64_t asked_sum[ASKED] = {0}, asked_count[ASKED] = {0};
+    uint64_t memory_before = 0, events_before = 0; /* the counts where the timed runs start */
     double wall0 = 0, wall = 0;
     uint64_t tick0 = 0, tick = 0;
     for (int r = -1; r < runs; r++) { /* run -1: the untimed warm-up */
@@ -155,12 +93,13 @@ int main(int argc, char **argv) {
         if (r == 0) {
             wall0 = vram_bench_now_ns();
             tick0 = ticks();
-            memcpy(timed_calls, device_calls, sizeof timed_calls);
+            memory_before = counted_memory_calls(&counted_dev);
+            events_before = counted_dev.events;
         }
         for (int op = 0; op < VRAM_BENCH_RANDOM_OPS; op++) {
             uint64_t k = vram_bench_next(&xs) % VRAM_BENCH_RANDOM_SLOTS;
             int kind;
-            uint64_t t0, t1, memory0 = device_calls[ASKED_MEMORY], events0 = device_calls[ASKED_EVENTS];
+            uint64_t t0, t1, memory0 = counted_memory_calls(&counted_dev), events0 = counted_dev.events;
             if (slot[k]) {
                 kind = slot_size[k] <= (1u << 20) ? SMALL_FREE : LARGE_FREE;
                 t0 = ticks();
@@ -181,9 +120,9 @@ int main(int argc, char **argv) {
             }
             if (r >= 0) {
                 uint64_t t = t1 - t0 > empty ? t1 - t0 - empty : 0;
-                int asked = device_calls[ASKED_MEMORY] != memory0   ? ASKED_MEMORY
-                            : device_calls[ASKED_EVENTS] != events0 ? ASKED_EVENTS
-                                                                   : ASKED_NOTHING;
+                int asked = counted_memory_calls(&counted_dev) != memory0 ? ASKED_MEMORY
+                            : counted_dev.events != events0              ? ASKED_EVENTS
+                                                                         : ASKED_NOTHING;
                 sum[kind] += t;
                 count[kind]++;
                 asked_sum[asked] += t;
@@ -198,7 +137,6 @@ int main(int argc, char **argv) {
     }
     wall = vram_bench_now_ns() - wall0;
     tick = ticks() - tick0;
-    for (int c = 0; c < ASKED; c++) timed_calls[c] = device_calls[c] - timed_calls[c];
     double ns_per_tick = tick ? wall / (double)tick : 1.0;
     uint64_t total = 0, ops = 0;
     for (int k = 0; k < KINDS; k++) {
@@ -218,7 +156,8 @@ int main(int argc, char **argv) {
            ops ? (double)total * ns_per_tick / (double)ops : 0.0);
     printf("\nThe same calls by what they asked of the device (the timed runs' device calls: %.1f memory, "
            "%.1f stream-event, per run):\n\n",
-           (double)timed_calls[ASKED_MEMORY] / runs, (double)timed_calls[ASKED_EVENTS] / runs);
+           (double)(counted_memory_calls(&counted_dev) - memory_before) / runs,
+           (double)(counted_dev.events - events_before) / runs);
     printf("| asked the device for | calls | ns per call | share of the allocator's time |\n|---|---|---|---|\n");
     for (int c = 0; c < ASKED; c++)
         printf("| %s | %llu | %.1f | %.1f%% |\n", asked_names[c], (unsigned long long)asked_count[c],

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "vram/replay.h"
+#include "counted_device.h"
 
 typedef struct lag_result {
     double ratio;
@@ -47,25 +48,7 @@ typedef struct lag_result {
  * page_drop 49; the driver's cost goes by physical allocations, not bytes). */
 static const double MAP_US = 300.0, UNMAP_US = 110.0, ALIAS_US = 45.0, DROP_US = 50.0;
 
-/* The library's device with its mapping calls counted: its ops are replaced by this copy, whose
- * page operations count and forward to the device's own. */
-typedef struct counted_device {
-    vram_device_ops ops; /* first: the device's ops point here */
-    const vram_device_ops *inner;
-    uint64_t maps, unmaps, aliases, drops;
-} counted_device;
-
-static counted_device *counted(vram_device *d) { return (counted_device *)(void *)d->ops; }
-#define COUNTED(name, field, params, args)                         \
-    static vram_status count_##name params {                        \
-        counted(d)->field++;                                        \
-        return counted(d)->inner->name args;                        \
-    }
-COUNTED(page_map, maps, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
-COUNTED(page_unmap, unmaps, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
-COUNTED(page_alias, aliases, (vram_device * d, uint64_t src, uint64_t dst, size_t size), (d, src, dst, size))
-COUNTED(page_drop, drops, (vram_device * d, uint64_t addr, size_t size), (d, addr, size))
-
+/* The page calls (counted_device.h) that the driver-time estimate prices. */
 static uint64_t calls(const counted_device *c) { return c->maps + c->unmaps + c->aliases + c->drops; }
 
 /* What the replay's observer keeps: the counts where the workload starts and where its last 40%
@@ -102,12 +85,8 @@ static int replay(const vram_trace *t, long lag, const char *conf, uint64_t max_
     vram_device *dev;
     vram_allocator *a;
     if (vram_replay_open(&o, 0, &dev, &a) != VRAM_OK) return -1;
-    counted_device c = {.ops = *dev->ops, .inner = dev->ops};
-    c.ops.page_map = count_page_map;
-    c.ops.page_unmap = count_page_unmap;
-    c.ops.page_alias = count_page_alias;
-    c.ops.page_drop = count_page_drop;
-    dev->ops = &c.ops;
+    counted_device c;
+    counted_device_attach(&c, dev);
     lag_marks m = {.counts = &c, .start = ph.start, .late = ph.end - (ph.end - ph.start) * 2 / 5};
     vram_replay_result r;
     vram_status st = vram_trace_replay_observed(t, a, ph.start, ph.end, 0, mark, &m, &r);
@@ -121,7 +100,7 @@ static int replay(const vram_trace *t, long lag, const char *conf, uint64_t max_
     out->driver_ms = (out->maps * MAP_US + out->unmaps * UNMAP_US + out->aliases * ALIAS_US + out->drops * DROP_US) / 1000.0;
     if (vram_allocator_check(a) != VRAM_OK) rc = -1;
     vram_allocator_destroy(a);
-    dev->ops = c.inner;
+    counted_device_detach(&c, dev);
     vram_device_close(dev);
     return rc;
 }
