@@ -1,7 +1,9 @@
 /* bench_random_floor.c — how fast the random latency workload can go under the simplest
- * allocator of vram's kind, beside vram itself, in turns in one process:
+ * allocator of vram's kind, beside vram itself and beside the workload's own loop with no
+ * allocator at all, in turns in one process:
  *
- *   bench_random_floor [DEVICE_SPEC] [--runs N]     (default cudasim, 7 rounds)
+ *   bench_random_floor [DEVICE_SPEC] [--runs N] [--sizes all|small|large]
+ *                                   (default cudasim, 7 rounds, all sizes)
  *
  * The workload is docs/benchmarks.md §2's random live set, warm (one untimed run first, the cache
  * kept), the same one bench_alloc_latency times. The floor allocator places as vram's bins do and
@@ -13,6 +15,11 @@
  * beyond that counter, no lock, no history and no out-of-memory path. What vram spends above it
  * is what those features cost on this workload: the ceiling on what a leaner vram could gain
  * without giving any of them up is vram's time less the floor's.
+ *
+ * The third row, "harness", runs the same loop (the random numbers, the slot table) with no
+ * allocator: every figure includes it, so an allocator's own time is its row less this one.
+ * `--sizes small` or `large` keeps only the requests of one pool (up to 1 MiB, or above it; a
+ * size outside is drawn again, so the sequence is no longer §2's), to see which pool a cost is in.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,8 +243,22 @@ static void floor_destroy(floor_alloc *f) {
 
 /* ---- the workload, through either ------------------------------------------------------ */
 
-/* One run of the workload; ns per operation (negative: an allocation failed). */
-static double run_once(vram_allocator *a, floor_alloc *f) {
+/* What run_once times: vram, the floor allocator, or no allocator (the harness alone). */
+typedef enum { RUN_VRAM, RUN_FLOOR, RUN_HARNESS } run_kind;
+
+/* Which requests the workload keeps (--sizes). */
+typedef enum { SIZES_ALL, SIZES_SMALL, SIZES_LARGE } size_range;
+
+static uint64_t draw_size(uint64_t *xs, size_range range) {
+    for (;;) {
+        uint64_t size = vram_bench_size(xs);
+        if (range == SIZES_ALL || (range == SIZES_SMALL) == (size <= (1u << 20))) return size;
+    }
+}
+
+/* One run of the workload; ns per operation (negative: an allocation failed). The harness's
+ * "allocation" is a non-null token, and its free does nothing. */
+static double run_once(run_kind kind, vram_allocator *a, floor_alloc *f, size_range range) {
     enum { SLOTS = 1000, OPS = 200000 };
     static void *slot[SLOTS];
     uint64_t xs = VRAM_BENCH_SEED;
@@ -246,19 +267,20 @@ static double run_once(vram_allocator *a, floor_alloc *f) {
     for (int op = 0; op < OPS; op++) {
         uint64_t k = vram_bench_next(&xs) % SLOTS;
         if (slot[k]) {
-            if (a) vram_allocator_free(a, slot[k]);
-            else floor_free(f, slot[k]);
+            if (kind == RUN_VRAM) vram_allocator_free(a, slot[k]);
+            else if (kind == RUN_FLOOR) floor_free(f, slot[k]);
             slot[k] = NULL;
         } else {
-            uint64_t size = vram_bench_size(&xs);
-            if (a) failed |= vram_allocator_malloc(a, (size_t)size, 0, VRAM_TAG_OTHER, &slot[k]) != VRAM_OK;
-            else failed |= (slot[k] = floor_malloc(f, size)) == NULL;
+            uint64_t size = draw_size(&xs, range);
+            if (kind == RUN_VRAM) failed |= vram_allocator_malloc(a, (size_t)size, 0, VRAM_TAG_OTHER, &slot[k]) != VRAM_OK;
+            else if (kind == RUN_FLOOR) failed |= (slot[k] = floor_malloc(f, size)) == NULL;
+            else slot[k] = (void *)(uintptr_t)(size | 1);
         }
     }
     double ns = (vram_bench_now_ns() - t0) / OPS;
     for (int k = 0; k < SLOTS; k++) {
-        if (slot[k] && a) vram_allocator_free(a, slot[k]);
-        else if (slot[k]) floor_free(f, slot[k]);
+        if (slot[k] && kind == RUN_VRAM) vram_allocator_free(a, slot[k]);
+        else if (slot[k] && kind == RUN_FLOOR) floor_free(f, slot[k]);
         slot[k] = NULL;
     }
     return failed ? -1 : ns;
@@ -267,11 +289,22 @@ static double run_once(vram_allocator *a, floor_alloc *f) {
 int main(int argc, char **argv) {
     const char *spec = "cudasim";
     int runs = 7;
+    size_range range = SIZES_ALL;
+    static const char *const range_names[] = {"all", "small", "large"};
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
-        else if (argv[i][0] != '-') spec = argv[i];
-        else {
-            fprintf(stderr, "usage: bench_random_floor [DEVICE_SPEC] [--runs N]\n");
+        if (!strcmp(argv[i], "--runs") && i + 1 < argc) {
+            runs = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--sizes") && i + 1 < argc) {
+            const char *v = argv[++i];
+            range = !strcmp(v, "small") ? SIZES_SMALL : !strcmp(v, "large") ? SIZES_LARGE : SIZES_ALL;
+            if (range == SIZES_ALL && strcmp(v, "all")) {
+                fprintf(stderr, "bench_random_floor: --sizes must be all, small or large, not '%s'\n", v);
+                return 2;
+            }
+        } else if (argv[i][0] != '-') {
+            spec = argv[i];
+        } else {
+            fprintf(stderr, "usage: bench_random_floor [DEVICE_SPEC] [--runs N] [--sizes all|small|large]\n");
             return 2;
         }
     }
@@ -293,12 +326,14 @@ int main(int argc, char **argv) {
     }
     vram_machine_print(stdout, argc, argv);
     printf("device:  %s (%s), for vram\n\n", spec, dev->name);
-    double vram_ns[99], floor_ns[99];
-    run_once(a, NULL); /* the untimed warm-up runs */
-    run_once(NULL, &f);
-    for (int r = 0; r < runs; r++) { /* in turns, so that both see the same machine */
-        vram_ns[r] = run_once(a, NULL);
-        floor_ns[r] = run_once(NULL, &f);
+    double vram_ns[99], floor_ns[99], harness_ns[99];
+    run_once(RUN_VRAM, a, NULL, range); /* the untimed warm-up runs */
+    run_once(RUN_FLOOR, NULL, &f, range);
+    run_once(RUN_HARNESS, NULL, NULL, range);
+    for (int r = 0; r < runs; r++) { /* in turns, so that all see the same machine */
+        vram_ns[r] = run_once(RUN_VRAM, a, NULL, range);
+        floor_ns[r] = run_once(RUN_FLOOR, NULL, &f, range);
+        harness_ns[r] = run_once(RUN_HARNESS, NULL, NULL, range);
         if (vram_ns[r] < 0 || floor_ns[r] < 0) {
             fprintf(stderr, "bench_random_floor: an allocation failed (%s)\n", vram_last_error());
             return 1;
@@ -312,15 +347,21 @@ int main(int argc, char **argv) {
     vram_allocator_get_stats(a, &st);
     qsort(vram_ns, (size_t)runs, sizeof vram_ns[0], vram_bench_cmp_double);
     qsort(floor_ns, (size_t)runs, sizeof floor_ns[0], vram_bench_cmp_double);
+    qsort(harness_ns, (size_t)runs, sizeof harness_ns[0], vram_bench_cmp_double);
     printf("The random workload, warm, %d runs of 200000 operations each, in turns; ns per operation, "
-           "harness included.\n\n", runs);
+           "harness included; sizes: %s.\n\n", runs, range_names[range]);
     printf("| allocator | ns per op, median | min | max | peak reserved | peak allocated |\n|---|---|---|---|---|---|\n");
     printf("| vram | %.1f | %.1f | %.1f | %.2f GB | %.2f GB |\n", vram_ns[runs / 2], vram_ns[0], vram_ns[runs - 1],
            st.reserved_bytes[0].peak / 1e9, st.allocated_bytes[0].peak / 1e9);
     printf("| floor (best fit in the same bins, nothing else) | %.1f | %.1f | %.1f | %.2f GB | %.2f GB |\n",
            floor_ns[runs / 2], floor_ns[0], floor_ns[runs - 1],
            (f.pools[0].reserved_peak + f.pools[1].reserved_peak) / 1e9, f.allocated_peak / 1e9);
+    printf("| harness (the loop, no allocator) | %.1f | %.1f | %.1f | - | - |\n", harness_ns[runs / 2], harness_ns[0],
+           harness_ns[runs - 1]);
+    double h = harness_ns[runs / 2];
     printf("\nvram / floor: %.2f\n", vram_ns[runs / 2] / floor_ns[runs / 2]);
+    printf("less the harness: vram %.1f ns, floor %.1f ns an operation; vram / floor %.2f\n", vram_ns[runs / 2] - h,
+           floor_ns[runs / 2] - h, (vram_ns[runs / 2] - h) / (floor_ns[runs / 2] - h));
     floor_destroy(&f);
     vram_allocator_destroy(a);
     vram_device_close(dev);

@@ -86,17 +86,27 @@ if [[ $what == *floor* ]]; then
     for d in cuda:0 cudasim; do
       taskset -c "${PIN:-3}" ./b/bench/bench_random_split $d > "$OUT/split_r${r}_${d%%:*}.log" 2>&1; echo "split $d round $r rc=$?"
     done
+    for sz in small large; do # one pool's requests at a time
+      taskset -c "${PIN:-3}" ./b/bench/bench_random_floor cuda:0 --runs 5 --sizes $sz > "$OUT/floor_r${r}_$sz.log" 2>&1; echo "floor $sz round $r rc=$?"
+    done
   done
-  { echo "| round | vram ns/op | floor ns/op | native ns/op | vram / native | floor / native | split cuda: all, asked nothing, memory calls/run | split cudasim: same |"
-    echo "|---|---|---|---|---|---|---|---|"
+  cell() { awk -F'|' -v row="$1" '$2 ~ "^ " row " " {print $3+0}' "$2"; }
+  { echo "| round | vram ns/op | floor ns/op | harness ns/op | native ns/op | vram / native | floor / native | split cuda: all, asked nothing, memory calls/run | split cudasim: same |"
+    echo "|---|---|---|---|---|---|---|---|---|"
     for r in $(seq 1 "${ROUNDS:-3}"); do
-      v=$(awk -F'|' '$2 ~ /^ vram /{print $3+0}' "$OUT/floor_r$r.log"); f=$(awk -F'|' '$2 ~ /^ floor /{print $3+0}' "$OUT/floor_r$r.log")
+      v=$(cell vram "$OUT/floor_r$r.log"); f=$(cell floor "$OUT/floor_r$r.log"); h=$(cell harness "$OUT/floor_r$r.log")
       n=$(awk '/^random warm:/{print $3+0}' "$OUT/floor_r${r}_native.log")
       s=""; for d in cuda cudasim; do
         s="$s | $(awk -F'|' '$2 ~ /^ all /{a=$4+0} $2 ~ /^ nothing /{n=$4+0} /device calls:/{t=$0; sub(/.*calls: /,"",t); split(t,w," "); m=w[1]} END{print a", "n", "m}' "$OUT/split_r${r}_$d.log")"
       done
-      echo "| $r | $v | $f | $n | $(awk -v a="$v" -v b="$n" 'BEGIN{if (b > 0) printf "%.3f", a / b}') | $(awk -v a="$f" -v b="$n" 'BEGIN{if (b > 0) printf "%.3f", a / b}')$s |"
-    done; } | tee "$OUT/floor_rounds.md"
+      echo "| $r | $v | $f | $h | $n | $(awk -v a="$v" -v b="$n" 'BEGIN{if (b > 0) printf "%.3f", a / b}') | $(awk -v a="$f" -v b="$n" 'BEGIN{if (b > 0) printf "%.3f", a / b}')$s |"
+    done
+    echo; echo "| round | sizes | vram ns/op | floor ns/op | harness ns/op | vram / floor, harness excluded |"
+    echo "|---|---|---|---|---|---|"
+    for r in $(seq 1 "${ROUNDS:-3}"); do for sz in all small large; do
+      log="$OUT/floor_r${r}_$sz.log"; [[ $sz == all ]] && log="$OUT/floor_r$r.log"
+      echo "| $r | $sz | $(cell vram "$log") | $(cell floor "$log") | $(cell harness "$log") | $(awk '/^less the harness:/{print $NF}' "$log") |"
+    done; done; } | tee "$OUT/floor_rounds.md"
 fi
 if [[ $what == *workloads* ]]; then
   for k in ${KINDS:-native vram expandable native2}; do

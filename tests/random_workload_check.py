@@ -5,7 +5,8 @@
     sim device has no events; cudasim's warm runs move pages);
   - bench_random_floor's table: vram and the floor allocator both ran the workload (the same peak
     allocated bytes, up to vram's rounding of small requests to size classes; the floor's range at
-    least that), and the ratio printed is the table's;
+    least that), the harness alone (no allocator) took less time than either, and the ratios
+    printed are the table's; with --sizes small, only the small pool's requests ran;
 and bad flags refused by both.
 
 usage: random_workload_check.py BENCH_RANDOM_SPLIT BENCH_RANDOM_FLOOR
@@ -86,18 +87,33 @@ def main():
     t = tables(run.stdout)
     rows = t[0] if t else {}
     names = list(rows)
-    check(len(names) == 2 and names[0] == "vram" and names[1].startswith("floor"), f"floor: rows {names}")
-    if len(names) == 2:
-        (v, f) = (rows[n] for n in names)
+    check(len(names) == 3 and names[0] == "vram" and names[1].startswith("floor") and names[2].startswith("harness"),
+          f"floor: rows {names}")
+    if len(names) == 3:
+        (v, f, h) = (rows[n] for n in names)
         gb = lambda cell: float(cell.split()[0])
         check(abs(gb(v[4]) - gb(f[4])) <= 0.01 * gb(f[4]) and gb(f[4]) > 7,
               f"floor: both allocated the workload's peak ({v[4]}, {f[4]})")
         check(gb(f[3]) >= gb(f[4]), f"floor: its range covers what it allocated ({f[3]})")
-        check(all(float(c) > 0 for c in v[:3] + f[:3]), "floor: times printed")
+        check(all(float(c) > 0 for c in v[:3] + f[:3] + h[:3]), "floor: times printed")
+        check(float(h[0]) < float(f[0]) and float(h[0]) < float(v[0]) and h[3] == "-",
+              f"floor: the harness alone is the fastest and allocates nothing ({h})")
         m = re.search(r"vram / floor: ([0-9.]+)", run.stdout)
         check(m is not None and abs(float(m.group(1)) - float(v[0]) / float(f[0])) < 0.01,
               "floor: the ratio is the medians'")
-    for args, message in ((["--runs", "0"], "must be 1 to 99"), (["--bogus"], "usage")):
+        m = re.search(r"less the harness: vram ([0-9.]+) ns, floor ([0-9.]+) ns an operation; vram / floor ([0-9.]+)",
+                      run.stdout)
+        own = (float(v[0]) - float(h[0]), float(f[0]) - float(h[0]))
+        check(m is not None and abs(float(m.group(1)) - own[0]) < 0.11 and abs(float(m.group(2)) - own[1]) < 0.11 and
+              abs(float(m.group(3)) - own[0] / own[1]) < 0.01, "floor: the harness taken off both medians")
+    run = subprocess.run([floor, "sim", "--runs", "1", "--sizes", "small"], capture_output=True, text=True)
+    t = tables(run.stdout)
+    rows = t[0] if t else {}
+    small = [float(c[4].split()[0]) for name, c in rows.items() if not name.startswith("harness")]
+    check(run.returncode == 0 and "sizes: small" in run.stdout and len(small) == 2 and all(0 < x < 1 for x in small),
+          f"floor --sizes small: only the small pool's requests, under 1 GB live ({small}, {run.stderr.strip()})")
+    for args, message in ((["--runs", "0"], "must be 1 to 99"), (["--bogus"], "usage"),
+                          (["--sizes", "medium"], "--sizes must be all, small or large, not 'medium'")):
         run = subprocess.run([floor] + args, capture_output=True, text=True)
         check(run.returncode == 2 and message in run.stderr and "|" not in run.stdout,
               f"floor {' '.join(args)}: refused, status {run.returncode}: {run.stderr.strip()}")
