@@ -114,6 +114,12 @@ if(Python3_Interpreter_FOUND)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/gpu/test_torch_multi_gpu.py
                    ${CMAKE_BINARY_DIR}/libvram_torch.so)
   set_tests_properties(gpu_test_torch_multi_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600 RESOURCE_LOCK gpu)
+  # the build installed (cmake/install.cmake) and used from outside the repository: enable(),
+  # `python -m vram_torch run` and `record`, the installed `vram replay --fit`
+  add_test(NAME gpu_test_installed_torch
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/gpu/test_installed_torch.py ${CMAKE_BINARY_DIR}
+                   ${VRAM_INSTALL_PYTHONDIR})
+  set_tests_properties(gpu_test_installed_torch PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600 RESOURCE_LOCK gpu)
   add_test(NAME test_vram_torch_record
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_record.py)
   # the launcher of `python -m vram_torch run/record`, without PyTorch
@@ -230,6 +236,13 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME random_workload_check
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/random_workload_check.py
                    $<TARGET_FILE:bench_random_split> $<TARGET_FILE:bench_random_floor>)
+  # `cmake --install` of this build (cmake/install.cmake), then the installed command, a C program
+  # built against it by find_package and by vram.pc, and the installed vram_torch package
+  add_test(NAME install_check
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/install_check.py ${CMAKE_BINARY_DIR}
+                   ${CMAKE_C_COMPILER} ${PROJECT_VERSION} ${VRAM_INSTALL_PYTHONDIR}
+                   ${CMAKE_SOURCE_DIR}/traces/gpt2_generate.trace.gz)
+  set_tests_properties(install_check PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 else()
   message(STATUS "python3 not found: the vram replay/bench end-to-end tests are not run")
 endif()

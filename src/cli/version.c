@@ -1,10 +1,12 @@
-/* version.c — `vram version`: the version and the build's optional features. */
+/* version.c — `vram version`: the version (the project's, from CMakeLists.txt). */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 
-#define VRAM_VERSION "0.1.0"
+#ifndef VRAM_VERSION
+#error "VRAM_VERSION comes from CMakeLists.txt's project(VERSION)"
+#endif
 
 int vram_cmd_version(int argc, char **argv) {
     if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {

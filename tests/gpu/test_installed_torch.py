@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""test_installed_torch.py — vram as a PyTorch user gets it from `cmake --install`, on a real GPU:
+the build installed into a fresh prefix, then, from a folder outside the repository with only
+PYTHONPATH pointing at the installed package (no VRAM_TORCH_LIBRARY):
+  - a training script that calls vram_torch.enable() trains on vram's allocator, from the library
+    installed inside the package, and torch.cuda's statistics and summary answer from vram;
+  - `python -m vram_torch run --summary` puts an unchanged script on vram and prints the summary;
+  - `python -m vram_torch record` traces an unchanged script, and the installed `vram replay --fit`
+    reads the trace.
+Skipped (status 77) without PyTorch or a CUDA device, and in the sanitizer build.
+
+usage: test_installed_torch.py BUILD_DIR PYTHONDIR
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from pycheck import check, done  # noqa: E402
+
+TRAIN = """
+import torch, vram_torch
+vram_torch.enable()
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).cuda()
+opt = torch.optim.AdamW(m.parameters())
+for step in range(3):
+    loss = m(torch.randn(256, 1024, device="cuda")).square().mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+torch.cuda.synchronize()
+print("library", vram_torch.library_path())
+print("enabled", vram_torch.is_enabled())
+print("allocated", torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated(), vram_torch.max_memory_allocated())
+print("summary", "Allocated memory" in torch.cuda.memory_summary())
+"""
+
+PLAIN = """
+import sys, torch
+x = torch.ones(1 << 22, device="cuda")
+y = (x * 2).sum()
+torch.cuda.synchronize()
+vt = sys.modules.get("vram_torch")
+print("on vram", bool(vt and vt.is_enabled()), float(y))
+"""
+
+
+def run(cmd, **kw):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300, **kw)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return subprocess.CompletedProcess(cmd, 127, "", str(e))
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    if os.environ.get("VRAM_TEST_SANITIZED"):
+        print("SKIP: the sanitizer build's library cannot be loaded into an uninstrumented python")
+        sys.exit(77)
+    probe = run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"])
+    if probe.returncode != 0 or probe.stdout.strip() != "True":
+        print("SKIP: needs PyTorch and a CUDA device (%s)" % (probe.stderr.strip().splitlines() or [probe.stdout.strip()])[-1])
+        sys.exit(77)
+    build, pythondir = sys.argv[1], sys.argv[2]
+    tmp = tempfile.mkdtemp(prefix="vram-installed-torch-")
+    prefix = os.path.join(tmp, "prefix")
+    r = run(["cmake", "--install", build, "--prefix", prefix])
+    check(r.returncode == 0, f"cmake --install exits 0 ({r.stderr.strip()[-300:]})")
+    pkg = os.path.join(prefix, pythondir, "vram_torch")
+    env = {k: v for k, v in os.environ.items() if k not in ("VRAM_TORCH_LIBRARY", "PYTHONPATH", "VRAM_ALLOC_CONF")}
+    env["PYTHONPATH"] = os.path.join(prefix, pythondir)
+    for name, text in (("train.py", TRAIN), ("plain.py", PLAIN)):
+        with open(os.path.join(tmp, name), "w") as f:
+            f.write(text)
+
+    r = run([sys.executable, "train.py"], cwd=tmp, env=env)
+    out = dict(line.split(" ", 1) for line in r.stdout.splitlines() if " " in line)
+    check(r.returncode == 0, f"train.py exits 0 ({r.stderr.strip()[-500:]})")
+    check(out.get("library") == os.path.join(pkg, "libvram_torch.so"), f"the installed library is used: {out.get('library')}")
+    check(out.get("enabled") == "True", "vram_torch.enable() took")
+    nums = [int(x) for x in out.get("allocated", "0 0 0").split()]
+    check(nums[0] > 0 and nums[1] >= nums[0] and nums[1] == nums[2],
+          f"torch.cuda's statistics answer from vram (allocated, peak, vram's peak: {nums})")
+    check(out.get("summary") == "True", "torch.cuda.memory_summary() answers")
+
+    r = run([sys.executable, "-m", "vram_torch", "run", "--summary", "plain.py"], cwd=tmp, env=env)
+    check(r.returncode == 0 and "on vram True 8388608.0" in r.stdout,
+          f"python -m vram_torch run puts an unchanged script on vram: {r.stdout.strip()[:200]} {r.stderr.strip()[-300:]}")
+    check("Allocated memory" in r.stdout + r.stderr, "run --summary prints the memory summary")
+
+    trace = os.path.join(tmp, "plain.trace")
+    r = run([sys.executable, "-m", "vram_torch", "record", "-o", trace, "plain.py"], cwd=tmp, env=env)
+    check(r.returncode == 0 and os.path.exists(trace) and "on vram False" in r.stdout,
+          f"python -m vram_torch record traces the script under PyTorch's allocator ({r.stderr.strip()[-300:]})")
+    r = run([os.path.join(prefix, "bin", "vram"), "replay", "--fit", trace], cwd=tmp)
+    check(r.returncode == 0 and "fit: smallest capacity" in r.stdout,
+          f"the installed vram replays the recorded trace: {r.stdout.strip()[-300:]} {r.stderr.strip()[-200:]}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    sys.exit(done("test_installed_torch"))
+
+
+if __name__ == "__main__":
+    main()

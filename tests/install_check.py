@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""install_check.py — `cmake --install` of a finished build, used the ways an installed vram is used:
+  - the files cmake/install.cmake promises, under a --prefix given only at install time;
+  - the installed `vram` alone: its version, and a replay of a bundled trace;
+  - a C program built against the installed library three ways (find_package(vram) with
+    vram::vram and with vram::vram_static, and the flags of the installed vram.pc, read here as
+    pkg-config reads it, and through pkg-config itself where it is installed), each of which opens
+    the simulated device, allocates, checks the statistics and frees;
+  - the installed vram_torch package, imported from outside the repository with no
+    VRAM_TORCH_LIBRARY, finds the libvram_torch.so installed inside it.
+
+usage: install_check.py BUILD_DIR C_COMPILER VERSION PYTHONDIR TRACE
+"""
+import ctypes
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from pycheck import check, done  # noqa: E402
+
+CONSUMER = r"""
+#include <stdio.h>
+#include "vram/alloc.h"
+#include "vram/stats.h"
+
+int main(void) {
+    vram_device *dev = NULL;
+    vram_allocator *a = NULL;
+    void *p = NULL;
+    if (vram_device_open("sim:1GiB", &dev) != VRAM_OK || vram_allocator_new(dev, NULL, &a) != VRAM_OK) {
+        fprintf(stderr, "open: %s\n", vram_last_error());
+        return 1;
+    }
+    if (vram_allocator_malloc(a, 3u << 20, 0, VRAM_TAG_ACTIVATION, &p) != VRAM_OK) return 2;
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    uint64_t live = st.allocated_bytes[0].current;
+    vram_allocator_free(a, p);
+    vram_allocator_get_stats(a, &st);
+    printf("allocated %llu then %llu\n", (unsigned long long)live, (unsigned long long)st.allocated_bytes[0].current);
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+    return live == (3u << 20) && st.allocated_bytes[0].current == 0 ? 0 : 3;
+}
+"""
+
+CMAKE_CONSUMER = """cmake_minimum_required(VERSION 3.20)
+project(consumer C)
+find_package(vram 0.1 CONFIG REQUIRED)
+add_executable(with_shared consumer.c)
+target_link_libraries(with_shared PRIVATE vram::vram)
+add_executable(with_static consumer.c)
+target_link_libraries(with_static PRIVATE vram::vram_static)
+"""
+
+
+def run(cmd, **kw):
+    """The command's result; one that cannot start (not built) is a failure with status 127."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, **kw)
+    except OSError as e:
+        return subprocess.CompletedProcess(cmd, 127, "", str(e))
+
+
+def pc_fields(path):
+    """Cflags, Libs and Libs.private of a .pc file, its variables expanded as pkg-config does
+    (${pcfiledir} is the file's folder)."""
+    vars_ = {"pcfiledir": os.path.dirname(path)}
+    fields = {}
+    expand = lambda v: re.sub(r"\$\{(\w+)\}", lambda m: vars_[m.group(1)], v)
+    for line in open(path):
+        line = line.strip()
+        if m := re.match(r"^(\w+)=(.*)$", line):
+            vars_[m.group(1)] = expand(m.group(2))
+        elif m := re.match(r"^([\w.]+):\s*(.*)$", line):
+            fields[m.group(1)] = expand(m.group(2))
+    return fields
+
+
+def main():
+    if len(sys.argv) != 6:
+        sys.exit(__doc__)
+    if os.environ.get("VRAM_TEST_SANITIZED"):
+        print("SKIP: programs built against the sanitizer build's library need the sanitizers' runtimes; "
+              "the plain build runs this")
+        sys.exit(77)
+    build, cc, version, pythondir, trace = sys.argv[1:]
+    tmp = tempfile.mkdtemp(prefix="vram-install-")
+    prefix = os.path.join(tmp, "prefix")
+    r = run(["cmake", "--install", build, "--prefix", prefix])
+    check(r.returncode == 0, f"cmake --install exits 0 ({r.stderr.strip()[-300:]})")
+    libdir = next((d for d in ("lib", "lib64", "lib/x86_64-linux-gnu") if
+                   os.path.exists(os.path.join(prefix, d, "libvram.a"))), None)
+    check(libdir is not None, "libvram.a installed under the prefix's lib folder")
+    libdir = libdir or "lib"
+    for rel in ["bin/vram", "include/vram/alloc.h", "include/vram/stats.h", "include/vram/vram.h",
+                f"{libdir}/libvram.so", f"{libdir}/libvram.so.0", f"{libdir}/libvram.so.{version}",
+                f"{libdir}/pkgconfig/vram.pc", f"{libdir}/cmake/vram/vramConfig.cmake",
+                f"{libdir}/cmake/vram/vramConfigVersion.cmake", f"{libdir}/cmake/vram/vramTargets.cmake",
+                f"{pythondir}/vram_torch/__init__.py", f"{pythondir}/vram_torch/record.py",
+                f"{pythondir}/vram_torch/libvram_torch.so"]:
+        check(os.path.exists(os.path.join(prefix, rel)), f"installed: {rel}")
+    check(not any("__pycache__" in d for d, _, _ in os.walk(prefix)), "no __pycache__ installed")
+
+    # the installed command, run from elsewhere
+    vram = os.path.join(prefix, "bin", "vram")
+    r = run([vram, "version"], cwd=tmp)
+    check(r.returncode == 0 and r.stdout.strip() == f"vram {version}", f"vram version: {r.stdout.strip()!r}")
+    r = run([vram, "replay", trace], cwd=tmp)
+    check(r.returncode == 0 and "peak requested" in r.stdout, f"the installed vram replays a trace ({r.stderr.strip()})")
+
+    # a C program against the installed library
+    src = os.path.join(tmp, "consumer")
+    os.makedirs(src)
+    with open(os.path.join(src, "consumer.c"), "w") as f:
+        f.write(CONSUMER)
+    with open(os.path.join(src, "CMakeLists.txt"), "w") as f:
+        f.write(CMAKE_CONSUMER)
+    cbuild = os.path.join(tmp, "consumer-build")
+    r = run(["cmake", "-S", src, "-B", cbuild, f"-DCMAKE_PREFIX_PATH={prefix}", f"-DCMAKE_C_COMPILER={cc}"])
+    check(r.returncode == 0, f"find_package(vram) configures ({(r.stderr or r.stdout).strip()[-400:]})")
+    r = run(["cmake", "--build", cbuild])
+    check(r.returncode == 0, f"the find_package consumer builds ({(r.stderr or r.stdout).strip()[-400:]})")
+    for exe in ("with_shared", "with_static"):
+        r = run([os.path.join(cbuild, exe)])
+        check(r.returncode == 0 and "allocated 3145728 then 0" in r.stdout,
+              f"{exe} (vram::{'vram' if exe == 'with_shared' else 'vram_static'}) runs: {r.stdout.strip()} {r.stderr.strip()}")
+    shared = run(["ldd", os.path.join(cbuild, "with_shared")]).stdout
+    check(os.path.join(prefix, libdir, "libvram.so.0") in shared, "with_shared loads the installed libvram.so.0")
+
+    pc = pc_fields(os.path.join(prefix, libdir, "pkgconfig", "vram.pc"))
+    check(pc.get("Version") == version, f"vram.pc: Version {pc.get('Version')}")
+    flags = [pc.get("Cflags", ""), pc.get("Libs", ""), pc.get("Libs.private", "")]
+    exe = os.path.join(tmp, "with_pc")
+    r = run([cc, os.path.join(src, "consumer.c"), "-o", exe, *" ".join(flags).split(),
+             f"-Wl,-rpath,{os.path.join(prefix, libdir)}"])
+    check(r.returncode == 0, f"cc with vram.pc's flags ({' '.join(flags)}) builds ({r.stderr.strip()[-300:]})")
+    r = run([exe])
+    check(r.returncode == 0 and "then 0" in r.stdout, f"with vram.pc's flags it runs: {r.stdout.strip()}")
+    if shutil.which("pkg-config"):
+        env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(prefix, libdir, "pkgconfig"))
+        r = run(["pkg-config", "--cflags", "--libs", "vram"], env=env)
+        ours = os.path.normpath(os.path.join(prefix, "include"))
+        check(r.returncode == 0 and "-lvram" in r.stdout and any(os.path.normpath(t[2:]) == ours
+                                                                  for t in r.stdout.split() if t.startswith("-I")),
+              f"pkg-config --cflags --libs vram: {r.stdout.strip()} {r.stderr.strip()}")
+    else:
+        print("note: no pkg-config here; vram.pc was read by this script instead")
+
+    # the installed Python package, from outside the repository
+    env = {k: v for k, v in os.environ.items() if k not in ("VRAM_TORCH_LIBRARY", "PYTHONPATH")}
+    env["PYTHONPATH"] = os.path.join(prefix, pythondir)
+    probe = ("import ctypes, vram_torch; p = vram_torch.library_path(); "
+             "print(vram_torch.__file__); print(p); ctypes.CDLL(p).vram_torch_alloc")
+    r = run([sys.executable, "-c", probe], cwd=tmp, env=env)
+    lines = r.stdout.split()
+    pkg = os.path.join(prefix, pythondir, "vram_torch")
+    check(r.returncode == 0 and len(lines) == 2 and lines[0].startswith(pkg) and lines[1] == os.path.join(pkg, "libvram_torch.so"),
+          f"the installed vram_torch loads its own libvram_torch.so: {r.stdout.strip()} {r.stderr.strip()[-300:]}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    sys.exit(done("install_check"))
+
+
+if __name__ == "__main__":
+    main()
