@@ -7,7 +7,9 @@
     pkg-config reads it, and through pkg-config itself where it is installed), each of which opens
     the simulated device, allocates, checks the statistics and frees;
   - the installed vram_torch package, imported from outside the repository with no
-    VRAM_TORCH_LIBRARY, finds the libvram_torch.so installed inside it.
+    VRAM_TORCH_LIBRARY, finds the libvram_torch.so installed inside it; installed into a virtual
+    environment (where the venv module exists), that environment's python imports it with no
+    PYTHONPATH.
 
 usage: install_check.py BUILD_DIR C_COMPILER VERSION PYTHONDIR TRACE
 """
@@ -162,6 +164,19 @@ def main():
     pkg = os.path.join(prefix, pythondir, "vram_torch")
     check(r.returncode == 0 and len(lines) == 2 and lines[0].startswith(pkg) and lines[1] == os.path.join(pkg, "libvram_torch.so"),
           f"the installed vram_torch loads its own libvram_torch.so: {r.stdout.strip()} {r.stderr.strip()[-300:]}")
+
+    # a virtual environment as the prefix: the package lands on its path, no PYTHONPATH needed
+    venv = os.path.join(tmp, "venv")
+    if run([sys.executable, "-m", "venv", "--without-pip", venv]).returncode != 0:
+        print("note: no venv module here; the install into a virtual environment is not checked")
+    else:
+        r = run(["cmake", "--install", build, "--prefix", venv])
+        py = os.path.join(venv, "bin", "python")
+        env.pop("PYTHONPATH")
+        r = run([py, "-c", "import vram_torch; print(vram_torch.library_path())"], cwd=tmp, env=env)
+        check(r.returncode == 0 and r.stdout.strip().startswith(venv + os.sep),
+              f"installed into a venv, its python imports vram_torch with no PYTHONPATH: {r.stdout.strip()} "
+              f"{r.stderr.strip()[-200:]}")
     shutil.rmtree(tmp, ignore_errors=True)
     sys.exit(done("install_check"))
 
