@@ -1,6 +1,7 @@
 # install.cmake — what `cmake --install BUILD [--prefix P]` puts where, for the two kinds of user:
 #
 #   P/bin/vram                                 the command (libvram linked in)
+#   P/share/vram/kjv.txt                       the corpus `vram train` uses when given no --data
 #   P/include/vram/*.h                         the public headers
 #   P/LIBDIR/libvram.so.0.1.0, libvram.a       the library, shared and static
 #   P/LIBDIR/pkgconfig/vram.pc                 `pkg-config --cflags --libs vram` (relocatable)
@@ -32,6 +33,9 @@ set(VRAM_INSTALL_PYTHONDIR "${vram_default_pythondir}" CACHE STRING
     "Where `cmake --install` puts the vram_torch package, relative to the prefix")
 
 install(TARGETS vram RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# (decompressed into the build tree at configure time: tests/extra.cmake; train.c looks for it in
+# ../share/vram/ beside its bin/, so the data folder is share/vram whatever DATADIR says)
+install(FILES ${CMAKE_BINARY_DIR}/data/kjv.txt DESTINATION share/vram)
 install(TARGETS vram_shared vram_static EXPORT vramTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

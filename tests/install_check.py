@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """install_check.py — `cmake --install` of a finished build, used the ways an installed vram is used:
   - the files cmake/install.cmake promises, under a --prefix given only at install time;
-  - the installed `vram` alone: its version, and a replay of a bundled trace;
+  - the installed `vram` alone: its version, a replay of a bundled trace, and a short `vram train`
+    on the corpus installed beside it (no --data);
   - a C program built against the installed library three ways (find_package(vram) with
     vram::vram and with vram::vram_static, and the flags of the installed vram.pc, read here as
     pkg-config reads it, and through pkg-config itself where it is installed), each of which opens
@@ -100,7 +101,7 @@ def main():
                    os.path.exists(os.path.join(prefix, d, "libvram.a"))), None)
     check(libdir is not None, "libvram.a installed under the prefix's lib folder")
     libdir = libdir or "lib"
-    for rel in ["bin/vram", "include/vram/alloc.h", "include/vram/stats.h", "include/vram/vram.h",
+    for rel in ["bin/vram", "share/vram/kjv.txt", "include/vram/alloc.h", "include/vram/stats.h", "include/vram/vram.h",
                 f"{libdir}/libvram.so", f"{libdir}/libvram.so.0", f"{libdir}/libvram.so.{version}",
                 f"{libdir}/pkgconfig/vram.pc", f"{libdir}/cmake/vram/vramConfig.cmake",
                 f"{libdir}/cmake/vram/vramConfigVersion.cmake", f"{libdir}/cmake/vram/vramTargets.cmake",
@@ -115,6 +116,10 @@ def main():
     check(r.returncode == 0 and r.stdout.strip() == f"vram {version}", f"vram version: {r.stdout.strip()!r}")
     r = run([vram, "replay", trace], cwd=tmp)
     check(r.returncode == 0 and "peak requested" in r.stdout, f"the installed vram replays a trace ({r.stderr.strip()})")
+    r = run([vram, "train", "--steps", "2", "--layers", "1", "--heads", "1", "--width", "16", "--context", "16",
+             "--batch", "2", "--threads", "1"], cwd=tmp)
+    check(r.returncode == 0 and os.path.join(prefix, "bin", "..", "share", "vram", "kjv.txt") in r.stdout,
+          f"the installed vram trains on its installed corpus: {r.stdout.strip()[:300]} {r.stderr.strip()}")
 
     # a C program against the installed library
     src = os.path.join(tmp, "consumer")

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "vram/alloc.h"
@@ -39,7 +40,8 @@ static void usage(FILE *out) {
     fprintf(out,
             "usage: vram train [OPTIONS]\n"
             "Trains a GPT on a byte-level text corpus on the CPU (host device), through the caching allocator.\n\n"
-            "  --data PATH          corpus file (default build/data/kjv.txt)\n"
+            "  --data PATH          corpus file (default build/data/kjv.txt from the repository, else the\n"
+            "                       installed one, ../share/vram/kjv.txt beside this vram's bin/)\n"
             "  --batch N            sequences per micro-batch (default 16)\n"
             "  --accum K            micro-batches per step, gradients accumulated (default 1)\n"
             "  --steps N            optimizer steps (default 200)\n"
@@ -92,7 +94,7 @@ static int parse_double(const char *flag, const char *v, double lo, double hi, d
 /* Returns 0 to run, 1 when --help was printed, 2 on bad usage. */
 static int parse(int argc, char **argv, train_opts *o) {
     memset(o, 0, sizeof *o);
-    o->data = "build/data/kjv.txt";
+    o->data = NULL; /* default_corpus() */
     o->batch = 16;
     o->accum = 1;
     o->steps = 200;
@@ -270,16 +272,40 @@ static vram_status evaluate(vram_gpt *g, vram_text_data *d, vram_runtime *rt, co
     return s;
 }
 
+/* The corpus when --data is not given: the build's (`make run` from the repository), else the
+ * one `cmake --install` put in share/vram/ beside this executable's bin/. Fills `installed`
+ * with the latter's path (for the message when neither exists) and returns the one to open. */
+static const char *default_corpus(char *installed, size_t cap) {
+    static const char *const built = "build/data/kjv.txt";
+    installed[0] = '\0';
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = '\0'; /* the bin folder */
+        snprintf(installed, cap, "%s/../share/vram/kjv.txt", exe);
+    }
+    if (access(built, R_OK) == 0 || !installed[0] || access(installed, R_OK) != 0) return built;
+    return installed;
+}
+
 int vram_cmd_train(int argc, char **argv) {
     train_opts o;
     int pr = parse(argc, argv, &o);
     if (pr == 1) return 0;
     if (pr == 2) return 2;
+    char installed[4200];
+    int defaulted = o.data == NULL;
+    if (defaulted) o.data = default_corpus(installed, sizeof installed);
     vram_text_data *data = NULL;
     vram_status s = vram_text_data_open(o.data, 0.1, &data);
     if (s != VRAM_OK) {
-        fprintf(stderr, "vram train: cannot use corpus: %s%s\n", vram_last_error(),
-                s == VRAM_ERR_NOT_FOUND ? " (build it with `make`, or pass --data PATH)" : "");
+        if (defaulted && s == VRAM_ERR_NOT_FOUND)
+            fprintf(stderr, "vram train: no corpus: neither build/data/kjv.txt (build it with `make` in the "
+                            "repository) nor an installed %s; pass --data PATH\n", installed[0] ? installed : "share/vram/kjv.txt");
+        else
+            fprintf(stderr, "vram train: cannot use corpus: %s\n", vram_last_error());
         return 2;
     }
     if (vram_text_data_split_size(data, VRAM_SPLIT_VAL) < (uint64_t)o.gpt.context + 1 ||
