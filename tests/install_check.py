@@ -3,6 +3,8 @@
   - the files cmake/install.cmake promises, under a --prefix given only at install time;
   - the installed `vram` alone: its version, a replay of a bundled trace, and a short `vram train`
     on the corpus installed beside it (no --data);
+  - every installed header compiles on its own, as strict C11 (-std=c11 -Wpedantic -Werror: no
+    GNU extensions or feature macros assumed) and, where a C++ compiler is found, as C++17;
   - a C program built against the installed library three ways (find_package(vram) with
     vram::vram and with vram::vram_static, and the flags of the installed vram.pc, read here as
     pkg-config reads it, and through pkg-config itself where it is installed), each of which opens
@@ -120,6 +122,20 @@ def main():
              "--batch", "2", "--threads", "1"], cwd=tmp)
     check(r.returncode == 0 and os.path.join(prefix, "bin", "..", "share", "vram", "kjv.txt") in r.stdout,
           f"the installed vram trains on its installed corpus: {r.stdout.strip()[:300]} {r.stderr.strip()}")
+
+    # each installed header alone, strict C11 and C++17
+    incdir = os.path.join(prefix, "include")
+    headers = sorted(os.listdir(os.path.join(incdir, "vram")))
+    cxx = shutil.which("c++") or shutil.which("g++")
+    for h in headers:
+        unit = os.path.join(tmp, "header.c")
+        with open(unit, "w") as f:
+            f.write(f'#include "vram/{h}"\n')
+        r = run([cc, "-std=c11", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-fsyntax-only", f"-I{incdir}", unit])
+        check(r.returncode == 0, f"vram/{h} compiles alone as C11 ({r.stderr.strip()[:300]})")
+        if cxx:
+            r = run([cxx, "-std=c++17", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", "-x", "c++", f"-I{incdir}", unit])
+            check(r.returncode == 0, f"vram/{h} compiles alone as C++17 ({r.stderr.strip()[:300]})")
 
     # a C program against the installed library
     src = os.path.join(tmp, "consumer")

@@ -26,11 +26,13 @@ const uint64_t vram_bench_pair_sizes[VRAM_BENCH_PAIR_COUNT] = {512, 65536, 10485
 #define PAIR_BATCH 4096
 #define PAIR_MIN_SECONDS 0.025
 
-static double now_seconds(void) {
+double vram_bench_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
+
+static double now_seconds(void) { return vram_bench_now_ns() * 1e-9; }
 
 static vram_status open_allocator(const vram_bench_alloc_options *o, vram_device **dev, vram_allocator **a) {
     vram_alloc_config cfg;
