@@ -11,18 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "vram/alloc.h"
 #include "vram/backend.h"
 #include "vram/bench.h"
 #include "vram/trace.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Replays t on a fresh allocator over `spec`, routed into a pool or not; 0 on success. */
 static int replay(const vram_trace *t, const char *spec, int pooled, double *ratio, double *seconds) {
@@ -42,7 +35,7 @@ static int replay(const vram_trace *t, const char *spec, int pooled, double *rat
     const vram_trace_event *ev = vram_trace_events(t, &n);
     void **ptr = calloc(vram_trace_num_allocs(t) + 1, sizeof *ptr);
     int rc = ptr ? 0 : -1;
-    double t0 = now();
+    double t0 = vram_bench_now_ns();
     for (size_t i = 0; i < n && rc == 0; i++) {
         if (ev[i].op == VRAM_TRACE_ALLOC) {
             if (ev[i].size && vram_allocator_malloc(a, ev[i].size, ev[i].stream, 0, &ptr[ev[i].index]) != VRAM_OK) rc = -1;
@@ -51,7 +44,7 @@ static int replay(const vram_trace *t, const char *spec, int pooled, double *rat
             ptr[ev[i].index] = NULL;
         }
     }
-    *seconds = now() - t0;
+    *seconds = (vram_bench_now_ns() - t0) * 1e-9;
     vram_stats st;
     vram_allocator_get_stats(a, &st);
     *ratio = st.requested_bytes[0].peak ? (double)st.reserved_bytes[0].peak / (double)st.requested_bytes[0].peak : 0;

@@ -56,6 +56,10 @@ set(VRAM_EXE $<TARGET_FILE:vram>)
 vram_cli_test(cli_train_unknown_flag 2 "unknown option '--bogus'" "${VRAM_EXE} train --bogus 2>&1")
 vram_cli_test(cli_train_missing_corpus 2 "cannot use corpus.*/nonexistent/corpus.txt"
               "${VRAM_EXE} train --data /nonexistent/corpus.txt 2>&1")
+# no --data, run where neither the build's corpus nor an installed one (../share/vram/ beside the
+# executable) exists: one message naming both places
+vram_cli_test(cli_train_no_default_corpus 2 "no corpus: neither build/data/kjv.txt .* nor an installed .*/share/vram/kjv.txt; pass --data PATH"
+              "cd / && ${VRAM_EXE} train --steps 1 2>&1")
 vram_cli_test(cli_train_bad_value 2 "unknown optimizer 'lion'"
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --optimizer lion 2>&1")
 vram_cli_test(cli_train_out_of_memory 1 "out of memory while training step 1"
@@ -240,7 +244,7 @@ if(Python3_Interpreter_FOUND)
   # built against it by find_package and by vram.pc, and the installed vram_torch package
   add_test(NAME install_check
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/install_check.py ${CMAKE_BINARY_DIR}
-                   ${CMAKE_C_COMPILER} ${PROJECT_VERSION} ${VRAM_INSTALL_PYTHONDIR}
+                   ${CMAKE_C_COMPILER} ${PROJECT_VERSION} ${CMAKE_INSTALL_LIBDIR} ${VRAM_INSTALL_PYTHONDIR}
                    ${CMAKE_SOURCE_DIR}/traces/gpt2_generate.trace.gz)
   set_tests_properties(install_check PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 else()

@@ -14,19 +14,17 @@
     environment (where the venv module exists), that environment's python imports it with no
     PYTHONPATH.
 
-usage: install_check.py BUILD_DIR C_COMPILER VERSION PYTHONDIR TRACE
+usage: install_check.py BUILD_DIR C_COMPILER VERSION LIBDIR PYTHONDIR TRACE   (LIBDIR, PYTHONDIR: relative to the prefix)
 """
-import ctypes
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from pycheck import check, done  # noqa: E402
+from pycheck import check, done, run  # noqa: E402
 
 CONSUMER = r"""
 #include <stdio.h>
@@ -64,14 +62,6 @@ target_link_libraries(with_static PRIVATE vram::vram_static)
 """
 
 
-def run(cmd, **kw):
-    """The command's result; one that cannot start (not built) is a failure with status 127."""
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, **kw)
-    except OSError as e:
-        return subprocess.CompletedProcess(cmd, 127, "", str(e))
-
-
 def pc_fields(path):
     """Cflags, Libs and Libs.private of a .pc file, its variables expanded as pkg-config does
     (${pcfiledir} is the file's folder)."""
@@ -88,21 +78,17 @@ def pc_fields(path):
 
 
 def main():
-    if len(sys.argv) != 6:
+    if len(sys.argv) != 7:
         sys.exit(__doc__)
     if os.environ.get("VRAM_TEST_SANITIZED"):
         print("SKIP: programs built against the sanitizer build's library need the sanitizers' runtimes; "
               "the plain build runs this")
         sys.exit(77)
-    build, cc, version, pythondir, trace = sys.argv[1:]
+    build, cc, version, libdir, pythondir, trace = sys.argv[1:]
     tmp = tempfile.mkdtemp(prefix="vram-install-")
     prefix = os.path.join(tmp, "prefix")
     r = run(["cmake", "--install", build, "--prefix", prefix])
     check(r.returncode == 0, f"cmake --install exits 0 ({r.stderr.strip()[-300:]})")
-    libdir = next((d for d in ("lib", "lib64", "lib/x86_64-linux-gnu") if
-                   os.path.exists(os.path.join(prefix, d, "libvram.a"))), None)
-    check(libdir is not None, "libvram.a installed under the prefix's lib folder")
-    libdir = libdir or "lib"
     for rel in ["bin/vram", "share/vram/kjv.txt", "include/vram/alloc.h", "include/vram/stats.h", "include/vram/vram.h",
                 f"{libdir}/libvram.so", f"{libdir}/libvram.so.0", f"{libdir}/libvram.so.{version}",
                 f"{libdir}/pkgconfig/vram.pc", f"{libdir}/cmake/vram/vramConfig.cmake",

@@ -5,7 +5,10 @@ the one helper of those that drive libvram_torch.so through ctypes.
     check(cond, "what should hold")   # counts; prints "FAIL: what" on stderr when cond is false
     sys.exit(done("test_name"))       # prints "test_name: N passed, M failed"; 1 if any failed
     take_string(lib, ptr)             # a string the plug-in malloc'd, decoded and freed (None for NULL)
+    run(cmd, **kw)                    # subprocess.run, output captured as text; a command that
+                                      # cannot start or times out is a result with status 127
 """
+import subprocess
 import sys
 
 passed = 0
@@ -27,6 +30,16 @@ def done(name):
     """Prints the tally and returns the exit status: 1 if any check failed, else 0."""
     print("%s: %d passed, %d failed" % (name, passed, failed))
     return 1 if failed else 0
+
+
+def run(cmd, timeout=300, **kw):
+    """The command's CompletedProcess (stdout and stderr as text). One that cannot start (not
+    built, not installed) or runs past `timeout` seconds is a failure with status 127, so that a
+    test counts it as a failed check rather than stopping at a traceback."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return subprocess.CompletedProcess(cmd, 127, "", str(e))
 
 
 def take_string(lib, ptr):

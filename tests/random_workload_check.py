@@ -11,9 +11,13 @@ and bad flags refused by both.
 
 usage: random_workload_check.py BENCH_RANDOM_SPLIT BENCH_RANDOM_FLOOR
 """
+import os
 import re
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pycheck import check, done  # noqa: E402
 
 OPS = 200000  # docs/benchmarks.md §2
 
@@ -38,13 +42,6 @@ def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     binary, floor = sys.argv[1], sys.argv[2]
-    failed = 0
-
-    def check(ok, what):
-        nonlocal failed
-        print(("ok   " if ok else "FAIL ") + what)
-        failed += not ok
-
     for spec, runs in (("cudasim", 2), ("sim", 1)):
         run = subprocess.run([binary, spec, "--runs", str(runs)], capture_output=True, text=True)
         check(run.returncode == 0, f"{spec}: exits 0 ({run.stderr.strip()})")
@@ -117,8 +114,7 @@ def main():
         run = subprocess.run([floor] + args, capture_output=True, text=True)
         check(run.returncode == 2 and message in run.stderr and "|" not in run.stdout,
               f"floor {' '.join(args)}: refused, status {run.returncode}: {run.stderr.strip()}")
-    print(f"{failed} failed")
-    sys.exit(1 if failed else 0)
+    sys.exit(done("random_workload_check"))
 
 
 if __name__ == "__main__":

@@ -13,12 +13,11 @@ usage: test_installed_torch.py BUILD_DIR PYTHONDIR
 """
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from pycheck import check, done  # noqa: E402
+from pycheck import check, done, run  # noqa: E402
 
 TRAIN = """
 import torch, vram_torch
@@ -48,11 +47,6 @@ print("on vram", bool(vt and vt.is_enabled()), float(y))
 """
 
 
-def run(cmd, **kw):
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=300, **kw)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return subprocess.CompletedProcess(cmd, 127, "", str(e))
 
 
 def main():
