@@ -118,11 +118,12 @@ if(Python3_Interpreter_FOUND)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/gpu/test_torch_multi_gpu.py
                    ${CMAKE_BINARY_DIR}/libvram_torch.so)
   set_tests_properties(gpu_test_torch_multi_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600 RESOURCE_LOCK gpu)
-  # the build installed (cmake/install.cmake) and used from outside the repository: enable(),
-  # `python -m vram_torch run` and `record`, the installed `vram replay --fit`
+  # the build installed (cmake/install.cmake) and the repository pip-installed, each used from
+  # outside the repository: enable(), `python -m vram_torch run` and `record`, the installed
+  # `vram replay --fit`
   add_test(NAME gpu_test_installed_torch
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/gpu/test_installed_torch.py ${CMAKE_BINARY_DIR}
-                   ${VRAM_INSTALL_PYTHONDIR})
+                   ${VRAM_INSTALL_PYTHONDIR} ${CMAKE_SOURCE_DIR})
   set_tests_properties(gpu_test_installed_torch PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600 RESOURCE_LOCK gpu)
   add_test(NAME test_vram_torch_record
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_record.py)
@@ -247,6 +248,12 @@ if(Python3_Interpreter_FOUND)
                    ${CMAKE_C_COMPILER} ${PROJECT_VERSION} ${CMAKE_INSTALL_LIBDIR} ${VRAM_INSTALL_PYTHONDIR}
                    ${CMAKE_SOURCE_DIR}/traces/gpt2_generate.trace.gz)
   set_tests_properties(install_check PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+  # `pip install` of the repository, its sdist and an editable install (pyproject.toml,
+  # python/backend/vram_wheel.py), each built by the backend in folders of its own
+  add_test(NAME pip_check
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/pip_check.py ${CMAKE_SOURCE_DIR} ${PROJECT_VERSION}
+                   ${CMAKE_SOURCE_DIR}/traces/gpt2_generate.trace.gz)
+  set_tests_properties(pip_check PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
 else()
   message(STATUS "python3 not found: the vram replay/bench end-to-end tests are not run")
 endif()

@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""pip_check.py — vram as pip installs it (pyproject.toml, python/backend/vram_wheel.py):
+  - the backend's hooks called as a PEP 517 front end calls them: the sdist holds the tracked
+    source under vram-V/ with PKG-INFO; a wheel built from that unpacked sdist (no git there) is
+    named for its version and platform, and its RECORD lists every file with the right hash and
+    size; bad settings and a missing cmake are refused with a message naming them;
+  - pip itself, where a virtual environment with pip can be made here (offline: --no-index,
+    build isolation on, as a user's `pip install` runs): the wheel installed gives a working
+    `vram` (version, a replay, a short train on the corpus installed beside it) and a vram_torch
+    that loads its own libvram_torch.so; uninstalling removes them all; the sdist installs
+    straight through pip; an editable install imports the unpacked tree's python/ (an edit shows
+    at once) and runs its build/vram.
+
+The backend builds in its own folders, never in this test's CMake build, so the sanitizer build
+skips this test (77) and the plain build runs it.
+
+usage: pip_check.py SOURCE_DIR VERSION TRACE
+"""
+import hashlib
+import base64
+import os
+import re
+import shutil
+import sys
+import sysconfig
+import tarfile
+import tempfile
+import zipfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from pycheck import check, done, run  # noqa: E402
+
+
+def hook(tree, call, env=None):
+    """Runs `vram_wheel.<call>` from the backend in tree, in a fresh interpreter (as front ends
+    do), with tree as the working folder; returns the CompletedProcess."""
+    code = ("import sys; sys.path.insert(0, 'python/backend'); import vram_wheel as w\n"
+            "try:\n    print(w.%s)\nexcept w.BuildError as e:\n    sys.exit(str(e))\n" % call)
+    return run([sys.executable, "-c", code], cwd=tree, env=env, timeout=600)
+
+
+def check_wheel(path, version):
+    """Checks a built wheel's name, layout and RECORD; returns its file names."""
+    plat = re.sub(r"[-.]", "_", sysconfig.get_platform())
+    check(os.path.basename(path) == f"vram-{version}-py3-none-{plat}.whl", f"the wheel's name: {os.path.basename(path)}")
+    z = zipfile.ZipFile(path)
+    names = z.namelist()
+    di, data = f"vram-{version}.dist-info", f"vram-{version}.data"
+    for want in ["vram_torch/__init__.py", "vram_torch/record.py", "vram_torch/libvram_torch.so",
+                 f"{data}/scripts/vram", f"{data}/data/share/vram/kjv.txt",
+                 f"{di}/METADATA", f"{di}/WHEEL", f"{di}/RECORD"]:
+        check(want in names, f"the wheel holds {want}")
+    check(not any("__pycache__" in n or n.startswith(("src/", "build")) for n in names), "nothing else in the wheel")
+    mode = z.getinfo(f"{data}/scripts/vram").external_attr >> 16
+    check(mode & 0o111 == 0o111, f"the vram command is executable in the wheel ({oct(mode)})")
+    wheel = z.read(f"{di}/WHEEL").decode()
+    check(f"Tag: py3-none-{plat}" in wheel and "Root-Is-Purelib: false" in wheel, f"WHEEL: {wheel!r}")
+    meta = z.read(f"{di}/METADATA").decode()
+    check(meta.startswith("Metadata-Version: 2.1\nName: vram\nVersion: %s\n" % version), f"METADATA: {meta[:120]!r}")
+    rows = [line.split(",") for line in z.read(f"{di}/RECORD").decode().splitlines()]
+    listed = {r[0] for r in rows}
+    check(listed == set(names), f"RECORD lists every file and no other ({sorted(listed ^ set(names))})")
+    bad = []
+    for name, digest, size in rows:
+        if name == f"{di}/RECORD":
+            if digest or size:
+                bad.append(name)
+            continue
+        blob = z.read(name)
+        want = "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(blob).digest()).rstrip(b"=").decode()
+        if digest != want or size != str(len(blob)):
+            bad.append(name)
+    check(not bad, f"RECORD's hashes and sizes match the files ({bad})")
+    return names
+
+
+def main():
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    if os.environ.get("VRAM_TEST_SANITIZED"):
+        print("SKIP: the wheel is built in its own folders, not in this build; the plain build runs this")
+        sys.exit(77)
+    source, version, trace = sys.argv[1:]
+    tmp = tempfile.mkdtemp(prefix="vram-pip-")
+    dist = os.path.join(tmp, "dist")
+    os.makedirs(dist)
+
+    # ---- the hooks, as a front end calls them
+    r = hook(source, "build_sdist(%r)" % dist)
+    sdist = os.path.join(dist, r.stdout.strip())
+    check(r.returncode == 0 and r.stdout.strip() == f"vram-{version}.tar.gz" and os.path.isfile(sdist),
+          f"build_sdist makes vram-{version}.tar.gz: {r.stdout.strip()} {r.stderr.strip()[-300:]}")
+    if not os.path.isfile(sdist):
+        shutil.rmtree(tmp, ignore_errors=True)
+        sys.exit(done("pip_check"))
+    with tarfile.open(sdist) as tar:
+        members = tar.getnames()
+        top = f"vram-{version}/"
+        check(all(m.startswith(top) for m in members), "every sdist member is under vram-V/")
+        for want in ["PKG-INFO", "pyproject.toml", "CMakeLists.txt", "python/backend/vram_wheel.py",
+                     "python/vram_torch/__init__.py", "src/memory/allocator.c", "include/vram/alloc.h", "README.md"]:
+            check(top + want in members, f"the sdist holds {want}")
+        check(not any(re.match(r"[^/]+/(build[^/]*|b|\.git)/", m) for m in members), "no build folder or .git in the sdist")
+        tar.extractall(tmp)
+    tree = os.path.join(tmp, f"vram-{version}")
+    check(not os.path.exists(os.path.join(tree, ".git")), "the unpacked sdist is not a git clone")
+
+    # a wheel from the unpacked sdist, built in its build/ (which the editable install below re-uses)
+    r = hook(tree, "build_wheel(%r, {'build-dir': 'build', 'jobs': '2'})" % dist)
+    wheel = os.path.join(dist, r.stdout.strip())
+    check(r.returncode == 0 and os.path.isfile(wheel), f"build_wheel from the sdist: {r.stdout.strip()} {r.stderr.strip()[-400:]}")
+    if os.path.isfile(wheel):
+        check_wheel(wheel, version)
+    r = hook(tree, "prepare_metadata_for_build_wheel(%r)" % tmp)
+    check(r.returncode == 0 and r.stdout.strip() == f"vram-{version}.dist-info"
+          and os.path.isfile(os.path.join(tmp, r.stdout.strip(), "METADATA")), f"prepare_metadata: {r.stdout.strip()}")
+
+    # bad settings, and no cmake: refused before any build, with the reason
+    for call, says in [("build_wheel(%r, {'biuld-dir': 'x'})" % dist, "unknown setting 'biuld-dir'"),
+                       ("build_wheel(%r, {'jobs': '0'})" % dist, "jobs must be a whole number"),
+                       ("build_wheel(%r, {'jobs': ['1', '2']})" % dist, "'jobs' given more than once"),
+                       ("build_editable(%r, {'build-dir': %r})" % (dist, tmp), "an editable install builds in one of")]:
+        r = hook(tree, call)
+        check(r.returncode != 0 and says in r.stderr and "Traceback" not in r.stderr,
+              f"{call.split('(')[0]} refuses a bad setting: {r.stderr.strip()[-200:]}")
+    nocmake = dict(os.environ, PATH=os.path.dirname(sys.executable))
+    r = hook(tree, "build_wheel(%r, {'build-dir': %r})" % (dist, os.path.join(tmp, "never")), env=nocmake)
+    check(r.returncode != 0 and "cmake not found on PATH" in r.stderr, f"no cmake: {r.stderr.strip()[-200:]}")
+
+    # ---- pip itself, offline, in a virtual environment
+    venv = os.path.join(tmp, "venv")
+    r = run([sys.executable, "-m", "venv", venv])
+    py, bindir = os.path.join(venv, "bin", "python"), os.path.join(venv, "bin")
+    if r.returncode != 0 or run([py, "-m", "pip", "--version"]).returncode != 0:
+        print("note: no venv with pip here (%s); pip's own install is not checked" % r.stderr.strip()[-200:])
+        shutil.rmtree(tmp, ignore_errors=True)
+        sys.exit(done("pip_check"))
+    env = {k: v for k, v in os.environ.items() if k not in ("VRAM_TORCH_LIBRARY", "PYTHONPATH")}
+    env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
+    pip = [py, "-m", "pip"]
+    site = run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], env=env).stdout.strip()
+    installed = [os.path.join(bindir, "vram"), os.path.join(venv, "share", "vram", "kjv.txt"),
+                 os.path.join(site, "vram_torch", "libvram_torch.so"), os.path.join(site, "vram_torch", "__init__.py")]
+    probe = ("import ctypes, vram_torch; p = vram_torch.library_path(); print(vram_torch.__file__); print(p); "
+             "ctypes.CDLL(p).vram_torch_alloc")
+
+    if os.path.isfile(wheel):
+        r = run(pip + ["install", "--no-index", "--no-cache-dir", wheel], env=env, cwd=tmp)
+        check(r.returncode == 0, f"pip installs the wheel ({r.stderr.strip()[-300:]})")
+        for path in installed:
+            check(os.path.isfile(path), f"pip installed {os.path.relpath(path, venv)}")
+        vram = os.path.join(bindir, "vram")
+        r = run([vram, "version"], cwd=tmp)
+        check(r.returncode == 0 and r.stdout.strip() == f"vram {version}", f"the pip-installed vram: {r.stdout.strip()!r}")
+        r = run([vram, "replay", trace], cwd=tmp)
+        check(r.returncode == 0 and "peak requested" in r.stdout, f"it replays a trace ({r.stderr.strip()[-200:]})")
+        r = run([vram, "train", "--steps", "2", "--layers", "1", "--heads", "1", "--width", "16", "--context", "16",
+                 "--batch", "2", "--threads", "1"], cwd=tmp)
+        check(r.returncode == 0 and os.path.join(bindir, "..", "share", "vram", "kjv.txt") in r.stdout,
+              f"it trains on the corpus pip installed: {r.stdout.strip()[:200]} {r.stderr.strip()[-200:]}")
+        r = run([py, "-c", probe], cwd=tmp, env=env)
+        lines = r.stdout.split()
+        check(r.returncode == 0 and len(lines) == 2 and lines[0].startswith(os.path.join(site, "vram_torch"))
+              and lines[1] == installed[2], f"vram_torch loads its own library: {r.stdout.strip()} {r.stderr.strip()[-200:]}")
+        r = run(pip + ["show", "vram"], env=env)
+        check(r.returncode == 0 and f"Version: {version}" in r.stdout, f"pip show vram: {r.stdout.strip()[:200]}")
+        r = run(pip + ["uninstall", "-y", "vram"], env=env)
+        left = [p for p in installed if os.path.exists(p)] + \
+               [d for d in (os.path.join(site, "vram_torch"),) if os.path.exists(d)]
+        check(r.returncode == 0 and not left, f"pip uninstall removes everything it installed (left: {left})")
+
+    # the sdist straight through pip: build isolation, nothing fetched
+    r = run(pip + ["install", "--no-index", "--no-cache-dir", sdist], env=env, cwd=tmp, timeout=600)
+    check(r.returncode == 0, f"pip installs the sdist ({r.stderr.strip()[-400:]})")
+    r = run([os.path.join(bindir, "vram"), "version"], cwd=tmp)
+    check(r.returncode == 0 and r.stdout.strip() == f"vram {version}", f"vram from the sdist: {r.stdout.strip()!r}")
+    r = run([py, "-c", probe], cwd=tmp, env=env)
+    check(r.returncode == 0 and r.stdout.split()[1:] == [installed[2]], f"vram_torch from the sdist: {r.stdout.strip()}")
+    run(pip + ["uninstall", "-y", "vram"], env=env)
+
+    # editable: the tree's python/ on the path, its build/ the library and the command
+    r = run(pip + ["install", "--no-index", "--no-cache-dir", "-e", tree], env=env, cwd=tmp, timeout=600)
+    check(r.returncode == 0, f"pip install -e ({r.stderr.strip()[-400:]})")
+    with open(os.path.join(tree, "python", "vram_torch", "__init__.py"), "a") as f:
+        f.write("\nEDITED_IN_PLACE = 1\n")
+    r = run([py, "-c", probe + "; print(vram_torch.EDITED_IN_PLACE)"], cwd=tmp, env=env)
+    lines = r.stdout.split()
+    check(r.returncode == 0 and len(lines) == 3 and lines[0].startswith(os.path.join(tree, "python", "vram_torch"))
+          and lines[1] == os.path.join(tree, "build", "libvram_torch.so") and lines[2] == "1",
+          f"the editable vram_torch is the tree's, edits show at once: {r.stdout.strip()} {r.stderr.strip()[-200:]}")
+    r = run([os.path.join(bindir, "vram"), "version"], cwd=tmp)
+    check(r.returncode == 0 and r.stdout.strip() == f"vram {version}", f"the editable vram command: {r.stdout.strip()!r}")
+    r = run(pip + ["uninstall", "-y", "vram"], env=env)
+    r2 = run([py, "-c", "import vram_torch"], cwd=tmp, env=env)
+    check(r.returncode == 0 and r2.returncode != 0 and not os.path.exists(os.path.join(bindir, "vram")),
+          "pip uninstall ends the editable install")
+    shutil.rmtree(tmp, ignore_errors=True)
+    sys.exit(done("pip_check"))
+
+
+if __name__ == "__main__":
+    main()
