@@ -24,7 +24,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from pycheck import check, done, run  # noqa: E402
+from pycheck import check, check_installed_vram, done, run  # noqa: E402
 
 CONSUMER = r"""
 #include <stdio.h>
@@ -99,15 +99,7 @@ def main():
     check(not any("__pycache__" in d for d, _, _ in os.walk(prefix)), "no __pycache__ installed")
 
     # the installed command, run from elsewhere
-    vram = os.path.join(prefix, "bin", "vram")
-    r = run([vram, "version"], cwd=tmp)
-    check(r.returncode == 0 and r.stdout.strip() == f"vram {version}", f"vram version: {r.stdout.strip()!r}")
-    r = run([vram, "replay", trace], cwd=tmp)
-    check(r.returncode == 0 and "peak requested" in r.stdout, f"the installed vram replays a trace ({r.stderr.strip()})")
-    r = run([vram, "train", "--steps", "2", "--layers", "1", "--heads", "1", "--width", "16", "--context", "16",
-             "--batch", "2", "--threads", "1"], cwd=tmp)
-    check(r.returncode == 0 and os.path.join(prefix, "bin", "..", "share", "vram", "kjv.txt") in r.stdout,
-          f"the installed vram trains on its installed corpus: {r.stdout.strip()[:300]} {r.stderr.strip()}")
+    check_installed_vram("cmake --install", os.path.join(prefix, "bin", "vram"), version, trace, tmp)
 
     # each installed header alone, strict C11 and C++17
     incdir = os.path.join(prefix, "include")

@@ -29,7 +29,7 @@ import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from pycheck import check, done, run  # noqa: E402
+from pycheck import check, check_installed_vram, done, run  # noqa: E402
 
 
 def hook(tree, call, env=None):
@@ -150,15 +150,7 @@ def main():
         check(r.returncode == 0, f"pip installs the wheel ({r.stderr.strip()[-300:]})")
         for path in installed:
             check(os.path.isfile(path), f"pip installed {os.path.relpath(path, venv)}")
-        vram = os.path.join(bindir, "vram")
-        r = run([vram, "version"], cwd=tmp)
-        check(r.returncode == 0 and r.stdout.strip() == f"vram {version}", f"the pip-installed vram: {r.stdout.strip()!r}")
-        r = run([vram, "replay", trace], cwd=tmp)
-        check(r.returncode == 0 and "peak requested" in r.stdout, f"it replays a trace ({r.stderr.strip()[-200:]})")
-        r = run([vram, "train", "--steps", "2", "--layers", "1", "--heads", "1", "--width", "16", "--context", "16",
-                 "--batch", "2", "--threads", "1"], cwd=tmp)
-        check(r.returncode == 0 and os.path.join(bindir, "..", "share", "vram", "kjv.txt") in r.stdout,
-              f"it trains on the corpus pip installed: {r.stdout.strip()[:200]} {r.stderr.strip()[-200:]}")
+        check_installed_vram("pip install", os.path.join(bindir, "vram"), version, trace, tmp)
         r = run([py, "-c", probe], cwd=tmp, env=env)
         lines = r.stdout.split()
         check(r.returncode == 0 and len(lines) == 2 and lines[0].startswith(os.path.join(site, "vram_torch"))

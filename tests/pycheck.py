@@ -7,7 +7,9 @@ the one helper of those that drive libvram_torch.so through ctypes.
     take_string(lib, ptr)             # a string the plug-in malloc'd, decoded and freed (None for NULL)
     run(cmd, **kw)                    # subprocess.run, output captured as text; a command that
                                       # cannot start or times out is a result with status 127
+    check_installed_vram(how, vram, version, trace, cwd)   # an installed `vram` works on its own
 """
+import os
 import subprocess
 import sys
 
@@ -40,6 +42,20 @@ def run(cmd, timeout=300, **kw):
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
     except (OSError, subprocess.TimeoutExpired) as e:
         return subprocess.CompletedProcess(cmd, 127, "", str(e))
+
+
+def check_installed_vram(how, vram, version, trace, cwd):
+    """Checks an installed `vram` command, run from cwd: its version, a replay of trace, and a
+    2-step `vram train` with no --data, which must read the corpus installed beside its bin/."""
+    r = run([vram, "version"], cwd=cwd)
+    check(r.returncode == 0 and r.stdout.strip() == f"vram {version}", f"{how}: vram version: {r.stdout.strip()!r}")
+    r = run([vram, "replay", trace], cwd=cwd)
+    check(r.returncode == 0 and "peak requested" in r.stdout, f"{how}: vram replays a trace ({r.stderr.strip()[-200:]})")
+    r = run([vram, "train", "--steps", "2", "--layers", "1", "--heads", "1", "--width", "16", "--context", "16",
+             "--batch", "2", "--threads", "1"], cwd=cwd)
+    corpus = os.path.join(os.path.dirname(vram), "..", "share", "vram", "kjv.txt")
+    check(r.returncode == 0 and corpus in r.stdout,
+          f"{how}: vram trains on its installed corpus: {r.stdout.strip()[:300]} {r.stderr.strip()[-200:]}")
 
 
 def take_string(lib, ptr):
