@@ -143,7 +143,7 @@ def main():
     installed = [os.path.join(bindir, "vram"), os.path.join(venv, "share", "vram", "kjv.txt"),
                  os.path.join(site, "vram_torch", "libvram_torch.so"), os.path.join(site, "vram_torch", "__init__.py")]
     probe = ("import ctypes, vram_torch; p = vram_torch.library_path(); print(vram_torch.__file__); print(p); "
-             "ctypes.CDLL(p).vram_torch_alloc")
+             "assert ctypes.CDLL(p).vram_torch_alloc and vram_torch.__version__ == %r" % version)
 
     if os.path.isfile(wheel):
         r = run(pip + ["install", "--no-index", "--no-cache-dir", wheel], env=env, cwd=tmp)

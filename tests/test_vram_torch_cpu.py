@@ -189,6 +189,20 @@ for bad, want in ((__file__, "cannot load"), (fake, "has no vram_torch_")):
     except RuntimeError as e:
         check(want in str(e) and bad in str(e) and vram_torch._lib is None, "library %s: %s" % (bad, e))
 os.environ["VRAM_TORCH_LIBRARY"] = lib_path
+# The package and the library carry one version (CMakeLists.txt's); a library of another is refused
+# by name (a pip-installed package pointed at an old build's library, say).
+with open(os.path.join(os.path.dirname(HERE), "CMakeLists.txt")) as f:
+    check('project(vram VERSION %s ' % vram_torch.__version__ in f.read(),
+          "vram_torch.__version__ %s is CMakeLists.txt's" % vram_torch.__version__)
+own = vram_torch.__version__
+vram_torch.__version__ = "0.0.9"
+try:
+    vram_torch.memory_stats(0)
+    check(False, "a library of another version must be refused")
+except RuntimeError as e:
+    check(("vram_torch 0.0.9: %s is libvram_torch.so %s" % (lib_path, own)) in str(e) and vram_torch._lib is None,
+          "another version's library: %s" % e)
+vram_torch.__version__ = own
 
 # Before enable(): what would act on vram's allocator says it is not PyTorch's yet (instead of
 # starting an allocator PyTorch never uses); the summary says so.

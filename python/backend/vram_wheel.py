@@ -168,8 +168,14 @@ class _Wheel:
 
 
 def _package_files():
-    """(arcname, path) of every .py file of python/vram_torch."""
+    """(arcname, path) of every .py file of python/vram_torch, whose __version__ must be CMake's
+    (vram_torch refuses a library of another version, so a wheel of two would not load)."""
     top = os.path.join(ROOT, "python")
+    with open(os.path.join(top, "vram_torch", "__init__.py"), encoding="utf-8") as f:
+        m = re.search(r'^__version__ = "([^"]*)"', f.read(), re.M)
+    if not m or m.group(1) != version():
+        raise BuildError("vram_wheel: python/vram_torch/__init__.py's __version__ (%s) is not CMakeLists.txt's (%s)"
+                         % (m.group(1) if m else "none", version()))
     out = []
     for dirpath, dirnames, filenames in os.walk(os.path.join(top, "vram_torch")):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")

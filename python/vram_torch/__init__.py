@@ -32,6 +32,7 @@ import sys
 
 from . import graph_trees
 
+__version__ = "0.1.0"  # CMakeLists.txt's project(VERSION); the library must be built as the same (_load)
 __all__ = [
     "enable", "is_enabled", "library_path", "memory_stats", "memory_summary", "memory_allocated",
     "max_memory_allocated", "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
@@ -122,6 +123,7 @@ def _load():
         "vram_torch_stats_text": (c_void_p, [c_int]),
         "vram_torch_summary": (c_void_p, [c_int, c_int]),
         "vram_torch_snapshot_json": (c_void_p, [c_int]),
+        "vram_torch_version": (c_char_p, []),
     }
     for name, (res, args) in sig.items():
         try:
@@ -130,6 +132,10 @@ def _load():
             raise RuntimeError("vram_torch: %s has no %s: not the libvram_torch.so of this vram_torch (an older "
                                "build?); rebuild it with `make`" % (path, name)) from None
         fn.restype, fn.argtypes = res, args
+    built = lib.vram_torch_version().decode()
+    if built != __version__:
+        raise RuntimeError("vram_torch %s: %s is libvram_torch.so %s; use the library of the same vram (rebuild "
+                           "with `make`, or reinstall)" % (__version__, path, built))
     lib._path = path
     _lib = lib
     return lib

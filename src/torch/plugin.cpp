@@ -297,6 +297,10 @@ struct ContextScope {
 
 } // namespace
 
+/* The vram version this library was built as (CMakeLists.txt's project()); vram_torch refuses a
+ * library whose version is not its own. */
+VRAM_TORCH_API const char *vram_torch_version(void) { return VRAM_VERSION; }
+
 /* Tells the plug-in where PyTorch's libraries are (torch/lib), so an out-of-memory can be
  * thrown as c10::OutOfMemoryError. Returns 1 if that is now possible, 0 if not (the detail is
  * in vram_torch_last_error). */
