@@ -93,7 +93,7 @@ def _cmake_build(build_dir, s):
     in build_dir; returns the paths of the command, the library and the corpus."""
     cmake = shutil.which("cmake")
     if not cmake:
-        raise BuildError("vram_wheel: cmake not found on PATH; vram's wheel is built with CMake (3.16 or newer)")
+        raise BuildError("vram_wheel: cmake not found on PATH; vram's wheel is built with CMake (3.20 or newer)")
     args = shlex.split(os.environ.get("CMAKE_ARGS", "")) + shlex.split(s.get("cmake-args", ""))
     if not any(a.startswith("-DCMAKE_BUILD_TYPE=") for a in args):
         args.insert(0, "-DCMAKE_BUILD_TYPE=Release")
