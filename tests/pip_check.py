@@ -155,6 +155,9 @@ def main():
         lines = r.stdout.split()
         check(r.returncode == 0 and len(lines) == 2 and lines[0].startswith(os.path.join(site, "vram_torch"))
               and lines[1] == installed[2], f"vram_torch loads its own library: {r.stdout.strip()} {r.stderr.strip()[-200:]}")
+        r = run([py, "-m", "vram_torch", "--version"], cwd=tmp, env=env)
+        check(r.returncode == 0 and r.stdout.splitlines()[1:] == [f"libvram_torch.so {version} ({installed[2]})"],
+              f"python -m vram_torch --version names the installed library: {r.stdout.strip()} {r.stderr.strip()[-200:]}")
         r = run(pip + ["show", "vram"], env=env)
         check(r.returncode == 0 and f"Version: {version}" in r.stdout, f"pip show vram: {r.stdout.strip()[:200]}")
         r = run(pip + ["uninstall", "-y", "vram"], env=env)

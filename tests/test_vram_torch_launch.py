@@ -2,11 +2,12 @@
 program runs as __main__ with its own argv and its directory first on sys.path, its exit status
 comes back (sys.exit(3), sys.exit("message"), a normal end), sys.argv and sys.path are restored;
 a missing script or command is a clear message and status 2 (bad input or usage, as vram's own
-tools), and so are a missing PyTorch and a failing vram_torch.enable() (status 1: the machine,
+tools), --version with no library says why (status 1), and so are a missing PyTorch and a failing vram_torch.enable() (status 1: the machine,
 not the input); and run_to_the_end calls its finish once however the program ends (os._exit() and
 SIGTERM too)."""
 import io
 import os
+import re
 import sys
 import tempfile
 from contextlib import redirect_stderr
@@ -73,6 +74,14 @@ with tempfile.TemporaryDirectory() as tmp:
                            capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=python_dir))
         check(r.returncode == 1 and "PyTorch is needed" in r.stderr and "Traceback" not in r.stderr
               and len(r.stderr.strip().splitlines()) == 1, "%s without PyTorch: %d %r" % (command[0], r.returncode, r.stderr))
+    # --version: the package's version, then the library's; with no library that loads, the
+    # reason and status 1 (the library found and loaded: tests/pip_check.py)
+    missing = os.path.join(tmp, "no", "libvram_torch.so")
+    r = subprocess.run([sys.executable, "-m", "vram_torch", "--version"], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=python_dir, VRAM_TORCH_LIBRARY=missing))
+    check(r.returncode == 1 and re.match(r"vram_torch \d+\.\d+\.\d+ \(", r.stdout) and missing in r.stderr
+          and "no such file" in r.stderr and "Traceback" not in r.stderr,
+          "--version without a library: %d %r %r" % (r.returncode, r.stdout, r.stderr))
     # run when vram cannot be PyTorch's allocator (here: no libvram_torch.so): one line, status 1
     r = subprocess.run([sys.executable, "-c", "import sys, types; sys.modules['torch'] = types.ModuleType('torch'); "
                         "from vram_torch.__main__ import main; sys.exit(main(sys.argv[1:]))", "run", script, "0"],

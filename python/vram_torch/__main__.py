@@ -5,12 +5,15 @@
         first), and with --summary prints vram's memory summary of each device it used at the end
     python -m vram_torch record -o run.trace [--device N] [--max-entries N] script.py args...
         records the program's allocations under PyTorch's own allocator (see record.py)
+    python -m vram_torch --version
+        the package's version and the libvram_torch.so it loads (status 1 if none loads)
 """
 import argparse
 import sys
 
 USAGE = ("usage: python -m vram_torch run [--summary] script.py [args...]\n"
-         "       python -m vram_torch record -o OUT.trace [--device N] [--max-entries N] script.py [args...]")
+         "       python -m vram_torch record -o OUT.trace [--device N] [--max-entries N] script.py [args...]\n"
+         "       python -m vram_torch --version")
 
 
 def _parse(p, argv, with_value=()):
@@ -70,12 +73,28 @@ def record(argv):
     return record_program(a.output, [a.script] + a.args, a.device, a.max_entries)
 
 
+def version():
+    """Prints the package's version and the library it would use; 1 if that library is missing,
+    does not load or is another version's."""
+    import vram_torch
+    print("vram_torch %s (%s)" % (vram_torch.__version__, vram_torch.__file__))
+    try:
+        lib = vram_torch._load()
+    except RuntimeError as e:
+        print(e, file=sys.stderr)
+        return 1
+    print("libvram_torch.so %s (%s)" % (lib.vram_torch_version().decode(), lib._path))
+    return 0
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     commands = {"run": run, "record": record}
     if argv and argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         return 0
+    if argv == ["--version"]:
+        return version()
     if not argv or argv[0] not in commands:
         print(USAGE, file=sys.stderr)
         return 2
