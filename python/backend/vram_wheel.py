@@ -247,7 +247,7 @@ def build_editable(wheel_directory, config_settings=None, metadata_directory=Non
 def _source_files():
     """The files an sdist holds, relative to ROOT: git's tracked files where this is a clone,
     else every file but build folders, caches and the git folder."""
-    if os.path.isdir(os.path.join(ROOT, ".git")) and shutil.which("git"):
+    if os.path.exists(os.path.join(ROOT, ".git")) and shutil.which("git"):  # (a worktree's .git is a file)
         r = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         if r.returncode == 0:
             return sorted(p for p in r.stdout.decode().split("\0") if p and os.path.isfile(os.path.join(ROOT, p)))
@@ -256,7 +256,7 @@ def _source_files():
         rel = os.path.relpath(dirpath, ROOT)
         dirnames[:] = sorted(d for d in dirnames if not (d.startswith(("build", ".")) or d in ("b", "__pycache__")
                                                            or (rel == "." and d == "dist")))
-        out += [os.path.normpath(os.path.join(rel, fn)) for fn in sorted(filenames)]
+        out += [os.path.normpath(os.path.join(rel, fn)) for fn in sorted(filenames) if fn != ".git"]
     return out
 
 
