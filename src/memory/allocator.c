@@ -88,14 +88,22 @@ static inline unsigned bin_next(const vram_pool *p, unsigned i) { return vram_bi
 /* ---------------------------------------------------------------------------------------- */
 /* Streams.                                                                                  */
 
-static vram_stream_state *stream_state(vram_allocator *a, vram_stream s) {
-    for (int i = 0; i < a->nstreams; i++)
+/* stream_state past the first entry, which it has asked already. */
+static vram_stream_state *stream_state_find(vram_allocator *a, vram_stream s) {
+    for (int i = 1; i < a->nstreams; i++)
         if (a->streams[i].stream == s) return &a->streams[i];
     if (a->nstreams == VRAM_MAX_STREAMS) return NULL;
     vram_stream_state *st = &a->streams[a->nstreams++];
     memset(st, 0, sizeof *st);
     st->stream = s;
     return st;
+}
+
+/* The state of stream s, made if new (NULL when the table is full). The first stream seen is
+ * asked first, inline: it is most programs' only one, and the free path asks on every merge. */
+static inline vram_stream_state *stream_state(vram_allocator *a, vram_stream s) {
+    if (a->nstreams && a->streams[0].stream == s) return &a->streams[0];
+    return stream_state_find(a, s);
 }
 
 /* Waits for the work queued on stream s so far (the host blocks: only where nothing can be tracked). */
@@ -135,6 +143,28 @@ static int stream_list_append(vram_allocator *a, vram_block *b) {
     st->count++;
     a->not_ready_count++;
     return 0;
+}
+
+/* Gives not-ready block b, in its owner's list, the newer free_seq `seq` (a merge in
+ * vram_free_insert), leaving it where stream_list_remove and stream_list_append would put it:
+ * in place unless a block after it has a free_seq of at most seq, else after the last such one
+ * (almost always the tail: seq is usually the newest). One stream lookup at most and no counts
+ * touched, where leaving and rejoining the list cost two lookups. */
+static void stream_list_reseq(vram_allocator *a, vram_block *b, uint64_t seq) {
+    b->free_seq = seq;
+    if (!b->snext || b->snext->free_seq > seq) return; /* the list is ordered: its place stays */
+    vram_stream_state *st = stream_state(a, b->stream);
+    if (b->sprev) b->sprev->snext = b->snext;
+    else st->head = b->snext;
+    b->snext->sprev = b->sprev;
+    vram_block *after = st->tail; /* not b: b->snext is not NULL */
+    while (after && after->free_seq > seq) after = after->sprev;
+    b->sprev = after;
+    b->snext = after ? after->snext : st->head;
+    if (b->snext) b->snext->sprev = b;
+    else st->tail = b;
+    if (after) after->snext = b;
+    else st->head = b;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -178,12 +208,24 @@ void vram_history_record(vram_allocator *a, vram_event_action action, uint64_t a
  * Kept apart, a block freed beside never-used memory stays a hole of its own for good (on a
  * device with events, no page moves: gpt2_generate 1.110 x, effnet_infer 1.149 x, against
  * 1.074 and 1.092 with these merges). */
-static inline int mergeable(const vram_allocator *a, const vram_block *x, const vram_block *y) {
-    if (x->state != BLOCK_FREE || y->state != BLOCK_FREE || x->deferred >= DEFER_HELD || y->deferred >= DEFER_HELD)
-        return 0; /* held and private-pool blocks never merge */
+static inline int readiness_mergeable(const vram_allocator *a, const vram_block *x, const vram_block *y) {
     if (x->ready && y->ready) return 1;
     if (!x->ready && !y->ready) return x->stream == y->stream;
     return a->streams_seen == STREAMS_SOLO && !a->pages_moved && (x->ready ? y : x)->stream == a->solo_stream;
+}
+
+/* Whether blocks x and y may merge: both free, neither held nor a private pool's, and their
+ * readiness allows it (above). */
+static inline int mergeable(const vram_allocator *a, const vram_block *x, const vram_block *y) {
+    if (x->state != BLOCK_FREE || y->state != BLOCK_FREE || x->deferred >= DEFER_HELD || y->deferred >= DEFER_HELD)
+        return 0; /* held and private-pool blocks never merge */
+    return readiness_mergeable(a, x, y);
+}
+
+/* mergeable(x, b) or (b, x) for a block b that vram_free_insert inserts, which every caller
+ * passes free and not deferred: only the neighbour x's state is asked. */
+static inline int neighbour_mergeable(const vram_allocator *a, const vram_block *x, const vram_block *b) {
+    return x && x->state == BLOCK_FREE && x->deferred < DEFER_HELD && readiness_mergeable(a, x, b);
 }
 
 /* The readiness of a free block: whether every stream may take it, its owner, its free_seq. */
@@ -451,7 +493,7 @@ vram_block *vram_free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_ad
         b = merged;
     }
     vram_block *prev = b->prev, *next = b->next, *keep;
-    int merge_prev = prev && mergeable(a, prev, b), merge_next = next && mergeable(a, b, next);
+    int merge_prev = neighbour_mergeable(a, prev, b), merge_next = neighbour_mergeable(a, next, b);
     /* the readiness, owner and free_seq of the block that results: b's, then what the
      * neighbours it absorbs bring (merge_ready) */
     vram_owner result = owner_of(b);
@@ -489,7 +531,11 @@ vram_block *vram_free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_ad
     }
     if (keep != b) {
         rebin(a, keep);
-        if (keep->ready != result.ready || keep->free_seq != result.free_seq) {
+        if (!keep->ready && !result.ready && keep->stream == result.stream) {
+            /* the same owner before and after, only a newer free_seq: the block moves within
+             * its owner's list, if at all */
+            if (keep->free_seq != result.free_seq) stream_list_reseq(a, keep, result.free_seq);
+        } else if (keep->ready != result.ready || keep->free_seq != result.free_seq) {
             /* the owner's list stays ordered by free_seq */
             if (!keep->ready) stream_list_remove(a, keep);
             owner_set(keep, result);
