@@ -386,7 +386,7 @@ int vram_recent_flush(vram_allocator *a, int pool, uint64_t rsize, const vram_bl
     return again;
 }
 
-static inline __attribute__((always_inline)) void recent_put(vram_allocator *a, vram_block *b) {
+static inline __attribute__((always_inline)) void recent_put(vram_allocator *a, vram_block *b, uint64_t slot) {
     /* Beside a free block the freed block is coalesced at once, as PyTorch coalesces every free:
      * deferred there, it stays a hole of its own size that the next request of that size takes
      * back wherever it lies, where the best fit over the merged hole would place it elsewhere
@@ -405,7 +405,7 @@ static inline __attribute__((always_inline)) void recent_put(vram_allocator *a, 
     if ((below && below->state == BLOCK_FREE && below->deferred < DEFER_HELD) ||
         (above && above->state == BLOCK_FREE && above->deferred < DEFER_HELD &&
          (above->next || a->pools[b->pool].nfree > 1))) {
-        live_del(&a->live, b->addr);
+        live_del_near(&a->live, b->addr, slot);
         vram_free_insert(a, b, b->addr, b->size);
         return;
     }
@@ -1440,8 +1440,9 @@ static void pending_count(vram_allocator *a, const vram_block *b, int dir) {
 }
 
 /* Returns a LIVE or PENDING block to the free structures (PyTorch's free_block). Always
- * inlined: it is most of free's fast path. */
-static inline __attribute__((always_inline)) void free_block(vram_allocator *a, vram_block *b) {
+ * inlined: it is most of free's fast path. `slot`: where b's live map entry was just found
+ * (live_del_near), or UINT64_MAX. */
+static inline __attribute__((always_inline)) void free_block(vram_allocator *a, vram_block *b, uint64_t slot) {
     int pool = b->pool;
     stat_pool_down(a->stats.requested_bytes, pool, (int64_t)b->requested);
     history_add(a, VRAM_EVENT_FREE_COMPLETED, b->addr, b->requested, b->stream, b->tag);
@@ -1461,13 +1462,13 @@ static inline __attribute__((always_inline)) void free_block(vram_allocator *a, 
     b->free_seq = ++a->free_seq;
     b->requested = 0;
     if (__builtin_expect(a->free_fast, 1)) {
-        recent_put(a, b); /* keeps its live map entry */
+        recent_put(a, b, slot); /* keeps its live map entry */
     } else if ((a->graph_mode & GRAPH_BLOCKS) && b->graph && vram_graph_keep(a, b)) {
         return; /* kept in its private pool */
     } else if (vram_frees_deferred(a) && !vram_capturing(a)) {
-        recent_put(a, b);
+        recent_put(a, b, slot);
     } else { /* coalesced now (during a capture the slots stay empty) */
-        live_del(&a->live, b->addr);
+        live_del_near(&a->live, b->addr, slot);
         vram_free_insert(a, b, b->addr, b->size);
         if (vram_capturing(a)) return; /* a capture waits for and releases nothing */
         if (!a->cfg.caching) {
@@ -1495,7 +1496,7 @@ void vram_process_pending(vram_allocator *a) {
             else a->pending_tail = b->fprev;
             b->fprev = b->fnext = NULL;
             pending_count(a, b, -1);
-            free_block(a, b);
+            free_block(a, b, UINT64_MAX);
         }
         b = next;
     }
@@ -1545,7 +1546,8 @@ void vram_pending_after_captures(vram_allocator *a) {
 vram_status vram_allocator_free(vram_allocator *a, void *ptr) {
     if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "free: null allocator");
     vram_allocator_lock(a);
-    vram_block *b = vram_live_get(&a->live, (uint64_t)(uintptr_t)ptr);
+    uint64_t slot = UINT64_MAX;
+    vram_block *b = vram_live_find(&a->live, (uint64_t)(uintptr_t)ptr, &slot);
     if (!b || b->state != BLOCK_LIVE) {
         vram_allocator_unlock(a);
         return vram_error(VRAM_ERR_NOT_FOUND, "free of %p: not a live allocation of this allocator%s", ptr,
@@ -1562,7 +1564,7 @@ vram_status vram_allocator_free(vram_allocator *a, void *ptr) {
         vram_allocator_unlock(a);
         return VRAM_OK;
     }
-    free_block(a, b);
+    free_block(a, b, slot);
     vram_allocator_unlock(a);
     return VRAM_OK;
 }
