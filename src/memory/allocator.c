@@ -78,6 +78,11 @@ static inline void bin_insert(vram_pool *p, vram_block *b) {
     p->nfree++;
 }
 
+static inline void bin_insert_at(vram_pool *p, vram_block *b, unsigned i) {
+    vram_bins_insert_at(&p->free, b, i);
+    p->nfree++;
+}
+
 static inline void bin_remove(vram_pool *p, vram_block *b) {
     vram_bins_remove(&p->free, b);
     p->nfree--;
@@ -465,10 +470,11 @@ static void deferred_flush(vram_allocator *a) {
 
 /* Moves an indexed free block to the bin of its (changed) size. */
 static inline __attribute__((always_inline)) void rebin(vram_allocator *a, vram_block *b) {
-    if (vram_bin_of(b->size) == b->bin) return;
+    unsigned i = vram_bin_of(b->size);
+    if (i == b->bin) return;
     vram_pool *p = &a->pools[b->pool];
     bin_remove(p, b);
-    bin_insert(p, b);
+    bin_insert_at(p, b, i); /* the bin known: not computed again */
 }
 
 /* Puts free block b, which is in no index yet, in its owner's not-ready list. */
