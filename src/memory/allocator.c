@@ -669,8 +669,9 @@ static uint64_t round_size(const vram_allocator *a, uint64_t size) {
 }
 
 
-static int usable(const vram_allocator *a, const vram_block *b, uint64_t rsize, vram_stream s) {
-    if (b->size < rsize || (!b->ready && b->stream != s)) return 0;
+/* Whether free block b may serve rsize under max_split_size (only blocks of segments are
+ * limited), once it is known to be large enough and usable by the requesting stream. */
+static inline int split_allows(const vram_allocator *a, const vram_block *b, uint64_t rsize) {
     if (a->cfg.max_split_size != UINT64_MAX && !b->region->expandable) {
         if (rsize < a->cfg.max_split_size && b->size >= a->cfg.max_split_size) return 0;
         if (rsize >= a->cfg.max_split_size && b->size >= rsize + a->cfg.max_non_split_rounding) return 0;
@@ -694,18 +695,24 @@ static inline int better_fit(const vram_block *x, const vram_block *y) {
  * pages mapped: *mapped tells which kind was returned. A block of a segment (the segments model,
  * or segments made after expandable_segments was turned off at run time) is all mapped. */
 static inline vram_block *bin_best(const vram_allocator *a, vram_block *list, uint64_t rsize, vram_stream s,
-                                   int *mapped, int *at_end) {
+                                   int pages_only, int *mapped, int *at_end) {
     vram_block *best = NULL, *best_mapped = NULL;
     int scanned = 0, end = 0;
     for (vram_block *b = list; b && scanned < 32; b = b->fnext, scanned++) {
-        if (!usable(a, b, rsize, s)) continue;
-        if (!in_pages(a, b)) {
-            if (!best_mapped || better_fit(b, best_mapped)) {
-                best_mapped = b;
-                end = 0;
+        if (b->size < rsize || (!b->ready && b->stream != s)) continue; /* the common rejects */
+        /* pages_only (the pages model, no segment made: find_free reads it once per search)
+         * answers what a mixed allocator asks of each block: every block lies in pages, where
+         * max_split_size does not apply */
+        if (!pages_only) {
+            if (!split_allows(a, b, rsize)) continue;
+            if (!in_pages(a, b)) {
+                if (!best_mapped || better_fit(b, best_mapped)) {
+                    best_mapped = b;
+                    end = 0;
+                }
+                if (!a->pages_model && b->size == rsize) break;
+                continue;
             }
-            if (!a->pages_model && b->size == rsize) break;
-            continue;
         }
         if (!best_mapped || better_fit(b, best_mapped)) {
             /* its start mapped, or else its end: then the block is carved from the end */
@@ -771,15 +778,16 @@ static inline int straddle_possible(const vram_allocator *a, const vram_block *b
  * where in the block the allocation goes, *mapped whether every page under it is mapped
  * already (always, outside the pages model), so that malloc need not ask again. */
 #define VRAM_MAPPED_SEARCH_BINS 256
-static inline vram_block *find_free(vram_allocator *a, vram_pool *p, uint64_t rsize, vram_stream s, int *place,
-                                    int *mapped) {
+static inline __attribute__((always_inline)) vram_block *find_free_inline(vram_allocator *a, vram_pool *p, uint64_t rsize,
+                                                                         vram_stream s, int *place, int *mapped) {
     vram_block *fallback = NULL;
     unsigned first = 0;
+    const int pages_only = a->pages_model && !a->segments_too; /* see bin_best */
     *place = PLACE_START;
     *mapped = 0;
     for (unsigned i = bin_next(p, vram_bin_of(rsize)); i < VRAM_NBINS; i = bin_next(p, i + 1)) {
         int is_mapped, end;
-        vram_block *b = bin_best(a, p->free.bins[i], rsize, s, &is_mapped, &end);
+        vram_block *b = bin_best(a, p->free.bins[i], rsize, s, pages_only, &is_mapped, &end);
         if (!b) continue;
         if (is_mapped) {
             *place = end ? PLACE_END : PLACE_START;
@@ -804,6 +812,13 @@ static inline vram_block *find_free(vram_allocator *a, vram_pool *p, uint64_t rs
         }
     }
     return fallback;
+}
+
+/* find_free_inline for malloc's later searches (rare: after a flush, a poll, a failed
+ * mapping); its first search, on every malloc that is not an exact reuse, inlines it. */
+static __attribute__((noinline)) vram_block *find_free(vram_allocator *a, vram_pool *p, uint64_t rsize, vram_stream s,
+                                                       int *place, int *mapped) {
+    return find_free_inline(a, p, rsize, s, place, mapped);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1273,7 +1288,7 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
     vram_status err = VRAM_OK;
     int place = PLACE_START; /* where in free block b the allocation goes (pages model) */
     int mapped = 0;          /* every page under it mapped already (see find_free) */
-    b = find_free(a, p, rsize, stream, &place, &mapped);
+    b = find_free_inline(a, p, rsize, stream, &place, &mapped);
     if (a->recent_mask && b && b->size != rsize) {
         /* b would be split: first let the search see the deferred blocks (see recent_put) */
         if (vram_recent_flush(a, pool, rsize, b) || place == PLACE_PREV) /* b->prev may have grown */
