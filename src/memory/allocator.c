@@ -78,6 +78,11 @@ static inline void bin_insert(vram_pool *p, vram_block *b) {
     p->nfree++;
 }
 
+static inline void bin_insert_at(vram_pool *p, vram_block *b, unsigned i) {
+    vram_bins_insert_at(&p->free, b, i);
+    p->nfree++;
+}
+
 static inline void bin_remove(vram_pool *p, vram_block *b) {
     vram_bins_remove(&p->free, b);
     p->nfree--;
@@ -88,14 +93,22 @@ static inline unsigned bin_next(const vram_pool *p, unsigned i) { return vram_bi
 /* ---------------------------------------------------------------------------------------- */
 /* Streams.                                                                                  */
 
-static vram_stream_state *stream_state(vram_allocator *a, vram_stream s) {
-    for (int i = 0; i < a->nstreams; i++)
+/* stream_state past the first entry, which it has asked already. */
+static vram_stream_state *stream_state_find(vram_allocator *a, vram_stream s) {
+    for (int i = 1; i < a->nstreams; i++)
         if (a->streams[i].stream == s) return &a->streams[i];
     if (a->nstreams == VRAM_MAX_STREAMS) return NULL;
     vram_stream_state *st = &a->streams[a->nstreams++];
     memset(st, 0, sizeof *st);
     st->stream = s;
     return st;
+}
+
+/* The state of stream s, made if new (NULL when the table is full). The first stream seen is
+ * asked first, inline: it is most programs' only one, and the free path asks on every merge. */
+static inline vram_stream_state *stream_state(vram_allocator *a, vram_stream s) {
+    if (a->nstreams && a->streams[0].stream == s) return &a->streams[0];
+    return stream_state_find(a, s);
 }
 
 /* Waits for the work queued on stream s so far (the host blocks: only where nothing can be tracked). */
@@ -135,6 +148,28 @@ static int stream_list_append(vram_allocator *a, vram_block *b) {
     st->count++;
     a->not_ready_count++;
     return 0;
+}
+
+/* Gives not-ready block b, in its owner's list, the newer free_seq `seq` (a merge in
+ * vram_free_insert), leaving it where stream_list_remove and stream_list_append would put it:
+ * in place unless a block after it has a free_seq of at most seq, else after the last such one
+ * (almost always the tail: seq is usually the newest). One stream lookup at most and no counts
+ * touched, where leaving and rejoining the list cost two lookups. */
+static void stream_list_reseq(vram_allocator *a, vram_block *b, uint64_t seq) {
+    b->free_seq = seq;
+    if (!b->snext || b->snext->free_seq > seq) return; /* the list is ordered: its place stays */
+    vram_stream_state *st = stream_state(a, b->stream);
+    if (b->sprev) b->sprev->snext = b->snext;
+    else st->head = b->snext;
+    b->snext->sprev = b->sprev;
+    vram_block *after = st->tail; /* not b: b->snext is not NULL */
+    while (after && after->free_seq > seq) after = after->sprev;
+    b->sprev = after;
+    b->snext = after ? after->snext : st->head;
+    if (b->snext) b->snext->sprev = b;
+    else st->tail = b;
+    if (after) after->snext = b;
+    else st->head = b;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -178,12 +213,24 @@ void vram_history_record(vram_allocator *a, vram_event_action action, uint64_t a
  * Kept apart, a block freed beside never-used memory stays a hole of its own for good (on a
  * device with events, no page moves: gpt2_generate 1.110 x, effnet_infer 1.149 x, against
  * 1.074 and 1.092 with these merges). */
-static inline int mergeable(const vram_allocator *a, const vram_block *x, const vram_block *y) {
-    if (x->state != BLOCK_FREE || y->state != BLOCK_FREE || x->deferred >= DEFER_HELD || y->deferred >= DEFER_HELD)
-        return 0; /* held and private-pool blocks never merge */
+static inline int readiness_mergeable(const vram_allocator *a, const vram_block *x, const vram_block *y) {
     if (x->ready && y->ready) return 1;
     if (!x->ready && !y->ready) return x->stream == y->stream;
     return a->streams_seen == STREAMS_SOLO && !a->pages_moved && (x->ready ? y : x)->stream == a->solo_stream;
+}
+
+/* Whether blocks x and y may merge: both free, neither held nor a private pool's, and their
+ * readiness allows it (above). */
+static inline int mergeable(const vram_allocator *a, const vram_block *x, const vram_block *y) {
+    if (x->state != BLOCK_FREE || y->state != BLOCK_FREE || x->deferred >= DEFER_HELD || y->deferred >= DEFER_HELD)
+        return 0; /* held and private-pool blocks never merge */
+    return readiness_mergeable(a, x, y);
+}
+
+/* mergeable(x, b) or (b, x) for a block b that vram_free_insert inserts, which every caller
+ * passes free and not deferred: only the neighbour x's state is asked. */
+static inline int neighbour_mergeable(const vram_allocator *a, const vram_block *x, const vram_block *b) {
+    return x && x->state == BLOCK_FREE && x->deferred < DEFER_HELD && readiness_mergeable(a, x, b);
 }
 
 /* The readiness of a free block: whether every stream may take it, its owner, its free_seq. */
@@ -344,7 +391,7 @@ int vram_recent_flush(vram_allocator *a, int pool, uint64_t rsize, const vram_bl
     return again;
 }
 
-static inline __attribute__((always_inline)) void recent_put(vram_allocator *a, vram_block *b) {
+static inline __attribute__((always_inline)) void recent_put(vram_allocator *a, vram_block *b, uint64_t slot) {
     /* Beside a free block the freed block is coalesced at once, as PyTorch coalesces every free:
      * deferred there, it stays a hole of its own size that the next request of that size takes
      * back wherever it lies, where the best fit over the merged hole would place it elsewhere
@@ -363,7 +410,7 @@ static inline __attribute__((always_inline)) void recent_put(vram_allocator *a, 
     if ((below && below->state == BLOCK_FREE && below->deferred < DEFER_HELD) ||
         (above && above->state == BLOCK_FREE && above->deferred < DEFER_HELD &&
          (above->next || a->pools[b->pool].nfree > 1))) {
-        live_del(&a->live, b->addr);
+        live_del_near(&a->live, b->addr, slot);
         vram_free_insert(a, b, b->addr, b->size);
         return;
     }
@@ -423,10 +470,11 @@ static void deferred_flush(vram_allocator *a) {
 
 /* Moves an indexed free block to the bin of its (changed) size. */
 static inline __attribute__((always_inline)) void rebin(vram_allocator *a, vram_block *b) {
-    if (vram_bin_of(b->size) == b->bin) return;
+    unsigned i = vram_bin_of(b->size);
+    if (i == b->bin) return;
     vram_pool *p = &a->pools[b->pool];
     bin_remove(p, b);
-    bin_insert(p, b);
+    bin_insert_at(p, b, i); /* the bin known: not computed again */
 }
 
 /* Puts free block b, which is in no index yet, in its owner's not-ready list. */
@@ -451,7 +499,7 @@ vram_block *vram_free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_ad
         b = merged;
     }
     vram_block *prev = b->prev, *next = b->next, *keep;
-    int merge_prev = prev && mergeable(a, prev, b), merge_next = next && mergeable(a, b, next);
+    int merge_prev = neighbour_mergeable(a, prev, b), merge_next = neighbour_mergeable(a, next, b);
     /* the readiness, owner and free_seq of the block that results: b's, then what the
      * neighbours it absorbs bring (merge_ready) */
     vram_owner result = owner_of(b);
@@ -489,7 +537,11 @@ vram_block *vram_free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_ad
     }
     if (keep != b) {
         rebin(a, keep);
-        if (keep->ready != result.ready || keep->free_seq != result.free_seq) {
+        if (!keep->ready && !result.ready && keep->stream == result.stream) {
+            /* the same owner before and after, only a newer free_seq: the block moves within
+             * its owner's list, if at all */
+            if (keep->free_seq != result.free_seq) stream_list_reseq(a, keep, result.free_seq);
+        } else if (keep->ready != result.ready || keep->free_seq != result.free_seq) {
             /* the owner's list stays ordered by free_seq */
             if (!keep->ready) stream_list_remove(a, keep);
             owner_set(keep, result);
@@ -617,8 +669,9 @@ static uint64_t round_size(const vram_allocator *a, uint64_t size) {
 }
 
 
-static int usable(const vram_allocator *a, const vram_block *b, uint64_t rsize, vram_stream s) {
-    if (b->size < rsize || (!b->ready && b->stream != s)) return 0;
+/* Whether free block b may serve rsize under max_split_size (only blocks of segments are
+ * limited), once it is known to be large enough and usable by the requesting stream. */
+static inline int split_allows(const vram_allocator *a, const vram_block *b, uint64_t rsize) {
     if (a->cfg.max_split_size != UINT64_MAX && !b->region->expandable) {
         if (rsize < a->cfg.max_split_size && b->size >= a->cfg.max_split_size) return 0;
         if (rsize >= a->cfg.max_split_size && b->size >= rsize + a->cfg.max_non_split_rounding) return 0;
@@ -642,18 +695,24 @@ static inline int better_fit(const vram_block *x, const vram_block *y) {
  * pages mapped: *mapped tells which kind was returned. A block of a segment (the segments model,
  * or segments made after expandable_segments was turned off at run time) is all mapped. */
 static inline vram_block *bin_best(const vram_allocator *a, vram_block *list, uint64_t rsize, vram_stream s,
-                                   int *mapped, int *at_end) {
+                                   int pages_only, int *mapped, int *at_end) {
     vram_block *best = NULL, *best_mapped = NULL;
     int scanned = 0, end = 0;
     for (vram_block *b = list; b && scanned < 32; b = b->fnext, scanned++) {
-        if (!usable(a, b, rsize, s)) continue;
-        if (!in_pages(a, b)) {
-            if (!best_mapped || better_fit(b, best_mapped)) {
-                best_mapped = b;
-                end = 0;
+        if (b->size < rsize || (!b->ready && b->stream != s)) continue; /* the common rejects */
+        /* pages_only (the pages model, no segment made: find_free reads it once per search)
+         * answers what a mixed allocator asks of each block: every block lies in pages, where
+         * max_split_size does not apply */
+        if (!pages_only) {
+            if (!split_allows(a, b, rsize)) continue;
+            if (!in_pages(a, b)) {
+                if (!best_mapped || better_fit(b, best_mapped)) {
+                    best_mapped = b;
+                    end = 0;
+                }
+                if (!a->pages_model && b->size == rsize) break;
+                continue;
             }
-            if (!a->pages_model && b->size == rsize) break;
-            continue;
         }
         if (!best_mapped || better_fit(b, best_mapped)) {
             /* its start mapped, or else its end: then the block is carved from the end */
@@ -719,15 +778,16 @@ static inline int straddle_possible(const vram_allocator *a, const vram_block *b
  * where in the block the allocation goes, *mapped whether every page under it is mapped
  * already (always, outside the pages model), so that malloc need not ask again. */
 #define VRAM_MAPPED_SEARCH_BINS 256
-static inline vram_block *find_free(vram_allocator *a, vram_pool *p, uint64_t rsize, vram_stream s, int *place,
-                                    int *mapped) {
+static inline __attribute__((always_inline)) vram_block *find_free_inline(vram_allocator *a, vram_pool *p, uint64_t rsize,
+                                                                         vram_stream s, int *place, int *mapped) {
     vram_block *fallback = NULL;
     unsigned first = 0;
+    const int pages_only = a->pages_model && !a->segments_too; /* see bin_best */
     *place = PLACE_START;
     *mapped = 0;
     for (unsigned i = bin_next(p, vram_bin_of(rsize)); i < VRAM_NBINS; i = bin_next(p, i + 1)) {
         int is_mapped, end;
-        vram_block *b = bin_best(a, p->free.bins[i], rsize, s, &is_mapped, &end);
+        vram_block *b = bin_best(a, p->free.bins[i], rsize, s, pages_only, &is_mapped, &end);
         if (!b) continue;
         if (is_mapped) {
             *place = end ? PLACE_END : PLACE_START;
@@ -752,6 +812,13 @@ static inline vram_block *find_free(vram_allocator *a, vram_pool *p, uint64_t rs
         }
     }
     return fallback;
+}
+
+/* find_free_inline for malloc's later searches (rare: after a flush, a poll, a failed
+ * mapping); its first search, on every malloc that is not an exact reuse, inlines it. */
+static __attribute__((noinline)) vram_block *find_free(vram_allocator *a, vram_pool *p, uint64_t rsize, vram_stream s,
+                                                       int *place, int *mapped) {
+    return find_free_inline(a, p, rsize, s, place, mapped);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1221,7 +1288,7 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
     vram_status err = VRAM_OK;
     int place = PLACE_START; /* where in free block b the allocation goes (pages model) */
     int mapped = 0;          /* every page under it mapped already (see find_free) */
-    b = find_free(a, p, rsize, stream, &place, &mapped);
+    b = find_free_inline(a, p, rsize, stream, &place, &mapped);
     if (a->recent_mask && b && b->size != rsize) {
         /* b would be split: first let the search see the deferred blocks (see recent_put) */
         if (vram_recent_flush(a, pool, rsize, b) || place == PLACE_PREV) /* b->prev may have grown */
@@ -1394,8 +1461,9 @@ static void pending_count(vram_allocator *a, const vram_block *b, int dir) {
 }
 
 /* Returns a LIVE or PENDING block to the free structures (PyTorch's free_block). Always
- * inlined: it is most of free's fast path. */
-static inline __attribute__((always_inline)) void free_block(vram_allocator *a, vram_block *b) {
+ * inlined: it is most of free's fast path. `slot`: where b's live map entry was just found
+ * (live_del_near), or UINT64_MAX. */
+static inline __attribute__((always_inline)) void free_block(vram_allocator *a, vram_block *b, uint64_t slot) {
     int pool = b->pool;
     stat_pool_down(a->stats.requested_bytes, pool, (int64_t)b->requested);
     history_add(a, VRAM_EVENT_FREE_COMPLETED, b->addr, b->requested, b->stream, b->tag);
@@ -1415,13 +1483,13 @@ static inline __attribute__((always_inline)) void free_block(vram_allocator *a, 
     b->free_seq = ++a->free_seq;
     b->requested = 0;
     if (__builtin_expect(a->free_fast, 1)) {
-        recent_put(a, b); /* keeps its live map entry */
+        recent_put(a, b, slot); /* keeps its live map entry */
     } else if ((a->graph_mode & GRAPH_BLOCKS) && b->graph && vram_graph_keep(a, b)) {
         return; /* kept in its private pool */
     } else if (vram_frees_deferred(a) && !vram_capturing(a)) {
-        recent_put(a, b);
+        recent_put(a, b, slot);
     } else { /* coalesced now (during a capture the slots stay empty) */
-        live_del(&a->live, b->addr);
+        live_del_near(&a->live, b->addr, slot);
         vram_free_insert(a, b, b->addr, b->size);
         if (vram_capturing(a)) return; /* a capture waits for and releases nothing */
         if (!a->cfg.caching) {
@@ -1449,7 +1517,7 @@ void vram_process_pending(vram_allocator *a) {
             else a->pending_tail = b->fprev;
             b->fprev = b->fnext = NULL;
             pending_count(a, b, -1);
-            free_block(a, b);
+            free_block(a, b, UINT64_MAX);
         }
         b = next;
     }
@@ -1499,7 +1567,8 @@ void vram_pending_after_captures(vram_allocator *a) {
 vram_status vram_allocator_free(vram_allocator *a, void *ptr) {
     if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "free: null allocator");
     vram_allocator_lock(a);
-    vram_block *b = vram_live_get(&a->live, (uint64_t)(uintptr_t)ptr);
+    uint64_t slot = UINT64_MAX;
+    vram_block *b = vram_live_find(&a->live, (uint64_t)(uintptr_t)ptr, &slot);
     if (!b || b->state != BLOCK_LIVE) {
         vram_allocator_unlock(a);
         return vram_error(VRAM_ERR_NOT_FOUND, "free of %p: not a live allocation of this allocator%s", ptr,
@@ -1516,7 +1585,7 @@ vram_status vram_allocator_free(vram_allocator *a, void *ptr) {
         vram_allocator_unlock(a);
         return VRAM_OK;
     }
-    free_block(a, b);
+    free_block(a, b, slot);
     vram_allocator_unlock(a);
     return VRAM_OK;
 }

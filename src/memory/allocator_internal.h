@@ -326,16 +326,23 @@ static inline unsigned vram_bin_of(uint64_t size) {
     return bin < VRAM_NBINS ? bin : VRAM_NBINS - 1;
 }
 
-static inline void vram_bins_insert(vram_bins *f, vram_block *b) {
-    unsigned i = vram_bin_of(b->size);
+/* Puts free block b at the head of bin i, its size's (vram_bin_of: a caller that has the bin
+ * passes it). The bitmaps change only when the bin was empty: a non-empty bin's bits are set. */
+static inline void vram_bins_insert_at(vram_bins *f, vram_block *b, unsigned i) {
+    vram_block *head = f->bins[i];
     b->bin = (uint16_t)i;
     b->fprev = NULL;
-    b->fnext = f->bins[i];
-    if (f->bins[i]) f->bins[i]->fprev = b;
+    b->fnext = head;
     f->bins[i] = b;
-    f->bitmap[i >> 6] |= 1ull << (i & 63);
-    f->summary |= 1ull << (i >> 6);
+    if (head) {
+        head->fprev = b;
+    } else {
+        f->bitmap[i >> 6] |= 1ull << (i & 63);
+        f->summary |= 1ull << (i >> 6);
+    }
 }
+
+static inline void vram_bins_insert(vram_bins *f, vram_block *b) { vram_bins_insert_at(f, b, vram_bin_of(b->size)); }
 
 static inline void vram_bins_remove(vram_bins *f, vram_block *b) {
     unsigned i = b->bin;

@@ -152,6 +152,8 @@ static vram_status check_locked(vram_allocator *a) {
             int nonempty = a->pools[p].free.bins[i] != NULL;
             int bit = (int)((a->pools[p].free.bitmap[i >> 6] >> (i & 63)) & 1);
             if (nonempty != bit) FAIL("pool %d bin %u: bitmap says %d", p, i, bit);
+            if (!(i & 63) && !!a->pools[p].free.bitmap[i >> 6] != (int)((a->pools[p].free.summary >> (i >> 6)) & 1))
+                FAIL("pool %d: summary bit %u is wrong", p, i >> 6);
             for (const vram_block *b = a->pools[p].free.bins[i]; b; b = b->fnext) {
                 in_bins++;
                 if (b->state != BLOCK_FREE || b->bin != i || b->region->pool != p)

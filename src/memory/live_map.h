@@ -43,17 +43,24 @@ static inline int live_put(vram_live_map *m, vram_block *b) {
     return 0;
 }
 
-static inline vram_block *vram_live_get(const vram_live_map *m, uint64_t key) {
+/* The block of address key, or NULL; *slot (if given) tells where it was found, for
+ * live_del_near. */
+static inline vram_block *vram_live_find(const vram_live_map *m, uint64_t key, uint64_t *slot) {
     if (!m->cap || !key) return NULL;
     for (uint64_t j = live_hash(key, m->cap);; j = (j + 1) & (m->cap - 1)) {
-        if (m->slots[j].key == key) return m->slots[j].value;
+        if (m->slots[j].key == key) {
+            if (slot) *slot = j;
+            return m->slots[j].value;
+        }
         if (!m->slots[j].key) return NULL;
     }
 }
 
-static inline void live_del(vram_live_map *m, uint64_t key) {
-    uint64_t mask = m->cap - 1, j = live_hash(key, m->cap);
-    while (m->slots[j].key != key) j = (j + 1) & mask;
+static inline vram_block *vram_live_get(const vram_live_map *m, uint64_t key) { return vram_live_find(m, key, NULL); }
+
+/* Removes the entry in slot j. */
+static inline void live_del_slot(vram_live_map *m, uint64_t j) {
+    uint64_t mask = m->cap - 1;
     m->count--;
     for (uint64_t k = (j + 1) & mask;; k = (k + 1) & mask) {
         if (!m->slots[k].key) break;
@@ -66,6 +73,24 @@ static inline void live_del(vram_live_map *m, uint64_t key) {
     }
     m->slots[j].key = 0;
     m->slots[j].value = NULL;
+}
+
+/* Removes key (present in the map). */
+static inline void live_del(vram_live_map *m, uint64_t key) {
+    uint64_t mask = m->cap - 1, j = live_hash(key, m->cap);
+    while (m->slots[j].key != key) j = (j + 1) & mask;
+    live_del_slot(m, j);
+}
+
+/* live_del for a key that vram_live_find found in slot j: free looks a block up once and, when
+ * it coalesces the block at once, removes its entry from there rather than searching again. A
+ * slot that no longer holds the key (or UINT64_MAX: none known) is searched for. */
+static inline void live_del_near(vram_live_map *m, uint64_t key, uint64_t j) {
+    if (j >= m->cap || m->slots[j].key != key) {
+        live_del(m, key);
+        return;
+    }
+    live_del_slot(m, j);
 }
 
 #endif
