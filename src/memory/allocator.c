@@ -490,7 +490,8 @@ static inline void stream_track(vram_allocator *a, vram_block *b) {
  * size class changes. `fresh` is the range that just became free (for the cached test).
  * Returns the resulting block. */
 vram_block *vram_free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_addr, uint64_t fresh_size) {
-    if ((b->prev && b->prev->deferred == DEFER_RECENT) || (b->next && b->next->deferred == DEFER_RECENT)) {
+    /* (no slot holds a block while recent_mask is 0: check.c counts them against it) */
+    if (a->recent_mask && ((b->prev && b->prev->deferred == DEFER_RECENT) || (b->next && b->next->deferred == DEFER_RECENT))) {
         vram_block *merged = absorb_deferred(a, b);
         if (merged != b || merged->size != fresh_size) { /* all of it is newly free */
             fresh_addr = merged->addr;
