@@ -319,7 +319,7 @@ static vram_block *absorb_deferred(vram_allocator *a, vram_block *b) {
             p->next = n;
             if (n) n->prev = p;
             merge_ready_block(a, p, b);
-            vram_block_release(a, b);
+            vram_block_release_free(a, b);
             b = p;
         } else if (n && n->deferred == DEFER_RECENT && mergeable(a, b, n)) {
             recent_unslot(a, n);
@@ -328,7 +328,7 @@ static vram_block *absorb_deferred(vram_allocator *a, vram_block *b) {
             b->next = n->next;
             if (n->next) n->next->prev = b;
             merge_ready_block(a, b, n);
-            vram_block_release(a, n);
+            vram_block_release_free(a, n);
         } else {
             return b;
         }
@@ -512,7 +512,7 @@ vram_block *vram_free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_ad
         keep->size += b->size;
         keep->next = next;
         if (next) next->prev = keep;
-        vram_block_release(a, b);
+        vram_block_release_free(a, b);
         if (merge_next) {
             if (next->in_cached) cached_add(a, keep);
             free_unlink(a, next);
@@ -520,7 +520,7 @@ vram_block *vram_free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_ad
             keep->size += next->size;
             keep->next = next->next;
             if (next->next) next->next->prev = keep;
-            vram_block_release(a, next);
+            vram_block_release_free(a, next);
         }
     } else if (merge_next) {
         keep = next;
@@ -530,7 +530,7 @@ vram_block *vram_free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_ad
         keep->prev = prev;
         if (prev) prev->next = keep;
         else b->region->first = keep;
-        vram_block_release(a, b);
+        vram_block_release_free(a, b);
     } else {
         keep = b;
         bin_insert(&a->pools[b->pool], b);

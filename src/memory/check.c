@@ -7,7 +7,8 @@
  *   - no two adjacent free blocks that could merge (both ready, or same owner not ready),
  *     unless one of them is a deferred free waiting in its `recent` slot or held on its small
  *     class's stack (which holds only small-pool blocks, counted by held_count);
- *   - every free block is in the bin of its size, and every bin entry is a free block;
+ *   - every free block is in the bin of its size, and every bin entry is a free block; no free
+ *     block holds uses or events (merges release free blocks' structs without asking);
  *   - not-ready free blocks are in their owner's list, ready ones in none;
  *   - live, pending, deferred, held and private-pool free blocks are in the live map under their
  *     address, nothing else is;
@@ -61,6 +62,8 @@ static vram_status check_locked(vram_allocator *a) {
                         FAIL("block %#llx belongs to unused private pool slot %u", (unsigned long long)b->addr, b->graph);
                     graph_blocks[b->graph - 1]++;
                 }
+                if (b->state == BLOCK_FREE && (b->uses || b->events)) /* see vram_block_release_free */
+                    FAIL("free block %#llx holds uses or events", (unsigned long long)b->addr);
                 if (b->state == BLOCK_FREE && b->deferred == DEFER_GRAPH) {
                     /* in its pool's bins: the walk of the bins below counts them */
                     if (!b->graph) FAIL("private-pool block %#llx belongs to no pool", (unsigned long long)b->addr);
