@@ -473,9 +473,9 @@ static void deferred_flush(vram_allocator *a) {
 static inline __attribute__((always_inline)) void rebin(vram_allocator *a, vram_block *b) {
     unsigned i = vram_bin_of(b->size);
     if (i == b->bin) return;
-    vram_pool *p = &a->pools[b->pool];
-    bin_remove(p, b);
-    bin_insert_at(p, b, i); /* the bin known: not computed again */
+    vram_bins *f = &a->pools[b->pool].free;
+    vram_bins_remove(f, b); /* the pool's count of free blocks stays */
+    vram_bins_insert_at(f, b, i); /* the bin known: not computed again */
 }
 
 /* Puts free block b, which is in no index yet, in its owner's not-ready list. */
