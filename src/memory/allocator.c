@@ -119,24 +119,18 @@ static void stream_wait(vram_allocator *a, vram_stream s) {
     a->dev->ops->event_destroy(a->dev, ev);
 }
 
-static void stream_list_remove(vram_allocator *a, vram_block *b) {
-    vram_stream_state *st = stream_state(a, b->stream);
+/* Takes b out of its owner's list st (its own links left as they were; no counts). */
+static inline void stream_list_unlink(vram_stream_state *st, vram_block *b) {
     if (b->sprev) b->sprev->snext = b->snext;
     else st->head = b->snext;
     if (b->snext) b->snext->sprev = b->sprev;
     else st->tail = b->sprev;
-    b->sprev = b->snext = NULL;
-    st->count--;
-    a->not_ready_count--;
 }
 
-/* Puts a not-ready free block in its owner's list, which stays ordered by free_seq (almost
- * always at the tail: a merged block can carry an older free_seq). Returns -1 when the stream
- * table is full; the caller then treats the block as ready after synchronizing (see
- * stream_track). */
-static int stream_list_append(vram_allocator *a, vram_block *b) {
-    vram_stream_state *st = stream_state(a, b->stream);
-    if (!st) return -1;
+/* Links b into its owner's list st after the last block whose free_seq is at most b's, so the
+ * list stays ordered by free_seq (almost always at the tail: a merged block can carry an older
+ * free_seq). No counts. */
+static inline void stream_list_link(vram_stream_state *st, vram_block *b) {
     vram_block *after = st->tail;
     while (after && after->free_seq > b->free_seq) after = after->sprev;
     b->sprev = after;
@@ -145,6 +139,23 @@ static int stream_list_append(vram_allocator *a, vram_block *b) {
     else st->tail = b;
     if (after) after->snext = b;
     else st->head = b;
+}
+
+static void stream_list_remove(vram_allocator *a, vram_block *b) {
+    vram_stream_state *st = stream_state(a, b->stream);
+    stream_list_unlink(st, b);
+    b->sprev = b->snext = NULL;
+    st->count--;
+    a->not_ready_count--;
+}
+
+/* Puts a not-ready free block in its owner's list (stream_list_link). Returns -1 when the
+ * stream table is full; the caller then treats the block as ready after synchronizing (see
+ * stream_track). */
+static int stream_list_append(vram_allocator *a, vram_block *b) {
+    vram_stream_state *st = stream_state(a, b->stream);
+    if (!st) return -1;
+    stream_list_link(st, b);
     st->count++;
     a->not_ready_count++;
     return 0;
@@ -159,17 +170,8 @@ static void stream_list_reseq(vram_allocator *a, vram_block *b, uint64_t seq) {
     b->free_seq = seq;
     if (!b->snext || b->snext->free_seq > seq) return; /* the list is ordered: its place stays */
     vram_stream_state *st = stream_state(a, b->stream);
-    if (b->sprev) b->sprev->snext = b->snext;
-    else st->head = b->snext;
-    b->snext->sprev = b->sprev;
-    vram_block *after = st->tail; /* not b: b->snext is not NULL */
-    while (after && after->free_seq > seq) after = after->sprev;
-    b->sprev = after;
-    b->snext = after ? after->snext : st->head;
-    if (b->snext) b->snext->sprev = b;
-    else st->tail = b;
-    if (after) after->snext = b;
-    else st->head = b;
+    stream_list_unlink(st, b);
+    stream_list_link(st, b);
 }
 
 /* ---------------------------------------------------------------------------------------- */
