@@ -2,8 +2,8 @@
 """pip_check.py — vram as pip installs it (pyproject.toml, python/backend/vram_wheel.py):
   - the backend's hooks called as a PEP 517 front end calls them: the sdist holds the tracked
     source under vram-V/ with PKG-INFO; a wheel built from that unpacked sdist (no git there) is
-    named for its version and platform, and its RECORD lists every file with the right hash and
-    size; bad settings and a missing cmake are refused with a message naming them;
+    named for its version and platform, its RECORD lists every file with the right hash and
+    size, and it is byte for byte the wheel built from the repository in another folder; bad settings and a missing cmake are refused with a message naming them;
   - pip itself, where a virtual environment with pip can be made here (offline: --no-index,
     build isolation on, as a user's `pip install` runs): the wheel installed gives a working
     `vram` (version, a replay, a short train on the corpus installed beside it) and a vram_torch
@@ -112,6 +112,16 @@ def main():
     check(r.returncode == 0 and os.path.isfile(wheel), f"build_wheel from the sdist: {r.stdout.strip()} {r.stderr.strip()[-400:]}")
     if os.path.isfile(wheel):
         check_wheel(wheel, version)
+    # the same source gives the same wheel, byte for byte: built again from the repository itself,
+    # in a scratch folder of the backend's choosing
+    again = os.path.join(tmp, "again")
+    os.makedirs(again)
+    r = hook(source, "build_wheel(%r, {'jobs': '2'})" % again)
+    second = os.path.join(again, r.stdout.strip())
+    if check(r.returncode == 0 and os.path.isfile(second), f"build_wheel from the repository: {r.stderr.strip()[-300:]}") \
+            and os.path.isfile(wheel):
+        with open(wheel, "rb") as f1, open(second, "rb") as f2:
+            check(f1.read() == f2.read(), "the wheels from the sdist and from the repository are the same bytes")
     r = hook(tree, "prepare_metadata_for_build_wheel(%r)" % tmp)
     check(r.returncode == 0 and r.stdout.strip() == f"vram-{version}.dist-info"
           and os.path.isfile(os.path.join(tmp, r.stdout.strip(), "METADATA")), f"prepare_metadata: {r.stdout.strip()}")
