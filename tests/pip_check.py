@@ -137,6 +137,22 @@ def main():
     nocmake = dict(os.environ, PATH=os.path.dirname(sys.executable))
     r = hook(tree, "build_wheel(%r, {'build-dir': %r})" % (dist, os.path.join(tmp, "never")), env=nocmake)
     check(r.returncode != 0 and "cmake not found on PATH" in r.stderr, f"no cmake: {r.stderr.strip()[-200:]}")
+    # what the build asks its front end to install first: nothing where cmake is here, PyPI's
+    # cmake where it is not (or too old: a stand-in cmake that says 3.10)
+    with open(os.path.join(source, "CMakeLists.txt")) as f:
+        minimum = re.search(r"cmake_minimum_required\(VERSION (\d+\.\d+)", f.read()).group(1)
+    pypi_cmake = f"['cmake>={minimum}']"
+    r = hook(tree, "get_requires_for_build_wheel()")
+    check(r.returncode == 0 and r.stdout.strip() == "[]", f"with cmake, the build requires nothing: {r.stdout.strip()}")
+    r = hook(tree, "get_requires_for_build_editable()", env=nocmake)
+    check(r.returncode == 0 and r.stdout.strip() == pypi_cmake, f"without, PyPI's cmake: {r.stdout.strip()}")
+    old = os.path.join(tmp, "oldcmake")
+    os.makedirs(old)
+    with open(os.path.join(old, "cmake"), "w") as f:
+        f.write("#!/bin/sh\necho 'cmake version 3.10.2'\n")
+    os.chmod(os.path.join(old, "cmake"), 0o755)
+    r = hook(tree, "get_requires_for_build_wheel()", env=dict(os.environ, PATH=old + os.pathsep + os.environ["PATH"]))
+    check(r.returncode == 0 and r.stdout.strip() == pypi_cmake, f"a cmake too old, PyPI's cmake: {r.stdout.strip()}")
 
     # ---- pip itself, offline, in a virtual environment
     venv = os.path.join(tmp, "venv")

@@ -1,7 +1,8 @@
 """vram_wheel.py — the PEP 517 build backend behind `pip install` of this repository (named in
 ../../pyproject.toml). It needs nothing from the network and no build package: only the Python
 standard library, CMake and a C/C++ compiler, so `pip install .` (or of the sdist) works offline
-with pip's default build isolation.
+with pip's default build isolation. (Where no cmake of CMakeLists.txt's minimum version is on
+PATH, the build asks its front end for PyPI's cmake package, which an online install fetches.)
 
     pip install /path/to/vram                 # a wheel built from the source tree, installed
     pip install -e /path/to/vram              # editable: the repository's python/ and build/
@@ -46,6 +47,7 @@ NAME = "vram"
 SUMMARY = "GPU memory management for deep learning: a caching allocator for PyTorch and C, and its tools"
 SETTINGS = ("build-dir", "cmake-args", "jobs")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CMAKE_MIN = (3, 20)  # CMakeLists.txt's cmake_minimum_required
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # every archive entry's time: the same source gives the same wheel
 
 
@@ -93,7 +95,8 @@ def _cmake_build(build_dir, s):
     in build_dir; returns the paths of the command, the library and the corpus."""
     cmake = shutil.which("cmake")
     if not cmake:
-        raise BuildError("vram_wheel: cmake not found on PATH; vram's wheel is built with CMake (3.20 or newer)")
+        raise BuildError("vram_wheel: cmake not found on PATH; vram's wheel is built with CMake (%d.%d or newer: "
+                         "install it, or `pip install cmake`)" % CMAKE_MIN)
     args = shlex.split(os.environ.get("CMAKE_ARGS", "")) + shlex.split(s.get("cmake-args", ""))
     if not any(a.startswith("-DCMAKE_BUILD_TYPE=") for a in args):
         args.insert(0, "-DCMAKE_BUILD_TYPE=Release")
@@ -188,8 +191,25 @@ def _package_files():
 
 # ---- PEP 517 hooks -----------------------------------------------------------------------
 
+def _cmake_requirement():
+    """[] where a cmake of at least CMAKE_MIN is on PATH, else the PyPI cmake package: a front end
+    with build isolation then installs it (online) before building, and an offline build with a
+    cmake of its own needs nothing."""
+    cmake = shutil.which("cmake")
+    if cmake:
+        try:
+            out = subprocess.run([cmake, "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 text=True, timeout=60).stdout
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        m = re.search(r"version (\d+)\.(\d+)", out)
+        if m and (int(m.group(1)), int(m.group(2))) >= CMAKE_MIN:
+            return []
+    return ["cmake>=%d.%d" % CMAKE_MIN]
+
+
 def get_requires_for_build_wheel(config_settings=None):
-    return []
+    return _cmake_requirement()
 
 
 def get_requires_for_build_sdist(config_settings=None):
@@ -197,7 +217,7 @@ def get_requires_for_build_sdist(config_settings=None):
 
 
 def get_requires_for_build_editable(config_settings=None):
-    return []
+    return _cmake_requirement()
 
 
 def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
