@@ -3,8 +3,9 @@
   - the backend's hooks called as a PEP 517 front end calls them: the sdist holds the tracked
     source under vram-V/ with PKG-INFO; a wheel built from that unpacked sdist (no git there) is
     named for its version and platform, its RECORD lists every file with the right hash and
-    size, and it is byte for byte the wheel built from the repository in another folder; bad settings and a missing cmake are refused with a message naming them; the build asks its front end
-    for PyPI's cmake only where no cmake of CMakeLists.txt's minimum is on PATH;
+    size, and it is byte for byte the wheel built from the repository in another folder; bad
+    settings and a missing cmake are refused with a message naming them; the build asks its
+    front end for PyPI's cmake only where no cmake of CMakeLists.txt's minimum is on PATH;
   - pip itself, where a virtual environment with pip can be made here (offline: --no-index,
     build isolation on, as a user's `pip install` runs): the wheel installed gives a working
     `vram` (version, a replay, a short train on the corpus installed beside it) and a vram_torch
@@ -17,8 +18,8 @@ skips this test (77) and the plain build runs it.
 
 usage: pip_check.py SOURCE_DIR VERSION TRACE
 """
-import hashlib
 import base64
+import hashlib
 import os
 import re
 import shutil
