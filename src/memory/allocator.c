@@ -78,11 +78,6 @@ static inline void bin_insert(vram_pool *p, vram_block *b) {
     p->nfree++;
 }
 
-static inline void bin_insert_at(vram_pool *p, vram_block *b, unsigned i) {
-    vram_bins_insert_at(&p->free, b, i);
-    p->nfree++;
-}
-
 static inline void bin_remove(vram_pool *p, vram_block *b) {
     vram_bins_remove(&p->free, b);
     p->nfree--;
