@@ -136,6 +136,19 @@ def main():
         r = hook(tree, call)
         check(r.returncode != 0 and says in r.stderr and "Traceback" not in r.stderr,
               f"{call.split('(')[0]} refuses a bad setting: {r.stderr.strip()[-200:]}")
+    # a package whose __version__ is not CMake's: refused before anything is built, no wheel left
+    init = os.path.join(tree, "python", "vram_torch", "__init__.py")
+    with open(init) as f:
+        text = f.read()
+    with open(init, "w") as f:
+        f.write(text.replace(f'__version__ = "{version}"', '__version__ = "0.0.1"'))
+    before = set(os.listdir(dist))
+    r = hook(tree, "build_wheel(%r, {'build-dir': %r})" % (dist, os.path.join(tmp, "never")))
+    check(r.returncode != 0 and f"__version__ (0.0.1) is not CMakeLists.txt's ({version})" in r.stderr
+          and set(os.listdir(dist)) == before and not os.path.exists(os.path.join(tmp, "never")),
+          f"a package of another version is refused before building: {r.stderr.strip()[-200:]}")
+    with open(init, "w") as f:
+        f.write(text)
     nocmake = dict(os.environ, PATH=os.path.dirname(sys.executable))
     r = hook(tree, "build_wheel(%r, {'build-dir': %r})" % (dist, os.path.join(tmp, "never")), env=nocmake)
     check(r.returncode != 0 and "cmake not found on PATH" in r.stderr, f"no cmake: {r.stderr.strip()[-200:]}")

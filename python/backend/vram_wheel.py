@@ -136,7 +136,8 @@ def _write_dist_info(folder):
 
 
 class _Wheel:
-    """A wheel being written: add() each file, then close() writes WHEEL and RECORD."""
+    """A wheel being written: add() each file, then close() writes WHEEL and RECORD (or discard()
+    deletes it)."""
 
     def __init__(self, folder, tag):
         self.tag = tag
@@ -156,6 +157,11 @@ class _Wheel:
     def add_file(self, arcname, path):
         with open(path, "rb") as f:
             self.add(arcname, f.read(), os.access(path, os.X_OK))
+
+    def discard(self):
+        """Closes and deletes the unfinished wheel."""
+        self.zip.close()
+        os.remove(self.path)
 
     def close(self):
         di = _dist_info()
@@ -231,18 +237,23 @@ def prepare_metadata_for_build_editable(metadata_directory, config_settings=None
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     s = _settings(config_settings)
+    package = _package_files()  # (its version checked before anything is built)
     scratch = None if s.get("build-dir") else tempfile.mkdtemp(prefix="vram-wheel-")
     try:
         build_dir = os.path.abspath(s.get("build-dir") or scratch)
         exe, lib, corpus = _cmake_build(build_dir, s)
         data = "%s-%s.data" % (NAME, version())
         w = _Wheel(wheel_directory, _tag())
-        for arcname, path in _package_files():
-            w.add_file(arcname, path)
-        w.add_file("vram_torch/libvram_torch.so", lib)
-        w.add_file(data + "/scripts/vram", exe)
-        w.add_file(data + "/data/share/vram/kjv.txt", corpus)
-        return w.close()
+        try:
+            for arcname, path in package:
+                w.add_file(arcname, path)
+            w.add_file("vram_torch/libvram_torch.so", lib)
+            w.add_file(data + "/scripts/vram", exe)
+            w.add_file(data + "/data/share/vram/kjv.txt", corpus)
+            return w.close()
+        except BaseException:
+            w.discard()  # no half-written wheel left behind
+            raise
     finally:
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -250,6 +261,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
     s = _settings(config_settings)
+    _package_files()  # its version checked
     build_dir = os.path.abspath(s.get("build-dir") or os.path.join(ROOT, "build"))
     searched = [os.path.join(ROOT, d) for d in ("build", "b", "build-release")]
     if build_dir not in searched:
