@@ -104,7 +104,7 @@ def main():
                      "python/vram_torch/__init__.py", "src/memory/allocator.c", "include/vram/alloc.h", "README.md"]:
             check(top + want in members, f"the sdist holds {want}")
         check(not any(re.match(r"[^/]+/(build[^/]*|b|\.git)/", m) for m in members), "no build folder or .git in the sdist")
-        tar.extractall(tmp)
+        tar.extractall(tmp, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))  # (3.12+ asks)
     tree = os.path.join(tmp, f"vram-{version}")
     check(not os.path.exists(os.path.join(tree, ".git")), "the unpacked sdist is not a git clone")
 
