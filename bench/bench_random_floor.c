@@ -1,6 +1,6 @@
 /* bench_random_floor.c — how fast the random latency workload can go under the simplest
- * allocator of vram's kind, beside vram itself and beside the workload's own loop with no
- * allocator at all, in turns in one process:
+ * allocator of vram's kind, beside vram itself, beside an allocator of another kind (size
+ * classes) and beside the workload's own loop with no allocator at all, in turns in one process:
  *
  *   bench_random_floor [DEVICE_SPEC] [--runs N] [--sizes all|small|large]
  *                                   (default cudasim, 7 rounds, all sizes)
@@ -16,7 +16,13 @@
  * is what those features cost on this workload: the ceiling on what a leaner vram could gain
  * without giving any of them up is vram's time less the floor's.
  *
- * The third row, "harness", runs the same loop (the random numbers, the slot table) with no
+ * The third row, "size classes", is the other end of the trade: every request rounded up to its
+ * bin's top size and each class a stack of its own freed blocks, so an operation is a hash-map
+ * update and a push or pop, with no search, split or merge; and a freed block never serves
+ * another size, so it reserves several times the floor's memory. It shows what a tenth of
+ * PyTorch's time on this workload (issue 3) would cost in memory.
+ *
+ * The fourth row, "harness", runs the same loop (the random numbers, the slot table) with no
  * allocator: every figure includes it, so an allocator's own time is its row less this one.
  * `--sizes small` or `large` keeps only the requests of one pool (up to 1 MiB, or above it; a
  * size outside is drawn again, so the sequence is no longer §2's), to see which pool a cost is in.
@@ -47,10 +53,16 @@ typedef struct fpool {
     uint64_t base, reserved, reserved_peak;
 } fpool;
 
+/* An address -> value hash map: open addressing, linear probes, backward-shift deletion; sized
+ * for the workload up front (4096 slots, above four times its 1000 live blocks), never grown. */
+typedef struct addr_map {
+    struct { uint64_t key; uintptr_t value; } *slots;
+    uint64_t cap;
+} addr_map;
+
 typedef struct floor_alloc {
     fpool pools[2]; /* [0] small, [1] large */
-    struct { uint64_t key; fblock *value; } *map;
-    uint64_t cap, count;
+    addr_map map;
     fblock *spare; /* recycled block structs */
     uint64_t allocated, allocated_peak;
 } floor_alloc;
@@ -98,26 +110,32 @@ static uint64_t hash(uint64_t key, uint64_t cap) {
     return (h ^ (h >> 29)) & (cap - 1);
 }
 
-static void map_put(floor_alloc *f, fblock *b) { /* the map is sized for the workload up front */
-    uint64_t j = hash(b->addr, f->cap);
-    while (f->map[j].key) j = (j + 1) & (f->cap - 1);
-    f->map[j].key = b->addr;
-    f->map[j].value = b;
+static int map_init(addr_map *m) {
+    m->cap = 4096;
+    m->slots = calloc(m->cap, sizeof *m->slots);
+    return m->slots ? 0 : -1;
 }
 
-static fblock *map_take(floor_alloc *f, uint64_t key) {
-    uint64_t mask = f->cap - 1, j = hash(key, f->cap);
-    while (f->map[j].key != key) j = (j + 1) & mask;
-    fblock *b = f->map[j].value;
-    for (uint64_t k = (j + 1) & mask; f->map[k].key; k = (k + 1) & mask) { /* backward shift */
-        uint64_t home = hash(f->map[k].key, f->cap);
+static void map_put(addr_map *m, uint64_t key, uintptr_t value) {
+    uint64_t j = hash(key, m->cap);
+    while (m->slots[j].key) j = (j + 1) & (m->cap - 1);
+    m->slots[j].key = key;
+    m->slots[j].value = value;
+}
+
+static uintptr_t map_take(addr_map *m, uint64_t key) {
+    uint64_t mask = m->cap - 1, j = hash(key, m->cap);
+    while (m->slots[j].key != key) j = (j + 1) & mask;
+    uintptr_t value = m->slots[j].value;
+    for (uint64_t k = (j + 1) & mask; m->slots[k].key; k = (k + 1) & mask) { /* backward shift */
+        uint64_t home = hash(m->slots[k].key, m->cap);
         if (((k - home) & mask) >= ((k - j) & mask)) {
-            f->map[j] = f->map[k];
+            m->slots[j] = m->slots[k];
             j = k;
         }
     }
-    f->map[j].key = 0;
-    return b;
+    m->slots[j].key = 0;
+    return value;
 }
 
 static fblock *block_new(floor_alloc *f) {
@@ -155,7 +173,7 @@ static void *floor_malloc(floor_alloc *f, uint64_t size) {
         }
     }
     b->free = 0;
-    map_put(f, b);
+    map_put(&f->map, b->addr, (uintptr_t)b);
     f->allocated += b->size;
     if (f->allocated > f->allocated_peak) f->allocated_peak = f->allocated;
     return (void *)(uintptr_t)b->addr;
@@ -172,7 +190,7 @@ static void absorb(floor_alloc *f, fblock *keep, fblock *next) {
 
 /* Coalesces the block with its free neighbours (a block freed before the top becomes the top). */
 static void floor_free(floor_alloc *f, void *ptr) {
-    fblock *b = map_take(f, (uint64_t)(uintptr_t)ptr);
+    fblock *b = (fblock *)map_take(&f->map, (uint64_t)(uintptr_t)ptr);
     fpool *p = &f->pools[b->addr >= f->pools[1].base]; /* the pools' ranges lie apart */
     f->allocated -= b->size;
     b->free = 1;
@@ -193,8 +211,6 @@ static void floor_free(floor_alloc *f, void *ptr) {
 
 static int floor_init(floor_alloc *f) {
     memset(f, 0, sizeof *f);
-    f->cap = 4096; /* above twice the workload's 1000 live blocks */
-    f->map = calloc(f->cap, sizeof *f->map);
     for (int i = 0; i < 2; i++) {
         fpool *p = &f->pools[i];
         p->base = (uint64_t)(i + 1) << 40;
@@ -202,7 +218,7 @@ static int floor_init(floor_alloc *f) {
         if (!p->top) return -1;
         *p->top = (fblock){p->base, 1ull << 39, NULL, NULL, NULL, NULL, 0, 1};
     }
-    return f->map ? 0 : -1;
+    return map_init(&f->map);
 }
 
 /* Whether the floor allocator is consistent with everything freed: each pool's blocks tile its
@@ -238,13 +254,106 @@ static void floor_destroy(floor_alloc *f) {
         free(f->spare);
         f->spare = n;
     }
-    free(f->map);
+    free(f->map.slots);
+}
+
+/* ---- the size-class allocator: the other end of the trade ------------------------------ */
+
+/* Every request rounded up to the top of its bin (512-byte steps below 32 KiB, 32 classes per
+ * power of two above: at most 1/32 more than asked), each class a stack of the free addresses
+ * it ever handed out, taken back only for that class: no search, split or merge. What it
+ * saves in time it pays in memory, since a freed block never serves another class. */
+typedef struct class_alloc {
+    struct { uint64_t *addr; uint32_t n, cap; } free_of[NBINS];
+    addr_map map;                     /* address -> its class's size */
+    uint64_t top[2], base[2];         /* each pool's range, grown at its end */
+    uint64_t allocated, allocated_peak;
+} class_alloc;
+
+static uint64_t class_size(uint64_t size) {
+    uint64_t u = size < 512 ? 1 : (size + 511) >> 9;
+    if (u >= 64) {
+        unsigned step = 63u - (unsigned)__builtin_clzll(u) - 5u;
+        u = ((u + (1ull << step) - 1) >> step) << step;
+    }
+    return u << 9;
+}
+
+/* NULL only when the host is out of memory. */
+static void *class_malloc(class_alloc *c, uint64_t size) {
+    uint64_t csize = class_size(size);
+    unsigned k = bin_of(csize);
+    uint64_t addr;
+    if (c->free_of[k].n) {
+        addr = c->free_of[k].addr[--c->free_of[k].n];
+    } else {
+        int large = csize > (1u << 20);
+        addr = c->top[large];
+        c->top[large] += csize;
+    }
+    map_put(&c->map, addr, csize);
+    c->allocated += csize;
+    if (c->allocated > c->allocated_peak) c->allocated_peak = c->allocated;
+    return (void *)(uintptr_t)addr;
+}
+
+/* -1 only when the host is out of memory (the block is then not freed). */
+static int class_free(class_alloc *c, void *ptr) {
+    uint64_t addr = (uint64_t)(uintptr_t)ptr;
+    uint64_t csize = map_take(&c->map, addr);
+    unsigned k = bin_of(csize);
+    if (c->free_of[k].n == c->free_of[k].cap) {
+        uint32_t cap = c->free_of[k].cap ? 2 * c->free_of[k].cap : 16;
+        uint64_t *grown = realloc(c->free_of[k].addr, cap * sizeof *grown);
+        if (!grown) {
+            map_put(&c->map, addr, csize);
+            return -1;
+        }
+        c->free_of[k].addr = grown;
+        c->free_of[k].cap = cap;
+    }
+    c->free_of[k].addr[c->free_of[k].n++] = addr;
+    c->allocated -= csize;
+    return 0;
+}
+
+static int class_init(class_alloc *c) {
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < 2; i++) c->top[i] = c->base[i] = (uint64_t)(i + 1) << 40;
+    return map_init(&c->map);
+}
+
+static uint64_t class_reserved(const class_alloc *c) {
+    return c->top[0] - c->base[0] + c->top[1] - c->base[1];
+}
+
+/* Whether, with everything freed, every byte the ranges grew by lies in a class's stack. */
+static int class_consistent(const class_alloc *c) {
+    uint64_t held = 0;
+    for (unsigned k = 0; k < NBINS; k++) {
+        uint64_t size = k < 64 ? (uint64_t)k << 9 : (uint64_t)(32 + (k - 64) % 32) << ((k - 64) / 32 + 1) << 9;
+        held += c->free_of[k].n * size;
+    }
+    return !c->allocated && held == class_reserved(c);
+}
+
+static void class_destroy(class_alloc *c) {
+    for (unsigned k = 0; k < NBINS; k++) free(c->free_of[k].addr);
+    free(c->map.slots);
 }
 
 /* ---- the workload, through either ------------------------------------------------------ */
 
-/* What run_once times: vram, the floor allocator, or no allocator (the harness alone). */
-typedef enum { RUN_VRAM, RUN_FLOOR, RUN_HARNESS } run_kind;
+/* What run_once times: vram, the floor allocator, the size-class allocator, or no allocator
+ * (the harness alone). */
+typedef enum { RUN_VRAM, RUN_FLOOR, RUN_CLASSES, RUN_HARNESS, RUN_KINDS } run_kind;
+
+/* The allocators the workload runs through. */
+typedef struct contenders {
+    vram_allocator *vram;
+    floor_alloc floor;
+    class_alloc classes;
+} contenders;
 
 /* Which requests the workload keeps (--sizes). */
 typedef enum { SIZES_ALL, SIZES_SMALL, SIZES_LARGE } size_range;
@@ -258,7 +367,7 @@ static uint64_t draw_size(uint64_t *xs, size_range range) {
 
 /* One run of the workload; ns per operation (negative: an allocation failed). The harness's
  * "allocation" is a non-null token, and its free does nothing. */
-static double run_once(run_kind kind, vram_allocator *a, floor_alloc *f, size_range range) {
+static double run_once(run_kind kind, contenders *on, size_range range) {
     enum { SLOTS = 1000, OPS = 200000 };
     static void *slot[SLOTS];
     uint64_t xs = VRAM_BENCH_SEED;
@@ -267,20 +376,23 @@ static double run_once(run_kind kind, vram_allocator *a, floor_alloc *f, size_ra
     for (int op = 0; op < OPS; op++) {
         uint64_t k = vram_bench_next(&xs) % SLOTS;
         if (slot[k]) {
-            if (kind == RUN_VRAM) vram_allocator_free(a, slot[k]);
-            else if (kind == RUN_FLOOR) floor_free(f, slot[k]);
+            if (kind == RUN_VRAM) vram_allocator_free(on->vram, slot[k]);
+            else if (kind == RUN_FLOOR) floor_free(&on->floor, slot[k]);
+            else if (kind == RUN_CLASSES) failed |= class_free(&on->classes, slot[k]) != 0;
             slot[k] = NULL;
         } else {
             uint64_t size = draw_size(&xs, range);
-            if (kind == RUN_VRAM) failed |= vram_allocator_malloc(a, (size_t)size, 0, VRAM_TAG_OTHER, &slot[k]) != VRAM_OK;
-            else if (kind == RUN_FLOOR) failed |= (slot[k] = floor_malloc(f, size)) == NULL;
+            if (kind == RUN_VRAM) failed |= vram_allocator_malloc(on->vram, (size_t)size, 0, VRAM_TAG_OTHER, &slot[k]) != VRAM_OK;
+            else if (kind == RUN_FLOOR) failed |= (slot[k] = floor_malloc(&on->floor, size)) == NULL;
+            else if (kind == RUN_CLASSES) failed |= (slot[k] = class_malloc(&on->classes, size)) == NULL;
             else slot[k] = (void *)(uintptr_t)(size | 1);
         }
     }
     double ns = (vram_bench_now_ns() - t0) / OPS;
     for (int k = 0; k < SLOTS; k++) {
-        if (slot[k] && kind == RUN_VRAM) vram_allocator_free(a, slot[k]);
-        else if (slot[k] && kind == RUN_FLOOR) floor_free(f, slot[k]);
+        if (slot[k] && kind == RUN_VRAM) vram_allocator_free(on->vram, slot[k]);
+        else if (slot[k] && kind == RUN_FLOOR) floor_free(&on->floor, slot[k]);
+        else if (slot[k] && kind == RUN_CLASSES) failed |= class_free(&on->classes, slot[k]) != 0;
         slot[k] = NULL;
     }
     return failed ? -1 : ns;
@@ -313,57 +425,67 @@ int main(int argc, char **argv) {
         return 2;
     }
     vram_device *dev = NULL;
-    vram_allocator *a = NULL;
-    floor_alloc f;
-    if (vram_device_open(spec, &dev) != VRAM_OK || vram_allocator_new(dev, NULL, &a) != VRAM_OK) {
+    static contenders on; /* large: the class stacks' heads */
+    if (vram_device_open(spec, &dev) != VRAM_OK || vram_allocator_new(dev, NULL, &on.vram) != VRAM_OK) {
         fprintf(stderr, "bench_random_floor: %s: %s\n", spec, vram_last_error());
         if (dev) vram_device_close(dev);
         return 1;
     }
-    if (floor_init(&f) != 0) {
+    if (floor_init(&on.floor) != 0 || class_init(&on.classes) != 0) {
         fprintf(stderr, "bench_random_floor: host out of memory\n");
         return 1;
     }
     vram_machine_print(stdout, argc, argv);
     printf("device:  %s (%s), for vram\n\n", spec, dev->name);
-    double vram_ns[99], floor_ns[99], harness_ns[99];
-    run_once(RUN_VRAM, a, NULL, range); /* the untimed warm-up runs */
-    run_once(RUN_FLOOR, NULL, &f, range);
-    run_once(RUN_HARNESS, NULL, NULL, range);
+    double ns[RUN_KINDS][99];
+    for (run_kind k = 0; k < RUN_KINDS; k++) run_once(k, &on, range); /* the untimed warm-up runs */
     for (int r = 0; r < runs; r++) { /* in turns, so that all see the same machine */
-        vram_ns[r] = run_once(RUN_VRAM, a, NULL, range);
-        floor_ns[r] = run_once(RUN_FLOOR, NULL, &f, range);
-        harness_ns[r] = run_once(RUN_HARNESS, NULL, NULL, range);
-        if (vram_ns[r] < 0 || floor_ns[r] < 0) {
-            fprintf(stderr, "bench_random_floor: an allocation failed (%s)\n", vram_last_error());
-            return 1;
+        for (run_kind k = 0; k < RUN_KINDS; k++) {
+            ns[k][r] = run_once(k, &on, range);
+            if (ns[k][r] < 0) {
+                fprintf(stderr, "bench_random_floor: an allocation failed (%s)\n",
+                        k == RUN_VRAM ? vram_last_error() : "host out of memory");
+                return 1;
+            }
         }
     }
-    if (!floor_consistent(&f)) {
-        fprintf(stderr, "bench_random_floor: the floor allocator is inconsistent after the runs (a bug in it)\n");
+    if (!floor_consistent(&on.floor) || !class_consistent(&on.classes)) {
+        fprintf(stderr, "bench_random_floor: the %s allocator is inconsistent after the runs (a bug in it)\n",
+                floor_consistent(&on.floor) ? "size-class" : "floor");
         return 1;
     }
     vram_stats st;
-    vram_allocator_get_stats(a, &st);
-    qsort(vram_ns, (size_t)runs, sizeof vram_ns[0], vram_bench_cmp_double);
-    qsort(floor_ns, (size_t)runs, sizeof floor_ns[0], vram_bench_cmp_double);
-    qsort(harness_ns, (size_t)runs, sizeof harness_ns[0], vram_bench_cmp_double);
+    vram_allocator_get_stats(on.vram, &st);
+    double med[RUN_KINDS];
+    for (run_kind k = 0; k < RUN_KINDS; k++) {
+        qsort(ns[k], (size_t)runs, sizeof ns[k][0], vram_bench_cmp_double);
+        med[k] = ns[k][runs / 2];
+    }
+    static const char *const row_names[RUN_KINDS] = {
+        "vram", "floor (best fit in the same bins, nothing else)",
+        "size classes (no search, split or merge; up to 1/32 rounding)", "harness (the loop, no allocator)"};
+    const double reserved[RUN_KINDS] = {(double)st.reserved_bytes[0].peak,
+                                        (double)(on.floor.pools[0].reserved_peak + on.floor.pools[1].reserved_peak),
+                                        (double)class_reserved(&on.classes), 0};
+    const double allocated[RUN_KINDS] = {(double)st.allocated_bytes[0].peak, (double)on.floor.allocated_peak,
+                                         (double)on.classes.allocated_peak, 0};
     printf("The random workload, warm, %d runs of 200000 operations each, in turns; ns per operation, "
            "harness included; sizes: %s.\n\n", runs, range_names[range]);
     printf("| allocator | ns per op, median | min | max | peak reserved | peak allocated |\n|---|---|---|---|---|---|\n");
-    printf("| vram | %.1f | %.1f | %.1f | %.2f GB | %.2f GB |\n", vram_ns[runs / 2], vram_ns[0], vram_ns[runs - 1],
-           st.reserved_bytes[0].peak / 1e9, st.allocated_bytes[0].peak / 1e9);
-    printf("| floor (best fit in the same bins, nothing else) | %.1f | %.1f | %.1f | %.2f GB | %.2f GB |\n",
-           floor_ns[runs / 2], floor_ns[0], floor_ns[runs - 1],
-           (f.pools[0].reserved_peak + f.pools[1].reserved_peak) / 1e9, f.allocated_peak / 1e9);
-    printf("| harness (the loop, no allocator) | %.1f | %.1f | %.1f | - | - |\n", harness_ns[runs / 2], harness_ns[0],
-           harness_ns[runs - 1]);
-    double h = harness_ns[runs / 2];
-    printf("\nvram / floor: %.2f\n", vram_ns[runs / 2] / floor_ns[runs / 2]);
-    printf("less the harness: vram %.1f ns, floor %.1f ns an operation; vram / floor %.2f\n", vram_ns[runs / 2] - h,
-           floor_ns[runs / 2] - h, (vram_ns[runs / 2] - h) / (floor_ns[runs / 2] - h));
-    floor_destroy(&f);
-    vram_allocator_destroy(a);
+    for (run_kind k = 0; k < RUN_KINDS; k++) {
+        printf("| %s | %.1f | %.1f | %.1f |", row_names[k], med[k], ns[k][0], ns[k][runs - 1]);
+        if (k == RUN_HARNESS) printf(" - | - |\n");
+        else printf(" %.2f GB | %.2f GB |\n", reserved[k] / 1e9, allocated[k] / 1e9);
+    }
+    double h = med[RUN_HARNESS];
+    printf("\nvram / floor: %.2f\n", med[RUN_VRAM] / med[RUN_FLOOR]);
+    printf("less the harness: vram %.1f ns, floor %.1f ns an operation; vram / floor %.2f\n", med[RUN_VRAM] - h,
+           med[RUN_FLOOR] - h, (med[RUN_VRAM] - h) / (med[RUN_FLOOR] - h));
+    printf("size classes, less the harness: %.1f ns an operation, %.2f of the floor's; peak reserved %.2f of the floor's\n",
+           med[RUN_CLASSES] - h, (med[RUN_CLASSES] - h) / (med[RUN_FLOOR] - h), reserved[RUN_CLASSES] / reserved[RUN_FLOOR]);
+    floor_destroy(&on.floor);
+    class_destroy(&on.classes);
+    vram_allocator_destroy(on.vram);
     vram_device_close(dev);
     return 0;
 }

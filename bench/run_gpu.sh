@@ -91,15 +91,17 @@ if [[ $what == *floor* ]]; then
     done
   done
   cell() { awk -F'|' -v row="$1" '$2 ~ "^ " row " " {print $3+0}' "$2"; }
-  { echo "| round | vram ns/op | floor ns/op | harness ns/op | native ns/op | vram / native | floor / native | split cuda: all, asked nothing, memory calls/run | split cudasim: same |"
-    echo "|---|---|---|---|---|---|---|---|---|"
+  ratio() { awk -v a="$1" -v b="$2" 'BEGIN{if (b > 0) printf "%.3f", a / b}'; }
+  { echo "| round | vram ns/op | floor ns/op | size classes ns/op | harness ns/op | native ns/op | vram / native | floor / native | size classes / native | split cuda: all, asked nothing, memory calls/run | split cudasim: same |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|"
     for r in $(seq 1 "${ROUNDS:-3}"); do
       v=$(cell vram "$OUT/floor_r$r.log"); f=$(cell floor "$OUT/floor_r$r.log"); h=$(cell harness "$OUT/floor_r$r.log")
+      c=$(cell "size classes" "$OUT/floor_r$r.log")
       n=$(awk '/^random warm:/{print $3+0}' "$OUT/floor_r${r}_native.log")
       s=""; for d in cuda cudasim; do
         s="$s | $(awk -F'|' '$2 ~ /^ all /{a=$4+0} $2 ~ /^ nothing /{n=$4+0} /device calls:/{t=$0; sub(/.*calls: /,"",t); split(t,w," "); m=w[1]} END{print a", "n", "m}' "$OUT/split_r${r}_$d.log")"
       done
-      echo "| $r | $v | $f | $h | $n | $(awk -v a="$v" -v b="$n" 'BEGIN{if (b > 0) printf "%.3f", a / b}') | $(awk -v a="$f" -v b="$n" 'BEGIN{if (b > 0) printf "%.3f", a / b}')$s |"
+      echo "| $r | $v | $f | $c | $h | $n | $(ratio "$v" "$n") | $(ratio "$f" "$n") | $(ratio "$c" "$n")$s |"
     done
     echo; echo "| round | sizes | vram ns/op | floor ns/op | harness ns/op | vram / floor, harness excluded |"
     echo "|---|---|---|---|---|---|"

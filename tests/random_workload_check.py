@@ -5,8 +5,9 @@
     sim device has no events; cudasim's warm runs move pages);
   - bench_random_floor's table: vram and the floor allocator both ran the workload (the same peak
     allocated bytes, up to vram's rounding of small requests to size classes; the floor's range at
-    least that), the harness alone (no allocator) took less time than either, and the ratios
-    printed are the table's; with --sizes small, only the small pool's requests ran;
+    least that), the size-class allocator too (at most 1/32 more allocated, more than twice the
+    floor's range reserved), the harness alone (no allocator) took less time than any, and the
+    ratios printed are the table's; with --sizes small, only the small pool's requests ran;
 and bad flags refused by both.
 
 usage: random_workload_check.py BENCH_RANDOM_SPLIT BENCH_RANDOM_FLOOR
@@ -84,16 +85,21 @@ def main():
     t = tables(run.stdout)
     rows = t[0] if t else {}
     names = list(rows)
-    check(len(names) == 3 and names[0] == "vram" and names[1].startswith("floor") and names[2].startswith("harness"),
-          f"floor: rows {names}")
-    if len(names) == 3:
-        (v, f, h) = (rows[n] for n in names)
+    check(len(names) == 4 and names[0] == "vram" and names[1].startswith("floor") and
+          names[2].startswith("size classes") and names[3].startswith("harness"), f"floor: rows {names}")
+    if len(names) == 4:
+        (v, f, c, h) = (rows[n] for n in names)
         gb = lambda cell: float(cell.split()[0])
         check(abs(gb(v[4]) - gb(f[4])) <= 0.01 * gb(f[4]) and gb(f[4]) > 7,
               f"floor: both allocated the workload's peak ({v[4]}, {f[4]})")
         check(gb(f[3]) >= gb(f[4]), f"floor: its range covers what it allocated ({f[3]})")
-        check(all(float(c) > 0 for c in v[:3] + f[:3] + h[:3]), "floor: times printed")
-        check(float(h[0]) < float(f[0]) and float(h[0]) < float(v[0]) and h[3] == "-",
+        # size classes round each request up by at most 1/32, and never hand a freed block to
+        # another class: it allocates a little more than the floor and reserves far more
+        check(gb(f[4]) <= gb(c[4]) <= gb(f[4]) * 33 / 32 + 0.01,
+              f"size classes: allocated the peak, rounded up by at most 1/32 ({c[4]})")
+        check(gb(c[3]) > 2 * gb(f[3]), f"size classes: reserve more than twice the floor's range ({c[3]}, {f[3]})")
+        check(all(float(x) > 0 for x in v[:3] + f[:3] + c[:3] + h[:3]), "floor: times printed")
+        check(all(float(h[0]) < float(x[0]) for x in (v, f, c)) and h[3] == "-",
               f"floor: the harness alone is the fastest and allocates nothing ({h})")
         m = re.search(r"vram / floor: ([0-9.]+)", run.stdout)
         check(m is not None and abs(float(m.group(1)) - float(v[0]) / float(f[0])) < 0.01,
@@ -103,11 +109,16 @@ def main():
         own = (float(v[0]) - float(h[0]), float(f[0]) - float(h[0]))
         check(m is not None and abs(float(m.group(1)) - own[0]) < 0.11 and abs(float(m.group(2)) - own[1]) < 0.11 and
               abs(float(m.group(3)) - own[0] / own[1]) < 0.01, "floor: the harness taken off both medians")
+        m = re.search(r"size classes, less the harness: ([0-9.]+) ns an operation, ([0-9.]+) of the floor's; "
+                      r"peak reserved ([0-9.]+) of the floor's", run.stdout)
+        mine = float(c[0]) - float(h[0])
+        check(m is not None and abs(float(m.group(1)) - mine) < 0.11 and abs(float(m.group(2)) - mine / own[1]) < 0.01
+              and abs(float(m.group(3)) - gb(c[3]) / gb(f[3])) < 0.02, "size classes: the line beneath is the table's")
     run = subprocess.run([floor, "sim", "--runs", "1", "--sizes", "small"], capture_output=True, text=True)
     t = tables(run.stdout)
     rows = t[0] if t else {}
     small = [float(c[4].split()[0]) for name, c in rows.items() if not name.startswith("harness")]
-    check(run.returncode == 0 and "sizes: small" in run.stdout and len(small) == 2 and all(0 < x < 1 for x in small),
+    check(run.returncode == 0 and "sizes: small" in run.stdout and len(small) == 3 and all(0 < x < 1 for x in small),
           f"floor --sizes small: only the small pool's requests, under 1 GB live ({small}, {run.stderr.strip()})")
     for args, message in ((["--runs", "0"], "must be 1 to 99"), (["--bogus"], "usage"),
                           (["--sizes", "medium"], "--sizes must be all, small or large, not 'medium'")):
