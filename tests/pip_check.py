@@ -149,7 +149,10 @@ def main():
           f"a package of another version is refused before building: {r.stderr.strip()[-200:]}")
     with open(init, "w") as f:
         f.write(text)
-    nocmake = dict(os.environ, PATH=os.path.dirname(sys.executable))
+    # PATH an empty folder: not this python's bin/, which may hold PyPI's cmake (a venv's)
+    nopath = os.path.join(tmp, "empty-path")
+    os.makedirs(nopath)
+    nocmake = dict(os.environ, PATH=nopath)
     r = hook(tree, "build_wheel(%r, {'build-dir': %r})" % (dist, os.path.join(tmp, "never")), env=nocmake)
     check(r.returncode != 0 and "cmake not found on PATH" in r.stderr, f"no cmake: {r.stderr.strip()[-200:]}")
     # what the build asks its front end to install first: nothing where cmake is here, PyPI's

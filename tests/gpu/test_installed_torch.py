@@ -2,7 +2,7 @@
 """test_installed_torch.py — vram as a PyTorch user gets it, on a real GPU, installed two ways: the
 build by `cmake --install` into a fresh prefix (PYTHONPATH pointing at the installed package), and
 the repository by `pip install` into a virtual environment that sees this python's PyTorch
-(offline; nothing on PYTHONPATH). Each time, from a folder outside the repository and with no
+through a .pth file (offline; nothing on PYTHONPATH). Each time, from a folder outside the repository and with no
 VRAM_TORCH_LIBRARY:
   - a training script that calls vram_torch.enable() trains on vram's allocator, from the library
     installed inside the package, and torch.cuda's statistics and summary answer from vram;
@@ -15,6 +15,7 @@ usage: test_installed_torch.py BUILD_DIR PYTHONDIR SOURCE_DIR
 """
 import os
 import shutil
+import site
 import sys
 import tempfile
 
@@ -79,6 +80,13 @@ def used_as_installed(how, py, env, pkg, vram, tmp):
           f"{how}: the installed vram replays the recorded trace: {r.stdout.strip()[-300:]} {r.stderr.strip()[-200:]}")
 
 
+def this_pythons_site_folders():
+    """The folders this python imports installed packages from (its venv's, or the system's, and
+    the user's), those that exist."""
+    folders = site.getsitepackages() + ([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])
+    return [d for d in folders if os.path.isdir(d)]
+
+
 def main():
     if len(sys.argv) != 4:
         sys.exit(__doc__)
@@ -102,17 +110,23 @@ def main():
     used_as_installed("cmake --install", sys.executable, dict(env, PYTHONPATH=os.path.join(prefix, pythondir)),
                       os.path.join(prefix, pythondir, "vram_torch"), os.path.join(prefix, "bin", "vram"), tmp)
 
-    # pip, into a virtual environment that sees this python's PyTorch, offline
+    # pip, into a virtual environment that sees this python's PyTorch, offline. A .pth file names
+    # this python's site folders: `venv --system-site-packages` would not do, since where this
+    # python is itself a venv's (as on the GPU machine) it names the base interpreter's folders.
     venv = os.path.join(tmp, "venv")
     py = os.path.join(venv, "bin", "python")
-    r = run([sys.executable, "-m", "venv", "--system-site-packages", venv])
+    r = run([sys.executable, "-m", "venv", venv])
     if r.returncode != 0 or run([py, "-m", "pip", "--version"]).returncode != 0:
         print("note: no venv with pip here; the pip install is not checked on the GPU")
     else:
         env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+        site = run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], env=env).stdout.strip()
+        with open(os.path.join(site, "this_pythons_site.pth"), "w") as f:
+            f.write("".join(d + "\n" for d in this_pythons_site_folders()))
+        r = run([py, "-c", "import torch"], env=env)
+        check(r.returncode == 0, f"the venv sees this python's PyTorch ({r.stderr.strip()[-200:]})")
         r = run([py, "-m", "pip", "install", "--no-index", "--no-cache-dir", source], cwd=tmp, env=env, timeout=600)
         check(r.returncode == 0, f"pip install of the repository ({r.stderr.strip()[-400:]})")
-        site = run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], env=env).stdout.strip()
         used_as_installed("pip install", py, env, os.path.join(site, "vram_torch"), os.path.join(venv, "bin", "vram"), tmp)
     shutil.rmtree(tmp, ignore_errors=True)
     sys.exit(done("test_installed_torch"))
