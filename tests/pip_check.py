@@ -5,7 +5,8 @@
     named for its version and platform, its RECORD lists every file with the right hash and
     size, and it is byte for byte the wheel built from the repository in another folder; bad
     settings and a missing cmake are refused with a message naming them; the build asks its
-    front end for PyPI's cmake only where no cmake of CMakeLists.txt's minimum is on PATH;
+    front end for PyPI's cmake only where no cmake of CMakeLists.txt's minimum is on PATH, and
+    where PyPI's cmake is on PATH it runs the package's binary, not its Python launcher;
   - pip itself, where a virtual environment with pip can be made here (offline: --no-index,
     build isolation on, as a user's `pip install` runs): the wheel installed gives a working
     `vram` (version, a replay, a short train on the corpus installed beside it) and a vram_torch
@@ -171,6 +172,23 @@ def main():
     os.chmod(os.path.join(old, "cmake"), 0o755)
     r = hook(tree, "get_requires_for_build_wheel()", env=dict(os.environ, PATH=old + os.pathsep + os.environ["PATH"]))
     check(r.returncode == 0 and r.stdout.strip() == pypi_cmake, f"a cmake too old, PyPI's cmake: {r.stdout.strip()}")
+    # PyPI's cmake installed into an environment: bin/cmake a Python launcher (here one that cannot
+    # run, as under pip's build isolation, which hides the package from it) and the package's own
+    # binary (here a stand-in that runs this machine's cmake): the binary is used, nothing required
+    pypi_env = os.path.join(tmp, "pypi-cmake-env")
+    shipped = os.path.join(pypi_env, "lib", "python3.99", "site-packages", "cmake", "data", "bin", "cmake")
+    os.makedirs(os.path.dirname(shipped))
+    os.makedirs(os.path.join(pypi_env, "bin"))
+    for path, text in ((os.path.join(pypi_env, "bin", "cmake"), "#!/nonexistent/python\nimport cmake\n"),
+                       (shipped, '#!/bin/sh\nexec %s "$@"\n' % shutil.which("cmake"))):
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o755)
+    launcher_only = dict(os.environ, PATH=os.path.join(pypi_env, "bin"))
+    r = hook(tree, "_find_cmake()", env=launcher_only)
+    check(r.returncode == 0 and r.stdout.strip() == shipped, f"PyPI's cmake: its binary, not its launcher: {r.stdout.strip()}")
+    r = hook(tree, "get_requires_for_build_wheel()", env=launcher_only)
+    check(r.returncode == 0 and r.stdout.strip() == "[]", f"PyPI's cmake: nothing more required: {r.stdout.strip()}")
 
     # ---- pip itself, offline, in a virtual environment
     venv = os.path.join(tmp, "venv")

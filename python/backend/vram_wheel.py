@@ -30,6 +30,7 @@ the build's parallelism. Any other setting is refused by name. The version is th
 CMakeLists.txt's project(), so a wheel, `vram version` and the CMake package always agree.
 """
 import base64
+import glob
 import hashlib
 import io
 import os
@@ -90,10 +91,33 @@ def _run(cmd, what):
         raise BuildError("vram_wheel: %s failed (status %d): %s\n%s" % (what, r.returncode, " ".join(cmd), tail))
 
 
+def _find_cmake():
+    """The cmake to run: the one on PATH, or None. Where that is the launcher of PyPI's cmake package
+    (a Python script that imports the package), the binary the package ships is used instead: under
+    pip's build isolation the launcher cannot import its own package, since the isolation drops the
+    environment's site-packages from every Python it starts. A user whose only cmake came from
+    `pip install cmake` into the environment they install vram into would meet that."""
+    cmake = shutil.which("cmake")
+    if not cmake:
+        return None
+    try:
+        with open(cmake, "rb") as f:
+            if f.read(2) != b"#!":
+                return cmake
+    except OSError:
+        return cmake
+    env_root = os.path.dirname(os.path.dirname(os.path.realpath(cmake)))  # <env>/bin/cmake
+    for shipped in sorted(glob.glob(os.path.join(env_root, "lib", "python3*", "site-packages", "cmake", "data",
+                                                 "bin", "cmake"))):
+        if os.access(shipped, os.X_OK):
+            return shipped
+    return cmake
+
+
 def _cmake_build(build_dir, s):
     """Configures (Release unless cmake-args says otherwise) and builds `vram` and libvram_torch.so
     in build_dir; returns the paths of the command, the library and the corpus."""
-    cmake = shutil.which("cmake")
+    cmake = _find_cmake()
     if not cmake:
         raise BuildError("vram_wheel: cmake not found on PATH; vram's wheel is built with CMake (%d.%d or newer: "
                          "install it, or `pip install cmake`)" % CMAKE_MIN)
@@ -201,7 +225,7 @@ def _cmake_requirement():
     """[] where a cmake of at least CMAKE_MIN is on PATH, else the PyPI cmake package: a front end
     with build isolation then installs it (online) before building, and an offline build with a
     cmake of its own needs nothing."""
-    cmake = shutil.which("cmake")
+    cmake = _find_cmake()
     if cmake:
         try:
             out = subprocess.run([cmake, "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
