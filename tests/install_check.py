@@ -24,7 +24,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from pycheck import check, check_installed_vram, done, run  # noqa: E402
+from pycheck import check, check_installed_vram, done, run, script_args  # noqa: E402
 
 CONSUMER = r"""
 #include <stdio.h>
@@ -78,13 +78,9 @@ def pc_fields(path):
 
 
 def main():
-    if len(sys.argv) != 7:
-        sys.exit(__doc__)
-    if os.environ.get("VRAM_TEST_SANITIZED"):
-        print("SKIP: programs built against the sanitizer build's library need the sanitizers' runtimes; "
-              "the plain build runs this")
-        sys.exit(77)
-    build, cc, version, libdir, pythondir, trace = sys.argv[1:]
+    build, cc, version, libdir, pythondir, trace = script_args(
+        6, __doc__, unsanitized="programs built against the sanitizer build's library need the sanitizers' "
+                                "runtimes; the plain build runs this")
     tmp = tempfile.mkdtemp(prefix="vram-install-")
     prefix = os.path.join(tmp, "prefix")
     r = run(["cmake", "--install", build, "--prefix", prefix])

@@ -32,7 +32,7 @@ import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from pycheck import check, check_installed_vram, done, run  # noqa: E402
+from pycheck import check, check_installed_vram, done, run, script_args  # noqa: E402
 
 
 def hook(tree, call, env=None):
@@ -79,12 +79,8 @@ def check_wheel(path, version):
 
 
 def main():
-    if len(sys.argv) != 4:
-        sys.exit(__doc__)
-    if os.environ.get("VRAM_TEST_SANITIZED"):
-        print("SKIP: the wheel is built in its own folders, not in this build; the plain build runs this")
-        sys.exit(77)
-    source, version, trace = sys.argv[1:]
+    source, version, trace = script_args(
+        3, __doc__, unsanitized="the wheel is built in its own folders, not in this build; the plain build runs this")
     tmp = tempfile.mkdtemp(prefix="vram-pip-")
     dist = os.path.join(tmp, "dist")
     os.makedirs(dist)

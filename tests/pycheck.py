@@ -8,6 +8,8 @@ the one helper of those that drive libvram_torch.so through ctypes.
     run(cmd, **kw)                    # subprocess.run, output captured as text; a command that
                                       # cannot start or times out is a result with status 127
     check_installed_vram(how, vram, version, trace, cwd)   # an installed `vram` works on its own
+    a, b = script_args(2, __doc__, unsanitized="why")   # the arguments, or usage; SKIP (77) in the
+                                                      # sanitizer build, for that reason
 """
 import os
 import subprocess
@@ -32,6 +34,18 @@ def done(name):
     """Prints the tally and returns the exit status: 1 if any check failed, else 0."""
     print("%s: %d passed, %d failed" % (name, passed, failed))
     return 1 if failed else 0
+
+
+def script_args(count, usage, unsanitized=None):
+    """sys.argv[1:] when it holds `count` arguments, else exits with `usage`. With `unsanitized` (the
+    reason), a run in the sanitizer build (VRAM_TEST_SANITIZED) prints "SKIP: reason" and exits
+    77, which CTest reports as skipped."""
+    if len(sys.argv) != count + 1:
+        sys.exit(usage)
+    if unsanitized and os.environ.get("VRAM_TEST_SANITIZED"):
+        print("SKIP: " + unsanitized)
+        sys.exit(77)
+    return sys.argv[1:]
 
 
 def run(cmd, timeout=300, **kw):

@@ -2,7 +2,8 @@
 ../../pyproject.toml). It needs nothing from the network and no build package: only the Python
 standard library, CMake and a C/C++ compiler, so `pip install .` (or of the sdist) works offline
 with pip's default build isolation. (Where no cmake of CMakeLists.txt's minimum version is on
-PATH, the build asks its front end for PyPI's cmake package, which an online install fetches.)
+PATH, the build asks its front end for PyPI's cmake package, which an online install fetches;
+where PATH's cmake is that package's Python launcher, the package's binary is run: _find_cmake.)
 
     pip install /path/to/vram                 # a wheel built from the source tree, installed
     pip install -e /path/to/vram              # editable: the repository's python/ and build/

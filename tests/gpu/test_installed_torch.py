@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from pycheck import check, done, run  # noqa: E402
+from pycheck import check, done, run, script_args  # noqa: E402
 
 TRAIN = """
 import torch, vram_torch
@@ -88,16 +88,12 @@ def this_pythons_site_folders():
 
 
 def main():
-    if len(sys.argv) != 4:
-        sys.exit(__doc__)
-    if os.environ.get("VRAM_TEST_SANITIZED"):
-        print("SKIP: the sanitizer build's library cannot be loaded into an uninstrumented python")
-        sys.exit(77)
+    build, pythondir, source = script_args(
+        3, __doc__, unsanitized="the sanitizer build's library cannot be loaded into an uninstrumented python")
     probe = run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"])
     if probe.returncode != 0 or probe.stdout.strip() != "True":
         print("SKIP: needs PyTorch and a CUDA device (%s)" % (probe.stderr.strip().splitlines() or [probe.stdout.strip()])[-1])
         sys.exit(77)
-    build, pythondir, source = sys.argv[1:]
     tmp = tempfile.mkdtemp(prefix="vram-installed-torch-")
     for name, text in (("train.py", TRAIN), ("plain.py", PLAIN)):
         with open(os.path.join(tmp, name), "w") as f:
