@@ -10,9 +10,25 @@ int vram_cmd_smi(int argc, char **argv);
 int vram_cmd_replay(int argc, char **argv);
 int vram_cmd_bench(int argc, char **argv);
 int vram_cmd_train(int argc, char **argv);
+int vram_cmd_plan(int argc, char **argv);
 
 /* 0 when VRAM_ALLOC_CONF and the --conf string (NULL: none) parse; else prints the error as
  * "TOOL: ..." and returns 2 (conf_check.c). */
 int vram_cli_check_conf(const char *tool, const char *conf);
+
+/* ---- the planner (plan.c, plan_oom.c, model_spec.c) ---- */
+#include <stdio.h>
+
+#include "vram/plan.h"
+
+/* A model spec: "gpt:LAYERSxWIDTH" or "gpt:LAYERSxWIDTHxHEADS" (heads otherwise as `cfg` has
+ * them). Returns 0 and sets cfg's layers, width (and heads), or 1 with a message in err. */
+int vram_cli_model_spec(const char *spec, vram_gpt_config *cfg, char *err, size_t cap);
+/* Prints the bytes by category of a moment on one line. */
+void vram_cli_print_moment(FILE *out, const vram_plan_moment *m);
+/* The out-of-memory explanation: categories and reserved-but-free memory at the failure `at`,
+ * and each remedy for configuration `c` planned at its capacity. Returns 0, or 1 when the
+ * remedies could not be planned (said on `out`). */
+int vram_cli_explain_oom(FILE *out, const char *tool, const vram_plan_moment *at, const vram_plan_config *c);
 
 #endif

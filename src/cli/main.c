@@ -16,6 +16,7 @@ static const struct {
     {"replay", vram_cmd_replay, "replay allocation traces through the allocator"},
     {"bench", vram_cmd_bench, "allocator benchmarks (vram bench alloc)"},
     {"train", vram_cmd_train, "train a GPT on a text corpus on the CPU, with a memory report by category"},
+    {"plan", vram_cmd_plan, "predict vram train's memory by category, the largest batch that fits"},
 };
 
 static void usage(FILE *out) {

@@ -261,36 +261,53 @@ static void *mm_worker(void *arg) {
     return NULL;
 }
 
+/* How one call is cut: chunks of batch entries or of rows, and how many threads take them. */
+static int mm_split(int threads, int64_t batch, int64_t M, int64_t N, int64_t K, mm_shared *sh) {
+    double flops = 2.0 * (double)batch * (double)M * (double)N * (double)K;
+    if (flops < 4e6 || threads <= 1) threads = 1;
+    if (batch >= 2 * threads && threads > 1) {
+        sh->by_batch = 1;
+        sh->chunk = (batch + 4 * threads - 1) / (4 * threads);
+        sh->nchunks = (batch + sh->chunk - 1) / sh->chunk;
+    } else {
+        sh->by_batch = 1;
+        sh->chunk = batch;
+        sh->nchunks = 1;
+        if (threads > 1) { /* split rows: whole batches run in each chunk */
+            sh->by_batch = 0;
+            int64_t rows = (M + 4 * threads - 1) / (4 * threads);
+            if (rows < MC) rows = MC;
+            sh->chunk = (rows + MR - 1) / MR * MR;
+            sh->nchunks = (M + sh->chunk - 1) / sh->chunk;
+        }
+    }
+    if (sh->nchunks < threads) threads = (int)sh->nchunks;
+    return threads < 64 ? threads : 64;
+}
+
+int vram_cpu_matmul_workers(int threads, int64_t batch, int64_t M, int64_t N, int64_t K) {
+    if (batch <= 0 || M <= 0 || N <= 0) return 0;
+    mm_shared sh;
+    return mm_split(threads, batch, M, N, K, &sh);
+}
+
+void vram_cpu_matmul_pack_bytes(vram_dtype dt, size_t *a_bytes, size_t *b_bytes) {
+    int packed = dt == VRAM_DTYPE_F32;
+    *a_bytes = packed ? sizeof(float) * MC * KC : 0;
+    *b_bytes = packed ? sizeof(float) * KC * (NC + NR) : 0;
+}
+
 void vram_cpu_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, const void *A,
                      int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b, int64_t sb_k, int64_t sb_n,
                      void *C, int accumulate) {
     if (batch <= 0 || M <= 0 || N <= 0) return;
     mm_shared sh = {.base = {rt, dt, 0, batch, 0, M, M, N, K, A, sa_b, sa_m, sa_k, B, sb_b, sb_k, sb_n, C, accumulate}};
-    double flops = 2.0 * (double)batch * (double)M * (double)N * (double)K;
-    int threads = rt->threads;
-    if (flops < 4e6 || threads <= 1) threads = 1;
-    if (batch >= 2 * threads && threads > 1) {
-        sh.by_batch = 1;
-        sh.chunk = (batch + 4 * threads - 1) / (4 * threads);
-        sh.nchunks = (batch + sh.chunk - 1) / sh.chunk;
-    } else {
-        sh.by_batch = 1;
-        sh.chunk = batch;
-        sh.nchunks = 1;
-        if (threads > 1) { /* split rows: whole batches run in each chunk */
-            sh.by_batch = 0;
-            int64_t rows = (M + 4 * threads - 1) / (4 * threads);
-            if (rows < MC) rows = MC;
-            sh.chunk = (rows + MR - 1) / MR * MR;
-            sh.nchunks = (M + sh.chunk - 1) / sh.chunk;
-        }
-    }
+    int threads = mm_split(rt->threads, batch, M, N, K, &sh);
     atomic_init(&sh.next, 0);
-    if (sh.nchunks < threads) threads = (int)sh.nchunks;
     pthread_t tid[64];
     int started[64] = {0};
-    for (int t = 1; t < threads && t < 64; t++) started[t] = pthread_create(&tid[t], NULL, mm_worker, &sh) == 0;
+    for (int t = 1; t < threads; t++) started[t] = pthread_create(&tid[t], NULL, mm_worker, &sh) == 0;
     mm_worker(&sh); /* the calling thread works too, and finishes whatever is left */
-    for (int t = 1; t < threads && t < 64; t++)
+    for (int t = 1; t < threads; t++)
         if (started[t]) pthread_join(tid[t], NULL);
 }

@@ -83,7 +83,7 @@ vram_status vram_text_data_batch(vram_text_data *d, vram_runtime *rt, int split,
     }
     int32_t *xp = vram_tensor_data(x), *yp = vram_tensor_data(y);
     uint64_t span = hi - lo - (uint64_t)context;
-    for (int64_t b = 0; b < batch; b++) {
+    for (int64_t b = 0; b < batch && !rt->shape_only; b++) {
         uint64_t off = lo + (uint64_t)(vram_runtime_uniform(rt) * (double)span);
         if (off >= lo + span) off = lo + span - 1;
         const uint8_t *src = d->bytes + off;

@@ -83,12 +83,15 @@ vram_status vram_param_new(vram_runtime *rt, vram_param_list *l, const char *nam
     return VRAM_OK;
 }
 
+/* (a shape-only runtime, the planner's, has no values to initialise) */
 static void init_uniform(vram_tensor *t, double bound) {
+    if (t->rt->shape_only) return;
     float *p = vram_tensor_data(t);
     for (int64_t i = 0; i < vram_tensor_numel(t); i++) p[i] = (float)((2 * vram_runtime_uniform(t->rt) - 1) * bound);
 }
 
 static void init_normal(vram_tensor *t, double std) {
+    if (t->rt->shape_only) return;
     float *p = vram_tensor_data(t);
     for (int64_t i = 0; i < vram_tensor_numel(t); i++) p[i] = (float)(vram_runtime_normal(t->rt) * std);
 }
@@ -338,7 +341,7 @@ vram_status vram_gpt_forward(vram_gpt *g, vram_tensor *ids, vram_tensor *targets
     int64_t T = ids->shape[1];
     vram_tensor *pos = NULL, *tok = NULL, *pe = NULL, *x = NULL, *tmp = NULL, *logits = NULL;
     vram_status s = vram_tensor_empty(g->rt, VRAM_DTYPE_I32, 1, &T, VRAM_TAG_TEMPORARY, &pos);
-    if (s == VRAM_OK)
+    if (s == VRAM_OK && !g->rt->shape_only)
         for (int64_t t = 0; t < T; t++) ((int32_t *)vram_tensor_data(pos))[t] = (int32_t)t;
     if (s == VRAM_OK) s = vram_nn_embedding_forward(&g->wte, ids, &tok);
     if (s == VRAM_OK) s = vram_nn_embedding_forward(&g->wpe, pos, &pe);

@@ -256,7 +256,7 @@ vram_status vram_dropout(vram_tensor *x, double p, int training, vram_tensor **o
     }
     uint8_t *m = vram_tensor_data(mask);
     int64_t n = vram_tensor_numel(x);
-    for (int64_t i = 0; i < n; i++) m[i] = vram_runtime_uniform(rt) >= p;
+    for (int64_t i = 0; i < n && !rt->shape_only; i++) m[i] = vram_runtime_uniform(rt) >= p;
     double scale = p < 1 ? 1.0 / (1.0 - p) : 0.0;
     s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &y);
     if (s == VRAM_OK) {

@@ -127,13 +127,37 @@ typedef struct vram_kernels {
 } vram_kernels;
 
 extern const vram_kernels vram_cpu_kernels;
+/* The planner's table (plan_kernels.c): computes nothing, allocates what the CPU table does. */
+extern const vram_kernels vram_plan_kernels;
+
+/* The CPU matrix product's work split, which the planner's table repeats: how many threads
+ * (each with its own pack buffers) one call runs on, 0 for an empty product; and the bytes of
+ * the two pack buffers each thread takes from the allocator (0 where it packs nothing). */
+int vram_cpu_matmul_workers(int threads, int64_t batch, int64_t M, int64_t N, int64_t K);
+void vram_cpu_matmul_pack_bytes(vram_dtype dt, size_t *a_bytes, size_t *b_bytes);
 
 struct vram_runtime {
     vram_allocator *alloc;
     const vram_kernels *k;
     int threads;
     uint64_t rng[4];
+    /* Shape-only (the planner): the device has no memory behind its addresses, so nothing
+     * outside the kernel table reads or writes tensor data, and the kernels do nothing. */
+    int shape_only;
+    /* Called after every allocation the runtime makes (may be NULL): the planner reads the
+     * allocator's statistics there to catch the moment of each peak. */
+    void (*on_alloc)(void *ctx);
+    void *on_alloc_ctx;
 };
+
+/* A shape-only runtime over `a` (any device, simulated included) with the planner's kernel
+ * table: ops check shapes and allocate exactly as the CPU runtime with `threads` threads does,
+ * and compute nothing (tensor.c). */
+vram_status vram_runtime_new_shape_only(vram_allocator *a, int threads, vram_runtime **out);
+/* Calls the runtime's on_alloc hook, if any. */
+static inline void vram_runtime_observe(vram_runtime *rt) {
+    if (rt->on_alloc) rt->on_alloc(rt->on_alloc_ctx);
+}
 
 /* ---- tensor helpers (tensor.c) ---- */
 vram_status vram_tensor_empty(vram_runtime *rt, vram_dtype dt, int ndim, const int64_t *shape, vram_tag tag,

@@ -4,7 +4,9 @@
  * Storage: {data, nbytes, tag, refs}. A tensor holds one reference to its storage; views made
  * by vram_tensor_view_new share it. When the last reference goes, the block returns to the
  * allocator (vram_allocator_free), which caches it for the next request of that size.
+ * A shape-only runtime (the planner's) allocates the same blocks but never touches their bytes.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,22 +28,33 @@ int vram_dtype_is_float(vram_dtype dt) { return dt <= VRAM_DTYPE_BF16; }
 
 /* ---- runtime ---- */
 
-vram_status vram_runtime_new(vram_allocator *a, int threads, vram_runtime **out) {
-    if (!a || !out) return vram_error(VRAM_ERR_INVALID_ARG, "runtime: null argument");
-    vram_device *dev = vram_allocator_device(a);
-    if (!dev || !dev->host_accessible)
-        return vram_error(VRAM_ERR_UNSUPPORTED, "runtime: device '%s' has no kernel table yet (only host-accessible "
-                          "devices run the CPU kernels)", dev ? dev->name : "?");
+static vram_status runtime_make(vram_allocator *a, int threads, const vram_kernels *k, vram_runtime **out) {
     vram_runtime *rt = calloc(1, sizeof *rt);
     if (!rt) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "runtime: out of host memory");
     rt->alloc = a;
-    rt->k = &vram_cpu_kernels;
+    rt->k = k;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     rt->threads = threads > 0 ? threads : (n > 0 ? (int)n : 1);
     if (rt->threads > 64) rt->threads = 64;
     vram_runtime_seed(rt, 0x5eed);
     *out = rt;
     return VRAM_OK;
+}
+
+vram_status vram_runtime_new(vram_allocator *a, int threads, vram_runtime **out) {
+    if (!a || !out) return vram_error(VRAM_ERR_INVALID_ARG, "runtime: null argument");
+    vram_device *dev = vram_allocator_device(a);
+    if (!dev || !dev->host_accessible)
+        return vram_error(VRAM_ERR_UNSUPPORTED, "runtime: device '%s' has no kernel table yet (only host-accessible "
+                          "devices run the CPU kernels)", dev ? dev->name : "?");
+    return runtime_make(a, threads, &vram_cpu_kernels, out);
+}
+
+vram_status vram_runtime_new_shape_only(vram_allocator *a, int threads, vram_runtime **out) {
+    if (!a || !out) return vram_error(VRAM_ERR_INVALID_ARG, "runtime: null argument");
+    vram_status s = runtime_make(a, threads, &vram_plan_kernels, out);
+    if (s == VRAM_OK) (*out)->shape_only = 1;
+    return s;
 }
 
 void vram_runtime_free(vram_runtime *rt) { free(rt); }
@@ -138,6 +151,7 @@ vram_status vram_tensor_empty(vram_runtime *rt, vram_dtype dt, int ndim, const i
                               vram_allocator_tag_name(rt->alloc, tag));
         return s;
     }
+    vram_runtime_observe(rt);
     st->rt = rt;
     st->nbytes = nbytes;
     st->tag = tag;
@@ -160,7 +174,7 @@ vram_status vram_tensor_empty_like(const vram_tensor *t, vram_tag tag, vram_tens
 vram_status vram_tensor_new(vram_runtime *rt, vram_dtype dt, int ndim, const int64_t *shape, vram_tag tag,
                             vram_tensor **out) {
     vram_status s = vram_tensor_empty(rt, dt, ndim, shape, tag, out);
-    if (s == VRAM_OK) memset((*out)->st->data, 0, (*out)->st->nbytes);
+    if (s == VRAM_OK && !rt->shape_only) memset((*out)->st->data, 0, (*out)->st->nbytes);
     return s;
 }
 
@@ -168,7 +182,7 @@ vram_status vram_tensor_from_data(vram_runtime *rt, vram_dtype dt, int ndim, con
                                   const void *data, vram_tensor **out) {
     if (!data) return vram_error(VRAM_ERR_INVALID_ARG, "tensor_from_data: null data");
     vram_status s = vram_tensor_empty(rt, dt, ndim, shape, tag, out);
-    if (s == VRAM_OK) memcpy((*out)->st->data, data, (*out)->st->nbytes);
+    if (s == VRAM_OK && !rt->shape_only) memcpy((*out)->st->data, data, (*out)->st->nbytes);
     return s;
 }
 
@@ -254,6 +268,10 @@ void vram_kview_of(const vram_tensor *t, vram_kview *v) {
     memcpy(v->strides, t->strides, sizeof v->strides);
 }
 
+static vram_status shape_only_error(const char *what) {
+    return vram_error(VRAM_ERR_UNSUPPORTED, "tensor %s: a shape-only (planning) runtime holds no values", what);
+}
+
 static vram_status index_offset(const vram_tensor *t, const int64_t *index, int64_t *off) {
     int64_t o = 0;
     for (int i = 0; i < t->ndim; i++) {
@@ -268,19 +286,19 @@ static vram_status index_offset(const vram_tensor *t, const int64_t *index, int6
 
 vram_status vram_tensor_get(const vram_tensor *t, const int64_t *index, double *value) {
     int64_t o = 0;
-    vram_status s = index_offset(t, index, &o);
+    vram_status s = t->rt->shape_only ? shape_only_error("get") : index_offset(t, index, &o);
     if (s == VRAM_OK) *value = vram_load((char *)vram_tensor_data(t) + o * (int64_t)vram_dtype_size(t->dtype), t->dtype);
     return s;
 }
 
 vram_status vram_tensor_set(vram_tensor *t, const int64_t *index, double value) {
     int64_t o = 0;
-    vram_status s = index_offset(t, index, &o);
+    vram_status s = t->rt->shape_only ? shape_only_error("set") : index_offset(t, index, &o);
     if (s == VRAM_OK) vram_store((char *)vram_tensor_data(t) + o * (int64_t)vram_dtype_size(t->dtype), t->dtype, value);
     return s;
 }
 
-double vram_tensor_item(const vram_tensor *t) { return vram_load(vram_tensor_data(t), t->dtype); }
+double vram_tensor_item(const vram_tensor *t) { return t->rt->shape_only ? NAN : vram_load(vram_tensor_data(t), t->dtype); }
 
 vram_status vram_tensor_to_f64(const vram_tensor *t, double *out) {
     vram_kview d, s;

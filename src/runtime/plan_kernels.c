@@ -1,0 +1,152 @@
+/* plan_kernels.c — the planner's kernel table (vram_plan_kernels): every slot of vram_kernels,
+ * computing nothing.
+ *
+ * A shape-only runtime (vram_runtime_new_shape_only) runs the real ops, autograd, models and
+ * optimizers on this table over any allocator, a simulated device's included: ops check shapes,
+ * allocate their outputs, record graph nodes and free what they free, exactly as on the CPU, and
+ * the kernels that would fill those outputs return at once. The one kernel that allocates, the
+ * matrix product (its per-thread pack buffers, cpu_matmul.c), allocates and frees the same
+ * buffers here, for as many threads as the CPU product would use, so the allocation stream is
+ * the CPU runtime's own. Values returned by kernels (losses, norms) are 0.
+ */
+#include "rt_internal.h"
+
+static void plan_copy(const vram_kview *dst, const vram_kview *src) { (void)dst, (void)src; }
+static void plan_fill(const vram_kview *dst, double value) { (void)dst, (void)value; }
+static void plan_binary(int op, const vram_kview *out, const vram_kview *a, const vram_kview *b) {
+    (void)op, (void)out, (void)a, (void)b;
+}
+static void plan_accumulate(const vram_kview *dst, const vram_kview *src) { (void)dst, (void)src; }
+static void plan_unary(int op, double p, vram_dtype dt, int64_t n, void *out, const void *x) {
+    (void)op, (void)p, (void)dt, (void)n, (void)out, (void)x;
+}
+static void plan_unary_backward(int op, double p, vram_dtype dt, int64_t n, void *gin, const void *gout, const void *saved) {
+    (void)op, (void)p, (void)dt, (void)n, (void)gin, (void)gout, (void)saved;
+}
+
+/* The CPU product's pack buffers: each of its threads takes an A and a B buffer for the whole
+ * call. On the CPU the threads run at once, so all of them are held together here. */
+static void plan_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, const void *A,
+                        int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b, int64_t sb_k, int64_t sb_n,
+                        void *C, int accumulate) {
+    (void)A, (void)sa_b, (void)sa_m, (void)sa_k, (void)B, (void)sb_b, (void)sb_k, (void)sb_n, (void)C, (void)accumulate;
+    int workers = vram_cpu_matmul_workers(rt->threads, batch, M, N, K);
+    size_t a_bytes, b_bytes;
+    vram_cpu_matmul_pack_bytes(dt, &a_bytes, &b_bytes);
+    if (!a_bytes) return;
+    void *bufs[128] = {0};
+    for (int t = 0; t < workers && t < 64; t++) {
+        /* As on the CPU, a thread that cannot have both buffers runs unpacked, holding none. */
+        if (vram_allocator_malloc(rt->alloc, a_bytes, 0, VRAM_TAG_TEMPORARY, &bufs[2 * t]) != VRAM_OK) continue;
+        vram_runtime_observe(rt);
+        if (vram_allocator_malloc(rt->alloc, b_bytes, 0, VRAM_TAG_TEMPORARY, &bufs[2 * t + 1]) != VRAM_OK) {
+            vram_allocator_free(rt->alloc, bufs[2 * t]);
+            bufs[2 * t] = NULL;
+            continue;
+        }
+        vram_runtime_observe(rt);
+    }
+    for (int i = 0; i < 128; i++)
+        if (bufs[i]) vram_allocator_free(rt->alloc, bufs[i]);
+}
+
+static void plan_softmax(vram_dtype dt, int64_t rows, int64_t n, int64_t causal_t, int log, void *out, const void *x) {
+    (void)dt, (void)rows, (void)n, (void)causal_t, (void)log, (void)out, (void)x;
+}
+static void plan_softmax_backward(vram_dtype dt, int64_t rows, int64_t n, int log, void *gin, const void *gout,
+                                  const void *y) {
+    (void)dt, (void)rows, (void)n, (void)log, (void)gin, (void)gout, (void)y;
+}
+static void plan_layer_norm(vram_dtype dt, int64_t rows, int64_t n, double eps, void *out, const void *x, const void *w,
+                            const void *b, void *mean, void *rstd) {
+    (void)dt, (void)rows, (void)n, (void)eps, (void)out, (void)x, (void)w, (void)b, (void)mean, (void)rstd;
+}
+static void plan_layer_norm_backward(vram_dtype dt, int64_t rows, int64_t n, void *gx, void *gw, void *gb,
+                                     const void *gout, const void *x, const void *w, const void *mean, const void *rstd) {
+    (void)dt, (void)rows, (void)n, (void)gx, (void)gw, (void)gb, (void)gout, (void)x, (void)w, (void)mean, (void)rstd;
+}
+static void plan_embedding(vram_dtype dt, int64_t n_ids, int64_t c, void *out, const void *table, const void *ids,
+                           vram_dtype id_dt) {
+    (void)dt, (void)n_ids, (void)c, (void)out, (void)table, (void)ids, (void)id_dt;
+}
+static void plan_embedding_backward(vram_dtype dt, int64_t n_ids, int64_t c, void *gtable, const void *gout,
+                                    const void *ids, vram_dtype id_dt) {
+    (void)dt, (void)n_ids, (void)c, (void)gtable, (void)gout, (void)ids, (void)id_dt;
+}
+static double plan_cross_entropy(vram_dtype dt, int64_t rows, int64_t n, const void *logits, const void *targets,
+                                 vram_dtype tdt, void *lse) {
+    (void)dt, (void)rows, (void)n, (void)logits, (void)targets, (void)tdt, (void)lse;
+    return 0;
+}
+static void plan_cross_entropy_backward(vram_dtype dt, int64_t rows, int64_t n, double scale, void *glogits,
+                                        const void *logits, const void *targets, vram_dtype tdt, const void *lse) {
+    (void)dt, (void)rows, (void)n, (void)scale, (void)glogits, (void)logits, (void)targets, (void)tdt, (void)lse;
+}
+static void plan_mask_scale(vram_dtype dt, int64_t n, void *out, const void *x, const uint8_t *mask, double scale) {
+    (void)dt, (void)n, (void)out, (void)x, (void)mask, (void)scale;
+}
+static void plan_im2col(vram_dtype dt, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int stride, int pad,
+                        int64_t oh, int64_t ow, const void *x, void *col) {
+    (void)dt, (void)c, (void)h, (void)w, (void)kh, (void)kw, (void)stride, (void)pad, (void)oh, (void)ow, (void)x, (void)col;
+}
+static void plan_col2im(vram_dtype dt, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int stride, int pad,
+                        int64_t oh, int64_t ow, const void *col, void *gx) {
+    (void)dt, (void)c, (void)h, (void)w, (void)kh, (void)kw, (void)stride, (void)pad, (void)oh, (void)ow, (void)col, (void)gx;
+}
+static void plan_pool2d(vram_dtype dt, int is_max, int64_t planes, int64_t h, int64_t w, int k, int stride, int64_t oh,
+                        int64_t ow, void *out, const void *x, int32_t *argmax) {
+    (void)dt, (void)is_max, (void)planes, (void)h, (void)w, (void)k, (void)stride, (void)oh, (void)ow, (void)out, (void)x,
+        (void)argmax;
+}
+static void plan_pool2d_backward(vram_dtype dt, int is_max, int64_t planes, int64_t h, int64_t w, int k, int stride,
+                                 int64_t oh, int64_t ow, void *gx, const void *gout, const int32_t *argmax) {
+    (void)dt, (void)is_max, (void)planes, (void)h, (void)w, (void)k, (void)stride, (void)oh, (void)ow, (void)gx, (void)gout,
+        (void)argmax;
+}
+static void plan_sgd_update(vram_dtype dt, int64_t n, void *p, const void *g, void *buf, double lr, double momentum,
+                            double weight_decay, int first) {
+    (void)dt, (void)n, (void)p, (void)g, (void)buf, (void)lr, (void)momentum, (void)weight_decay, (void)first;
+}
+static void plan_adam_update(vram_dtype dt, int64_t n, void *p, const void *g, void *m, void *v, double lr, double b1,
+                             double b2, double eps, double weight_decay, int decoupled, int64_t step) {
+    (void)dt, (void)n, (void)p, (void)g, (void)m, (void)v, (void)lr, (void)b1, (void)b2, (void)eps, (void)weight_decay,
+        (void)decoupled, (void)step;
+}
+static void plan_adagrad_update(vram_dtype dt, int64_t n, void *p, const void *g, void *sum, double lr, double eps,
+                                double weight_decay, int64_t step, double lr_decay) {
+    (void)dt, (void)n, (void)p, (void)g, (void)sum, (void)lr, (void)eps, (void)weight_decay, (void)step, (void)lr_decay;
+}
+static double plan_sum_squares(vram_dtype dt, int64_t n, const void *x) {
+    (void)dt, (void)n, (void)x;
+    return 0;
+}
+static void plan_scale_inplace(vram_dtype dt, int64_t n, void *x, double s) { (void)dt, (void)n, (void)x, (void)s; }
+
+const vram_kernels vram_plan_kernels = {
+    .name = "plan",
+    .copy = plan_copy,
+    .fill = plan_fill,
+    .binary = plan_binary,
+    .accumulate = plan_accumulate,
+    .unary = plan_unary,
+    .unary_backward = plan_unary_backward,
+    .matmul = plan_matmul,
+    .softmax = plan_softmax,
+    .softmax_backward = plan_softmax_backward,
+    .layer_norm = plan_layer_norm,
+    .layer_norm_backward = plan_layer_norm_backward,
+    .embedding = plan_embedding,
+    .embedding_backward = plan_embedding_backward,
+    .cross_entropy = plan_cross_entropy,
+    .cross_entropy_backward = plan_cross_entropy_backward,
+    .mask_scale = plan_mask_scale,
+    .im2col = plan_im2col,
+    .col2im = plan_col2im,
+    .pool2d = plan_pool2d,
+    .pool2d_backward = plan_pool2d_backward,
+    .sgd_update = plan_sgd_update,
+    .adam_update = plan_adam_update,
+    .adagrad_update = plan_adagrad_update,
+    .sum_squares = plan_sum_squares,
+    .scale_inplace = plan_scale_inplace,
+};
