@@ -58,6 +58,11 @@ int vram_dtype_is_float(vram_dtype dtype);
 vram_status vram_runtime_new(vram_allocator *a, int threads, vram_runtime **out);
 void vram_runtime_free(vram_runtime *rt);
 vram_allocator *vram_runtime_allocator(vram_runtime *rt);
+/* Calls fn(ctx, status) after every allocation the runtime makes, failed ones included (fn NULL:
+ * none), so a tool can read the allocator's statistics at the moment of a peak or of an
+ * out-of-memory failure, before the failing op has freed what it held (the planner, vram train's
+ * out-of-memory explanation). */
+void vram_runtime_set_alloc_observer(vram_runtime *rt, void (*fn)(void *ctx, vram_status status), void *ctx);
 const char *vram_runtime_device_name(vram_runtime *rt);
 
 /* Random state (xoshiro256**), used by dropout and initialisers. get/set let checkpointing

@@ -22,6 +22,7 @@
 #include "vram/data.h"
 #include "vram/nn.h"
 #include "vram/optim.h"
+#include "vram/plan.h"
 #include "vram/summary.h"
 
 
@@ -218,11 +219,46 @@ static void print_categories(vram_allocator *a, const int64_t *fwd) {
            sum == all->current ? "yes" : "NO", (long long)sum, (long long)all->current);
 }
 
+/* ---- the out-of-memory explanation (the planner: plan_oom.c) ---- */
+static const train_opts *explain_opts; /* the run's flags, for the remedies' plans */
+static vram_plan_moment oom_moment;     /* the allocator at the failing allocation */
+static int oom_seen;
+
+/* The runtime's allocation observer: keeps the bytes by category of the first failure, before
+ * the failing op unwinds and frees what it held. */
+static void note_oom(void *ctx, vram_status status) {
+    if (status != VRAM_ERR_OUT_OF_MEMORY || oom_seen) return;
+    vram_plan_moment_read(vram_runtime_allocator(ctx), &oom_moment);
+    oom_seen = 1;
+}
+
+static void explain_oom(vram_allocator *a) {
+    const train_opts *o = explain_opts;
+    vram_plan_moment at = oom_moment;
+    if (!oom_seen) vram_plan_moment_read(a, &at); /* a failure outside the runtime's tensors */
+    vram_plan_config c;
+    vram_plan_config_default(&c);
+    vram_optim_config oc;
+    vram_optim_config_parse(o->optimizer, &oc);
+    c.gpt = o->gpt;
+    c.batch = o->batch;
+    c.accum = o->accum;
+    c.checkpoint = o->checkpoint;
+    c.optimizer = oc.kind;
+    c.momentum = oc.momentum;
+    c.clip = o->clip;
+    c.threads = o->threads;
+    c.capacity = o->capacity;
+    vram_cli_explain_oom(stderr, "vram train", &at, &c);
+}
+/* ---- end of the out-of-memory explanation ---- */
+
 static int fail(vram_allocator *a, vram_status s, const char *what) {
     if (s == VRAM_ERR_OUT_OF_MEMORY) {
         fprintf(stderr, "vram train: out of memory while %s: %s\n", what, vram_last_error());
         const char *rep = a ? vram_allocator_oom_report(a) : "";
         if (rep && *rep) fprintf(stderr, "%s\n", rep);
+        if (a && explain_opts) explain_oom(a);
         fprintf(stderr, "vram train: try a smaller --batch (with --accum to keep the batch), --checkpoint, a smaller "
                         "model, or a larger --capacity\n");
     } else {
@@ -295,6 +331,7 @@ int vram_cmd_train(int argc, char **argv) {
     int pr = parse(argc, argv, &o);
     if (pr == 1) return 0;
     if (pr == 2) return 2;
+    explain_opts = &o;
     char installed[4200];
     int defaulted = o.data == NULL;
     if (defaulted) o.data = default_corpus(installed, sizeof installed);
@@ -344,6 +381,7 @@ int vram_cmd_train(int argc, char **argv) {
         goto done;
     }
     vram_runtime_seed(rt, o.seed);
+    vram_runtime_set_alloc_observer(rt, note_oom, rt); /* for the out-of-memory explanation */
     s = vram_gpt_new(rt, &o.gpt, &g);
     if (s != VRAM_OK) {
         rc = fail(a, s, "creating the model");

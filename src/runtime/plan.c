@@ -48,10 +48,15 @@ void vram_plan_moment_read(vram_allocator *a, vram_plan_moment *m) {
     m->reserved = st.reserved_bytes[VRAM_POOL_ALL].current;
 }
 
-static void on_alloc(void *ctx) {
+static void on_alloc(void *ctx, vram_status status) {
     plan_watch *w = ctx;
     w->allocations++;
     vram_plan_moment_read(w->a, &w->now);
+    if (status == VRAM_ERR_OUT_OF_MEMORY) { /* the moment of the failure, before the ops unwind */
+        if (!w->res->oom) w->res->at_oom = w->now;
+        w->res->oom = 1;
+        return;
+    }
     if (w->now.allocated > w->res->at_peak_allocated.allocated) w->res->at_peak_allocated = w->now;
     if (w->now.reserved > w->res->at_peak_reserved.reserved) w->res->at_peak_reserved = w->now;
 }
@@ -164,10 +169,13 @@ static void finish(vram_allocator *a, vram_status s, plan_watch *w, vram_plan_re
     res->peak_requested = st.requested_bytes[VRAM_POOL_ALL].peak;
     for (int t = 0; t < VRAM_TAG_BUILTIN_COUNT; t++) res->tag_peak[t] = st.tags[t].allocated_bytes.peak;
     res->allocations = w->allocations;
+    if (s != VRAM_ERR_OUT_OF_MEMORY) res->oom = 0;
     if (s == VRAM_ERR_OUT_OF_MEMORY) {
+        if (!res->oom) { /* a failure outside the runtime's tensors: what is left now */
+            res->at_oom = w->now;
+            vram_plan_moment_read(a, &res->at_oom);
+        }
         res->oom = 1;
-        res->at_oom = w->now;
-        vram_plan_moment_read(a, &res->at_oom);
         snprintf(res->oom_detail, sizeof res->oom_detail, "%s", vram_last_error());
     }
 }
@@ -192,8 +200,7 @@ vram_status vram_plan_run(const vram_plan_config *c, vram_plan_result *res) {
     if (s == VRAM_OK) s = vram_runtime_new_shape_only(a, c->threads, &rt);
     if (s != VRAM_OK) goto done;
     w.a = a;
-    rt->on_alloc = on_alloc;
-    rt->on_alloc_ctx = &w;
+    vram_runtime_set_alloc_observer(rt, on_alloc, &w);
     s = vram_gpt_new(rt, &c->gpt, &g);
     if (s != VRAM_OK) goto done;
     vram_gpt_set_checkpoint(g, c->checkpoint);

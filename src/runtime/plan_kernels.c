@@ -38,13 +38,13 @@ static void plan_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t 
     for (int t = 0; t < workers && t < 64; t++) {
         /* As on the CPU, a thread that cannot have both buffers runs unpacked, holding none. */
         if (vram_allocator_malloc(rt->alloc, a_bytes, 0, VRAM_TAG_TEMPORARY, &bufs[2 * t]) != VRAM_OK) continue;
-        vram_runtime_observe(rt);
+        vram_runtime_observe(rt, VRAM_OK);
         if (vram_allocator_malloc(rt->alloc, b_bytes, 0, VRAM_TAG_TEMPORARY, &bufs[2 * t + 1]) != VRAM_OK) {
             vram_allocator_free(rt->alloc, bufs[2 * t]);
             bufs[2 * t] = NULL;
             continue;
         }
-        vram_runtime_observe(rt);
+        vram_runtime_observe(rt, VRAM_OK);
     }
     for (int i = 0; i < 128; i++)
         if (bufs[i]) vram_allocator_free(rt->alloc, bufs[i]);

@@ -144,9 +144,8 @@ struct vram_runtime {
     /* Shape-only (the planner): the device has no memory behind its addresses, so nothing
      * outside the kernel table reads or writes tensor data, and the kernels do nothing. */
     int shape_only;
-    /* Called after every allocation the runtime makes (may be NULL): the planner reads the
-     * allocator's statistics there to catch the moment of each peak. */
-    void (*on_alloc)(void *ctx);
+    /* vram_runtime_set_alloc_observer's hook (may be NULL). */
+    void (*on_alloc)(void *ctx, vram_status status);
     void *on_alloc_ctx;
 };
 
@@ -154,9 +153,9 @@ struct vram_runtime {
  * table: ops check shapes and allocate exactly as the CPU runtime with `threads` threads does,
  * and compute nothing (tensor.c). */
 vram_status vram_runtime_new_shape_only(vram_allocator *a, int threads, vram_runtime **out);
-/* Calls the runtime's on_alloc hook, if any. */
-static inline void vram_runtime_observe(vram_runtime *rt) {
-    if (rt->on_alloc) rt->on_alloc(rt->on_alloc_ctx);
+/* Calls the runtime's allocation observer, if any, with the allocation's status. */
+static inline void vram_runtime_observe(vram_runtime *rt, vram_status status) {
+    if (rt->on_alloc) rt->on_alloc(rt->on_alloc_ctx, status);
 }
 
 /* ---- tensor helpers (tensor.c) ---- */

@@ -58,6 +58,11 @@ vram_status vram_runtime_new_shape_only(vram_allocator *a, int threads, vram_run
 }
 
 void vram_runtime_free(vram_runtime *rt) { free(rt); }
+
+void vram_runtime_set_alloc_observer(vram_runtime *rt, void (*fn)(void *ctx, vram_status status), void *ctx) {
+    rt->on_alloc = fn;
+    rt->on_alloc_ctx = ctx;
+}
 vram_allocator *vram_runtime_allocator(vram_runtime *rt) { return rt->alloc; }
 const char *vram_runtime_device_name(vram_runtime *rt) { return vram_allocator_device(rt->alloc)->name; }
 
@@ -141,6 +146,7 @@ vram_status vram_tensor_empty(vram_runtime *rt, vram_dtype dt, int ndim, const i
     }
     size_t nbytes = (size_t)n * vram_dtype_size(dt);
     vram_status s = vram_allocator_malloc(rt->alloc, nbytes, 0, tag, &st->data);
+    vram_runtime_observe(rt, s);
     if (s != VRAM_OK) {
         free(st);
         free(t);
@@ -151,7 +157,6 @@ vram_status vram_tensor_empty(vram_runtime *rt, vram_dtype dt, int ndim, const i
                               vram_allocator_tag_name(rt->alloc, tag));
         return s;
     }
-    vram_runtime_observe(rt);
     st->rt = rt;
     st->nbytes = nbytes;
     st->tag = tag;
