@@ -269,3 +269,39 @@ add_test(NAME test_trace_nozlib COMMAND test_trace_nozlib)
 # tests/CMakeLists.txt with -DVRAM_FUZZ=ON.
 add_subdirectory(${CMAKE_CURRENT_SOURCE_DIR}/fuzz ${CMAKE_CURRENT_BINARY_DIR}/fuzz)
 # ---- end tools -------------------------------------------------------------------------------
+
+# ---- plan (issue 39): `vram plan` against real `vram train` runs, and its command line ----
+# bench/plan_grid.py --quick: four configurations planned and trained (2 steps each), peak reserved
+# within 3% (never under by more than 2%), and an out-of-memory run whose remedies, run for real
+# under the same capacity, are within 10% of their planned peaks. The full grid: bench/results/.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME plan_vs_train
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/bench/plan_grid.py --vram $<TARGET_FILE:vram>
+                   --data ${VRAM_TRAIN_CORPUS} --quick --check --steps 2)
+  set_tests_properties(plan_vs_train PROPERTIES TIMEOUT 600)
+endif()
+vram_cli_test(cli_plan_fits 0 "peak reserved .*parameters .*reserved but free"
+              "${VRAM_EXE} plan --model gpt:2x64x2 --context 32 --batch 8 --threads 1 --capacity 1GiB")
+vram_cli_test(cli_plan_json 0 "\"peak_reserved\":[1-9][0-9]*,.*\"category_peaks\":\\{\"parameters\":"
+              "${VRAM_EXE} plan --model gpt:2x64x2 --context 32 --batch 8 --threads 1 --json")
+vram_cli_test(cli_plan_fit 0 "largest batch that fits in 24.00 MiB: [1-9][0-9]* "
+              "${VRAM_EXE} plan --model gpt:2x64x2 --context 32 --threads 1 --capacity 24MiB --fit")
+vram_cli_test(cli_plan_fit_batch1 1 "--fit: plan fit: batch 1 does not fit in 2097152 bytes"
+              "${VRAM_EXE} plan --layers 8 --width 512 --heads 8 --capacity 2MiB --fit 2>&1")
+vram_cli_test(cli_plan_does_not_fit 1 "does not fit in 8.00 MiB: out of memory at step 1.*what would fit.*checkpointing"
+              "${VRAM_EXE} plan --batch 64 --threads 1 --capacity 8MiB 2>&1")
+vram_cli_test(cli_plan_bad_model 2 "--model: model 'gpt:4x' is not gpt:LAYERSxWIDTH"
+              "${VRAM_EXE} plan --model gpt:4x 2>&1")
+vram_cli_test(cli_plan_bad_model_heads 2 "width 130 is not a multiple of 4 heads"
+              "${VRAM_EXE} plan --model gpt:4x130 2>&1")
+vram_cli_test(cli_plan_bf16 2 "--precision bf16: the runtime computes in f32 only"
+              "${VRAM_EXE} plan --precision bf16 2>&1")
+vram_cli_test(cli_plan_bad_capacity 2 "--capacity: '0' is not a size above zero"
+              "${VRAM_EXE} plan --capacity 0 2>&1")
+vram_cli_test(cli_plan_huge_capacity 2 "vram plan: sim device: capacity .* is above 32 TiB"
+              "${VRAM_EXE} plan --capacity 64TiB 2>&1")
+vram_cli_test(cli_plan_unknown 2 "unknown option '--eval-every'" "${VRAM_EXE} plan --eval-every 5 2>&1")
+# vram train out of memory: the categories at the failure and the remedies, planned
+vram_cli_test(cli_train_oom_remedies 1 "at the failure: allocated .*reserved but free.*activations .*what would fit in 64.00 MiB.*batch halved +--batch 24 +[0-9.]+ MiB +yes"
+              "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --capacity 64MiB --batch 48 --steps 1 --threads 1 2>&1")
+# ---- end plan

@@ -97,8 +97,10 @@ typedef struct vram_plan_remedy {
     vram_plan_config config;
     vram_plan_result result; /* planned at c->capacity */
     int fits;
-    int64_t peak_reserved;   /* planned peak reserved: at c->capacity where it fits, else with no limit */
+    int64_t peak_reserved;   /* planned peak reserved: at c->capacity where it fits, else on a device
+                                VRAM_PLAN_REMEDY_ROOM times larger; -1 when it does not fit there either */
 } vram_plan_remedy;
+enum { VRAM_PLAN_REMEDY_ROOM = 8 };
 
 /* Fills up to `max` remedies for `c` into `out` (those that apply: halving needs a batch > 1,
  * checkpointing that it is off, a leaner optimizer one that keeps state) and returns how many,

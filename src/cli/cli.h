@@ -27,8 +27,10 @@ int vram_cli_model_spec(const char *spec, vram_gpt_config *cfg, char *err, size_
 /* Prints the bytes by category of a moment on one line. */
 void vram_cli_print_moment(FILE *out, const vram_plan_moment *m);
 /* The out-of-memory explanation: categories and reserved-but-free memory at the failure `at`,
- * and each remedy for configuration `c` planned at its capacity. Returns 0, or 1 when the
+ * and each remedy for configuration `c` planned at its capacity (none when the failure came
+ * while `creating_model`: only a smaller model or more memory helps). Returns 0, or 1 when the
  * remedies could not be planned (said on `out`). */
-int vram_cli_explain_oom(FILE *out, const char *tool, const vram_plan_moment *at, const vram_plan_config *c);
+int vram_cli_explain_oom(FILE *out, const char *tool, const vram_plan_moment *at, const vram_plan_config *c,
+                         int creating_model);
 
 #endif

@@ -258,7 +258,7 @@ static int report_oom(const plan_opts *o, const vram_plan_result *r) {
         printf("\ndoes not fit in %s: out of memory at %s: %s\n", mib((int64_t)r->capacity, b, sizeof b),
                where(&r->at_oom, w, sizeof w), r->oom_detail);
     }
-    vram_cli_explain_oom(o->json ? stderr : stdout, "vram plan", &r->at_oom, &o->cfg);
+    vram_cli_explain_oom(o->json ? stderr : stdout, "vram plan", &r->at_oom, &o->cfg, r->at_oom.step == 0);
     return 1;
 }
 
@@ -269,7 +269,9 @@ static int run_fit(const plan_opts *o) {
     char b1[32], b2[32];
     if (s == VRAM_ERR_OUT_OF_MEMORY) {
         fprintf(stderr, "vram plan: --fit: %s\n", vram_last_error());
-        if (!o->json) vram_cli_explain_oom(stderr, "vram plan", &r.at_oom, &o->cfg);
+        vram_plan_config one = o->cfg;
+        one.batch = 1;
+        vram_cli_explain_oom(stderr, "vram plan", &r.at_oom, &one, r.at_oom.step == 0);
         return 1;
     }
     if (s != VRAM_OK) {

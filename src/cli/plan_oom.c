@@ -30,13 +30,18 @@ void vram_cli_print_moment(FILE *out, const vram_plan_moment *m) {
     fprintf(out, "\n");
 }
 
-int vram_cli_explain_oom(FILE *out, const char *tool, const vram_plan_moment *at, const vram_plan_config *c) {
+int vram_cli_explain_oom(FILE *out, const char *tool, const vram_plan_moment *at, const vram_plan_config *c,
+                         int creating_model) {
     char b1[32], b2[32], b3[32];
     fprintf(out, "%s: at the failure: allocated %s, reserved %s, of which %s reserved but free (cached blocks too "
                  "small or split for the request)\n",
             tool, mib(at->allocated, b1, sizeof b1), mib(at->reserved, b2, sizeof b2),
             mib(at->reserved - at->allocated, b3, sizeof b3));
     vram_cli_print_moment(out, at);
+    if (creating_model) { /* no batch, activation or optimizer state yet */
+        fprintf(out, "%s: the model's parameters alone do not fit: a smaller model or more memory\n", tool);
+        return 0;
+    }
     vram_plan_remedy rem[8];
     int n = vram_plan_remedies(c, rem, 8);
     if (n < 0) {
@@ -49,7 +54,7 @@ int vram_cli_explain_oom(FILE *out, const char *tool, const vram_plan_moment *at
     fprintf(out, "  %-42s %-26s %16s  %s\n", "remedy", "flags", "peak reserved", "fits");
     for (int i = 0; i < n; i++) {
         if (rem[i].peak_reserved < 0)
-            snprintf(b1, sizeof b1, "%s", "beyond 32 TiB");
+            snprintf(b1, sizeof b1, "over %dx that", (int)VRAM_PLAN_REMEDY_ROOM);
         else
             mib(rem[i].peak_reserved, b1, sizeof b1);
         fprintf(out, "  %-42s %-26s %16s  %s\n", rem[i].name, rem[i].flags, b1, rem[i].fits ? "yes" : "no");

@@ -232,7 +232,7 @@ static void note_oom(void *ctx, vram_status status) {
     oom_seen = 1;
 }
 
-static void explain_oom(vram_allocator *a) {
+static void explain_oom(vram_allocator *a, int creating_model) {
     const train_opts *o = explain_opts;
     vram_plan_moment at = oom_moment;
     if (!oom_seen) vram_plan_moment_read(a, &at); /* a failure outside the runtime's tensors */
@@ -249,7 +249,7 @@ static void explain_oom(vram_allocator *a) {
     c.clip = o->clip;
     c.threads = o->threads;
     c.capacity = o->capacity;
-    vram_cli_explain_oom(stderr, "vram train", &at, &c);
+    vram_cli_explain_oom(stderr, "vram train", &at, &c, creating_model);
 }
 /* ---- end of the out-of-memory explanation ---- */
 
@@ -258,7 +258,7 @@ static int fail(vram_allocator *a, vram_status s, const char *what) {
         fprintf(stderr, "vram train: out of memory while %s: %s\n", what, vram_last_error());
         const char *rep = a ? vram_allocator_oom_report(a) : "";
         if (rep && *rep) fprintf(stderr, "%s\n", rep);
-        if (a && explain_opts) explain_oom(a);
+        if (a && explain_opts) explain_oom(a, !strcmp(what, "creating the model"));
         fprintf(stderr, "vram train: try a smaller --batch (with --accum to keep the batch), --checkpoint, a smaller "
                         "model, or a larger --capacity\n");
     } else {

@@ -6,10 +6,13 @@
  * does what vram train does, in its order: the model, the optimizer, and per step zero_grad,
  * for each micro-batch the batch's ids and targets, forward with the loss, (the loss scaled by
  * 1/accum), backward, then clipping and the optimizer step. The runtime calls the planner after
- * every allocation (rt->on_alloc), where it reads the allocator's statistics and keeps the
+ * every allocation (vram_runtime_set_alloc_observer), where it reads the allocator's statistics and keeps the
  * per-category bytes of the first moment allocated and reserved memory peaked; since bytes only
- * grow at an allocation, those are the peaks' own moments.
+ * grow at an allocation, those are the peaks' own moments. Steps, and micro-batches from the
+ * third, repeat the same allocations; once one leaves the allocator's figures as it found them
+ * (no device call, the same peaks and current bytes), the rest are taken to repeat it.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -120,9 +123,16 @@ static vram_status train_steps(vram_runtime *rt, vram_gpt *g, vram_optimizer *op
     for (int step = 1; step <= max && s == VRAM_OK; step++) {
         w->now.step = step;
         vram_param_list_zero_grad(params, 1);
+        step_mark before = mark_of(w->a);
         for (int m = 0; m < c->accum && s == VRAM_OK; m++) {
             w->now.micro = m + 1;
             s = micro_step(g, rt, c, w);
+            step_mark after = mark_of(w->a);
+            /* The first micro-batch creates the gradients, the second adds to them; from the
+             * third on each repeats the one before, so one that changed nothing stands for the
+             * rest (a run with --accum 10^9 is planned in a few micro-batches). */
+            if (m >= 2 && settled(&before, &after)) break;
+            before = after;
         }
         w->now.micro = 0;
         w->now.phase = VRAM_PLAN_OPTIMIZER;
@@ -266,7 +276,9 @@ vram_status vram_plan_fit(const vram_plan_config *c, int max_batch, int *best, v
     return VRAM_OK;
 }
 
-/* Plans one remedy: at the failing run's capacity, and with no limit where it does not fit. */
+/* Plans one remedy: at the failing run's capacity, and where it does not fit there, on a device
+ * VRAM_PLAN_REMEDY_ROOM times larger (bounded so that a hopeless remedy costs no more to plan
+ * than one that nearly fits: the page bookkeeping grows with the capacity). */
 static vram_status plan_remedy(vram_plan_remedy *r) {
     vram_status s = vram_plan_run(&r->config, &r->result);
     if (s == VRAM_OK) {
@@ -276,7 +288,8 @@ static vram_status plan_remedy(vram_plan_remedy *r) {
     }
     if (s != VRAM_ERR_OUT_OF_MEMORY) return s;
     vram_plan_config open = r->config;
-    open.capacity = 1ull << 45; /* the simulated device's largest */
+    uint64_t cap = r->result.capacity;
+    open.capacity = cap < (1ull << 45) / VRAM_PLAN_REMEDY_ROOM ? cap * VRAM_PLAN_REMEDY_ROOM : 1ull << 45;
     vram_plan_result unbounded;
     s = vram_plan_run(&open, &unbounded);
     r->peak_reserved = s == VRAM_OK ? unbounded.peak_reserved : -1;
@@ -310,8 +323,8 @@ int vram_plan_remedies(const vram_plan_config *c, vram_plan_remedy *out, int max
         snprintf(r->flags, sizeof r->flags, "--batch %d", r->config.batch);
     }
     int d = smallest_factor(c->batch); /* the same sequences per step, in d times the micro-batches */
-    snprintf(name, sizeof name, "gradient accumulation (%d micro-batches)", c->accum * d);
-    if (c->batch > 1 && (r = add_remedy(out, &n, max, c, name))) {
+    snprintf(name, sizeof name, "gradient accumulation (%lld micro-batches)", (long long)c->accum * d);
+    if (c->batch > 1 && c->accum <= INT_MAX / d && (r = add_remedy(out, &n, max, c, name))) {
         r->config.batch = c->batch / d;
         r->config.accum = c->accum * d;
         snprintf(r->flags, sizeof r->flags, "--batch %d --accum %d", r->config.batch, r->config.accum);

@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""plan_grid.py — `vram plan` against real `vram train` runs: predicted and measured peak memory.
+
+For each configuration of a grid (model size, batch, optimizer, checkpointing, accumulation,
+threads) it runs `vram train --steps S` on the CPU and reads the peak allocated and peak reserved
+bytes it reports (the allocator's statistics), and runs `vram plan` with the same flags, twice:
+`--steps S` (the same run, planned) and without (until the allocator settles: the figure for any
+run long enough). Then the remedies: a `vram train` that runs out of memory under --capacity
+prints each remedy's planned peak; each remedy that fits is run for real under that capacity.
+
+    python3 bench/plan_grid.py --vram build/vram --data build/data/kjv.txt [--quick] [--check]
+                               [--markdown OUT.md]
+
+--quick runs a small subset (CTest: tests/plan_check.py); --check exits 1 when a prediction is off
+by more than the bounds (3% of measured peak reserved, under by more than 2%; remedies 10%).
+"""
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+
+MIB = 1024.0 * 1024.0
+
+# (name, flags): sizes x batch x optimizer x checkpointing x accumulation (x threads)
+SIZES = {
+    "2x64": ["--layers", "2", "--heads", "2", "--width", "64", "--context", "32"],
+    "4x128": ["--layers", "4", "--heads", "4", "--width", "128", "--context", "64"],
+    "6x192": ["--layers", "6", "--heads", "6", "--width", "192", "--context", "64"],
+    "4x256": ["--layers", "4", "--heads", "8", "--width", "256", "--context", "128"],
+}
+
+
+def full_grid():
+    grid = []
+    for size in SIZES:
+        for batch, opt, ckpt, accum in [(8, "adamw", False, 1), (24, "adamw", False, 1), (16, "sgd", False, 1),
+                                        (16, "adagrad", True, 1), (8, "momentum", False, 3), (32, "adam", True, 2),
+                                        (4, "adamw", False, 1)]:
+            grid.append((size, batch, opt, ckpt, accum, 1))
+    # two threads: the matrix product's per-thread pack buffers
+    grid += [("4x128", 16, "adamw", False, 1, 2), ("6x192", 24, "sgd", True, 1, 2), ("4x256", 8, "adamw", False, 2, 2)]
+    return grid
+
+
+def quick_grid():
+    return [("2x64", 8, "adamw", False, 1, 1), ("2x64", 16, "sgd", True, 1, 1), ("2x64", 4, "adagrad", False, 3, 1),
+            ("4x128", 8, "momentum", True, 2, 1)]
+
+
+def flags_of(size, batch, opt, ckpt, accum, threads):
+    f = SIZES[size] + ["--batch", str(batch), "--optimizer", opt, "--accum", str(accum), "--threads", str(threads)]
+    return f + (["--checkpoint"] if ckpt else [])
+
+
+def run(cmd):
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return p.returncode, p.stdout, p.stderr, time.monotonic() - t0
+
+
+SUMMARY = re.compile(r"peak allocated ([0-9.]+) MiB, peak reserved ([0-9.]+) MiB")
+
+
+def measure(vram, data, flags, steps, capacity=None):
+    """Peak allocated and reserved (MiB, as vram train prints them) of a real run, and its seconds."""
+    cmd = [vram, "train", "--data", data, "--steps", str(steps)] + flags
+    if capacity:
+        cmd += ["--capacity", capacity]
+    rc, out, err, secs = run(cmd)
+    m = SUMMARY.search(out)
+    if rc != 0 or not m:
+        raise RuntimeError("vram train %s: status %d\n%s%s" % (" ".join(flags), rc, out[-2000:], err[-2000:]))
+    return float(m.group(1)), float(m.group(2)), secs
+
+
+def plan(vram, flags, steps=None, capacity=None):
+    cmd = [vram, "plan", "--json"] + flags + (["--steps", str(steps)] if steps else [])
+    if capacity:
+        cmd += ["--capacity", capacity]
+    rc, out, err, secs = run(cmd)
+    if rc != 0:
+        raise RuntimeError("vram plan %s: status %d\n%s%s" % (" ".join(flags), rc, out, err))
+    return json.loads(out)
+
+
+def mib2(b):
+    """Bytes as vram train prints them: MiB with two decimals."""
+    return round(b / MIB, 2)
+
+
+def grid_rows(vram, data, grid, steps):
+    rows = []
+    for cfg in grid:
+        flags = flags_of(*cfg)
+        m_alloc, m_res, t_train = measure(vram, data, flags, steps)
+        same = plan(vram, flags, steps=steps)
+        settled = plan(vram, flags)
+        rows.append({
+            "config": cfg, "flags": " ".join(flags), "measured_allocated": m_alloc, "measured_reserved": m_res,
+            "planned_allocated": mib2(same["peak_allocated"]), "planned_reserved": mib2(same["peak_reserved"]),
+            "settled_reserved": mib2(settled["peak_reserved"]), "steady_from": settled["steady_from"],
+            "error": mib2(same["peak_reserved"]) / m_res - 1, "train_s": t_train, "plan_s": same["seconds"],
+        })
+    return rows
+
+
+REMEDY = re.compile(r"^  (\S.*?)\s{2,}(--\S.*?)\s{2,}([0-9.]+) MiB\s+(yes|no)$")
+
+
+def remedy_rows(vram, data, base, capacity, steps):
+    """Runs `base` under `capacity` (it must run out of memory), reads the planned remedies from its
+    report and runs each one that fits for real under the same capacity."""
+    cmd = [vram, "train", "--data", data, "--steps", str(steps), "--capacity", capacity] + base
+    rc, out, err, _ = run(cmd)
+    if rc != 1 or "what would fit" not in err:
+        raise RuntimeError("expected an out-of-memory run with remedies: status %d\n%s" % (rc, err[-3000:]))
+    rows = []
+    for line in err.splitlines():
+        m = REMEDY.match(line)
+        if not m:
+            continue
+        name, rflags, predicted, fits = m.group(1).strip(), m.group(2).split(), float(m.group(3)), m.group(4)
+        row = {"remedy": name, "flags": " ".join(rflags), "predicted": predicted, "fits": fits == "yes"}
+        if row["fits"]:
+            merged = merge_flags(base, rflags)
+            _, m_res, _ = measure(vram, data, merged, steps, capacity)
+            row["measured"] = m_res
+            row["error"] = predicted / m_res - 1
+        rows.append(row)
+    return rows
+
+
+def merge_flags(base, extra):
+    """base with extra's flags replacing or added (--checkpoint is a switch)."""
+    out, i = [], 0
+    names = {f for f in extra if f.startswith("--")}
+    while i < len(base):
+        f = base[i]
+        if f in names:
+            i += 1 if f == "--checkpoint" else 2
+            continue
+        out.append(f)
+        i += 1
+    return out + extra
+
+
+def check(rows, remedies):
+    bad = []
+    for r in rows:
+        if abs(r["error"]) > 0.03 or r["error"] < -0.02:
+            bad.append("%s: planned %.2f MiB, measured %.2f MiB" % (r["flags"], r["planned_reserved"], r["measured_reserved"]))
+    for r in remedies:
+        if "error" in r and abs(r["error"]) > 0.10:
+            bad.append("remedy %s: planned %.2f MiB, measured %.2f MiB" % (r["remedy"], r["predicted"], r["measured"]))
+    return bad
+
+
+def markdown(rows, remedies, steps, argv):
+    lines = ["| config (flags) | measured alloc | planned alloc | measured reserved | planned reserved | error | "
+             "settled (from step) | train s | plan s |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append("| `%s` | %.2f | %.2f | %.2f | %.2f | %+.2f%% | %.2f (%d) | %.1f | %.4f |" % (
+            r["flags"], r["measured_allocated"], r["planned_allocated"], r["measured_reserved"], r["planned_reserved"],
+            100 * r["error"], r["settled_reserved"], r["steady_from"], r["train_s"], r["plan_s"]))
+    lines += ["", "| remedy | flags | planned peak reserved (MiB) | fits | measured (MiB) | error |", "|---|---|---:|---|---:|---:|"]
+    for r in remedies:
+        lines.append("| %s | `%s` | %.2f | %s | %s | %s |" % (
+            r["remedy"], r["flags"], r["predicted"], "yes" if r["fits"] else "no",
+            "%.2f" % r["measured"] if "measured" in r else "-", "%+.2f%%" % (100 * r["error"]) if "error" in r else "-"))
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vram", required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--markdown")
+    a = ap.parse_args()
+    grid = quick_grid() if a.quick else full_grid()
+    print("machine: %s, %s, %d CPUs" % (platform.node(), platform.processor() or platform.machine(), os.cpu_count()))
+    print("command: %s" % " ".join(sys.argv))
+    rows = grid_rows(a.vram, a.data, grid, a.steps)
+    base = SIZES["4x128"] + ["--batch", "48", "--threads", "1"]
+    remedies = remedy_rows(a.vram, a.data, base, "64MiB", a.steps + 2)
+    table = markdown(rows, remedies, a.steps, sys.argv)
+    print(table)
+    errs = [abs(r["error"]) for r in rows]
+    print("\n%d configurations: largest |error| %.3f%%, mean %.3f%%; remedies measured: %d" % (
+        len(rows), 100 * max(errs), 100 * sum(errs) / len(errs), sum(1 for r in remedies if "measured" in r)))
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(table + "\n")
+    bad = check(rows, remedies)
+    for b in bad:
+        print("OUT OF BOUNDS: " + b)
+    if a.check and (bad or not any("measured" in r for r in remedies)):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
