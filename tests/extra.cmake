@@ -279,6 +279,10 @@ if(Python3_Interpreter_FOUND)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/bench/plan_grid.py --vram $<TARGET_FILE:vram>
                    --data ${VRAM_TRAIN_CORPUS} --quick --check --steps 2)
   set_tests_properties(plan_vs_train PROPERTIES TIMEOUT 600)
+  # python -m vram_torch fit on synthetic traces (no PyTorch): learn, synthesize, search by replay
+  add_test(NAME test_vram_torch_fit
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_fit.py $<TARGET_FILE:vram>)
+  set_tests_properties(test_vram_torch_fit PROPERTIES TIMEOUT 300)
 endif()
 vram_cli_test(cli_plan_fits 0 "peak reserved .*parameters .*reserved but free"
               "${VRAM_EXE} plan --model gpt:2x64x2 --context 32 --batch 8 --threads 1 --capacity 1GiB")

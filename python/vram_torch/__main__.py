@@ -5,6 +5,10 @@
         first), and with --summary prints vram's memory summary of each device it used at the end
     python -m vram_torch record -o run.trace [--device N] [--max-entries N] script.py args...
         records the program's allocations under PyTorch's own allocator (see record.py)
+    python -m vram_torch fit --capacity 40GiB [--vram PATH] [--device cudasim] B1=TRACE B2=TRACE [B3=TRACE]
+        the largest batch that fits, from traces recorded at small batches: each allocation's size
+        fitted as a + c*batch, the stream synthesized at larger batches and replayed through vram's
+        allocator (fit.py; no PyTorch needed)
     python -m vram_torch --version
         the package's version and the libvram_torch.so it loads (status 1 if none loads)
 """
@@ -13,6 +17,7 @@ import sys
 
 USAGE = ("usage: python -m vram_torch run [--summary] script.py [args...]\n"
          "       python -m vram_torch record -o OUT.trace [--device N] [--max-entries N] script.py [args...]\n"
+         "       python -m vram_torch fit --capacity SIZE [--vram PATH] B1=TRACE B2=TRACE [B3=TRACE]\n"
          "       python -m vram_torch --version")
 
 
@@ -73,6 +78,11 @@ def record(argv):
     return record_program(a.output, [a.script] + a.args, a.device, a.max_entries)
 
 
+def fit(argv):
+    from .fit import main as fit_main
+    return fit_main(argv)
+
+
 def version():
     """Prints the package's version and the library it would use; 1 if that library is missing,
     does not load or is another version's."""
@@ -89,7 +99,7 @@ def version():
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    commands = {"run": run, "record": record}
+    commands = {"run": run, "record": record, "fit": fit}
     if argv and argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         return 0
