@@ -108,6 +108,15 @@ vram_cli_test(cli_train_bad_model 2 "unknown model 'gpt5' \\(tiny, gpt2, gpt2-me
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --model gpt5 2>&1")
 vram_cli_test(cli_train_small_vocab 2 "--vocab needs an integer in \\[256, 16777216\\]"
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --vocab 100 2>&1")
+# With a driver but no kernels in the build (the sanitizer builds leave nvcc out) the runtime
+# says so; with kernels, the fake driver (no module loading) is refused just as clearly.
+if(VRAM_NVCC AND VRAM_CUDA_INCLUDE_DIR)
+  set(VRAM_GPU_RUNTIME_MISSING "the CUDA driver '.*' lacks cu[A-Za-z]+ \\(too old\\?\\)")
+else()
+  set(VRAM_GPU_RUNTIME_MISSING "no GPU kernels: vram was built without (nvcc|the CUDA toolkit's headers)")
+endif()
+vram_cli_test(cli_train_gpu_runtime_missing 1 "setting up the GPU runtime failed: .*${VRAM_GPU_RUNTIME_MISSING}"
+              "VRAM_LIBCUDA=$<TARGET_FILE:fake_cuda> ${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --device cuda:0 --steps 1 2>&1")
 # the memory mechanisms of test_runtime_memory, asserted again on the GPU
 add_test(NAME gpu_test_runtime_memory COMMAND test_runtime_memory cuda)
 set_tests_properties(gpu_test_runtime_memory PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600 RESOURCE_LOCK gpu)
