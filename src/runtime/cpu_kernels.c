@@ -565,12 +565,15 @@ static void cpu_adagrad_update(vram_dtype dt, int64_t n, void *pv, const void *g
     });
 }
 
-static double cpu_sum_squares(vram_dtype dt, int64_t n, const void *xv) {
+static double cpu_sum_squares(int count, const vram_dtype *dts, const int64_t *ns, const void *const *xs) {
     double s = 0;
-    DISPATCH(dt, {
-        const T *x = xv;
-        for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
-    });
+    for (int k = 0; k < count; k++) {
+        int64_t n = ns[k];
+        DISPATCH(dts[k], {
+            const T *x = xs[k];
+            for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+        });
+    }
     return s;
 }
 

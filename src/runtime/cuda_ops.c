@@ -311,13 +311,17 @@ static void cuda_adagrad_update(vram_dtype dt, int64_t n, void *p, const void *g
     vram_cuda_launch(CK_ADAGRAD_UPDATE, vram_cuda_blocks(n, THREADS), THREADS, args);
 }
 
-static double cuda_sum_squares(vram_dtype dt, int64_t n, const void *x) {
+static double cuda_sum_squares(int count, const vram_dtype *dts, const int64_t *ns, const void *const *xs) {
     vram_cuda *g = &vram_cuda_state;
     void *acc = (char *)g->scratch + 8;
     vram_cuda_zero(acc, sizeof(double));
-    int d = dt;
-    void *args[] = {&d, &n, &x, &acc};
-    vram_cuda_launch(CK_SUM_SQUARES, vram_cuda_blocks(n, THREADS), THREADS, args);
+    for (int k = 0; k < count; k++) { /* every tensor into one accumulator, read back once */
+        int d = dts[k];
+        int64_t n = ns[k];
+        const void *x = xs[k];
+        void *args[] = {&d, &n, &x, &acc};
+        vram_cuda_launch(CK_SUM_SQUARES, vram_cuda_blocks(n, THREADS), THREADS, args);
+    }
     double s = NAN;
     vram_cuda_download(&s, acc, sizeof s);
     return g->error == VRAM_OK ? s : NAN;

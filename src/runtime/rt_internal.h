@@ -123,8 +123,9 @@ typedef struct vram_kernels {
                         int64_t step);
     void (*adagrad_update)(vram_dtype dt, int64_t n, void *p, const void *g, void *sum, double lr,
                            double eps, double weight_decay, int64_t step, double lr_decay);
-    /* Sum of squares (for the global gradient norm) and in-place scaling. */
-    double (*sum_squares)(vram_dtype dt, int64_t n, const void *x);
+    /* The sum of squares of `count` tensors of ns[i] contiguous elements (the global gradient
+     * norm: one read back for all of them), and in-place scaling. */
+    double (*sum_squares)(int count, const vram_dtype *dts, const int64_t *ns, const void *const *xs);
     void (*scale_inplace)(vram_dtype dt, int64_t n, void *x, double s);
     /* Moving bytes between the host and the device's memory, and zeroing it. */
     void (*upload)(void *dst, const void *host_src, size_t n);
