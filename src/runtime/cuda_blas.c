@@ -95,10 +95,7 @@ vram_status vram_cuda_blas_open(char *why, size_t cap) {
                                "/usr/local/cuda/lib64: install the CUDA toolkit's cuBLAS or set VRAM_CUBLASLT)");
             return VRAM_ERR_NO_DEVICE;
         }
-        static const struct {
-            const char *name;
-            size_t off;
-        } syms[] = {
+        static const vram_cuda_sym syms[] = {
 #define SYM(field, name) {name, offsetof(__typeof__(lt), field)}
             SYM(Create, "cublasLtCreate"), SYM(Destroy, "cublasLtDestroy"),
             SYM(DescCreate, "cublasLtMatmulDescCreate"), SYM(DescDestroy, "cublasLtMatmulDescDestroy"),
@@ -109,15 +106,12 @@ vram_status vram_cuda_blas_open(char *why, size_t cap) {
             SYM(Matmul, "cublasLtMatmul"),
 #undef SYM
         };
-        for (size_t i = 0; i < sizeof syms / sizeof *syms; i++) {
-            void *p = dlsym(lib, syms[i].name);
-            if (!p) {
-                snprintf(why, cap, "cuBLASLt lacks %s (too old?)", syms[i].name);
-                dlclose(lib);
-                memset(&lt, 0, sizeof lt);
-                return VRAM_ERR_NO_DEVICE;
-            }
-            memcpy((char *)&lt + syms[i].off, &p, sizeof p);
+        const char *missing = vram_cuda_resolve(lib, syms, sizeof syms / sizeof *syms, &lt);
+        if (missing) {
+            snprintf(why, cap, "cuBLASLt lacks %s (too old?)", missing);
+            dlclose(lib);
+            memset(&lt, 0, sizeof lt);
+            return VRAM_ERR_NO_DEVICE;
         }
         *(void **)&lt.GetStatusName = dlsym(lib, "cublasLtGetStatusName");
         lt.lib = lib;

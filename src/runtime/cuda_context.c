@@ -29,6 +29,15 @@ void vram_cuda_fail(vram_status s, const char *fmt, ...) {
     g->error = s;
 }
 
+const char *vram_cuda_resolve(void *lib, const vram_cuda_sym *syms, size_t n, void *table) {
+    for (size_t i = 0; i < n; i++) {
+        void *p = dlsym(lib, syms[i].name);
+        if (!p) return syms[i].name;
+        memcpy((char *)table + syms[i].off, &p, sizeof p);
+    }
+    return NULL;
+}
+
 int64_t vram_cuda_blocks(int64_t n, int threads) {
     int64_t b = (n + threads - 1) / threads, cap = (int64_t)(vram_cuda_state.sm_count > 0 ? vram_cuda_state.sm_count : 132) * 32;
     return b < 1 ? 1 : b > cap ? cap : b;
@@ -123,10 +132,7 @@ static vram_status cu_load(void) {
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib)
         return vram_error(VRAM_ERR_NO_DEVICE, "runtime: no CUDA driver: dlopen(\"%s\") failed: %s", path, dlerror());
-    static const struct {
-        const char *name;
-        size_t off;
-    } syms[] = {
+    static const vram_cuda_sym syms[] = {
 #define SYM(field, name) {name, offsetof(__typeof__(cu), field)}
         SYM(Init, "cuInit"), SYM(GetErrorName, "cuGetErrorName"), SYM(GetErrorString, "cuGetErrorString"),
         SYM(DeviceGet, "cuDeviceGet"), SYM(DeviceGetAttribute, "cuDeviceGetAttribute"),
@@ -140,13 +146,11 @@ static vram_status cu_load(void) {
         SYM(MemsetD8Async, "cuMemsetD8Async"),
 #undef SYM
     };
-    for (size_t i = 0; i < sizeof syms / sizeof *syms; i++) {
-        void *p = dlsym(lib, syms[i].name);
-        if (!p) {
-            dlclose(lib);
-            return vram_error(VRAM_ERR_NO_DEVICE, "runtime: the CUDA driver '%s' lacks %s (too old?)", path, syms[i].name);
-        }
-        memcpy((char *)&cu + syms[i].off, &p, sizeof p);
+    const char *missing = vram_cuda_resolve(lib, syms, sizeof syms / sizeof *syms, &cu);
+    if (missing) {
+        dlclose(lib);
+        memset(&cu, 0, sizeof cu);
+        return vram_error(VRAM_ERR_NO_DEVICE, "runtime: the CUDA driver '%s' lacks %s (too old?)", path, missing);
     }
     cu.lib = lib;
     return VRAM_OK;

@@ -52,6 +52,15 @@ void vram_cuda_copy_d2d(void *dst, const void *src, size_t n);
 void vram_cuda_zero(void *dst, size_t n);
 vram_status vram_cuda_sync(void);
 
+/* A symbol to resolve into a table of function pointers, at byte offset `off`. */
+typedef struct vram_cuda_sym {
+    const char *name;
+    size_t off;
+} vram_cuda_sym;
+/* Resolves every symbol of `syms` from `lib` into `table`; returns the first missing name, or
+ * NULL when all were found. */
+const char *vram_cuda_resolve(void *lib, const vram_cuda_sym *syms, size_t n, void *table);
+
 /* cuBLASLt (cuda_blas.c). */
 vram_status vram_cuda_blas_open(char *why, size_t cap);
 void vram_cuda_blas_close(void);
