@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run_gpu_runtime.sh — the runtime on a GPU machine (issue 37), logs under $OUT (or ./gpu-out).
-#   bench/run_gpu_runtime.sh [ops] [check] [speed] [memory]   (default: all four)
+#   bench/run_gpu_runtime.sh [ops] [check] [speed] [memory] [profile]   (default: the first four)
 # Builds vram (Release, into b/), then
 #   ops     tests/gpu/test_gpu_ops.c: every op on the GPU against the CPU (random shapes,
 #           broadcasting, non-contiguous inputs, gradients, optimizers)
@@ -8,6 +8,7 @@
 #           same weights on the same batches as PyTorch (TF32 off): losses and step-1 gradients
 #   speed   vram train --model gpt2 on the GPU, B=8 T=1024 fp32 AdamW, beside PyTorch eager fp32
 #   memory  the memory mechanisms on the GPU: --checkpoint, --accum, sgd/adagrad, from the report
+#   profile GPU time per kernel of 6 GPT-2 steps (VRAM_CUDA_PROFILE=1)
 set -u
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -47,4 +48,9 @@ if [[ $what == *memory* ]]; then
   done
   timeout 120 $V train --device cuda:0 --model gpt2 --data $CORPUS --batch 8 --steps 2 --capacity 3GiB > "$OUT/oom.log" 2>&1
   echo "capacity 3GiB rc=$? (want 1)"; head -c 1500 "$OUT/oom.log"
+fi
+if [[ $what == *profile* ]]; then
+  VRAM_CUDA_PROFILE=1 timeout 300 $V train --device cuda:0 --model gpt2 --data $CORPUS --batch 8 --steps 6 --lr 3e-4 \
+    > "$OUT/profile.log" 2>&1; echo "profile rc=$?"
+  grep -A40 "GPU time by kernel" "$OUT/profile.log"
 fi

@@ -291,8 +291,10 @@ void vram_cuda_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M,
         double a64 = 1.0, b64 = accumulate ? 1.0 : 0.0;
         const void *alpha = dt == VRAM_DTYPE_F64 ? (const void *)&a64 : (const void *)&a32;
         const void *beta = dt == VRAM_DTYPE_F64 ? (const void *)&b64 : (const void *)&b32;
+        int tok = vram_cuda_prof_begin();
         cublasStatus_t st = lt.Matmul(lt_handle, p->desc, alpha, B, p->lx, A, p->ly, beta, C, p->ld, C, p->ld, &p->algo,
                                       lt_workspace, WORKSPACE_BYTES, (cudaStream_t)vram_cuda_state.stream);
+        vram_cuda_prof_end(tok, CK_PROF_MATMUL);
         if (st != CUBLAS_STATUS_SUCCESS)
             vram_cuda_fail(VRAM_ERR_DRIVER, "cuBLASLt product %lld x [%lld x %lld] @ [%lld x %lld] failed: %s",
                            (long long)batch, (long long)M, (long long)K, (long long)K, (long long)N, lt_status(st));

@@ -66,6 +66,8 @@ void vram_cuda_download(void *d, const void *s, size_t n) { (void)d, (void)s, (v
 void vram_cuda_copy_d2d(void *d, const void *s, size_t n) { (void)d, (void)s, (void)n; }
 void vram_cuda_zero(void *d, size_t n) { (void)d, (void)n; }
 vram_status vram_cuda_sync(void) { return vram_cuda_state.error; }
+int vram_cuda_prof_begin(void) { return -1; }
+void vram_cuda_prof_end(int token, int row) { (void)token, (void)row; }
 
 #else
 
@@ -109,7 +111,22 @@ static struct {
     CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
     CUresult (*MemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
     CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+    CUresult (*EventCreate)(CUevent *, unsigned);
+    CUresult (*EventRecord)(CUevent, CUstream);
+    CUresult (*EventSynchronize)(CUevent);
+    CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
+    CUresult (*EventDestroy)(CUevent);
 } cu;
+
+/* The profiler: pairs of events around queued work, summed per row when drained. */
+enum { PROF_PAIRS = 4096 };
+static struct {
+    int on, used;
+    CUevent ev[PROF_PAIRS][2];
+    int row[PROF_PAIRS];
+    double ms[CK_PROF_SLOTS];
+    long long calls[CK_PROF_SLOTS];
+} prof;
 
 static CUdevice cu_device;
 static CUcontext cu_ctx;
@@ -143,7 +160,9 @@ static vram_status cu_load(void) {
         SYM(StreamCreate, "cuStreamCreate"), SYM(StreamDestroy, "cuStreamDestroy_v2"),
         SYM(StreamSynchronize, "cuStreamSynchronize"), SYM(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
         SYM(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"), SYM(MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"),
-        SYM(MemsetD8Async, "cuMemsetD8Async"),
+        SYM(MemsetD8Async, "cuMemsetD8Async"), SYM(EventCreate, "cuEventCreate"), SYM(EventRecord, "cuEventRecord"),
+        SYM(EventSynchronize, "cuEventSynchronize"), SYM(EventElapsedTime, "cuEventElapsedTime_v2"),
+        SYM(EventDestroy, "cuEventDestroy_v2"),
 #undef SYM
     };
     const char *missing = vram_cuda_resolve(lib, syms, sizeof syms / sizeof *syms, &cu);
@@ -213,6 +232,11 @@ vram_status vram_cuda_runtime_open(vram_runtime *rt, int ordinal) {
         }
     }
     cu_open = 1;
+    {
+        const char *p = getenv("VRAM_CUDA_PROFILE");
+        memset(&prof, 0, sizeof prof);
+        prof.on = p && *p && strcmp(p, "0");
+    }
     return VRAM_OK;
 fail:
     if (g->scratch) vram_allocator_free(rt->alloc, g->scratch);
@@ -226,11 +250,62 @@ fail:
     return s;
 }
 
+static void prof_drain(void) {
+    if (!prof.used) return;
+    cu.EventSynchronize(prof.ev[prof.used - 1][1]);
+    for (int i = 0; i < prof.used; i++) {
+        float ms = 0;
+        if (cu.EventElapsedTime(&ms, prof.ev[i][0], prof.ev[i][1]) == CUDA_SUCCESS) prof.ms[prof.row[i]] += ms;
+        prof.calls[prof.row[i]]++;
+    }
+    prof.used = 0;
+}
+
+int vram_cuda_prof_begin(void) {
+    if (!prof.on || vram_cuda_state.error != VRAM_OK) return -1;
+    if (prof.used == PROF_PAIRS) prof_drain();
+    int i = prof.used;
+    for (int e = 0; e < 2; e++)
+        if (!prof.ev[i][e] && cu.EventCreate(&prof.ev[i][e], CU_EVENT_DEFAULT) != CUDA_SUCCESS) return -1;
+    cu.EventRecord(prof.ev[i][0], (CUstream)vram_cuda_state.stream);
+    return i;
+}
+
+void vram_cuda_prof_end(int token, int row) {
+    if (token < 0) return;
+    cu.EventRecord(prof.ev[token][1], (CUstream)vram_cuda_state.stream);
+    prof.row[token] = row;
+    prof.used = token + 1;
+}
+
+static void prof_report(void) {
+    prof_drain();
+    double total = 0;
+    for (int r = 0; r < CK_PROF_SLOTS; r++) total += prof.ms[r];
+    fprintf(stderr, "GPU time by kernel (VRAM_CUDA_PROFILE): %.1f ms in all\n  %-28s %9s %11s %9s %6s\n", total,
+            "kernel", "calls", "total ms", "avg us", "share");
+    for (int n = 0; n < CK_PROF_SLOTS; n++) { /* largest first: a selection over the few rows */
+        int best = -1;
+        for (int r = 0; r < CK_PROF_SLOTS; r++)
+            if (prof.calls[r] >= 0 && (best < 0 || prof.ms[r] > prof.ms[best])) best = r;
+        if (best < 0 || prof.calls[best] <= 0) break;
+        const char *name = best == CK_PROF_MATMUL ? "cublasLt matmul" : best == CK_PROF_COPY ? "copy / memset" : kernel_names[best];
+        fprintf(stderr, "  %-28s %9lld %11.2f %9.1f %5.1f%%\n", name, prof.calls[best], prof.ms[best],
+                1e3 * prof.ms[best] / (double)prof.calls[best], total > 0 ? 100 * prof.ms[best] / total : 0);
+        prof.calls[best] = -1;
+    }
+    for (int i = 0; i < PROF_PAIRS; i++)
+        for (int e = 0; e < 2; e++)
+            if (prof.ev[i][e]) cu.EventDestroy(prof.ev[i][e]);
+    memset(&prof, 0, sizeof prof);
+}
+
 void vram_cuda_runtime_close(vram_runtime *rt) {
     vram_cuda *g = &vram_cuda_state;
     if (!cu_open || g->rt != rt) return;
     cu.CtxSetCurrent(cu_ctx);
     cu.StreamSynchronize((CUstream)g->stream);
+    if (prof.on) prof_report();
     vram_cuda_blas_close();
     vram_allocator_free(rt->alloc, g->scratch);
     cu.StreamDestroy((CUstream)g->stream);
@@ -246,8 +321,10 @@ void vram_cuda_launch(int k, int64_t blocks, int threads, void **args) {
     vram_cuda *g = &vram_cuda_state;
     if (g->error != VRAM_OK || blocks <= 0) return;
     if (blocks > 0x7fffffff) blocks = 0x7fffffff;
+    int tok = vram_cuda_prof_begin();
     CUresult r = cu.LaunchKernel((CUfunction)g->fn[k], (unsigned)blocks, 1, 1, (unsigned)threads, 1, 1, 0,
                                  (CUstream)g->stream, args, NULL);
+    vram_cuda_prof_end(tok, k);
     if (r != CUDA_SUCCESS)
         vram_cuda_fail(VRAM_ERR_DRIVER, "GPU kernel %s (%lld blocks of %d threads) failed to launch: %s", kernel_names[k],
                        (long long)blocks, threads, cu_err(r));
@@ -280,13 +357,17 @@ void vram_cuda_download(void *dst, const void *src, size_t n) {
 void vram_cuda_copy_d2d(void *dst, const void *src, size_t n) {
     vram_cuda *g = &vram_cuda_state;
     if (g->error != VRAM_OK || !n) return;
+    int tok = vram_cuda_prof_begin();
     cu_check(cu.MemcpyDtoDAsync((CUdeviceptr)dst, (CUdeviceptr)src, n, (CUstream)g->stream), "copy on the GPU", n);
+    vram_cuda_prof_end(tok, CK_PROF_COPY);
 }
 
 void vram_cuda_zero(void *dst, size_t n) {
     vram_cuda *g = &vram_cuda_state;
     if (g->error != VRAM_OK || !n) return;
+    int tok = vram_cuda_prof_begin();
     cu_check(cu.MemsetD8Async((CUdeviceptr)dst, 0, n, (CUstream)g->stream), "zeroing GPU memory", n);
+    vram_cuda_prof_end(tok, CK_PROF_COPY);
 }
 
 vram_status vram_cuda_sync(void) {

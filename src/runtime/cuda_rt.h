@@ -21,7 +21,8 @@ enum {
     CK_SCALE_INPLACE, CK_SOFTMAX, CK_SOFTMAX_BACKWARD, CK_LAYER_NORM, CK_LAYER_NORM_BACKWARD_X,
     CK_LAYER_NORM_BACKWARD_WB, CK_EMBEDDING, CK_EMBEDDING_BACKWARD, CK_CROSS_ENTROPY, CK_MEAN_ROWS,
     CK_CROSS_ENTROPY_BACKWARD, CK_IM2COL, CK_COL2IM, CK_POOL2D, CK_POOL2D_BACKWARD, CK_SGD_UPDATE,
-    CK_ADAM_UPDATE, CK_ADAGRAD_UPDATE, CK_SUM_SQUARES, CK_CHECK_IDS, CK_COUNT
+    CK_ADAM_UPDATE, CK_ADAGRAD_UPDATE, CK_SUM_SQUARES, CK_CHECK_IDS, CK_COUNT,
+    CK_PROF_MATMUL = CK_COUNT, CK_PROF_COPY, CK_PROF_SLOTS /* profiler rows beside the kernels */
 };
 
 /* Scratch device memory the kernels share (from the allocator, tag "other"). */
@@ -39,6 +40,10 @@ typedef struct vram_cuda {
 
 extern vram_cuda vram_cuda_state;
 
+/* VRAM_CUDA_PROFILE=1: GPU time per kernel (events around each launch, products and copies),
+ * printed as a table on stderr when the runtime closes. prof_begin returns a token for end. */
+int vram_cuda_prof_begin(void);
+void vram_cuda_prof_end(int token, int row);
 /* Queues kernel `k` on the compute stream (skipped after an error). */
 void vram_cuda_launch(int k, int64_t blocks, int threads, void **args);
 /* Blocks for an elementwise launch over n elements. */
