@@ -21,16 +21,18 @@ int vram_cli_check_conf(const char *tool, const char *conf);
 
 #include "vram/plan.h"
 
-/* A model spec: "gpt:LAYERSxWIDTH" or "gpt:LAYERSxWIDTHxHEADS" (heads otherwise as `cfg` has
- * them). Returns 0 and sets cfg's layers, width (and heads), or 1 with a message in err. */
+/* --model of vram train and vram plan: a preset ("tiny", "gpt2", "gpt2-medium", "gpt2-large",
+ * "gpt2-xl") or "gpt:LAYERSxWIDTH[xHEADS]" (model_spec.c). Returns 0 with cfg set, or 1 with a
+ * message in err (may be NULL). */
 int vram_cli_model_spec(const char *spec, vram_gpt_config *cfg, char *err, size_t cap);
 /* Prints the bytes by category of a moment on one line. */
 void vram_cli_print_moment(FILE *out, const vram_plan_moment *m);
 /* The out-of-memory explanation: categories and reserved-but-free memory at the failure `at`,
- * and each remedy for configuration `c` planned at its capacity (none when the failure came
- * while `creating_model`: only a smaller model or more memory helps). Returns 0, or 1 when the
- * remedies could not be planned (said on `out`). */
+ * and each remedy for configuration `c` planned at its capacity, or instead of them the reason
+ * `no_remedies` gives (e.g. vram_cli_model_too_big for a failure while creating the model).
+ * Returns 0, or 1 when the remedies could not be planned (said on `out`). */
 int vram_cli_explain_oom(FILE *out, const char *tool, const vram_plan_moment *at, const vram_plan_config *c,
-                         int creating_model);
+                         const char *no_remedies);
+extern const char *const vram_cli_model_too_big;
 
 #endif

@@ -1,8 +1,11 @@
-/* model_spec.c — the model spec string of `vram plan --model`: "gpt:LAYERSxWIDTH[xHEADS]".
+/* model_spec.c — the --model argument of `vram train` and `vram plan`: a preset name or a spec.
  *
- * A compact form of vram train's --layers, --width and --heads ("gpt:12x768x12" is GPT-2 small's
- * shape; its context is --context 1024). Numbers are bounded as vram train bounds its flags, so
- * a spec that parses is a model vram train accepts; a bad one is one message naming the spec.
+ * Presets: "tiny" (the default: 4 layers, 4 heads, width 128, context 64, vocabulary 256) and
+ * GPT-2's sizes ("gpt2" 124M, "gpt2-medium", "gpt2-large", "gpt2-xl": tied embedding, GPT-2's
+ * initialisation, vocabulary 50257, context 1024). A spec "gpt:LAYERSxWIDTH[xHEADS]" sets those
+ * fields of the model given so far (heads otherwise as they were). Numbers are bounded as vram
+ * train bounds its flags. The dropout given before --model is kept; later flags change single
+ * fields. A bad argument is one message naming it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -10,6 +13,17 @@
 #include <string.h>
 
 #include "cli.h"
+
+static const struct {
+    const char *name;
+    vram_gpt_config cfg;
+} presets[] = {
+    {"tiny", {.layers = 4, .heads = 4, .width = 128, .vocab = 256, .context = 64}},
+    {"gpt2", {.layers = 12, .heads = 12, .width = 768, .vocab = 50257, .context = 1024, .tied = 1, .init_std = 0.02}},
+    {"gpt2-medium", {.layers = 24, .heads = 16, .width = 1024, .vocab = 50257, .context = 1024, .tied = 1, .init_std = 0.02}},
+    {"gpt2-large", {.layers = 36, .heads = 20, .width = 1280, .vocab = 50257, .context = 1024, .tied = 1, .init_std = 0.02}},
+    {"gpt2-xl", {.layers = 48, .heads = 25, .width = 1600, .vocab = 50257, .context = 1024, .tied = 1, .init_std = 0.02}},
+};
 
 /* One decimal field ending at `stop` (or the string's end); advances *p past it. */
 static int field(const char **p, char stop, long lo, long hi, long *out) {
@@ -22,21 +36,33 @@ static int field(const char **p, char stop, long lo, long hi, long *out) {
     return 1;
 }
 
+static int say(char *err, size_t cap, const char *spec, const char *why) {
+    if (err && cap) snprintf(err, cap, "model '%s' %s", spec, why);
+    return 1;
+}
+
 int vram_cli_model_spec(const char *spec, vram_gpt_config *cfg, char *err, size_t cap) {
-    if (!spec || strncmp(spec, "gpt:", 4)) {
-        snprintf(err, cap, "model '%s' is not gpt:LAYERSxWIDTH[xHEADS] (e.g. gpt:4x128 or gpt:12x768x12)", spec ? spec : "");
+    if (!spec) return say(err, cap, "", "is empty");
+    for (size_t k = 0; k < sizeof presets / sizeof *presets; k++) {
+        if (strcmp(spec, presets[k].name)) continue;
+        double dropout = cfg->dropout;
+        *cfg = presets[k].cfg;
+        cfg->dropout = dropout;
+        return 0;
+    }
+    if (strncmp(spec, "gpt:", 4)) {
+        if (err && cap)
+            snprintf(err, cap, "unknown model '%s' (tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl) and not "
+                               "gpt:LAYERSxWIDTH[xHEADS]", spec);
         return 1;
     }
     const char *p = spec + 4;
     long layers, width, heads = cfg->heads;
     if (!field(&p, 'x', 1, 4096, &layers) || !*p || !field(&p, 'x', 1, 1 << 20, &width) ||
-        (*p && !field(&p, '\0', 1, 4096, &heads)) || *p || spec[strlen(spec) - 1] == 'x') {
-        snprintf(err, cap, "model '%s' is not gpt:LAYERSxWIDTH[xHEADS] with layers and heads in [1, 4096], width in "
-                           "[1, 1048576]", spec);
-        return 1;
-    }
+        (*p && !field(&p, '\0', 1, 4096, &heads)) || *p || spec[strlen(spec) - 1] == 'x')
+        return say(err, cap, spec, "is not gpt:LAYERSxWIDTH[xHEADS] with layers and heads in [1, 4096], width in [1, 1048576]");
     if (width % heads) {
-        snprintf(err, cap, "model '%s': width %ld is not a multiple of %ld heads", spec, width, heads);
+        if (err && cap) snprintf(err, cap, "model '%s': width %ld is not a multiple of %ld heads", spec, width, heads);
         return 1;
     }
     cfg->layers = (int)layers;

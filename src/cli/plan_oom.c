@@ -30,16 +30,18 @@ void vram_cli_print_moment(FILE *out, const vram_plan_moment *m) {
     fprintf(out, "\n");
 }
 
+const char *const vram_cli_model_too_big = "the model's parameters alone do not fit: a smaller model or more memory";
+
 int vram_cli_explain_oom(FILE *out, const char *tool, const vram_plan_moment *at, const vram_plan_config *c,
-                         int creating_model) {
+                         const char *no_remedies) {
     char b1[32], b2[32], b3[32];
     fprintf(out, "%s: at the failure: allocated %s, reserved %s, of which %s reserved but free (cached blocks too "
                  "small or split for the request)\n",
             tool, mib(at->allocated, b1, sizeof b1), mib(at->reserved, b2, sizeof b2),
             mib(at->reserved - at->allocated, b3, sizeof b3));
     vram_cli_print_moment(out, at);
-    if (creating_model) { /* no batch, activation or optimizer state yet */
-        fprintf(out, "%s: the model's parameters alone do not fit: a smaller model or more memory\n", tool);
+    if (no_remedies) {
+        fprintf(out, "%s: %s\n", tool, no_remedies);
         return 0;
     }
     vram_plan_remedy rem[8];

@@ -7,8 +7,11 @@
  * the kernels that would fill those outputs return at once. The one kernel that allocates, the
  * matrix product (its per-thread pack buffers, cpu_matmul.c), allocates and frees the same
  * buffers here, for as many threads as the CPU product would use, so the allocation stream is
- * the CPU runtime's own. Values returned by kernels (losses, norms) are 0.
+ * the CPU runtime's own. Values returned by kernels (losses, norms) and read back to the host
+ * are 0.
  */
+#include <string.h>
+
 #include "rt_internal.h"
 
 static void plan_copy(const vram_kview *dst, const vram_kview *src) { (void)dst, (void)src; }
@@ -116,11 +119,23 @@ static void plan_adagrad_update(vram_dtype dt, int64_t n, void *p, const void *g
                                 double weight_decay, int64_t step, double lr_decay) {
     (void)dt, (void)n, (void)p, (void)g, (void)sum, (void)lr, (void)eps, (void)weight_decay, (void)step, (void)lr_decay;
 }
-static double plan_sum_squares(vram_dtype dt, int64_t n, const void *x) {
-    (void)dt, (void)n, (void)x;
+static double plan_sum_squares(int count, const vram_dtype *dts, const int64_t *ns, const void *const *xs) {
+    (void)count, (void)dts, (void)ns, (void)xs;
     return 0;
 }
 static void plan_scale_inplace(vram_dtype dt, int64_t n, void *x, double s) { (void)dt, (void)n, (void)x, (void)s; }
+static void plan_upload(void *dst, const void *host_src, size_t n) { (void)dst, (void)host_src, (void)n; }
+/* What the host reads back (a loss, an id the ops check) is zeros: defined, and a valid id. */
+static void plan_download(void *host_dst, const void *src, size_t n) {
+    (void)src;
+    memset(host_dst, 0, n);
+}
+static void plan_zero(void *dst, size_t n) { (void)dst, (void)n; }
+static int64_t plan_find_bad_id(int64_t n, const void *ids, vram_dtype dt, int64_t limit) {
+    (void)n, (void)ids, (void)dt, (void)limit;
+    return -1;
+}
+static vram_status plan_sync(void) { return VRAM_OK; }
 
 const vram_kernels vram_plan_kernels = {
     .name = "plan",
@@ -149,4 +164,9 @@ const vram_kernels vram_plan_kernels = {
     .adagrad_update = plan_adagrad_update,
     .sum_squares = plan_sum_squares,
     .scale_inplace = plan_scale_inplace,
+    .upload = plan_upload,
+    .download = plan_download,
+    .zero = plan_zero,
+    .find_bad_id = plan_find_bad_id,
+    .sync = plan_sync,
 };
