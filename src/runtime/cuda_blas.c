@@ -7,9 +7,11 @@
  * first copied to a contiguous temporary (from the allocator). f32 computes in true fp32
  * (CUBLAS_COMPUTE_32F: no TF32), f64 in fp64.
  *
- * Descriptors, layouts and the heuristic's chosen algorithm are cached per shape, strides and
- * pointer alignment (a small open-addressed table), so a training step asks the heuristic once
- * per distinct product. The workspace (32 MiB) comes from the allocator, tagged "other".
+ * Descriptors, layouts and the algorithm are cached per shape, strides and pointer alignment (a
+ * small open-addressed table), so a training step asks the heuristic once per distinct product.
+ * The first time a product that overwrites its output runs, the heuristic's best candidates are
+ * each timed on the real operands and the fastest is kept (VRAM_CUBLASLT_TUNE=0 keeps the
+ * heuristic's first). The workspace (32 MiB) comes from the allocator, tagged "other".
  */
 #include <dlfcn.h>
 #include <stddef.h>
@@ -38,7 +40,7 @@ void vram_cuda_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M,
 
 #include <cublasLt.h>
 
-enum { WORKSPACE_BYTES = 32 << 20, CACHE_SLOTS = 256 };
+enum { WORKSPACE_BYTES = 32 << 20, CACHE_SLOTS = 256, TUNE_ALGOS = 8, TUNE_RUNS = 3 };
 
 static struct {
     void *lib;
@@ -69,6 +71,8 @@ typedef struct lt_plan {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t lx, ly, ld;
     cublasLtMatmulAlgo_t algo;
+    cublasLtMatmulAlgo_t candidates[TUNE_ALGOS];
+    int n_candidates; /* > 1 until the candidates have been timed */
 } lt_plan;
 
 static cublasLtHandle_t lt_handle;
@@ -218,11 +222,18 @@ static lt_plan *plan_get(vram_dtype dt, int64_t batch, int64_t M, int64_t N, int
         lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ay, sizeof ay);
         lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ac, sizeof ac);
         lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ac, sizeof ac);
-        cublasLtMatmulHeuristicResult_t res;
+        cublasLtMatmulHeuristicResult_t res[TUNE_ALGOS];
         int found = 0;
-        st = lt.Heuristic(lt_handle, p->desc, p->lx, p->ly, p->ld, p->ld, pref, 1, &res, &found);
+        const char *tune = getenv("VRAM_CUBLASLT_TUNE");
+        int want = tune && !strcmp(tune, "0") ? 1 : TUNE_ALGOS;
+        st = lt.Heuristic(lt_handle, p->desc, p->lx, p->ly, p->ld, p->ld, pref, want, res, &found);
         if (st == CUBLAS_STATUS_SUCCESS && found < 1) st = CUBLAS_STATUS_NOT_SUPPORTED;
-        if (st == CUBLAS_STATUS_SUCCESS) p->algo = res.algo;
+        if (st == CUBLAS_STATUS_SUCCESS) {
+            p->algo = res[0].algo;
+            p->n_candidates = 0;
+            for (int i = 0; i < found; i++)
+                if (res[i].state == CUBLAS_STATUS_SUCCESS) p->candidates[p->n_candidates++] = res[i].algo;
+        }
         lt.PrefDestroy(pref);
     }
     memcpy(p->key, key, sizeof key);
@@ -235,6 +246,29 @@ static lt_plan *plan_get(vram_dtype dt, int64_t batch, int64_t M, int64_t N, int
         return NULL;
     }
     return p;
+}
+
+/* Times each candidate algorithm on the real operands (a warm-up run, then TUNE_RUNS) and keeps
+ * the fastest. Only for products that overwrite C, which the timed runs write. */
+static void tune_plan(lt_plan *p, const void *alpha, const void *beta, const void *A, const void *B, void *C,
+                      int64_t batch, int64_t M, int64_t N, int64_t K) {
+    double best = -1, first = -1;
+    for (int c = 0; c < p->n_candidates; c++) {
+        double ms = 0;
+        for (int run = 0; run <= TUNE_RUNS && ms >= 0; run++) {
+            if (run == 1) vram_cuda_timer_start();
+            if (lt.Matmul(lt_handle, p->desc, alpha, B, p->lx, A, p->ly, beta, C, p->ld, C, p->ld, &p->candidates[c],
+                          lt_workspace, WORKSPACE_BYTES, (cudaStream_t)vram_cuda_state.stream) != CUBLAS_STATUS_SUCCESS)
+                ms = -1;
+        }
+        if (ms >= 0) ms = vram_cuda_timer_stop();
+        if (c == 0) first = ms;
+        if (ms >= 0 && (best < 0 || ms < best)) best = ms, p->algo = p->candidates[c];
+    }
+    if (vram_cuda_profiling())
+        fprintf(stderr, "cuBLASLt %lld x [%lld x %lld] @ [%lld x %lld]: the heuristic's first %.1f us, the best of %d %.1f us\n",
+                (long long)batch, (long long)M, (long long)K, (long long)K, (long long)N, 1e3 * first / TUNE_RUNS,
+                p->n_candidates, 1e3 * best / TUNE_RUNS);
 }
 
 /* A contiguous [batch, rows, cols] copy of a strided operand, from the allocator. */
@@ -291,6 +325,8 @@ void vram_cuda_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M,
         double a64 = 1.0, b64 = accumulate ? 1.0 : 0.0;
         const void *alpha = dt == VRAM_DTYPE_F64 ? (const void *)&a64 : (const void *)&a32;
         const void *beta = dt == VRAM_DTYPE_F64 ? (const void *)&b64 : (const void *)&b32;
+        if (p->n_candidates > 1 && !accumulate) tune_plan(p, alpha, beta, A, B, C, batch, M, N, K);
+        p->n_candidates = 0;
         int tok = vram_cuda_prof_begin();
         cublasStatus_t st = lt.Matmul(lt_handle, p->desc, alpha, B, p->lx, A, p->ly, beta, C, p->ld, C, p->ld, &p->algo,
                                       lt_workspace, WORKSPACE_BYTES, (cudaStream_t)vram_cuda_state.stream);

@@ -44,6 +44,11 @@ extern vram_cuda vram_cuda_state;
  * printed as a table on stderr when the runtime closes. prof_begin returns a token for end. */
 int vram_cuda_prof_begin(void);
 void vram_cuda_prof_end(int token, int row);
+/* Milliseconds of GPU time between timer_start and timer_stop on the compute stream (waits for
+ * it); a negative value when the events failed. */
+void vram_cuda_timer_start(void);
+double vram_cuda_timer_stop(void);
+int vram_cuda_profiling(void);
 /* Queues kernel `k` on the compute stream (skipped after an error). */
 void vram_cuda_launch(int k, int64_t blocks, int threads, void **args);
 /* Blocks for an elementwise launch over n elements. */
