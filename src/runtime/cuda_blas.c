@@ -35,6 +35,11 @@ void vram_cuda_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M,
     (void)B, (void)sb_b, (void)sb_k, (void)sb_n, (void)C, (void)accumulate;
     vram_cuda_fail(VRAM_ERR_UNSUPPORTED, "no cuBLASLt in this build");
 }
+void vram_cuda_matmul_bias(vram_runtime *rt, vram_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t sa_m,
+                           int64_t sa_k, const void *B, int64_t sb_k, int64_t sb_n, void *C, const void *bias) {
+    (void)bias;
+    vram_cuda_matmul(rt, dt, 1, M, N, K, A, 0, sa_m, sa_k, B, 0, sb_k, sb_n, C, 0);
+}
 
 #else
 
@@ -67,7 +72,7 @@ static struct {
 /* One cached product: its key and what cuBLASLt needs to run it. */
 typedef struct lt_plan {
     int used;
-    int64_t key[14];
+    int64_t key[15];
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t lx, ly, ld;
     cublasLtMatmulAlgo_t algo;
@@ -179,10 +184,10 @@ static int64_t alignment(const void *p) {
 
 static lt_plan *plan_get(vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, int opx, int64_t xr, int64_t xc,
                          int64_t ldx, int64_t sx_b, int opy, int64_t yr, int64_t yc, int64_t ldy, int64_t sy_b,
-                         int64_t alx, int64_t aly, int64_t alc) {
-    int64_t key[14] = {dt, batch, M, N, K, opx, ldx, sx_b, opy, ldy, sy_b, alx, aly, alc};
+                         int64_t alx, int64_t aly, int64_t alc, int with_bias) {
+    int64_t key[15] = {dt, batch, M, N, K, opx, ldx, sx_b, opy, ldy, sy_b, alx, aly, alc, with_bias};
     uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < 14; i++) h = (h ^ (uint64_t)key[i]) * 1099511628211ull;
+    for (int i = 0; i < 15; i++) h = (h ^ (uint64_t)key[i]) * 1099511628211ull;
     lt_plan *p = &lt_cache[h % CACHE_SLOTS];
     for (int probe = 0; probe < 8; probe++) {
         lt_plan *q = &lt_cache[(h + (uint64_t)probe) % CACHE_SLOTS];
@@ -199,6 +204,10 @@ static lt_plan *plan_get(vram_dtype dt, int64_t batch, int64_t M, int64_t N, int
     int32_t tx = opx, ty_op = opy;
     if (st == CUBLAS_STATUS_SUCCESS) st = lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &tx, sizeof tx);
     if (st == CUBLAS_STATUS_SUCCESS) st = lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &ty_op, sizeof ty_op);
+    if (st == CUBLAS_STATUS_SUCCESS && with_bias) {
+        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        st = lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    }
     if (st == CUBLAS_STATUS_SUCCESS) st = lt.LayoutCreate(&p->lx, ty, (uint64_t)xr, (uint64_t)xc, ldx);
     if (st == CUBLAS_STATUS_SUCCESS) st = lt.LayoutCreate(&p->ly, ty, (uint64_t)yr, (uint64_t)yc, ldy);
     if (st == CUBLAS_STATUS_SUCCESS) st = lt.LayoutCreate(&p->ld, ty, (uint64_t)N, (uint64_t)M, N);
@@ -286,9 +295,10 @@ static void *contiguous_copy(vram_runtime *rt, vram_dtype dt, int64_t batch, int
     return tmp;
 }
 
-void vram_cuda_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, const void *A,
-                      int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b, int64_t sb_k, int64_t sb_n,
-                      void *C, int accumulate) {
+/* C = A @ B (+ C if accumulate) (+ bias over columns when bias is not NULL: no batch, no accumulate). */
+static void matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, const void *A,
+                   int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b, int64_t sb_k, int64_t sb_n,
+                   void *C, int accumulate, const void *bias) {
     if (vram_cuda_state.error != VRAM_OK || batch <= 0 || M <= 0 || N <= 0) return;
     if (K <= 0) { /* an empty sum: C = 0 (or unchanged) */
         if (!accumulate) vram_cuda_zero(C, (size_t)(batch * M * N) * vram_dtype_size(dt));
@@ -319,7 +329,11 @@ void vram_cuda_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M,
         pick_layout(K, M, sa_k, sa_m, &opy, &yr, &yc, &ldy);
     }
     lt_plan *p = plan_get(dt, batch, M, N, K, opx, xr, xc, ldx, sb_b, opy, yr, yc, ldy, sa_b, alignment(B), alignment(A),
-                          alignment(C));
+                          alignment(C), bias != NULL);
+    if (p && bias && lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) != CUBLAS_STATUS_SUCCESS) {
+        vram_cuda_fail(VRAM_ERR_DRIVER, "cuBLASLt refused a bias pointer");
+        p = NULL;
+    }
     if (p) {
         float a32 = 1.0f, b32 = accumulate ? 1.0f : 0.0f;
         double a64 = 1.0, b64 = accumulate ? 1.0 : 0.0;
@@ -338,6 +352,17 @@ void vram_cuda_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M,
     /* stream order keeps the temporaries alive until the product has read them */
     if (tmp_a) vram_allocator_free(rt->alloc, tmp_a);
     if (tmp_b) vram_allocator_free(rt->alloc, tmp_b);
+}
+
+void vram_cuda_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, const void *A,
+                      int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b, int64_t sb_k, int64_t sb_n,
+                      void *C, int accumulate) {
+    matmul(rt, dt, batch, M, N, K, A, sa_b, sa_m, sa_k, B, sb_b, sb_k, sb_n, C, accumulate, NULL);
+}
+
+void vram_cuda_matmul_bias(vram_runtime *rt, vram_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t sa_m,
+                           int64_t sa_k, const void *B, int64_t sb_k, int64_t sb_n, void *C, const void *bias) {
+    matmul(rt, dt, 1, M, N, K, A, 0, sa_m, sa_k, B, 0, sb_k, sb_n, C, 0, bias);
 }
 
 #endif

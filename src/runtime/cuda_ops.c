@@ -357,6 +357,7 @@ const vram_kernels vram_cuda_kernels = {
     .unary = cuda_unary,
     .unary_backward = cuda_unary_backward,
     .matmul = vram_cuda_matmul,
+    .matmul_bias = vram_cuda_matmul_bias,
     .softmax = cuda_softmax,
     .softmax_backward = cuda_softmax_backward,
     .layer_norm = cuda_layer_norm,
