@@ -245,6 +245,9 @@ static vram_status op_attention(vram_tensor **x, const int64_t *p, vram_tensor *
     (void)p;
     return vram_causal_attention(x[0], x[1], x[2], y);
 }
+static vram_status op_attention_qkv(vram_tensor **x, const int64_t *p, vram_tensor **y) {
+    return vram_causal_attention_qkv(x[0], p[0], y);
+}
 static vram_status op_conv(vram_tensor **x, const int64_t *p, vram_tensor **y) {
     return vram_conv2d(x[0], x[1], x[2], (int)p[0], (int)p[1], y);
 }
@@ -308,6 +311,9 @@ static void test_ops(vram_dtype dt, int trials) {
         spec at[3] = {SPEC(.nd = 4, .shape = {a, d, T, D}, .grad = 1), SPEC(.nd = 4, .shape = {a, d, T, D}, .grad = 1),
                       SPEC(.nd = 4, .shape = {a, d, T, D}, .grad = 1)};
         run_case("causal_attention", op_attention, 3, at, NULL, dt);
+        int64_t heads[1] = {d};
+        spec aq[1] = {SPEC(.nd = 3, .shape = {a, T, 3 * d * D}, .grad = 1)};
+        run_case("causal_attention_qkv", op_attention_qkv, 1, aq, heads, dt);
         int64_t ci = irand(1, 3), co = irand(1, 4), hw = 2 * irand(2, 6);
         spec cv[3] = {SPEC(.nd = 4, .shape = {d, ci, hw, hw}, .grad = 1), SPEC(.nd = 4, .shape = {co, ci, 3, 3}, .grad = 1),
                       SPEC(.nd = 1, .shape = {co}, .grad = 1)};
