@@ -89,7 +89,7 @@ static const char *const kernel_names[CK_COUNT] = {
     [CK_CROSS_ENTROPY_BACKWARD] = "vk_cross_entropy_backward", [CK_IM2COL] = "vk_im2col", [CK_COL2IM] = "vk_col2im",
     [CK_POOL2D] = "vk_pool2d", [CK_POOL2D_BACKWARD] = "vk_pool2d_backward", [CK_SGD_UPDATE] = "vk_sgd_update",
     [CK_ADAM_UPDATE] = "vk_adam_update", [CK_ADAGRAD_UPDATE] = "vk_adagrad_update",
-    [CK_SUM_SQUARES] = "vk_sum_squares", [CK_CHECK_IDS] = "vk_check_ids",
+    [CK_SUM_SQUARES] = "vk_sum_squares", [CK_CHECK_IDS] = "vk_check_ids", [CK_COPY16] = "vk_copy16",
 };
 
 static struct {
