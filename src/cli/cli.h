@@ -25,6 +25,13 @@ int vram_cli_check_conf(const char *tool, const char *conf);
  * "gpt2-xl") or "gpt:LAYERSxWIDTH[xHEADS]" (model_spec.c). Returns 0 with cfg set, or 1 with a
  * message in err (may be NULL). */
 int vram_cli_model_spec(const char *spec, vram_gpt_config *cfg, char *err, size_t cap);
+/* The categories in report order: tag, label and JSON key (plan_oom.c). */
+typedef struct vram_cli_category {
+    vram_tag tag;
+    const char *label, *key;
+} vram_cli_category;
+enum { VRAM_CLI_CATEGORIES = 6 };
+extern const vram_cli_category vram_cli_categories[VRAM_CLI_CATEGORIES];
 /* Prints the bytes by category of a moment on one line. */
 void vram_cli_print_moment(FILE *out, const vram_plan_moment *m);
 /* The out-of-memory explanation: categories and reserved-but-free memory at the failure `at`,

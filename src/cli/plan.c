@@ -140,7 +140,10 @@ static int parse(int argc, char **argv, plan_opts *o) {
             usage(stdout);
             return 1;
         }
-        int *sw = !strcmp(a, "--fit") ? &o->fit : !strcmp(a, "--json") ? &o->json : !strcmp(a, "--checkpoint") ? &c->checkpoint : NULL;
+        int *sw = !strcmp(a, "--fit")          ? &o->fit
+                  : !strcmp(a, "--json")       ? &o->json
+                  : !strcmp(a, "--checkpoint") ? &c->checkpoint
+                                               : NULL;
         if (sw) {
             *sw = 1;
             continue;
@@ -194,17 +197,6 @@ static const char *where(const vram_plan_moment *m, char *buf, size_t cap) {
     return buf;
 }
 
-static const struct {
-    vram_tag tag;
-    const char *label, *key;
-} cats[] = {{VRAM_TAG_PARAMETER, "parameters", "parameters"},
-            {VRAM_TAG_GRADIENT, "gradients", "gradients"},
-            {VRAM_TAG_OPTIMIZER_STATE, "optimizer state", "optimizer_state"},
-            {VRAM_TAG_ACTIVATION, "activations", "activations"},
-            {VRAM_TAG_TEMPORARY, "temporaries", "temporaries"},
-            {VRAM_TAG_OTHER, "other", "other"}};
-enum { NCATS = sizeof cats / sizeof *cats };
-
 static void print_text(const vram_plan_config *c, const vram_plan_result *r) {
     char b1[32], b2[32], b3[32], w[96];
     print_header(c, r);
@@ -214,13 +206,16 @@ static void print_text(const vram_plan_config *c, const vram_plan_result *r) {
         printf("settled after step %d: the peaks hold for a run of %d steps or more\n", r->steady_from, r->steady_from);
     else
         printf("not settled: the peaks are those of exactly %d steps\n", r->steps);
-    printf("\npeak reserved   %14s   (%s)\n", mib(r->peak_reserved, b1, sizeof b1), where(&r->at_peak_reserved, w, sizeof w));
-    printf("peak allocated  %14s   (%s)\n", mib(r->peak_allocated, b1, sizeof b1), where(&r->at_peak_allocated, w, sizeof w));
+    printf("\npeak reserved   %14s   (%s)\n", mib(r->peak_reserved, b1, sizeof b1),
+           where(&r->at_peak_reserved, w, sizeof w));
+    printf("peak allocated  %14s   (%s)\n", mib(r->peak_allocated, b1, sizeof b1),
+           where(&r->at_peak_allocated, w, sizeof w));
     printf("\n  %-18s %14s %18s %18s\n", "category", "own peak", "at peak allocated", "at peak reserved");
-    for (int i = 0; i < NCATS; i++)
-        printf("  %-18s %14s %18s %18s\n", cats[i].label, mib(r->tag_peak[cats[i].tag], b1, sizeof b1),
-               mib(r->at_peak_allocated.tags[cats[i].tag], b2, sizeof b2),
-               mib(r->at_peak_reserved.tags[cats[i].tag], b3, sizeof b3));
+    for (int i = 0; i < VRAM_CLI_CATEGORIES; i++) {
+        vram_tag t = vram_cli_categories[i].tag;
+        printf("  %-18s %14s %18s %18s\n", vram_cli_categories[i].label, mib(r->tag_peak[t], b1, sizeof b1),
+               mib(r->at_peak_allocated.tags[t], b2, sizeof b2), mib(r->at_peak_reserved.tags[t], b3, sizeof b3));
+    }
     printf("  %-18s %14s %18s %18s\n", "reserved but free", "",
            mib(r->at_peak_allocated.reserved - r->at_peak_allocated.allocated, b2, sizeof b2),
            mib(r->at_peak_reserved.reserved - r->at_peak_reserved.allocated, b3, sizeof b3));
@@ -231,7 +226,8 @@ static void print_text(const vram_plan_config *c, const vram_plan_result *r) {
 static void json_moment(const char *key, const vram_plan_moment *m) {
     printf(",\"%s\":{\"step\":%d,\"micro_batch\":%d,\"phase\":\"%s\",\"allocated\":%lld,\"reserved\":%lld", key, m->step,
            m->micro, vram_plan_phase_name(m->phase), (long long)m->allocated, (long long)m->reserved);
-    for (int i = 0; i < NCATS; i++) printf(",\"%s\":%lld", cats[i].key, (long long)m->tags[cats[i].tag]);
+    for (int i = 0; i < VRAM_CLI_CATEGORIES; i++)
+        printf(",\"%s\":%lld", vram_cli_categories[i].key, (long long)m->tags[vram_cli_categories[i].tag]);
     printf("}");
 }
 
@@ -246,7 +242,9 @@ static void print_json(const vram_plan_config *c, const vram_plan_result *r, int
     printf(",\"peak_allocated\":%lld,\"peak_reserved\":%lld,\"peak_requested\":%lld", (long long)r->peak_allocated,
            (long long)r->peak_reserved, (long long)r->peak_requested);
     printf(",\"category_peaks\":{");
-    for (int i = 0; i < NCATS; i++) printf("%s\"%s\":%lld", i ? "," : "", cats[i].key, (long long)r->tag_peak[cats[i].tag]);
+    for (int i = 0; i < VRAM_CLI_CATEGORIES; i++)
+        printf("%s\"%s\":%lld", i ? "," : "", vram_cli_categories[i].key,
+               (long long)r->tag_peak[vram_cli_categories[i].tag]);
     printf("}");
     json_moment("at_peak_allocated", &r->at_peak_allocated);
     json_moment("at_peak_reserved", &r->at_peak_reserved);

@@ -17,16 +17,20 @@ static const char *mib(int64_t b, char *buf, size_t cap) {
     return buf;
 }
 
+const vram_cli_category vram_cli_categories[VRAM_CLI_CATEGORIES] = {
+    {VRAM_TAG_PARAMETER, "parameters", "parameters"},
+    {VRAM_TAG_GRADIENT, "gradients", "gradients"},
+    {VRAM_TAG_OPTIMIZER_STATE, "optimizer state", "optimizer_state"},
+    {VRAM_TAG_ACTIVATION, "activations", "activations"},
+    {VRAM_TAG_TEMPORARY, "temporaries", "temporaries"},
+    {VRAM_TAG_OTHER, "other", "other"},
+};
+
 void vram_cli_print_moment(FILE *out, const vram_plan_moment *m) {
-    static const struct {
-        vram_tag tag;
-        const char *label;
-    } rows[] = {{VRAM_TAG_PARAMETER, "parameters"},          {VRAM_TAG_GRADIENT, "gradients"},
-                {VRAM_TAG_OPTIMIZER_STATE, "optimizer state"}, {VRAM_TAG_ACTIVATION, "activations"},
-                {VRAM_TAG_TEMPORARY, "temporaries"},         {VRAM_TAG_OTHER, "other"}};
     char b[32];
-    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
-        fprintf(out, "%s%s %s", i ? ", " : "  ", rows[i].label, mib(m->tags[rows[i].tag], b, sizeof b));
+    for (int i = 0; i < VRAM_CLI_CATEGORIES; i++)
+        fprintf(out, "%s%s %s", i ? ", " : "  ", vram_cli_categories[i].label,
+                mib(m->tags[vram_cli_categories[i].tag], b, sizeof b));
     fprintf(out, "\n");
 }
 

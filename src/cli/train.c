@@ -218,17 +218,12 @@ static const char *mib(int64_t b, char *buf, size_t cap) {
 static void print_categories(vram_allocator *a, const int64_t *fwd) {
     vram_stats st;
     vram_allocator_get_stats(a, &st);
-    static const struct {
-        vram_tag tag;
-        const char *label;
-    } rows[] = {{VRAM_TAG_PARAMETER, "parameters"},     {VRAM_TAG_GRADIENT, "gradients"},
-                {VRAM_TAG_OPTIMIZER_STATE, "optimizer state"}, {VRAM_TAG_ACTIVATION, "activations"},
-                {VRAM_TAG_TEMPORARY, "temporaries"},   {VRAM_TAG_OTHER, "other"}};
+    const vram_cli_category *rows = vram_cli_categories; /* (plan_oom.c) */
     char b1[32], b2[32], b3[32];
     printf("\nMemory by category (allocator per-tag statistics, bytes as allocated: rounded to block sizes)\n");
     printf("  %-16s %14s %14s %16s\n", "category", "current", "peak", "at end of fwd");
     int64_t sum = 0, sum_fwd = 0;
-    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+    for (int i = 0; i < VRAM_CLI_CATEGORIES; i++) {
         const vram_stat *s = &st.tags[rows[i].tag].allocated_bytes;
         sum += s->current;
         sum_fwd += fwd[rows[i].tag];
