@@ -27,8 +27,8 @@ static void plan_unary_backward(int op, double p, vram_dtype dt, int64_t n, void
     (void)op, (void)p, (void)dt, (void)n, (void)gin, (void)gout, (void)saved;
 }
 
-/* The CPU product's pack buffers: each of its threads takes an A and a B buffer for the whole
- * call. On the CPU the threads run at once, so all of them are held together here. */
+/* The CPU product's pack buffers: an A and a B buffer for each of its threads, all taken in
+ * thread order before the threads start and freed in that order after they end (cpu_matmul.c). */
 static void plan_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, const void *A,
                         int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b, int64_t sb_k, int64_t sb_n,
                         void *C, int accumulate) {
