@@ -48,7 +48,7 @@ def full_grid():
 
 def quick_grid():
     return [("2x64", 8, "adamw", False, 1, 1), ("2x64", 16, "sgd", True, 1, 1), ("2x64", 4, "adagrad", False, 3, 1),
-            ("4x128", 8, "momentum", True, 2, 1)]
+            ("2x64", 8, "momentum", True, 2, 2)]
 
 
 def flags_of(size, batch, opt, ckpt, accum, threads):
