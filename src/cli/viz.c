@@ -93,7 +93,7 @@ static vram_status load_input(const char *path, const viz_trace_options *o, viz_
     if (len == 0) st = vram_error(VRAM_ERR_PARSE, "%s is empty: nothing to draw", path);
     else if (len >= 2 && (unsigned char)text[0] == 0x1f && (unsigned char)text[1] == 0x8b) st = viz_model_from_trace(path, o, m);
     else if (i < len && text[i] == '#') st = viz_model_from_trace(path, o, m);
-    else if (i < len && text[i] == '{') st = viz_model_from_snapshot(path, text, len, m);
+    else if (i < len && (text[i] == '{' || text[i] == '[')) st = viz_model_from_snapshot(path, text, len, m);
     else if ((unsigned char)text[0] == 0x80)
         st = vram_error(VRAM_ERR_PARSE, "%s is a Python pickle (PyTorch's _dump_snapshot?): draw it with "
                         "'python -m vram_torch viz %s -o OUT.html'", path, path);

@@ -24,7 +24,7 @@
   };
   try {
     VZ.runs.forEach((run, i) => {
-      const chart = VZ.charts[i], res = { name: run.meta.name, N: run.N, meta: run.meta, moments: [] };
+      const chart = VZ.charts[i], res = { name: run.meta.name, N: run.N, meta: Object.assign({}, run.meta), moments: [] };
       delete res.meta.arrays;
       delete res.meta.stacks;
       res.peakAllocMoment = run.peakAllocMoment;
