@@ -168,18 +168,22 @@ def selftest(browser, page, fragment="selftest"):
     return json.loads(html.unescape(m.group(1))), log
 
 
-def common(res, log, what):
+def common(res, log, what, every_moment=True):
+    """Checks every self-test shares; every_moment: each moment can be hovered on its own (on the
+    events axis; on the wall-time axis, moments of the same microsecond share a column)."""
     check(res.get("exception") is None, "%s: the self-test ran through: %s" % (what, res.get("exception")))
     check(res.get("errors") == [], "%s: no error on the page: %s" % (what, (res.get("errors") or [])[:3]))
     console = [l for l in log.splitlines() if "CONSOLE" in l and ("Uncaught" in l or "rror" in l)]
     check(not console, "%s: no error on the browser's console: %s" % (what, console[:3]))
     check(res["zoom"]["width"] < 0.2, "%s: the wheel zoomed in (window %.3f of the run)" % (what, res["zoom"]["width"]))
     check(res["pan"]["moved"] != 0, "%s: dragging panned" % what)
-    for r in res["runs"]:
+    for r in res["runs"] if every_moment else []:
         check(r["reachable"]["missing"] == 0 and r["reachable"]["to"] > r["reachable"]["from"] or r["N"] == 0,
               "%s: every moment of a zoomed-in window can be hovered: %s" % (what, r["reachable"]))
+    for r in res["runs"]:
         for m in r["moments"]:
-            check(m["hovered"] == m["moment"] and m["layoutMoment"] == m["moment"],
+            if every_moment:
+                check(m["hovered"] == m["moment"] and m["layoutMoment"] == m["moment"],
                   "%s: hovering and clicking moment %s shows it (%s, layout %s)" % (what, m["moment"], m["hovered"], m["layoutMoment"]))
             check(m["layoutAllocated"] == m["allocated"] and m["layoutReserved"] == m["reserved"],
                   "%s: the allocator's layout at moment %s adds up to the timeline's figures" % (what, m["moment"]))
@@ -292,6 +296,14 @@ def browser_snapshots(browser, tmp):
               "the pickle's figures at its end are its segments' sums: %s %s" % (end["allocated"], end["reserved"]))
         check(start["reserved"] == 2097152 and start["allocated"] == 1048576,
               "before its history: one segment, one block (%s, %s)" % (start["reserved"], start["allocated"]))
+    res, log = selftest(browser, page, "selftest&m0=end,0&m1=end&xaxis=time&group=frame")
+    if res:
+        common(res, log, "pickle, wall-time axis, stacked by top frame", every_moment=False)
+        expect = [1048576, 5242880, 7340032, 8388608, 7340032]  # at each moment of the pickle's history
+        for m in res["runs"][0]["moments"]:
+            check(m["allocated"] == expect[m["hovered"]], "on the wall-time axis, moment %d shows %d: %s" % (m["hovered"], expect[m["hovered"]], m["allocated"]))
+        check(res["groups"][0] == ["adam_step (train.py:30)", "linear (train.py:10)", "dropout (train.py:40)"],
+              "stacked by top frame, largest at the peak first: %s" % res["groups"][0])
     dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,1100",
                           "--virtual-time-budget=30000", "--dump-dom", "file://" + page], capture_output=True, timeout=300).stdout.decode()
     check('id="cmp-totals"' in dom and "torch_snapshot.pickle" in dom and "linear (train.py:10)" in dom,

@@ -1,5 +1,5 @@
 // selftest.js — the page testing itself in a real browser, only when its address ends in
-// #selftest (tests/viz_check.py and bench/viz_bench.py open it so with headless Chromium and read
+// #selftest[&xaxis=time][&group=frame|stream] (tests/viz_check.py and bench/viz_bench.py open it so with headless Chromium and read
 // the result from the DOM: chromium --dump-dom). Through synthetic mouse and wheel events, as a
 // user would: hovers chosen moments (#selftest&m0=5,peak,end&m1=...) and reads the figures the
 // readout shows; clicks them and reads the allocator layout's sums; zooms and pans, timing each
@@ -17,12 +17,20 @@
   };
   const median = (a) => { const s = a.slice().sort((x, y) => x - y); return s.length ? s[s.length >> 1] : null; };
   const around = (run, m, width) => { // the view: `width` moments centred on m
-    const last = Math.max(1, run.M - 1), w = Math.min(1, width / last);
-    VZ.view.f0 = Math.max(0, Math.min(1 - w, m / last - w / 2));
+    const last = Math.max(1, run.M - 1);
+    let f = m / last, w = Math.min(1, width / last);
+    if (VZ.xaxis === 'time' && run.hasTime) { // the same, measured in time
+      const t = (k) => run.timeOf(Math.max(0, Math.min(last, k))), span = t(last) - t(0) || 1;
+      f = (t(m) - t(0)) / span;
+      w = Math.min(1, Math.max((t(m + width / 2) - t(m - width / 2)) / span, 1e-9));
+    }
+    VZ.view.f0 = Math.max(0, Math.min(1 - w, f - w / 2));
     VZ.view.f1 = VZ.view.f0 + w;
     VZ.redraw();
   };
   try {
+    if (params.get('xaxis') === 'time') VZ.xaxis = 'time';
+    if (params.get('group')) { VZ.setGroups(params.get('group')); out.groups = VZ.runs.map((r) => r.groupNames); }
     VZ.runs.forEach((run, i) => {
       const chart = VZ.charts[i], res = { name: run.meta.name, N: run.N, meta: Object.assign({}, run.meta), moments: [] };
       delete res.meta.arrays;
@@ -51,12 +59,12 @@
       // Every moment of a zoomed-in window can be hovered.
       const mid = run.peakAllocMoment;
       around(run, mid, 30);
-      const seen = new Set(), sp = chart.span();
+      const seen = new Set(), shown = chart.cols.filter((c) => c);
       for (let x = VZ.PAD.l; x < chart.cssW - VZ.PAD.r; x++) {
         fire(chart.canvas, 'mousemove', x + 0.5, 100);
         seen.add(+chart.readout.dataset.moment);
       }
-      const lo = Math.ceil(sp.m0), hi = Math.floor(sp.m1);
+      const lo = shown.length ? shown[0].lo : 0, hi = shown.length ? shown[shown.length - 1].hi : -1;
       let missing = 0;
       for (let m = lo; m <= hi; m++) if (!seen.has(m)) missing++;
       res.reachable = { from: lo, to: hi, missing };

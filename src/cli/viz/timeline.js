@@ -49,10 +49,13 @@ VZ.Chart.prototype.column = function (c, sp, pw) {
   const M = this.run.M;
   let lo, hi;
   if (sp.time) {
-    const dt = (sp.t1 - sp.t0) / pw;
-    lo = this.run.momentAt(sp.t0 + c * dt);
+    // the moments in force during the column's time: from the last one at or before its start
+    const dt = (sp.t1 - sp.t0) / pw, a = sp.t0 + c * dt;
     hi = this.run.momentAt(sp.t0 + (c + 1) * dt) - 1;
     if (c === pw - 1) hi = Math.max(hi, this.run.momentAt(sp.t1));
+    lo = this.run.momentAt(a);
+    if (lo > 0 && (lo > hi || this.run.timeOf(lo) > a)) lo--;
+    hi = Math.max(hi, lo);
   } else {
     const per = (sp.m1 - sp.m0) / pw;
     lo = Math.ceil(sp.m0 + c * per - 1e-9);
