@@ -79,27 +79,32 @@ static char *read_file(const char *path, size_t *len) {
     return buf;
 }
 
-/* Loads one input into m, telling its kind by its first bytes. */
+/* Loads one input into m, telling its kind by its first bytes (only a JSON is read whole here:
+ * a trace is read by the trace loader, gzip and all). */
 static vram_status load_input(const char *path, const viz_trace_options *o, viz_model *m) {
     const char *slash = strrchr(path, '/');
     if (!(m->name = strdup(slash ? slash + 1 : path))) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "host out of memory");
     if (!strcmp(path, "-")) return viz_model_from_trace(path, o, m);
-    size_t len = 0;
-    char *text = read_file(path, &len);
+    FILE *f = fopen(path, "rb");
+    if (!f) return vram_error(VRAM_ERR_IO, "%s: %s", path, strerror(errno));
+    unsigned char head[4096];
+    size_t len = fread(head, 1, sizeof head, f), i = 0;
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) return vram_error(VRAM_ERR_IO, "%s: read error", path);
+    while (i < len && (head[i] == ' ' || head[i] == '\t' || head[i] == '\r' || head[i] == '\n')) i++;
+    if (len == 0) return vram_error(VRAM_ERR_PARSE, "%s is empty: nothing to draw", path);
+    if ((len >= 2 && head[0] == 0x1f && head[1] == 0x8b) || (i < len && head[i] == '#')) return viz_model_from_trace(path, o, m);
+    if (head[0] == 0x80)
+        return vram_error(VRAM_ERR_PARSE, "%s is a Python pickle (PyTorch's _dump_snapshot?): draw it with "
+                          "'python -m vram_torch viz %s -o OUT.html'", path, path);
+    if (i == len || (head[i] != '{' && head[i] != '['))
+        return vram_error(VRAM_ERR_PARSE, "%s is neither a memtrace ('# memtrace v1', docs/trace_format.md) nor a "
+                          "snapshot JSON ('{...}', docs/summary_and_snapshot.md)", path);
+    size_t size = 0;
+    char *text = read_file(path, &size);
     if (!text) return VRAM_ERR_IO;
-    size_t i = 0;
-    while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n')) i++;
-    vram_status st;
-    if (len == 0) st = vram_error(VRAM_ERR_PARSE, "%s is empty: nothing to draw", path);
-    else if (len >= 2 && (unsigned char)text[0] == 0x1f && (unsigned char)text[1] == 0x8b) st = viz_model_from_trace(path, o, m);
-    else if (i < len && text[i] == '#') st = viz_model_from_trace(path, o, m);
-    else if (i < len && (text[i] == '{' || text[i] == '[')) st = viz_model_from_snapshot(path, text, len, m);
-    else if ((unsigned char)text[0] == 0x80)
-        st = vram_error(VRAM_ERR_PARSE, "%s is a Python pickle (PyTorch's _dump_snapshot?): draw it with "
-                        "'python -m vram_torch viz %s -o OUT.html'", path, path);
-    else
-        st = vram_error(VRAM_ERR_PARSE, "%s is neither a memtrace ('# memtrace v1', docs/trace_format.md) nor a "
-                        "snapshot JSON ('{...}', docs/summary_and_snapshot.md)", path);
+    vram_status st = viz_model_from_snapshot(path, text, size, m);
     free(text);
     return st;
 }

@@ -136,6 +136,9 @@ static vram_status stack_of(builder *b, const viz_json *frames, int32_t *out) {
     return st;
 }
 
+/* A JSON number as an address or size: 0 when it is none (negative, too large, not a number). */
+static uint64_t as_u64(double v) { return v >= 0 && v < 1.8e19 ? (uint64_t)v : 0; }
+
 static uint16_t stream_of(double s) { return s >= 0 && s < 65535 ? (uint16_t)s : 65535; }
 
 /* Segment events waiting for the alloc or free that caused them are charged to event `ev`. */
@@ -162,21 +165,21 @@ static vram_status history_event(builder *b, const viz_json *e, int32_t *seg_fir
     int32_t ev = (int32_t)m->n_events;
     uint32_t idx;
     vram_status st;
-    int64_t open = map_get(&b->open, (uint64_t)addr);
+    int64_t open = map_get(&b->open, as_u64(addr));
     if (is_alloc || open < 0) { /* an allocation: made here, or (a free) made before the history */
         int32_t stack;
         uint8_t tag;
         if ((st = stack_of(b, viz_json_get(b->d, e, "frames"), &stack)) != VRAM_OK) return st;
         if ((st = viz_model_tag(m, viz_json_str(b->d, e, "tag", "other"), &tag)) != VRAM_OK) return st;
-        double blk = size > 0 ? (double)(((uint64_t)size + 511) / 512 * 512) : 512;
+        double blk = size > 0 ? (double)((as_u64(size) + 511) / 512 * 512) : 512;
         if ((st = viz_model_alloc(m, size, blk, addr, is_alloc ? ev : -1, stream_of(viz_json_num(b->d, e, "stream", 0)),
                                   tag, stack, &idx)) != VRAM_OK)
             return st;
         if (!is_alloc) m->alloc0 += blk;
-        else if (!map_put(&b->open, (uint64_t)addr, idx)) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "host out of memory");
+        else if (!map_put(&b->open, as_u64(addr), idx)) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "host out of memory");
     } else idx = (uint32_t)open;
     if (is_free) {
-        map_del(&b->open, (uint64_t)addr);
+        map_del(&b->open, as_u64(addr));
         m->f_ev[idx] = ev;
     }
     if ((st = viz_model_event(m, idx, is_free, t)) != VRAM_OK) return st;
@@ -197,11 +200,11 @@ static vram_status final_blocks(builder *b, const viz_json *segments) {
             if (strcmp(viz_json_str(b->d, blk, "state", ""), "active_allocated")) continue;
             double addr = viz_json_num(b->d, blk, "address", 0), size = viz_json_num(b->d, blk, "size", 0);
             double req = viz_json_num(b->d, blk, "requested_size", size);
-            int64_t open = map_get(&b->open, (uint64_t)addr);
+            int64_t open = map_get(&b->open, as_u64(addr));
             if (open >= 0) {
                 m->blk[open] = size;
                 m->req[open] = req;
-                map_del(&b->open, (uint64_t)addr);
+                map_del(&b->open, as_u64(addr));
                 continue;
             }
             int32_t stack;
