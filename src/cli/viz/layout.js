@@ -4,7 +4,9 @@
 // The mapped ranges at moment m come from a sweep over the run's signed segment ranges
 // applied by then (segEv < m; -1 is before the first event): coverage above zero is mapped.
 // The live blocks are the allocations live at m, sorted by address. The ranges are laid end to
-// end in rows, one byte scale for all, so a range's width is its size.
+// end in rows, one byte scale for all, so a range's width is its size. Segments or pages that
+// touch are drawn as one contiguous range (in the pages model, a run of mapped pages is what
+// the allocator itself calls a segment).
 'use strict';
 VZ.Layout = function (run, parent) {
   this.run = run;
@@ -68,7 +70,7 @@ VZ.Layout.prototype.show = function (m) {
   el.dataset.allocated = allocated;
   el.dataset.blocks = blocks.length;
   el.textContent = run.meta.name + ' at moment ' + m.toLocaleString('en-US') + ': reserved ' + VZ.exact(reserved) +
-    ' in ' + ranges.length + ' segment' + (ranges.length === 1 ? '' : 's') + ' = allocated ' + VZ.exact(allocated) + ' in ' +
+    ' in ' + ranges.length + ' contiguous range' + (ranges.length === 1 ? '' : 's') + ' = allocated ' + VZ.exact(allocated) + ' in ' +
     blocks.length.toLocaleString('en-US') + ' blocks + free ' + VZ.exact(free) + ' in ' + holes + ' holes (largest ' +
     VZ.fmt(largest) + ')' + (reserved - allocated - free ? ' — blocks outside the segments: ' + VZ.fmt(reserved - allocated - free) : '');
   this.draw();

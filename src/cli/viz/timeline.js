@@ -142,12 +142,19 @@ VZ.Chart.prototype.drawAxes = function (ctx, W, H, pw, ph, ytop, unit, div, sp) 
     ctx.fillText((v / div).toFixed(v / div < 10 && i ? 2 : 1) + ' ' + unit, P.l - 6, yy + 4);
   }
   ctx.textAlign = 'center';
-  for (let i = 0; i <= 6; i++) {
-    const x = P.l + pw * i / 6;
-    let label;
-    if (sp.time) label = '+' + ((sp.t0 + (sp.t1 - sp.t0) * i / 6 - this.run.timeOf(0)) / 1e6).toFixed(3) + ' s';
-    else label = 'event ' + Math.round(sp.m0 + (sp.m1 - sp.m0) * i / 6).toLocaleString('en-US');
-    ctx.fillText(label, Math.min(Math.max(x, P.l + 30), P.l + pw - 30), H - 6);
+  if (sp.time) {
+    for (let i = 0; i <= 6; i++) {
+      const label = '+' + ((sp.t0 + (sp.t1 - sp.t0) * i / 6 - this.run.timeOf(0)) / 1e6).toFixed(3) + ' s';
+      ctx.fillText(label, Math.min(Math.max(P.l + pw * i / 6, P.l + 30), P.l + pw - 30), H - 6);
+    }
+    return;
+  }
+  // ticks at a whole number of events: 1, 2 or 5 times a power of ten, about six across
+  const raw = Math.max(1, (sp.m1 - sp.m0) / 6), p10 = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 5, 10].map((k) => k * p10).find((v) => v >= raw);
+  for (let m = Math.ceil(sp.m0 / step) * step; m <= sp.m1; m += step) {
+    const x = this.xOf(m, sp, pw);
+    ctx.fillText('event ' + m.toLocaleString('en-US'), Math.min(Math.max(x, P.l + 30), P.l + pw - 30), H - 6);
   }
 };
 
@@ -174,23 +181,26 @@ VZ.Chart.prototype.drawMarks = function (ctx, sp, pw, ph) {
   ctx.strokeStyle = '#6b7280';
   ctx.fillStyle = '#374151';
   ctx.textAlign = 'left';
-  let lastLabel = -1e9;
+  let lastLabel = -1e9, lastLine = -1e9; // lines at least 6 px apart (a run of thousands of steps stays readable)
   for (const [ev, label] of run.meta.steps) {
     const x = Math.round(this.xOf(ev, sp, pw)) + 0.5;
-    if (!inside(x)) continue;
+    if (!inside(x) || x - lastLine < 6) continue;
+    lastLine = x;
     ctx.beginPath(); ctx.moveTo(x, P.t); ctx.lineTo(x, P.t + ph); ctx.stroke();
-    if (x - lastLabel > 90) { ctx.fillText(label.slice(0, 24), x + 3, P.t + 10); lastLabel = x; }
+    if (x - lastLabel > 110) { ctx.fillText(label.slice(0, 24), x + 3, P.t + 10); lastLabel = x; }
   }
   ctx.restore();
-  const mark = (m, v, color, text) => {
-    const x = this.xOf(m, sp, pw), yy = this.y(v);
+  const mark = (m, v, color, text, lift) => {
+    const x = this.xOf(m, sp, pw), yy = this.y(v) - (lift || 0);
     if (!inside(x)) return;
     ctx.fillStyle = color;
     ctx.beginPath(); ctx.moveTo(x, yy - 2); ctx.lineTo(x - 5, yy - 10); ctx.lineTo(x + 5, yy - 10); ctx.fill();
     ctx.textAlign = x > P.l + pw - 220 ? 'right' : 'left';
     ctx.fillText(text, x + (ctx.textAlign === 'left' ? 7 : -7), yy - 4);
   };
-  mark(run.peakResMoment, run.reserved[run.peakResMoment], '#d62728', 'peak reserved ' + VZ.fmt(run.reserved[run.peakResMoment]));
+  const rx = this.xOf(run.peakResMoment, sp, pw), ax = this.xOf(run.peakAllocMoment, sp, pw);
+  const near = Math.abs(rx - ax) < 240 && Math.abs(this.y(run.reserved[run.peakResMoment]) - this.y(run.alloc[run.peakAllocMoment])) < 16;
+  mark(run.peakResMoment, run.reserved[run.peakResMoment], '#d62728', 'peak reserved ' + VZ.fmt(run.reserved[run.peakResMoment]), near ? 14 : 0);
   mark(run.peakAllocMoment, run.alloc[run.peakAllocMoment], '#1d2330', 'peak allocated ' + VZ.fmt(run.alloc[run.peakAllocMoment]));
   if (VZ.selected !== undefined && VZ.selected[run.index] !== undefined) {
     const x = Math.round(this.xOf(VZ.selected[run.index], sp, pw)) + 0.5;
