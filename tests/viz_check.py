@@ -147,6 +147,39 @@ def page_properties(tmp):
     no_leftovers(tmp, "good page")
 
 
+def page_meta(path):
+    """The page's metadata block, parsed as the page parses it."""
+    page = open(path, encoding="utf-8").read()
+    m = re.search(r'<script id="vram-meta" type="application/json">(.*?)</script>', page, re.S)
+    return json.loads(m.group(1)) if m else None, page
+
+
+def meta_and_escaping(tmp):
+    """Names from the input reach the page as they were written (any language, emoji), and
+    nothing in them can end the page's script blocks."""
+    snap = torch_snapshot_pickle()
+    evil = "</script><script>window.PWNED=1</script>"
+    snap["device_traces"][0][1]["frames"] = [{"filename": "caf\u00e9.py", "line": 3, "name": "\U0001f600 " + evil}]
+    path, out = os.path.join(tmp, "names.json"), os.path.join(tmp, "names.html")
+    with open(path, "w") as f:
+        json.dump(snap, f)  # (json.dump writes the non-ASCII as \u escapes: a surrogate pair for the emoji)
+    rc, _, se = run("viz", path, "-o", out)
+    check(rc == 0, "a snapshot with odd names draws: %s" % se.strip())
+    meta, page = page_meta(out)
+    check(meta is not None and len(meta) == 1, "the page's metadata parses as JSON")
+    if not meta:
+        return
+    m = meta[0]
+    check(("\U0001f600 " + evil + " (caf\u00e9.py:3)") in m["stacks"], "names keep their characters: %s" % m["stacks"])
+    check(page.count("</script>") == page.count("<script"), "no name ends a script block early")
+    check(m["finalAllocated"] == sum(g["allocated_size"] for g in snap["segments"]) and
+          m["finalReserved"] == sum(g["total_size"] for g in snap["segments"]), "the page carries the snapshot's sums")
+    # --png where the browser makes no picture: status 1, one line; the page itself is written.
+    env = dict(os.environ, VRAM_CHROMIUM="/bin/false")
+    rc, _, se = run("viz", TRACE, "-o", out, "--png", os.path.join(tmp, "x.png"), env=env)
+    check(rc == 1 and len(se.strip().splitlines()) == 1 and "no picture" in se, "--png without a working browser: status 1, one line: %r" % se)
+
+
 def find_browser():
     for b in (os.environ.get("VRAM_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"):
         if b and shutil.which(b):
@@ -316,6 +349,7 @@ def main():
         if PART == "inputs":
             bad_inputs(tmp)
             page_properties(tmp)
+            meta_and_escaping(tmp)
         else:
             browser = find_browser()
             if not browser:
