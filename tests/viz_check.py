@@ -118,6 +118,9 @@ def bad_inputs(tmp):
                          (["viz", os.path.join(tmp, "missing.trace"), "-o", out], "missing.trace")):
         rc, _, se = run(*args)
         check(rc == 2 and needle in se, "%s: status 2 naming %r, got %d %r" % (args, needle, rc, se[:200]))
+    rc, _, se = run("viz", TRACE, "--capacity", "1GiB", "-o", out)
+    check(rc == 1 and len(se.strip().splitlines()) == 1 and "line 199: out of memory" in se and open(out).read() == "an earlier page\n",
+          "a replay out of memory: status 1, one line naming the trace line, the page untouched: %d %r" % (rc, se[:200]))
     rc, so, _ = run("viz", "--help")
     check(rc == 0 and "usage: vram viz" in so, "--help prints the usage, status 0")
     # An output that cannot be written: status 1, one line.
