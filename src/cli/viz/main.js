@@ -5,6 +5,7 @@
 'use strict';
 VZ.frames = [];
 VZ.selected = [];
+VZ.picked = []; // per input, the allocation whose details show (its lifetime is marked)
 VZ.xaxis = 'events';
 
 VZ.redraw = function () {
@@ -46,6 +47,7 @@ VZ.select = function (ri, m) {
     ', reserved ' + VZ.exact(run.reserved[m]) + '\n\nlive by ' + VZ.groupMode + ':\n';
   const order = [...vals.keys()].sort((a, b) => vals[b] - vals[a]);
   for (const g of order) if (vals[g]) text += '  ' + VZ.fmt(vals[g]).padStart(12) + '  ' + run.groupNames[g] + '\n';
+  VZ.picked[ri] = m > 0 ? run.ev[m - 1] >>> 1 : -1;
   if (m > 0) text += '\n' + VZ.describeEvent(run, m - 1) + '\n\n' + VZ.describeAlloc(run, run.ev[m - 1] >>> 1);
   document.getElementById('details').textContent = text;
   VZ.schedule();
@@ -111,7 +113,10 @@ VZ.wireLayout = function (layout, ri) {
   cv.addEventListener('mouseleave', (e) => VZ.tip(e, null));
   cv.addEventListener('click', (e) => {
     const it = find(e);
-    if (it && it.k >= 0) document.getElementById('details').textContent = VZ.describeAlloc(VZ.runs[ri], it.k);
+    if (!it || it.k < 0) return;
+    document.getElementById('details').textContent = VZ.describeAlloc(VZ.runs[ri], it.k);
+    VZ.picked[ri] = it.k;
+    VZ.schedule();
   });
 };
 

@@ -202,6 +202,13 @@ VZ.Chart.prototype.drawMarks = function (ctx, sp, pw, ph) {
   const near = Math.abs(rx - ax) < 240 && Math.abs(this.y(run.reserved[run.peakResMoment]) - this.y(run.alloc[run.peakAllocMoment])) < 16;
   mark(run.peakResMoment, run.reserved[run.peakResMoment], '#d62728', 'peak reserved ' + VZ.fmt(run.reserved[run.peakResMoment]), near ? 14 : 0);
   mark(run.peakAllocMoment, run.alloc[run.peakAllocMoment], '#1d2330', 'peak allocated ' + VZ.fmt(run.alloc[run.peakAllocMoment]));
+  const k = VZ.picked && VZ.picked[run.index];
+  if (k !== undefined && k >= 0) { // the chosen allocation's lifetime, as a band under the plot
+    const a = this.xOf(run.aEv[k] + 1, sp, pw), f = run.fEv[k] < 0 ? P.l + pw : this.xOf(run.fEv[k] + 1, sp, pw);
+    const x0 = Math.max(P.l, Math.min(a, P.l + pw)), x1 = Math.max(P.l, Math.min(f, P.l + pw));
+    ctx.fillStyle = 'rgba(37, 99, 235, 0.85)';
+    ctx.fillRect(x0, P.t + ph - 4, Math.max(2, x1 - x0), 4);
+  }
   if (VZ.selected !== undefined && VZ.selected[run.index] !== undefined) {
     const x = Math.round(this.xOf(VZ.selected[run.index], sp, pw)) + 0.5;
     if (inside(x)) {
