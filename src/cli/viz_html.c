@@ -2,10 +2,11 @@
  * scripts, embedded at build time as C arrays by cmake/embed_viz.cmake) with the inputs' data.
  *
  * The template holds markers /\*@NAME@*\/ that are replaced in order: TITLE (HTML-escaped),
- * FILE:name (an embedded file: the style and the scripts), META (a JSON array, one object per input: names, counters, steps, tags, stacks, and
- * where each array lies in the data) and DATA (one <script type="application/octet-stream">
- * per input holding its arrays, little-endian, each 8-byte aligned, base64-encoded), so a
- * million events cost bytes, not JSON objects, and the page decodes them into typed arrays.
+ * FILE:name (an embedded file: the style and the scripts), META (a JSON array, one object per
+ * input: names, counters, steps, tags, stacks, and where each array lies in the data) and DATA
+ * (one <script type="application/octet-stream"> per input holding its arrays, little-endian,
+ * each 8-byte aligned, base64-encoded), so a million events cost bytes, not JSON objects, and
+ * the page decodes them into typed arrays.
  */
 #include <stdio.h>
 #include <string.h>
