@@ -124,6 +124,22 @@ typedef struct vram_kernels {
     /* Sum of squares (for the global gradient norm) and in-place scaling. */
     double (*sum_squares)(vram_dtype dt, int64_t n, const void *x);
     void (*scale_inplace)(vram_dtype dt, int64_t n, void *x, double s);
+
+    /* ---- inference (generate.c; CPU versions in cpu_infer.c) ---- */
+    /* y[M, N] = x[M, K] W^T + bias (may be NULL), W [N, K] in fmt (VRAM_WFMT_Q8_0 or _BF16,
+     * model_file.h) read as stored: no dequantised copy. x, y contiguous f32. */
+    void (*linear_lowp)(vram_runtime *rt, int fmt, int64_t M, int64_t N, int64_t K, const float *x, const void *w,
+                        const float *bias, float *y);
+    /* out[i, :] = row ids[i] of table [rows, c] in fmt (f32, bf16 or Q8_0); ids range-checked. */
+    void (*embedding_lowp)(int fmt, int64_t n_ids, int64_t c, int64_t rows, float *out, const void *table,
+                           const int32_t *ids);
+    /* Appends the keys and values of qkv [n, T, 3*H*D] to the cache kc, vc ([n, H, cap, D]) at each
+     * row's length lens[b], and writes the causal attention of the T queries over the cache to
+     * out [n, T, H*D]. scores: scratch of cap floats. */
+    void (*kv_attention)(vram_runtime *rt, int64_t n, int64_t T, int64_t H, int64_t D, const float *qkv, float *kc,
+                         float *vc, int64_t cap, const int64_t *lens, float *out, float *scores);
+    /* GPT-2's GELU, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), over n contiguous f32. */
+    void (*gelu_tanh)(int64_t n, float *out, const float *x);
 } vram_kernels;
 
 extern const vram_kernels vram_cpu_kernels;

@@ -1,0 +1,209 @@
+/* cpu_infer.c — the CPU kernels behind inference (generate.c): the product of activations with
+ * low-precision weights read in place (Q8_0 and bf16), row lookup from such a table, attention
+ * over a KV cache, and GPT-2's tanh GELU. They fill slots of the CPU kernel table; a CUDA
+ * table brings its own.
+ *
+ * Q8_0 (model_file.h): a [N, K] matrix is int8 q[N*K] (row-major) followed by one f16 scale per
+ * block of 32 along K; w[n, k] = q[n*K + k] * scale[(n*K + k) / 32]. The product walks one
+ * weight row at a time, converting 8 int8 at a time to floats in registers, multiplying by the
+ * activations, and scaling each block's partial sum once: the int8 bytes are the only weight
+ * bytes read, and no dequantised matrix ever exists. Rows of the output are split over threads.
+ * The vector body is compiled for AVX2+FMA and the baseline, picked on first use.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "dtype_conv.h"
+#include "rt_internal.h"
+#include "vram/model_file.h"
+
+typedef float v8f __attribute__((vector_size(32)));
+typedef int8_t v8i8 __attribute__((vector_size(8)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+typedef uint16_t v8u16 __attribute__((vector_size(16)));
+typedef uint32_t v8u __attribute__((vector_size(32)));
+
+static inline float hsum(v8f v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); }
+
+/* y[m, n] for n in [n0, n1): one weight row against every activation row. */
+#define Q8_BODY                                                                                         \
+    int64_t nb = K / 32;                                                                                \
+    const int8_t *q = w;                                                                                \
+    const uint16_t *sc = (const uint16_t *)((const int8_t *)w + N * K);                                 \
+    for (int64_t n = n0; n < n1; n++) {                                                                 \
+        const int8_t *qr = q + n * K;                                                                   \
+        for (int64_t m = 0; m < M; m++) {                                                               \
+            const float *xr = x + m * K;                                                                \
+            v8f acc = {0};                                                                              \
+            for (int64_t b = 0; b < nb; b++) {                                                          \
+                v8f part = {0};                                                                         \
+                for (int c = 0; c < 32; c += 8) {                                                       \
+                    v8i8 qi;                                                                            \
+                    v8f xv;                                                                             \
+                    memcpy(&qi, qr + b * 32 + c, 8);                                                    \
+                    memcpy(&xv, xr + b * 32 + c, 32);                                                   \
+                    part += xv * __builtin_convertvector(qi, v8f);                                      \
+                }                                                                                       \
+                float d = vram_f16_to_f32(sc[n * nb + b]);                                              \
+                v8f dv = {d, d, d, d, d, d, d, d};                                                      \
+                acc += part * dv;                                                                       \
+            }                                                                                           \
+            y[m * N + n] = hsum(acc) + (bias ? bias[n] : 0.0f);                                         \
+        }                                                                                               \
+    }
+
+#define BF16_BODY                                                                                       \
+    const uint16_t *wb = w;                                                                             \
+    for (int64_t n = n0; n < n1; n++) {                                                                 \
+        const uint16_t *wr = wb + n * K;                                                                \
+        for (int64_t m = 0; m < M; m++) {                                                               \
+            const float *xr = x + m * K;                                                                \
+            v8f acc = {0};                                                                              \
+            int64_t k = 0;                                                                              \
+            for (; k + 8 <= K; k += 8) {                                                                \
+                v8u16 h;                                                                                \
+                v8f xv, wv;                                                                             \
+                memcpy(&h, wr + k, 16);                                                                 \
+                v8u bits = __builtin_convertvector(h, v8u) << 16;                                       \
+                memcpy(&wv, &bits, 32);                                                                 \
+                memcpy(&xv, xr + k, 32);                                                                \
+                acc += xv * wv;                                                                         \
+            }                                                                                           \
+            float s = hsum(acc);                                                                        \
+            for (; k < K; k++) s += xr[k] * vram_bf16_to_f32(wr[k]);                                    \
+            y[m * N + n] = s + (bias ? bias[n] : 0.0f);                                                 \
+        }                                                                                               \
+    }
+
+typedef void (*lowp_fn)(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, const float *restrict x,
+                        const void *restrict w, const float *restrict bias, float *restrict y);
+
+__attribute__((target("avx2,fma"))) static void q8_avx2(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1,
+                                                        const float *restrict x, const void *restrict w,
+                                                        const float *restrict bias, float *restrict y) {
+    Q8_BODY
+}
+static void q8_base(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, const float *restrict x,
+                    const void *restrict w, const float *restrict bias, float *restrict y) {
+    Q8_BODY
+}
+__attribute__((target("avx2,fma"))) static void bf16_avx2(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1,
+                                                          const float *restrict x, const void *restrict w,
+                                                          const float *restrict bias, float *restrict y) {
+    BF16_BODY
+}
+static void bf16_base(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, const float *restrict x,
+                      const void *restrict w, const float *restrict bias, float *restrict y) {
+    BF16_BODY
+}
+
+static lowp_fn pick(int fmt) {
+    static _Atomic(int) have_avx2 = -1;
+    int a = have_avx2;
+    if (a < 0) {
+        __builtin_cpu_init();
+        a = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        have_avx2 = a;
+    }
+    if (fmt == VRAM_WFMT_Q8_0) return a ? q8_avx2 : q8_base;
+    return a ? bf16_avx2 : bf16_base;
+}
+
+typedef struct lowp_job {
+    lowp_fn fn;
+    int64_t M, N, K, n0, n1;
+    const float *x, *bias;
+    const void *w;
+    float *y;
+} lowp_job;
+
+static void *lowp_worker(void *arg) {
+    lowp_job *j = arg;
+    j->fn(j->M, j->N, j->K, j->n0, j->n1, j->x, j->w, j->bias, j->y);
+    return NULL;
+}
+
+/* Threads split the output columns (weight rows) evenly; small products stay on one thread,
+ * as the f32 product does below the same size. */
+void vram_cpu_linear_lowp(vram_runtime *rt, int fmt, int64_t M, int64_t N, int64_t K, const float *x, const void *w,
+                            const float *bias, float *y) {
+    lowp_fn fn = pick(fmt);
+    int threads = rt->threads;
+    if ((double)M * N * K < 4e6 || threads <= 1) threads = 1;
+    if (threads > 64) threads = 64;
+    lowp_job jobs[64];
+    pthread_t tid[64];
+    int started[64] = {0};
+    for (int t = 0; t < threads; t++)
+        jobs[t] = (lowp_job){fn, M, N, K, N * t / threads, N * (t + 1) / threads, x, bias, w, y};
+    for (int t = 1; t < threads; t++) started[t] = pthread_create(&tid[t], NULL, lowp_worker, &jobs[t]) == 0;
+    lowp_worker(&jobs[0]);
+    for (int t = 1; t < threads; t++) {
+        if (started[t]) pthread_join(tid[t], NULL);
+        else lowp_worker(&jobs[t]); /* no thread: do its share here */
+    }
+}
+
+void vram_cpu_embedding_lowp(int fmt, int64_t n_ids, int64_t c, int64_t rows, float *out, const void *table,
+                               const int32_t *ids) {
+    for (int64_t i = 0; i < n_ids; i++) {
+        int64_t r = ids[i];
+        float *o = out + i * c;
+        if (fmt == VRAM_WFMT_Q8_0) {
+            const int8_t *q = (const int8_t *)table + r * c;
+            const uint16_t *sc = (const uint16_t *)((const int8_t *)table + rows * c) + r * (c / 32);
+            for (int64_t k = 0; k < c; k++) o[k] = (float)q[k] * vram_f16_to_f32(sc[k / 32]);
+        } else if (fmt == VRAM_WFMT_BF16) {
+            const uint16_t *h = (const uint16_t *)table + r * c;
+            for (int64_t k = 0; k < c; k++) o[k] = vram_bf16_to_f32(h[k]);
+        } else {
+            memcpy(o, (const float *)table + r * c, sizeof(float) * (size_t)c);
+        }
+    }
+}
+
+/* For each row b of n, the T new tokens' keys and values (from qkv [n, T, 3C], C = H*D) go to
+ * cache positions lens[b] .. lens[b]+T-1 of kc, vc ([n, H, cap, D] from the first row); query t
+ * then attends to positions 0 .. lens[b]+t. out [n, T, C], heads side by side. */
+void vram_cpu_kv_attention(vram_runtime *rt, int64_t n, int64_t T, int64_t H, int64_t D, const float *qkv, float *kc,
+                             float *vc, int64_t cap, const int64_t *lens, float *out, float *scores) {
+    int64_t C = H * D;
+    float scale = 1.0f / sqrtf((float)D);
+    for (int64_t b = 0; b < n; b++) {
+        for (int64_t h = 0; h < H; h++) {
+            float *kr = kc + (b * H + h) * cap * D, *vr = vc + (b * H + h) * cap * D;
+            for (int64_t t = 0; t < T; t++) {
+                const float *row = qkv + (b * T + t) * 3 * C;
+                memcpy(kr + (lens[b] + t) * D, row + C + h * D, sizeof(float) * (size_t)D);
+                memcpy(vr + (lens[b] + t) * D, row + 2 * C + h * D, sizeof(float) * (size_t)D);
+            }
+            for (int64_t t = 0; t < T; t++) {
+                const float *q = qkv + (b * T + t) * 3 * C + h * D;
+                int64_t len = lens[b] + t + 1;
+                float mx = -INFINITY, sum = 0;
+                for (int64_t j = 0; j < len; j++) {
+                    float s = 0;
+                    for (int64_t d = 0; d < D; d++) s += q[d] * kr[j * D + d];
+                    scores[j] = s * scale;
+                    if (scores[j] > mx) mx = scores[j];
+                }
+                for (int64_t j = 0; j < len; j++) sum += scores[j] = expf(scores[j] - mx);
+                float *o = out + (b * T + t) * C + h * D;
+                memset(o, 0, sizeof(float) * (size_t)D);
+                for (int64_t j = 0; j < len; j++) {
+                    float p = scores[j] / sum;
+                    for (int64_t d = 0; d < D; d++) o[d] += p * vr[j * D + d];
+                }
+            }
+        }
+    }
+    (void)rt;
+}
+
+void vram_cpu_gelu_tanh(int64_t n, float *out, const float *x) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        out[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    }
+}
