@@ -269,3 +269,19 @@ add_test(NAME test_trace_nozlib COMMAND test_trace_nozlib)
 # tests/CMakeLists.txt with -DVRAM_FUZZ=ON.
 add_subdirectory(${CMAKE_CURRENT_SOURCE_DIR}/fuzz ${CMAKE_CURRENT_BINARY_DIR}/fuzz)
 # ---- end tools -------------------------------------------------------------------------------
+
+# ---- inference (issue 43): model files, safetensors, generate, quantize from the command line ----
+# test_infer.c (the library side) is picked up with the other test_*.c programs.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME infer_cli COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_infer_cli.py
+           $<TARGET_FILE:vram> ${VRAM_TRAIN_CORPUS})
+  add_test(NAME safetensors_gpt2 COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_safetensors_gpt2.py
+           $<TARGET_FILE:vram> ${VRAM_TRAIN_CORPUS})
+  set_tests_properties(infer_cli safetensors_gpt2 PROPERTIES TIMEOUT 600)
+endif()
+vram_cli_test(cli_generate_no_model 2 "--model PATH is required" "${VRAM_EXE} generate --prompt x 2>&1")
+vram_cli_test(cli_generate_missing_model 2 "model '/nonexistent/m.vram': cannot open"
+              "${VRAM_EXE} generate --model /nonexistent/m.vram --prompt x 2>&1")
+vram_cli_test(cli_train_save_every_alone 2 "--save-every needs --save PATH"
+              "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --save-every 3 2>&1")
+# ---- end inference

@@ -26,30 +26,34 @@ typedef uint32_t v8u __attribute__((vector_size(32)));
 
 static inline float hsum(v8f v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); }
 
-/* y[m, n] for n in [n0, n1): one weight row against every activation row. */
+/* y[m, n] for n in [n0, n1): each block of 32 weights is converted to floats (times its scale)
+ * once and used against up to 8 activation rows, so the conversion costs little per row. */
 #define Q8_BODY                                                                                         \
     int64_t nb = K / 32;                                                                                \
     const int8_t *q = w;                                                                                \
     const uint16_t *sc = (const uint16_t *)((const int8_t *)w + N * K);                                 \
     for (int64_t n = n0; n < n1; n++) {                                                                 \
         const int8_t *qr = q + n * K;                                                                   \
-        for (int64_t m = 0; m < M; m++) {                                                               \
-            const float *xr = x + m * K;                                                                \
-            v8f acc = {0};                                                                              \
+        for (int64_t m0 = 0; m0 < M; m0 += 8) {                                                         \
+            int mt = M - m0 < 8 ? (int)(M - m0) : 8;                                                    \
+            const float *xr = x + m0 * K;                                                               \
+            v8f acc[8];                                                                                 \
+            memset(acc, 0, sizeof acc);                                                                 \
             for (int64_t b = 0; b < nb; b++) {                                                          \
-                v8f part = {0};                                                                         \
-                for (int c = 0; c < 32; c += 8) {                                                       \
-                    v8i8 qi;                                                                            \
-                    v8f xv;                                                                             \
-                    memcpy(&qi, qr + b * 32 + c, 8);                                                    \
-                    memcpy(&xv, xr + b * 32 + c, 32);                                                   \
-                    part += xv * __builtin_convertvector(qi, v8f);                                      \
-                }                                                                                       \
                 float d = vram_f16_to_f32(sc[n * nb + b]);                                              \
                 v8f dv = {d, d, d, d, d, d, d, d};                                                      \
-                acc += part * dv;                                                                       \
+                for (int c = 0; c < 32; c += 8) {                                                       \
+                    v8i8 qi;                                                                            \
+                    memcpy(&qi, qr + b * 32 + c, 8);                                                    \
+                    v8f wv = __builtin_convertvector(__builtin_convertvector(qi, v8i), v8f) * dv;       \
+                    for (int r = 0; r < mt; r++) {                                                      \
+                        v8f xv;                                                                         \
+                        memcpy(&xv, xr + r * K + b * 32 + c, 32);                                       \
+                        acc[r] += xv * wv;                                                              \
+                    }                                                                                   \
+                }                                                                                       \
             }                                                                                           \
-            y[m * N + n] = hsum(acc) + (bias ? bias[n] : 0.0f);                                         \
+            for (int r = 0; r < mt; r++) y[(m0 + r) * N + n] = hsum(acc[r]) + (bias ? bias[n] : 0.0f);  \
         }                                                                                               \
     }
 
