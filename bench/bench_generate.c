@@ -5,11 +5,12 @@
  *                  [--prompt P] [--tokens N] [--repeat R] [--threads T] [--seed S]
  *
  * The model has random weights (generation speed and memory do not depend on their values; the
- * held-out perplexity of a trained model is `vram generate --eval`'s job). For each format the
- * f32 model is converted, then R greedy generations of N tokens after B prompts of P random
- * tokens run, and the decode tokens/s (all rows) is the median of the R runs. Memory by
- * category comes from the allocator's per-tag statistics, peaks reset before each format's
- * runs: weights (parameter), KV cache, activations and temporaries.
+ * held-out perplexity of a trained model is `vram generate --eval`'s job). The f32 model is
+ * converted to each format; R rounds then run one greedy generation of N tokens after B prompts
+ * of P random tokens per format in turn, and the decode tokens/s (all rows) is the median of the
+ * R runs. Memory by category comes from the allocator's per-tag statistics over one untimed
+ * generation per format: weights (parameter), KV cache, activations and temporaries (peak, on
+ * top of what was live before). The "weights" column counts the model's tensors as allocated.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -71,46 +72,63 @@ static int parse(int argc, char **argv, opts *o) {
     return 0;
 }
 
-/* One format: converts a copy of g, times R generations, prints a row. */
-static int run_format(vram_allocator *a, vram_gpt *g, vram_wfmt fmt, const opts *o, int32_t **prompts, int64_t *lens,
-                      uint64_t f32_bytes) {
-    vram_lm *m = NULL;
-    if (vram_lm_from_gpt(g, &m) != VRAM_OK || (fmt != VRAM_WFMT_F32 && vram_lm_quantize(m, fmt, NULL) != VRAM_OK)) {
-        fprintf(stderr, "bench_generate: %s\n", vram_last_error());
-        vram_lm_free(m);
-        return 1;
-    }
-    vram_allocator_reset_peak_stats(a);
-    vram_stats st;
-    vram_allocator_get_stats(a, &st);
-    int64_t base_temp = st.tags[VRAM_TAG_TEMPORARY].allocated_bytes.current;
-    double *tps = calloc((size_t)o->repeat, sizeof *tps), prefill_ms = 0;
+/* One generation of every row; 0 or 1 after a message. */
+static int generate_once(vram_lm *m, const opts *o, int32_t **prompts, int64_t *lens, vram_generate_stats *gs) {
     int32_t *out = calloc((size_t)o->batch * (size_t)o->tokens, sizeof *out);
     vram_generate_opts go = {.tokens = o->tokens, .temperature = 0, .seed = o->seed};
-    vram_generate_stats gs = {0};
+    vram_status s = out ? vram_lm_generate(m, o->batch, (const int32_t *const *)prompts, lens, &go, out, gs) : VRAM_ERR_OUT_OF_MEMORY;
+    free(out);
+    if (s != VRAM_OK) fprintf(stderr, "bench_generate: %s\n", vram_last_error());
+    return s != VRAM_OK;
+}
+
+/* The three formats: converted copies of g; an untimed generation each for its memory by
+ * category (peaks reset before it), then R rounds that time one generation of each format in
+ * turn, so a slow spell of a shared machine hits every format alike. */
+static int run_formats(vram_allocator *a, vram_gpt *g, const opts *o, int32_t **prompts, int64_t *lens) {
+    enum { NF = 3 };
+    vram_wfmt fmts[NF] = {VRAM_WFMT_F32, VRAM_WFMT_BF16, VRAM_WFMT_Q8_0};
+    vram_lm *m[NF] = {0};
+    double *tps[NF] = {0}, prefill[NF] = {0}, mem[NF][4] = {{0}};
     int rc = 0;
-    for (int r = 0; r < o->repeat && !rc; r++) {
-        if (vram_lm_generate(m, o->batch, (const int32_t *const *)prompts, lens, &go, out, &gs) != VRAM_OK) {
+    for (int f = 0; f < NF && !rc; f++) {
+        tps[f] = calloc((size_t)o->repeat, sizeof *tps[f]);
+        if (!tps[f] || vram_lm_from_gpt(g, &m[f]) != VRAM_OK ||
+            (fmts[f] != VRAM_WFMT_F32 && vram_lm_quantize(m[f], fmts[f], NULL) != VRAM_OK)) {
             fprintf(stderr, "bench_generate: %s\n", vram_last_error());
             rc = 1;
         }
-        tps[r] = (double)o->batch * (o->tokens - 1) / gs.decode_s;
-        prefill_ms += gs.prefill_s * 1e3 / o->repeat;
     }
-    if (!rc) {
-        qsort(tps, (size_t)o->repeat, sizeof *tps, cmp_double);
+    for (int f = 0; f < NF && !rc; f++) {
+        vram_stats st;
+        vram_allocator_reset_peak_stats(a);
         vram_allocator_get_stats(a, &st);
-        uint64_t wb = vram_lm_weight_bytes(m);
-        printf("| %-5s | %9.2f | %6.4f | %8.3f | %8.3f | %8.3f | %9.1f | %9.1f | %9.1f | %7.1f |\n", vram_wfmt_name(fmt), mib((int64_t)wb),
-               (double)wb / (double)f32_bytes, mib(st.tags[VRAM_TAG_KV_CACHE].allocated_bytes.peak),
-               mib(st.tags[VRAM_TAG_ACTIVATION].allocated_bytes.peak),
-               mib(st.tags[VRAM_TAG_TEMPORARY].allocated_bytes.peak - base_temp), tps[0], tps[o->repeat / 2],
-               tps[o->repeat - 1], prefill_ms);
-        fflush(stdout);
+        int64_t base_temp = st.tags[VRAM_TAG_TEMPORARY].allocated_bytes.current;
+        vram_generate_stats gs;
+        rc = generate_once(m[f], o, prompts, lens, &gs);
+        vram_allocator_get_stats(a, &st);
+        mem[f][0] = mib((int64_t)vram_lm_weight_bytes(m[f]));
+        mem[f][1] = mib(st.tags[VRAM_TAG_KV_CACHE].allocated_bytes.peak);
+        mem[f][2] = mib(st.tags[VRAM_TAG_ACTIVATION].allocated_bytes.peak);
+        mem[f][3] = mib(st.tags[VRAM_TAG_TEMPORARY].allocated_bytes.peak - base_temp);
     }
-    free(tps);
-    free(out);
-    vram_lm_free(m);
+    for (int r = 0; r < o->repeat && !rc; r++)
+        for (int f = 0; f < NF && !rc; f++) {
+            vram_generate_stats gs;
+            rc = generate_once(m[f], o, prompts, lens, &gs);
+            tps[f][r] = (double)o->batch * (o->tokens - 1) / gs.decode_s;
+            prefill[f] += gs.prefill_s * 1e3 / o->repeat;
+        }
+    for (int f = 0; f < NF && !rc; f++) {
+        qsort(tps[f], (size_t)o->repeat, sizeof *tps[f], cmp_double);
+        printf("| %-5s | %9.2f | %6.4f | %8.3f | %8.3f | %8.3f | %9.1f | %9.1f | %9.1f | %7.1f |\n", vram_wfmt_name(fmts[f]),
+               mem[f][0], mem[f][0] / mem[0][0], mem[f][1], mem[f][2], mem[f][3], tps[f][0], tps[f][o->repeat / 2],
+               tps[f][o->repeat - 1], prefill[f]);
+    }
+    for (int f = 0; f < NF; f++) {
+        vram_lm_free(m[f]);
+        free(tps[f]);
+    }
     return rc;
 }
 
@@ -166,14 +184,12 @@ int main(int argc, char **argv) {
         lens[b] = o.prompt;
         for (int t = 0; prompts[b] && t < o.prompt; t++) prompts[b][t] = (int32_t)(vram_runtime_uniform(rt) * o.cfg.vocab);
     }
-    uint64_t f32_bytes = (uint64_t)vram_param_list_numel(vram_gpt_params(g)) * 4;
     printf("model: GPT %d layers, %d heads, width %d, vocab %d, context %d (%.1f M parameters); batch %d, prompt %d, "
            "%d new tokens, greedy, %d runs\n\n", o.cfg.layers, o.cfg.heads, o.cfg.width, o.cfg.vocab, o.cfg.context,
            (double)vram_param_list_numel(vram_gpt_params(g)) / 1e6, o.batch, o.prompt, o.tokens, o.repeat);
     printf("| weights | weights MiB | of f32 | kv cache MiB | activations MiB | temporaries MiB (peak) | decode tok/s min "
            "| median | max | prefill ms (mean) |\n|---|---|---|---|---|---|---|---|---|---|\n");
-    vram_wfmt fmts[3] = {VRAM_WFMT_F32, VRAM_WFMT_BF16, VRAM_WFMT_Q8_0};
-    for (int f = 0; f < 3 && !rc; f++) rc = run_format(a, g, fmts[f], &o, prompts, lens, f32_bytes);
+    if (!rc) rc = run_formats(a, g, &o, prompts, lens);
     if (!rc) rc = grad_vs_no_grad(a, rt, g, &o, prompts);
     for (int b = 0; b < o.batch && b < 256; b++) free(prompts[b]);
     vram_gpt_free(g);

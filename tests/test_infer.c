@@ -328,10 +328,25 @@ static double max_abs_diff(vram_tensor *a, vram_tensor *b) {
     return d;
 }
 
+/* 16 tokens: the products take the panel path (a prompt); 15 then 1: the direct one (steps). */
 static void forward16(vram_lm *m, const int32_t *ids, vram_tensor **logits) {
     vram_kv_cache *c = NULL;
     CHECK_OK(vram_kv_cache_new(m, 1, 16, &c));
     CHECK_OK(vram_lm_forward(m, c, 0, 1, 16, ids, 1, logits));
+    vram_kv_cache_free(c);
+}
+
+static void forward15_1(vram_lm *m, const int32_t *ids, vram_tensor **logits) {
+    vram_kv_cache *c = NULL;
+    vram_tensor *first = NULL;
+    CHECK_OK(vram_kv_cache_new(m, 1, 16, &c));
+    for (int i = 0; i < 15; i++) { /* one token at a time: every product has one row */
+        vram_tensor_free(first);
+        first = NULL;
+        CHECK_OK(vram_lm_forward(m, c, 0, 1, 1, ids + i, 0, &first));
+    }
+    vram_tensor_free(first);
+    CHECK_OK(vram_lm_forward(m, c, 0, 1, 1, ids + 15, 0, logits));
     vram_kv_cache_free(c);
 }
 
@@ -386,6 +401,13 @@ static void test_quantized(void) {
             vram_tensor_free(lq);
             vram_tensor_free(ld);
             vram_tensor_free(lm);
+            forward15_1(q, ids, &lq);
+            forward15_1(dq, ids, &ld);
+            same = max_abs_diff(lq, ld);
+            printf("%s, one row at a time: |low-precision - dequantised f32| %.3g\n", vram_wfmt_name(fmt), same);
+            CHECK(same < 1e-4, "%s direct kernel computes the dequantised product: %g", vram_wfmt_name(fmt), same);
+            vram_tensor_free(lq);
+            vram_tensor_free(ld);
         }
         vram_lm_free(q);
         vram_lm_free(dq);

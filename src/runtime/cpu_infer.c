@@ -8,7 +8,9 @@
  * weight row at a time, converting 8 int8 at a time to floats in registers, multiplying by the
  * activations, and scaling each block's partial sum once: the int8 bytes are the only weight
  * bytes read, and no dequantised matrix ever exists. Rows of the output are split over threads.
- * The vector body is compiled for AVX2+FMA and the baseline, picked on first use.
+ * The vector body is compiled for AVX2+FMA and the baseline, picked on first use. For many rows
+ * (a prompt) a panel of 64 weight rows at a time is converted and goes through the f32 product:
+ * its register tiling is worth more than the bytes saved once the weights are reused that often.
  */
 #include <math.h>
 #include <pthread.h>
@@ -24,7 +26,11 @@ typedef int32_t v8i __attribute__((vector_size(32)));
 typedef uint16_t v8u16 __attribute__((vector_size(16)));
 typedef uint32_t v8u __attribute__((vector_size(32)));
 
-static inline float hsum(v8f v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); }
+/* (by pointer: a vector passed by value to a function not built for AVX changes its ABI) */
+static inline float hsum(const v8f *p) {
+    v8f v = *p;
+    return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+}
 
 /* y[m, n] for n in [n0, n1): each block of 32 weights is converted to floats (times its scale)
  * once and used against up to 8 activation rows, so the conversion costs little per row. */
@@ -53,7 +59,7 @@ static inline float hsum(v8f v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2
                     }                                                                                   \
                 }                                                                                       \
             }                                                                                           \
-            for (int r = 0; r < mt; r++) y[(m0 + r) * N + n] = hsum(acc[r]) + (bias ? bias[n] : 0.0f);  \
+            for (int r = 0; r < mt; r++) y[(m0 + r) * N + n] = hsum(&acc[r]) + (bias ? bias[n] : 0.0f);  \
         }                                                                                               \
     }
 
@@ -74,7 +80,7 @@ static inline float hsum(v8f v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2
                 memcpy(&xv, xr + k, 32);                                                                \
                 acc += xv * wv;                                                                         \
             }                                                                                           \
-            float s = hsum(acc);                                                                        \
+            float s = hsum(&acc);                                                                        \
             for (; k < K; k++) s += xr[k] * vram_bf16_to_f32(wr[k]);                                    \
             y[m * N + n] = s + (bias ? bias[n] : 0.0f);                                                 \
         }                                                                                               \
@@ -128,10 +134,57 @@ static void *lowp_worker(void *arg) {
     return NULL;
 }
 
-/* Threads split the output columns (weight rows) evenly; small products stay on one thread,
+/* Rows [n0, n1) of W [N, K] in fmt as f32, into out [(n1 - n0), K]. */
+static void dequantise_rows(int fmt, int64_t N, int64_t K, int64_t n0, int64_t n1, const void *w, float *out) {
+    for (int64_t n = n0; n < n1; n++) {
+        float *o = out + (n - n0) * K;
+        if (fmt == VRAM_WFMT_Q8_0) {
+            const int8_t *q = (const int8_t *)w + n * K;
+            const uint16_t *sc = (const uint16_t *)((const int8_t *)w + N * K) + n * (K / 32);
+            for (int64_t b = 0; b < K / 32; b++) {
+                float d = vram_f16_to_f32(sc[b]);
+                for (int k = 0; k < 32; k++) o[b * 32 + k] = (float)q[b * 32 + k] * d;
+            }
+        } else {
+            const uint16_t *h = (const uint16_t *)w + n * K;
+            for (int64_t k = 0; k < K; k++) o[k] = vram_bf16_to_f32(h[k]);
+        }
+    }
+}
+
+/* Many activation rows (a prompt): a panel of PANEL weight rows at a time is converted to f32
+ * and multiplied with the tuned f32 product, whose register tiling the direct loop lacks; the
+ * panel and the product's output are temporaries from the allocator. Returns 0 when they could
+ * not be had (the caller then takes the direct path). */
+enum { PANEL = 64, PANEL_MIN_ROWS = 16 };
+static int linear_by_panels(vram_runtime *rt, int fmt, int64_t M, int64_t N, int64_t K, const float *x, const void *w,
+                            const float *bias, float *y) {
+    void *panel = NULL, *c = NULL;
+    if (vram_allocator_malloc(rt->alloc, sizeof(float) * PANEL * (size_t)K, 0, VRAM_TAG_TEMPORARY, &panel) != VRAM_OK)
+        return 0;
+    if (vram_allocator_malloc(rt->alloc, sizeof(float) * PANEL * (size_t)M, 0, VRAM_TAG_TEMPORARY, &c) != VRAM_OK) {
+        vram_allocator_free(rt->alloc, panel);
+        return 0;
+    }
+    for (int64_t n0 = 0; n0 < N; n0 += PANEL) {
+        int64_t np = N - n0 < PANEL ? N - n0 : PANEL;
+        dequantise_rows(fmt, N, K, n0, n0 + np, w, panel);
+        /* c [M, np] = x [M, K] @ panel^T: B[k][j] = panel[j*K + k] */
+        rt->k->matmul(rt, VRAM_DTYPE_F32, 1, M, np, K, x, 0, K, 1, panel, 0, 1, K, c, 0);
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t j = 0; j < np; j++) y[m * N + n0 + j] = ((float *)c)[m * np + j] + (bias ? bias[n0 + j] : 0.0f);
+    }
+    vram_allocator_free(rt->alloc, c);
+    vram_allocator_free(rt->alloc, panel);
+    return 1;
+}
+
+/* Few activation rows (generation's steps): the direct loop, reading the stored bytes once.
+ * Threads split the output columns (weight rows) evenly; small products stay on one thread,
  * as the f32 product does below the same size. */
 void vram_cpu_linear_lowp(vram_runtime *rt, int fmt, int64_t M, int64_t N, int64_t K, const float *x, const void *w,
-                            const float *bias, float *y) {
+                          const float *bias, float *y) {
+    if (M >= PANEL_MIN_ROWS && linear_by_panels(rt, fmt, M, N, K, x, w, bias, y)) return;
     lowp_fn fn = pick(fmt);
     int threads = rt->threads;
     if ((double)M * N * K < 4e6 || threads <= 1) threads = 1;

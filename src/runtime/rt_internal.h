@@ -4,8 +4,8 @@
  * A kernel table (vram_kernels) is what a device brings to the runtime: the CPU table lives in
  * cpu_kernels.c / cpu_matmul.c; a CUDA table would fill the same slots with launches. Ops
  * (ops_*.c) check shapes, allocate outputs, call rt->k->..., and record graph nodes. Kernels
- * write into memory the ops allocated; the one exception is the matrix product's pack
- * buffers, which it takes from the runtime's allocator as temporaries.
+ * write into memory the ops allocated; the exceptions are the matrix product's pack buffers
+ * and linear_lowp's weight panels, which they take from the runtime's allocator as temporaries.
  */
 #ifndef VRAM_RT_INTERNAL_H
 #define VRAM_RT_INTERNAL_H
