@@ -29,7 +29,8 @@ void vram_safetensors_close(vram_safetensors *st);
 /* The GPT-2 shape the tensors describe (arch "gpt2"). */
 vram_status vram_safetensors_gpt_info(vram_safetensors *st, vram_model_info *info);
 /* Tensor `name` (nn.h's name, e.g. "h.0.attn.c_attn.weight") as f32 rows x cols in nn.h's
- * layout, converted from the file's dtype and layout. */
+ * layout, converted from the file's dtype and layout. dst NULL: only checks that the tensor is
+ * there with that shape. */
 vram_status vram_safetensors_read_gpt(vram_safetensors *st, const char *name, int64_t rows, int64_t cols, float *dst);
 uint64_t vram_safetensors_bytes_read(const vram_safetensors *st);
 

@@ -153,6 +153,8 @@ static vram_status load_safetensors(vram_runtime *rt, const char *path, vram_lm 
     if (s == VRAM_OK) s = vram_safetensors_gpt_info(st, &info);
     if (s == VRAM_OK) s = vram_model_info_check(&info, path);
     if (s == VRAM_OK) s = lm_alloc(rt, &info, &m);
+    /* every tensor checked before any is allocated: the shape comes from the file */
+    for (int i = 0; m && i < m->n && s == VRAM_OK; i++) s = vram_safetensors_read_gpt(st, m->w[i].name, m->w[i].rows, m->w[i].cols, NULL);
     for (int i = 0; m && i < m->n && s == VRAM_OK; i++) {
         vram_lm_weight *w = &m->w[i];
         s = weight_tensor(rt, w, VRAM_WFMT_F32, &w->t);
