@@ -10,7 +10,8 @@
  * of P random tokens per format in turn, and the decode tokens/s (all rows) is the median of the
  * R runs. Memory by category comes from the allocator's per-tag statistics over one untimed
  * generation per format: weights (parameter), KV cache, activations and temporaries (peak, on
- * top of what was live before). The "weights" column counts the model's tensors as allocated.
+ * top of what was live before). Weights twice: the bytes of the format, and what the allocator
+ * holds for them (its parameter tag, rounded to its block sizes).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -89,15 +90,19 @@ static int run_formats(vram_allocator *a, vram_gpt *g, const opts *o, int32_t **
     enum { NF = 3 };
     vram_wfmt fmts[NF] = {VRAM_WFMT_F32, VRAM_WFMT_BF16, VRAM_WFMT_Q8_0};
     vram_lm *m[NF] = {0};
-    double *tps[NF] = {0}, prefill[NF] = {0}, mem[NF][4] = {{0}};
+    double *tps[NF] = {0}, prefill[NF] = {0}, mem[NF][5] = {{0}};
     int rc = 0;
     for (int f = 0; f < NF && !rc; f++) {
+        vram_stats st0, st1;
+        vram_allocator_get_stats(a, &st0);
         tps[f] = calloc((size_t)o->repeat, sizeof *tps[f]);
         if (!tps[f] || vram_lm_from_gpt(g, &m[f]) != VRAM_OK ||
             (fmts[f] != VRAM_WFMT_F32 && vram_lm_quantize(m[f], fmts[f], NULL) != VRAM_OK)) {
             fprintf(stderr, "bench_generate: %s\n", vram_last_error());
             rc = 1;
         }
+        vram_allocator_get_stats(a, &st1); /* the weights as the allocator holds them (rounded) */
+        mem[f][4] = mib(st1.tags[VRAM_TAG_PARAMETER].allocated_bytes.current - st0.tags[VRAM_TAG_PARAMETER].allocated_bytes.current);
     }
     for (int f = 0; f < NF && !rc; f++) {
         vram_stats st;
@@ -121,8 +126,8 @@ static int run_formats(vram_allocator *a, vram_gpt *g, const opts *o, int32_t **
         }
     for (int f = 0; f < NF && !rc; f++) {
         qsort(tps[f], (size_t)o->repeat, sizeof *tps[f], cmp_double);
-        printf("| %-5s | %9.2f | %6.4f | %8.3f | %8.3f | %8.3f | %9.1f | %9.1f | %9.1f | %7.1f |\n", vram_wfmt_name(fmts[f]),
-               mem[f][0], mem[f][0] / mem[0][0], mem[f][1], mem[f][2], mem[f][3], tps[f][0], tps[f][o->repeat / 2],
+        printf("| %-5s | %9.2f | %6.4f | %9.2f | %6.4f | %8.3f | %8.3f | %8.3f | %9.1f | %9.1f | %9.1f | %7.1f |\n",
+               vram_wfmt_name(fmts[f]), mem[f][0], mem[f][0] / mem[0][0], mem[f][4], mem[f][4] / mem[0][4], mem[f][1], mem[f][2], mem[f][3], tps[f][0], tps[f][o->repeat / 2],
                tps[f][o->repeat - 1], prefill[f]);
     }
     for (int f = 0; f < NF; f++) {
@@ -187,8 +192,8 @@ int main(int argc, char **argv) {
     printf("model: GPT %d layers, %d heads, width %d, vocab %d, context %d (%.1f M parameters); batch %d, prompt %d, "
            "%d new tokens, greedy, %d runs\n\n", o.cfg.layers, o.cfg.heads, o.cfg.width, o.cfg.vocab, o.cfg.context,
            (double)vram_param_list_numel(vram_gpt_params(g)) / 1e6, o.batch, o.prompt, o.tokens, o.repeat);
-    printf("| weights | weights MiB | of f32 | kv cache MiB | activations MiB | temporaries MiB (peak) | decode tok/s min "
-           "| median | max | prefill ms (mean) |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("| weights | weights MiB | of f32 | allocated MiB | of f32 | kv cache MiB | activations MiB | temporaries MiB (peak) "
+           "| decode tok/s min | median | max | prefill ms (mean) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     if (!rc) rc = run_formats(a, g, &o, prompts, lens);
     if (!rc) rc = grad_vs_no_grad(a, rt, g, &o, prompts);
     for (int b = 0; b < o.batch && b < 256; b++) free(prompts[b]);

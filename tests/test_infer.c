@@ -371,11 +371,19 @@ static void test_quantized(void) {
     for (int f = 0; f < 2; f++) {
         vram_wfmt fmt = f ? VRAM_WFMT_BF16 : VRAM_WFMT_Q8_0;
         vram_lm *m = NULL, *q = NULL, *dq = NULL;
+        vram_stats st0, st1;
+        vram_allocator_get_stats(al, &st0);
         CHECK_OK(vram_lm_from_gpt(g, &m));
         if (!m) return;
         CHECK_OK(vram_lm_quantize(m, fmt, NULL));
         CHECK(vram_lm_format(m) == fmt, "format");
-        double ratio = (double)vram_lm_weight_bytes(m) / (double)b32;
+        vram_allocator_get_stats(al, &st1);
+        int64_t held = st1.tags[VRAM_TAG_PARAMETER].allocated_bytes.current - st0.tags[VRAM_TAG_PARAMETER].allocated_bytes.current;
+        double ratio = (double)vram_lm_weight_bytes(m) / (double)b32, held_ratio = (double)held / (double)b32;
+        printf("%s weights as the allocator holds them: %lld bytes = %.4f of f32\n", vram_wfmt_name(fmt), (long long)held,
+               held_ratio);
+        CHECK(fmt == VRAM_WFMT_Q8_0 ? held_ratio <= 0.27 : held_ratio <= 0.51, "%s allocated ratio %.4f", vram_wfmt_name(fmt),
+              held_ratio);
         printf("%s weights: %llu of %llu f32 bytes = %.4f\n", vram_wfmt_name(fmt), (unsigned long long)vram_lm_weight_bytes(m),
                (unsigned long long)b32, ratio);
         CHECK(fmt == VRAM_WFMT_Q8_0 ? ratio <= 0.27 : ratio <= 0.51, "%s ratio %.4f", vram_wfmt_name(fmt), ratio);

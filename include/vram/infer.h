@@ -28,6 +28,11 @@ typedef struct vram_lm vram_lm;
 /* From a .vram file (f32 or quantized) or a .safetensors file (by its contents' first bytes: a
  * .vram file starts with VRAMMODL). *bytes_read (may be NULL): bytes copied into the device. */
 vram_status vram_lm_load(vram_runtime *rt, const char *path, vram_lm **out, uint64_t *bytes_read);
+/* The same, converting each matrix of an f32 file to `want` (Q8_0 or bf16) as soon as it is read,
+ * so the whole f32 model never occupies memory: the peak is the converted model plus one f32
+ * matrix. A file already quantized is VRAM_ERR_STATE. *kept as vram_lm_quantize's. */
+vram_status vram_lm_load_as(vram_runtime *rt, const char *path, vram_wfmt want, vram_lm **out, uint64_t *bytes_read,
+                            int *kept);
 /* From a training GPT's parameters (copied; the GPT is not kept). */
 vram_status vram_lm_from_gpt(vram_gpt *g, vram_lm **out);
 void vram_lm_free(vram_lm *m);
@@ -41,6 +46,8 @@ vram_status vram_lm_quantize(vram_lm *m, vram_wfmt fmt, int *kept);
 vram_wfmt vram_lm_format(const vram_lm *m);
 /* Bytes of weights as stored (the sum of their tensors' storage). */
 uint64_t vram_lm_weight_bytes(const vram_lm *m);
+/* Bytes the same weights take in f32. */
+uint64_t vram_lm_f32_bytes(const vram_lm *m);
 /* Writes the model as a weights-only .vram file (flag QUANTIZED when not f32). */
 vram_status vram_lm_save(const vram_lm *m, const char *path);
 

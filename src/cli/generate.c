@@ -274,31 +274,25 @@ static void teardown(vram_device *dev, vram_allocator *a, vram_runtime *rt) {
     vram_device_close(dev);
 }
 
-/* Loads (and converts) the model; 0 or an exit status after a message. */
+/* Loads the model, converting its matrices to quant (f32: as stored) as they are read; 0 or an
+ * exit status after a message. */
 static int load(vram_runtime *rt, const char *path, vram_wfmt quant, const char *tool, vram_lm **m) {
     uint64_t bytes = 0;
-    vram_status s = vram_lm_load(rt, path, m, &bytes);
+    int kept = 0;
+    vram_status s = vram_lm_load_as(rt, path, quant, m, &bytes, &kept);
     if (s != VRAM_OK) {
-        fprintf(stderr, "%s: %s\n", tool, vram_last_error());
+        if (s == VRAM_ERR_STATE)
+            fprintf(stderr, "%s: --%s: %s\n", tool, quant == VRAM_WFMT_Q8_0 ? "int8" : "bf16", vram_last_error());
+        else
+            fprintf(stderr, "%s: %s\n", tool, vram_last_error());
         return s == VRAM_ERR_OUT_OF_MEMORY ? 1 : 2;
     }
     const vram_model_info *in = vram_lm_info(*m);
-    printf("model '%s': GPT-2 layout, %d layers, %d heads, width %d, vocab %d, context %d, %s GELU, %s weights; "
-           "%.3f MiB copied from the file into the host device\n",
+    printf("model '%s': GPT-2 layout, %d layers, %d heads, width %d, vocab %d, context %d, %s GELU; %.3f MiB read from "
+           "the file into the host device; weights %s, %.3f MiB (%.4f of f32)%s\n",
            path, in->gpt.layers, in->gpt.heads, in->gpt.width, in->gpt.vocab, in->gpt.context,
-           in->activation == VRAM_ACT_GELU_TANH ? "tanh" : "erf", vram_wfmt_name(vram_lm_format(*m)), mib((int64_t)bytes));
-    if (quant != VRAM_WFMT_F32) {
-        uint64_t before = vram_lm_weight_bytes(*m);
-        int kept = 0;
-        s = vram_lm_quantize(*m, quant, &kept);
-        if (s != VRAM_OK) {
-            fprintf(stderr, "%s: --%s: %s\n", tool, quant == VRAM_WFMT_Q8_0 ? "int8" : "bf16", vram_last_error());
-            return s == VRAM_ERR_STATE ? 2 : 1;
-        }
-        printf("weights %s: %.3f MiB -> %.3f MiB (%.4f of f32)%s\n", vram_wfmt_name(quant), mib((int64_t)before),
-               mib((int64_t)vram_lm_weight_bytes(*m)), (double)vram_lm_weight_bytes(*m) / (double)before,
-               kept ? " (some matrices kept f32: rows not a multiple of 32)" : "");
-    }
+           in->activation == VRAM_ACT_GELU_TANH ? "tanh" : "erf", mib((int64_t)bytes), vram_wfmt_name(vram_lm_format(*m)),
+           mib((int64_t)vram_lm_weight_bytes(*m)), (double)vram_lm_weight_bytes(*m) / (double)vram_lm_f32_bytes(*m), kept ? " (some matrices kept f32: rows not a multiple of 32)" : "");
     return 0;
 }
 

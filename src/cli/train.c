@@ -6,6 +6,8 @@
  * optimizer step. A progress line per step; --eval-every N runs the validation split under
  * no_grad. --report prints the allocator's summary and a table of memory by category (the
  * allocator's per-tag statistics), whose current bytes add up to the allocated bytes.
+ * --save writes a model file (weights, optimizer state, step, random state: model_file.h) at the
+ * end and every --save-every steps, --resume continues one exactly (train_ckpt.c).
  * Out of memory anywhere (e.g. under a small --capacity) ends the run with the allocator's
  * out-of-memory report and exit status 1; bad flags and a missing corpus exit 2.
  */

@@ -12,6 +12,7 @@
  * (a prompt) a panel of 64 weight rows at a time is converted and goes through the f32 product:
  * its register tiling is worth more than the bytes saved once the weights are reused that often.
  */
+#include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
@@ -33,34 +34,37 @@ static inline float hsum(const v8f *p) {
 }
 
 /* y[m, n] for n in [n0, n1): each block of 32 weights is converted to floats (times its scale)
- * once and used against up to 8 activation rows, so the conversion costs little per row. */
+ * once and used against a tile of TILE activation rows (a constant, so the accumulators stay in
+ * registers): tiles of 4, then single rows. */
+#define Q8_TILE(TILE)                                                                                   \
+    for (; m0 + TILE <= M; m0 += TILE) {                                                                \
+        const float *xr = x + m0 * K;                                                                   \
+        v8f acc[TILE];                                                                                  \
+        for (int r = 0; r < TILE; r++) acc[r] = (v8f){0};                                               \
+        for (int64_t b = 0; b < nb; b++) {                                                              \
+            float d = F16(sc[n * nb + b]);                                                              \
+            v8f dv = {d, d, d, d, d, d, d, d};                                                          \
+            for (int c = 0; c < 32; c += 8) {                                                           \
+                v8f wv = LOAD8(qr + b * 32 + c) * dv;                                                   \
+                for (int r = 0; r < TILE; r++) {                                                        \
+                    v8f xv;                                                                             \
+                    memcpy(&xv, xr + r * K + b * 32 + c, 32);                                           \
+                    acc[r] += xv * wv;                                                                  \
+                }                                                                                       \
+            }                                                                                           \
+        }                                                                                               \
+        for (int r = 0; r < TILE; r++) y[(m0 + r) * N + n] = hsum(&acc[r]) + (bias ? bias[n] : 0.0f);  \
+    }
+
 #define Q8_BODY                                                                                         \
     int64_t nb = K / 32;                                                                                \
     const int8_t *q = w;                                                                                \
     const uint16_t *sc = (const uint16_t *)((const int8_t *)w + N * K);                                 \
     for (int64_t n = n0; n < n1; n++) {                                                                 \
         const int8_t *qr = q + n * K;                                                                   \
-        for (int64_t m0 = 0; m0 < M; m0 += 8) {                                                         \
-            int mt = M - m0 < 8 ? (int)(M - m0) : 8;                                                    \
-            const float *xr = x + m0 * K;                                                               \
-            v8f acc[8];                                                                                 \
-            memset(acc, 0, sizeof acc);                                                                 \
-            for (int64_t b = 0; b < nb; b++) {                                                          \
-                float d = vram_f16_to_f32(sc[n * nb + b]);                                              \
-                v8f dv = {d, d, d, d, d, d, d, d};                                                      \
-                for (int c = 0; c < 32; c += 8) {                                                       \
-                    v8i8 qi;                                                                            \
-                    memcpy(&qi, qr + b * 32 + c, 8);                                                    \
-                    v8f wv = __builtin_convertvector(__builtin_convertvector(qi, v8i), v8f) * dv;       \
-                    for (int r = 0; r < mt; r++) {                                                      \
-                        v8f xv;                                                                         \
-                        memcpy(&xv, xr + r * K + b * 32 + c, 32);                                       \
-                        acc[r] += xv * wv;                                                              \
-                    }                                                                                   \
-                }                                                                                       \
-            }                                                                                           \
-            for (int r = 0; r < mt; r++) y[(m0 + r) * N + n] = hsum(&acc[r]) + (bias ? bias[n] : 0.0f);  \
-        }                                                                                               \
+        int64_t m0 = 0;                                                                                 \
+        Q8_TILE(4)                                                                                      \
+        Q8_TILE(1)                                                                                      \
     }
 
 #define BF16_BODY                                                                                       \
@@ -86,14 +90,32 @@ static inline float hsum(const v8f *p) {
         }                                                                                               \
     }
 
+/* The f16 scale to f32, and 8 int8 weights to floats: single instructions in the AVX2 variant
+ * (F16C's vcvtph2ps, vpmovsxbd + vcvtdq2ps), portable code else. */
+#define load8_base(p)                                                                               \
+    __extension__({                                                                                 \
+        v8i8 qi_;                                                                                   \
+        memcpy(&qi_, (p), 8);                                                                       \
+        __builtin_convertvector(__builtin_convertvector(qi_, v8i), v8f);                            \
+    })
+#define F16(h) vram_f16_to_f32(h)
+#define LOAD8(p) load8_base(p)
 typedef void (*lowp_fn)(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, const float *restrict x,
                         const void *restrict w, const float *restrict bias, float *restrict y);
 
-__attribute__((target("avx2,fma"))) static void q8_avx2(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1,
-                                                        const float *restrict x, const void *restrict w,
-                                                        const float *restrict bias, float *restrict y) {
+#undef F16
+#undef LOAD8
+#define F16(h) _cvtsh_ss(h)
+#define LOAD8(p) ((v8f)_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p)))))
+__attribute__((target("avx2,fma,f16c"))) static void q8_avx2(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1,
+                                                             const float *restrict x, const void *restrict w,
+                                                             const float *restrict bias, float *restrict y) {
     Q8_BODY
 }
+#undef F16
+#undef LOAD8
+#define F16(h) vram_f16_to_f32(h)
+#define LOAD8(p) load8_base(p)
 static void q8_base(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, const float *restrict x,
                     const void *restrict w, const float *restrict bias, float *restrict y) {
     Q8_BODY
@@ -113,7 +135,7 @@ static lowp_fn pick(int fmt) {
     int a = have_avx2;
     if (a < 0) {
         __builtin_cpu_init();
-        a = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        a = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
         have_avx2 = a;
     }
     if (fmt == VRAM_WFMT_Q8_0) return a ? q8_avx2 : q8_base;

@@ -26,6 +26,9 @@ struct vram_kv_cache {
 
 vram_status vram_kv_cache_new(vram_lm *m, int batch, int64_t cap, vram_kv_cache **out) {
     const vram_gpt_config *g = &m->info.gpt;
+    const vram_kernels *k = m->rt->k;
+    if (!k->linear_lowp || !k->embedding_lowp || !k->kv_attention || !k->gelu_tanh)
+        return vram_error(VRAM_ERR_UNSUPPORTED, "kv cache: the %s kernel table has no inference kernels", k->name);
     if (batch < 1 || cap < 1 || cap > g->context)
         return vram_error(VRAM_ERR_INVALID_ARG, "kv cache: batch %d, capacity %lld (context %d)", batch, (long long)cap,
                           g->context);

@@ -28,6 +28,10 @@ struct vram_lm {
     vram_model_info info;
     int n;
     vram_lm_weight *w; /* [n]: wte, wpe, 12 per layer, ln_f weight and bias, lm_head */
+    /* bf16 and Q8_0 weights are views into one block (their sizes, 1/32 over a power of two,
+     * would each be rounded up to the allocator's next size class); NULL until needed */
+    vram_tensor *arena;
+    uint64_t arena_used;
 };
 
 #endif

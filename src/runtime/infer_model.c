@@ -78,6 +78,7 @@ static vram_status lm_alloc(vram_runtime *rt, const vram_model_info *info, vram_
 void vram_lm_free(vram_lm *m) {
     if (!m) return;
     for (int i = 0; m->w && i < m->n; i++) vram_tensor_free(m->w[i].t);
+    vram_tensor_free(m->arena);
     free(m->w);
     free(m);
 }
@@ -93,118 +94,53 @@ vram_wfmt vram_lm_format(const vram_lm *m) {
 
 uint64_t vram_lm_weight_bytes(const vram_lm *m) {
     uint64_t b = 0;
-    for (int i = 0; i < m->n; i++) b += vram_tensor_storage_bytes(m->w[i].t);
+    for (int i = 0; i < m->n; i++) b += vram_wfmt_bytes(m->w[i].fmt, m->w[i].rows, m->w[i].cols);
     return b;
 }
 
-/* A tensor for weight w in format fmt (f32: [rows, cols] or [cols]; else u8 bytes). */
-static vram_status weight_tensor(vram_runtime *rt, const vram_lm_weight *w, vram_wfmt fmt, vram_tensor **out) {
+uint64_t vram_lm_f32_bytes(const vram_lm *m) {
+    uint64_t b = 0;
+    for (int i = 0; i < m->n; i++) b += vram_wfmt_bytes(VRAM_WFMT_F32, m->w[i].rows, m->w[i].cols);
+    return b;
+}
+
+#define ARENA_ALIGN 64
+
+/* Reserves the block the converted weights will be views into: `bytes` as arena_bytes sums. */
+static vram_status arena_reserve(vram_lm *m, uint64_t bytes) {
+    if (m->arena || !bytes) return VRAM_OK;
+    int64_t n = (int64_t)bytes;
+    m->arena_used = 0;
+    return vram_tensor_empty(m->rt, VRAM_DTYPE_U8, 1, &n, VRAM_TAG_PARAMETER, &m->arena);
+}
+
+static uint64_t arena_round(uint64_t b) { return (b + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN; }
+
+/* A tensor for weight w in format fmt: f32 [rows, cols] (or [cols]) of its own; bf16 and Q8_0,
+ * u8 bytes from the arena while it has room, else a block of their own. */
+static vram_status weight_tensor(vram_lm *m, const vram_lm_weight *w, vram_wfmt fmt, vram_tensor **out) {
     if (fmt == VRAM_WFMT_F32) {
         int64_t shape[2] = {w->rows, w->cols};
-        return w->rows == 1 ? vram_tensor_new(rt, VRAM_DTYPE_F32, 1, &shape[1], VRAM_TAG_PARAMETER, out)
-                            : vram_tensor_new(rt, VRAM_DTYPE_F32, 2, shape, VRAM_TAG_PARAMETER, out);
+        return w->rows == 1 ? vram_tensor_new(m->rt, VRAM_DTYPE_F32, 1, &shape[1], VRAM_TAG_PARAMETER, out)
+                            : vram_tensor_new(m->rt, VRAM_DTYPE_F32, 2, shape, VRAM_TAG_PARAMETER, out);
     }
-    int64_t bytes = (int64_t)vram_wfmt_bytes(fmt, w->rows, w->cols);
-    return vram_tensor_new(rt, VRAM_DTYPE_U8, 1, &bytes, VRAM_TAG_PARAMETER, out);
+    int64_t bytes = (int64_t)vram_wfmt_bytes(fmt, w->rows, w->cols), one = 1;
+    if (m->arena && m->arena_used + (uint64_t)bytes <= (uint64_t)vram_tensor_numel(m->arena)) {
+        *out = vram_tensor_view_new(m->arena, 1, &bytes, &one, (int64_t)m->arena_used);
+        if (!*out) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "model: out of host memory");
+        m->arena_used += arena_round((uint64_t)bytes);
+        return VRAM_OK;
+    }
+    return vram_tensor_new(m->rt, VRAM_DTYPE_U8, 1, &bytes, VRAM_TAG_PARAMETER, out);
 }
 
-static vram_status load_vram(vram_runtime *rt, const char *path, vram_lm **out, uint64_t *bytes_read) {
-    vram_model_file *f = NULL;
-    vram_lm *m = NULL;
-    vram_status s = vram_model_file_open(path, &f);
-    if (s == VRAM_OK) s = vram_model_info_check(vram_model_file_info(f), path);
-    if (s == VRAM_OK) s = lm_alloc(rt, vram_model_file_info(f), &m);
-    for (int i = 0; m && i < m->n && s == VRAM_OK; i++) {
-        vram_lm_weight *w = &m->w[i];
-        int k = vram_model_file_find(f, w->name, VRAM_MF_ROLE_PARAM);
-        vram_model_entry e;
-        if (k < 0) {
-            s = vram_error(VRAM_ERR_PARSE, "model '%s' has no tensor '%s' (another architecture or shape?)", path, w->name);
-            break;
-        }
-        vram_model_file_entry(f, k, &e);
-        int64_t er = e.ndim == 1 ? 1 : e.shape[0], ec = e.shape[e.ndim - 1];
-        if (e.ndim > 2 || er != w->rows || ec != w->cols || (w->rows == 1 && e.fmt != VRAM_WFMT_F32)) {
-            s = vram_error(VRAM_ERR_PARSE, "model '%s': tensor '%s' is %s [%lld, %lld], the header's shape needs [%lld, %lld]",
-                           path, w->name, vram_wfmt_name(e.fmt), (long long)er, (long long)ec, (long long)w->rows,
-                           (long long)w->cols);
-            break;
-        }
-        w->fmt = e.fmt;
-        s = weight_tensor(rt, w, e.fmt, &w->t);
-        if (s == VRAM_OK) s = vram_model_file_read(f, k, vram_tensor_data(w->t), vram_tensor_storage_bytes(w->t));
-    }
-    if (s == VRAM_OK && bytes_read) *bytes_read = vram_model_file_bytes_read(f);
-    vram_model_file_close(f);
-    if (s != VRAM_OK) {
-        vram_lm_free(m);
-        return s;
-    }
-    m->info.flags &= ~(uint32_t)VRAM_MF_TRAINING;
-    *out = m;
-    return VRAM_OK;
-}
-
-static vram_status load_safetensors(vram_runtime *rt, const char *path, vram_lm **out, uint64_t *bytes_read) {
-    vram_safetensors *st = NULL;
-    vram_lm *m = NULL;
-    vram_model_info info;
-    vram_status s = vram_safetensors_open(path, &st);
-    if (s == VRAM_OK) s = vram_safetensors_gpt_info(st, &info);
-    if (s == VRAM_OK) s = vram_model_info_check(&info, path);
-    if (s == VRAM_OK) s = lm_alloc(rt, &info, &m);
-    /* every tensor checked before any is allocated: the shape comes from the file */
-    for (int i = 0; m && i < m->n && s == VRAM_OK; i++) s = vram_safetensors_read_gpt(st, m->w[i].name, m->w[i].rows, m->w[i].cols, NULL);
-    for (int i = 0; m && i < m->n && s == VRAM_OK; i++) {
-        vram_lm_weight *w = &m->w[i];
-        s = weight_tensor(rt, w, VRAM_WFMT_F32, &w->t);
-        if (s == VRAM_OK) s = vram_safetensors_read_gpt(st, w->name, w->rows, w->cols, vram_tensor_data(w->t));
-    }
-    if (s == VRAM_OK && bytes_read) *bytes_read = vram_safetensors_bytes_read(st);
-    vram_safetensors_close(st);
-    if (s != VRAM_OK) {
-        vram_lm_free(m);
-        return s;
-    }
-    *out = m;
-    return VRAM_OK;
-}
-
-vram_status vram_lm_load(vram_runtime *rt, const char *path, vram_lm **out, uint64_t *bytes_read) {
-    if (!rt || !path || !out) return vram_error(VRAM_ERR_INVALID_ARG, "model load: null argument");
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return vram_error(VRAM_ERR_NOT_FOUND, "model '%s': cannot open", path);
-    char magic[8] = {0};
-    size_t got = fread(magic, 1, 8, fp);
-    fclose(fp);
-    /* a safetensors file starts with its header's length, a small number: its high bytes are 0 */
-    if (got == 8 && !memcmp(magic, "VRAMMODL", 8)) return load_vram(rt, path, out, bytes_read);
-    if (got == 8 && magic[7] == 0 && magic[6] == 0 && magic[5] == 0) return load_safetensors(rt, path, out, bytes_read);
-    return vram_error(VRAM_ERR_PARSE, "'%s' is neither a vram model file nor safetensors", path);
-}
-
-vram_status vram_lm_from_gpt(vram_gpt *g, vram_lm **out) {
-    vram_param_list *pl = vram_gpt_params(g);
-    vram_runtime *rt = vram_tensor_runtime(vram_param_list_get(pl, 0));
-    vram_model_info info;
-    vram_model_info_from_gpt(&info, vram_gpt_get_config(g));
-    vram_lm *m = NULL;
-    vram_status s = lm_alloc(rt, &info, &m);
-    for (int i = 0; s == VRAM_OK && i < m->n; i++) {
-        vram_tensor *p = vram_param_list_find(pl, m->w[i].name);
-        if (!p || vram_tensor_numel(p) != m->w[i].rows * m->w[i].cols) {
-            s = vram_error(VRAM_ERR_INTERNAL, "model from gpt: parameter '%s' missing or misshapen", m->w[i].name);
-            break;
-        }
-        s = weight_tensor(rt, &m->w[i], VRAM_WFMT_F32, &m->w[i].t);
-        if (s == VRAM_OK) memcpy(vram_tensor_data(m->w[i].t), vram_tensor_data(p), (size_t)vram_tensor_numel(p) * 4);
-    }
-    if (s != VRAM_OK) {
-        vram_lm_free(m);
-        return s;
-    }
-    *out = m;
-    return VRAM_OK;
+/* The arena size for converting every matrix of m to fmt. */
+static uint64_t arena_bytes(const vram_lm *m, vram_wfmt fmt) {
+    uint64_t b = 0;
+    for (int i = 0; i < m->n; i++)
+        if (m->w[i].rows > 1 && !(fmt == VRAM_WFMT_Q8_0 && m->w[i].cols % 32))
+            b += arena_round(vram_wfmt_bytes(fmt, m->w[i].rows, m->w[i].cols));
+    return b;
 }
 
 static void quantize_q8_0(const float *w, int64_t rows, int64_t cols, uint8_t *out) {
@@ -224,34 +160,177 @@ static void quantize_q8_0(const float *w, int64_t rows, int64_t cols, uint8_t *o
     }
 }
 
-vram_status vram_lm_quantize(vram_lm *m, vram_wfmt fmt, int *kept) {
+/* Converts weight w (f32) to fmt in place; vectors, and under Q8_0 rows not a multiple of 32
+ * long, stay f32 (*kept counts the latter). */
+static vram_status quantize_one(vram_lm *m, vram_lm_weight *w, vram_wfmt fmt, int *kept) {
+    if (w->rows == 1 || w->fmt != VRAM_WFMT_F32) return VRAM_OK;
+    if (fmt == VRAM_WFMT_Q8_0 && w->cols % 32) {
+        (*kept)++;
+        return VRAM_OK;
+    }
+    vram_tensor *t = NULL;
+    vram_status s = weight_tensor(m, w, fmt, &t);
+    if (s != VRAM_OK) return s;
+    const float *src = vram_tensor_data(w->t);
+    uint8_t *dst = vram_tensor_data(t);
+    if (fmt == VRAM_WFMT_Q8_0) {
+        quantize_q8_0(src, w->rows, w->cols, dst);
+    } else {
+        for (int64_t j = 0; j < w->rows * w->cols; j++) ((uint16_t *)dst)[j] = vram_f32_to_bf16(src[j]);
+    }
+    vram_tensor_free(w->t);
+    w->t = t;
+    w->fmt = fmt;
+    return VRAM_OK;
+}
+
+static vram_status check_target(const vram_lm *m, vram_wfmt fmt) {
     if (fmt != VRAM_WFMT_Q8_0 && fmt != VRAM_WFMT_BF16)
         return vram_error(VRAM_ERR_INVALID_ARG, "quantize: format %s is not a quantized format", vram_wfmt_name(fmt));
     if (vram_lm_format(m) != VRAM_WFMT_F32)
         return vram_error(VRAM_ERR_STATE, "quantize: the model is already %s; quantize an f32 model",
                           vram_wfmt_name(vram_lm_format(m)));
-    int k = 0;
-    for (int i = 0; i < m->n; i++) {
-        vram_lm_weight *w = &m->w[i];
-        if (w->rows == 1) continue;
-        if (fmt == VRAM_WFMT_Q8_0 && w->cols % 32) {
-            k++;
-            continue;
-        }
-        vram_tensor *t = NULL;
-        vram_status s = weight_tensor(m->rt, w, fmt, &t);
-        if (s != VRAM_OK) return s;
-        const float *src = vram_tensor_data(w->t);
-        uint8_t *dst = vram_tensor_data(t);
-        if (fmt == VRAM_WFMT_Q8_0) {
-            quantize_q8_0(src, w->rows, w->cols, dst);
-        } else {
-            for (int64_t j = 0; j < w->rows * w->cols; j++) ((uint16_t *)dst)[j] = vram_f32_to_bf16(src[j]);
-        }
-        vram_tensor_free(w->t);
-        w->t = t;
-        w->fmt = fmt;
+    return VRAM_OK;
+}
+
+/* Entry of weight w in f, checked against the shape the header implies; -1 after an error. */
+static int find_entry(vram_model_file *f, const char *path, const vram_lm_weight *w, vram_model_entry *e) {
+    int k = vram_model_file_find(f, w->name, VRAM_MF_ROLE_PARAM);
+    if (k < 0) {
+        vram_error(VRAM_ERR_PARSE, "model '%s' has no tensor '%s' (another architecture or shape?)", path, w->name);
+        return -1;
     }
+    vram_model_file_entry(f, k, e);
+    int64_t er = e->ndim == 1 ? 1 : e->shape[0], ec = e->shape[e->ndim - 1];
+    if (e->ndim > 2 || er != w->rows || ec != w->cols || (w->rows == 1 && e->fmt != VRAM_WFMT_F32)) {
+        vram_error(VRAM_ERR_PARSE, "model '%s': tensor '%s' is %s [%lld, %lld], the header's shape needs [%lld, %lld]", path,
+                   w->name, vram_wfmt_name(e->fmt), (long long)er, (long long)ec, (long long)w->rows, (long long)w->cols);
+        return -1;
+    }
+    return k;
+}
+
+/* Every entry is checked, and the arena sized, before any weight is allocated. */
+static vram_status load_vram(vram_runtime *rt, const char *path, vram_wfmt want, int *kept, vram_lm **out, uint64_t *bytes_read) {
+    vram_model_file *f = NULL;
+    vram_lm *m = NULL;
+    vram_model_entry e;
+    vram_status s = vram_model_file_open(path, &f);
+    if (s == VRAM_OK) s = vram_model_info_check(vram_model_file_info(f), path);
+    if (s == VRAM_OK) s = lm_alloc(rt, vram_model_file_info(f), &m);
+    uint64_t stored = 0; /* bytes of the file's bf16 and Q8_0 tensors */
+    for (int i = 0; m && i < m->n && s == VRAM_OK; i++) {
+        if (find_entry(f, path, &m->w[i], &e) < 0) s = VRAM_ERR_PARSE;
+        else if (e.fmt != VRAM_WFMT_F32) stored += arena_round(e.nbytes);
+    }
+    if (s == VRAM_OK && stored && want != VRAM_WFMT_F32) {
+        m->w[0].fmt = VRAM_WFMT_Q8_0; /* check_target's "already": the file is quantized */
+        s = check_target(m, want);
+        m->w[0].fmt = VRAM_WFMT_F32;
+    }
+    if (s == VRAM_OK) s = arena_reserve(m, stored ? stored : want != VRAM_WFMT_F32 ? arena_bytes(m, want) : 0);
+    for (int i = 0; m && i < m->n && s == VRAM_OK; i++) {
+        vram_lm_weight *w = &m->w[i];
+        int k = find_entry(f, path, w, &e);
+        w->fmt = e.fmt;
+        s = weight_tensor(m, w, e.fmt, &w->t);
+        if (s == VRAM_OK) s = vram_model_file_read(f, k, vram_tensor_data(w->t), e.nbytes);
+        if (s == VRAM_OK && want != VRAM_WFMT_F32) s = quantize_one(m, w, want, kept);
+    }
+    if (s == VRAM_OK && bytes_read) *bytes_read = vram_model_file_bytes_read(f);
+    vram_model_file_close(f);
+    if (s != VRAM_OK) {
+        vram_lm_free(m);
+        return s;
+    }
+    m->info.flags &= ~(uint32_t)VRAM_MF_TRAINING;
+    *out = m;
+    return VRAM_OK;
+}
+
+static vram_status load_safetensors(vram_runtime *rt, const char *path, vram_wfmt want, int *kept, vram_lm **out,
+                                    uint64_t *bytes_read) {
+    vram_safetensors *st = NULL;
+    vram_lm *m = NULL;
+    vram_model_info info;
+    vram_status s = vram_safetensors_open(path, &st);
+    if (s == VRAM_OK) s = vram_safetensors_gpt_info(st, &info);
+    if (s == VRAM_OK) s = vram_model_info_check(&info, path);
+    if (s == VRAM_OK) s = lm_alloc(rt, &info, &m);
+    /* every tensor checked before any is allocated: the shape comes from the file */
+    for (int i = 0; m && i < m->n && s == VRAM_OK; i++) s = vram_safetensors_read_gpt(st, m->w[i].name, m->w[i].rows, m->w[i].cols, NULL);
+    if (s == VRAM_OK && want != VRAM_WFMT_F32) s = arena_reserve(m, arena_bytes(m, want));
+    for (int i = 0; m && i < m->n && s == VRAM_OK; i++) {
+        vram_lm_weight *w = &m->w[i];
+        s = weight_tensor(m, w, VRAM_WFMT_F32, &w->t);
+        if (s == VRAM_OK) s = vram_safetensors_read_gpt(st, w->name, w->rows, w->cols, vram_tensor_data(w->t));
+        if (s == VRAM_OK && want != VRAM_WFMT_F32) s = quantize_one(m, w, want, kept);
+    }
+    if (s == VRAM_OK && bytes_read) *bytes_read = vram_safetensors_bytes_read(st);
+    vram_safetensors_close(st);
+    if (s != VRAM_OK) {
+        vram_lm_free(m);
+        return s;
+    }
+    *out = m;
+    return VRAM_OK;
+}
+
+vram_status vram_lm_load_as(vram_runtime *rt, const char *path, vram_wfmt want, vram_lm **out, uint64_t *bytes_read,
+                            int *kept) {
+    if (!rt || !path || !out) return vram_error(VRAM_ERR_INVALID_ARG, "model load: null argument");
+    if (want != VRAM_WFMT_F32 && want != VRAM_WFMT_Q8_0 && want != VRAM_WFMT_BF16)
+        return vram_error(VRAM_ERR_INVALID_ARG, "model load: no weight format %d", (int)want);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return vram_error(VRAM_ERR_NOT_FOUND, "model '%s': cannot open", path);
+    char magic[8] = {0};
+    size_t got = fread(magic, 1, 8, fp);
+    fclose(fp);
+    int k = 0;
+    vram_status s;
+    /* a safetensors file starts with its header's length, a small number: its high bytes are 0 */
+    if (got == 8 && !memcmp(magic, "VRAMMODL", 8)) s = load_vram(rt, path, want, &k, out, bytes_read);
+    else if (got == 8 && magic[7] == 0 && magic[6] == 0 && magic[5] == 0) s = load_safetensors(rt, path, want, &k, out, bytes_read);
+    else return vram_error(VRAM_ERR_PARSE, "'%s' is neither a vram model file nor safetensors", path);
+    if (s == VRAM_OK && want != VRAM_WFMT_F32) (*out)->info.flags |= VRAM_MF_QUANTIZED;
+    if (s == VRAM_OK && kept) *kept = k;
+    return s;
+}
+
+vram_status vram_lm_load(vram_runtime *rt, const char *path, vram_lm **out, uint64_t *bytes_read) {
+    return vram_lm_load_as(rt, path, VRAM_WFMT_F32, out, bytes_read, NULL);
+}
+
+vram_status vram_lm_from_gpt(vram_gpt *g, vram_lm **out) {
+    vram_param_list *pl = vram_gpt_params(g);
+    vram_runtime *rt = vram_tensor_runtime(vram_param_list_get(pl, 0));
+    vram_model_info info;
+    vram_model_info_from_gpt(&info, vram_gpt_get_config(g));
+    vram_lm *m = NULL;
+    vram_status s = lm_alloc(rt, &info, &m);
+    for (int i = 0; s == VRAM_OK && i < m->n; i++) {
+        vram_tensor *p = vram_param_list_find(pl, m->w[i].name);
+        if (!p || vram_tensor_numel(p) != m->w[i].rows * m->w[i].cols) {
+            s = vram_error(VRAM_ERR_INTERNAL, "model from gpt: parameter '%s' missing or misshapen", m->w[i].name);
+            break;
+        }
+        s = weight_tensor(m, &m->w[i], VRAM_WFMT_F32, &m->w[i].t);
+        if (s == VRAM_OK) memcpy(vram_tensor_data(m->w[i].t), vram_tensor_data(p), (size_t)vram_tensor_numel(p) * 4);
+    }
+    if (s != VRAM_OK) {
+        vram_lm_free(m);
+        return s;
+    }
+    *out = m;
+    return VRAM_OK;
+}
+
+vram_status vram_lm_quantize(vram_lm *m, vram_wfmt fmt, int *kept) {
+    vram_status s = check_target(m, fmt);
+    if (s == VRAM_OK) s = arena_reserve(m, arena_bytes(m, fmt));
+    int k = 0;
+    for (int i = 0; i < m->n && s == VRAM_OK; i++) s = quantize_one(m, &m->w[i], fmt, &k);
+    if (s != VRAM_OK) return s;
     m->info.flags |= VRAM_MF_QUANTIZED;
     if (kept) *kept = k;
     return VRAM_OK;

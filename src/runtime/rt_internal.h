@@ -127,7 +127,8 @@ typedef struct vram_kernels {
 
     /* ---- inference (generate.c; CPU versions in cpu_infer.c) ---- */
     /* y[M, N] = x[M, K] W^T + bias (may be NULL), W [N, K] in fmt (VRAM_WFMT_Q8_0 or _BF16,
-     * model_file.h) read as stored: no dequantised copy. x, y contiguous f32. */
+     * model_file.h) read as stored: never a dequantised copy of the whole matrix. x, y
+     * contiguous f32. A device without these slots (NULL) cannot run the inference model. */
     void (*linear_lowp)(vram_runtime *rt, int fmt, int64_t M, int64_t N, int64_t K, const float *x, const void *w,
                         const float *bias, float *y);
     /* out[i, :] = row ids[i] of table [rows, c] in fmt (f32, bf16 or Q8_0); ids range-checked. */
