@@ -1,4 +1,4 @@
-/* bench_generate.c — generation on the CPU with f32, bf16 and INT8 (Q8_0) weights, side by side,
+/* bench_generate.c — generation on the CPU with f32, bf16 and INT8 (Q8_0, Q8_R) weights, side by side,
  * and what each costs in memory by category; then the same forward with and without gradients.
  *
  *   bench_generate [--layers N] [--heads N] [--width N] [--vocab N] [--context N] [--batch B]
@@ -83,12 +83,12 @@ static int generate_once(vram_lm *m, const opts *o, int32_t **prompts, int64_t *
     return s != VRAM_OK;
 }
 
-/* The three formats: converted copies of g; an untimed generation each for its memory by
+/* The formats: converted copies of g; an untimed generation each for its memory by
  * category (peaks reset before it), then R rounds that time one generation of each format in
  * turn, so a slow spell of a shared machine hits every format alike. */
 static int run_formats(vram_allocator *a, vram_gpt *g, const opts *o, int32_t **prompts, int64_t *lens) {
-    enum { NF = 3 };
-    vram_wfmt fmts[NF] = {VRAM_WFMT_F32, VRAM_WFMT_BF16, VRAM_WFMT_Q8_0};
+    enum { NF = 4 };
+    vram_wfmt fmts[NF] = {VRAM_WFMT_F32, VRAM_WFMT_BF16, VRAM_WFMT_Q8_0, VRAM_WFMT_Q8_R};
     vram_lm *m[NF] = {0};
     double *tps[NF] = {0}, prefill[NF] = {0}, mem[NF][5] = {{0}};
     int rc = 0;

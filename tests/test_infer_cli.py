@@ -54,7 +54,7 @@ def main():
         r = run(common + ["--steps", steps, "--save", model])
         check(r.returncode == 0, "training %s steps: %s" % (steps, r.stderr))
         ev = [vram, "generate", "--model", model, "--eval", corpus, "--eval-tokens", "4096"]
-        e32, e8 = run(ev), run(ev + ["--int8"])
+        e32, e8, e8r = run(ev), run(ev + ["--int8"]), run(ev + ["--int8-row"])
         r = run([vram, "quantize", model, p("q.vram")])
         check(r.returncode == 0 and "wrote" in r.stdout, "quantize: " + r.stderr)
         eq = run([vram, "generate", "--model", p("q.vram"), "--eval", corpus, "--eval-tokens", "4096"])
@@ -64,6 +64,10 @@ def main():
             print("held-out perplexity f32 %.6f, int8 %.6f (%+.4f%%)" % (a, b, 100 * (b / a - 1)))
             check(b <= a * 1.005, "int8 perplexity within +0.5%% of f32: %f vs %f" % (b, a))
             check(b == c, "--int8 and a quantized file give the same perplexity: %f %f" % (b, c))
+            if check(e8r.returncode == 0, "--int8-row: " + e8r.stderr):
+                d = ppl(e8r.stdout)
+                print("held-out perplexity int8 per output channel %.6f (%+.4f%%)" % (d, 100 * (d / a - 1)))
+                check(d <= a * 1.005, "int8 (per channel) perplexity within +0.5%% of f32: %f vs %f" % (d, a))
             ratio = float(re.search(r"\(([0-9.]+) of f32\)", e8.stdout).group(1))
             check(ratio <= 0.28, "int8 weights %.4f of f32 (this small model's biases weigh in)" % ratio)
 

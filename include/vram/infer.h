@@ -28,7 +28,7 @@ typedef struct vram_lm vram_lm;
 /* From a .vram file (f32 or quantized) or a .safetensors file (by its contents' first bytes: a
  * .vram file starts with VRAMMODL). *bytes_read (may be NULL): bytes copied into the device. */
 vram_status vram_lm_load(vram_runtime *rt, const char *path, vram_lm **out, uint64_t *bytes_read);
-/* The same, converting each matrix of an f32 file to `want` (Q8_0 or bf16) as soon as it is read,
+/* The same, converting each matrix of an f32 file to `want` (Q8_0, Q8_R or bf16) as soon as it is read,
  * so the whole f32 model never occupies memory: the peak is the converted model plus one f32
  * matrix. A file already quantized is VRAM_ERR_STATE. *kept as vram_lm_quantize's. */
 vram_status vram_lm_load_as(vram_runtime *rt, const char *path, vram_wfmt want, vram_lm **out, uint64_t *bytes_read,
@@ -38,7 +38,7 @@ vram_status vram_lm_from_gpt(vram_gpt *g, vram_lm **out);
 void vram_lm_free(vram_lm *m);
 const vram_model_info *vram_lm_info(const vram_lm *m);
 vram_runtime *vram_lm_runtime(const vram_lm *m);
-/* Converts the matrices of an f32 model to fmt (VRAM_WFMT_Q8_0 or VRAM_WFMT_BF16). A model
+/* Converts the matrices of an f32 model to fmt (VRAM_WFMT_Q8_0, _Q8_R or _BF16). A model
  * already in another format is VRAM_ERR_STATE; a matrix whose rows are not a multiple of 32
  * long stays f32 under Q8_0 (*kept, may be NULL, counts them). */
 vram_status vram_lm_quantize(vram_lm *m, vram_wfmt fmt, int *kept);

@@ -6,8 +6,8 @@
  * the random state (which also decides the data batches: their offsets are drawn from it), the
  * corpus size and the optimizer's configuration. Each directory entry is a tensor: a dotted
  * name ("h.0.attn.c_attn.weight"), a role (parameter, or the first or second optimizer state
- * of the parameter of that name), a storage format (f32, bf16, or Q8_0: int8 with one f16 scale
- * per block of 32), a shape, an offset and length, and a checksum of its bytes.
+ * of the parameter of that name), a storage format (f32, bf16, Q8_0: int8 with one f16 scale
+ * per block of 32, or Q8_R: int8 with one f32 scale per row), a shape, an offset and length, and a checksum of its bytes.
  *
  * Reading maps the file, checks the header, the directory and every range against the file's
  * size before anything is read; a tensor is copied out of the map into memory the caller
@@ -30,7 +30,8 @@ enum { VRAM_MODEL_FILE_VERSION = 1 };
 typedef enum vram_wfmt {
     VRAM_WFMT_F32 = 1,
     VRAM_WFMT_BF16 = 2,
-    VRAM_WFMT_Q8_0 = 3 /* [rows, cols], cols % 32 == 0: int8 q[rows*cols] then f16 scale[rows*cols/32] */
+    VRAM_WFMT_Q8_0 = 3, /* [rows, cols], cols % 32 == 0: int8 q[rows*cols] then f16 scale[rows*cols/32] */
+    VRAM_WFMT_Q8_R = 4  /* [rows, cols], per output channel: int8 q[rows*cols] then f32 scale[rows] */
 } vram_wfmt;
 const char *vram_wfmt_name(vram_wfmt f);
 /* Bytes of a rows x cols matrix (or a vector: rows 1) in the format. */

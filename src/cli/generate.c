@@ -41,7 +41,8 @@ static void usage(FILE *out) {
             "  --temperature T    0 = greedy (default 0.8)\n"
             "  --top-k K          sample among the K likeliest (default 40; 0 = all)\n"
             "  --seed S           random seed (default 1337)\n"
-            "  --int8             quantize the matrices to INT8 (Q8_0) after loading\n"
+            "  --int8             INT8 matrices, Q8_0: an f16 scale per 32 weights (converted while loading)\n"
+            "  --int8-row         INT8 matrices, one f32 scale per output channel (Q8_R)\n"
             "  --bf16             store the matrices as bf16 after loading\n"
             "  --no-cache         recompute every prefix in full at each step (the KV cache's comparison)\n"
             "  --eval PATH        instead of generating: perplexity on the last 10%% of the text file PATH\n"
@@ -75,10 +76,10 @@ static int parse(int argc, char **argv, gen_opts *o) {
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
             usage(stdout);
             return 1;
-        } else if (!strcmp(f, "--int8") || !strcmp(f, "--bf16")) {
-            vram_wfmt q = f[2] == 'i' ? VRAM_WFMT_Q8_0 : VRAM_WFMT_BF16;
+        } else if (!strcmp(f, "--int8") || !strcmp(f, "--int8-row") || !strcmp(f, "--bf16")) {
+            vram_wfmt q = !strcmp(f, "--int8") ? VRAM_WFMT_Q8_0 : !strcmp(f, "--int8-row") ? VRAM_WFMT_Q8_R : VRAM_WFMT_BF16;
             if (o->quant != VRAM_WFMT_F32 && o->quant != q) {
-                fprintf(stderr, "vram generate: --int8 and --bf16 exclude each other\n");
+                fprintf(stderr, "vram generate: --int8, --int8-row and --bf16 exclude each other\n");
                 return 2;
             }
             o->quant = q;
@@ -282,7 +283,7 @@ static int load(vram_runtime *rt, const char *path, vram_wfmt quant, const char 
     vram_status s = vram_lm_load_as(rt, path, quant, m, &bytes, &kept);
     if (s != VRAM_OK) {
         if (s == VRAM_ERR_STATE)
-            fprintf(stderr, "%s: --%s: %s\n", tool, quant == VRAM_WFMT_Q8_0 ? "int8" : "bf16", vram_last_error());
+            fprintf(stderr, "%s: %s: %s\n", tool, vram_wfmt_name(quant), vram_last_error());
         else
             fprintf(stderr, "%s: %s\n", tool, vram_last_error());
         return s == VRAM_ERR_OUT_OF_MEMORY ? 1 : 2;
@@ -320,16 +321,18 @@ int vram_cmd_quantize(int argc, char **argv) {
     vram_wfmt fmt = VRAM_WFMT_Q8_0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: vram quantize IN OUT [--format q8_0|bf16]\n"
-                   "Writes the model IN (.vram f32, or GPT-2 .safetensors) with its matrices in INT8 Q8_0 (one f16 scale\n"
-                   "per 32 weights: 8.5 bits a weight; the default) or bf16 to the .vram file OUT.\n");
+            printf("usage: vram quantize IN OUT [--format q8_0|q8_r|bf16]\n"
+                   "Writes the model IN (.vram f32, or GPT-2 .safetensors) with its matrices in INT8 to the .vram file OUT:\n"
+                   "q8_0 (the default) one f16 scale per 32 weights, 8.5 bits a weight; q8_r one f32 scale per output\n"
+                   "channel, 8 + 32/columns bits; or bf16.\n");
             return 0;
         } else if (!strcmp(argv[i], "--format") && i + 1 < argc) {
             const char *v = argv[++i];
             if (!strcmp(v, "q8_0") || !strcmp(v, "int8")) fmt = VRAM_WFMT_Q8_0;
+            else if (!strcmp(v, "q8_r")) fmt = VRAM_WFMT_Q8_R;
             else if (!strcmp(v, "bf16")) fmt = VRAM_WFMT_BF16;
             else {
-                fprintf(stderr, "vram quantize: --format is q8_0 or bf16, not '%s'\n", v);
+                fprintf(stderr, "vram quantize: --format is q8_0, q8_r or bf16, not '%s'\n", v);
                 return 2;
             }
         } else if (argv[i][0] == '-') {
@@ -345,7 +348,7 @@ int vram_cmd_quantize(int argc, char **argv) {
         }
     }
     if (!in || !out) {
-        fprintf(stderr, "usage: vram quantize IN OUT [--format q8_0|bf16]\n");
+        fprintf(stderr, "usage: vram quantize IN OUT [--format q8_0|q8_r|bf16]\n");
         return 2;
     }
     vram_device *dev = NULL;

@@ -7,7 +7,8 @@
  * block of 32 along K; w[n, k] = q[n*K + k] * scale[(n*K + k) / 32]. The product walks one
  * weight row at a time, converting 8 int8 at a time to floats in registers, multiplying by the
  * activations, and scaling each block's partial sum once: the int8 bytes are the only weight
- * bytes read, and no dequantised matrix ever exists. Rows of the output are split over threads.
+ * bytes read, and no dequantised matrix ever exists. Q8_R (one f32 scale per row, after the
+ * int8 values) scales each row's dot product once. Rows of the output are split over threads.
  * The vector body is compiled for AVX2+FMA and the baseline, picked on first use. For many rows
  * (a prompt) a panel of 64 weight rows at a time is converted and goes through the f32 product:
  * its register tiling is worth more than the bytes saved once the weights are reused that often.
@@ -67,6 +68,39 @@ static inline float hsum(const v8f *p) {
         Q8_TILE(1)                                                                                      \
     }
 
+/* Q8_R: one f32 scale per weight row, applied once to the row's dot product. */
+#define Q8R_TILE(TILE)                                                                                  \
+    for (; m0 + TILE <= M; m0 += TILE) {                                                                \
+        const float *xr = x + m0 * K;                                                                   \
+        v8f acc[TILE];                                                                                  \
+        for (int r = 0; r < TILE; r++) acc[r] = (v8f){0};                                               \
+        int64_t k = 0;                                                                                  \
+        for (; k + 8 <= K; k += 8) {                                                                    \
+            v8f wv = LOAD8(qr + k);                                                                     \
+            for (int r = 0; r < TILE; r++) {                                                            \
+                v8f xv;                                                                                 \
+                memcpy(&xv, xr + r * K + k, 32);                                                        \
+                acc[r] += xv * wv;                                                                      \
+            }                                                                                           \
+        }                                                                                               \
+        for (int r = 0; r < TILE; r++) {                                                                \
+            float s = hsum(&acc[r]);                                                                    \
+            for (int64_t j = k; j < K; j++) s += xr[r * K + j] * (float)qr[j];                          \
+            float d;                                                                                    \
+            memcpy(&d, scb + 4 * n, 4); /* rows*cols need not be a multiple of 4: unaligned */         \
+            y[(m0 + r) * N + n] = s * d + (bias ? bias[n] : 0.0f);                                      \
+        }                                                                                               \
+    }
+
+#define Q8R_BODY                                                                                        \
+    const uint8_t *scb = (const uint8_t *)w + N * K;                                                    \
+    for (int64_t n = n0; n < n1; n++) {                                                                 \
+        const int8_t *qr = (const int8_t *)w + n * K;                                                   \
+        int64_t m0 = 0;                                                                                 \
+        Q8R_TILE(4)                                                                                     \
+        Q8R_TILE(1)                                                                                     \
+    }
+
 #define BF16_BODY                                                                                       \
     const uint16_t *wb = w;                                                                             \
     for (int64_t n = n0; n < n1; n++) {                                                                 \
@@ -112,10 +146,19 @@ __attribute__((target("avx2,fma,f16c"))) static void q8_avx2(int64_t M, int64_t 
                                                              const float *restrict bias, float *restrict y) {
     Q8_BODY
 }
+__attribute__((target("avx2,fma,f16c"))) static void q8r_avx2(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1,
+                                                              const float *restrict x, const void *restrict w,
+                                                              const float *restrict bias, float *restrict y) {
+    Q8R_BODY
+}
 #undef F16
 #undef LOAD8
 #define F16(h) vram_f16_to_f32(h)
 #define LOAD8(p) load8_base(p)
+static void q8r_base(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, const float *restrict x,
+                     const void *restrict w, const float *restrict bias, float *restrict y) {
+    Q8R_BODY
+}
 static void q8_base(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, const float *restrict x,
                     const void *restrict w, const float *restrict bias, float *restrict y) {
     Q8_BODY
@@ -139,6 +182,7 @@ static lowp_fn pick(int fmt) {
         have_avx2 = a;
     }
     if (fmt == VRAM_WFMT_Q8_0) return a ? q8_avx2 : q8_base;
+    if (fmt == VRAM_WFMT_Q8_R) return a ? q8r_avx2 : q8r_base;
     return a ? bf16_avx2 : bf16_base;
 }
 
@@ -167,6 +211,11 @@ static void dequantise_rows(int fmt, int64_t N, int64_t K, int64_t n0, int64_t n
                 float d = vram_f16_to_f32(sc[b]);
                 for (int k = 0; k < 32; k++) o[b * 32 + k] = (float)q[b * 32 + k] * d;
             }
+        } else if (fmt == VRAM_WFMT_Q8_R) {
+            const int8_t *q = (const int8_t *)w + n * K;
+            float d;
+            memcpy(&d, (const uint8_t *)w + N * K + 4 * n, 4);
+            for (int64_t k = 0; k < K; k++) o[k] = (float)q[k] * d;
         } else {
             const uint16_t *h = (const uint16_t *)w + n * K;
             for (int64_t k = 0; k < K; k++) o[k] = vram_bf16_to_f32(h[k]);
@@ -233,6 +282,11 @@ void vram_cpu_embedding_lowp(int fmt, int64_t n_ids, int64_t c, int64_t rows, fl
             const int8_t *q = (const int8_t *)table + r * c;
             const uint16_t *sc = (const uint16_t *)((const int8_t *)table + rows * c) + r * (c / 32);
             for (int64_t k = 0; k < c; k++) o[k] = (float)q[k] * vram_f16_to_f32(sc[k / 32]);
+        } else if (fmt == VRAM_WFMT_Q8_R) {
+            const int8_t *q = (const int8_t *)table + r * c;
+            float d;
+            memcpy(&d, (const uint8_t *)table + rows * c + 4 * r, 4);
+            for (int64_t k = 0; k < c; k++) o[k] = (float)q[k] * d;
         } else if (fmt == VRAM_WFMT_BF16) {
             const uint16_t *h = (const uint16_t *)table + r * c;
             for (int64_t k = 0; k < c; k++) o[k] = vram_bf16_to_f32(h[k]);

@@ -7,7 +7,8 @@
  * Only 2-D parameters (embeddings, projections, output head) are ever converted.
  *
  * Q8_0 quantization of a block of 32 weights: scale d = max|w| / 127 rounded to f16, q =
- * round(w / d) clamped to [-127, 127], as llama.cpp's Q8_0 (8.5 bits a weight).
+ * round(w / d) clamped to [-127, 127], as llama.cpp's Q8_0 (8.5 bits a weight). Q8_R does the
+ * same over a whole row (an output channel) with an f32 scale: 8 + 32 / cols bits a weight.
  */
 #include <math.h>
 #include <stdio.h>
@@ -162,6 +163,22 @@ static void quantize_q8_0(const float *w, int64_t rows, int64_t cols, uint8_t *o
 
 /* Converts weight w (f32) to fmt in place; vectors, and under Q8_0 rows not a multiple of 32
  * long, stay f32 (*kept counts the latter). */
+static void quantize_q8_r(const float *w, int64_t rows, int64_t cols, uint8_t *out) {
+    int8_t *q = (int8_t *)out;
+    uint8_t *sc = out + rows * cols; /* rows*cols need not be a multiple of 4: written unaligned */
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x = w + r * cols;
+        float amax = 0;
+        for (int64_t k = 0; k < cols; k++) amax = fmaxf(amax, fabsf(x[k]));
+        float d = amax / 127.0f;
+        for (int64_t k = 0; k < cols; k++) {
+            float v = d > 0 ? roundf(x[k] / d) : 0;
+            q[r * cols + k] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+        }
+        memcpy(sc + 4 * r, &d, 4);
+    }
+}
+
 static vram_status quantize_one(vram_lm *m, vram_lm_weight *w, vram_wfmt fmt, int *kept) {
     if (w->rows == 1 || w->fmt != VRAM_WFMT_F32) return VRAM_OK;
     if (fmt == VRAM_WFMT_Q8_0 && w->cols % 32) {
@@ -175,6 +192,8 @@ static vram_status quantize_one(vram_lm *m, vram_lm_weight *w, vram_wfmt fmt, in
     uint8_t *dst = vram_tensor_data(t);
     if (fmt == VRAM_WFMT_Q8_0) {
         quantize_q8_0(src, w->rows, w->cols, dst);
+    } else if (fmt == VRAM_WFMT_Q8_R) {
+        quantize_q8_r(src, w->rows, w->cols, dst);
     } else {
         for (int64_t j = 0; j < w->rows * w->cols; j++) ((uint16_t *)dst)[j] = vram_f32_to_bf16(src[j]);
     }
@@ -185,7 +204,7 @@ static vram_status quantize_one(vram_lm *m, vram_lm_weight *w, vram_wfmt fmt, in
 }
 
 static vram_status check_target(const vram_lm *m, vram_wfmt fmt) {
-    if (fmt != VRAM_WFMT_Q8_0 && fmt != VRAM_WFMT_BF16)
+    if (fmt != VRAM_WFMT_Q8_0 && fmt != VRAM_WFMT_Q8_R && fmt != VRAM_WFMT_BF16)
         return vram_error(VRAM_ERR_INVALID_ARG, "quantize: format %s is not a quantized format", vram_wfmt_name(fmt));
     if (vram_lm_format(m) != VRAM_WFMT_F32)
         return vram_error(VRAM_ERR_STATE, "quantize: the model is already %s; quantize an f32 model",
@@ -279,7 +298,7 @@ static vram_status load_safetensors(vram_runtime *rt, const char *path, vram_wfm
 vram_status vram_lm_load_as(vram_runtime *rt, const char *path, vram_wfmt want, vram_lm **out, uint64_t *bytes_read,
                             int *kept) {
     if (!rt || !path || !out) return vram_error(VRAM_ERR_INVALID_ARG, "model load: null argument");
-    if (want != VRAM_WFMT_F32 && want != VRAM_WFMT_Q8_0 && want != VRAM_WFMT_BF16)
+    if (want != VRAM_WFMT_F32 && want != VRAM_WFMT_Q8_0 && want != VRAM_WFMT_Q8_R && want != VRAM_WFMT_BF16)
         return vram_error(VRAM_ERR_INVALID_ARG, "model load: no weight format %d", (int)want);
     FILE *fp = fopen(path, "rb");
     if (!fp) return vram_error(VRAM_ERR_NOT_FOUND, "model '%s': cannot open", path);

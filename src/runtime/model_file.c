@@ -32,6 +32,7 @@ const char *vram_wfmt_name(vram_wfmt f) {
     case VRAM_WFMT_F32: return "f32";
     case VRAM_WFMT_BF16: return "bf16";
     case VRAM_WFMT_Q8_0: return "q8_0";
+    case VRAM_WFMT_Q8_R: return "q8_r";
     }
     return "?";
 }
@@ -42,6 +43,7 @@ uint64_t vram_wfmt_bytes(vram_wfmt f, int64_t rows, int64_t cols) {
     case VRAM_WFMT_F32: return 4 * n;
     case VRAM_WFMT_BF16: return 2 * n;
     case VRAM_WFMT_Q8_0: return n + 2 * (n / 32);
+    case VRAM_WFMT_Q8_R: return n + 4 * (uint64_t)rows;
     }
     return 0;
 }
@@ -262,7 +264,7 @@ static vram_status entry_decode(vram_model_file *f, uint32_t i, const uint8_t *e
     out->step = (int64_t)get_u64(e + 144);
     f->offsets[i] = get_u64(e + 128);
     f->sums[i] = get_u64(e + 152);
-    if (out->fmt < VRAM_WFMT_F32 || out->fmt > VRAM_WFMT_Q8_0 || out->role < 0 || out->role > VRAM_MF_ROLE_OPT2 ||
+    if (out->fmt < VRAM_WFMT_F32 || out->fmt > VRAM_WFMT_Q8_R || out->role < 0 || out->role > VRAM_MF_ROLE_OPT2 ||
         out->ndim < 1 || out->ndim > 4)
         return vram_error(VRAM_ERR_PARSE, "model file '%s': tensor '%s': format %u, role %d, %d dims", f->path, out->name,
                           (unsigned)out->fmt, out->role, out->ndim);

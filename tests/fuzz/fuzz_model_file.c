@@ -3,12 +3,12 @@
  *
  * The input is written to an in-memory file and loaded with vram_lm_load (which tells the two
  * formats apart) and vram_gpt_load; a model that loads runs one forward step of token 0, and an
- * f32 one is quantized. Every input must load or fail with one status, never crash or leak
+ * f32 one is quantized (Q8_0 or Q8_R). Every input must load or fail with one status, never crash or leak
  * (ASan/UBSan in the fuzz builds). The host device is capped at 64 MiB, so a header claiming a
  * huge model is an out-of-memory error rather than a slow test. Violations trap.
  *
- * Seeds: corpus_model_file/ (a one-layer GPT of width 4 as .vram, f32 and Q8_0-free, and as
- * safetensors, made by tests/fuzz/make_model_seeds.py).
+ * Seeds: corpus_model_file/: a one-layer GPT of width 4 as .vram and as safetensors (made by
+ * tests/fuzz/make_model_seeds.py), and the .vram one quantized (`vram quantize --format q8_r`).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memfd_create */
@@ -65,7 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             vram_tensor_free(lg);
             vram_kv_cache_free(c);
         }
-        if (vram_lm_format(m) == VRAM_WFMT_F32) (void)vram_lm_quantize(m, VRAM_WFMT_Q8_0, NULL);
+        if (vram_lm_format(m) == VRAM_WFMT_F32) (void)vram_lm_quantize(m, size & 1 ? VRAM_WFMT_Q8_R : VRAM_WFMT_Q8_0, NULL);
         vram_lm_free(m);
     }
     vram_gpt *g = NULL;
