@@ -56,7 +56,7 @@ static int parse_num(const char *flag, const char *v, double lo, double hi, doub
     errno = 0;
     double x = strtod(v, &end);
     if (errno || end == v || *end || !(x >= lo && x <= hi)) {
-        fprintf(stderr, "vram generate: %s needs a number in [%g, %g], not '%s'\n", flag, lo, hi, v);
+        fprintf(stderr, "vram generate: %s needs a number in [%.15g, %.15g], not '%s'\n", flag, lo, hi, v);
         return 0;
     }
     *out = x;
