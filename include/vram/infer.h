@@ -1,11 +1,11 @@
-/* infer.h — a GPT-2-layout language model for inference: weights in f32, bf16 or INT8 (Q8_0),
+/* infer.h — a GPT-2-layout language model for inference: weights in f32, bf16 or INT8 (Q8_0, Q8_R),
  * a KV cache, and sampling, on the runtime's kernel table.
  *
  * A vram_lm holds only what generation needs: the weights (tag parameter), no gradients, no
  * optimizer, no graph. It loads from a .vram model file (model_file.h; f32 or quantized) or from
  * a safetensors file with PyTorch's GPT-2 names (safetensors.h). vram_lm_quantize converts its
  * matrices (the embeddings, the four projections of each block, the output head) to bf16 or
- * Q8_0 in place, one matrix at a time, so f32 and quantized copies of the whole model never
+ * INT8 in place, one matrix at a time, so f32 and quantized copies of the whole model never
  * coexist; the vectors (biases, layer norms) stay f32. Products then read the stored format
  * directly (the linear_lowp kernel slot).
  *

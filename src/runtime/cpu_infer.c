@@ -4,14 +4,14 @@
  * table brings its own.
  *
  * Q8_0 (model_file.h): a [N, K] matrix is int8 q[N*K] (row-major) followed by one f16 scale per
- * block of 32 along K; w[n, k] = q[n*K + k] * scale[(n*K + k) / 32]. The product walks one
- * weight row at a time, converting 8 int8 at a time to floats in registers, multiplying by the
- * activations, and scaling each block's partial sum once: the int8 bytes are the only weight
- * bytes read, and no dequantised matrix ever exists. Q8_R (one f32 scale per row, after the
- * int8 values) scales each row's dot product once. Rows of the output are split over threads.
- * The vector body is compiled for AVX2+FMA and the baseline, picked on first use. For many rows
- * (a prompt) a panel of 64 weight rows at a time is converted and goes through the f32 product:
- * its register tiling is worth more than the bytes saved once the weights are reused that often.
+ * block of 32 along K; w[n, k] = q[n*K + k] * scale[(n*K + k) / 32]. Q8_R: int8 q[N*K], then
+ * one f32 scale per row. For the few rows of a generation step the product walks one weight row
+ * at a time, converting 8 int8 (or bf16) at a time to floats in registers, scaled, against a
+ * tile of activation rows: the stored bytes are the only weight bytes read. For many rows (a
+ * prompt) a panel of 64 weight rows at a time is converted into a temporary and goes through the
+ * f32 product, whose register tiling is worth more than the bytes saved once each weight is
+ * reused that often. Never a dequantised copy of a whole matrix. Output columns are split over
+ * threads; the vector bodies are compiled for AVX2+FMA+F16C and the baseline, picked on first use.
  */
 #include <immintrin.h>
 #include <math.h>

@@ -6,7 +6,7 @@
  * appends this call's keys and values to the cache and attends over everything cached), the
  * output projection and residual, layer_norm, the MLP (GELU in the model's form) and residual,
  * then the final layer norm and the output head. A projection is the f32 op vram_linear for f32
- * weights and the linear_lowp kernel for bf16 and Q8_0 weights. Everything runs under no_grad,
+ * weights and the linear_lowp kernel for bf16 and INT8 weights. Everything runs under no_grad,
  * so every intermediate is a temporary, freed as soon as the next one exists.
  */
 #include <math.h>

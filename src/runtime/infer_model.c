@@ -1,9 +1,10 @@
 /* infer_model.c — the inference model's weights (infer.h): loading from a .vram or safetensors
- * file or from a training GPT, quantizing to Q8_0 or bf16 in place, saving.
+ * file or from a training GPT, quantizing to Q8_0, Q8_R or bf16 in place, saving.
  *
  * The weights are a flat array in the training GPT's parameter order and names (nn.h), each a
  * logical [rows, cols] matrix (a vector is one row) with its storage format and tensor: an f32
- * [rows, cols] tensor, or for bf16 and Q8_0 a u8 tensor of the format's bytes (model_file.h).
+ * [rows, cols] tensor, or for bf16 and INT8 a u8 view of the format's bytes (model_file.h) in
+ * one arena block.
  * Only 2-D parameters (embeddings, projections, output head) are ever converted.
  *
  * Q8_0 quantization of a block of 32 weights: scale d = max|w| / 127 rounded to f16, q =
@@ -117,7 +118,7 @@ static vram_status arena_reserve(vram_lm *m, uint64_t bytes) {
 
 static uint64_t arena_round(uint64_t b) { return (b + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN; }
 
-/* A tensor for weight w in format fmt: f32 [rows, cols] (or [cols]) of its own; bf16 and Q8_0,
+/* A tensor for weight w in format fmt: f32 [rows, cols] (or [cols]) of its own; bf16 and INT8,
  * u8 bytes from the arena while it has room, else a block of their own. */
 static vram_status weight_tensor(vram_lm *m, const vram_lm_weight *w, vram_wfmt fmt, vram_tensor **out) {
     if (fmt == VRAM_WFMT_F32) {
@@ -237,16 +238,14 @@ static vram_status load_vram(vram_runtime *rt, const char *path, vram_wfmt want,
     vram_status s = vram_model_file_open(path, &f);
     if (s == VRAM_OK) s = vram_model_info_check(vram_model_file_info(f), path);
     if (s == VRAM_OK) s = lm_alloc(rt, vram_model_file_info(f), &m);
-    uint64_t stored = 0; /* bytes of the file's bf16 and Q8_0 tensors */
+    uint64_t stored = 0; /* bytes of the file's bf16 and INT8 tensors */
+    vram_wfmt stored_fmt = VRAM_WFMT_F32;
     for (int i = 0; m && i < m->n && s == VRAM_OK; i++) {
         if (find_entry(f, path, &m->w[i], &e) < 0) s = VRAM_ERR_PARSE;
-        else if (e.fmt != VRAM_WFMT_F32) stored += arena_round(e.nbytes);
+        else if (e.fmt != VRAM_WFMT_F32) stored += arena_round(e.nbytes), stored_fmt = e.fmt;
     }
-    if (s == VRAM_OK && stored && want != VRAM_WFMT_F32) {
-        m->w[0].fmt = VRAM_WFMT_Q8_0; /* check_target's "already": the file is quantized */
-        s = check_target(m, want);
-        m->w[0].fmt = VRAM_WFMT_F32;
-    }
+    if (s == VRAM_OK && stored && want != VRAM_WFMT_F32)
+        s = vram_error(VRAM_ERR_STATE, "quantize: the model is already %s; quantize an f32 model", vram_wfmt_name(stored_fmt));
     if (s == VRAM_OK) s = arena_reserve(m, stored ? stored : want != VRAM_WFMT_F32 ? arena_bytes(m, want) : 0);
     for (int i = 0; m && i < m->n && s == VRAM_OK; i++) {
         vram_lm_weight *w = &m->w[i];
