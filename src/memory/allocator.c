@@ -1018,7 +1018,7 @@ static void oom_fail(vram_allocator *a, size_t size, uint64_t rsize, vram_stream
 /* Creation and destruction.                                                                 */
 
 static const char *const builtin_tags[VRAM_TAG_BUILTIN_COUNT] = {
-    "other", "parameter", "gradient", "optimizer_state", "activation", "temporary"};
+    "other", "parameter", "gradient", "optimizer_state", "activation", "temporary", "kv_cache"};
 
 static uint64_t compute_limit(const vram_allocator *a) {
     uint64_t limit = (uint64_t)((double)a->dev->capacity * a->cfg.memory_fraction);
