@@ -53,9 +53,9 @@
 enum { BLOCK_FREE = 0, BLOCK_LIVE = 1, BLOCK_PENDING = 2 };
 enum { DEFER_NONE = 0, DEFER_RECENT = 1, DEFER_HELD = 2, DEFER_GRAPH = 3 };
 
-typedef struct vram_region vram_region;
+typedef struct vi_region vi_region;
 
-typedef struct vram_block {
+typedef struct vi_block {
     /* first what malloc and free touch: a reuse pair reads nothing past `events` */
     uint64_t addr;
     uint64_t size;
@@ -79,14 +79,14 @@ typedef struct vram_block {
                                        * its pages; 0 says nothing: then the bitmap answers) */
     uint16_t bin;
     void **events;                    /* PENDING: events still to complete */
-    vram_region *region;
-    struct vram_block *prev, *next;   /* address neighbours in the region (NULL at its ends) */
-    struct vram_block *fprev, *fnext; /* bin list (FREE) or pending list (PENDING) */
-    struct vram_block *sprev, *snext; /* owner stream's not-ready list (FREE, !ready) */
-    struct vram_block *cprev, *cnext; /* the cached-pages list */
-} vram_block;
+    vi_region *region;
+    struct vi_block *prev, *next;   /* address neighbours in the region (NULL at its ends) */
+    struct vi_block *fprev, *fnext; /* bin list (FREE) or pending list (PENDING) */
+    struct vi_block *sprev, *snext; /* owner stream's not-ready list (FREE, !ready) */
+    struct vi_block *cprev, *cnext; /* the cached-pages list */
+} vi_block;
 
-struct vram_region {
+struct vi_region {
     uint64_t base, size;
     uint64_t *mapped;      /* pages model: one bit per page */
     uint64_t *zombie;      /* pages model: unmapped for the allocator, still an alias source */
@@ -94,89 +94,89 @@ struct vram_region {
                             * mapped, moved and unmapped whole; it ends at the next chunk's
                             * first page or the first unmapped page) */
     uint64_t npages;
-    vram_block *first;
+    vi_block *first;
     int pool;
     int expandable;
-    vram_region *prev, *next; /* the pool's region list */
+    vi_region *prev, *next; /* the pool's region list */
 };
 
 /* Segregated free lists, each a doubly linked list through fnext / fprev (block->bin names
- * it), with a two-level bitmap of the non-empty ones: a size pool's free blocks (vram_pool) and
- * a private pool's (vram_graph_pool). The bins functions below. */
-typedef struct vram_bins {
-    vram_block *bins[VRAM_NBINS];
+ * it), with a two-level bitmap of the non-empty ones: a size pool's free blocks (vi_pool) and
+ * a private pool's (vi_graph_pool). The bins functions below. */
+typedef struct vi_bins {
+    vi_block *bins[VRAM_NBINS];
     uint64_t bitmap[VRAM_BIN_WORDS];
     uint64_t summary; /* bit w set when bitmap[w] != 0 */
-} vram_bins;
+} vi_bins;
 
-typedef struct vram_pool {
+typedef struct vi_pool {
     int index; /* VRAM_POOL_SMALL or VRAM_POOL_LARGE */
     uint32_t nfree; /* blocks in the bins (in index's padding: no field of the allocator moves) */
-    vram_region *regions;
-    vram_bins free;
-} vram_pool;
+    vi_region *regions;
+    vi_bins free;
+} vi_pool;
 
-typedef struct vram_stream_state {
+typedef struct vi_stream_state {
     vram_stream stream;
-    vram_block *head, *tail;    /* not-ready free blocks, by free_seq */
+    vi_block *head, *tail;    /* not-ready free blocks, by free_seq */
     uint64_t count;
     void *event;                /* in flight: recorded after frees up to event_seq */
     uint64_t event_seq;
-} vram_stream_state;
+} vi_stream_state;
 
 /* Pages moved away (page_alias) whose old addresses a stream may still use: dropped once the
  * event, recorded on that stream after the move, completes. */
-typedef struct vram_zombie_range {
-    vram_region *region;
+typedef struct vi_zombie_range {
+    vi_region *region;
     uint64_t p0, p1;
-} vram_zombie_range;
+} vi_zombie_range;
 
-typedef struct vram_zombie {
+typedef struct vi_zombie {
     void *event;
-    vram_zombie_range *ranges;
+    vi_zombie_range *ranges;
     size_t n, cap;
-    struct vram_zombie *next;
-} vram_zombie;
+    struct vi_zombie *next;
+} vi_zombie;
 
-typedef struct vram_live_slot {
+typedef struct vi_live_slot {
     uint64_t key;      /* the block's address; 0 marks an empty slot */
-    vram_block *value;
-} vram_live_slot;
+    vi_block *value;
+} vi_live_slot;
 
-typedef struct vram_live_map {
-    vram_live_slot *slots; /* key and value side by side: a probe reads one cache line */
+typedef struct vi_live_map {
+    vi_live_slot *slots; /* key and value side by side: a probe reads one cache line */
     uint64_t cap, count;   /* cap is a power of two */
-} vram_live_map;
+} vi_live_map;
 
 /* A private pool (PyTorch's graph memory pool): what CUDA graph captures into it allocated. */
 #define VRAM_GRAPH_POOLS 16
-typedef struct vram_graph_pool {
+typedef struct vi_graph_pool {
     uint64_t id;       /* the caller's pool id; 0: slot unused */
     uint32_t uses;     /* captures into it not yet released (a graph, until reset or destroyed) */
     uint64_t blocks;   /* its blocks, live and free */
     uint64_t nfree;    /* its free blocks */
-    vram_bins *free[VRAM_POOL_COUNT]; /* its free blocks by size pool ([1] small, [2] large), in bins
+    vi_bins *free[VRAM_POOL_COUNT]; /* its free blocks by size pool ([1] small, [2] large), in bins
                                        * as the allocator's; allocated while the slot is in use */
-} vram_graph_pool;
+} vi_graph_pool;
 
 /* A capture under way (begin_pool .. end_pool): the pool it allocates into and, once
  * vram_allocator_bind_pool has named it, the device's id of the capture, or, routed by
  * vram_allocator_route_pool, the one stream whose allocations it takes, captured or not
  * (graph_pools.c). */
 #define VRAM_CAPTURES 8
-typedef struct vram_capture {
+typedef struct vi_capture {
     unsigned pool;      /* index in graph_pools */
     uint64_t id;        /* the device's capture id (backend.h, stream_capture); 0: not named yet */
     int by_stream;      /* routed: every allocation on `stream` is the pool's, whatever the device says */
     vram_stream stream;
-} vram_capture;
+} vi_capture;
 
 enum { GRAPH_CAPTURING = 1, GRAPH_BLOCKS = 2 }; /* vram_allocator.graph_mode bits */
 
-typedef struct vram_block_slab {
-    struct vram_block_slab *next;
-    vram_block blocks[1024];
-} vram_block_slab;
+typedef struct vi_block_slab {
+    struct vi_block_slab *next;
+    vi_block blocks[1024];
+} vi_block_slab;
 
 struct vram_allocator {
     vram_lock lock;          /* lock.h: biased to a thread that allocates alone */
@@ -193,20 +193,20 @@ struct vram_allocator {
     uint64_t limit;          /* cap on reserved bytes */
     uint64_t allocated_high; /* the page budget's allocated peak (reserve_budget) from before the
                               * last reset of peak statistics, back to the last empty_cache */
-    vram_pool pools[VRAM_POOL_COUNT]; /* [1] small, [2] large; [0] unused */
-    vram_live_map live;
-    vram_block *free_structs;
-    vram_block_slab *slabs;
-    vram_block *cached_head, *cached_tail; /* oldest first */
-    vram_block *recent[VRAM_RECENT_SLOTS]; /* deferred frees, one per slot (see allocator.c) */
+    vi_pool pools[VRAM_POOL_COUNT]; /* [1] small, [2] large; [0] unused */
+    vi_live_map live;
+    vi_block *free_structs;
+    vi_block_slab *slabs;
+    vi_block *cached_head, *cached_tail; /* oldest first */
+    vi_block *recent[VRAM_RECENT_SLOTS]; /* deferred frees, one per slot (see allocator.c) */
     uint32_t recent_mask;    /* bit k set when recent[k] holds a block */
-    vram_block *pending_head, *pending_tail;
+    vi_block *pending_head, *pending_tail;
     int64_t pending_blocks[VRAM_POOL_COUNT], pending_bytes[VRAM_POOL_COUNT]; /* per pool; [0] all */
-    vram_zombie *zombies, *zombies_tail; /* oldest first */
+    vi_zombie *zombies, *zombies_tail; /* oldest first */
     int can_alias;           /* the device moves pages without copying (page_alias/page_drop) */
     int free_fast;           /* frees go straight to `recent`: caching without a garbage collection
                               * threshold (frees_deferred) and no private pool in use */
-    vram_stream_state streams[VRAM_MAX_STREAMS];
+    vi_stream_state streams[VRAM_MAX_STREAMS];
     int nstreams;
     uint64_t not_ready_count;
     unsigned poll_countdown; /* mallocs until the fast path next asks in-flight events */
@@ -226,10 +226,10 @@ struct vram_allocator {
     int graph_mode;          /* GRAPH_CAPTURING: captures are under way (`captures`);
                               * GRAPH_BLOCKS: some private pool is in use (in held_pool's padding,
                               * so that no field above moves; the fast paths never read it) */
-    vram_block *held[VRAM_SMALL_CLASSES]; /* small frees kept uncoalesced, per class */
+    vi_block *held[VRAM_SMALL_CLASSES]; /* small frees kept uncoalesced, per class */
     uint64_t held_count;
-    vram_graph_pool graph_pools[VRAM_GRAPH_POOLS];
-    vram_capture captures[VRAM_CAPTURES]; /* under way, oldest first */
+    vi_graph_pool graph_pools[VRAM_GRAPH_POOLS];
+    vi_capture captures[VRAM_CAPTURES]; /* under way, oldest first */
     int ncaptures;
     /* One stream (allocator.c, mergeable): while every malloc that searched came from
      * solo_stream and no page had to move for a request since the last empty_cache
@@ -241,7 +241,7 @@ struct vram_allocator {
      * empty_cache restarts the statistics' own peaks from the current values, so that the page
      * budget (pages.c, reserve_budget) follows what the program has needed since it gave its
      * cache back, not what an earlier phase needed; the statistics a caller reads report the
-     * larger value (vram_stats_export), as PyTorch's peaks, which only a reset lowers. */
+     * larger value (vi_stats_export), as PyTorch's peaks, which only a reset lowers. */
     int64_t allocated_peak_before, reserved_peak_before;
     int64_t pending_requested; /* requested bytes of the pending blocks (a tag's counts leave them out) */
     int segments_too;        /* pages model: segments were made too (expandable_segments turned off at
@@ -252,15 +252,15 @@ struct vram_allocator {
  * records and waits from the capturing thread (the capture breaks on them), and memory must not
  * go back to the device: the allocator then only allocates, as PyTorch's defers its event
  * processing during captures. Streams are polled and memory released again after end_pool. */
-static inline int vram_capturing(const vram_allocator *a) { return a->graph_mode & GRAPH_CAPTURING; }
+static inline int vi_capturing(const vram_allocator *a) { return a->graph_mode & GRAPH_CAPTURING; }
 
 /* ---------------------------------------------------------------------------------------- */
 /* Block structs come from slabs and are recycled through a free list (a cleared struct, or   */
 /* NULL when the host is out of memory).                                                     */
 
-static inline vram_block *vram_block_new(vram_allocator *a) {
+static inline vi_block *vi_block_new(vram_allocator *a) {
     if (!a->free_structs) {
-        vram_block_slab *slab = malloc(sizeof *slab);
+        vi_block_slab *slab = malloc(sizeof *slab);
         if (!slab) return NULL;
         slab->next = a->slabs;
         a->slabs = slab;
@@ -269,7 +269,7 @@ static inline vram_block *vram_block_new(vram_allocator *a) {
             a->free_structs = &slab->blocks[i];
         }
     }
-    vram_block *b = a->free_structs;
+    vi_block *b = a->free_structs;
     a->free_structs = b->fnext;
     /* callers set addr, size, region and pool */
     b->prev = b->next = b->fprev = b->fnext = b->sprev = b->snext = b->cprev = b->cnext = NULL;
@@ -286,45 +286,45 @@ static inline vram_block *vram_block_new(vram_allocator *a) {
     return b;
 }
 
-static inline void vram_block_release(vram_allocator *a, vram_block *b) {
+static inline void vi_block_release(vram_allocator *a, vi_block *b) {
     if (b->uses) free(b->uses);
     if (b->events) free(b->events);
     b->fnext = a->free_structs;
     a->free_structs = b;
 }
 
-/* vram_block_release for a FREE block (merged away), which holds no uses or events: free_block
+/* vi_block_release for a FREE block (merged away), which holds no uses or events: free_block
  * let them go (check.c verifies it), so none is asked for (6 instructions a large-pool pair). */
-static inline void vram_block_release_free(vram_allocator *a, vram_block *b) {
+static inline void vi_block_release_free(vram_allocator *a, vi_block *b) {
     b->fnext = a->free_structs;
     a->free_structs = b;
 }
 
 /* Whether new memory comes by mapping pages (the pages model while expandable_segments is on),
  * rather than in new segments. */
-static inline int vram_grows_pages(const vram_allocator *a) { return a->pages_model && a->cfg.expandable_segments; }
+static inline int vi_grows_pages(const vram_allocator *a) { return a->pages_model && a->cfg.expandable_segments; }
 
 /* Whether a configuration defers frees (caching, no garbage collection threshold). */
-static inline int vram_config_defers(const vram_alloc_config *cfg) {
+static inline int vi_config_defers(const vram_alloc_config *cfg) {
     return cfg->caching && !(cfg->garbage_collection_threshold > 0);
 }
-static inline int vram_frees_deferred(const vram_allocator *a) { return vram_config_defers(&a->cfg); }
+static inline int vi_frees_deferred(const vram_allocator *a) { return vi_config_defers(&a->cfg); }
 
 /* Derives the free path and the size classes from the caching options and graph_mode, whenever
  * either changes (creation, set_config and set_caching, graph_pools.c's mode updates): frees go
  * straight to `recent` while they are deferred and no private pool is in use; small requests
  * take size classes (held_pool) while frees are deferred. */
-static inline void vram_free_path_update(vram_allocator *a) {
-    a->free_fast = vram_frees_deferred(a) && !a->graph_mode;
-    a->held_pool = vram_frees_deferred(a) && a->cfg.small_classes ? VRAM_POOL_SMALL : -1;
+static inline void vi_free_path_update(vram_allocator *a) {
+    a->free_fast = vi_frees_deferred(a) && !a->graph_mode;
+    a->held_pool = vi_frees_deferred(a) && a->cfg.small_classes ? VRAM_POOL_SMALL : -1;
 }
 
 /* The pool of a rounded request size. */
-static inline int vram_pool_of(uint64_t rsize) { return rsize <= VRAM_SMALL_LIMIT ? VRAM_POOL_SMALL : VRAM_POOL_LARGE; }
+static inline int vi_pool_of(uint64_t rsize) { return rsize <= VRAM_SMALL_LIMIT ? VRAM_POOL_SMALL : VRAM_POOL_LARGE; }
 
 /* Bins: a request is rounded to 512 bytes and its bin found from the size's leading bits: one
  * bin per 512 bytes below 32 KiB, then 32 per power of two. */
-static inline unsigned vram_bin_of(uint64_t size) {
+static inline unsigned vi_bin_of(uint64_t size) {
     uint64_t u = size >> 9;
     if (u < 64) return (unsigned)u;
     unsigned fl = 63u - (unsigned)__builtin_clzll(u);
@@ -333,10 +333,10 @@ static inline unsigned vram_bin_of(uint64_t size) {
     return bin < VRAM_NBINS ? bin : VRAM_NBINS - 1;
 }
 
-/* Puts free block b at the head of bin i, its size's (vram_bin_of: a caller that has the bin
+/* Puts free block b at the head of bin i, its size's (vi_bin_of: a caller that has the bin
  * passes it). The bitmaps change only when the bin was empty: a non-empty bin's bits are set. */
-static inline void vram_bins_insert_at(vram_bins *f, vram_block *b, unsigned i) {
-    vram_block *head = f->bins[i];
+static inline void vi_bins_insert_at(vi_bins *f, vi_block *b, unsigned i) {
+    vi_block *head = f->bins[i];
     b->bin = (uint16_t)i;
     b->fprev = NULL;
     b->fnext = head;
@@ -349,9 +349,9 @@ static inline void vram_bins_insert_at(vram_bins *f, vram_block *b, unsigned i) 
     }
 }
 
-static inline void vram_bins_insert(vram_bins *f, vram_block *b) { vram_bins_insert_at(f, b, vram_bin_of(b->size)); }
+static inline void vi_bins_insert(vi_bins *f, vi_block *b) { vi_bins_insert_at(f, b, vi_bin_of(b->size)); }
 
-static inline void vram_bins_remove(vram_bins *f, vram_block *b) {
+static inline void vi_bins_remove(vi_bins *f, vi_block *b) {
     unsigned i = b->bin;
     if (b->fprev) b->fprev->fnext = b->fnext;
     else f->bins[i] = b->fnext;
@@ -364,7 +364,7 @@ static inline void vram_bins_remove(vram_bins *f, vram_block *b) {
 }
 
 /* The first non-empty bin at or after `i`, or VRAM_NBINS. */
-static inline unsigned vram_bins_next(const vram_bins *f, unsigned i) {
+static inline unsigned vi_bins_next(const vi_bins *f, unsigned i) {
     if (i >= VRAM_NBINS) return VRAM_NBINS;
     unsigned w = i >> 6;
     uint64_t bits = f->bitmap[w] & (~0ull << (i & 63));
@@ -378,22 +378,22 @@ static inline unsigned vram_bins_next(const vram_bins *f, unsigned i) {
 /* allocator.c's block-level operations that graph_pools.c uses too (see allocator.c). */
 /* Puts free block b (in no index) into the free structures, coalesced; returns the block it is
  * part of. */
-vram_block *vram_free_insert(vram_allocator *a, vram_block *b, uint64_t fresh_addr, uint64_t fresh_size);
+vi_block *vi_free_insert(vram_allocator *a, vi_block *b, uint64_t fresh_addr, uint64_t fresh_size);
 /* Sends every deferred block to the bins; with `than`, whether a search for rsize must run again. */
-int vram_recent_flush(vram_allocator *a, int pool, uint64_t rsize, const vram_block *than);
-void vram_process_pending(vram_allocator *a);             /* completes pending frees whose events are done */
-void vram_pending_after_captures(vram_allocator *a);      /* records the events of frees made during captures */
-void vram_poll_streams(vram_allocator *a, int want_more); /* makes blocks of finished stream work ready */
-void vram_streams_many(vram_allocator *a);                /* leaves one-stream mode (allocator.c, mergeable) */
-void vram_block_live(vram_allocator *a, vram_block *b, size_t size, vram_stream stream, vram_tag tag); /* counts b allocated */
+int vi_recent_flush(vram_allocator *a, int pool, uint64_t rsize, const vi_block *than);
+void vi_process_pending(vram_allocator *a);             /* completes pending frees whose events are done */
+void vi_pending_after_captures(vram_allocator *a);      /* records the events of frees made during captures */
+void vi_poll_streams(vram_allocator *a, int want_more); /* makes blocks of finished stream work ready */
+void vi_streams_many(vram_allocator *a);                /* leaves one-stream mode (allocator.c, mergeable) */
+void vi_block_live(vram_allocator *a, vi_block *b, size_t size, vram_stream stream, vram_tag tag); /* counts b allocated */
 
-/* graph_pools.c, for malloc and free during and after captures: vram_graph_route gives the
+/* graph_pools.c, for malloc and free during and after captures: vi_graph_route gives the
  * index in graph_pools of the pool an allocation on `stream` belongs to, or -1. */
-int vram_graph_route(vram_allocator *a, vram_stream stream);
-vram_block *vram_graph_take(vram_allocator *a, int pool, uint64_t rsize, vram_stream stream);
-void vram_graph_adopt(vram_allocator *a, int pool, vram_block *b);
-int vram_graph_keep(vram_allocator *a, vram_block *b);
-void vram_graph_pools_destroy(vram_allocator *a); /* frees the pools' bins */
+int vi_graph_route(vram_allocator *a, vram_stream stream);
+vi_block *vi_graph_take(vram_allocator *a, int pool, uint64_t rsize, vram_stream stream);
+void vi_graph_adopt(vram_allocator *a, int pool, vi_block *b);
+int vi_graph_keep(vram_allocator *a, vi_block *b);
+void vi_graph_pools_destroy(vram_allocator *a); /* frees the pools' bins */
 
 /* Statistics in the hot path. Internally:
  *   - a vram_stat's `freed` holds the value `current` had at the last reset of accumulated
@@ -405,40 +405,40 @@ void vram_graph_pools_destroy(vram_allocator *a); /* frees the pools' bins */
  *     statistics, and its peak is the larger of allocation's peak and the peak kept here (active
  *     exceeds allocation only while blocks are pending, and rises only when a block is
  *     allocated).
- * vram_stats_export() turns this into PyTorch's meaning. A free then stores one value per
+ * vi_stats_export() turns this into PyTorch's meaning. A free then stores one value per
  * statistic it changes, and neither a malloc nor a free touches `active` unless blocks are
  * pending. */
-static inline void stat_up(vram_stat *s, int64_t x) {
+static inline void vi_stat_up(vram_stat *s, int64_t x) {
     s->current += x;
     s->allocated += x;
     if (s->current > s->peak) s->peak = s->current;
 }
-static inline void stat_down(vram_stat *s, int64_t x) { s->current -= x; }
-static inline void stat_pool_up(vram_stat *arr, int pool, int64_t x) {
-    stat_up(&arr[pool], x);
+static inline void vi_stat_down(vram_stat *s, int64_t x) { s->current -= x; }
+static inline void vi_stat_pool_up(vram_stat *arr, int pool, int64_t x) {
+    vi_stat_up(&arr[pool], x);
     arr[0].current += x;
     if (arr[0].current > arr[0].peak) arr[0].peak = arr[0].current;
 }
-static inline void stat_pool_down(vram_stat *arr, int pool, int64_t x) {
+static inline void vi_stat_pool_down(vram_stat *arr, int pool, int64_t x) {
     arr[pool].current -= x;
     arr[0].current -= x;
 }
 /* stats.c. The statistics of `a` with PyTorch's meaning (the caller holds the lock). */
-void vram_stats_export(const vram_allocator *a, vram_stats *out);
+void vi_stats_export(const vram_allocator *a, vram_stats *out);
 /* After an allocation in `pool` while blocks are pending: lifts the active peaks kept for that
  * case. */
-void vram_stats_active_lift(vram_allocator *a, int pool);
+void vi_stats_active_lift(vram_allocator *a, int pool);
 /* Per-tag statistics of a block of a tag other than the solo one (a->tag_solo), allocated or
  * freed; the first such call writes the solo tag's statistics out. Out of line: the hot path
  * only compares tags. */
-void vram_tag_stats_up(vram_allocator *a, vram_tag tag, uint64_t size, uint64_t requested);
-void vram_tag_stats_down(vram_allocator *a, vram_tag tag, uint64_t size, uint64_t requested);
+void vi_tag_stats_up(vram_allocator *a, vram_tag tag, uint64_t size, uint64_t requested);
+void vi_tag_stats_down(vram_allocator *a, vram_tag tag, uint64_t size, uint64_t requested);
 
 /* Page and region helpers shared with snapshot.c and check.c. */
-static inline int vram_page_mapped(const vram_region *r, uint64_t page) {
+static inline int vi_page_mapped(const vi_region *r, uint64_t page) {
     return (int)((r->mapped[page >> 6] >> (page & 63)) & 1);
 }
-static inline int vram_page_chunk(const vram_region *r, uint64_t page) {
+static inline int vi_page_chunk(const vi_region *r, uint64_t page) {
     return (int)((r->chunk[page >> 6] >> (page & 63)) & 1);
 }
 
@@ -446,23 +446,23 @@ static inline int vram_page_chunk(const vram_region *r, uint64_t page) {
 /* The class of a small block size (see round_size in allocator.c): 512 B steps up to 4 KiB,
  * then four classes per power of two up to 1 MiB. With small_classes every small block's size is
  * its class's upper bound (requests round to it, and a split leaves no remainder under 512 B). */
-static inline unsigned vram_small_class(uint64_t rsize) {
+static inline unsigned vi_small_class(uint64_t rsize) {
     if (rsize <= 4096) return (unsigned)(rsize >> 9) - 1;
     unsigned fl = 63u - (unsigned)__builtin_clzll(rsize - 1); /* 2^fl < rsize <= 2^(fl+1) */
     return 8u + (fl - 12u) * (1u << VRAM_CLASS_BITS) + (unsigned)((rsize - (1ull << fl) - 1) >> (fl - VRAM_CLASS_BITS));
 }
 
-static inline unsigned vram_recent_slot(uint64_t rsize) {
+static inline unsigned vi_recent_slot(uint64_t rsize) {
     return (unsigned)(((rsize >> 9) * 0x9E3779B97F4A7C15ull) >> 60) & (VRAM_RECENT_SLOTS - 1);
 }
 
 /* Records an event in the history ring (allocator.c; out of line: malloc and free only test
  * a->history). */
-void vram_history_record(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size, vram_stream stream,
+void vi_history_record(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size, vram_stream stream,
                          vram_tag tag);
-static inline void history_add(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size,
+static inline void vi_history_add(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size,
                                vram_stream stream, vram_tag tag) {
-    if (__builtin_expect(a->history != NULL, 0)) vram_history_record(a, action, addr, size, stream, tag);
+    if (__builtin_expect(a->history != NULL, 0)) vi_history_record(a, action, addr, size, stream, tag);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -471,7 +471,7 @@ static inline void history_add(vram_allocator *a, vram_event_action action, uint
 /* Blocks join the cached list at its tail and page moves take from its head: the pages freed
  * longest ago move first, while recently freed ones (which a periodic workload is likely to
  * need again where they are) stay. */
-static inline void cached_add(vram_allocator *a, vram_block *b) {
+static inline void vi_cached_add(vram_allocator *a, vi_block *b) {
     if (b->in_cached) return;
     b->in_cached = 1;
     b->cnext = NULL;
@@ -481,7 +481,7 @@ static inline void cached_add(vram_allocator *a, vram_block *b) {
     a->cached_tail = b;
 }
 
-static inline void cached_remove(vram_allocator *a, vram_block *b) {
+static inline void vi_cached_remove(vram_allocator *a, vi_block *b) {
     if (!b->in_cached) return;
     if (b->cprev) b->cprev->cnext = b->cnext;
     else a->cached_head = b->cnext;
@@ -494,7 +494,7 @@ static inline void cached_remove(vram_allocator *a, vram_block *b) {
 
 /* The allocator's lock (lock.h): taken once per malloc and once per free; for a thread that
  * allocates alone, a plain store and load. */
-static inline void vram_allocator_lock(vram_allocator *a) { vram_lock_acquire(&a->lock); }
-static inline void vram_allocator_unlock(vram_allocator *a) { vram_lock_release(&a->lock); }
+static inline void vi_allocator_lock(vram_allocator *a) { vram_lock_acquire(&a->lock); }
+static inline void vi_allocator_unlock(vram_allocator *a) { vram_lock_release(&a->lock); }
 
 #endif

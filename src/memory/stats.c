@@ -4,7 +4,7 @@
  * malloc and free update as little as they can (allocator_internal.h, "Statistics in the hot
  * path": `active` follows from the allocation statistics and the pending blocks; the pools' "all"
  * entry keeps no `allocated`; while a program uses one tag, that tag's statistics are the pools'):
- * vram_stats_export derives the rest when a caller asks. Everything here runs with the
+ * vi_stats_export derives the rest when a caller asks. Everything here runs with the
  * allocator's lock held, taken by the public functions below or by their callers.
  */
 #include <stdio.h>
@@ -14,7 +14,7 @@
 
 /* Active (allocated plus pending) exceeds allocated only while blocks are pending: lifts the
  * active peaks kept for that case after an allocation in `pool` (allocator_internal.h). */
-void vram_stats_active_lift(vram_allocator *a, int pool) {
+void vi_stats_active_lift(vram_allocator *a, int pool) {
     int pools[2] = {0, pool};
     for (int i = 0; i < 2; i++) {
         int p = pools[i];
@@ -28,7 +28,7 @@ void vram_stats_active_lift(vram_allocator *a, int pool) {
 /* Per-tag statistics. While every allocation so far has had one tag (a->tag_solo: the plug-in's
  * and most programs' case), that tag's allocation, allocated_bytes and requested_bytes
  * statistics are exactly the pools' "all" ones (same moves, same resets), so malloc and free
- * keep only those and vram_stats_export fills the tag's in: a third fewer statistics on the
+ * keep only those and vi_stats_export fills the tag's in: a third fewer statistics on the
  * reuse pair (PyTorch's own allocator has no tags to pay for). The first allocation or set_tag
  * with another tag writes the solo tag's statistics out (tags_split) and from then on every tag
  * keeps its own. */
@@ -67,20 +67,20 @@ static void tags_split(vram_allocator *a) {
 }
 
 /* malloc's and free's per-tag statistics for a tag other than the solo one. */
-void vram_tag_stats_up(vram_allocator *a, vram_tag tag, uint64_t size, uint64_t requested) {
+void vi_tag_stats_up(vram_allocator *a, vram_tag tag, uint64_t size, uint64_t requested) {
     tags_split(a);
     vram_tag_stats *ts = &a->stats.tags[tag];
-    stat_up(&ts->allocation, 1);
-    stat_up(&ts->allocated_bytes, (int64_t)size);
-    stat_up(&ts->requested_bytes, (int64_t)requested);
+    vi_stat_up(&ts->allocation, 1);
+    vi_stat_up(&ts->allocated_bytes, (int64_t)size);
+    vi_stat_up(&ts->requested_bytes, (int64_t)requested);
 }
 
-void vram_tag_stats_down(vram_allocator *a, vram_tag tag, uint64_t size, uint64_t requested) {
+void vi_tag_stats_down(vram_allocator *a, vram_tag tag, uint64_t size, uint64_t requested) {
     tags_split(a);
     vram_tag_stats *ts = &a->stats.tags[tag];
-    stat_down(&ts->allocation, 1);
-    stat_down(&ts->allocated_bytes, (int64_t)size);
-    stat_down(&ts->requested_bytes, (int64_t)requested);
+    vi_stat_down(&ts->allocation, 1);
+    vi_stat_down(&ts->allocated_bytes, (int64_t)size);
+    vi_stat_down(&ts->requested_bytes, (int64_t)requested);
 }
 
 static void count_inactive_split(vram_allocator *a, vram_stats *out) {
@@ -88,9 +88,9 @@ static void count_inactive_split(vram_allocator *a, vram_stats *out) {
      * PyTorch excludes expandable segments). Counted on demand rather than on every split. */
     for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++) {
         out->inactive_split[p].current = out->inactive_split_bytes[p].current = 0;
-        for (vram_region *r = a->pools[p].regions; r; r = r->next) {
+        for (vi_region *r = a->pools[p].regions; r; r = r->next) {
             if (r->expandable || (!r->first->next)) continue;
-            for (vram_block *b = r->first; b; b = b->next)
+            for (vi_block *b = r->first; b; b = b->next)
                 if (b->state == BLOCK_FREE) {
                     out->inactive_split[p].current++;
                     out->inactive_split_bytes[p].current += (int64_t)b->size;
@@ -112,10 +112,10 @@ static void count_inactive_split(vram_allocator *a, vram_stats *out) {
 }
 
 void vram_allocator_get_stats(vram_allocator *a, vram_stats *out) {
-    vram_allocator_lock(a);
+    vi_allocator_lock(a);
     if (!a->pages_model || a->segments_too) count_inactive_split(a, &a->stats);
-    vram_stats_export(a, out);
-    vram_allocator_unlock(a);
+    vi_stats_export(a, out);
+    vi_allocator_unlock(a);
 }
 
 /* Calls fn on every statistic of st: the pool arrays, the oversize counts and the tags'. */
@@ -135,7 +135,7 @@ static void for_each_stat(vram_stats *st, void (*fn)(vram_stat *)) {
 
 static void export_stat(vram_stat *s) { s->freed = s->allocated + s->freed - s->current; }
 
-void vram_stats_export(const vram_allocator *a, vram_stats *out) {
+void vi_stats_export(const vram_allocator *a, vram_stats *out) {
     *out = a->stats;
     user_peaks(a, out);
     if (a->tag_solo >= 0) solo_tag_stats(out, a->pending_requested, &out->tags[a->tag_solo]);
@@ -173,29 +173,29 @@ static void reset_accum(vram_stat *s) {
 
 
 void vram_allocator_reset_peak_stats(vram_allocator *a) {
-    vram_allocator_lock(a);
+    vi_allocator_lock(a);
     if ((uint64_t)a->stats.allocated_bytes[0].peak > a->allocated_high)
         a->allocated_high = (uint64_t)a->stats.allocated_bytes[0].peak;
     a->allocated_peak_before = a->reserved_peak_before = 0;
     active_current(a);
     for_each_stat(&a->stats, reset_peak);
-    vram_allocator_unlock(a);
+    vi_allocator_unlock(a);
 }
 
 void vram_allocator_reset_accumulated_stats(vram_allocator *a) {
-    vram_allocator_lock(a);
+    vi_allocator_lock(a);
     active_current(a);
     for_each_stat(&a->stats, reset_accum);
     a->stats.num_alloc_retries = a->stats.num_ooms = a->stats.num_sync_all_streams = 0;
     a->stats.num_device_alloc = a->stats.num_device_free = 0;
-    vram_allocator_unlock(a);
+    vi_allocator_unlock(a);
 }
 
 vram_status vram_allocator_tag_register(vram_allocator *a, const char *name, vram_tag *out) {
     if (!a || !name || !out || !*name) return vram_error(VRAM_ERR_INVALID_ARG, "tag_register: bad argument");
     if (strlen(name) >= sizeof a->tag_names[0])
         return vram_error(VRAM_ERR_INVALID_ARG, "tag name '%s' is longer than 31 characters", name);
-    vram_allocator_lock(a);
+    vi_allocator_lock(a);
     vram_status st = VRAM_OK;
     uint32_t i;
     for (i = 0; i < a->stats.num_tags; i++)
@@ -208,7 +208,7 @@ vram_status vram_allocator_tag_register(vram_allocator *a, const char *name, vra
         }
     }
     if (st == VRAM_OK) *out = i;
-    vram_allocator_unlock(a);
+    vi_allocator_unlock(a);
     return st;
 }
 
