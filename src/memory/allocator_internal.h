@@ -1,30 +1,13 @@
-/* allocator_internal.h — the allocator's data structures, shared by its implementation files
- * (allocator.c: malloc/free and placement; pages.c: the pages model; graph_pools.c: CUDA graph
- * pools; stats.c: statistics; snapshot.c: the state walk; check.c: the invariant checker).
- * Nothing here is public.
+/* allocator_internal.h — the allocator's state and every function its files share (the vi_
+ * prefix: "vram internal"; nothing here is public). docs/allocator.md maps which file owns what.
  *
- * Layout:
- *   vram_allocator
- *     pools[SMALL|LARGE]     size classes: requests up to 1 MiB (rounded) are small
- *       regions             address ranges tiled by blocks: in the pages model one large
- *                           virtual range per pool, in the segments model one per device
- *                           allocation (a pages-model allocator holds segments too once
- *                           expandable_segments was turned off at run time: segments_too)
- *       bins[]              segregated free lists (exact classes below 32 KiB, then 32 classes
- *                           per power of two) with a two-level bitmap of non-empty bins
- *     live                  hash map address -> block for live and pending blocks, and for
- *                           deferred frees (in a `recent` slot: see allocator.c)
- *     cached                list of free blocks that may contain fully free mapped pages
- *     streams[]             per stream: free blocks not yet safe for other streams
- *     recent[], held[]      deferred frees: exact-size slots, and behind them (small_classes)
- *                           per-class stacks of small blocks (see allocator.c)
- *     graph_pools[]         private pools of CUDA graph captures: blocks allocated during a
- *                           capture and, once freed, reusable only by captures into the same
- *                           pool until it is released (see graph_pools.c)
- *
- * A block is LIVE (handed out), PENDING (freed, waiting for events of streams it was used on)
- * or FREE (in a bin, or for a while uncoalesced in a `recent` slot or a class stack: see allocator.c). A FREE block is `ready` when every stream may take it; otherwise only
- * its owner stream may, until an event recorded on the owner after the free has completed.
+ * vram_allocator is a set of parts, one per owning file: the size pools with their regions and
+ * bins (bins.c, segments.c, pages.c), the live map (live_map.h), the stream states and the
+ * pending list (streams.c, allocator.c), the deferred slots and held stacks (deferred.c), the
+ * private pools (graph_pools.c), the statistics, history and OOM report (stats.c). Blocks and
+ * regions, and the words for their states, are block.h's. Below the struct: the cross-file
+ * functions grouped by the file that defines them, then the small inline helpers the hot paths
+ * share (the larger ones: deferred.h, search.h, pages.h, live_map.h).
  */
 #ifndef VRAM_ALLOCATOR_INTERNAL_H
 #define VRAM_ALLOCATOR_INTERNAL_H
@@ -50,55 +33,8 @@
 #define VRAM_CLASS_BITS 2 /* small size classes: 2^VRAM_CLASS_BITS per power of two above 4 KiB */
 #define VRAM_SMALL_CLASSES (8 + 8 * (1 << VRAM_CLASS_BITS)) /* 512 B ... 4 KiB, then 4 KiB ... 1 MiB */
 
-enum { BLOCK_FREE = 0, BLOCK_LIVE = 1, BLOCK_PENDING = 2 };
-enum { DEFER_NONE = 0, DEFER_RECENT = 1, DEFER_HELD = 2, DEFER_GRAPH = 3 };
+#include "block.h"
 
-typedef struct vi_region vi_region;
-
-typedef struct vi_block {
-    /* first what malloc and free touch: a reuse pair reads nothing past `events` */
-    uint64_t addr;
-    uint64_t size;
-    uint64_t requested;
-    vram_stream stream;               /* allocation stream; for a FREE block its owner */
-    uint64_t free_seq;                /* order of frees, for stream readiness */
-    vram_stream *uses;                /* other streams recorded with record_stream */
-    uint16_t tag;
-    uint8_t graph;                    /* 1 + index in graph_pools of the private pool it belongs to, or 0 */
-    uint16_t nuses, nevents;
-    uint8_t state;
-    uint8_t ready;
-    uint8_t deferred;                 /* FREE, not yet coalesced: DEFER_RECENT (in a `recent` slot),
-                                       * DEFER_HELD (in its small class's list) or DEFER_GRAPH (in
-                                       * its private pool's bins, for that pool only) */
-    uint8_t pool;                     /* region->pool, without the indirection */
-    uint8_t in_cached;
-    uint8_t mapped_all;               /* pages model, FREE: every page under the block is mapped
-                                       * (set when a live block is freed, kept by merges of such
-                                       * blocks and by splits, cleared when pages.c unmaps any of
-                                       * its pages; 0 says nothing: then the bitmap answers) */
-    uint16_t bin;
-    void **events;                    /* PENDING: events still to complete */
-    vi_region *region;
-    struct vi_block *prev, *next;   /* address neighbours in the region (NULL at its ends) */
-    struct vi_block *fprev, *fnext; /* bin list (FREE) or pending list (PENDING) */
-    struct vi_block *sprev, *snext; /* owner stream's not-ready list (FREE, !ready) */
-    struct vi_block *cprev, *cnext; /* the cached-pages list */
-} vi_block;
-
-struct vi_region {
-    uint64_t base, size;
-    uint64_t *mapped;      /* pages model: one bit per page */
-    uint64_t *zombie;      /* pages model: unmapped for the allocator, still an alias source */
-    uint64_t *chunk;       /* pages model: first page of each chunk (one physical allocation,
-                            * mapped, moved and unmapped whole; it ends at the next chunk's
-                            * first page or the first unmapped page) */
-    uint64_t npages;
-    vi_block *first;
-    int pool;
-    int expandable;
-    vi_region *prev, *next; /* the pool's region list */
-};
 
 /* Segregated free lists, each a doubly linked list through fnext / fprev (block->bin names
  * it), with a two-level bitmap of the non-empty ones: a size pool's free blocks (vi_pool) and
@@ -173,11 +109,6 @@ typedef struct vi_capture {
 
 enum { GRAPH_CAPTURING = 1, GRAPH_BLOCKS = 2 }; /* vram_allocator.graph_mode bits */
 
-typedef struct vi_block_slab {
-    struct vi_block_slab *next;
-    vi_block blocks[1024];
-} vi_block_slab;
-
 struct vram_allocator {
     vram_lock lock;          /* lock.h: biased to a thread that allocates alone */
     vram_device *dev;
@@ -247,6 +178,101 @@ struct vram_allocator {
     int segments_too;        /* pages model: segments were made too (expandable_segments turned off at
                               * run time), so releases look at segments as well */
 };
+
+/* ---------------------------------------------------------------------------------------- */
+/* Cross-file functions, by the file that defines them.                                      */
+
+/* bins.c: the free-block index, coalescing and the best-fit search. */
+/* Puts free block b (in its region's address list, in no index) into the free structures,
+ * coalesced with the neighbours it may merge with; returns the block it is part of. `fresh` is
+ * the range that just became free (for the cached list). */
+vi_block *vi_free_insert(vram_allocator *a, vi_block *b, uint64_t fresh_addr, uint64_t fresh_size);
+/* search.h's vi_find_free_inline out of line, for malloc's later searches. */
+vi_block *vi_find_free(vram_allocator *a, vi_pool *p, uint64_t rsize, vram_stream s, int *place, int *mapped);
+
+/* streams.c: stream states, their not-ready lists and events. */
+vi_stream_state *vi_stream_find(vram_allocator *a, vram_stream s); /* vi_stream_of past the first entry */
+void vi_stream_wait(vram_allocator *a, vram_stream s);              /* the host waits for s's queued work */
+void vi_stream_list_remove(vram_allocator *a, vi_block *b);
+int vi_stream_list_append(vram_allocator *a, vi_block *b);
+void vi_stream_list_reseq(vram_allocator *a, vi_block *b, uint64_t seq);
+vram_status vi_sync_all_streams(vram_allocator *a);        /* waits for every stream with not-ready blocks */
+void vi_poll_streams(vram_allocator *a, int want_more);    /* makes blocks of finished stream work ready */
+void vi_streams_note(vram_allocator *a, vram_stream stream); /* a searching malloc's stream (one-stream mode) */
+void vi_streams_many(vram_allocator *a);                   /* leaves one-stream mode */
+
+/* deferred.c: the recent slots and held stacks (the inline half: deferred.h). */
+/* Sends every deferred block to the bins; with `than`, whether a search for rsize must run again. */
+int vi_recent_flush(vram_allocator *a, int pool, uint64_t rsize, const vi_block *than);
+void vi_deferred_flush(vram_allocator *a); /* coalesces every recent and held block */
+
+/* segments.c: regions, and the segments model's device allocations. */
+vi_region *vi_region_new(vram_allocator *a, int pool, uint64_t base, uint64_t size, int expandable);
+void vi_region_destroy(vram_allocator *a, vi_region *r);
+vi_block *vi_new_segment(vram_allocator *a, int pool, uint64_t rsize, int *retried, vram_status *err);
+uint64_t vi_release_cache(vram_allocator *a, uint64_t want); /* pages unmapped and segments freed, in bytes */
+
+/* pages.c: the pages model. */
+/* Drops the old addresses of aliased pages whose streams have passed them (all, waiting for the
+ * streams, with `wait`). */
+void vi_pages_reap_zombies(vram_allocator *a, int wait);
+/* The bytes the allocator may still reserve now: its limit less what it reserves, and no more
+ * than the device says is free (not asked during a capture). Lock held. */
+uint64_t vi_room(vram_allocator *a);
+/* Unmaps whole free chunks of ready free blocks, outside pages [x0, x1) of region xr, until
+ * `want` bytes are unmapped (UINT64_MAX: all); *blocked (if given) is set when blocks that are
+ * not ready held some. Returns the bytes unmapped. */
+uint64_t vi_pages_release(vram_allocator *a, uint64_t want, const vi_region *xr, uint64_t x0, uint64_t x1,
+                          int *blocked);
+/* Makes every page under [addr, addr+rsize) of r mapped for `stream`: by moving cached chunks
+ * when reserved memory would exceed its budget, else by mapping new ones. */
+vram_status vi_pages_ensure_mapped(vram_allocator *a, vi_region *r, uint64_t addr, uint64_t rsize, int *retried,
+                                   int may_defer, vram_stream stream);
+
+/* obtain.c: memory for a request that no cached block serves as it lies (malloc's retry ladder). */
+vi_block *vi_obtain(vram_allocator *a, int pool, uint64_t rsize, vram_stream stream, vi_block *b, int *place,
+                    int *mapped, int *retried, vram_status *err);
+
+/* graph_pools.c: private pools, for malloc and free during and after captures. vi_graph_route
+ * gives the index in graph_pools of the pool an allocation on `stream` belongs to, or -1. */
+int vi_graph_route(vram_allocator *a, vram_stream stream);
+vi_block *vi_graph_take(vram_allocator *a, int pool, uint64_t rsize, vram_stream stream);
+void vi_graph_adopt(vram_allocator *a, int pool, vi_block *b);
+int vi_graph_keep(vram_allocator *a, vi_block *b);
+void vi_graph_pools_destroy(vram_allocator *a); /* frees the pools' bins */
+/* ... and for graph_capture.c (the public begin/end/release API): slots, mode and the pools' bins */
+int vi_graph_slot(vram_allocator *a, uint64_t id, int add);
+int vi_graph_slot_open(vi_graph_pool *g, uint64_t id);
+void vi_graph_slot_close(vi_graph_pool *g);
+void vi_graph_mode_update(vram_allocator *a, int capturing);
+void vi_graph_push(vi_graph_pool *g, vi_block *b);
+void vi_graph_unlink(vi_graph_pool *g, vi_block *b);
+vi_block *vi_graph_first(const vi_graph_pool *g);
+vi_block *vi_graph_absorb(vram_allocator *a, vi_graph_pool *g, vi_block *x, vi_block *y, vi_block *listed);
+
+/* allocator.c: the pending list, for graph_capture.c (begin and end of captures). */
+void vi_process_pending(vram_allocator *a);        /* completes pending frees whose events are done */
+void vi_pending_after_captures(vram_allocator *a); /* records the events of frees made during captures */
+
+/* stats.c: statistics, history and the out-of-memory report. */
+/* The statistics of `a` with PyTorch's meaning (the caller holds the lock). */
+void vi_stats_export(const vram_allocator *a, vram_stats *out);
+/* After an allocation in `pool` while blocks are pending: lifts the active peaks kept for that
+ * case. */
+void vi_stats_active_lift(vram_allocator *a, int pool);
+/* Per-tag statistics of a block of a tag other than the solo one (a->tag_solo), allocated or
+ * freed; the first such call writes the solo tag's statistics out. Out of line: the hot path
+ * only compares tags. */
+void vi_tag_stats_up(vram_allocator *a, vram_tag tag, uint64_t size, uint64_t requested);
+void vi_tag_stats_down(vram_allocator *a, vram_tag tag, uint64_t size, uint64_t requested);
+/* Records an event in the history ring (out of line: malloc and free only test a->history). */
+void vi_history_record(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size, vram_stream stream,
+                       vram_tag tag);
+/* Puts history ring `ring` of `entries` events in place (lock held); returns the old ring. */
+vram_event *vi_history_install(vram_allocator *a, vram_event *ring, uint32_t entries);
+/* An out-of-memory answer (lock held): counted, in the history, the report written and set as the
+ * error, `why` saying what failed. */
+void vi_oom_fail(vram_allocator *a, size_t size, uint64_t rsize, vram_stream stream, vram_tag tag, const char *why);
 
 /* While a CUDA graph is captured (begin_pool .. end_pool) the driver refuses event queries,
  * records and waits from the capturing thread (the capture breaks on them), and memory must not
@@ -375,25 +401,6 @@ static inline unsigned vi_bins_next(const vi_bins *f, unsigned i) {
     return (w << 6) + (unsigned)__builtin_ctzll(f->bitmap[w]);
 }
 
-/* allocator.c's block-level operations that graph_pools.c uses too (see allocator.c). */
-/* Puts free block b (in no index) into the free structures, coalesced; returns the block it is
- * part of. */
-vi_block *vi_free_insert(vram_allocator *a, vi_block *b, uint64_t fresh_addr, uint64_t fresh_size);
-/* Sends every deferred block to the bins; with `than`, whether a search for rsize must run again. */
-int vi_recent_flush(vram_allocator *a, int pool, uint64_t rsize, const vi_block *than);
-void vi_process_pending(vram_allocator *a);             /* completes pending frees whose events are done */
-void vi_pending_after_captures(vram_allocator *a);      /* records the events of frees made during captures */
-void vi_poll_streams(vram_allocator *a, int want_more); /* makes blocks of finished stream work ready */
-void vi_streams_many(vram_allocator *a);                /* leaves one-stream mode (allocator.c, mergeable) */
-void vi_block_live(vram_allocator *a, vi_block *b, size_t size, vram_stream stream, vram_tag tag); /* counts b allocated */
-
-/* graph_pools.c, for malloc and free during and after captures: vi_graph_route gives the
- * index in graph_pools of the pool an allocation on `stream` belongs to, or -1. */
-int vi_graph_route(vram_allocator *a, vram_stream stream);
-vi_block *vi_graph_take(vram_allocator *a, int pool, uint64_t rsize, vram_stream stream);
-void vi_graph_adopt(vram_allocator *a, int pool, vi_block *b);
-int vi_graph_keep(vram_allocator *a, vi_block *b);
-void vi_graph_pools_destroy(vram_allocator *a); /* frees the pools' bins */
 
 /* Statistics in the hot path. Internally:
  *   - a vram_stat's `freed` holds the value `current` had at the last reset of accumulated
@@ -423,16 +430,6 @@ static inline void vi_stat_pool_down(vram_stat *arr, int pool, int64_t x) {
     arr[pool].current -= x;
     arr[0].current -= x;
 }
-/* stats.c. The statistics of `a` with PyTorch's meaning (the caller holds the lock). */
-void vi_stats_export(const vram_allocator *a, vram_stats *out);
-/* After an allocation in `pool` while blocks are pending: lifts the active peaks kept for that
- * case. */
-void vi_stats_active_lift(vram_allocator *a, int pool);
-/* Per-tag statistics of a block of a tag other than the solo one (a->tag_solo), allocated or
- * freed; the first such call writes the solo tag's statistics out. Out of line: the hot path
- * only compares tags. */
-void vi_tag_stats_up(vram_allocator *a, vram_tag tag, uint64_t size, uint64_t requested);
-void vi_tag_stats_down(vram_allocator *a, vram_tag tag, uint64_t size, uint64_t requested);
 
 /* Page and region helpers shared with snapshot.c and check.c. */
 static inline int vi_page_mapped(const vi_region *r, uint64_t page) {
@@ -456,10 +453,6 @@ static inline unsigned vi_recent_slot(uint64_t rsize) {
     return (unsigned)(((rsize >> 9) * 0x9E3779B97F4A7C15ull) >> 60) & (VRAM_RECENT_SLOTS - 1);
 }
 
-/* Records an event in the history ring (allocator.c; out of line: malloc and free only test
- * a->history). */
-void vi_history_record(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size, vram_stream stream,
-                         vram_tag tag);
 static inline void vi_history_add(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size,
                                vram_stream stream, vram_tag tag) {
     if (__builtin_expect(a->history != NULL, 0)) vi_history_record(a, action, addr, size, stream, tag);
@@ -496,5 +489,92 @@ static inline void vi_cached_remove(vram_allocator *a, vi_block *b) {
  * allocates alone, a plain store and load. */
 static inline void vi_allocator_lock(vram_allocator *a) { vram_lock_acquire(&a->lock); }
 static inline void vi_allocator_unlock(vram_allocator *a) { vram_lock_release(&a->lock); }
+
+/* ---------------------------------------------------------------------------------------- */
+/* Inline helpers over the indexes, shared by malloc, free and the files below them.         */
+
+static inline void vi_bin_insert(vi_pool *p, vi_block *b) {
+    vi_bins_insert(&p->free, b);
+    p->nfree++;
+}
+
+static inline void vi_bin_remove(vi_pool *p, vi_block *b) {
+    vi_bins_remove(&p->free, b);
+    p->nfree--;
+}
+
+static inline unsigned vi_bin_next(const vi_pool *p, unsigned i) { return vi_bins_next(&p->free, i); }
+
+/* The state of stream s, made if new (NULL when the table is full). The first stream seen is
+ * asked first, inline: it is most programs' only one, and the free path asks on every merge. */
+static inline vi_stream_state *vi_stream_of(vram_allocator *a, vram_stream s) {
+    if (a->nstreams && a->streams[0].stream == s) return &a->streams[0];
+    return vi_stream_find(a, s);
+}
+
+/* Takes b out of its owner's list st (its own links left as they were; no counts). */
+static inline void vi_stream_list_unlink(vi_stream_state *st, vi_block *b) {
+    if (b->sprev) b->sprev->snext = b->snext;
+    else st->head = b->snext;
+    if (b->snext) b->snext->sprev = b->sprev;
+    else st->tail = b->sprev;
+}
+
+/* Links b into its owner's list st after the last block whose free_seq is at most b's, so the
+ * list stays ordered by free_seq (almost always at the tail: a merged block can carry an older
+ * free_seq). No counts. */
+static inline void vi_stream_list_link(vi_stream_state *st, vi_block *b) {
+    vi_block *after = st->tail;
+    while (after && after->free_seq > b->free_seq) after = after->sprev;
+    b->sprev = after;
+    b->snext = after ? after->snext : st->head;
+    if (b->snext) b->snext->sprev = b;
+    else st->tail = b;
+    if (after) after->snext = b;
+    else st->head = b;
+}
+
+/* Puts free block b, which is in no index yet, in its owner's not-ready list. */
+static inline void vi_stream_track(vram_allocator *a, vi_block *b) {
+    if (b->ready || vi_stream_list_append(a, b) == 0) return;
+    vi_stream_wait(a, b->stream); /* the stream table is full: wait for this stream's work instead */
+    b->ready = 1;
+}
+
+/* Takes a free block out of every index it is in (bin, stream list, cached list). */
+static inline void vi_free_unlink(vram_allocator *a, vi_block *b) {
+    vi_bin_remove(&a->pools[b->pool], b);
+    if (!b->ready) vi_stream_list_remove(a, b);
+    vi_cached_remove(a, b);
+}
+
+/* Moves an indexed free block to the bin of its (changed) size. */
+static inline __attribute__((always_inline)) void vi_rebin(vram_allocator *a, vi_block *b) {
+    unsigned i = vi_bin_of(b->size);
+    if (i == b->bin) return;
+    vi_bins *f = &a->pools[b->pool].free;
+    vi_bins_remove(f, b); /* the pool's count of free blocks stays */
+    vi_bins_insert_at(f, b, i); /* the bin known: not computed again */
+}
+
+/* Makes b (out of the free structures, in the live map) a live block serving `size` bytes on
+ * `stream` with `tag`, and counts it. Always inlined: it is most of malloc's fast path. */
+static inline __attribute__((always_inline)) void vi_block_live(vram_allocator *a, vi_block *b, size_t size, vram_stream stream, vram_tag tag) {
+    if (__builtin_expect((int)tag != a->tag_solo, 0)) vi_tag_stats_up(a, tag, b->size, size); /* first: may split */
+    b->state = BLOCK_LIVE;
+    b->ready = 0;
+    b->stream = stream;
+    b->requested = size;
+    b->tag = tag;
+    b->nuses = 0;
+    int bpool = b->pool;
+    vi_stat_pool_up(a->stats.allocation, bpool, 1);
+    vi_stat_pool_up(a->stats.allocated_bytes, bpool, (int64_t)b->size);
+    vi_stat_pool_up(a->stats.requested_bytes, bpool, (int64_t)size);
+    if (__builtin_expect(a->pending_blocks[0] != 0, 0)) vi_stats_active_lift(a, bpool);
+    if (b->size >= a->cfg.max_split_size) /* UINT64_MAX when unlimited: no block reaches it */
+        vi_stat_up(&a->stats.oversize_allocations, 1);
+    vi_history_add(a, VRAM_EVENT_ALLOC, b->addr, size, stream, tag);
+}
 
 #endif

@@ -1,4 +1,5 @@
-/* pages.h — the pages model's page bitmaps and its entry points (pages.c), for allocator.c.
+/* pages.h — the pages model's page bitmaps, inline for malloc's search and pages.c (pages.c's
+ * functions are declared in allocator_internal.h).
  *
  * A region of the pages model keeps three bitmaps, one bit per page: `mapped` (physical memory
  * behind the page), `chunk` (the page starts a chunk: one physical allocation, mapped and
@@ -72,24 +73,5 @@ static inline int vi_range_mapped(const vram_allocator *a, const vi_region *r, u
     uint64_t tail = (p1 & 63) == 63 ? ~0ull : (1ull << ((p1 & 63) + 1)) - 1; /* the last word, to p1 */
     return (*last & tail) == tail;
 }
-
-/* Drops the old addresses of aliased pages whose streams have passed them (all, waiting for the
- * streams, with `wait`). */
-void vi_pages_reap_zombies(vram_allocator *a, int wait);
-
-/* The bytes the allocator may still reserve now: its limit less what it reserves, and no more
- * than the device says is free (not asked during a capture). Lock held. */
-uint64_t vi_room(vram_allocator *a);
-
-/* Unmaps whole free chunks of ready free blocks, outside pages [x0, x1) of region xr, until
- * `want` bytes are unmapped (UINT64_MAX: all); *blocked (if given) is set when blocks that are
- * not ready held some. Returns the bytes unmapped. */
-uint64_t vi_pages_release(vram_allocator *a, uint64_t want, const vi_region *xr, uint64_t x0, uint64_t x1,
-                            int *blocked);
-
-/* Makes every page under [addr, addr+rsize) of r mapped for `stream`: by moving cached chunks
- * when reserved memory would exceed its budget, else by mapping new ones (see pages.c). */
-vram_status vi_pages_ensure_mapped(vram_allocator *a, vi_region *r, uint64_t addr, uint64_t rsize, int *retried,
-                                     int may_defer, vram_stream stream);
 
 #endif

@@ -8,9 +8,12 @@
  * allocator's lock held, taken by the public functions below or by their callers.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "allocator_internal.h"
+#include "pages.h"
 
 /* Active (allocated plus pending) exceeds allocated only while blocks are pending: lifts the
  * active peaks kept for that case after an allocation in `pool` (allocator_internal.h). */
@@ -214,4 +217,157 @@ vram_status vram_allocator_tag_register(vram_allocator *a, const char *name, vra
 
 const char *vram_allocator_tag_name(vram_allocator *a, vram_tag tag) {
     return tag < a->stats.num_tags ? a->tag_names[tag] : "unknown";
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* History.                                                                                  */
+
+static _Thread_local uint32_t thread_context; /* vram_set_context */
+
+void vram_set_context(uint32_t context) { thread_context = context; }
+uint32_t vram_context(void) { return thread_context; }
+
+/* Records an event in the history ring (out of line: malloc and free only test a->history). */
+void vi_history_record(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size, vram_stream stream,
+                         vram_tag tag) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    vram_event *e = &a->history[a->history_next % a->cfg.history_entries];
+    e->action = action;
+    e->addr = addr;
+    e->size = size;
+    e->stream = stream;
+    e->tag = tag;
+    e->context = thread_context;
+    e->time_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    a->history_next++;
+}
+
+
+/* The longest stretch of free block b that can serve a request without asking the device: all
+ * of it in the segments model, its longest run of mapped pages in the pages model. */
+static uint64_t cached_run(const vram_allocator *a, const vi_block *b) {
+    const vi_region *r = b->region;
+    if (!r->expandable) return b->size;
+    uint64_t P = a->page_size, lo = b->addr - r->base, hi = lo + b->size, best = 0;
+    uint64_t q1 = ((hi - 1) >> a->page_shift) + 1; /* one past the block's last page */
+    for (uint64_t s = vi_bits_find(r->mapped, lo >> a->page_shift, q1, 1), e; s < q1; s = vi_bits_find(r->mapped, e, q1, 1)) {
+        e = vi_bits_find(r->mapped, s, q1, 0);
+        uint64_t from = s * P > lo ? s * P : lo, to = e * P < hi ? e * P : hi;
+        if (to - from > best) best = to - from;
+    }
+    return best;
+}
+
+/* The largest request of `pool` (-1: either) that cached memory could serve as it lies. */
+static uint64_t largest_cached(const vram_allocator *a, int pool) {
+    uint64_t largest = 0;
+    for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++)
+        for (const vi_region *r = a->pools[p].regions; r && (pool < 0 || p == pool); r = r->next)
+            for (const vi_block *b = r->first; b; b = b->next)
+                if (b->state == BLOCK_FREE) {
+                    uint64_t c = cached_run(a, b);
+                    if (c > largest) largest = c;
+                }
+    return largest;
+}
+
+static void oom_report(vram_allocator *a, uint64_t size, uint64_t rsize, const char *why) {
+    char s1[32], s2[32], s3[32], s4[32], s5[32], s6[32], s7[32], s8[32], s9[32];
+    const vram_stats *st = &a->stats;
+    uint64_t allocated = (uint64_t)st->allocated_bytes[0].current, reserved = (uint64_t)st->reserved_bytes[0].current;
+    size_t dfree = 0, dtotal = 0;
+    if (a->dev->ops->mem_info) a->dev->ops->mem_info(a->dev, &dfree, &dtotal);
+    int pool = vi_pool_of(rsize);
+    uint64_t largest = largest_cached(a, pool);
+    int n = snprintf(a->oom_report, sizeof a->oom_report,
+                     "vram out of memory: tried to allocate %s (requested %s) on %s device %d (%s): %s. "
+                     "Device capacity %s, of which %s is free; vram's limit is %s. "
+                     "Allocated %s, reserved %s, of which %s is cached (reserved but unallocated); "
+                     "the largest free cached block of the %s pool is %s.",
+                     vram_format_size(rsize, s1, sizeof s1), vram_format_size(size, s2, sizeof s2), a->dev->kind,
+                     a->dev->index, a->dev->name, why, vram_format_size(a->dev->capacity, s3, sizeof s3),
+                     vram_format_size(dfree, s4, sizeof s4), vram_format_size(a->limit, s5, sizeof s5),
+                     vram_format_size(allocated, s6, sizeof s6), vram_format_size(reserved, s7, sizeof s7),
+                     vram_format_size(reserved - allocated, s8, sizeof s8), pool == VRAM_POOL_SMALL ? "small" : "large",
+                     vram_format_size(largest, s9, sizeof s9));
+    int64_t pool_cached = st->reserved_bytes[pool].current - st->allocated_bytes[pool].current;
+    if (n > 0 && (size_t)n < sizeof a->oom_report && pool_cached >= 0 && (uint64_t)pool_cached >= rsize && largest < rsize)
+        n += snprintf(a->oom_report + n, sizeof a->oom_report - (size_t)n,
+                      a->pages_model
+                          ? " The pool's %s of cached memory is fragmented: it lies in pieces smaller than the request, "
+                            "in chunks shared with live blocks, and a chunk moves only whole (chunk_size_mb sets their size)."
+                          : " The pool's %s of cached memory is fragmented: it lies in segments with live blocks, where "
+                            "nothing this large fits (expandable_segments:True lets free pages move).",
+                      vram_format_size((uint64_t)pool_cached, s1, sizeof s1));
+    /* the three biggest tags by allocated bytes */
+    int order[VRAM_TAG_MAX];
+    uint32_t nt = st->num_tags;
+    for (uint32_t i = 0; i < nt; i++) order[i] = (int)i;
+    for (uint32_t i = 0; i < nt; i++)
+        for (uint32_t j = i + 1; j < nt; j++)
+            if (st->tags[order[j]].allocated_bytes.current > st->tags[order[i]].allocated_bytes.current) {
+                int t = order[i];
+                order[i] = order[j];
+                order[j] = t;
+            }
+    for (uint32_t i = 0; i < nt && i < 3 && n > 0 && (size_t)n < sizeof a->oom_report; i++) {
+        int64_t bytes = st->tags[order[i]].allocated_bytes.current;
+        if (bytes <= 0) break;
+        n += snprintf(a->oom_report + n, sizeof a->oom_report - (size_t)n, "%s %s %s", i ? "," : " Biggest tags:",
+                      a->tag_names[order[i]], vram_format_size((uint64_t)bytes, s1, sizeof s1));
+    }
+}
+
+/* An out-of-memory answer (the lock held): counted, in the history, the report written and set as
+ * the error, `why` saying what failed. */
+void vi_oom_fail(vram_allocator *a, size_t size, uint64_t rsize, vram_stream stream, vram_tag tag, const char *why) {
+    a->stats.num_ooms++;
+    size_t dfree = 0, dtotal = 0;
+    if (a->dev->ops->mem_info) a->dev->ops->mem_info(a->dev, &dfree, &dtotal);
+    vi_history_add(a, VRAM_EVENT_OOM, dfree, rsize, stream, tag);
+    oom_report(a, size, rsize, why);
+    vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s", a->oom_report);
+}
+
+/* Puts history ring `ring` of `entries` events in place (lock held), dropping the events
+ * recorded so far; returns the old ring, for the caller to free unlocked. */
+vram_event *vi_history_install(vram_allocator *a, vram_event *ring, uint32_t entries) {
+    vram_event *old = a->history;
+    a->history = ring;
+    a->cfg.history_entries = entries;
+    a->history_next = 0;
+    return old;
+}
+
+vram_status vram_allocator_set_history(vram_allocator *a, uint32_t entries) {
+    if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "set_history: null allocator");
+    if (entries > VRAM_HISTORY_MAX)
+        return vram_error(VRAM_ERR_INVALID_ARG, "set_history: %u entries, more than the %u allowed", entries,
+                          VRAM_HISTORY_MAX);
+    vram_event *ring = entries ? calloc(entries, sizeof *ring) : NULL;
+    if (entries && !ring) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "set_history: host out of memory for %u events", entries);
+    vi_allocator_lock(a);
+    vram_event *old = vi_history_install(a, ring, entries);
+    vi_allocator_unlock(a);
+    free(old);
+    return VRAM_OK;
+}
+
+uint64_t vram_allocator_history_count(vram_allocator *a) {
+    if (!a) return 0;
+    vi_allocator_lock(a);
+    uint64_t n = a->cfg.history_entries ? a->history_next : 0;
+    vi_allocator_unlock(a);
+    return n;
+}
+
+const char *vram_allocator_oom_report(vram_allocator *a) { return a->oom_report; }
+
+uint64_t vram_allocator_largest_free(vram_allocator *a) {
+    if (!a) return 0;
+    vi_allocator_lock(a);
+    uint64_t largest = largest_cached(a, -1);
+    vi_allocator_unlock(a);
+    return largest;
 }
