@@ -47,9 +47,10 @@ static uint64_t compute_limit(const vram_allocator *a) {
 }
 
 /* Policies whose best value depends on what a page move costs (docs/alloc_conf.md), where `cfg`
- * leaves them auto: where chunks are larger than a page (CUDA), a move is a driver call of 40-300
- * us, so reserved memory may exceed the allocated peak by 3% before pages move, and pages a
- * stream may still use are moved by aliasing rather than new memory mapped. */
+ * leaves them auto: where chunks are larger than a page (CUDA), a move is a slow driver call, so
+ * reserved memory may exceed the allocated peak a little (reserve_slack) before pages move, and
+ * pages a stream may still use are moved by aliasing rather than new memory mapped
+ * (docs/allocator-evidence.md §11). */
 static void resolve_auto(const vram_allocator *a, vram_alloc_config *cfg) {
     if (cfg->move_busy_pages == VRAM_CONF_AUTO) cfg->move_busy_pages = a->can_alias;
     if (cfg->reserve_slack == VRAM_CONF_AUTO) cfg->reserve_slack = a->chunk_pages > 1 ? 0.03 : 0.0;
@@ -183,9 +184,9 @@ static int should_split(const vram_allocator *a, const vi_block *b, uint64_t rsi
     return rsize < a->cfg.max_split_size && rest > VRAM_SMALL_LIMIT;
 }
 
-/* How many mallocs may pass between two polls of pending frees and in-flight stream events:
- * an event query costs 5-10 us while the GPU is busy (bench_cuda_pages), and asked on every
- * malloc it cost GPT-2 training ~20 ms a step on an H200. The slow path asks always. */
+/* How many mallocs may pass between two polls of pending frees and in-flight stream events: an
+ * event query is dear while the GPU is busy (docs/allocator-evidence.md §9). The slow path asks
+ * always. */
 #define VRAM_POLL_EVERY 64
 
 /* Takes [b->addr, b->addr + rsize) out of free block b (or its end, with PLACE_END). When b

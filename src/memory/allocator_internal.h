@@ -147,11 +147,9 @@ struct vram_allocator {
     char oom_report[2048];
     vram_event *history;
     uint64_t history_next; /* total events recorded; ring index = next % entries */
-    /* Small size classes (allocator.c). Last, so that the fields above keep their offsets: the
-     * pair path is sensitive to where the allocator's fields lie (moving them all by 8 bytes, by
-     * growing vram_alloc_config, cost the 256 MiB pair 4-6 ns on the H200; bench/results/
-     * 2026-12-02-cuda-latency.md, run 23). Rerun `bench/run_gpu.sh latrounds` against the previous
-     * build after changing this struct or vram_alloc_config. */
+    /* Small size classes (deferred.h). Last, so that the fields above keep their offsets: the
+     * pair path is sensitive to where the allocator's fields lie (docs/allocator-evidence.md §8,
+     * which says what to rerun after changing this struct or vram_alloc_config). */
     int held_pool;           /* small_classes (and frees deferred): VRAM_POOL_SMALL, whose requests
                               * round to classes and whose frees are held; else -1 (no pool) */
     int graph_mode;          /* GRAPH_CAPTURING: captures are under way (`captures`);

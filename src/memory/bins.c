@@ -21,11 +21,9 @@
  *   - no page had to move to make room since the cache was last emptied (pages_moved): pages
  *     of a not-ready block move only by aliasing, whole chunks into gaps they fit, where a ready
  *     block's are unmapped; once memory must move, merging ready memory away costs more than the
- *     holes it closes (gpt2_train, events 100 operations late: 1.037 x its peak requested memory
- *     with such merges throughout, 1.020 without; bench/results/2026-12-03-one-stream-merges.md).
- * Kept apart, a block freed beside never-used memory stays a hole of its own for good (on a
- * device with events, no page moves: gpt2_generate 1.110 x, effnet_infer 1.149 x, against
- * 1.074 and 1.092 with these merges). */
+ *     holes it closes.
+ * Kept apart, a block freed beside never-used memory stays a hole of its own for good
+ * (docs/allocator-evidence.md §1). */
 static inline int readiness_mergeable(const vram_allocator *a, const vi_block *x, const vi_block *y) {
     if (x->ready && y->ready) return 1;
     if (!x->ready && !y->ready) return x->stream == y->stream;

@@ -1,24 +1,9 @@
-/* check.c — the allocator's invariant checker, for tests and debugging.
+/* check.c — the allocator's invariant checker (vram_allocator_check), for tests and debugging.
  *
- * Walks every region, block, bin, list and the live map, recounts every statistic from the
- * blocks, and compares. The first violation is returned as VRAM_ERR_INTERNAL with a detail.
- * Invariants:
- *   - blocks tile each region exactly, in address order, with consistent prev/next links;
- *   - no two adjacent free blocks that could merge (both ready, or same owner not ready),
- *     unless one of them is a deferred free waiting in its `recent` slot or held on its small
- *     class's stack (which holds only small-pool blocks, counted by held_count);
- *   - every free block is in the bin of its size, and every bin entry is a free block; no free
- *     block holds uses or events (merges release free blocks' structs without asking);
- *   - not-ready free blocks are in their owner's list, ready ones in none;
- *   - live, pending, deferred, held and private-pool free blocks are in the live map under their
- *     address, nothing else is;
- *   - a private pool's blocks (live and free) number what its slot counts, its free ones are in
- *     its bins (bitmaps right), and a slot with no blocks and no uses is unused, without bins;
- *   - live blocks, and free ones marked mapped_all, lie on mapped pages; every mapped run starts
- *     a chunk, no chunk is longer than chunk_size (pages model);
- *   - allocated/active/requested bytes and counts, per pool and per tag, equal the sums over
- *     blocks; reserved bytes equal mapped pages plus segments; segment counts equal mapped
- *     runs plus segments; reserved >= allocated.
+ * One walk over every region, block, bin, list and the live map, recounting every statistic
+ * from the blocks and comparing; the first violation is returned as VRAM_ERR_INTERNAL with a
+ * detail. The invariants (tiling, merging, indexes, the live map, private pools, mapped pages,
+ * statistics) are listed in docs/allocator.md, "Invariants".
  */
 #include <stdio.h>
 #include <string.h>
@@ -34,6 +19,9 @@ static int in_bin(const vi_pool *p, const vi_block *b) {
     return 0;
 }
 
+/* One function of ~260 lines on purpose: every check below reads the counts of the one walk
+ * above it (a dozen accumulators per pool and per tag), and the checker is the reference the
+ * allocator's refactors are held to, so it changes as little as they do. */
 static vram_status check_locked(vram_allocator *a) {
     int64_t allocated[VRAM_POOL_COUNT] = {0}, active[VRAM_POOL_COUNT] = {0}, requested[VRAM_POOL_COUNT] = {0};
     int64_t nalloc[VRAM_POOL_COUNT] = {0}, nactive[VRAM_POOL_COUNT] = {0};

@@ -83,19 +83,15 @@ static inline vi_block *vi_recent_evict(vram_allocator *a, vi_block *b) {
 static inline __attribute__((always_inline)) void vi_recent_put(vram_allocator *a, vi_block *b, uint64_t slot) {
     /* Beside a free block the freed block is coalesced at once, as PyTorch coalesces every free:
      * deferred there, it stays a hole of its own size that the next request of that size takes
-     * back wherever it lies, where the best fit over the merged hole would place it elsewhere
-     * (GPT-2 sampling, three calls: 1.137 x its peak requested memory replayed as on a GPU,
-     * 1.095 with this; bench/results/2026-12-03-one-stream-merges.md). The free end of the range
-     * is the exception while it is the pool's one free block: a search (which, as PyTorch's,
-     * takes the free end last) could then only place the request where the slot does, so an
-     * allocate/free loop keeps its fast path, for one load of the count. With other free blocks
-     * in the bins the search may choose one of them (GPT-2 sampling, one call: 1.097 -> 1.078
-     * with vi_bin_best's ties by address; bench/results/2026-12-03-placement-neutral.md). Between
-     * live blocks, deferral changes nothing that a search would place otherwise. */
+     * back wherever it lies, where the best fit over the merged hole would place it elsewhere.
+     * The free end of the range is the exception while it is the pool's one free block: a search
+     * (which, as PyTorch's, takes the free end last) could then only place the request where the
+     * slot does, so an allocate/free loop keeps its fast path, for one load of the count. With
+     * other free blocks in the bins the search may choose one of them. Between live blocks,
+     * deferral changes nothing that a search would place otherwise (docs/allocator-evidence.md
+     * §2). */
     vi_block *below = b->prev, *above = b->next;
-    /* (any free neighbour, not only one it may merge with: asking mergeable() instead kept blocks
-     * deferred beside not-ready neighbours and cost llama_train 1.049 -> 1.071, vit_train 1.033 ->
-     * 1.038 with moves of busy pages off, bench_replay_lag lag 0) */
+    /* (any free neighbour, not only one it may merge with: asking mergeable() held more memory) */
     if ((below && below->state == BLOCK_FREE && below->deferred < DEFER_HELD) ||
         (above && above->state == BLOCK_FREE && above->deferred < DEFER_HELD &&
          (above->next || a->pools[b->pool].nfree > 1))) {

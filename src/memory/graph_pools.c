@@ -1,43 +1,15 @@
-/* graph_pools.c — private pools for CUDA graph captures (PyTorch's graph memory pools).
+/* graph_pools.c — private pools for CUDA graph captures (PyTorch's graph memory pools): what
+ * malloc and free do with them. A captured graph replays the addresses its capture allocated, so
+ * those blocks must serve nothing else while the graph exists (docs/allocator.md, "Private pools").
  *
- * A captured graph replays the addresses its capture allocated, so those blocks must not serve
- * the rest of the program while the graph exists, even after the tensors that held them are
- * freed: PyTorch gives each capture a private pool (beginAllocateToPool / endAllocateToPool /
- * releasePool) and vram does the same. During a capture every allocation of the capture's
- * streams is adopted by the pool captured into (vi_graph_adopt: it may come from the
- * ordinary cache, which holds nothing in use); a block of a pool, freed, leaves the ordinary
- * structures for the pool's own bins (vi_graph_keep: DEFER_GRAPH, still in the live map,
- * merged only with free pool neighbours of its stream, never unmapped), where only a later
- * allocation into the same pool on the same stream takes it (vi_graph_take: best fit,
- * splitting a larger block). When the last graph using a pool is released its free blocks
- * return to the allocator as fresh frees, and its live ones return when they are freed. The
- * fast paths never look at this: while a pool exists free_fast is off, and during a capture the
- * `recent` slots stay empty (vi_graph_mode_update).
- *
- * Which allocations a capture takes: those on streams the device says it records. Several
- * captures may be under way at once (other threads', as PyTorch allows): an allocation goes to
- * the capture its stream records, told apart by the device's capture id, which
- * vram_allocator_bind_pool learns once the capture has begun (PyTorch starts capturing only after
- * beginAllocateToPool); a stream of an unnamed capture goes to the newest capture not yet named,
- * and where the device cannot tell anything, to the newest capture (the safe side: memory a
- * graph may use is never handed to anything else). Allocations on other streams meanwhile come
- * from and return to the ordinary cache, as under PyTorch's allocator (vi_graph_route).
- * A begun pool may instead be routed to one stream (vram_allocator_route_pool: PyTorch's
- * beginAllocateCurrentStreamToPool, with which CUDA graph trees warm a graph up and copy its
- * inputs): every allocation on that stream is the pool's until end_pool, captured or not, and
- * the allocator behaves meanwhile as during a capture.
- *
- * Checkpoints (PyTorch's getCheckpointState / setCheckpointPoolState, with which CUDA graph trees
- * record again after their graphs replayed into blocks the allocator saw freed):
- * vram_allocator_pool_blocks lists a pool's allocated blocks, and vram_allocator_pool_recreate
- * makes a list of them allocated again, carving each freed one back out of the pool's free
- * blocks at its address (split before and after it, merged under it). It validates the whole
- * list and reserves what the splits need before it changes anything, so it does all or nothing.
- *
- * allocator.c's malloc_locked calls vi_graph_route, vi_graph_take and vi_graph_adopt
- * during a capture, and its free_block calls vi_graph_keep for a block of a pool; the public
- * begin/end/release API is graph_capture.c's, which uses this file and allocator.c (one way:
- * nothing here calls allocator.c).
+ * Up to VRAM_GRAPH_POOLS slots, each with its own bins per size pool. During a capture,
+ * vi_graph_route names the pool an allocation's stream belongs to; vi_graph_take gives the best
+ * fit among the pool's free blocks of that stream (split when larger), and vi_graph_adopt makes
+ * any other block allocated then the pool's. A pool block, freed, goes to the pool's bins
+ * (vi_graph_keep: DEFER_GRAPH, merged only with free pool neighbours of its stream), or back to
+ * the allocator once the pool is released. graph_mode and free_fast keep all this off the fast
+ * paths. The public begin/end/release API is graph_capture.c's, which uses this file and
+ * allocator.c (one way: nothing here calls allocator.c).
  */
 #include <string.h>
 
@@ -160,11 +132,8 @@ static int graph_mergeable(const vi_block *x, const vi_block *y) {
  * among those of rsize's size pool freed on that stream (the smallest, the newest of equals;
  * bins, smallest first), split when larger (the rest stays in the pool: a live small block
  * has its class size, which held_take relies on once the pool is gone). Taken out of the
- * pool's free blocks, its live map entry kept. (Until 2026-12-04 only the newest 64 free blocks
- * were looked at and small ones were taken whole, up to twice the size, never split nor merged:
- * a workload replayed wholly in one pool, as reduce-overhead runs the warm-up of each of BERT's
- * new sequence lengths, reserved 1.56 x its peak requested memory, now 1.02; bench_pool_replay,
- * bench/results/2026-12-04-pool-placement.md.) */
+ * pool's free blocks, its live map entry kept. (Taking small blocks whole, unsplit, held far
+ * more memory: docs/allocator-evidence.md §16.) */
 vi_block *vi_graph_take(vram_allocator *a, int pool, uint64_t rsize, vram_stream stream) {
     vi_graph_pool *g = &a->graph_pools[pool];
     const vi_bins *f = g->free[vi_pool_of(rsize)];

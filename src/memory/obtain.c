@@ -38,9 +38,8 @@ vi_block *vi_obtain(vram_allocator *a, int pool, uint64_t rsize, vram_stream str
         /* The slow path: pages would be mapped or a segment created. Deferred blocks may hold
          * what is needed, and so may blocks freed on streams whose events have completed.
          * (New events are recorded only when a page move is blocked, below: recording them on
-         * every slow path made freed pages move sooner, and on an H200 the extra page traffic
-         * cost 12-46% of step time for 3-50% less reserved memory; bench/results/
-         * 2026-12-02-torch-workloads.md, runs 3 and 6.) */
+         * every slow path made freed pages move sooner, which cost GPU step time;
+         * docs/allocator-evidence.md §10.) */
         if (a->pending_head && !vi_capturing(a)) vi_process_pending(a); /* first: its frees are deferred */
         vi_deferred_flush(a);
         if (!vi_capturing(a)) {

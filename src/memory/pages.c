@@ -1,21 +1,15 @@
 /* pages.c — the pages model: physical memory mapped under a pool's virtual range on demand.
  *
- * Each pool is one virtual range (allocator.c places blocks in it); this file decides what
- * physical memory lies under it. A placement whose pages are not all mapped calls
- * vi_pages_ensure_mapped, which maps the missing pages in chunks (one physical allocation of
- * up to chunk_pages pages each, mapped and unmapped whole: a driver call costs about the same
- * for one page as for 32; near the limit smaller, chunk_cap). When mapping them would raise
- * reserved memory above its budget
- * (reserve_budget: its peak, or the allocated peak plus reserve_slack), and the need is at least
- * move_min (one chunk by default), whole free chunks elsewhere move instead:
- *   - chunks of ready free blocks are unmapped (vi_pages_release) and new ones mapped;
- *   - chunks of blocks the requesting stream freed but may still be using (still so once the
- *     streams' events were asked) are aliased to the new address (page_alias: same physical
- *     memory, no waiting) with move_busy_pages, and their old addresses become zombies, dropped
- *     once an event recorded on the stream completes (vi_pages_reap_zombies).
- * Candidates come from the allocator's cached list, oldest free first. The region's bitmaps
- * (pages.h) record what is mapped, where chunks start and which addresses are zombies;
- * mark_pages keeps reserved bytes, mapped ranges ("segments") and device-call counters with them.
+ * A placement whose pages are not all mapped calls vi_pages_ensure_mapped, which maps the
+ * missing pages in chunks (one physical allocation of up to chunk_pages pages, mapped and
+ * unmapped whole; smaller near the limit, chunk_cap). When that would raise reserved memory
+ * above its budget (reserve_budget) by at least move_min, whole free chunks elsewhere move
+ * instead: those of ready free blocks are unmapped (vi_pages_release) and new ones mapped; those
+ * the requesting stream may still use are aliased to the new address (page_alias) with
+ * move_busy_pages, their old addresses kept as zombies until the stream's event completes
+ * (vi_pages_reap_zombies). Candidates come from the cached list, oldest free first. The region's
+ * bitmaps (pages.h) record what is mapped, where chunks start and which addresses are zombies;
+ * mark_pages keeps reserved bytes, mapped ranges and device-call counters with them.
  */
 #include <stdlib.h>
 
@@ -63,9 +57,8 @@ uint64_t vi_room(vram_allocator *a) {
  * 1/chunk_headroom of the memory left under the limit and free on the device. A chunk moves
  * only whole, so memory mapped in 64 MiB chunks keeps holes that no move can close; mapped in
  * pieces that shrink as the limit nears, the last memory before an out-of-memory can move where
- * a request needs it (gpt2_generate at lag 100 runs in 1.05 x its peak requested memory with
- * this, and runs out below 1.10 without: bench/results/2026-12-03-fit-lag.md). Far from the
- * limit, chunks keep their full size and the driver calls stay few. */
+ * a request needs it (docs/allocator-evidence.md §12). Far from the limit, chunks keep their
+ * full size and the driver calls stay few. */
 static uint64_t chunk_cap(vram_allocator *a) {
     uint64_t cap = a->chunk_pages;
     if (cap <= 1 || !a->cfg.chunk_headroom) return cap;
@@ -284,8 +277,7 @@ done:
  * empty_cache: a program that gave its cache back between two phases (two models in one
  * process, training then evaluation) has the second phase's pages kept as close to what it
  * allocates as the first's were, where the first phase's larger peak would let them spread
- * (EfficientNet inference after T5 training on an H200: 1.300 x its peak requested, 1.178 with
- * this, as alone; bench/results/2026-12-03-extra-workloads-gpu.md). */
+ * (docs/allocator-evidence.md §13). */
 static uint64_t reserve_budget(const vram_allocator *a) {
     if (a->cfg.reserve_slack <= 0) return (uint64_t)a->stats.reserved_bytes[0].peak;
     uint64_t high = (uint64_t)a->stats.allocated_bytes[0].peak;
@@ -329,8 +321,7 @@ vram_status vi_pages_ensure_mapped(vram_allocator *a, vi_region *r, uint64_t add
     /* Move cached pages rather than raise reserved memory above its budget, when the need is
      * worth a move: below one chunk, mapping costs one driver call where a move costs two, and
      * moving the pages of small holes that the next requests would reuse only churns the
-     * placement (gpt2_generate with 64 MiB chunks and lagging streams: 1.20 x peak requested
-     * with such moves, 1.10 without; bench/results/2026-12-02-replay-lag.md). */
+     * placement (docs/allocator-evidence.md §14). */
     uint64_t room = peak > reserved ? peak - reserved : 0;
     uint64_t move_min = a->cfg.move_min ? a->cfg.move_min : a->chunk_pages * P;
     if (need > room && a->cached_head && need >= move_min && !vi_capturing(a)) {
@@ -338,12 +329,8 @@ vram_status vi_pages_ensure_mapped(vram_allocator *a, vi_region *r, uint64_t add
         reserved = (uint64_t)a->stats.reserved_bytes[0].current;
         /* Busy pages: first ask the streams (the caller polls their events and calls again
          * without may_defer), and alias only what is still in use then. Aliasing first moved
-         * pages whose work had finished, and their old addresses stayed mapped as zombies: over
-         * the 21 replayed traces at four lags, asking first holds less in 12 rows and more in 6
-         * (geometric mean 1.0525 -> 1.0496; EfficientNet inference 1.178 -> 1.100, Llama after
-         * ViT 1.140 -> 1.073, the random latency workload 9.67 -> 9.15 GB with 264 maps and 47
-         * unmaps a run instead of 347 and 175; GPT-2 training alone 1.016 -> 1.018, as the H200
-         * measured, with its step time unchanged; bench/results/2026-12-03-extra-workloads-gpu.md). */
+         * pages whose work had finished, and their old addresses stayed mapped as zombies
+         * (docs/allocator-evidence.md §15). */
         if (blocked && may_defer && reserved + need > peak) return VRAM_ERR_STATE;
         if (blocked && a->can_alias && a->cfg.move_busy_pages && reserved + need > peak) {
             alias_pages(a, r, p0, p1, f0, f1, stream, (reserved + need - peak + P - 1) / P);

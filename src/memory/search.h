@@ -67,10 +67,7 @@ static inline vi_block *vi_bin_best(const vram_allocator *a, vi_block *list, uin
                 best_mapped = b;
                 end = e;
                 /* no early exit on an exact size: of equal blocks the lowest address wins, as in
-                 * PyTorch's best fit. With vi_recent_put's rule for the free end, GPT-2 sampling
-                 * (three calls, replayed) holds 1.082 x its peak requested memory, as PyTorch's
-                 * expandable segments model places it; 1.095 with neither, 1.111 and 1.117 with
-                 * either alone (bench/results/2026-12-03-placement-neutral.md) */
+                 * PyTorch's best fit (docs/allocator-evidence.md §5) */
                 continue;
             }
         }
@@ -104,9 +101,9 @@ static inline uint64_t vi_unmapped_pages(const vram_allocator *a, const vi_regio
  * other by any stream; for the owner they are one free range. On a single stream, whose freed
  * blocks are never made ready, they would otherwise stay apart from the ready free end of the
  * range for good: small blocks freed there would never be reused, and a larger request would
- * map fresh pages beyond a free mapped block instead of extending it (gpt2_train on a device
- * with events, no page moves: 1.118 x peak requested; 1.075 on one without). vi_find_free takes
- * the straddle when it needs no more pages mapped than b's own placement. */
+ * map fresh pages beyond a free mapped block instead of extending it (docs/allocator-evidence.md
+ * §6). vi_find_free takes the straddle when it needs no more pages mapped than b's own
+ * placement. */
 static inline int vi_straddle_possible(const vram_allocator *a, const vi_block *b, uint64_t rsize, vram_stream s) {
     const vi_block *x = b->prev;
     return vi_in_pages(a, b) && x && x->state == BLOCK_FREE && !x->deferred && x->size < rsize &&
@@ -117,10 +114,9 @@ static inline int vi_straddle_possible(const vram_allocator *a, const vi_block *
  * slightly larger block with its pages mapped is preferred to one that would make pages move
  * (each page mapped costs tens of microseconds of driver time on a GPU). The search for a
  * mapped block goes at most VRAM_MAPPED_SEARCH_BINS bins past the first fit (8 powers of two;
- * 64 held more over 105 replays at five lags, Llama after ViT 1.059 -> 1.090 at lag 100:
- * bench/results/2026-12-04-replay-leads.md). *place tells
- * where in the block the allocation goes, *mapped whether every page under it is mapped
- * already (always, outside the pages model), so that malloc need not ask again. */
+ * fewer held more memory: docs/allocator-evidence.md §7). *place tells where in the block the
+ * allocation goes, *mapped whether every page under it is mapped already (always, outside the
+ * pages model), so that malloc need not ask again. */
 #define VRAM_MAPPED_SEARCH_BINS 256
 
 static inline __attribute__((always_inline)) vi_block *vi_find_free_inline(vram_allocator *a, vi_pool *p, uint64_t rsize,
