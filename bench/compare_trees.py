@@ -169,7 +169,9 @@ def main():
         os.makedirs(new_src, exist_ok=True)
         export_tree(new_src)
         try:
-            old_vram, old_ops = build(old_src, os.path.join(work, "build-old"), args.jobs)
+            # (per revision: git archive's file times are the commit's, so a build of another
+            # revision's objects could look newer than these sources)
+            old_vram, old_ops = build(old_src, os.path.join(work, "build-" + rev), args.jobs)
             new_vram, new_ops = build(new_src, os.path.join(work, "build-new"), args.jobs)
         except subprocess.CalledProcessError as e:
             print("compare_trees: build failed: %s" % e, file=sys.stderr)

@@ -97,8 +97,8 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
     for (int i = 0; i < VRAM_TAG_BUILTIN_COUNT; i++) snprintf(a->tag_names[i], sizeof a->tag_names[i], "%s", builtin_tags[i]);
     for (int p = 0; p < VRAM_POOL_COUNT; p++) a->pools[p].index = p;
     if (conf.history_entries) {
-        a->history = calloc(conf.history_entries, sizeof *a->history);
-        if (!a->history) {
+        a->history.ring = calloc(conf.history_entries, sizeof *a->history.ring);
+        if (!a->history.ring) {
             free(a);
             return vram_error(VRAM_ERR_OUT_OF_MEMORY, "allocator: host out of memory for history");
         }
@@ -128,9 +128,9 @@ void vram_allocator_destroy(vram_allocator *a) {
     vi_pages_reap_zombies(a, 1);
     if (a->has_events) {
         vi_sync_all_streams(a);
-        for (int i = 0; i < a->nstreams; i++)
-            if (a->streams[i].event) a->dev->ops->event_destroy(a->dev, a->streams[i].event);
-        for (vi_block *b = a->pending_head; b; b = b->fnext)
+        for (int i = 0; i < a->streams.n; i++)
+            if (a->streams.state[i].event) a->dev->ops->event_destroy(a->dev, a->streams.state[i].event);
+        for (vi_block *b = a->pending.head; b; b = b->fnext)
             for (int i = 0; i < b->nevents; i++) a->dev->ops->event_destroy(a->dev, b->events[i]);
     }
     for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++) {
@@ -156,14 +156,14 @@ void vram_allocator_destroy(vram_allocator *a) {
             vi_region_destroy(a, r);
         }
     }
-    while (a->slabs) {
-        vi_block_slab *s = a->slabs;
-        a->slabs = s->next;
+    while (a->structs.slabs) {
+        vi_block_slab *s = a->structs.slabs;
+        a->structs.slabs = s->next;
         free(s);
     }
     vi_graph_pools_destroy(a);
     free(a->live.slots);
-    free(a->history);
+    free(a->history.ring);
     free(a);
 }
 
@@ -247,14 +247,14 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
                                                            vram_stream stream, vram_tag tag, void **ptr) {
     vi_block *b;
     int graph = vi_capturing(a) ? vi_graph_route(a, stream) : -1; /* a capture's pool takes it */
-    if (!a->poll_countdown && (a->pending_head || a->not_ready_count) && !vi_capturing(a)) {
+    if (!a->streams.poll_countdown && (a->pending.head || a->streams.not_ready) && !vi_capturing(a)) {
         /* pending frees and ready streams first when it is their turn (the fast path counts
          * down to it and, until then, has looked for an exact deferred block itself), then an
          * exact deferred block. (The countdown is asked first: on a device with events, frees
          * leave blocks not ready, and the countdown is then 0 on one malloc in 64.) */
-        a->poll_countdown = VRAM_POLL_EVERY;
-        if (a->pending_head) vi_process_pending(a);
-        if (a->not_ready_count) vi_poll_streams(a, 0);
+        a->streams.poll_countdown = VRAM_POLL_EVERY;
+        if (a->pending.head) vi_process_pending(a);
+        if (a->streams.not_ready) vi_poll_streams(a, 0);
         if ((b = vi_recent_take(a, rsize, stream)) != NULL) goto live; /* its live map entry stayed */
     }
     if (a->streams_seen == STREAMS_NONE || (a->streams_seen == STREAMS_SOLO && stream != a->solo_stream))
@@ -268,7 +268,7 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
     int place = PLACE_START; /* where in free block b the allocation goes (pages model) */
     int mapped = 0;          /* every page under it mapped already (see vi_find_free) */
     b = vi_find_free_inline(a, p, rsize, stream, &place, &mapped);
-    if (a->recent_mask && b && b->size != rsize) {
+    if (a->recent.mask && b && b->size != rsize) {
         /* b would be split: first let the search see the deferred blocks (see vi_recent_put) */
         if (vi_recent_flush(a, pool, rsize, b) || place == PLACE_PREV) /* b->prev may have grown */
             b = vi_find_free(a, p, rsize, stream, &place, &mapped);
@@ -323,7 +323,7 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
      * to be looked at first (malloc_locked does that every VRAM_POLL_EVERY mallocs). During a
      * capture the slots stay empty (see graph_mode_update), so every request goes on. */
     vi_block *b;
-    if ((!(a->pending_head || a->not_ready_count) || (a->poll_countdown && --a->poll_countdown)) &&
+    if ((!(a->pending.head || a->streams.not_ready) || (a->streams.poll_countdown && --a->streams.poll_countdown)) &&
         (b = vi_recent_take(a, rsize, stream)) != NULL) {
         vi_block_live(a, b, size, stream, tag);
         *ptr = (void *)(uintptr_t)b->addr;
@@ -337,10 +337,10 @@ vram_status vram_allocator_malloc(vram_allocator *a, size_t size, vram_stream st
  * statistics follow (allocator_internal.h). */
 static void pending_count(vram_allocator *a, const vi_block *b, int dir) {
     int pool = b->pool;
-    a->pending_blocks[pool] += dir;
-    a->pending_blocks[0] += dir;
-    a->pending_bytes[pool] += dir * (int64_t)b->size;
-    a->pending_bytes[0] += dir * (int64_t)b->size;
+    a->pending.blocks[pool] += dir;
+    a->pending.blocks[0] += dir;
+    a->pending.bytes[pool] += dir * (int64_t)b->size;
+    a->pending.bytes[0] += dir * (int64_t)b->size;
     a->pending_requested += dir * (int64_t)b->requested;
 }
 
@@ -364,7 +364,7 @@ static inline __attribute__((always_inline)) void free_block(vram_allocator *a, 
     b->state = BLOCK_FREE;
     b->ready = !a->has_events;
     b->mapped_all = 1; /* a live block's pages are all mapped */
-    b->free_seq = ++a->free_seq;
+    b->free_seq = ++a->streams.free_seq;
     b->requested = 0;
     if (__builtin_expect(a->free_fast, 1)) {
         vi_recent_put(a, b, slot); /* keeps its live map entry */
@@ -389,16 +389,16 @@ static inline __attribute__((always_inline)) void free_block(vram_allocator *a, 
 
 /* Completes pending frees whose events have all finished (FIFO). */
 void vi_process_pending(vram_allocator *a) {
-    vi_block *b = a->pending_head;
+    vi_block *b = a->pending.head;
     while (b) {
         vi_block *next = b->fnext;
         while (b->nevents && a->dev->ops->event_query(a->dev, b->events[b->nevents - 1]) == VRAM_OK)
             a->dev->ops->event_destroy(a->dev, b->events[--b->nevents]);
         if (!b->nevents) {
             if (b->fprev) b->fprev->fnext = b->fnext;
-            else a->pending_head = b->fnext;
+            else a->pending.head = b->fnext;
             if (b->fnext) b->fnext->fprev = b->fprev;
-            else a->pending_tail = b->fprev;
+            else a->pending.tail = b->fprev;
             b->fprev = b->fnext = NULL;
             pending_count(a, b, -1);
             free_block(a, b, UINT64_MAX);
@@ -435,15 +435,15 @@ static int free_pending(vram_allocator *a, vi_block *b) {
     b->state = BLOCK_PENDING;
     pending_count(a, b, 1);
     b->fnext = NULL;
-    b->fprev = a->pending_tail;
-    if (a->pending_tail) a->pending_tail->fnext = b;
-    else a->pending_head = b;
-    a->pending_tail = b;
+    b->fprev = a->pending.tail;
+    if (a->pending.tail) a->pending.tail->fnext = b;
+    else a->pending.head = b;
+    a->pending.tail = b;
     return 1;
 }
 
 void vi_pending_after_captures(vram_allocator *a) {
-    for (vi_block *b = a->pending_head; b; b = b->fnext)
+    for (vi_block *b = a->pending.head; b; b = b->fnext)
         if (!b->nevents && !b->events) b->nevents = use_events_record(a, b);
     vi_process_pending(a);
 }
@@ -535,9 +535,9 @@ vram_status vram_allocator_set_tag(vram_allocator *a, void *ptr, vram_tag tag) {
 /* empty_cache with the lock held and no capture under way. */
 static vram_status empty_cache_locked(vram_allocator *a) {
     /* wait for the streams that pending frees were used on, as PyTorch's empty_cache does */
-    for (vi_block *b = a->pending_head; b; b = b->fnext)
+    for (vi_block *b = a->pending.head; b; b = b->fnext)
         for (int i = 0; i < b->nevents; i++) a->dev->ops->event_sync(a->dev, b->events[i]);
-    if (a->pending_head) vi_process_pending(a);
+    if (a->pending.head) vi_process_pending(a);
     vram_status st = vi_sync_all_streams(a); /* flushes the deferred blocks first */
     vi_pages_reap_zombies(a, 1);
     if (st == VRAM_OK) {

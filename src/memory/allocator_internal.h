@@ -109,6 +109,50 @@ typedef struct vi_capture {
 
 enum { GRAPH_CAPTURING = 1, GRAPH_BLOCKS = 2 }; /* vram_allocator.graph_mode bits */
 
+/* The allocator's parts (vram_allocator below), each the state of the file named. Their sizes
+ * and alignments keep every field of vram_allocator at the offset it had as separate fields
+ * (docs/allocator-evidence.md §8). */
+typedef struct vi_structs {
+    vi_block *free;          /* cleared structs to reuse, linked through fnext */
+    vi_block_slab *slabs;
+} vi_structs;
+
+typedef struct vi_cached {
+    vi_block *head, *tail;   /* oldest first */
+} vi_cached;
+
+typedef struct vi_recent {
+    vi_block *slot[VRAM_RECENT_SLOTS];
+    uint32_t mask;           /* bit k set when slot[k] holds a block */
+} vi_recent;
+
+typedef struct vi_pending {
+    vi_block *head, *tail;   /* oldest first, linked through fnext/fprev */
+    int64_t blocks[VRAM_POOL_COUNT], bytes[VRAM_POOL_COUNT]; /* per pool; [0] all */
+} vi_pending;
+
+typedef struct vi_zombies {
+    vi_zombie *head, *tail;  /* oldest first */
+} vi_zombies;
+
+typedef struct vi_streams {
+    vi_stream_state state[VRAM_MAX_STREAMS];
+    int n;                   /* states in use */
+    uint64_t not_ready;      /* not-ready free blocks, all streams */
+    unsigned poll_countdown; /* mallocs until the fast path next asks in-flight events */
+    uint64_t free_seq;       /* the last free's number (block.h: free_seq) */
+} vi_streams;
+
+typedef struct vi_history {
+    vram_event *ring;        /* cfg.history_entries events, or NULL */
+    uint64_t next;           /* total events recorded; ring index = next % entries */
+} vi_history;
+
+typedef struct vi_held {
+    vi_block *stack[VRAM_SMALL_CLASSES]; /* per class, newest first, linked through fnext */
+    uint64_t count;
+} vi_held;
+
 struct vram_allocator {
     vram_lock lock;          /* lock.h: biased to a thread that allocates alone */
     vram_device *dev;
@@ -126,27 +170,19 @@ struct vram_allocator {
                               * last reset of peak statistics, back to the last empty_cache */
     vi_pool pools[VRAM_POOL_COUNT]; /* [1] small, [2] large; [0] unused */
     vi_live_map live;
-    vi_block *free_structs;
-    vi_block_slab *slabs;
-    vi_block *cached_head, *cached_tail; /* oldest first */
-    vi_block *recent[VRAM_RECENT_SLOTS]; /* deferred frees, one per slot (see allocator.c) */
-    uint32_t recent_mask;    /* bit k set when recent[k] holds a block */
-    vi_block *pending_head, *pending_tail;
-    int64_t pending_blocks[VRAM_POOL_COUNT], pending_bytes[VRAM_POOL_COUNT]; /* per pool; [0] all */
-    vi_zombie *zombies, *zombies_tail; /* oldest first */
+    vi_structs structs;      /* block.h's structs: slabs and the free list (allocator_internal.h) */
+    vi_cached cached;        /* free blocks that may hold whole mapped pages (pages.c, segments.c) */
+    vi_recent recent;        /* deferred frees, one per slot (deferred.h) */
+    vi_pending pending;      /* frees waiting for other streams' events (allocator.c) */
+    vi_zombies zombies;      /* aliased pages' old addresses (pages.c) */
     int can_alias;           /* the device moves pages without copying (page_alias/page_drop) */
     int free_fast;           /* frees go straight to `recent`: caching without a garbage collection
                               * threshold (frees_deferred) and no private pool in use */
-    vi_stream_state streams[VRAM_MAX_STREAMS];
-    int nstreams;
-    uint64_t not_ready_count;
-    unsigned poll_countdown; /* mallocs until the fast path next asks in-flight events */
-    uint64_t free_seq;
+    vi_streams streams;      /* stream states, readiness and the order of frees (streams.c) */
     vram_stats stats;
     char tag_names[VRAM_TAG_MAX][32];
     char oom_report[2048];
-    vram_event *history;
-    uint64_t history_next; /* total events recorded; ring index = next % entries */
+    vi_history history;      /* the event ring (stats.c) */
     /* Small size classes (deferred.h). Last, so that the fields above keep their offsets: the
      * pair path is sensitive to where the allocator's fields lie (docs/allocator-evidence.md §8,
      * which says what to rerun after changing this struct or vram_alloc_config). */
@@ -155,8 +191,7 @@ struct vram_allocator {
     int graph_mode;          /* GRAPH_CAPTURING: captures are under way (`captures`);
                               * GRAPH_BLOCKS: some private pool is in use (in held_pool's padding,
                               * so that no field above moves; the fast paths never read it) */
-    vi_block *held[VRAM_SMALL_CLASSES]; /* small frees kept uncoalesced, per class */
-    uint64_t held_count;
+    vi_held held;            /* small frees kept uncoalesced, per class (deferred.h) */
     vi_graph_pool graph_pools[VRAM_GRAPH_POOLS];
     vi_capture captures[VRAM_CAPTURES]; /* under way, oldest first */
     int ncaptures;
@@ -263,7 +298,7 @@ void vi_stats_active_lift(vram_allocator *a, int pool);
  * only compares tags. */
 void vi_tag_stats_up(vram_allocator *a, vram_tag tag, uint64_t size, uint64_t requested);
 void vi_tag_stats_down(vram_allocator *a, vram_tag tag, uint64_t size, uint64_t requested);
-/* Records an event in the history ring (out of line: malloc and free only test a->history). */
+/* Records an event in the history ring (out of line: malloc and free only test a->history.ring). */
 void vi_history_record(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size, vram_stream stream,
                        vram_tag tag);
 /* Puts history ring `ring` of `entries` events in place (lock held); returns the old ring. */
@@ -283,18 +318,18 @@ static inline int vi_capturing(const vram_allocator *a) { return a->graph_mode &
 /* NULL when the host is out of memory).                                                     */
 
 static inline vi_block *vi_block_new(vram_allocator *a) {
-    if (!a->free_structs) {
+    if (!a->structs.free) {
         vi_block_slab *slab = malloc(sizeof *slab);
         if (!slab) return NULL;
-        slab->next = a->slabs;
-        a->slabs = slab;
+        slab->next = a->structs.slabs;
+        a->structs.slabs = slab;
         for (int i = 1023; i >= 0; i--) {
-            slab->blocks[i].fnext = a->free_structs;
-            a->free_structs = &slab->blocks[i];
+            slab->blocks[i].fnext = a->structs.free;
+            a->structs.free = &slab->blocks[i];
         }
     }
-    vi_block *b = a->free_structs;
-    a->free_structs = b->fnext;
+    vi_block *b = a->structs.free;
+    a->structs.free = b->fnext;
     /* callers set addr, size, region and pool */
     b->prev = b->next = b->fprev = b->fnext = b->sprev = b->snext = b->cprev = b->cnext = NULL;
     b->uses = NULL;
@@ -313,15 +348,15 @@ static inline vi_block *vi_block_new(vram_allocator *a) {
 static inline void vi_block_release(vram_allocator *a, vi_block *b) {
     if (b->uses) free(b->uses);
     if (b->events) free(b->events);
-    b->fnext = a->free_structs;
-    a->free_structs = b;
+    b->fnext = a->structs.free;
+    a->structs.free = b;
 }
 
 /* vi_block_release for a FREE block (merged away), which holds no uses or events: free_block
  * let them go (check.c verifies it), so none is asked for (6 instructions a large-pool pair). */
 static inline void vi_block_release_free(vram_allocator *a, vi_block *b) {
-    b->fnext = a->free_structs;
-    a->free_structs = b;
+    b->fnext = a->structs.free;
+    a->structs.free = b;
 }
 
 /* Whether new memory comes by mapping pages (the pages model while expandable_segments is on),
@@ -405,8 +440,8 @@ static inline unsigned vi_bins_next(const vi_bins *f, unsigned i) {
  *     counters, and the pool arrays' "all" entry does not keep `allocated` (it is the pools'
  *     sum);
  *   - `active` and `active_bytes` keep only that reset base and a `peak` lifted while blocks
- *     are pending: active is allocated plus pending (PENDING blocks: a->pending_blocks and
- *     a->pending_bytes), so its current value and its total follow from the allocation
+ *     are pending: active is allocated plus pending (PENDING blocks: a->pending.blocks and
+ *     a->pending.bytes), so its current value and its total follow from the allocation
  *     statistics, and its peak is the larger of allocation's peak and the peak kept here (active
  *     exceeds allocation only while blocks are pending, and rises only when a block is
  *     allocated).
@@ -453,7 +488,7 @@ static inline unsigned vi_recent_slot(uint64_t rsize) {
 
 static inline void vi_history_add(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size,
                                vram_stream stream, vram_tag tag) {
-    if (__builtin_expect(a->history != NULL, 0)) vi_history_record(a, action, addr, size, stream, tag);
+    if (__builtin_expect(a->history.ring != NULL, 0)) vi_history_record(a, action, addr, size, stream, tag);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -466,18 +501,18 @@ static inline void vi_cached_add(vram_allocator *a, vi_block *b) {
     if (b->in_cached) return;
     b->in_cached = 1;
     b->cnext = NULL;
-    b->cprev = a->cached_tail;
-    if (a->cached_tail) a->cached_tail->cnext = b;
-    else a->cached_head = b;
-    a->cached_tail = b;
+    b->cprev = a->cached.tail;
+    if (a->cached.tail) a->cached.tail->cnext = b;
+    else a->cached.head = b;
+    a->cached.tail = b;
 }
 
 static inline void vi_cached_remove(vram_allocator *a, vi_block *b) {
     if (!b->in_cached) return;
     if (b->cprev) b->cprev->cnext = b->cnext;
-    else a->cached_head = b->cnext;
+    else a->cached.head = b->cnext;
     if (b->cnext) b->cnext->cprev = b->cprev;
-    else a->cached_tail = b->cprev;
+    else a->cached.tail = b->cprev;
     b->cprev = b->cnext = NULL;
     b->in_cached = 0;
 }
@@ -506,7 +541,7 @@ static inline unsigned vi_bin_next(const vi_pool *p, unsigned i) { return vi_bin
 /* The state of stream s, made if new (NULL when the table is full). The first stream seen is
  * asked first, inline: it is most programs' only one, and the free path asks on every merge. */
 static inline vi_stream_state *vi_stream_of(vram_allocator *a, vram_stream s) {
-    if (a->nstreams && a->streams[0].stream == s) return &a->streams[0];
+    if (a->streams.n && a->streams.state[0].stream == s) return &a->streams.state[0];
     return vi_stream_find(a, s);
 }
 
@@ -569,7 +604,7 @@ static inline __attribute__((always_inline)) void vi_block_live(vram_allocator *
     vi_stat_pool_up(a->stats.allocation, bpool, 1);
     vi_stat_pool_up(a->stats.allocated_bytes, bpool, (int64_t)b->size);
     vi_stat_pool_up(a->stats.requested_bytes, bpool, (int64_t)size);
-    if (__builtin_expect(a->pending_blocks[0] != 0, 0)) vi_stats_active_lift(a, bpool);
+    if (__builtin_expect(a->pending.blocks[0] != 0, 0)) vi_stats_active_lift(a, bpool);
     if (b->size >= a->cfg.max_split_size) /* UINT64_MAX when unlimited: no block reaches it */
         vi_stat_up(&a->stats.oversize_allocations, 1);
     vi_history_add(a, VRAM_EVENT_ALLOC, b->addr, size, stream, tag);

@@ -113,8 +113,8 @@ static __attribute__((noinline)) vi_block *absorb_deferred(vram_allocator *a, vi
  * size class changes. `fresh` is the range that just became free (for the cached test).
  * Returns the resulting block. */
 vi_block *vi_free_insert(vram_allocator *a, vi_block *b, uint64_t fresh_addr, uint64_t fresh_size) {
-    /* (no slot holds a block while recent_mask is 0: check.c counts them against it) */
-    if (a->recent_mask && ((b->prev && b->prev->deferred == DEFER_RECENT) || (b->next && b->next->deferred == DEFER_RECENT))) {
+    /* (no slot holds a block while recent.mask is 0: check.c counts them against it) */
+    if (a->recent.mask && ((b->prev && b->prev->deferred == DEFER_RECENT) || (b->next && b->next->deferred == DEFER_RECENT))) {
         vi_block *merged = absorb_deferred(a, b);
         if (merged != b || merged->size != fresh_size) { /* all of it is newly free */
             fresh_addr = merged->addr;

@@ -61,7 +61,7 @@ static vram_status check_locked(vram_allocator *a) {
                         FAIL("private-pool block %#llx missing from the live map", (unsigned long long)b->addr);
                     ngraph_free++;
                 } else if (b->state == BLOCK_FREE && b->deferred == DEFER_HELD) {
-                    const vi_block *x = a->held[vi_small_class(b->size)];
+                    const vi_block *x = a->held.stack[vi_small_class(b->size)];
                     while (x && x != b) x = x->fnext;
                     if (!x) FAIL("held block %#llx is not in its class's list", (unsigned long long)b->addr);
                     if (p != VRAM_POOL_SMALL) FAIL("held block %#llx is not in the small pool", (unsigned long long)b->addr);
@@ -70,7 +70,7 @@ static vram_status check_locked(vram_allocator *a) {
                         FAIL("held block %#llx missing from the live map", (unsigned long long)b->addr);
                     nheld++;
                 } else if (b->state == BLOCK_FREE && b->deferred) {
-                    if (a->recent[vi_recent_slot(b->size)] != b)
+                    if (a->recent.slot[vi_recent_slot(b->size)] != b)
                         FAIL("deferred block %#llx is not in its slot", (unsigned long long)b->addr);
                     if (in_bin(&a->pools[p], b)) FAIL("deferred block %#llx is also in a bin", (unsigned long long)b->addr);
                     if (vi_live_get(&a->live, b->addr) != b)
@@ -155,21 +155,21 @@ static vram_status check_locked(vram_allocator *a) {
             FAIL("pool %d counts %u blocks in its bins, holds %llu", p, a->pools[p].nfree, (unsigned long long)in_bins);
     }
     uint64_t listed = 0;
-    for (int i = 0; i < a->nstreams; i++) {
+    for (int i = 0; i < a->streams.n; i++) {
         uint64_t n = 0, seq = 0;
-        for (const vi_block *b = a->streams[i].head; b; b = b->snext, n++) {
-            if (b->state != BLOCK_FREE || b->ready || b->stream != a->streams[i].stream)
+        for (const vi_block *b = a->streams.state[i].head; b; b = b->snext, n++) {
+            if (b->state != BLOCK_FREE || b->ready || b->stream != a->streams.state[i].stream)
                 FAIL("stream list %d holds a block that is not a not-ready free block of that stream", i);
             if (b->free_seq < seq) FAIL("stream list %d is out of order", i);
             seq = b->free_seq;
         }
-        if (n != a->streams[i].count) FAIL("stream list %d counts %llu, holds %llu", i,
-                                           (unsigned long long)a->streams[i].count, (unsigned long long)n);
+        if (n != a->streams.state[i].count) FAIL("stream list %d counts %llu, holds %llu", i,
+                                           (unsigned long long)a->streams.state[i].count, (unsigned long long)n);
         listed += n;
     }
-    if (listed != not_ready || not_ready != a->not_ready_count)
+    if (listed != not_ready || not_ready != a->streams.not_ready)
         FAIL("not-ready blocks: %llu in regions, %llu listed, counter %llu", (unsigned long long)not_ready,
-             (unsigned long long)listed, (unsigned long long)a->not_ready_count);
+             (unsigned long long)listed, (unsigned long long)a->streams.not_ready);
     if (a->stats.oversize_allocations.current != oversize_blocks || a->stats.oversize_segments.current != oversize_segments)
         FAIL("oversize statistics %lld blocks, %lld segments; regions hold %lld, %lld at or above max_split_size",
              (long long)a->stats.oversize_allocations.current, (long long)a->stats.oversize_segments.current,
@@ -231,7 +231,7 @@ static vram_status check_locked(vram_allocator *a) {
         if (c->pool < VRAM_GRAPH_POOLS && into > a->graph_pools[c->pool].uses)
             FAIL("%u captures into pool slot %u, which counts %u uses", into, c->pool, a->graph_pools[c->pool].uses);
     }
-    for (const vi_block *b = a->cached_head; b; b = b->cnext)
+    for (const vi_block *b = a->cached.head; b; b = b->cnext)
         if (b->state != BLOCK_FREE || !b->in_cached) FAIL("cached list holds a block that is not free");
 
     vram_stats exported;
@@ -276,10 +276,10 @@ static vram_status check_locked(vram_allocator *a) {
             FAIL("tag %u statistics disagree with its blocks", t);
     }
     (void)free_blocks;
-    if (ndeferred != (uint64_t)__builtin_popcount(a->recent_mask))
-        FAIL("%llu deferred blocks, slot mask says %d", (unsigned long long)ndeferred, __builtin_popcount(a->recent_mask));
-    if (nheld != a->held_count) FAIL("%llu held blocks, the count says %llu", (unsigned long long)nheld,
-                                     (unsigned long long)a->held_count);
+    if (ndeferred != (uint64_t)__builtin_popcount(a->recent.mask))
+        FAIL("%llu deferred blocks, slot mask says %d", (unsigned long long)ndeferred, __builtin_popcount(a->recent.mask));
+    if (nheld != a->held.count) FAIL("%llu held blocks, the count says %llu", (unsigned long long)nheld,
+                                     (unsigned long long)a->held.count);
     return VRAM_OK;
 }
 

@@ -13,9 +13,9 @@
 int vi_recent_flush(vram_allocator *a, int pool, uint64_t rsize, const vi_block *than) {
     uint64_t addr = than ? than->addr : 0, size = than ? than->size : 0; /* `than` may be merged away */
     int again = 0;
-    while (a->recent_mask) {
-        unsigned k = (unsigned)__builtin_ctz(a->recent_mask);
-        vi_block *b = a->recent[k];
+    while (a->recent.mask) {
+        unsigned k = (unsigned)__builtin_ctz(a->recent.mask);
+        vi_block *b = a->recent.slot[k];
         vi_recent_empty(a, k);
         b = vi_recent_evict(a, b);
         if (than && b && b->region->pool == pool && b->size >= rsize)
@@ -26,12 +26,12 @@ int vi_recent_flush(vram_allocator *a, int pool, uint64_t rsize, const vi_block 
 
 /* Coalesces every held block into the bins. */
 static void held_flush(vram_allocator *a) {
-    for (unsigned c = 0; a->held_count; c++) {
-        while (a->held[c]) {
-            vi_block *b = a->held[c];
+    for (unsigned c = 0; a->held.count; c++) {
+        while (a->held.stack[c]) {
+            vi_block *b = a->held.stack[c];
             vi_held_unlink(a, b, NULL, c);
             vi_live_del(&a->live, b->addr);
-            b->free_seq = ++a->free_seq; /* its owner's list is ordered by free_seq */
+            b->free_seq = ++a->streams.free_seq; /* its owner's list is ordered by free_seq */
             vi_free_insert(a, b, b->addr, b->size);
         }
     }
@@ -40,6 +40,6 @@ static void held_flush(vram_allocator *a) {
 /* Coalesces every deferred block: the slots' first (their small blocks go to the stacks), then
  * the stacks. */
 void vi_deferred_flush(vram_allocator *a) {
-    if (a->recent_mask) vi_recent_flush(a, 0, 0, NULL);
-    if (a->held_count) held_flush(a);
+    if (a->recent.mask) vi_recent_flush(a, 0, 0, NULL);
+    if (a->held.count) held_flush(a);
 }

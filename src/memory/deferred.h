@@ -26,8 +26,8 @@
 
 /* Empties slot k. */
 static inline void vi_recent_empty(vram_allocator *a, unsigned k) {
-    a->recent[k] = NULL;
-    a->recent_mask &= ~(1u << k);
+    a->recent.slot[k] = NULL;
+    a->recent.mask &= ~(1u << k);
 }
 
 /* A deferred block that leaves its slot for the bins: no longer deferred, out of the live map. */
@@ -38,7 +38,7 @@ static inline void vi_recent_leave(vram_allocator *a, vi_block *b) {
 
 static inline void vi_recent_unslot(vram_allocator *a, vi_block *b) {
     unsigned k = vi_recent_slot(b->size);
-    if (a->recent[k] == b) vi_recent_empty(a, k);
+    if (a->recent.slot[k] == b) vi_recent_empty(a, k);
     vi_recent_leave(a, b);
 }
 
@@ -53,9 +53,9 @@ static inline void vi_recent_unslot(vram_allocator *a, vi_block *b) {
 static inline void vi_held_put(vram_allocator *a, vi_block *b) {
     unsigned c = vi_small_class(b->size);
     b->deferred = DEFER_HELD;
-    b->fnext = a->held[c]; /* a stack: newest first, linked through fnext */
-    a->held[c] = b;
-    a->held_count++;
+    b->fnext = a->held.stack[c]; /* a stack: newest first, linked through fnext */
+    a->held.stack[c] = b;
+    a->held.count++;
 }
 
 /* Whether a small block's size is its class's upper bound, as held stacks require: with classes
@@ -76,7 +76,7 @@ static inline vi_block *vi_recent_evict(vram_allocator *a, vi_block *b) {
         return NULL;
     }
     vi_recent_leave(a, b);
-    b->free_seq = ++a->free_seq; /* its owner's list is ordered by free_seq */
+    b->free_seq = ++a->streams.free_seq; /* its owner's list is ordered by free_seq */
     return vi_free_insert(a, b, b->addr, b->size);
 }
 
@@ -100,11 +100,11 @@ static inline __attribute__((always_inline)) void vi_recent_put(vram_allocator *
         return;
     }
     unsigned k = vi_recent_slot(b->size);
-    vi_block *old = a->recent[k];
+    vi_block *old = a->recent.slot[k];
     b->deferred = DEFER_RECENT;
-    a->recent[k] = b;
+    a->recent.slot[k] = b;
     if (!old) {
-        a->recent_mask |= 1u << k;
+        a->recent.mask |= 1u << k;
         return;
     }
     vi_recent_evict(a, old); /* may absorb b, which then leaves its slot */
@@ -113,9 +113,9 @@ static inline __attribute__((always_inline)) void vi_recent_put(vram_allocator *
 /* Takes held block b, found after `prev` (NULL: first) in the list of its class c, out of it. */
 static inline void vi_held_unlink(vram_allocator *a, vi_block *b, vi_block *prev, unsigned c) {
     if (prev) prev->fnext = b->fnext;
-    else a->held[c] = b->fnext;
+    else a->held.stack[c] = b->fnext;
     b->fnext = NULL;
-    a->held_count--;
+    a->held.count--;
     b->deferred = DEFER_NONE;
 }
 
@@ -123,7 +123,7 @@ static inline void vi_held_unlink(vram_allocator *a, vi_block *b, vi_block *prev
  * kept), or NULL. Only the list's first few blocks are looked at. */
 static inline vi_block *vi_held_take(vram_allocator *a, uint64_t rsize, vram_stream stream) {
     unsigned c = vi_small_class(rsize);
-    vi_block *b = a->held[c], *prev = NULL;
+    vi_block *b = a->held.stack[c], *prev = NULL;
     for (int i = 0; b && i < 4; prev = b, b = b->fnext, i++) {
         if (b->ready || b->stream == stream) {
             vi_held_unlink(a, b, prev, c);
@@ -137,7 +137,7 @@ static inline vi_block *vi_held_take(vram_allocator *a, uint64_t rsize, vram_str
  * (it keeps its live map entry), or NULL. */
 static inline vi_block *vi_recent_take(vram_allocator *a, uint64_t rsize, vram_stream stream) {
     unsigned k = vi_recent_slot(rsize);
-    vi_block *b = a->recent[k];
+    vi_block *b = a->recent.slot[k];
     if (!b || b->size != rsize || (!b->ready && b->stream != stream)) return NULL;
     vi_recent_empty(a, k);
     b->deferred = DEFER_NONE;

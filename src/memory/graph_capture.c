@@ -30,8 +30,8 @@ vram_status vram_allocator_begin_pool(vram_allocator *a, uint64_t id) {
     }
     if (!vi_capturing(a)) {
         /* what needs events is done now, before the capture starts (none may be used during it) */
-        if (a->pending_head) vi_process_pending(a);
-        if (a->not_ready_count) vi_poll_streams(a, 0);
+        if (a->pending.head) vi_process_pending(a);
+        if (a->streams.not_ready) vi_poll_streams(a, 0);
         vi_pages_reap_zombies(a, 1);
     }
     if (!a->graph_pools[i].id && vi_graph_slot_open(&a->graph_pools[i], id) != 0) {
@@ -116,7 +116,7 @@ vram_status vram_allocator_end_pool(vram_allocator *a, uint64_t id) {
     memmove(&a->captures[k], &a->captures[k + 1], (size_t)(a->ncaptures - k - 1) * sizeof a->captures[0]);
     a->ncaptures--;
     vi_graph_mode_update(a, a->ncaptures > 0);
-    if (!a->ncaptures && a->pending_head) vi_pending_after_captures(a); /* frees made during the captures */
+    if (!a->ncaptures && a->pending.head) vi_pending_after_captures(a); /* frees made during the captures */
     vi_allocator_unlock(a);
     return VRAM_OK;
 }
@@ -144,7 +144,7 @@ vram_status vram_allocator_release_pool(vram_allocator *a, uint64_t id) {
             g->blocks--;
             vi_live_del(&a->live, b->addr);
             b->ready = !a->has_events;
-            b->free_seq = ++a->free_seq;
+            b->free_seq = ++a->streams.free_seq;
             vi_free_insert(a, b, b->addr, b->size);
         }
         if (!g->blocks) vi_graph_slot_close(g);
@@ -282,7 +282,7 @@ vram_status vram_allocator_pool_recreate(vram_allocator *a, uint64_t id, const v
         if (a->captures[c].pool == (unsigned)i)
             st = vram_error(VRAM_ERR_STATE, "pool_recreate %llu: a capture or routed stream allocates into the pool",
                             (unsigned long long)id);
-    if (st == VRAM_OK && a->pending_head && !vi_capturing(a)) vi_process_pending(a);
+    if (st == VRAM_OK && a->pending.head && !vi_capturing(a)) vi_process_pending(a);
     /* every allocated (or pending) block of the pool must be listed as it is */
     for (int p = VRAM_POOL_SMALL; st == VRAM_OK && p <= VRAM_POOL_LARGE; p++)
         for (const vi_region *r = a->pools[p].regions; r && st == VRAM_OK; r = r->next)

@@ -28,7 +28,7 @@ void vi_graph_mode_update(vram_allocator *a, int capturing) {
         if (a->graph_pools[i].id) mode |= GRAPH_BLOCKS;
     a->graph_mode = mode;
     vi_free_path_update(a);
-    if (capturing && a->recent_mask) vi_recent_flush(a, 0, 0, NULL);
+    if (capturing && a->recent.mask) vi_recent_flush(a, 0, 0, NULL);
 }
 
 /* The slot of pool `id`, or (with `add`) a free slot for it; -1 when there is none. */

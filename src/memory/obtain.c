@@ -33,22 +33,22 @@ vi_block *vi_obtain(vram_allocator *a, int pool, uint64_t rsize, vram_stream str
     vi_pool *p = &a->pools[pool];
     int place = *placep, mapped = *mappedp, retried = *retriedp;
     vram_status err = VRAM_OK;
-    if ((a->recent_mask || a->held_count || a->not_ready_count || a->pending_head) &&
+    if ((a->recent.mask || a->held.count || a->streams.not_ready || a->pending.head) &&
         (!b || !mapped)) {
         /* The slow path: pages would be mapped or a segment created. Deferred blocks may hold
          * what is needed, and so may blocks freed on streams whose events have completed.
          * (New events are recorded only when a page move is blocked, below: recording them on
          * every slow path made freed pages move sooner, which cost GPU step time;
          * docs/allocator-evidence.md §10.) */
-        if (a->pending_head && !vi_capturing(a)) vi_process_pending(a); /* first: its frees are deferred */
+        if (a->pending.head && !vi_capturing(a)) vi_process_pending(a); /* first: its frees are deferred */
         vi_deferred_flush(a);
         if (!vi_capturing(a)) {
-            if (a->not_ready_count) vi_poll_streams(a, 0);
-            if (a->zombies) vi_pages_reap_zombies(a, 0);
+            if (a->streams.not_ready) vi_poll_streams(a, 0);
+            if (a->zombies.head) vi_pages_reap_zombies(a, 0);
         }
         b = vi_find_free(a, p, rsize, stream, &place, &mapped);
     }
-    if (!b && a->not_ready_count && !vi_capturing(a)) {
+    if (!b && a->streams.not_ready && !vi_capturing(a)) {
         vi_poll_streams(a, 1);
         b = vi_find_free(a, p, rsize, stream, &place, &mapped);
     }
@@ -60,7 +60,7 @@ vi_block *vi_obtain(vram_allocator *a, int pool, uint64_t rsize, vram_stream str
             b = vi_find_free(a, p, rsize, stream, &place, &mapped);
             err = map_placement(a, b, rsize, place, stream, 0, &retried);
         }
-        if (err == VRAM_ERR_OUT_OF_MEMORY && (a->not_ready_count || a->held_count || a->recent_mask) &&
+        if (err == VRAM_ERR_OUT_OF_MEMORY && (a->streams.not_ready || a->held.count || a->recent.mask) &&
             !vi_capturing(a)) {
             /* out of memory: wait for the streams, as a last resort, and retry */
             err = vi_sync_all_streams(a);

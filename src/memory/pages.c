@@ -112,8 +112,8 @@ static void whole_chunks(const vi_region *r, uint64_t s, uint64_t e, uint64_t *c
 
 /* Drops the zombie batches whose events have completed (all of them, waiting, with `wait`). */
 void vi_pages_reap_zombies(vram_allocator *a, int wait) {
-    while (a->zombies) {
-        vi_zombie *z = a->zombies;
+    while (a->zombies.head) {
+        vi_zombie *z = a->zombies.head;
         if (z->event) {
             if (wait) a->dev->ops->event_sync(a->dev, z->event);
             else if (a->dev->ops->event_query(a->dev, z->event) != VRAM_OK) return;
@@ -126,8 +126,8 @@ void vi_pages_reap_zombies(vram_allocator *a, int wait) {
             vi_bits_set(zr->region->zombie, zr->p0, zr->p1, 0);
             a->stats.num_device_free++;
         }
-        a->zombies = z->next;
-        if (!a->zombies) a->zombies_tail = NULL;
+        a->zombies.head = z->next;
+        if (!a->zombies.head) a->zombies.tail = NULL;
         free(z->ranges);
         free(z);
     }
@@ -152,7 +152,7 @@ static void page_windows(uint64_t p0, uint64_t p1, int same_region, uint64_t x0,
 uint64_t vi_pages_release(vram_allocator *a, uint64_t want, const vi_region *xr, uint64_t x0, uint64_t x1,
                             int *blocked) {
     uint64_t released = 0, P = a->page_size;
-    for (vi_block *b = a->cached_head, *next; b && released < want; b = next) {
+    for (vi_block *b = a->cached.head, *next; b && released < want; b = next) {
         next = b->cnext;
         vi_region *r = b->region;
         if (!r->expandable) continue;
@@ -202,7 +202,7 @@ static uint64_t alias_pages(vram_allocator *a, vi_region *r, uint64_t p0, uint64
                             vram_stream stream, uint64_t want) {
     uint64_t moved = 0, P = a->page_size;
     vi_zombie *z = NULL;
-    for (vi_block *b = a->cached_head, *next; b && moved < want; b = next) {
+    for (vi_block *b = a->cached.head, *next; b && moved < want; b = next) {
         next = b->cnext;
         vi_region *vr = b->region;
         if (!vr->expandable || b->ready || b->stream != stream) continue;
@@ -260,9 +260,9 @@ static uint64_t alias_pages(vram_allocator *a, vi_region *r, uint64_t p0, uint64
 done:
     if (z && z->n) {
         z->next = NULL;
-        if (a->zombies_tail) a->zombies_tail->next = z;
-        else a->zombies = z;
-        a->zombies_tail = z;
+        if (a->zombies.tail) a->zombies.tail->next = z;
+        else a->zombies.head = z;
+        a->zombies.tail = z;
     } else if (z) {
         a->dev->ops->event_destroy(a->dev, z->event);
         free(z->ranges);
@@ -306,7 +306,7 @@ vram_status vi_pages_ensure_mapped(vram_allocator *a, vi_region *r, uint64_t add
      * stream waits for the moved pages' old work first (vi_streams_many). */
     uint64_t f0 = p0, f1 = p1;
     if (!(a->streams_seen == STREAMS_SOLO && stream == a->solo_stream)) vi_full_pages(a, r, addr, rsize, &f0, &f1);
-    if (a->zombies && vi_bits_find(r->zombie, p0, p1, 1) < p1) {
+    if (a->zombies.head && vi_bits_find(r->zombie, p0, p1, 1) < p1) {
         /* old addresses of moved pages lie here: they must be dropped before mapping again */
         vi_pages_reap_zombies(a, 0);
         if (vi_bits_find(r->zombie, p0, p1, 1) < p1) { /* still used by queued work: wait (rare) */
@@ -324,7 +324,7 @@ vram_status vi_pages_ensure_mapped(vram_allocator *a, vi_region *r, uint64_t add
      * placement (docs/allocator-evidence.md §14). */
     uint64_t room = peak > reserved ? peak - reserved : 0;
     uint64_t move_min = a->cfg.move_min ? a->cfg.move_min : a->chunk_pages * P;
-    if (need > room && a->cached_head && need >= move_min && !vi_capturing(a)) {
+    if (need > room && a->cached.head && need >= move_min && !vi_capturing(a)) {
         vi_pages_release(a, need - room, r, p0, p1, &blocked);
         reserved = (uint64_t)a->stats.reserved_bytes[0].current;
         /* Busy pages: first ask the streams (the caller polls their events and calls again

@@ -81,7 +81,7 @@ static uint64_t segment_size(uint64_t rsize) {
  * (UINT64_MAX: all). Only ready segments are released. Returns the bytes released. */
 static uint64_t release_segments(vram_allocator *a, uint64_t want) {
     uint64_t released = 0;
-    vi_block *b = a->cached_head;
+    vi_block *b = a->cached.head;
     while (b && released < want) {
         vi_block *next = b->cnext;
         vi_region *r = b->region;

@@ -107,12 +107,12 @@ vram_status vram_allocator_snapshot(vram_allocator *a, vram_snapshot **out) {
     int failed = 0;
     for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE && !failed; p++)
         for (const vi_region *r = a->pools[p].regions; r && !failed; r = r->next) failed = add_region(&sb, a, r);
-    if (!failed && a->history) {
-        uint64_t n = a->history_next < a->cfg.history_entries ? a->history_next : a->cfg.history_entries;
+    if (!failed && a->history.ring) {
+        uint64_t n = a->history.next < a->cfg.history_entries ? a->history.next : a->cfg.history_entries;
         s->events = calloc(n ? n : 1, sizeof *s->events);
         if (!s->events) failed = 1;
         for (uint64_t i = 0; !failed && i < n; i++)
-            s->events[i] = a->history[(a->history_next - n + i) % a->cfg.history_entries];
+            s->events[i] = a->history.ring[(a->history.next - n + i) % a->cfg.history_entries];
         s->num_events = failed ? 0 : n;
     }
     s->device_index = a->dev->index;

@@ -21,8 +21,8 @@ void vi_stats_active_lift(vram_allocator *a, int pool) {
     int pools[2] = {0, pool};
     for (int i = 0; i < 2; i++) {
         int p = pools[i];
-        int64_t n = a->stats.allocation[p].current + a->pending_blocks[p];
-        int64_t bytes = a->stats.allocated_bytes[p].current + a->pending_bytes[p];
+        int64_t n = a->stats.allocation[p].current + a->pending.blocks[p];
+        int64_t bytes = a->stats.allocated_bytes[p].current + a->pending.bytes[p];
         if (n > a->stats.active[p].peak) a->stats.active[p].peak = n;
         if (bytes > a->stats.active_bytes[p].peak) a->stats.active_bytes[p].peak = bytes;
     }
@@ -145,10 +145,10 @@ void vi_stats_export(const vram_allocator *a, vram_stats *out) {
     for (int p = 0; p < VRAM_POOL_COUNT; p++) { /* active: allocated plus pending */
         const vram_stat *n = &out->allocation[p], *bytes = &out->allocated_bytes[p];
         vram_stat *an = &out->active[p], *abytes = &out->active_bytes[p];
-        an->current = n->current + a->pending_blocks[p];
+        an->current = n->current + a->pending.blocks[p];
         an->allocated = n->allocated;
         if (n->peak > an->peak) an->peak = n->peak;
-        abytes->current = bytes->current + a->pending_bytes[p];
+        abytes->current = bytes->current + a->pending.bytes[p];
         abytes->allocated = bytes->allocated;
         if (bytes->peak > abytes->peak) abytes->peak = bytes->peak;
     }
@@ -163,8 +163,8 @@ void vi_stats_export(const vram_allocator *a, vram_stats *out) {
  * start from it); malloc and free leave it stale (allocator_internal.h). */
 static void active_current(vram_allocator *a) {
     for (int p = 0; p < VRAM_POOL_COUNT; p++) {
-        a->stats.active[p].current = a->stats.allocation[p].current + a->pending_blocks[p];
-        a->stats.active_bytes[p].current = a->stats.allocated_bytes[p].current + a->pending_bytes[p];
+        a->stats.active[p].current = a->stats.allocation[p].current + a->pending.blocks[p];
+        a->stats.active_bytes[p].current = a->stats.allocated_bytes[p].current + a->pending.bytes[p];
     }
 }
 
@@ -227,12 +227,12 @@ static _Thread_local uint32_t thread_context; /* vram_set_context */
 void vram_set_context(uint32_t context) { thread_context = context; }
 uint32_t vram_context(void) { return thread_context; }
 
-/* Records an event in the history ring (out of line: malloc and free only test a->history). */
+/* Records an event in the history ring (out of line: malloc and free only test a->history.ring). */
 void vi_history_record(vram_allocator *a, vram_event_action action, uint64_t addr, uint64_t size, vram_stream stream,
                          vram_tag tag) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    vram_event *e = &a->history[a->history_next % a->cfg.history_entries];
+    vram_event *e = &a->history.ring[a->history.next % a->cfg.history_entries];
     e->action = action;
     e->addr = addr;
     e->size = size;
@@ -240,7 +240,7 @@ void vi_history_record(vram_allocator *a, vram_event_action action, uint64_t add
     e->tag = tag;
     e->context = thread_context;
     e->time_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-    a->history_next++;
+    a->history.next++;
 }
 
 
@@ -333,10 +333,10 @@ void vi_oom_fail(vram_allocator *a, size_t size, uint64_t rsize, vram_stream str
 /* Puts history ring `ring` of `entries` events in place (lock held), dropping the events
  * recorded so far; returns the old ring, for the caller to free unlocked. */
 vram_event *vi_history_install(vram_allocator *a, vram_event *ring, uint32_t entries) {
-    vram_event *old = a->history;
-    a->history = ring;
+    vram_event *old = a->history.ring;
+    a->history.ring = ring;
     a->cfg.history_entries = entries;
-    a->history_next = 0;
+    a->history.next = 0;
     return old;
 }
 
@@ -357,7 +357,7 @@ vram_status vram_allocator_set_history(vram_allocator *a, uint32_t entries) {
 uint64_t vram_allocator_history_count(vram_allocator *a) {
     if (!a) return 0;
     vi_allocator_lock(a);
-    uint64_t n = a->cfg.history_entries ? a->history_next : 0;
+    uint64_t n = a->cfg.history_entries ? a->history.next : 0;
     vi_allocator_unlock(a);
     return n;
 }

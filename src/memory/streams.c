@@ -16,10 +16,10 @@
 
 /* vi_stream_of past the first entry, which it has asked already. */
 vi_stream_state *vi_stream_find(vram_allocator *a, vram_stream s) {
-    for (int i = 1; i < a->nstreams; i++)
-        if (a->streams[i].stream == s) return &a->streams[i];
-    if (a->nstreams == VRAM_MAX_STREAMS) return NULL;
-    vi_stream_state *st = &a->streams[a->nstreams++];
+    for (int i = 1; i < a->streams.n; i++)
+        if (a->streams.state[i].stream == s) return &a->streams.state[i];
+    if (a->streams.n == VRAM_MAX_STREAMS) return NULL;
+    vi_stream_state *st = &a->streams.state[a->streams.n++];
     memset(st, 0, sizeof *st);
     st->stream = s;
     return st;
@@ -38,7 +38,7 @@ void vi_stream_list_remove(vram_allocator *a, vi_block *b) {
     vi_stream_list_unlink(st, b);
     b->sprev = b->snext = NULL;
     st->count--;
-    a->not_ready_count--;
+    a->streams.not_ready--;
 }
 
 /* Puts a not-ready free block in its owner's list (vi_stream_list_link). Returns -1 when the
@@ -49,7 +49,7 @@ int vi_stream_list_append(vram_allocator *a, vi_block *b) {
     if (!st) return -1;
     vi_stream_list_link(st, b);
     st->count++;
-    a->not_ready_count++;
+    a->streams.not_ready++;
     return 0;
 }
 
@@ -80,12 +80,12 @@ static void stream_make_ready(vram_allocator *a, vi_stream_state *st, uint64_t u
  * moved or released, and when out of memory). */
 vram_status vi_sync_all_streams(vram_allocator *a) {
     vi_deferred_flush(a);
-    if (!a->not_ready_count) return VRAM_OK;
+    if (!a->streams.not_ready) return VRAM_OK;
     a->stats.num_sync_all_streams++;
-    for (int i = 0; i < a->nstreams; i++) {
-        vi_stream_state *st = &a->streams[i];
+    for (int i = 0; i < a->streams.n; i++) {
+        vi_stream_state *st = &a->streams.state[i];
         if (!st->count) continue;
-        uint64_t upto = a->free_seq;
+        uint64_t upto = a->streams.free_seq;
         if (st->event) {
             a->dev->ops->event_destroy(a->dev, st->event);
             st->event = NULL;
@@ -110,7 +110,7 @@ vram_status vi_sync_all_streams(vram_allocator *a) {
 void vi_streams_many(vram_allocator *a) {
     a->streams_seen = STREAMS_MANY;
     if (vi_capturing(a)) return;
-    if (a->zombies) vi_pages_reap_zombies(a, 1);
+    if (a->zombies.head) vi_pages_reap_zombies(a, 1);
     if (a->mixed) vi_sync_all_streams(a);
 }
 
@@ -128,8 +128,8 @@ void vi_streams_note(vram_allocator *a, vram_stream stream) {
 /* Polls in-flight stream events; when `want_more` is set, records events on streams with
  * not-ready blocks and no event in flight (so another stream may soon take them). */
 void vi_poll_streams(vram_allocator *a, int want_more) {
-    for (int i = 0; i < a->nstreams; i++) {
-        vi_stream_state *st = &a->streams[i];
+    for (int i = 0; i < a->streams.n; i++) {
+        vi_stream_state *st = &a->streams.state[i];
         if (!st->count && !st->event) continue;
         if (st->event && a->dev->ops->event_query(a->dev, st->event) == VRAM_OK) {
             a->dev->ops->event_destroy(a->dev, st->event);
@@ -138,7 +138,7 @@ void vi_poll_streams(vram_allocator *a, int want_more) {
         }
         /* a rolling event: blocks freed before it become reusable once the stream passes it */
         if (!st->event && want_more && st->count) {
-            st->event_seq = a->free_seq;
+            st->event_seq = a->streams.free_seq;
             if (a->dev->ops->event_record(a->dev, st->stream, &st->event) != VRAM_OK) st->event = NULL;
             else if (a->dev->ops->event_query(a->dev, st->event) == VRAM_OK) { /* already idle */
                 a->dev->ops->event_destroy(a->dev, st->event);
