@@ -195,7 +195,7 @@ struct vram_allocator {
     vi_graph_pool graph_pools[VRAM_GRAPH_POOLS];
     vi_capture captures[VRAM_CAPTURES]; /* under way, oldest first */
     int ncaptures;
-    /* One stream (allocator.c, mergeable): while every malloc that searched came from
+    /* One stream (streams.c; bins.c merges by it): while every malloc that searched came from
      * solo_stream and no page had to move for a request since the last empty_cache
      * (pages_moved), its not-ready free blocks merge with ready ones (mixed: some did). */
     enum { STREAMS_NONE, STREAMS_SOLO, STREAMS_MANY } streams_seen;
