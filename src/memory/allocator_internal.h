@@ -162,9 +162,7 @@ struct vram_allocator {
     uint64_t page_size;
     uint64_t chunk_pages;    /* pages model: the most pages one chunk may have */
     unsigned page_shift;     /* log2(page_size): page arithmetic uses shifts, not divisions */
-    int tag_solo;            /* the tag of every allocation so far, whose per-tag statistics are
-                              * then the pools' (kept only there: see stats.c), or -1 once a
-                              * second tag is used (in page_shift's padding: nothing moves) */
+    int tag_solo;            /* block.h's tag_solo (in page_shift's padding: nothing moves) */
     uint64_t limit;          /* cap on reserved bytes */
     uint64_t allocated_high; /* the page budget's allocated peak (reserve_budget) from before the
                               * last reset of peak statistics, back to the last empty_cache */
@@ -197,7 +195,7 @@ struct vram_allocator {
     int ncaptures;
     /* One stream (streams.c; bins.c merges by it): while every malloc that searched came from
      * solo_stream and no page had to move for a request since the last empty_cache
-     * (pages_moved), its not-ready free blocks merge with ready ones (mixed: some did). */
+     * (pages_moved), its not-ready free blocks merge with ready ones (block.h: mixed). */
     enum { STREAMS_NONE, STREAMS_SOLO, STREAMS_MANY } streams_seen;
     vram_stream solo_stream;
     int mixed, pages_moved;

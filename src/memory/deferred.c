@@ -3,7 +3,8 @@
  * are deferred.h's; this file flushes the deferred blocks into the bins, which happens before a
  * free block is split, before pages are mapped, moved or released, before a segment is made and
  * by empty_cache, so that deferral changes no placement but exact-size reuse and never grows
- * memory while a deferred block could have served a request (docs/allocator.md).
+ * memory while a deferred block could have served a request (docs/allocator.md; why before a
+ * split, and what the held stacks save: docs/allocator-evidence.md §3, §4).
  */
 #include "deferred.h"
 

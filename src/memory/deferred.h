@@ -22,8 +22,6 @@
  * only once (free's lookup); the entry goes when the block leaves its slot for the bins
  * (vi_recent_leave). */
 
-
-
 /* Empties slot k. */
 static inline void vi_recent_empty(vram_allocator *a, unsigned k) {
     a->recent.slot[k] = NULL;
