@@ -131,7 +131,7 @@ static int graph_mergeable(const vi_block *x, const vi_block *y) {
 /* A free block of pool `pool` (being captured into) that serves rsize on `stream`: the best fit
  * among those of rsize's size pool freed on that stream (the smallest, the newest of equals;
  * bins, smallest first), split when larger (the rest stays in the pool: a live small block
- * has its class size, which held_take relies on once the pool is gone). Taken out of the
+ * has its class size, which vi_held_take relies on once the pool is gone). Taken out of the
  * pool's free blocks, its live map entry kept. (Taking small blocks whole, unsplit, held far
  * more memory: docs/allocator-evidence.md §16.) */
 vi_block *vi_graph_take(vram_allocator *a, int pool, uint64_t rsize, vram_stream stream) {
