@@ -120,11 +120,15 @@ vram_cli_test(cli_train_gpu_runtime_missing 1 "setting up the GPU runtime failed
 # the memory mechanisms of test_runtime_memory, asserted again on the GPU
 add_test(NAME gpu_test_runtime_memory COMMAND test_runtime_memory cuda)
 set_tests_properties(gpu_test_runtime_memory PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600 RESOURCE_LOCK gpu)
-# on the GPU: a short GPT-2-shaped run whose categories add up, and a capacity too small for
+# on the GPU: a short GPT-2-shaped run whose categories add up, a checkpoint saved and resumed
+# there (the tensors go through the host), and a capacity too small for
 # GPT-2 124M as a clean out-of-memory report with what to change (status 1); skipped without a GPU
 add_test(NAME gpu_cli_train COMMAND sh -c "\
   if ! ${VRAM_EXE} smi --list >/dev/null 2>&1 && ! [ -e /dev/nvidiactl ]; then echo 'SKIP: no GPU'; exit 77; fi; \
   ${VRAM_EXE} train --device cuda:0 --data ${VRAM_TRAIN_CORPUS} --model gpt2 --layers 2 --context 128 --batch 4 --steps 3 --eval-every 3 --eval-batches 2 --checkpoint --report || exit 1; \
+  ck=${CMAKE_CURRENT_BINARY_DIR}/gpu_cli_train.vram; \
+  ${VRAM_EXE} train --device cuda:0 --data ${VRAM_TRAIN_CORPUS} --model gpt2 --layers 2 --context 128 --batch 4 --steps 2 --save $ck >/dev/null || exit 1; \
+  ${VRAM_EXE} train --device cuda:0 --data ${VRAM_TRAIN_CORPUS} --model gpt2 --layers 2 --context 128 --batch 4 --steps 3 --resume $ck >/dev/null || { echo 'resume on the GPU failed'; exit 1; }; \
   out=$(${VRAM_EXE} train --device cuda:0 --data ${VRAM_TRAIN_CORPUS} --model gpt2 --batch 8 --steps 1 --capacity 1GiB 2>&1); s=$?; \
   echo \"$out\" | tail -5; [ $s -eq 1 ] && echo \"$out\" | grep -q 'out of memory while' && echo \"$out\" | grep -q 'try a smaller --batch'")
 set_tests_properties(gpu_cli_train PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600 RESOURCE_LOCK gpu
@@ -341,3 +345,32 @@ vram_cli_test(cli_plan_unknown 2 "unknown option '--eval-every'" "${VRAM_EXE} pl
 vram_cli_test(cli_train_oom_remedies 1 "at the failure: allocated .*reserved but free.*activations .*what would fit in 64.00 MiB.*batch halved +--batch 24 +[0-9.]+ MiB +yes"
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --capacity 64MiB --batch 48 --steps 1 --threads 1 2>&1")
 # ---- end plan
+# ---- vram viz (issue 42): bad inputs without a browser; the page in headless Chromium ------
+# (maintained with src/cli/viz*.c and src/cli/viz/; viz_chromium_install installs Debian's
+# chromium where it is missing, and viz_browser reports itself skipped, saying why, where it can't)
+find_package(Python3 COMPONENTS Interpreter QUIET)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME viz_inputs COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/viz_check.py
+                                   $<TARGET_FILE:vram> ${CMAKE_SOURCE_DIR} inputs)
+  add_test(NAME viz_chromium_install COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/install_chromium.sh)
+  add_test(NAME viz_browser COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/viz_check.py
+                                    $<TARGET_FILE:vram> ${CMAKE_SOURCE_DIR} browser)
+  set_tests_properties(viz_chromium_install PROPERTIES FIXTURES_SETUP chromium TIMEOUT 900)
+  set_tests_properties(viz_browser PROPERTIES FIXTURES_REQUIRED chromium SKIP_RETURN_CODE 77 TIMEOUT 900)
+  set_tests_properties(viz_inputs PROPERTIES TIMEOUT 600)
+endif()
+# ---- inference (issue 43): model files, safetensors, generate, quantize from the command line ----
+# test_infer.c (the library side) is picked up with the other test_*.c programs.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME infer_cli COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_infer_cli.py
+           $<TARGET_FILE:vram> ${VRAM_TRAIN_CORPUS})
+  add_test(NAME safetensors_gpt2 COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_safetensors_gpt2.py
+           $<TARGET_FILE:vram> ${VRAM_TRAIN_CORPUS})
+  set_tests_properties(infer_cli safetensors_gpt2 PROPERTIES TIMEOUT 600)
+endif()
+vram_cli_test(cli_generate_no_model 2 "--model PATH is required" "${VRAM_EXE} generate --prompt x 2>&1")
+vram_cli_test(cli_generate_missing_model 2 "model '/nonexistent/m.vram': cannot open"
+              "${VRAM_EXE} generate --model /nonexistent/m.vram --prompt x 2>&1")
+vram_cli_test(cli_train_save_every_alone 2 "--save-every needs --save PATH"
+              "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --save-every 3 2>&1")
+# ---- end inference

@@ -526,11 +526,13 @@ static void test_tags(void) {
     vram_device *dev;
     vram_allocator *a = open_alloc("sim:1GiB", "", &dev);
     vram_tag kv, again;
-    CHECK_OK(vram_allocator_tag_register(a, "kv_cache", &kv));
+    CHECK_OK(vram_allocator_tag_register(a, "kv_cache", &kv)); /* a built-in name gives the built-in tag */
+    CHECK(kv == VRAM_TAG_KV_CACHE, "kv_cache is built in");
+    CHECK_OK(vram_allocator_tag_register(a, "adapter", &kv));
     CHECK(kv == VRAM_TAG_BUILTIN_COUNT, "first user tag");
-    CHECK_OK(vram_allocator_tag_register(a, "kv_cache", &again));
+    CHECK_OK(vram_allocator_tag_register(a, "adapter", &again));
     CHECK(again == kv, "same name, same tag");
-    CHECK(!strcmp(vram_allocator_tag_name(a, kv), "kv_cache") && !strcmp(vram_allocator_tag_name(a, 3), "optimizer_state"),
+    CHECK(!strcmp(vram_allocator_tag_name(a, kv), "adapter") && !strcmp(vram_allocator_tag_name(a, 3), "optimizer_state"),
           "names");
     CHECK(vram_allocator_tag_register(a, "a_name_that_is_far_too_long_for_a_tag", &again) == VRAM_ERR_INVALID_ARG, "long");
     void *p;

@@ -116,7 +116,7 @@ static void test_tags(void) {
     set(&s.tags[VRAM_TAG_BUILTIN_COUNT].allocated_bytes, 0, 1024, 4096, 4096);
     set(&s.tags[VRAM_TAG_BUILTIN_COUNT].requested_bytes, 0, 1000, 4000, 4000);
     set(&s.tags[VRAM_TAG_BUILTIN_COUNT].allocation, 0, 1, 4, 4);
-    const char *names[VRAM_TAG_MAX] = {"other", "parameter", "gradient", "optimizer_state", "activation", "temporary",
+    const char *names[VRAM_TAG_MAX] = {"other", "parameter", "gradient", "optimizer_state", "activation", "temporary", "kv_cache",
                                        "a_rather_long_user_tag_name"};
     char *text = NULL;
     CHECK_OK(vram_stats_summary(&s, names, 1, 1, &text));

@@ -49,6 +49,13 @@ void vram_optimizer_set_lr(vram_optimizer *o, double lr);
 /* Bytes of optimizer state held now (as requested; the allocator rounds each block to 512). */
 uint64_t vram_optimizer_state_bytes(const vram_optimizer *o);
 
+/* For saving and resuming (model_file.h): the configuration, and parameter i's step count and
+ * state tensors (borrowed; NULL until its first step). state_prepare creates them as a first step
+ * would and sets the step count, so a resumed optimizer continues where the saved one stopped. */
+const vram_optim_config *vram_optimizer_config(const vram_optimizer *o);
+void vram_optimizer_state(const vram_optimizer *o, int i, int64_t *step, vram_tensor **s1, vram_tensor **s2);
+vram_status vram_optimizer_state_prepare(vram_optimizer *o, int i, int64_t step, vram_tensor **s1, vram_tensor **s2);
+
 /* Scales all gradients so their global L2 norm is at most max_norm; *total_norm (may be NULL)
  * receives the norm before clipping. */
 vram_status vram_clip_grad_norm(vram_param_list *params, double max_norm, double *total_norm);

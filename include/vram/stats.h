@@ -36,7 +36,8 @@ enum {
     VRAM_TAG_OPTIMIZER_STATE = 3,
     VRAM_TAG_ACTIVATION = 4,
     VRAM_TAG_TEMPORARY = 5,
-    VRAM_TAG_BUILTIN_COUNT = 6,
+    VRAM_TAG_KV_CACHE = 6, /* attention keys and values kept across generation steps */
+    VRAM_TAG_BUILTIN_COUNT = 7,
     VRAM_TAG_MAX = 32
 };
 

@@ -9,6 +9,8 @@
         the largest batch that fits, from traces recorded at small batches: each allocation's size
         fitted as a + c*batch, the stream synthesized at larger batches and replayed through vram's
         allocator (fit.py; no PyTorch needed)
+    python -m vram_torch viz SNAPSHOT.pickle... -o OUT.html [--png FILE]
+        draws PyTorch's _dump_snapshot pickle (and memtraces, snapshot JSON) with `vram viz` (viz.py)
     python -m vram_torch --version
         the package's version and the libvram_torch.so it loads (status 1 if none loads)
 """
@@ -18,6 +20,7 @@ import sys
 USAGE = ("usage: python -m vram_torch run [--summary] script.py [args...]\n"
          "       python -m vram_torch record -o OUT.trace [--device N] [--max-entries N] script.py [args...]\n"
          "       python -m vram_torch fit --capacity SIZE [--vram PATH] B1=TRACE B2=TRACE [B3=TRACE]\n"
+         "       python -m vram_torch viz SNAPSHOT.pickle... -o OUT.html [--png FILE]\n"
          "       python -m vram_torch --version")
 
 
@@ -99,7 +102,8 @@ def version():
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    commands = {"run": run, "record": record, "fit": fit}
+    from .viz import main as viz
+    commands = {"run": run, "record": record, "fit": fit, "viz": viz}
     if argv and argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         return 0

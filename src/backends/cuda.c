@@ -17,11 +17,10 @@
  *   segments  mem_alloc / mem_free are cuMemAlloc / cuMemFree.
  *   pages     va_reserve is cuMemAddressReserve. Each page_map is one unit: one physical
  *             allocation (cuMemCreate of the whole range), one cuMemMap, one cuMemSetAccess;
- *             the driver's cost goes by allocations, not bytes (on an H200 a 2 MiB page costs
- *             ~40 us to map idle and ~300 us while kernels run). page_unmap, page_alias and
- *             page_drop take whole units, as cuMemUnmap must. The reservation keeps a slot per
- *             page of the granularity (2 MiB on an H200): the unit's handle (0 = unmapped) and,
- *             on a unit's first page, its length in pages.
+ *             the driver's cost goes by allocations, not bytes (docs/allocator-evidence.md §18).
+ *             page_unmap, page_alias and page_drop take whole units, as cuMemUnmap must. The
+ *             reservation keeps a slot per page of the granularity: the unit's handle
+ *             (0 = unmapped) and, on a unit's first page, its length in pages.
  *   events    timing-disabled CUevents, created on demand and kept in a free list for reuse,
  *             because cuEventCreate costs far more than a record.
  *   captures  cuStreamGetCaptureInfo, else cuStreamIsCapturing (both optional) tell the
@@ -707,9 +706,8 @@ vram_status vram_cuda_device_open(const char *args, vram_device **out) {
     snprintf(dev->name, sizeof dev->name, "%s", name);
     dev->index = ordinal;
     dev->page_size = use_pages ? s->granularity : 0;
-    /* A page_map costs ~40 us idle and ~300 us while kernels run, whatever its size, and those
-     * costs land in the step time of training that moves or grows memory: map 64 MiB at once
-     * (2026-12-02-torch-workloads.md, run 9). */
+    /* A page_map costs the same whatever its size, and the cost lands in the step time of
+     * training that moves or grows memory: map 64 MiB at once (docs/allocator-evidence.md §18). */
     dev->chunk_size = use_pages ? 64u << 20 : 0;
     dev->capacity = total;
     dev->host_accessible = 0;

@@ -15,9 +15,8 @@
  * piece of work per replayed call, and the work of the last N calls is still running, so an
  * event recorded in that time is pending until N more calls have been made (or a sync line of
  * the trace says the program waited). Replayed on it, a trace needs about what it needs on a
- * GPU: the allocation streams vram served on an H200 give the H200's own figures at lag 0; on
- * the plain sim, with 2 MiB chunks and no events, up to 4% less (llama training: 1.003 against
- * 1.046 x peak requested).
+ * GPU; on the plain sim, with 2 MiB chunks and no events, a little less
+ * (docs/allocator-evidence.md §18).
  */
 #include <ctype.h>
 #include <errno.h>

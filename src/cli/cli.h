@@ -11,6 +11,19 @@ int vram_cmd_replay(int argc, char **argv);
 int vram_cmd_bench(int argc, char **argv);
 int vram_cmd_train(int argc, char **argv);
 int vram_cmd_plan(int argc, char **argv);
+int vram_cmd_viz(int argc, char **argv);
+int vram_cmd_generate(int argc, char **argv);
+int vram_cmd_quantize(int argc, char **argv);
+
+/* `vram train --resume/--save` (train_ckpt.c): 0 on success, else the exit status after a message.
+ * resume sets *first_step to the step after the saved one. */
+struct vram_gpt;
+struct vram_optimizer;
+struct vram_text_data;
+int vram_train_resume(const char *path, struct vram_gpt *g, struct vram_optimizer *opt, struct vram_text_data *data,
+                      int steps, int *first_step);
+int vram_train_save(const char *path, struct vram_gpt *g, struct vram_optimizer *opt, struct vram_text_data *data,
+                    int step);
 
 /* 0 when VRAM_ALLOC_CONF and the --conf string (NULL: none) parse; else prints the error as
  * "TOOL: ..." and returns 2 (conf_check.c). */

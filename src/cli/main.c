@@ -15,8 +15,11 @@ static const struct {
     {"smi", vram_cmd_smi, "GPU memory per device and process: table, CSV, JSON lines, Prometheus"},
     {"replay", vram_cmd_replay, "replay allocation traces through the allocator"},
     {"bench", vram_cmd_bench, "allocator benchmarks (vram bench alloc)"},
+    {"viz", vram_cmd_viz, "draw memory over time from traces or snapshots as one HTML page"},
     {"train", vram_cmd_train, "train a GPT on a text corpus on the CPU, with a memory report by category"},
     {"plan", vram_cmd_plan, "predict vram train's memory by category, the largest batch that fits"},
+    {"generate", vram_cmd_generate, "sample text from a saved model with a KV cache (f32, bf16 or INT8 weights)"},
+    {"quantize", vram_cmd_quantize, "write a model file's matrices as INT8 (Q8_0 or per channel) or bf16"},
 };
 
 static void usage(FILE *out) {

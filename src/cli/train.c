@@ -8,6 +8,8 @@
  * optimizer step. A progress line per step; --eval-every N runs the validation split under
  * no_grad. --report prints the allocator's summary and a table of memory by category (the
  * allocator's per-tag statistics), whose current bytes add up to the allocated bytes.
+ * --save writes a model file (weights, optimizer state, step, random state: model_file.h) at the
+ * end and every --save-every steps, --resume continues one exactly (train_ckpt.c).
  * Out of memory anywhere (e.g. under a small --capacity) ends the run with the allocator's
  * out-of-memory report and exit status 1; bad flags and a missing corpus exit 2.
  */
@@ -22,6 +24,7 @@
 #include "cli.h"
 #include "vram/alloc.h"
 #include "vram/data.h"
+#include "vram/model_file.h"
 #include "vram/nn.h"
 #include "vram/optim.h"
 #include "vram/plan.h"
@@ -38,6 +41,8 @@ typedef struct train_opts {
     const char *optimizer;
     const char *device; /* "cpu" or a cuda spec */
     vram_gpt_config gpt;
+    const char *save, *resume; /* model files (model_file.h) */
+    int save_every;
 } train_opts;
 
 
@@ -66,6 +71,10 @@ static void usage(FILE *out) {
             "  --capacity SIZE      memory the allocator may hold, e.g. 64MiB (default: the device's)\n"
             "  --threads N          matrix-product threads (default: online CPUs)\n"
             "  --seed N             random seed (default 1337)\n"
+            "  --save PATH          save weights, optimizer state, step and random state at the end (.vram;\n"
+            "                       a PATH ending in .safetensors saves the weights only, GPT-2 names)\n"
+            "  --save-every N       also save every N steps\n"
+            "  --resume PATH        continue a run saved with --save (same shape, optimizer and corpus) up to --steps\n"
             "  --report             end with the memory summary and the table of memory by category\n");
 }
 
@@ -131,7 +140,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         static const char *valued[] = {"--data", "--batch", "--accum", "--steps", "--optimizer", "--lr", "--clip",
                                        "--eval-every", "--eval-batches", "--layers", "--heads", "--width", "--context",
                                        "--dropout", "--capacity", "--threads", "--seed", "--device", "--model",
-                                       "--vocab"};
+                                       "--vocab", "--save", "--save-every", "--resume"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(f, valued[k]);
         if (!known) {
@@ -158,6 +167,9 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(f, "--width")) ok = parse_int_in(f, v, 1, MAX_WIDTH, &o->gpt.width);
         else if (!strcmp(f, "--context")) ok = parse_int_in(f, v, 1, MAX_CONTEXT, &o->gpt.context);
         else if (!strcmp(f, "--dropout")) ok = parse_double(f, v, 0, 0.99, &o->gpt.dropout);
+        else if (!strcmp(f, "--save")) o->save = v;
+        else if (!strcmp(f, "--resume")) o->resume = v;
+        else if (!strcmp(f, "--save-every")) ok = parse_int(f, v, 1, &o->save_every);
         else if (!strcmp(f, "--threads")) ok = parse_int(f, v, 1, &o->threads);
         else if (!strcmp(f, "--seed")) ok = parse_int(f, v, 0, &tmp), o->seed = (uint64_t)tmp;
         else if (!strcmp(f, "--vocab")) ok = parse_int_in(f, v, 256, MAX_VOCAB, &o->gpt.vocab);
@@ -184,6 +196,10 @@ static int parse(int argc, char **argv, train_opts *o) {
             }
         }
         if (!ok) return 2;
+    }
+    if (o->save_every && !o->save) {
+        fprintf(stderr, "vram train: --save-every needs --save PATH\n");
+        return 2;
     }
     if (o->gpt.width % o->gpt.heads) {
         fprintf(stderr, "vram train: --width %d is not a multiple of --heads %d\n", o->gpt.width, o->gpt.heads);
@@ -427,6 +443,12 @@ int vram_cmd_train(int argc, char **argv) {
         rc = fail(a, s, "creating the optimizer");
         goto done;
     }
+    /* ---- resume (model_file.h): weights, optimizer state, step and random state ---- */
+    int first_step = 1;
+    if (o.resume) {
+        rc = vram_train_resume(o.resume, g, opt, data, o.steps, &first_step);
+        if (rc) goto done;
+    }
     double unigram = vram_text_data_unigram_entropy(data);
     char b1[32];
     printf("vram train: %s, %.2f MB corpus '%s' (byte unigram entropy %.4f nats = %.3f bits)\n",
@@ -440,12 +462,12 @@ int vram_cmd_train(int argc, char **argv) {
     fflush(stdout);
     int64_t fwd_tags[VRAM_TAG_BUILTIN_COUNT] = {0};
     double t_start = now_s(), last_loss = NAN, last_val = NAN;
-    double *step_ms = calloc((size_t)o.steps + 1, sizeof *step_ms);
+    double *step_ms = calloc((size_t)(o.steps - first_step) + 2, sizeof *step_ms);
     if (!step_ms) {
         rc = fail(a, VRAM_ERR_OUT_OF_MEMORY, "starting");
         goto done;
     }
-    for (int step = 1; step <= o.steps; step++) {
+    for (int step = first_step; step <= o.steps; step++) {
         double t0 = now_s(), loss_sum = 0;
         vram_param_list_zero_grad(params, 1);
         for (int m = 0; m < o.accum && s == VRAM_OK; m++) {
@@ -465,7 +487,7 @@ int vram_cmd_train(int argc, char **argv) {
             goto done;
         }
         double dt = now_s() - t0;
-        step_ms[step - 1] = dt * 1e3;
+        step_ms[step - first_step] = dt * 1e3;
         last_loss = loss_sum / o.accum;
         vram_stats st;
         vram_allocator_get_stats(a, &st);
@@ -481,16 +503,23 @@ int vram_cmd_train(int argc, char **argv) {
             }
             printf("eval step %4d | val loss %.4f (no_grad, %d batches)\n", step, last_val, o.eval_batches);
         }
+        if (o.save && ((o.save_every && step % o.save_every == 0) || step == o.steps) &&
+            vram_train_save(o.save, g, opt, data, step)) {
+            rc = 1;
+            free(step_ms);
+            goto done;
+        }
         fflush(stdout);
     }
     double total = now_s() - t_start;
-    printf("done: %d steps in %.1f s; final train loss %.4f%s", o.steps, total, last_loss, isnan(last_val) ? "" : ", val loss ");
+    printf("done: %d steps in %.1f s; final train loss %.4f%s", o.steps - first_step + 1, total, last_loss, isnan(last_val) ? "" : ", val loss ");
     if (!isnan(last_val)) printf("%.4f", last_val);
     printf(" (unigram entropy %.4f nats)\n", unigram);
-    if (o.steps > 0) {
+    if (o.steps >= first_step) {
         /* median step time without the first step (which also allocates the optimizer state) */
-        int n = o.steps > 1 ? o.steps - 1 : 1;
-        double *t = o.steps > 1 ? step_ms + 1 : step_ms;
+        int ran = o.steps - first_step + 1;
+        int n = ran > 1 ? ran - 1 : 1;
+        double *t = ran > 1 ? step_ms + 1 : step_ms;
         qsort(t, (size_t)n, sizeof *t, cmp_double);
         double med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
         vram_stats st;

@@ -1,24 +1,9 @@
-/* check.c — the allocator's invariant checker, for tests and debugging.
+/* check.c — the allocator's invariant checker (vram_allocator_check), for tests and debugging.
  *
- * Walks every region, block, bin, list and the live map, recounts every statistic from the
- * blocks, and compares. The first violation is returned as VRAM_ERR_INTERNAL with a detail.
- * Invariants:
- *   - blocks tile each region exactly, in address order, with consistent prev/next links;
- *   - no two adjacent free blocks that could merge (both ready, or same owner not ready),
- *     unless one of them is a deferred free waiting in its `recent` slot or held on its small
- *     class's stack (which holds only small-pool blocks, counted by held_count);
- *   - every free block is in the bin of its size, and every bin entry is a free block; no free
- *     block holds uses or events (merges release free blocks' structs without asking);
- *   - not-ready free blocks are in their owner's list, ready ones in none;
- *   - live, pending, deferred, held and private-pool free blocks are in the live map under their
- *     address, nothing else is;
- *   - a private pool's blocks (live and free) number what its slot counts, its free ones are in
- *     its bins (bitmaps right), and a slot with no blocks and no uses is unused, without bins;
- *   - live blocks, and free ones marked mapped_all, lie on mapped pages; every mapped run starts
- *     a chunk, no chunk is longer than chunk_size (pages model);
- *   - allocated/active/requested bytes and counts, per pool and per tag, equal the sums over
- *     blocks; reserved bytes equal mapped pages plus segments; segment counts equal mapped
- *     runs plus segments; reserved >= allocated.
+ * One walk over every region, block, bin, list and the live map, recounting every statistic
+ * from the blocks and comparing; the first violation is returned as VRAM_ERR_INTERNAL with a
+ * detail. The invariants (tiling, merging, indexes, the live map, private pools, mapped pages,
+ * statistics) are listed in docs/allocator.md, "Invariants".
  */
 #include <stdio.h>
 #include <string.h>
@@ -28,12 +13,15 @@
 
 #define FAIL(...) return vram_error(VRAM_ERR_INTERNAL, __VA_ARGS__)
 
-static int in_bin(const vram_pool *p, const vram_block *b) {
-    for (const vram_block *x = p->free.bins[b->bin]; x; x = x->fnext)
+static int in_bin(const vi_pool *p, const vi_block *b) {
+    for (const vi_block *x = p->free.bins[b->bin]; x; x = x->fnext)
         if (x == b) return 1;
     return 0;
 }
 
+/* One function of ~260 lines on purpose: every check below reads the counts of the one walk
+ * above it (a dozen accumulators per pool and per tag), and the checker is the reference the
+ * allocator's refactors are held to, so it changes as little as they do. */
 static vram_status check_locked(vram_allocator *a) {
     int64_t allocated[VRAM_POOL_COUNT] = {0}, active[VRAM_POOL_COUNT] = {0}, requested[VRAM_POOL_COUNT] = {0};
     int64_t nalloc[VRAM_POOL_COUNT] = {0}, nactive[VRAM_POOL_COUNT] = {0};
@@ -45,11 +33,11 @@ static vram_status check_locked(vram_allocator *a) {
     uint64_t P = a->page_size;
 
     for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++) {
-        for (const vram_region *r = a->pools[p].regions; r; r = r->next) {
+        for (const vi_region *r = a->pools[p].regions; r; r = r->next) {
             if (r->pool != p) FAIL("region %#llx is in pool %d but says %d", (unsigned long long)r->base, p, r->pool);
             uint64_t addr = r->base;
-            const vram_block *prev = NULL;
-            for (const vram_block *b = r->first; b; prev = b, b = b->next) {
+            const vi_block *prev = NULL;
+            for (const vi_block *b = r->first; b; prev = b, b = b->next) {
                 if (b->prev != prev) FAIL("block %#llx: prev link broken", (unsigned long long)b->addr);
                 if (b->region != r || b->pool != r->pool) FAIL("block %#llx: wrong region or pool", (unsigned long long)b->addr);
                 if (b->addr != addr) FAIL("block %#llx: gap or overlap, expected %#llx", (unsigned long long)b->addr,
@@ -62,36 +50,36 @@ static vram_status check_locked(vram_allocator *a) {
                         FAIL("block %#llx belongs to unused private pool slot %u", (unsigned long long)b->addr, b->graph);
                     graph_blocks[b->graph - 1]++;
                 }
-                if (b->state == BLOCK_FREE && (b->uses || b->events)) /* see vram_block_release_free */
+                if (b->state == BLOCK_FREE && (b->uses || b->events)) /* see vi_block_release_free */
                     FAIL("free block %#llx holds uses or events", (unsigned long long)b->addr);
                 if (b->state == BLOCK_FREE && b->deferred == DEFER_GRAPH) {
                     /* in its pool's bins: the walk of the bins below counts them */
                     if (!b->graph) FAIL("private-pool block %#llx belongs to no pool", (unsigned long long)b->addr);
                     if (in_bin(&a->pools[p], b) || b->in_cached)
                         FAIL("private-pool block %#llx is also in a bin or the cached list", (unsigned long long)b->addr);
-                    if (vram_live_get(&a->live, b->addr) != b)
+                    if (vi_live_get(&a->live, b->addr) != b)
                         FAIL("private-pool block %#llx missing from the live map", (unsigned long long)b->addr);
                     ngraph_free++;
                 } else if (b->state == BLOCK_FREE && b->deferred == DEFER_HELD) {
-                    const vram_block *x = a->held[vram_small_class(b->size)];
+                    const vi_block *x = a->held.stack[vi_small_class(b->size)];
                     while (x && x != b) x = x->fnext;
                     if (!x) FAIL("held block %#llx is not in its class's list", (unsigned long long)b->addr);
                     if (p != VRAM_POOL_SMALL) FAIL("held block %#llx is not in the small pool", (unsigned long long)b->addr);
                     if (in_bin(&a->pools[p], b)) FAIL("held block %#llx is also in a bin", (unsigned long long)b->addr);
-                    if (vram_live_get(&a->live, b->addr) != b)
+                    if (vi_live_get(&a->live, b->addr) != b)
                         FAIL("held block %#llx missing from the live map", (unsigned long long)b->addr);
                     nheld++;
                 } else if (b->state == BLOCK_FREE && b->deferred) {
-                    if (a->recent[vram_recent_slot(b->size)] != b)
+                    if (a->recent.slot[vi_recent_slot(b->size)] != b)
                         FAIL("deferred block %#llx is not in its slot", (unsigned long long)b->addr);
                     if (in_bin(&a->pools[p], b)) FAIL("deferred block %#llx is also in a bin", (unsigned long long)b->addr);
-                    if (vram_live_get(&a->live, b->addr) != b)
+                    if (vi_live_get(&a->live, b->addr) != b)
                         FAIL("deferred block %#llx missing from the live map", (unsigned long long)b->addr);
                     ndeferred++;
                 } else if (b->state == BLOCK_FREE) {
                     free_blocks++;
                     if (!in_bin(&a->pools[p], b)) FAIL("free block %#llx missing from its bin", (unsigned long long)b->addr);
-                    if (vram_live_get(&a->live, b->addr)) FAIL("free block %#llx is in the live map", (unsigned long long)b->addr);
+                    if (vi_live_get(&a->live, b->addr)) FAIL("free block %#llx is in the live map", (unsigned long long)b->addr);
                     if (!b->ready) not_ready++;
                     if (prev && prev->state == BLOCK_FREE && !prev->deferred &&
                         ((prev->ready && b->ready) || (!prev->ready && !b->ready && prev->stream == b->stream)))
@@ -99,7 +87,7 @@ static vram_status check_locked(vram_allocator *a) {
                              (unsigned long long)b->addr);
                 } else {
                     live_blocks++;
-                    if (vram_live_get(&a->live, b->addr) != b) FAIL("live block %#llx missing from the live map", (unsigned long long)b->addr);
+                    if (vi_live_get(&a->live, b->addr) != b) FAIL("live block %#llx missing from the live map", (unsigned long long)b->addr);
                     if (b->requested > b->size) FAIL("block %#llx: requested %llu > size %llu", (unsigned long long)b->addr,
                                                      (unsigned long long)b->requested, (unsigned long long)b->size);
                     active[p] += (int64_t)b->size;
@@ -117,7 +105,7 @@ static vram_status check_locked(vram_allocator *a) {
                 if (r->expandable && (b->state != BLOCK_FREE || b->mapped_all)) {
                     uint64_t q0 = (b->addr - r->base) / P, q1 = (b->addr + b->size - r->base + P - 1) / P;
                     for (uint64_t q = q0; q < q1; q++)
-                        if (!vram_page_mapped(r, q))
+                        if (!vi_page_mapped(r, q))
                             FAIL("%s block %#llx lies on an unmapped page", b->state == BLOCK_FREE ? "free (all mapped)" : "live",
                                  (unsigned long long)b->addr);
                 }
@@ -130,7 +118,7 @@ static vram_status check_locked(vram_allocator *a) {
                 int in_run = 0;
                 uint64_t chunk_len = 0;
                 for (uint64_t q = 0; q < r->npages; q++) {
-                    int m = vram_page_mapped(r, q), c = vram_page_chunk(r, q);
+                    int m = vi_page_mapped(r, q), c = vi_page_chunk(r, q);
                     if (m) reserved[p] += (int64_t)P;
                     if (m && !in_run) segments[p]++;
                     if (c && !m) FAIL("region %#llx: page %llu starts a chunk but is not mapped", (unsigned long long)r->base,
@@ -157,7 +145,7 @@ static vram_status check_locked(vram_allocator *a) {
             if (nonempty != bit) FAIL("pool %d bin %u: bitmap says %d", p, i, bit);
             if (!(i & 63) && !!a->pools[p].free.bitmap[i >> 6] != (int)((a->pools[p].free.summary >> (i >> 6)) & 1))
                 FAIL("pool %d: summary bit %u is wrong", p, i >> 6);
-            for (const vram_block *b = a->pools[p].free.bins[i]; b; b = b->fnext) {
+            for (const vi_block *b = a->pools[p].free.bins[i]; b; b = b->fnext) {
                 in_bins++;
                 if (b->state != BLOCK_FREE || b->bin != i || b->region->pool != p)
                     FAIL("pool %d bin %u holds a block that does not belong there", p, i);
@@ -167,21 +155,21 @@ static vram_status check_locked(vram_allocator *a) {
             FAIL("pool %d counts %u blocks in its bins, holds %llu", p, a->pools[p].nfree, (unsigned long long)in_bins);
     }
     uint64_t listed = 0;
-    for (int i = 0; i < a->nstreams; i++) {
+    for (int i = 0; i < a->streams.n; i++) {
         uint64_t n = 0, seq = 0;
-        for (const vram_block *b = a->streams[i].head; b; b = b->snext, n++) {
-            if (b->state != BLOCK_FREE || b->ready || b->stream != a->streams[i].stream)
+        for (const vi_block *b = a->streams.state[i].head; b; b = b->snext, n++) {
+            if (b->state != BLOCK_FREE || b->ready || b->stream != a->streams.state[i].stream)
                 FAIL("stream list %d holds a block that is not a not-ready free block of that stream", i);
             if (b->free_seq < seq) FAIL("stream list %d is out of order", i);
             seq = b->free_seq;
         }
-        if (n != a->streams[i].count) FAIL("stream list %d counts %llu, holds %llu", i,
-                                           (unsigned long long)a->streams[i].count, (unsigned long long)n);
+        if (n != a->streams.state[i].count) FAIL("stream list %d counts %llu, holds %llu", i,
+                                           (unsigned long long)a->streams.state[i].count, (unsigned long long)n);
         listed += n;
     }
-    if (listed != not_ready || not_ready != a->not_ready_count)
+    if (listed != not_ready || not_ready != a->streams.not_ready)
         FAIL("not-ready blocks: %llu in regions, %llu listed, counter %llu", (unsigned long long)not_ready,
-             (unsigned long long)listed, (unsigned long long)a->not_ready_count);
+             (unsigned long long)listed, (unsigned long long)a->streams.not_ready);
     if (a->stats.oversize_allocations.current != oversize_blocks || a->stats.oversize_segments.current != oversize_segments)
         FAIL("oversize statistics %lld blocks, %lld segments; regions hold %lld, %lld at or above max_split_size",
              (long long)a->stats.oversize_allocations.current, (long long)a->stats.oversize_segments.current,
@@ -192,7 +180,7 @@ static vram_status check_locked(vram_allocator *a) {
     uint64_t listed_graph = 0;
     int any_pool = 0;
     for (int i = 0; i < VRAM_GRAPH_POOLS; i++) {
-        const vram_graph_pool *g = &a->graph_pools[i];
+        const vi_graph_pool *g = &a->graph_pools[i];
         if (g->blocks != graph_blocks[i])
             FAIL("private pool slot %d counts %llu blocks, regions hold %llu", i, (unsigned long long)g->blocks,
                  (unsigned long long)graph_blocks[i]);
@@ -204,13 +192,13 @@ static vram_status check_locked(vram_allocator *a) {
         /* the bins the bitmaps name (a block in a bin they do not name is missed by the count) */
         uint64_t listed = 0;
         for (int p = VRAM_POOL_SMALL; g->id && p <= VRAM_POOL_LARGE; p++) {
-            const vram_bins *f = g->free[p];
+            const vi_bins *f = g->free[p];
             for (unsigned w = 0; w < VRAM_BIN_WORDS; w++)
                 if (!!f->bitmap[w] != (int)((f->summary >> w) & 1))
                     FAIL("private pool slot %d, pool %d: summary bit %u is wrong", i, p, w);
-            for (unsigned k = vram_bins_next(f, 0); k < VRAM_NBINS; k = vram_bins_next(f, k + 1)) {
+            for (unsigned k = vi_bins_next(f, 0); k < VRAM_NBINS; k = vi_bins_next(f, k + 1)) {
                 if (!f->bins[k]) FAIL("private pool slot %d, pool %d, bin %u: empty, its bit set", i, p, k);
-                for (const vram_block *b = f->bins[k], *before = NULL; b; before = b, b = b->fnext, listed++) {
+                for (const vi_block *b = f->bins[k], *before = NULL; b; before = b, b = b->fnext, listed++) {
                     if (b->state != BLOCK_FREE || b->deferred != DEFER_GRAPH || b->graph != i + 1 || b->pool != p ||
                         b->bin != k)
                         FAIL("private pool slot %d lists a block that is not one of its free blocks there", i);
@@ -226,10 +214,10 @@ static vram_status check_locked(vram_allocator *a) {
     if (listed_graph != ngraph_free) FAIL("%llu private-pool free blocks, the pools list %llu",
                                           (unsigned long long)ngraph_free, (unsigned long long)listed_graph);
     if (!!(a->graph_mode & GRAPH_BLOCKS) != any_pool) FAIL("graph_mode says %d, the pool slots disagree", a->graph_mode);
-    if (a->ncaptures < 0 || a->ncaptures > VRAM_CAPTURES || !!vram_capturing(a) != (a->ncaptures > 0))
+    if (a->ncaptures < 0 || a->ncaptures > VRAM_CAPTURES || !!vi_capturing(a) != (a->ncaptures > 0))
         FAIL("%d captures under way, graph_mode says %d", a->ncaptures, a->graph_mode);
     for (int k = 0; k < a->ncaptures && k < VRAM_CAPTURES; k++) {
-        const vram_capture *c = &a->captures[k];
+        const vi_capture *c = &a->captures[k];
         if (c->pool >= VRAM_GRAPH_POOLS || !a->graph_pools[c->pool].id || !a->graph_pools[c->pool].uses)
             FAIL("capture %d allocates into pool slot %u, which is not in use", k, c->pool);
         unsigned into = 0; /* captures into the same pool: each counts a use of it */
@@ -243,11 +231,11 @@ static vram_status check_locked(vram_allocator *a) {
         if (c->pool < VRAM_GRAPH_POOLS && into > a->graph_pools[c->pool].uses)
             FAIL("%u captures into pool slot %u, which counts %u uses", into, c->pool, a->graph_pools[c->pool].uses);
     }
-    for (const vram_block *b = a->cached_head; b; b = b->cnext)
+    for (const vi_block *b = a->cached.head; b; b = b->cnext)
         if (b->state != BLOCK_FREE || !b->in_cached) FAIL("cached list holds a block that is not free");
 
     vram_stats exported;
-    vram_stats_export(a, &exported);
+    vi_stats_export(a, &exported);
     const vram_stats *st = &exported;
     for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE; p++) {
         if (st->allocated_bytes[p].current != allocated[p]) FAIL("pool %d allocated_bytes %lld, blocks say %lld", p,
@@ -288,17 +276,17 @@ static vram_status check_locked(vram_allocator *a) {
             FAIL("tag %u statistics disagree with its blocks", t);
     }
     (void)free_blocks;
-    if (ndeferred != (uint64_t)__builtin_popcount(a->recent_mask))
-        FAIL("%llu deferred blocks, slot mask says %d", (unsigned long long)ndeferred, __builtin_popcount(a->recent_mask));
-    if (nheld != a->held_count) FAIL("%llu held blocks, the count says %llu", (unsigned long long)nheld,
-                                     (unsigned long long)a->held_count);
+    if (ndeferred != (uint64_t)__builtin_popcount(a->recent.mask))
+        FAIL("%llu deferred blocks, slot mask says %d", (unsigned long long)ndeferred, __builtin_popcount(a->recent.mask));
+    if (nheld != a->held.count) FAIL("%llu held blocks, the count says %llu", (unsigned long long)nheld,
+                                     (unsigned long long)a->held.count);
     return VRAM_OK;
 }
 
 vram_status vram_allocator_check(vram_allocator *a) {
     if (!a) return vram_error(VRAM_ERR_INVALID_ARG, "check: null allocator");
-    vram_allocator_lock(a);
+    vi_allocator_lock(a);
     vram_status st = check_locked(a);
-    vram_allocator_unlock(a);
+    vi_allocator_unlock(a);
     return st;
 }

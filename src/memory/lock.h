@@ -1,36 +1,16 @@
 /* lock.h — the allocator's lock: a spin lock that biases itself, once, to a thread that takes it
- * over and over, so that a thread allocating alone executes no atomic read-modify-write.
+ * over and over, so that a thread allocating alone executes no atomic read-modify-write (an
+ * atomic exchange is a third of a cached pair on some hosts: docs/allocator-evidence.md §17).
  *
- * Most programs allocate from one thread, and an atomic exchange is dear on some hosts: 9-10 ns
- * on the H200 machine's Intel host (bench_alloc_latency's "host atomic exchange" line), where a
- * whole cached allocate+free pair took 30 ns with two of them. So:
- *   - `spin` is the shared lock, a test-and-test-and-set spin lock (an atomic exchange);
- *   - a thread that takes `spin` VRAM_LOCK_BIAS_AFTER times in a row, no other thread between,
- *     biases the lock to itself (`owner`, then `biased`). The owner then enters by storing
- *     owner_in = 1 and reading `biased` (a plain store and load, no fence) and leaves by storing
- *     owner_in = 0;
- *   - any other thread takes `spin` and, finding the lock biased, revokes the bias: it clears
- *     `biased` and `owner`, makes every thread of the process execute a full memory barrier
- *     (membarrier(2), MEMBARRIER_CMD_PRIVATE_EXPEDITED) and waits until owner_in is 0. The barrier
- *     orders the owner's store of owner_in before its load of `biased` as the revoker sees them:
- *     either the revoker sees owner_in = 1 and waits, or the owner sees `biased` = 0 and takes
- *     `spin` (the asymmetric form of Dekker's mutual exclusion: the rare revoker pays for the
- *     owner's fence);
- *   - a revoked lock is never biased again: from then on every thread takes `spin`.
- * Why only once: owner_in is one word that the owner alone writes, but a former owner can be
- * caught between its load of `owner` and its store of owner_in (preempted there) while its bias is
- * revoked. Were the lock then biased to another thread, the former owner's late stores of
- * owner_in (1, then 0 when it sees that it is not the owner) could hide the new owner from a
- * revoker. With no second bias, a late store can only meet threads that hold `spin`, which leave
- * through `fast` = 0 and are never waited for through owner_in. A program with one allocating
- * thread keeps the bias for good; PyTorch, whose autograd thread allocates in the backward pass
- * and main thread in the forward, revokes it once and then runs on the spin lock as before.
- * Where membarrier is missing or refused (not Linux, kernels before 4.14, seccomp), the lock is
- * never biased.
- *
- * The holder records how it entered in `fast`, which only the holder reads, at release.
- * Locks are not nested by the allocator; nesting them would be safe too (each lock has its own
- * owner_in).
+ *   - `spin` is the shared test-and-test-and-set lock (an atomic exchange);
+ *   - a thread that takes `spin` VRAM_LOCK_BIAS_AFTER times in a row biases the lock to itself
+ *     (`owner`, `biased`), then enters by storing owner_in = 1 and reading `biased` (no fence);
+ *   - another thread revokes the bias under `spin`: clears `biased` and `owner`, runs
+ *     membarrier(2) (every thread executes a full barrier) and waits until owner_in is 0 (the
+ *     asymmetric Dekker: the rare revoker pays for the owner's fence);
+ *   - a revoked lock is never biased again, and without membarrier never biased at all.
+ * Why only once, and why that is safe: docs/allocator.md, "Threads". The holder records how it
+ * entered in `fast`, read only at release. Locks are not nested by the allocator.
  */
 #ifndef VRAM_LOCK_H
 #define VRAM_LOCK_H

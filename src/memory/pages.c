@@ -1,21 +1,15 @@
 /* pages.c — the pages model: physical memory mapped under a pool's virtual range on demand.
  *
- * Each pool is one virtual range (allocator.c places blocks in it); this file decides what
- * physical memory lies under it. A placement whose pages are not all mapped calls
- * vram_pages_ensure_mapped, which maps the missing pages in chunks (one physical allocation of
- * up to chunk_pages pages each, mapped and unmapped whole: a driver call costs about the same
- * for one page as for 32; near the limit smaller, chunk_cap). When mapping them would raise
- * reserved memory above its budget
- * (reserve_budget: its peak, or the allocated peak plus reserve_slack), and the need is at least
- * move_min (one chunk by default), whole free chunks elsewhere move instead:
- *   - chunks of ready free blocks are unmapped (vram_pages_release) and new ones mapped;
- *   - chunks of blocks the requesting stream freed but may still be using (still so once the
- *     streams' events were asked) are aliased to the new address (page_alias: same physical
- *     memory, no waiting) with move_busy_pages, and their old addresses become zombies, dropped
- *     once an event recorded on the stream completes (vram_pages_reap_zombies).
- * Candidates come from the allocator's cached list, oldest free first. The region's bitmaps
- * (pages.h) record what is mapped, where chunks start and which addresses are zombies;
- * mark_pages keeps reserved bytes, mapped ranges ("segments") and device-call counters with them.
+ * A placement whose pages are not all mapped calls vi_pages_ensure_mapped, which maps the
+ * missing pages in chunks (one physical allocation of up to chunk_pages pages, mapped and
+ * unmapped whole; smaller near the limit, chunk_cap). When that would raise reserved memory
+ * above its budget (reserve_budget) by at least move_min, whole free chunks elsewhere move
+ * instead: those of ready free blocks are unmapped (vi_pages_release) and new ones mapped; those
+ * the requesting stream may still use are aliased to the new address (page_alias) with
+ * move_busy_pages, their old addresses kept as zombies until the stream's event completes
+ * (vi_pages_reap_zombies). Candidates come from the cached list, oldest free first. The region's
+ * bitmaps (pages.h) record what is mapped, where chunks start and which addresses are zombies;
+ * mark_pages keeps reserved bytes, mapped ranges and device-call counters with them.
  */
 #include <stdlib.h>
 
@@ -23,37 +17,37 @@
 
 /* Records pages [p0, p1) of r as mapped (or unmapped): bits, reserved bytes, mapped ranges
  * ("segments": a map joins up to two neighbouring ranges, an unmap may split one), counters. */
-static void mark_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1, int mapped) {
+static void mark_pages(vram_allocator *a, vi_region *r, uint64_t p0, uint64_t p1, int mapped) {
     uint64_t P = a->page_size;
-    bits_set(r->mapped, p0, p1, mapped);
-    int left = p0 > 0 && vram_page_mapped(r, p0 - 1);
-    int right = p1 < r->npages && vram_page_mapped(r, p1);
+    vi_bits_set(r->mapped, p0, p1, mapped);
+    int left = p0 > 0 && vi_page_mapped(r, p0 - 1);
+    int right = p1 < r->npages && vi_page_mapped(r, p1);
     int64_t bytes = (int64_t)((p1 - p0) * P);
     int delta = mapped ? 1 - left - right : left + right - 1;
-    if (mapped) stat_pool_up(a->stats.reserved_bytes, r->pool, bytes);
-    else stat_pool_down(a->stats.reserved_bytes, r->pool, bytes);
-    if (delta > 0) stat_pool_up(a->stats.segment, r->pool, delta);
-    else if (delta < 0) stat_pool_down(a->stats.segment, r->pool, -delta);
+    if (mapped) vi_stat_pool_up(a->stats.reserved_bytes, r->pool, bytes);
+    else vi_stat_pool_down(a->stats.reserved_bytes, r->pool, bytes);
+    if (delta > 0) vi_stat_pool_up(a->stats.segment, r->pool, delta);
+    else if (delta < 0) vi_stat_pool_down(a->stats.segment, r->pool, -delta);
     if (mapped) a->stats.num_device_alloc++;
     else a->stats.num_device_free++;
-    history_add(a, mapped ? VRAM_EVENT_SEGMENT_MAP : VRAM_EVENT_SEGMENT_UNMAP, r->base + p0 * P, (uint64_t)bytes, 0, 0);
+    vi_history_add(a, mapped ? VRAM_EVENT_SEGMENT_MAP : VRAM_EVENT_SEGMENT_UNMAP, r->base + p0 * P, (uint64_t)bytes, 0, 0);
 }
 
 /* The end of the chunk that starts at mapped page c: the next chunk's first page or the first
  * unmapped page, whichever comes first. */
-static uint64_t chunk_end(const vram_region *r, uint64_t c) {
-    uint64_t next = bits_find(r->chunk, c + 1, r->npages, 1), gap = bits_find(r->mapped, c + 1, r->npages, 0);
+static uint64_t chunk_end(const vi_region *r, uint64_t c) {
+    uint64_t next = vi_bits_find(r->chunk, c + 1, r->npages, 1), gap = vi_bits_find(r->mapped, c + 1, r->npages, 0);
     return next < gap ? next : gap;
 }
 
-static vram_status unmap_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1);
+static vram_status unmap_pages(vram_allocator *a, vi_region *r, uint64_t p0, uint64_t p1);
 
-uint64_t vram_room(vram_allocator *a) {
+uint64_t vi_room(vram_allocator *a) {
     uint64_t reserved = (uint64_t)a->stats.reserved_bytes[0].current;
     uint64_t room = a->limit > reserved ? a->limit - reserved : 0;
     size_t dfree = 0, dtotal = 0;
     /* (not during a CUDA graph capture, which makes no call it need not) */
-    if (a->dev->ops->mem_info && !vram_capturing(a) && a->dev->ops->mem_info(a->dev, &dfree, &dtotal) == VRAM_OK &&
+    if (a->dev->ops->mem_info && !vi_capturing(a) && a->dev->ops->mem_info(a->dev, &dfree, &dtotal) == VRAM_OK &&
         dfree < room)
         room = dfree;
     return room;
@@ -63,20 +57,19 @@ uint64_t vram_room(vram_allocator *a) {
  * 1/chunk_headroom of the memory left under the limit and free on the device. A chunk moves
  * only whole, so memory mapped in 64 MiB chunks keeps holes that no move can close; mapped in
  * pieces that shrink as the limit nears, the last memory before an out-of-memory can move where
- * a request needs it (gpt2_generate at lag 100 runs in 1.05 x its peak requested memory with
- * this, and runs out below 1.10 without: bench/results/2026-12-03-fit-lag.md). Far from the
- * limit, chunks keep their full size and the driver calls stay few. */
+ * a request needs it (docs/allocator-evidence.md §12). Far from the limit, chunks keep their
+ * full size and the driver calls stay few. */
 static uint64_t chunk_cap(vram_allocator *a) {
     uint64_t cap = a->chunk_pages;
     if (cap <= 1 || !a->cfg.chunk_headroom) return cap;
-    uint64_t pages = (vram_room(a) >> a->page_shift) / a->cfg.chunk_headroom;
+    uint64_t pages = (vi_room(a) >> a->page_shift) / a->cfg.chunk_headroom;
     return pages < 1 ? 1 : pages < cap ? pages : cap;
 }
 
 /* Maps pages [p0, p1) of r (all unmapped), in chunks of at most chunk_cap pages: each is one
  * page_map, i.e. one physical allocation (the driver's cost goes by allocations, not bytes).
  * All or nothing: when the device refuses a chunk, the chunks mapped before it are unmapped. */
-static vram_status map_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
+static vram_status map_pages(vram_allocator *a, vi_region *r, uint64_t p0, uint64_t p1) {
     uint64_t P = a->page_size, cap = chunk_cap(a);
     for (uint64_t c = p0, n; c < p1; c += n) {
         n = p1 - c < cap ? p1 - c : cap;
@@ -86,19 +79,19 @@ static vram_status map_pages(vram_allocator *a, vram_region *r, uint64_t p0, uin
             return st;
         }
         mark_pages(a, r, c, c + n, 1);
-        bits_set(r->chunk, c, c + 1, 1);
+        vi_bits_set(r->chunk, c, c + 1, 1);
     }
     return VRAM_OK;
 }
 
 /* Unmaps the whole chunks [p0, p1) of r (p0 starts a chunk, p1 ends one; no live block on them). */
-static vram_status unmap_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1) {
+static vram_status unmap_pages(vram_allocator *a, vi_region *r, uint64_t p0, uint64_t p1) {
     uint64_t P = a->page_size;
     for (uint64_t c = p0, e; c < p1; c = e) {
         e = chunk_end(r, c);
         vram_status st = a->dev->ops->page_unmap(a->dev, r->base + c * P, (e - c) * P);
         if (st != VRAM_OK) return st;
-        bits_set(r->chunk, c, c + 1, 0);
+        vi_bits_set(r->chunk, c, c + 1, 0);
         mark_pages(a, r, c, e, 0);
     }
     return VRAM_OK;
@@ -106,8 +99,8 @@ static vram_status unmap_pages(vram_allocator *a, vram_region *r, uint64_t p0, u
 
 /* The whole chunks inside pages [s, e) of r, all mapped: the first page of the first one (or e)
  * and the end of the last one (or that first page, when none fits). */
-static void whole_chunks(const vram_region *r, uint64_t s, uint64_t e, uint64_t *c0, uint64_t *c1) {
-    uint64_t c = vram_page_chunk(r, s) ? s : bits_find(r->chunk, s, e, 1), end = c;
+static void whole_chunks(const vi_region *r, uint64_t s, uint64_t e, uint64_t *c0, uint64_t *c1) {
+    uint64_t c = vi_page_chunk(r, s) ? s : vi_bits_find(r->chunk, s, e, 1), end = c;
     *c0 = c;
     while (c < e) {
         uint64_t ce = chunk_end(r, c);
@@ -118,23 +111,23 @@ static void whole_chunks(const vram_region *r, uint64_t s, uint64_t e, uint64_t 
 }
 
 /* Drops the zombie batches whose events have completed (all of them, waiting, with `wait`). */
-void vram_pages_reap_zombies(vram_allocator *a, int wait) {
-    while (a->zombies) {
-        vram_zombie *z = a->zombies;
+void vi_pages_reap_zombies(vram_allocator *a, int wait) {
+    while (a->zombies.head) {
+        vi_zombie *z = a->zombies.head;
         if (z->event) {
             if (wait) a->dev->ops->event_sync(a->dev, z->event);
             else if (a->dev->ops->event_query(a->dev, z->event) != VRAM_OK) return;
             a->dev->ops->event_destroy(a->dev, z->event);
         }
         for (size_t i = 0; i < z->n; i++) {
-            vram_zombie_range *zr = &z->ranges[i];
+            vi_zombie_range *zr = &z->ranges[i];
             uint64_t P = a->page_size;
             a->dev->ops->page_drop(a->dev, zr->region->base + zr->p0 * P, (zr->p1 - zr->p0) * P);
-            bits_set(zr->region->zombie, zr->p0, zr->p1, 0);
+            vi_bits_set(zr->region->zombie, zr->p0, zr->p1, 0);
             a->stats.num_device_free++;
         }
-        a->zombies = z->next;
-        if (!a->zombies) a->zombies_tail = NULL;
+        a->zombies.head = z->next;
+        if (!a->zombies.head) a->zombies.tail = NULL;
         free(z->ranges);
         free(z);
     }
@@ -156,28 +149,28 @@ static void page_windows(uint64_t p0, uint64_t p1, int same_region, uint64_t x0,
  * region xr, until `want` bytes are unmapped (UINT64_MAX: all). Blocks not yet ready are
  * skipped and reported through *blocked: their stream may still use the pages. Returns the
  * bytes unmapped. */
-uint64_t vram_pages_release(vram_allocator *a, uint64_t want, const vram_region *xr, uint64_t x0, uint64_t x1,
+uint64_t vi_pages_release(vram_allocator *a, uint64_t want, const vi_region *xr, uint64_t x0, uint64_t x1,
                             int *blocked) {
     uint64_t released = 0, P = a->page_size;
-    for (vram_block *b = a->cached_head, *next; b && released < want; b = next) {
+    for (vi_block *b = a->cached.head, *next; b && released < want; b = next) {
         next = b->cnext;
-        vram_region *r = b->region;
+        vi_region *r = b->region;
         if (!r->expandable) continue;
         if (!b->ready) {
             if (blocked) *blocked = 1;
             continue;
         }
         uint64_t p0, p1;
-        full_pages(a, r, b->addr, b->size, &p0, &p1);
+        vi_full_pages(a, r, b->addr, b->size, &p0, &p1);
         uint64_t win[2][2];
         page_windows(p0, p1, r == xr, x0, x1, win);
         int left = 0;
         b->mapped_all = 0; /* some of its pages may go */
         for (int w = 0; w < 2 && !left; w++) {
             for (uint64_t p = win[w][0]; p < win[w][1];) {
-                uint64_t s = bits_find(r->mapped, p, win[w][1], 1);
+                uint64_t s = vi_bits_find(r->mapped, p, win[w][1], 1);
                 if (s >= win[w][1]) break;
-                uint64_t e = bits_find(r->mapped, s, win[w][1], 0);
+                uint64_t e = vi_bits_find(r->mapped, s, win[w][1], 0);
                 if (released >= want) {
                     left = 1;
                     break;
@@ -194,7 +187,7 @@ uint64_t vram_pages_release(vram_allocator *a, uint64_t want, const vram_region 
                 p = e;
             }
         }
-        if (!left) cached_remove(a, b);
+        if (!left) vi_cached_remove(a, b);
     }
     return released;
 }
@@ -204,31 +197,31 @@ uint64_t vram_pages_release(vram_allocator *a, uint64_t want, const vram_region 
  * zombies until an event recorded on the stream now completes. Stream order keeps the old
  * work and the new block's work apart, so neither the host nor the device waits. [p0, p1) are
  * the pages the new block touches (no source is taken there), [f0, f1) those a moved page may
- * go to (see vram_pages_ensure_mapped). Returns the pages moved. */
-static uint64_t alias_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint64_t p1, uint64_t f0, uint64_t f1,
+ * go to (see vi_pages_ensure_mapped). Returns the pages moved. */
+static uint64_t alias_pages(vram_allocator *a, vi_region *r, uint64_t p0, uint64_t p1, uint64_t f0, uint64_t f1,
                             vram_stream stream, uint64_t want) {
     uint64_t moved = 0, P = a->page_size;
-    vram_zombie *z = NULL;
-    for (vram_block *b = a->cached_head, *next; b && moved < want; b = next) {
+    vi_zombie *z = NULL;
+    for (vi_block *b = a->cached.head, *next; b && moved < want; b = next) {
         next = b->cnext;
-        vram_region *vr = b->region;
+        vi_region *vr = b->region;
         if (!vr->expandable || b->ready || b->stream != stream) continue;
         uint64_t q0, q1;
-        full_pages(a, vr, b->addr, b->size, &q0, &q1);
+        vi_full_pages(a, vr, b->addr, b->size, &q0, &q1);
         b->mapped_all = 0; /* some of its pages may move away */
         uint64_t win[2][2];
         page_windows(q0, q1, vr == r, p0, p1, win);
         for (int w = 0; w < 2 && moved < want; w++) {
             for (uint64_t q = win[w][0]; q < win[w][1] && moved < want;) {
-                uint64_t s = bits_find(vr->mapped, q, win[w][1], 1);
+                uint64_t s = vi_bits_find(vr->mapped, q, win[w][1], 1);
                 if (s >= win[w][1]) break;
-                uint64_t e = bits_find(vr->mapped, s, win[w][1], 0), c, c1;
+                uint64_t e = vi_bits_find(vr->mapped, s, win[w][1], 0), c, c1;
                 whole_chunks(vr, s, e, &c, &c1);
                 while (c < c1 && moved < want) { /* each whole chunk to a gap of the target it fits */
                     uint64_t ce = chunk_end(vr, c), k = ce - c, t = f0, te = f0;
                     for (; t < f1; t = te) {
-                        t = bits_find(r->mapped, t, f1, 0);
-                        te = bits_find(r->mapped, t, f1, 1);
+                        t = vi_bits_find(r->mapped, t, f1, 0);
+                        te = vi_bits_find(r->mapped, t, f1, 1);
                         if (te - t >= k) break;
                     }
                     if (t >= f1) { /* no gap takes it */
@@ -245,18 +238,18 @@ static uint64_t alias_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint
                     }
                     if (z->n == z->cap) {
                         size_t ncap = z->cap ? 2 * z->cap : 8;
-                        vram_zombie_range *nr = realloc(z->ranges, ncap * sizeof *nr);
+                        vi_zombie_range *nr = realloc(z->ranges, ncap * sizeof *nr);
                         if (!nr) goto done;
                         z->ranges = nr;
                         z->cap = ncap;
                     }
                     if (a->dev->ops->page_alias(a->dev, vr->base + c * P, r->base + t * P, k * P) != VRAM_OK) goto done;
-                    z->ranges[z->n++] = (vram_zombie_range){vr, c, ce};
-                    bits_set(vr->chunk, c, c + 1, 0);
+                    z->ranges[z->n++] = (vi_zombie_range){vr, c, ce};
+                    vi_bits_set(vr->chunk, c, c + 1, 0);
                     mark_pages(a, vr, c, ce, 0);
-                    bits_set(vr->zombie, c, ce, 1);
+                    vi_bits_set(vr->zombie, c, ce, 1);
                     mark_pages(a, r, t, t + k, 1);
-                    bits_set(r->chunk, t, t + 1, 1);
+                    vi_bits_set(r->chunk, t, t + 1, 1);
                     moved += k;
                     c = ce;
                 }
@@ -267,9 +260,9 @@ static uint64_t alias_pages(vram_allocator *a, vram_region *r, uint64_t p0, uint
 done:
     if (z && z->n) {
         z->next = NULL;
-        if (a->zombies_tail) a->zombies_tail->next = z;
-        else a->zombies = z;
-        a->zombies_tail = z;
+        if (a->zombies.tail) a->zombies.tail->next = z;
+        else a->zombies.head = z;
+        a->zombies.tail = z;
     } else if (z) {
         a->dev->ops->event_destroy(a->dev, z->event);
         free(z->ranges);
@@ -284,8 +277,7 @@ done:
  * empty_cache: a program that gave its cache back between two phases (two models in one
  * process, training then evaluation) has the second phase's pages kept as close to what it
  * allocates as the first's were, where the first phase's larger peak would let them spread
- * (EfficientNet inference after T5 training on an H200: 1.300 x its peak requested, 1.178 with
- * this, as alone; bench/results/2026-12-03-extra-workloads-gpu.md). */
+ * (docs/allocator-evidence.md §13). */
 static uint64_t reserve_budget(const vram_allocator *a) {
     if (a->cfg.reserve_slack <= 0) return (uint64_t)a->stats.reserved_bytes[0].peak;
     uint64_t high = (uint64_t)a->stats.allocated_bytes[0].peak;
@@ -301,76 +293,71 @@ static uint64_t reserve_budget(const vram_allocator *a) {
  * otherwise reserved memory grows (the host never waits for a voluntary move). Under the
  * limit, VRAM_ERR_OUT_OF_MEMORY with such blocks present tells the caller that waiting for the
  * streams (as PyTorch does before giving up) may still help. */
-vram_status vram_pages_ensure_mapped(vram_allocator *a, vram_region *r, uint64_t addr, uint64_t rsize, int *retried,
+vram_status vi_pages_ensure_mapped(vram_allocator *a, vi_region *r, uint64_t addr, uint64_t rsize, int *retried,
                                      int may_defer, vram_stream stream) {
     uint64_t P = a->page_size;
     uint64_t p0 = (addr - r->base) >> a->page_shift, p1 = (addr + rsize - r->base + P - 1) >> a->page_shift;
-    if (bits_find(r->mapped, p0, p1, 0) >= p1) return VRAM_OK; /* the common case: all mapped */
+    if (vi_bits_find(r->mapped, p0, p1, 0) >= p1) return VRAM_OK; /* the common case: all mapped */
     /* The pages busy pages may move to. A moved page at the block's edge is partly free
      * memory, which any stream may take at once while the stream that freed the page's memory
      * may still write it (test_alloc_random found that, through fakes/phys_pages.h). So only
      * pages wholly inside the block take moved pages, unless one stream alone has allocated so
      * far: the edge's rest can then serve only that stream, in its order, and the second
-     * stream waits for the moved pages' old work first (vram_streams_many). */
+     * stream waits for the moved pages' old work first (vi_streams_many). */
     uint64_t f0 = p0, f1 = p1;
-    if (!(a->streams_seen == STREAMS_SOLO && stream == a->solo_stream)) full_pages(a, r, addr, rsize, &f0, &f1);
-    if (a->zombies && bits_find(r->zombie, p0, p1, 1) < p1) {
+    if (!(a->streams_seen == STREAMS_SOLO && stream == a->solo_stream)) vi_full_pages(a, r, addr, rsize, &f0, &f1);
+    if (a->zombies.head && vi_bits_find(r->zombie, p0, p1, 1) < p1) {
         /* old addresses of moved pages lie here: they must be dropped before mapping again */
-        vram_pages_reap_zombies(a, 0);
-        if (bits_find(r->zombie, p0, p1, 1) < p1) { /* still used by queued work: wait (rare) */
+        vi_pages_reap_zombies(a, 0);
+        if (vi_bits_find(r->zombie, p0, p1, 1) < p1) { /* still used by queued work: wait (rare) */
             a->stats.num_sync_all_streams++;
-            vram_pages_reap_zombies(a, 1);
+            vi_pages_reap_zombies(a, 1);
         }
     }
-    uint64_t need = (p1 - p0 - bits_count(r->mapped, p0, p1)) * P;
+    uint64_t need = (p1 - p0 - vi_bits_count(r->mapped, p0, p1)) * P;
     int blocked = 0;
     uint64_t reserved = (uint64_t)a->stats.reserved_bytes[0].current;
     uint64_t peak = reserve_budget(a);
     /* Move cached pages rather than raise reserved memory above its budget, when the need is
      * worth a move: below one chunk, mapping costs one driver call where a move costs two, and
      * moving the pages of small holes that the next requests would reuse only churns the
-     * placement (gpt2_generate with 64 MiB chunks and lagging streams: 1.20 x peak requested
-     * with such moves, 1.10 without; bench/results/2026-12-02-replay-lag.md). */
+     * placement (docs/allocator-evidence.md §14). */
     uint64_t room = peak > reserved ? peak - reserved : 0;
     uint64_t move_min = a->cfg.move_min ? a->cfg.move_min : a->chunk_pages * P;
-    if (need > room && a->cached_head && need >= move_min && !vram_capturing(a)) {
-        vram_pages_release(a, need - room, r, p0, p1, &blocked);
+    if (need > room && a->cached.head && need >= move_min && !vi_capturing(a)) {
+        vi_pages_release(a, need - room, r, p0, p1, &blocked);
         reserved = (uint64_t)a->stats.reserved_bytes[0].current;
         /* Busy pages: first ask the streams (the caller polls their events and calls again
          * without may_defer), and alias only what is still in use then. Aliasing first moved
-         * pages whose work had finished, and their old addresses stayed mapped as zombies: over
-         * the 21 replayed traces at four lags, asking first holds less in 12 rows and more in 6
-         * (geometric mean 1.0525 -> 1.0496; EfficientNet inference 1.178 -> 1.100, Llama after
-         * ViT 1.140 -> 1.073, the random latency workload 9.67 -> 9.15 GB with 264 maps and 47
-         * unmaps a run instead of 347 and 175; GPT-2 training alone 1.016 -> 1.018, as the H200
-         * measured, with its step time unchanged; bench/results/2026-12-03-extra-workloads-gpu.md). */
+         * pages whose work had finished, and their old addresses stayed mapped as zombies
+         * (docs/allocator-evidence.md §15). */
         if (blocked && may_defer && reserved + need > peak) return VRAM_ERR_STATE;
         if (blocked && a->can_alias && a->cfg.move_busy_pages && reserved + need > peak) {
             alias_pages(a, r, p0, p1, f0, f1, stream, (reserved + need - peak + P - 1) / P);
-            need = (p1 - p0 - bits_count(r->mapped, p0, p1)) * P;
+            need = (p1 - p0 - vi_bits_count(r->mapped, p0, p1)) * P;
         }
     }
     if (reserved + need > a->limit) {
-        if (vram_capturing(a)) return VRAM_ERR_OUT_OF_MEMORY; /* a capture releases nothing */
+        if (vi_capturing(a)) return VRAM_ERR_OUT_OF_MEMORY; /* a capture releases nothing */
         *retried = 1;
-        vram_pages_release(a, reserved + need - a->limit, r, p0, p1, &blocked);
+        vi_pages_release(a, reserved + need - a->limit, r, p0, p1, &blocked);
         reserved = (uint64_t)a->stats.reserved_bytes[0].current;
         if (reserved + need > a->limit && blocked && a->can_alias) {
             alias_pages(a, r, p0, p1, f0, f1, stream, (reserved + need - a->limit + P - 1) / P);
-            need = (p1 - p0 - bits_count(r->mapped, p0, p1)) * P;
+            need = (p1 - p0 - vi_bits_count(r->mapped, p0, p1)) * P;
         }
         if (reserved + need > a->limit) return VRAM_ERR_OUT_OF_MEMORY;
     }
     for (uint64_t p = p0; p < p1;) {
-        uint64_t s = bits_find(r->mapped, p, p1, 0);
+        uint64_t s = vi_bits_find(r->mapped, p, p1, 0);
         if (s >= p1) break;
-        uint64_t e = bits_find(r->mapped, s, p1, 1);
+        uint64_t e = vi_bits_find(r->mapped, s, p1, 1);
         vram_status st = map_pages(a, r, s, e);
-        if (st == VRAM_ERR_OUT_OF_MEMORY && !vram_capturing(a)) { /* the device is full: release cache, retry */
+        if (st == VRAM_ERR_OUT_OF_MEMORY && !vi_capturing(a)) { /* the device is full: release cache, retry */
             *retried = 1;
             blocked = 0;
-            vram_pages_reap_zombies(a, 1);
-            vram_pages_release(a, UINT64_MAX, r, p0, p1, &blocked);
+            vi_pages_reap_zombies(a, 1);
+            vi_pages_release(a, UINT64_MAX, r, p0, p1, &blocked);
             st = map_pages(a, r, s, e);
         }
         if (st != VRAM_OK) return st;

@@ -1,9 +1,10 @@
-/* pages.h — the pages model's page bitmaps and its entry points (pages.c), for allocator.c.
+/* pages.h — the pages model's page bitmaps, inline for malloc's search and pages.c (pages.c's
+ * functions are declared in allocator_internal.h).
  *
  * A region of the pages model keeps three bitmaps, one bit per page: `mapped` (physical memory
  * behind the page), `chunk` (the page starts a chunk: one physical allocation, mapped and
  * unmapped whole) and `zombie` (an old address of pages moved by aliasing, not yet dropped).
- * The inline helpers below read and write them; range_mapped is malloc's test whether a placement
+ * The inline helpers below read and write them; vi_range_mapped is malloc's test whether a placement
  * needs the device at all.
  */
 #ifndef VRAM_PAGES_H
@@ -11,7 +12,7 @@
 
 #include "allocator_internal.h"
 
-static inline uint64_t bits_count(const uint64_t *map, uint64_t p0, uint64_t p1) {
+static inline uint64_t vi_bits_count(const uint64_t *map, uint64_t p0, uint64_t p1) {
     uint64_t n = 0;
     while (p0 < p1) {
         uint64_t w = p0 >> 6, off = p0 & 63, len = p1 - p0 < 64 - off ? p1 - p0 : 64 - off;
@@ -23,7 +24,7 @@ static inline uint64_t bits_count(const uint64_t *map, uint64_t p0, uint64_t p1)
 }
 
 /* First page in [p0, p1) whose bit equals `value`, or p1. */
-static inline uint64_t bits_find(const uint64_t *map, uint64_t p0, uint64_t p1, int value) {
+static inline uint64_t vi_bits_find(const uint64_t *map, uint64_t p0, uint64_t p1, int value) {
     while (p0 < p1) {
         uint64_t w = p0 >> 6, off = p0 & 63;
         uint64_t word = value ? map[w] : ~map[w];
@@ -37,7 +38,7 @@ static inline uint64_t bits_find(const uint64_t *map, uint64_t p0, uint64_t p1, 
     return p1;
 }
 
-static inline void bits_set(uint64_t *map, uint64_t p0, uint64_t p1, int value) {
+static inline void vi_bits_set(uint64_t *map, uint64_t p0, uint64_t p1, int value) {
     while (p0 < p1) {
         uint64_t w = p0 >> 6, off = p0 & 63, len = p1 - p0 < 64 - off ? p1 - p0 : 64 - off;
         uint64_t mask = (len == 64 ? ~0ull : ((1ull << len) - 1)) << off;
@@ -48,7 +49,7 @@ static inline void bits_set(uint64_t *map, uint64_t p0, uint64_t p1, int value) 
 }
 
 /* Whole pages inside [addr, addr+size) of region r: [*p0, *p1). */
-static inline void full_pages(const vram_allocator *a, const vram_region *r, uint64_t addr, uint64_t size,
+static inline void vi_full_pages(const vram_allocator *a, const vi_region *r, uint64_t addr, uint64_t size,
                        uint64_t *p0, uint64_t *p1) {
     uint64_t P = a->page_size;
     unsigned sh = a->page_shift;
@@ -58,7 +59,7 @@ static inline void full_pages(const vram_allocator *a, const vram_region *r, uin
 }
 
 /* Pages model: whether every page under [addr, addr+rsize) of r is mapped (the fast path). */
-static inline int range_mapped(const vram_allocator *a, const vram_region *r, uint64_t addr, uint64_t rsize) {
+static inline int vi_range_mapped(const vram_allocator *a, const vi_region *r, uint64_t addr, uint64_t rsize) {
     uint64_t p0 = (addr - r->base) >> a->page_shift, p1 = (addr + rsize - 1 - r->base) >> a->page_shift;
     if (p1 - p0 < 64 - (p0 & 63)) { /* within one bitmap word */
         uint64_t n = p1 - p0 + 1;
@@ -72,24 +73,5 @@ static inline int range_mapped(const vram_allocator *a, const vram_region *r, ui
     uint64_t tail = (p1 & 63) == 63 ? ~0ull : (1ull << ((p1 & 63) + 1)) - 1; /* the last word, to p1 */
     return (*last & tail) == tail;
 }
-
-/* Drops the old addresses of aliased pages whose streams have passed them (all, waiting for the
- * streams, with `wait`). */
-void vram_pages_reap_zombies(vram_allocator *a, int wait);
-
-/* The bytes the allocator may still reserve now: its limit less what it reserves, and no more
- * than the device says is free (not asked during a capture). Lock held. */
-uint64_t vram_room(vram_allocator *a);
-
-/* Unmaps whole free chunks of ready free blocks, outside pages [x0, x1) of region xr, until
- * `want` bytes are unmapped (UINT64_MAX: all); *blocked (if given) is set when blocks that are
- * not ready held some. Returns the bytes unmapped. */
-uint64_t vram_pages_release(vram_allocator *a, uint64_t want, const vram_region *xr, uint64_t x0, uint64_t x1,
-                            int *blocked);
-
-/* Makes every page under [addr, addr+rsize) of r mapped for `stream`: by moving cached chunks
- * when reserved memory would exceed its budget, else by mapping new ones (see pages.c). */
-vram_status vram_pages_ensure_mapped(vram_allocator *a, vram_region *r, uint64_t addr, uint64_t rsize, int *retried,
-                                     int may_defer, vram_stream stream);
 
 #endif

@@ -27,7 +27,7 @@ static int grow(void **array, size_t *cap, size_t need, size_t elem) {
     return 0;
 }
 
-static vram_snapshot_segment *add_segment(snap_builder *sb, const vram_region *r, uint64_t addr, uint64_t size) {
+static vram_snapshot_segment *add_segment(snap_builder *sb, const vi_region *r, uint64_t addr, uint64_t size) {
     vram_snapshot *s = sb->s;
     if (grow((void **)&s->segments, &sb->cap_segments, s->num_segments + 1, sizeof *s->segments)) return NULL;
     vram_snapshot_segment *seg = &s->segments[s->num_segments++];
@@ -40,7 +40,7 @@ static vram_snapshot_segment *add_segment(snap_builder *sb, const vram_region *r
     return seg;
 }
 
-static int add_block(snap_builder *sb, vram_snapshot_segment *seg, const vram_block *b, uint64_t addr, uint64_t size) {
+static int add_block(snap_builder *sb, vram_snapshot_segment *seg, const vi_block *b, uint64_t addr, uint64_t size) {
     vram_snapshot *s = sb->s;
     if (grow((void **)&s->blocks, &sb->cap_blocks, s->num_blocks + 1, sizeof *s->blocks)) return -1;
     vram_snapshot_block *out = &s->blocks[s->num_blocks++];
@@ -63,10 +63,10 @@ static int add_block(snap_builder *sb, vram_snapshot_segment *seg, const vram_bl
 }
 
 /* Adds the segment [lo, hi) of region r with the blocks that overlap it, clipped. */
-static int add_range(snap_builder *sb, const vram_region *r, const vram_block **cursor, uint64_t lo, uint64_t hi) {
+static int add_range(snap_builder *sb, const vi_region *r, const vi_block **cursor, uint64_t lo, uint64_t hi) {
     vram_snapshot_segment *seg = add_segment(sb, r, lo, hi - lo);
     if (!seg) return -1;
-    const vram_block *b = *cursor;
+    const vi_block *b = *cursor;
     while (b && b->addr + b->size <= lo) b = b->next;
     for (; b && b->addr < hi; b = b->next) {
         uint64_t s = b->addr > lo ? b->addr : lo, e = b->addr + b->size < hi ? b->addr + b->size : hi;
@@ -77,15 +77,15 @@ static int add_range(snap_builder *sb, const vram_region *r, const vram_block **
     return 0;
 }
 
-static int add_region(snap_builder *sb, const vram_allocator *a, const vram_region *r) {
-    const vram_block *cursor = r->first;
+static int add_region(snap_builder *sb, const vram_allocator *a, const vi_region *r) {
+    const vi_block *cursor = r->first;
     if (!r->expandable) return add_range(sb, r, &cursor, r->base, r->base + r->size);
     uint64_t q = 0;
     while (q < r->npages) {
-        while (q < r->npages && !vram_page_mapped(r, q)) q++;
+        while (q < r->npages && !vi_page_mapped(r, q)) q++;
         if (q >= r->npages) break;
         uint64_t e = q;
-        while (e < r->npages && vram_page_mapped(r, e)) e++;
+        while (e < r->npages && vi_page_mapped(r, e)) e++;
         if (add_range(sb, r, &cursor, r->base + q * a->page_size, r->base + e * a->page_size)) return -1;
         q = e;
     }
@@ -103,23 +103,23 @@ vram_status vram_allocator_snapshot(vram_allocator *a, vram_snapshot **out) {
     vram_snapshot *s = calloc(1, sizeof *s);
     if (!s) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "snapshot: host out of memory");
     snap_builder sb = {s, a, 0, 0};
-    vram_allocator_lock(a);
+    vi_allocator_lock(a);
     int failed = 0;
     for (int p = VRAM_POOL_SMALL; p <= VRAM_POOL_LARGE && !failed; p++)
-        for (const vram_region *r = a->pools[p].regions; r && !failed; r = r->next) failed = add_region(&sb, a, r);
-    if (!failed && a->history) {
-        uint64_t n = a->history_next < a->cfg.history_entries ? a->history_next : a->cfg.history_entries;
+        for (const vi_region *r = a->pools[p].regions; r && !failed; r = r->next) failed = add_region(&sb, a, r);
+    if (!failed && a->history.ring) {
+        uint64_t n = a->history.next < a->cfg.history_entries ? a->history.next : a->cfg.history_entries;
         s->events = calloc(n ? n : 1, sizeof *s->events);
         if (!s->events) failed = 1;
         for (uint64_t i = 0; !failed && i < n; i++)
-            s->events[i] = a->history[(a->history_next - n + i) % a->cfg.history_entries];
+            s->events[i] = a->history.ring[(a->history.next - n + i) % a->cfg.history_entries];
         s->num_events = failed ? 0 : n;
     }
     s->device_index = a->dev->index;
     vram_alloc_config_format(&a->cfg, s->settings, sizeof s->settings);
     for (uint32_t t = 0; t < a->stats.num_tags && t < VRAM_TAG_MAX; t++)
         memcpy(s->tag_names[t], a->tag_names[t], sizeof s->tag_names[t]);
-    vram_allocator_unlock(a);
+    vi_allocator_unlock(a);
     if (failed) {
         vram_snapshot_free(s);
         return vram_error(VRAM_ERR_OUT_OF_MEMORY, "snapshot: host out of memory");

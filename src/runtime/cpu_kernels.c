@@ -607,6 +607,15 @@ void vram_cpu_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, 
                      int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b, int64_t sb_k, int64_t sb_n,
                      void *C, int accumulate);
 
+/* cpu_infer.c */
+void vram_cpu_linear_lowp(vram_runtime *rt, int fmt, int64_t M, int64_t N, int64_t K, const float *x, const void *w,
+                          const float *bias, float *y);
+void vram_cpu_embedding_lowp(int fmt, int64_t n_ids, int64_t c, int64_t rows, float *out, const void *table,
+                             const int32_t *ids);
+void vram_cpu_kv_attention(vram_runtime *rt, int64_t n, int64_t T, int64_t H, int64_t D, const float *qkv, float *kc,
+                           float *vc, int64_t cap, const int64_t *lens, float *out, float *scores);
+void vram_cpu_gelu_tanh(int64_t n, float *out, const float *x);
+
 const vram_kernels vram_cpu_kernels = {
     .name = "cpu",
     .copy = cpu_copy,
@@ -639,4 +648,8 @@ const vram_kernels vram_cpu_kernels = {
     .zero = cpu_zero,
     .find_bad_id = cpu_find_bad_id,
     .sync = cpu_sync,
+    .linear_lowp = vram_cpu_linear_lowp,
+    .embedding_lowp = vram_cpu_embedding_lowp,
+    .kv_attention = vram_cpu_kv_attention,
+    .gelu_tanh = vram_cpu_gelu_tanh,
 };

@@ -116,6 +116,30 @@ static vram_status state(vram_tensor *p, vram_tensor **slot) {
     return vram_tensor_new(p->rt, p->dtype, p->ndim, p->shape, VRAM_TAG_OPTIMIZER_STATE, slot);
 }
 
+const vram_optim_config *vram_optimizer_config(const vram_optimizer *o) { return &o->cfg; }
+
+void vram_optimizer_state(const vram_optimizer *o, int i, int64_t *step, vram_tensor **s1, vram_tensor **s2) {
+    int ok = i >= 0 && i < o->n;
+    *step = ok ? o->steps[i] : 0;
+    *s1 = ok ? o->s1[i] : NULL;
+    *s2 = ok ? o->s2[i] : NULL;
+}
+
+vram_status vram_optimizer_state_prepare(vram_optimizer *o, int i, int64_t step, vram_tensor **s1, vram_tensor **s2) {
+    if (i < 0 || i >= o->n || step < 0) return vram_error(VRAM_ERR_INVALID_ARG, "optimizer state: parameter %d, step %lld", i, (long long)step);
+    vram_tensor *p = vram_param_list_get(o->params, i);
+    const vram_optim_config *c = &o->cfg;
+    int two = c->kind == VRAM_OPTIM_ADAM || c->kind == VRAM_OPTIM_ADAMW;
+    int one = two || c->kind == VRAM_OPTIM_ADAGRAD || c->momentum > 0;
+    vram_status s = one && step > 0 ? state(p, &o->s1[i]) : VRAM_OK;
+    if (s == VRAM_OK && two && step > 0) s = state(p, &o->s2[i]);
+    if (s != VRAM_OK) return s;
+    o->steps[i] = step;
+    *s1 = o->s1[i];
+    *s2 = o->s2[i];
+    return VRAM_OK;
+}
+
 vram_status vram_optimizer_step(vram_optimizer *o) {
     if (!o) return vram_error(VRAM_ERR_INVALID_ARG, "optimizer step: null optimizer");
     const vram_kernels *k = o->rt->k;

@@ -6,8 +6,8 @@
  * runtime's stream). Data pointers handed to kernels are the device's addresses; the host
  * reaches them only through upload / download. Ops
  * (ops_*.c) check shapes, allocate outputs, call rt->k->..., and record graph nodes. Kernels
- * write into memory the ops allocated; the one exception is the matrix product's pack
- * buffers, which it takes from the runtime's allocator as temporaries.
+ * write into memory the ops allocated; the exceptions are the matrix product's pack buffers
+ * and linear_lowp's weight panels, which they take from the runtime's allocator as temporaries.
  */
 #ifndef VRAM_RT_INTERNAL_H
 #define VRAM_RT_INTERNAL_H
@@ -139,6 +139,23 @@ typedef struct vram_kernels {
     int64_t (*find_bad_id)(int64_t n, const void *ids, vram_dtype dt, int64_t limit);
     /* Waits for the device's queued work; returns the first error of a kernel or copy. */
     vram_status (*sync)(void);
+
+    /* ---- inference (generate.c; CPU versions in cpu_infer.c) ---- */
+    /* y[M, N] = x[M, K] W^T + bias (may be NULL), W [N, K] in fmt (VRAM_WFMT_Q8_0 or _BF16,
+     * model_file.h) read as stored: never a dequantised copy of the whole matrix. x, y
+     * contiguous f32. A device without these slots (NULL) cannot run the inference model. */
+    void (*linear_lowp)(vram_runtime *rt, int fmt, int64_t M, int64_t N, int64_t K, const float *x, const void *w,
+                        const float *bias, float *y);
+    /* out[i, :] = row ids[i] of table [rows, c] in fmt (f32, bf16 or Q8_0); ids range-checked. */
+    void (*embedding_lowp)(int fmt, int64_t n_ids, int64_t c, int64_t rows, float *out, const void *table,
+                           const int32_t *ids);
+    /* Appends the keys and values of qkv [n, T, 3*H*D] to the cache kc, vc ([n, H, cap, D]) at each
+     * row's length lens[b], and writes the causal attention of the T queries over the cache to
+     * out [n, T, H*D]. scores: scratch of cap floats. */
+    void (*kv_attention)(vram_runtime *rt, int64_t n, int64_t T, int64_t H, int64_t D, const float *qkv, float *kc,
+                         float *vc, int64_t cap, const int64_t *lens, float *out, float *scores);
+    /* GPT-2's GELU, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), over n contiguous f32. */
+    void (*gelu_tanh)(int64_t n, float *out, const float *x);
 } vram_kernels;
 
 extern const vram_kernels vram_cpu_kernels;

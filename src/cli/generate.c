@@ -1,0 +1,368 @@
+/* generate.c — `vram generate` (sampling from a saved model with a KV cache, or its held-out
+ * perplexity) and `vram quantize` (a model file's matrices to INT8 Q8_0 or bf16), on the CPU
+ * through the caching allocator (infer.h).
+ *
+ * Tokens are bytes (the models `vram train` makes have a vocabulary of 256); each --prompt is a
+ * row of the batch. After the text come the speed (prefill, and decode tokens/s over the batch)
+ * and the memory by category from the allocator's per-tag statistics: weights, KV cache,
+ * activations (none: no graph is recorded) and temporaries. Bad input (a corrupted or foreign
+ * model file, a prompt longer than the context, --int8 on a quantized model) exits 2; a run that
+ * fails part-way exits 1.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+#include "cli.h"
+#include "vram/alloc.h"
+#include "vram/data.h"
+#include "vram/infer.h"
+
+enum { MAX_PROMPTS = 64 };
+
+typedef struct gen_opts {
+    const char *model, *eval, *logits;
+    const char *prompts[MAX_PROMPTS];
+    int n_prompts, threads, top_k, eval_tokens;
+    vram_wfmt quant;
+    vram_generate_opts g;
+} gen_opts;
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: vram generate --model PATH --prompt TEXT [--prompt TEXT ...] [OPTIONS]\n"
+            "Samples text from a model saved by `vram train --save` (or `vram quantize`, or a GPT-2 safetensors\n"
+            "file), on the CPU with a KV cache, and prints tokens/s and memory by category.\n\n"
+            "  --model PATH       .vram model file or .safetensors (PyTorch GPT-2 names)\n"
+            "  --prompt TEXT      a prompt (bytes are tokens); repeat for a batch\n"
+            "  --tokens N         new tokens per prompt (default 64)\n"
+            "  --temperature T    0 = greedy (default 0.8)\n"
+            "  --top-k K          sample among the K likeliest (default 40; 0 = all)\n"
+            "  --seed S           random seed (default 1337)\n"
+            "  --int8             INT8 matrices, Q8_0: an f16 scale per 32 weights (converted while loading)\n"
+            "  --int8-row         INT8 matrices, one f32 scale per output channel (Q8_R)\n"
+            "  --bf16             store the matrices as bf16 after loading\n"
+            "  --no-cache         recompute every prefix in full at each step (the KV cache's comparison)\n"
+            "  --eval PATH        instead of generating: perplexity on the last 10%% of the text file PATH\n"
+            "  --eval-tokens N    tokens to score with --eval (default 16384)\n"
+            "  --logits FILE      write the first prompt's logits, float32 [tokens, vocab], to FILE\n"
+            "  --threads N        threads for the products (default: online CPUs)\n");
+}
+
+static int parse_num(const char *flag, const char *v, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "vram generate: %s needs a number in [%.15g, %.15g], not '%s'\n", flag, lo, hi, v);
+        return 0;
+    }
+    *out = x;
+    return 1;
+}
+
+/* 0 run, 1 help printed, 2 bad usage. */
+static int parse(int argc, char **argv, gen_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->g = (vram_generate_opts){.tokens = 64, .temperature = 0.8, .top_k = 40, .seed = 1337};
+    o->eval_tokens = 16384;
+    o->quant = VRAM_WFMT_F32;
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        double x = 0;
+        int ok = 1;
+        if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
+            usage(stdout);
+            return 1;
+        } else if (!strcmp(f, "--int8") || !strcmp(f, "--int8-row") || !strcmp(f, "--bf16")) {
+            vram_wfmt q = !strcmp(f, "--int8") ? VRAM_WFMT_Q8_0 : !strcmp(f, "--int8-row") ? VRAM_WFMT_Q8_R : VRAM_WFMT_BF16;
+            if (o->quant != VRAM_WFMT_F32 && o->quant != q) {
+                fprintf(stderr, "vram generate: --int8, --int8-row and --bf16 exclude each other\n");
+                return 2;
+            }
+            o->quant = q;
+            continue;
+        } else if (!strcmp(f, "--no-cache")) {
+            o->g.no_cache = 1;
+            continue;
+        }
+        static const char *valued[] = {"--model", "--prompt", "--tokens", "--temperature", "--top-k", "--seed",
+                                       "--eval",  "--eval-tokens", "--logits", "--threads"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(f, valued[k]);
+        if (!known) {
+            fprintf(stderr, "vram generate: unknown option '%s' (see vram generate --help)\n", f);
+            return 2;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "vram generate: %s needs a value\n", f);
+            return 2;
+        }
+        const char *v = argv[++i];
+        if (!strcmp(f, "--model")) o->model = v;
+        else if (!strcmp(f, "--eval")) o->eval = v;
+        else if (!strcmp(f, "--logits")) o->logits = v;
+        else if (!strcmp(f, "--prompt")) {
+            if (o->n_prompts == MAX_PROMPTS) {
+                fprintf(stderr, "vram generate: at most %d prompts\n", MAX_PROMPTS);
+                return 2;
+            }
+            o->prompts[o->n_prompts++] = v;
+        } else if (!strcmp(f, "--tokens")) ok = parse_num(f, v, 1, 1 << 20, &x), o->g.tokens = (int)x;
+        else if (!strcmp(f, "--temperature")) ok = parse_num(f, v, 0, 100, &o->g.temperature);
+        else if (!strcmp(f, "--top-k")) ok = parse_num(f, v, 0, 1 << 24, &x), o->g.top_k = (int)x;
+        else if (!strcmp(f, "--seed")) ok = parse_num(f, v, 0, 9007199254740992.0, &x), o->g.seed = (uint64_t)x;
+        else if (!strcmp(f, "--eval-tokens")) ok = parse_num(f, v, 1, 1e9, &x), o->eval_tokens = (int)x;
+        else if (!strcmp(f, "--threads")) ok = parse_num(f, v, 1, 64, &x), o->threads = (int)x;
+        if (!ok) return 2;
+        if (x != floor(x)) {
+            fprintf(stderr, "vram generate: %s needs an integer, not '%s'\n", f, v);
+            return 2;
+        }
+    }
+    if (!o->model) {
+        fprintf(stderr, "vram generate: --model PATH is required\n");
+        return 2;
+    }
+    if (!o->eval && !o->n_prompts) {
+        fprintf(stderr, "vram generate: give --prompt TEXT (or --eval PATH)\n");
+        return 2;
+    }
+    return 0;
+}
+
+static double mib(int64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+static void print_memory(vram_allocator *a) {
+    vram_stats st;
+    vram_allocator_get_stats(a, &st);
+    static const struct {
+        vram_tag tag;
+        const char *label;
+    } rows[] = {{VRAM_TAG_PARAMETER, "weights"},      {VRAM_TAG_KV_CACHE, "kv cache"}, {VRAM_TAG_ACTIVATION, "activations"},
+                {VRAM_TAG_TEMPORARY, "temporaries"}, {VRAM_TAG_OTHER, "other"}};
+    printf("\nMemory by category (allocator per-tag statistics)\n  %-14s %12s %12s\n", "category", "current", "peak");
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        const vram_stat *s = &st.tags[rows[i].tag].allocated_bytes;
+        printf("  %-14s %8.3f MiB %8.3f MiB\n", rows[i].label, mib(s->current), mib(s->peak));
+    }
+    printf("  %-14s %8.3f MiB %8.3f MiB\n", "allocator", mib(st.allocated_bytes[VRAM_POOL_ALL].current),
+           mib(st.allocated_bytes[VRAM_POOL_ALL].peak));
+}
+
+static void print_text(const int32_t *ids, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        int32_t c = ids[i];
+        if (c == '\n' || (c >= 32 && c < 127)) putchar(c);
+        else if (c < 256) printf("\\x%02x", c);
+        else printf("<%d>", c);
+    }
+}
+
+static int32_t *bytes_to_ids(const char *s, int64_t *n) {
+    *n = (int64_t)strlen(s);
+    int32_t *ids = malloc(sizeof *ids * (size_t)(*n + 1));
+    for (int64_t i = 0; ids && i < *n; i++) ids[i] = (uint8_t)s[i];
+    return ids;
+}
+
+static int write_logits(vram_lm *m, const char *prompt, const char *path) {
+    int64_t n = 0;
+    int32_t *ids = bytes_to_ids(prompt, &n);
+    vram_kv_cache *c = NULL;
+    vram_tensor *lg = NULL;
+    vram_status s = ids ? vram_kv_cache_new(m, 1, n, &c) : vram_error(VRAM_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (s == VRAM_OK) s = vram_lm_forward(m, c, 0, 1, n, ids, 1, &lg);
+    int rc = 0;
+    if (s != VRAM_OK) {
+        fprintf(stderr, "vram generate: --logits: %s\n", vram_last_error());
+        rc = s == VRAM_ERR_INVALID_ARG ? 2 : 1;
+    } else {
+        FILE *fp = fopen(path, "wb");
+        size_t k = (size_t)vram_tensor_numel(lg);
+        if (!fp || fwrite(vram_tensor_data(lg), sizeof(float), k, fp) != k || fclose(fp) != 0) {
+            fprintf(stderr, "vram generate: --logits: cannot write '%s'\n", path);
+            rc = 1;
+        }
+    }
+    vram_tensor_free(lg);
+    vram_kv_cache_free(c);
+    free(ids);
+    return rc;
+}
+
+static int run_eval(vram_lm *m, const gen_opts *o) {
+    vram_text_data *d = NULL;
+    if (vram_text_data_open(o->eval, 0.1, &d) != VRAM_OK) {
+        fprintf(stderr, "vram generate: --eval: %s\n", vram_last_error());
+        return 2;
+    }
+    /* the validation split is the file's last 10%, as vram train's */
+    uint64_t val = vram_text_data_split_size(d, VRAM_SPLIT_VAL), size = vram_text_data_size(d);
+    FILE *fp = fopen(o->eval, "rb");
+    uint8_t *buf = malloc(val ? val : 1);
+    int rc = 0;
+    if (!fp || !buf || fseek(fp, (long)(size - val), SEEK_SET) != 0 || fread(buf, 1, val, fp) != val) {
+        fprintf(stderr, "vram generate: --eval: cannot read '%s'\n", o->eval);
+        rc = 2;
+    } else {
+        double nll = 0;
+        uint64_t n = 0;
+        vram_status s = vram_lm_nll(m, buf, val, (uint64_t)o->eval_tokens, &nll, &n);
+        if (s != VRAM_OK) {
+            fprintf(stderr, "vram generate: --eval: %s\n", vram_last_error());
+            rc = 1;
+        } else {
+            printf("held-out: %llu tokens of the last 10%% of '%s': loss %.6f nats, perplexity %.6f (weights %s)\n",
+                   (unsigned long long)n, o->eval, nll, exp(nll), vram_wfmt_name(vram_lm_format(m)));
+        }
+    }
+    if (fp) fclose(fp);
+    free(buf);
+    vram_text_data_close(d);
+    return rc;
+}
+
+static int run_generate(vram_lm *m, const gen_opts *o) {
+    int n = o->n_prompts;
+    int32_t *ids[MAX_PROMPTS] = {0};
+    int64_t lens[MAX_PROMPTS];
+    int32_t *out = calloc((size_t)n * (size_t)o->g.tokens, sizeof *out);
+    int rc = out ? 0 : 1;
+    for (int b = 0; b < n && !rc; b++)
+        if (!(ids[b] = bytes_to_ids(o->prompts[b], &lens[b]))) rc = 1;
+    vram_generate_stats st;
+    vram_status s = rc ? VRAM_ERR_OUT_OF_MEMORY : vram_lm_generate(m, n, (const int32_t *const *)ids, lens, &o->g, out, &st);
+    if (s != VRAM_OK) {
+        fprintf(stderr, "vram generate: %s\n", vram_last_error());
+        rc = s == VRAM_ERR_INVALID_ARG ? 2 : 1;
+    } else {
+        for (int b = 0; b < n; b++) {
+            printf("--- prompt %d\n", b + 1);
+            print_text(ids[b], lens[b]);
+            print_text(out + (int64_t)b * o->g.tokens, o->g.tokens);
+            printf("\n");
+        }
+        int64_t prompt_tokens = 0;
+        for (int b = 0; b < n; b++) prompt_tokens += lens[b];
+        double decoded = (double)n * (o->g.tokens - 1);
+        printf("---\nprefill: %lld prompt tokens in %.2f ms; decode: %.0f tokens in %.2f ms = %.1f tokens/s (batch %d, %s, %s)\n",
+               (long long)prompt_tokens, st.prefill_s * 1e3, decoded, st.decode_s * 1e3,
+               st.decode_s > 0 ? decoded / st.decode_s : 0.0, n, o->g.no_cache ? "no cache" : "kv cache",
+               vram_wfmt_name(vram_lm_format(m)));
+        printf("kv cache: %.3f MiB for %d rows\n", mib((int64_t)st.kv_cache_bytes), n);
+    }
+    for (int b = 0; b < n; b++) free(ids[b]);
+    free(out);
+    return rc;
+}
+
+/* Opens the host device, allocator and runtime; 0 or an exit status. */
+static int setup(int threads, vram_device **dev, vram_allocator **a, vram_runtime **rt, const char *tool) {
+    if (vram_device_open("host", dev) != VRAM_OK || vram_allocator_new(*dev, NULL, a) != VRAM_OK ||
+        vram_runtime_new(*a, threads, rt) != VRAM_OK) {
+        fprintf(stderr, "%s: cannot set up the host device: %s\n", tool, vram_last_error());
+        return 1;
+    }
+    return 0;
+}
+
+static void teardown(vram_device *dev, vram_allocator *a, vram_runtime *rt) {
+    vram_runtime_free(rt);
+    if (a) vram_allocator_destroy(a);
+    vram_device_close(dev);
+}
+
+/* Loads the model, converting its matrices to quant (f32: as stored) as they are read; 0 or an
+ * exit status after a message. */
+static int load(vram_runtime *rt, const char *path, vram_wfmt quant, const char *tool, vram_lm **m) {
+    uint64_t bytes = 0;
+    int kept = 0;
+    vram_status s = vram_lm_load_as(rt, path, quant, m, &bytes, &kept);
+    if (s != VRAM_OK) {
+        if (s == VRAM_ERR_STATE)
+            fprintf(stderr, "%s: %s: %s\n", tool, vram_wfmt_name(quant), vram_last_error());
+        else
+            fprintf(stderr, "%s: %s\n", tool, vram_last_error());
+        return s == VRAM_ERR_OUT_OF_MEMORY ? 1 : 2;
+    }
+    const vram_model_info *in = vram_lm_info(*m);
+    printf("model '%s': GPT-2 layout, %d layers, %d heads, width %d, vocab %d, context %d, %s GELU; %.3f MiB read from "
+           "the file into the host device; weights %s, %.3f MiB (%.4f of f32)%s\n",
+           path, in->gpt.layers, in->gpt.heads, in->gpt.width, in->gpt.vocab, in->gpt.context,
+           in->activation == VRAM_ACT_GELU_TANH ? "tanh" : "erf", mib((int64_t)bytes), vram_wfmt_name(vram_lm_format(*m)),
+           mib((int64_t)vram_lm_weight_bytes(*m)), (double)vram_lm_weight_bytes(*m) / (double)vram_lm_f32_bytes(*m), kept ? " (some matrices kept f32: rows not a multiple of 32)" : "");
+    return 0;
+}
+
+int vram_cmd_generate(int argc, char **argv) {
+    gen_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc == 1 ? 0 : 2;
+    vram_device *dev = NULL;
+    vram_allocator *a = NULL;
+    vram_runtime *rt = NULL;
+    vram_lm *m = NULL;
+    rc = setup(o.threads, &dev, &a, &rt, "vram generate");
+    if (!rc) rc = load(rt, o.model, o.quant, "vram generate", &m);
+    if (!rc && o.logits) rc = write_logits(m, o.prompts[0] ? o.prompts[0] : "", o.logits);
+    if (!rc && o.eval) rc = run_eval(m, &o);
+    else if (!rc && o.n_prompts) rc = run_generate(m, &o);
+    if (!rc) print_memory(a);
+    vram_lm_free(m);
+    teardown(dev, a, rt);
+    return rc;
+}
+
+int vram_cmd_quantize(int argc, char **argv) {
+    const char *in = NULL, *out = NULL;
+    vram_wfmt fmt = VRAM_WFMT_Q8_0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: vram quantize IN OUT [--format q8_0|q8_r|bf16]\n"
+                   "Writes the model IN (.vram f32, or GPT-2 .safetensors) with its matrices in INT8 to the .vram file OUT:\n"
+                   "q8_0 (the default) one f16 scale per 32 weights, 8.5 bits a weight; q8_r one f32 scale per output\n"
+                   "channel, 8 + 32/columns bits; or bf16.\n");
+            return 0;
+        } else if (!strcmp(argv[i], "--format") && i + 1 < argc) {
+            const char *v = argv[++i];
+            if (!strcmp(v, "q8_0") || !strcmp(v, "int8")) fmt = VRAM_WFMT_Q8_0;
+            else if (!strcmp(v, "q8_r")) fmt = VRAM_WFMT_Q8_R;
+            else if (!strcmp(v, "bf16")) fmt = VRAM_WFMT_BF16;
+            else {
+                fprintf(stderr, "vram quantize: --format is q8_0, q8_r or bf16, not '%s'\n", v);
+                return 2;
+            }
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "vram quantize: unknown option '%s'\n", argv[i]);
+            return 2;
+        } else if (!in) {
+            in = argv[i];
+        } else if (!out) {
+            out = argv[i];
+        } else {
+            fprintf(stderr, "vram quantize: one input and one output, not '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!in || !out) {
+        fprintf(stderr, "usage: vram quantize IN OUT [--format q8_0|q8_r|bf16]\n");
+        return 2;
+    }
+    vram_device *dev = NULL;
+    vram_allocator *a = NULL;
+    vram_runtime *rt = NULL;
+    vram_lm *m = NULL;
+    int rc = setup(0, &dev, &a, &rt, "vram quantize");
+    if (!rc) rc = load(rt, in, fmt, "vram quantize", &m);
+    if (!rc && vram_lm_save(m, out) != VRAM_OK) {
+        fprintf(stderr, "vram quantize: %s\n", vram_last_error());
+        rc = 1;
+    }
+    if (!rc) printf("wrote '%s'\n", out);
+    vram_lm_free(m);
+    teardown(dev, a, rt);
+    return rc;
+}
