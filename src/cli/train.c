@@ -45,7 +45,6 @@ typedef struct train_opts {
     int save_every;
 } train_opts;
 
-
 static void usage(FILE *out) {
     fprintf(out,
             "usage: vram train [OPTIONS]\n"
