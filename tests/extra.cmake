@@ -269,3 +269,4 @@ add_test(NAME test_trace_nozlib COMMAND test_trace_nozlib)
 # tests/CMakeLists.txt with -DVRAM_FUZZ=ON.
 add_subdirectory(${CMAKE_CURRENT_SOURCE_DIR}/fuzz ${CMAKE_CURRENT_BINARY_DIR}/fuzz)
 # ---- end tools -------------------------------------------------------------------------------
+include(${CMAKE_CURRENT_SOURCE_DIR}/faults/faults.cmake)

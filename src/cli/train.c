@@ -378,7 +378,7 @@ int vram_cmd_train(int argc, char **argv) {
     double t_start = now_s(), last_loss = NAN, last_val = NAN;
     double *step_ms = calloc((size_t)o.steps + 1, sizeof *step_ms);
     if (!step_ms) {
-        rc = fail(a, VRAM_ERR_OUT_OF_MEMORY, "starting");
+        rc = fail(a, vram_error(VRAM_ERR_HOST_MEMORY, "host out of memory for %d step times", o.steps), "starting");
         goto done;
     }
     for (int step = 1; step <= o.steps; step++) {

@@ -31,6 +31,7 @@ const char *vram_status_str(vram_status status) {
     case VRAM_ERR_STATE: return "invalid state";
     case VRAM_ERR_SHAPE: return "shape mismatch";
     case VRAM_ERR_INTERNAL: return "internal error";
+    case VRAM_ERR_HOST_MEMORY: return "host out of memory";
     }
     return "unknown status";
 }

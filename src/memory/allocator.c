@@ -1048,7 +1048,7 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
         if (st != VRAM_OK) return st;
     }
     vram_allocator *a = calloc(1, sizeof *a);
-    if (!a) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "allocator: host out of memory");
+    if (!a) return vram_error(VRAM_ERR_HOST_MEMORY, "allocator: host out of memory");
     vram_lock_init(&a->lock);
     a->dev = dev;
     a->cfg = conf;
@@ -1079,7 +1079,7 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
         a->history = calloc(conf.history_entries, sizeof *a->history);
         if (!a->history) {
             free(a);
-            return vram_error(VRAM_ERR_OUT_OF_MEMORY, "allocator: host out of memory for history");
+            return vram_error(VRAM_ERR_HOST_MEMORY, "allocator: host out of memory for history");
         }
     }
     if (a->pages_model) {
@@ -1092,9 +1092,9 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
             vram_status st = dev->ops->va_reserve(dev, size, &base);
             if (st != VRAM_OK || !region_new(a, p, base, size, 1)) {
                 vram_allocator_destroy(a);
-                return vram_error(st != VRAM_OK ? st : VRAM_ERR_OUT_OF_MEMORY,
-                                  "allocator: reserving %llu bytes of address space on %s failed",
-                                  (unsigned long long)size, dev->name);
+                return vram_error(st != VRAM_OK ? st : VRAM_ERR_HOST_MEMORY,
+                                  "allocator: reserving %llu bytes of address space on %s failed%s",
+                                  (unsigned long long)size, dev->name, st != VRAM_OK ? "" : ": host out of memory");
             }
         }
     }
@@ -1188,7 +1188,7 @@ static vram_block *new_segment(vram_allocator *a, int pool, uint64_t rsize, int 
     vram_region *r = region_new(a, pool, base, size, 0);
     if (!r) {
         a->dev->ops->mem_free(a->dev, base, size);
-        *err = VRAM_ERR_OUT_OF_MEMORY;
+        *err = VRAM_ERR_HOST_MEMORY; /* the region's struct: not the device's memory */
         return NULL;
     }
     a->segments_too |= a->pages_model;
@@ -1371,7 +1371,7 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
         vram_block *blk = vram_block_new(a);
         if (!blk) {
             vram_allocator_unlock(a);
-            return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: host out of memory for block metadata");
+            return vram_error(VRAM_ERR_HOST_MEMORY, "malloc: host out of memory for block metadata");
         }
         blk->region = b->region;
         blk->pool = b->pool;
@@ -1408,7 +1408,7 @@ take:
         b->ready = 1;
         vram_free_insert(a, b, b->addr, b->size);
         vram_allocator_unlock(a);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: host out of memory for the block map");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "malloc: host out of memory for the block map");
     }
 live:
     if (graph >= 0 && !b->graph) vram_graph_adopt(a, graph, b);
@@ -1604,7 +1604,8 @@ vram_status vram_allocator_record_stream(vram_allocator *a, void *ptr, vram_stre
             vram_stream *u = realloc(b->uses, (b->nuses + 1u) * sizeof *u);
             if (!u || b->nuses == UINT16_MAX) {
                 if (u) b->uses = u;
-                st = vram_error(VRAM_ERR_OUT_OF_MEMORY, "record_stream: too many streams for one block");
+                st = u ? vram_error(VRAM_ERR_OUT_OF_MEMORY, "record_stream: too many streams for one block")
+                       : vram_error(VRAM_ERR_HOST_MEMORY, "record_stream: host out of memory");
             } else {
                 b->uses = u;
                 b->uses[b->nuses++] = stream;
@@ -1771,7 +1772,7 @@ vram_status vram_allocator_set_config(vram_allocator *a, const vram_alloc_config
     uint32_t entries = want->history_entries;
     vram_event *ring = entries != before.history_entries && entries ? calloc(entries, sizeof *ring) : NULL;
     if (entries != before.history_entries && entries && !ring)
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "set_config: host out of memory for a history of %u events", entries);
+        return vram_error(VRAM_ERR_HOST_MEMORY, "set_config: host out of memory for a history of %u events", entries);
     vram_allocator_lock(a);
     vram_status st = set_config_locked(a, *want);
     if (st == VRAM_OK && entries != a->cfg.history_entries && (ring || !entries)) ring = history_install(a, ring, entries);
@@ -1825,7 +1826,7 @@ vram_status vram_allocator_set_history(vram_allocator *a, uint32_t entries) {
         return vram_error(VRAM_ERR_INVALID_ARG, "set_history: %u entries, more than the %u allowed", entries,
                           VRAM_HISTORY_MAX);
     vram_event *ring = entries ? calloc(entries, sizeof *ring) : NULL;
-    if (entries && !ring) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "set_history: host out of memory for %u events", entries);
+    if (entries && !ring) return vram_error(VRAM_ERR_HOST_MEMORY, "set_history: host out of memory for %u events", entries);
     vram_allocator_lock(a);
     vram_event *old = history_install(a, ring, entries);
     vram_allocator_unlock(a);

@@ -43,7 +43,7 @@ vram_status vram_text_data_open(const char *path, double val_fraction, vram_text
     vram_text_data *d = calloc(1, sizeof *d);
     if (!d) {
         munmap(p, (size_t)st.st_size);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "dataset: out of host memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "dataset: out of host memory");
     }
     d->bytes = p;
     d->size = (uint64_t)st.st_size;

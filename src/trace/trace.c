@@ -293,7 +293,7 @@ static vram_status header_add(vram_trace *t, const char *key, size_t klen, const
     if (t->num_header == t->cap_header) {
         size_t cap = t->cap_header ? t->cap_header * 2 : 8;
         trace_header_entry *h = realloc(t->header, cap * sizeof *h);
-        if (!h) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "trace: host out of memory");
+        if (!h) return vram_error(VRAM_ERR_HOST_MEMORY, "trace: host out of memory");
         t->header = h;
         t->cap_header = cap;
     }
@@ -302,7 +302,7 @@ static vram_status header_add(vram_trace *t, const char *key, size_t klen, const
     if (!k || !v) {
         free(k);
         free(v);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "trace: host out of memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "trace: host out of memory");
     }
     t->header[t->num_header].key = k;
     t->header[t->num_header].value = v;
@@ -346,17 +346,17 @@ static vram_status parse_alloc(parser *ps, const char *p, const char *end) {
     }
     if (t->num_allocs >= UINT32_MAX - 1) return perr(ps, "too many allocations (limit %u)", UINT32_MAX - 1);
     if (t->num_allocs == t->cap_allocs && grow_allocs(ps) != 0)
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "trace: host out of memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "trace: host out of memory");
     if (ps->live_bytes > (uint64_t)INT64_MAX - size)
         return perr(ps, "live bytes exceed 2^63 (a size is implausibly large)");
 
     uint32_t index = (uint32_t)t->num_allocs++;
     t->ids[index] = id;
     ps->info[index] = (alloc_info){.size = size, .line = (uint32_t)ps->line, .stream = (uint16_t)stream};
-    if (id_insert(ps, id, index) != 0) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "trace: host out of memory");
+    if (id_insert(ps, id, index) != 0) return vram_error(VRAM_ERR_HOST_MEMORY, "trace: host out of memory");
 
     if (t->num_events == t->cap_events && grow_events(t) != 0)
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "trace: host out of memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "trace: host out of memory");
     vram_trace_event *e = &t->events[t->num_events];
     e->size = size;
     e->index = index;
@@ -393,7 +393,7 @@ static vram_status parse_free(parser *ps, const char *p, const char *end) {
     info->freed = 1;
 
     if (t->num_events == t->cap_events && grow_events(t) != 0)
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "trace: host out of memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "trace: host out of memory");
     /* The allocation's size and stream are carried onto the free, so a replay or a planner
      * never has to look back. */
     vram_trace_event *e = &t->events[t->num_events];
@@ -415,7 +415,7 @@ vram_status vram_trace_parse(const char *text, size_t len, const char *name, vra
     *out = NULL;
     double t0 = now_seconds();
     vram_trace *t = calloc(1, sizeof *t);
-    if (!t) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "trace: host out of memory");
+    if (!t) return vram_error(VRAM_ERR_HOST_MEMORY, "trace: host out of memory");
     t->name = strdup(name ? name : "trace");
     parser ps = {.t = t};
     /* Size the arrays once: the line count bounds the events, and real traces allocate in
@@ -436,7 +436,7 @@ vram_status vram_trace_parse(const char *text, size_t len, const char *name, vra
         free(ps.direct);
         vram_trace_free(t);
         free(ps.info);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "trace: host out of memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "trace: host out of memory");
     }
     t->events = malloc(lines * sizeof *t->events);
     t->lines = malloc(lines * sizeof *t->lines);
@@ -447,7 +447,7 @@ vram_status vram_trace_parse(const char *text, size_t len, const char *name, vra
         id_table_free(&ps.ids);
         free(ps.info);
         vram_trace_free(t);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "trace: host out of memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "trace: host out of memory");
     }
     t->cap_events = lines;
     t->cap_allocs = allocs_guess;
@@ -596,7 +596,7 @@ static vram_status read_gz(int fd, const char *name, text_buf *b, const unsigned
     if (!in || inflateInit2(&z, 15 + 16) != Z_OK) {
         free(in);
         close(fd);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
+        return vram_error(VRAM_ERR_HOST_MEMORY, "%s: host out of memory", name);
     }
     vram_status st = VRAM_OK;
     int started = 0, ended = 0, eof = 0; /* ended: the member before the input left has ended */
@@ -638,7 +638,7 @@ static vram_status read_gz(int fd, const char *name, text_buf *b, const unsigned
             break;
         }
         if (buf_reserve(b, 1 << 20) != 0) {
-            st = vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
+            st = vram_error(VRAM_ERR_HOST_MEMORY, "%s: host out of memory", name);
             break;
         }
         size_t room = b->cap - b->len;
@@ -655,7 +655,7 @@ static vram_status read_gz(int fd, const char *name, text_buf *b, const unsigned
             st = vram_error(VRAM_ERR_PARSE, "%s: corrupt gzip data (%s)", name, z.msg ? z.msg : "bad data");
             break;
         } else if (r == Z_MEM_ERROR) {
-            st = vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
+            st = vram_error(VRAM_ERR_HOST_MEMORY, "%s: host out of memory", name);
             break;
         } else if (r != Z_OK && !(r == Z_BUF_ERROR && z.avail_in == 0)) {
             st = vram_error(VRAM_ERR_PARSE, "%s: corrupt gzip data (zlib error %d)", name, r);
@@ -679,10 +679,10 @@ static vram_status read_plain(int fd, const char *name, text_buf *b, int check_s
     size_t line_start = 0;
     struct stat sb;
     if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
-        if (buf_reserve(b, (size_t)sb.st_size + 1) != 0) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
+        if (buf_reserve(b, (size_t)sb.st_size + 1) != 0) return vram_error(VRAM_ERR_HOST_MEMORY, "%s: host out of memory", name);
     }
     for (;;) {
-        if (buf_reserve(b, 1 << 16) != 0) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
+        if (buf_reserve(b, 1 << 16) != 0) return vram_error(VRAM_ERR_HOST_MEMORY, "%s: host out of memory", name);
         ssize_t n = read(fd, b->data + b->len, b->cap - b->len);
         if (n < 0) {
             if (errno == EINTR) continue;
@@ -757,7 +757,7 @@ vram_status vram_trace_load(const char *path, vram_trace **out) {
         st = read_gz(fd, name, &b, magic, nm); /* takes fd */
     } else if (buf_reserve(&b, nm) != 0) {
         close(fd);
-        st = vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
+        st = vram_error(VRAM_ERR_HOST_MEMORY, "%s: host out of memory", name);
     } else {
         if (nm) memcpy(b.data, magic, nm); /* (an empty file reserves nothing) */
         b.len = nm;

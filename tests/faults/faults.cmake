@@ -1,0 +1,15 @@
+# ---- faults (issue 41): host allocation failure injection, files that change or block ----
+# vram_faulty is the vram command with every host allocation of vram's own code numbered and
+# the Nth made to fail on request (tests/faults/fail_alloc.c); fault_sweep.py runs a replay and
+# a short training at every such point and checks each answer.
+add_executable(vram_faulty ${VRAM_CLI_SOURCES} ${CMAKE_CURRENT_LIST_DIR}/fail_alloc.c)
+target_compile_definitions(vram_faulty PRIVATE _GNU_SOURCE VRAM_VERSION="${PROJECT_VERSION}")
+target_link_libraries(vram_faulty PRIVATE vram_static)
+target_link_options(vram_faulty PRIVATE -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME fault_sweep
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/fault_sweep.py $<TARGET_FILE:vram_faulty>
+                   ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/data/kjv.txt)
+  set_tests_properties(fault_sweep PROPERTIES TIMEOUT 900)
+endif()
+# ---- end faults
