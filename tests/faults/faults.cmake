@@ -13,3 +13,9 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties(fault_sweep PROPERTIES TIMEOUT 900)
 endif()
 # ---- end faults
+# ---- smi --listen under misbehaving clients (issue 41): tests/test_smi_listen.c
+if(TARGET test_smi_listen)
+  add_dependencies(test_smi_listen fake_nvml vram)
+  target_compile_definitions(test_smi_listen PRIVATE FAKE_NVML_PATH="$<TARGET_FILE:fake_nvml>" VRAM_EXE="$<TARGET_FILE:vram>")
+  set_tests_properties(test_smi_listen PROPERTIES TIMEOUT 120)
+endif()
