@@ -240,27 +240,39 @@ vram_status vram_backward(vram_tensor *root, const vram_tensor *grad) {
     /* 1. collect (each collected node retained for the duration) */
     node_vec all = {0}, stack = {0};
     s = VRAM_OK;
+    /* A node is marked and retained once it is on the stack; from there it moves to `all`. On
+     * a failure, those still on the stack are let go here and those in `all` at the end. */
     if (!vec_push(&stack, rn)) s = VRAM_ERR_HOST_MEMORY;
-    rn->visited = 1;
-    atomic_fetch_add(&rn->refs, 1);
+    else rn->visited = 1, atomic_fetch_add(&rn->refs, 1);
     while (s == VRAM_OK && stack.n) {
         vram_node *n = stack.v[--stack.n];
         if (!vec_push(&all, n)) {
+            stack.n++; /* (still in its slot) */
             s = VRAM_ERR_HOST_MEMORY;
             break;
         }
-        for (int i = 0; i < n->n_in; i++) {
+        for (int i = 0; i < n->n_in && s == VRAM_OK; i++) {
             vram_node *m = n->next[i];
             if (!m) continue;
-            m->deps++;
             if (!m->visited) {
+                if (!vec_push(&stack, m)) {
+                    s = VRAM_ERR_HOST_MEMORY;
+                    break;
+                }
                 m->visited = 1;
                 atomic_fetch_add(&m->refs, 1);
-                if (!vec_push(&stack, m)) s = VRAM_ERR_HOST_MEMORY;
             }
+            m->deps++;
         }
     }
-    if (s != VRAM_OK) s = vram_error(s, "backward: out of host memory for the graph walk");
+    if (s != VRAM_OK) {
+        for (size_t i = 0; i < stack.n; i++) {
+            stack.v[i]->visited = 0;
+            stack.v[i]->deps = 0;
+            vram_node_unref(stack.v[i]);
+        }
+        s = vram_error(s, "backward: out of host memory for the graph walk");
+    }
 
     /* 2-4. run */
     rn->pending = g0;

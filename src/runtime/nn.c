@@ -363,6 +363,7 @@ vram_status vram_gpt_forward(vram_gpt *g, vram_tensor *ids, vram_tensor *targets
         vram_tensor_free(x);
         x = tmp;
     }
+    tmp = NULL; /* (x holds the last block's output; a failure must not free it twice) */
     if (s == VRAM_OK) s = vram_nn_layer_norm_forward(&g->ln_f, x, &tmp);
     vram_tensor_free(x);
     if (s == VRAM_OK) s = vram_nn_linear_forward(&g->lm_head, tmp, &logits);

@@ -156,6 +156,8 @@ vram_status vram_replay_open(const vram_replay_options *o, uint64_t capacity, vr
     const char *spec = o->device ? o->device : "sim";
     *dev = NULL;
     *a = NULL;
+    if (spec[strcspn(spec, ":")] && !spec[strcspn(spec, ":") + 1]) /* "sim:": named below, before a size is added */
+        return vram_device_open(spec, dev);
 
     vram_alloc_config cfg;
     vram_status st = vram_alloc_config_from_env(&cfg);

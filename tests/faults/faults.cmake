@@ -19,3 +19,10 @@ if(TARGET test_smi_listen)
   target_compile_definitions(test_smi_listen PRIVATE FAKE_NVML_PATH="$<TARGET_FILE:fake_nvml>" VRAM_EXE="$<TARGET_FILE:vram>")
   set_tests_properties(test_smi_listen PROPERTIES TIMEOUT 120)
 endif()
+# ---- files that block or change, and the small findings of issue 41: tests/faults/files_check.py
+if(Python3_Interpreter_FOUND)
+  add_test(NAME files_check
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/files_check.py $<TARGET_FILE:vram>
+                   $<TARGET_FILE:fake_nvml> ${CMAKE_BINARY_DIR}/data/kjv.txt)
+  set_tests_properties(files_check PROPERTIES TIMEOUT 600)
+endif()
