@@ -101,8 +101,18 @@ static void respond_text(http_conn *c, int code, const char *reason, const char 
     respond(c, code, reason, "text/plain; charset=utf-8", msg, strlen(msg), head);
 }
 
+/* One reading of the GPUs, shared by the /metrics requests that complete in the same turn of
+ * the loop (the same instant, as far as a scraper can tell): under many clients the server
+ * then reads NVML once a turn, not once a request. */
+typedef struct http_metrics {
+    smi_render_fn render;
+    void *ctx;
+    int state; /* 0: not read this turn, 1: body holds it, -1: the reading failed */
+    smi_buf body;
+} http_metrics;
+
 /* Builds the response to the complete request in c->req (NUL-terminated). */
-static void answer(http_conn *c, smi_render_fn render, void *ctx) {
+static void answer(http_conn *c, http_metrics *m) {
     char method[16], target[1024];
     if (sscanf(c->req, "%15s %1023s", method, target) != 2) {
         respond_text(c, 400, "Bad Request", "bad request\n", 0);
@@ -116,12 +126,12 @@ static void answer(http_conn *c, smi_render_fn render, void *ctx) {
     char *q = strchr(target, '?');
     if (q) *q = '\0';
     if (!strcmp(target, "/metrics")) {
-        smi_buf body = {0};
-        if (render(ctx, &body) != 0 || body.failed)
+        if (!m->state) m->state = m->render(m->ctx, &m->body) != 0 || m->body.failed ? -1 : 1;
+        if (m->state < 0)
             respond_text(c, 500, "Internal Server Error", "reading the GPUs failed\n", head);
         else
-            respond(c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body.data ? body.data : "", body.len, head);
-        smi_buf_free(&body);
+            respond(c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", m->body.data ? m->body.data : "",
+                    m->body.len, head);
     } else if (!strcmp(target, "/")) {
         static const char page[] = "<html><body><h1>vram smi</h1><p><a href=\"/metrics\">/metrics</a></p></body></html>\n";
         respond(c, 200, "OK", "text/html; charset=utf-8", page, sizeof page - 1, head);
@@ -141,7 +151,7 @@ static void conn_close(http_conn *c) {
 }
 
 /* Reads what the client sent; once the request is whole (or too long) builds the response. */
-static void conn_read(http_conn *c, smi_render_fn render, void *ctx) {
+static void conn_read(http_conn *c, http_metrics *m) {
     for (;;) {
         ssize_t r = recv(c->fd, c->req + c->got, HTTP_MAX_REQUEST - 1 - c->got, 0);
         if (r < 0 && errno == EINTR) continue;
@@ -158,7 +168,7 @@ static void conn_read(http_conn *c, smi_render_fn render, void *ctx) {
             break;
         }
     }
-    if (!c->out.len) answer(c, render, ctx);
+    if (!c->out.len) answer(c, m);
     if (c->out.failed) conn_close(c); /* no host memory for the response: the client sees the close */
 }
 
@@ -233,6 +243,7 @@ static int serve_loop(int lfd, smi_render_fn render, void *ctx, volatile sig_ato
     for (int i = 0; i < HTTP_MAX_CONNS; i++) conns[i].fd = -1;
     int spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
     int64_t pause_until = 0;
+    http_metrics metrics = {render, ctx, 0, {0}};
     int rc = 0;
     while (!*stop) {
         int64_t now = now_ms(), wait = HTTP_TICK_MS;
@@ -256,6 +267,9 @@ static int serve_loop(int lfd, smi_render_fn render, void *ctx, volatile sig_ato
             rc = 1;
             break;
         }
+        metrics.state = 0; /* a new turn reads the GPUs again */
+        smi_buf_free(&metrics.body);
+        memset(&metrics.body, 0, sizeof metrics.body);
         for (nfds_t k = 0; k < n && pr > 0; k++) {
             if (!pfd[k].revents) continue;
             if (pfd[k].fd == lfd) {
@@ -265,12 +279,13 @@ static int serve_loop(int lfd, smi_render_fn render, void *ctx, volatile sig_ato
             http_conn *c = &conns[slot_of[k]];
             if (c->fd != pfd[k].fd) continue; /* closed meanwhile, for a newcomer */
             if (c->out.len) conn_write(c);
-            else if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR)) conn_read(c, render, ctx);
+            else if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR)) conn_read(c, &metrics);
             if (c->fd >= 0 && c->out.len && !c->sent) conn_write(c); /* most responses go at once */
         }
     }
     for (int i = 0; i < HTTP_MAX_CONNS; i++) conn_close(&conns[i]);
     if (spare >= 0) close(spare);
+    smi_buf_free(&metrics.body);
     free(conns);
     free(pfd);
     free(slot_of);

@@ -26,3 +26,10 @@ if(Python3_Interpreter_FOUND)
                    $<TARGET_FILE:fake_nvml> ${CMAKE_BINARY_DIR}/data/kjv.txt)
   set_tests_properties(files_check PROPERTIES TIMEOUT 600)
 endif()
+# The load bench, small and with a loose bound (a shared, loaded test machine; sanitizers): every
+# scrape answered, none slower than 1 s, SIGTERM under load obeyed within 1 s. The recorded
+# figures (200 clients, 100 ms) are bench/results/2026-12-06-smi-listen-load.md.
+add_test(NAME bench_smi_listen_smoke
+         COMMAND $<TARGET_FILE:bench_smi_listen> $<TARGET_FILE:vram> $<TARGET_FILE:fake_nvml>
+                 --clients 60 --slow 20 --seconds 2 --runs 1 --bound-ms 1000)
+set_tests_properties(bench_smi_listen_smoke PROPERTIES TIMEOUT 120)
