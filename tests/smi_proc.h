@@ -160,9 +160,9 @@ static __attribute__((unused)) void sleep_ms(long ms) {
 #define ENV(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
-/* A plain HTTP client: returns the whole response (headers and body). */
-static __attribute__((unused)) char *http_get(int port, const char *request) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+/* A TCP connection to 127.0.0.1:port, or -1. */
+static __attribute__((unused)) int connect_to(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a;
     memset(&a, 0, sizeof a);
     a.sin_family = AF_INET;
@@ -170,8 +170,15 @@ static __attribute__((unused)) char *http_get(int port, const char *request) {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
         close(fd);
-        return NULL;
+        return -1;
     }
+    return fd;
+}
+
+/* A plain HTTP client: returns the whole response (headers and body). */
+static __attribute__((unused)) char *http_get(int port, const char *request) {
+    int fd = connect_to(port);
+    if (fd < 0) return NULL;
     struct timeval tv = {10, 0}; /* a server that never answers fails the test, not hangs it */
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     send(fd, request, strlen(request), MSG_NOSIGNAL);

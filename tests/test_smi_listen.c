@@ -24,20 +24,6 @@ static double now_s(void) {
     return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
-static int connect_to(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* GET /metrics; returns the seconds it took, or -1 when the answer is not a 200. */
 static double timed_scrape(int port) {
     double t0 = now_s();

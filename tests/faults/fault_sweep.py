@@ -1,6 +1,6 @@
 """fault_sweep.py — host allocation failure at every point of two runs of `vram` (issue 41).
 
-    fault_sweep.py VRAM_FAULTY SOURCE_DIR CORPUS
+    fault_sweep.py VRAM_FAULTY CORPUS
 
 VRAM_FAULTY is the vram command built with tests/faults/fail_alloc.c: VRAM_FAIL_ALLOC_AT=N makes
 its Nth host allocation fail. Each run is done once to learn its answer and its number of
@@ -18,7 +18,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from pycheck import check, done, run  # noqa: E402
+from pycheck import check, done, run, script_args  # noqa: E402
 
 SANITIZER = re.compile(r"AddressSanitizer|LeakSanitizer|runtime error:|UndefinedBehaviorSanitizer")
 HOST_MESSAGE = re.compile(r"host out of memory|out of host memory|no host memory|Cannot allocate memory")
@@ -87,10 +87,7 @@ def sweep(name, exe, args, tmp, figures_on_failure):
 
 
 def main():
-    if len(sys.argv) != 4:
-        print(__doc__, file=sys.stderr)
-        return 2
-    exe, _source, corpus = sys.argv[1:]
+    exe, corpus = script_args(2, __doc__)
     with tempfile.TemporaryDirectory() as tmp:
         trace = os.path.join(tmp, "small.trace")
         small_trace(trace)

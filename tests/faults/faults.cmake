@@ -9,7 +9,7 @@ target_link_options(vram_faulty PRIVATE -Wl,--wrap=malloc,--wrap=calloc,--wrap=r
 if(Python3_Interpreter_FOUND)
   add_test(NAME fault_sweep
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/fault_sweep.py $<TARGET_FILE:vram_faulty>
-                   ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/data/kjv.txt)
+                   ${CMAKE_BINARY_DIR}/data/kjv.txt)
   set_tests_properties(fault_sweep PROPERTIES TIMEOUT 900)
 endif()
 # ---- end faults

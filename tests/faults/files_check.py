@@ -18,7 +18,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from pycheck import check, done, run  # noqa: E402
+from pycheck import check, done, run, script_args  # noqa: E402
 
 SMALL_TRACE = "# memtrace v1\na 1 4096 0\na 2 1048576 0\nf 1\nf 2\n"
 
@@ -129,10 +129,7 @@ def small_findings(vram, nvml, tmp):
 
 
 def main():
-    if len(sys.argv) != 4:
-        print(__doc__, file=sys.stderr)
-        return 2
-    vram, nvml, corpus = sys.argv[1:]
+    vram, nvml, corpus = script_args(3, __doc__)
     with tempfile.TemporaryDirectory() as tmp:
         small_findings(vram, nvml, tmp)
         fifo_checks(vram, nvml, tmp)
