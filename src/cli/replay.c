@@ -272,6 +272,37 @@ static int report_state_at(const vram_trace *t, const replay_args *ra, const vra
     return rc;
 }
 
+/* The summary and/or snapshot of replay_one: at the failed event on `a` (where the replay r
+ * stopped), else at the peak of reserved memory, found by another replay. Returns
+ * report_state_at's exit status; a step that failed for another reason than the device's
+ * memory leaves its message in no_answer. */
+static int report_state(const vram_trace *t, const replay_args *ra, const vram_replay_options *ro, vram_allocator *a,
+                        const vram_replay_result *r, char **summary, size_t *state_event, char *no_answer,
+                        size_t cap) {
+    if (r->failed) {
+        *state_event = r->failed_event;
+        if (ra->summary && vram_memory_summary(a, 0, summary) != VRAM_OK)
+            snprintf(no_answer, cap, "summary: %s", vram_last_error());
+        return ra->snapshot ? report_state_at(t, &(replay_args){.snapshot = ra->snapshot}, ro, r->failed_event + 1, NULL)
+                            : 0;
+    }
+    vram_device *d2;
+    vram_allocator *a2;
+    vram_status pst = vram_replay_open(ro, 0, &d2, &a2);
+    if (pst == VRAM_OK) {
+        vram_replay_result tr;
+        pst = vram_trace_replay(t, a2, SIZE_MAX, 1, &tr);
+        *state_event = tr.peak_event;
+        vram_allocator_destroy(a2);
+        vram_device_close(d2);
+    }
+    if (pst != VRAM_OK) { /* it ran before on the same device: this failure is not the device's */
+        snprintf(no_answer, cap, "finding the peak: %s", vram_last_error());
+        return 0;
+    }
+    return report_state_at(t, ra, ro, *state_event + 1, summary);
+}
+
 /* A multi-program trace (its "# workload: NAME" lines): each program replayed on a fresh
  * allocator and measured from its start, as a process running them in turn measures each. */
 #define MAX_WORKLOADS 64
@@ -376,30 +407,8 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
     char *summary = NULL;
     size_t state_event = 0;
     int state_rc = 0;
-    if ((ra->summary || ra->snapshot) && !no_answer[0]) {
-        if (r.failed) {
-            state_event = r.failed_event;
-            if (ra->summary && vram_memory_summary(a, 0, &summary) != VRAM_OK)
-                snprintf(no_answer, sizeof no_answer, "summary: %s", vram_last_error());
-            if (ra->snapshot) state_rc = report_state_at(t, &(replay_args){.snapshot = ra->snapshot}, &ro,
-                                                         r.failed_event + 1, NULL);
-        } else {
-            vram_device *d2;
-            vram_allocator *a2;
-            vram_status pst = vram_replay_open(&ro, 0, &d2, &a2);
-            if (pst == VRAM_OK) {
-                vram_replay_result tr;
-                pst = vram_trace_replay(t, a2, SIZE_MAX, 1, &tr);
-                state_event = tr.peak_event;
-                vram_allocator_destroy(a2);
-                vram_device_close(d2);
-            }
-            if (pst != VRAM_OK) /* it ran before on the same device: this failure is not the device's */
-                snprintf(no_answer, sizeof no_answer, "finding the peak: %s", vram_last_error());
-            else
-                state_rc = report_state_at(t, ra, &ro, state_event + 1, &summary);
-        }
-    }
+    if ((ra->summary || ra->snapshot) && !no_answer[0])
+        state_rc = report_state(t, ra, &ro, a, &r, &summary, &state_event, no_answer, sizeof no_answer);
     vram_allocator_destroy(a);
     vram_device_close(dev);
     workload_row workloads[MAX_WORKLOADS];
