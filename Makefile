@@ -1,7 +1,8 @@
 # The two commands of the README, over CMake:
 #   make run    builds and runs the main job
 #   make test   builds (plain and with ASan+UBSan) and runs every test through CTest, then the
-#               multithreaded ones (label `threads`) under ThreadSanitizer
+#               multithreaded ones (label `threads`) under ThreadSanitizer. The sanitizer build
+#               leaves nvcc out (GPU code is not host code), so it also checks a build without it.
 BUILD ?= build
 SAN_BUILD ?= build-san
 TSAN_BUILD ?= build-tsan
@@ -16,7 +17,7 @@ build:
 	@cmake --build $(BUILD) -j $(JOBS)
 
 build-san:
-	@cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DVRAM_SANITIZE=ON >/dev/null
+	@cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DVRAM_SANITIZE=ON -DVRAM_NVCC=VRAM_NVCC-NOTFOUND >/dev/null
 	@cmake --build $(SAN_BUILD) -j $(JOBS)
 
 build-tsan:

@@ -175,9 +175,15 @@ vram_status vram_linear(vram_tensor *x, vram_tensor *w, vram_tensor *bias, vram_
         vram_tensor_free(xc);
         return s;
     }
-    rt->k->matmul(rt, x->dtype, 1, rows, out_f, in_f, vram_tensor_data(xc), 0, in_f, 1, vram_tensor_data(w), 0,
-                  w->strides[1], w->strides[0], vram_tensor_data(y), 0);
-    if (bias) {
+    int fused_bias = bias && rt->k->matmul_bias && bias->strides[0] == 1 && in_f > 0;
+    if (fused_bias) { /* the bias added by the product itself */
+        rt->k->matmul_bias(rt, x->dtype, rows, out_f, in_f, vram_tensor_data(xc), in_f, 1, vram_tensor_data(w),
+                           w->strides[1], w->strides[0], vram_tensor_data(y), vram_tensor_data(bias));
+    } else {
+        rt->k->matmul(rt, x->dtype, 1, rows, out_f, in_f, vram_tensor_data(xc), 0, in_f, 1, vram_tensor_data(w), 0,
+                      w->strides[1], w->strides[0], vram_tensor_data(y), 0);
+    }
+    if (bias && !fused_bias) {
         vram_kview dst, src;
         vram_kview_of(y, &dst);
         dst.ndim = 2;
@@ -287,14 +293,16 @@ vram_status vram_causal_attention(vram_tensor *q, vram_tensor *k, vram_tensor *v
     if (!vram_shape_equal(q, v))
         return vram_error(VRAM_ERR_SHAPE, "causal_attention: q %s and v %s must both be [B, H, T, D]", SHAPE_STR(q, a),
                           SHAPE_STR(v, b));
-    vram_tensor *kt = NULL, *sc = NULL, *sc2 = NULL, *p = NULL;
+    /* q is scaled before the product, not the T x T scores after it: the same scores, with a
+     * pass over a [B, H, T, D] tensor instead of two over [B, H, T, T] (forward and backward) */
+    vram_tensor *kt = NULL, *qs = NULL, *sc = NULL, *p = NULL;
     vram_status s = vram_transpose(k, 2, 3, &kt);
-    if (s == VRAM_OK) s = vram_matmul(q, kt, &sc);
+    if (s == VRAM_OK) s = vram_scale(q, 1.0 / sqrt((double)q->shape[3]), &qs);
+    if (s == VRAM_OK) s = vram_matmul(qs, kt, &sc);
     vram_tensor_free(kt);
-    if (s == VRAM_OK) s = vram_scale(sc, 1.0 / sqrt((double)q->shape[3]), &sc2);
+    vram_tensor_free(qs);
+    if (s == VRAM_OK) s = vram_causal_softmax(sc, &p);
     vram_tensor_free(sc);
-    if (s == VRAM_OK) s = vram_causal_softmax(sc2, &p);
-    vram_tensor_free(sc2);
     if (s == VRAM_OK) s = vram_matmul(p, v, out);
     vram_tensor_free(p);
     return s;
