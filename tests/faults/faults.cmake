@@ -2,8 +2,17 @@
 # vram_faulty is the vram command with every host allocation of vram's own code numbered and
 # the Nth made to fail on request (tests/faults/fail_alloc.c); fault_sweep.py runs a replay and
 # a short training at every such point and checks each answer.
-add_executable(vram_faulty ${VRAM_CLI_SOURCES} ${CMAKE_CURRENT_LIST_DIR}/fail_alloc.c)
-target_compile_definitions(vram_faulty PRIVATE _GNU_SOURCE VRAM_VERSION="${PROJECT_VERSION}")
+# (the same sources as vram, generated ones included: those are built with vram, hence the dependency)
+get_target_property(VRAM_FAULTY_SOURCES vram SOURCES)
+foreach(src ${VRAM_FAULTY_SOURCES})
+  if(src MATCHES "^${CMAKE_BINARY_DIR}")
+    set_source_files_properties(${src} PROPERTIES GENERATED TRUE)
+  endif()
+endforeach()
+add_executable(vram_faulty ${VRAM_FAULTY_SOURCES} ${CMAKE_CURRENT_LIST_DIR}/fail_alloc.c)
+add_dependencies(vram_faulty vram)
+get_target_property(VRAM_FAULTY_DEFS vram COMPILE_DEFINITIONS)
+target_compile_definitions(vram_faulty PRIVATE ${VRAM_FAULTY_DEFS})
 target_link_libraries(vram_faulty PRIVATE vram_static)
 target_link_options(vram_faulty PRIVATE -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup)
 if(Python3_Interpreter_FOUND)
