@@ -374,3 +374,6 @@ vram_cli_test(cli_generate_missing_model 2 "model '/nonexistent/m.vram': cannot 
 vram_cli_test(cli_train_save_every_alone 2 "--save-every needs --save PATH"
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --save-every 3 2>&1")
 # ---- end inference
+
+# ---- faults (issue 41): tests/faults/faults.cmake
+include(${CMAKE_CURRENT_SOURCE_DIR}/faults/faults.cmake)

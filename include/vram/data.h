@@ -1,8 +1,8 @@
-/* data.h — a byte-level text dataset memory-mapped from a file.
+/* data.h — a byte-level text dataset read from a file into host memory.
  *
- * The file is mapped read-only; batches copy B random windows of T+1 bytes out of the mapping
- * (so only the pages touched are ever read) into i32 token tensors (inputs, and targets
- * shifted by one). Tokens are bytes: the vocabulary is 256. The last `val_fraction` of the
+ * The file is read whole at open (a FIFO or other non-regular file is refused, and a file
+ * truncated later changes nothing); batches copy B random windows of T+1 bytes of it into i32
+ * token tensors (inputs, and targets shifted by one). Tokens are bytes: the vocabulary is 256. The last `val_fraction` of the
  * file is the validation split.
  */
 #ifndef VRAM_DATA_H

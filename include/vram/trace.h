@@ -29,6 +29,9 @@ typedef struct vram_trace vram_trace;
  * loading stops reading at a longer one, so input that is or inflates to one endless line is not
  * held whole. */
 #define VRAM_TRACE_MAX_LINE (1u << 20)
+/* The most text vram_trace_load reads (inflated) unless VRAM_TRACE_MAX_BYTES says otherwise:
+ * about 50 million events; more is refused with a message naming the variable. */
+#define VRAM_TRACE_DEFAULT_MAX_BYTES (1ull << 30)
 
 typedef enum vram_trace_op {
     VRAM_TRACE_ALLOC = 0,

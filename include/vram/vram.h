@@ -29,7 +29,8 @@ typedef enum vram_status {
     VRAM_ERR_UNSUPPORTED = -8,   /* the device or build lacks the feature */
     VRAM_ERR_STATE = -9,         /* the call is not valid in the current state (double free) */
     VRAM_ERR_SHAPE = -10,        /* tensor shapes do not match what an op needs */
-    VRAM_ERR_INTERNAL = -11      /* an invariant broke: a bug in vram */
+    VRAM_ERR_INTERNAL = -11,     /* an invariant broke: a bug in vram */
+    VRAM_ERR_HOST_MEMORY = -12   /* the host (malloc) ran out: no answer, unlike the device's OOM */
 } vram_status;
 
 /* A short fixed name for a status, e.g. "out of memory". */

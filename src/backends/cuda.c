@@ -238,7 +238,7 @@ static vram_status cuda_va_reserve(vram_device *dev, size_t size, uint64_t *addr
     if (!pages || !units) {
         free(pages);
         free(units);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "cuda: no host memory for a page table of %zu pages", num_pages);
+        return vram_error(VRAM_ERR_HOST_MEMORY, "cuda: no host memory for a page table of %zu pages", num_pages);
     }
     CUdeviceptr base = 0;
     CUresult r = drv.MemAddressReserve(&base, size, s->granularity, 0, 0);
@@ -256,7 +256,7 @@ static vram_status cuda_va_reserve(vram_device *dev, size_t size, uint64_t *addr
             drv.MemAddressFree(base, size);
             free(pages);
             free(units);
-            return vram_error(VRAM_ERR_OUT_OF_MEMORY, "cuda: no host memory for the reservation table");
+            return vram_error(VRAM_ERR_HOST_MEMORY, "cuda: no host memory for the reservation table");
         }
         s->res = grown;
         s->cap_res = cap;
@@ -665,7 +665,7 @@ vram_status vram_cuda_device_open(const char *args, vram_device **out) {
     if (!s || !dev) {
         free(s);
         free(dev);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "cuda device: out of host memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "cuda device: out of host memory");
     }
     s->device = device;
     s->ordinal = ordinal;

@@ -116,7 +116,7 @@ vram_status vram_host_device_open(const char *args, vram_device **out) {
     if (!dev || !s) {
         free(dev);
         free(s);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "host device: out of memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "host device: host out of memory for its state");
     }
     dev->ops = &host_ops;
     dev->impl = s;

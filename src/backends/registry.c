@@ -29,6 +29,9 @@ vram_status vram_device_open(const char *spec, vram_device **out) {
     const char *colon = strchr(spec, ':');
     size_t name_len = colon ? (size_t)(colon - spec) : strlen(spec);
     const char *args = colon ? colon + 1 : "";
+    if (colon && !*args) /* "sim:" would silently be the default size */
+        return vram_error(VRAM_ERR_INVALID_ARG, "device '%s': nothing after ':' (e.g. %.*s:80GiB, or %.*s alone)", spec,
+                          (int)name_len, spec, (int)name_len, spec);
     for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
         if (strlen(backends[i].name) == name_len && strncmp(backends[i].name, spec, name_len) == 0)
             return backends[i].open(args, out);

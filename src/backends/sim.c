@@ -119,7 +119,7 @@ static const vram_device_ops sim_ops = {SIM_MEMORY_OPS};
 static vram_status cudasim_event_record(vram_device *dev, vram_stream stream, void **event) {
     (void)stream;
     uint64_t *target = malloc(sizeof *target);
-    if (!target) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "cudasim: host out of memory for an event");
+    if (!target) return vram_error(VRAM_ERR_HOST_MEMORY, "cudasim: host out of memory for an event");
     *target = ((sim_state *)dev->impl)->queued;
     *event = target;
     return VRAM_OK;
@@ -167,7 +167,7 @@ static vram_status open_sim(const char *what, const char *args, vram_device **ou
     if (!dev || !s) {
         free(dev);
         free(s);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s device: host out of memory", what);
+        return vram_error(VRAM_ERR_HOST_MEMORY, "%s device: host out of memory", what);
     }
     s->next_seg = SIM_SEGMENT_BASE;
     s->next_va = SIM_VA_BASE;

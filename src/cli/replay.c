@@ -240,12 +240,16 @@ static int report_state_at(const vram_trace *t, const replay_args *ra, const vra
     vram_status st = vram_replay_open(ro, 0, &dev, &a);
     if (st != VRAM_OK) {
         fprintf(stderr, "vram replay: %s\n", vram_last_error());
-        return 2;
+        return st == VRAM_ERR_HOST_MEMORY ? 1 : 2;
     }
     vram_replay_result r;
-    vram_trace_replay(t, a, stop, 0, &r); /* may stop early at an OOM: that state is reported */
+    st = vram_trace_replay(t, a, stop, 0, &r); /* may stop early at an OOM: that state is reported */
     int rc = 0;
-    if (ra->summary) {
+    if (st != VRAM_OK && st != VRAM_ERR_OUT_OF_MEMORY) { /* any other failure leaves no state to report */
+        fprintf(stderr, "vram replay: %s\n", vram_last_error());
+        rc = 1;
+    }
+    if (ra->summary && rc == 0) {
         st = vram_memory_summary(a, 0, summary_out);
         if (st != VRAM_OK) {
             fprintf(stderr, "vram replay: summary: %s\n", vram_last_error());
@@ -268,6 +272,37 @@ static int report_state_at(const vram_trace *t, const replay_args *ra, const vra
     return rc;
 }
 
+/* The summary and/or snapshot of replay_one: at the failed event on `a` (where the replay r
+ * stopped), else at the peak of reserved memory, found by another replay. Returns
+ * report_state_at's exit status; a step that failed for another reason than the device's
+ * memory leaves its message in no_answer. */
+static int report_state(const vram_trace *t, const replay_args *ra, const vram_replay_options *ro, vram_allocator *a,
+                        const vram_replay_result *r, char **summary, size_t *state_event, char *no_answer,
+                        size_t cap) {
+    if (r->failed) {
+        *state_event = r->failed_event;
+        if (ra->summary && vram_memory_summary(a, 0, summary) != VRAM_OK)
+            snprintf(no_answer, cap, "summary: %s", vram_last_error());
+        return ra->snapshot ? report_state_at(t, &(replay_args){.snapshot = ra->snapshot}, ro, r->failed_event + 1, NULL)
+                            : 0;
+    }
+    vram_device *d2;
+    vram_allocator *a2;
+    vram_status pst = vram_replay_open(ro, 0, &d2, &a2);
+    if (pst == VRAM_OK) {
+        vram_replay_result tr;
+        pst = vram_trace_replay(t, a2, SIZE_MAX, 1, &tr);
+        *state_event = tr.peak_event;
+        vram_allocator_destroy(a2);
+        vram_device_close(d2);
+    }
+    if (pst != VRAM_OK) { /* it ran before on the same device: this failure is not the device's */
+        snprintf(no_answer, cap, "finding the peak: %s", vram_last_error());
+        return 0;
+    }
+    return report_state_at(t, ra, ro, *state_event + 1, summary);
+}
+
 /* A multi-program trace (its "# workload: NAME" lines): each program replayed on a fresh
  * allocator and measured from its start, as a process running them in turn measures each. */
 #define MAX_WORKLOADS 64
@@ -276,7 +311,10 @@ typedef struct workload_row {
     vram_replay_result r;
 } workload_row;
 
-static size_t replay_workloads(const vram_trace *t, const vram_replay_options *ro, workload_row *rows) {
+/* Returns the number of rows, or sets *err (with the detail in vram_last_error) when a replay
+ * failed for a reason other than the device's memory: the rows are then no answer. */
+static size_t replay_workloads(const vram_trace *t, const vram_replay_options *ro, workload_row *rows,
+                               vram_status *err) {
     vram_trace_workload w[MAX_WORKLOADS];
     size_t n = vram_trace_workloads(t, w, MAX_WORKLOADS);
     if (n > MAX_WORKLOADS) {
@@ -289,10 +327,16 @@ static size_t replay_workloads(const vram_trace *t, const vram_replay_options *r
         vram_allocator *a;
         rows[k].name = w[k].name;
         memset(&rows[k].r, 0, sizeof rows[k].r);
-        if (vram_replay_open(ro, 0, &dev, &a) != VRAM_OK) return k;
-        vram_trace_replay_range(t, a, w[k].start, w[k].end, 0, &rows[k].r); /* a failure is in r */
-        vram_allocator_destroy(a);
-        vram_device_close(dev);
+        vram_status st = vram_replay_open(ro, 0, &dev, &a);
+        if (st == VRAM_OK) {
+            st = vram_trace_replay_range(t, a, w[k].start, w[k].end, 0, &rows[k].r); /* an OOM is in r */
+            vram_allocator_destroy(a);
+            vram_device_close(dev);
+        }
+        if (st != VRAM_OK && st != VRAM_ERR_OUT_OF_MEMORY) {
+            *err = st;
+            return k;
+        }
     }
     return n;
 }
@@ -347,10 +391,15 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
     vram_replay_result r;
     st = vram_trace_replay(t, a, SIZE_MAX, 0, &r);
     char failure[512] = "";
+    /* Set when a step failed for a reason other than the device's memory (host memory ran out):
+     * then no figure is printed, only this, and the status is 1. */
+    char no_answer[512] = "";
     char *oom_report = NULL;
     if (st != VRAM_OK) {
         snprintf(failure, sizeof failure, "%s", vram_last_error());
-        oom_report = strdup(vram_allocator_oom_report(a));
+        if (st != VRAM_ERR_OUT_OF_MEMORY) snprintf(no_answer, sizeof no_answer, "%s", failure);
+        else if (!(oom_report = strdup(vram_allocator_oom_report(a))))
+            snprintf(no_answer, sizeof no_answer, "host out of memory for the out-of-memory report");
     }
     int rc = r.failed || st != VRAM_OK ? 1 : 0;
 
@@ -358,38 +407,38 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
     char *summary = NULL;
     size_t state_event = 0;
     int state_rc = 0;
-    if (ra->summary || ra->snapshot) {
-        if (r.failed) {
-            state_event = r.failed_event;
-            if (ra->summary && vram_memory_summary(a, 0, &summary) != VRAM_OK) summary = NULL;
-            if (ra->snapshot) state_rc = report_state_at(t, &(replay_args){.snapshot = ra->snapshot}, &ro,
-                                                         r.failed_event + 1, NULL);
-        } else {
-            vram_device *d2;
-            vram_allocator *a2;
-            if (vram_replay_open(&ro, 0, &d2, &a2) == VRAM_OK) {
-                vram_replay_result tr;
-                vram_trace_replay(t, a2, SIZE_MAX, 1, &tr);
-                state_event = tr.peak_event;
-                vram_allocator_destroy(a2);
-                vram_device_close(d2);
-                state_rc = report_state_at(t, ra, &ro, state_event + 1, &summary);
-            }
-        }
-    }
+    if ((ra->summary || ra->snapshot) && !no_answer[0])
+        state_rc = report_state(t, ra, &ro, a, &r, &summary, &state_event, no_answer, sizeof no_answer);
     vram_allocator_destroy(a);
     vram_device_close(dev);
     workload_row workloads[MAX_WORKLOADS];
-    size_t nworkloads = replay_workloads(t, &ro, workloads);
+    size_t nworkloads = 0;
+    if (!no_answer[0] && !state_rc) {
+        vram_status wst = VRAM_OK;
+        nworkloads = replay_workloads(t, &ro, workloads, &wst);
+        if (wst != VRAM_OK) snprintf(no_answer, sizeof no_answer, "workloads: %s", vram_last_error());
+    }
 
     uint64_t fit = 0;
     unsigned tries = 0;
     int fit_ok = 0;
     char fit_error[512] = "";
-    if (ra->fit && !r.failed) {
+    if (ra->fit && !r.failed && !no_answer[0] && !state_rc) {
         st = vram_replay_fit(t, &ro, &fit, &tries);
         if (st == VRAM_OK) fit_ok = 1;
-        else snprintf(fit_error, sizeof fit_error, "%s", vram_last_error());
+        else if (st == VRAM_ERR_OUT_OF_MEMORY) { /* no capacity fits: said, and not a success */
+            snprintf(fit_error, sizeof fit_error, "%s", vram_last_error());
+            rc = 1;
+        } else {
+            snprintf(no_answer, sizeof no_answer, "fit: %s", vram_last_error());
+        }
+    }
+    if (no_answer[0] || state_rc) { /* (report_state_at said why) */
+        if (no_answer[0]) fprintf(stderr, "vram replay: %s: no answer: %s\n", vram_trace_name(t), no_answer);
+        free(summary);
+        free(oom_report);
+        vram_trace_free(t);
+        return state_rc ? state_rc : 1;
     }
 
     uint64_t trace_peak = vram_trace_peak_live_bytes(t);
@@ -507,7 +556,7 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
     int write_failed = fflush(stdout) != 0 || ferror(stdout);
     if (write_failed)
         fprintf(stderr, "vram replay: writing the output failed: %s\n", errno ? strerror(errno) : "write error");
-    if (rc) {
+    if (rc && failure[0]) {
         fprintf(stderr, "vram replay: %s\n", failure);
         if (r.failed && oom_report && *oom_report) fprintf(stderr, "%s\n", oom_report);
     }
@@ -516,8 +565,7 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
     free(summary);
     free(oom_report);
     vram_trace_free(t);
-    if (state_rc == 2) return 2;
-    return rc ? rc : state_rc ? state_rc : write_failed; /* (a summary or snapshot that failed: 1) */
+    return rc ? rc : write_failed;
 }
 
 static void print_comparison(const replay_row *rows, int n, int fit) {
@@ -569,7 +617,10 @@ static void print_comparison(const replay_row *rows, int n, int fit) {
 int vram_cmd_replay(int argc, char **argv) {
     replay_args ra = {0};
     const char **traces = calloc((size_t)argc, sizeof *traces);
-    if (!traces) return 2;
+    if (!traces) {
+        fprintf(stderr, "vram replay: host out of memory\n");
+        return 1;
+    }
     int ntraces = 0;
     int only_traces = 0;
     for (int i = 1; i < argc; i++) {
@@ -665,8 +716,9 @@ int vram_cmd_replay(int argc, char **argv) {
     }
     replay_row *rows = calloc((size_t)ntraces, sizeof *rows);
     if (!rows) {
+        fprintf(stderr, "vram replay: host out of memory\n");
         free(traces);
-        return 2;
+        return 1;
     }
     int rc = 0;
     for (int i = 0; i < ntraces; i++) {

@@ -71,7 +71,7 @@ void smi_buf_free(smi_buf *b) {
 /* Whole MiB the way nvidia-smi prints them. Seen on driver 580 (bench/results/2026-12-02-smi-gpu.md):
  * used 3870097408 B showed as 3691 and reserved 644939776 B as 616, i.e. rounded up; total is
  * a whole number of MiB anyway. A partial MiB in use counts as used; free rounds down. */
-static unsigned long long mib_up(uint64_t bytes) { return (unsigned long long)((bytes >> 20) + ((bytes & 0xFFFFF) != 0)); }
+unsigned long long smi_mib_up(uint64_t bytes) { return (unsigned long long)((bytes >> 20) + ((bytes & 0xFFFFF) != 0)); }
 static unsigned long long mib_down(uint64_t bytes) { return (unsigned long long)(bytes >> 20); }
 
 static const char *kinds_text(uint32_t kinds) {
@@ -153,9 +153,9 @@ static void mib_value(smi_buf *b, const csv_ctx *c, int ok, unsigned long long m
     else smi_buf_printf(b, c->units ? "%llu MiB" : "%llu", mib);
 }
 static void f_mem_total(smi_buf *b, const csv_ctx *c) { mib_value(b, c, c->d->valid & VRAM_SMI_HAS_MEMORY, mib_down(c->d->total_bytes)); }
-static void f_mem_used(smi_buf *b, const csv_ctx *c) { mib_value(b, c, c->d->valid & VRAM_SMI_HAS_MEMORY, mib_up(c->d->used_bytes)); }
+static void f_mem_used(smi_buf *b, const csv_ctx *c) { mib_value(b, c, c->d->valid & VRAM_SMI_HAS_MEMORY, smi_mib_up(c->d->used_bytes)); }
 static void f_mem_free(smi_buf *b, const csv_ctx *c) { mib_value(b, c, c->d->valid & VRAM_SMI_HAS_MEMORY, mib_down(c->d->free_bytes)); }
-static void f_mem_reserved(smi_buf *b, const csv_ctx *c) { mib_value(b, c, c->d->valid & VRAM_SMI_HAS_RESERVED, mib_up(c->d->reserved_bytes)); }
+static void f_mem_reserved(smi_buf *b, const csv_ctx *c) { mib_value(b, c, c->d->valid & VRAM_SMI_HAS_RESERVED, smi_mib_up(c->d->reserved_bytes)); }
 static void pct_value(smi_buf *b, const csv_ctx *c, int ok, uint32_t v) {
     if (!ok) na(b);
     else smi_buf_printf(b, c->units ? "%u %%" : "%u", v);
@@ -184,7 +184,7 @@ static void f_user(smi_buf *b, const csv_ctx *c) {
     if (c->p->user[0]) csv_text(b, c->p->user); else na(b);
 }
 static void f_type(smi_buf *b, const csv_ctx *c) { smi_buf_printf(b, "%s", kinds_text(c->p->kinds)); }
-static void f_used_memory(smi_buf *b, const csv_ctx *c) { mib_value(b, c, c->p->memory_known, mib_up(c->p->used_bytes)); }
+static void f_used_memory(smi_buf *b, const csv_ctx *c) { mib_value(b, c, c->p->memory_known, smi_mib_up(c->p->used_bytes)); }
 
 static const struct field {
     const char *name;

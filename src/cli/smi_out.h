@@ -25,6 +25,10 @@ void smi_buf_printf(smi_buf *b, const char *fmt, ...) __attribute__((format(prin
 void smi_buf_put(smi_buf *b, const char *s, size_t n);
 void smi_buf_free(smi_buf *b);
 
+/* Bytes in MiB with a partial MiB rounded up, as nvidia-smi shows used memory (and without
+ * overflow near 2^64, where adding 0xFFFFF first would wrap to 0). */
+unsigned long long smi_mib_up(uint64_t bytes);
+
 typedef struct smi_sample {
     int64_t time_ms;          /* wall clock, ms since the epoch */
     double duration_s;        /* how long the NVML reads took */

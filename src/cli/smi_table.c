@@ -84,7 +84,7 @@ void smi_render_table(smi_buf *b, const smi_sample *s, const smi_table_opts *o) 
         }
         smi_buf_printf(&line, "%3u  %-24.24s ", d->index, (v & VRAM_SMI_HAS_NAME) ? d->name : "N/A");
         if (v & VRAM_SMI_HAS_MEMORY) {
-            smi_buf_printf(&line, "%7llu / %7llu MiB  [", (unsigned long long)((d->used_bytes + 0xFFFFF) >> 20),
+            smi_buf_printf(&line, "%7llu / %7llu MiB  [", smi_mib_up(d->used_bytes),
                            (unsigned long long)(d->total_bytes >> 20));
             int fill = d->total_bytes ? (int)((double)d->used_bytes / (double)d->total_bytes * BAR_WIDTH + 0.5) : 0;
             if (fill > BAR_WIDTH) fill = BAR_WIDTH;
@@ -134,7 +134,7 @@ void smi_render_table(smi_buf *b, const smi_sample *s, const smi_table_opts *o) 
                                : (p->kinds & VRAM_SMI_PROCESS_GRAPHICS)                                         ? "G"
                                                                                                                 : "C";
             char mem[32];
-            if (p->memory_known) snprintf(mem, sizeof mem, "%llu MiB", (unsigned long long)((p->used_bytes + 0xFFFFF) >> 20));
+            if (p->memory_known) snprintf(mem, sizeof mem, "%llu MiB", smi_mib_up(p->used_bytes));
             else snprintf(mem, sizeof mem, "unknown");
             smi_buf_printf(&line, "%3u  %8u  %-4s %-12.12s %12s  %s", d->index, p->pid, type, p->user[0] ? p->user : "?",
                            mem, p->command[0] ? p->command : "?");

@@ -463,7 +463,7 @@ int vram_cmd_train(int argc, char **argv) {
     double t_start = now_s(), last_loss = NAN, last_val = NAN;
     double *step_ms = calloc((size_t)(o.steps - first_step) + 2, sizeof *step_ms);
     if (!step_ms) {
-        rc = fail(a, VRAM_ERR_OUT_OF_MEMORY, "starting");
+        rc = fail(a, vram_error(VRAM_ERR_HOST_MEMORY, "host out of memory for %d step times", o.steps), "starting");
         goto done;
     }
     for (int step = first_step; step <= o.steps; step++) {

@@ -31,6 +31,7 @@ const char *vram_status_str(vram_status status) {
     case VRAM_ERR_STATE: return "invalid state";
     case VRAM_ERR_SHAPE: return "shape mismatch";
     case VRAM_ERR_INTERNAL: return "internal error";
+    case VRAM_ERR_HOST_MEMORY: return "host out of memory";
     }
     return "unknown status";
 }
@@ -79,8 +80,10 @@ vram_status vram_parse_size(const char *text, uint64_t *out) {
         {"G", 1ull << 30}, {"GiB", 1ull << 30}, {"GB", 1000000000ull},
         {"T", 1ull << 40}, {"TiB", 1ull << 40}, {"TB", 1000000000000ull},
     };
+    size_t ulen = strlen(end); /* blanks after the unit are ignored, as blanks before the number */
+    while (ulen && isspace((unsigned char)end[ulen - 1])) ulen--;
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (strcmp(end, units[i].suffix) == 0) {
+        if (strlen(units[i].suffix) == ulen && strncmp(end, units[i].suffix, ulen) == 0) {
             if (exact) {
                 if (whole > UINT64_MAX / units[i].mult) return vram_error(VRAM_ERR_PARSE, "bad size '%s': too large", text);
                 *out = whole * units[i].mult;

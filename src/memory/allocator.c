@@ -69,7 +69,7 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
         if (st != VRAM_OK) return st;
     }
     vram_allocator *a = calloc(1, sizeof *a);
-    if (!a) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "allocator: host out of memory");
+    if (!a) return vram_error(VRAM_ERR_HOST_MEMORY, "allocator: host out of memory");
     vram_lock_init(&a->lock);
     a->dev = dev;
     a->cfg = conf;
@@ -100,7 +100,7 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
         a->history.ring = calloc(conf.history_entries, sizeof *a->history.ring);
         if (!a->history.ring) {
             free(a);
-            return vram_error(VRAM_ERR_OUT_OF_MEMORY, "allocator: host out of memory for history");
+            return vram_error(VRAM_ERR_HOST_MEMORY, "allocator: host out of memory for history");
         }
     }
     if (a->pages_model) {
@@ -113,9 +113,9 @@ vram_status vram_allocator_new(vram_device *dev, const vram_alloc_config *cfg, v
             vram_status st = dev->ops->va_reserve(dev, size, &base);
             if (st != VRAM_OK || !vi_region_new(a, p, base, size, 1)) {
                 vram_allocator_destroy(a);
-                return vram_error(st != VRAM_OK ? st : VRAM_ERR_OUT_OF_MEMORY,
-                                  "allocator: reserving %llu bytes of address space on %s failed",
-                                  (unsigned long long)size, dev->name);
+                return vram_error(st != VRAM_OK ? st : VRAM_ERR_HOST_MEMORY,
+                                  "allocator: reserving %llu bytes of address space on %s failed%s",
+                                  (unsigned long long)size, dev->name, st != VRAM_OK ? "" : ": host out of memory");
             }
         }
     }
@@ -288,14 +288,14 @@ __attribute__((noinline)) static vram_status malloc_locked(vram_allocator *a, si
     b = block_carve(a, b, rsize, place);
     if (!b) {
         vi_allocator_unlock(a);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: host out of memory for block metadata");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "malloc: host out of memory for block metadata");
     }
     if (vi_live_put(&a->live, b) != 0) {
         b->state = BLOCK_FREE;
         b->ready = 1;
         vi_free_insert(a, b, b->addr, b->size);
         vi_allocator_unlock(a);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "malloc: host out of memory for the block map");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "malloc: host out of memory for the block map");
     }
 live:
     if (graph >= 0 && !b->graph) vi_graph_adopt(a, graph, b);
@@ -488,7 +488,8 @@ vram_status vram_allocator_record_stream(vram_allocator *a, void *ptr, vram_stre
             vram_stream *u = realloc(b->uses, (b->nuses + 1u) * sizeof *u);
             if (!u || b->nuses == UINT16_MAX) {
                 if (u) b->uses = u;
-                st = vram_error(VRAM_ERR_OUT_OF_MEMORY, "record_stream: too many streams for one block");
+                st = u ? vram_error(VRAM_ERR_OUT_OF_MEMORY, "record_stream: too many streams for one block")
+                       : vram_error(VRAM_ERR_HOST_MEMORY, "record_stream: host out of memory");
             } else {
                 b->uses = u;
                 b->uses[b->nuses++] = stream;
@@ -642,7 +643,7 @@ vram_status vram_allocator_set_config(vram_allocator *a, const vram_alloc_config
     uint32_t entries = want->history_entries;
     vram_event *ring = entries != before.history_entries && entries ? calloc(entries, sizeof *ring) : NULL;
     if (entries != before.history_entries && entries && !ring)
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "set_config: host out of memory for a history of %u events", entries);
+        return vram_error(VRAM_ERR_HOST_MEMORY, "set_config: host out of memory for a history of %u events", entries);
     vi_allocator_lock(a);
     vram_status st = set_config_locked(a, *want);
     if (st == VRAM_OK && entries != a->cfg.history_entries && (ring || !entries)) ring = vi_history_install(a, ring, entries);

@@ -36,7 +36,7 @@ vram_status vram_allocator_begin_pool(vram_allocator *a, uint64_t id) {
     }
     if (!a->graph_pools[i].id && vi_graph_slot_open(&a->graph_pools[i], id) != 0) {
         vi_allocator_unlock(a);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "begin_pool %llu: no host memory for the pool's bins",
+        return vram_error(VRAM_ERR_HOST_MEMORY, "begin_pool %llu: no host memory for the pool's bins",
                           (unsigned long long)id);
     }
     if (a->streams_seen != STREAMS_MANY) vi_streams_many(a); /* captures run on side streams */
@@ -258,7 +258,7 @@ vram_status vram_allocator_pool_recreate(vram_allocator *a, uint64_t id, const v
                                          unsigned char *created) {
     if (!a || (n && !blocks)) return vram_error(VRAM_ERR_INVALID_ARG, "pool_recreate: null argument");
     listed_block *order = malloc((n ? n : 1) * sizeof *order);
-    if (!order) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "pool_recreate: no host memory for %zu blocks", n);
+    if (!order) return vram_error(VRAM_ERR_HOST_MEMORY, "pool_recreate: no host memory for %zu blocks", n);
     for (size_t k = 0; k < n; k++) order[k] = (listed_block){blocks[k].addr, k};
     qsort(order, n, sizeof *order, by_address);
     vi_allocator_lock(a);
@@ -328,7 +328,7 @@ vram_status vram_allocator_pool_recreate(vram_allocator *a, uint64_t id, const v
     while (st == VRAM_OK && (a->live.count + structs + 1) * 2 > a->live.cap)
         if (vi_live_grow(&a->live) != 0) break;
     if (st == VRAM_OK && (have < structs || (a->live.count + structs + 1) * 2 > a->live.cap))
-        st = vram_error(VRAM_ERR_OUT_OF_MEMORY, "pool_recreate %llu: no host memory for %zu blocks", (unsigned long long)id,
+        st = vram_error(VRAM_ERR_HOST_MEMORY, "pool_recreate %llu: no host memory for %zu blocks", (unsigned long long)id,
                         structs);
     for (size_t k = 0; k < n && st == VRAM_OK; k++) {
         const vram_pool_block *w = &blocks[order[k].at];

@@ -142,7 +142,7 @@ vi_block *vi_new_segment(vram_allocator *a, int pool, uint64_t rsize, int *retri
     vi_region *r = vi_region_new(a, pool, base, size, 0);
     if (!r) {
         a->dev->ops->mem_free(a->dev, base, size);
-        *err = VRAM_ERR_OUT_OF_MEMORY;
+        *err = VRAM_ERR_HOST_MEMORY; /* the region's struct: not the device's memory */
         return NULL;
     }
     a->segments_too |= a->pages_model;

@@ -101,7 +101,7 @@ vram_status vram_allocator_snapshot(vram_allocator *a, vram_snapshot **out) {
     if (!a || !out) return vram_error(VRAM_ERR_INVALID_ARG, "snapshot: null argument");
     *out = NULL;
     vram_snapshot *s = calloc(1, sizeof *s);
-    if (!s) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "snapshot: host out of memory");
+    if (!s) return vram_error(VRAM_ERR_HOST_MEMORY, "snapshot: host out of memory");
     snap_builder sb = {s, a, 0, 0};
     vi_allocator_lock(a);
     int failed = 0;
@@ -122,14 +122,14 @@ vram_status vram_allocator_snapshot(vram_allocator *a, vram_snapshot **out) {
     vi_allocator_unlock(a);
     if (failed) {
         vram_snapshot_free(s);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "snapshot: host out of memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "snapshot: host out of memory");
     }
     /* segments in address order, each keeping its run of blocks */
     if (s->num_segments > 1) {
         vram_snapshot_block *blocks = malloc(s->num_blocks * sizeof *blocks);
         if (!blocks) {
             vram_snapshot_free(s);
-            return vram_error(VRAM_ERR_OUT_OF_MEMORY, "snapshot: host out of memory");
+            return vram_error(VRAM_ERR_HOST_MEMORY, "snapshot: host out of memory");
         }
         qsort(s->segments, s->num_segments, sizeof *s->segments, by_address);
         size_t k = 0;

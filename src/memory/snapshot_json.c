@@ -68,7 +68,7 @@ vram_status vram_snapshot_write_json(const vram_snapshot *s, FILE *out) {
     const vram_snapshot_segment **order = NULL;
     if (s->num_segments) {
         order = malloc(s->num_segments * sizeof *order);
-        if (!order) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "snapshot: host out of memory");
+        if (!order) return vram_error(VRAM_ERR_HOST_MEMORY, "snapshot: host out of memory");
         for (size_t i = 0; i < s->num_segments; i++) order[i] = &s->segments[i];
         qsort(order, s->num_segments, sizeof *order, cmp_segment_addr);
     }

@@ -346,7 +346,7 @@ vram_status vram_allocator_set_history(vram_allocator *a, uint32_t entries) {
         return vram_error(VRAM_ERR_INVALID_ARG, "set_history: %u entries, more than the %u allowed", entries,
                           VRAM_HISTORY_MAX);
     vram_event *ring = entries ? calloc(entries, sizeof *ring) : NULL;
-    if (entries && !ring) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "set_history: host out of memory for %u events", entries);
+    if (entries && !ring) return vram_error(VRAM_ERR_HOST_MEMORY, "set_history: host out of memory for %u events", entries);
     vi_allocator_lock(a);
     vram_event *old = vi_history_install(a, ring, entries);
     vi_allocator_unlock(a);

@@ -94,7 +94,7 @@ vram_status vram_stats_summary(const vram_stats *stats, const char *const *tag_n
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    if (!f) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "summary: host out of memory");
+    if (!f) return vram_error(VRAM_ERR_HOST_MEMORY, "summary: host out of memory");
 
     put_rule(f, '=');
     /* PyTorch: " {_:16} PyTorch CUDA memory summary, device ID {device:<17d} " */
@@ -163,7 +163,7 @@ vram_status vram_stats_summary(const vram_stats *stats, const char *const *tag_n
 
     if (fclose(f) != 0 || !text) {
         free(text);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "summary: host out of memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "summary: host out of memory");
     }
     *out = text;
     return VRAM_OK;
@@ -172,7 +172,7 @@ vram_status vram_stats_summary(const vram_stats *stats, const char *const *tag_n
 vram_status vram_memory_summary(vram_allocator *a, int abbreviated, char **out) {
     if (!a || !out) return vram_error(VRAM_ERR_INVALID_ARG, "summary: null argument");
     vram_stats *s = malloc(sizeof *s);
-    if (!s) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "summary: host out of memory");
+    if (!s) return vram_error(VRAM_ERR_HOST_MEMORY, "summary: host out of memory");
     vram_allocator_get_stats(a, s);
     const char *names[VRAM_TAG_MAX];
     for (uint32_t i = 0; i < VRAM_TAG_MAX; i++) names[i] = i < s->num_tags ? vram_allocator_tag_name(a, i) : NULL;

@@ -43,7 +43,7 @@ const char *vram_tensor_grad_fn_name(const vram_tensor *t) { return t->grad_fn ?
 
 vram_status vram_tensor_detach(vram_tensor *t, vram_tensor **out) {
     vram_tensor *v = vram_tensor_view_new(t, t->ndim, t->shape, t->strides, t->offset);
-    if (!v) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "detach: out of host memory");
+    if (!v) return vram_error(VRAM_ERR_HOST_MEMORY, "detach: out of host memory");
     *out = v;
     return VRAM_OK;
 }
@@ -116,7 +116,10 @@ void vram_node_remember_shape(vram_node *n, int i, const vram_tensor *t) {
 void vram_node_save(vram_node *n, vram_tensor *t) {
     if (n->n_saved >= 8) return; /* ops save at most a few; 8 is the bound by construction */
     vram_tensor *alias = vram_tensor_view_new(t, t->ndim, t->shape, t->strides, t->offset);
-    if (!alias) return;
+    if (!alias) { /* no host memory for the alias: a hole that backward reports (saved_missing) */
+        n->saved[n->n_saved++] = NULL;
+        return;
+    }
     vram_storage *st = t->st;
     if (st->saved++ == 0 && st->tag == VRAM_TAG_TEMPORARY) {
         if (vram_allocator_set_tag(n->rt->alloc, st->data, VRAM_TAG_ACTIVATION) == VRAM_OK) st->tag = VRAM_TAG_ACTIVATION;
@@ -125,6 +128,7 @@ void vram_node_save(vram_node *n, vram_tensor *t) {
 }
 
 static void unsave(vram_node *n, vram_tensor *alias) {
+    if (!alias) return; /* (a save that found no host memory) */
     vram_storage *st = alias->st;
     /* Re-tag only if the block outlives the alias (otherwise it is about to be freed). */
     if (--st->saved == 0 && st->tag == VRAM_TAG_ACTIVATION && atomic_load(&st->refs) > 1) {
@@ -236,42 +240,58 @@ vram_status vram_backward(vram_tensor *root, const vram_tensor *grad) {
     /* 1. collect (each collected node retained for the duration) */
     node_vec all = {0}, stack = {0};
     s = VRAM_OK;
-    if (!vec_push(&stack, rn)) s = VRAM_ERR_OUT_OF_MEMORY;
-    rn->visited = 1;
-    atomic_fetch_add(&rn->refs, 1);
+    /* A node is marked and retained once it is on the stack; from there it moves to `all`. On
+     * a failure, those still on the stack are let go here and those in `all` at the end. */
+    if (!vec_push(&stack, rn)) s = VRAM_ERR_HOST_MEMORY;
+    else rn->visited = 1, atomic_fetch_add(&rn->refs, 1);
     while (s == VRAM_OK && stack.n) {
         vram_node *n = stack.v[--stack.n];
         if (!vec_push(&all, n)) {
-            s = VRAM_ERR_OUT_OF_MEMORY;
+            stack.n++; /* (still in its slot) */
+            s = VRAM_ERR_HOST_MEMORY;
             break;
         }
-        for (int i = 0; i < n->n_in; i++) {
+        for (int i = 0; i < n->n_in && s == VRAM_OK; i++) {
             vram_node *m = n->next[i];
             if (!m) continue;
-            m->deps++;
             if (!m->visited) {
+                if (!vec_push(&stack, m)) {
+                    s = VRAM_ERR_HOST_MEMORY;
+                    break;
+                }
                 m->visited = 1;
                 atomic_fetch_add(&m->refs, 1);
-                if (!vec_push(&stack, m)) s = VRAM_ERR_OUT_OF_MEMORY;
             }
+            m->deps++;
         }
     }
-    if (s != VRAM_OK) s = vram_error(s, "backward: out of host memory for the graph walk");
+    if (s != VRAM_OK) {
+        for (size_t i = 0; i < stack.n; i++) {
+            stack.v[i]->visited = 0;
+            stack.v[i]->deps = 0;
+            vram_node_unref(stack.v[i]);
+        }
+        s = vram_error(s, "backward: out of host memory for the graph walk");
+    }
 
     /* 2-4. run */
     rn->pending = g0;
     stack.n = 0;
-    if (s == VRAM_OK) vec_push(&stack, rn);
+    if (s == VRAM_OK && !vec_push(&stack, rn)) s = vram_error(VRAM_ERR_HOST_MEMORY, "backward: out of host memory");
     vram_tensor *gin_small[8];
     while (s == VRAM_OK && stack.n) {
         vram_node *n = stack.v[--stack.n];
         vram_tensor **gin = n->n_in <= 8 ? gin_small : calloc((size_t)n->n_in, sizeof *gin);
         if (!gin) {
-            s = vram_error(VRAM_ERR_OUT_OF_MEMORY, "backward: out of host memory");
+            s = vram_error(VRAM_ERR_HOST_MEMORY, "backward: out of host memory");
             break;
         }
         memset(gin, 0, sizeof *gin * (size_t)n->n_in);
-        if (n->pending && n->backward) {
+        int holes = 0;
+        for (int i = 0; i < n->n_saved; i++) holes |= !n->saved[i];
+        if (holes && n->backward) {
+            s = vram_error(VRAM_ERR_HOST_MEMORY, "backward: %s lost a saved tensor: host out of memory", n->name);
+        } else if (n->pending && n->backward) {
             s = n->backward(n, n->pending, gin);
         } else if (!n->backward) {
             s = vram_error(VRAM_ERR_STATE, "backward: the graph through %s was already consumed", n->name);
@@ -288,7 +308,8 @@ vram_status vram_backward(vram_tensor *root, const vram_tensor *grad) {
                 }
             }
             vram_tensor_free(gin[i]);
-            if (m && --m->deps == 0 && s == VRAM_OK) vec_push(&stack, m);
+            if (m && --m->deps == 0 && s == VRAM_OK && !vec_push(&stack, m))
+                s = vram_error(VRAM_ERR_HOST_MEMORY, "backward: out of host memory");
         }
         if (gin != gin_small) free(gin);
         node_release_graph(n);
@@ -354,7 +375,7 @@ vram_status vram_checkpoint(vram_runtime *rt, vram_checkpoint_fn fn, void *user,
     if (!rt || !fn || !out || n < 0 || n > 8 || (n && !inputs))
         return vram_error(VRAM_ERR_INVALID_ARG, "checkpoint: bad arguments (1 to 8 inputs)");
     ckpt_ctx *c = calloc(1, sizeof *c);
-    if (!c) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "checkpoint: out of host memory");
+    if (!c) return vram_error(VRAM_ERR_HOST_MEMORY, "checkpoint: out of host memory");
     c->fn = fn;
     c->user = user;
     vram_runtime_rng_get(rt, c->rng);
@@ -372,7 +393,7 @@ vram_status vram_checkpoint(vram_runtime *rt, vram_checkpoint_fn fn, void *user,
         if (!node) {
             free(c);
             vram_tensor_free(y);
-            return vram_error(VRAM_ERR_OUT_OF_MEMORY, "checkpoint: out of host memory");
+            return vram_error(VRAM_ERR_HOST_MEMORY, "checkpoint: out of host memory");
         }
         node->ctx = c;
         node->release_ctx = ckpt_release;

@@ -1,6 +1,8 @@
-/* data.c — the memory-mapped byte dataset (data.h).
+/* data.c — the byte dataset (data.h).
  *
- * mmap(PROT_READ, MAP_PRIVATE) of the whole file; the kernel pages in what batches touch.
+ * The whole file read into host memory at open (not mapped: a mapped file truncated by another
+ * program while training runs would end the process with SIGBUS), so later changes to the file
+ * do not reach the training; a file that shrinks during the read is an error.
  * Train split = [0, n - val), validation = [n - val, n), val = n * val_fraction.
  */
 #include <errno.h>
@@ -8,10 +10,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/file_open.h"
 #include "rt_internal.h"
 #include "vram/data.h"
 
@@ -24,27 +26,47 @@ vram_status vram_text_data_open(const char *path, double val_fraction, vram_text
     if (!path || !out) return vram_error(VRAM_ERR_INVALID_ARG, "dataset: null argument");
     if (!(val_fraction >= 0 && val_fraction < 1))
         return vram_error(VRAM_ERR_INVALID_ARG, "dataset: validation fraction %g outside [0, 1)", val_fraction);
-    int fd = open(path, O_RDONLY);
+    const char *why = NULL;
+    int fd = vram_file_open_read(path, 0, &why); /* (a FIFO is refused, not waited on) */
+    if (fd < 0 && why) return vram_error(VRAM_ERR_IO, "dataset '%s' %s", path, why);
     if (fd < 0)
         return vram_error(errno == ENOENT ? VRAM_ERR_NOT_FOUND : VRAM_ERR_IO, "dataset '%s': %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
         close(fd);
-        return vram_error(VRAM_ERR_IO, "dataset '%s': not a regular file", path);
+        return vram_error(VRAM_ERR_IO, "dataset '%s': %s", path, strerror(errno));
     }
     if (st.st_size < 64) {
         close(fd);
         return vram_error(VRAM_ERR_INVALID_ARG, "dataset '%s': %lld bytes is too small to train on", path,
                           (long long)st.st_size);
     }
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) return vram_error(VRAM_ERR_IO, "dataset '%s': mmap failed: %s", path, strerror(errno));
-    vram_text_data *d = calloc(1, sizeof *d);
+    /* Read whole, not mapped: a mapping of a file that another program truncates meanwhile
+     * kills the reader with SIGBUS at the first batch past the new end. */
+    uint8_t *p = (uint64_t)st.st_size < SIZE_MAX ? malloc((size_t)st.st_size) : NULL;
+    vram_text_data *d = p ? calloc(1, sizeof *d) : NULL;
     if (!d) {
-        munmap(p, (size_t)st.st_size);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "dataset: out of host memory");
+        free(p);
+        close(fd);
+        return vram_error(VRAM_ERR_HOST_MEMORY, "dataset '%s': host out of memory for its %lld bytes", path,
+                          (long long)st.st_size);
     }
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t n = read(fd, p + got, (size_t)st.st_size - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            vram_status e = n < 0 ? vram_error(VRAM_ERR_IO, "dataset '%s': read error: %s", path, strerror(errno))
+                                  : vram_error(VRAM_ERR_IO, "dataset '%s' shrank while being read: %zu of %lld bytes",
+                                               path, got, (long long)st.st_size);
+            free(p);
+            free(d);
+            close(fd);
+            return e;
+        }
+        got += (size_t)n;
+    }
+    close(fd);
     d->bytes = p;
     d->size = (uint64_t)st.st_size;
     d->val_start = d->size - (uint64_t)((double)d->size * val_fraction);
@@ -54,7 +76,7 @@ vram_status vram_text_data_open(const char *path, double val_fraction, vram_text
 
 void vram_text_data_close(vram_text_data *d) {
     if (!d) return;
-    munmap((void *)d->bytes, d->size);
+    free((void *)d->bytes);
     free(d);
 }
 

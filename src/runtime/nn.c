@@ -21,7 +21,7 @@ struct vram_param_list {
 
 vram_status vram_param_list_new(vram_param_list **out) {
     *out = calloc(1, sizeof **out);
-    return *out ? VRAM_OK : vram_error(VRAM_ERR_OUT_OF_MEMORY, "param list: out of host memory");
+    return *out ? VRAM_OK : vram_error(VRAM_ERR_HOST_MEMORY, "param list: out of host memory");
 }
 
 void vram_param_list_free(vram_param_list *l) {
@@ -60,15 +60,15 @@ vram_status vram_param_new(vram_runtime *rt, vram_param_list *l, const char *nam
     if (l->count == l->cap) {
         int cap = l->cap ? l->cap * 2 : 32;
         vram_tensor **items = realloc(l->items, sizeof *items * (size_t)cap);
-        if (!items) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "param list: out of host memory");
+        if (!items) return vram_error(VRAM_ERR_HOST_MEMORY, "param list: out of host memory");
         l->items = items;
         char **names = realloc(l->names, sizeof *names * (size_t)cap);
-        if (!names) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "param list: out of host memory");
+        if (!names) return vram_error(VRAM_ERR_HOST_MEMORY, "param list: out of host memory");
         l->names = names;
         l->cap = cap;
     }
     char *copy = strdup(name);
-    if (!copy) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "param list: out of host memory");
+    if (!copy) return vram_error(VRAM_ERR_HOST_MEMORY, "param list: out of host memory");
     vram_tensor *t = NULL;
     vram_status s = vram_tensor_new(rt, VRAM_DTYPE_F32, ndim, shape, VRAM_TAG_PARAMETER, &t);
     if (s != VRAM_OK) {
@@ -303,11 +303,11 @@ vram_status vram_gpt_new(vram_runtime *rt, const vram_gpt_config *cfg, vram_gpt 
         return vram_error(VRAM_ERR_INVALID_ARG, "gpt: width %d is not a multiple of %d heads", cfg->width, cfg->heads);
     if (!(cfg->dropout >= 0 && cfg->dropout < 1)) return vram_error(VRAM_ERR_INVALID_ARG, "gpt: dropout %g", cfg->dropout);
     vram_gpt *g = calloc(1, sizeof *g);
-    if (!g) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "gpt: out of host memory");
+    if (!g) return vram_error(VRAM_ERR_HOST_MEMORY, "gpt: out of host memory");
     g->rt = rt;
     g->cfg = *cfg;
     g->blocks = calloc((size_t)cfg->layers, sizeof *g->blocks);
-    vram_status s = g->blocks ? vram_param_list_new(&g->params) : vram_error(VRAM_ERR_OUT_OF_MEMORY, "gpt: out of host memory");
+    vram_status s = g->blocks ? vram_param_list_new(&g->params) : vram_error(VRAM_ERR_HOST_MEMORY, "gpt: out of host memory");
     if (s == VRAM_OK) s = vram_nn_embedding_init(&g->wte, rt, g->params, "wte", cfg->vocab, cfg->width);
     if (s == VRAM_OK) s = vram_nn_embedding_init(&g->wpe, rt, g->params, "wpe", cfg->context, cfg->width);
     for (int i = 0; i < cfg->layers && s == VRAM_OK; i++) {
@@ -386,6 +386,7 @@ vram_status vram_gpt_forward(vram_gpt *g, vram_tensor *ids, vram_tensor *targets
         vram_tensor_free(x);
         x = tmp;
     }
+    tmp = NULL; /* (x holds the last block's output; a failure must not free it twice) */
     if (s == VRAM_OK) s = vram_nn_layer_norm_forward(&g->ln_f, x, &tmp);
     vram_tensor_free(x);
     if (s == VRAM_OK) s = vram_nn_linear_forward(&g->lm_head, tmp, &logits);
@@ -413,7 +414,7 @@ vram_status vram_convnet_new(vram_runtime *rt, int cin, int h, int w, int classe
     if (cin < 1 || h < 4 || w < 4 || h % 4 || w % 4 || classes < 1)
         return vram_error(VRAM_ERR_INVALID_ARG, "convnet: %d channels, %dx%d (multiples of 4), %d classes", cin, h, w, classes);
     vram_convnet *c = calloc(1, sizeof *c);
-    if (!c) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "convnet: out of host memory");
+    if (!c) return vram_error(VRAM_ERR_HOST_MEMORY, "convnet: out of host memory");
     c->rt = rt;
     vram_status s = vram_param_list_new(&c->params);
     if (s == VRAM_OK) s = vram_param_new(rt, c->params, "conv1.weight", 4, (int64_t[]){8, cin, 3, 3}, &c->w1);

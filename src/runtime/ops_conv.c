@@ -105,7 +105,7 @@ vram_status vram_conv2d(vram_tensor *x, vram_tensor *w, vram_tensor *b, int stri
         if (vram_should_record(b ? 3 : 2, in)) {
             vram_node *n = vram_node_attach(y, "conv2d", conv_backward, b ? 3 : 2, in);
             if (!n) {
-                s = vram_error(VRAM_ERR_OUT_OF_MEMORY, "conv2d: out of host memory for the graph");
+                s = vram_error(VRAM_ERR_HOST_MEMORY, "conv2d: out of host memory for the graph");
             } else {
                 n->ip[0] = stride;
                 n->ip[1] = pad;
@@ -156,7 +156,7 @@ static vram_status pool(const char *name, int is_max, vram_tensor *x, int k, int
         if (vram_should_record(1, &x)) {
             vram_node *n = vram_node_attach(y, name, pool_backward, 1, &x);
             if (!n) {
-                s = vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: out of host memory for the graph", name);
+                s = vram_error(VRAM_ERR_HOST_MEMORY, "%s: out of host memory for the graph", name);
             } else {
                 vram_node_remember_shape(n, 0, x);
                 n->ip[0] = is_max;

@@ -152,7 +152,7 @@ static vram_status binary_op(int op, vram_tensor *a, vram_tensor *b, vram_tensor
         vram_node *n = vram_node_attach(y, bin_names[op], binary_backward, 2, in);
         if (!n) {
             vram_tensor_free(y);
-            return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: out of host memory for the graph", bin_names[op]);
+            return vram_error(VRAM_ERR_HOST_MEMORY, "%s: out of host memory for the graph", bin_names[op]);
         }
         n->ip[0] = op;
         vram_node_remember_shape(n, 0, a);
@@ -206,7 +206,7 @@ static vram_status unary_op(const char *name, int op, double p, vram_tensor *x, 
         if (!n) {
             vram_tensor_free(xc);
             vram_tensor_free(y);
-            return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: out of host memory for the graph", name);
+            return vram_error(VRAM_ERR_HOST_MEMORY, "%s: out of host memory for the graph", name);
         }
         n->ip[0] = op;
         n->dp[0] = p;
@@ -274,7 +274,7 @@ vram_status vram_dropout(vram_tensor *x, double p, int training, vram_tensor **o
         if (vram_should_record(1, &x)) {
             vram_node *nd = vram_node_attach(y, "dropout", dropout_backward, 1, &x);
             if (!nd) {
-                s = vram_error(VRAM_ERR_OUT_OF_MEMORY, "dropout: out of host memory for the graph");
+                s = vram_error(VRAM_ERR_HOST_MEMORY, "dropout: out of host memory for the graph");
                 vram_tensor_free(y);
             } else {
                 nd->dp[0] = scale;

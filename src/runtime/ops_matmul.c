@@ -86,14 +86,14 @@ static vram_status matmul_backward(vram_node *n, vram_tensor *g, vram_tensor **g
     vram_status s = VRAM_OK;
     if (vram_node_needs(n, 0)) {
         vram_tensor *bt = transposed_last2(b), *full = NULL;
-        s = bt ? vram_matmul_raw(g, bt, &full) : VRAM_ERR_OUT_OF_MEMORY;
+        s = bt ? vram_matmul_raw(g, bt, &full) : vram_error(VRAM_ERR_HOST_MEMORY, "matmul backward: host out of memory for a view");
         vram_tensor_free(bt);
         if (s == VRAM_OK) s = vram_sum_to_shape(full, n->in_ndim[0], n->in_shape[0], &gin[0]);
         vram_tensor_free(full);
     }
     if (s == VRAM_OK && vram_node_needs(n, 1)) {
         vram_tensor *at = transposed_last2(a), *full = NULL;
-        s = at ? vram_matmul_raw(at, g, &full) : VRAM_ERR_OUT_OF_MEMORY;
+        s = at ? vram_matmul_raw(at, g, &full) : vram_error(VRAM_ERR_HOST_MEMORY, "matmul backward: host out of memory for a view");
         vram_tensor_free(at);
         if (s == VRAM_OK) s = vram_sum_to_shape(full, n->in_ndim[1], n->in_shape[1], &gin[1]);
         vram_tensor_free(full);
@@ -111,7 +111,7 @@ vram_status vram_matmul(vram_tensor *a, vram_tensor *b, vram_tensor **out) {
         vram_node *n = vram_node_attach(y, "matmul", matmul_backward, 2, in);
         if (!n) {
             vram_tensor_free(y);
-            return vram_error(VRAM_ERR_OUT_OF_MEMORY, "matmul: out of host memory for the graph");
+            return vram_error(VRAM_ERR_HOST_MEMORY, "matmul: out of host memory for the graph");
         }
         vram_node_remember_shape(n, 0, a);
         vram_node_remember_shape(n, 1, b);
@@ -203,7 +203,7 @@ vram_status vram_linear(vram_tensor *x, vram_tensor *w, vram_tensor *bias, vram_
         if (!n) {
             vram_tensor_free(xc);
             vram_tensor_free(y);
-            return vram_error(VRAM_ERR_OUT_OF_MEMORY, "linear: out of host memory for the graph");
+            return vram_error(VRAM_ERR_HOST_MEMORY, "linear: out of host memory for the graph");
         }
         vram_node_remember_shape(n, 0, x);
         vram_node_save(n, xc);
@@ -270,7 +270,7 @@ vram_status vram_gelu_linear(vram_tensor *x, vram_tensor *w, vram_tensor *bias, 
         if (vram_should_record(bias ? 3 : 2, in)) {
             vram_node *n = vram_node_attach(y, "gelu_linear", gelu_linear_backward, bias ? 3 : 2, in);
             if (!n) {
-                s = vram_error(VRAM_ERR_OUT_OF_MEMORY, "gelu_linear: out of host memory for the graph");
+                s = vram_error(VRAM_ERR_HOST_MEMORY, "gelu_linear: out of host memory for the graph");
             } else {
                 vram_node_remember_shape(n, 0, x);
                 vram_node_save(n, xc);

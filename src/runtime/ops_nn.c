@@ -15,7 +15,7 @@
 static vram_node *attach_or_fail(vram_tensor *y, const char *name, vram_backward_fn bw, int n, vram_tensor *const *in,
                                  vram_status *s) {
     vram_node *node = vram_node_attach(y, name, bw, n, in);
-    if (!node) *s = vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: out of host memory for the graph", name);
+    if (!node) *s = vram_error(VRAM_ERR_HOST_MEMORY, "%s: out of host memory for the graph", name);
     return node;
 }
 

@@ -12,7 +12,7 @@
 #include "rt_internal.h"
 
 static vram_status oom_graph(const char *op) {
-    return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: out of host memory for the graph", op);
+    return vram_error(VRAM_ERR_HOST_MEMORY, "%s: out of host memory for the graph", op);
 }
 
 /* ---- reshape ---- */
@@ -28,7 +28,7 @@ static vram_status reshape_raw(vram_tensor *x, int nd, const int64_t *shape, vra
     }
     vram_tensor *v = vram_tensor_view_new(xc, nd, shape, strides, xc->offset);
     vram_tensor_free(xc);
-    if (!v) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "reshape: out of host memory");
+    if (!v) return vram_error(VRAM_ERR_HOST_MEMORY, "reshape: out of host memory");
     *out = v;
     return VRAM_OK;
 }
@@ -91,7 +91,7 @@ static vram_tensor *transpose_view(vram_tensor *x, int d0, int d1) {
 
 static vram_status transpose_backward(vram_node *n, vram_tensor *g, vram_tensor **gin) {
     gin[0] = transpose_view(g, (int)n->ip[0], (int)n->ip[1]);
-    return gin[0] ? VRAM_OK : vram_error(VRAM_ERR_OUT_OF_MEMORY, "transpose: out of host memory");
+    return gin[0] ? VRAM_OK : vram_error(VRAM_ERR_HOST_MEMORY, "transpose: out of host memory");
 }
 
 vram_status vram_transpose(vram_tensor *x, int d0, int d1, vram_tensor **out) {
@@ -102,7 +102,7 @@ vram_status vram_transpose(vram_tensor *x, int d0, int d1, vram_tensor **out) {
     if (d0 < 0 || d1 < 0 || d0 >= x->ndim || d1 >= x->ndim)
         return vram_error(VRAM_ERR_SHAPE, "transpose: dimensions %d and %d of %s", d0, d1, SHAPE_STR(x, sx));
     vram_tensor *y = transpose_view(x, d0, d1);
-    if (!y) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "transpose: out of host memory");
+    if (!y) return vram_error(VRAM_ERR_HOST_MEMORY, "transpose: out of host memory");
     if (vram_should_record(1, &x)) {
         vram_node *node = vram_node_attach(y, "transpose", transpose_backward, 1, &x);
         if (!node) {
@@ -131,7 +131,7 @@ static vram_status slice_backward(vram_node *n, vram_tensor *g, vram_tensor **gi
     vram_tensor *v = vram_tensor_view_new(z, z->ndim, shape, strides, n->ip[1] * z->strides[d]);
     if (!v) {
         vram_tensor_free(z);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "slice: out of host memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "slice: out of host memory");
     }
     vram_tensor_copy(v, g);
     vram_tensor_free(v);
@@ -156,7 +156,7 @@ vram_status vram_slice(vram_tensor *x, int dim, int64_t start, int64_t end, int6
     shape[dim] = (end - start + step - 1) / step;
     strides[dim] = x->strides[dim] * step;
     vram_tensor *y = vram_tensor_view_new(x, x->ndim, shape, strides, x->offset + start * x->strides[dim]);
-    if (!y) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "slice: out of host memory");
+    if (!y) return vram_error(VRAM_ERR_HOST_MEMORY, "slice: out of host memory");
     if (vram_should_record(1, &x)) {
         vram_node *node = vram_node_attach(y, "slice", slice_backward, 1, &x);
         if (!node) {
@@ -207,7 +207,7 @@ static vram_status concat_backward(vram_node *n, vram_tensor *g, vram_tensor **g
             memcpy(shape, g->shape, sizeof shape);
             shape[d] = len;
             vram_tensor *v = vram_tensor_view_new(g, g->ndim, shape, g->strides, g->offset + at * g->strides[d]);
-            if (!v) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "concat: out of host memory");
+            if (!v) return vram_error(VRAM_ERR_HOST_MEMORY, "concat: out of host memory");
             s = vram_tensor_contig(v, &gin[i]);
             vram_tensor_free(v);
         }
@@ -252,7 +252,7 @@ vram_status vram_concat(int n, vram_tensor *const *xs, int dim, vram_tensor **ou
         vram_tensor *v = vram_tensor_view_new(y, y->ndim, vs, y->strides, at * y->strides[dim]);
         if (!v) {
             vram_tensor_free(y);
-            return vram_error(VRAM_ERR_OUT_OF_MEMORY, "concat: out of host memory");
+            return vram_error(VRAM_ERR_HOST_MEMORY, "concat: out of host memory");
         }
         vram_tensor_copy(v, xs[i]);
         vram_tensor_free(v);

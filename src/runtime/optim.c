@@ -80,7 +80,7 @@ vram_status vram_optimizer_new(vram_runtime *rt, vram_param_list *params, const 
     }
     if (!o || !o->s1 || !o->s2 || !o->steps) {
         vram_optimizer_free(o);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "optimizer: out of host memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "optimizer: out of host memory");
     }
     o->rt = rt;
     o->params = params;

@@ -44,7 +44,7 @@ vram_status vram_runtime_new(vram_allocator *a, int threads, vram_runtime **out)
         return vram_error(VRAM_ERR_UNSUPPORTED, "runtime: device '%s' has no kernel table (the CPU kernels run on the "
                           "host device, the GPU kernels on cuda devices)", dev ? dev->name : "?");
     vram_runtime *rt = calloc(1, sizeof *rt);
-    if (!rt) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "runtime: out of host memory");
+    if (!rt) return vram_error(VRAM_ERR_HOST_MEMORY, "runtime: out of host memory");
     rt->alloc = a;
     rt->k = &vram_cpu_kernels;
     if (cuda) {
@@ -164,7 +164,7 @@ vram_status vram_tensor_empty(vram_runtime *rt, vram_dtype dt, int ndim, const i
     if (!st || !t) {
         free(st);
         free(t);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "tensor: out of host memory for the tensor header");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "tensor: out of host memory for the tensor header");
     }
     size_t nbytes = (size_t)n * vram_dtype_size(dt);
     vram_status s = vram_allocator_malloc(rt->alloc, nbytes, rt->stream, tag, &st->data);

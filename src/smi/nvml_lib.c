@@ -9,6 +9,7 @@
  * each entry point is asked for by its newest versioned name, then by older ones. Required
  * ones (init, count, handle) failing means "no usable NVML"; anything else may be NULL.
  */
+#include "../core/file_open.h"
 #include "nvml.h"
 
 #include <dlfcn.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "vram/vram.h"
 
@@ -55,6 +57,13 @@ int nvml_api_load(nvml_api *api, char *path, unsigned long path_cap) {
     void *h = NULL;
     char tried[600];
     if (override && override[0]) {
+        /* dlopen() of a FIFO would wait for a writer for ever: the kind is checked first */
+        const char *why = NULL;
+        int fd = strchr(override, '/') ? vram_file_open_read(override, 0, &why) : -2;
+        if (fd >= 0) close(fd);
+        if (why)
+            return vram_error(VRAM_ERR_NO_DEVICE, "cannot load NVML: VRAM_NVML_LIBRARY=%s %s; point it at the driver's "
+                              "libnvidia-ml.so.1 or unset it", override, why);
         h = dlopen(override, RTLD_NOW | RTLD_LOCAL);
         if (!h) {
             const char *e = dlerror();

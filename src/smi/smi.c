@@ -55,7 +55,7 @@ vram_status vram_smi_new(vram_smi **out) {
     if (!out) return vram_error(VRAM_ERR_INVALID_ARG, "vram_smi_new: null out");
     *out = NULL;
     vram_smi *s = calloc(1, sizeof *s);
-    if (!s) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "vram_smi_new: out of host memory");
+    if (!s) return vram_error(VRAM_ERR_HOST_MEMORY, "vram_smi_new: out of host memory");
     vram_status st = (vram_status)nvml_api_load(&s->api, s->path, sizeof s->path);
     if (st != VRAM_OK) {
         free(s);
@@ -98,7 +98,7 @@ vram_status vram_smi_new(vram_smi **out) {
         s->handles = calloc(count, sizeof *s->handles);
         if (!s->handles) {
             vram_smi_free(s);
-            return vram_error(VRAM_ERR_OUT_OF_MEMORY, "vram_smi_new: out of host memory");
+            return vram_error(VRAM_ERR_HOST_MEMORY, "vram_smi_new: out of host memory");
         }
         for (unsigned i = 0; i < count; i++) s->handles[i].error = s->api.device_handle(i, &s->handles[i].dev);
     }
@@ -140,7 +140,7 @@ static int stop_trying(nvml_return r) { return r == NVML_ERROR_GPU_IS_LOST || r 
 static vram_status grow_buffer(vram_smi *s, unsigned entries) {
     if (entries <= s->buf_entries) return VRAM_OK;
     unsigned char *p = realloc(s->buf, (size_t)entries * SMI_PROCESS_RECORD_MAX);
-    if (!p) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "process list of %u entries: out of host memory", entries);
+    if (!p) return vram_error(VRAM_ERR_HOST_MEMORY, "process list of %u entries: out of host memory", entries);
     s->buf = p;
     s->buf_entries = entries;
     return VRAM_OK;
@@ -164,7 +164,7 @@ static vram_status add_process(vram_smi_device *d, size_t *cap, uint32_t pid, ui
     if (d->process_count == *cap) {
         size_t ncap = *cap ? *cap * 2 : 8;
         vram_smi_process *np = realloc(d->processes, ncap * sizeof *np);
-        if (!np) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "process list: out of host memory");
+        if (!np) return vram_error(VRAM_ERR_HOST_MEMORY, "process list: out of host memory");
         d->processes = np;
         *cap = ncap;
     }

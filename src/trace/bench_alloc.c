@@ -125,7 +125,7 @@ vram_status vram_bench_alloc_run(const vram_bench_alloc_options *o, vram_bench_a
     if (!pair || !rnd) {
         free(pair);
         free(rnd);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "bench: host out of memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "bench: host out of memory");
     }
     vram_status st = VRAM_OK;
     for (unsigned r = 0; r < repeat && st == VRAM_OK; r++) {

@@ -139,7 +139,7 @@ static vram_status inflate_codes(inflater *s, const huff *lit, const huff *dist)
         int sym = decode(s, lit);
         if (sym < 0) return vram_error(VRAM_ERR_PARSE, "%s: corrupt or truncated gzip data (bad code)", s->name);
         if (sym < 256) {
-            if (put(s, 1)) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", s->name);
+            if (put(s, 1)) return vram_error(VRAM_ERR_HOST_MEMORY, "%s: host out of memory", s->name);
             s->out[s->outlen++] = (uint8_t)sym;
             continue;
         }
@@ -155,7 +155,7 @@ static vram_status inflate_codes(inflater *s, const huff *lit, const huff *dist)
         if (e < 0) return vram_error(VRAM_ERR_PARSE, "%s: truncated gzip data", s->name);
         size_t distance = dist_base[d] + (size_t)e;
         if (distance > s->outlen) return vram_error(VRAM_ERR_PARSE, "%s: corrupt gzip data (distance too far back)", s->name);
-        if (put(s, len)) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", s->name);
+        if (put(s, len)) return vram_error(VRAM_ERR_HOST_MEMORY, "%s: host out of memory", s->name);
         uint8_t *o = s->out + s->outlen;
         const uint8_t *from = o - distance;
         for (size_t i = 0; i < len; i++) o[i] = from[i]; /* overlapping copies repeat */
@@ -171,7 +171,7 @@ static vram_status inflate_stored(inflater *s) {
     int64_t len = getbits(s, 16), nlen = getbits(s, 16);
     if (len < 0 || nlen < 0) return vram_error(VRAM_ERR_PARSE, "%s: truncated gzip data", s->name);
     if ((uint16_t)len != (uint16_t)~nlen) return vram_error(VRAM_ERR_PARSE, "%s: corrupt gzip data (stored block length)", s->name);
-    if (put(s, (size_t)len)) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", s->name);
+    if (put(s, (size_t)len)) return vram_error(VRAM_ERR_HOST_MEMORY, "%s: host out of memory", s->name);
     for (int64_t i = 0; i < len; i++) {
         int64_t b = getbits(s, 8);
         if (b < 0) return vram_error(VRAM_ERR_PARSE, "%s: truncated gzip data", s->name);
@@ -310,7 +310,7 @@ vram_status vram_gunzip_until(const uint8_t *in, size_t inlen, const char *name,
     *outlen = 0;
     inflater s = {.in = in, .inlen = inlen, .name = name ? name : "gzip", .enough = enough, .enough_ctx = ctx};
     tables *tb = malloc(sizeof *tb);
-    if (!tb) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", s.name);
+    if (!tb) return vram_error(VRAM_ERR_HOST_MEMORY, "%s: host out of memory", s.name);
     vram_status st = VRAM_OK;
     do {
         if ((st = skip_header(&s)) != VRAM_OK) break;
@@ -372,7 +372,7 @@ vram_status vram_gunzip_until(const uint8_t *in, size_t inlen, const char *name,
     *outlen = s.outlen;
     if (!*out) {
         *out = malloc(1);
-        if (!*out) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", s.name);
+        if (!*out) return vram_error(VRAM_ERR_HOST_MEMORY, "%s: host out of memory", s.name);
     }
     return VRAM_OK;
 }

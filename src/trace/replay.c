@@ -58,12 +58,12 @@ vram_status vram_trace_replay_observed(const vram_trace *t, vram_allocator *a, s
     if (start > stop) start = stop;
     size_t nallocs = vram_trace_num_allocs(t);
     void **ptrs = calloc(nallocs ? nallocs : 1, sizeof *ptrs);
-    if (!ptrs) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "replay: host out of memory for %zu pointers", nallocs);
+    if (!ptrs) return vram_error(VRAM_ERR_HOST_MEMORY, "replay: host out of memory for %zu pointers", nallocs);
 
     vram_stats *peek = NULL;
     if (track_peak && !(peek = malloc(sizeof *peek))) {
         free(ptrs);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "replay: host out of memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "replay: host out of memory");
     }
     int64_t best = -1;
 
@@ -156,6 +156,8 @@ vram_status vram_replay_open(const vram_replay_options *o, uint64_t capacity, vr
     const char *spec = o->device ? o->device : "sim";
     *dev = NULL;
     *a = NULL;
+    if (spec[strcspn(spec, ":")] && !spec[strcspn(spec, ":") + 1]) /* "sim:": named below, before a size is added */
+        return vram_device_open(spec, dev);
 
     vram_alloc_config cfg;
     vram_status st = vram_alloc_config_from_env(&cfg);
@@ -171,7 +173,7 @@ vram_status vram_replay_open(const vram_replay_options *o, uint64_t capacity, vr
     if (capacity && simulated && !vram_device_spec_sized(spec)) {
         size_t kind = strcspn(spec, ":"), len = strlen(spec) + 32; /* + ':', 20 digits, ',' */
         const char *rest = spec[kind] && spec[kind + 1] ? spec + kind + 1 : NULL;
-        if (!(sim_spec = malloc(len))) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "replay: host out of memory");
+        if (!(sim_spec = malloc(len))) return vram_error(VRAM_ERR_HOST_MEMORY, "replay: host out of memory");
         snprintf(sim_spec, len, "%.*s:%llu%s%s", (int)kind, spec, (unsigned long long)capacity, rest ? "," : "",
                  rest ? rest : "");
         spec = sim_spec;

@@ -20,6 +20,7 @@
  * The events come out with dense allocation indices, so a replay keeps its pointers in a
  * plain array; the live-byte peak is computed on the way, as a check against the header.
  */
+#include "../core/file_open.h"
 #include "vram/trace.h"
 
 #include <errno.h>
@@ -293,7 +294,7 @@ static vram_status header_add(vram_trace *t, const char *key, size_t klen, const
     if (t->num_header == t->cap_header) {
         size_t cap = t->cap_header ? t->cap_header * 2 : 8;
         trace_header_entry *h = realloc(t->header, cap * sizeof *h);
-        if (!h) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "trace: host out of memory");
+        if (!h) return vram_error(VRAM_ERR_HOST_MEMORY, "trace: host out of memory");
         t->header = h;
         t->cap_header = cap;
     }
@@ -302,7 +303,7 @@ static vram_status header_add(vram_trace *t, const char *key, size_t klen, const
     if (!k || !v) {
         free(k);
         free(v);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "trace: host out of memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "trace: host out of memory");
     }
     t->header[t->num_header].key = k;
     t->header[t->num_header].value = v;
@@ -346,17 +347,17 @@ static vram_status parse_alloc(parser *ps, const char *p, const char *end) {
     }
     if (t->num_allocs >= UINT32_MAX - 1) return perr(ps, "too many allocations (limit %u)", UINT32_MAX - 1);
     if (t->num_allocs == t->cap_allocs && grow_allocs(ps) != 0)
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "trace: host out of memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "trace: host out of memory");
     if (ps->live_bytes > (uint64_t)INT64_MAX - size)
         return perr(ps, "live bytes exceed 2^63 (a size is implausibly large)");
 
     uint32_t index = (uint32_t)t->num_allocs++;
     t->ids[index] = id;
     ps->info[index] = (alloc_info){.size = size, .line = (uint32_t)ps->line, .stream = (uint16_t)stream};
-    if (id_insert(ps, id, index) != 0) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "trace: host out of memory");
+    if (id_insert(ps, id, index) != 0) return vram_error(VRAM_ERR_HOST_MEMORY, "trace: host out of memory");
 
     if (t->num_events == t->cap_events && grow_events(t) != 0)
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "trace: host out of memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "trace: host out of memory");
     vram_trace_event *e = &t->events[t->num_events];
     e->size = size;
     e->index = index;
@@ -393,7 +394,7 @@ static vram_status parse_free(parser *ps, const char *p, const char *end) {
     info->freed = 1;
 
     if (t->num_events == t->cap_events && grow_events(t) != 0)
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "trace: host out of memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "trace: host out of memory");
     /* The allocation's size and stream are carried onto the free, so a replay or a planner
      * never has to look back. */
     vram_trace_event *e = &t->events[t->num_events];
@@ -415,7 +416,7 @@ vram_status vram_trace_parse(const char *text, size_t len, const char *name, vra
     *out = NULL;
     double t0 = now_seconds();
     vram_trace *t = calloc(1, sizeof *t);
-    if (!t) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "trace: host out of memory");
+    if (!t) return vram_error(VRAM_ERR_HOST_MEMORY, "trace: host out of memory");
     t->name = strdup(name ? name : "trace");
     parser ps = {.t = t};
     /* Size the arrays once: the line count bounds the events, and real traces allocate in
@@ -436,7 +437,7 @@ vram_status vram_trace_parse(const char *text, size_t len, const char *name, vra
         free(ps.direct);
         vram_trace_free(t);
         free(ps.info);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "trace: host out of memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "trace: host out of memory");
     }
     t->events = malloc(lines * sizeof *t->events);
     t->lines = malloc(lines * sizeof *t->lines);
@@ -447,7 +448,7 @@ vram_status vram_trace_parse(const char *text, size_t len, const char *name, vra
         id_table_free(&ps.ids);
         free(ps.info);
         vram_trace_free(t);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "trace: host out of memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "trace: host out of memory");
     }
     t->cap_events = lines;
     t->cap_allocs = allocs_guess;
@@ -583,12 +584,30 @@ static int line_too_long(const char *text, size_t len, size_t from, size_t *line
     return len - *line_start > VRAM_TRACE_MAX_LINE;
 }
 
+/* The most text a trace may hold, inflated: VRAM_TRACE_MAX_BYTES (a size such as 4GiB), else
+ * VRAM_TRACE_DEFAULT_MAX_BYTES. A few MB of gzip can inflate to GiBs (of comment lines, say):
+ * reading stops at the limit with an error rather than after a minute and as much memory. */
+static vram_status trace_max_bytes(uint64_t *max) {
+    const char *e = getenv("VRAM_TRACE_MAX_BYTES");
+    *max = VRAM_TRACE_DEFAULT_MAX_BYTES;
+    if (!e || !*e) return VRAM_OK;
+    vram_status st = vram_parse_size(e, max);
+    if (st == VRAM_OK && *max == 0) st = vram_error(VRAM_ERR_PARSE, "must be above 0");
+    return st == VRAM_OK ? VRAM_OK : vram_error(st, "VRAM_TRACE_MAX_BYTES='%s': %s", e, vram_last_error());
+}
+
+static vram_status too_much_text(const char *name, uint64_t max) {
+    return vram_error(VRAM_ERR_PARSE, "%s: more than %llu bytes of trace text (the limit VRAM_TRACE_MAX_BYTES sets; "
+                      "a larger trace needs it raised, and gzip data that inflates without end is refused so)",
+                      name, (unsigned long long)max);
+}
+
 #ifdef VRAM_HAVE_ZLIB
 /* Reads data that starts with the gzip magic from fd (closed here) into b, inflated with zlib:
  * one member or several; after the last, only zero padding may follow. Anything else there is an
  * error (gzread would ignore it, so a second member whose header was damaged would silently end
  * the trace), as in the built-in decoder (gunzip.c). `pre`: the first npre bytes, already read. */
-static vram_status read_gz(int fd, const char *name, text_buf *b, const unsigned char *pre, size_t npre) {
+static vram_status read_gz(int fd, const char *name, text_buf *b, const unsigned char *pre, size_t npre, uint64_t max) {
     enum { IN = 1 << 18 };
     unsigned char *in = malloc(IN);
     z_stream z;
@@ -596,7 +615,7 @@ static vram_status read_gz(int fd, const char *name, text_buf *b, const unsigned
     if (!in || inflateInit2(&z, 15 + 16) != Z_OK) {
         free(in);
         close(fd);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
+        return vram_error(VRAM_ERR_HOST_MEMORY, "%s: host out of memory", name);
     }
     vram_status st = VRAM_OK;
     int started = 0, ended = 0, eof = 0; /* ended: the member before the input left has ended */
@@ -638,7 +657,7 @@ static vram_status read_gz(int fd, const char *name, text_buf *b, const unsigned
             break;
         }
         if (buf_reserve(b, 1 << 20) != 0) {
-            st = vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
+            st = vram_error(VRAM_ERR_HOST_MEMORY, "%s: host out of memory", name);
             break;
         }
         size_t room = b->cap - b->len;
@@ -648,6 +667,10 @@ static vram_status read_gz(int fd, const char *name, text_buf *b, const unsigned
         int r = inflate(&z, Z_NO_FLUSH);
         size_t from = b->len;
         b->len += before - z.avail_out;
+        if (b->len > max) {
+            st = too_much_text(name, max);
+            break;
+        }
         if (line_too_long(b->data, b->len, from, &line_start)) break; /* the parser names the line */
         if (r == Z_STREAM_END) {
             ended = 1;
@@ -655,7 +678,7 @@ static vram_status read_gz(int fd, const char *name, text_buf *b, const unsigned
             st = vram_error(VRAM_ERR_PARSE, "%s: corrupt gzip data (%s)", name, z.msg ? z.msg : "bad data");
             break;
         } else if (r == Z_MEM_ERROR) {
-            st = vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
+            st = vram_error(VRAM_ERR_HOST_MEMORY, "%s: host out of memory", name);
             break;
         } else if (r != Z_OK && !(r == Z_BUF_ERROR && z.avail_in == 0)) {
             st = vram_error(VRAM_ERR_PARSE, "%s: corrupt gzip data (zlib error %d)", name, r);
@@ -674,15 +697,15 @@ static vram_status read_gz(int fd, const char *name, text_buf *b, const unsigned
 #endif
 
 /* check_start: stop at once when the text cannot be a trace (not for gzip data read whole). */
-static vram_status read_plain(int fd, const char *name, text_buf *b, int check_start) {
+static vram_status read_plain(int fd, const char *name, text_buf *b, int check_start, uint64_t max) {
     int started = 0;
     size_t line_start = 0;
     struct stat sb;
     if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
-        if (buf_reserve(b, (size_t)sb.st_size + 1) != 0) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
+        if (buf_reserve(b, (size_t)sb.st_size + 1) != 0) return vram_error(VRAM_ERR_HOST_MEMORY, "%s: host out of memory", name);
     }
     for (;;) {
-        if (buf_reserve(b, 1 << 16) != 0) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
+        if (buf_reserve(b, 1 << 16) != 0) return vram_error(VRAM_ERR_HOST_MEMORY, "%s: host out of memory", name);
         ssize_t n = read(fd, b->data + b->len, b->cap - b->len);
         if (n < 0) {
             if (errno == EINTR) continue;
@@ -691,6 +714,7 @@ static vram_status read_plain(int fd, const char *name, text_buf *b, int check_s
         if (n == 0) break;
         size_t from = b->len;
         b->len += (size_t)n;
+        if (b->len > max) return too_much_text(name, max);
         if (check_start && !started && (started = trace_start(b->data, b->len)) < 0) {
             keep_first_line(b);
             break; /* the parser names the bad first line */
@@ -704,24 +728,24 @@ static vram_status read_plain(int fd, const char *name, text_buf *b, int check_s
 /* The built-in decoder's `enough` (gunzip.h): stops it at a line too long for a trace, as
  * read_gz stops zlib's inflate. ctx: {where the last check ended, the current line's start}. */
 static int gunzip_line_too_long(const uint8_t *out, size_t len, void *ctx) {
-    size_t *at = ctx;
-    int stop = line_too_long((const char *)out, len, at[0], &at[1]);
+    size_t *at = ctx; /* the length checked so far, the last line's start, the limit */
+    int stop = len > at[2] || line_too_long((const char *)out, len, at[0], &at[1]);
     at[0] = len;
     return stop;
 }
 
 /* Replaces b's text by its inflated form when it is gzip data (the built-in decoder). */
-static vram_status gunzip_if_gzip(const char *name, text_buf *b) {
+static vram_status gunzip_if_gzip(const char *name, text_buf *b, uint64_t max) {
     if (b->len < 2 || (unsigned char)b->data[0] != 0x1f || (unsigned char)b->data[1] != 0x8b) return VRAM_OK;
     uint8_t *plain;
-    size_t plain_len, at[2] = {0, 0};
+    size_t plain_len, at[3] = {0, 0, max > SIZE_MAX ? SIZE_MAX : (size_t)max};
     vram_status st = vram_gunzip_until((const uint8_t *)b->data, b->len, name, gunzip_line_too_long, at, &plain,
                                        &plain_len);
     free(b->data);
     b->data = st == VRAM_OK ? (char *)plain : NULL;
     b->len = st == VRAM_OK ? plain_len : 0;
     b->cap = b->len;
-    return st;
+    return st == VRAM_OK && b->len > max ? too_much_text(name, max) : st;
 }
 #endif
 
@@ -729,8 +753,13 @@ vram_status vram_trace_load(const char *path, vram_trace **out) {
     if (!path || !out) return vram_error(VRAM_ERR_INVALID_ARG, "trace: null argument");
     *out = NULL;
     double t0 = now_seconds();
+    uint64_t max;
+    vram_status lim = trace_max_bytes(&max);
+    if (lim != VRAM_OK) return lim;
     int is_stdin = strcmp(path, "-") == 0;
-    int fd = is_stdin ? dup(STDIN_FILENO) : open(path, O_RDONLY | O_CLOEXEC);
+    const char *why = NULL; /* a FIFO nobody writes to, a socket, a directory: said, never waited on */
+    int fd = is_stdin ? dup(STDIN_FILENO) : vram_file_open_read(path, 1, &why);
+    if (fd < 0 && why) return vram_error(VRAM_ERR_IO, "%s: %s", path, why);
     if (fd < 0) {
         if (errno == ENOENT) return vram_error(VRAM_ERR_NOT_FOUND, "%s: no such file", path);
         return vram_error(VRAM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -754,22 +783,22 @@ vram_status vram_trace_load(const char *path, vram_trace **out) {
         nm += (size_t)k;
     }
     if (nm == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
-        st = read_gz(fd, name, &b, magic, nm); /* takes fd */
+        st = read_gz(fd, name, &b, magic, nm, max); /* takes fd */
     } else if (buf_reserve(&b, nm) != 0) {
         close(fd);
-        st = vram_error(VRAM_ERR_OUT_OF_MEMORY, "%s: host out of memory", name);
+        st = vram_error(VRAM_ERR_HOST_MEMORY, "%s: host out of memory", name);
     } else {
         if (nm) memcpy(b.data, magic, nm); /* (an empty file reserves nothing) */
         b.len = nm;
-        st = read_plain(fd, name, &b, 1);
+        st = read_plain(fd, name, &b, 1, max);
         close(fd);
     }
 #else
     /* No zlib in this build: read everything, and inflate gzip data with the built-in
      * decoder (gunzip.c). */
-    st = read_plain(fd, name, &b, 0);
+    st = read_plain(fd, name, &b, 0, max);
     close(fd);
-    if (st == VRAM_OK) st = gunzip_if_gzip(name, &b);
+    if (st == VRAM_OK) st = gunzip_if_gzip(name, &b, max);
 #endif
     if (st != VRAM_OK) {
         free(b.data);
