@@ -267,10 +267,9 @@ static void note_oom(void *ctx, vram_status status) {
     oom_seen = 1;
 }
 
-static void explain_oom(vram_allocator *a, const char *what) {
+static void explain_oom(const char *what) {
     const train_opts *o = explain_opts;
     vram_plan_moment at = oom_moment;
-    if (!oom_seen) vram_plan_moment_read(a, &at); /* a failure outside the runtime's tensors */
     vram_plan_config c;
     vram_plan_config_default(&c);
     vram_optim_config oc;
@@ -296,7 +295,8 @@ static int fail(vram_allocator *a, vram_status s, const char *what) {
         fprintf(stderr, "vram train: out of memory while %s: %s\n", what, vram_last_error());
         const char *rep = a ? vram_allocator_oom_report(a) : "";
         if (rep && *rep) fprintf(stderr, "%s\n", rep);
-        if (a && explain_opts) explain_oom(a, what);
+        /* only where the allocator refused a tensor (not where host memory ran out) */
+        if (a && explain_opts && oom_seen) explain_oom(what);
         fprintf(stderr, "vram train: try a smaller --batch (with --accum to keep the batch), --checkpoint, a smaller "
                         "model, or a larger --capacity\n");
     } else {
