@@ -255,7 +255,7 @@ if(Python3_Interpreter_FOUND)
                    ${CMAKE_SOURCE_DIR}/traces/gpt2_generate.trace.gz)
   set_tests_properties(pip_check PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
 else()
-  message(STATUS "python3 not found: the vram replay/bench end-to-end tests are not run")
+  message(NOTICE "vram: python3 not found: the end-to-end tests of the tools are not run")
 endif()
 # Trace loading as it is in a build without zlib (the built-in gzip decoder, src/trace/gunzip.c),
 # whether or not this build found zlib: test_trace again, over trace.c compiled without it.
@@ -269,3 +269,12 @@ add_test(NAME test_trace_nozlib COMMAND test_trace_nozlib)
 # tests/CMakeLists.txt with -DVRAM_FUZZ=ON.
 add_subdirectory(${CMAKE_CURRENT_SOURCE_DIR}/fuzz ${CMAKE_CURRENT_BINARY_DIR}/fuzz)
 # ---- end tools -------------------------------------------------------------------------------
+
+# ---- first run (issue 40, section 5): what a newcomer's first commands met, each checked ------
+if(Python3_Interpreter_FOUND)
+  add_test(NAME first_run
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/first_run_check.py
+                   $<TARGET_FILE:vram> ${CMAKE_SOURCE_DIR} ${VRAM_TRAIN_CORPUS})
+  set_tests_properties(first_run PROPERTIES TIMEOUT 600)
+endif()
+# ---- end first run ----

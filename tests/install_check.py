@@ -134,11 +134,15 @@ def main():
     check(pc.get("Version") == version, f"vram.pc: Version {pc.get('Version')}")
     flags = [pc.get("Cflags", ""), pc.get("Libs", ""), pc.get("Libs.private", "")]
     exe = os.path.join(tmp, "with_pc")
-    r = run([cc, os.path.join(src, "consumer.c"), "-o", exe, *" ".join(flags).split(),
-             f"-Wl,-rpath,{os.path.join(prefix, libdir)}"])
+    r = run([cc, os.path.join(src, "consumer.c"), "-o", exe, *" ".join(flags).split()])
     check(r.returncode == 0, f"cc with vram.pc's flags ({' '.join(flags)}) builds ({r.stderr.strip()[-300:]})")
-    r = run([exe])
-    check(r.returncode == 0 and "then 0" in r.stdout, f"with vram.pc's flags it runs: {r.stdout.strip()}")
+    # found at run time with nothing more: vram.pc's Libs carry the installed folder as an rpath
+    # (a prefix such as ~/.local is not on the loader's path: it failed with "libvram.so.0: cannot
+    # open shared object file")
+    bare = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    r = run([exe], env=bare)
+    check(r.returncode == 0 and "then 0" in r.stdout,
+          f"with vram.pc's flags alone it runs, no LD_LIBRARY_PATH: {r.stdout.strip()} {r.stderr.strip()}")
     if shutil.which("pkg-config"):
         env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(prefix, libdir, "pkgconfig"))
         r = run(["pkg-config", "--cflags", "--libs", "vram"], env=env)
@@ -146,6 +150,11 @@ def main():
         check(r.returncode == 0 and "-lvram" in r.stdout and any(os.path.normpath(t[2:]) == ours
                                                                   for t in r.stdout.split() if t.startswith("-I")),
               f"pkg-config --cflags --libs vram: {r.stdout.strip()} {r.stderr.strip()}")
+        # the README's way: cc prog.c $(pkg-config --cflags --libs vram), then run it
+        r = run(["sh", "-c", f'{cc} {os.path.join(src, "consumer.c")} -o {exe}-pkg $(pkg-config --cflags --libs vram)'
+                 f' && {exe}-pkg'], env={**bare, "PKG_CONFIG_PATH": env["PKG_CONFIG_PATH"]})
+        check(r.returncode == 0 and "then 0" in r.stdout,
+              f"built with pkg-config's flags, it runs: {r.stdout.strip()} {r.stderr.strip()[-300:]}")
     else:
         print("note: no pkg-config here; vram.pc was read by this script instead")
 

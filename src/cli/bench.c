@@ -83,7 +83,8 @@ int vram_cmd_bench(int argc, char **argv) {
             }
             o.repeat = (unsigned)n;
         } else {
-            fprintf(stderr, "vram bench alloc: unknown option '%s' (see vram bench --help)\n", a);
+            static const char *const flags[] = {"--help", "--json", "--device", "--conf", "--repeat"};
+            vram_cli_unknown("vram bench alloc", "option", a, flags, sizeof flags / sizeof *flags, "vram bench --help");
             return 2;
         }
     }

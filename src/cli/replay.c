@@ -8,7 +8,10 @@
  * and a snapshot at the moment reserved memory peaks (found by a second, tracking replay;
  * a third replay stops right after that event, so the allocator is in exactly that state;
  * the snapshot file is written whole or not at all).
- * With several traces, a closing table compares them all, with geometric means. A trace of
+ * A partial trace (its own peak below the peak its header records: a trace cut short, or one
+ * recorded from a program that failed) is said to be one, and PyTorch's whole-run figures are
+ * not shown beside it. With several traces, a closing table compares them all, with geometric
+ * means each over one set of traces (print_means). A trace of
  * several programs run in one process ("# workload: NAME" lines, bench/torch_workloads.py
  * --trace) also gets a row per program, each replayed on a fresh allocator and measured from its
  * start (vram_trace_replay_range), as that process measured it.
@@ -67,7 +70,7 @@ typedef struct replay_row {
     double ratio, native_ratio, expandable_ratio; /* 0 = unknown */
     double fit_ratio;
     double events_per_second;
-    int failed;
+    int failed, partial;
 } replay_row;
 
 static void usage(FILE *f) {
@@ -393,11 +396,22 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
     }
 
     uint64_t trace_peak = vram_trace_peak_live_bytes(t);
-    uint64_t pt_req = 0, native = 0, expandable = 0;
-    if (!(pt_req = header_bytes(t, "peak_requested_bytes", trace_peak))) pt_req = trace_peak;
-    double native_ratio = header_ratio(t, "pytorch_native_peak_reserved_bytes", pt_req, &native);
-    double expandable_ratio = header_ratio(t, "pytorch_expandable_segments_peak_reserved_bytes", pt_req, &expandable);
+    uint64_t pt_req = 0, native = 0, expandable = 0, recorded_req = 0;
+    double native_ratio = 0, expandable_ratio = 0;
     const char *name = base_name(vram_trace_name(t));
+    /* The recording's peak is its program's; a trace that never reaches it holds only part of
+     * that run, and PyTorch's figures (the whole run's) would be compared with a part of it. */
+    int partial = vram_trace_header_u64(t, "peak_requested_bytes", &recorded_req) == VRAM_OK && recorded_req > trace_peak;
+    char pb[2][32];
+    if (partial) {
+        fprintf(stderr, "vram replay: %s is a partial trace: its peak of %s requested is below the %s its header records "
+                        "for the whole run; PyTorch's figures are left out\n", vram_trace_name(t),
+                vram_format_size(trace_peak, pb[0], sizeof pb[0]), vram_format_size(recorded_req, pb[1], sizeof pb[1]));
+    } else {
+        if (!(pt_req = header_bytes(t, "peak_requested_bytes", trace_peak))) pt_req = trace_peak;
+        native_ratio = header_ratio(t, "pytorch_native_peak_reserved_bytes", pt_req, &native);
+        expandable_ratio = header_ratio(t, "pytorch_expandable_segments_peak_reserved_bytes", pt_req, &expandable);
+    }
 
     snprintf(row->name, sizeof row->name, "%s", name);
     char *dot = strstr(row->name, ".trace");
@@ -410,6 +424,7 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
     row->fit_ratio = fit_ok && trace_peak ? (double)fit / (double)trace_peak : 0.0;
     row->events_per_second = r.events_per_second;
     row->failed = r.failed;
+    row->partial = partial;
 
     if (ra->json) {
         FILE *o = stdout;
@@ -432,6 +447,7 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
                 (unsigned long long)r.alloc_retries, (unsigned long long)r.ooms, r.seconds, r.events_per_second,
                 vram_trace_read_seconds(t), vram_trace_parse_seconds(t), vram_trace_num_events(t),
                 vram_trace_num_allocs(t), (unsigned long long)trace_peak);
+        if (partial) fprintf(o, ", \"partial\": true, \"recorded_peak_requested_bytes\": %llu", (unsigned long long)recorded_req);
         if (native) fprintf(o, ", \"pytorch_native_peak_reserved_bytes\": %llu, \"pytorch_native_over_requested\": %.6f",
                             (unsigned long long)native, native_ratio);
         if (expandable)
@@ -471,6 +487,14 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
         printf("\n  device %s, VRAM_ALLOC_CONF %s\n", device_name, settings);
         printf("  %-28s %14s %12s\n", "", "peak reserved", "/ requested");
         printf("  %-28s %14s\n", "peak requested", vram_format_size(r.peak_requested_bytes, b[0], sizeof b[0]));
+        if (partial)
+            printf("  partial trace: the recorded run peaked at %s requested; PyTorch's figures are for that whole "
+                   "run, not comparable, and left out\n", pb[1]);
+        else if (vram_trace_header(t, "partial")) { /* (recorded so: its figures are for the same part) */
+            fputs("  partial trace, recorded as one: ", stdout);
+            put_text(stdout, vram_trace_header(t, "partial"));
+            putchar('\n');
+        }
         printf("  %-28s %14s %12.3f%s\n", "vram", vram_format_size(r.peak_reserved_bytes, b[1], sizeof b[1]),
                r.reserved_over_requested, r.failed ? "  (stopped at OOM)" : "");
         if (native)
@@ -520,6 +544,40 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
     return rc ? rc : state_rc ? state_rc : write_failed; /* (a summary or snapshot that failed: 1) */
 }
 
+/* Which traces a mean row covers. */
+typedef int (*row_filter)(const replay_row *);
+static int vram_replayed(const replay_row *r) { return r->ratio > 0 && !r->failed; }
+static int with_pytorch(const replay_row *r) { return vram_replayed(r) && r->native_ratio > 0; }
+
+/* One row of geometric means over the traces `in` selects, each column only where every one of
+ * them has its figure ("-" otherwise), so that no two columns of a row average different sets.
+ * Returns how many traces it covers. */
+static int print_means(const replay_row *rows, int n, int fit, const char *label, row_filter in) {
+    double lv = 0, ln = 0, le = 0, lf = 0;
+    int count = 0, cn = 0, ce = 0, cf = 0;
+    for (int i = 0; i < n; i++) {
+        if (!in(&rows[i])) continue;
+        count++;
+        lv += log(rows[i].ratio);
+        if (rows[i].native_ratio > 0) ln += log(rows[i].native_ratio), cn++;
+        if (rows[i].expandable_ratio > 0) le += log(rows[i].expandable_ratio), ce++;
+        if (rows[i].fit_ratio > 0) lf += log(rows[i].fit_ratio), cf++;
+    }
+    printf("%-20s %14s %14s", label, "", "");
+    if (count) printf(" %8.3f", exp(lv / count));
+    else printf(" %8s", "-");
+    if (count && cn == count) printf(" %9.3f", exp(ln / cn));
+    else printf(" %9s", "-");
+    if (count && ce == count) printf(" %11.3f", exp(le / ce));
+    else printf(" %11s", "-");
+    if (fit) {
+        if (count && cf == count) printf(" %9.3f", exp(lf / cf));
+        else printf(" %9s", "-");
+    }
+    printf("\n");
+    return count;
+}
+
 static void print_comparison(const replay_row *rows, int n, int fit) {
     printf("%-20s %14s %14s %8s %9s %11s", "trace", "peak requested", "vram reserved", "vram", "PyTorch", "PyTorch");
     if (fit) printf(" %9s", "vram fit");
@@ -527,9 +585,8 @@ static void print_comparison(const replay_row *rows, int n, int fit) {
     printf("%-20s %14s %14s %8s %9s %11s", "", "", "", "ratio", "native", "expandable");
     if (fit) printf(" %9s", "ratio");
     printf(" %9s\n", "Mev/s");
-    double lv = 0, ln = 0, le = 0, lf = 0;
-    int cv = 0, cn = 0, ce = 0, cf = 0;
     double worst = 0;
+    int replayed = 0, pytorch = 0, partial = 0;
     for (int i = 0; i < n; i++) {
         char a[32], b[32];
         printf("%-20s %14s %14s %8.3f", rows[i].name, vram_format_size(rows[i].peak_requested, a, sizeof a),
@@ -542,28 +599,24 @@ static void print_comparison(const replay_row *rows, int n, int fit) {
             if (rows[i].fit_ratio > 0) printf(" %9.3f", rows[i].fit_ratio);
             else printf(" %9s", "-");
         }
-        printf(" %9.2f%s\n", rows[i].events_per_second / 1e6, rows[i].failed ? "  OOM" : "");
-        if (rows[i].ratio > 0 && !rows[i].failed) {
-            lv += log(rows[i].ratio);
-            cv++;
-            if (rows[i].ratio > worst) worst = rows[i].ratio;
-        }
-        if (rows[i].native_ratio > 0) ln += log(rows[i].native_ratio), cn++;
-        if (rows[i].expandable_ratio > 0) le += log(rows[i].expandable_ratio), ce++;
-        if (rows[i].fit_ratio > 0) lf += log(rows[i].fit_ratio), cf++;
+        printf(" %9.2f%s%s\n", rows[i].events_per_second / 1e6, rows[i].failed ? "  OOM" : "",
+               rows[i].partial ? "  partial" : "");
+        if (vram_replayed(&rows[i]) && rows[i].ratio > worst) worst = rows[i].ratio;
+        replayed += vram_replayed(&rows[i]);
+        pytorch += with_pytorch(&rows[i]);
+        partial += rows[i].partial;
     }
-    printf("%-20s %14s %14s", "geometric mean", "", "");
-    if (cv) printf(" %8.3f", exp(lv / cv));
-    else printf(" %8s", "-");
-    if (cn) printf(" %9.3f", exp(ln / cn));
-    else printf(" %9s", "-");
-    if (ce) printf(" %11.3f", exp(le / ce));
-    else printf(" %11s", "-");
-    if (fit) {
-        if (cf) printf(" %9.3f", exp(lf / cf));
-        else printf(" %9s", "-");
-    }
-    printf("\n%-20s %14s %14s %8.3f\n", "worst", "", "", worst);
+    char label[32];
+    snprintf(label, sizeof label, "geomean, %d trace%s", replayed, replayed == 1 ? "" : "s");
+    print_means(rows, n, fit, replayed == n ? "geometric mean" : label, vram_replayed);
+    /* the traces that have PyTorch's figures, when they are not all of them: each side over those */
+    if (pytorch && pytorch < replayed) print_means(rows, n, fit, "geomean w/ PyTorch", with_pytorch);
+    printf("%-20s %14s %14s %8.3f\n", "worst", "", "", worst);
+    if (pytorch && pytorch < replayed)
+        printf("(the first means are over the %d traces vram replayed whole; the second row's, vram's and PyTorch's, "
+               "over the %d of them that carry PyTorch's figures)\n", replayed, pytorch);
+    if (partial)
+        printf("(partial: a trace that stops before its recorded peak; PyTorch's whole-run figures are left out)\n");
 }
 
 int vram_cmd_replay(int argc, char **argv) {
@@ -618,7 +671,9 @@ int vram_cmd_replay(int argc, char **argv) {
                 ra.snapshot = v;
             }
         } else {
-            fprintf(stderr, "vram replay: unknown option '%s' (see vram replay --help)\n", a);
+            static const char *const flags[] = {"--help", "--json", "--capacity", "--device", "--conf",
+                                                "--fit", "--summary", "--snapshot"};
+            vram_cli_unknown("vram replay", "option", a, flags, sizeof flags / sizeof *flags, "vram replay --help");
             free(traces);
             return 2;
         }
