@@ -276,5 +276,18 @@ if(Python3_Interpreter_FOUND)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/first_run_check.py
                    $<TARGET_FILE:vram> ${CMAKE_SOURCE_DIR} ${VRAM_TRAIN_CORPUS})
   set_tests_properties(first_run PROPERTIES TIMEOUT 600)
+  # every C and shell block of the README, as a newcomer runs them (readme_check.py)
+  set(VRAM_README_LINK "-lpthread -lm")
+  if(CMAKE_DL_LIBS)
+    string(APPEND VRAM_README_LINK " -l${CMAKE_DL_LIBS}")
+  endif()
+  if(ZLIB_FOUND)
+    string(APPEND VRAM_README_LINK " -lz")
+  endif()
+  add_test(NAME readme
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/readme_check.py ${CMAKE_SOURCE_DIR}
+                   ${CMAKE_BINARY_DIR} $<TARGET_FILE:vram> $<TARGET_FILE:vram_static> ${CMAKE_C_COMPILER}
+                   "${VRAM_README_LINK}")
+  set_tests_properties(readme PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 endif()
 # ---- end first run ----
