@@ -262,7 +262,7 @@ endif()
 add_executable(test_trace_nozlib ${CMAKE_CURRENT_SOURCE_DIR}/test_trace.c ${CMAKE_SOURCE_DIR}/src/trace/trace.c)
 target_compile_definitions(test_trace_nozlib PRIVATE _GNU_SOURCE VRAM_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
                            VRAM_BINARY_DIR="${CMAKE_BINARY_DIR}")
-target_link_libraries(test_trace_nozlib PRIVATE vram_static)
+target_link_libraries(test_trace_nozlib PRIVATE vram_all)
 add_test(NAME test_trace_nozlib COMMAND test_trace_nozlib)
 # Every fuzz harness (tests/fuzz/fuzz_*.c) run over its seeds plus bounded mutations in every
 # build, so none can rot (tests/fuzz/CMakeLists.txt); the libFuzzer binaries come from
@@ -289,5 +289,8 @@ if(Python3_Interpreter_FOUND)
                    ${CMAKE_BINARY_DIR} $<TARGET_FILE:vram> $<TARGET_FILE:vram_static> ${CMAKE_C_COMPILER}
                    "${VRAM_README_LINK}")
   set_tests_properties(readme PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+  # the layout rules: unique source names, one layer a library, the plug-in without the runtime
+  add_test(NAME layout
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/layout_check.py ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR})
 endif()
 # ---- end first run ----
