@@ -1,7 +1,8 @@
 # The two commands of the README, over CMake:
 #   make run    builds and runs the main job
 #   make test   builds (plain and with ASan+UBSan) and runs every test through CTest, then the
-#               multithreaded ones (label `threads`) under ThreadSanitizer
+#               multithreaded ones (label `threads`) under ThreadSanitizer. The sanitizer build
+#               leaves nvcc out (GPU code is not host code), so it also checks a build without it.
 # Builds are quiet: CMake's notes and warnings and the compilers' warnings and errors show,
 # the per-file progress, "Built target" and make's Entering/Leaving directory lines do not
 # (VERBOSE=1 shows everything).
@@ -35,7 +36,7 @@ build:
 	$(call quiet_build,$(BUILD),-DCMAKE_BUILD_TYPE=Release)
 
 build-san:
-	$(call quiet_build,$(SAN_BUILD),-DCMAKE_BUILD_TYPE=Debug -DVRAM_SANITIZE=ON)
+	$(call quiet_build,$(SAN_BUILD),-DCMAKE_BUILD_TYPE=Debug -DVRAM_SANITIZE=ON -DVRAM_NVCC=VRAM_NVCC-NOTFOUND)
 
 build-tsan:
 	$(call quiet_build,$(TSAN_BUILD),-DCMAKE_BUILD_TYPE=RelWithDebInfo -DVRAM_SANITIZE_THREAD=ON,--target test_alloc test_cuda_fake test_lock fake_cuda)

@@ -97,6 +97,38 @@ add_test(NAME cli_train_report
          COMMAND $<TARGET_FILE:vram> train --data ${VRAM_TRAIN_CORPUS} --steps 3 --layers 1 --heads 2 --width 32
                  --context 16 --batch 4 --accum 2 --checkpoint --eval-every 2 --eval-batches 2 --report)
 set_tests_properties(cli_train_report PROPERTIES PASS_REGULAR_EXPRESSION "categories add up to the allocator's allocated bytes: yes")
+# ---- the runtime on the GPU (issue 37) ----
+# Without a driver (CI, the build machine) asking for the GPU is one clear message and status 1;
+# a device that is no device is bad usage; an unknown model says which exist.
+vram_cli_test(cli_train_no_gpu 1 "vram train: --device: no CUDA driver|vram train: setting up the GPU runtime failed"
+              "VRAM_LIBCUDA=/nonexistent/libcuda.so.1 ${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --device cuda:0 --model gpt2 --steps 1 2>&1")
+vram_cli_test(cli_train_bad_device 2 "--device: 'tpu:0' is not cpu or cuda\\[:N\\]"
+              "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --device tpu:0 2>&1")
+vram_cli_test(cli_train_bad_model 2 "unknown model 'gpt5' \\(tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl\\)"
+              "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --model gpt5 2>&1")
+vram_cli_test(cli_train_small_vocab 2 "--vocab needs an integer in \\[256, 16777216\\]"
+              "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --vocab 100 2>&1")
+# With a driver but no kernels in the build (the sanitizer builds leave nvcc out) the runtime
+# says so; with kernels, the fake driver (no module loading) is refused just as clearly.
+if(VRAM_NVCC AND VRAM_CUDA_INCLUDE_DIR)
+  set(VRAM_GPU_RUNTIME_MISSING "the CUDA driver '.*' lacks cu[A-Za-z]+ \\(too old\\?\\)")
+else()
+  set(VRAM_GPU_RUNTIME_MISSING "no GPU kernels: vram was built without (nvcc|the CUDA toolkit's headers)")
+endif()
+vram_cli_test(cli_train_gpu_runtime_missing 1 "setting up the GPU runtime failed: .*${VRAM_GPU_RUNTIME_MISSING}"
+              "VRAM_LIBCUDA=$<TARGET_FILE:fake_cuda> ${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --device cuda:0 --steps 1 2>&1")
+# the memory mechanisms of test_runtime_memory, asserted again on the GPU
+add_test(NAME gpu_test_runtime_memory COMMAND test_runtime_memory cuda)
+set_tests_properties(gpu_test_runtime_memory PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600 RESOURCE_LOCK gpu)
+# on the GPU: a short GPT-2-shaped run whose categories add up, and a capacity too small for
+# GPT-2 124M as a clean out-of-memory report with what to change (status 1); skipped without a GPU
+add_test(NAME gpu_cli_train COMMAND sh -c "\
+  if ! ${VRAM_EXE} smi --list >/dev/null 2>&1 && ! [ -e /dev/nvidiactl ]; then echo 'SKIP: no GPU'; exit 77; fi; \
+  ${VRAM_EXE} train --device cuda:0 --data ${VRAM_TRAIN_CORPUS} --model gpt2 --layers 2 --context 128 --batch 4 --steps 3 --eval-every 3 --eval-batches 2 --checkpoint --report || exit 1; \
+  out=$(${VRAM_EXE} train --device cuda:0 --data ${VRAM_TRAIN_CORPUS} --model gpt2 --batch 8 --steps 1 --capacity 1GiB 2>&1); s=$?; \
+  echo \"$out\" | tail -5; [ $s -eq 1 ] && echo \"$out\" | grep -q 'out of memory while' && echo \"$out\" | grep -q 'try a smaller --batch'")
+set_tests_properties(gpu_cli_train PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600 RESOURCE_LOCK gpu
+                     PASS_REGULAR_EXPRESSION "categories add up to the allocator's allocated bytes: yes")
 # ---- end runtime ----
 
 # ---- issue 3 (cuda branch): PyTorch plug-in tests ----------------------------------------

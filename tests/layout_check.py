@@ -54,7 +54,10 @@ def library_contents():
               "libvram_smi.a": ("smi",)}
     for lib, folders in layers.items():
         members = archive_members(lib)
-        want = {f + ".o" for d in folders for f in os.listdir(os.path.join(SRC, "src", d)) if f.endswith((".c", ".cu"))}
+        want = {f + ".o" for d in folders for f in os.listdir(os.path.join(SRC, "src", d)) if f.endswith(".c")}
+        # and the sources the build generates for it (the runtime's GPU kernels as a C array)
+        want |= {m for m in members or () if m.endswith(".c.o") and os.path.exists(os.path.join(BUILD, m[:-2]))
+                 and lib == "libvram_runtime.a"}
         check(members is not None and members == want, f"{lib} holds {folders} and nothing else: "
               f"extra {sorted((members or set()) - want)}, missing {sorted(want - (members or set()))}")
     plugin = os.path.join(BUILD, "libvram_torch.so")

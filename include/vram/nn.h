@@ -8,9 +8,12 @@
  * LayerNorm weight 1 and bias 0. Random numbers come from the runtime's state (seed it first).
  *
  * The GPT is GPT-2's shape: token + position embeddings, pre-norm blocks
- * (x + attn(ln1(x)), then + mlp(ln2(x)) with a 4x GELU MLP), a final layer norm and an
- * untied, bias-free output projection; with checkpointing on, each block runs under
- * vram_checkpoint and only block inputs stay alive between forward and backward.
+ * (x + attn(ln1(x)), then + mlp(ln2(x)) with a 4x GELU MLP), a final layer norm and a
+ * bias-free output projection, untied or (tied = 1, as GPT-2) the token embedding itself; with
+ * checkpointing on, each block runs under vram_checkpoint and only block inputs stay alive
+ * between forward and backward. init_std > 0 gives GPT-2's initialisation instead of the
+ * modules' defaults: weights N(0, init_std), the residual projections (attn.c_proj, mlp.c_proj)
+ * N(0, init_std / sqrt(2 layers)), biases 0.
  */
 #ifndef VRAM_NN_H
 #define VRAM_NN_H
@@ -92,6 +95,8 @@ vram_status vram_nn_block_forward(vram_nn_block *m, vram_tensor *x, int training
 typedef struct vram_gpt_config {
     int layers, heads, width, vocab, context;
     double dropout;
+    int tied;        /* output projection = token embedding (GPT-2); 0: its own lm_head.weight */
+    double init_std; /* > 0: GPT-2's initialisation (see above); 0: the modules' defaults */
 } vram_gpt_config;
 
 typedef struct vram_gpt vram_gpt;

@@ -51,12 +51,21 @@ const char *vram_dtype_name(vram_dtype dtype);
 int vram_dtype_is_float(vram_dtype dtype);
 
 /* A runtime over `a` (not owned). The kernel table is chosen from the allocator's device:
- * host-accessible devices (the host device) get the CPU table; a device without a table (sim,
- * and CUDA until its table exists) gives VRAM_ERR_UNSUPPORTED. `threads` 0 = one per online
+ * host-accessible devices (the host device) get the CPU table, cuda devices the GPU table
+ * (kernels built by nvcc and loaded through the driver, products through cuBLASLt, all on one
+ * compute stream; one GPU runtime per process); a device without a table (sim) gives
+ * VRAM_ERR_UNSUPPORTED, and a GPU runtime whose driver, kernels or cuBLASLt are missing says
+ * which. `threads` 0 = one per online
  * CPU (for the matrix product). A runtime and its tensors are used by one thread at a time
  * (the random state is not locked); the allocator underneath is thread safe. */
 vram_status vram_runtime_new(vram_allocator *a, int threads, vram_runtime **out);
 void vram_runtime_free(vram_runtime *rt);
+/* Waits for the device's queued work and returns the first error of a kernel, copy or matrix
+ * product since the runtime opened (GPU work is asynchronous and its errors sticky, as CUDA's
+ * are: after one, later work is skipped). Always VRAM_OK on the CPU. */
+vram_status vram_runtime_sync(vram_runtime *rt);
+/* 1 when the runtime's tensors live in GPU memory (vram_tensor_data is then a device address). */
+int vram_runtime_on_gpu(const vram_runtime *rt);
 vram_allocator *vram_runtime_allocator(vram_runtime *rt);
 const char *vram_runtime_device_name(vram_runtime *rt);
 
@@ -86,7 +95,7 @@ const int64_t *vram_tensor_shape(const vram_tensor *t);
 const int64_t *vram_tensor_strides(const vram_tensor *t);
 int64_t vram_tensor_numel(const vram_tensor *t);
 int vram_tensor_is_contiguous(const vram_tensor *t);
-/* Address of element [0,...,0] (host-accessible devices). */
+/* Address of element [0,...,0]: a host address on the CPU, a device address on the GPU. */
 void *vram_tensor_data(const vram_tensor *t);
 /* Bytes of the storage block behind the tensor, and its tag. */
 size_t vram_tensor_storage_bytes(const vram_tensor *t);
@@ -99,6 +108,10 @@ vram_status vram_tensor_get(const vram_tensor *t, const int64_t *index, double *
 vram_status vram_tensor_set(vram_tensor *t, const int64_t *index, double value);
 /* The single value of a one-element tensor. */
 double vram_tensor_item(const vram_tensor *t);
+/* Copies a contiguous tensor's elements from / to host memory (numel x element size bytes),
+ * on any device. Errors on the GPU are reported by vram_runtime_sync. */
+void vram_tensor_write_host(vram_tensor *t, const void *host);
+void vram_tensor_read_host(const vram_tensor *t, void *host);
 /* Copies every element, in row-major order, into out[numel] as doubles. */
 vram_status vram_tensor_to_f64(const vram_tensor *t, double *out);
 /* Sets every element to `value` / copies `src` into `dst` (same shape; dtype converted). */

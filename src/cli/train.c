@@ -1,5 +1,7 @@
-/* train.c — `vram train`: trains the GPT of nn.h on a byte-level text corpus on the host
- * device, every byte through the caching allocator, and reports where memory went.
+/* train.c — `vram train`: trains the GPT of nn.h on a byte-level text corpus on the CPU (host
+ * device) or a GPU (--device cuda:N), every byte through the caching allocator, and reports
+ * where memory went. --model gpt2 is GPT-2 124M (tied embedding, GPT-2's initialisation) and
+ * its larger siblings; the corpus's bytes are its token ids (a vocabulary of 256 or more).
  *
  * One step: zero_grad (set_to_none), then --accum micro-batches of --batch sequences, each a
  * forward, loss / accum, backward (gradients add up), then gradient clipping and the
@@ -34,13 +36,31 @@ typedef struct train_opts {
     int lr_set;
     uint64_t seed, capacity;
     const char *optimizer;
+    const char *device; /* "cpu" or a cuda spec */
     vram_gpt_config gpt;
 } train_opts;
+
+/* --model presets: GPT-2's sizes (tied, GPT-2 init, vocabulary 50257, context 1024) and the
+ * small default. Flags given after --model change single fields. */
+static const struct {
+    const char *name;
+    vram_gpt_config cfg;
+} model_presets[] = {
+    {"tiny", {.layers = 4, .heads = 4, .width = 128, .vocab = 256, .context = 64}},
+    {"gpt2", {.layers = 12, .heads = 12, .width = 768, .vocab = 50257, .context = 1024, .tied = 1, .init_std = 0.02}},
+    {"gpt2-medium", {.layers = 24, .heads = 16, .width = 1024, .vocab = 50257, .context = 1024, .tied = 1, .init_std = 0.02}},
+    {"gpt2-large", {.layers = 36, .heads = 20, .width = 1280, .vocab = 50257, .context = 1024, .tied = 1, .init_std = 0.02}},
+    {"gpt2-xl", {.layers = 48, .heads = 25, .width = 1600, .vocab = 50257, .context = 1024, .tied = 1, .init_std = 0.02}},
+};
 
 static void usage(FILE *out) {
     fprintf(out,
             "usage: vram train [OPTIONS]\n"
-            "Trains a GPT on a byte-level text corpus on the CPU (host device), through the caching allocator.\n\n"
+            "Trains a GPT on a byte-level text corpus on the CPU or a GPU, through the caching allocator.\n\n"
+            "  --device DEV         cpu (default) or cuda[:N] (GPU N, kernels and cuBLASLt loaded at run time)\n"
+            "  --model NAME         tiny (default: 4 layers, 4 heads, width 128, context 64), gpt2 (124M: 12,\n"
+            "                       12, 768, 1024, vocabulary 50257, tied embedding), gpt2-medium, gpt2-large,\n"
+            "                       gpt2-xl; later flags change single fields\n"
             "  --data PATH          corpus file (default build/data/kjv.txt from the repository, else the\n"
             "                       installed one, ../share/vram/kjv.txt beside this vram's bin/)\n"
             "  --batch N            sequences per micro-batch (default 16)\n"
@@ -55,8 +75,9 @@ static void usage(FILE *out) {
             "  --log-every N        a progress line every N steps when the output is not a terminal\n"
             "                       (default: steps / 20; on a terminal one line updates in place)\n"
             "  --layers N --heads N --width N --context N   model shape (default 4, 4, 128, 64)\n"
+            "  --vocab N            vocabulary size, at least 256 (the corpus's bytes are the token ids)\n"
             "  --dropout P          dropout probability (default 0)\n"
-            "  --capacity SIZE      host device capacity, e.g. 64MiB (default: physical memory)\n"
+            "  --capacity SIZE      memory the allocator may hold, e.g. 64MiB (default: the device's)\n"
             "  --threads N          matrix-product threads (default: online CPUs)\n"
             "  --seed N             random seed (default 1337)\n"
             "  --report             end with the memory summary and the table of memory by category\n");
@@ -80,7 +101,7 @@ static int parse_int(const char *flag, const char *v, int lo, int *out) {
 
 /* The model's shape is bounded where its host-side tables (per layer, per head) stay small; the
  * tensors themselves go through the allocator, whose out-of-memory names --capacity. */
-enum { MAX_LAYERS = 4096, MAX_HEADS = 4096, MAX_WIDTH = 1 << 20, MAX_CONTEXT = 1 << 20 };
+enum { MAX_LAYERS = 4096, MAX_HEADS = 4096, MAX_WIDTH = 1 << 20, MAX_CONTEXT = 1 << 20, MAX_VOCAB = 1 << 24 };
 
 static int parse_double(const char *flag, const char *v, double lo, double hi, double *out) {
     char *end;
@@ -105,7 +126,8 @@ static int parse(int argc, char **argv, train_opts *o) {
     o->clip = 1.0;
     o->seed = 1337;
     o->optimizer = "adamw";
-    o->gpt = (vram_gpt_config){.layers = 4, .heads = 4, .width = 128, .vocab = 256, .context = 64, .dropout = 0};
+    o->device = "cpu";
+    o->gpt = model_presets[0].cfg;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
@@ -121,8 +143,9 @@ static int parse(int argc, char **argv, train_opts *o) {
             continue;
         }
         static const char *const valued[] = {"--data", "--batch", "--accum", "--steps", "--optimizer", "--lr", "--clip",
-                                       "--eval-every", "--eval-batches", "--log-every", "--layers", "--heads", "--width", "--context",
-                                       "--dropout", "--capacity", "--threads", "--seed"};
+                                             "--eval-every", "--eval-batches", "--log-every", "--layers", "--heads",
+                                             "--width", "--context", "--dropout", "--capacity", "--threads", "--seed",
+                                             "--device", "--model", "--vocab"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(f, valued[k]);
         if (!known) {
@@ -154,6 +177,25 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(f, "--dropout")) ok = parse_double(f, v, 0, 0.99, &o->gpt.dropout);
         else if (!strcmp(f, "--threads")) ok = parse_int(f, v, 1, &o->threads);
         else if (!strcmp(f, "--seed")) ok = parse_int(f, v, 0, &tmp), o->seed = (uint64_t)tmp;
+        else if (!strcmp(f, "--vocab")) ok = parse_int_in(f, v, 256, MAX_VOCAB, &o->gpt.vocab);
+        else if (!strcmp(f, "--device")) {
+            o->device = v;
+            if (strcmp(v, "cpu") && strcmp(v, "host") && strcmp(v, "cuda") && strncmp(v, "cuda:", 5)) {
+                fprintf(stderr, "vram train: --device: '%s' is not cpu or cuda[:N]\n", v);
+                ok = 0;
+            }
+        } else if (!strcmp(f, "--model")) {
+            size_t k = 0, n = sizeof model_presets / sizeof *model_presets;
+            while (k < n && strcmp(v, model_presets[k].name)) k++;
+            if (k == n) {
+                fprintf(stderr, "vram train: --model: unknown model '%s' (tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl)\n", v);
+                ok = 0;
+            } else {
+                double dropout = o->gpt.dropout;
+                o->gpt = model_presets[k].cfg;
+                o->gpt.dropout = dropout;
+            }
+        }
         else if (!strcmp(f, "--capacity")) {
             if (vram_parse_size(v, &o->capacity) != VRAM_OK) {
                 fprintf(stderr, "vram train: --capacity: %s\n", vram_last_error());
@@ -363,8 +405,10 @@ int vram_cmd_train(int argc, char **argv) {
         vram_text_data_close(data);
         return 2;
     }
+    int on_gpu = !strncmp(o.device, "cuda", 4);
     char spec[64] = "host";
-    if (o.capacity) snprintf(spec, sizeof spec, "host:%llu", (unsigned long long)o.capacity);
+    if (on_gpu) snprintf(spec, sizeof spec, "%s", o.device);
+    else if (o.capacity) snprintf(spec, sizeof spec, "host:%llu", (unsigned long long)o.capacity);
     vram_device *dev = NULL;
     vram_allocator *a = NULL;
     vram_runtime *rt = NULL;
@@ -373,11 +417,12 @@ int vram_cmd_train(int argc, char **argv) {
     int rc = 0;
     s = vram_device_open(spec, &dev);
     if (s != VRAM_OK) {
-        fprintf(stderr, "vram train: --capacity: %s\n", vram_last_error());
+        fprintf(stderr, "vram train: %s: %s\n", on_gpu ? "--device" : "--capacity", vram_last_error());
         vram_text_data_close(data);
-        return 2;
+        return on_gpu && s == VRAM_ERR_NO_DEVICE ? 1 : 2;
     }
     s = vram_allocator_new(dev, NULL, &a);
+    if (s == VRAM_OK && on_gpu && o.capacity) s = vram_allocator_set_limit(a, o.capacity);
     if (s != VRAM_OK && o.capacity) { /* the device's size is what could not be set up, not the training */
         fprintf(stderr, "vram train: --capacity: %s; give a smaller --capacity\n", vram_last_error());
         rc = 2;
@@ -385,7 +430,7 @@ int vram_cmd_train(int argc, char **argv) {
     }
     if (s == VRAM_OK) s = vram_runtime_new(a, o.threads, &rt);
     if (s != VRAM_OK) {
-        rc = fail(a, s, "setting up the allocator");
+        rc = fail(a, s, on_gpu ? "setting up the GPU runtime" : "setting up the allocator");
         goto done;
     }
     vram_runtime_seed(rt, o.seed);
@@ -413,8 +458,9 @@ int vram_cmd_train(int argc, char **argv) {
     printf("vram train: %s, %.2f MB corpus '%s' (byte unigram entropy %.4f nats = %.3f bits)\n",
            vram_runtime_device_name(rt), vram_text_data_size(data) / 1e6, o.data, unigram, unigram / log(2.0));
     char b2[32], b3[32];
-    printf("model: GPT %s, %s, width %d, context %d, vocab 256: %lld parameters (%s)\n",
-           plural(o.gpt.layers, "layer", b2, sizeof b2), plural(o.gpt.heads, "head", b3, sizeof b3), o.gpt.width, o.gpt.context, (long long)vram_param_list_numel(params),
+    printf("model: GPT %s, %s, width %d, context %d, vocab %d%s: %lld parameters (%s)\n",
+           plural(o.gpt.layers, "layer", b2, sizeof b2), plural(o.gpt.heads, "head", b3, sizeof b3), o.gpt.width,
+           o.gpt.context, o.gpt.vocab, o.gpt.tied ? ", tied embedding" : "", (long long)vram_param_list_numel(params),
            mib(vram_param_list_numel(params) * 4, b1, sizeof b1));
     printf("training: batch %d x accum %d x context %d = %.0f tokens/step, %s lr %g, clip %g, checkpoint %s, %s\n",
            o.batch, o.accum, o.gpt.context, (double)o.batch * o.accum * o.gpt.context, o.optimizer, oc.lr, o.clip,
@@ -439,6 +485,7 @@ int vram_cmd_train(int argc, char **argv) {
         double norm = 0;
         if (s == VRAM_OK && o.clip > 0) s = vram_clip_grad_norm(params, o.clip, &norm);
         if (s == VRAM_OK) s = vram_optimizer_step(opt);
+        if (s == VRAM_OK) s = vram_runtime_sync(rt); /* the step's GPU work done (and its errors seen) */
         if (s != VRAM_OK) {
             char what[64];
             snprintf(what, sizeof what, "training step %d", step);

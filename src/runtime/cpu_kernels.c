@@ -565,12 +565,15 @@ static void cpu_adagrad_update(vram_dtype dt, int64_t n, void *pv, const void *g
     });
 }
 
-static double cpu_sum_squares(vram_dtype dt, int64_t n, const void *xv) {
+static double cpu_sum_squares(int count, const vram_dtype *dts, const int64_t *ns, const void *const *xs) {
     double s = 0;
-    DISPATCH(dt, {
-        const T *x = xv;
-        for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
-    });
+    for (int k = 0; k < count; k++) {
+        int64_t n = ns[k];
+        DISPATCH(dts[k], {
+            const T *x = xs[k];
+            for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+        });
+    }
     return s;
 }
 
@@ -581,6 +584,24 @@ static void cpu_scale_inplace(vram_dtype dt, int64_t n, void *xv, double s) {
         for (int64_t i = 0; i < n; i++) x[i] *= f;
     });
 }
+
+static void cpu_upload(void *dst, const void *src, size_t n) {
+    if (n) memcpy(dst, src, n);
+}
+
+static void cpu_zero(void *dst, size_t n) {
+    if (n) memset(dst, 0, n);
+}
+
+static int64_t cpu_find_bad_id(int64_t n, const void *ids, vram_dtype dt, int64_t limit) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = load_id(ids, dt, i);
+        if (v < 0 || v >= limit) return i;
+    }
+    return -1;
+}
+
+static vram_status cpu_sync(void) { return VRAM_OK; }
 
 void vram_cpu_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, const void *A,
                      int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b, int64_t sb_k, int64_t sb_n,
@@ -613,4 +634,9 @@ const vram_kernels vram_cpu_kernels = {
     .adagrad_update = cpu_adagrad_update,
     .sum_squares = cpu_sum_squares,
     .scale_inplace = cpu_scale_inplace,
+    .upload = cpu_upload,
+    .download = cpu_upload,
+    .zero = cpu_zero,
+    .find_bad_id = cpu_find_bad_id,
+    .sync = cpu_sync,
 };

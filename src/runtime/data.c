@@ -81,7 +81,15 @@ vram_status vram_text_data_batch(vram_text_data *d, vram_runtime *rt, int split,
         vram_tensor_free(x);
         return s;
     }
-    int32_t *xp = vram_tensor_data(x), *yp = vram_tensor_data(y);
+    /* built on the host, then copied to the runtime's device */
+    int32_t *xp = malloc(sizeof *xp * (size_t)(batch * context)), *yp = malloc(sizeof *yp * (size_t)(batch * context));
+    if (!xp || !yp) {
+        free(xp);
+        free(yp);
+        vram_tensor_free(x);
+        vram_tensor_free(y);
+        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "dataset batch: out of host memory");
+    }
     uint64_t span = hi - lo - (uint64_t)context;
     for (int64_t b = 0; b < batch; b++) {
         uint64_t off = lo + (uint64_t)(vram_runtime_uniform(rt) * (double)span);
@@ -92,6 +100,10 @@ vram_status vram_text_data_batch(vram_text_data *d, vram_runtime *rt, int split,
             yp[b * context + t] = src[t + 1];
         }
     }
+    vram_tensor_write_host(x, xp);
+    vram_tensor_write_host(y, yp);
+    free(xp);
+    free(yp);
     *ids = x;
     *targets = y;
     return VRAM_OK;

@@ -83,15 +83,20 @@ vram_status vram_param_new(vram_runtime *rt, vram_param_list *l, const char *nam
     return VRAM_OK;
 }
 
-static void init_uniform(vram_tensor *t, double bound) {
-    float *p = vram_tensor_data(t);
-    for (int64_t i = 0; i < vram_tensor_numel(t); i++) p[i] = (float)((2 * vram_runtime_uniform(t->rt) - 1) * bound);
+/* Initialisers draw on the host (the same numbers on every device) and copy in once. */
+static vram_status init_random(vram_tensor *t, double scale, int normal) {
+    int64_t n = vram_tensor_numel(t);
+    float *p = malloc(sizeof *p * (size_t)(n ? n : 1));
+    if (!p) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "initialising a parameter: out of host memory");
+    for (int64_t i = 0; i < n; i++)
+        p[i] = (float)(normal ? vram_runtime_normal(t->rt) * scale : (2 * vram_runtime_uniform(t->rt) - 1) * scale);
+    vram_tensor_write_host(t, p);
+    free(p);
+    return VRAM_OK;
 }
 
-static void init_normal(vram_tensor *t, double std) {
-    float *p = vram_tensor_data(t);
-    for (int64_t i = 0; i < vram_tensor_numel(t); i++) p[i] = (float)(vram_runtime_normal(t->rt) * std);
-}
+static vram_status init_uniform(vram_tensor *t, double bound) { return init_random(t, bound, 0); }
+static vram_status init_normal(vram_tensor *t, double std) { return init_random(t, std, 1); }
 
 static const char *join(char *buf, size_t cap, const char *a, const char *b) {
     snprintf(buf, cap, "%s%s%s", a, *a ? "." : "", b);
@@ -107,13 +112,12 @@ vram_status vram_nn_linear_init(vram_nn_linear *m, vram_runtime *rt, vram_param_
     vram_status s = vram_param_new(rt, l, join(buf, sizeof buf, name, "weight"), 2, (int64_t[]){out, in}, &m->weight);
     if (s != VRAM_OK) return s;
     double bound = 1.0 / sqrt((double)in);
-    init_uniform(m->weight, bound);
-    if (bias) {
+    s = init_uniform(m->weight, bound);
+    if (s == VRAM_OK && bias) {
         s = vram_param_new(rt, l, join(buf, sizeof buf, name, "bias"), 1, (int64_t[]){out}, &m->bias);
-        if (s != VRAM_OK) return s;
-        init_uniform(m->bias, bound);
+        if (s == VRAM_OK) s = init_uniform(m->bias, bound);
     }
-    return VRAM_OK;
+    return s;
 }
 
 vram_status vram_nn_linear_forward(const vram_nn_linear *m, vram_tensor *x, vram_tensor **y) {
@@ -137,7 +141,7 @@ vram_status vram_nn_embedding_init(vram_nn_embedding *m, vram_runtime *rt, vram_
                                    int64_t dim) {
     char buf[128];
     vram_status s = vram_param_new(rt, l, join(buf, sizeof buf, name, "weight"), 2, (int64_t[]){num, dim}, &m->weight);
-    if (s == VRAM_OK) init_normal(m->weight, 1.0);
+    if (s == VRAM_OK) s = init_normal(m->weight, 1.0);
     return s;
 }
 
@@ -275,6 +279,28 @@ static vram_status block_ckpt_fn(void *ctx, int n, vram_tensor *const *in, vram_
 
 /* ---- GPT ---- */
 
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* GPT-2's initialisation over the parameter list (see nn.h); layer norms keep weight 1, bias 0. */
+static vram_status gpt2_init(vram_param_list *l, const vram_gpt_config *cfg) {
+    vram_status s = VRAM_OK;
+    for (int i = 0; i < l->count && s == VRAM_OK; i++) {
+        vram_tensor *t = l->items[i];
+        const char *name = l->names[i];
+        if (t->ndim == 2 && ends_with(name, "weight")) {
+            double std = cfg->init_std;
+            if (ends_with(name, "c_proj.weight")) std /= sqrt(2.0 * cfg->layers);
+            s = init_normal(t, std);
+        } else if (ends_with(name, "bias")) {
+            s = vram_tensor_fill(t, 0.0);
+        }
+    }
+    return s;
+}
+
 struct vram_gpt {
     vram_runtime *rt;
     vram_gpt_config cfg;
@@ -307,7 +333,13 @@ vram_status vram_gpt_new(vram_runtime *rt, const vram_gpt_config *cfg, vram_gpt 
         s = vram_nn_block_init(&g->blocks[i], rt, g->params, name, cfg->width, cfg->heads, cfg->dropout);
     }
     if (s == VRAM_OK) s = vram_nn_layer_norm_init(&g->ln_f, rt, g->params, "ln_f", cfg->width);
-    if (s == VRAM_OK) s = vram_nn_linear_init(&g->lm_head, rt, g->params, "lm_head", cfg->width, cfg->vocab, 0);
+    if (s == VRAM_OK && cfg->tied) {
+        g->lm_head.weight = g->wte.weight; /* borrowed: the list holds it once, as wte.weight */
+        g->lm_head.bias = NULL;
+    } else if (s == VRAM_OK) {
+        s = vram_nn_linear_init(&g->lm_head, rt, g->params, "lm_head", cfg->width, cfg->vocab, 0);
+    }
+    if (s == VRAM_OK && cfg->init_std > 0) s = gpt2_init(g->params, cfg);
     if (s != VRAM_OK) {
         vram_gpt_free(g);
         return s;
@@ -338,8 +370,16 @@ vram_status vram_gpt_forward(vram_gpt *g, vram_tensor *ids, vram_tensor *targets
     int64_t T = ids->shape[1];
     vram_tensor *pos = NULL, *tok = NULL, *pe = NULL, *x = NULL, *tmp = NULL, *logits = NULL;
     vram_status s = vram_tensor_empty(g->rt, VRAM_DTYPE_I32, 1, &T, VRAM_TAG_TEMPORARY, &pos);
-    if (s == VRAM_OK)
-        for (int64_t t = 0; t < T; t++) ((int32_t *)vram_tensor_data(pos))[t] = (int32_t)t;
+    if (s == VRAM_OK) {
+        int32_t *p = malloc(sizeof *p * (size_t)T);
+        if (p) {
+            for (int64_t t = 0; t < T; t++) p[t] = (int32_t)t;
+            vram_tensor_write_host(pos, p);
+            free(p);
+        } else {
+            s = vram_error(VRAM_ERR_OUT_OF_MEMORY, "gpt forward: out of host memory");
+        }
+    }
     if (s == VRAM_OK) s = vram_nn_embedding_forward(&g->wte, ids, &tok);
     if (s == VRAM_OK) s = vram_nn_embedding_forward(&g->wpe, pos, &pe);
     vram_tensor_free(pos);
@@ -399,12 +439,12 @@ vram_status vram_convnet_new(vram_runtime *rt, int cin, int h, int w, int classe
     if (s == VRAM_OK) s = vram_param_new(rt, c->params, "conv2.bias", 1, (int64_t[]){16}, &c->b2);
     if (s == VRAM_OK) {
         double b1 = 1.0 / sqrt(cin * 9.0), b2 = 1.0 / sqrt(8 * 9.0);
-        init_uniform(c->w1, b1);
-        init_uniform(c->b1, b1);
-        init_uniform(c->w2, b2);
-        init_uniform(c->b2, b2);
+        s = init_uniform(c->w1, b1);
+        if (s == VRAM_OK) s = init_uniform(c->b1, b1);
+        if (s == VRAM_OK) s = init_uniform(c->w2, b2);
+        if (s == VRAM_OK) s = init_uniform(c->b2, b2);
         c->flat = 16LL * (h / 4) * (w / 4);
-        s = vram_nn_linear_init(&c->fc, rt, c->params, "fc", c->flat, classes, 1);
+        if (s == VRAM_OK) s = vram_nn_linear_init(&c->fc, rt, c->params, "fc", c->flat, classes, 1);
     }
     if (s != VRAM_OK) {
         vram_convnet_free(c);

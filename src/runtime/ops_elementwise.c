@@ -5,6 +5,7 @@
  * Broadcasting builds, for each operand, a view over the output shape whose strides are 0 in
  * the dimensions it is stretched along; the binary kernel then needs no special cases.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "rt_internal.h"
@@ -254,9 +255,17 @@ vram_status vram_dropout(vram_tensor *x, double p, int training, vram_tensor **o
         vram_tensor_free(xc);
         return s;
     }
-    uint8_t *m = vram_tensor_data(mask);
     int64_t n = vram_tensor_numel(x);
-    for (int64_t i = 0; i < n; i++) m[i] = vram_runtime_uniform(rt) >= p;
+    uint8_t *hm = malloc((size_t)(n ? n : 1)); /* drawn on the host: the same mask on every device */
+    if (!hm) {
+        vram_tensor_free(xc);
+        vram_tensor_free(mask);
+        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "dropout: out of host memory for the mask");
+    }
+    for (int64_t i = 0; i < n; i++) hm[i] = vram_runtime_uniform(rt) >= p;
+    vram_tensor_write_host(mask, hm);
+    free(hm);
+    const uint8_t *m = vram_tensor_data(mask);
     double scale = p < 1 ? 1.0 / (1.0 - p) : 0.0;
     s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &y);
     if (s == VRAM_OK) {

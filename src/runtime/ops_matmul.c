@@ -287,14 +287,16 @@ vram_status vram_causal_attention(vram_tensor *q, vram_tensor *k, vram_tensor *v
     if (!vram_shape_equal(q, v))
         return vram_error(VRAM_ERR_SHAPE, "causal_attention: q %s and v %s must both be [B, H, T, D]", SHAPE_STR(q, a),
                           SHAPE_STR(v, b));
-    vram_tensor *kt = NULL, *sc = NULL, *sc2 = NULL, *p = NULL;
+    /* q is scaled before the product, not the T x T scores after it: the same scores, with a
+     * pass over a [B, H, T, D] tensor instead of two over [B, H, T, T] (forward and backward) */
+    vram_tensor *kt = NULL, *qs = NULL, *sc = NULL, *p = NULL;
     vram_status s = vram_transpose(k, 2, 3, &kt);
-    if (s == VRAM_OK) s = vram_matmul(q, kt, &sc);
+    if (s == VRAM_OK) s = vram_scale(q, 1.0 / sqrt((double)q->shape[3]), &qs);
+    if (s == VRAM_OK) s = vram_matmul(qs, kt, &sc);
     vram_tensor_free(kt);
-    if (s == VRAM_OK) s = vram_scale(sc, 1.0 / sqrt((double)q->shape[3]), &sc2);
+    vram_tensor_free(qs);
+    if (s == VRAM_OK) s = vram_causal_softmax(sc, &p);
     vram_tensor_free(sc);
-    if (s == VRAM_OK) s = vram_causal_softmax(sc2, &p);
-    vram_tensor_free(sc2);
     if (s == VRAM_OK) s = vram_matmul(p, v, out);
     vram_tensor_free(p);
     return s;

@@ -79,12 +79,16 @@ static vram_status check_ids(const char *op, const vram_tensor *ids, int64_t lim
         return vram_error(VRAM_ERR_INVALID_ARG, "%s: %s must be i32 or i64, not %s", op, what, vram_dtype_name(ids->dtype));
     if (!vram_tensor_is_contiguous(ids)) return vram_error(VRAM_ERR_INVALID_ARG, "%s: %s must be contiguous", op, what);
     int64_t n = vram_tensor_numel(ids);
-    const void *p = vram_tensor_data(ids);
-    for (int64_t i = 0; i < n; i++) {
-        int64_t v = ids->dtype == VRAM_DTYPE_I64 ? ((const int64_t *)p)[i] : ((const int32_t *)p)[i];
-        if (v < 0 || v >= limit)
-            return vram_error(VRAM_ERR_INVALID_ARG, "%s: %s[%lld] = %lld is outside [0, %lld)", op, what, (long long)i,
-                              (long long)v, (long long)limit);
+    int64_t i = ids->rt->k->find_bad_id(n, vram_tensor_data(ids), ids->dtype, limit);
+    vram_status s = ids->rt->k->sync();
+    if (s != VRAM_OK) return s;
+    if (i >= 0) {
+        char one[8];
+        ids->rt->k->download(one, (const char *)vram_tensor_data(ids) + i * (int64_t)vram_dtype_size(ids->dtype),
+                             vram_dtype_size(ids->dtype));
+        int64_t v = ids->dtype == VRAM_DTYPE_I64 ? *(const int64_t *)one : *(const int32_t *)one;
+        return vram_error(VRAM_ERR_INVALID_ARG, "%s: %s[%lld] = %lld is outside [0, %lld)", op, what, (long long)i,
+                          (long long)v, (long long)limit);
     }
     return VRAM_OK;
 }

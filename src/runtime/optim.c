@@ -162,11 +162,23 @@ vram_status vram_optimizer_step(vram_optimizer *o) {
 
 vram_status vram_clip_grad_norm(vram_param_list *params, double max_norm, double *total_norm) {
     if (!params || !(max_norm > 0)) return vram_error(VRAM_ERR_INVALID_ARG, "clip_grad_norm: max_norm %g", max_norm);
-    double sq = 0;
-    for (int i = 0; i < vram_param_list_count(params); i++) {
-        vram_tensor *g = vram_param_list_get(params, i)->grad;
-        if (g) sq += g->rt->k->sum_squares(g->dtype, vram_tensor_numel(g), vram_tensor_data(g));
+    int count = vram_param_list_count(params), m = 0;
+    vram_dtype *dts = malloc(sizeof *dts * (size_t)(count ? count : 1));
+    int64_t *ns = malloc(sizeof *ns * (size_t)(count ? count : 1));
+    const void **xs = malloc(sizeof *xs * (size_t)(count ? count : 1));
+    const vram_kernels *k = NULL;
+    if (!dts || !ns || !xs) {
+        free(dts), free(ns), free(xs);
+        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "clip_grad_norm: out of host memory");
     }
+    for (int i = 0; i < count; i++) {
+        vram_tensor *g = vram_param_list_get(params, i)->grad;
+        if (!g) continue;
+        k = g->rt->k;
+        dts[m] = g->dtype, ns[m] = vram_tensor_numel(g), xs[m++] = vram_tensor_data(g);
+    }
+    double sq = k ? k->sum_squares(m, dts, ns, xs) : 0;
+    free(dts), free(ns), free(xs);
     double norm = sqrt(sq);
     if (total_norm) *total_norm = norm;
     double coef = max_norm / (norm + 1e-6);

@@ -2,7 +2,9 @@
  * per-device kernel table that ops dispatch through.
  *
  * A kernel table (vram_kernels) is what a device brings to the runtime: the CPU table lives in
- * cpu_kernels.c / cpu_matmul.c; a CUDA table would fill the same slots with launches. Ops
+ * cpu_kernels.c / cpu_matmul.c, the CUDA table in cuda_ops.c / cuda_blas.c (launches on the
+ * runtime's stream). Data pointers handed to kernels are the device's addresses; the host
+ * reaches them only through upload / download. Ops
  * (ops_*.c) check shapes, allocate outputs, call rt->k->..., and record graph nodes. Kernels
  * write into memory the ops allocated; the one exception is the matrix product's pack
  * buffers, which it takes from the runtime's allocator as temporaries.
@@ -121,9 +123,18 @@ typedef struct vram_kernels {
                         int64_t step);
     void (*adagrad_update)(vram_dtype dt, int64_t n, void *p, const void *g, void *sum, double lr,
                            double eps, double weight_decay, int64_t step, double lr_decay);
-    /* Sum of squares (for the global gradient norm) and in-place scaling. */
-    double (*sum_squares)(vram_dtype dt, int64_t n, const void *x);
+    /* The sum of squares of `count` tensors of ns[i] contiguous elements (the global gradient
+     * norm: one read back for all of them), and in-place scaling. */
+    double (*sum_squares)(int count, const vram_dtype *dts, const int64_t *ns, const void *const *xs);
     void (*scale_inplace)(vram_dtype dt, int64_t n, void *x, double s);
+    /* Moving bytes between the host and the device's memory, and zeroing it. */
+    void (*upload)(void *dst, const void *host_src, size_t n);
+    void (*download)(void *host_dst, const void *src, size_t n);
+    void (*zero)(void *dst, size_t n);
+    /* The index of the first id outside [0, limit), or -1 when all are inside. */
+    int64_t (*find_bad_id)(int64_t n, const void *ids, vram_dtype dt, int64_t limit);
+    /* Waits for the device's queued work; returns the first error of a kernel or copy. */
+    vram_status (*sync)(void);
 } vram_kernels;
 
 extern const vram_kernels vram_cpu_kernels;
@@ -132,6 +143,8 @@ struct vram_runtime {
     vram_allocator *alloc;
     const vram_kernels *k;
     int threads;
+    int on_gpu;          /* the CUDA table: tensor memory is not host-addressable */
+    vram_stream stream;  /* where kernels run and the allocator's blocks are used (0 on the CPU) */
     uint64_t rng[4];
 };
 

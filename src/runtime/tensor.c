@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cuda_rt.h"
 #include "dtype_conv.h"
 #include "rt_internal.h"
 
@@ -29,13 +30,23 @@ int vram_dtype_is_float(vram_dtype dt) { return dt <= VRAM_DTYPE_BF16; }
 vram_status vram_runtime_new(vram_allocator *a, int threads, vram_runtime **out) {
     if (!a || !out) return vram_error(VRAM_ERR_INVALID_ARG, "runtime: null argument");
     vram_device *dev = vram_allocator_device(a);
-    if (!dev || !dev->host_accessible)
-        return vram_error(VRAM_ERR_UNSUPPORTED, "runtime: device '%s' has no kernel table yet (only host-accessible "
-                          "devices run the CPU kernels)", dev ? dev->name : "?");
+    int cuda = dev && !strcmp(dev->kind, "cuda");
+    if (!dev || (!dev->host_accessible && !cuda))
+        return vram_error(VRAM_ERR_UNSUPPORTED, "runtime: device '%s' has no kernel table (the CPU kernels run on the "
+                          "host device, the GPU kernels on cuda devices)", dev ? dev->name : "?");
     vram_runtime *rt = calloc(1, sizeof *rt);
     if (!rt) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "runtime: out of host memory");
     rt->alloc = a;
     rt->k = &vram_cpu_kernels;
+    if (cuda) {
+        vram_status s = vram_cuda_runtime_open(rt, dev->index);
+        if (s != VRAM_OK) {
+            free(rt);
+            return s;
+        }
+        rt->k = &vram_cuda_kernels;
+        rt->on_gpu = 1;
+    }
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     rt->threads = threads > 0 ? threads : (n > 0 ? (int)n : 1);
     if (rt->threads > 64) rt->threads = 64;
@@ -44,7 +55,14 @@ vram_status vram_runtime_new(vram_allocator *a, int threads, vram_runtime **out)
     return VRAM_OK;
 }
 
-void vram_runtime_free(vram_runtime *rt) { free(rt); }
+void vram_runtime_free(vram_runtime *rt) {
+    if (!rt) return;
+    if (rt->on_gpu) vram_cuda_runtime_close(rt);
+    free(rt);
+}
+
+vram_status vram_runtime_sync(vram_runtime *rt) { return rt->k->sync(); }
+int vram_runtime_on_gpu(const vram_runtime *rt) { return rt->on_gpu; }
 vram_allocator *vram_runtime_allocator(vram_runtime *rt) { return rt->alloc; }
 const char *vram_runtime_device_name(vram_runtime *rt) { return vram_allocator_device(rt->alloc)->name; }
 
@@ -127,7 +145,7 @@ vram_status vram_tensor_empty(vram_runtime *rt, vram_dtype dt, int ndim, const i
         return vram_error(VRAM_ERR_OUT_OF_MEMORY, "tensor: out of host memory for the tensor header");
     }
     size_t nbytes = (size_t)n * vram_dtype_size(dt);
-    vram_status s = vram_allocator_malloc(rt->alloc, nbytes, 0, tag, &st->data);
+    vram_status s = vram_allocator_malloc(rt->alloc, nbytes, rt->stream, tag, &st->data);
     if (s != VRAM_OK) {
         free(st);
         free(t);
@@ -160,7 +178,7 @@ vram_status vram_tensor_empty_like(const vram_tensor *t, vram_tag tag, vram_tens
 vram_status vram_tensor_new(vram_runtime *rt, vram_dtype dt, int ndim, const int64_t *shape, vram_tag tag,
                             vram_tensor **out) {
     vram_status s = vram_tensor_empty(rt, dt, ndim, shape, tag, out);
-    if (s == VRAM_OK) memset((*out)->st->data, 0, (*out)->st->nbytes);
+    if (s == VRAM_OK) rt->k->zero((*out)->st->data, (*out)->st->nbytes);
     return s;
 }
 
@@ -168,8 +186,16 @@ vram_status vram_tensor_from_data(vram_runtime *rt, vram_dtype dt, int ndim, con
                                   const void *data, vram_tensor **out) {
     if (!data) return vram_error(VRAM_ERR_INVALID_ARG, "tensor_from_data: null data");
     vram_status s = vram_tensor_empty(rt, dt, ndim, shape, tag, out);
-    if (s == VRAM_OK) memcpy((*out)->st->data, data, (*out)->st->nbytes);
+    if (s == VRAM_OK) rt->k->upload((*out)->st->data, data, (*out)->st->nbytes);
     return s;
+}
+
+void vram_tensor_write_host(vram_tensor *t, const void *host) {
+    t->rt->k->upload(vram_tensor_data(t), host, (size_t)vram_tensor_numel(t) * vram_dtype_size(t->dtype));
+}
+
+void vram_tensor_read_host(const vram_tensor *t, void *host) {
+    t->rt->k->download(host, vram_tensor_data(t), (size_t)vram_tensor_numel(t) * vram_dtype_size(t->dtype));
 }
 
 vram_tensor *vram_tensor_view_new(const vram_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
@@ -269,20 +295,42 @@ static vram_status index_offset(const vram_tensor *t, const int64_t *index, int6
 vram_status vram_tensor_get(const vram_tensor *t, const int64_t *index, double *value) {
     int64_t o = 0;
     vram_status s = index_offset(t, index, &o);
-    if (s == VRAM_OK) *value = vram_load((char *)vram_tensor_data(t) + o * (int64_t)vram_dtype_size(t->dtype), t->dtype);
+    if (s == VRAM_OK) {
+        char one[8];
+        t->rt->k->download(one, (char *)vram_tensor_data(t) + o * (int64_t)vram_dtype_size(t->dtype),
+                           vram_dtype_size(t->dtype));
+        *value = vram_load(one, t->dtype);
+    }
     return s;
 }
 
 vram_status vram_tensor_set(vram_tensor *t, const int64_t *index, double value) {
     int64_t o = 0;
     vram_status s = index_offset(t, index, &o);
-    if (s == VRAM_OK) vram_store((char *)vram_tensor_data(t) + o * (int64_t)vram_dtype_size(t->dtype), t->dtype, value);
+    if (s == VRAM_OK) {
+        char one[8];
+        vram_store(one, t->dtype, value);
+        t->rt->k->upload((char *)vram_tensor_data(t) + o * (int64_t)vram_dtype_size(t->dtype), one,
+                         vram_dtype_size(t->dtype));
+    }
     return s;
 }
 
-double vram_tensor_item(const vram_tensor *t) { return vram_load(vram_tensor_data(t), t->dtype); }
+double vram_tensor_item(const vram_tensor *t) {
+    char one[8];
+    t->rt->k->download(one, vram_tensor_data(t), vram_dtype_size(t->dtype));
+    return vram_load(one, t->dtype);
+}
 
 vram_status vram_tensor_to_f64(const vram_tensor *t, double *out) {
+    if (t->rt->on_gpu) { /* converted on the device, then read back */
+        vram_tensor *c = NULL;
+        vram_status st = vram_tensor_cast(t, VRAM_DTYPE_F64, VRAM_TAG_TEMPORARY, &c);
+        if (st != VRAM_OK) return st;
+        vram_tensor_read_host(c, out);
+        vram_tensor_free(c);
+        return t->rt->k->sync();
+    }
     vram_kview d, s;
     vram_kview_of(t, &s);
     d = s;

@@ -1,0 +1,180 @@
+/* bench_gpt2_reference.c — the runtime's side of the check against PyTorch (bench/gpt2_torch.py
+ * check): trains a GPT-2-shaped model (tied embedding, GPT-2 initialisation, AdamW, global-norm
+ * clipping) on random token ids and writes into DIR what PyTorch needs to repeat the run:
+ *
+ *   params.txt   one line per parameter: name and shape (d0,d1,...), in order
+ *   init.bin     the initial parameters, f32, concatenated in that order
+ *   batches.bin  every step's tokens, i32 [steps][batch][context + 1] (ids, then targets shifted)
+ *   grads1.bin   the gradients of the first step's backward (before clipping), f32
+ *   losses.txt   one loss per step, %.9g
+ *
+ * usage: bench_gpt2_reference --out DIR [--device cuda:0] [--steps 20] [--batch 8] [--context 1024]
+ *        [--layers 12 --heads 12 --width 768 --vocab 50257] [--lr 3e-4] [--clip 1.0] [--seed 1337]
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <time.h>
+
+#include "vram/alloc.h"
+#include "vram/nn.h"
+#include "vram/optim.h"
+
+static int write_file(const char *dir, const char *name, const void *p, size_t n) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0) {
+        fprintf(stderr, "bench_gpt2_reference: cannot write %s: %s\n", path, strerror(errno));
+        return 0;
+    }
+    return 1;
+}
+
+/* All parameters (or their gradients) as one f32 array. */
+static float *gather(vram_param_list *pl, int grads, size_t *bytes) {
+    int64_t total = vram_param_list_numel(pl), at = 0;
+    float *buf = calloc((size_t)total, sizeof *buf);
+    for (int i = 0; buf && i < vram_param_list_count(pl); i++) {
+        vram_tensor *p = vram_param_list_get(pl, i), *t = grads ? vram_tensor_grad(p) : p;
+        if (t) vram_tensor_read_host(t, buf + at);
+        at += vram_tensor_numel(p);
+    }
+    *bytes = (size_t)total * sizeof *buf;
+    return buf;
+}
+
+int main(int argc, char **argv) {
+    const char *out = NULL, *device = "cuda:0";
+    int steps = 20, batch = 8;
+    vram_gpt_config cfg = {.layers = 12, .heads = 12, .width = 768, .vocab = 50257, .context = 1024, .tied = 1,
+                           .init_std = 0.02};
+    double lr = 3e-4, clip = 1.0;
+    unsigned long long seed = 1337;
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) goto usage;
+        i++;
+        if (!strcmp(f, "--out")) out = v;
+        else if (!strcmp(f, "--device")) device = v;
+        else if (!strcmp(f, "--steps")) steps = atoi(v);
+        else if (!strcmp(f, "--batch")) batch = atoi(v);
+        else if (!strcmp(f, "--context")) cfg.context = atoi(v);
+        else if (!strcmp(f, "--layers")) cfg.layers = atoi(v);
+        else if (!strcmp(f, "--heads")) cfg.heads = atoi(v);
+        else if (!strcmp(f, "--width")) cfg.width = atoi(v);
+        else if (!strcmp(f, "--vocab")) cfg.vocab = atoi(v);
+        else if (!strcmp(f, "--lr")) lr = atof(v);
+        else if (!strcmp(f, "--clip")) clip = atof(v);
+        else if (!strcmp(f, "--seed")) seed = strtoull(v, NULL, 10);
+        else goto usage;
+    }
+    if (!out || steps < 1 || batch < 1 || cfg.context < 1) goto usage;
+    mkdir(out, 0755);
+    struct utsname u;
+    uname(&u);
+    printf("# machine: %s %s\n# command:", u.nodename, u.machine);
+    for (int i = 0; i < argc; i++) printf(" %s", argv[i]);
+    printf("\n");
+
+    vram_device *dev = NULL;
+    vram_allocator *a = NULL;
+    vram_runtime *rt = NULL;
+    vram_gpt *g = NULL;
+    vram_optimizer *opt = NULL;
+    vram_status s = vram_device_open(device, &dev);
+    if (s == VRAM_OK) s = vram_allocator_new(dev, NULL, &a);
+    if (s == VRAM_OK) s = vram_runtime_new(a, 0, &rt);
+    if (s == VRAM_OK) vram_runtime_seed(rt, seed);
+    if (s == VRAM_OK) s = vram_gpt_new(rt, &cfg, &g);
+    vram_optim_config oc;
+    vram_optim_config_default(VRAM_OPTIM_ADAMW, &oc);
+    oc.lr = lr;
+    if (s == VRAM_OK) s = vram_optimizer_new(rt, vram_gpt_params(g), &oc, &opt);
+    if (s != VRAM_OK) {
+        fprintf(stderr, "bench_gpt2_reference: %s: %s\n", vram_status_str(s), vram_last_error());
+        return 1;
+    }
+    vram_param_list *pl = vram_gpt_params(g);
+    FILE *names = NULL;
+    {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/params.txt", out);
+        names = fopen(path, "w");
+    }
+    for (int i = 0; names && i < vram_param_list_count(pl); i++) {
+        vram_tensor *p = vram_param_list_get(pl, i);
+        fprintf(names, "%s ", vram_param_list_name(pl, i));
+        for (int d = 0; d < vram_tensor_ndim(p); d++) fprintf(names, "%s%lld", d ? "," : "", (long long)vram_tensor_shape(p)[d]);
+        fprintf(names, "\n");
+    }
+    if (!names || fclose(names) != 0) return fprintf(stderr, "bench_gpt2_reference: cannot write params.txt\n"), 1;
+    size_t bytes;
+    float *init = gather(pl, 0, &bytes);
+    if (!init || !write_file(out, "init.bin", init, bytes)) return 1;
+    free(init);
+
+    int64_t T1 = cfg.context + 1, per = (int64_t)batch * T1;
+    int32_t *tokens = malloc(sizeof *tokens * (size_t)(per * steps)), *ids = malloc(sizeof *ids * (size_t)batch * cfg.context),
+            *tg = malloc(sizeof *tg * (size_t)batch * cfg.context);
+    uint64_t x = seed * 2654435761u + 1;
+    for (int64_t i = 0; i < per * steps; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        tokens[i] = (int32_t)(x % (uint64_t)cfg.vocab);
+    }
+    if (!write_file(out, "batches.bin", tokens, sizeof *tokens * (size_t)(per * steps))) return 1;
+    double *losses = calloc((size_t)steps, sizeof *losses);
+    int64_t shape[2] = {batch, cfg.context};
+    for (int step = 0; step < steps && s == VRAM_OK; step++) {
+        for (int b = 0; b < batch; b++)
+            for (int t = 0; t < cfg.context; t++) {
+                ids[b * cfg.context + t] = tokens[step * per + b * T1 + t];
+                tg[b * cfg.context + t] = tokens[step * per + b * T1 + t + 1];
+            }
+        vram_tensor *ti = NULL, *tt = NULL, *loss = NULL;
+        vram_param_list_zero_grad(pl, 1);
+        s = vram_tensor_from_data(rt, VRAM_DTYPE_I32, 2, shape, VRAM_TAG_TEMPORARY, ids, &ti);
+        if (s == VRAM_OK) s = vram_tensor_from_data(rt, VRAM_DTYPE_I32, 2, shape, VRAM_TAG_TEMPORARY, tg, &tt);
+        if (s == VRAM_OK) s = vram_gpt_forward(g, ti, tt, 1, NULL, &loss);
+        if (s == VRAM_OK) losses[step] = vram_tensor_item(loss);
+        if (s == VRAM_OK) s = vram_backward(loss, NULL);
+        if (s == VRAM_OK && step == 0) {
+            float *g1 = gather(pl, 1, &bytes);
+            if (!g1 || !write_file(out, "grads1.bin", g1, bytes)) s = VRAM_ERR_IO;
+            free(g1);
+        }
+        if (s == VRAM_OK && clip > 0) s = vram_clip_grad_norm(pl, clip, NULL);
+        if (s == VRAM_OK) s = vram_optimizer_step(opt);
+        if (s == VRAM_OK) s = vram_runtime_sync(rt);
+        vram_tensor_free(ti);
+        vram_tensor_free(tt);
+        vram_tensor_free(loss);
+        if (s == VRAM_OK) printf("step %2d loss %.6f\n", step + 1, losses[step]);
+    }
+    if (s != VRAM_OK) {
+        fprintf(stderr, "bench_gpt2_reference: training failed: %s: %s\n", vram_status_str(s), vram_last_error());
+        return 1;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/losses.txt", out);
+    FILE *f = fopen(path, "w");
+    for (int i = 0; f && i < steps; i++) fprintf(f, "%.9g\n", losses[i]);
+    if (!f || fclose(f) != 0) return fprintf(stderr, "bench_gpt2_reference: cannot write losses.txt\n"), 1;
+    free(losses);
+    free(tokens);
+    free(ids);
+    free(tg);
+    vram_optimizer_free(opt);
+    vram_gpt_free(g);
+    vram_runtime_free(rt);
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+    return 0;
+usage:
+    fprintf(stderr, "usage: bench_gpt2_reference --out DIR [--device cuda:0] [--steps N] [--batch B] [--context T] "
+                    "[--layers L --heads H --width C --vocab V] [--lr X] [--clip X] [--seed N]\n");
+    return 2;
+}

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""gpt2_torch.py — PyTorch beside the runtime's GPT-2 on the GPU.
+
+  check DIR   repeats the run that bench_gpt2_reference wrote into DIR (same initial weights,
+              same batches, AdamW, clipping) with a PyTorch model of the same layout, fp32 with
+              TF32 off, and compares: every step's loss within 1e-4 relative, every parameter's
+              gradient after step 1 within 1e-3 relative norm. Exit status 1 on a mismatch.
+  speed       PyTorch eager fp32 (TF32 off) GPT-2 124M training, B=8, T=1024, fused AdamW:
+              HuggingFace's GPT2LMHeadModel (the anchor of BENCHMARKS.md) and the same-layout
+              model; median step time, tokens/s, peak allocated and reserved.
+
+The same-layout model: token + position embeddings, pre-norm blocks with c_attn [3C, C] and
+exact-erf GELU, final layer norm, output projection tied to the token embedding.
+"""
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+
+
+class Block(nn.Module):
+    def __init__(self, C, H):
+        super().__init__()
+        self.H = H
+        self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
+        self.attn = nn.Module()
+        self.attn.c_attn, self.attn.c_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+        self.mlp = nn.Module()
+        self.mlp.c_fc, self.mlp.c_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        qkv = self.attn.c_attn(self.ln_1(x)).view(B, T, 3, self.H, C // self.H).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], is_causal=True)
+        x = x + self.attn.c_proj(y.transpose(1, 2).reshape(B, T, C))
+        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, L, H, C, V, T):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(T, C)
+        self.h = nn.ModuleList(Block(C, H) for _ in range(L))
+        self.ln_f = nn.LayerNorm(C)
+
+    def forward(self, idx, targets):
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
+        for b in self.h:
+            x = b(x)
+        logits = F.linear(self.ln_f(x), self.wte.weight)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def rel(a, b):
+    return (torch.linalg.vector_norm((a - b).double()) / torch.linalg.vector_norm(b.double()).clamp_min(1e-30)).item()
+
+
+def check(d, args):
+    names = [ln.split() for ln in open(os.path.join(d, "params.txt"))]
+    shapes = [tuple(int(x) for x in s.split(",")) for _, s in names]
+    names = [n for n, _ in names]
+    L = 1 + max(int(n.split(".")[1]) for n in names if n.startswith("h."))
+    V, C = shapes[names.index("wte.weight")]
+    T = shapes[names.index("wpe.weight")][0]
+    H = args.heads
+    dev = "cuda"
+    model = GPT(L, H, C, V, T).to(dev)
+    params = dict(model.named_parameters())
+    init = np.fromfile(os.path.join(d, "init.bin"), dtype=np.float32)
+    at = 0
+    with torch.no_grad():
+        for n, s in zip(names, shapes):
+            k = math.prod(s)
+            params[n].copy_(torch.from_numpy(init[at:at + k].reshape(s)))
+            at += k
+    assert at == init.size and len(params) == len(names), "parameter layout differs"
+    order = [params[n] for n in names]
+    losses = [float(x) for x in open(os.path.join(d, "losses.txt"))]
+    steps = len(losses)
+    toks = np.fromfile(os.path.join(d, "batches.bin"), dtype=np.int32).reshape(steps, args.batch, -1)
+    g1 = np.fromfile(os.path.join(d, "grads1.bin"), dtype=np.float32)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, eps=1e-8, foreach=False)
+    worst_loss, worst_grad, bad = 0.0, 0.0, 0
+    print(f"{'step':>4} {'vram loss':>12} {'torch loss':>12} {'rel diff':>10}")
+    for step in range(steps):
+        b = torch.from_numpy(toks[step].astype(np.int64)).to(dev)
+        opt.zero_grad(set_to_none=True)
+        loss = model(b[:, :-1], b[:, 1:])
+        loss.backward()
+        if step == 0:
+            at = 0
+            for n, p in zip(names, order):
+                k = p.numel()
+                ours = torch.from_numpy(g1[at:at + k]).to(dev).view_as(p)
+                r = rel(ours, p.grad)
+                worst_grad = max(worst_grad, r)
+                if r > 1e-3:
+                    bad += 1
+                    print(f"gradient of {n}: relative norm difference {r:.3g} > 1e-3")
+                at += k
+        if args.clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+        opt.step()
+        r = abs(losses[step] - loss.item()) / abs(loss.item())
+        worst_loss = max(worst_loss, r)
+        bad += r > 1e-4
+        print(f"{step + 1:>4} {losses[step]:>12.6f} {loss.item():>12.6f} {r:>10.2e}")
+    print(f"check: {steps} steps, worst loss difference {worst_loss:.2e} (bound 1e-4), worst gradient "
+          f"difference after step 1 {worst_grad:.2e} over {len(names)} parameters (bound 1e-3): "
+          f"{'PASS' if not bad else 'FAIL'}")
+    return 1 if bad else 0
+
+
+def speed(args):
+    dev = "cuda"
+    B, T = args.batch, 1024
+    rows = []
+    for kind in args.models.split(","):
+        torch.manual_seed(0)
+        if kind == "hf":
+            from transformers import GPT2Config, GPT2LMHeadModel
+            model = GPT2LMHeadModel(GPT2Config()).to(dev)
+            step_fn = lambda x, y: model(input_ids=x, labels=y).loss  # noqa: E731 (labels shift inside)
+        else:
+            model = GPT(12, 12, 768, 50257, 1024).to(dev)
+            step_fn = model
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
+        data = torch.randint(0, 50257, (B, T + 1), device=dev)
+        x, y = (data[:, :-1], data[:, :-1]) if kind == "hf" else (data[:, :-1], data[:, 1:])
+        torch.cuda.reset_peak_memory_stats()
+        times = []
+        for i in range(args.steps):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            loss = step_fn(x, y)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            loss.item()
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+        med = statistics.median(times[3:])
+        rows.append((kind, med * 1e3, B * T / med, torch.cuda.max_memory_allocated() / 2**30,
+                     torch.cuda.max_memory_reserved() / 2**30))
+        del model, opt, loss
+        torch.cuda.empty_cache()
+    print(f"# torch {torch.__version__}, {torch.cuda.get_device_name()}, fp32 (TF32 off), B={B}, T={T}, fused AdamW, "
+          f"clip 1.0, median of steps 4..{args.steps}")
+    for kind, ms, tps, pa, pr in rows:
+        name = "HF GPT2LMHeadModel eager" if kind == "hf" else "same-layout model eager"
+        print(f"torch {name:<26} {ms:8.1f} ms/step {tps:9.0f} tokens/s  peak allocated {pa:6.2f} GiB  reserved {pr:6.2f} GiB")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["check", "speed"])
+    ap.add_argument("dir", nargs="?")
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--lr", type=float, default=3e-4)
+    ap.add_argument("--clip", type=float, default=1.0)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--models", default="hf,same")
+    args = ap.parse_args()
+    if args.mode == "check":
+        if not args.dir:
+            ap.error("check needs DIR")
+        return check(args.dir, args)
+    return speed(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+/* cuda_abi.h — what the CUDA kernels (cuda_kernels.cu) and the host code that launches them
+ * (cuda_ops.c) agree on: the dtype codes and the parameter block of the strided kernels.
+ *
+ * Included from C and from CUDA C++, so it holds only plain types. Strided kernels take one
+ * vk_geom by value: up to VK_MAXD dimensions (after cuda_ops.c has merged the dimensions that
+ * every operand walks contiguously) and up to three operands' strides, in elements.
+ */
+#ifndef VRAM_CUDA_ABI_H
+#define VRAM_CUDA_ABI_H
+
+#include <stdint.h>
+
+#define VK_MAXD 6
+
+/* The same numbering as vram_dtype (tensor.h). */
+enum { VK_F64 = 0, VK_F32, VK_F16, VK_BF16, VK_I32, VK_I64, VK_I8, VK_U8 };
+
+typedef struct vk_geom {
+    int nd;
+    int64_t n; /* elements: the product of shape */
+    int64_t shape[VK_MAXD];
+    int64_t st[3][VK_MAXD]; /* operand strides: [0] the output, [1] and [2] the inputs */
+} vk_geom;
+
+/* The reduced dimensions of a broadcast reduction (vk_reduce_add): the source's strides. */
+typedef struct vk_red {
+    int nd;
+    int64_t n;
+    int64_t shape[VK_MAXD];
+    int64_t st[VK_MAXD];
+} vk_red;
+
+#endif

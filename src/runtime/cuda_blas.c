@@ -1,0 +1,307 @@
+/* cuda_blas.c — the runtime's matrix products on the GPU, through cuBLASLt opened at run time.
+ *
+ * The table's product is row-major: C[b] (M x N, contiguous) = A[b] (M x K) @ B[b] (K x N),
+ * each input with its own strides. cuBLASLt is column-major, so the product it computes is
+ * C^T (N x M, leading dimension N) = B^T @ A^T: each input is read in place, transposed or not,
+ * when one of its strides is 1 and the other is a valid leading dimension; otherwise it is
+ * first copied to a contiguous temporary (from the allocator). f32 computes in true fp32
+ * (CUBLAS_COMPUTE_32F: no TF32), f64 in fp64.
+ *
+ * Descriptors, layouts and the heuristic's chosen algorithm are cached per shape, strides and
+ * pointer alignment (a small open-addressed table), so a training step asks the heuristic once
+ * per distinct product. The workspace (32 MiB) comes from the allocator, tagged "other".
+ */
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_rt.h"
+
+#ifndef VRAM_HAVE_CUDA_H
+
+vram_status vram_cuda_blas_open(char *why, size_t cap) {
+    snprintf(why, cap, "built without CUDA headers");
+    return VRAM_ERR_UNSUPPORTED;
+}
+void vram_cuda_blas_close(void) {}
+void vram_cuda_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, const void *A,
+                      int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b, int64_t sb_k, int64_t sb_n,
+                      void *C, int accumulate) {
+    (void)rt, (void)dt, (void)batch, (void)M, (void)N, (void)K, (void)A, (void)sa_b, (void)sa_m, (void)sa_k;
+    (void)B, (void)sb_b, (void)sb_k, (void)sb_n, (void)C, (void)accumulate;
+    vram_cuda_fail(VRAM_ERR_UNSUPPORTED, "no cuBLASLt in this build");
+}
+
+#else
+
+#include <cublasLt.h>
+
+enum { WORKSPACE_BYTES = 32 << 20, CACHE_SLOTS = 256 };
+
+static struct {
+    void *lib;
+    cublasStatus_t (*Create)(cublasLtHandle_t *);
+    cublasStatus_t (*Destroy)(cublasLtHandle_t);
+    const char *(*GetStatusName)(cublasStatus_t);
+    cublasStatus_t (*DescCreate)(cublasLtMatmulDesc_t *, cublasComputeType_t, cudaDataType_t);
+    cublasStatus_t (*DescDestroy)(cublasLtMatmulDesc_t);
+    cublasStatus_t (*DescSet)(cublasLtMatmulDesc_t, cublasLtMatmulDescAttributes_t, const void *, size_t);
+    cublasStatus_t (*LayoutCreate)(cublasLtMatrixLayout_t *, cudaDataType, uint64_t, uint64_t, int64_t);
+    cublasStatus_t (*LayoutDestroy)(cublasLtMatrixLayout_t);
+    cublasStatus_t (*LayoutSet)(cublasLtMatrixLayout_t, cublasLtMatrixLayoutAttribute_t, const void *, size_t);
+    cublasStatus_t (*PrefCreate)(cublasLtMatmulPreference_t *);
+    cublasStatus_t (*PrefDestroy)(cublasLtMatmulPreference_t);
+    cublasStatus_t (*PrefSet)(cublasLtMatmulPreference_t, cublasLtMatmulPreferenceAttributes_t, const void *, size_t);
+    cublasStatus_t (*Heuristic)(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                                cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatmulPreference_t, int,
+                                cublasLtMatmulHeuristicResult_t[], int *);
+    cublasStatus_t (*Matmul)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void *, const void *, cublasLtMatrixLayout_t,
+                             const void *, cublasLtMatrixLayout_t, const void *, const void *, cublasLtMatrixLayout_t,
+                             void *, cublasLtMatrixLayout_t, const cublasLtMatmulAlgo_t *, void *, size_t, cudaStream_t);
+} lt;
+
+/* One cached product: its key and what cuBLASLt needs to run it. */
+typedef struct lt_plan {
+    int used;
+    int64_t key[14];
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t lx, ly, ld;
+    cublasLtMatmulAlgo_t algo;
+} lt_plan;
+
+static cublasLtHandle_t lt_handle;
+static void *lt_workspace;
+static lt_plan lt_cache[CACHE_SLOTS];
+
+static const char *lt_status(cublasStatus_t s) {
+    static __thread char buf[48];
+    if (lt.GetStatusName) return lt.GetStatusName(s);
+    snprintf(buf, sizeof buf, "cuBLAS status %d", (int)s);
+    return buf;
+}
+
+vram_status vram_cuda_blas_open(char *why, size_t cap) {
+    if (!lt.lib) {
+        const char *env = getenv("VRAM_CUBLASLT");
+        const char *tries[] = {env && *env ? env : NULL, "libcublasLt.so.13", "libcublasLt.so",
+                               "/usr/local/cuda/lib64/libcublasLt.so.13"};
+        void *lib = NULL;
+        for (size_t i = 0; i < sizeof tries / sizeof *tries && !lib; i++)
+            if (tries[i]) lib = dlopen(tries[i], RTLD_NOW | RTLD_LOCAL);
+        if (!lib) {
+            snprintf(why, cap, "cuBLASLt not found (tried $VRAM_CUBLASLT, libcublasLt.so.13, libcublasLt.so and "
+                               "/usr/local/cuda/lib64: install the CUDA toolkit's cuBLAS or set VRAM_CUBLASLT)");
+            return VRAM_ERR_NO_DEVICE;
+        }
+        static const vram_cuda_sym syms[] = {
+#define SYM(field, name) {name, offsetof(__typeof__(lt), field)}
+            SYM(Create, "cublasLtCreate"), SYM(Destroy, "cublasLtDestroy"),
+            SYM(DescCreate, "cublasLtMatmulDescCreate"), SYM(DescDestroy, "cublasLtMatmulDescDestroy"),
+            SYM(DescSet, "cublasLtMatmulDescSetAttribute"), SYM(LayoutCreate, "cublasLtMatrixLayoutCreate"),
+            SYM(LayoutDestroy, "cublasLtMatrixLayoutDestroy"), SYM(LayoutSet, "cublasLtMatrixLayoutSetAttribute"),
+            SYM(PrefCreate, "cublasLtMatmulPreferenceCreate"), SYM(PrefDestroy, "cublasLtMatmulPreferenceDestroy"),
+            SYM(PrefSet, "cublasLtMatmulPreferenceSetAttribute"), SYM(Heuristic, "cublasLtMatmulAlgoGetHeuristic"),
+            SYM(Matmul, "cublasLtMatmul"),
+#undef SYM
+        };
+        const char *missing = vram_cuda_resolve(lib, syms, sizeof syms / sizeof *syms, &lt);
+        if (missing) {
+            snprintf(why, cap, "cuBLASLt lacks %s (too old?)", missing);
+            dlclose(lib);
+            memset(&lt, 0, sizeof lt);
+            return VRAM_ERR_NO_DEVICE;
+        }
+        *(void **)&lt.GetStatusName = dlsym(lib, "cublasLtGetStatusName");
+        lt.lib = lib;
+    }
+    cublasStatus_t st = lt.Create(&lt_handle);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        snprintf(why, cap, "cublasLtCreate failed: %s", lt_status(st));
+        return VRAM_ERR_DRIVER;
+    }
+    vram_runtime *rt = vram_cuda_state.rt;
+    vram_status s = vram_allocator_malloc(rt->alloc, WORKSPACE_BYTES, rt->stream, VRAM_TAG_OTHER, &lt_workspace);
+    if (s != VRAM_OK) {
+        snprintf(why, cap, "no memory for cuBLASLt's %d MiB workspace: %s", WORKSPACE_BYTES >> 20, vram_last_error());
+        lt.Destroy(lt_handle);
+        return s;
+    }
+    return VRAM_OK;
+}
+
+static void plan_release(lt_plan *p) {
+    if (!p->used) return;
+    lt.LayoutDestroy(p->lx);
+    lt.LayoutDestroy(p->ly);
+    lt.LayoutDestroy(p->ld);
+    lt.DescDestroy(p->desc);
+    p->used = 0;
+}
+
+void vram_cuda_blas_close(void) {
+    for (int i = 0; i < CACHE_SLOTS; i++) plan_release(&lt_cache[i]);
+    if (lt_workspace) vram_allocator_free(vram_cuda_state.rt->alloc, lt_workspace);
+    lt_workspace = NULL;
+    if (lt_handle) lt.Destroy(lt_handle);
+    lt_handle = NULL;
+}
+
+/* How to read the column-major matrix P (rows x cols, P[i][j] at i*s_row + j*s_col) in place:
+ * as stored (op N, leading dimension s_col) or as the transpose of a stored matrix (op T,
+ * leading dimension s_row). Returns 0 when neither layout fits. */
+static int pick_layout(int64_t rows, int64_t cols, int64_t s_row, int64_t s_col, int *op, int64_t *lrows, int64_t *lcols,
+                       int64_t *ld) {
+    /* a dimension of size 1 takes any stride: the one that makes the layout valid */
+    int64_t ld_n = cols == 1 ? rows : s_col, ld_t = rows == 1 ? cols : s_row;
+    if ((rows == 1 || s_row == 1) && ld_n >= rows) {
+        *op = CUBLAS_OP_N, *lrows = rows, *lcols = cols, *ld = ld_n;
+        return 1;
+    }
+    if ((cols == 1 || s_col == 1) && ld_t >= cols) {
+        *op = CUBLAS_OP_T, *lrows = cols, *lcols = rows, *ld = ld_t;
+        return 1;
+    }
+    return 0;
+}
+
+static int64_t alignment(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    int64_t al = 256;
+    while (al > 1 && a % (uintptr_t)al) al >>= 1;
+    return al;
+}
+
+static lt_plan *plan_get(vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, int opx, int64_t xr, int64_t xc,
+                         int64_t ldx, int64_t sx_b, int opy, int64_t yr, int64_t yc, int64_t ldy, int64_t sy_b,
+                         int64_t alx, int64_t aly, int64_t alc) {
+    int64_t key[14] = {dt, batch, M, N, K, opx, ldx, sx_b, opy, ldy, sy_b, alx, aly, alc};
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < 14; i++) h = (h ^ (uint64_t)key[i]) * 1099511628211ull;
+    lt_plan *p = &lt_cache[h % CACHE_SLOTS];
+    for (int probe = 0; probe < 8; probe++) {
+        lt_plan *q = &lt_cache[(h + (uint64_t)probe) % CACHE_SLOTS];
+        if (q->used && !memcmp(q->key, key, sizeof key)) return q;
+        if (!q->used) {
+            p = q;
+            break;
+        }
+    }
+    plan_release(p); /* a full neighbourhood: the first slot makes room */
+    cudaDataType_t ty = dt == VRAM_DTYPE_F64 ? CUDA_R_64F : CUDA_R_32F;
+    cublasComputeType_t ct = dt == VRAM_DTYPE_F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+    cublasStatus_t st = lt.DescCreate(&p->desc, ct, ty);
+    int32_t tx = opx, ty_op = opy;
+    if (st == CUBLAS_STATUS_SUCCESS) st = lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &tx, sizeof tx);
+    if (st == CUBLAS_STATUS_SUCCESS) st = lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &ty_op, sizeof ty_op);
+    if (st == CUBLAS_STATUS_SUCCESS) st = lt.LayoutCreate(&p->lx, ty, (uint64_t)xr, (uint64_t)xc, ldx);
+    if (st == CUBLAS_STATUS_SUCCESS) st = lt.LayoutCreate(&p->ly, ty, (uint64_t)yr, (uint64_t)yc, ldy);
+    if (st == CUBLAS_STATUS_SUCCESS) st = lt.LayoutCreate(&p->ld, ty, (uint64_t)N, (uint64_t)M, N);
+    if (st == CUBLAS_STATUS_SUCCESS && batch > 1) {
+        int32_t b = (int32_t)batch;
+        int64_t sd = M * N;
+        lt.LayoutSet(p->lx, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof b);
+        lt.LayoutSet(p->ly, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof b);
+        lt.LayoutSet(p->ld, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof b);
+        lt.LayoutSet(p->lx, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sx_b, sizeof sx_b);
+        lt.LayoutSet(p->ly, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sy_b, sizeof sy_b);
+        st = lt.LayoutSet(p->ld, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sd, sizeof sd);
+    }
+    cublasLtMatmulPreference_t pref = NULL;
+    if (st == CUBLAS_STATUS_SUCCESS) st = lt.PrefCreate(&pref);
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        uint64_t ws = WORKSPACE_BYTES;
+        uint32_t ax = (uint32_t)alx, ay = (uint32_t)aly, ac = (uint32_t)alc;
+        lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+        lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &ax, sizeof ax);
+        lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ay, sizeof ay);
+        lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ac, sizeof ac);
+        lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ac, sizeof ac);
+        cublasLtMatmulHeuristicResult_t res;
+        int found = 0;
+        st = lt.Heuristic(lt_handle, p->desc, p->lx, p->ly, p->ld, p->ld, pref, 1, &res, &found);
+        if (st == CUBLAS_STATUS_SUCCESS && found < 1) st = CUBLAS_STATUS_NOT_SUPPORTED;
+        if (st == CUBLAS_STATUS_SUCCESS) p->algo = res.algo;
+        lt.PrefDestroy(pref);
+    }
+    memcpy(p->key, key, sizeof key);
+    p->used = 1;
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        plan_release(p);
+        vram_cuda_fail(VRAM_ERR_DRIVER, "cuBLASLt has no product for %lld x [%lld x %lld] @ [%lld x %lld] (%s): %s",
+                       (long long)batch, (long long)M, (long long)K, (long long)K, (long long)N, vram_dtype_name(dt),
+                       lt_status(st));
+        return NULL;
+    }
+    return p;
+}
+
+/* A contiguous [batch, rows, cols] copy of a strided operand, from the allocator. */
+static void *contiguous_copy(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t rows, int64_t cols, const void *src,
+                             int64_t s_b, int64_t s_r, int64_t s_c) {
+    void *tmp = NULL;
+    size_t bytes = (size_t)(batch * rows * cols) * vram_dtype_size(dt);
+    if (vram_allocator_malloc(rt->alloc, bytes ? bytes : 1, rt->stream, VRAM_TAG_TEMPORARY, &tmp) != VRAM_OK) {
+        vram_cuda_fail(VRAM_ERR_OUT_OF_MEMORY, "matrix product: no memory for a %zu-byte contiguous operand", bytes);
+        return NULL;
+    }
+    vram_kview d = {.data = tmp, .dtype = dt, .ndim = 3, .shape = {batch, rows, cols}, .strides = {rows * cols, cols, 1}};
+    vram_kview s = {.data = (char *)src, .dtype = dt, .ndim = 3, .shape = {batch, rows, cols}, .strides = {s_b, s_r, s_c}};
+    vram_cuda_kernels.copy(&d, &s);
+    return tmp;
+}
+
+void vram_cuda_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, const void *A,
+                      int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b, int64_t sb_k, int64_t sb_n,
+                      void *C, int accumulate) {
+    if (vram_cuda_state.error != VRAM_OK || batch <= 0 || M <= 0 || N <= 0) return;
+    if (K <= 0) { /* an empty sum: C = 0 (or unchanged) */
+        if (!accumulate) vram_cuda_zero(C, (size_t)(batch * M * N) * vram_dtype_size(dt));
+        return;
+    }
+    if (dt != VRAM_DTYPE_F32 && dt != VRAM_DTYPE_F64) {
+        vram_cuda_fail(VRAM_ERR_UNSUPPORTED, "matrix product: dtype %s on the GPU (f32 and f64 only)", vram_dtype_name(dt));
+        return;
+    }
+    if (batch == 1) sa_b = sb_b = 0;
+    /* X = B^T (N x K) is cuBLASLt's A; Y = A^T (K x M) its B */
+    int opx, opy;
+    int64_t xr, xc, ldx, yr, yc, ldy;
+    void *tmp_a = NULL, *tmp_b = NULL;
+    if (!pick_layout(N, K, sb_n, sb_k, &opx, &xr, &xc, &ldx)) {
+        tmp_b = contiguous_copy(rt, dt, batch, K, N, B, sb_b, sb_k, sb_n);
+        if (!tmp_b) return;
+        B = tmp_b, sb_b = batch > 1 ? K * N : 0, sb_k = N, sb_n = 1;
+        pick_layout(N, K, sb_n, sb_k, &opx, &xr, &xc, &ldx);
+    }
+    if (!pick_layout(K, M, sa_k, sa_m, &opy, &yr, &yc, &ldy)) {
+        tmp_a = contiguous_copy(rt, dt, batch, M, K, A, sa_b, sa_m, sa_k);
+        if (!tmp_a) {
+            if (tmp_b) vram_allocator_free(rt->alloc, tmp_b);
+            return;
+        }
+        A = tmp_a, sa_b = batch > 1 ? M * K : 0, sa_m = K, sa_k = 1;
+        pick_layout(K, M, sa_k, sa_m, &opy, &yr, &yc, &ldy);
+    }
+    lt_plan *p = plan_get(dt, batch, M, N, K, opx, xr, xc, ldx, sb_b, opy, yr, yc, ldy, sa_b, alignment(B), alignment(A),
+                          alignment(C));
+    if (p) {
+        float a32 = 1.0f, b32 = accumulate ? 1.0f : 0.0f;
+        double a64 = 1.0, b64 = accumulate ? 1.0 : 0.0;
+        const void *alpha = dt == VRAM_DTYPE_F64 ? (const void *)&a64 : (const void *)&a32;
+        const void *beta = dt == VRAM_DTYPE_F64 ? (const void *)&b64 : (const void *)&b32;
+        int tok = vram_cuda_prof_begin();
+        cublasStatus_t st = lt.Matmul(lt_handle, p->desc, alpha, B, p->lx, A, p->ly, beta, C, p->ld, C, p->ld, &p->algo,
+                                      lt_workspace, WORKSPACE_BYTES, (cudaStream_t)vram_cuda_state.stream);
+        vram_cuda_prof_end(tok, CK_PROF_MATMUL);
+        if (st != CUBLAS_STATUS_SUCCESS)
+            vram_cuda_fail(VRAM_ERR_DRIVER, "cuBLASLt product %lld x [%lld x %lld] @ [%lld x %lld] failed: %s",
+                           (long long)batch, (long long)M, (long long)K, (long long)K, (long long)N, lt_status(st));
+    }
+    /* stream order keeps the temporaries alive until the product has read them */
+    if (tmp_a) vram_allocator_free(rt->alloc, tmp_a);
+    if (tmp_b) vram_allocator_free(rt->alloc, tmp_b);
+}
+
+#endif

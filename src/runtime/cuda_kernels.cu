@@ -1,0 +1,598 @@
+/* cuda_kernels.cu — the runtime's GPU kernels, one per slot of the kernel table (rt_internal.h),
+ * compiled by nvcc into a fatbin that the library embeds and loads through the driver API.
+ *
+ * Every kernel is extern "C" so the host finds it by name (cuModuleGetFunction). Float kernels
+ * take the dtype as an argument and run the same body for float and double (DISPATCH, as in
+ * cpu_kernels.c); the branch is uniform across the grid. Elementwise kernels use a grid-stride
+ * loop; row kernels (softmax, layer norm, cross-entropy) run one block per row and reduce with
+ * warp shuffles; column sums (bias and layer-norm weight gradients, broadcast reductions) split
+ * the rows into chunks whose partial sums are added atomically. The math follows
+ * cpu_kernels.c formula for formula, so a GPU op and its CPU op agree to rounding.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "cuda_abi.h"
+
+#define DISPATCH(dt, ...)                                                                          \
+    do {                                                                                           \
+        if ((dt) == VK_F32) {                                                                      \
+            typedef float T;                                                                       \
+            __VA_ARGS__                                                                            \
+        } else {                                                                                   \
+            typedef double T;                                                                      \
+            __VA_ARGS__                                                                            \
+        }                                                                                          \
+    } while (0)
+
+#define GRID_STRIDE(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+__device__ __forceinline__ float m_exp(float x) { return expf(x); }
+__device__ __forceinline__ double m_exp(double x) { return exp(x); }
+__device__ __forceinline__ float m_erf(float x) { return erff(x); }
+__device__ __forceinline__ double m_erf(double x) { return erf(x); }
+__device__ __forceinline__ float m_tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ double m_tanh(double x) { return tanh(x); }
+__device__ __forceinline__ float m_sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ double m_sqrt(double x) { return sqrt(x); }
+__device__ __forceinline__ double m_log(double x) { return log(x); }
+
+__device__ __forceinline__ double ld_any(const char *p, int dt) {
+    switch (dt) {
+    case VK_F64: return *(const double *)p;
+    case VK_F32: return *(const float *)p;
+    case VK_F16: return __half2float(*(const __half *)p);
+    case VK_BF16: return __bfloat162float(*(const __nv_bfloat16 *)p);
+    case VK_I32: return *(const int32_t *)p;
+    case VK_I64: return (double)*(const int64_t *)p;
+    case VK_I8: return *(const int8_t *)p;
+    default: return *(const uint8_t *)p;
+    }
+}
+
+__device__ __forceinline__ void st_any(char *p, int dt, double v) {
+    switch (dt) {
+    case VK_F64: *(double *)p = v; break;
+    case VK_F32: *(float *)p = (float)v; break;
+    case VK_F16: *(__half *)p = __double2half(v); break;
+    case VK_BF16: *(__nv_bfloat16 *)p = __double2bfloat16(v); break;
+    case VK_I32: *(int32_t *)p = (int32_t)v; break;
+    case VK_I64: *(int64_t *)p = (int64_t)v; break;
+    case VK_I8: *(int8_t *)p = (int8_t)v; break;
+    default: *(uint8_t *)p = (uint8_t)v; break;
+    }
+}
+
+__device__ __forceinline__ int elem_size(int dt) {
+    return dt == VK_F64 || dt == VK_I64 ? 8 : dt == VK_F32 || dt == VK_I32 ? 4 : dt == VK_F16 || dt == VK_BF16 ? 2 : 1;
+}
+
+/* Element offsets of linear index i in each of `ops` operands (32-bit division where it fits). */
+__device__ __forceinline__ void unravel(const vk_geom &g, int64_t i, int ops, int64_t *off) {
+    off[0] = off[1] = off[2] = 0;
+    if (g.n <= 0xffffffffLL) {
+        uint32_t r = (uint32_t)i;
+        for (int d = g.nd - 1; d >= 0; d--) {
+            uint32_t s = (uint32_t)g.shape[d], q = r / s, idx = r - q * s;
+            r = q;
+            for (int o = 0; o < ops; o++) off[o] += (int64_t)idx * g.st[o][d];
+        }
+    } else {
+        for (int d = g.nd - 1; d >= 0; d--) {
+            int64_t idx = i % g.shape[d];
+            i /= g.shape[d];
+            for (int o = 0; o < ops; o++) off[o] += idx * g.st[o][d];
+        }
+    }
+}
+
+/* ---- copy, fill ---- */
+
+extern "C" __global__ void vk_copy(vk_geom g, char *dst, int ddt, const char *src, int sdt) {
+    int de = elem_size(ddt), se = elem_size(sdt);
+    GRID_STRIDE(i, g.n) {
+        int64_t off[3];
+        unravel(g, i, 2, off);
+        char *d = dst + off[0] * de;
+        const char *s = src + off[1] * se;
+        if (ddt == sdt) {
+            if (de == 4) *(uint32_t *)d = *(const uint32_t *)s;
+            else if (de == 8) *(uint64_t *)d = *(const uint64_t *)s;
+            else if (de == 2) *(uint16_t *)d = *(const uint16_t *)s;
+            else *d = *s;
+        } else {
+            st_any(d, ddt, ld_any(s, sdt));
+        }
+    }
+}
+
+extern "C" __global__ void vk_fill(vk_geom g, char *dst, int dt, double v) {
+    int de = elem_size(dt);
+    GRID_STRIDE(i, g.n) {
+        int64_t off[3];
+        unravel(g, i, 1, off);
+        st_any(dst + off[0] * de, dt, v);
+    }
+}
+
+/* ---- elementwise arithmetic ---- */
+
+extern "C" __global__ void vk_binary(vk_geom g, int op, int dt, char *out, const char *a, const char *b) {
+    DISPATCH(dt, {
+        GRID_STRIDE(i, g.n) {
+            int64_t off[3];
+            unravel(g, i, 3, off);
+            T x = ((const T *)a)[off[1]], y = ((const T *)b)[off[2]], r;
+            switch (op) {
+            case 0: r = x + y; break;
+            case 1: r = x - y; break;
+            case 2: r = x * y; break;
+            default: r = x / y; break;
+            }
+            ((T *)out)[off[0]] = r;
+        }
+    });
+}
+
+/* dst += src, where no two elements of src land on one element of dst. */
+extern "C" __global__ void vk_accumulate(vk_geom g, int dt, char *dst, const char *src) {
+    DISPATCH(dt, {
+        GRID_STRIDE(i, g.n) {
+            int64_t off[3];
+            unravel(g, i, 2, off);
+            ((T *)dst)[off[0]] += ((const T *)src)[off[1]];
+        }
+    });
+}
+
+/* dst += src summed over the reduced dimensions (dst stride 0). The geometry lists the kept
+ * dimensions (nd, shape, strides [0] dst and [1] src); the reduced ones are flattened into
+ * `rshape`/`rst` (src strides, up to VK_MAXD). Each thread sums `chunk` reduced positions of one
+ * kept element and adds its partial sum atomically. */
+extern "C" __global__ void vk_reduce_add(vk_geom g, vk_red r, int64_t chunk, int dt, char *dst, const char *src) {
+    int64_t chunks = (r.n + chunk - 1) / chunk;
+    DISPATCH(dt, {
+        GRID_STRIDE(i, g.n * chunks) {
+            int64_t keep = i % g.n, c = i / g.n;
+            int64_t off[3];
+            unravel(g, keep, 2, off);
+            int64_t lo = c * chunk, hi = lo + chunk < r.n ? lo + chunk : r.n;
+            T acc = 0;
+            for (int64_t j = lo; j < hi; j++) {
+                int64_t rem = j, so = 0;
+                if (r.nd == 1) {
+                    so = j * r.st[0];
+                } else {
+                    for (int d = r.nd - 1; d >= 0; d--) {
+                        int64_t idx = rem % r.shape[d];
+                        rem /= r.shape[d];
+                        so += idx * r.st[d];
+                    }
+                }
+                acc += ((const T *)src)[off[1] + so];
+            }
+            atomicAdd((T *)dst + off[0], acc);
+        }
+    });
+}
+
+extern "C" __global__ void vk_unary(int op, double p, int dt, int64_t n, char *out, const char *in) {
+    DISPATCH(dt, {
+        const T *x = (const T *)in;
+        T *o = (T *)out;
+        GRID_STRIDE(i, n) {
+            T v = x[i];
+            switch (op) {
+            case 0: o[i] = v > 0 ? v : 0; break;
+            case 1: o[i] = (T)0.5 * v * ((T)1 + m_erf(v * (T)0.70710678118654752440)); break;
+            case 2: o[i] = m_tanh(v); break;
+            default: o[i] = v * (T)p; break;
+            }
+        }
+    });
+}
+
+extern "C" __global__ void vk_unary_backward(int op, double p, int dt, int64_t n, char *gin, const char *gout,
+                                             const char *saved) {
+    DISPATCH(dt, {
+        const T *g = (const T *)gout, *x = (const T *)saved;
+        T *gi = (T *)gin;
+        GRID_STRIDE(i, n) {
+            switch (op) {
+            case 0: gi[i] = x[i] > 0 ? g[i] : 0; break;
+            case 1: {
+                T xi = x[i], cdf = (T)0.5 * ((T)1 + m_erf(xi * (T)0.70710678118654752440));
+                T pdf = (T)0.39894228040143267794 * m_exp((T)-0.5 * xi * xi);
+                gi[i] = g[i] * (cdf + xi * pdf);
+                break;
+            }
+            case 2: gi[i] = g[i] * (1 - x[i] * x[i]); break;
+            default: gi[i] = g[i] * (T)p; break;
+            }
+        }
+    });
+}
+
+extern "C" __global__ void vk_mask_scale(int dt, int64_t n, char *out, const char *in, const uint8_t *mask, double scale) {
+    DISPATCH(dt, {
+        GRID_STRIDE(i, n) ((T *)out)[i] = mask[i] ? ((const T *)in)[i] * (T)scale : (T)0;
+    });
+}
+
+extern "C" __global__ void vk_scale_inplace(int dt, int64_t n, char *x, double s) {
+    DISPATCH(dt, {
+        GRID_STRIDE(i, n) ((T *)x)[i] *= (T)s;
+    });
+}
+
+/* ---- block reductions ---- */
+
+template <typename T> __device__ __forceinline__ T warp_sum(T v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+template <typename T> __device__ __forceinline__ T warp_max(T v) {
+    for (int o = 16; o > 0; o >>= 1) {
+        T w = __shfl_xor_sync(0xffffffffu, v, o);
+        v = w > v ? w : v;
+    }
+    return v;
+}
+
+/* Sum (or max) over the block; every thread gets the result. `sh` holds 32 values. */
+template <typename T> __device__ T block_sum(T v, T *sh) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : (T)0;
+    return warp_sum(v);
+}
+template <typename T> __device__ T block_max(T v, T *sh) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : (T)-INFINITY;
+    return warp_max(v);
+}
+
+/* ---- row kernels: one block per row ---- */
+
+extern "C" __global__ void vk_softmax(int dt, int64_t rows, int64_t n, int64_t causal_t, int log_, char *out, const char *in) {
+    __shared__ double shd[32];
+    DISPATCH(dt, {
+        T *sh = (T *)shd;
+        for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+            const T *x = (const T *)in + r * n;
+            T *y = (T *)out + r * n;
+            int64_t valid = causal_t > 0 ? (r % causal_t) + 1 : n;
+            if (valid > n) valid = n;
+            T mx = (T)-INFINITY;
+            for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) mx = x[j] > mx ? x[j] : mx;
+            mx = block_max(mx, sh);
+            T sum = 0;
+            for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) sum += m_exp(x[j] - mx);
+            sum = block_sum(sum, sh);
+            if (log_) {
+                T lse = mx + (T)m_log((double)sum);
+                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) y[j] = j < valid ? x[j] - lse : (T)-INFINITY;
+            } else {
+                T inv = (T)1 / sum;
+                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) y[j] = j < valid ? m_exp(x[j] - mx) * inv : (T)0;
+            }
+        }
+    });
+}
+
+extern "C" __global__ void vk_softmax_backward(int dt, int64_t rows, int64_t n, int log_, char *gin, const char *gout,
+                                               const char *yv) {
+    __shared__ double shd[32];
+    DISPATCH(dt, {
+        T *sh = (T *)shd;
+        for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+            const T *g = (const T *)gout + r * n, *y = (const T *)yv + r * n;
+            T *gi = (T *)gin + r * n;
+            T s = 0;
+            if (log_) {
+                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += g[j];
+                s = block_sum(s, sh);
+                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) gi[j] = g[j] - m_exp(y[j]) * s;
+            } else {
+                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += g[j] * y[j];
+                s = block_sum(s, sh);
+                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) gi[j] = y[j] * (g[j] - s);
+            }
+        }
+    });
+}
+
+extern "C" __global__ void vk_layer_norm(int dt, int64_t rows, int64_t n, double eps, char *out, const char *in,
+                                         const char *wv, const char *bv, char *meanv, char *rstdv) {
+    __shared__ double shd[32];
+    DISPATCH(dt, {
+        T *sh = (T *)shd;
+        const T *w = (const T *)wv, *b = (const T *)bv;
+        for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+            const T *x = (const T *)in + r * n;
+            T *y = (T *)out + r * n;
+            T m = 0;
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m += x[j];
+            m = block_sum(m, sh) / (T)n;
+            T v = 0;
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) v += (x[j] - m) * (x[j] - m);
+            v = block_sum(v, sh) / (T)n;
+            T rs = (T)1 / m_sqrt(v + (T)eps);
+            if (threadIdx.x == 0) {
+                ((T *)meanv)[r] = m;
+                ((T *)rstdv)[r] = rs;
+            }
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+                T h = (x[j] - m) * rs;
+                y[j] = (w ? h * w[j] : h) + (b ? b[j] : (T)0);
+            }
+        }
+    });
+}
+
+/* The input gradient of layer norm, one block per row. */
+extern "C" __global__ void vk_layer_norm_backward_x(int dt, int64_t rows, int64_t n, char *gxv, const char *gout,
+                                                    const char *xv, const char *wv, const char *meanv,
+                                                    const char *rstdv) {
+    __shared__ double shd[32];
+    DISPATCH(dt, {
+        T *sh = (T *)shd;
+        const T *w = (const T *)wv;
+        for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+            const T *g = (const T *)gout + r * n, *x = (const T *)xv + r * n;
+            T m = ((const T *)meanv)[r], rs = ((const T *)rstdv)[r];
+            T s1 = 0, s2 = 0;
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+                T h = (x[j] - m) * rs, dh = w ? g[j] * w[j] : g[j];
+                s1 += dh;
+                s2 += dh * h;
+            }
+            s1 = block_sum(s1, sh);
+            s2 = block_sum(s2, sh);
+            T a = s1 / (T)n, c = s2 / (T)n;
+            T *gr = (T *)gxv + r * n;
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+                T h = (x[j] - m) * rs, dh = w ? g[j] * w[j] : g[j];
+                gr[j] = rs * (dh - a - h * c);
+            }
+        }
+    });
+}
+
+/* The weight and bias gradients of layer norm (+=): column sums over chunks of rows. */
+extern "C" __global__ void vk_layer_norm_backward_wb(int dt, int64_t rows, int64_t n, int64_t chunk, char *gwv, char *gbv,
+                                                     const char *gout, const char *xv, const char *meanv,
+                                                     const char *rstdv) {
+    int64_t chunks = (rows + chunk - 1) / chunk;
+    DISPATCH(dt, {
+        GRID_STRIDE(i, n * chunks) {
+            int64_t j = i % n, c = i / n, lo = c * chunk, hi = lo + chunk < rows ? lo + chunk : rows;
+            T aw = 0, ab = 0;
+            for (int64_t r = lo; r < hi; r++) {
+                T g = ((const T *)gout)[r * n + j];
+                aw += g * ((((const T *)xv)[r * n + j] - ((const T *)meanv)[r]) * ((const T *)rstdv)[r]);
+                ab += g;
+            }
+            if (gwv) atomicAdd((T *)gwv + j, aw);
+            if (gbv) atomicAdd((T *)gbv + j, ab);
+        }
+    });
+}
+
+__device__ __forceinline__ int64_t load_id(const char *ids, int dt, int64_t i) {
+    return dt == VK_I64 ? ((const int64_t *)ids)[i] : ((const int32_t *)ids)[i];
+}
+
+extern "C" __global__ void vk_embedding(int dt, int64_t n_ids, int64_t c, char *out, const char *table, const char *ids,
+                                        int id_dt) {
+    DISPATCH(dt, {
+        GRID_STRIDE(i, n_ids * c) {
+            int64_t row = i / c, col = i - row * c;
+            ((T *)out)[i] = ((const T *)table)[load_id(ids, id_dt, row) * c + col];
+        }
+    });
+}
+
+extern "C" __global__ void vk_embedding_backward(int dt, int64_t n_ids, int64_t c, char *gtable, const char *gout,
+                                                 const char *ids, int id_dt) {
+    DISPATCH(dt, {
+        GRID_STRIDE(i, n_ids * c) {
+            int64_t row = i / c, col = i - row * c;
+            atomicAdd((T *)gtable + load_id(ids, id_dt, row) * c + col, ((const T *)gout)[i]);
+        }
+    });
+}
+
+/* Cross-entropy, one block per row: lse[r] and the row's loss into loss_rows[r] (double). */
+extern "C" __global__ void vk_cross_entropy(int dt, int64_t rows, int64_t n, const char *logits, const char *targets,
+                                            int tdt, char *lse, double *loss_rows) {
+    __shared__ double sh[32];
+    DISPATCH(dt, {
+        for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+            const T *x = (const T *)logits + r * n;
+            T mx = (T)-INFINITY;
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = x[j] > mx ? x[j] : mx;
+            mx = block_max(mx, (T *)sh);
+            double s = 0;
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += (double)m_exp(x[j] - mx);
+            s = block_sum(s, sh);
+            if (threadIdx.x == 0) {
+                double l = (double)mx + log(s);
+                ((T *)lse)[r] = (T)l;
+                loss_rows[r] = l - (double)x[load_id(targets, tdt, r)];
+            }
+        }
+    });
+}
+
+/* The mean of loss_rows[rows] into *out, by one block. */
+extern "C" __global__ void vk_mean_rows(int64_t rows, const double *loss_rows, double *out) {
+    __shared__ double sh[32];
+    double s = 0;
+    for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) s += loss_rows[r];
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) *out = rows ? s / (double)rows : 0;
+}
+
+extern "C" __global__ void vk_cross_entropy_backward(int dt, int64_t rows, int64_t n, double scale, char *glogits,
+                                                     const char *logits, const char *targets, int tdt, const char *lse) {
+    DISPATCH(dt, {
+        T sc = (T)scale;
+        GRID_STRIDE(i, rows * n) {
+            int64_t r = i / n, j = i - r * n;
+            T v = m_exp(((const T *)logits)[i] - ((const T *)lse)[r]) * sc;
+            if (j == load_id(targets, tdt, r)) v -= sc;
+            ((T *)glogits)[i] = v;
+        }
+    });
+}
+
+/* ---- convolution helpers and pooling ---- */
+
+extern "C" __global__ void vk_im2col(int dt, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int stride, int pad,
+                                     int64_t oh, int64_t ow, const char *xv, char *colv) {
+    DISPATCH(dt, {
+        GRID_STRIDE(i, c * kh * kw * oh * ow) {
+            int64_t xx = i % ow, y = (i / ow) % oh, row = i / (ow * oh);
+            int64_t kj = row % kw, ki = (row / kw) % kh, ci = row / (kw * kh);
+            int64_t iy = y * stride - pad + ki, ix = xx * stride - pad + kj;
+            ((T *)colv)[i] = (iy >= 0 && iy < h && ix >= 0 && ix < w) ? ((const T *)xv)[(ci * h + iy) * w + ix] : (T)0;
+        }
+    });
+}
+
+extern "C" __global__ void vk_col2im(int dt, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int stride, int pad,
+                                     int64_t oh, int64_t ow, const char *colv, char *gxv) {
+    DISPATCH(dt, {
+        GRID_STRIDE(i, c * kh * kw * oh * ow) {
+            int64_t xx = i % ow, y = (i / ow) % oh, row = i / (ow * oh);
+            int64_t kj = row % kw, ki = (row / kw) % kh, ci = row / (kw * kh);
+            int64_t iy = y * stride - pad + ki, ix = xx * stride - pad + kj;
+            if (iy >= 0 && iy < h && ix >= 0 && ix < w) atomicAdd((T *)gxv + (ci * h + iy) * w + ix, ((const T *)colv)[i]);
+        }
+    });
+}
+
+extern "C" __global__ void vk_pool2d(int dt, int is_max, int64_t planes, int64_t h, int64_t w, int k, int stride,
+                                     int64_t oh, int64_t ow, char *outv, const char *xv, int32_t *argmax) {
+    DISPATCH(dt, {
+        GRID_STRIDE(i, planes * oh * ow) {
+            int64_t xx = i % ow, y = (i / ow) % oh, p = i / (ow * oh);
+            const T *x = (const T *)xv + p * h * w;
+            double best = -INFINITY, sum = 0;
+            int32_t arg = 0;
+            for (int ki = 0; ki < k; ki++)
+                for (int kj = 0; kj < k; kj++) {
+                    int64_t iy = y * stride + ki, ix = xx * stride + kj;
+                    double v = x[iy * w + ix];
+                    sum += v;
+                    if (v > best) {
+                        best = v;
+                        arg = (int32_t)(iy * w + ix);
+                    }
+                }
+            ((T *)outv)[i] = (T)(is_max ? best : sum / (k * k));
+            if (is_max) argmax[i] = arg;
+        }
+    });
+}
+
+extern "C" __global__ void vk_pool2d_backward(int dt, int is_max, int64_t planes, int64_t h, int64_t w, int k, int stride,
+                                              int64_t oh, int64_t ow, char *gxv, const char *goutv, const int32_t *argmax) {
+    DISPATCH(dt, {
+        GRID_STRIDE(i, planes * oh * ow) {
+            int64_t xx = i % ow, y = (i / ow) % oh, p = i / (ow * oh);
+            T *gx = (T *)gxv + p * h * w;
+            T gv = ((const T *)goutv)[i];
+            if (is_max) {
+                atomicAdd(gx + argmax[i], gv);
+            } else {
+                T share = gv / (T)(k * k);
+                for (int ki = 0; ki < k; ki++)
+                    for (int kj = 0; kj < k; kj++) atomicAdd(gx + (y * stride + ki) * w + xx * stride + kj, share);
+            }
+        }
+    });
+}
+
+/* ---- optimizers (the formulas of cpu_kernels.c; step-dependent constants come from the host) ---- */
+
+extern "C" __global__ void vk_sgd_update(int dt, int64_t n, char *pv, const char *gv, char *bufv, double lr,
+                                         double momentum, double wd, int first) {
+    DISPATCH(dt, {
+        T *p = (T *)pv, *buf = (T *)bufv;
+        const T *g = (const T *)gv;
+        GRID_STRIDE(i, n) {
+            T d = g[i] + (T)wd * p[i];
+            if (buf) {
+                buf[i] = first ? d : (T)momentum * buf[i] + d;
+                d = buf[i];
+            }
+            p[i] -= (T)lr * d;
+        }
+    });
+}
+
+extern "C" __global__ void vk_adam_update(int dt, int64_t n, char *pv, const char *gv, char *mv, char *vv, double step_size,
+                                          double sbc2, double b1, double b2, double eps, double decay, double wd,
+                                          int decoupled) {
+    DISPATCH(dt, {
+        T *p = (T *)pv, *m = (T *)mv, *v = (T *)vv;
+        const T *g = (const T *)gv;
+        T ss = (T)step_size, sb = (T)sbc2, tb1 = (T)b1, tb2 = (T)b2, te = (T)eps, dec = (T)decay;
+        GRID_STRIDE(i, n) {
+            T gi = g[i], pi = p[i];
+            if (decoupled) {
+                pi *= dec;
+            } else {
+                gi += (T)wd * pi;
+            }
+            T mi = tb1 * m[i] + (1 - tb1) * gi;
+            T vi = tb2 * v[i] + (1 - tb2) * gi * gi;
+            m[i] = mi;
+            v[i] = vi;
+            p[i] = pi - ss * mi / (m_sqrt(vi) / sb + te);
+        }
+    });
+}
+
+extern "C" __global__ void vk_adagrad_update(int dt, int64_t n, char *pv, const char *gv, char *sv, double clr, double eps,
+                                             double wd) {
+    DISPATCH(dt, {
+        T *p = (T *)pv, *s = (T *)sv;
+        const T *g = (const T *)gv;
+        GRID_STRIDE(i, n) {
+            T gi = g[i] + (T)wd * p[i];
+            s[i] += gi * gi;
+            p[i] -= (T)clr * gi / (m_sqrt(s[i]) + (T)eps);
+        }
+    });
+}
+
+/* *out += sum of squares of x (a double accumulator the host reads back). */
+extern "C" __global__ void vk_sum_squares(int dt, int64_t n, const char *xv, double *out) {
+    __shared__ double sh[32];
+    double s = 0;
+    DISPATCH(dt, {
+        const T *x = (const T *)xv;
+        GRID_STRIDE(i, n) s += (double)x[i] * (double)x[i];
+    });
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) atomicAdd(out, s);
+}
+
+/* ids outside [0, limit) set *bad to 1 (the host checks it before using the ids). */
+extern "C" __global__ void vk_check_ids(int64_t n, const char *ids, int id_dt, int64_t limit, int *bad) {
+    GRID_STRIDE(i, n) {
+        int64_t v = load_id(ids, id_dt, i);
+        if (v < 0 || v >= limit) atomicMin(bad, (int)(i < 0x7fffffff ? i : 0x7ffffffe));
+    }
+}

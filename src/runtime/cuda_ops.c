@@ -1,0 +1,383 @@
+/* cuda_ops.c — the CUDA kernel table (vram_cuda_kernels): each slot of vram_kernels as launches
+ * of the kernels in cuda_kernels.cu on the runtime's compute stream; matrix products are
+ * cuda_blas.c's.
+ *
+ * Strided slots first merge dimensions: size-1 dimensions go, and two neighbours merge where
+ * every operand walks them as one (stride[d] = stride[d+1] * shape[d+1]), so a contiguous
+ * tensor is one dimension and the kernels' index arithmetic stays short. A same-dtype copy
+ * that is contiguous on both sides is a plain device copy. Slots that return a number to the
+ * host (cross-entropy's loss, the sum of squares) reduce on the device into scratch memory and
+ * read back the one value.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cuda_abi.h"
+#include "cuda_rt.h"
+
+enum { THREADS = 256 };
+
+/* Merges dims of `ops` operands (strides st[o]) over `shape` into g. */
+static void geom_build(int nd, const int64_t *shape, int ops, const int64_t *const *st, vk_geom *g) {
+    memset(g, 0, sizeof *g);
+    g->n = 1;
+    for (int d = 0; d < nd; d++) {
+        g->n *= shape[d];
+        if (shape[d] == 1) continue;
+        int k = g->nd;
+        if (k > 0) {
+            int merge = 1;
+            for (int o = 0; o < ops; o++) merge &= g->st[o][k - 1] == st[o][d] * shape[d];
+            if (merge) {
+                g->shape[k - 1] *= shape[d];
+                for (int o = 0; o < ops; o++) g->st[o][k - 1] = st[o][d];
+                continue;
+            }
+        }
+        g->shape[k] = shape[d];
+        for (int o = 0; o < ops; o++) g->st[o][k] = st[o][d];
+        g->nd++;
+    }
+}
+
+static int geom_contiguous(const vk_geom *g, int ops) {
+    if (g->nd > 1) return 0;
+    for (int o = 0; o < ops; o++)
+        if (g->nd == 1 && g->st[o][0] != 1) return 0;
+    return 1;
+}
+
+static void launch_geom(int k, vk_geom *g, void **rest_args, int n_rest) {
+    void *args[8];
+    args[0] = g;
+    for (int i = 0; i < n_rest; i++) args[1 + i] = rest_args[i];
+    vram_cuda_launch(k, vram_cuda_blocks(g->n, THREADS), THREADS, args);
+}
+
+static void cuda_copy(const vram_kview *dst, const vram_kview *src) {
+    const int64_t *st[2] = {dst->strides, src->strides};
+    vk_geom g;
+    geom_build(src->ndim, src->shape, 2, st, &g);
+    if (g.n == 0) return;
+    if (dst->dtype == src->dtype && geom_contiguous(&g, 2)) {
+        vram_cuda_copy_d2d(dst->data, src->data, (size_t)g.n * vram_dtype_size(dst->dtype));
+        return;
+    }
+    int ddt = dst->dtype, sdt = src->dtype;
+    char *d = dst->data;
+    const char *s = src->data;
+    void *rest[] = {&d, &ddt, &s, &sdt};
+    launch_geom(CK_COPY, &g, rest, 4);
+}
+
+static void cuda_fill(const vram_kview *dst, double v) {
+    const int64_t *st[1] = {dst->strides};
+    vk_geom g;
+    geom_build(dst->ndim, dst->shape, 1, st, &g);
+    if (g.n == 0) return;
+    if (v == 0 && geom_contiguous(&g, 1)) {
+        vram_cuda_zero(dst->data, (size_t)g.n * vram_dtype_size(dst->dtype));
+        return;
+    }
+    int dt = dst->dtype;
+    char *d = dst->data;
+    void *rest[] = {&d, &dt, &v};
+    launch_geom(CK_FILL, &g, rest, 3);
+}
+
+static void cuda_binary(int op, const vram_kview *out, const vram_kview *a, const vram_kview *b) {
+    const int64_t *st[3] = {out->strides, a->strides, b->strides};
+    vk_geom g;
+    geom_build(out->ndim, out->shape, 3, st, &g);
+    if (g.n == 0) return;
+    int dt = out->dtype;
+    char *o = out->data;
+    const char *x = a->data, *y = b->data;
+    void *rest[] = {&op, &dt, &o, &x, &y};
+    launch_geom(CK_BINARY, &g, rest, 5);
+}
+
+/* dst += src over src's shape; dims where dst's stride is 0 are summed (a broadcast's inverse). */
+static void cuda_accumulate(const vram_kview *dst, const vram_kview *src) {
+    int64_t kshape[MAXD] = {0}, kd[MAXD] = {0}, ks[MAXD] = {0};
+    vk_red r;
+    memset(&r, 0, sizeof r);
+    r.n = 1;
+    int nk = 0;
+    for (int d = 0; d < src->ndim; d++) {
+        if (src->shape[d] == 0) return;
+        if (src->shape[d] == 1) continue;
+        if (dst->strides[d] == 0) {
+            r.shape[r.nd] = src->shape[d];
+            r.st[r.nd++] = src->strides[d];
+            r.n *= src->shape[d];
+        } else {
+            kshape[nk] = src->shape[d];
+            kd[nk] = dst->strides[d];
+            ks[nk++] = src->strides[d];
+        }
+    }
+    const int64_t *st[2] = {kd, ks};
+    vk_geom g;
+    geom_build(nk, kshape, 2, st, &g);
+    int dt = src->dtype;
+    char *d = dst->data;
+    const char *s = src->data;
+    if (r.nd == 0) {
+        void *rest[] = {&dt, &d, &s};
+        launch_geom(CK_ACCUMULATE, &g, rest, 3);
+        return;
+    }
+    /* enough (kept element, chunk of reduced positions) threads to fill the GPU */
+    int64_t target = (int64_t)(vram_cuda_state.sm_count > 0 ? vram_cuda_state.sm_count : 132) * 2048;
+    int64_t chunks = target / (g.n > 0 ? g.n : 1);
+    if (chunks < 1) chunks = 1;
+    if (chunks > r.n) chunks = r.n;
+    int64_t chunk = (r.n + chunks - 1) / chunks;
+    if (chunk < 16 && r.n >= 16) chunk = 16;
+    chunks = (r.n + chunk - 1) / chunk;
+    void *args[] = {&g, &r, &chunk, &dt, &d, &s};
+    vram_cuda_launch(CK_REDUCE_ADD, vram_cuda_blocks(g.n * chunks, THREADS), THREADS, args);
+}
+
+static void cuda_unary(int op, double p, vram_dtype dt, int64_t n, void *out, const void *x) {
+    int d = dt;
+    void *args[] = {&op, &p, &d, &n, &out, &x};
+    vram_cuda_launch(CK_UNARY, vram_cuda_blocks(n, THREADS), THREADS, args);
+}
+
+static void cuda_unary_backward(int op, double p, vram_dtype dt, int64_t n, void *gin, const void *gout,
+                                const void *saved) {
+    int d = dt;
+    void *args[] = {&op, &p, &d, &n, &gin, &gout, &saved};
+    vram_cuda_launch(CK_UNARY_BACKWARD, vram_cuda_blocks(n, THREADS), THREADS, args);
+}
+
+/* Threads per block for a row of n elements, and blocks for `rows` rows. */
+static int row_threads(int64_t n) { return n >= 4096 ? 1024 : n >= 1024 ? 256 : n > 128 ? 128 : 64; }
+static int64_t row_blocks(int64_t rows) {
+    int64_t cap = (int64_t)(vram_cuda_state.sm_count > 0 ? vram_cuda_state.sm_count : 132) * 64;
+    return rows < cap ? rows : cap;
+}
+
+static void cuda_softmax(vram_dtype dt, int64_t rows, int64_t n, int64_t causal_t, int log_, void *out, const void *x) {
+    int d = dt;
+    void *args[] = {&d, &rows, &n, &causal_t, &log_, &out, &x};
+    vram_cuda_launch(CK_SOFTMAX, row_blocks(rows), row_threads(n), args);
+}
+
+static void cuda_softmax_backward(vram_dtype dt, int64_t rows, int64_t n, int log_, void *gin, const void *gout,
+                                  const void *y) {
+    int d = dt;
+    void *args[] = {&d, &rows, &n, &log_, &gin, &gout, &y};
+    vram_cuda_launch(CK_SOFTMAX_BACKWARD, row_blocks(rows), row_threads(n), args);
+}
+
+static void cuda_layer_norm(vram_dtype dt, int64_t rows, int64_t n, double eps, void *out, const void *x, const void *w,
+                            const void *b, void *mean, void *rstd) {
+    int d = dt;
+    void *args[] = {&d, &rows, &n, &eps, &out, &x, &w, &b, &mean, &rstd};
+    vram_cuda_launch(CK_LAYER_NORM, row_blocks(rows), row_threads(n), args);
+}
+
+/* Rows per chunk of a column sum over `rows`, so that n columns x chunks fill the GPU. */
+static int64_t column_chunk(int64_t rows, int64_t n) {
+    int64_t target = (int64_t)(vram_cuda_state.sm_count > 0 ? vram_cuda_state.sm_count : 132) * 2048;
+    int64_t chunks = target / (n > 0 ? n : 1);
+    if (chunks < 1) chunks = 1;
+    int64_t chunk = (rows + chunks - 1) / chunks;
+    return chunk < 8 ? 8 : chunk;
+}
+
+static void cuda_layer_norm_backward(vram_dtype dt, int64_t rows, int64_t n, void *gx, void *gw, void *gb,
+                                     const void *gout, const void *x, const void *w, const void *mean,
+                                     const void *rstd) {
+    int d = dt;
+    if (gx) {
+        void *args[] = {&d, &rows, &n, &gx, &gout, &x, &w, &mean, &rstd};
+        vram_cuda_launch(CK_LAYER_NORM_BACKWARD_X, row_blocks(rows), row_threads(n), args);
+    }
+    if (gw || gb) {
+        int64_t chunk = column_chunk(rows, n), chunks = (rows + chunk - 1) / chunk;
+        void *args[] = {&d, &rows, &n, &chunk, &gw, &gb, &gout, &x, &mean, &rstd};
+        vram_cuda_launch(CK_LAYER_NORM_BACKWARD_WB, vram_cuda_blocks(n * chunks, THREADS), THREADS, args);
+    }
+}
+
+static void cuda_embedding(vram_dtype dt, int64_t n_ids, int64_t c, void *out, const void *table, const void *ids,
+                           vram_dtype id_dt) {
+    int d = dt, idt = id_dt;
+    void *args[] = {&d, &n_ids, &c, &out, &table, &ids, &idt};
+    vram_cuda_launch(CK_EMBEDDING, vram_cuda_blocks(n_ids * c, THREADS), THREADS, args);
+}
+
+static void cuda_embedding_backward(vram_dtype dt, int64_t n_ids, int64_t c, void *gtable, const void *gout,
+                                    const void *ids, vram_dtype id_dt) {
+    int d = dt, idt = id_dt;
+    void *args[] = {&d, &n_ids, &c, &gtable, &gout, &ids, &idt};
+    vram_cuda_launch(CK_EMBEDDING_BACKWARD, vram_cuda_blocks(n_ids * c, THREADS), THREADS, args);
+}
+
+/* Scratch layout: [0, 8) a double result, [8, 16) a double accumulator, [16, 20) an int flag,
+ * [64, ...) per-row doubles. */
+enum { SCRATCH_ROWS_OFF = 64 };
+
+static double cuda_cross_entropy(vram_dtype dt, int64_t rows, int64_t n, const void *logits, const void *targets,
+                                 vram_dtype tdt, void *lse) {
+    vram_cuda *g = &vram_cuda_state;
+    void *rows_buf = (char *)g->scratch + SCRATCH_ROWS_OFF, *own = NULL;
+    if ((size_t)rows * sizeof(double) > CUDA_SCRATCH_BYTES - SCRATCH_ROWS_OFF) {
+        if (vram_allocator_malloc(g->rt->alloc, (size_t)rows * sizeof(double), g->rt->stream, VRAM_TAG_TEMPORARY, &own) !=
+            VRAM_OK) {
+            vram_cuda_fail(VRAM_ERR_OUT_OF_MEMORY, "cross-entropy: no memory for %lld row losses", (long long)rows);
+            return NAN;
+        }
+        rows_buf = own;
+    }
+    int d = dt, t = tdt;
+    void *args[] = {&d, &rows, &n, &logits, &targets, &t, &lse, &rows_buf};
+    vram_cuda_launch(CK_CROSS_ENTROPY, row_blocks(rows), row_threads(n), args);
+    void *out = g->scratch;
+    void *margs[] = {&rows, &rows_buf, &out};
+    vram_cuda_launch(CK_MEAN_ROWS, 1, 1024, margs);
+    double loss = NAN;
+    vram_cuda_download(&loss, g->scratch, sizeof loss);
+    if (own) vram_allocator_free(g->rt->alloc, own);
+    return g->error == VRAM_OK ? loss : NAN;
+}
+
+static void cuda_cross_entropy_backward(vram_dtype dt, int64_t rows, int64_t n, double scale, void *glogits,
+                                        const void *logits, const void *targets, vram_dtype tdt, const void *lse) {
+    int d = dt, t = tdt;
+    void *args[] = {&d, &rows, &n, &scale, &glogits, &logits, &targets, &t, &lse};
+    vram_cuda_launch(CK_CROSS_ENTROPY_BACKWARD, vram_cuda_blocks(rows * n, THREADS), THREADS, args);
+}
+
+static void cuda_mask_scale(vram_dtype dt, int64_t n, void *out, const void *x, const uint8_t *mask, double scale) {
+    int d = dt;
+    void *args[] = {&d, &n, &out, &x, &mask, &scale};
+    vram_cuda_launch(CK_MASK_SCALE, vram_cuda_blocks(n, THREADS), THREADS, args);
+}
+
+static void cuda_im2col(vram_dtype dt, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int stride, int pad,
+                        int64_t oh, int64_t ow, const void *x, void *col) {
+    int d = dt;
+    void *args[] = {&d, &c, &h, &w, &kh, &kw, &stride, &pad, &oh, &ow, &x, &col};
+    vram_cuda_launch(CK_IM2COL, vram_cuda_blocks(c * kh * kw * oh * ow, THREADS), THREADS, args);
+}
+
+static void cuda_col2im(vram_dtype dt, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int stride, int pad,
+                        int64_t oh, int64_t ow, const void *col, void *gx) {
+    int d = dt;
+    void *args[] = {&d, &c, &h, &w, &kh, &kw, &stride, &pad, &oh, &ow, &col, &gx};
+    vram_cuda_launch(CK_COL2IM, vram_cuda_blocks(c * kh * kw * oh * ow, THREADS), THREADS, args);
+}
+
+static void cuda_pool2d(vram_dtype dt, int is_max, int64_t planes, int64_t h, int64_t w, int k, int stride, int64_t oh,
+                        int64_t ow, void *out, const void *x, int32_t *argmax) {
+    int d = dt;
+    void *args[] = {&d, &is_max, &planes, &h, &w, &k, &stride, &oh, &ow, &out, &x, &argmax};
+    vram_cuda_launch(CK_POOL2D, vram_cuda_blocks(planes * oh * ow, THREADS), THREADS, args);
+}
+
+static void cuda_pool2d_backward(vram_dtype dt, int is_max, int64_t planes, int64_t h, int64_t w, int k, int stride,
+                                 int64_t oh, int64_t ow, void *gx, const void *gout, const int32_t *argmax) {
+    int d = dt;
+    void *args[] = {&d, &is_max, &planes, &h, &w, &k, &stride, &oh, &ow, &gx, &gout, &argmax};
+    vram_cuda_launch(CK_POOL2D_BACKWARD, vram_cuda_blocks(planes * oh * ow, THREADS), THREADS, args);
+}
+
+static void cuda_sgd_update(vram_dtype dt, int64_t n, void *p, const void *g, void *buf, double lr, double momentum,
+                            double wd, int first) {
+    int d = dt;
+    void *args[] = {&d, &n, &p, &g, &buf, &lr, &momentum, &wd, &first};
+    vram_cuda_launch(CK_SGD_UPDATE, vram_cuda_blocks(n, THREADS), THREADS, args);
+}
+
+static void cuda_adam_update(vram_dtype dt, int64_t n, void *p, const void *g, void *m, void *v, double lr, double b1,
+                             double b2, double eps, double wd, int decoupled, int64_t step) {
+    double bc1 = 1 - pow(b1, (double)step), bc2 = 1 - pow(b2, (double)step);
+    double step_size = lr / bc1, sbc2 = sqrt(bc2), decay = 1 - lr * wd;
+    int d = dt;
+    void *args[] = {&d, &n, &p, &g, &m, &v, &step_size, &sbc2, &b1, &b2, &eps, &decay, &wd, &decoupled};
+    vram_cuda_launch(CK_ADAM_UPDATE, vram_cuda_blocks(n, THREADS), THREADS, args);
+}
+
+static void cuda_adagrad_update(vram_dtype dt, int64_t n, void *p, const void *g, void *sum, double lr, double eps,
+                                double wd, int64_t step, double lr_decay) {
+    double clr = lr / (1 + (double)(step - 1) * lr_decay);
+    int d = dt;
+    void *args[] = {&d, &n, &p, &g, &sum, &clr, &eps, &wd};
+    vram_cuda_launch(CK_ADAGRAD_UPDATE, vram_cuda_blocks(n, THREADS), THREADS, args);
+}
+
+static double cuda_sum_squares(int count, const vram_dtype *dts, const int64_t *ns, const void *const *xs) {
+    vram_cuda *g = &vram_cuda_state;
+    void *acc = (char *)g->scratch + 8;
+    vram_cuda_zero(acc, sizeof(double));
+    for (int k = 0; k < count; k++) { /* every tensor into one accumulator, read back once */
+        int d = dts[k];
+        int64_t n = ns[k];
+        const void *x = xs[k];
+        void *args[] = {&d, &n, &x, &acc};
+        vram_cuda_launch(CK_SUM_SQUARES, vram_cuda_blocks(n, THREADS), THREADS, args);
+    }
+    double s = NAN;
+    vram_cuda_download(&s, acc, sizeof s);
+    return g->error == VRAM_OK ? s : NAN;
+}
+
+static void cuda_scale_inplace(vram_dtype dt, int64_t n, void *x, double s) {
+    int d = dt;
+    void *args[] = {&d, &n, &x, &s};
+    vram_cuda_launch(CK_SCALE_INPLACE, vram_cuda_blocks(n, THREADS), THREADS, args);
+}
+
+static int64_t cuda_find_bad_id(int64_t n, const void *ids, vram_dtype dt, int64_t limit) {
+    vram_cuda *g = &vram_cuda_state;
+    void *flag = (char *)g->scratch + 16;
+    int none = 0x7fffffff, first = 0x7fffffff;
+    vram_cuda_upload(flag, &none, sizeof none);
+    int idt = dt;
+    void *args[] = {&n, &ids, &idt, &limit, &flag};
+    vram_cuda_launch(CK_CHECK_IDS, vram_cuda_blocks(n, THREADS), THREADS, args);
+    vram_cuda_download(&first, flag, sizeof first);
+    if (g->error != VRAM_OK) return -1; /* the sticky error reports it */
+    return first == 0x7fffffff ? -1 : first;
+}
+
+static vram_status cuda_sync(void) { return vram_cuda_sync(); }
+
+const vram_kernels vram_cuda_kernels = {
+    .name = "cuda",
+    .copy = cuda_copy,
+    .fill = cuda_fill,
+    .binary = cuda_binary,
+    .accumulate = cuda_accumulate,
+    .unary = cuda_unary,
+    .unary_backward = cuda_unary_backward,
+    .matmul = vram_cuda_matmul,
+    .softmax = cuda_softmax,
+    .softmax_backward = cuda_softmax_backward,
+    .layer_norm = cuda_layer_norm,
+    .layer_norm_backward = cuda_layer_norm_backward,
+    .embedding = cuda_embedding,
+    .embedding_backward = cuda_embedding_backward,
+    .cross_entropy = cuda_cross_entropy,
+    .cross_entropy_backward = cuda_cross_entropy_backward,
+    .mask_scale = cuda_mask_scale,
+    .im2col = cuda_im2col,
+    .col2im = cuda_col2im,
+    .pool2d = cuda_pool2d,
+    .pool2d_backward = cuda_pool2d_backward,
+    .sgd_update = cuda_sgd_update,
+    .adam_update = cuda_adam_update,
+    .adagrad_update = cuda_adagrad_update,
+    .sum_squares = cuda_sum_squares,
+    .scale_inplace = cuda_scale_inplace,
+    .upload = vram_cuda_upload,
+    .download = vram_cuda_download,
+    .zero = vram_cuda_zero,
+    .find_bad_id = cuda_find_bad_id,
+    .sync = cuda_sync,
+};

@@ -1,0 +1,81 @@
+/* cuda_rt.h — the runtime's CUDA state, shared by the files of its GPU kernel table:
+ * cuda_context.c (driver, module, stream, errors, copies), cuda_ops.c (the table's kernels)
+ * and cuda_blas.c (matrix products through cuBLASLt).
+ *
+ * Everything vendor-made is opened with dlopen: the driver (libcuda) and cuBLASLt. One CUDA
+ * runtime is open per process at a time (the table's slots take no runtime argument); it holds
+ * the device's primary context (shared with the allocator's cuda backend and with PyTorch), a
+ * non-blocking compute stream on which every kernel, copy and product is queued, and the
+ * module loaded from the fatbin that the build embeds. Errors are sticky, as CUDA's are: the
+ * first failed launch or copy is recorded, later work is skipped, and vram_runtime_sync (or
+ * any read back to the host) returns it with its message.
+ */
+#ifndef VRAM_CUDA_RT_H
+#define VRAM_CUDA_RT_H
+
+#include "rt_internal.h"
+
+/* Kernels of cuda_kernels.cu, by index into vram_cuda.fn. */
+enum {
+    CK_COPY, CK_FILL, CK_BINARY, CK_ACCUMULATE, CK_REDUCE_ADD, CK_UNARY, CK_UNARY_BACKWARD, CK_MASK_SCALE,
+    CK_SCALE_INPLACE, CK_SOFTMAX, CK_SOFTMAX_BACKWARD, CK_LAYER_NORM, CK_LAYER_NORM_BACKWARD_X,
+    CK_LAYER_NORM_BACKWARD_WB, CK_EMBEDDING, CK_EMBEDDING_BACKWARD, CK_CROSS_ENTROPY, CK_MEAN_ROWS,
+    CK_CROSS_ENTROPY_BACKWARD, CK_IM2COL, CK_COL2IM, CK_POOL2D, CK_POOL2D_BACKWARD, CK_SGD_UPDATE,
+    CK_ADAM_UPDATE, CK_ADAGRAD_UPDATE, CK_SUM_SQUARES, CK_CHECK_IDS, CK_COUNT,
+    CK_PROF_MATMUL = CK_COUNT, CK_PROF_COPY, CK_PROF_SLOTS /* profiler rows beside the kernels */
+};
+
+/* Scratch device memory the kernels share (from the allocator, tag "other"). */
+enum { CUDA_SCRATCH_BYTES = 1 << 20 };
+
+typedef struct vram_cuda {
+    vram_runtime *rt;      /* the runtime the state belongs to */
+    void *stream;          /* CUstream */
+    void *fn[CK_COUNT];    /* CUfunction */
+    int sm_count;
+    void *scratch;         /* CUDA_SCRATCH_BYTES, device */
+    vram_status error;     /* first error, sticky */
+    char error_msg[512];
+} vram_cuda;
+
+extern vram_cuda vram_cuda_state;
+
+/* VRAM_CUDA_PROFILE=1: GPU time per kernel (events around each launch, products and copies),
+ * printed as a table on stderr when the runtime closes. prof_begin returns a token for end. */
+int vram_cuda_prof_begin(void);
+void vram_cuda_prof_end(int token, int row);
+/* Queues kernel `k` on the compute stream (skipped after an error). */
+void vram_cuda_launch(int k, int64_t blocks, int threads, void **args);
+/* Blocks for an elementwise launch over n elements. */
+int64_t vram_cuda_blocks(int64_t n, int threads);
+/* Records the first error; the message is printf-style. */
+void vram_cuda_fail(vram_status s, const char *fmt, ...);
+/* Device copies on the compute stream. */
+void vram_cuda_upload(void *dst, const void *src, size_t n);
+void vram_cuda_download(void *dst, const void *src, size_t n);
+void vram_cuda_copy_d2d(void *dst, const void *src, size_t n);
+void vram_cuda_zero(void *dst, size_t n);
+vram_status vram_cuda_sync(void);
+
+/* A symbol to resolve into a table of function pointers, at byte offset `off`. */
+typedef struct vram_cuda_sym {
+    const char *name;
+    size_t off;
+} vram_cuda_sym;
+/* Resolves every symbol of `syms` from `lib` into `table`; returns the first missing name, or
+ * NULL when all were found. */
+const char *vram_cuda_resolve(void *lib, const vram_cuda_sym *syms, size_t n, void *table);
+
+/* cuBLASLt (cuda_blas.c). */
+vram_status vram_cuda_blas_open(char *why, size_t cap);
+void vram_cuda_blas_close(void);
+void vram_cuda_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, const void *A,
+                      int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b, int64_t sb_k, int64_t sb_n,
+                      void *C, int accumulate);
+
+/* The table (cuda_ops.c) and opening/closing the state (cuda_context.c). */
+extern const vram_kernels vram_cuda_kernels;
+vram_status vram_cuda_runtime_open(vram_runtime *rt, int ordinal);
+void vram_cuda_runtime_close(vram_runtime *rt);
+
+#endif

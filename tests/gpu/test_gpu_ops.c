@@ -1,0 +1,423 @@
+/* test_gpu_ops.c — every op of the runtime on the GPU against the same op on the CPU, as
+ * ggml's test-backend-ops does: random shapes, broadcasting and non-contiguous inputs, the
+ * forward output and the gradient of every input (through sum(out * R) with a random R), and
+ * the optimizers' updates. Two runtimes, one per device, get the same inputs from the host;
+ * f32 results must agree to a relative error of 1e-4 (norm of the difference over the norm of
+ * the CPU's), f64 to 1e-10. Skipped (77) where no GPU or driver exists.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../check.h"
+#include "vram/alloc.h"
+#include "vram/nn.h"
+#include "vram/optim.h"
+
+typedef struct side {
+    vram_device *dev;
+    vram_allocator *a;
+    vram_runtime *rt;
+} side;
+
+static side cpu, gpu;
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static double urand(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (double)(rng >> 11) * 0x1.0p-53;
+}
+static int64_t irand(int64_t lo, int64_t hi) { return lo + (int64_t)(urand() * (double)(hi - lo + 1)); }
+
+/* An input: a float tensor (random in [-1, 1]) or ids below `limit`; `transposed` makes it a
+ * non-contiguous view of a contiguous tensor with its last two dims swapped. */
+typedef struct spec {
+    int nd;
+    int64_t shape[6];
+    int ids;
+    int64_t limit;
+    int transposed;
+    int grad;
+} spec;
+
+static double *host_data(const spec *s, int64_t *n) {
+    *n = 1;
+    for (int d = 0; d < s->nd; d++) *n *= s->shape[d];
+    double *v = malloc(sizeof *v * (size_t)(*n ? *n : 1));
+    for (int64_t i = 0; i < *n; i++) v[i] = s->ids ? (double)irand(0, s->limit - 1) : 2 * urand() - 1;
+    return v;
+}
+
+static vram_tensor *make(side *sd, const spec *s, const double *v, vram_dtype dt) {
+    vram_tensor *t = NULL, *base = NULL;
+    int64_t shape[6];
+    memcpy(shape, s->shape, sizeof shape);
+    if (s->transposed) {
+        int64_t x = shape[s->nd - 1];
+        shape[s->nd - 1] = shape[s->nd - 2];
+        shape[s->nd - 2] = x;
+    }
+    vram_dtype tdt = s->ids ? VRAM_DTYPE_I32 : dt;
+    CHECK_OK(vram_tensor_new(sd->rt, tdt, s->nd, shape, VRAM_TAG_TEMPORARY, &base));
+    /* fill in the base's order so that the view has the values v in its own order */
+    vram_tensor *view = base;
+    if (s->transposed) CHECK_OK(vram_transpose(base, s->nd - 2, s->nd - 1, &view));
+    int64_t n = vram_tensor_numel(view), idx[6] = {0};
+    double *ordered = malloc(sizeof *ordered * (size_t)(n ? n : 1));
+    /* base element e (row-major over `shape`) is the view's element with the last two indices swapped */
+    for (int64_t e = 0; e < n; e++) {
+        int64_t r = e;
+        for (int d = s->nd - 1; d >= 0; d--) idx[d] = r % shape[d], r /= shape[d];
+        int64_t vi = 0;
+        for (int d = 0; d < s->nd; d++) {
+            int src = s->transposed && d >= s->nd - 2 ? (d == s->nd - 1 ? s->nd - 2 : s->nd - 1) : d;
+            vi = vi * s->shape[d] + idx[src];
+        }
+        ordered[e] = v[vi];
+    }
+    if (tdt == VRAM_DTYPE_I32) {
+        int32_t *h = malloc(sizeof *h * (size_t)(n ? n : 1));
+        for (int64_t e = 0; e < n; e++) h[e] = (int32_t)ordered[e];
+        vram_tensor_write_host(base, h);
+        free(h);
+    } else if (tdt == VRAM_DTYPE_F32) {
+        float *h = malloc(sizeof *h * (size_t)(n ? n : 1));
+        for (int64_t e = 0; e < n; e++) h[e] = (float)ordered[e];
+        vram_tensor_write_host(base, h);
+        free(h);
+    } else {
+        vram_tensor_write_host(base, ordered);
+    }
+    free(ordered);
+    if (s->transposed) {
+        vram_tensor_free(base);
+        t = view;
+    } else {
+        t = base;
+    }
+    if (s->grad && !s->ids) CHECK_OK(vram_tensor_set_requires_grad(t, 1));
+    return t;
+}
+
+static double *to_host(vram_tensor *t) {
+    int64_t n = vram_tensor_numel(t);
+    double *v = malloc(sizeof *v * (size_t)(n ? n : 1));
+    CHECK_OK(vram_tensor_to_f64(t, v));
+    return v;
+}
+
+static int compare(const char *what, vram_tensor *c, vram_tensor *g, double tol) {
+    if (!c || !g) {
+        CHECK(c == NULL && g == NULL, "%s: one side has no tensor (cpu %p, gpu %p)", what, (void *)c, (void *)g);
+        return 0;
+    }
+    CHECK(vram_tensor_numel(c) == vram_tensor_numel(g), "%s: sizes differ", what);
+    double *a = to_host(c), *b = to_host(g), num = 0, den = 0;
+    int nan = 0;
+    for (int64_t i = 0; i < vram_tensor_numel(c); i++) {
+        if (isnan(b[i]) != isnan(a[i])) nan = 1;
+        if (isinf(a[i]) || isinf(b[i])) {
+            if (a[i] != b[i]) nan = 1;
+            continue;
+        }
+        num += (a[i] - b[i]) * (a[i] - b[i]);
+        den += a[i] * a[i];
+    }
+    double rel = sqrt(num) / (sqrt(den) + 1e-30);
+    CHECK(!nan && rel <= tol, "%s: relative error %.3g (tolerance %.1g)%s", what, rel, tol, nan ? ", NaN/inf differ" : "");
+    free(a);
+    free(b);
+    return rel <= tol;
+}
+
+typedef vram_status (*op_fn)(vram_tensor **in, const int64_t *p, vram_tensor **out);
+
+/* Runs op on both devices with the same inputs, compares outputs and input gradients. */
+static void run_case(const char *name, op_fn op, int n_in, const spec *specs, const int64_t *p, vram_dtype dt) {
+    double tol = dt == VRAM_DTYPE_F64 ? 1e-10 : 1e-4;
+    double *vals[8];
+    for (int i = 0; i < n_in; i++) {
+        int64_t n;
+        vals[i] = host_data(&specs[i], &n);
+    }
+    vram_tensor *in[2][8], *out[2] = {0}, *grads[2][8] = {{0}};
+    side *sides[2] = {&cpu, &gpu};
+    uint64_t seed = (uint64_t)irand(1, 1 << 30);
+    double *r = NULL;
+    int64_t rn = 0;
+    for (int k = 0; k < 2; k++) {
+        vram_runtime_seed(sides[k]->rt, seed);
+        for (int i = 0; i < n_in; i++) in[k][i] = make(sides[k], &specs[i], vals[i], dt);
+        vram_status s = op(in[k], p, &out[k]);
+        CHECK(s == VRAM_OK, "%s on %s: %s (%s)", name, k ? "gpu" : "cpu", vram_status_str(s), vram_last_error());
+        if (s != VRAM_OK) out[k] = NULL;
+    }
+    char what[160];
+    snprintf(what, sizeof what, "%s (%s) output", name, vram_dtype_name(dt));
+    int ok = compare(what, out[0], out[1], tol);
+    int any_grad = 0;
+    for (int i = 0; i < n_in; i++) any_grad |= specs[i].grad && !specs[i].ids;
+    if (ok && any_grad && out[0] && vram_dtype_is_float(vram_tensor_dtype(out[0]))) {
+        rn = vram_tensor_numel(out[0]);
+        r = malloc(sizeof *r * (size_t)(rn ? rn : 1));
+        for (int64_t i = 0; i < rn; i++) r[i] = 2 * urand() - 1;
+        for (int k = 0; k < 2; k++) {
+            vram_tensor *rt_ = NULL, *prod = NULL, *loss = NULL;
+            spec rs = {.nd = vram_tensor_ndim(out[k])};
+            memcpy(rs.shape, vram_tensor_shape(out[k]), sizeof(int64_t) * (size_t)rs.nd);
+            rt_ = make(sides[k], &rs, r, vram_tensor_dtype(out[k]));
+            CHECK_OK(vram_mul(out[k], rt_, &prod));
+            CHECK_OK(vram_sum(prod, &loss));
+            CHECK_OK(vram_backward(loss, NULL));
+            for (int i = 0; i < n_in; i++) grads[k][i] = specs[i].grad && !specs[i].ids ? vram_tensor_grad(in[k][i]) : NULL;
+            vram_tensor_free(rt_);
+            vram_tensor_free(prod);
+            vram_tensor_free(loss);
+        }
+        for (int i = 0; i < n_in; i++) {
+            if (!grads[0][i] && !grads[1][i]) continue;
+            snprintf(what, sizeof what, "%s (%s) gradient of input %d", name, vram_dtype_name(dt), i);
+            compare(what, grads[0][i], grads[1][i], tol * 10);
+        }
+    }
+    CHECK_OK(vram_runtime_sync(gpu.rt));
+    for (int k = 0; k < 2; k++) {
+        vram_tensor_free(out[k]);
+        for (int i = 0; i < n_in; i++) vram_tensor_free(in[k][i]);
+    }
+    for (int i = 0; i < n_in; i++) free(vals[i]);
+    free(r);
+}
+
+/* ---- the ops ---- */
+
+static vram_status op_add(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_add(x[0], x[1], y); }
+static vram_status op_sub(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_sub(x[0], x[1], y); }
+static vram_status op_mul(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_mul(x[0], x[1], y); }
+static vram_status op_div(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_div(x[0], x[1], y); }
+static vram_status op_scale(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_scale(x[0], -1.75, y); }
+static vram_status op_relu(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_relu(x[0], y); }
+static vram_status op_gelu(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_gelu(x[0], y); }
+static vram_status op_tanh(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_tanh(x[0], y); }
+static vram_status op_matmul(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_matmul(x[0], x[1], y); }
+static vram_status op_linear(vram_tensor **x, const int64_t *p, vram_tensor **y) {
+    return vram_linear(x[0], x[1], p[0] ? x[2] : NULL, y);
+}
+static vram_status op_gelu_linear(vram_tensor **x, const int64_t *p, vram_tensor **y) {
+    (void)p;
+    return vram_gelu_linear(x[0], x[1], x[2], y);
+}
+static vram_status op_ln_linear(vram_tensor **x, const int64_t *p, vram_tensor **y) {
+    (void)p;
+    return vram_layer_norm_linear(x[0], x[1], x[2], 1e-5, x[3], x[4], y);
+}
+static vram_status op_softmax(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_softmax(x[0], y); }
+static vram_status op_log_softmax(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_log_softmax(x[0], y); }
+static vram_status op_causal_softmax(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_causal_softmax(x[0], y); }
+static vram_status op_xent(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_cross_entropy(x[0], x[1], y); }
+static vram_status op_layer_norm(vram_tensor **x, const int64_t *p, vram_tensor **y) {
+    (void)p;
+    return vram_layer_norm(x[0], x[1], x[2], 1e-5, y);
+}
+static vram_status op_embedding(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_embedding(x[0], x[1], y); }
+static vram_status op_dropout(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_dropout(x[0], 0.3, 1, y); }
+static vram_status op_sum(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_sum(x[0], y); }
+static vram_status op_mean(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_mean(x[0], y); }
+static vram_status op_sum_dim(vram_tensor **x, const int64_t *p, vram_tensor **y) { return vram_sum_dim(x[0], (int)p[0], (int)p[1], y); }
+static vram_status op_transpose_copy(vram_tensor **x, const int64_t *p, vram_tensor **y) {
+    vram_tensor *t = NULL;
+    vram_status s = vram_transpose(x[0], (int)p[0], (int)p[1], &t);
+    if (s == VRAM_OK) s = vram_contiguous(t, y);
+    vram_tensor_free(t);
+    return s;
+}
+static vram_status op_slice_concat(vram_tensor **x, const int64_t *p, vram_tensor **y) {
+    vram_tensor *a = NULL, *b = NULL;
+    vram_status s = vram_slice(x[0], (int)p[0], 0, p[1], 1, &a);
+    if (s == VRAM_OK) s = vram_slice(x[0], (int)p[0], p[1], p[2], 1, &b);
+    if (s == VRAM_OK) s = vram_concat(2, (vram_tensor *[]){b, a}, (int)p[0], y);
+    vram_tensor_free(a);
+    vram_tensor_free(b);
+    return s;
+}
+static vram_status op_attention(vram_tensor **x, const int64_t *p, vram_tensor **y) {
+    (void)p;
+    return vram_causal_attention(x[0], x[1], x[2], y);
+}
+static vram_status op_conv(vram_tensor **x, const int64_t *p, vram_tensor **y) {
+    return vram_conv2d(x[0], x[1], x[2], (int)p[0], (int)p[1], y);
+}
+static vram_status op_maxpool(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_max_pool2d(x[0], 2, 2, y); }
+static vram_status op_avgpool(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_avg_pool2d(x[0], 2, 2, y); }
+
+#define SPEC(...) ((spec){__VA_ARGS__})
+
+static void test_ops(vram_dtype dt, int trials) {
+    for (int t = 0; t < trials; t++) {
+        int64_t a = irand(1, 7), b = irand(1, 9), c = irand(2, 67), d = irand(1, 5);
+        /* broadcasting: [a, 1, c] op [b, 1] -> [a, b, c] */
+        spec bc[2] = {SPEC(.nd = 3, .shape = {a, 1, c}, .grad = 1), SPEC(.nd = 2, .shape = {b, 1}, .grad = 1)};
+        run_case("add (broadcast)", op_add, 2, bc, NULL, dt);
+        run_case("sub (broadcast)", op_sub, 2, bc, NULL, dt);
+        run_case("mul (broadcast)", op_mul, 2, bc, NULL, dt);
+        spec same[2] = {SPEC(.nd = 3, .shape = {a, b, c}, .grad = 1, .transposed = 1), SPEC(.nd = 3, .shape = {a, b, c}, .grad = 1)};
+        run_case("add (non-contiguous)", op_add, 2, same, NULL, dt);
+        run_case("div", op_div, 2, same, NULL, dt);
+        spec one[1] = {SPEC(.nd = 3, .shape = {a, b, c}, .grad = 1, .transposed = t & 1)};
+        run_case("scale", op_scale, 1, one, NULL, dt);
+        run_case("relu", op_relu, 1, one, NULL, dt);
+        run_case("gelu", op_gelu, 1, one, NULL, dt);
+        run_case("tanh", op_tanh, 1, one, NULL, dt);
+        run_case("sum", op_sum, 1, one, NULL, dt);
+        run_case("mean", op_mean, 1, one, NULL, dt);
+        int64_t sd[2] = {irand(0, 2), irand(0, 1)};
+        run_case("sum_dim", op_sum_dim, 1, one, sd, dt);
+        int64_t tp[2] = {0, 2};
+        run_case("transpose + contiguous", op_transpose_copy, 1, one, tp, dt);
+        int64_t sl[3] = {2, c / 2, c};
+        run_case("slice + concat", op_slice_concat, 1, one, sl, dt);
+        run_case("softmax", op_softmax, 1, one, NULL, dt);
+        run_case("log_softmax", op_log_softmax, 1, one, NULL, dt);
+        spec sq[1] = {SPEC(.nd = 3, .shape = {a, c, c}, .grad = 1)};
+        run_case("causal_softmax", op_causal_softmax, 1, sq, NULL, dt);
+        run_case("dropout", op_dropout, 1, one, NULL, dt);
+        /* products: batched with a broadcast right operand, transposed operands */
+        int64_t m = irand(1, 70), k = irand(1, 90), n = irand(1, 70);
+        spec mm[2] = {SPEC(.nd = 4, .shape = {d, 2, m, k}, .grad = 1, .transposed = t & 1),
+                      SPEC(.nd = 2, .shape = {k, n}, .grad = 1, .transposed = (t >> 1) & 1)};
+        run_case("matmul (batched, broadcast)", op_matmul, 2, mm, NULL, dt);
+        spec lin[3] = {SPEC(.nd = 3, .shape = {d, m, k}, .grad = 1), SPEC(.nd = 2, .shape = {n, k}, .grad = 1),
+                       SPEC(.nd = 1, .shape = {n}, .grad = 1)};
+        int64_t bias[1] = {t & 1};
+        run_case("linear", op_linear, 3, lin, bias, dt);
+        run_case("gelu_linear", op_gelu_linear, 3, lin, NULL, dt);
+        spec lnl[5] = {SPEC(.nd = 3, .shape = {d, m, k}, .grad = 1), SPEC(.nd = 1, .shape = {k}, .grad = 1),
+                       SPEC(.nd = 1, .shape = {k}, .grad = 1), SPEC(.nd = 2, .shape = {n, k}, .grad = 1),
+                       SPEC(.nd = 1, .shape = {n}, .grad = 1)};
+        run_case("layer_norm_linear", op_ln_linear, 5, lnl, NULL, dt);
+        spec ln[3] = {SPEC(.nd = 3, .shape = {a, b, c}, .grad = 1), SPEC(.nd = 1, .shape = {c}, .grad = 1),
+                      SPEC(.nd = 1, .shape = {c}, .grad = 1)};
+        run_case("layer_norm", op_layer_norm, 3, ln, NULL, dt);
+        int64_t rows = irand(1, 40), classes = irand(2, 3000);
+        spec xe[2] = {SPEC(.nd = 2, .shape = {rows, classes}, .grad = 1), SPEC(.nd = 1, .shape = {rows}, .ids = 1, .limit = classes)};
+        run_case("cross_entropy", op_xent, 2, xe, NULL, dt);
+        spec em[2] = {SPEC(.nd = 2, .shape = {b + 3, c}, .grad = 1), SPEC(.nd = 2, .shape = {a, 2 * b}, .ids = 1, .limit = b + 3)};
+        run_case("embedding", op_embedding, 2, em, NULL, dt);
+        int64_t T = irand(1, 40), D = irand(1, 24);
+        spec at[3] = {SPEC(.nd = 4, .shape = {a, d, T, D}, .grad = 1), SPEC(.nd = 4, .shape = {a, d, T, D}, .grad = 1),
+                      SPEC(.nd = 4, .shape = {a, d, T, D}, .grad = 1)};
+        run_case("causal_attention", op_attention, 3, at, NULL, dt);
+        int64_t ci = irand(1, 3), co = irand(1, 4), hw = 2 * irand(2, 6);
+        spec cv[3] = {SPEC(.nd = 4, .shape = {d, ci, hw, hw}, .grad = 1), SPEC(.nd = 4, .shape = {co, ci, 3, 3}, .grad = 1),
+                      SPEC(.nd = 1, .shape = {co}, .grad = 1)};
+        int64_t cp[2] = {1, t & 1};
+        run_case("conv2d", op_conv, 3, cv, cp, dt);
+        spec pl[1] = {SPEC(.nd = 4, .shape = {d, ci, hw, hw}, .grad = 1)};
+        run_case("max_pool2d", op_maxpool, 1, pl, NULL, dt);
+        run_case("avg_pool2d", op_avgpool, 1, pl, NULL, dt);
+    }
+}
+
+/* Two steps of each optimizer, with gradients clipped, from the same parameters and grads. */
+static void test_optimizers(void) {
+    const char *names[] = {"sgd", "momentum", "adam", "adamw", "adagrad"};
+    for (size_t o = 0; o < sizeof names / sizeof *names; o++) {
+        spec ps = SPEC(.nd = 2, .shape = {37, 29}, .grad = 1);
+        int64_t n;
+        double *pv = host_data(&ps, &n), *g1 = host_data(&ps, &n), *g2 = host_data(&ps, &n);
+        vram_tensor *p[2];
+        side *sides[2] = {&cpu, &gpu};
+        double norms[2] = {0};
+        for (int k = 0; k < 2; k++) {
+            vram_param_list *pl = NULL;
+            CHECK_OK(vram_param_list_new(&pl));
+            vram_tensor *t = NULL;
+            CHECK_OK(vram_param_new(sides[k]->rt, pl, "w", 2, ps.shape, &t));
+            float *h = malloc(sizeof *h * (size_t)n);
+            for (int64_t i = 0; i < n; i++) h[i] = (float)pv[i];
+            vram_tensor_write_host(t, h);
+            vram_optim_config oc;
+            CHECK_OK(vram_optim_config_parse(names[o], &oc));
+            oc.weight_decay = 0.05;
+            vram_optimizer *opt = NULL;
+            CHECK_OK(vram_optimizer_new(sides[k]->rt, pl, &oc, &opt));
+            for (int step = 0; step < 2; step++) {
+                vram_tensor *r = make(sides[k], &SPEC(.nd = 2, .shape = {37, 29}), step ? g2 : g1, VRAM_DTYPE_F32);
+                vram_tensor *prod = NULL, *loss = NULL;
+                vram_param_list_zero_grad(pl, 1);
+                CHECK_OK(vram_mul(t, r, &prod));
+                CHECK_OK(vram_sum(prod, &loss));
+                CHECK_OK(vram_backward(loss, NULL));
+                CHECK_OK(vram_clip_grad_norm(pl, 10.0, &norms[k]));
+                CHECK_OK(vram_optimizer_step(opt));
+                vram_tensor_free(r);
+                vram_tensor_free(prod);
+                vram_tensor_free(loss);
+            }
+            p[k] = vram_tensor_retain(t);
+            vram_optimizer_free(opt);
+            vram_param_list_free(pl);
+            free(h);
+        }
+        char what[64];
+        snprintf(what, sizeof what, "%s: parameters after 2 steps", names[o]);
+        compare(what, p[0], p[1], 1e-5);
+        CHECK(fabs(norms[0] - norms[1]) <= 1e-5 * norms[0], "%s: gradient norm cpu %g gpu %g", names[o], norms[0], norms[1]);
+        vram_tensor_free(p[0]);
+        vram_tensor_free(p[1]);
+        free(pv);
+        free(g1);
+        free(g2);
+    }
+}
+
+/* Bad ids on the GPU are found there and reported, as on the CPU. */
+static void test_bad_ids(void) {
+    vram_tensor *table = NULL, *ids = NULL, *y = NULL;
+    CHECK_OK(vram_tensor_new(gpu.rt, VRAM_DTYPE_F32, 2, (int64_t[]){5, 3}, VRAM_TAG_TEMPORARY, &table));
+    int32_t bad[4] = {0, 4, 5, 1};
+    CHECK_OK(vram_tensor_from_data(gpu.rt, VRAM_DTYPE_I32, 1, (int64_t[]){4}, VRAM_TAG_TEMPORARY, bad, &ids));
+    vram_status s = vram_embedding(table, ids, &y);
+    CHECK(s == VRAM_ERR_INVALID_ARG && strstr(vram_last_error(), "[2] = 5"), "bad id on the GPU: %s (%s)",
+          vram_status_str(s), vram_last_error());
+    vram_tensor_free(table);
+    vram_tensor_free(ids);
+    CHECK_OK(vram_runtime_sync(gpu.rt));
+}
+
+static int open_side(side *s, const char *spec) {
+    vram_status st = vram_device_open(spec, &s->dev);
+    if (st != VRAM_OK) return 0;
+    CHECK_OK(vram_allocator_new(s->dev, NULL, &s->a));
+    st = vram_runtime_new(s->a, 2, &s->rt);
+    CHECK(st == VRAM_OK, "runtime on %s: %s (%s)", spec, vram_status_str(st), vram_last_error());
+    return st == VRAM_OK;
+}
+
+static void close_side(side *s) {
+    vram_runtime_free(s->rt);
+    if (s->a) {
+        vram_stats st;
+        vram_allocator_get_stats(s->a, &st);
+        int64_t left = st.allocated_bytes[VRAM_POOL_ALL].current - st.tags[VRAM_TAG_OTHER].allocated_bytes.current;
+        CHECK(left == 0, "%lld bytes of tensors still allocated on %s at the end", (long long)left, s->dev->kind);
+        vram_allocator_destroy(s->a);
+    }
+    vram_device_close(s->dev);
+}
+
+int main(int argc, char **argv) {
+    int trials = argc > 1 ? atoi(argv[1]) : 3;
+    if (vram_device_open("cuda", &gpu.dev) != VRAM_OK) check_skip(vram_last_error());
+    vram_device_close(gpu.dev);
+    gpu.dev = NULL;
+    if (!open_side(&cpu, "host") || !open_side(&gpu, "cuda")) return check_done();
+    test_ops(VRAM_DTYPE_F32, trials);
+    test_ops(VRAM_DTYPE_F64, 1);
+    test_optimizers();
+    test_bad_ids();
+    close_side(&gpu);
+    close_side(&cpu);
+    return check_done();
+}
