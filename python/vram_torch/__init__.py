@@ -40,7 +40,7 @@ __all__ = [
     "set_per_process_memory_fraction", "oom_report", "record_memory_history", "history_count",
     "attach_out_of_memory_observer", "get_per_process_memory_fraction", "alloc_conf",
     "set_allocator_settings", "caching_allocator_enable", "caching_allocator_enabled", "AllocatorSettingsError",
-    "InvalidDeviceError",
+    "InvalidDeviceError", "TorchMissingError",
 ]
 _HISTORY_MAX = 1 << 24  # VRAM_HISTORY_MAX (vram/config.h)
 # The plug-in's out-of-memory observer: (device, bytes asked, the allocator's limit, bytes free).
@@ -195,9 +195,9 @@ class TorchMissingError(ImportError):
 
 
 def _import_torch(what):
-    """torch, or TorchMissingError saying plainly that `what` (as the user called it) needs PyTorch (without the chained
-    ModuleNotFoundError traceback): vram_torch is imported on machines without it (the vram
-    command and library need none)."""
+    """torch, or TorchMissingError saying plainly that `what` (as the user called it) needs
+    PyTorch, without the chained ModuleNotFoundError traceback: vram_torch is imported on
+    machines without it (the vram command and library need none)."""
     try:
         import torch
     except ImportError as e:

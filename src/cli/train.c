@@ -7,8 +7,9 @@
  * forward, loss / accum, backward (gradients add up), then gradient clipping and the
  * optimizer step. Progress: on a terminal one line rewritten in place each step (step of total,
  * loss, speed, peak, time left); in a log one line every --log-every steps (default: about 20
- * lines a run). --eval-every N runs the validation split under no_grad; its lines stay. --report prints the allocator's summary and a table of memory by category (the
- * allocator's per-tag statistics), whose current bytes add up to the allocated bytes.
+ * lines a run). --eval-every N runs the validation split under no_grad; its lines stay.
+ * --report prints the allocator's summary and a table of memory by category (the allocator's
+ * per-tag statistics), whose current bytes add up to the allocated bytes.
  * Out of memory anywhere (e.g. under a small --capacity) ends the run with the allocator's
  * out-of-memory report and exit status 1; bad flags and a missing corpus exit 2.
  */
@@ -274,6 +275,14 @@ static void progress_keep(const progress *p) {
     if (p->tty) fputs("\r\033[K", stdout);
 }
 
+/* Ends the progress line on a terminal (it stays), before the summary or an error's message. */
+static void progress_end(const progress *p) {
+    if (p->tty) {
+        putchar('\n');
+        fflush(stdout);
+    }
+}
+
 /* The table of memory by category, from the allocator's per-tag statistics. `fwd` holds the
  * per-tag bytes at the end of the last forward pass (where activations peak). */
 static void print_categories(vram_allocator *a, const int64_t *fwd) {
@@ -489,6 +498,7 @@ int vram_cmd_train(int argc, char **argv) {
         if (s != VRAM_OK) {
             char what[64];
             snprintf(what, sizeof what, "training step %d", step);
+            progress_end(&prog);
             rc = fail(a, s, what);
             free(step_ms);
             goto done;
@@ -503,6 +513,7 @@ int vram_cmd_train(int argc, char **argv) {
         if (o.eval_every && (step % o.eval_every == 0 || step == o.steps)) {
             s = evaluate(g, data, rt, &o, &last_val);
             if (s != VRAM_OK) {
+                progress_end(&prog);
                 rc = fail(a, s, "evaluating");
                 free(step_ms);
                 goto done;
@@ -513,9 +524,10 @@ int vram_cmd_train(int argc, char **argv) {
         }
         fflush(stdout);
     }
-    if (prog.tty) putchar('\n'); /* (the last progress line stays) */
+    progress_end(&prog);
     double total = now_s() - t_start;
-    printf("done: %s in %.1f s; final train loss %.4f%s", plural(o.steps, "step", b1, sizeof b1), total, last_loss, isnan(last_val) ? "" : ", val loss ");
+    printf("done: %s in %.1f s; final train loss %.4f%s", plural(o.steps, "step", b1, sizeof b1), total, last_loss,
+           isnan(last_val) ? "" : ", val loss ");
     if (!isnan(last_val)) printf("%.4f", last_val);
     printf(" (unigram entropy %.4f nats)\n", unigram);
     if (o.steps > 0) {
