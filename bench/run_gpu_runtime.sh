@@ -32,7 +32,7 @@ if [[ $what == *check* ]]; then
   rm -f "$OUT"/ref/*.bin
 fi
 if [[ $what == *speed* ]]; then
-  for r in 1 2; do
+  for r in ${ROUNDS:-1 2}; do
     timeout 300 $V train --device cuda:0 --model gpt2 --data $CORPUS --batch 8 --steps 30 --lr 3e-4 --report \
       > "$OUT/train_gpt2_$r.log" 2>&1; echo "vram train round $r rc=$?"
     grep -E "^summary|categories add up|^  (parameters|gradients|optimizer|activations|temporaries|other) " "$OUT/train_gpt2_$r.log"

@@ -194,6 +194,14 @@ static vram_status c_contig(vram_tensor **x, vram_tensor **o) {
     return s;
 }
 static vram_status c_attention(vram_tensor **x, vram_tensor **o) { return vram_causal_attention(x[0], x[1], x[2], o); }
+static vram_status c_attention_qkv(vram_tensor **x, vram_tensor **o) { return vram_causal_attention_qkv(x[0], 3, o); }
+static vram_status c_attention_qkv_t(vram_tensor **x, vram_tensor **o) { /* a non-contiguous qkv */
+    vram_tensor *t = NULL;
+    vram_status s = vram_transpose(x[0], 1, 2, &t);
+    if (s == VRAM_OK) s = vram_causal_attention_qkv(t, 3, o);
+    vram_tensor_free(t);
+    return s;
+}
 static vram_status c_conv(vram_tensor **x, vram_tensor **o) { return vram_conv2d(x[0], x[1], x[2], 2, 1, o); }
 static vram_status c_conv_nobias(vram_tensor **x, vram_tensor **o) { return vram_conv2d(x[0], x[1], NULL, 1, 0, o); }
 static vram_status c_maxpool(vram_tensor **x, vram_tensor **o) { return vram_max_pool2d(x[0], 2, 2, o); }
@@ -379,6 +387,10 @@ int main(void) {
     gradcheck("contiguous", c_contig, 1, x);
     x[0] = leaf(4, SH(1, 2, 4, 3), -1, 1), x[1] = leaf(4, SH(1, 2, 4, 3), -1, 1), x[2] = leaf(4, SH(1, 2, 4, 3), -1, 1);
     gradcheck("causal_attention", c_attention, 3, x);
+    x[0] = leaf(3, SH(2, 5, 18), -1, 1);
+    gradcheck("causal_attention_qkv (3 heads)", c_attention_qkv, 1, x);
+    x[0] = leaf(3, SH(2, 18, 5), -1, 1);
+    gradcheck("causal_attention_qkv (transp.)", c_attention_qkv_t, 1, x);
     x[0] = leaf(4, SH(2, 2, 5, 5), -1, 1), x[1] = leaf(4, SH(3, 2, 3, 3), -1, 1), x[2] = leaf(1, SH(3), -1, 1);
     gradcheck("conv2d (stride 2, pad 1)", c_conv, 3, x);
     x[0] = leaf(4, SH(1, 2, 4, 4), -1, 1), x[1] = leaf(4, SH(2, 2, 2, 2), -1, 1);

@@ -77,6 +77,10 @@ vram_status vram_contiguous(vram_tensor *x, vram_tensor **out);
 /* Causal scaled-dot-product attention: q, k, v [B, H, T, D] -> [B, H, T, D];
  * softmax(q k^T / sqrt(D) with j > i masked) v. */
 vram_status vram_causal_attention(vram_tensor *q, vram_tensor *k, vram_tensor *v, vram_tensor **out);
+/* The same from the packed projection of a GPT block: qkv [B, T, 3C] (q, k, v side by side,
+ * C = heads x D) -> [B, T, C], heads merged; one op whose backward writes qkv's gradient
+ * directly (no views, copies or sums of the three slices). */
+vram_status vram_causal_attention_qkv(vram_tensor *qkv, int64_t heads, vram_tensor **out);
 /* Softmax along the last dim with entries j > i (last two dims) masked out. */
 vram_status vram_causal_softmax(vram_tensor *x, vram_tensor **out);
 

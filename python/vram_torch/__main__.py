@@ -5,6 +5,8 @@
         first), and with --summary prints vram's memory summary of each device it used at the end
     python -m vram_torch record -o run.trace [--device N] [--max-entries N] script.py args...
         records the program's allocations under PyTorch's own allocator (see record.py)
+    python -m vram_torch viz SNAPSHOT.pickle... -o OUT.html [--png FILE]
+        draws PyTorch's _dump_snapshot pickle (and memtraces, snapshot JSON) with `vram viz` (viz.py)
     python -m vram_torch --version
         the package's version and the libvram_torch.so it loads (status 1 if none loads)
 """
@@ -13,6 +15,7 @@ import sys
 
 USAGE = ("usage: python -m vram_torch run [--summary] script.py [args...]\n"
          "       python -m vram_torch record -o OUT.trace [--device N] [--max-entries N] script.py [args...]\n"
+         "       python -m vram_torch viz SNAPSHOT.pickle... -o OUT.html [--png FILE]\n"
          "       python -m vram_torch --version")
 
 
@@ -89,7 +92,8 @@ def version():
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    commands = {"run": run, "record": record}
+    from .viz import main as viz
+    commands = {"run": run, "record": record, "viz": viz}
     if argv and argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         return 0

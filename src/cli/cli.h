@@ -12,6 +12,7 @@ int vram_cmd_smi(int argc, char **argv);
 int vram_cmd_replay(int argc, char **argv);
 int vram_cmd_bench(int argc, char **argv);
 int vram_cmd_train(int argc, char **argv);
+int vram_cmd_viz(int argc, char **argv);
 
 /* 0 when VRAM_ALLOC_CONF and the --conf string (NULL: none) parse; else prints the error as
  * "TOOL: ..." and returns 2 (conf_check.c). */

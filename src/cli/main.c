@@ -16,6 +16,7 @@ static const struct {
     {"smi", vram_cmd_smi, "GPU memory per device and process: table, CSV, JSON lines, Prometheus"},
     {"replay", vram_cmd_replay, "replay allocation traces through the allocator"},
     {"bench", vram_cmd_bench, "allocator benchmarks (vram bench alloc)"},
+    {"viz", vram_cmd_viz, "draw memory over time from traces or snapshots as one HTML page"},
     {"train", vram_cmd_train, "train a GPT on a text corpus on the CPU, with a memory report by category"},
 };
 

@@ -7,9 +7,11 @@
  * first copied to a contiguous temporary (from the allocator). f32 computes in true fp32
  * (CUBLAS_COMPUTE_32F: no TF32), f64 in fp64.
  *
- * Descriptors, layouts and the heuristic's chosen algorithm are cached per shape, strides and
- * pointer alignment (a small open-addressed table), so a training step asks the heuristic once
- * per distinct product. The workspace (32 MiB) comes from the allocator, tagged "other".
+ * Descriptors, layouts and the algorithm are cached per shape, strides and pointer alignment (a
+ * small open-addressed table), so a training step asks the heuristic once per distinct product.
+ * The first time a product that overwrites its output runs, the heuristic's best candidates are
+ * each timed on the real operands and the fastest is kept (VRAM_CUBLASLT_TUNE=0 keeps the
+ * heuristic's first). The workspace (32 MiB) comes from the allocator, tagged "other".
  */
 #include <dlfcn.h>
 #include <stddef.h>
@@ -33,12 +35,17 @@ void vram_cuda_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M,
     (void)B, (void)sb_b, (void)sb_k, (void)sb_n, (void)C, (void)accumulate;
     vram_cuda_fail(VRAM_ERR_UNSUPPORTED, "no cuBLASLt in this build");
 }
+void vram_cuda_matmul_bias(vram_runtime *rt, vram_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t sa_m,
+                           int64_t sa_k, const void *B, int64_t sb_k, int64_t sb_n, void *C, const void *bias) {
+    (void)bias;
+    vram_cuda_matmul(rt, dt, 1, M, N, K, A, 0, sa_m, sa_k, B, 0, sb_k, sb_n, C, 0);
+}
 
 #else
 
 #include <cublasLt.h>
 
-enum { WORKSPACE_BYTES = 32 << 20, CACHE_SLOTS = 256 };
+enum { WORKSPACE_BYTES = 32 << 20, CACHE_SLOTS = 256, TUNE_ALGOS = 8, TUNE_RUNS = 3 };
 
 static struct {
     void *lib;
@@ -65,10 +72,12 @@ static struct {
 /* One cached product: its key and what cuBLASLt needs to run it. */
 typedef struct lt_plan {
     int used;
-    int64_t key[14];
+    int64_t key[15];
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t lx, ly, ld;
     cublasLtMatmulAlgo_t algo;
+    cublasLtMatmulAlgo_t candidates[TUNE_ALGOS];
+    int n_candidates; /* > 1 until the candidates have been timed */
 } lt_plan;
 
 static cublasLtHandle_t lt_handle;
@@ -175,10 +184,10 @@ static int64_t alignment(const void *p) {
 
 static lt_plan *plan_get(vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, int opx, int64_t xr, int64_t xc,
                          int64_t ldx, int64_t sx_b, int opy, int64_t yr, int64_t yc, int64_t ldy, int64_t sy_b,
-                         int64_t alx, int64_t aly, int64_t alc) {
-    int64_t key[14] = {dt, batch, M, N, K, opx, ldx, sx_b, opy, ldy, sy_b, alx, aly, alc};
+                         int64_t alx, int64_t aly, int64_t alc, int with_bias) {
+    int64_t key[15] = {dt, batch, M, N, K, opx, ldx, sx_b, opy, ldy, sy_b, alx, aly, alc, with_bias};
     uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < 14; i++) h = (h ^ (uint64_t)key[i]) * 1099511628211ull;
+    for (int i = 0; i < 15; i++) h = (h ^ (uint64_t)key[i]) * 1099511628211ull;
     lt_plan *p = &lt_cache[h % CACHE_SLOTS];
     for (int probe = 0; probe < 8; probe++) {
         lt_plan *q = &lt_cache[(h + (uint64_t)probe) % CACHE_SLOTS];
@@ -195,6 +204,10 @@ static lt_plan *plan_get(vram_dtype dt, int64_t batch, int64_t M, int64_t N, int
     int32_t tx = opx, ty_op = opy;
     if (st == CUBLAS_STATUS_SUCCESS) st = lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &tx, sizeof tx);
     if (st == CUBLAS_STATUS_SUCCESS) st = lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &ty_op, sizeof ty_op);
+    if (st == CUBLAS_STATUS_SUCCESS && with_bias) {
+        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        st = lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    }
     if (st == CUBLAS_STATUS_SUCCESS) st = lt.LayoutCreate(&p->lx, ty, (uint64_t)xr, (uint64_t)xc, ldx);
     if (st == CUBLAS_STATUS_SUCCESS) st = lt.LayoutCreate(&p->ly, ty, (uint64_t)yr, (uint64_t)yc, ldy);
     if (st == CUBLAS_STATUS_SUCCESS) st = lt.LayoutCreate(&p->ld, ty, (uint64_t)N, (uint64_t)M, N);
@@ -218,11 +231,18 @@ static lt_plan *plan_get(vram_dtype dt, int64_t batch, int64_t M, int64_t N, int
         lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ay, sizeof ay);
         lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ac, sizeof ac);
         lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ac, sizeof ac);
-        cublasLtMatmulHeuristicResult_t res;
+        cublasLtMatmulHeuristicResult_t res[TUNE_ALGOS];
         int found = 0;
-        st = lt.Heuristic(lt_handle, p->desc, p->lx, p->ly, p->ld, p->ld, pref, 1, &res, &found);
+        const char *tune = getenv("VRAM_CUBLASLT_TUNE");
+        int want = tune && !strcmp(tune, "0") ? 1 : TUNE_ALGOS;
+        st = lt.Heuristic(lt_handle, p->desc, p->lx, p->ly, p->ld, p->ld, pref, want, res, &found);
         if (st == CUBLAS_STATUS_SUCCESS && found < 1) st = CUBLAS_STATUS_NOT_SUPPORTED;
-        if (st == CUBLAS_STATUS_SUCCESS) p->algo = res.algo;
+        if (st == CUBLAS_STATUS_SUCCESS) {
+            p->algo = res[0].algo;
+            p->n_candidates = 0;
+            for (int i = 0; i < found; i++)
+                if (res[i].state == CUBLAS_STATUS_SUCCESS) p->candidates[p->n_candidates++] = res[i].algo;
+        }
         lt.PrefDestroy(pref);
     }
     memcpy(p->key, key, sizeof key);
@@ -235,6 +255,29 @@ static lt_plan *plan_get(vram_dtype dt, int64_t batch, int64_t M, int64_t N, int
         return NULL;
     }
     return p;
+}
+
+/* Times each candidate algorithm on the real operands (a warm-up run, then TUNE_RUNS) and keeps
+ * the fastest. Only for products that overwrite C, which the timed runs write. */
+static void tune_plan(lt_plan *p, const void *alpha, const void *beta, const void *A, const void *B, void *C,
+                      int64_t batch, int64_t M, int64_t N, int64_t K) {
+    double best = -1, first = -1;
+    for (int c = 0; c < p->n_candidates; c++) {
+        double ms = 0;
+        for (int run = 0; run <= TUNE_RUNS && ms >= 0; run++) {
+            if (run == 1) vram_cuda_timer_start();
+            if (lt.Matmul(lt_handle, p->desc, alpha, B, p->lx, A, p->ly, beta, C, p->ld, C, p->ld, &p->candidates[c],
+                          lt_workspace, WORKSPACE_BYTES, (cudaStream_t)vram_cuda_state.stream) != CUBLAS_STATUS_SUCCESS)
+                ms = -1;
+        }
+        if (ms >= 0) ms = vram_cuda_timer_stop();
+        if (c == 0) first = ms;
+        if (ms >= 0 && (best < 0 || ms < best)) best = ms, p->algo = p->candidates[c];
+    }
+    if (vram_cuda_profiling())
+        fprintf(stderr, "cuBLASLt %lld x [%lld x %lld] @ [%lld x %lld]: the heuristic's first %.1f us, the best of %d %.1f us\n",
+                (long long)batch, (long long)M, (long long)K, (long long)K, (long long)N, 1e3 * first / TUNE_RUNS,
+                p->n_candidates, 1e3 * best / TUNE_RUNS);
 }
 
 /* A contiguous [batch, rows, cols] copy of a strided operand, from the allocator. */
@@ -252,9 +295,10 @@ static void *contiguous_copy(vram_runtime *rt, vram_dtype dt, int64_t batch, int
     return tmp;
 }
 
-void vram_cuda_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, const void *A,
-                      int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b, int64_t sb_k, int64_t sb_n,
-                      void *C, int accumulate) {
+/* C = A @ B (+ C if accumulate) (+ bias over columns when bias is not NULL: no batch, no accumulate). */
+static void matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, const void *A,
+                   int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b, int64_t sb_k, int64_t sb_n,
+                   void *C, int accumulate, const void *bias) {
     if (vram_cuda_state.error != VRAM_OK || batch <= 0 || M <= 0 || N <= 0) return;
     if (K <= 0) { /* an empty sum: C = 0 (or unchanged) */
         if (!accumulate) vram_cuda_zero(C, (size_t)(batch * M * N) * vram_dtype_size(dt));
@@ -285,12 +329,18 @@ void vram_cuda_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M,
         pick_layout(K, M, sa_k, sa_m, &opy, &yr, &yc, &ldy);
     }
     lt_plan *p = plan_get(dt, batch, M, N, K, opx, xr, xc, ldx, sb_b, opy, yr, yc, ldy, sa_b, alignment(B), alignment(A),
-                          alignment(C));
+                          alignment(C), bias != NULL);
+    if (p && bias && lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) != CUBLAS_STATUS_SUCCESS) {
+        vram_cuda_fail(VRAM_ERR_DRIVER, "cuBLASLt refused a bias pointer");
+        p = NULL;
+    }
     if (p) {
         float a32 = 1.0f, b32 = accumulate ? 1.0f : 0.0f;
         double a64 = 1.0, b64 = accumulate ? 1.0 : 0.0;
         const void *alpha = dt == VRAM_DTYPE_F64 ? (const void *)&a64 : (const void *)&a32;
         const void *beta = dt == VRAM_DTYPE_F64 ? (const void *)&b64 : (const void *)&b32;
+        if (p->n_candidates > 1 && !accumulate) tune_plan(p, alpha, beta, A, B, C, batch, M, N, K);
+        p->n_candidates = 0;
         int tok = vram_cuda_prof_begin();
         cublasStatus_t st = lt.Matmul(lt_handle, p->desc, alpha, B, p->lx, A, p->ly, beta, C, p->ld, C, p->ld, &p->algo,
                                       lt_workspace, WORKSPACE_BYTES, (cudaStream_t)vram_cuda_state.stream);
@@ -302,6 +352,17 @@ void vram_cuda_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M,
     /* stream order keeps the temporaries alive until the product has read them */
     if (tmp_a) vram_allocator_free(rt->alloc, tmp_a);
     if (tmp_b) vram_allocator_free(rt->alloc, tmp_b);
+}
+
+void vram_cuda_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, const void *A,
+                      int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b, int64_t sb_k, int64_t sb_n,
+                      void *C, int accumulate) {
+    matmul(rt, dt, batch, M, N, K, A, sa_b, sa_m, sa_k, B, sb_b, sb_k, sb_n, C, accumulate, NULL);
+}
+
+void vram_cuda_matmul_bias(vram_runtime *rt, vram_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t sa_m,
+                           int64_t sa_k, const void *B, int64_t sb_k, int64_t sb_n, void *C, const void *bias) {
+    matmul(rt, dt, 1, M, N, K, A, 0, sa_m, sa_k, B, 0, sb_k, sb_n, C, 0, bias);
 }
 
 #endif

@@ -67,6 +67,9 @@ void vram_cuda_copy_d2d(void *d, const void *s, size_t n) { (void)d, (void)s, (v
 void vram_cuda_zero(void *d, size_t n) { (void)d, (void)n; }
 vram_status vram_cuda_sync(void) { return vram_cuda_state.error; }
 int vram_cuda_prof_begin(void) { return -1; }
+void vram_cuda_timer_start(void) {}
+double vram_cuda_timer_stop(void) { return -1; }
+int vram_cuda_profiling(void) { return 0; }
 void vram_cuda_prof_end(int token, int row) { (void)token, (void)row; }
 
 #else
@@ -86,7 +89,7 @@ static const char *const kernel_names[CK_COUNT] = {
     [CK_CROSS_ENTROPY_BACKWARD] = "vk_cross_entropy_backward", [CK_IM2COL] = "vk_im2col", [CK_COL2IM] = "vk_col2im",
     [CK_POOL2D] = "vk_pool2d", [CK_POOL2D_BACKWARD] = "vk_pool2d_backward", [CK_SGD_UPDATE] = "vk_sgd_update",
     [CK_ADAM_UPDATE] = "vk_adam_update", [CK_ADAGRAD_UPDATE] = "vk_adagrad_update",
-    [CK_SUM_SQUARES] = "vk_sum_squares", [CK_CHECK_IDS] = "vk_check_ids",
+    [CK_SUM_SQUARES] = "vk_sum_squares", [CK_CHECK_IDS] = "vk_check_ids", [CK_COPY16] = "vk_copy16",
 };
 
 static struct {
@@ -261,6 +264,24 @@ static void prof_drain(void) {
     prof.used = 0;
 }
 
+static CUevent timer_ev[2];
+
+void vram_cuda_timer_start(void) {
+    for (int e = 0; e < 2; e++)
+        if (!timer_ev[e] && cu.EventCreate(&timer_ev[e], CU_EVENT_DEFAULT) != CUDA_SUCCESS) return;
+    cu.EventRecord(timer_ev[0], (CUstream)vram_cuda_state.stream);
+}
+
+double vram_cuda_timer_stop(void) {
+    float ms = -1;
+    if (!timer_ev[1] || cu.EventRecord(timer_ev[1], (CUstream)vram_cuda_state.stream) != CUDA_SUCCESS ||
+        cu.EventSynchronize(timer_ev[1]) != CUDA_SUCCESS || cu.EventElapsedTime(&ms, timer_ev[0], timer_ev[1]) != CUDA_SUCCESS)
+        return -1;
+    return ms;
+}
+
+int vram_cuda_profiling(void) { return prof.on; }
+
 int vram_cuda_prof_begin(void) {
     if (!prof.on || vram_cuda_state.error != VRAM_OK) return -1;
     if (prof.used == PROF_PAIRS) prof_drain();
@@ -307,6 +328,8 @@ void vram_cuda_runtime_close(vram_runtime *rt) {
     cu.StreamSynchronize((CUstream)g->stream);
     if (prof.on) prof_report();
     vram_cuda_blas_close();
+    for (int e = 0; e < 2; e++)
+        if (timer_ev[e]) cu.EventDestroy(timer_ev[e]), timer_ev[e] = NULL;
     vram_allocator_free(rt->alloc, g->scratch);
     cu.StreamDestroy((CUstream)g->stream);
     cu.ModuleUnload(cu_module);

@@ -107,6 +107,15 @@ extern "C" __global__ void vk_copy(vk_geom g, char *dst, int ddt, const char *sr
     }
 }
 
+/* A same-dtype copy in 16-byte units (the geometry counts units: the host checked alignment). */
+extern "C" __global__ void vk_copy16(vk_geom g, char *dst, const char *src) {
+    GRID_STRIDE(i, g.n) {
+        int64_t off[3];
+        unravel(g, i, 2, off);
+        ((uint4 *)dst)[off[0]] = ((const uint4 *)src)[off[1]];
+    }
+}
+
 extern "C" __global__ void vk_fill(vk_geom g, char *dst, int dt, double v) {
     int de = elem_size(dt);
     GRID_STRIDE(i, g.n) {

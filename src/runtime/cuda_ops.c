@@ -54,6 +54,23 @@ static void launch_geom(int k, vk_geom *g, void **rest_args, int n_rest) {
     vram_cuda_launch(k, vram_cuda_blocks(g->n, THREADS), THREADS, args);
 }
 
+/* Rewrites g in 16-byte units where both operands' inner dimension is contiguous and every
+ * other stride, the inner length and both addresses are multiples of 16 bytes; else 0. */
+static int copy16_geom(vk_geom *g, size_t es, const char *d, const char *s) {
+    int64_t per = 16 / (int64_t)es, nd = g->nd;
+    if (es > 16 || nd == 0 || ((uintptr_t)d | (uintptr_t)s) % 16 || g->shape[nd - 1] % per) return 0;
+    for (int o = 0; o < 2; o++) {
+        if (g->st[o][nd - 1] != 1) return 0;
+        for (int k = 0; k < nd - 1; k++)
+            if (g->st[o][k] % per) return 0;
+    }
+    g->shape[nd - 1] /= per;
+    g->n /= per;
+    for (int o = 0; o < 2; o++)
+        for (int k = 0; k < nd - 1; k++) g->st[o][k] /= per;
+    return 1;
+}
+
 static void cuda_copy(const vram_kview *dst, const vram_kview *src) {
     const int64_t *st[2] = {dst->strides, src->strides};
     vk_geom g;
@@ -66,6 +83,11 @@ static void cuda_copy(const vram_kview *dst, const vram_kview *src) {
     int ddt = dst->dtype, sdt = src->dtype;
     char *d = dst->data;
     const char *s = src->data;
+    if (dst->dtype == src->dtype && copy16_geom(&g, vram_dtype_size(dst->dtype), d, s)) {
+        void *rest[] = {&d, &s};
+        launch_geom(CK_COPY16, &g, rest, 2);
+        return;
+    }
     void *rest[] = {&d, &ddt, &s, &sdt};
     launch_geom(CK_COPY, &g, rest, 4);
 }
@@ -357,6 +379,7 @@ const vram_kernels vram_cuda_kernels = {
     .unary = cuda_unary,
     .unary_backward = cuda_unary_backward,
     .matmul = vram_cuda_matmul,
+    .matmul_bias = vram_cuda_matmul_bias,
     .softmax = cuda_softmax,
     .softmax_backward = cuda_softmax_backward,
     .layer_norm = cuda_layer_norm,

@@ -196,28 +196,10 @@ vram_status vram_nn_attention_init(vram_nn_attention *m, vram_runtime *rt, vram_
 
 /* Attention after its input projection: qkv [B, T, 3C] -> [B, T, C]. Takes qkv's reference. */
 static vram_status attention_from_qkv(const vram_nn_attention *m, vram_tensor *qkv, int training, vram_tensor **y) {
-    int64_t B = qkv->shape[0], T = qkv->shape[1], C = m->width, H = m->heads, D = C / H;
-    vram_tensor *qkv5 = NULL, *perm = NULL, *parts[3] = {0}, *att = NULL, *att_t = NULL, *merged = NULL, *proj = NULL;
-    vram_status s = VRAM_OK;
-    /* [B, T, 3C] -> view [B, T, 3, H, D] -> view [B, H, 3, T, D]; each of q, k, v is then one
-     * copy into a contiguous [B, H, T, D], which the batched products use without copying. */
-    if (s == VRAM_OK) s = vram_reshape(qkv, 5, (int64_t[]){B, T, 3, H, D}, &qkv5);
+    vram_tensor *merged = NULL, *proj = NULL;
+    /* one op from the packed projection to the merged heads (ops_attention.c) */
+    vram_status s = vram_causal_attention_qkv(qkv, m->heads, &merged);
     vram_tensor_free(qkv);
-    if (s == VRAM_OK) s = vram_transpose(qkv5, 1, 3, &perm);
-    vram_tensor_free(qkv5);
-    for (int i = 0; i < 3 && s == VRAM_OK; i++) {
-        vram_tensor *sl = NULL;
-        s = vram_slice(perm, 2, i, i + 1, 1, &sl);
-        if (s == VRAM_OK) s = vram_reshape(sl, 4, (int64_t[]){B, H, T, D}, &parts[i]);
-        vram_tensor_free(sl);
-    }
-    vram_tensor_free(perm);
-    if (s == VRAM_OK) s = vram_causal_attention(parts[0], parts[1], parts[2], &att);
-    for (int i = 0; i < 3; i++) vram_tensor_free(parts[i]);
-    if (s == VRAM_OK) s = vram_transpose(att, 1, 2, &att_t);
-    vram_tensor_free(att);
-    if (s == VRAM_OK) s = vram_reshape(att_t, 3, (int64_t[]){B, T, C}, &merged);
-    vram_tensor_free(att_t);
     if (s == VRAM_OK) s = vram_nn_linear_forward(&m->c_proj, merged, &proj);
     vram_tensor_free(merged);
     if (s == VRAM_OK && training && m->dropout > 0) {

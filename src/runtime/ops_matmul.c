@@ -175,9 +175,15 @@ vram_status vram_linear(vram_tensor *x, vram_tensor *w, vram_tensor *bias, vram_
         vram_tensor_free(xc);
         return s;
     }
-    rt->k->matmul(rt, x->dtype, 1, rows, out_f, in_f, vram_tensor_data(xc), 0, in_f, 1, vram_tensor_data(w), 0,
-                  w->strides[1], w->strides[0], vram_tensor_data(y), 0);
-    if (bias) {
+    int fused_bias = bias && rt->k->matmul_bias && bias->strides[0] == 1 && in_f > 0;
+    if (fused_bias) { /* the bias added by the product itself */
+        rt->k->matmul_bias(rt, x->dtype, rows, out_f, in_f, vram_tensor_data(xc), in_f, 1, vram_tensor_data(w),
+                           w->strides[1], w->strides[0], vram_tensor_data(y), vram_tensor_data(bias));
+    } else {
+        rt->k->matmul(rt, x->dtype, 1, rows, out_f, in_f, vram_tensor_data(xc), 0, in_f, 1, vram_tensor_data(w), 0,
+                      w->strides[1], w->strides[0], vram_tensor_data(y), 0);
+    }
+    if (bias && !fused_bias) {
         vram_kview dst, src;
         vram_kview_of(y, &dst);
         dst.ndim = 2;

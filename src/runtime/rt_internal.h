@@ -78,6 +78,10 @@ typedef struct vram_kernels {
     void (*matmul)(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K,
                    const void *A, int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b,
                    int64_t sb_k, int64_t sb_n, void *C, int accumulate);
+    /* Optional (NULL: ops use matmul, then accumulate the bias): C = A @ B + bias, one product
+     * with the bias added in its epilogue; bias [N] contiguous, no batch. */
+    void (*matmul_bias)(vram_runtime *rt, vram_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t sa_m,
+                        int64_t sa_k, const void *B, int64_t sb_k, int64_t sb_n, void *C, const void *bias);
     /* Row softmax over n columns (rows contiguous). causal_t > 0: row r masks columns
      * j > r % causal_t. log: log-softmax. */
     void (*softmax)(vram_dtype dt, int64_t rows, int64_t n, int64_t causal_t, int log, void *out,

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../check.h"
+#include "../../src/runtime/cuda_rt.h"
 #include "vram/alloc.h"
 #include "vram/nn.h"
 #include "vram/optim.h"
@@ -245,6 +246,9 @@ static vram_status op_attention(vram_tensor **x, const int64_t *p, vram_tensor *
     (void)p;
     return vram_causal_attention(x[0], x[1], x[2], y);
 }
+static vram_status op_attention_qkv(vram_tensor **x, const int64_t *p, vram_tensor **y) {
+    return vram_causal_attention_qkv(x[0], p[0], y);
+}
 static vram_status op_conv(vram_tensor **x, const int64_t *p, vram_tensor **y) {
     return vram_conv2d(x[0], x[1], x[2], (int)p[0], (int)p[1], y);
 }
@@ -308,6 +312,9 @@ static void test_ops(vram_dtype dt, int trials) {
         spec at[3] = {SPEC(.nd = 4, .shape = {a, d, T, D}, .grad = 1), SPEC(.nd = 4, .shape = {a, d, T, D}, .grad = 1),
                       SPEC(.nd = 4, .shape = {a, d, T, D}, .grad = 1)};
         run_case("causal_attention", op_attention, 3, at, NULL, dt);
+        int64_t heads[1] = {d};
+        spec aq[1] = {SPEC(.nd = 3, .shape = {a, T, 3 * d * D}, .grad = 1)};
+        run_case("causal_attention_qkv", op_attention_qkv, 1, aq, heads, dt);
         int64_t ci = irand(1, 3), co = irand(1, 4), hw = 2 * irand(2, 6);
         spec cv[3] = {SPEC(.nd = 4, .shape = {d, ci, hw, hw}, .grad = 1), SPEC(.nd = 4, .shape = {co, ci, 3, 3}, .grad = 1),
                       SPEC(.nd = 1, .shape = {co}, .grad = 1)};
@@ -386,6 +393,30 @@ static void test_bad_ids(void) {
     CHECK_OK(vram_runtime_sync(gpu.rt));
 }
 
+/* A launch the driver refuses (more threads a block than any GPU has) is a sticky error with the
+ * kernel's name: sync reports it, later work is skipped, reads give zeros; nothing crashes. Last,
+ * since the runtime stays failed. */
+static void test_launch_failure(void) {
+    vram_tensor *x = NULL, *y = NULL;
+    CHECK_OK(vram_tensor_new(gpu.rt, VRAM_DTYPE_F32, 2, (int64_t[]){4, 8}, VRAM_TAG_TEMPORARY, &x));
+    CHECK_OK(vram_tensor_new(gpu.rt, VRAM_DTYPE_F32, 2, (int64_t[]){4, 8}, VRAM_TAG_TEMPORARY, &y));
+    int dt = VRAM_DTYPE_F32, log_ = 0;
+    int64_t rows = 4, n = 8, causal = 0;
+    void *out = vram_tensor_data(y), *in = vram_tensor_data(x);
+    void *args[] = {&dt, &rows, &n, &causal, &log_, &out, &in};
+    vram_cuda_launch(CK_SOFTMAX, 1, 4096, args);
+    vram_status s = vram_runtime_sync(gpu.rt);
+    CHECK(s == VRAM_ERR_DRIVER && strstr(vram_last_error(), "vk_softmax") && strstr(vram_last_error(), "failed to launch"),
+          "a refused launch: %s (%s)", vram_status_str(s), vram_last_error());
+    vram_tensor *z = NULL;
+    CHECK_OK(vram_add(x, y, &z)); /* queued work after the error is skipped, not crashed */
+    CHECK(vram_tensor_item(z) == 0.0, "a read after the error gives 0");
+    CHECK(vram_runtime_sync(gpu.rt) == VRAM_ERR_DRIVER, "the error stays");
+    vram_tensor_free(x);
+    vram_tensor_free(y);
+    vram_tensor_free(z);
+}
+
 static int open_side(side *s, const char *spec) {
     vram_status st = vram_device_open(spec, &s->dev);
     if (st != VRAM_OK) return 0;
@@ -417,6 +448,7 @@ int main(int argc, char **argv) {
     test_ops(VRAM_DTYPE_F64, 1);
     test_optimizers();
     test_bad_ids();
+    test_launch_failure();
     close_side(&gpu);
     close_side(&cpu);
     return check_done();
