@@ -24,6 +24,7 @@ from pycheck import check, done, run, script_args  # noqa: E402
 
 SRC, BUILD, VRAM, STATIC, CC, LINK = script_args(
     6, __doc__, unsanitized="the README's program is built the README's way, without the sanitizers' runtimes")
+BUILD, VRAM, STATIC = (os.path.abspath(x) for x in (BUILD, VRAM, STATIC))
 README = open(os.path.join(SRC, "README.md")).read()
 BLOCKS = re.findall(r"^```(\w+)\n(.*?)^```$", README, re.M | re.S)
 RUNNABLE = ("cmake --install ", "export ", "cc ")
