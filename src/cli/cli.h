@@ -5,6 +5,8 @@
 #ifndef VRAM_CLI_H
 #define VRAM_CLI_H
 
+#include <stddef.h>
+
 int vram_cmd_version(int argc, char **argv);
 int vram_cmd_smi(int argc, char **argv);
 int vram_cmd_replay(int argc, char **argv);
@@ -27,5 +29,12 @@ int vram_train_save(const char *path, struct vram_gpt *g, struct vram_optimizer 
 /* 0 when VRAM_ALLOC_CONF and the --conf string (NULL: none) parse; else prints the error as
  * "TOOL: ..." and returns 2 (conf_check.c). */
 int vram_cli_check_conf(const char *tool, const char *conf);
+
+/* The name of `names` nearest to a mistyped `word`, or NULL when none is close (suggest.c). */
+const char *vram_cli_nearest(const char *word, const char *const *names, size_t count);
+/* Prints "TOOL: unknown WHAT 'WORD'; did you mean 'NAME'? (see HELP)" to stderr, the suggestion
+ * only when one is close and the "(see ...)" only when `help` is not NULL. */
+void vram_cli_unknown(const char *tool, const char *what, const char *word, const char *const *names, size_t count,
+                      const char *help);
 
 #endif

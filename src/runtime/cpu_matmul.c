@@ -11,7 +11,10 @@
  *
  * Threads: work is cut into chunks of batch entries (attention) or of rows of C, taken from
  * an atomic counter; every element of C is computed by one thread in a fixed order, so results
- * do not depend on the thread count. Pack buffers are temporaries from the caching allocator.
+ * do not depend on the thread count. Pack buffers are temporaries from the caching allocator,
+ * one pair per thread, all taken by the calling thread before any worker starts and given back
+ * after all have finished: the allocator sees the same calls in the same order on every run, so
+ * the memory report of a command does not depend on how its threads happened to be scheduled.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -231,18 +234,27 @@ static void run_one(const mm_job *j, float *apack, float *bpack) {
     }
 }
 
-static void *mm_worker(void *arg) {
-    mm_shared *sh = arg;
-    vram_allocator *al = sh->base.rt->alloc;
-    void *ab = NULL, *bb = NULL;
-    if (sh->base.dt == VRAM_DTYPE_F32) {
-        if (vram_allocator_malloc(al, sizeof(float) * MC * KC, 0, VRAM_TAG_TEMPORARY, &ab) != VRAM_OK ||
-            vram_allocator_malloc(al, sizeof(float) * KC * (NC + NR), 0, VRAM_TAG_TEMPORARY, &bb) != VRAM_OK) {
-            /* No room for pack buffers: the unpacked loop (slow, but correct). */
-            if (ab) vram_allocator_free(al, ab);
-            ab = NULL;
-        }
+/* One thread's share: the work and its own pack buffers (NULL: the unpacked loop). */
+typedef struct mm_thread {
+    mm_shared *sh;
+    void *ab, *bb;
+} mm_thread;
+
+/* Takes a thread's pack buffers; with no room for them, none (the unpacked loop: slow, correct). */
+static void pack_buffers_take(vram_allocator *al, vram_dtype dt, mm_thread *t) {
+    t->ab = t->bb = NULL;
+    if (dt != VRAM_DTYPE_F32) return;
+    if (vram_allocator_malloc(al, sizeof(float) * MC * KC, 0, VRAM_TAG_TEMPORARY, &t->ab) != VRAM_OK ||
+        vram_allocator_malloc(al, sizeof(float) * KC * (NC + NR), 0, VRAM_TAG_TEMPORARY, &t->bb) != VRAM_OK) {
+        if (t->ab) vram_allocator_free(al, t->ab);
+        t->ab = t->bb = NULL;
     }
+}
+
+static void *mm_worker(void *arg) {
+    mm_thread *t = arg;
+    mm_shared *sh = t->sh;
+    void *ab = t->ab, *bb = t->bb;
     for (;;) {
         int64_t c = atomic_fetch_add(&sh->next, 1);
         if (c >= sh->nchunks) break;
@@ -256,8 +268,6 @@ static void *mm_worker(void *arg) {
         }
         run_one(&j, ab, bb);
     }
-    if (ab) vram_allocator_free(al, ab);
-    if (bb) vram_allocator_free(al, bb);
     return NULL;
 }
 
@@ -287,10 +297,20 @@ void vram_cpu_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, 
     }
     atomic_init(&sh.next, 0);
     if (sh.nchunks < threads) threads = (int)sh.nchunks;
+    if (threads > 64) threads = 64;
     pthread_t tid[64];
     int started[64] = {0};
-    for (int t = 1; t < threads && t < 64; t++) started[t] = pthread_create(&tid[t], NULL, mm_worker, &sh) == 0;
-    mm_worker(&sh); /* the calling thread works too, and finishes whatever is left */
-    for (int t = 1; t < threads && t < 64; t++)
+    mm_thread per[64];
+    for (int t = 0; t < threads; t++) {
+        per[t].sh = &sh;
+        pack_buffers_take(rt->alloc, dt, &per[t]);
+    }
+    for (int t = 1; t < threads; t++) started[t] = pthread_create(&tid[t], NULL, mm_worker, &per[t]) == 0;
+    mm_worker(&per[0]); /* the calling thread works too, and finishes whatever is left */
+    for (int t = 1; t < threads; t++)
         if (started[t]) pthread_join(tid[t], NULL);
+    for (int t = 0; t < threads; t++) {
+        if (per[t].ab) vram_allocator_free(rt->alloc, per[t].ab);
+        if (per[t].bb) vram_allocator_free(rt->alloc, per[t].bb);
+    }
 }
