@@ -3,26 +3,43 @@
 #   make test   builds (plain and with ASan+UBSan) and runs every test through CTest, then the
 #               multithreaded ones (label `threads`) under ThreadSanitizer. The sanitizer build
 #               leaves nvcc out (GPU code is not host code), so it also checks a build without it.
+# Builds are quiet: CMake's notes and warnings and the compilers' warnings and errors show,
+# the per-file progress, "Built target" and make's Entering/Leaving directory lines do not
+# (VERBOSE=1 shows everything).
 BUILD ?= build
 SAN_BUILD ?= build-san
 TSAN_BUILD ?= build-tsan
+SRC ?= .
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+SHELL := /bin/bash
+MAKEFLAGS += --no-print-directory
+
+# $(call quiet_build,BUILD_DIR,CONFIGURE_ARGS,BUILD_ARGS)
+ifeq ($(VERBOSE),)
+define quiet_build
+	@echo "building $(1)/ (only warnings and errors are shown)"
+	@cmake -S $(SRC) -B $(1) --log-level=NOTICE -DCMAKE_RULE_MESSAGES=OFF $(2) >/dev/null
+	@set -o pipefail; cmake --build $(1) -j $(JOBS) $(3) | { grep -v '^\[ *[0-9]*%\] Built target' || true; }
+endef
+else
+define quiet_build
+	cmake -S $(SRC) -B $(1) -DCMAKE_RULE_MESSAGES=ON $(2)
+	cmake --build $(1) -j $(JOBS) $(3)
+endef
+endif
 
 .PHONY: all build build-san build-tsan run test test-plain test-san test-tsan bench clean
 
 all: build
 
 build:
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
-	@cmake --build $(BUILD) -j $(JOBS)
+	$(call quiet_build,$(BUILD),-DCMAKE_BUILD_TYPE=Release)
 
 build-san:
-	@cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DVRAM_SANITIZE=ON -DVRAM_NVCC=VRAM_NVCC-NOTFOUND >/dev/null
-	@cmake --build $(SAN_BUILD) -j $(JOBS)
+	$(call quiet_build,$(SAN_BUILD),-DCMAKE_BUILD_TYPE=Debug -DVRAM_SANITIZE=ON -DVRAM_NVCC=VRAM_NVCC-NOTFOUND)
 
 build-tsan:
-	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVRAM_SANITIZE_THREAD=ON >/dev/null
-	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_alloc test_cuda_fake test_lock fake_cuda
+	$(call quiet_build,$(TSAN_BUILD),-DCMAKE_BUILD_TYPE=RelWithDebInfo -DVRAM_SANITIZE_THREAD=ON,--target test_alloc test_cuda_fake test_lock fake_cuda)
 
 # The main job, in two parts:
 #  1. replay the bundled real PyTorch traces through the allocator on an 80 GiB simulated

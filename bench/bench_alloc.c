@@ -1,6 +1,6 @@
 /* bench_alloc.c — the allocator latency microbenchmarks (docs/benchmarks.md §2) as a program.
  *
- * The measurement is the library's (src/trace/bench_alloc.c), the same code `vram bench alloc`
+ * The measurement is the library's (src/bench/alloc_bench.c), the same code `vram bench alloc`
  * runs, so the two cannot drift apart. usage: bench_alloc [DEVICE_SPEC [REPEAT]] [--json]
  */
 #include <stdio.h>

@@ -188,7 +188,7 @@ def main():
     B.append(f"- date: {when}; load average {loads[0]} before, {loads[1]} after. On a shared machine a run's "
              "medians move a lot between invocations, so every invocation is listed, with its fastest repeat.")
     B.append(f"- allocator: commit {commit()}, default VRAM_ALLOC_CONF; device {bruns[0]['device']}.")
-    B.append("- benchmark: docs/benchmarks.md §2 exactly (src/trace/bench_alloc.c): pair = 1000 warm-up pairs, then "
+    B.append("- benchmark: docs/benchmarks.md §2 exactly (src/bench/alloc_bench.c): pair = 1000 warm-up pairs, then "
              "batches of 4096 allocate+free pairs until ≥ 25 ms; random = 1000 slots, 200,000 operations, "
              "xorshift64 seeded 88172645463325252, `size() = (1<<e) + next() % (1<<e)`, `e = 8 + next() % 19`. "
              "One thread, CLOCK_MONOTONIC around the loops only, a fresh device and allocator per repeat.")

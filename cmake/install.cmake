@@ -3,10 +3,15 @@
 #   P/bin/vram                                 the command (libvram linked in)
 #   P/share/vram/kjv.txt                       the corpus `vram train` uses when given no --data
 #   P/include/vram/*.h                         the public headers
-#   P/LIBDIR/libvram.so.0.1.0, libvram.a       the library, shared and static
-#   P/LIBDIR/pkgconfig/vram.pc                 `pkg-config --cflags --libs vram` (relocatable)
-#   P/LIBDIR/cmake/vram/                       find_package(vram): targets vram::vram (shared) and
-#                                              vram::vram_static
+#   P/LIBDIR/libvram.so.0.1.0, libvram.a       the allocator library, shared and static; beside it
+#                                              libvram_runtime (the training runtime) and
+#                                              libvram_smi (the NVML monitor), each needing libvram
+#   P/LIBDIR/pkgconfig/vram.pc                 `pkg-config --cflags --libs vram` (relocatable; the
+#                                              Libs carry an rpath, so a program finds the library
+#                                              under any prefix); vram-runtime.pc, vram-smi.pc
+#   P/LIBDIR/cmake/vram/                       find_package(vram): targets vram::vram (shared),
+#                                              vram::vram_static, vram::vram_runtime[_static],
+#                                              vram::vram_smi[_static]
 #   P/PYTHONDIR/vram_torch/                    the PyTorch package, libvram_torch.so inside it (its
 #                                              first place to look), so `import vram_torch` works
 #                                              wherever PYTHONDIR is on Python's path
@@ -36,7 +41,8 @@ install(TARGETS vram RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # (decompressed into the build tree at configure time: tests/extra.cmake; train.c looks for it in
 # ../share/vram/ beside its bin/, so the data folder is share/vram whatever DATADIR says)
 install(FILES ${CMAKE_BINARY_DIR}/data/kjv.txt DESTINATION share/vram)
-install(TARGETS vram_shared vram_static EXPORT vramTargets
+install(TARGETS vram_shared vram_static vram_runtime_shared vram_runtime_static vram_smi_shared vram_smi_static
+        EXPORT vramTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}) # (their include folder: CMakeLists.txt's INSTALL_INTERFACE)
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/vram DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
@@ -62,6 +68,17 @@ if(ZLIB_FOUND)
 endif()
 configure_file(${CMAKE_SOURCE_DIR}/cmake/vram.pc.in ${CMAKE_BINARY_DIR}/vram.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/vram.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+foreach(part runtime smi)
+  set(VRAM_PC_NAME vram-${part})
+  set(VRAM_PC_LIB vram_${part})
+  if(part STREQUAL "runtime")
+    set(VRAM_PC_DESCRIPTION "vram's training runtime: tensors, autograd, ops, optimizers, every byte through libvram")
+  else()
+    set(VRAM_PC_DESCRIPTION "vram's GPU memory monitor: NVML loaded at run time, per device and per process")
+  endif()
+  configure_file(${CMAKE_SOURCE_DIR}/cmake/vram-part.pc.in ${CMAKE_BINARY_DIR}/vram-${part}.pc @ONLY)
+  install(FILES ${CMAKE_BINARY_DIR}/vram-${part}.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endforeach()
 
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/python/vram_torch DESTINATION ${VRAM_INSTALL_PYTHONDIR}
         FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)

@@ -135,7 +135,7 @@ def usage_errors():
                        + b"# workload: b\xff\na 1 512 0\n")
     rows = [l for l in out.splitlines() if l.startswith("    ") and ("entra" in l or l.startswith("    b"))]
     check(rc == 0 and len(rows) == 2 and rows[0].startswith("    entraînement ") and rows[1].startswith("    b? ")
-          and rows[0].index("512.00 bytes") == rows[1].index("1024.00 bytes") + 1,
+          and rows[0].index("512 bytes") + 9 == rows[1].index("1.00 KiB") + 8,
           "UTF-8 names as written and aligned, other bytes as '?': %r" % rows)
 
 
@@ -162,17 +162,17 @@ def tiny_trace(tmp):
     # On the simulated CUDA device, with a capacity: its name, the capacity, a fit.
     rc, out3, err3 = run("replay", "--json", "--fit", "--device", "cudasim", "--capacity", "1GiB", path)
     d3 = json.loads(out3) if rc == 0 else {}
-    check(rc == 0 and d3.get("device") == "cudasim (1024.00 MiB)" and d3.get("fit_capacity_bytes", 0) >= 3003100,
+    check(rc == 0 and d3.get("device") == "cudasim (1.00 GiB)" and d3.get("fit_capacity_bytes", 0) >= 3003100,
           f"cudasim replay: {rc} {err3.strip()} {d3.get('device')}")
     # With its GPU's work lagging: the lag in its name, kept with a capacity and through the fit.
     rc, out4, err4 = run("replay", "--json", "--fit", "--device", "cudasim:lag=100", "--capacity", "1GiB", path)
     d4 = json.loads(out4) if rc == 0 else {}
-    check(rc == 0 and d4.get("device") == "cudasim (1024.00 MiB), lag 100" and d4.get("fit_capacity_bytes", 0) >= 3003100,
+    check(rc == 0 and d4.get("device") == "cudasim (1.00 GiB), lag 100" and d4.get("fit_capacity_bytes", 0) >= 3003100,
           f"cudasim lag replay: {rc} {err4.strip()} {d4.get('device')}")
     # ...however long the spec (from 64 characters it was an 80 GiB device capped at 1 GiB)
     rc, out4, err4 = run("replay", "--json", "--device", "cudasim:lag=" + "0" * 60 + "5", "--capacity", "1GiB", path)
     d4 = json.loads(out4) if rc == 0 else {}
-    check(rc == 0 and d4.get("device") == "cudasim (1024.00 MiB), lag 5", f"long cudasim spec: {rc} {err4.strip()} {d4.get('device')}")
+    check(rc == 0 and d4.get("device") == "cudasim (1.00 GiB), lag 5", f"long cudasim spec: {rc} {err4.strip()} {d4.get('device')}")
     rc, _, err5 = run("replay", "--device", "cudasim:lag=soon", path)
     check(rc == 2 and "cudasim device: lag 'soon'" in err5 and "Traceback" not in err5, f"bad lag refused: {rc} {err5.strip()}")
     # The same on stdin.

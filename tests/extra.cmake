@@ -291,14 +291,14 @@ if(Python3_Interpreter_FOUND)
                    ${CMAKE_SOURCE_DIR}/traces/gpt2_generate.trace.gz)
   set_tests_properties(pip_check PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
 else()
-  message(STATUS "python3 not found: the vram replay/bench end-to-end tests are not run")
+  message(NOTICE "vram: python3 not found: the end-to-end tests of the tools are not run")
 endif()
 # Trace loading as it is in a build without zlib (the built-in gzip decoder, src/trace/gunzip.c),
 # whether or not this build found zlib: test_trace again, over trace.c compiled without it.
 add_executable(test_trace_nozlib ${CMAKE_CURRENT_SOURCE_DIR}/test_trace.c ${CMAKE_SOURCE_DIR}/src/trace/trace.c)
 target_compile_definitions(test_trace_nozlib PRIVATE _GNU_SOURCE VRAM_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
                            VRAM_BINARY_DIR="${CMAKE_BINARY_DIR}")
-target_link_libraries(test_trace_nozlib PRIVATE vram_static)
+target_link_libraries(test_trace_nozlib PRIVATE vram_all)
 add_test(NAME test_trace_nozlib COMMAND test_trace_nozlib)
 # Every fuzz harness (tests/fuzz/fuzz_*.c) run over its seeds plus bounded mutations in every
 # build, so none can rot (tests/fuzz/CMakeLists.txt); the libFuzzer binaries come from
@@ -345,6 +345,30 @@ vram_cli_test(cli_plan_unknown 2 "unknown option '--eval-every'" "${VRAM_EXE} pl
 vram_cli_test(cli_train_oom_remedies 1 "at the failure: allocated .*reserved but free.*activations .*what would fit in 64.00 MiB.*batch halved +--batch 24 +[0-9.]+ MiB +yes"
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --capacity 64MiB --batch 48 --steps 1 --threads 1 2>&1")
 # ---- end plan
+# ---- first run (issue 40, section 5): what a newcomer's first commands met, each checked ------
+if(Python3_Interpreter_FOUND)
+  add_test(NAME first_run
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/first_run_check.py
+                   $<TARGET_FILE:vram> ${CMAKE_SOURCE_DIR} ${VRAM_TRAIN_CORPUS})
+  set_tests_properties(first_run PROPERTIES TIMEOUT 600)
+  # every C and shell block of the README, as a newcomer runs them (readme_check.py)
+  set(VRAM_README_LINK "-lpthread -lm")
+  if(CMAKE_DL_LIBS)
+    string(APPEND VRAM_README_LINK " -l${CMAKE_DL_LIBS}")
+  endif()
+  if(ZLIB_FOUND)
+    string(APPEND VRAM_README_LINK " -lz")
+  endif()
+  add_test(NAME readme
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/readme_check.py ${CMAKE_SOURCE_DIR}
+                   ${CMAKE_BINARY_DIR} $<TARGET_FILE:vram> $<TARGET_FILE:vram_static> ${CMAKE_C_COMPILER}
+                   "${VRAM_README_LINK}")
+  set_tests_properties(readme PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+  # the layout rules: unique source names, one layer a library, the plug-in without the runtime
+  add_test(NAME layout
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/layout_check.py ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR})
+endif()
+# ---- end first run ----
 # ---- vram viz (issue 42): bad inputs without a browser; the page in headless Chromium ------
 # (maintained with src/cli/viz*.c and src/cli/viz/; viz_chromium_install installs Debian's
 # chromium where it is missing, and viz_browser reports itself skipped, saying why, where it can't)

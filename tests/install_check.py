@@ -62,6 +62,25 @@ target_link_libraries(with_static PRIVATE vram::vram_static)
 """
 
 
+RUNTIME_CONSUMER = r"""
+#include <stdio.h>
+#include "vram/tensor.h"
+int main(void) {
+    vram_device *dev;
+    vram_allocator *a;
+    vram_runtime *rt;
+    if (vram_device_open("host:64MiB", &dev) != VRAM_OK || vram_allocator_new(dev, NULL, &a) != VRAM_OK ||
+        vram_runtime_new(a, 1, &rt) != VRAM_OK)
+        return 1;
+    printf("runtime on %s\n", vram_runtime_device_name(rt));
+    vram_runtime_free(rt);
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+    return 0;
+}
+"""
+
+
 def pc_fields(path):
     """Cflags, Libs and Libs.private of a .pc file, its variables expanded as pkg-config does
     (${pcfiledir} is the file's folder)."""
@@ -88,6 +107,8 @@ def main():
     for rel in ["bin/vram", "share/vram/kjv.txt", "include/vram/alloc.h", "include/vram/stats.h", "include/vram/vram.h",
                 f"{libdir}/libvram.so", f"{libdir}/libvram.so.0", f"{libdir}/libvram.so.{version}",
                 f"{libdir}/pkgconfig/vram.pc", f"{libdir}/cmake/vram/vramConfig.cmake",
+                f"{libdir}/libvram_runtime.so.0", f"{libdir}/libvram_runtime.a", f"{libdir}/libvram_smi.so.0",
+                f"{libdir}/libvram_smi.a", f"{libdir}/pkgconfig/vram-runtime.pc", f"{libdir}/pkgconfig/vram-smi.pc",
                 f"{libdir}/cmake/vram/vramConfigVersion.cmake", f"{libdir}/cmake/vram/vramTargets.cmake",
                 f"{pythondir}/vram_torch/__init__.py", f"{pythondir}/vram_torch/record.py",
                 f"{pythondir}/vram_torch/libvram_torch.so"]:
@@ -134,11 +155,15 @@ def main():
     check(pc.get("Version") == version, f"vram.pc: Version {pc.get('Version')}")
     flags = [pc.get("Cflags", ""), pc.get("Libs", ""), pc.get("Libs.private", "")]
     exe = os.path.join(tmp, "with_pc")
-    r = run([cc, os.path.join(src, "consumer.c"), "-o", exe, *" ".join(flags).split(),
-             f"-Wl,-rpath,{os.path.join(prefix, libdir)}"])
+    r = run([cc, os.path.join(src, "consumer.c"), "-o", exe, *" ".join(flags).split()])
     check(r.returncode == 0, f"cc with vram.pc's flags ({' '.join(flags)}) builds ({r.stderr.strip()[-300:]})")
-    r = run([exe])
-    check(r.returncode == 0 and "then 0" in r.stdout, f"with vram.pc's flags it runs: {r.stdout.strip()}")
+    # found at run time with nothing more: vram.pc's Libs carry the installed folder as an rpath
+    # (a prefix such as ~/.local is not on the loader's path: it failed with "libvram.so.0: cannot
+    # open shared object file")
+    bare = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    r = run([exe], env=bare)
+    check(r.returncode == 0 and "then 0" in r.stdout,
+          f"with vram.pc's flags alone it runs, no LD_LIBRARY_PATH: {r.stdout.strip()} {r.stderr.strip()}")
     if shutil.which("pkg-config"):
         env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(prefix, libdir, "pkgconfig"))
         r = run(["pkg-config", "--cflags", "--libs", "vram"], env=env)
@@ -146,6 +171,19 @@ def main():
         check(r.returncode == 0 and "-lvram" in r.stdout and any(os.path.normpath(t[2:]) == ours
                                                                   for t in r.stdout.split() if t.startswith("-I")),
               f"pkg-config --cflags --libs vram: {r.stdout.strip()} {r.stderr.strip()}")
+        # the runtime's own library, which needs libvram's: both found at run time from the .pc alone
+        rt = os.path.join(tmp, "runtime.c")
+        with open(rt, "w") as f:
+            f.write(RUNTIME_CONSUMER)
+        r = run(["sh", "-c", f'{cc} {rt} -o {exe}-rt $(pkg-config --cflags --libs vram-runtime) && {exe}-rt'],
+                env={**bare, "PKG_CONFIG_PATH": env["PKG_CONFIG_PATH"]})
+        check(r.returncode == 0 and "runtime on " in r.stdout,
+              f"a runtime program built with vram-runtime.pc runs: {r.stdout.strip()} {r.stderr.strip()[-300:]}")
+        # the README's way: cc prog.c $(pkg-config --cflags --libs vram), then run it
+        r = run(["sh", "-c", f'{cc} {os.path.join(src, "consumer.c")} -o {exe}-pkg $(pkg-config --cflags --libs vram)'
+                 f' && {exe}-pkg'], env={**bare, "PKG_CONFIG_PATH": env["PKG_CONFIG_PATH"]})
+        check(r.returncode == 0 and "then 0" in r.stdout,
+              f"built with pkg-config's flags, it runs: {r.stdout.strip()} {r.stderr.strip()[-300:]}")
     else:
         print("note: no pkg-config here; vram.pc was read by this script instead")
 

@@ -25,7 +25,7 @@ SHAPE = ["--layers", "2", "--heads", "2", "--width", "64", "--context", "32"]
 
 
 def losses(out):
-    return re.findall(r"^step +(\d+) \| loss ([0-9.]+)", out, re.M)
+    return re.findall(r"^step +(\d+)(?:/\d+)? \| loss ([0-9.]+)", out, re.M)
 
 
 def main():
@@ -34,7 +34,7 @@ def main():
     vram, corpus = sys.argv[1:]
     with tempfile.TemporaryDirectory() as tmp:
         p = lambda n: os.path.join(tmp, n)  # noqa: E731
-        common = [vram, "train", "--data", corpus, "--batch", "8", "--seed", "3", "--threads", "2"] + SHAPE
+        common = [vram, "train", "--data", corpus, "--batch", "8", "--seed", "3", "--threads", "2", "--log-every", "1"] + SHAPE
         full = run(common + ["--steps", "8", "--save", p("full.vram")])
         half = run(common + ["--steps", "4", "--save", p("half.vram"), "--save-every", "2"])
         rest = run(common + ["--steps", "8", "--resume", p("half.vram"), "--save", p("rest.vram")])

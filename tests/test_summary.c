@@ -170,7 +170,43 @@ static void test_allocator(void) {
     vram_device_close(dev);
 }
 
+/* PyTorch's words on a CUDA device (simulated here), plain ones on the host and the simulator:
+ * a CPU run's summary spoke of "CUDA OOMs" and "GPU reserved memory". Same 77-character lines. */
+static void test_device_words(void) {
+    static const char *const specs[] = {"host:64MiB", "sim", "cudasim"};
+    for (int k = 0; k < 3; k++) {
+        vram_device *dev;
+        vram_allocator *a;
+        CHECK_OK(vram_device_open(specs[k], &dev));
+        CHECK_OK(vram_allocator_new(dev, NULL, &a));
+        void *p = NULL;
+        CHECK_OK(vram_allocator_malloc(a, 4096, 0, VRAM_TAG_ACTIVATION, &p));
+        char *text = NULL;
+        CHECK_OK(vram_memory_summary(a, 0, &text));
+        int cuda = k == 2;
+        if (text) {
+            int cuda_words = strstr(text, "CUDA OOMs") && strstr(text, "cudaMalloc retries") &&
+                             strstr(text, "| GPU reserved memory   |") && strstr(text, "| Oversize GPU segments |");
+            int gpu_word = strstr(text, "CUDA") || strstr(text, "cuda") || strstr(text, "GPU");
+            CHECK(cuda ? cuda_words : !gpu_word, "%s: %s words:\n%s", specs[k], cuda ? "PyTorch's" : "no CUDA", text);
+            if (!cuda)
+                CHECK(strstr(text, "|                 OOMs: 0            |             alloc retries: 0         |") &&
+                          strstr(text, "| Reserved memory       |") && strstr(text, "| Oversize segments     |"),
+                      "%s: the plain words in PyTorch's columns:\n%s", specs[k], text);
+            char *lines[128];
+            int n = split_lines(text, lines, 128), wide = n > 0;
+            for (int i = 0; i < n; i++) wide &= strlen(lines[i]) == 77;
+            CHECK(wide, "%s: every line 77 characters", specs[k]);
+            free(text);
+        }
+        vram_allocator_free(a, p);
+        vram_allocator_destroy(a);
+        vram_device_close(dev);
+    }
+}
+
 int main(void) {
+    test_device_words();
     test_layout();
     test_tags();
     test_allocator();

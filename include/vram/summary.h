@@ -15,7 +15,9 @@ extern "C" {
 vram_status vram_stats_summary(const vram_stats *stats, const char *const *tag_names, int device_index,
                                int abbreviated, char **out);
 
-/* The summary of an allocator's current statistics. */
+/* The summary of an allocator's current statistics. On a CUDA device (cuda, cudasim) the labels
+ * are PyTorch's, character for character (as vram_stats_summary's); on the host and the
+ * simulator they name what is there: "OOMs", "alloc retries", "Reserved memory", ... */
 vram_status vram_memory_summary(vram_allocator *a, int abbreviated, char **out);
 
 #ifdef __cplusplus

@@ -51,8 +51,8 @@ void vram_error_clear(void);
  * KiB/MiB/GiB/TiB and K/M/G/T powers of 1024). Rejects negative, empty, overflowing input. */
 vram_status vram_parse_size(const char *text, uint64_t *out);
 
-/* Formats a byte count the way PyTorch's OOM message does: "512.00 bytes", "1.50 KiB",
- * "20.00 MiB", "1.25 GiB". Writes at most `cap` bytes into `buf` and returns `buf`. */
+/* Formats a byte count as PyTorch's OOM message does, except that bytes are whole and each
+ * unit starts at 1 of it: "0 bytes", "1 byte", "1.50 KiB", "1.00 MiB", "1.25 GiB", "2.00 TiB". Writes at most `cap` bytes into `buf` and returns `buf`. */
 char *vram_format_size(uint64_t bytes, char *buf, size_t cap);
 
 /* Writes the first `max` bytes of s (up to its NUL) to f as a JSON string, quoted and escaped;

@@ -40,7 +40,7 @@ __all__ = [
     "set_per_process_memory_fraction", "oom_report", "record_memory_history", "history_count",
     "attach_out_of_memory_observer", "get_per_process_memory_fraction", "alloc_conf",
     "set_allocator_settings", "caching_allocator_enable", "caching_allocator_enabled", "AllocatorSettingsError",
-    "InvalidDeviceError",
+    "InvalidDeviceError", "TorchMissingError",
 ]
 _HISTORY_MAX = 1 << 24  # VRAM_HISTORY_MAX (vram/config.h)
 # The plug-in's out-of-memory observer: (device, bytes asked, the allocator's limit, bytes free).
@@ -190,12 +190,30 @@ def is_enabled():
     return _enabled
 
 
+class TorchMissingError(ImportError):
+    """PyTorch is not importable where a function of this module needs it."""
+
+
+def _import_torch(what):
+    """torch, or TorchMissingError saying plainly that `what` (as the user called it) needs
+    PyTorch, without the chained ModuleNotFoundError traceback: vram_torch is imported on
+    machines without it (the vram command and library need none)."""
+    try:
+        import torch
+    except ImportError as e:
+        raise TorchMissingError(
+            "%s needs PyTorch, which %s cannot import (%s). Install PyTorch with CUDA "
+            "(https://pytorch.org) into this Python; vram's C library and the `vram` command work without it."
+            % (what, sys.executable or "this Python", e)) from None
+    return torch
+
+
 def enable(route_torch=True):
     """Makes vram PyTorch's CUDA allocator. Must run before the first CUDA allocation. With
     route_torch, torch.cuda's memory functions and Tensor.record_stream answer from vram. A second
     call swaps nothing; with route_torch it routes what an earlier enable(route_torch=False) left."""
     global _enabled, _allocator
-    import torch
+    torch = _import_torch("vram_torch.enable()")
     if _enabled:
         if route_torch:
             _route(torch)
@@ -255,7 +273,7 @@ def _device(device):
     checked against the devices this process sees, as PyTorch checks it. Before CUDA starts the
     current device is 0: asking PyTorch (torch.cuda.current_device()) would start CUDA, and
     enable() would then refuse."""
-    import torch
+    torch = _import_torch("a vram_torch function given a device")
     if isinstance(device, bool):
         raise TypeError("vram_torch: device must be an int, a string or a torch.device, not a bool")
 
@@ -360,7 +378,7 @@ def snapshot(device=None):
     events at its index."""
     graph_trees.sweep()
     import json
-    import torch
+    torch = _import_torch("vram_torch.snapshot()")
     n = torch.cuda.device_count()
     snap = {"segments": [], "device_traces": [[] for _ in range(n)]}
     read = False
@@ -509,7 +527,7 @@ def alloc_conf(device=None):
     that is unset from PyTorch's PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF (the options vram
     shares with PyTorch's allocator), then set_allocator_settings and caching_allocator_enable
     (docs/pytorch.md)."""
-    import torch
+    torch = _import_torch("vram_torch.alloc_conf()")
     lib = _load()
     # before CUDA starts, the current device is 0: asking PyTorch would start CUDA (and enable() would refuse)
     d = 0 if device is None and not torch.cuda.is_initialized() else _device(device)

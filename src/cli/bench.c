@@ -1,6 +1,6 @@
 /* bench.c — `vram bench`: the allocator latency microbenchmarks (docs/benchmarks.md §2).
  *
- * `vram bench alloc` runs the pair and random-live-set workloads (src/trace/bench_alloc.c,
+ * `vram bench alloc` runs the pair and random-live-set workloads (src/bench/alloc_bench.c,
  * shared with bench/bench_alloc.c) and prints the machine, the command and the medians, as a
  * table or as one JSON object. Further benchmarks get their own word after `bench`.
  */
@@ -83,7 +83,8 @@ int vram_cmd_bench(int argc, char **argv) {
             }
             o.repeat = (unsigned)n;
         } else {
-            fprintf(stderr, "vram bench alloc: unknown option '%s' (see vram bench --help)\n", a);
+            static const char *const flags[] = {"--help", "--json", "--device", "--conf", "--repeat"};
+            vram_cli_unknown("vram bench alloc", "option", a, flags, sizeof flags / sizeof *flags, "vram bench --help");
             return 2;
         }
     }

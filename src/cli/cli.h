@@ -5,6 +5,8 @@
 #ifndef VRAM_CLI_H
 #define VRAM_CLI_H
 
+#include <stddef.h>
+
 int vram_cmd_version(int argc, char **argv);
 int vram_cmd_smi(int argc, char **argv);
 int vram_cmd_replay(int argc, char **argv);
@@ -54,5 +56,11 @@ void vram_cli_print_moment(FILE *out, const vram_plan_moment *m);
 int vram_cli_explain_oom(FILE *out, const char *tool, const vram_plan_moment *at, const vram_plan_config *c,
                          const char *no_remedies);
 extern const char *const vram_cli_model_too_big;
+/* The name of `names` nearest to a mistyped `word`, or NULL when none is close (suggest.c). */
+const char *vram_cli_nearest(const char *word, const char *const *names, size_t count);
+/* Prints "TOOL: unknown WHAT 'WORD'; did you mean 'NAME'? (see HELP)" to stderr, the suggestion
+ * only when one is close and the "(see ...)" only when `help` is not NULL. */
+void vram_cli_unknown(const char *tool, const char *what, const char *word, const char *const *names, size_t count,
+                      const char *help);
 
 #endif

@@ -1,5 +1,6 @@
 /* main.c — the `vram` command: finds the subcommand by name in a table and runs it, then makes
- * sure its output reached stdout (a full disk or a closed pipe is an error, not a lost report). */
+ * sure its output reached stdout (a full disk or a closed pipe is an error, not a lost report).
+ * `vram --version` and `vram -V` are `vram version`; a mistyped command gets the nearest name. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,7 +24,7 @@ static const struct {
 };
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: vram COMMAND [ARGS]\n\ncommands:\n");
+    fprintf(out, "usage: vram COMMAND [ARGS]\n       vram --version\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
     fprintf(out, "\n'vram COMMAND --help' describes each command.\n");
@@ -48,11 +49,16 @@ int main(int argc, char **argv) {
         usage(stdout);
         return flushed(argv[1], 0);
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+        argv[1] = "version";
+    }
+    enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
+    const char *names[NCOMMANDS + 2] = {[NCOMMANDS] = "--version", [NCOMMANDS + 1] = "--help"};
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        names[i] = commands[i].name;
         if (strcmp(argv[1], commands[i].name)) continue;
         return flushed(argv[1], commands[i].run(argc - 1, argv + 1));
     }
-    fprintf(stderr, "vram: unknown command '%s'\n", argv[1]);
-    usage(stderr);
+    vram_cli_unknown("vram", argv[1][0] == '-' ? "option" : "command", argv[1], names, NCOMMANDS + 2, "vram --help");
     return 2;
 }

@@ -8,7 +8,10 @@
  * and a snapshot at the moment reserved memory peaks (found by a second, tracking replay;
  * a third replay stops right after that event, so the allocator is in exactly that state;
  * the snapshot file is written whole or not at all).
- * With several traces, a closing table compares them all, with geometric means. A trace of
+ * A partial trace (its own peak below the peak its header records: a trace cut short, or one
+ * recorded from a program that failed) is said to be one, and PyTorch's whole-run figures are
+ * not shown beside it. With several traces, a closing table compares them all, with geometric
+ * means each over one set of traces (print_means). A trace of
  * several programs run in one process ("# workload: NAME" lines, bench/torch_workloads.py
  * --trace) also gets a row per program, each replayed on a fresh allocator and measured from its
  * start (vram_trace_replay_range), as that process measured it.
@@ -67,7 +70,7 @@ typedef struct replay_row {
     double ratio, native_ratio, expandable_ratio; /* 0 = unknown */
     double fit_ratio;
     double events_per_second;
-    int failed;
+    int failed, partial;
 } replay_row;
 
 static void usage(FILE *f) {
@@ -368,13 +371,175 @@ static void print_workloads_text(const workload_row *rows, size_t n) {
     }
 }
 
+/* What one trace's replay found, for its report. */
+typedef struct replay_report {
+    const vram_trace *t;
+    const char *name;
+    char device_name[96], settings[VRAM_ALLOC_CONF_FORMAT_MAX];
+    uint64_t capacity;
+    vram_replay_result r;
+    char failure[512];
+    char *oom_report, *summary;
+    size_t state_event;
+    workload_row workloads[MAX_WORKLOADS];
+    size_t nworkloads;
+    uint64_t fit, trace_peak, native, expandable, recorded_req;
+    unsigned tries;
+    int fit_ok, partial;
+    char fit_error[512];
+    double native_ratio, expandable_ratio, fit_ratio;
+    char pb[2][32]; /* the partial trace's peak and the recorded one, formatted */
+} replay_report;
+
+/* One trace's report as one JSON object on one line. */
+static void print_json(const replay_report *p, const replay_args *ra) {
+    FILE *o = stdout;
+    fputs("{\"trace\": ", o);
+    vram_json_write_string(o, vram_trace_name(p->t), SIZE_MAX);
+    fputs(", \"device\": ", o);
+    vram_json_write_string(o, p->device_name, SIZE_MAX);
+    fprintf(o, ", \"capacity_bytes\": %llu, \"alloc_conf\": ", (unsigned long long)p->capacity);
+    vram_json_write_string(o, p->settings, SIZE_MAX);
+    fprintf(o,
+            ", \"events\": %llu, \"allocs\": %llu, \"empty_allocs\": %llu, \"frees\": %llu, \"peak_requested_bytes\": %llu, "
+            "\"peak_allocated_bytes\": %llu, \"peak_reserved_bytes\": %llu, \"reserved_over_requested\": %.6f, "
+            "\"device_allocs\": %llu, \"device_frees\": %llu, \"alloc_retries\": %llu, \"ooms\": %llu, "
+            "\"seconds\": %.6f, \"events_per_second\": %.0f, \"read_seconds\": %.6f, \"parse_seconds\": %.6f, "
+            "\"trace_events\": %zu, \"trace_allocs\": %zu, \"trace_peak_live_bytes\": %llu",
+            (unsigned long long)p->r.events, (unsigned long long)p->r.allocs, (unsigned long long)p->r.empty_allocs,
+            (unsigned long long)p->r.frees, (unsigned long long)p->r.peak_requested_bytes, (unsigned long long)p->r.peak_allocated_bytes,
+            (unsigned long long)p->r.peak_reserved_bytes, p->r.reserved_over_requested,
+            (unsigned long long)p->r.device_allocs, (unsigned long long)p->r.device_frees,
+            (unsigned long long)p->r.alloc_retries, (unsigned long long)p->r.ooms, p->r.seconds, p->r.events_per_second,
+            vram_trace_read_seconds(p->t), vram_trace_parse_seconds(p->t), vram_trace_num_events(p->t),
+            vram_trace_num_allocs(p->t), (unsigned long long)p->trace_peak);
+    if (p->partial) fprintf(o, ", \"partial\": true, \"recorded_peak_requested_bytes\": %llu", (unsigned long long)p->recorded_req);
+    if (p->native) fprintf(o, ", \"pytorch_native_peak_reserved_bytes\": %llu, \"pytorch_native_over_requested\": %.6f",
+                        (unsigned long long)p->native, p->native_ratio);
+    if (p->expandable)
+        fprintf(o, ", \"pytorch_expandable_segments_peak_reserved_bytes\": %llu, "
+                   "\"pytorch_expandable_segments_over_requested\": %.6f",
+                (unsigned long long)p->expandable, p->expandable_ratio);
+    if (p->fit_ok)
+        fprintf(o, ", \"fit_capacity_bytes\": %llu, \"fit_over_requested\": %.6f, \"fit_tries\": %u",
+                (unsigned long long)p->fit, p->fit_ratio, p->tries);
+    else if (ra->fit && p->fit_error[0]) {
+        fputs(", \"fit_error\": ", o);
+        vram_json_write_string(o, p->fit_error, SIZE_MAX);
+    }
+    if (p->nworkloads) print_workloads_json(o, p->workloads, p->nworkloads);
+    fprintf(o, ", \"oom\": %s", p->r.failed ? "true" : "false");
+    if (p->r.failed) {
+        fprintf(o, ", \"failed_event\": %zu, \"failed_line\": %llu, \"error\": ", p->r.failed_event,
+                (unsigned long long)p->r.failed_line);
+        vram_json_write_string(o, p->failure, SIZE_MAX);
+        fputs(", \"oom_report\": ", o);
+        vram_json_write_string(o, p->oom_report ? p->oom_report : "", SIZE_MAX);
+    }
+    if (p->summary) {
+        fprintf(o, ", \"summary_event\": %zu, \"summary\": ", p->state_event);
+        vram_json_write_string(o, p->summary, SIZE_MAX);
+    }
+    fputs("}\n", o);
+}
+
+/* One trace's report for people: vram's figures beside PyTorch's, then what was asked for. */
+static void print_text(const replay_report *p, const replay_args *ra) {
+    char b[6][32];
+    printf("%s: %zu allocations, %zu events", p->name, vram_trace_num_allocs(p->t), vram_trace_num_events(p->t));
+    const char *source = vram_trace_header(p->t, "source");
+    if (source) {
+        fputs(" (", stdout);
+        put_text(stdout, source);
+        putchar(')');
+    }
+    printf("\n  device %s, VRAM_ALLOC_CONF %s\n", p->device_name, p->settings);
+    printf("  %-28s %14s %12s\n", "", "peak reserved", "/ requested");
+    printf("  %-28s %14s\n", "peak requested", vram_format_size(p->r.peak_requested_bytes, b[0], sizeof b[0]));
+    if (p->partial)
+        printf("  partial trace: the recorded run peaked at %s requested; PyTorch's figures are for that whole "
+               "run, not comparable, and left out\n", p->pb[1]);
+    else if (vram_trace_header(p->t, "partial")) { /* (recorded so: its figures are for the same part) */
+        fputs("  partial trace, recorded as one: ", stdout);
+        put_text(stdout, vram_trace_header(p->t, "partial"));
+        putchar('\n');
+    }
+    printf("  %-28s %14s %12.3f%s\n", "vram", vram_format_size(p->r.peak_reserved_bytes, b[1], sizeof b[1]),
+           p->r.reserved_over_requested, p->r.failed ? "  (stopped at OOM)" : "");
+    if (p->native)
+        printf("  %-28s %14s %12.3f\n", "PyTorch native", vram_format_size(p->native, b[2], sizeof b[2]), p->native_ratio);
+    if (p->expandable)
+        printf("  %-28s %14s %12.3f\n", "PyTorch expandable_segments",
+               vram_format_size(p->expandable, b[3], sizeof b[3]), p->expandable_ratio);
+    printf("  vram: peak allocated %s, %llu device allocs, %llu device frees, %llu retries, %llu OOMs\n",
+           vram_format_size(p->r.peak_allocated_bytes, b[4], sizeof b[4]), (unsigned long long)p->r.device_allocs,
+           (unsigned long long)p->r.device_frees, (unsigned long long)p->r.alloc_retries, (unsigned long long)p->r.ooms);
+    if (p->r.empty_allocs)
+        printf("  %llu request%s of 0 bytes (empty tensors) took no memory, as under PyTorch\n",
+               (unsigned long long)p->r.empty_allocs, p->r.empty_allocs == 1 ? "" : "s");
+    printf("  replay: %llu events in %.2f ms, %.2f M events/s (read %.2f ms, parse %.2f ms)\n",
+           (unsigned long long)p->r.events, p->r.seconds * 1e3, p->r.events_per_second / 1e6,
+           vram_trace_read_seconds(p->t) * 1e3, vram_trace_parse_seconds(p->t) * 1e3);
+    if (p->nworkloads) print_workloads_text(p->workloads, p->nworkloads);
+    if (p->fit_ok)
+        printf("  fit: smallest capacity with no OOM %s = %.3f x peak requested (%u replays)\n",
+               vram_format_size(p->fit, b[5], sizeof b[5]), p->fit_ratio, p->tries);
+    else if (ra->fit && p->fit_error[0])
+        printf("  fit: %s\n", p->fit_error);
+    if (p->summary) {
+        if (p->r.failed) printf("\nmemory summary at the failed allocation (event %zu):\n", p->state_event);
+        else printf("\nmemory summary at the peak of reserved memory (event %zu, line %llu):\n", p->state_event,
+                    (unsigned long long)vram_trace_event_line(p->t, p->state_event));
+        fputs(p->summary, stdout);
+    }
+    printf("\n");
+}
+
+/* PyTorch's figures from the header, unless the trace is partial: the recording's peak is its
+ * program's, and a trace that never reaches it holds only part of that run, so PyTorch's figures
+ * (the whole run's) would be compared with a part of it. */
+static void pytorch_figures(replay_report *p) {
+    p->trace_peak = vram_trace_peak_live_bytes(p->t);
+    p->partial = vram_trace_header_u64(p->t, "peak_requested_bytes", &p->recorded_req) == VRAM_OK &&
+                 p->recorded_req > p->trace_peak;
+    if (p->partial) {
+        fprintf(stderr, "vram replay: %s is a partial trace: its peak of %s requested is below the %s its header records "
+                        "for the whole run; PyTorch's figures are left out\n", vram_trace_name(p->t),
+                vram_format_size(p->trace_peak, p->pb[0], sizeof p->pb[0]),
+                vram_format_size(p->recorded_req, p->pb[1], sizeof p->pb[1]));
+        return;
+    }
+    uint64_t pt_req = header_bytes(p->t, "peak_requested_bytes", p->trace_peak);
+    if (!pt_req) pt_req = p->trace_peak;
+    p->native_ratio = header_ratio(p->t, "pytorch_native_peak_reserved_bytes", pt_req, &p->native);
+    p->expandable_ratio = header_ratio(p->t, "pytorch_expandable_segments_peak_reserved_bytes", pt_req, &p->expandable);
+}
+
+static void fill_row(const replay_report *p, replay_row *row) {
+    snprintf(row->name, sizeof row->name, "%s", p->name);
+    char *dot = strstr(row->name, ".trace");
+    if (dot) *dot = '\0';
+    row->peak_requested = p->r.peak_requested_bytes;
+    row->peak_reserved = p->r.peak_reserved_bytes;
+    row->ratio = p->r.reserved_over_requested;
+    row->native_ratio = p->native_ratio;
+    row->expandable_ratio = p->expandable_ratio;
+    row->fit_ratio = p->fit_ratio;
+    row->events_per_second = p->r.events_per_second;
+    row->failed = p->r.failed;
+    row->partial = p->partial;
+}
+
 static int replay_one(const char *path, const replay_args *ra, replay_row *row) {
+    replay_report report, *p = &report;
+    memset(p, 0, sizeof *p);
     vram_trace *t;
     vram_status st = vram_trace_load(path, &t);
     if (st != VRAM_OK) {
         fprintf(stderr, "vram replay: %s\n", vram_last_error());
         return 2;
     }
+    p->t = t;
     vram_replay_options ro = {.device = ra->device, .capacity = ra->capacity, .conf = ra->conf};
     vram_device *dev;
     vram_allocator *a;
@@ -383,51 +548,37 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
         vram_trace_free(t);
         return 2;
     }
-    char device_name[96], settings[VRAM_ALLOC_CONF_FORMAT_MAX];
-    snprintf(device_name, sizeof device_name, "%s", dev->name);
-    vram_alloc_config_format(vram_allocator_config(a), settings, sizeof settings);
-    uint64_t capacity = vram_allocator_limit(a);
+    snprintf(p->device_name, sizeof p->device_name, "%s", dev->name);
+    vram_alloc_config_format(vram_allocator_config(a), p->settings, sizeof p->settings);
+    p->capacity = vram_allocator_limit(a);
 
-    vram_replay_result r;
-    st = vram_trace_replay(t, a, SIZE_MAX, 0, &r);
-    char failure[512] = "";
+    st = vram_trace_replay(t, a, SIZE_MAX, 0, &p->r);
     /* Set when a step failed for a reason other than the device's memory (host memory ran out):
      * then no figure is printed, only this, and the status is 1. */
     char no_answer[512] = "";
-    char *oom_report = NULL;
     if (st != VRAM_OK) {
-        snprintf(failure, sizeof failure, "%s", vram_last_error());
-        if (st != VRAM_ERR_OUT_OF_MEMORY) snprintf(no_answer, sizeof no_answer, "%s", failure);
-        else if (!(oom_report = strdup(vram_allocator_oom_report(a))))
+        snprintf(p->failure, sizeof p->failure, "%s", vram_last_error());
+        if (st != VRAM_ERR_OUT_OF_MEMORY) snprintf(no_answer, sizeof no_answer, "%s", vram_last_error());
+        else if (!(p->oom_report = strdup(vram_allocator_oom_report(a))))
             snprintf(no_answer, sizeof no_answer, "host out of memory for the out-of-memory report");
     }
-    int rc = r.failed || st != VRAM_OK ? 1 : 0;
-
-    /* The summary / snapshot: at the failure if the replay failed, else at the reserved peak. */
-    char *summary = NULL;
-    size_t state_event = 0;
+    int rc = p->r.failed || st != VRAM_OK ? 1 : 0;
+    /* the summary / snapshot: at the failure if the replay failed, else at the reserved peak */
     int state_rc = 0;
     if ((ra->summary || ra->snapshot) && !no_answer[0])
-        state_rc = report_state(t, ra, &ro, a, &r, &summary, &state_event, no_answer, sizeof no_answer);
+        state_rc = report_state(t, ra, &ro, a, &p->r, &p->summary, &p->state_event, no_answer, sizeof no_answer);
     vram_allocator_destroy(a);
     vram_device_close(dev);
-    workload_row workloads[MAX_WORKLOADS];
-    size_t nworkloads = 0;
     if (!no_answer[0] && !state_rc) {
         vram_status wst = VRAM_OK;
-        nworkloads = replay_workloads(t, &ro, workloads, &wst);
+        p->nworkloads = replay_workloads(t, &ro, p->workloads, &wst);
         if (wst != VRAM_OK) snprintf(no_answer, sizeof no_answer, "workloads: %s", vram_last_error());
     }
-
-    uint64_t fit = 0;
-    unsigned tries = 0;
-    int fit_ok = 0;
-    char fit_error[512] = "";
-    if (ra->fit && !r.failed && !no_answer[0] && !state_rc) {
-        st = vram_replay_fit(t, &ro, &fit, &tries);
-        if (st == VRAM_OK) fit_ok = 1;
+    if (ra->fit && !p->r.failed && !no_answer[0] && !state_rc) {
+        st = vram_replay_fit(t, &ro, &p->fit, &p->tries);
+        if (st == VRAM_OK) p->fit_ok = 1;
         else if (st == VRAM_ERR_OUT_OF_MEMORY) { /* no capacity fits: said, and not a success */
-            snprintf(fit_error, sizeof fit_error, "%s", vram_last_error());
+            snprintf(p->fit_error, sizeof p->fit_error, "%s", vram_last_error());
             rc = 1;
         } else {
             snprintf(no_answer, sizeof no_answer, "fit: %s", vram_last_error());
@@ -435,137 +586,68 @@ static int replay_one(const char *path, const replay_args *ra, replay_row *row) 
     }
     if (no_answer[0] || state_rc) { /* (report_state_at said why) */
         if (no_answer[0]) fprintf(stderr, "vram replay: %s: no answer: %s\n", vram_trace_name(t), no_answer);
-        free(summary);
-        free(oom_report);
+        free(p->summary);
+        free(p->oom_report);
         vram_trace_free(t);
         return state_rc ? state_rc : 1;
     }
+    p->name = base_name(vram_trace_name(t));
+    pytorch_figures(p);
+    p->fit_ratio = p->fit_ok && p->trace_peak ? (double)p->fit / (double)p->trace_peak : 0.0;
+    fill_row(p, row);
 
-    uint64_t trace_peak = vram_trace_peak_live_bytes(t);
-    uint64_t pt_req = 0, native = 0, expandable = 0;
-    if (!(pt_req = header_bytes(t, "peak_requested_bytes", trace_peak))) pt_req = trace_peak;
-    double native_ratio = header_ratio(t, "pytorch_native_peak_reserved_bytes", pt_req, &native);
-    double expandable_ratio = header_ratio(t, "pytorch_expandable_segments_peak_reserved_bytes", pt_req, &expandable);
-    const char *name = base_name(vram_trace_name(t));
-
-    snprintf(row->name, sizeof row->name, "%s", name);
-    char *dot = strstr(row->name, ".trace");
-    if (dot) *dot = '\0';
-    row->peak_requested = r.peak_requested_bytes;
-    row->peak_reserved = r.peak_reserved_bytes;
-    row->ratio = r.reserved_over_requested;
-    row->native_ratio = native_ratio;
-    row->expandable_ratio = expandable_ratio;
-    row->fit_ratio = fit_ok && trace_peak ? (double)fit / (double)trace_peak : 0.0;
-    row->events_per_second = r.events_per_second;
-    row->failed = r.failed;
-
-    if (ra->json) {
-        FILE *o = stdout;
-        fputs("{\"trace\": ", o);
-        vram_json_write_string(o, vram_trace_name(t), SIZE_MAX);
-        fputs(", \"device\": ", o);
-        vram_json_write_string(o, device_name, SIZE_MAX);
-        fprintf(o, ", \"capacity_bytes\": %llu, \"alloc_conf\": ", (unsigned long long)capacity);
-        vram_json_write_string(o, settings, SIZE_MAX);
-        fprintf(o,
-                ", \"events\": %llu, \"allocs\": %llu, \"empty_allocs\": %llu, \"frees\": %llu, \"peak_requested_bytes\": %llu, "
-                "\"peak_allocated_bytes\": %llu, \"peak_reserved_bytes\": %llu, \"reserved_over_requested\": %.6f, "
-                "\"device_allocs\": %llu, \"device_frees\": %llu, \"alloc_retries\": %llu, \"ooms\": %llu, "
-                "\"seconds\": %.6f, \"events_per_second\": %.0f, \"read_seconds\": %.6f, \"parse_seconds\": %.6f, "
-                "\"trace_events\": %zu, \"trace_allocs\": %zu, \"trace_peak_live_bytes\": %llu",
-                (unsigned long long)r.events, (unsigned long long)r.allocs, (unsigned long long)r.empty_allocs,
-                (unsigned long long)r.frees, (unsigned long long)r.peak_requested_bytes, (unsigned long long)r.peak_allocated_bytes,
-                (unsigned long long)r.peak_reserved_bytes, r.reserved_over_requested,
-                (unsigned long long)r.device_allocs, (unsigned long long)r.device_frees,
-                (unsigned long long)r.alloc_retries, (unsigned long long)r.ooms, r.seconds, r.events_per_second,
-                vram_trace_read_seconds(t), vram_trace_parse_seconds(t), vram_trace_num_events(t),
-                vram_trace_num_allocs(t), (unsigned long long)trace_peak);
-        if (native) fprintf(o, ", \"pytorch_native_peak_reserved_bytes\": %llu, \"pytorch_native_over_requested\": %.6f",
-                            (unsigned long long)native, native_ratio);
-        if (expandable)
-            fprintf(o, ", \"pytorch_expandable_segments_peak_reserved_bytes\": %llu, "
-                       "\"pytorch_expandable_segments_over_requested\": %.6f",
-                    (unsigned long long)expandable, expandable_ratio);
-        if (fit_ok)
-            fprintf(o, ", \"fit_capacity_bytes\": %llu, \"fit_over_requested\": %.6f, \"fit_tries\": %u",
-                    (unsigned long long)fit, row->fit_ratio, tries);
-        else if (ra->fit && fit_error[0]) {
-            fputs(", \"fit_error\": ", o);
-            vram_json_write_string(o, fit_error, SIZE_MAX);
-        }
-        if (nworkloads) print_workloads_json(o, workloads, nworkloads);
-        fprintf(o, ", \"oom\": %s", r.failed ? "true" : "false");
-        if (r.failed) {
-            fprintf(o, ", \"failed_event\": %zu, \"failed_line\": %llu, \"error\": ", r.failed_event,
-                    (unsigned long long)r.failed_line);
-            vram_json_write_string(o, failure, SIZE_MAX);
-            fputs(", \"oom_report\": ", o);
-            vram_json_write_string(o, oom_report ? oom_report : "", SIZE_MAX);
-        }
-        if (summary) {
-            fprintf(o, ", \"summary_event\": %zu, \"summary\": ", state_event);
-            vram_json_write_string(o, summary, SIZE_MAX);
-        }
-        fputs("}\n", o);
-    } else {
-        char b[6][32];
-        printf("%s: %zu allocations, %zu events", name, vram_trace_num_allocs(t), vram_trace_num_events(t));
-        const char *source = vram_trace_header(t, "source");
-        if (source) {
-            fputs(" (", stdout);
-            put_text(stdout, source);
-            putchar(')');
-        }
-        printf("\n  device %s, VRAM_ALLOC_CONF %s\n", device_name, settings);
-        printf("  %-28s %14s %12s\n", "", "peak reserved", "/ requested");
-        printf("  %-28s %14s\n", "peak requested", vram_format_size(r.peak_requested_bytes, b[0], sizeof b[0]));
-        printf("  %-28s %14s %12.3f%s\n", "vram", vram_format_size(r.peak_reserved_bytes, b[1], sizeof b[1]),
-               r.reserved_over_requested, r.failed ? "  (stopped at OOM)" : "");
-        if (native)
-            printf("  %-28s %14s %12.3f\n", "PyTorch native", vram_format_size(native, b[2], sizeof b[2]), native_ratio);
-        if (expandable)
-            printf("  %-28s %14s %12.3f\n", "PyTorch expandable_segments",
-                   vram_format_size(expandable, b[3], sizeof b[3]), expandable_ratio);
-        printf("  vram: peak allocated %s, %llu device allocs, %llu device frees, %llu retries, %llu OOMs\n",
-               vram_format_size(r.peak_allocated_bytes, b[4], sizeof b[4]), (unsigned long long)r.device_allocs,
-               (unsigned long long)r.device_frees, (unsigned long long)r.alloc_retries, (unsigned long long)r.ooms);
-        if (r.empty_allocs)
-            printf("  %llu request%s of 0 bytes (empty tensors) took no memory, as under PyTorch\n",
-                   (unsigned long long)r.empty_allocs, r.empty_allocs == 1 ? "" : "s");
-        printf("  replay: %llu events in %.2f ms, %.2f M events/s (read %.2f ms, parse %.2f ms)\n",
-               (unsigned long long)r.events, r.seconds * 1e3, r.events_per_second / 1e6,
-               vram_trace_read_seconds(t) * 1e3, vram_trace_parse_seconds(t) * 1e3);
-        if (nworkloads) print_workloads_text(workloads, nworkloads);
-        if (fit_ok)
-            printf("  fit: smallest capacity with no OOM %s = %.3f x peak requested (%u replays)\n",
-                   vram_format_size(fit, b[5], sizeof b[5]), row->fit_ratio, tries);
-        else if (ra->fit && fit_error[0])
-            printf("  fit: %s\n", fit_error);
-        if (summary) {
-            if (r.failed) printf("\nmemory summary at the failed allocation (event %zu):\n", state_event);
-            else printf("\nmemory summary at the peak of reserved memory (event %zu, line %llu):\n", state_event,
-                        (unsigned long long)vram_trace_event_line(t, state_event));
-            fputs(summary, stdout);
-        }
-        printf("\n");
-    }
+    if (ra->json) print_json(p, ra);
+    else print_text(p, ra);
     /* Each report as its replay ends; a write that failed is said here, while errno still says why
      * (main.c's final check would find only the stream's error flag). */
     errno = 0;
     int write_failed = fflush(stdout) != 0 || ferror(stdout);
     if (write_failed)
         fprintf(stderr, "vram replay: writing the output failed: %s\n", errno ? strerror(errno) : "write error");
-    if (rc && failure[0]) {
-        fprintf(stderr, "vram replay: %s\n", failure);
-        if (r.failed && oom_report && *oom_report) fprintf(stderr, "%s\n", oom_report);
+    if (rc && p->failure[0]) {
+        fprintf(stderr, "vram replay: %s\n", p->failure);
+        if (p->r.failed && p->oom_report && *p->oom_report) fprintf(stderr, "%s\n", p->oom_report);
     }
     if (ra->snapshot && state_rc == 0 && !ra->json)
-        fprintf(stderr, "vram replay: snapshot at event %zu written to %s\n", state_event, ra->snapshot);
-    free(summary);
-    free(oom_report);
+        fprintf(stderr, "vram replay: snapshot at event %zu written to %s\n", p->state_event, ra->snapshot);
+    free(p->summary);
+    free(p->oom_report);
     vram_trace_free(t);
     return rc ? rc : write_failed;
+}
+
+/* Which traces a mean row covers. */
+typedef int (*row_filter)(const replay_row *);
+static int vram_replayed(const replay_row *r) { return r->ratio > 0 && !r->failed; }
+static int with_pytorch(const replay_row *r) { return vram_replayed(r) && r->native_ratio > 0; }
+
+/* One row of geometric means over the traces `in` selects, each column only where every one of
+ * them has its figure ("-" otherwise), so that no two columns of a row average different sets.
+ * Returns how many traces it covers. */
+static int print_means(const replay_row *rows, int n, int fit, const char *label, row_filter in) {
+    double lv = 0, ln = 0, le = 0, lf = 0;
+    int count = 0, cn = 0, ce = 0, cf = 0;
+    for (int i = 0; i < n; i++) {
+        if (!in(&rows[i])) continue;
+        count++;
+        lv += log(rows[i].ratio);
+        if (rows[i].native_ratio > 0) ln += log(rows[i].native_ratio), cn++;
+        if (rows[i].expandable_ratio > 0) le += log(rows[i].expandable_ratio), ce++;
+        if (rows[i].fit_ratio > 0) lf += log(rows[i].fit_ratio), cf++;
+    }
+    printf("%-20s %14s %14s", label, "", "");
+    if (count) printf(" %8.3f", exp(lv / count));
+    else printf(" %8s", "-");
+    if (count && cn == count) printf(" %9.3f", exp(ln / cn));
+    else printf(" %9s", "-");
+    if (count && ce == count) printf(" %11.3f", exp(le / ce));
+    else printf(" %11s", "-");
+    if (fit) {
+        if (count && cf == count) printf(" %9.3f", exp(lf / cf));
+        else printf(" %9s", "-");
+    }
+    printf("\n");
+    return count;
 }
 
 static void print_comparison(const replay_row *rows, int n, int fit) {
@@ -575,9 +657,8 @@ static void print_comparison(const replay_row *rows, int n, int fit) {
     printf("%-20s %14s %14s %8s %9s %11s", "", "", "", "ratio", "native", "expandable");
     if (fit) printf(" %9s", "ratio");
     printf(" %9s\n", "Mev/s");
-    double lv = 0, ln = 0, le = 0, lf = 0;
-    int cv = 0, cn = 0, ce = 0, cf = 0;
     double worst = 0;
+    int replayed = 0, pytorch = 0, partial = 0;
     for (int i = 0; i < n; i++) {
         char a[32], b[32];
         printf("%-20s %14s %14s %8.3f", rows[i].name, vram_format_size(rows[i].peak_requested, a, sizeof a),
@@ -590,28 +671,24 @@ static void print_comparison(const replay_row *rows, int n, int fit) {
             if (rows[i].fit_ratio > 0) printf(" %9.3f", rows[i].fit_ratio);
             else printf(" %9s", "-");
         }
-        printf(" %9.2f%s\n", rows[i].events_per_second / 1e6, rows[i].failed ? "  OOM" : "");
-        if (rows[i].ratio > 0 && !rows[i].failed) {
-            lv += log(rows[i].ratio);
-            cv++;
-            if (rows[i].ratio > worst) worst = rows[i].ratio;
-        }
-        if (rows[i].native_ratio > 0) ln += log(rows[i].native_ratio), cn++;
-        if (rows[i].expandable_ratio > 0) le += log(rows[i].expandable_ratio), ce++;
-        if (rows[i].fit_ratio > 0) lf += log(rows[i].fit_ratio), cf++;
+        printf(" %9.2f%s%s\n", rows[i].events_per_second / 1e6, rows[i].failed ? "  OOM" : "",
+               rows[i].partial ? "  partial" : "");
+        if (vram_replayed(&rows[i]) && rows[i].ratio > worst) worst = rows[i].ratio;
+        replayed += vram_replayed(&rows[i]);
+        pytorch += with_pytorch(&rows[i]);
+        partial += rows[i].partial;
     }
-    printf("%-20s %14s %14s", "geometric mean", "", "");
-    if (cv) printf(" %8.3f", exp(lv / cv));
-    else printf(" %8s", "-");
-    if (cn) printf(" %9.3f", exp(ln / cn));
-    else printf(" %9s", "-");
-    if (ce) printf(" %11.3f", exp(le / ce));
-    else printf(" %11s", "-");
-    if (fit) {
-        if (cf) printf(" %9.3f", exp(lf / cf));
-        else printf(" %9s", "-");
-    }
-    printf("\n%-20s %14s %14s %8.3f\n", "worst", "", "", worst);
+    char label[32];
+    snprintf(label, sizeof label, "geomean, %d trace%s", replayed, replayed == 1 ? "" : "s");
+    print_means(rows, n, fit, replayed == n ? "geometric mean" : label, vram_replayed);
+    /* the traces that have PyTorch's figures, when they are not all of them: each side over those */
+    if (pytorch && pytorch < replayed) print_means(rows, n, fit, "geomean w/ PyTorch", with_pytorch);
+    printf("%-20s %14s %14s %8.3f\n", "worst", "", "", worst);
+    if (pytorch && pytorch < replayed)
+        printf("(the first means are over the %d traces vram replayed whole; the second row's, vram's and PyTorch's, "
+               "over the %d of them that carry PyTorch's figures)\n", replayed, pytorch);
+    if (partial)
+        printf("(partial: a trace that stops before its recorded peak; PyTorch's whole-run figures are left out)\n");
 }
 
 int vram_cmd_replay(int argc, char **argv) {
@@ -669,7 +746,9 @@ int vram_cmd_replay(int argc, char **argv) {
                 ra.snapshot = v;
             }
         } else {
-            fprintf(stderr, "vram replay: unknown option '%s' (see vram replay --help)\n", a);
+            static const char *const flags[] = {"--help", "--json", "--capacity", "--device", "--conf",
+                                                "--fit", "--summary", "--snapshot"};
+            vram_cli_unknown("vram replay", "option", a, flags, sizeof flags / sizeof *flags, "vram replay --help");
             free(traces);
             return 2;
         }

@@ -244,7 +244,12 @@ static int parse_args(int argc, char **argv, smi_opts *o) {
         } else if (missing) {
             return bad("%s needs a value", a);
         } else {
-            return bad("unknown option '%s'", a);
+            static const char *const flags[] = {"--help", "--loop", "--loop-ms", "--count", "--id", "--pid", "--json",
+                                                "--csv", "--format", "--noheader", "--nounits", "--query-gpu",
+                                                "--query-compute-apps", "--prometheus", "--listen", "--allow-remote",
+                                                "--log", "--log-format", "--ascii"};
+            vram_cli_unknown("vram smi", "option", a, flags, sizeof flags / sizeof *flags, "vram smi --help");
+            return 2;
         }
         if (missing) return bad("%s needs a value", a);
     }

@@ -5,9 +5,11 @@
  *
  * One step: zero_grad (set_to_none), then --accum micro-batches of --batch sequences, each a
  * forward, loss / accum, backward (gradients add up), then gradient clipping and the
- * optimizer step. A progress line per step; --eval-every N runs the validation split under
- * no_grad. --report prints the allocator's summary and a table of memory by category (the
- * allocator's per-tag statistics), whose current bytes add up to the allocated bytes.
+ * optimizer step. Progress: on a terminal one line rewritten in place each step (step of total,
+ * loss, speed, peak, time left); in a log one line every --log-every steps (default: about 20
+ * lines a run). --eval-every N runs the validation split under no_grad; its lines stay.
+ * --report prints the allocator's summary and a table of memory by category (the allocator's
+ * per-tag statistics), whose current bytes add up to the allocated bytes.
  * --save writes a model file (weights, optimizer state, step, random state: model_file.h) at the
  * end and every --save-every steps, --resume continues one exactly (train_ckpt.c).
  * Out of memory anywhere (e.g. under a small --capacity) ends the run with the allocator's
@@ -33,7 +35,7 @@
 
 typedef struct train_opts {
     const char *data;
-    int batch, accum, steps, eval_every, eval_batches, threads;
+    int batch, accum, steps, eval_every, eval_batches, threads, log_every;
     int checkpoint, report;
     double lr, clip;
     int lr_set;
@@ -64,6 +66,8 @@ static void usage(FILE *out) {
             "  --checkpoint         checkpoint every transformer block (recompute in backward)\n"
             "  --eval-every N       validation loss every N steps, under no_grad (default 0 = off)\n"
             "  --eval-batches N     batches per evaluation (default 8)\n"
+            "  --log-every N        a progress line every N steps when the output is not a terminal\n"
+            "                       (default: steps / 20; on a terminal one line updates in place)\n"
             "  --layers N --heads N --width N --context N   model shape (default 4, 4, 128, 64)\n"
             "  --vocab N            vocabulary size, at least 256 (the corpus's bytes are the token ids)\n"
             "  --dropout P          dropout probability (default 0)\n"
@@ -136,14 +140,16 @@ static int parse(int argc, char **argv, train_opts *o) {
             o->report = 1;
             continue;
         }
-        static const char *valued[] = {"--data", "--batch", "--accum", "--steps", "--optimizer", "--lr", "--clip",
-                                       "--eval-every", "--eval-batches", "--layers", "--heads", "--width", "--context",
-                                       "--dropout", "--capacity", "--threads", "--seed", "--device", "--model",
-                                       "--vocab", "--save", "--save-every", "--resume"};
+        static const char *const valued[] = {"--data", "--batch", "--accum", "--steps", "--optimizer", "--lr", "--clip",
+                                             "--eval-every", "--eval-batches", "--log-every", "--layers", "--heads",
+                                             "--width", "--context", "--dropout", "--capacity", "--threads", "--seed",
+                                             "--device", "--model", "--vocab", "--save", "--save-every", "--resume"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(f, valued[k]);
         if (!known) {
-            fprintf(stderr, "vram train: unknown option '%s' (see vram train --help)\n", f);
+            const char *all[sizeof valued / sizeof *valued + 3] = {"--help", "--checkpoint", "--report"};
+            memcpy(all + 3, valued, sizeof valued);
+            vram_cli_unknown("vram train", "option", f, all, sizeof all / sizeof *all, "vram train --help");
             return 2;
         }
         if (i + 1 >= argc) {
@@ -161,6 +167,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(f, "--clip")) ok = parse_double(f, v, 0, 1e9, &o->clip);
         else if (!strcmp(f, "--eval-every")) ok = parse_int(f, v, 0, &o->eval_every);
         else if (!strcmp(f, "--eval-batches")) ok = parse_int(f, v, 1, &o->eval_batches);
+        else if (!strcmp(f, "--log-every")) ok = parse_int(f, v, 1, &o->log_every);
         else if (!strcmp(f, "--layers")) ok = parse_int_in(f, v, 1, MAX_LAYERS, &o->gpt.layers);
         else if (!strcmp(f, "--heads")) ok = parse_int_in(f, v, 1, MAX_HEADS, &o->gpt.heads);
         else if (!strcmp(f, "--width")) ok = parse_int_in(f, v, 1, MAX_WIDTH, &o->gpt.width);
@@ -226,6 +233,53 @@ static double now_s(void) {
 static const char *mib(int64_t b, char *buf, size_t cap) {
     snprintf(buf, cap, "%.2f MiB", (double)b / (1024.0 * 1024.0));
     return buf;
+}
+
+/* "1 step", "2 steps": `word` with an "s", or "es" after a sibilant ("batches"). */
+static const char *plural(long long n, const char *word, char *buf, size_t cap) {
+    size_t len = strlen(word);
+    int es = len > 1 && (!strcmp(word + len - 2, "ch") || !strcmp(word + len - 2, "sh") || word[len - 1] == 's');
+    snprintf(buf, cap, "%lld %s%s", n, word, n == 1 ? "" : es ? "es" : "s");
+    return buf;
+}
+
+/* Where progress goes: in place on a terminal, else every `every` steps. */
+typedef struct progress {
+    int tty, every;
+    double start;
+} progress;
+
+/* "m:ss" (or "h:mm:ss") of a duration in seconds. */
+static const char *clock_text(double s, char *buf, size_t cap) {
+    long t = s > 0 && s < 1e9 ? (long)(s + 0.5) : 0;
+    if (t >= 3600) snprintf(buf, cap, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(buf, cap, "%ld:%02ld", t / 60, t % 60);
+    return buf;
+}
+
+static void progress_step(const progress *p, int step, int steps, double loss, double tok_s, double dt,
+                          int64_t peak) {
+    if (!p->tty && step % p->every != 0 && step != steps) return;
+    char b1[32], b2[32];
+    double left = (now_s() - p->start) / step * (steps - step);
+    printf("%sstep %*d/%d | loss %.4f | %7.0f tok/s | %6.1f ms | peak %s | %s left%s", p->tty ? "\r\033[K" : "",
+           (int)snprintf(NULL, 0, "%d", steps), step, steps, loss, tok_s, dt * 1e3, mib(peak, b1, sizeof b1),
+           clock_text(left, b2, sizeof b2), p->tty ? "" : "\n");
+    fflush(stdout);
+}
+
+/* A line that stays (an evaluation): on a terminal it replaces the progress line, which the
+ * next step draws again below it. */
+static void progress_keep(const progress *p) {
+    if (p->tty) fputs("\r\033[K", stdout);
+}
+
+/* Ends the progress line on a terminal (it stays), before the summary or an error's message. */
+static void progress_end(const progress *p) {
+    if (p->tty) {
+        putchar('\n');
+        fflush(stdout);
+    }
 }
 
 /* The table of memory by category, from the allocator's per-tag statistics. `fwd` holds the
@@ -452,13 +506,16 @@ int vram_cmd_train(int argc, char **argv) {
     char b1[32];
     printf("vram train: %s, %.2f MB corpus '%s' (byte unigram entropy %.4f nats = %.3f bits)\n",
            vram_runtime_device_name(rt), vram_text_data_size(data) / 1e6, o.data, unigram, unigram / log(2.0));
-    printf("model: GPT %d layers, %d heads, width %d, context %d, vocab %d%s: %lld parameters (%s)\n", o.gpt.layers,
-           o.gpt.heads, o.gpt.width, o.gpt.context, o.gpt.vocab, o.gpt.tied ? ", tied embedding" : "",
-           (long long)vram_param_list_numel(params), mib(vram_param_list_numel(params) * 4, b1, sizeof b1));
-    printf("training: batch %d x accum %d x context %d = %.0f tokens/step, %s lr %g, clip %g, checkpoint %s, %d steps\n",
+    char b2[32], b3[32];
+    printf("model: GPT %s, %s, width %d, context %d, vocab %d%s: %lld parameters (%s)\n",
+           plural(o.gpt.layers, "layer", b2, sizeof b2), plural(o.gpt.heads, "head", b3, sizeof b3), o.gpt.width,
+           o.gpt.context, o.gpt.vocab, o.gpt.tied ? ", tied embedding" : "", (long long)vram_param_list_numel(params),
+           mib(vram_param_list_numel(params) * 4, b1, sizeof b1));
+    printf("training: batch %d x accum %d x context %d = %.0f tokens/step, %s lr %g, clip %g, checkpoint %s, %s\n",
            o.batch, o.accum, o.gpt.context, (double)o.batch * o.accum * o.gpt.context, o.optimizer, oc.lr, o.clip,
-           o.checkpoint ? "every block" : "off", o.steps);
+           o.checkpoint ? "every block" : "off", plural(o.steps, "step", (char[32]){0}, 32));
     fflush(stdout);
+    progress prog = {isatty(STDOUT_FILENO), o.log_every ? o.log_every : (o.steps + 19) / 20, now_s()};
     int64_t fwd_tags[VRAM_TAG_BUILTIN_COUNT] = {0};
     double t_start = now_s(), last_loss = NAN, last_val = NAN;
     double *step_ms = calloc((size_t)(o.steps - first_step) + 2, sizeof *step_ms);
@@ -481,6 +538,7 @@ int vram_cmd_train(int argc, char **argv) {
         if (s != VRAM_OK) {
             char what[64];
             snprintf(what, sizeof what, "training step %d", step);
+            progress_end(&prog);
             rc = fail(a, s, what);
             free(step_ms);
             goto done;
@@ -490,17 +548,19 @@ int vram_cmd_train(int argc, char **argv) {
         last_loss = loss_sum / o.accum;
         vram_stats st;
         vram_allocator_get_stats(a, &st);
-        printf("step %4d | loss %.4f | %7.0f tok/s | %6.1f ms | peak %s\n", step, last_loss,
-               (double)o.batch * o.accum * o.gpt.context / dt, dt * 1e3,
-               mib(st.allocated_bytes[VRAM_POOL_ALL].peak, b1, sizeof b1));
+        progress_step(&prog, step, o.steps, last_loss, (double)o.batch * o.accum * o.gpt.context / dt, dt,
+                      st.allocated_bytes[VRAM_POOL_ALL].peak);
         if (o.eval_every && (step % o.eval_every == 0 || step == o.steps)) {
             s = evaluate(g, data, rt, &o, &last_val);
             if (s != VRAM_OK) {
+                progress_end(&prog);
                 rc = fail(a, s, "evaluating");
                 free(step_ms);
                 goto done;
             }
-            printf("eval step %4d | val loss %.4f (no_grad, %d batches)\n", step, last_val, o.eval_batches);
+            progress_keep(&prog);
+            printf("eval step %d/%d | val loss %.4f (no_grad, %s)\n", step, o.steps, last_val,
+                   plural(o.eval_batches, "batch", b1, sizeof b1));
         }
         if (o.save && ((o.save_every && step % o.save_every == 0) || step == o.steps) &&
             vram_train_save(o.save, g, opt, data, step)) {
@@ -510,8 +570,10 @@ int vram_cmd_train(int argc, char **argv) {
         }
         fflush(stdout);
     }
+    progress_end(&prog);
     double total = now_s() - t_start;
-    printf("done: %d steps in %.1f s; final train loss %.4f%s", o.steps - first_step + 1, total, last_loss, isnan(last_val) ? "" : ", val loss ");
+    printf("done: %s in %.1f s; final train loss %.4f%s", plural(o.steps - first_step + 1, "step", b1, sizeof b1), total,
+           last_loss, isnan(last_val) ? "" : ", val loss ");
     if (!isnan(last_val)) printf("%.4f", last_val);
     printf(" (unigram entropy %.4f nats)\n", unigram);
     if (o.steps >= first_step) {

@@ -99,14 +99,18 @@ vram_status vram_parse_size(const char *text, uint64_t *out) {
     return vram_error(VRAM_ERR_PARSE, "bad size '%s': unknown unit '%s' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", text, end);
 }
 
+/* Whole bytes below 1 KiB ("1 byte", "0 bytes"), else two decimals in the largest unit that
+ * keeps the figure at 1 or more (1 MiB is "1.00 MiB", not "1024.00 KiB"). */
 char *vram_format_size(uint64_t bytes, char *buf, size_t cap) {
-    if (bytes <= 1024)
-        snprintf(buf, cap, "%.2f bytes", (double)bytes);
-    else if (bytes <= 1048576ull)
+    if (bytes < 1024)
+        snprintf(buf, cap, "%llu byte%s", (unsigned long long)bytes, bytes == 1 ? "" : "s");
+    else if (bytes < 1048576ull)
         snprintf(buf, cap, "%.2f KiB", (double)bytes / 1024.0);
-    else if (bytes <= 1073741824ull)
+    else if (bytes < 1073741824ull)
         snprintf(buf, cap, "%.2f MiB", (double)bytes / 1048576.0);
-    else
+    else if (bytes < (1ull << 40))
         snprintf(buf, cap, "%.2f GiB", (double)bytes / 1073741824.0);
+    else
+        snprintf(buf, cap, "%.2f TiB", (double)bytes / 1099511627776.0);
     return buf;
 }

@@ -8,7 +8,10 @@
  *     moves up (B, KiB, MiB, GiB, TiB, PiB) while that value is at least 768 KiB-of-the-unit,
  *     and the value is divided with floor division, so 1 GiB prints as "  1024 MiB";
  *   - a count cell is "{value:7d} {K|M| } ", moving up at 750,000.
- * The title says vram; the "CUDA OOMs" and "cudaMalloc retries" labels stay PyTorch's.
+ * The title says vram. On a CUDA device (real or simulated) the labels stay PyTorch's ("CUDA
+ * OOMs", "cudaMalloc retries", "GPU reserved memory"); on the host and the address-space
+ * simulator they name what is there ("OOMs", "alloc retries", "Reserved memory"), in the same
+ * columns (summary_labels).
  *
  * After PyTorch's table comes vram's own section: for each tag with any activity, its
  * allocated memory, requested memory and allocation count, in the same four columns.
@@ -87,8 +90,19 @@ static int tag_active(const vram_tag_stats *t) {
            t->requested_bytes.allocated;
 }
 
-vram_status vram_stats_summary(const vram_stats *stats, const char *const *tag_names, int device_index,
-                               int abbreviated, char **out) {
+/* The words of the table that name the device's memory: PyTorch's on CUDA, plain elsewhere. */
+typedef struct summary_labels {
+    const char *ooms, *retries;             /* (at most 9 and 18 characters) */
+    const char *reserved, *segments, *oversize_segments; /* (at most 21) */
+} summary_labels;
+
+static const summary_labels cuda_labels = {"CUDA OOMs", "cudaMalloc retries", "GPU reserved memory",
+                                           "GPU reserved segments", "Oversize GPU segments"};
+static const summary_labels plain_labels = {"OOMs", "alloc retries", "Reserved memory", "Reserved segments",
+                                            "Oversize segments"};
+
+static vram_status summary_text(const vram_stats *stats, const char *const *tag_names, int device_index,
+                                int abbreviated, const summary_labels *lb, char **out) {
     if (!stats || !out) return vram_error(VRAM_ERR_INVALID_ARG, "summary: null argument");
     *out = NULL;
     char *text = NULL;
@@ -100,12 +114,12 @@ vram_status vram_stats_summary(const vram_stats *stats, const char *const *tag_n
     /* PyTorch: " {_:16} PyTorch CUDA memory summary, device ID {device:<17d} " */
     fprintf(f, "| %16s vram memory summary, device ID %-25d |\n", "", device_index);
     put_rule(f, '-');
-    fprintf(f, "|  %9s CUDA OOMs: %-12llu | %6s cudaMalloc retries: %-8llu  |\n", "",
-            (unsigned long long)stats->num_ooms, "", (unsigned long long)stats->num_alloc_retries);
+    fprintf(f, "|  %9s %9s: %-12llu | %6s %18s: %-8llu  |\n", "", lb->ooms, (unsigned long long)stats->num_ooms, "",
+            lb->retries, (unsigned long long)stats->num_alloc_retries);
     put_rule(f, '=');
     fprintf(f, "|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |\n");
 
-    static const struct {
+    const struct {
         size_t offset;
         const char *name;
         int is_size;
@@ -113,11 +127,11 @@ vram_status vram_stats_summary(const vram_stats *stats, const char *const *tag_n
         {offsetof(vram_stats, allocated_bytes), "Allocated memory", 1},
         {offsetof(vram_stats, active_bytes), "Active memory", 1},
         {offsetof(vram_stats, requested_bytes), "Requested memory", 1},
-        {offsetof(vram_stats, reserved_bytes), "GPU reserved memory", 1},
+        {offsetof(vram_stats, reserved_bytes), lb->reserved, 1},
         {offsetof(vram_stats, inactive_split_bytes), "Non-releasable memory", 1},
         {offsetof(vram_stats, allocation), "Allocations", 0},
         {offsetof(vram_stats, active), "Active allocs", 0},
-        {offsetof(vram_stats, segment), "GPU reserved segments", 0},
+        {offsetof(vram_stats, segment), lb->segments, 0},
         {offsetof(vram_stats, inactive_split), "Non-releasable allocs", 0},
     };
     for (size_t m = 0; m < sizeof metrics / sizeof metrics[0]; m++) {
@@ -133,7 +147,7 @@ vram_status vram_stats_summary(const vram_stats *stats, const char *const *tag_n
     put_rule(f, '-');
     put_row(f, "Oversize allocations", &stats->oversize_allocations, &stats->oversize_allocations, format_count_cell);
     put_rule(f, '-');
-    put_row(f, "Oversize GPU segments", &stats->oversize_segments, &stats->oversize_segments, format_count_cell);
+    put_row(f, lb->oversize_segments, &stats->oversize_segments, &stats->oversize_segments, format_count_cell);
     put_rule(f, '=');
 
     /* vram's section: memory by tag. */
@@ -169,6 +183,11 @@ vram_status vram_stats_summary(const vram_stats *stats, const char *const *tag_n
     return VRAM_OK;
 }
 
+vram_status vram_stats_summary(const vram_stats *stats, const char *const *tag_names, int device_index,
+                               int abbreviated, char **out) {
+    return summary_text(stats, tag_names, device_index, abbreviated, &cuda_labels, out);
+}
+
 vram_status vram_memory_summary(vram_allocator *a, int abbreviated, char **out) {
     if (!a || !out) return vram_error(VRAM_ERR_INVALID_ARG, "summary: null argument");
     vram_stats *s = malloc(sizeof *s);
@@ -177,7 +196,8 @@ vram_status vram_memory_summary(vram_allocator *a, int abbreviated, char **out) 
     const char *names[VRAM_TAG_MAX];
     for (uint32_t i = 0; i < VRAM_TAG_MAX; i++) names[i] = i < s->num_tags ? vram_allocator_tag_name(a, i) : NULL;
     vram_device *dev = vram_allocator_device(a);
-    vram_status st = vram_stats_summary(s, names, dev ? dev->index : 0, abbreviated, out);
+    int cuda = dev && (!strcmp(dev->kind, "cuda") || !strcmp(dev->kind, "cudasim"));
+    vram_status st = summary_text(s, names, dev ? dev->index : 0, abbreviated, cuda ? &cuda_labels : &plain_labels, out);
     free(s);
     return st;
 }

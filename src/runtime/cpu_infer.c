@@ -1,4 +1,4 @@
-/* cpu_infer.c — the CPU kernels behind inference (generate.c): the product of activations with
+/* cpu_infer.c — the CPU kernels behind inference (generation.c): the product of activations with
  * low-precision weights read in place (Q8_0 and bf16), row lookup from such a table, attention
  * over a KV cache, and GPT-2's tanh GELU. They fill slots of the CPU kernel table; a CUDA
  * table brings its own.

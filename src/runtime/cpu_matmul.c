@@ -12,7 +12,10 @@
  * Threads: work is cut into chunks of batch entries (attention) or of rows of C, taken from
  * an atomic counter; every element of C is computed by one thread in a fixed order, so results
  * do not depend on the thread count. Pack buffers are temporaries from the caching allocator,
- * taken for all threads by the calling thread before they start and freed after they end.
+ * one pair per thread, all taken by the calling thread before any worker starts and given back
+ * after all have finished: the allocator sees the same calls in the same order on every run, so
+ * the memory report of a command does not depend on how its threads happened to be scheduled
+ * (and the planner's table, plan_kernels.c, repeats them: vram_cpu_matmul_workers).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -232,15 +235,27 @@ static void run_one(const mm_job *j, float *apack, float *bpack) {
     }
 }
 
-/* One thread's share: the call's shared state and the thread's own pack buffers. */
-typedef struct mm_worker_arg {
+/* One thread's share: the work and its own pack buffers (NULL: the unpacked loop). */
+typedef struct mm_thread {
     mm_shared *sh;
     void *ab, *bb;
-} mm_worker_arg;
+} mm_thread;
+
+/* Takes a thread's pack buffers; with no room for them, none (the unpacked loop: slow, correct). */
+static void pack_buffers_take(vram_allocator *al, vram_dtype dt, mm_thread *t) {
+    t->ab = t->bb = NULL;
+    if (dt != VRAM_DTYPE_F32) return;
+    if (vram_allocator_malloc(al, sizeof(float) * MC * KC, 0, VRAM_TAG_TEMPORARY, &t->ab) != VRAM_OK ||
+        vram_allocator_malloc(al, sizeof(float) * KC * (NC + NR), 0, VRAM_TAG_TEMPORARY, &t->bb) != VRAM_OK) {
+        if (t->ab) vram_allocator_free(al, t->ab);
+        t->ab = t->bb = NULL;
+    }
+}
 
 static void *mm_worker(void *arg) {
-    mm_worker_arg *w = arg;
-    mm_shared *sh = w->sh;
+    mm_thread *t = arg;
+    mm_shared *sh = t->sh;
+    void *ab = t->ab, *bb = t->bb;
     for (;;) {
         int64_t c = atomic_fetch_add(&sh->next, 1);
         if (c >= sh->nchunks) break;
@@ -252,23 +267,9 @@ static void *mm_worker(void *arg) {
             j.m0 = c * sh->chunk;
             j.m1 = j.m0 + sh->chunk < sh->base.M ? j.m0 + sh->chunk : sh->base.M;
         }
-        run_one(&j, w->ab, w->bb);
+        run_one(&j, ab, bb);
     }
     return NULL;
-}
-
-/* A thread's pack buffers, taken by the calling thread for every thread before any starts, so
- * the allocation stream does not depend on how the threads run (and the planner, which repeats
- * it, is exact). No room for them: that thread runs the unpacked loop (slow, but correct). */
-static void take_pack(vram_allocator *al, vram_dtype dt, mm_worker_arg *w) {
-    w->ab = w->bb = NULL;
-    if (dt != VRAM_DTYPE_F32) return;
-    if (vram_allocator_malloc(al, sizeof(float) * MC * KC, 0, VRAM_TAG_TEMPORARY, &w->ab) != VRAM_OK) {
-        w->ab = NULL;
-    } else if (vram_allocator_malloc(al, sizeof(float) * KC * (NC + NR), 0, VRAM_TAG_TEMPORARY, &w->bb) != VRAM_OK) {
-        vram_allocator_free(al, w->ab);
-        w->ab = w->bb = NULL;
-    }
 }
 
 /* How one call is cut: chunks of batch entries or of rows, and how many threads take them. */
@@ -316,17 +317,17 @@ void vram_cpu_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, 
     atomic_init(&sh.next, 0);
     pthread_t tid[64];
     int started[64] = {0};
-    mm_worker_arg w[64];
+    mm_thread per[64];
     for (int t = 0; t < threads; t++) {
-        w[t].sh = &sh;
-        take_pack(rt->alloc, dt, &w[t]);
+        per[t].sh = &sh;
+        pack_buffers_take(rt->alloc, dt, &per[t]);
     }
-    for (int t = 1; t < threads; t++) started[t] = pthread_create(&tid[t], NULL, mm_worker, &w[t]) == 0;
-    mm_worker(&w[0]); /* the calling thread works too, and finishes whatever is left */
+    for (int t = 1; t < threads; t++) started[t] = pthread_create(&tid[t], NULL, mm_worker, &per[t]) == 0;
+    mm_worker(&per[0]); /* the calling thread works too, and finishes whatever is left */
     for (int t = 1; t < threads; t++)
         if (started[t]) pthread_join(tid[t], NULL);
     for (int t = 0; t < threads; t++) {
-        if (w[t].ab) vram_allocator_free(rt->alloc, w[t].ab);
-        if (w[t].bb) vram_allocator_free(rt->alloc, w[t].bb);
+        if (per[t].ab) vram_allocator_free(rt->alloc, per[t].ab);
+        if (per[t].bb) vram_allocator_free(rt->alloc, per[t].bb);
     }
 }

@@ -1,5 +1,5 @@
 /* infer_internal.h — the inference model's private structure, shared by infer_model.c (weights:
- * load, quantize, save) and generate.c (forward, cache, sampling).
+ * load, quantize, save) and generation.c (forward, cache, sampling).
  *
  * Weights are kept in the training GPT's parameter order (nn.h), so weight i of layer l is at
  * LM_LAYER0 + 12 * l + i with the per-layer order of lm_layer_slot.

@@ -140,7 +140,7 @@ typedef struct vram_kernels {
     /* Waits for the device's queued work; returns the first error of a kernel or copy. */
     vram_status (*sync)(void);
 
-    /* ---- inference (generate.c; CPU versions in cpu_infer.c) ---- */
+    /* ---- inference (generation.c; CPU versions in cpu_infer.c) ---- */
     /* y[M, N] = x[M, K] W^T + bias (may be NULL), W [N, K] in fmt (VRAM_WFMT_Q8_0 or _BF16,
      * model_file.h) read as stored: never a dequantised copy of the whole matrix. x, y
      * contiguous f32. A device without these slots (NULL) cannot run the inference model. */

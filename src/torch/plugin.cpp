@@ -18,12 +18,10 @@
  * Out of memory: PyTorch's pluggable allocator has no error channel (a NULL return becomes a
  * tensor at address 0, and the next kernel faults the whole CUDA context), so the only way to
  * give the script its torch.OutOfMemoryError is to throw c10::OutOfMemoryError through
- * PyTorch's C++ frames. This library does not link libtorch: vram_torch_use_c10() is given
- * PyTorch's library folder, finds the already-loaded libc10 / libc10_cuda with RTLD_NOLOAD and
- * resolves c10::Error's constructor and OutOfMemoryError's vtable and type_info; the throw
- * then builds a real c10::Error in place and gives it OutOfMemoryError's dynamic type. If
- * those symbols cannot be found, a std::runtime_error with the same text is thrown (a
- * RuntimeError in Python, which OutOfMemoryError subclasses). Either way the allocator's
+ * PyTorch's C++ frames, without linking libtorch: c10_symbols.cpp finds what it needs in the
+ * libraries PyTorch has loaded (vram_torch_use_c10). If those symbols cannot be found, a
+ * std::runtime_error with the same text is thrown (a RuntimeError in Python, which
+ * OutOfMemoryError subclasses). Either way the allocator's
  * report is printed to stderr and kept for vram_torch_oom_report().
  *
  * That is why this file is C++ (the rest of vram is C11): only C++ can unwind through torch.
@@ -45,7 +43,7 @@
  * out-of-memory calls the observer set with vram_torch_set_oom_observer (vram_torch's trampoline
  * to torch._C._cuda_attach_out_of_memory_observer's callbacks) before the throw, and every
  * allocation, free and out-of-memory is reported to PyTorch's profiler through c10's hooks
- * (resolved by vram_torch_use_c10), as PyTorch's own allocator reports them; and
+ * (c10_symbols.cpp), as PyTorch's own allocator reports them; and
  * vram_torch_patch_pluggable makes PyTorch's allocator object answer what its C++ callers ask and
  * the pluggable allocator refuses or drops: cacheInfo (cuDNN's benchmark mode) and recordStream
  * (ProcessGroupNCCL); pluggable_patch.cpp.
@@ -56,8 +54,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cxxabi.h>
-#include <dlfcn.h>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -65,9 +61,9 @@
 #include <stdexcept>
 #include <string>
 #include <sys/types.h>
-#include <typeinfo>
 #include <vector>
 
+#include "c10_symbols.h"
 #include "pluggable_patch.h"
 #include "py_stacks.h"
 #include "torch_conf.h"
@@ -208,85 +204,6 @@ bool with_allocator_or_idle(int device, const std::function<void(vram_allocator 
     return st == VRAM_OK;
 }
 
-/* c10::OutOfMemoryError, resolved at run time from the libraries PyTorch has loaded. */
-struct C10SourceLocation {
-    const char *function;
-    const char *file;
-    uint32_t line;
-};
-typedef void (*C10ErrorCtor)(void *self, C10SourceLocation loc, std::string msg);
-
-struct C10Oom {
-    C10ErrorCtor ctor = nullptr;
-    void *vtable_point = nullptr; /* OutOfMemoryError's vtable address point */
-    std::type_info *type = nullptr;
-    bool ready = false;
-} g_c10;
-
-/* c10's memory profiling hooks, resolved with the OOM symbols (vram_torch_use_c10). c10::Device
- * is two int8_t (a DeviceType, 1 for CUDA, and an index), trivially copyable: passed by value
- * as this struct is. */
-struct C10Device {
-    int8_t type, index;
-};
-typedef bool (*ProfilingEnabledFn)();
-typedef void (*ReportUsageFn)(void *ptr, int64_t alloc_size, size_t total_allocated, size_t total_reserved,
-                              C10Device device);
-typedef void (*ReportOomFn)(int64_t alloc_size, size_t total_allocated, size_t total_reserved, C10Device device);
-struct C10Profiler {
-    std::atomic<ProfilingEnabledFn> enabled{nullptr};
-    std::atomic<ReportUsageFn> report{nullptr};
-    std::atomic<ReportOomFn> report_oom{nullptr};
-} g_profiler;
-
-/* Whether PyTorch's profiler records memory now (profile_memory=True) and `hook` was found; if
- * so, the device's allocated and reserved totals, which every report carries. */
-bool profiler_totals(vram_allocator *a, const void *hook, size_t *allocated, size_t *reserved) {
-    ProfilingEnabledFn enabled = g_profiler.enabled.load(std::memory_order_relaxed);
-    if (!enabled || !hook || !enabled()) return false;
-    vram_stats st;
-    vram_allocator_get_stats(a, &st);
-    *allocated = (size_t)st.allocated_bytes[VRAM_POOL_ALL].current;
-    *reserved = (size_t)st.reserved_bytes[VRAM_POOL_ALL].current;
-    return true;
-}
-
-/* Tells PyTorch's profiler that `bytes` were allocated (or, negative, freed) at ptr, as PyTorch's
- * own allocator reports each block. */
-void report_to_profiler(vram_allocator *a, int device, void *ptr, int64_t bytes) {
-    ReportUsageFn report = g_profiler.report.load(std::memory_order_relaxed);
-    size_t allocated, reserved;
-    if (profiler_totals(a, reinterpret_cast<const void *>(report), &allocated, &reserved))
-        report(ptr, bytes, allocated, reserved, C10Device{1, (int8_t)device});
-}
-
-/* The same for an out-of-memory of `bytes` (the profiler's OOM event). */
-void report_oom_to_profiler(vram_allocator *a, int device, int64_t bytes) {
-    ReportOomFn report = g_profiler.report_oom.load(std::memory_order_relaxed);
-    size_t allocated, reserved;
-    if (profiler_totals(a, reinterpret_cast<const void *>(report), &allocated, &reserved))
-        report(bytes, allocated, reserved, C10Device{1, (int8_t)device});
-}
-
-void destroy_thrown(void *obj) {
-    /* The complete-object destructor is the first virtual slot of a std::exception subclass. */
-    typedef void (*Dtor)(void *);
-    Dtor d = (*reinterpret_cast<Dtor **>(obj))[0];
-    d(obj);
-}
-
-[[noreturn]] void throw_oom(const std::string &msg) {
-    if (g_c10.ready) {
-        const size_t kSize = 1024; /* more than sizeof(c10::Error) in any PyTorch 2.x */
-        void *obj = abi::__cxa_allocate_exception(kSize);
-        memset(obj, 0, kSize);
-        g_c10.ctor(obj, C10SourceLocation{"vram_torch_alloc", __FILE__, (uint32_t)__LINE__}, msg);
-        *reinterpret_cast<void **>(obj) = g_c10.vtable_point;
-        abi::__cxa_throw(obj, g_c10.type, destroy_thrown);
-    }
-    throw std::runtime_error(msg);
-}
-
 /* Sets the calling thread's vram context for one allocator call (history events carry it) and
  * puts the old one back, also when an out-of-memory unwinds through it. */
 struct ContextScope {
@@ -305,43 +222,10 @@ VRAM_TORCH_API const char *vram_torch_version(void) { return VRAM_VERSION; }
  * thrown as c10::OutOfMemoryError. Returns 1 if that is now possible, 0 if not (the detail is
  * in vram_torch_last_error). */
 VRAM_TORCH_API int vram_torch_use_c10(const char *torch_lib_dir) {
-    const char *libs[] = {"libc10_cuda.so", "libc10.so", "libtorch_cuda.so", "libtorch_cpu.so"};
-    void *handles[4] = {};
-    for (int i = 0; i < 4; i++) {
-        std::string path = std::string(torch_lib_dir ? torch_lib_dir : "") + "/" + libs[i];
-        handles[i] = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
-        if (!handles[i]) handles[i] = dlopen(libs[i], RTLD_NOW | RTLD_NOLOAD);
-    }
-    auto find = [&](const char *sym) -> void * {
-        for (void *h : handles)
-            if (h)
-                if (void *p = dlsym(h, sym)) return p;
-        return nullptr;
-    };
-    void *ctor = find("_ZN3c105ErrorC2ENS_14SourceLocationENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE");
-    if (!ctor) ctor = find("_ZN3c105ErrorC1ENS_14SourceLocationENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE");
-    void *vtable = find("_ZTVN3c1016OutOfMemoryErrorE");
-    void *type = find("_ZTIN3c1016OutOfMemoryErrorE");
-    /* the profiler's memory events (profile_memory=True), which PyTorch's pluggable allocator
-     * never reports: c10::memoryProfilingEnabled(), c10::reportMemoryUsageToProfiler(void *,
-     * int64_t, size_t, size_t, c10::Device) and c10::reportOutOfMemoryToProfiler(int64_t, size_t,
-     * size_t, c10::Device) */
-    g_profiler.enabled.store(reinterpret_cast<ProfilingEnabledFn>(find("_ZN3c1022memoryProfilingEnabledEv")));
-    g_profiler.report.store(reinterpret_cast<ReportUsageFn>(find("_ZN3c1027reportMemoryUsageToProfilerEPvlmmNS_6DeviceE")));
-    g_profiler.report_oom.store(reinterpret_cast<ReportOomFn>(find("_ZN3c1027reportOutOfMemoryToProfilerElmmNS_6DeviceE")));
-    for (void *h : handles)
-        if (h) dlclose(h); /* RTLD_NOLOAD handles only add a reference; PyTorch keeps them loaded */
-    if (!ctor || !vtable || !type) {
-        set_error(std::string("c10::OutOfMemoryError not found in ") + (torch_lib_dir ? torch_lib_dir : "(null)") +
-                  (ctor ? "" : " [Error ctor missing]") + (vtable ? "" : " [vtable missing]") + (type ? "" : " [type_info missing]"));
-        g_c10.ready = false;
-        return 0;
-    }
-    g_c10.ctor = reinterpret_cast<C10ErrorCtor>(ctor);
-    g_c10.vtable_point = static_cast<char *>(vtable) + 2 * sizeof(void *);
-    g_c10.type = static_cast<std::type_info *>(type);
-    g_c10.ready = true;
-    return 1;
+    std::string error;
+    if (c10_symbols::resolve(torch_lib_dir, &error)) return 1;
+    set_error(error);
+    return 0;
 }
 
 /* A request for no bytes gets no memory and a null pointer, as from PyTorch's own allocator
@@ -352,7 +236,7 @@ VRAM_TORCH_API int vram_torch_use_c10(const char *torch_lib_dir) {
 VRAM_TORCH_API void *vram_torch_alloc(ssize_t size, int device, void *stream) {
     if (size <= 0) return nullptr;
     vram_allocator *a = get_allocator(device, true);
-    if (!a) throw_oom(g_error);
+    if (!a) c10_symbols::throw_oom(g_error);
     void *p = nullptr;
     int stacks = g_stacks.load(std::memory_order_relaxed);
     uint32_t stack = stacks ? py_stacks::gather() : 0;
@@ -364,7 +248,7 @@ VRAM_TORCH_API void *vram_torch_alloc(ssize_t size, int device, void *stream) {
     }
     if (st == VRAM_OK) {
         if (stack) py_stacks::block_set((uint64_t)(uintptr_t)p, stack);
-        report_to_profiler(a, device, p, (int64_t)size);
+        c10_symbols::report_usage(a, device, p, (int64_t)size);
         return p;
     }
     std::string msg;
@@ -384,7 +268,7 @@ VRAM_TORCH_API void *vram_torch_alloc(ssize_t size, int device, void *stream) {
     }
     fprintf(stderr, "%s\n", msg.c_str());
     set_error(msg);
-    if (st == VRAM_ERR_OUT_OF_MEMORY) report_oom_to_profiler(a, device, (int64_t)size);
+    if (st == VRAM_ERR_OUT_OF_MEMORY) c10_symbols::report_oom(a, device, (int64_t)size);
     OomObserver observer = g_oom_observer.load();
     if (st == VRAM_ERR_OUT_OF_MEMORY && observer) {
         /* as PyTorch's allocator calls its observers: device, bytes asked, the memory the
@@ -394,7 +278,7 @@ VRAM_TORCH_API void *vram_torch_alloc(ssize_t size, int device, void *stream) {
         if (dev->ops->mem_info) dev->ops->mem_info(dev, &dfree, &dtotal);
         observer(device, (long long)size, (long long)vram_allocator_limit(a), (long long)dfree);
     }
-    throw_oom(msg);
+    c10_symbols::throw_oom(msg);
 }
 
 namespace {
@@ -442,7 +326,7 @@ VRAM_TORCH_API void vram_torch_free(void *ptr, ssize_t size, int device, void *s
     if (stacks >= 3) scope.emplace(py_stacks::gather());
     vram_status st = a ? vram_allocator_free(a, ptr) : VRAM_ERR_NOT_FOUND;
     if (st == VRAM_OK) {
-        if (size > 0) report_to_profiler(a, device, ptr, -(int64_t)size); /* (0: a block vram_torch recreated) */
+        if (size > 0) c10_symbols::report_usage(a, device, ptr, -(int64_t)size); /* (0: a block vram_torch recreated) */
     } else {
         /* A free PyTorch believes is ours but vram does not know: a bug somewhere; say it, do
          * not throw from a deleter. */

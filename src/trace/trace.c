@@ -188,6 +188,15 @@ static const char *quote(const char *p, const char *end, char *buf, size_t cap) 
     return buf;
 }
 
+/* Whether a line holds bytes no text has: NUL and the control characters other than tab. */
+static int looks_binary(const char *p, const char *end) {
+    for (; p < end; p++) {
+        unsigned char c = (unsigned char)*p;
+        if ((c < 0x20 && c != '\t') || c == 0x7f) return 1;
+    }
+    return 0;
+}
+
 static vram_status perr(parser *ps, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static vram_status perr(parser *ps, const char *fmt, ...) {
     char msg[320];
@@ -485,7 +494,11 @@ vram_status vram_trace_parse(const char *text, size_t len, const char *name, vra
             static const char magic[] = "# memtrace v1";
             if ((size_t)(e - s) != sizeof magic - 1 || memcmp(s, magic, sizeof magic - 1) != 0) {
                 char q[48];
-                st = perr(&ps, "bad header '%s': the first line must be '# memtrace v1'", quote(s, e, q, sizeof q));
+                if (looks_binary(s, e)) /* (a binary file's bytes, even as '?', are no help to read) */
+                    st = perr(&ps, "bad header (binary data, not text): the first line must be '# memtrace v1' "
+                                   "(a trace is text, plain or gzip-compressed)");
+                else
+                    st = perr(&ps, "bad header '%s': the first line must be '# memtrace v1'", quote(s, e, q, sizeof q));
                 break;
             }
             seen_magic = 1;

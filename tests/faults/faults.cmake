@@ -13,7 +13,7 @@ add_executable(vram_faulty ${VRAM_FAULTY_SOURCES} ${CMAKE_CURRENT_LIST_DIR}/fail
 add_dependencies(vram_faulty vram)
 get_target_property(VRAM_FAULTY_DEFS vram COMPILE_DEFINITIONS)
 target_compile_definitions(vram_faulty PRIVATE ${VRAM_FAULTY_DEFS})
-target_link_libraries(vram_faulty PRIVATE vram_static)
+target_link_libraries(vram_faulty PRIVATE vram_all)
 target_link_options(vram_faulty PRIVATE -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup)
 if(Python3_Interpreter_FOUND)
   add_test(NAME fault_sweep

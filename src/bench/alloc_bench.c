@@ -1,4 +1,4 @@
-/* bench_alloc.c — the allocator latency microbenchmarks of docs/benchmarks.md §2.
+/* alloc_bench.c — the allocator latency microbenchmarks of docs/benchmarks.md §2.
  *
  * Both run one thread against a fresh allocator per run, on the device given (the sim device
  * by default, so the figure is the allocator's bookkeeping alone). Timing is

@@ -1,4 +1,4 @@
-/* generate.c — the inference forward pass with a KV cache, sampling, generation and held-out
+/* generation.c — the inference forward pass with a KV cache, sampling, generation and held-out
  * likelihood (infer.h).
  *
  * The forward works on rows of tokens flattened to [n*T, C]: embeddings (any weight format,

@@ -1,4 +1,4 @@
-/* replay.c — a loaded trace through the allocator; the smallest device that fits it.
+/* trace_replay.c — a loaded trace through the allocator; the smallest device that fits it.
  *
  * The replay loop is the allocator's hot path and nothing else: events are 16-byte records
  * read in order, and live pointers sit in an array indexed by the trace's dense allocation

@@ -1,4 +1,4 @@
-/* smi.c — the vram_smi session: NVML initialised once, device handles kept, and one query per
+/* session.c — the vram_smi session: NVML initialised once, device handles kept, and one query per
  * device that turns NVML's answers into a vram_smi_device record.
  *
  * Every field is read on its own and sets its `valid` bit only on success, so a device that

@@ -1,4 +1,4 @@
-/* plan.c — the memory planner (plan.h): `vram train`'s step on a shape-only runtime over the
+/* planner.c — the memory planner (plan.h): `vram train`'s step on a shape-only runtime over the
  * caching allocator on a simulated device, the batch search, and the out-of-memory remedies.
  *
  * A plan opens "sim:CAPACITY" and an allocator on it (VRAM_ALLOC_CONF applies, as it does to
