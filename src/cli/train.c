@@ -299,8 +299,11 @@ static void print_categories(vram_allocator *a, const int64_t *fwd) {
         printf("  %-16s %14s %14s %16s\n", rows[i].label, mib(s->current, b1, sizeof b1), mib(s->peak, b2, sizeof b2),
                mib(fwd[rows[i].tag], b3, sizeof b3));
     }
-    for (uint32_t t = VRAM_TAG_BUILTIN_COUNT; t < st.num_tags && t < VRAM_TAG_MAX; t++)
-        sum += st.tags[t].allocated_bytes.current;
+    for (uint32_t t = 0; t < st.num_tags && t < VRAM_TAG_MAX; t++) { /* tags without a row (kv cache, user tags) */
+        int listed = 0;
+        for (int i = 0; i < VRAM_CLI_CATEGORIES; i++) listed |= rows[i].tag == (vram_tag)t;
+        if (!listed) sum += st.tags[t].allocated_bytes.current;
+    }
     const vram_stat *all = &st.allocated_bytes[VRAM_POOL_ALL];
     printf("  %-16s %14s %14s %16s\n", "sum", mib(sum, b1, sizeof b1), "", mib(sum_fwd, b3, sizeof b3));
     printf("  %-16s %14s %14s\n", "allocator total", mib(all->current, b1, sizeof b1), mib(all->peak, b2, sizeof b2));
