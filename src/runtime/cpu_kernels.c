@@ -10,18 +10,10 @@
 #include <string.h>
 
 #include "dtype_conv.h"
+#include "float_dispatch.h"
 #include "rt_internal.h"
 
-#define DISPATCH(dt, ...)                                                                          \
-    do {                                                                                           \
-        if ((dt) == VRAM_DTYPE_F32) {                                                              \
-            typedef float T;                                                                       \
-            __VA_ARGS__                                                                            \
-        } else {                                                                                   \
-            typedef double T;                                                                      \
-            __VA_ARGS__                                                                            \
-        }                                                                                          \
-    } while (0)
+#define DISPATCH(dt, ...) VRAM_FLOAT_DISPATCH((dt) == VRAM_DTYPE_F32, __VA_ARGS__)
 
 /* erf for f32 without a call or a branch, so GELU loops vectorise: a rational approximation
  * (odd degree-13 numerator, degree-8 denominator in x, input clamped to [-4, 4]); the largest

@@ -14,17 +14,9 @@
 #include <stdint.h>
 
 #include "cuda_abi.h"
+#include "float_dispatch.h"
 
-#define DISPATCH(dt, ...)                                                                          \
-    do {                                                                                           \
-        if ((dt) == VK_F32) {                                                                      \
-            typedef float T;                                                                       \
-            __VA_ARGS__                                                                            \
-        } else {                                                                                   \
-            typedef double T;                                                                      \
-            __VA_ARGS__                                                                            \
-        }                                                                                          \
-    } while (0)
+#define DISPATCH(dt, ...) VRAM_FLOAT_DISPATCH((dt) == VK_F32, __VA_ARGS__)
 
 #define GRID_STRIDE(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 

@@ -25,10 +25,6 @@ static void heads_view(const vram_tensor *t, int64_t H, int part, vram_kview *v)
     if (part > 0) v->data += (int64_t)part * C * (int64_t)vram_dtype_size(t->dtype);
 }
 
-static void contiguous_view(const vram_tensor *t, vram_kview *v) {
-    vram_kview_of(t, v);
-}
-
 /* C[b] = A[b] @ B[b] for b < B*H, on [.., T, x] contiguous operands; ta / tb read A / B transposed. */
 static void bmm(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, const vram_tensor *a,
                 int ta, const vram_tensor *b, int tb, vram_tensor *c) {
@@ -47,7 +43,7 @@ static vram_status attention_qkv_backward(vram_node *n, vram_tensor *g, vram_ten
     if (s == VRAM_OK) s = vram_tensor_empty_like(q, VRAM_TAG_TEMPORARY, &go);
     if (s == VRAM_OK) { /* dO [B, H, T, D] from the merged-heads gradient */
         vram_kview dst, src;
-        contiguous_view(go, &dst);
+        vram_kview_of(go, &dst);
         heads_view(gc, H, -1, &src);
         rt->k->copy(&dst, &src);
         s = vram_tensor_empty_like(p, VRAM_TAG_TEMPORARY, &gp);
@@ -74,7 +70,7 @@ static vram_status attention_qkv_backward(vram_node *n, vram_tensor *g, vram_ten
         for (int i = 0; i < 3; i++) {
             vram_kview dst, src;
             heads_view(gqkv, H, i, &dst);
-            contiguous_view(parts[i], &src);
+            vram_kview_of(parts[i], &src);
             rt->k->copy(&dst, &src);
         }
         gin[0] = gqkv;
@@ -103,7 +99,7 @@ vram_status vram_causal_attention_qkv(vram_tensor *qkv, int64_t heads, vram_tens
         s = vram_tensor_empty(rt, dt, 4, hs, VRAM_TAG_TEMPORARY, &parts[i]);
         if (s != VRAM_OK) break;
         vram_kview dst, src;
-        contiguous_view(parts[i], &dst);
+        vram_kview_of(parts[i], &dst);
         heads_view(xc, H, i, &src);
         rt->k->copy(&dst, &src);
     }
@@ -126,7 +122,7 @@ vram_status vram_causal_attention_qkv(vram_tensor *qkv, int64_t heads, vram_tens
     if (s == VRAM_OK) {
         vram_kview dst, src;
         heads_view(y, H, -1, &dst);
-        contiguous_view(o, &src);
+        vram_kview_of(o, &src);
         rt->k->copy(&dst, &src);
     }
     vram_tensor_free(o);
