@@ -173,7 +173,7 @@ static int write_logits(vram_lm *m, const char *prompt, const char *path) {
     int32_t *ids = bytes_to_ids(prompt, &n);
     vram_kv_cache *c = NULL;
     vram_tensor *lg = NULL;
-    vram_status s = ids ? vram_kv_cache_new(m, 1, n, &c) : vram_error(VRAM_ERR_OUT_OF_MEMORY, "out of host memory");
+    vram_status s = ids ? vram_kv_cache_new(m, 1, n, &c) : vram_error(VRAM_ERR_HOST_MEMORY, "out of host memory");
     if (s == VRAM_OK) s = vram_lm_forward(m, c, 0, 1, n, ids, 1, &lg);
     int rc = 0;
     if (s != VRAM_OK) {
@@ -286,7 +286,7 @@ static int load(vram_runtime *rt, const char *path, vram_wfmt quant, const char 
             fprintf(stderr, "%s: %s: %s\n", tool, vram_wfmt_name(quant), vram_last_error());
         else
             fprintf(stderr, "%s: %s\n", tool, vram_last_error());
-        return s == VRAM_ERR_OUT_OF_MEMORY ? 1 : 2;
+        return s == VRAM_ERR_OUT_OF_MEMORY || s == VRAM_ERR_HOST_MEMORY ? 1 : 2;
     }
     const vram_model_info *in = vram_lm_info(*m);
     printf("model '%s': GPT-2 layout, %d layers, %d heads, width %d, vocab %d, context %d, %s GELU; %.3f MiB read from "

@@ -72,7 +72,7 @@ static char *read_file(const char *path, size_t *len) {
     fclose(f);
     if (!buf || bad) {
         free(buf);
-        vram_error(bad ? VRAM_ERR_IO : VRAM_ERR_OUT_OF_MEMORY, "%s: %s", path, bad ? "read error" : "host out of memory");
+        vram_error(bad ? VRAM_ERR_IO : VRAM_ERR_HOST_MEMORY, "%s: %s", path, bad ? "read error" : "host out of memory");
         return NULL;
     }
     *len = n;
@@ -83,7 +83,7 @@ static char *read_file(const char *path, size_t *len) {
  * a trace is read by the trace loader, gzip and all). */
 static vram_status load_input(const char *path, const viz_trace_options *o, viz_model *m) {
     const char *slash = strrchr(path, '/');
-    if (!(m->name = strdup(slash ? slash + 1 : path))) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "host out of memory");
+    if (!(m->name = strdup(slash ? slash + 1 : path))) return vram_error(VRAM_ERR_HOST_MEMORY, "host out of memory");
     if (!strcmp(path, "-")) return viz_model_from_trace(path, o, m);
     FILE *f = fopen(path, "rb");
     if (!f) return vram_error(VRAM_ERR_IO, "%s: %s", path, strerror(errno));
@@ -113,7 +113,7 @@ static vram_status load_input(const char *path, const viz_trace_options *o, viz_
 static vram_status write_page(viz_model *const *models, size_t n, const char *title, const char *out) {
     size_t len = strlen(out) + 16;
     char *tmp = malloc(len);
-    if (!tmp) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "host out of memory");
+    if (!tmp) return vram_error(VRAM_ERR_HOST_MEMORY, "host out of memory");
     snprintf(tmp, len, "%s.tmp.XXXXXX", out);
     int fd = mkstemp(tmp);
     if (fd < 0) {
@@ -243,7 +243,7 @@ int vram_cmd_viz(int argc, char **argv) {
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", loaded ? " vs " : "", models[loaded].name);
     }
     /* a bad input is 2, as `vram replay` says; a replay out of memory or a failed write, 1 */
-    rc = st == VRAM_OK ? 0 : st == VRAM_ERR_OUT_OF_MEMORY ? 1 : 2;
+    rc = st == VRAM_OK ? 0 : st == VRAM_ERR_OUT_OF_MEMORY || st == VRAM_ERR_HOST_MEMORY ? 1 : 2;
     if (st == VRAM_OK && (st = write_page(ptrs, n, title ? title : names, out)) != VRAM_OK) rc = 1;
     if (st != VRAM_OK) fprintf(stderr, "vram viz: %s\n", vram_last_error());
     if (st == VRAM_OK && png && (st = take_png(out, png)) != VRAM_OK) {

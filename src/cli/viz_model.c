@@ -15,7 +15,7 @@ static vram_status grow(size_t *n, size_t *cap, void **arrs[], const size_t size
     size_t want = *cap ? *cap * 2 : 1024;
     for (int j = 0; j < k; j++) {
         void *p = realloc(*arrs[j], want * sizes[j]);
-        if (!p) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "viz: host out of memory");
+        if (!p) return vram_error(VRAM_ERR_HOST_MEMORY, "viz: host out of memory");
         *arrs[j] = p;
     }
     *cap = want;
@@ -111,7 +111,7 @@ vram_status viz_model_step(viz_model *m, int32_t ev, const char *label) {
     vram_status st = grow(&m->n_steps, &m->cap_steps, arrs, sizes, 2);
     if (st != VRAM_OK) return st;
     char *copy = strdup(label);
-    if (!copy) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "viz: host out of memory");
+    if (!copy) return vram_error(VRAM_ERR_HOST_MEMORY, "viz: host out of memory");
     m->step_ev[m->n_steps] = ev;
     m->step_label[m->n_steps++] = copy;
     return VRAM_OK;
@@ -122,7 +122,7 @@ vram_status viz_model_stack(viz_model *m, const char *text, int32_t *index) {
     size_t sizes[] = {sizeof(char *)};
     vram_status st = grow(&m->n_stacks, &m->cap_stacks, arrs, sizes, 1);
     if (st != VRAM_OK) return st;
-    if (!(m->stacks[m->n_stacks] = strdup(text))) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "viz: host out of memory");
+    if (!(m->stacks[m->n_stacks] = strdup(text))) return vram_error(VRAM_ERR_HOST_MEMORY, "viz: host out of memory");
     *index = (int32_t)m->n_stacks++;
     return VRAM_OK;
 }
@@ -134,7 +134,7 @@ vram_status viz_model_tag(viz_model *m, const char *name, uint8_t *index) {
             return VRAM_OK;
         }
     if (m->n_tags >= VIZ_MAX_TAGS) return vram_error(VRAM_ERR_INVALID_ARG, "more than %d tags", VIZ_MAX_TAGS);
-    if (!(m->tag_names[m->n_tags] = strdup(name))) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "viz: host out of memory");
+    if (!(m->tag_names[m->n_tags] = strdup(name))) return vram_error(VRAM_ERR_HOST_MEMORY, "viz: host out of memory");
     *index = (uint8_t)m->n_tags++;
     return VRAM_OK;
 }

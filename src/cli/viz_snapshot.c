@@ -115,7 +115,7 @@ static vram_status stack_of(builder *b, const viz_json *frames, int32_t *out) {
         size_t need = n + strlen(name) + strlen(file) + 48;
         if (need > b->cap_text) {
             char *t = realloc(b->text, need * 2);
-            if (!t) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "host out of memory");
+            if (!t) return vram_error(VRAM_ERR_HOST_MEMORY, "host out of memory");
             b->text = t;
             b->cap_text = need * 2;
         }
@@ -132,7 +132,7 @@ static vram_status stack_of(builder *b, const viz_json *frames, int32_t *out) {
         }
     }
     vram_status st = viz_model_stack(b->m, b->text, out);
-    if (st == VRAM_OK && !map_put(&b->stacks, h, *out)) st = vram_error(VRAM_ERR_OUT_OF_MEMORY, "host out of memory");
+    if (st == VRAM_OK && !map_put(&b->stacks, h, *out)) st = vram_error(VRAM_ERR_HOST_MEMORY, "host out of memory");
     return st;
 }
 
@@ -176,7 +176,7 @@ static vram_status history_event(builder *b, const viz_json *e, int32_t *seg_fir
                                   tag, stack, &idx)) != VRAM_OK)
             return st;
         if (!is_alloc) m->alloc0 += blk;
-        else if (!map_put(&b->open, as_u64(addr), idx)) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "host out of memory");
+        else if (!map_put(&b->open, as_u64(addr), idx)) return vram_error(VRAM_ERR_HOST_MEMORY, "host out of memory");
     } else idx = (uint32_t)open;
     if (is_free) {
         map_del(&b->open, as_u64(addr));
@@ -281,7 +281,7 @@ vram_status viz_model_from_snapshot(const char *path, const char *text, size_t l
     snprintf(note, sizeof note, "snapshot%s%s; %zu history events drawn (allocated memory before the snapshot's moment "
              "from their sizes rounded to 512 bytes; exact at its end)", conf ? ", VRAM_ALLOC_CONF=" : "", conf ? conf : "",
              m->n_events);
-    if (st == VRAM_OK && !(m->note = strdup(note))) st = vram_error(VRAM_ERR_OUT_OF_MEMORY, "host out of memory");
+    if (st == VRAM_OK && !(m->note = strdup(note))) st = vram_error(VRAM_ERR_HOST_MEMORY, "host out of memory");
     if (st == VRAM_OK) st = viz_model_check(m);
     map_free(&b.open);
     map_free(&b.stacks);

@@ -110,7 +110,7 @@ vram_status vram_text_data_batch(vram_text_data *d, vram_runtime *rt, int split,
         free(yp);
         vram_tensor_free(x);
         vram_tensor_free(y);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "dataset batch: out of host memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "dataset batch: out of host memory");
     }
     uint64_t span = hi - lo - (uint64_t)context;
     for (int64_t b = 0; b < batch; b++) {

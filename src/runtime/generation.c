@@ -41,7 +41,7 @@ vram_status vram_kv_cache_new(vram_lm *m, int batch, int64_t cap, vram_kv_cache 
     if (!c || !c->lens || !c->k || !c->v) {
         if (c) free(c->lens), free(c->k), free(c->v);
         free(c);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "kv cache: out of host memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "kv cache: out of host memory");
     }
     c->m = m;
     c->batch = batch;
@@ -284,7 +284,7 @@ vram_status vram_lm_generate(vram_lm *m, int n, const int32_t *const *prompts, c
     int32_t *seq = calloc((size_t)n * (size_t)longest, sizeof *seq), *next = calloc((size_t)n, sizeof *next);
     vram_kv_cache *c = NULL;
     vram_status s = seq && next ? vram_kv_cache_new(m, n, longest - 1 > 0 ? longest - 1 : 1, &c)
-                                : vram_error(VRAM_ERR_OUT_OF_MEMORY, "generate: out of host memory");
+                                : vram_error(VRAM_ERR_HOST_MEMORY, "generate: out of host memory");
     vram_runtime_seed(m->rt, o->seed);
     memset(st, 0, sizeof *st);
     double t0 = now_s();
@@ -325,7 +325,7 @@ vram_status vram_lm_nll(vram_lm *m, const uint8_t *text, uint64_t len, uint64_t 
     vram_kv_cache *c = NULL;
     vram_status s = vram_kv_cache_new(m, 1, ctx, &c);
     int32_t *ids = malloc(sizeof *ids * (size_t)ctx);
-    if (s == VRAM_OK && !ids) s = vram_error(VRAM_ERR_OUT_OF_MEMORY, "nll: out of host memory");
+    if (s == VRAM_OK && !ids) s = vram_error(VRAM_ERR_HOST_MEMORY, "nll: out of host memory");
     double total = 0;
     uint64_t count = 0;
     for (uint64_t at = 0; s == VRAM_OK && at + 1 < len && count < max_tokens; at += (uint64_t)ctx) {

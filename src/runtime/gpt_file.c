@@ -40,7 +40,7 @@ static const void *host_bytes(vram_tensor *t, float **stage, vram_status *s) {
     if (!vram_runtime_on_gpu(vram_tensor_runtime(t))) return vram_tensor_data(t);
     float *b = realloc(*stage, (size_t)vram_tensor_numel(t) * 4 + 4);
     if (!b) {
-        *s = vram_error(VRAM_ERR_OUT_OF_MEMORY, "saving a model: out of host memory");
+        *s = vram_error(VRAM_ERR_HOST_MEMORY, "saving a model: out of host memory");
         return NULL;
     }
     *stage = b;
@@ -102,7 +102,7 @@ static vram_status read_into(vram_model_file *f, const char *path, const char *n
     if (!vram_runtime_on_gpu(vram_tensor_runtime(t)))
         return vram_model_file_read(f, i, vram_tensor_data(t), vram_tensor_storage_bytes(t));
     float *b = malloc((size_t)vram_tensor_numel(t) * 4 + 4); /* through the host to the GPU */
-    if (!b) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "loading a model: out of host memory");
+    if (!b) return vram_error(VRAM_ERR_HOST_MEMORY, "loading a model: out of host memory");
     vram_status s = vram_model_file_read(f, i, b, (size_t)vram_tensor_numel(t) * 4);
     if (s == VRAM_OK) vram_tensor_write_host(t, b);
     free(b);
@@ -114,7 +114,7 @@ static vram_status load_tensors(vram_model_file *f, const char *path, vram_gpt *
     vram_param_list *params = vram_gpt_params(g);
     int n = vram_model_file_count(f);
     int *used = calloc((size_t)n + 1, sizeof *used);
-    if (!used) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "model load: out of host memory");
+    if (!used) return vram_error(VRAM_ERR_HOST_MEMORY, "model load: out of host memory");
     vram_status s = VRAM_OK;
     for (int i = 0; i < vram_param_list_count(params) && s == VRAM_OK; i++) {
         const char *name = vram_param_list_name(params, i);

@@ -56,7 +56,7 @@ static vram_status lm_alloc(vram_runtime *rt, const vram_model_info *info, vram_
     int64_t *rows = calloc((size_t)n, sizeof *rows), *cols = calloc((size_t)n, sizeof *cols);
     vram_status s = VRAM_OK;
     if (!m || !m->w || !names || !rows || !cols) {
-        s = vram_error(VRAM_ERR_OUT_OF_MEMORY, "model: out of host memory");
+        s = vram_error(VRAM_ERR_HOST_MEMORY, "model: out of host memory");
     } else {
         m->rt = rt;
         m->info = *info;
@@ -129,7 +129,7 @@ static vram_status weight_tensor(vram_lm *m, const vram_lm_weight *w, vram_wfmt 
     int64_t bytes = (int64_t)vram_wfmt_bytes(fmt, w->rows, w->cols), one = 1;
     if (m->arena && m->arena_used + (uint64_t)bytes <= (uint64_t)vram_tensor_numel(m->arena)) {
         *out = vram_tensor_view_new(m->arena, 1, &bytes, &one, (int64_t)m->arena_used);
-        if (!*out) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "model: out of host memory");
+        if (!*out) return vram_error(VRAM_ERR_HOST_MEMORY, "model: out of host memory");
         m->arena_used += arena_round((uint64_t)bytes);
         return VRAM_OK;
     }

@@ -161,7 +161,7 @@ vram_status vram_model_writer_open(const char *path, const vram_model_info *info
     if (!w || !w->path || !w->tmp) {
         if (w) free(w->path), free(w->tmp);
         free(w);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "model file: out of host memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "model file: out of host memory");
     }
     snprintf(w->tmp, len + 5, "%s.tmp", path);
     w->fp = fopen(w->tmp, "wb");
@@ -185,7 +185,7 @@ vram_status vram_model_writer_add(vram_model_writer *w, const char *name, int ro
     if (w->n == w->cap) {
         uint32_t cap = w->cap ? 2 * w->cap : 64;
         uint8_t *d = realloc(w->dir, (size_t)cap * ENTRY_BYTES);
-        if (!d) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "model file: out of host memory");
+        if (!d) return vram_error(VRAM_ERR_HOST_MEMORY, "model file: out of host memory");
         w->dir = d;
         w->cap = cap;
     }
@@ -318,7 +318,7 @@ static vram_status file_check(vram_model_file *f) {
     f->offsets = calloc(f->n + 1, sizeof *f->offsets);
     f->sums = calloc(f->n + 1, sizeof *f->sums);
     f->names = calloc(f->n + 1, sizeof *f->names);
-    if (!f->entries || !f->offsets || !f->sums || !f->names) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "model file: out of host memory");
+    if (!f->entries || !f->offsets || !f->sums || !f->names) return vram_error(VRAM_ERR_HOST_MEMORY, "model file: out of host memory");
     for (uint32_t i = 0; i < f->n; i++) {
         vram_status s = entry_decode(f, i, h + dir_offset + (uint64_t)i * ENTRY_BYTES, dir_offset);
         if (s != VRAM_OK) return s;
@@ -331,7 +331,7 @@ vram_status vram_model_file_open(const char *path, vram_model_file **out) {
     vram_model_file *f = calloc(1, sizeof *f);
     if (!f || !(f->path = strdup(path))) {
         free(f);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "model file: out of host memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "model file: out of host memory");
     }
     f->fd = open(path, O_RDONLY | O_CLOEXEC);
     vram_status s = VRAM_OK;

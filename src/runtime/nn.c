@@ -88,7 +88,7 @@ static vram_status init_random(vram_tensor *t, double scale, int normal) {
     if (t->rt->shape_only) return VRAM_OK; /* the planner's parameters have no values */
     int64_t n = vram_tensor_numel(t);
     float *p = malloc(sizeof *p * (size_t)(n ? n : 1));
-    if (!p) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "initialising a parameter: out of host memory");
+    if (!p) return vram_error(VRAM_ERR_HOST_MEMORY, "initialising a parameter: out of host memory");
     for (int64_t i = 0; i < n; i++)
         p[i] = (float)(normal ? vram_runtime_normal(t->rt) * scale : (2 * vram_runtime_uniform(t->rt) - 1) * scale);
     vram_tensor_write_host(t, p);
@@ -360,7 +360,7 @@ vram_status vram_gpt_forward(vram_gpt *g, vram_tensor *ids, vram_tensor *targets
             vram_tensor_write_host(pos, p);
             free(p);
         } else {
-            s = vram_error(VRAM_ERR_OUT_OF_MEMORY, "gpt forward: out of host memory");
+            s = vram_error(VRAM_ERR_HOST_MEMORY, "gpt forward: out of host memory");
         }
     }
     if (s == VRAM_OK) s = vram_nn_embedding_forward(&g->wte, ids, &tok);

@@ -129,7 +129,7 @@ vram_status vram_causal_attention_qkv(vram_tensor *qkv, int64_t heads, vram_tens
     if (s == VRAM_OK && vram_should_record(1, &qkv)) {
         vram_node *n = vram_node_attach(y, "causal_attention_qkv", attention_qkv_backward, 1, &qkv);
         if (!n) {
-            s = vram_error(VRAM_ERR_OUT_OF_MEMORY, "causal_attention_qkv: out of host memory for the graph");
+            s = vram_error(VRAM_ERR_HOST_MEMORY, "causal_attention_qkv: out of host memory for the graph");
         } else {
             n->ip[0] = H;
             vram_node_remember_shape(n, 0, qkv);

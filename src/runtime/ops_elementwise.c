@@ -261,7 +261,7 @@ vram_status vram_dropout(vram_tensor *x, double p, int training, vram_tensor **o
     if (!hm && !rt->shape_only) {
         vram_tensor_free(xc);
         vram_tensor_free(mask);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "dropout: out of host memory for the mask");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "dropout: out of host memory for the mask");
     }
     for (int64_t i = 0; i < n && hm; i++) hm[i] = vram_runtime_uniform(rt) >= p;
     if (hm) vram_tensor_write_host(mask, hm);

@@ -193,7 +193,7 @@ vram_status vram_clip_grad_norm(vram_param_list *params, double max_norm, double
     const vram_kernels *k = NULL;
     if (!dts || !ns || !xs) {
         free(dts), free(ns), free(xs);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "clip_grad_norm: out of host memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "clip_grad_norm: out of host memory");
     }
     for (int i = 0; i < count; i++) {
         vram_tensor *g = vram_param_list_get(params, i)->grad;

@@ -162,7 +162,7 @@ static vram_status parse_header(vram_safetensors *st, const char *text, uint64_t
             if (!tensor_obj(&j, t))
                 return vram_error(VRAM_ERR_PARSE, "safetensors '%s': tensor '%s': bad entry at header byte %td", st->path,
                                   name, j.p - text);
-            if (!(t->name = strdup(name))) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "safetensors: out of host memory");
+            if (!(t->name = strdup(name))) return vram_error(VRAM_ERR_HOST_MEMORY, "safetensors: out of host memory");
             st->n++;
         } while (lit(&j, ','));
     if (!lit(&j, '}')) return vram_error(VRAM_ERR_PARSE, "safetensors '%s': bad JSON at header byte %td", st->path, j.p - text);
@@ -182,7 +182,7 @@ vram_status vram_safetensors_open(const char *path, vram_safetensors **out) {
     vram_safetensors *st = calloc(1, sizeof *st);
     if (!st || !(st->path = strdup(path))) {
         free(st);
-        return vram_error(VRAM_ERR_OUT_OF_MEMORY, "safetensors: out of host memory");
+        return vram_error(VRAM_ERR_HOST_MEMORY, "safetensors: out of host memory");
     }
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat sb;
@@ -350,7 +350,7 @@ vram_status vram_safetensors_save_gpt(const char *path, vram_gpt *g) {
     int tied = wte && head && !memcmp(vram_tensor_data(wte), vram_tensor_data(head), (size_t)vram_tensor_numel(wte) * 4);
     size_t cap = 256 + (size_t)n * 192, len = 0;
     char *hdr = malloc(cap);
-    if (!hdr) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "safetensors: out of host memory");
+    if (!hdr) return vram_error(VRAM_ERR_HOST_MEMORY, "safetensors: out of host memory");
     len += (size_t)snprintf(hdr + len, cap - len, "{\"__metadata__\":{\"format\":\"pt\",\"n_head\":\"%d\",\"activation\":\"gelu_erf\"}",
                             vram_gpt_get_config(g)->heads);
     uint64_t off = 0;
@@ -390,7 +390,7 @@ vram_status vram_safetensors_save_gpt(const char *path, vram_gpt *g) {
         }
         int64_t out = t->shape[0], in = t->shape[1];
         float *tr = malloc(sizeof *tr * (size_t)(out * in));
-        if (!tr) s = vram_error(VRAM_ERR_OUT_OF_MEMORY, "safetensors: out of host memory");
+        if (!tr) s = vram_error(VRAM_ERR_HOST_MEMORY, "safetensors: out of host memory");
         for (int64_t r = 0; tr && r < in; r++)
             for (int64_t c = 0; c < out; c++) tr[r * out + c] = src[c * in + r];
         if (tr) s = write_all(fp, tr, sizeof *tr * (size_t)(out * in), path);

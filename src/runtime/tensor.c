@@ -64,7 +64,7 @@ vram_status vram_runtime_new(vram_allocator *a, int threads, vram_runtime **out)
 vram_status vram_runtime_new_shape_only(vram_allocator *a, int threads, vram_runtime **out) {
     if (!a || !out) return vram_error(VRAM_ERR_INVALID_ARG, "runtime: null argument");
     vram_runtime *rt = calloc(1, sizeof *rt);
-    if (!rt) return vram_error(VRAM_ERR_OUT_OF_MEMORY, "runtime: out of host memory");
+    if (!rt) return vram_error(VRAM_ERR_HOST_MEMORY, "runtime: out of host memory");
     rt->k = &vram_plan_kernels;
     rt->shape_only = 1;
     runtime_init(rt, a, threads);
