@@ -31,6 +31,11 @@ int vram_train_save(const char *path, struct vram_gpt *g, struct vram_optimizer 
  * "TOOL: ..." and returns 2 (conf_check.c). */
 int vram_cli_check_conf(const char *tool, const char *conf);
 
+/* A number flag's value within [lo, hi] (cli_numbers.c): 1 with *out set, or 0 after printing
+ * "vram TOOL: FLAG needs a number (an integer) in [lo, hi], not 'V'". */
+int vram_cli_number(const char *tool, const char *flag, const char *v, double lo, double hi, double *out);
+int vram_cli_integer(const char *tool, const char *flag, const char *v, int lo, int hi, int *out);
+
 /* ---- the planner (plan.c, plan_oom.c, model_spec.c) ---- */
 #include <stdio.h>
 

@@ -52,15 +52,7 @@ static void usage(FILE *out) {
 }
 
 static int parse_num(const char *flag, const char *v, double lo, double hi, double *out) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || end == v || *end || !(x >= lo && x <= hi)) {
-        fprintf(stderr, "vram generate: %s needs a number in [%.15g, %.15g], not '%s'\n", flag, lo, hi, v);
-        return 0;
-    }
-    *out = x;
-    return 1;
+    return vram_cli_number("generate", flag, v, lo, hi, out);
 }
 
 /* 0 run, 1 help printed, 2 bad usage. */

@@ -82,15 +82,7 @@ static void usage(FILE *out) {
 }
 
 static int parse_int_in(const char *flag, const char *v, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > hi) {
-        fprintf(stderr, "vram train: %s needs an integer in [%d, %d], not '%s'\n", flag, lo, hi, v);
-        return 0;
-    }
-    *out = (int)x;
-    return 1;
+    return vram_cli_integer("train", flag, v, lo, hi, out);
 }
 
 static int parse_int(const char *flag, const char *v, int lo, int *out) {
@@ -102,15 +94,7 @@ static int parse_int(const char *flag, const char *v, int lo, int *out) {
 enum { MAX_LAYERS = 4096, MAX_HEADS = 4096, MAX_WIDTH = 1 << 20, MAX_CONTEXT = 1 << 20, MAX_VOCAB = 1 << 24 };
 
 static int parse_double(const char *flag, const char *v, double lo, double hi, double *out) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || end == v || *end || !(x >= lo && x <= hi)) {
-        fprintf(stderr, "vram train: %s needs a number in [%g, %g], not '%s'\n", flag, lo, hi, v);
-        return 0;
-    }
-    *out = x;
-    return 1;
+    return vram_cli_number("train", flag, v, lo, hi, out);
 }
 
 /* Returns 0 to run, 1 when --help was printed, 2 on bad usage. */
