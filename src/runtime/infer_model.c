@@ -343,6 +343,33 @@ vram_status vram_lm_from_gpt(vram_gpt *g, vram_lm **out) {
     return VRAM_OK;
 }
 
+vram_status vram_lm_copy_to(const vram_lm *src, vram_runtime *rt, vram_lm **out, uint64_t *bytes) {
+    if (!src || !rt || !out) return vram_error(VRAM_ERR_INVALID_ARG, "model copy: null argument");
+    if (src->rt->on_gpu) return vram_error(VRAM_ERR_UNSUPPORTED, "model copy: the source must be a host model");
+    vram_lm *m = NULL;
+    vram_status s = lm_alloc(rt, &src->info, &m);
+    uint64_t arena = 0, total = 0;
+    for (int i = 0; s == VRAM_OK && i < src->n; i++)
+        if (src->w[i].fmt != VRAM_WFMT_F32) arena += arena_round(vram_wfmt_bytes(src->w[i].fmt, src->w[i].rows, src->w[i].cols));
+    if (s == VRAM_OK) s = arena_reserve(m, arena);
+    for (int i = 0; s == VRAM_OK && i < m->n; i++) {
+        const vram_lm_weight *w = &src->w[i];
+        size_t nb = (size_t)vram_wfmt_bytes(w->fmt, w->rows, w->cols);
+        m->w[i].fmt = w->fmt;
+        s = weight_tensor(m, &m->w[i], w->fmt, &m->w[i].t);
+        if (s == VRAM_OK) rt->k->upload(vram_tensor_data(m->w[i].t), vram_tensor_data(w->t), nb);
+        total += nb;
+    }
+    if (s == VRAM_OK) s = vram_runtime_sync(rt);
+    if (s != VRAM_OK) {
+        vram_lm_free(m);
+        return s;
+    }
+    if (bytes) *bytes = total;
+    *out = m;
+    return VRAM_OK;
+}
+
 vram_status vram_lm_quantize(vram_lm *m, vram_wfmt fmt, int *kept) {
     vram_status s = check_target(m, fmt);
     if (s == VRAM_OK) s = arena_reserve(m, arena_bytes(m, fmt));
