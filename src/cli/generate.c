@@ -365,14 +365,12 @@ static int load(vram_runtime *rt, const char *path, vram_wfmt quant, const char 
 
 /* --device cuda: the host model's copy on the GPU (the host copy is freed); 0 or an exit status. */
 static int to_gpu(gen_side *gpu, const gen_opts *o, vram_lm **m) {
-    int rc = setup(o->device, o->threads, gpu, "vram generate");
     vram_lm *g = NULL;
     uint64_t bytes = 0;
-    if (!rc && vram_lm_copy_to(*m, gpu->rt, &g, &bytes) != VRAM_OK) {
+    if (vram_lm_copy_to(*m, gpu->rt, &g, &bytes) != VRAM_OK) {
         fprintf(stderr, "vram generate: copying the model to %s: %s\n", o->device, vram_last_error());
-        rc = 1;
+        return 1;
     }
-    if (rc) return rc;
     printf("weights copied to %s: %.3f MiB\n", vram_runtime_device_name(gpu->rt), mib((int64_t)bytes));
     vram_lm_free(*m);
     *m = g;
@@ -386,6 +384,7 @@ int vram_cmd_generate(int argc, char **argv) {
     gen_side host = {0}, gpu = {0};
     vram_lm *m = NULL;
     rc = setup("host", o.threads, &host, "vram generate");
+    if (!rc && o.device) rc = setup(o.device, o.threads, &gpu, "vram generate"); /* before the (long) load */
     if (!rc) rc = load(host.rt, o.model, o.quant, "vram generate", &m);
     if (!rc && o.device) rc = to_gpu(&gpu, &o, &m);
     if (!rc && o.logits) rc = write_logits(m, &o, o.logits);
