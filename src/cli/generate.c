@@ -2,10 +2,12 @@
  * perplexity) and `vram quantize` (a model file's matrices to INT8 Q8_0 or bf16), on the CPU
  * through the caching allocator (infer.h).
  *
- * Tokens are bytes (the models `vram train` makes have a vocabulary of 256); each --prompt is a
- * row of the batch. After the text come the speed (prefill, and decode tokens/s over the batch)
- * and the memory by category from the allocator's per-tag statistics: weights, KV cache,
- * activations (none: no graph is recorded) and temporaries. Bad input (a corrupted or foreign
+ * Tokens are bytes (the models `vram train` makes have a vocabulary of 256), or GPT-2's BPE
+ * tokens with --tokenizer DIR (bpe.h), or ids given as such (--prompt-ids); each prompt is a row
+ * of the batch; --device cuda:N loads the model on the host and runs it on GPU N. After the text
+ * come the speed (prefill, and decode tokens/s over the batch) and the memory by category from
+ * the allocator's per-tag statistics: weights, KV cache, activations (none: no graph is
+ * recorded) and temporaries. Bad input (a corrupted or foreign
  * model file, a prompt longer than the context, --int8 on a quantized model) exits 2; a run that
  * fails part-way exits 1.
  */
@@ -18,13 +20,15 @@
 
 #include "cli.h"
 #include "vram/alloc.h"
+#include "vram/bpe.h"
 #include "vram/data.h"
 #include "vram/infer.h"
 
 enum { MAX_PROMPTS = 64 };
 
 typedef struct gen_opts {
-    const char *model, *eval, *logits, *device;
+    const char *model, *eval, *logits, *device, *tokenizer;
+    vram_bpe *bpe; /* --tokenizer: text prompts are encoded, tokens decoded */
     const char *prompts[MAX_PROMPTS];
     int prompt_is_ids[MAX_PROMPTS]; /* --prompt-ids: a comma-separated list of token ids */
     int n_prompts, threads, top_k, eval_tokens, print_ids;
@@ -36,11 +40,13 @@ static void usage(FILE *out) {
     fprintf(out,
             "usage: vram generate --model PATH --prompt TEXT [--prompt TEXT ...] [OPTIONS]\n"
             "Samples text from a model saved by `vram train --save` (or `vram quantize`, or a GPT-2 safetensors\n"
-            "file), on the CPU with a KV cache, and prints tokens/s and memory by category.\n\n"
+            "file), on the CPU or a GPU with a KV cache, and prints tokens/s and memory by category.\n\n"
             "  --model PATH       .vram model file or .safetensors (PyTorch GPT-2 names)\n"
             "  --prompt TEXT      a prompt (bytes are tokens); repeat for a batch\n"
             "  --prompt-ids LIST  a prompt given as token ids, e.g. 464,3290,318 (any vocabulary)\n"
-            "  --print-ids        also print each row's generated token ids\n"
+            "  --tokenizer DIR    GPT-2's BPE: DIR/vocab.json and DIR/merges.txt encode the prompts and decode\n"
+            "                     the tokens (without it, bytes are tokens)\n"
+            "  --print-ids        also print each row's prompt and generated token ids\n"
             "  --device DEV       cpu (default) or cuda[:N]: load on the host, then run on GPU N\n"
             "  --tokens N         new tokens per prompt (default 64)\n"
             "  --temperature T    0 = greedy (default 0.8)\n"
@@ -89,7 +95,8 @@ static int parse(int argc, char **argv, gen_opts *o) {
             continue;
         }
         static const char *valued[] = {"--model", "--prompt", "--tokens", "--temperature", "--top-k", "--seed", "--eval",
-                                       "--eval-tokens", "--logits", "--threads", "--prompt-ids", "--device"};
+                                       "--eval-tokens", "--logits", "--threads", "--prompt-ids", "--device",
+                                       "--tokenizer"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(f, valued[k]);
         if (!known) {
@@ -104,6 +111,7 @@ static int parse(int argc, char **argv, gen_opts *o) {
         if (!strcmp(f, "--model")) o->model = v;
         else if (!strcmp(f, "--eval")) o->eval = v;
         else if (!strcmp(f, "--logits")) o->logits = v;
+        else if (!strcmp(f, "--tokenizer")) o->tokenizer = v;
         else if (!strcmp(f, "--device")) {
             if (strcmp(v, "cpu") && strcmp(v, "host") && strcmp(v, "cuda") && strncmp(v, "cuda:", 5)) {
                 fprintf(stderr, "vram generate: --device: '%s' is not cpu or cuda[:N]\n", v);
@@ -159,11 +167,18 @@ static void print_memory(vram_allocator *a) {
            mib(st.allocated_bytes[VRAM_POOL_ALL].peak));
 }
 
-static void print_text(const int32_t *ids, int64_t n) {
+/* Tokens as text: through the tokenizer (its bytes as they are; an id it lacks as <id>), else
+ * bytes with the unprintable ones escaped. */
+static void print_text(const vram_bpe *bpe, const int32_t *ids, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         int32_t c = ids[i];
-        if (c == '\n' || (c >= 32 && c < 127)) putchar(c);
-        else if (c < 256) printf("\\x%02x", c);
+        char *text = NULL;
+        size_t len = 0;
+        if (bpe && c < vram_bpe_vocab_size(bpe) && vram_bpe_decode(bpe, &c, 1, &text, &len) == VRAM_OK) {
+            fwrite(text, 1, len, stdout);
+            free(text);
+        } else if (!bpe && (c == '\n' || (c >= 32 && c < 127))) putchar(c);
+        else if (!bpe && c < 256) printf("\\x%02x", c);
         else printf("<%d>", c);
     }
 }
@@ -179,6 +194,13 @@ static int prompt_to_ids(const gen_opts *o, int b, int32_t **ids, int64_t *n) {
         return 1;
     }
     *n = 0;
+    if (!o->prompt_is_ids[b] && o->bpe) {
+        free(*ids);
+        *ids = NULL;
+        if (vram_bpe_encode(o->bpe, s, len, ids, n) == VRAM_OK) return 0;
+        fprintf(stderr, "vram generate: prompt %d: %s\n", b + 1, vram_last_error());
+        return 2;
+    }
     if (!o->prompt_is_ids[b]) {
         for (size_t i = 0; i < len; i++) (*ids)[(*n)++] = (uint8_t)s[i];
         return 0;
@@ -277,11 +299,13 @@ static int run_eval(vram_lm *m, const gen_opts *o) {
 
 static void print_row(const gen_opts *o, int b, const int32_t *prompt, int64_t len, const int32_t *out) {
     printf("--- prompt %d\n", b + 1);
-    print_text(prompt, len);
-    print_text(out, o->g.tokens);
+    print_text(o->bpe, prompt, len);
+    print_text(o->bpe, out, o->g.tokens);
     printf("\n");
     if (!o->print_ids) return;
-    printf("ids %d:", b + 1);
+    printf("prompt ids %d:", b + 1);
+    for (int64_t t = 0; t < len; t++) printf(" %d", prompt[t]);
+    printf("\nids %d:", b + 1);
     for (int t = 0; t < o->g.tokens; t++) printf(" %d", out[t]);
     printf("\n");
 }
@@ -377,6 +401,18 @@ static int to_gpu(gen_side *gpu, const gen_opts *o, vram_lm **m) {
     return 0;
 }
 
+/* --tokenizer DIR: DIR/vocab.json and DIR/merges.txt; 0 or an exit status after a message. */
+static int load_tokenizer(gen_opts *o) {
+    char vocab[4096], merges[4096];
+    snprintf(vocab, sizeof vocab, "%s/vocab.json", o->tokenizer);
+    snprintf(merges, sizeof merges, "%s/merges.txt", o->tokenizer);
+    if (vram_bpe_load(vocab, merges, &o->bpe) != VRAM_OK) {
+        fprintf(stderr, "vram generate: --tokenizer: %s\n", vram_last_error());
+        return 2;
+    }
+    return 0;
+}
+
 int vram_cmd_generate(int argc, char **argv) {
     gen_opts o;
     int rc = parse(argc, argv, &o);
@@ -385,13 +421,20 @@ int vram_cmd_generate(int argc, char **argv) {
     vram_lm *m = NULL;
     rc = setup("host", o.threads, &host, "vram generate");
     if (!rc && o.device) rc = setup(o.device, o.threads, &gpu, "vram generate"); /* before the (long) load */
+    if (!rc && o.tokenizer) rc = load_tokenizer(&o);
     if (!rc) rc = load(host.rt, o.model, o.quant, "vram generate", &m);
+    if (!rc && o.bpe && vram_bpe_vocab_size(o.bpe) > vram_lm_info(m)->gpt.vocab) {
+        fprintf(stderr, "vram generate: --tokenizer: its %d tokens exceed the model's vocabulary of %d\n",
+                vram_bpe_vocab_size(o.bpe), vram_lm_info(m)->gpt.vocab);
+        rc = 2;
+    }
     if (!rc && o.device) rc = to_gpu(&gpu, &o, &m);
     if (!rc && o.logits) rc = write_logits(m, &o, o.logits);
     if (!rc && o.eval) rc = run_eval(m, &o);
     else if (!rc && o.n_prompts) rc = run_generate(m, &o);
     if (!rc) print_memory(o.device ? gpu.a : host.a);
     vram_lm_free(m);
+    vram_bpe_free(o.bpe);
     teardown(&gpu);
     teardown(&host);
     return rc;
