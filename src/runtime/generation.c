@@ -7,7 +7,9 @@
  * output projection and residual, layer_norm, the MLP (GELU in the model's form) and residual,
  * then the final layer norm and the output head. A projection is the f32 op vram_linear for f32
  * weights and the linear_lowp kernel for bf16 and INT8 weights. Everything runs under no_grad,
- * so every intermediate is a temporary, freed as soon as the next one exists.
+ * so every intermediate is a temporary, freed as soon as the next one exists. The same code runs
+ * on the CPU and on a GPU: token ids and positions are uploaded as tensors, the logits read
+ * back to the host for sampling (a copy on the CPU, the step's one wait on a GPU).
  */
 #include <math.h>
 #include <stdlib.h>

@@ -20,15 +20,10 @@
 #include "../../src/runtime/dtype_conv.h"
 #include "../../src/runtime/rt_internal.h"
 #include "../check.h"
+#include "runtime_sides.h"
 #include "vram/alloc.h"
 #include "vram/infer.h"
 #include "vram/nn.h"
-
-typedef struct side {
-    vram_device *dev;
-    vram_allocator *a;
-    vram_runtime *rt;
-} side;
 
 static side cpu, gpu;
 static uint64_t rng = 0x243f6a8885a308d3ull;
@@ -36,20 +31,6 @@ static uint64_t rng = 0x243f6a8885a308d3ull;
 static double urand(void) {
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
     return (double)(rng >> 11) * 0x1.0p-53;
-}
-
-static int open_side(side *s, const char *spec) {
-    if (vram_device_open(spec, &s->dev) != VRAM_OK) return 0;
-    CHECK_OK(vram_allocator_new(s->dev, NULL, &s->a));
-    vram_status st = vram_runtime_new(s->a, 2, &s->rt);
-    CHECK(st == VRAM_OK, "runtime on %s: %s (%s)", spec, vram_status_str(st), vram_last_error());
-    return st == VRAM_OK;
-}
-
-static void close_side(side *s) {
-    vram_runtime_free(s->rt);
-    if (s->a) vram_allocator_destroy(s->a);
-    vram_device_close(s->dev);
 }
 
 /* Device memory of n bytes holding host bytes h (a u8 tensor; freed by the caller). */
