@@ -239,8 +239,8 @@ def cmd_report(d):
                              mib(js[-1]["peak_over_weights_bytes"]), mib(js[-1]["peak_bytes"]), len(js)))
     out("")
     out("Decode speed and memory, GPT-2 124M (random weights), prompts of %d tokens, greedy; medians over runs:" % P)
-    out("  vram: weights = the allocator's parameter tag (vram keeps lm_head as its own copy of wte: 163 M weights");
-    out("  to PyTorch's 124 M tied); kv = kv_cache tag peak; temp = temporaries peak; total = allocator peak.")
+    out("  vram: weights = the allocator's parameter tag (the tied head held once, as PyTorch's); kv = kv_cache")
+    out("  tag peak; temp = temporaries peak; total = allocator peak.")
     out("  torch: weights = memory_allocated after loading; kv = 2 x layers x batch x (prompt+tokens) x width x")
     out("  element size (computed); temp = peak during generation over what was allocated before; total = peak.")
     out("| runtime | batch | decode tok/s | prefill ms | weights MiB | kv MiB | temp MiB | total peak MiB | runs |")

@@ -318,7 +318,7 @@ static void test_bad_files(const char *dir) {
 }
 
 int main(int argc, char **argv) {
-    const char *dir = argc > 1 ? dir : VRAM_SOURCE_DIR "/tests/reference/bpe";
+    const char *dir = argc > 1 ? argv[1] : VRAM_SOURCE_DIR "/tests/reference/bpe";
     snprintf(tmpdir, sizeof tmpdir, "/tmp/vram_test_bpe_%d", (int)getpid());
     if (mkdir(tmpdir, 0700) != 0) {
         perror(tmpdir);
