@@ -10,7 +10,7 @@
 #    f32, bf16, int8 (Q8_0) and int8 per channel (Q8_R), ROUNDS (2) rounds; the first round of batch 1
 #    also writes the first prompt's logits;
 #    (DEVICE=cpu SKIP_TORCH=1 with a model dir already made: the vram half alone, as a dry run)
-# 5. PyTorch eager f32 and bf16 on the same prompts (and torch.compile f32 when it works within 120 s);
+# 5. PyTorch eager f32 and bf16 on the same prompts (and torch.compile f32 when it works within 90 s; COMPILE=0 skips it);
 # 6. the report: logits and greedy tokens against PyTorch, decode tokens/s and memory, table last.
 set -u
 OUT=${OUT:-$PWD/gpu-infer-out}
@@ -60,7 +60,7 @@ if [ -z "${SKIP_TORCH:-}" ]; then
       > "$D/torch_$dt.log" 2>&1; echo "torch $dt rc=$?"; grep "^torch" "$D/torch_$dt.log" || tail -5 "$D/torch_$dt.log"
   done
   if [ "${COMPILE:-1}" = 1 ]; then
-    timeout 120 python3 bench/infer_torch.py run "$D" --dtype f32 --batches 1,8 --tokens "$TOKENS" --rounds 1 --compile \
+    timeout 90 python3 bench/infer_torch.py run "$D" --dtype f32 --batches 1,8 --tokens "$TOKENS" --rounds 1 --compile \
       > "$D/torch_compile.log" 2>&1; echo "torch.compile f32 rc=$? (a failure or timeout leaves its rows out)"
     grep "^torch" "$D/torch_compile.log" || tail -3 "$D/torch_compile.log"
   fi
