@@ -97,6 +97,10 @@ typedef struct vram_gpt_config {
     double dropout;
     int tied;        /* output projection = token embedding (GPT-2); 0: its own lm_head.weight */
     double init_std; /* > 0: GPT-2's initialisation (see above); 0: the modules' defaults */
+    /* VRAM_DTYPE_F16 / _BF16: mixed precision (activations in it after the embeddings,
+     * products on tensor cores, parameters, gradients and optimizer state f32); anything
+     * else: the parameters' dtype throughout */
+    vram_dtype precision;
 } vram_gpt_config;
 
 typedef struct vram_gpt vram_gpt;

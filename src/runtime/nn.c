@@ -374,6 +374,11 @@ vram_status vram_gpt_forward(vram_gpt *g, vram_tensor *ids, vram_tensor *targets
         vram_tensor_free(x);
         x = tmp;
     }
+    if (s == VRAM_OK && (g->cfg.precision == VRAM_DTYPE_BF16 || g->cfg.precision == VRAM_DTYPE_F16)) {
+        s = vram_to_dtype(x, g->cfg.precision, &tmp); /* mixed precision from here to the loss */
+        vram_tensor_free(x);
+        x = tmp;
+    }
     for (int i = 0; i < g->cfg.layers && s == VRAM_OK; i++) {
         vram_nn_block *b = &g->blocks[i];
         b->training = training;

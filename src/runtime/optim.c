@@ -20,7 +20,17 @@ struct vram_optimizer {
     int n;
     vram_tensor **s1, **s2; /* [n] state tensors (NULL until needed) */
     int64_t *steps;
+    int stepped_last; /* the last step's count of updated parameters, for uncounting it */
+    const int32_t *skip; /* a loss scaler's device flag, or NULL */
 };
+
+void vram_optimizer_set_skip_flag(vram_optimizer *o, const int32_t *flag) { o->skip = flag; }
+
+void vram_optimizer_uncount_step(vram_optimizer *o) {
+    for (int i = 0; i < o->n && o->stepped_last; i++)
+        if (vram_param_list_get(o->params, i)->grad && o->steps[i] > 0) o->steps[i]--;
+    o->stepped_last = 0;
+}
 
 void vram_optim_config_default(vram_optim_kind kind, vram_optim_config *c) {
     memset(c, 0, sizeof *c);
@@ -144,6 +154,7 @@ vram_status vram_optimizer_step(vram_optimizer *o) {
     if (!o) return vram_error(VRAM_ERR_INVALID_ARG, "optimizer step: null optimizer");
     const vram_kernels *k = o->rt->k;
     const vram_optim_config *c = &o->cfg;
+    o->stepped_last = 1;
     for (int i = 0; i < o->n; i++) {
         vram_tensor *p = vram_param_list_get(o->params, i), *g = p->grad;
         if (!g) continue;
@@ -158,7 +169,8 @@ vram_status vram_optimizer_step(vram_optimizer *o) {
             if (c->momentum > 0) s = state(p, &o->s1[i]);
             if (s == VRAM_OK)
                 k->sgd_update(p->dtype, n, vram_tensor_data(p), vram_tensor_data(g),
-                              o->s1[i] ? vram_tensor_data(o->s1[i]) : NULL, c->lr, c->momentum, c->weight_decay, step == 1);
+                              o->s1[i] ? vram_tensor_data(o->s1[i]) : NULL, c->lr, c->momentum, c->weight_decay, step == 1,
+                              o->skip);
             break;
         case VRAM_OPTIM_ADAM:
         case VRAM_OPTIM_ADAMW:
@@ -167,13 +179,13 @@ vram_status vram_optimizer_step(vram_optimizer *o) {
             if (s == VRAM_OK)
                 k->adam_update(p->dtype, n, vram_tensor_data(p), vram_tensor_data(g), vram_tensor_data(o->s1[i]),
                                vram_tensor_data(o->s2[i]), c->lr, c->beta1, c->beta2, c->eps, c->weight_decay,
-                               c->kind == VRAM_OPTIM_ADAMW, step);
+                               c->kind == VRAM_OPTIM_ADAMW, step, o->skip);
             break;
         case VRAM_OPTIM_ADAGRAD:
             s = state(p, &o->s1[i]);
             if (s == VRAM_OK)
                 k->adagrad_update(p->dtype, n, vram_tensor_data(p), vram_tensor_data(g), vram_tensor_data(o->s1[i]), c->lr,
-                                  c->eps, c->weight_decay, step, c->lr_decay);
+                                  c->eps, c->weight_decay, step, c->lr_decay, o->skip);
             break;
         }
         if (s != VRAM_OK) {
