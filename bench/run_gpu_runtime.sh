@@ -11,7 +11,8 @@
 #   profile GPU time per kernel of 6 GPT-2 steps (VRAM_CUDA_PROFILE=1)
 #   mixed   mixed precision (issue 38): the GPU tests of it; 200 steps bf16 and fp16 from the same
 #           weights on the same text batches as PyTorch under autocast (bench/gpt2_torch.py check);
-#           then, per round, vram bf16 (plain, --checkpoint), fp16, and PyTorch bf16 eager (HF,
+#           then, per round, vram fp32, bf16 (recompute none / gelu / both, --checkpoint, SGD,
+#           accumulation), fp16, and PyTorch bf16 eager (HF,
 #           HF with checkpointing, same layout) and torch.compile, B=8 T=1024 AdamW
 set -u
 OUT=${OUT:-$PWD/gpu-out}
@@ -64,7 +65,9 @@ if [[ $what == *mixed* ]]; then
     rm -f "$OUT"/ref_$p/*.bin
   done
   for r in ${ROUNDS:-1 2}; do
-    for v in "--precision bf16" "--precision bf16 --checkpoint" "--precision fp16"; do
+    for v in "--precision fp32" "--precision bf16 --recompute none" "--precision bf16 --recompute gelu" "--precision bf16" \
+             "--precision bf16 --checkpoint" "--precision bf16 --optimizer sgd" "--precision bf16 --batch 4 --accum 2" \
+             "--precision fp16"; do
       tag=$(echo "$v" | tr -d ' -'); log="$OUT/mixed_${tag}_$r.log"
       timeout 300 $V train --device cuda:0 --model gpt2 --data $CORPUS --batch 8 --steps 30 --lr 3e-4 $v --report > "$log" 2>&1
       echo "vram [$v] round $r rc=$?"; grep -E "^summary|^model FLOPs|^loss scaling|^  (parameters|gradients|optimizer state|activations|temporaries) " "$log"

@@ -47,6 +47,7 @@ typedef struct train_opts {
     int save_every;
     vram_dtype precision; /* VRAM_DTYPE_F32, or F16/BF16 for mixed precision */
     int loss_scale;       /* dynamic loss scaling (GradScaler): 1 on, 0 off, -1 by precision (fp16) */
+    int keep;             /* VRAM_GPT_KEEP_*: activations kept instead of recomputed */
 } train_opts;
 
 static void usage(FILE *out) {
@@ -70,6 +71,8 @@ static void usage(FILE *out) {
             "                       attention in P on tensor cores, activations in P, weights, gradients and\n"
             "                       optimizer state in fp32)\n"
             "  --loss-scale MODE    dynamic (default with fp16: GradScaler's, from 2^16) or off\n"
+            "  --recompute WHAT     gelu,layernorm (default: both outputs recomputed in backward), gelu,\n"
+            "                       layernorm or none (kept for backward: more memory, less compute)\n"
             "  --eval-every N       validation loss every N steps, under no_grad (default 0 = off)\n"
             "  --eval-batches N     batches per evaluation (default 8)\n"
             "  --log-every N        a progress line every N steps when the output is not a terminal\n"
@@ -136,7 +139,7 @@ static int parse(int argc, char **argv, train_opts *o) {
                                              "--eval-every", "--eval-batches", "--log-every", "--layers", "--heads",
                                              "--width", "--context", "--dropout", "--capacity", "--threads", "--seed",
                                              "--device", "--model", "--vocab", "--save", "--save-every", "--resume",
-                                             "--precision", "--loss-scale"};
+                                             "--precision", "--loss-scale", "--recompute"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(f, valued[k]);
         if (!known) {
@@ -172,7 +175,15 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(f, "--threads")) ok = parse_int(f, v, 1, &o->threads);
         else if (!strcmp(f, "--seed")) ok = parse_int(f, v, 0, &tmp), o->seed = (uint64_t)tmp;
         else if (!strcmp(f, "--vocab")) ok = parse_int_in(f, v, 256, MAX_VOCAB, &o->gpt.vocab);
-        else if (!strcmp(f, "--loss-scale")) {
+        else if (!strcmp(f, "--recompute")) {
+            int gelu = strstr(v, "gelu") != NULL, ln = strstr(v, "layernorm") != NULL;
+            if (strcmp(v, "none") && strcmp(v, "gelu") && strcmp(v, "layernorm") && strcmp(v, "gelu,layernorm") &&
+                strcmp(v, "layernorm,gelu")) {
+                fprintf(stderr, "vram train: --recompute: '%s' is not gelu,layernorm, gelu, layernorm or none\n", v);
+                ok = 0;
+            }
+            o->keep = (gelu ? 0 : VRAM_GPT_KEEP_GELU) | (ln ? 0 : VRAM_GPT_KEEP_LAYERNORM);
+        } else if (!strcmp(f, "--loss-scale")) {
             if (!strcmp(v, "dynamic")) o->loss_scale = 1;
             else if (!strcmp(v, "off")) o->loss_scale = 0;
             else {
@@ -516,6 +527,7 @@ int vram_cmd_train(int argc, char **argv) {
     vram_runtime_seed(rt, o.seed);
     vram_runtime_set_alloc_observer(rt, note_oom, rt); /* for the out-of-memory explanation */
     o.gpt.precision = o.precision;
+    o.gpt.keep = o.keep;
     s = vram_gpt_new(rt, &o.gpt, &g);
     if (s != VRAM_OK) {
         rc = fail(a, s, "creating the model");
