@@ -117,6 +117,10 @@ extern "C" __global__ void vk_copy(vk_geom g, char *dst, int ddt, const char *sr
             else if (de == 8) *(uint64_t *)d = *(const uint64_t *)s;
             else if (de == 2) *(uint16_t *)d = *(const uint16_t *)s;
             else *d = *s;
+        } else if (sdt == VK_F32 && ddt == VK_BF16) { /* the mixed products' weight casts */
+            *(__nv_bfloat16 *)d = __float2bfloat16(*(const float *)s);
+        } else if (sdt == VK_F32 && ddt == VK_F16) {
+            *(__half *)d = __float2half(*(const float *)s);
         } else {
             st_any(d, ddt, ld_any(s, sdt));
         }
@@ -592,6 +596,46 @@ extern "C" __global__ void vk_adam_update(int dt, int64_t n, char *pv, const cha
             m[i] = mi;
             v[i] = vi;
             p[i] = pi - ss * mi / (m_sqrt(vi) / sb + te);
+        }
+    });
+}
+
+/* AdamW over a list of tensors (vk_adam_entry, sorted by start): each block takes chunks of
+ * `chunk` elements of the concatenation, finds the chunk's first tensor by binary search, and
+ * walks into the next tensors where the chunk crosses into them. */
+extern "C" __global__ void vk_adam_update_list(int dt, int count, const vk_adam_entry *tab, int64_t total, int64_t chunk,
+                                               double step_size, double sbc2, double b1, double b2, double eps,
+                                               double decay, double wd, int decoupled, const int32_t *skip) {
+    __shared__ int first;
+    if (skip && *skip) return;
+    DISPATCH(dt, {
+        T ss = (T)step_size, sb = (T)sbc2, tb1 = (T)b1, tb2 = (T)b2, te = (T)eps, dec = (T)decay;
+        for (int64_t c0 = blockIdx.x * chunk; c0 < total; c0 += (int64_t)gridDim.x * chunk) {
+            if (threadIdx.x == 0) {
+                int lo = 0, hi = count - 1;
+                while (lo < hi) {
+                    int mid = (lo + hi + 1) / 2;
+                    if (tab[mid].start <= c0) lo = mid;
+                    else hi = mid - 1;
+                }
+                first = lo;
+            }
+            __syncthreads();
+            int t = first;
+            int64_t end = c0 + chunk < total ? c0 + chunk : total;
+            for (int64_t i = c0 + threadIdx.x; i < end; i += blockDim.x) {
+                while (i >= tab[t].start + tab[t].n) t++;
+                int64_t j = i - tab[t].start;
+                T *p = (T *)tab[t].p, *m = (T *)tab[t].m, *v = (T *)tab[t].v;
+                T gi = ((const T *)tab[t].g)[j], pi = p[j];
+                if (decoupled) pi *= dec;
+                else gi += (T)wd * pi;
+                T mi = tb1 * m[j] + (1 - tb1) * gi, vi = tb2 * v[j] + (1 - tb2) * gi * gi;
+                m[j] = mi;
+                v[j] = vi;
+                p[j] = pi - ss * mi / (m_sqrt(vi) / sb + te);
+            }
+            __syncthreads();
         }
     });
 }

@@ -10,6 +10,7 @@
  * read back the one value.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_abi.h"
@@ -325,6 +326,36 @@ static void cuda_adam_update(vram_dtype dt, int64_t n, void *p, const void *g, v
     vram_cuda_launch(CK_ADAM_UPDATE, vram_cuda_blocks(n, THREADS), THREADS, args);
 }
 
+static void cuda_adam_update_list(vram_dtype dt, int count, void *const *p, const void *const *g, void *const *m,
+                                  void *const *v, const int64_t *n, double lr, double b1, double b2, double eps,
+                                  double wd, int decoupled, int64_t step, const int32_t *skip) {
+    vram_cuda *st = &vram_cuda_state;
+    vk_adam_entry *tab = malloc(sizeof *tab * (size_t)(count > 0 ? count : 1));
+    void *dtab = NULL;
+    if (!tab || count < 1 ||
+        vram_allocator_malloc(st->rt->alloc, sizeof *tab * (size_t)count, st->rt->stream, VRAM_TAG_TEMPORARY, &dtab) !=
+            VRAM_OK) {
+        free(tab); /* no table: one launch per tensor */
+        for (int i = 0; i < count; i++)
+            cuda_adam_update(dt, n[i], p[i], g[i], m[i], v[i], lr, b1, b2, eps, wd, decoupled, step, skip);
+        return;
+    }
+    int64_t total = 0;
+    for (int i = 0; i < count; i++) {
+        tab[i] = (vk_adam_entry){(char *)p[i], (const char *)g[i], (char *)m[i], (char *)v[i], n[i], total};
+        total += n[i];
+    }
+    vram_cuda_upload(dtab, tab, sizeof *tab * (size_t)count);
+    free(tab);
+    double bc1 = 1 - pow(b1, (double)step), bc2 = 1 - pow(b2, (double)step);
+    double step_size = lr / bc1, sbc2 = sqrt(bc2), decay = 1 - lr * wd;
+    int64_t chunk = 4 * THREADS;
+    int d = dt;
+    void *args[] = {&d, &count, &dtab, &total, &chunk, &step_size, &sbc2, &b1, &b2, &eps, &decay, &wd, &decoupled, &skip};
+    vram_cuda_launch(CK_ADAM_UPDATE_LIST, vram_cuda_blocks((total + chunk - 1) / chunk * THREADS, THREADS), THREADS, args);
+    vram_allocator_free(st->rt->alloc, dtab); /* stream order keeps it until the kernel has read it */
+}
+
 static void cuda_adagrad_update(vram_dtype dt, int64_t n, void *p, const void *g, void *sum, double lr, double eps,
                                 double wd, int64_t step, double lr_decay, const int32_t *skip) {
     double clr = lr / (1 + (double)(step - 1) * lr_decay);
@@ -441,6 +472,7 @@ const vram_kernels vram_cuda_kernels = {
     .sgd_update = cuda_sgd_update,
     .adam_update = cuda_adam_update,
     .adagrad_update = cuda_adagrad_update,
+    .adam_update_list = cuda_adam_update_list,
     .unscale = cuda_unscale,
     .scaler_update = cuda_scaler_update,
     .sum_squares = cuda_sum_squares,

@@ -129,6 +129,11 @@ typedef struct vram_kernels {
                         int64_t step, const int32_t *skip);
     void (*adagrad_update)(vram_dtype dt, int64_t n, void *p, const void *g, void *sum, double lr,
                            double eps, double weight_decay, int64_t step, double lr_decay, const int32_t *skip);
+    /* Optional (NULL: adam_update per tensor): adam_update over `count` tensors of one dtype and
+     * one step count in one launch (a multi-tensor fused AdamW). */
+    void (*adam_update_list)(vram_dtype dt, int count, void *const *p, const void *const *g, void *const *m,
+                             void *const *v, const int64_t *n, double lr, double b1, double b2, double eps,
+                             double weight_decay, int decoupled, int64_t step, const int32_t *skip);
     /* Dynamic loss scaling (grad_scaler.c): x /= *scale over n elements, and *found_inf = 1 when
      * any result is inf or NaN; then the scale's update from state = {growth tracker,
      * found_inf}: backoff and a reset tracker after an overflow, growth after `interval` clean
