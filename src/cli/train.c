@@ -45,6 +45,9 @@ typedef struct train_opts {
     vram_gpt_config gpt;
     const char *save, *resume; /* model files (model_file.h) */
     int save_every;
+    vram_dtype precision; /* VRAM_DTYPE_F32, or F16/BF16 for mixed precision */
+    int loss_scale;       /* dynamic loss scaling (GradScaler): 1 on, 0 off, -1 by precision (fp16) */
+    int keep;             /* VRAM_GPT_KEEP_*: activations kept instead of recomputed */
 } train_opts;
 
 static void usage(FILE *out) {
@@ -64,6 +67,12 @@ static void usage(FILE *out) {
             "  --lr X               learning rate (default: 2e-3 adam/adamw, 0.3 sgd, 0.1 momentum, 0.03 adagrad)\n"
             "  --clip X             clip gradients to global norm X (default 1.0; 0 = off)\n"
             "  --checkpoint         checkpoint every transformer block (recompute in backward)\n"
+            "  --precision P        fp32 (default), bf16 or fp16: mixed precision on the GPU (products and\n"
+            "                       attention in P on tensor cores, activations in P, weights, gradients and\n"
+            "                       optimizer state in fp32)\n"
+            "  --loss-scale MODE    dynamic (default with fp16: GradScaler's, from 2^16) or off\n"
+            "  --recompute WHAT     gelu,layernorm (default: both outputs recomputed in backward), gelu,\n"
+            "                       layernorm or none (kept for backward: more memory, less compute)\n"
             "  --eval-every N       validation loss every N steps, under no_grad (default 0 = off)\n"
             "  --eval-batches N     batches per evaluation (default 8)\n"
             "  --log-every N        a progress line every N steps when the output is not a terminal\n"
@@ -109,6 +118,8 @@ static int parse(int argc, char **argv, train_opts *o) {
     o->seed = 1337;
     o->optimizer = "adamw";
     o->device = "cpu";
+    o->precision = VRAM_DTYPE_F32;
+    o->loss_scale = -1;
     vram_cli_model_spec("tiny", &o->gpt, NULL, 0); /* --model presets and specs: model_spec.c */
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
@@ -127,7 +138,8 @@ static int parse(int argc, char **argv, train_opts *o) {
         static const char *const valued[] = {"--data", "--batch", "--accum", "--steps", "--optimizer", "--lr", "--clip",
                                              "--eval-every", "--eval-batches", "--log-every", "--layers", "--heads",
                                              "--width", "--context", "--dropout", "--capacity", "--threads", "--seed",
-                                             "--device", "--model", "--vocab", "--save", "--save-every", "--resume"};
+                                             "--device", "--model", "--vocab", "--save", "--save-every", "--resume",
+                                             "--precision", "--loss-scale", "--recompute"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(f, valued[k]);
         if (!known) {
@@ -163,7 +175,30 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(f, "--threads")) ok = parse_int(f, v, 1, &o->threads);
         else if (!strcmp(f, "--seed")) ok = parse_int(f, v, 0, &tmp), o->seed = (uint64_t)tmp;
         else if (!strcmp(f, "--vocab")) ok = parse_int_in(f, v, 256, MAX_VOCAB, &o->gpt.vocab);
-        else if (!strcmp(f, "--device")) {
+        else if (!strcmp(f, "--recompute")) {
+            int gelu = strstr(v, "gelu") != NULL, ln = strstr(v, "layernorm") != NULL;
+            if (strcmp(v, "none") && strcmp(v, "gelu") && strcmp(v, "layernorm") && strcmp(v, "gelu,layernorm") &&
+                strcmp(v, "layernorm,gelu")) {
+                fprintf(stderr, "vram train: --recompute: '%s' is not gelu,layernorm, gelu, layernorm or none\n", v);
+                ok = 0;
+            }
+            o->keep = (gelu ? 0 : VRAM_GPT_KEEP_GELU) | (ln ? 0 : VRAM_GPT_KEEP_LAYERNORM);
+        } else if (!strcmp(f, "--loss-scale")) {
+            if (!strcmp(v, "dynamic")) o->loss_scale = 1;
+            else if (!strcmp(v, "off")) o->loss_scale = 0;
+            else {
+                fprintf(stderr, "vram train: --loss-scale: '%s' is not dynamic or off\n", v);
+                ok = 0;
+            }
+        } else if (!strcmp(f, "--precision")) {
+            if (!strcmp(v, "fp32") || !strcmp(v, "f32")) o->precision = VRAM_DTYPE_F32;
+            else if (!strcmp(v, "bf16")) o->precision = VRAM_DTYPE_BF16;
+            else if (!strcmp(v, "fp16") || !strcmp(v, "f16")) o->precision = VRAM_DTYPE_F16;
+            else {
+                fprintf(stderr, "vram train: --precision: '%s' is not fp32, bf16 or fp16\n", v);
+                ok = 0;
+            }
+        } else if (!strcmp(f, "--device")) {
             o->device = v;
             if (strcmp(v, "cpu") && strcmp(v, "host") && strcmp(v, "cuda") && strncmp(v, "cuda:", 5)) {
                 fprintf(stderr, "vram train: --device: '%s' is not cpu or cuda[:N]\n", v);
@@ -346,9 +381,29 @@ static int fail(vram_allocator *a, vram_status s, const char *what) {
     return 1;
 }
 
+/* Model FLOPs utilisation as llm.c counts it: 6 N + 6 L C T FLOPs a token (the products of
+ * forward and backward, and attention's), against the GPU's dense bf16 peak, for mixed precision
+ * on a GPU whose peak is known. */
+static void print_mfu(const train_opts *o, int64_t params, double step_ms, const char *device) {
+    static const struct {
+        const char *name;
+        double peak;
+    } gpus[] = {{"H100", 989.4e12}, {"H200", 989.4e12}, {"A100", 312e12}, {"L40S", 362e12}, {"A10G", 70e12}};
+    if (o->precision == VRAM_DTYPE_F32 || !(step_ms > 0)) return;
+    for (size_t i = 0; i < sizeof gpus / sizeof *gpus; i++) {
+        if (!strstr(device, gpus[i].name)) continue;
+        double per_token = 6.0 * (double)params + 6.0 * o->gpt.layers * o->gpt.width * (double)o->gpt.context;
+        double tokens = (double)o->batch * o->accum * o->gpt.context;
+        printf("model FLOPs utilisation: %.1f%% of the %s's %.0f TFLOP/s dense bf16 peak (%.1f TFLOP/s; 6N + 6LCT a token)\n",
+               100 * per_token * tokens / (step_ms * 1e-3) / gpus[i].peak, gpus[i].name, gpus[i].peak / 1e12,
+               per_token * tokens / (step_ms * 1e-3) / 1e12);
+        return;
+    }
+}
+
 /* One micro-batch: forward, loss / accum, backward. Returns the loss. */
 static vram_status micro_step(vram_gpt *g, vram_text_data *d, vram_runtime *rt, const train_opts *o, int last,
-                              int64_t *fwd_tags, double *loss_out) {
+                              const vram_grad_scaler *scaler, int64_t *fwd_tags, double *loss_out) {
     vram_tensor *ids = NULL, *tg = NULL, *loss = NULL, *scaled = NULL;
     vram_status s = vram_text_data_batch(d, rt, VRAM_SPLIT_TRAIN, o->batch, o->gpt.context, &ids, &tg);
     if (s == VRAM_OK) s = vram_gpt_forward(g, ids, tg, 1, NULL, &loss);
@@ -363,7 +418,7 @@ static vram_status micro_step(vram_gpt *g, vram_text_data *d, vram_runtime *rt, 
         *loss_out = vram_tensor_item(loss);
         s = o->accum > 1 ? vram_scale(loss, 1.0 / o->accum, &scaled) : VRAM_OK;
     }
-    if (s == VRAM_OK) s = vram_backward(scaled ? scaled : loss, NULL);
+    if (s == VRAM_OK) s = vram_backward(scaled ? scaled : loss, scaler ? vram_grad_scaler_seed(scaler) : NULL);
     vram_tensor_free(scaled);
     vram_tensor_free(loss);
     return s;
@@ -435,6 +490,12 @@ int vram_cmd_train(int argc, char **argv) {
         return 2;
     }
     int on_gpu = !strncmp(o.device, "cuda", 4);
+    if (o.precision != VRAM_DTYPE_F32 && !on_gpu) {
+        fprintf(stderr, "vram train: --precision %s needs --device cuda: the CPU has no low-precision kernels\n",
+                o.precision == VRAM_DTYPE_BF16 ? "bf16" : "fp16");
+        vram_text_data_close(data);
+        return 2;
+    }
     char spec[64] = "host";
     if (on_gpu) snprintf(spec, sizeof spec, "%s", o.device);
     else if (o.capacity) snprintf(spec, sizeof spec, "host:%llu", (unsigned long long)o.capacity);
@@ -443,6 +504,7 @@ int vram_cmd_train(int argc, char **argv) {
     vram_runtime *rt = NULL;
     vram_gpt *g = NULL;
     vram_optimizer *opt = NULL;
+    vram_grad_scaler *scaler = NULL;
     int rc = 0;
     s = vram_device_open(spec, &dev);
     if (s != VRAM_OK) {
@@ -464,6 +526,8 @@ int vram_cmd_train(int argc, char **argv) {
     }
     vram_runtime_seed(rt, o.seed);
     vram_runtime_set_alloc_observer(rt, note_oom, rt); /* for the out-of-memory explanation */
+    o.gpt.precision = o.precision;
+    o.gpt.keep = o.keep;
     s = vram_gpt_new(rt, &o.gpt, &g);
     if (s != VRAM_OK) {
         rc = fail(a, s, "creating the model");
@@ -483,6 +547,15 @@ int vram_cmd_train(int argc, char **argv) {
         rc = fail(a, s, "creating the optimizer");
         goto done;
     }
+    if (o.loss_scale == 1 || (o.loss_scale < 0 && o.precision == VRAM_DTYPE_F16)) {
+        vram_grad_scaler_config sc;
+        vram_grad_scaler_config_default(&sc);
+        s = vram_grad_scaler_new(rt, opt, &sc, &scaler);
+        if (s != VRAM_OK) {
+            rc = fail(a, s, "creating the loss scaler");
+            goto done;
+        }
+    }
     /* ---- resume (model_file.h): weights, optimizer state, step and random state ---- */
     int first_step = 1;
     if (o.resume) {
@@ -498,9 +571,10 @@ int vram_cmd_train(int argc, char **argv) {
            plural(o.gpt.layers, "layer", b2, sizeof b2), plural(o.gpt.heads, "head", b3, sizeof b3), o.gpt.width,
            o.gpt.context, o.gpt.vocab, o.gpt.tied ? ", tied embedding" : "", (long long)vram_param_list_numel(params),
            mib(vram_param_list_numel(params) * 4, b1, sizeof b1));
-    printf("training: batch %d x accum %d x context %d = %.0f tokens/step, %s lr %g, clip %g, checkpoint %s, %s\n",
+    printf("training: batch %d x accum %d x context %d = %.0f tokens/step, %s lr %g, clip %g, checkpoint %s, %s, %s\n",
            o.batch, o.accum, o.gpt.context, (double)o.batch * o.accum * o.gpt.context, o.optimizer, oc.lr, o.clip,
-           o.checkpoint ? "every block" : "off", plural(o.steps, "step", (char[32]){0}, 32));
+           o.checkpoint ? "every block" : "off", o.precision == VRAM_DTYPE_F32 ? "fp32" : o.precision == VRAM_DTYPE_BF16 ?
+           "mixed precision bf16" : "mixed precision fp16", plural(o.steps, "step", (char[32]){0}, 32));
     fflush(stdout);
     progress prog = {isatty(STDOUT_FILENO), o.log_every ? o.log_every : (o.steps + 19) / 20, now_s()};
     int64_t fwd_tags[VRAM_TAG_BUILTIN_COUNT] = {0};
@@ -515,12 +589,14 @@ int vram_cmd_train(int argc, char **argv) {
         vram_param_list_zero_grad(params, 1);
         for (int m = 0; m < o.accum && s == VRAM_OK; m++) {
             double l = 0;
-            s = micro_step(g, data, rt, &o, m == o.accum - 1, fwd_tags, &l);
+            s = micro_step(g, data, rt, &o, m == o.accum - 1, scaler, fwd_tags, &l);
             loss_sum += l;
         }
         double norm = 0;
+        if (s == VRAM_OK && scaler) s = vram_grad_scaler_unscale(scaler, params); /* before clipping, as PyTorch */
         if (s == VRAM_OK && o.clip > 0) s = vram_clip_grad_norm(params, o.clip, &norm);
         if (s == VRAM_OK) s = vram_optimizer_step(opt);
+        if (s == VRAM_OK && scaler) s = vram_grad_scaler_update(scaler, NULL);
         if (s == VRAM_OK) s = vram_runtime_sync(rt); /* the step's GPU work done (and its errors seen) */
         if (s != VRAM_OK) {
             char what[64];
@@ -576,7 +652,11 @@ int vram_cmd_train(int argc, char **argv) {
                (double)o.batch * o.accum * o.gpt.context / (med * 1e-3),
                mib(st.allocated_bytes[VRAM_POOL_ALL].peak, b1, sizeof b1),
                mib(st.reserved_bytes[VRAM_POOL_ALL].peak, (char[32]){0}, 32));
+        print_mfu(&o, vram_param_list_numel(params), med, vram_runtime_device_name(rt));
     }
+    if (scaler)
+        printf("loss scaling: scale %g at the end, %lld of %d steps skipped for inf/NaN gradients\n",
+               vram_grad_scaler_scale(scaler), (long long)vram_grad_scaler_skipped(scaler), o.steps - first_step + 1);
     free(step_ms);
     if (o.report) {
         printf("\n");
@@ -590,6 +670,7 @@ int vram_cmd_train(int argc, char **argv) {
         print_categories(a, fwd_tags);
     }
 done:
+    vram_grad_scaler_free(scaler);
     vram_optimizer_free(opt);
     vram_gpt_free(g);
     vram_runtime_free(rt);
