@@ -95,7 +95,7 @@ def cmd_run(d, dtype, batches, tokens, compile_, rounds):
             try:
                 data = lg.numpy().tobytes()
             except Exception:  # no numpy: the bytes through torch alone
-                data = bytes(lg.view(torch.uint8).tolist())
+                data = bytes(lg.view(torch.uint8).flatten().tolist())
             with open(os.path.join(d, "torch_logits_%s.bin" % dtype), "wb") as f:
                 f.write(data)
         for rnd in range(1, rounds + 1):
