@@ -328,11 +328,12 @@ static int run_generate(vram_lm *m, const gen_opts *o) {
         for (int b = 0; b < n; b++) prompt_tokens += lens[b];
         double decoded = (double)n * (o->g.tokens - 1);
         vram_runtime *rt = vram_lm_runtime(m);
-        printf("---\nprefill: %lld prompt tokens in %.2f ms; decode: %.0f tokens in %.2f ms = %.1f tokens/s (batch %d, %s, %s)%s%s\n",
+        char where[192] = "";
+        if (o->device) snprintf(where, sizeof where, " on %s (%s)", o->device, vram_runtime_device_name(rt));
+        printf("---\nprefill: %lld prompt tokens in %.2f ms; decode: %.0f tokens in %.2f ms = %.1f tokens/s (batch %d, %s, %s)%s\n",
                (long long)prompt_tokens, st.prefill_s * 1e3, decoded, st.decode_s * 1e3,
                st.decode_s > 0 ? decoded / st.decode_s : 0.0, n, o->g.no_cache ? "no cache" : "kv cache",
-               vram_wfmt_name(vram_lm_format(m)), vram_runtime_on_gpu(rt) ? " on " : "",
-               vram_runtime_on_gpu(rt) ? vram_runtime_device_name(rt) : "");
+               vram_wfmt_name(vram_lm_format(m)), where);
         printf("kv cache: %.3f MiB for %d rows\n", mib((int64_t)st.kv_cache_bytes), n);
     }
     for (int b = 0; b < n; b++) free(ids[b]);
@@ -395,7 +396,7 @@ static int to_gpu(gen_side *gpu, const gen_opts *o, vram_lm **m) {
         fprintf(stderr, "vram generate: copying the model to %s: %s\n", o->device, vram_last_error());
         return 1;
     }
-    printf("weights copied to %s: %.3f MiB\n", vram_runtime_device_name(gpu->rt), mib((int64_t)bytes));
+    printf("weights copied to %s (%s): %.3f MiB\n", o->device, vram_runtime_device_name(gpu->rt), mib((int64_t)bytes));
     vram_lm_free(*m);
     *m = g;
     return 0;
