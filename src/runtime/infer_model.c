@@ -196,7 +196,7 @@ static void quantize_q8_r(const float *w, int64_t rows, int64_t cols, uint8_t *o
 }
 
 static vram_status quantize_one(vram_lm *m, vram_lm_weight *w, vram_wfmt fmt, int *kept) {
-    if (w->rows == 1 || w->fmt != VRAM_WFMT_F32 || (m->tied && w == &m->w[m->n - 1])) return VRAM_OK;
+    if (w->rows == 1 || w->fmt != VRAM_WFMT_F32 || is_tied_head(m, (int)(w - m->w))) return VRAM_OK;
     if (fmt == VRAM_WFMT_Q8_0 && w->cols % 32) {
         (*kept)++;
         return VRAM_OK;
