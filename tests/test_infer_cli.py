@@ -129,6 +129,8 @@ def main():
                "its 857 tokens exceed the model's vocabulary of 256", "a tokenizer larger than the model's vocabulary")
         expect([vram, "generate", "--model", big, "--tokenizer", bpe, "--prompt", b"ok \xff"], "not valid UTF-8 at byte 3",
                "a prompt that is not UTF-8")
+        expect([vram, "generate", "--model", big, "--tokenizer", bpe, "--eval", corpus], "does not take --tokenizer",
+               "--eval with a tokenizer")
     return done("test_infer_cli")
 
 

@@ -141,6 +141,10 @@ static int parse(int argc, char **argv, gen_opts *o) {
         fprintf(stderr, "vram generate: --model PATH is required\n");
         return 2;
     }
+    if (o->eval && o->tokenizer) {
+        fprintf(stderr, "vram generate: --eval scores the file's bytes as tokens; it does not take --tokenizer\n");
+        return 2;
+    }
     if (!o->eval && !o->n_prompts) {
         fprintf(stderr, "vram generate: give --prompt TEXT (or --eval PATH)\n");
         return 2;
