@@ -94,7 +94,7 @@ def train_losses(d, args, names, shapes, init, toks, backend):
     assert at == init.size and len(params) == len(names), "parameter layout differs"
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, eps=1e-8, foreach=False)
     scaler = torch.amp.GradScaler("cuda", enabled=args.precision == "fp16")
-    losses, grads = [], {}
+    losses, grads, skipped = [], {}, []
     for step in range(toks.shape[0]):
         b = torch.from_numpy(toks[step].astype(np.int64)).to("cuda")
         opt.zero_grad(set_to_none=True)
@@ -106,9 +106,14 @@ def train_losses(d, args, names, shapes, init, toks, backend):
             grads = {n: params[n].grad.detach().clone() for n in names}
         if args.clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+        scale = scaler.get_scale()
         scaler.step(opt)
         scaler.update()
+        if scaler.is_enabled() and scaler.get_scale() < scale:
+            skipped.append(step + 1)
         losses.append(loss.item())
+    if skipped:
+        print(f"torch ({backend.name}): steps skipped for inf/NaN gradients: {skipped}")
     return losses, grads
 
 
@@ -126,7 +131,7 @@ def check_mixed(d, args, names, shapes, init, toks, losses, g1):
     dt = [abs(x - y) for x, y in zip(b, a)]
     print(f"{'step':>4} {'vram':>10} {'torch flash':>12} {'torch eff.':>11} {'|vram-flash|':>13} {'|eff.-flash|':>13}")
     for i in range(len(losses)):
-        if i < 5 or (i + 1) % 20 == 0:
+        if i < 5 or (i + 1) % 20 == 0 or dv[i] > 0.05:
             print(f"{i + 1:>4} {losses[i]:>10.5f} {a[i]:>12.5f} {b[i]:>11.5f} {dv[i]:>13.2e} {dt[i]:>13.2e}")
     tail = max(1, len(losses) // 10)
     mv, mt = statistics.mean(dv), statistics.mean(dt)
