@@ -467,6 +467,35 @@ extern "C" __global__ void vk_cross_entropy(int dt, int64_t rows, int64_t n, con
     });
 }
 
+/* The classifier's cross-entropy, one block per row of [rows, ld] logits whose first n columns
+ * are the classes: the row's loss added to *loss_sum, and with scale != 0 the logits replaced by
+ * their gradient scale * (softmax - onehot), zero in the padding columns (no probabilities are
+ * ever stored: llm.c's fused classifier). */
+extern "C" __global__ void vk_cross_entropy_fused(int dt, int64_t rows, int64_t n, int64_t ld, double scale, char *logits,
+                                                  const char *targets, int tdt, double *loss_sum) {
+    __shared__ double sh[32];
+    DISPATCH_ALL(dt, {
+        for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+            T *x = (T *)logits + r * ld;
+            int64_t tgt = load_id(targets, tdt, r);
+            A mx = (A)-INFINITY;
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = (A)x[j] > mx ? (A)x[j] : mx;
+            mx = block_max(mx, (A *)sh);
+            double s = 0;
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += (double)m_exp((A)x[j] - mx);
+            s = block_sum(s, sh);
+            double lse = (double)mx + log(s);
+            if (threadIdx.x == 0) atomicAdd(loss_sum, lse - (double)(A)x[tgt]);
+            __syncthreads(); /* x[tgt] read before it is overwritten */
+            if (scale != 0) {
+                A l = (A)lse, sc = (A)scale;
+                for (int64_t j = threadIdx.x; j < ld; j += blockDim.x)
+                    x[j] = (T)(j < n ? (m_exp((A)x[j] - l) - (j == tgt ? (A)1 : (A)0)) * sc : (A)0);
+            }
+        }
+    });
+}
+
 /* The mean of loss_rows[rows] into *out, by one block. */
 extern "C" __global__ void vk_mean_rows(int64_t rows, const double *loss_rows, double *out) {
     __shared__ double sh[32];

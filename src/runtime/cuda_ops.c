@@ -276,6 +276,13 @@ static void cuda_cross_entropy_backward(vram_dtype dt, int64_t rows, int64_t n, 
     vram_cuda_launch(CK_CROSS_ENTROPY_BACKWARD, vram_cuda_blocks(rows * n, THREADS), THREADS, args);
 }
 
+static void cuda_cross_entropy_fused(vram_dtype dt, int64_t rows, int64_t n, int64_t ld, double scale, void *logits,
+                                     const void *targets, vram_dtype tdt, double *loss_sum) {
+    int d = dt, t = tdt;
+    void *args[] = {&d, &rows, &n, &ld, &scale, &logits, &targets, &t, &loss_sum};
+    vram_cuda_launch(CK_CROSS_ENTROPY_FUSED, row_blocks(rows), row_threads(n), args);
+}
+
 static void cuda_mask_scale(vram_dtype dt, int64_t n, void *out, const void *x, const uint8_t *mask, double scale) {
     int d = dt;
     void *args[] = {&d, &n, &out, &x, &mask, &scale};
@@ -454,6 +461,7 @@ const vram_kernels vram_cuda_kernels = {
     .matmul = vram_cuda_matmul,
     .matmul_bias = vram_cuda_matmul_bias,
     .matmul_lowp = vram_cuda_matmul_lowp,
+    .cross_entropy_fused = cuda_cross_entropy_fused,
     .flash_attention = cuda_flash_attention,
     .flash_attention_backward = cuda_flash_attention_backward,
     .softmax = cuda_softmax,

@@ -407,6 +407,11 @@ vram_status vram_gpt_forward(vram_gpt *g, vram_tensor *ids, vram_tensor *targets
     tmp = NULL; /* (x holds the last block's output; a failure must not free it twice) */
     if (s == VRAM_OK) s = vram_nn_layer_norm_forward(&g->ln_f, x, &tmp);
     vram_tensor_free(x);
+    if (s == VRAM_OK && loss_out && !logits_out && !g->lm_head.bias) { /* the head and the loss as one op */
+        s = vram_linear_cross_entropy(tmp, g->lm_head.weight, targets, loss_out);
+        vram_tensor_free(tmp);
+        return s;
+    }
     if (s == VRAM_OK) s = vram_nn_linear_forward(&g->lm_head, tmp, &logits);
     vram_tensor_free(tmp);
     if (s == VRAM_OK && loss_out) s = vram_cross_entropy(logits, targets, loss_out);
