@@ -189,8 +189,9 @@ static void run_case(const char *name, op_fn op, int n_in, const spec *specs, co
             vram_tensor *rt_ = NULL, *prod = NULL, *loss = NULL;
             spec rs = {.nd = vram_tensor_ndim(out[k])};
             memcpy(rs.shape, vram_tensor_shape(out[k]), sizeof(int64_t) * (size_t)rs.nd);
-            rt_ = make(sides[k], &rs, r, VRAM_DTYPE_F32);
-            if (vram_tensor_dtype(out[k]) != VRAM_DTYPE_F32) rt_ = to_act(rt_);
+            int lowp = vram_tensor_dtype(out[k]) == VRAM_DTYPE_BF16 || vram_tensor_dtype(out[k]) == VRAM_DTYPE_F16;
+            rt_ = make(sides[k], &rs, r, lowp ? VRAM_DTYPE_F32 : vram_tensor_dtype(out[k]));
+            if (lowp) rt_ = to_act(rt_);
             CHECK_OK(vram_mul(out[k], rt_, &prod));
             CHECK_OK(vram_sum(prod, &loss));
             CHECK_OK(vram_backward(loss, NULL));
