@@ -72,7 +72,8 @@ static void usage(FILE *out) {
             "                       optimizer state in fp32)\n"
             "  --loss-scale MODE    dynamic (default with fp16: GradScaler's, from 2^16) or off\n"
             "  --recompute WHAT     gelu,layernorm (default: both outputs recomputed in backward), gelu,\n"
-            "                       layernorm or none (kept for backward: more memory, less compute)\n"
+            "                       layernorm, none (kept for backward: more memory, less compute), or block\n"
+            "                       (whole blocks: --checkpoint)\n"
             "  --eval-every N       validation loss every N steps, under no_grad (default 0 = off)\n"
             "  --eval-batches N     batches per evaluation (default 8)\n"
             "  --log-every N        a progress line every N steps when the output is not a terminal\n"
@@ -177,12 +178,15 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(f, "--vocab")) ok = parse_int_in(f, v, 256, MAX_VOCAB, &o->gpt.vocab);
         else if (!strcmp(f, "--recompute")) {
             int gelu = strstr(v, "gelu") != NULL, ln = strstr(v, "layernorm") != NULL;
+            int block = !strcmp(v, "block");
             if (strcmp(v, "none") && strcmp(v, "gelu") && strcmp(v, "layernorm") && strcmp(v, "gelu,layernorm") &&
-                strcmp(v, "layernorm,gelu")) {
-                fprintf(stderr, "vram train: --recompute: '%s' is not gelu,layernorm, gelu, layernorm or none\n", v);
+                strcmp(v, "layernorm,gelu") && !block) {
+                fprintf(stderr, "vram train: --recompute: '%s' is not gelu,layernorm, gelu, layernorm, none or block\n", v);
                 ok = 0;
             }
-            o->keep = (gelu ? 0 : VRAM_GPT_KEEP_GELU) | (ln ? 0 : VRAM_GPT_KEEP_LAYERNORM);
+            o->keep = block || gelu ? 0 : VRAM_GPT_KEEP_GELU;
+            o->keep |= block || ln ? 0 : VRAM_GPT_KEEP_LAYERNORM;
+            o->checkpoint |= block;
         } else if (!strcmp(f, "--loss-scale")) {
             if (!strcmp(v, "dynamic")) o->loss_scale = 1;
             else if (!strcmp(v, "off")) o->loss_scale = 0;
