@@ -719,6 +719,47 @@ extern "C" __global__ void vk_sum_squares(int dt, int64_t n, const char *xv, dou
     if (threadIdx.x == 0) atomicAdd(out, s);
 }
 
+/* The tensor of a list (sorted by start) that holds element i of their concatenation. */
+__device__ __forceinline__ int list_find(const vk_list_entry *tab, int count, int64_t i) {
+    int lo = 0, hi = count - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (tab[mid].start <= i) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* *out += the sum of squares of every tensor of the list, one launch (the global gradient norm):
+ * each thread walks its grid-stride elements in order, moving to the next tensor as it goes. */
+extern "C" __global__ void vk_list_sum_squares(int dt, int count, const vk_list_entry *tab, int64_t total, double *out) {
+    __shared__ double sh[32];
+    double s = 0;
+    int64_t i0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    int t = i0 < total ? list_find(tab, count, i0) : 0;
+    DISPATCH_ALL(dt, {
+        GRID_STRIDE(i, total) {
+            while (i >= tab[t].start + tab[t].n) t++;
+            double v = (double)(A)((const T *)tab[t].x)[i - tab[t].start];
+            s += v * v;
+        }
+    });
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) atomicAdd(out, s);
+}
+
+extern "C" __global__ void vk_list_scale(int dt, int count, const vk_list_entry *tab, int64_t total, double s) {
+    int64_t i0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    int t = i0 < total ? list_find(tab, count, i0) : 0;
+    DISPATCH_ALL(dt, {
+        GRID_STRIDE(i, total) {
+            while (i >= tab[t].start + tab[t].n) t++;
+            T *x = (T *)tab[t].x + (i - tab[t].start);
+            *x = (T)((A)*x * (A)s);
+        }
+    });
+}
+
 /* ids outside [0, limit) set *bad to 1 (the host checks it before using the ids). */
 extern "C" __global__ void vk_check_ids(int64_t n, const char *ids, int id_dt, int64_t limit, int *bad) {
     GRID_STRIDE(i, n) {

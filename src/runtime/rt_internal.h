@@ -129,6 +129,9 @@ typedef struct vram_kernels {
                         int64_t step, const int32_t *skip);
     void (*adagrad_update)(vram_dtype dt, int64_t n, void *p, const void *g, void *sum, double lr,
                            double eps, double weight_decay, int64_t step, double lr_decay, const int32_t *skip);
+    /* Optional (NULL: scale_inplace per tensor): every one of `count` tensors of one dtype scaled
+     * by s in one launch (gradient clipping). */
+    void (*scale_inplace_list)(vram_dtype dt, int count, const int64_t *ns, void *const *xs, double s);
     /* Optional (NULL: adam_update per tensor): adam_update over `count` tensors of one dtype and
      * one step count in one launch (a multi-tensor fused AdamW). */
     void (*adam_update_list)(vram_dtype dt, int count, void *const *p, const void *const *g, void *const *m,
