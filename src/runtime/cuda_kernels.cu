@@ -445,6 +445,17 @@ extern "C" __global__ void vk_embedding_backward(int dt, int64_t n_ids, int64_t 
     });
 }
 
+/* log(sum(exp(x[0..n)))) of one row, by the whole block (every thread gets it). */
+template <typename T, typename A> __device__ double row_lse(const T *x, int64_t n, double *sh) {
+    A mx = (A)-INFINITY;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = (A)x[j] > mx ? (A)x[j] : mx;
+    mx = block_max(mx, (A *)sh);
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += (double)m_exp((A)x[j] - mx);
+    s = block_sum(s, sh);
+    return (double)mx + log(s);
+}
+
 /* Cross-entropy, one block per row: lse[r] (in A) and the row's loss into loss_rows[r] (double). */
 extern "C" __global__ void vk_cross_entropy(int dt, int64_t rows, int64_t n, const char *logits, const char *targets,
                                             int tdt, char *lse, double *loss_rows) {
@@ -452,14 +463,8 @@ extern "C" __global__ void vk_cross_entropy(int dt, int64_t rows, int64_t n, con
     DISPATCH_ALL(dt, {
         for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
             const T *x = (const T *)logits + r * n;
-            A mx = (A)-INFINITY;
-            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = (A)x[j] > mx ? (A)x[j] : mx;
-            mx = block_max(mx, (A *)sh);
-            double s = 0;
-            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += (double)m_exp((A)x[j] - mx);
-            s = block_sum(s, sh);
+            double l = row_lse<T, A>(x, n, sh);
             if (threadIdx.x == 0) {
-                double l = (double)mx + log(s);
                 ((A *)lse)[r] = (A)l;
                 loss_rows[r] = l - (double)(A)x[load_id(targets, tdt, r)];
             }
@@ -478,13 +483,7 @@ extern "C" __global__ void vk_cross_entropy_fused(int dt, int64_t rows, int64_t 
         for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
             T *x = (T *)logits + r * ld;
             int64_t tgt = load_id(targets, tdt, r);
-            A mx = (A)-INFINITY;
-            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = (A)x[j] > mx ? (A)x[j] : mx;
-            mx = block_max(mx, (A *)sh);
-            double s = 0;
-            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += (double)m_exp((A)x[j] - mx);
-            s = block_sum(s, sh);
-            double lse = (double)mx + log(s);
+            double lse = row_lse<T, A>(x, n, sh);
             if (threadIdx.x == 0) atomicAdd(loss_sum, lse - (double)(A)x[tgt]);
             __syncthreads(); /* x[tgt] read before it is overwritten */
             if (scale != 0) {
