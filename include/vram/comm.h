@@ -81,9 +81,9 @@ vram_status vram_comm_wait(vram_comm *c, vram_comm_request *r);
  * stop rather than wait for this one. Prints nothing; the caller said why. */
 void vram_comm_abort(vram_comm *c);
 
-/* Test-only fault injection: VRAM_DIST_FAULT="RANK:STEP" makes rank RANK end at step STEP
- * (as if killed) so that the others' handling of a lost rank can be tested. Returns 1 when this
- * rank is to die at `step`. */
+/* Test-only fault injection, so that the others' handling of a lost rank can be tested:
+ * VRAM_DIST_FAULT="RANK:STEP" makes rank RANK end abruptly at step STEP, "RANK:STEP:hang" makes
+ * it stop responding there. Returns 1 (die) or 2 (hang) for this rank at `step`, else 0. */
 int vram_comm_fault_due(const vram_comm *c, int step);
 
 #ifdef __cplusplus

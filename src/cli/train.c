@@ -533,10 +533,7 @@ int vram_cmd_train(int argc, char **argv) {
         goto done;
     }
     for (int step = first_step; step <= o.steps; step++) {
-        if (o.dist.comm && vram_comm_fault_due(o.dist.comm, step)) { /* (a test's lost rank: docs/data-parallel.md) */
-            fprintf(stderr, "vram train: rank %d: VRAM_DIST_FAULT: ending abruptly at step %d\n", o.dist.rank, step);
-            _exit(3);
-        }
+        if (o.dist.comm) vram_train_dist_fault(&o.dist, step); /* (a test's lost rank: docs/data-parallel.md) */
         double t0 = now_s(), loss_sum = 0;
         vram_param_list_zero_grad(params, 1);
         for (int m = 0; m < o.accum && s == VRAM_OK; m++) {

@@ -277,6 +277,15 @@ int vram_train_dist_report(vram_train_dist *d, vram_allocator *a, const vram_opt
     return 0;
 }
 
+void vram_train_dist_fault(const vram_train_dist *d, int step) {
+    int f = vram_comm_fault_due(d->comm, step);
+    if (!f) return;
+    fprintf(stderr, "vram train: rank %d: VRAM_DIST_FAULT: %s at step %d\n", d->rank, f == 2 ? "hanging" : "ending abruptly",
+            step);
+    if (f == 1) _exit(3);
+    for (;;) pause(); /* (until a signal ends it: the launcher's, once another rank gave up on it) */
+}
+
 void vram_train_dist_abort(vram_train_dist *d) {
     if (!d->comm) return;
     fflush(stdout);

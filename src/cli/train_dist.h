@@ -56,6 +56,8 @@ void vram_train_dist_step(vram_train_dist *d, int step, double step_s, int print
 /* The end-of-run report (rank 0 prints what all ranks sent): timing medians, optimizer-state
  * and communication bytes and memory by category per rank. */
 int vram_train_dist_report(vram_train_dist *d, vram_allocator *a, const vram_optimizer *opt);
+/* VRAM_DIST_FAULT (comm.h): at `step` this rank ends abruptly or stops responding, for tests. */
+void vram_train_dist_fault(const vram_train_dist *d, int step);
 /* A failed run: ends the whole job so that no rank waits for this one. */
 void vram_train_dist_abort(vram_train_dist *d);
 void vram_train_dist_end(vram_train_dist *d);

@@ -70,7 +70,8 @@ vram_status vram_launch_read(vram_launch *l) {
             return VRAM_ERR_INVALID_ARG;
         return VRAM_OK;
     }
-    static const char *const torchrun[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"};
+    /* (MASTER_ADDR and MASTER_PORT alone do not say torchrun: Slurm jobs set them too) */
+    static const char *const torchrun[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK"};
     int any = 0;
     for (size_t i = 0; i < sizeof torchrun / sizeof *torchrun; i++) any |= getenv(torchrun[i]) != NULL;
     if (any) {
@@ -280,6 +281,7 @@ void vram_comm_abort(vram_comm *c) {
 
 int vram_comm_fault_due(const vram_comm *c, int step) {
     const char *f = getenv("VRAM_DIST_FAULT");
-    int rank, at;
-    return f && sscanf(f, "%d:%d", &rank, &at) == 2 && rank == c->rank && at == step;
+    int rank, at, used = 0;
+    if (!f || sscanf(f, "%d:%d%n", &rank, &at, &used) != 2 || rank != c->rank || at != step) return 0;
+    return strcmp(f + used, ":hang") == 0 ? 2 : 1;
 }
