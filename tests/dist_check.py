@@ -52,7 +52,7 @@ def train(args, env=None, timeout=300):
 def mpi(n, args, env=None, timeout=300):
     e = dict(MPI_ENV, **(env or {}))
     cmd = ["mpirun", "-n", str(n), "--oversubscribe"]
-    for k in (env or {}):
+    for k in list(env or {}) + [k for k in ("ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS") if k in e]:
         cmd += ["-x", k]
     return run(cmd + [VRAM, "train", *args, "--dist", "mpi"], env=e, timeout=timeout)
 

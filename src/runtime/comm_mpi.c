@@ -103,7 +103,8 @@ static vram_status mpi_start(const vram_launch *l) {
     char v[1024] = "";
     if (mpi.Get_library_version(v, &len) == 0) {
         v[strcspn(v, ",\n")] = '\0';
-        snprintf(mpi_version, sizeof mpi_version, "%s", v);
+        v[sizeof mpi_version - 1] = '\0'; /* (its first line is enough) */
+        memcpy(mpi_version, v, sizeof mpi_version);
     }
     mpi.inited = 1;
     return VRAM_OK;
