@@ -15,5 +15,8 @@ if(Python3_Interpreter_FOUND)
                          "ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0;LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/lsan_mpi.supp")
   endforeach()
   set_tests_properties(dist_match dist_faults PROPERTIES FIXTURES_REQUIRED mpi)
+  add_test(NAME gpu_dist_nccl COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/dist_check.py
+                                      $<TARGET_FILE:vram> ${VRAM_TRAIN_CORPUS} gpu)
+  set_tests_properties(gpu_dist_nccl PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600 RESOURCE_LOCK gpu)
 endif()
 # ---- end data parallel

@@ -14,7 +14,11 @@
   faults    (Open MPI): a rank that dies and a rank that hangs end every rank with a message and
             a non-zero status within a bounded time; a missing libmpi is a clear message.
 
-usage: dist_check.py VRAM_BINARY CORPUS launcher|match|faults
+  gpu       (label gpu; skipped without a GPU or libnccl.so.2): one rank of the NCCL engine,
+            launched with torchrun's variables (no MPI), follows the one-process GPU run, plain,
+            with ZeRO-1 and with accumulation.
+
+usage: dist_check.py VRAM_BINARY CORPUS launcher|match|faults|gpu
 """
 import os
 import re
@@ -161,5 +165,58 @@ def part_faults():
           "no libmpi: status %s, %r" % (rc, err[-400:]))
 
 
-{"launcher": part_launcher, "match": part_match, "faults": part_faults}[PART]()
+def find_nccl():
+    """libnccl.so.2: VRAM_LIBNCCL, the loader's, the CUDA toolkit's, or PyTorch's wheel's (nvidia-nccl)."""
+    if os.environ.get("VRAM_LIBNCCL"):
+        return os.environ["VRAM_LIBNCCL"]
+    p = subprocess.run(["sh", "-c", "ldconfig -p 2>/dev/null | grep -q 'libnccl\\.so\\.2 '"])
+    if p.returncode == 0:
+        return "libnccl.so.2"
+    import glob
+    import site
+    roots = ["/usr/local/cuda*/lib64", "/usr/local/cuda*/targets/*/lib", "/usr/lib/x86_64-linux-gnu"]
+    roots += [os.path.join(d, "nvidia", "nccl", "lib") for d in site.getsitepackages() + [site.getusersitepackages()]]
+    for r in roots:
+        hits = sorted(glob.glob(os.path.join(r, "libnccl.so.2*")))
+        if hits:
+            return hits[0]
+    return None
+
+
+def free_port():
+    import socket
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        return sk.getsockname()[1]
+
+
+def part_gpu():
+    """One GPU: the NCCL path with one rank (torchrun's variables, the TCP rendezvous, no MPI)
+    follows the one-process run, plain and ZeRO-1."""
+    rc, out, err, _ = train(["--data", CORPUS, "--device", "cuda:0", "--steps", "1", "--batch", "1"], timeout=300)
+    if rc != 0:
+        print("dist_check: SKIP: no GPU here (%s)" % (err.strip().splitlines() or ["?"])[-1])
+        sys.exit(77)
+    nccl = find_nccl()
+    if not nccl:
+        print("dist_check: SKIP: no libnccl.so.2 found (set VRAM_LIBNCCL)")
+        sys.exit(77)
+    rc1, out1, err1, _ = train(BASE + ["--device", "cuda:0", "--steps", "8", "--batch", "8"], timeout=300)
+    check(rc1 == 0, "gpu one process: %s %r" % (rc1, err1[-400:]))
+    # (batch 4 x accum 2 draws the same 8 windows as batch 8; --device cuda: LOCAL_RANK picks the GPU)
+    for extra in (["--batch", "8"], ["--batch", "8", "--zero", "1"], ["--batch", "4", "--accum", "2"]):
+        env = dict(CLEAN, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(free_port()), VRAM_LIBNCCL=nccl)
+        rcn, outn, errn, _ = train(BASE + ["--device", "cuda", "--steps", "8", "--dist", "nccl"] + extra, env=env,
+                                   timeout=300)
+        ok = check(rcn == 0 and "NCCL" in outn, "gpu nccl %s: %s %r" % (extra, rcn, errn[-600:]))
+        l1, ln = losses(out1), losses(outn)
+        check(ok and same(l1, ln, 2e-3), "gpu nccl %s: losses %s vs one process %s" % (extra, ln, l1))
+        print("gpu nccl 1 rank %s: %s (one process %s)" % (" ".join(extra) or "ddp", ln, l1))
+        for line in outn.splitlines():
+            if line.startswith(("data parallel", "optimizer state")):
+                print("  " + line)
+
+
+{"launcher": part_launcher, "match": part_match, "faults": part_faults, "gpu": part_gpu}[PART]()
 sys.exit(done("dist_check " + PART))
