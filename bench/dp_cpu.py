@@ -56,7 +56,7 @@ def parse(out):
         r["compute"], r["exposed"], r["comm"], r["hidden"] = map(float, m.groups())
     m = re.search(r"^  communication +(\d+)", out, re.M)
     r["comm_bytes"] = int(m.group(1)) if m else None
-    m = re.search(r"(\d+) buckets of up to", out)
+    m = re.search(r"(\d+) buckets? of up to", out)
     r["buckets"] = int(m.group(1)) if m else None
     return r
 

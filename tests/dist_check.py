@@ -207,6 +207,7 @@ def part_gpu():
     for extra in (["--batch", "8"], ["--batch", "8", "--zero", "1"], ["--batch", "4", "--accum", "2"]):
         env = dict(CLEAN, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(free_port()), VRAM_LIBNCCL=nccl)
+        env.setdefault("NCCL_SOCKET_IFNAME", "lo")  # (one machine, perhaps without a network)
         rcn, outn, errn, _ = train(BASE + ["--device", "cuda", "--steps", "8", "--dist", "nccl"] + extra, env=env,
                                    timeout=300)
         ok = check(rcn == 0 and "NCCL" in outn, "gpu nccl %s: %s %r" % (extra, rcn, errn[-600:]))

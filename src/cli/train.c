@@ -523,6 +523,7 @@ int vram_cmd_train(int argc, char **argv) {
     printf("training: batch %d x accum %d x context %d = %.0f tokens/step, %s lr %g, clip %g, checkpoint %s, %s\n",
            o.batch, o.accum, o.gpt.context, (double)o.batch * o.accum * o.gpt.context, o.optimizer, oc.lr, o.clip,
            o.checkpoint ? "every block" : "off", plural(o.steps, "step", (char[32]){0}, 32));
+    vram_train_dist_describe(&o.dist, o.batch);
     fflush(stdout);
     progress prog = {isatty(STDOUT_FILENO) && !o.dist.comm /* (mpirun's pty) */, o.log_every ? o.log_every : (o.steps + 19) / 20, now_s()};
     int64_t fwd_tags[VRAM_TAG_BUILTIN_COUNT] = {0};

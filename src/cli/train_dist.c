@@ -120,19 +120,6 @@ int vram_train_dist_relaunch(const vram_train_dist *d, int argc, char **argv) {
     return 1;
 }
 
-int vram_train_dist_launch(vram_train_dist *d, const char *device, char *spec, size_t cap) {
-    if (!d->engine) return 0;
-    vram_status s = vram_launch_read(&d->launch);
-    if (s != VRAM_OK) {
-        fprintf(stderr, "vram train: --dist %s: %s\n", d->engine, vram_last_error());
-        return 2;
-    }
-    d->rank = d->launch.rank;
-    d->size = d->launch.size;
-    if (!strcmp(device, "cuda")) snprintf(spec, cap, "cuda:%d", d->launch.local_rank); /* one GPU a rank */
-    return 0;
-}
-
 static char term_msg[256];
 static size_t term_len;
 
@@ -144,6 +131,24 @@ static void on_term(int sig) {
     _exit(1);
 }
 
+int vram_train_dist_launch(vram_train_dist *d, const char *device, char *spec, size_t cap) {
+    if (!d->engine) return 0;
+    vram_status s = vram_launch_read(&d->launch);
+    if (s != VRAM_OK) {
+        fprintf(stderr, "vram train: --dist %s: %s\n", d->engine, vram_last_error());
+        return 2;
+    }
+    d->rank = d->launch.rank;
+    d->size = d->launch.size;
+    if (!strcmp(device, "cuda")) snprintf(spec, cap, "cuda:%d", d->launch.local_rank); /* one GPU a rank */
+    term_len = (size_t)snprintf(term_msg, sizeof term_msg,
+                                "vram train: rank %d of %d: stopped by the launcher (SIGTERM): another rank ended "
+                                "first; its message says why\n", d->rank, d->size);
+    if (term_len >= sizeof term_msg) term_len = sizeof term_msg - 1;
+    signal(SIGTERM, on_term);
+    return 0;
+}
+
 int vram_train_dist_start(vram_train_dist *d, vram_runtime *rt, vram_param_list *params) {
     if (!d->engine) return 0;
     vram_comm_engine e = !strcmp(d->engine, "nccl") ? VRAM_COMM_NCCL : VRAM_COMM_MPI;
@@ -152,11 +157,6 @@ int vram_train_dist_start(vram_train_dist *d, vram_runtime *rt, vram_param_list 
         fprintf(stderr, "vram train: rank %d of %d: --dist %s: %s\n", d->rank, d->size, d->engine, vram_last_error());
         return 1;
     }
-    term_len = (size_t)snprintf(term_msg, sizeof term_msg,
-                                "vram train: rank %d of %d: stopped by the launcher (SIGTERM): another rank ended "
-                                "first; its message says why\n", d->rank, d->size);
-    if (term_len >= sizeof term_msg) term_len = sizeof term_msg - 1;
-    signal(SIGTERM, on_term);
     if (d->rank > 0 && !freopen("/dev/null", "w", stdout)) {
         fprintf(stderr, "vram train: rank %d: cannot quiet stdout: %s\n", d->rank, strerror(errno));
         return 1;
@@ -167,10 +167,16 @@ int vram_train_dist_start(vram_train_dist *d, vram_runtime *rt, vram_param_list 
         fprintf(stderr, "vram train: rank %d of %d: data parallel set-up: %s\n", d->rank, d->size, vram_last_error());
         return 1;
     }
-    printf("data parallel: %d ranks (launcher %s), %s, %s, %d buckets of up to %g MB, communication buffers %.2f MiB "
-           "per rank\n", d->size, d->launch.launcher, vram_comm_describe(d->comm), d->zero ? "ZeRO-1" : "DDP",
-           vram_ddp_bucket_count(d->ddp), d->bucket_mb, vram_ddp_comm_bytes(d->ddp) / 1048576.0);
     return 0;
+}
+
+void vram_train_dist_describe(const vram_train_dist *d, int batch) {
+    if (!d->ddp) return;
+    int nb = vram_ddp_bucket_count(d->ddp);
+    printf("data parallel: %d ranks x batch %d = %d sequences a micro-batch (launcher %s), %s, %s, %d bucket%s of up "
+           "to %g MB, communication buffers %.2f MiB per rank\n", d->size, batch, d->size * batch, d->launch.launcher,
+           vram_comm_describe(d->comm), d->zero ? "ZeRO-1" : "DDP", nb, nb == 1 ? "" : "s", d->bucket_mb,
+           vram_ddp_comm_bytes(d->ddp) / 1048576.0);
 }
 
 void vram_train_dist_rows(const vram_train_dist *d, int batch, int64_t *total, int64_t *first) {

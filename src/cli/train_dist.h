@@ -43,10 +43,13 @@ int vram_train_dist_check(const vram_train_dist *d, int saving, int on_gpu);
 /* --ranks N: runs mpirun with this command (without --ranks) and returns its exit status. */
 int vram_train_dist_relaunch(const vram_train_dist *d, int argc, char **argv);
 /* Reads the launcher (before the device is opened: LOCAL_RANK picks the GPU of `device`, a
- * plain "cuda"). Returns 0, or 2 with the message said. spec receives the device to open. */
+ * plain "cuda") and from then on says so when the launcher stops this rank (SIGTERM). Returns
+ * 0, or 2 with the message said. spec receives the device to open. */
 int vram_train_dist_launch(vram_train_dist *d, const char *device, char *spec, size_t cap);
 /* Joins the job and wraps the parameters in DDP (rank 0's weights broadcast). 0, or 1 (said). */
 int vram_train_dist_start(vram_train_dist *d, vram_runtime *rt, vram_param_list *params);
+/* The job's line under the run's header: ranks, the batch of all ranks, engine, buckets. */
+void vram_train_dist_describe(const vram_train_dist *d, int batch);
 /* Rows of this rank's shard: the batch of all ranks and this rank's first row. */
 void vram_train_dist_rows(const vram_train_dist *d, int batch, int64_t *total, int64_t *first);
 /* The mean over ranks of a host value (a loss): in place. */
