@@ -10,6 +10,9 @@
  *
  * usage: bench_gpt2_reference --out DIR [--device cuda:0] [--steps 20] [--batch 8] [--context 1024]
  *        [--layers 12 --heads 12 --width 768 --vocab 50257] [--lr 3e-4] [--clip 1.0] [--seed 1337]
+ *        [--precision fp32|bf16|fp16] [--data FILE]
+ * --precision bf16/fp16 trains with mixed precision (fp16 with the dynamic loss scaler); --data
+ * takes the batches from windows of a file's bytes (a learnable text, not random ids).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -54,6 +57,7 @@ int main(int argc, char **argv) {
                            .init_std = 0.02};
     double lr = 3e-4, clip = 1.0;
     unsigned long long seed = 1337;
+    const char *data = NULL;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) goto usage;
@@ -70,6 +74,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(f, "--lr")) lr = atof(v);
         else if (!strcmp(f, "--clip")) clip = atof(v);
         else if (!strcmp(f, "--seed")) seed = strtoull(v, NULL, 10);
+        else if (!strcmp(f, "--data")) data = v;
+        else if (!strcmp(f, "--precision")) {
+            if (!strcmp(v, "bf16")) cfg.precision = VRAM_DTYPE_BF16;
+            else if (!strcmp(v, "fp16")) cfg.precision = VRAM_DTYPE_F16;
+            else if (strcmp(v, "fp32")) goto usage;
+        }
         else goto usage;
     }
     if (!out || steps < 1 || batch < 1 || cfg.context < 1) goto usage;
@@ -85,6 +95,7 @@ int main(int argc, char **argv) {
     vram_runtime *rt = NULL;
     vram_gpt *g = NULL;
     vram_optimizer *opt = NULL;
+    vram_grad_scaler *scaler = NULL;
     vram_status s = vram_device_open(device, &dev);
     if (s == VRAM_OK) s = vram_allocator_new(dev, NULL, &a);
     if (s == VRAM_OK) s = vram_runtime_new(a, 0, &rt);
@@ -94,6 +105,11 @@ int main(int argc, char **argv) {
     vram_optim_config_default(VRAM_OPTIM_ADAMW, &oc);
     oc.lr = lr;
     if (s == VRAM_OK) s = vram_optimizer_new(rt, vram_gpt_params(g), &oc, &opt);
+    if (s == VRAM_OK && cfg.precision == VRAM_DTYPE_F16) {
+        vram_grad_scaler_config sc;
+        vram_grad_scaler_config_default(&sc);
+        s = vram_grad_scaler_new(rt, opt, &sc, &scaler);
+    }
     if (s != VRAM_OK) {
         fprintf(stderr, "bench_gpt2_reference: %s: %s\n", vram_status_str(s), vram_last_error());
         return 1;
@@ -121,10 +137,30 @@ int main(int argc, char **argv) {
     int32_t *tokens = malloc(sizeof *tokens * (size_t)(per * steps)), *ids = malloc(sizeof *ids * (size_t)batch * cfg.context),
             *tg = malloc(sizeof *tg * (size_t)batch * cfg.context);
     uint64_t x = seed * 2654435761u + 1;
-    for (int64_t i = 0; i < per * steps; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        tokens[i] = (int32_t)(x % (uint64_t)cfg.vocab);
+    unsigned char *text = NULL;
+    long text_n = 0;
+    if (data) {
+        FILE *tf = fopen(data, "rb");
+        if (tf && !fseek(tf, 0, SEEK_END) && (text_n = ftell(tf)) > T1 && !fseek(tf, 0, SEEK_SET) &&
+            (text = malloc((size_t)text_n)) && fread(text, 1, (size_t)text_n, tf) == (size_t)text_n) {
+        } else {
+            return fprintf(stderr, "bench_gpt2_reference: cannot read --data %s (or shorter than the context)\n", data), 1;
+        }
+        fclose(tf);
     }
+    for (int64_t r = 0; r < (int64_t)steps * batch; r++) { /* one row of T + 1 tokens */
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int64_t start = text ? (int64_t)(x % (uint64_t)(text_n - T1)) : 0;
+        for (int64_t t = 0; t < T1; t++) {
+            if (text) {
+                tokens[r * T1 + t] = text[start + t];
+                continue;
+            }
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            tokens[r * T1 + t] = (int32_t)(x % (uint64_t)cfg.vocab);
+        }
+    }
+    free(text);
     if (!write_file(out, "batches.bin", tokens, sizeof *tokens * (size_t)(per * steps))) return 1;
     double *losses = calloc((size_t)steps, sizeof *losses);
     int64_t shape[2] = {batch, cfg.context};
@@ -140,14 +176,16 @@ int main(int argc, char **argv) {
         if (s == VRAM_OK) s = vram_tensor_from_data(rt, VRAM_DTYPE_I32, 2, shape, VRAM_TAG_TEMPORARY, tg, &tt);
         if (s == VRAM_OK) s = vram_gpt_forward(g, ti, tt, 1, NULL, &loss);
         if (s == VRAM_OK) losses[step] = vram_tensor_item(loss);
-        if (s == VRAM_OK) s = vram_backward(loss, NULL);
+        if (s == VRAM_OK) s = vram_backward(loss, scaler ? vram_grad_scaler_seed(scaler) : NULL);
         if (s == VRAM_OK && step == 0) {
             float *g1 = gather(pl, 1, &bytes);
             if (!g1 || !write_file(out, "grads1.bin", g1, bytes)) s = VRAM_ERR_IO;
             free(g1);
         }
+        if (s == VRAM_OK && scaler) s = vram_grad_scaler_unscale(scaler, pl);
         if (s == VRAM_OK && clip > 0) s = vram_clip_grad_norm(pl, clip, NULL);
         if (s == VRAM_OK) s = vram_optimizer_step(opt);
+        if (s == VRAM_OK && scaler) s = vram_grad_scaler_update(scaler, NULL);
         if (s == VRAM_OK) s = vram_runtime_sync(rt);
         vram_tensor_free(ti);
         vram_tensor_free(tt);
@@ -167,6 +205,7 @@ int main(int argc, char **argv) {
     free(tokens);
     free(ids);
     free(tg);
+    vram_grad_scaler_free(scaler);
     vram_optimizer_free(opt);
     vram_gpt_free(g);
     vram_runtime_free(rt);
@@ -175,6 +214,7 @@ int main(int argc, char **argv) {
     return 0;
 usage:
     fprintf(stderr, "usage: bench_gpt2_reference --out DIR [--device cuda:0] [--steps N] [--batch B] [--context T] "
-                    "[--layers L --heads H --width C --vocab V] [--lr X] [--clip X] [--seed N]\n");
+                    "[--layers L --heads H --width C --vocab V] [--lr X] [--clip X] [--seed N] [--precision fp32|bf16|fp16] "
+                    "[--data FILE]\n");
     return 2;
 }

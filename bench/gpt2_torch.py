@@ -5,9 +5,14 @@
               same batches, AdamW, clipping) with a PyTorch model of the same layout, fp32 with
               TF32 off, and compares: every step's loss within 1e-4 relative, every parameter's
               gradient after step 1 within 1e-3 relative norm. Exit status 1 on a mismatch.
-  speed       PyTorch eager fp32 (TF32 off) GPT-2 124M training, B=8, T=1024, fused AdamW:
-              HuggingFace's GPT2LMHeadModel (the anchor of BENCHMARKS.md) and the same-layout
-              model; median step time, tokens/s, peak allocated and reserved.
+              With --precision bf16|fp16 both sides train with mixed precision (PyTorch under
+              autocast, fp16 with GradScaler) and the bounds are PyTorch's own spread: the same
+              run repeated with another attention kernel (flash, then memory-efficient SDPA).
+  speed       PyTorch GPT-2 124M training, B=8, T=1024, fused AdamW, fp32 (TF32 off) or
+              --precision bf16 (autocast): --models from hf (HuggingFace's GPT2LMHeadModel, the
+              anchor of BENCHMARKS.md), hf-ckpt (its gradient checkpointing), same (the
+              same-layout model), same-compile (it under torch.compile); median step time,
+              tokens/s, peak allocated and reserved.
 
 The same-layout model: token + position embeddings, pre-norm blocks with c_attn [3C, C] and
 exact-erf GELU, final layer norm, output projection tied to the token embedding.
@@ -26,6 +31,7 @@ import torch.nn.functional as F
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
+torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
 
 
 class Block(nn.Module):
@@ -65,6 +71,74 @@ def rel(a, b):
     return (torch.linalg.vector_norm((a - b).double()) / torch.linalg.vector_norm(b.double()).clamp_min(1e-30)).item()
 
 
+def autocast(args):
+    if args.precision == "fp32":
+        return torch.autocast("cuda", enabled=False)
+    return torch.autocast("cuda", dtype=torch.bfloat16 if args.precision == "bf16" else torch.float16)
+
+
+def train_losses(d, args, names, shapes, init, toks, backend):
+    """The run of DIR in PyTorch; returns its losses and step 1's gradients by name."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    L = 1 + max(int(n.split(".")[1]) for n in names if n.startswith("h."))
+    V, C = shapes[names.index("wte.weight")]
+    T = shapes[names.index("wpe.weight")][0]
+    model = GPT(L, args.heads, C, V, T).to("cuda")
+    params = dict(model.named_parameters())
+    at = 0
+    with torch.no_grad():
+        for n, sh in zip(names, shapes):
+            k = math.prod(sh)
+            params[n].copy_(torch.from_numpy(init[at:at + k].reshape(sh)))
+            at += k
+    assert at == init.size and len(params) == len(names), "parameter layout differs"
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, eps=1e-8, foreach=False)
+    scaler = torch.amp.GradScaler("cuda", enabled=args.precision == "fp16")
+    losses, grads = [], {}
+    for step in range(toks.shape[0]):
+        b = torch.from_numpy(toks[step].astype(np.int64)).to("cuda")
+        opt.zero_grad(set_to_none=True)
+        with autocast(args), sdpa_kernel(backend):
+            loss = model(b[:, :-1], b[:, 1:])
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        if step == 0:
+            grads = {n: params[n].grad.detach().clone() for n in names}
+        if args.clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+        scaler.step(opt)
+        scaler.update()
+        losses.append(loss.item())
+    return losses, grads
+
+
+def check_mixed(d, args, names, shapes, init, toks, losses, g1):
+    from torch.nn.attention import SDPBackend
+    a, grads = train_losses(d, args, names, shapes, init, toks, SDPBackend.FLASH_ATTENTION)
+    b, _ = train_losses(d, args, names, shapes, init, toks, SDPBackend.EFFICIENT_ATTENTION)
+    worst_grad, at = 0.0, 0
+    for n in names:
+        p = grads[n]
+        k = p.numel()
+        worst_grad = max(worst_grad, rel(torch.from_numpy(g1[at:at + k]).to("cuda").view_as(p), p))
+        at += k
+    dv = [abs(x - y) for x, y in zip(losses, a)]
+    dt = [abs(x - y) for x, y in zip(b, a)]
+    print(f"{'step':>4} {'vram':>10} {'torch flash':>12} {'torch eff.':>11} {'|vram-flash|':>13} {'|eff.-flash|':>13}")
+    for i in range(len(losses)):
+        if i < 5 or (i + 1) % 20 == 0:
+            print(f"{i + 1:>4} {losses[i]:>10.5f} {a[i]:>12.5f} {b[i]:>11.5f} {dv[i]:>13.2e} {dt[i]:>13.2e}")
+    tail = max(1, len(losses) // 10)
+    mv, mt = statistics.mean(dv), statistics.mean(dt)
+    ok = mv <= 2 * mt + 1e-3 and abs(statistics.mean(losses[-tail:]) - statistics.mean(a[-tail:])) < 0.02
+    print(f"check {args.precision}: {len(losses)} steps; mean |vram - torch| {mv:.2e} (max {max(dv):.2e}); PyTorch's "
+          f"own spread (flash vs memory-efficient attention) mean {mt:.2e} (max {max(dt):.2e}); mean loss of the last "
+          f"{tail} steps vram {statistics.mean(losses[-tail:]):.4f}, torch {statistics.mean(a[-tail:]):.4f}; step-1 "
+          f"gradients worst relative norm difference {worst_grad:.2e}: {'PASS' if ok else 'FAIL'} (bound: mean "
+          f"difference within twice PyTorch's spread, last-steps mean within 0.02)")
+    return 0 if ok else 1
+
+
 def check(d, args):
     names = [ln.split() for ln in open(os.path.join(d, "params.txt"))]
     shapes = [tuple(int(x) for x in s.split(",")) for _, s in names]
@@ -89,6 +163,8 @@ def check(d, args):
     steps = len(losses)
     toks = np.fromfile(os.path.join(d, "batches.bin"), dtype=np.int32).reshape(steps, args.batch, -1)
     g1 = np.fromfile(os.path.join(d, "grads1.bin"), dtype=np.float32)
+    if args.precision != "fp32":
+        return check_mixed(d, args, names, shapes, init, toks, losses, g1)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, eps=1e-8, foreach=False)
     worst_loss, worst_grad, bad = 0.0, 0.0, 0
     print(f"{'step':>4} {'vram loss':>12} {'torch loss':>12} {'rel diff':>10}")
@@ -127,38 +203,48 @@ def speed(args):
     rows = []
     for kind in args.models.split(","):
         torch.manual_seed(0)
-        if kind == "hf":
+        if kind.startswith("hf"):
             from transformers import GPT2Config, GPT2LMHeadModel
             model = GPT2LMHeadModel(GPT2Config()).to(dev)
+            if kind == "hf-ckpt":
+                model.gradient_checkpointing_enable()
+            model.train()
             step_fn = lambda x, y: model(input_ids=x, labels=y).loss  # noqa: E731 (labels shift inside)
         else:
             model = GPT(12, 12, 768, 50257, 1024).to(dev)
-            step_fn = model
+            step_fn = torch.compile(model) if kind == "same-compile" else model
         opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
         data = torch.randint(0, 50257, (B, T + 1), device=dev)
-        x, y = (data[:, :-1], data[:, :-1]) if kind == "hf" else (data[:, :-1], data[:, 1:])
+        x, y = (data[:, :-1], data[:, :-1]) if kind.startswith("hf") else (data[:, :-1], data[:, 1:])
+        scaler = torch.amp.GradScaler("cuda", enabled=args.precision == "fp16")
         torch.cuda.reset_peak_memory_stats()
         times = []
         for i in range(args.steps):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             opt.zero_grad(set_to_none=True)
-            loss = step_fn(x, y)
-            loss.backward()
+            with autocast(args):
+                loss = step_fn(x, y)
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
+            scaler.step(opt)
+            scaler.update()
             loss.item()
             torch.cuda.synchronize()
             times.append(time.perf_counter() - t0)
-        med = statistics.median(times[3:])
+        med = statistics.median(times[6:] if kind.endswith("compile") else times[3:])
         rows.append((kind, med * 1e3, B * T / med, torch.cuda.max_memory_allocated() / 2**30,
                      torch.cuda.max_memory_reserved() / 2**30))
         del model, opt, loss
         torch.cuda.empty_cache()
-    print(f"# torch {torch.__version__}, {torch.cuda.get_device_name()}, fp32 (TF32 off), B={B}, T={T}, fused AdamW, "
-          f"clip 1.0, median of steps 4..{args.steps}")
+    prec = "fp32 (TF32 off)" if args.precision == "fp32" else f"{args.precision} autocast"
+    print(f"# torch {torch.__version__}, {torch.cuda.get_device_name()}, {prec}, B={B}, T={T}, fused AdamW, "
+          f"clip 1.0, median of steps 4..{args.steps} (torch.compile: after its compiling steps)")
+    names = {"hf": "HF GPT2LMHeadModel eager", "hf-ckpt": "HF eager, checkpointing", "same": "same-layout model eager",
+             "same-compile": "same-layout torch.compile"}
     for kind, ms, tps, pa, pr in rows:
-        name = "HF GPT2LMHeadModel eager" if kind == "hf" else "same-layout model eager"
+        name = names.get(kind, kind)
         print(f"torch {name:<26} {ms:8.1f} ms/step {tps:9.0f} tokens/s  peak allocated {pa:6.2f} GiB  reserved {pr:6.2f} GiB")
     return 0
 
@@ -173,6 +259,7 @@ def main():
     ap.add_argument("--clip", type=float, default=1.0)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--models", default="hf,same")
+    ap.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
     args = ap.parse_args()
     if args.mode == "check":
         if not args.dir:

@@ -9,6 +9,11 @@
 #   speed   vram train --model gpt2 on the GPU, B=8 T=1024 fp32 AdamW, beside PyTorch eager fp32
 #   memory  the memory mechanisms on the GPU: --checkpoint, --accum, sgd/adagrad, from the report
 #   profile GPU time per kernel of 6 GPT-2 steps (VRAM_CUDA_PROFILE=1)
+#   mixed   mixed precision (issue 38): the GPU tests of it; 200 steps bf16 and fp16 from the same
+#           weights on the same text batches as PyTorch under autocast (bench/gpt2_torch.py check);
+#           then, per round, vram fp32, bf16 (recompute none / gelu / both, --checkpoint, SGD,
+#           accumulation), fp16, and PyTorch bf16 eager (HF,
+#           HF with checkpointing, same layout) and torch.compile, B=8 T=1024 AdamW
 set -u
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -48,6 +53,28 @@ if [[ $what == *memory* ]]; then
   done
   timeout 120 $V train --device cuda:0 --model gpt2 --data $CORPUS --batch 8 --steps 2 --capacity 3GiB > "$OUT/oom.log" 2>&1
   echo "capacity 3GiB rc=$? (want 1)"; head -c 1500 "$OUT/oom.log"
+fi
+if [[ $what == *mixed* ]]; then
+  (cd b && timeout 300 ctest -R "gpu_test_grad_scaler|gpu_cli_train_mixed" --output-on-failure > "$OUT/mixed_tests.log" 2>&1)
+  echo "mixed-precision GPU tests rc=$?"; grep -E "tests passed|Passed|Failed|FAIL" "$OUT/mixed_tests.log" | head
+  for p in ${MIXED_CHECK:-bf16 fp16}; do
+    timeout 300 b/bench/bench_gpt2_reference --out "$OUT/ref_$p" --steps "${MIXED_STEPS:-200}" --batch 8 --precision $p \
+      --data $CORPUS > "$OUT/ref_$p.log" 2>&1; echo "reference $p rc=$?"
+    timeout 300 python3 bench/gpt2_torch.py check "$OUT/ref_$p" --precision $p > "$OUT/check_$p.log" 2>&1
+    echo "check $p rc=$?"; tail -1 "$OUT/check_$p.log"
+    rm -f "$OUT"/ref_$p/*.bin
+  done
+  for r in ${ROUNDS:-1 2}; do
+    for v in "--precision fp32" "--precision bf16 --recompute none" "--precision bf16 --recompute gelu" "--precision bf16" \
+             "--precision bf16 --checkpoint" "--precision bf16 --optimizer sgd" "--precision bf16 --batch 4 --accum 2" \
+             "--precision fp16"; do
+      tag=$(echo "$v" | tr -d ' -'); log="$OUT/mixed_${tag}_$r.log"
+      timeout 300 $V train --device cuda:0 --model gpt2 --data $CORPUS --batch 8 --steps 30 --lr 3e-4 $v --report > "$log" 2>&1
+      echo "vram [$v] round $r rc=$?"; grep -E "^summary|^model FLOPs|^loss scaling|^  (parameters|gradients|optimizer state|activations|temporaries) " "$log"
+    done
+    timeout 400 python3 bench/gpt2_torch.py speed --precision bf16 --models "${TORCH_MODELS:-hf,hf-ckpt,same,same-compile}" \
+      --steps 25 > "$OUT/torch_bf16_$r.log" 2>&1; echo "torch bf16 round $r rc=$?"; grep "^torch" "$OUT/torch_bf16_$r.log"
+  done
 fi
 if [[ $what == *profile* ]]; then
   VRAM_CUDA_PROFILE=1 timeout 300 $V train --device cuda:0 --model gpt2 --data $CORPUS --batch 8 --steps 6 --lr 3e-4 \

@@ -133,6 +133,18 @@ add_test(NAME gpu_cli_train COMMAND sh -c "\
   echo \"$out\" | tail -5; [ $s -eq 1 ] && echo \"$out\" | grep -q 'out of memory while' && echo \"$out\" | grep -q 'try a smaller --batch'")
 set_tests_properties(gpu_cli_train PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600 RESOURCE_LOCK gpu
                      PASS_REGULAR_EXPRESSION "categories add up to the allocator's allocated bytes: yes")
+# Mixed precision on the GPU: the loss scaler's semantics with the device-side state, and
+# `vram train --precision bf16 / fp16` end to end (fp16 with the dynamic loss scale)
+add_test(NAME gpu_test_grad_scaler COMMAND test_grad_scaler cuda)
+set_tests_properties(gpu_test_grad_scaler PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 300 RESOURCE_LOCK gpu)
+add_test(NAME gpu_cli_train_mixed COMMAND sh -c "\
+  if ! ${VRAM_EXE} smi --list >/dev/null 2>&1 && ! [ -e /dev/nvidiactl ]; then echo 'SKIP: no GPU'; exit 77; fi; \
+  ${VRAM_EXE} train --device cuda:0 --data ${VRAM_TRAIN_CORPUS} --model gpt2 --layers 2 --context 256 --batch 4 --steps 20 --precision bf16 --report || exit 1; \
+  ${VRAM_EXE} train --device cuda:0 --data ${VRAM_TRAIN_CORPUS} --model gpt2 --layers 2 --context 256 --batch 4 --steps 20 --precision fp16 --checkpoint --report | grep 'loss scaling: scale' || exit 1; \
+  out=$(${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --steps 1 --precision bf16 2>&1); s=$?; echo \"$out\" | tail -2; \
+  [ $s -ne 0 ] && echo \"$out\" | grep -q 'low-precision kernels'")
+set_tests_properties(gpu_cli_train_mixed PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600 RESOURCE_LOCK gpu
+                     PASS_REGULAR_EXPRESSION "categories add up to the allocator's allocated bytes: yes")
 # ---- end runtime ----
 
 # ---- issue 3 (cuda branch): PyTorch plug-in tests ----------------------------------------

@@ -87,6 +87,7 @@ typedef struct vram_nn_block {
     vram_nn_attention attn;
     vram_nn_mlp mlp;
     int training; /* read by the checkpointed forward */
+    int keep;     /* VRAM_GPT_KEEP_* (vram_gpt_config) */
 } vram_nn_block;
 vram_status vram_nn_block_init(vram_nn_block *m, vram_runtime *rt, vram_param_list *l, const char *name, int64_t width,
                                int64_t heads, double dropout);
@@ -97,7 +98,16 @@ typedef struct vram_gpt_config {
     double dropout;
     int tied;        /* output projection = token embedding (GPT-2); 0: its own lm_head.weight */
     double init_std; /* > 0: GPT-2's initialisation (see above); 0: the modules' defaults */
+    /* VRAM_DTYPE_F16 / _BF16: mixed precision (activations in it after the embeddings,
+     * products on tensor cores, parameters, gradients and optimizer state f32); anything
+     * else: the parameters' dtype throughout */
+    vram_dtype precision;
+    /* What the blocks store instead of recomputing in backward (0, the default: GELU's output
+     * and the layer norms' outputs are recomputed, llm.c's recompute 2; VRAM_GPT_KEEP_* bits
+     * keep them, for measuring what recomputation saves). */
+    int keep;
 } vram_gpt_config;
+enum { VRAM_GPT_KEEP_GELU = 1, VRAM_GPT_KEEP_LAYERNORM = 2 };
 
 typedef struct vram_gpt vram_gpt;
 vram_status vram_gpt_new(vram_runtime *rt, const vram_gpt_config *cfg, vram_gpt **out);

@@ -33,7 +33,12 @@ vram_status vram_tanh(vram_tensor *x, vram_tensor **out);
 /* Matrix product: [.., M, K] @ [.., K, N] -> [.., M, N]; leading (batch) dims broadcast;
  * 1-D operands are not accepted. */
 vram_status vram_matmul(vram_tensor *a, vram_tensor *b, vram_tensor **out);
-/* x [.., in] · weight [out, in]^T + bias [out] (bias may be NULL). */
+/* x cast to dtype, differentiable (the gradient is cast back). f16/bf16 need a device with
+ * low-precision kernels (the GPU). */
+vram_status vram_to_dtype(vram_tensor *x, vram_dtype dtype, vram_tensor **out);
+/* x [.., in] · weight [out, in]^T + bias [out] (bias may be NULL). With f16/bf16 x and f32
+ * weight and bias (mixed precision): the product in x's dtype with fp32 accumulation, the
+ * weight cast for it, its gradients in f32. */
 vram_status vram_linear(vram_tensor *x, vram_tensor *weight, vram_tensor *bias, vram_tensor **out);
 
 /* linear(gelu(x), weight, bias), keeping only x for backward (gelu(x) is recomputed there):

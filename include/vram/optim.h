@@ -56,6 +56,40 @@ const vram_optim_config *vram_optimizer_config(const vram_optimizer *o);
 void vram_optimizer_state(const vram_optimizer *o, int i, int64_t *step, vram_tensor **s1, vram_tensor **s2);
 vram_status vram_optimizer_state_prepare(vram_optimizer *o, int i, int64_t step, vram_tensor **s1, vram_tensor **s2);
 
+/* Dynamic loss scaling with PyTorch GradScaler's semantics (grad_scaler.c), for fp16 training.
+ * The scale, the growth tracker and the found-inf flag live on the device: backward is seeded
+ * with the scale tensor (loss x scale), unscale divides every gradient in place and sets the
+ * flag on any inf or NaN, the optimizer's kernels read the flag and leave weights and state
+ * untouched when it is set, and update halves the scale after an overflow or doubles it after
+ * `growth_interval` clean steps in a row. update then reads the flag back (4 bytes, once a
+ * step) so the optimizer's step counts (Adam's bias correction) skip the step as PyTorch's do. */
+typedef struct vram_grad_scaler_config {
+    double init_scale;      /* 65536 */
+    double growth_factor;   /* 2 */
+    double backoff_factor;  /* 0.5 */
+    int growth_interval;    /* 2000 */
+} vram_grad_scaler_config;
+void vram_grad_scaler_config_default(vram_grad_scaler_config *cfg);
+typedef struct vram_grad_scaler vram_grad_scaler;
+/* The scaler for optimizer o (it sets o's skip flag). */
+vram_status vram_grad_scaler_new(vram_runtime *rt, vram_optimizer *o, const vram_grad_scaler_config *cfg,
+                                 vram_grad_scaler **out);
+void vram_grad_scaler_free(vram_grad_scaler *s);
+/* A scalar f32 tensor holding the scale (borrowed): vram_backward(loss, seed) scales the loss. */
+const vram_tensor *vram_grad_scaler_seed(const vram_grad_scaler *s);
+/* Clears the flag, then divides every gradient of params by the scale and flags inf/NaN. */
+vram_status vram_grad_scaler_unscale(vram_grad_scaler *s, vram_param_list *params);
+/* After the optimizer step: the scale's update on the device, then the flag read back.
+ * *skipped (may be NULL) says whether this step was skipped. */
+vram_status vram_grad_scaler_update(vram_grad_scaler *s, int *skipped);
+/* The current scale and the number of steps skipped so far (reads the device). */
+double vram_grad_scaler_scale(const vram_grad_scaler *s);
+int64_t vram_grad_scaler_skipped(const vram_grad_scaler *s);
+/* The device flag optimizer updates read (NULL: never skip); vram_grad_scaler_new sets it. */
+void vram_optimizer_set_skip_flag(vram_optimizer *o, const int32_t *flag);
+/* Takes the last step out of the step counts (a step the kernels skipped). */
+void vram_optimizer_uncount_step(vram_optimizer *o);
+
 /* Scales all gradients so their global L2 norm is at most max_norm; *total_norm (may be NULL)
  * receives the norm before clipping. */
 vram_status vram_clip_grad_norm(vram_param_list *params, double max_norm, double *total_norm);

@@ -46,6 +46,9 @@ typedef struct train_opts {
     vram_gpt_config gpt;
     const char *save, *resume; /* model files (model_file.h) */
     int save_every;
+    vram_dtype precision; /* VRAM_DTYPE_F32, or F16/BF16 for mixed precision */
+    int loss_scale;       /* dynamic loss scaling (GradScaler): 1 on, 0 off, -1 by precision (fp16) */
+    int keep;             /* VRAM_GPT_KEEP_*: activations kept instead of recomputed */
     vram_train_dist dist; /* data parallel (train_dist.c) */
 } train_opts;
 
@@ -66,6 +69,12 @@ static void usage(FILE *out) {
             "  --lr X               learning rate (default: 2e-3 adam/adamw, 0.3 sgd, 0.1 momentum, 0.03 adagrad)\n"
             "  --clip X             clip gradients to global norm X (default 1.0; 0 = off)\n"
             "  --checkpoint         checkpoint every transformer block (recompute in backward)\n"
+            "  --precision P        fp32 (default), bf16 or fp16: mixed precision on the GPU (products and\n"
+            "                       attention in P on tensor cores, activations in P, weights, gradients and\n"
+            "                       optimizer state in fp32)\n"
+            "  --loss-scale MODE    dynamic (default with fp16: GradScaler's, from 2^16) or off\n"
+            "  --recompute WHAT     gelu,layernorm (default: both outputs recomputed in backward), gelu,\n"
+            "                       layernorm or none (kept for backward: more memory, less compute)\n"
             "  --eval-every N       validation loss every N steps, under no_grad (default 0 = off)\n"
             "  --eval-batches N     batches per evaluation (default 8)\n"
             "  --log-every N        a progress line every N steps when the output is not a terminal\n"
@@ -112,6 +121,8 @@ static int parse(int argc, char **argv, train_opts *o) {
     o->seed = 1337;
     o->optimizer = "adamw";
     o->device = "cpu";
+    o->precision = VRAM_DTYPE_F32;
+    o->loss_scale = -1;
     vram_cli_model_spec("tiny", &o->gpt, NULL, 0); /* --model presets and specs: model_spec.c */
     vram_train_dist_defaults(&o->dist);
     for (int i = 1; i < argc; i++) {
@@ -132,7 +143,7 @@ static int parse(int argc, char **argv, train_opts *o) {
                                              "--eval-every", "--eval-batches", "--log-every", "--layers", "--heads",
                                              "--width", "--context", "--dropout", "--capacity", "--threads", "--seed",
                                              "--device", "--model", "--vocab", "--save", "--save-every", "--resume",
-                                             VRAM_TRAIN_DIST_FLAGS};
+                                             "--precision", "--loss-scale", "--recompute", VRAM_TRAIN_DIST_FLAGS};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(f, valued[k]);
         if (!known) {
@@ -169,7 +180,30 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(f, "--threads")) ok = parse_int(f, v, 1, &o->threads);
         else if (!strcmp(f, "--seed")) ok = parse_int(f, v, 0, &tmp), o->seed = (uint64_t)tmp;
         else if (!strcmp(f, "--vocab")) ok = parse_int_in(f, v, 256, MAX_VOCAB, &o->gpt.vocab);
-        else if (!strcmp(f, "--device")) {
+        else if (!strcmp(f, "--recompute")) {
+            int gelu = strstr(v, "gelu") != NULL, ln = strstr(v, "layernorm") != NULL;
+            if (strcmp(v, "none") && strcmp(v, "gelu") && strcmp(v, "layernorm") && strcmp(v, "gelu,layernorm") &&
+                strcmp(v, "layernorm,gelu")) {
+                fprintf(stderr, "vram train: --recompute: '%s' is not gelu,layernorm, gelu, layernorm or none\n", v);
+                ok = 0;
+            }
+            o->keep = (gelu ? 0 : VRAM_GPT_KEEP_GELU) | (ln ? 0 : VRAM_GPT_KEEP_LAYERNORM);
+        } else if (!strcmp(f, "--loss-scale")) {
+            if (!strcmp(v, "dynamic")) o->loss_scale = 1;
+            else if (!strcmp(v, "off")) o->loss_scale = 0;
+            else {
+                fprintf(stderr, "vram train: --loss-scale: '%s' is not dynamic or off\n", v);
+                ok = 0;
+            }
+        } else if (!strcmp(f, "--precision")) {
+            if (!strcmp(v, "fp32") || !strcmp(v, "f32")) o->precision = VRAM_DTYPE_F32;
+            else if (!strcmp(v, "bf16")) o->precision = VRAM_DTYPE_BF16;
+            else if (!strcmp(v, "fp16") || !strcmp(v, "f16")) o->precision = VRAM_DTYPE_F16;
+            else {
+                fprintf(stderr, "vram train: --precision: '%s' is not fp32, bf16 or fp16\n", v);
+                ok = 0;
+            }
+        } else if (!strcmp(f, "--device")) {
             o->device = v;
             if (strcmp(v, "cpu") && strcmp(v, "host") && strcmp(v, "cuda") && strncmp(v, "cuda:", 5)) {
                 fprintf(stderr, "vram train: --device: '%s' is not cpu or cuda[:N]\n", v);
@@ -206,7 +240,8 @@ static int parse(int argc, char **argv, train_opts *o) {
         fprintf(stderr, "vram train: --optimizer: %s\n", vram_last_error());
         return 2;
     }
-    return vram_train_dist_check(&o->dist, o->save || o->resume, !strncmp(o->device, "cuda", 4));
+    return vram_train_dist_check(&o->dist, o->save || o->resume, !strncmp(o->device, "cuda", 4),
+                                 o->loss_scale == 1 || (o->loss_scale < 0 && o->precision == VRAM_DTYPE_F16));
 }
 
 static int cmp_double(const void *x, const void *y) {
@@ -352,9 +387,29 @@ static int fail(vram_allocator *a, vram_status s, const char *what) {
     return 1;
 }
 
+/* Model FLOPs utilisation as llm.c counts it: 6 N + 6 L C T FLOPs a token (the products of
+ * forward and backward, and attention's), against the GPU's dense bf16 peak, for mixed precision
+ * on a GPU whose peak is known. */
+static void print_mfu(const train_opts *o, int64_t params, double step_ms, const char *device) {
+    static const struct {
+        const char *name;
+        double peak;
+    } gpus[] = {{"H100", 989.4e12}, {"H200", 989.4e12}, {"A100", 312e12}, {"L40S", 362e12}, {"A10G", 70e12}};
+    if (o->precision == VRAM_DTYPE_F32 || !(step_ms > 0)) return;
+    for (size_t i = 0; i < sizeof gpus / sizeof *gpus; i++) {
+        if (!strstr(device, gpus[i].name)) continue;
+        double per_token = 6.0 * (double)params + 6.0 * o->gpt.layers * o->gpt.width * (double)o->gpt.context;
+        double tokens = (double)o->batch * o->accum * o->gpt.context;
+        printf("model FLOPs utilisation: %.1f%% of the %s's %.0f TFLOP/s dense bf16 peak (%.1f TFLOP/s; 6N + 6LCT a token)\n",
+               100 * per_token * tokens / (step_ms * 1e-3) / gpus[i].peak, gpus[i].name, gpus[i].peak / 1e12,
+               per_token * tokens / (step_ms * 1e-3) / 1e12);
+        return;
+    }
+}
+
 /* One micro-batch: forward, loss / accum, backward. Returns the loss. */
 static vram_status micro_step(vram_gpt *g, vram_text_data *d, vram_runtime *rt, const train_opts *o, int last,
-                              int64_t *fwd_tags, double *loss_out) {
+                              const vram_grad_scaler *scaler, int64_t *fwd_tags, double *loss_out) {
     vram_tensor *ids = NULL, *tg = NULL, *loss = NULL, *scaled = NULL;
     int64_t total, first; /* this rank's rows of the batch of all ranks */
     vram_train_dist_rows(&o->dist, o->batch, &total, &first);
@@ -372,7 +427,7 @@ static vram_status micro_step(vram_gpt *g, vram_text_data *d, vram_runtime *rt, 
         s = o->accum > 1 ? vram_scale(loss, 1.0 / o->accum, &scaled) : VRAM_OK;
     }
     if (o->dist.ddp) vram_ddp_begin_micro(o->dist.ddp, last); /* only the last backward communicates */
-    if (s == VRAM_OK) s = vram_backward(scaled ? scaled : loss, NULL);
+    if (s == VRAM_OK) s = vram_backward(scaled ? scaled : loss, scaler ? vram_grad_scaler_seed(scaler) : NULL);
     vram_tensor_free(scaled);
     vram_tensor_free(loss);
     return s;
@@ -449,6 +504,12 @@ int vram_cmd_train(int argc, char **argv) {
         return 2;
     }
     int on_gpu = !strncmp(o.device, "cuda", 4);
+    if (o.precision != VRAM_DTYPE_F32 && !on_gpu) {
+        fprintf(stderr, "vram train: --precision %s needs --device cuda: the CPU has no low-precision kernels\n",
+                o.precision == VRAM_DTYPE_BF16 ? "bf16" : "fp16");
+        vram_text_data_close(data);
+        return 2;
+    }
     char spec[64] = "host";
     if (on_gpu) snprintf(spec, sizeof spec, "%s", o.device);
     else if (o.capacity) snprintf(spec, sizeof spec, "host:%llu", (unsigned long long)o.capacity);
@@ -461,6 +522,7 @@ int vram_cmd_train(int argc, char **argv) {
     vram_runtime *rt = NULL;
     vram_gpt *g = NULL;
     vram_optimizer *opt = NULL;
+    vram_grad_scaler *scaler = NULL;
     int rc = 0;
     s = vram_device_open(spec, &dev);
     if (s != VRAM_OK) {
@@ -482,6 +544,8 @@ int vram_cmd_train(int argc, char **argv) {
     }
     vram_runtime_seed(rt, o.seed);
     vram_runtime_set_alloc_observer(rt, note_oom, rt); /* for the out-of-memory explanation */
+    o.gpt.precision = o.precision;
+    o.gpt.keep = o.keep;
     s = vram_gpt_new(rt, &o.gpt, &g);
     if (s != VRAM_OK) {
         rc = fail(a, s, "creating the model");
@@ -500,6 +564,15 @@ int vram_cmd_train(int argc, char **argv) {
     if (s != VRAM_OK) {
         rc = fail(a, s, "creating the optimizer");
         goto done;
+    }
+    if (o.loss_scale == 1 || (o.loss_scale < 0 && o.precision == VRAM_DTYPE_F16)) {
+        vram_grad_scaler_config sc;
+        vram_grad_scaler_config_default(&sc);
+        s = vram_grad_scaler_new(rt, opt, &sc, &scaler);
+        if (s != VRAM_OK) {
+            rc = fail(a, s, "creating the loss scaler");
+            goto done;
+        }
     }
     if (vram_train_dist_start(&o.dist, rt, params)) { /* rank 0's weights broadcast, DDP's buckets */
         rc = 1;
@@ -520,9 +593,10 @@ int vram_cmd_train(int argc, char **argv) {
            plural(o.gpt.layers, "layer", b2, sizeof b2), plural(o.gpt.heads, "head", b3, sizeof b3), o.gpt.width,
            o.gpt.context, o.gpt.vocab, o.gpt.tied ? ", tied embedding" : "", (long long)vram_param_list_numel(params),
            mib(vram_param_list_numel(params) * 4, b1, sizeof b1));
-    printf("training: batch %d x accum %d x context %d = %.0f tokens/step, %s lr %g, clip %g, checkpoint %s, %s\n",
+    printf("training: batch %d x accum %d x context %d = %.0f tokens/step, %s lr %g, clip %g, checkpoint %s, %s, %s\n",
            o.batch, o.accum, o.gpt.context, (double)o.batch * o.accum * o.gpt.context, o.optimizer, oc.lr, o.clip,
-           o.checkpoint ? "every block" : "off", plural(o.steps, "step", (char[32]){0}, 32));
+           o.checkpoint ? "every block" : "off", o.precision == VRAM_DTYPE_F32 ? "fp32" : o.precision == VRAM_DTYPE_BF16 ?
+           "mixed precision bf16" : "mixed precision fp16", plural(o.steps, "step", (char[32]){0}, 32));
     vram_train_dist_describe(&o.dist, o.batch);
     fflush(stdout);
     progress prog = {isatty(STDOUT_FILENO) && !o.dist.comm /* (mpirun's pty) */, o.log_every ? o.log_every : (o.steps + 19) / 20, now_s()};
@@ -539,14 +613,16 @@ int vram_cmd_train(int argc, char **argv) {
         vram_param_list_zero_grad(params, 1);
         for (int m = 0; m < o.accum && s == VRAM_OK; m++) {
             double l = 0;
-            s = micro_step(g, data, rt, &o, m == o.accum - 1, fwd_tags, &l);
+            s = micro_step(g, data, rt, &o, m == o.accum - 1, scaler, fwd_tags, &l);
             loss_sum += l;
         }
         double norm = 0;
         vram_ddp *ddp = o.dist.ddp; /* data parallel: the mean gradient over the ranks */
         if (s == VRAM_OK && ddp) s = vram_ddp_finish(ddp);
+        if (s == VRAM_OK && scaler) s = vram_grad_scaler_unscale(scaler, params); /* before clipping, as PyTorch */
         if (s == VRAM_OK && o.clip > 0) s = ddp ? vram_ddp_clip_grad_norm(ddp, o.clip, &norm) : vram_clip_grad_norm(params, o.clip, &norm);
         if (s == VRAM_OK) s = ddp ? vram_ddp_step(ddp, opt) : vram_optimizer_step(opt);
+        if (s == VRAM_OK && scaler) s = vram_grad_scaler_update(scaler, NULL);
         if (s == VRAM_OK) s = vram_runtime_sync(rt); /* the step's GPU work done (and its errors seen) */
         if (s != VRAM_OK) {
             char what[64];
@@ -608,7 +684,11 @@ int vram_cmd_train(int argc, char **argv) {
                (double)o.batch * o.accum * o.gpt.context / (med * 1e-3),
                mib(st.allocated_bytes[VRAM_POOL_ALL].peak, b1, sizeof b1),
                mib(st.reserved_bytes[VRAM_POOL_ALL].peak, (char[32]){0}, 32));
+        print_mfu(&o, vram_param_list_numel(params), med, vram_runtime_device_name(rt));
     }
+    if (scaler)
+        printf("loss scaling: scale %g at the end, %lld of %d steps skipped for inf/NaN gradients\n",
+               vram_grad_scaler_scale(scaler), (long long)vram_grad_scaler_skipped(scaler), o.steps - first_step + 1);
     free(step_ms);
     if (vram_train_dist_report(&o.dist, a, opt)) rc = 1;
     if (o.report) {
@@ -625,6 +705,7 @@ int vram_cmd_train(int argc, char **argv) {
 done:
     if (rc) vram_train_dist_abort(&o.dist); /* (no rank waits for this one) */
     vram_train_dist_end(&o.dist);
+    vram_grad_scaler_free(scaler);
     vram_optimizer_free(opt);
     vram_gpt_free(g);
     vram_runtime_free(rt);

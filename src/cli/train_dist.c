@@ -50,7 +50,7 @@ int vram_train_dist_parse(vram_train_dist *d, const char *f, const char *v) {
     return ok ? 1 : -1;
 }
 
-int vram_train_dist_check(const vram_train_dist *d, int saving, int on_gpu) {
+int vram_train_dist_check(const vram_train_dist *d, int saving, int on_gpu, int loss_scaled) {
     if (!d->engine && !d->ranks) {
         if (d->zero) fprintf(stderr, "vram train: --zero 1 shards over data parallel ranks: it needs --dist or --ranks\n");
         return d->zero ? 2 : 0;
@@ -62,6 +62,11 @@ int vram_train_dist_check(const vram_train_dist *d, int saving, int on_gpu) {
     }
     if (saving) {
         fprintf(stderr, "vram train: --save and --resume are not supported with --dist yet\n");
+        return 2;
+    }
+    if (loss_scaled && d->zero) {
+        fprintf(stderr, "vram train: --zero 1 with loss scaling (fp16) is not supported yet: use --precision bf16 or "
+                        "--loss-scale off, or plain data parallel\n");
         return 2;
     }
     const char *engine = d->engine ? d->engine : "mpi";

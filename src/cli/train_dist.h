@@ -39,7 +39,7 @@ void vram_train_dist_defaults(vram_train_dist *d);
 /* One of VRAM_TRAIN_DIST_FLAGS with its value: 1 parsed, 0 not a flag of ours, -1 bad (said). */
 int vram_train_dist_parse(vram_train_dist *d, const char *flag, const char *value);
 /* Flags that do not go together (said): 0 fine, 2 bad usage. */
-int vram_train_dist_check(const vram_train_dist *d, int saving, int on_gpu);
+int vram_train_dist_check(const vram_train_dist *d, int saving, int on_gpu, int loss_scaled);
 /* --ranks N: runs mpirun with this command (without --ranks) and returns its exit status. */
 int vram_train_dist_relaunch(const vram_train_dist *d, int argc, char **argv);
 /* Reads the launcher (before the device is opened: LOCAL_RANK picks the GPU of `device`, a

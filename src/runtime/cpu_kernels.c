@@ -503,7 +503,8 @@ static void cpu_pool2d_backward(vram_dtype dt, int is_max, int64_t planes, int64
 /* PyTorch's SGD: g += wd p; buf = g (first step) or momentum buf + g; p -= lr buf. */
 VEC_CLONES
 static void cpu_sgd_update(vram_dtype dt, int64_t n, void *pv, const void *gv, void *bufv, double lr, double momentum,
-                           double wd, int first) {
+                           double wd, int first, const int32_t *skip) {
+    if (skip && *skip) return;
     DISPATCH(dt, {
         T *p = pv, *buf = bufv;
         const T *g = gv;
@@ -521,7 +522,8 @@ static void cpu_sgd_update(vram_dtype dt, int64_t n, void *pv, const void *gv, v
 /* PyTorch's Adam (L2 decay in the gradient) and AdamW (decoupled: p *= 1 - lr wd). */
 VEC_CLONES
 static void cpu_adam_update(vram_dtype dt, int64_t n, void *pv, const void *gv, void *mv, void *vv, double lr, double b1,
-                            double b2, double eps, double wd, int decoupled, int64_t step) {
+                            double b2, double eps, double wd, int decoupled, int64_t step, const int32_t *skip) {
+    if (skip && *skip) return;
     double bc1 = 1 - pow(b1, (double)step), bc2 = 1 - pow(b2, (double)step);
     DISPATCH(dt, {
         T *p = pv, *m = mv, *v = vv;
@@ -544,7 +546,8 @@ static void cpu_adam_update(vram_dtype dt, int64_t n, void *pv, const void *gv, 
 
 VEC_CLONES
 static void cpu_adagrad_update(vram_dtype dt, int64_t n, void *pv, const void *gv, void *sv, double lr, double eps,
-                               double wd, int64_t step, double lr_decay) {
+                               double wd, int64_t step, double lr_decay, const int32_t *skip) {
+    if (skip && *skip) return;
     double clr = lr / (1 + (double)(step - 1) * lr_decay);
     DISPATCH(dt, {
         T *p = pv, *s = sv;
@@ -555,6 +558,28 @@ static void cpu_adagrad_update(vram_dtype dt, int64_t n, void *pv, const void *g
             p[i] -= (T)clr * gi / (M_SQRT(s[i]) + (T)eps);
         }
     });
+}
+
+static void cpu_unscale(vram_dtype dt, int64_t n, void *xv, const float *scale, int32_t *found_inf) {
+    DISPATCH(dt, {
+        T *x = xv, inv = (T)(1.0 / (double)*scale);
+        int bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            x[i] *= inv;
+            bad |= !isfinite(x[i]);
+        }
+        if (bad) *found_inf = 1;
+    });
+}
+
+static void cpu_scaler_update(float *scale, int32_t *state, double growth, double backoff, int interval) {
+    if (state[1]) {
+        *scale = (float)(*scale * backoff);
+        state[0] = 0;
+    } else if (++state[0] >= interval) {
+        *scale = (float)(*scale * growth);
+        state[0] = 0;
+    }
 }
 
 static double cpu_sum_squares(int count, const vram_dtype *dts, const int64_t *ns, const void *const *xs) {
@@ -633,6 +658,8 @@ const vram_kernels vram_cpu_kernels = {
     .sgd_update = cpu_sgd_update,
     .adam_update = cpu_adam_update,
     .adagrad_update = cpu_adagrad_update,
+    .unscale = cpu_unscale,
+    .scaler_update = cpu_scaler_update,
     .sum_squares = cpu_sum_squares,
     .scale_inplace = cpu_scale_inplace,
     .upload = cpu_upload,

@@ -22,6 +22,15 @@ typedef struct vk_geom {
     int64_t st[3][VK_MAXD]; /* operand strides: [0] the output, [1] and [2] the inputs */
 } vk_geom;
 
+/* One tensor of a multi-tensor optimizer update (vk_adam_update_list): its pointers, size and
+ * where it starts in the concatenation of all the list's elements. */
+typedef struct vk_adam_entry {
+    char *p;
+    const char *g;
+    char *m, *v;
+    int64_t n, start;
+} vk_adam_entry;
+
 /* The reduced dimensions of a broadcast reduction (vk_reduce_add): the source's strides. */
 typedef struct vk_red {
     int nd;

@@ -5,7 +5,8 @@
  * C^T (N x M, leading dimension N) = B^T @ A^T: each input is read in place, transposed or not,
  * when one of its strides is 1 and the other is a valid leading dimension; otherwise it is
  * first copied to a contiguous temporary (from the allocator). f32 computes in true fp32
- * (CUBLAS_COMPUTE_32F: no TF32), f64 in fp64.
+ * (CUBLAS_COMPUTE_32F: no TF32), f64 in fp64, and f16/bf16 operands on tensor cores with fp32
+ * accumulation, into a C of their own dtype or of f32 (a weight gradient kept in fp32).
  *
  * Descriptors, layouts and the algorithm are cached per shape, strides and pointer alignment (a
  * small open-addressed table), so a training step asks the heuristic once per distinct product.
@@ -40,6 +41,12 @@ void vram_cuda_matmul_bias(vram_runtime *rt, vram_dtype dt, int64_t M, int64_t N
     (void)bias;
     vram_cuda_matmul(rt, dt, 1, M, N, K, A, 0, sa_m, sa_k, B, 0, sb_k, sb_n, C, 0);
 }
+void vram_cuda_matmul_lowp(vram_runtime *rt, vram_dtype ab_dt, vram_dtype c_dt, int64_t batch, int64_t M, int64_t N,
+                           int64_t K, const void *A, int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b,
+                           int64_t sb_k, int64_t sb_n, void *C, int accumulate, const void *bias) {
+    (void)c_dt, (void)bias;
+    vram_cuda_matmul(rt, ab_dt, batch, M, N, K, A, sa_b, sa_m, sa_k, B, sb_b, sb_k, sb_n, C, accumulate);
+}
 
 #else
 
@@ -72,7 +79,7 @@ static struct {
 /* One cached product: its key and what cuBLASLt needs to run it. */
 typedef struct lt_plan {
     int used;
-    int64_t key[15];
+    int64_t key[16];
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t lx, ly, ld;
     cublasLtMatmulAlgo_t algo;
@@ -182,12 +189,21 @@ static int64_t alignment(const void *p) {
     return al;
 }
 
-static lt_plan *plan_get(vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, int opx, int64_t xr, int64_t xc,
+static cudaDataType_t cuda_type(vram_dtype dt) {
+    switch (dt) {
+    case VRAM_DTYPE_F64: return CUDA_R_64F;
+    case VRAM_DTYPE_F16: return CUDA_R_16F;
+    case VRAM_DTYPE_BF16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+    }
+}
+
+static lt_plan *plan_get(vram_dtype dt, vram_dtype c_dt, int64_t batch, int64_t M, int64_t N, int64_t K, int opx, int64_t xr, int64_t xc,
                          int64_t ldx, int64_t sx_b, int opy, int64_t yr, int64_t yc, int64_t ldy, int64_t sy_b,
                          int64_t alx, int64_t aly, int64_t alc, int with_bias) {
-    int64_t key[15] = {dt, batch, M, N, K, opx, ldx, sx_b, opy, ldy, sy_b, alx, aly, alc, with_bias};
+    int64_t key[16] = {dt, batch, M, N, K, opx, ldx, sx_b, opy, ldy, sy_b, alx, aly, alc, with_bias, c_dt};
     uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < 15; i++) h = (h ^ (uint64_t)key[i]) * 1099511628211ull;
+    for (int i = 0; i < 16; i++) h = (h ^ (uint64_t)key[i]) * 1099511628211ull;
     lt_plan *p = &lt_cache[h % CACHE_SLOTS];
     for (int probe = 0; probe < 8; probe++) {
         lt_plan *q = &lt_cache[(h + (uint64_t)probe) % CACHE_SLOTS];
@@ -198,9 +214,9 @@ static lt_plan *plan_get(vram_dtype dt, int64_t batch, int64_t M, int64_t N, int
         }
     }
     plan_release(p); /* a full neighbourhood: the first slot makes room */
-    cudaDataType_t ty = dt == VRAM_DTYPE_F64 ? CUDA_R_64F : CUDA_R_32F;
+    cudaDataType_t ty = cuda_type(dt), tc = cuda_type(c_dt);
     cublasComputeType_t ct = dt == VRAM_DTYPE_F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
-    cublasStatus_t st = lt.DescCreate(&p->desc, ct, ty);
+    cublasStatus_t st = lt.DescCreate(&p->desc, ct, dt == VRAM_DTYPE_F64 ? CUDA_R_64F : CUDA_R_32F);
     int32_t tx = opx, ty_op = opy;
     if (st == CUBLAS_STATUS_SUCCESS) st = lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &tx, sizeof tx);
     if (st == CUBLAS_STATUS_SUCCESS) st = lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &ty_op, sizeof ty_op);
@@ -210,7 +226,7 @@ static lt_plan *plan_get(vram_dtype dt, int64_t batch, int64_t M, int64_t N, int
     }
     if (st == CUBLAS_STATUS_SUCCESS) st = lt.LayoutCreate(&p->lx, ty, (uint64_t)xr, (uint64_t)xc, ldx);
     if (st == CUBLAS_STATUS_SUCCESS) st = lt.LayoutCreate(&p->ly, ty, (uint64_t)yr, (uint64_t)yc, ldy);
-    if (st == CUBLAS_STATUS_SUCCESS) st = lt.LayoutCreate(&p->ld, ty, (uint64_t)N, (uint64_t)M, N);
+    if (st == CUBLAS_STATUS_SUCCESS) st = lt.LayoutCreate(&p->ld, tc, (uint64_t)N, (uint64_t)M, N);
     if (st == CUBLAS_STATUS_SUCCESS && batch > 1) {
         int32_t b = (int32_t)batch;
         int64_t sd = M * N;
@@ -295,17 +311,20 @@ static void *contiguous_copy(vram_runtime *rt, vram_dtype dt, int64_t batch, int
     return tmp;
 }
 
-/* C = A @ B (+ C if accumulate) (+ bias over columns when bias is not NULL: no batch, no accumulate). */
-static void matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, const void *A,
+/* C = A @ B (+ C if accumulate) (+ bias over columns when bias is not NULL: no batch, no accumulate).
+ * A and B in dt, C and the bias in c_dt. */
+static void matmul(vram_runtime *rt, vram_dtype dt, vram_dtype c_dt, int64_t batch, int64_t M, int64_t N, int64_t K, const void *A,
                    int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b, int64_t sb_k, int64_t sb_n,
                    void *C, int accumulate, const void *bias) {
     if (vram_cuda_state.error != VRAM_OK || batch <= 0 || M <= 0 || N <= 0) return;
     if (K <= 0) { /* an empty sum: C = 0 (or unchanged) */
-        if (!accumulate) vram_cuda_zero(C, (size_t)(batch * M * N) * vram_dtype_size(dt));
+        if (!accumulate) vram_cuda_zero(C, (size_t)(batch * M * N) * vram_dtype_size(c_dt));
         return;
     }
-    if (dt != VRAM_DTYPE_F32 && dt != VRAM_DTYPE_F64) {
-        vram_cuda_fail(VRAM_ERR_UNSUPPORTED, "matrix product: dtype %s on the GPU (f32 and f64 only)", vram_dtype_name(dt));
+    int lowp = dt == VRAM_DTYPE_F16 || dt == VRAM_DTYPE_BF16;
+    if (!(dt == VRAM_DTYPE_F32 || dt == VRAM_DTYPE_F64 || lowp) || !(c_dt == dt || (lowp && c_dt == VRAM_DTYPE_F32))) {
+        vram_cuda_fail(VRAM_ERR_UNSUPPORTED, "matrix product: %s operands into %s on the GPU (f32, f64, or f16/bf16 into "
+                       "their own dtype or f32)", vram_dtype_name(dt), vram_dtype_name(c_dt));
         return;
     }
     if (batch == 1) sa_b = sb_b = 0;
@@ -328,7 +347,7 @@ static void matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, in
         A = tmp_a, sa_b = batch > 1 ? M * K : 0, sa_m = K, sa_k = 1;
         pick_layout(K, M, sa_k, sa_m, &opy, &yr, &yc, &ldy);
     }
-    lt_plan *p = plan_get(dt, batch, M, N, K, opx, xr, xc, ldx, sb_b, opy, yr, yc, ldy, sa_b, alignment(B), alignment(A),
+    lt_plan *p = plan_get(dt, c_dt, batch, M, N, K, opx, xr, xc, ldx, sb_b, opy, yr, yc, ldy, sa_b, alignment(B), alignment(A),
                           alignment(C), bias != NULL);
     if (p && bias && lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) != CUBLAS_STATUS_SUCCESS) {
         vram_cuda_fail(VRAM_ERR_DRIVER, "cuBLASLt refused a bias pointer");
@@ -357,12 +376,18 @@ static void matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, in
 void vram_cuda_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, const void *A,
                       int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b, int64_t sb_k, int64_t sb_n,
                       void *C, int accumulate) {
-    matmul(rt, dt, batch, M, N, K, A, sa_b, sa_m, sa_k, B, sb_b, sb_k, sb_n, C, accumulate, NULL);
+    matmul(rt, dt, dt, batch, M, N, K, A, sa_b, sa_m, sa_k, B, sb_b, sb_k, sb_n, C, accumulate, NULL);
 }
 
 void vram_cuda_matmul_bias(vram_runtime *rt, vram_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t sa_m,
                            int64_t sa_k, const void *B, int64_t sb_k, int64_t sb_n, void *C, const void *bias) {
-    matmul(rt, dt, 1, M, N, K, A, 0, sa_m, sa_k, B, 0, sb_k, sb_n, C, 0, bias);
+    matmul(rt, dt, dt, 1, M, N, K, A, 0, sa_m, sa_k, B, 0, sb_k, sb_n, C, 0, bias);
+}
+
+void vram_cuda_matmul_lowp(vram_runtime *rt, vram_dtype ab_dt, vram_dtype c_dt, int64_t batch, int64_t M, int64_t N,
+                           int64_t K, const void *A, int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b,
+                           int64_t sb_k, int64_t sb_n, void *C, int accumulate, const void *bias) {
+    matmul(rt, ab_dt, c_dt, batch, M, N, K, A, sa_b, sa_m, sa_k, B, sb_b, sb_k, sb_n, C, accumulate, bias);
 }
 
 #endif

@@ -90,6 +90,10 @@ static const char *const kernel_names[CK_COUNT] = {
     [CK_POOL2D] = "vk_pool2d", [CK_POOL2D_BACKWARD] = "vk_pool2d_backward", [CK_SGD_UPDATE] = "vk_sgd_update",
     [CK_ADAM_UPDATE] = "vk_adam_update", [CK_ADAGRAD_UPDATE] = "vk_adagrad_update",
     [CK_SUM_SQUARES] = "vk_sum_squares", [CK_CHECK_IDS] = "vk_check_ids", [CK_COPY16] = "vk_copy16",
+    [CK_FLASH_FORWARD] = "vk_flash_forward", [CK_FLASH_DOT] = "vk_flash_dot",
+    [CK_FLASH_BACKWARD_KV] = "vk_flash_backward_kv", [CK_FLASH_BACKWARD_Q] = "vk_flash_backward_q",
+    [CK_UNSCALE] = "vk_unscale", [CK_SCALER_UPDATE] = "vk_scaler_update",
+    [CK_ADAM_UPDATE_LIST] = "vk_adam_update_list",
 };
 
 static struct {

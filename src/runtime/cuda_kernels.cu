@@ -18,6 +18,30 @@
 
 #define DISPATCH(dt, ...) VRAM_FLOAT_DISPATCH((dt) == VK_F32, __VA_ARGS__)
 
+/* The kernels that low-precision training uses also take f16 and bf16 storage: T is how an
+ * element is stored, A the type it is computed and accumulated in (float for the 16-bit types).
+ * Weights, layer-norm statistics and cross-entropy's lse stay in A. */
+#define DISPATCH_ALL(dt, ...)                                                                      \
+    do {                                                                                           \
+        if ((dt) == VK_BF16) {                                                                     \
+            typedef __nv_bfloat16 T;                                                               \
+            typedef float A;                                                                       \
+            __VA_ARGS__                                                                            \
+        } else if ((dt) == VK_F16) {                                                               \
+            typedef __half T;                                                                      \
+            typedef float A;                                                                       \
+            __VA_ARGS__                                                                            \
+        } else if ((dt) == VK_F32) {                                                               \
+            typedef float T;                                                                       \
+            typedef float A;                                                                       \
+            __VA_ARGS__                                                                            \
+        } else {                                                                                   \
+            typedef double T;                                                                      \
+            typedef double A;                                                                      \
+            __VA_ARGS__                                                                            \
+        }                                                                                          \
+    } while (0)
+
 #define GRID_STRIDE(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
 __device__ __forceinline__ float m_exp(float x) { return expf(x); }
@@ -93,6 +117,10 @@ extern "C" __global__ void vk_copy(vk_geom g, char *dst, int ddt, const char *sr
             else if (de == 8) *(uint64_t *)d = *(const uint64_t *)s;
             else if (de == 2) *(uint16_t *)d = *(const uint16_t *)s;
             else *d = *s;
+        } else if (sdt == VK_F32 && ddt == VK_BF16) { /* the mixed products' weight casts */
+            *(__nv_bfloat16 *)d = __float2bfloat16(*(const float *)s);
+        } else if (sdt == VK_F32 && ddt == VK_F16) {
+            *(__half *)d = __float2half(*(const float *)s);
         } else {
             st_any(d, ddt, ld_any(s, sdt));
         }
@@ -120,29 +148,30 @@ extern "C" __global__ void vk_fill(vk_geom g, char *dst, int dt, double v) {
 /* ---- elementwise arithmetic ---- */
 
 extern "C" __global__ void vk_binary(vk_geom g, int op, int dt, char *out, const char *a, const char *b) {
-    DISPATCH(dt, {
+    DISPATCH_ALL(dt, {
         GRID_STRIDE(i, g.n) {
             int64_t off[3];
             unravel(g, i, 3, off);
-            T x = ((const T *)a)[off[1]], y = ((const T *)b)[off[2]], r;
+            A x = (A)((const T *)a)[off[1]], y = (A)((const T *)b)[off[2]], r;
             switch (op) {
             case 0: r = x + y; break;
             case 1: r = x - y; break;
             case 2: r = x * y; break;
             default: r = x / y; break;
             }
-            ((T *)out)[off[0]] = r;
+            ((T *)out)[off[0]] = (T)r;
         }
     });
 }
 
 /* dst += src, where no two elements of src land on one element of dst. */
 extern "C" __global__ void vk_accumulate(vk_geom g, int dt, char *dst, const char *src) {
-    DISPATCH(dt, {
+    DISPATCH_ALL(dt, {
         GRID_STRIDE(i, g.n) {
             int64_t off[3];
             unravel(g, i, 2, off);
-            ((T *)dst)[off[0]] += ((const T *)src)[off[1]];
+            T *d = (T *)dst + off[0];
+            *d = (T)((A)*d + (A)((const T *)src)[off[1]]);
         }
     });
 }
@@ -153,13 +182,13 @@ extern "C" __global__ void vk_accumulate(vk_geom g, int dt, char *dst, const cha
  * kept element and adds its partial sum atomically. */
 extern "C" __global__ void vk_reduce_add(vk_geom g, vk_red r, int64_t chunk, int dt, char *dst, const char *src) {
     int64_t chunks = (r.n + chunk - 1) / chunk;
-    DISPATCH(dt, {
+    DISPATCH_ALL(dt, {
         GRID_STRIDE(i, g.n * chunks) {
             int64_t keep = i % g.n, c = i / g.n;
             int64_t off[3];
             unravel(g, keep, 2, off);
             int64_t lo = c * chunk, hi = lo + chunk < r.n ? lo + chunk : r.n;
-            T acc = 0;
+            A acc = 0;
             for (int64_t j = lo; j < hi; j++) {
                 int64_t rem = j, so = 0;
                 if (r.nd == 1) {
@@ -171,59 +200,62 @@ extern "C" __global__ void vk_reduce_add(vk_geom g, vk_red r, int64_t chunk, int
                         so += idx * r.st[d];
                     }
                 }
-                acc += ((const T *)src)[off[1] + so];
+                acc += (A)((const T *)src)[off[1] + so];
             }
-            atomicAdd((T *)dst + off[0], acc);
+            atomicAdd((T *)dst + off[0], (T)acc);
         }
     });
 }
 
 extern "C" __global__ void vk_unary(int op, double p, int dt, int64_t n, char *out, const char *in) {
-    DISPATCH(dt, {
+    DISPATCH_ALL(dt, {
         const T *x = (const T *)in;
         T *o = (T *)out;
         GRID_STRIDE(i, n) {
-            T v = x[i];
+            A v = (A)x[i], r;
             switch (op) {
-            case 0: o[i] = v > 0 ? v : 0; break;
-            case 1: o[i] = (T)0.5 * v * ((T)1 + m_erf(v * (T)0.70710678118654752440)); break;
-            case 2: o[i] = m_tanh(v); break;
-            default: o[i] = v * (T)p; break;
+            case 0: r = v > 0 ? v : (A)0; break;
+            case 1: r = (A)0.5 * v * ((A)1 + m_erf(v * (A)0.70710678118654752440)); break;
+            case 2: r = m_tanh(v); break;
+            default: r = v * (A)p; break;
             }
+            o[i] = (T)r;
         }
     });
 }
 
 extern "C" __global__ void vk_unary_backward(int op, double p, int dt, int64_t n, char *gin, const char *gout,
                                              const char *saved) {
-    DISPATCH(dt, {
+    DISPATCH_ALL(dt, {
         const T *g = (const T *)gout, *x = (const T *)saved;
         T *gi = (T *)gin;
         GRID_STRIDE(i, n) {
+            A gv = (A)g[i], xi = op < 3 ? (A)x[i] : (A)0, r; /* scale keeps nothing */
             switch (op) {
-            case 0: gi[i] = x[i] > 0 ? g[i] : 0; break;
+            case 0: r = xi > 0 ? gv : (A)0; break;
             case 1: {
-                T xi = x[i], cdf = (T)0.5 * ((T)1 + m_erf(xi * (T)0.70710678118654752440));
-                T pdf = (T)0.39894228040143267794 * m_exp((T)-0.5 * xi * xi);
-                gi[i] = g[i] * (cdf + xi * pdf);
+                A cdf = (A)0.5 * ((A)1 + m_erf(xi * (A)0.70710678118654752440));
+                A pdf = (A)0.39894228040143267794 * m_exp((A)-0.5 * xi * xi);
+                r = gv * (cdf + xi * pdf);
                 break;
             }
-            case 2: gi[i] = g[i] * (1 - x[i] * x[i]); break;
-            default: gi[i] = g[i] * (T)p; break;
+            case 2: r = gv * (1 - xi * xi); break;
+            default: r = gv * (A)p; break;
             }
+            gi[i] = (T)r;
         }
     });
 }
 
 extern "C" __global__ void vk_mask_scale(int dt, int64_t n, char *out, const char *in, const uint8_t *mask, double scale) {
-    DISPATCH(dt, {
-        GRID_STRIDE(i, n) ((T *)out)[i] = mask[i] ? ((const T *)in)[i] * (T)scale : (T)0;
+    DISPATCH_ALL(dt, {
+        GRID_STRIDE(i, n) ((T *)out)[i] = (T)(mask[i] ? (A)((const T *)in)[i] * (A)scale : (A)0);
     });
 }
 
 extern "C" __global__ void vk_scale_inplace(int dt, int64_t n, char *x, double s) {
-    DISPATCH(dt, {
-        GRID_STRIDE(i, n) ((T *)x)[i] *= (T)s;
+    DISPATCH_ALL(dt, {
+        GRID_STRIDE(i, n) ((T *)x)[i] = (T)((A)((T *)x)[i] * (A)s);
     });
 }
 
@@ -265,25 +297,25 @@ template <typename T> __device__ T block_max(T v, T *sh) {
 
 extern "C" __global__ void vk_softmax(int dt, int64_t rows, int64_t n, int64_t causal_t, int log_, char *out, const char *in) {
     __shared__ double shd[32];
-    DISPATCH(dt, {
-        T *sh = (T *)shd;
+    DISPATCH_ALL(dt, {
+        A *sh = (A *)shd;
         for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
             const T *x = (const T *)in + r * n;
             T *y = (T *)out + r * n;
             int64_t valid = causal_t > 0 ? (r % causal_t) + 1 : n;
             if (valid > n) valid = n;
-            T mx = (T)-INFINITY;
-            for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) mx = x[j] > mx ? x[j] : mx;
+            A mx = (A)-INFINITY;
+            for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) mx = (A)x[j] > mx ? (A)x[j] : mx;
             mx = block_max(mx, sh);
-            T sum = 0;
-            for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) sum += m_exp(x[j] - mx);
+            A sum = 0;
+            for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) sum += m_exp((A)x[j] - mx);
             sum = block_sum(sum, sh);
             if (log_) {
-                T lse = mx + (T)m_log((double)sum);
-                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) y[j] = j < valid ? x[j] - lse : (T)-INFINITY;
+                A lse = mx + (A)m_log((double)sum);
+                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) y[j] = (T)(j < valid ? (A)x[j] - lse : (A)-INFINITY);
             } else {
-                T inv = (T)1 / sum;
-                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) y[j] = j < valid ? m_exp(x[j] - mx) * inv : (T)0;
+                A inv = (A)1 / sum;
+                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) y[j] = (T)(j < valid ? m_exp((A)x[j] - mx) * inv : (A)0);
             }
         }
     });
@@ -292,48 +324,49 @@ extern "C" __global__ void vk_softmax(int dt, int64_t rows, int64_t n, int64_t c
 extern "C" __global__ void vk_softmax_backward(int dt, int64_t rows, int64_t n, int log_, char *gin, const char *gout,
                                                const char *yv) {
     __shared__ double shd[32];
-    DISPATCH(dt, {
-        T *sh = (T *)shd;
+    DISPATCH_ALL(dt, {
+        A *sh = (A *)shd;
         for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
             const T *g = (const T *)gout + r * n, *y = (const T *)yv + r * n;
             T *gi = (T *)gin + r * n;
-            T s = 0;
+            A s = 0;
             if (log_) {
-                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += g[j];
+                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += (A)g[j];
                 s = block_sum(s, sh);
-                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) gi[j] = g[j] - m_exp(y[j]) * s;
+                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) gi[j] = (T)((A)g[j] - m_exp((A)y[j]) * s);
             } else {
-                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += g[j] * y[j];
+                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += (A)g[j] * (A)y[j];
                 s = block_sum(s, sh);
-                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) gi[j] = y[j] * (g[j] - s);
+                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) gi[j] = (T)((A)y[j] * ((A)g[j] - s));
             }
         }
     });
 }
 
+/* Layer norm, one block per row; x, out in T, the weight, bias, mean and rstd in A. */
 extern "C" __global__ void vk_layer_norm(int dt, int64_t rows, int64_t n, double eps, char *out, const char *in,
                                          const char *wv, const char *bv, char *meanv, char *rstdv) {
     __shared__ double shd[32];
-    DISPATCH(dt, {
-        T *sh = (T *)shd;
-        const T *w = (const T *)wv, *b = (const T *)bv;
+    DISPATCH_ALL(dt, {
+        A *sh = (A *)shd;
+        const A *w = (const A *)wv, *b = (const A *)bv;
         for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
             const T *x = (const T *)in + r * n;
             T *y = (T *)out + r * n;
-            T m = 0;
-            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m += x[j];
-            m = block_sum(m, sh) / (T)n;
-            T v = 0;
-            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) v += (x[j] - m) * (x[j] - m);
-            v = block_sum(v, sh) / (T)n;
-            T rs = (T)1 / m_sqrt(v + (T)eps);
+            A m = 0;
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m += (A)x[j];
+            m = block_sum(m, sh) / (A)n;
+            A v = 0;
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) v += ((A)x[j] - m) * ((A)x[j] - m);
+            v = block_sum(v, sh) / (A)n;
+            A rs = (A)1 / m_sqrt(v + (A)eps);
             if (threadIdx.x == 0) {
-                ((T *)meanv)[r] = m;
-                ((T *)rstdv)[r] = rs;
+                ((A *)meanv)[r] = m;
+                ((A *)rstdv)[r] = rs;
             }
             for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-                T h = (x[j] - m) * rs;
-                y[j] = (w ? h * w[j] : h) + (b ? b[j] : (T)0);
+                A h = ((A)x[j] - m) * rs;
+                y[j] = (T)((w ? h * w[j] : h) + (b ? b[j] : (A)0));
             }
         }
     });
@@ -344,46 +377,46 @@ extern "C" __global__ void vk_layer_norm_backward_x(int dt, int64_t rows, int64_
                                                     const char *xv, const char *wv, const char *meanv,
                                                     const char *rstdv) {
     __shared__ double shd[32];
-    DISPATCH(dt, {
-        T *sh = (T *)shd;
-        const T *w = (const T *)wv;
+    DISPATCH_ALL(dt, {
+        A *sh = (A *)shd;
+        const A *w = (const A *)wv;
         for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
             const T *g = (const T *)gout + r * n, *x = (const T *)xv + r * n;
-            T m = ((const T *)meanv)[r], rs = ((const T *)rstdv)[r];
-            T s1 = 0, s2 = 0;
+            A m = ((const A *)meanv)[r], rs = ((const A *)rstdv)[r];
+            A s1 = 0, s2 = 0;
             for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-                T h = (x[j] - m) * rs, dh = w ? g[j] * w[j] : g[j];
+                A h = ((A)x[j] - m) * rs, dh = w ? (A)g[j] * w[j] : (A)g[j];
                 s1 += dh;
                 s2 += dh * h;
             }
             s1 = block_sum(s1, sh);
             s2 = block_sum(s2, sh);
-            T a = s1 / (T)n, c = s2 / (T)n;
+            A a = s1 / (A)n, c = s2 / (A)n;
             T *gr = (T *)gxv + r * n;
             for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-                T h = (x[j] - m) * rs, dh = w ? g[j] * w[j] : g[j];
-                gr[j] = rs * (dh - a - h * c);
+                A h = ((A)x[j] - m) * rs, dh = w ? (A)g[j] * w[j] : (A)g[j];
+                gr[j] = (T)(rs * (dh - a - h * c));
             }
         }
     });
 }
 
-/* The weight and bias gradients of layer norm (+=): column sums over chunks of rows. */
+/* The weight and bias gradients of layer norm (+=, in A): column sums over chunks of rows. */
 extern "C" __global__ void vk_layer_norm_backward_wb(int dt, int64_t rows, int64_t n, int64_t chunk, char *gwv, char *gbv,
                                                      const char *gout, const char *xv, const char *meanv,
                                                      const char *rstdv) {
     int64_t chunks = (rows + chunk - 1) / chunk;
-    DISPATCH(dt, {
+    DISPATCH_ALL(dt, {
         GRID_STRIDE(i, n * chunks) {
             int64_t j = i % n, c = i / n, lo = c * chunk, hi = lo + chunk < rows ? lo + chunk : rows;
-            T aw = 0, ab = 0;
+            A aw = 0, ab = 0;
             for (int64_t r = lo; r < hi; r++) {
-                T g = ((const T *)gout)[r * n + j];
-                aw += g * ((((const T *)xv)[r * n + j] - ((const T *)meanv)[r]) * ((const T *)rstdv)[r]);
+                A g = (A)((const T *)gout)[r * n + j];
+                aw += g * (((A)((const T *)xv)[r * n + j] - ((const A *)meanv)[r]) * ((const A *)rstdv)[r]);
                 ab += g;
             }
-            if (gwv) atomicAdd((T *)gwv + j, aw);
-            if (gbv) atomicAdd((T *)gbv + j, ab);
+            if (gwv) atomicAdd((A *)gwv + j, aw);
+            if (gbv) atomicAdd((A *)gbv + j, ab);
         }
     });
 }
@@ -394,7 +427,7 @@ __device__ __forceinline__ int64_t load_id(const char *ids, int dt, int64_t i) {
 
 extern "C" __global__ void vk_embedding(int dt, int64_t n_ids, int64_t c, char *out, const char *table, const char *ids,
                                         int id_dt) {
-    DISPATCH(dt, {
+    DISPATCH_ALL(dt, {
         GRID_STRIDE(i, n_ids * c) {
             int64_t row = i / c, col = i - row * c;
             ((T *)out)[i] = ((const T *)table)[load_id(ids, id_dt, row) * c + col];
@@ -412,23 +445,23 @@ extern "C" __global__ void vk_embedding_backward(int dt, int64_t n_ids, int64_t 
     });
 }
 
-/* Cross-entropy, one block per row: lse[r] and the row's loss into loss_rows[r] (double). */
+/* Cross-entropy, one block per row: lse[r] (in A) and the row's loss into loss_rows[r] (double). */
 extern "C" __global__ void vk_cross_entropy(int dt, int64_t rows, int64_t n, const char *logits, const char *targets,
                                             int tdt, char *lse, double *loss_rows) {
     __shared__ double sh[32];
-    DISPATCH(dt, {
+    DISPATCH_ALL(dt, {
         for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
             const T *x = (const T *)logits + r * n;
-            T mx = (T)-INFINITY;
-            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = x[j] > mx ? x[j] : mx;
-            mx = block_max(mx, (T *)sh);
+            A mx = (A)-INFINITY;
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = (A)x[j] > mx ? (A)x[j] : mx;
+            mx = block_max(mx, (A *)sh);
             double s = 0;
-            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += (double)m_exp(x[j] - mx);
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += (double)m_exp((A)x[j] - mx);
             s = block_sum(s, sh);
             if (threadIdx.x == 0) {
                 double l = (double)mx + log(s);
-                ((T *)lse)[r] = (T)l;
-                loss_rows[r] = l - (double)x[load_id(targets, tdt, r)];
+                ((A *)lse)[r] = (A)l;
+                loss_rows[r] = l - (double)(A)x[load_id(targets, tdt, r)];
             }
         }
     });
@@ -445,13 +478,13 @@ extern "C" __global__ void vk_mean_rows(int64_t rows, const double *loss_rows, d
 
 extern "C" __global__ void vk_cross_entropy_backward(int dt, int64_t rows, int64_t n, double scale, char *glogits,
                                                      const char *logits, const char *targets, int tdt, const char *lse) {
-    DISPATCH(dt, {
-        T sc = (T)scale;
+    DISPATCH_ALL(dt, {
+        A sc = (A)scale;
         GRID_STRIDE(i, rows * n) {
             int64_t r = i / n, j = i - r * n;
-            T v = m_exp(((const T *)logits)[i] - ((const T *)lse)[r]) * sc;
+            A v = m_exp((A)((const T *)logits)[i] - ((const A *)lse)[r]) * sc;
             if (j == load_id(targets, tdt, r)) v -= sc;
-            ((T *)glogits)[i] = v;
+            ((T *)glogits)[i] = (T)v;
         }
     });
 }
@@ -527,7 +560,8 @@ extern "C" __global__ void vk_pool2d_backward(int dt, int is_max, int64_t planes
 /* ---- optimizers (the formulas of cpu_kernels.c; step-dependent constants come from the host) ---- */
 
 extern "C" __global__ void vk_sgd_update(int dt, int64_t n, char *pv, const char *gv, char *bufv, double lr,
-                                         double momentum, double wd, int first) {
+                                         double momentum, double wd, int first, const int32_t *skip) {
+    if (skip && *skip) return;
     DISPATCH(dt, {
         T *p = (T *)pv, *buf = (T *)bufv;
         const T *g = (const T *)gv;
@@ -544,7 +578,8 @@ extern "C" __global__ void vk_sgd_update(int dt, int64_t n, char *pv, const char
 
 extern "C" __global__ void vk_adam_update(int dt, int64_t n, char *pv, const char *gv, char *mv, char *vv, double step_size,
                                           double sbc2, double b1, double b2, double eps, double decay, double wd,
-                                          int decoupled) {
+                                          int decoupled, const int32_t *skip) {
+    if (skip && *skip) return;
     DISPATCH(dt, {
         T *p = (T *)pv, *m = (T *)mv, *v = (T *)vv;
         const T *g = (const T *)gv;
@@ -565,8 +600,49 @@ extern "C" __global__ void vk_adam_update(int dt, int64_t n, char *pv, const cha
     });
 }
 
+/* AdamW over a list of tensors (vk_adam_entry, sorted by start): each block takes chunks of
+ * `chunk` elements of the concatenation, finds the chunk's first tensor by binary search, and
+ * walks into the next tensors where the chunk crosses into them. */
+extern "C" __global__ void vk_adam_update_list(int dt, int count, const vk_adam_entry *tab, int64_t total, int64_t chunk,
+                                               double step_size, double sbc2, double b1, double b2, double eps,
+                                               double decay, double wd, int decoupled, const int32_t *skip) {
+    __shared__ int first;
+    if (skip && *skip) return;
+    DISPATCH(dt, {
+        T ss = (T)step_size, sb = (T)sbc2, tb1 = (T)b1, tb2 = (T)b2, te = (T)eps, dec = (T)decay;
+        for (int64_t c0 = blockIdx.x * chunk; c0 < total; c0 += (int64_t)gridDim.x * chunk) {
+            if (threadIdx.x == 0) {
+                int lo = 0, hi = count - 1;
+                while (lo < hi) {
+                    int mid = (lo + hi + 1) / 2;
+                    if (tab[mid].start <= c0) lo = mid;
+                    else hi = mid - 1;
+                }
+                first = lo;
+            }
+            __syncthreads();
+            int t = first;
+            int64_t end = c0 + chunk < total ? c0 + chunk : total;
+            for (int64_t i = c0 + threadIdx.x; i < end; i += blockDim.x) {
+                while (i >= tab[t].start + tab[t].n) t++;
+                int64_t j = i - tab[t].start;
+                T *p = (T *)tab[t].p, *m = (T *)tab[t].m, *v = (T *)tab[t].v;
+                T gi = ((const T *)tab[t].g)[j], pi = p[j];
+                if (decoupled) pi *= dec;
+                else gi += (T)wd * pi;
+                T mi = tb1 * m[j] + (1 - tb1) * gi, vi = tb2 * v[j] + (1 - tb2) * gi * gi;
+                m[j] = mi;
+                v[j] = vi;
+                p[j] = pi - ss * mi / (m_sqrt(vi) / sb + te);
+            }
+            __syncthreads();
+        }
+    });
+}
+
 extern "C" __global__ void vk_adagrad_update(int dt, int64_t n, char *pv, const char *gv, char *sv, double clr, double eps,
-                                             double wd) {
+                                             double wd, const int32_t *skip) {
+    if (skip && *skip) return;
     DISPATCH(dt, {
         T *p = (T *)pv, *s = (T *)sv;
         const T *g = (const T *)gv;
@@ -578,13 +654,37 @@ extern "C" __global__ void vk_adagrad_update(int dt, int64_t n, char *pv, const 
     });
 }
 
+/* Loss scaling: x /= *scale; *found_inf = 1 where a result is inf or NaN (grad_scaler.c). */
+extern "C" __global__ void vk_unscale(int dt, int64_t n, char *xv, const float *scale, int32_t *found_inf) {
+    DISPATCH(dt, {
+        T *x = (T *)xv, inv = (T)(1.0 / (double)*scale);
+        int bad = 0;
+        GRID_STRIDE(i, n) {
+            x[i] *= inv;
+            bad |= !isfinite(x[i]);
+        }
+        if (bad) *found_inf = 1;
+    });
+}
+
+/* The scaler's step, one thread: state = {growth tracker, found_inf}. */
+extern "C" __global__ void vk_scaler_update(float *scale, int32_t *state, double growth, double backoff, int interval) {
+    if (state[1]) {
+        *scale = (float)(*scale * backoff);
+        state[0] = 0;
+    } else if (++state[0] >= interval) {
+        *scale = (float)(*scale * growth);
+        state[0] = 0;
+    }
+}
+
 /* *out += sum of squares of x (a double accumulator the host reads back). */
 extern "C" __global__ void vk_sum_squares(int dt, int64_t n, const char *xv, double *out) {
     __shared__ double sh[32];
     double s = 0;
-    DISPATCH(dt, {
+    DISPATCH_ALL(dt, {
         const T *x = (const T *)xv;
-        GRID_STRIDE(i, n) s += (double)x[i] * (double)x[i];
+        GRID_STRIDE(i, n) s += (double)(A)x[i] * (double)(A)x[i];
     });
     s = block_sum(s, sh);
     if (threadIdx.x == 0) atomicAdd(out, s);
@@ -597,3 +697,5 @@ extern "C" __global__ void vk_check_ids(int64_t n, const char *ids, int id_dt, i
         if (v < 0 || v >= limit) atomicMin(bad, (int)(i < 0x7fffffff ? i : 0x7ffffffe));
     }
 }
+
+#include "cuda_flash_attention.cuh"

@@ -10,6 +10,7 @@
  * read back the one value.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_abi.h"
@@ -310,26 +311,56 @@ static void cuda_pool2d_backward(vram_dtype dt, int is_max, int64_t planes, int6
 }
 
 static void cuda_sgd_update(vram_dtype dt, int64_t n, void *p, const void *g, void *buf, double lr, double momentum,
-                            double wd, int first) {
+                            double wd, int first, const int32_t *skip) {
     int d = dt;
-    void *args[] = {&d, &n, &p, &g, &buf, &lr, &momentum, &wd, &first};
+    void *args[] = {&d, &n, &p, &g, &buf, &lr, &momentum, &wd, &first, &skip};
     vram_cuda_launch(CK_SGD_UPDATE, vram_cuda_blocks(n, THREADS), THREADS, args);
 }
 
 static void cuda_adam_update(vram_dtype dt, int64_t n, void *p, const void *g, void *m, void *v, double lr, double b1,
-                             double b2, double eps, double wd, int decoupled, int64_t step) {
+                             double b2, double eps, double wd, int decoupled, int64_t step, const int32_t *skip) {
     double bc1 = 1 - pow(b1, (double)step), bc2 = 1 - pow(b2, (double)step);
     double step_size = lr / bc1, sbc2 = sqrt(bc2), decay = 1 - lr * wd;
     int d = dt;
-    void *args[] = {&d, &n, &p, &g, &m, &v, &step_size, &sbc2, &b1, &b2, &eps, &decay, &wd, &decoupled};
+    void *args[] = {&d, &n, &p, &g, &m, &v, &step_size, &sbc2, &b1, &b2, &eps, &decay, &wd, &decoupled, &skip};
     vram_cuda_launch(CK_ADAM_UPDATE, vram_cuda_blocks(n, THREADS), THREADS, args);
 }
 
+static void cuda_adam_update_list(vram_dtype dt, int count, void *const *p, const void *const *g, void *const *m,
+                                  void *const *v, const int64_t *n, double lr, double b1, double b2, double eps,
+                                  double wd, int decoupled, int64_t step, const int32_t *skip) {
+    vram_cuda *st = &vram_cuda_state;
+    vk_adam_entry *tab = malloc(sizeof *tab * (size_t)(count > 0 ? count : 1));
+    void *dtab = NULL;
+    if (!tab || count < 1 ||
+        vram_allocator_malloc(st->rt->alloc, sizeof *tab * (size_t)count, st->rt->stream, VRAM_TAG_TEMPORARY, &dtab) !=
+            VRAM_OK) {
+        free(tab); /* no table: one launch per tensor */
+        for (int i = 0; i < count; i++)
+            cuda_adam_update(dt, n[i], p[i], g[i], m[i], v[i], lr, b1, b2, eps, wd, decoupled, step, skip);
+        return;
+    }
+    int64_t total = 0;
+    for (int i = 0; i < count; i++) {
+        tab[i] = (vk_adam_entry){(char *)p[i], (const char *)g[i], (char *)m[i], (char *)v[i], n[i], total};
+        total += n[i];
+    }
+    vram_cuda_upload(dtab, tab, sizeof *tab * (size_t)count);
+    free(tab);
+    double bc1 = 1 - pow(b1, (double)step), bc2 = 1 - pow(b2, (double)step);
+    double step_size = lr / bc1, sbc2 = sqrt(bc2), decay = 1 - lr * wd;
+    int64_t chunk = 4 * THREADS;
+    int d = dt;
+    void *args[] = {&d, &count, &dtab, &total, &chunk, &step_size, &sbc2, &b1, &b2, &eps, &decay, &wd, &decoupled, &skip};
+    vram_cuda_launch(CK_ADAM_UPDATE_LIST, vram_cuda_blocks((total + chunk - 1) / chunk * THREADS, THREADS), THREADS, args);
+    vram_allocator_free(st->rt->alloc, dtab); /* stream order keeps it until the kernel has read it */
+}
+
 static void cuda_adagrad_update(vram_dtype dt, int64_t n, void *p, const void *g, void *sum, double lr, double eps,
-                                double wd, int64_t step, double lr_decay) {
+                                double wd, int64_t step, double lr_decay, const int32_t *skip) {
     double clr = lr / (1 + (double)(step - 1) * lr_decay);
     int d = dt;
-    void *args[] = {&d, &n, &p, &g, &sum, &clr, &eps, &wd};
+    void *args[] = {&d, &n, &p, &g, &sum, &clr, &eps, &wd, &skip};
     vram_cuda_launch(CK_ADAGRAD_UPDATE, vram_cuda_blocks(n, THREADS), THREADS, args);
 }
 
@@ -347,6 +378,17 @@ static double cuda_sum_squares(int count, const vram_dtype *dts, const int64_t *
     double s = NAN;
     vram_cuda_download(&s, acc, sizeof s);
     return g->error == VRAM_OK ? s : NAN;
+}
+
+static void cuda_unscale(vram_dtype dt, int64_t n, void *x, const float *scale, int32_t *found_inf) {
+    int d = dt;
+    void *args[] = {&d, &n, &x, &scale, &found_inf};
+    vram_cuda_launch(CK_UNSCALE, vram_cuda_blocks(n, THREADS), THREADS, args);
+}
+
+static void cuda_scaler_update(float *scale, int32_t *state, double growth, double backoff, int interval) {
+    void *args[] = {&scale, &state, &growth, &backoff, &interval};
+    vram_cuda_launch(CK_SCALER_UPDATE, 1, 1, args);
 }
 
 static void cuda_scale_inplace(vram_dtype dt, int64_t n, void *x, double s) {
@@ -370,6 +412,37 @@ static int64_t cuda_find_bad_id(int64_t n, const void *ids, vram_dtype dt, int64
 
 static vram_status cuda_sync(void) { return vram_cuda_sync(); }
 
+enum { FLASH_TILE = 64, FLASH_THREADS = 128 };
+
+static void cuda_flash_attention(vram_runtime *rt, vram_dtype dt, int64_t B, int64_t T, int64_t H, const void *qkv,
+                                 void *out, float *lse) {
+    (void)rt;
+    int d = dt;
+    float scale = 0.125f; /* 1 / sqrt(64): the kernels' head size */
+    void *args[] = {&d, &B, &T, &H, &qkv, &out, &lse, &scale};
+    vram_cuda_launch(CK_FLASH_FORWARD, (T + FLASH_TILE - 1) / FLASH_TILE * B * H, FLASH_THREADS, args);
+}
+
+static void cuda_flash_attention_backward(vram_runtime *rt, vram_dtype dt, int64_t B, int64_t T, int64_t H,
+                                          const void *qkv, const void *out, const void *gout, const float *lse,
+                                          void *gqkv) {
+    void *dvec = NULL;
+    size_t bytes = (size_t)(B * H * T) * sizeof(float);
+    if (vram_allocator_malloc(rt->alloc, bytes ? bytes : 1, rt->stream, VRAM_TAG_TEMPORARY, &dvec) != VRAM_OK) {
+        vram_cuda_fail(VRAM_ERR_OUT_OF_MEMORY, "flash attention backward: no memory for %zu bytes of row sums", bytes);
+        return;
+    }
+    int d = dt;
+    float scale = 0.125f;
+    void *dot_args[] = {&d, &B, &T, &H, &gout, &out, &dvec};
+    vram_cuda_launch(CK_FLASH_DOT, vram_cuda_blocks(B * H * T * 32, THREADS), THREADS, dot_args);
+    void *args[] = {&d, &B, &T, &H, &qkv, &gout, &lse, &dvec, &gqkv, &scale};
+    int64_t blocks = (T + FLASH_TILE - 1) / FLASH_TILE * B * H;
+    vram_cuda_launch(CK_FLASH_BACKWARD_KV, blocks, FLASH_THREADS, args);
+    vram_cuda_launch(CK_FLASH_BACKWARD_Q, blocks, FLASH_THREADS, args);
+    vram_allocator_free(rt->alloc, dvec); /* stream order keeps it until the kernels have read it */
+}
+
 const vram_kernels vram_cuda_kernels = {
     .name = "cuda",
     .copy = cuda_copy,
@@ -380,6 +453,9 @@ const vram_kernels vram_cuda_kernels = {
     .unary_backward = cuda_unary_backward,
     .matmul = vram_cuda_matmul,
     .matmul_bias = vram_cuda_matmul_bias,
+    .matmul_lowp = vram_cuda_matmul_lowp,
+    .flash_attention = cuda_flash_attention,
+    .flash_attention_backward = cuda_flash_attention_backward,
     .softmax = cuda_softmax,
     .softmax_backward = cuda_softmax_backward,
     .layer_norm = cuda_layer_norm,
@@ -396,6 +472,9 @@ const vram_kernels vram_cuda_kernels = {
     .sgd_update = cuda_sgd_update,
     .adam_update = cuda_adam_update,
     .adagrad_update = cuda_adagrad_update,
+    .adam_update_list = cuda_adam_update_list,
+    .unscale = cuda_unscale,
+    .scaler_update = cuda_scaler_update,
     .sum_squares = cuda_sum_squares,
     .scale_inplace = cuda_scale_inplace,
     .upload = vram_cuda_upload,

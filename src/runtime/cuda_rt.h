@@ -21,7 +21,8 @@ enum {
     CK_SCALE_INPLACE, CK_SOFTMAX, CK_SOFTMAX_BACKWARD, CK_LAYER_NORM, CK_LAYER_NORM_BACKWARD_X,
     CK_LAYER_NORM_BACKWARD_WB, CK_EMBEDDING, CK_EMBEDDING_BACKWARD, CK_CROSS_ENTROPY, CK_MEAN_ROWS,
     CK_CROSS_ENTROPY_BACKWARD, CK_IM2COL, CK_COL2IM, CK_POOL2D, CK_POOL2D_BACKWARD, CK_SGD_UPDATE,
-    CK_ADAM_UPDATE, CK_ADAGRAD_UPDATE, CK_SUM_SQUARES, CK_CHECK_IDS, CK_COPY16, CK_COUNT,
+    CK_ADAM_UPDATE, CK_ADAGRAD_UPDATE, CK_SUM_SQUARES, CK_CHECK_IDS, CK_COPY16, CK_FLASH_FORWARD, CK_FLASH_DOT, CK_FLASH_BACKWARD_KV, CK_FLASH_BACKWARD_Q,
+    CK_UNSCALE, CK_SCALER_UPDATE, CK_ADAM_UPDATE_LIST, CK_COUNT,
     CK_PROF_MATMUL = CK_COUNT, CK_PROF_COPY, CK_PROF_SLOTS /* profiler rows beside the kernels */
 };
 
@@ -79,6 +80,9 @@ void vram_cuda_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M,
                       void *C, int accumulate);
 void vram_cuda_matmul_bias(vram_runtime *rt, vram_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t sa_m,
                            int64_t sa_k, const void *B, int64_t sb_k, int64_t sb_n, void *C, const void *bias);
+void vram_cuda_matmul_lowp(vram_runtime *rt, vram_dtype ab_dt, vram_dtype c_dt, int64_t batch, int64_t M, int64_t N,
+                           int64_t K, const void *A, int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b,
+                           int64_t sb_k, int64_t sb_n, void *C, int accumulate, const void *bias);
 
 /* The table (cuda_ops.c) and opening/closing the state (cuda_context.c). */
 extern const vram_kernels vram_cuda_kernels;

@@ -160,10 +160,12 @@ vram_status vram_nn_mlp_init(vram_nn_mlp *m, vram_runtime *rt, vram_param_list *
 }
 
 /* The MLP after its first projection: h = fc(x) -> proj(gelu(h)) (+ dropout). */
-static vram_status mlp_from_hidden(const vram_nn_mlp *m, vram_tensor *h, int training, vram_tensor **y) {
-    vram_tensor *p = NULL;
+static vram_status mlp_from_hidden(const vram_nn_mlp *m, vram_tensor *h, int training, int keep_gelu, vram_tensor **y) {
+    vram_tensor *p = NULL, *a = NULL;
     /* gelu + projection as one op, so the 4x-wide GELU output is not kept for backward */
-    vram_status s = vram_gelu_linear(h, m->proj.weight, m->proj.bias, &p);
+    vram_status s = keep_gelu ? vram_gelu(h, &a) : vram_gelu_linear(h, m->proj.weight, m->proj.bias, &p);
+    if (keep_gelu && s == VRAM_OK) s = vram_linear(a, m->proj.weight, m->proj.bias, &p);
+    vram_tensor_free(a);
     if (s == VRAM_OK && training && m->dropout > 0) {
         s = vram_dropout(p, m->dropout, training, y);
         vram_tensor_free(p);
@@ -176,7 +178,7 @@ static vram_status mlp_from_hidden(const vram_nn_mlp *m, vram_tensor *h, int tra
 vram_status vram_nn_mlp_forward(const vram_nn_mlp *m, vram_tensor *x, int training, vram_tensor **y) {
     vram_tensor *h = NULL;
     vram_status s = vram_nn_linear_forward(&m->fc, x, &h);
-    if (s == VRAM_OK) s = mlp_from_hidden(m, h, training, y);
+    if (s == VRAM_OK) s = mlp_from_hidden(m, h, training, 0, y);
     vram_tensor_free(h);
     return s;
 }
@@ -232,6 +234,17 @@ vram_status vram_nn_block_init(vram_nn_block *m, vram_runtime *rt, vram_param_li
     return s;
 }
 
+/* linear(layer_norm(x)): one op that recomputes the normalised x in backward, or two that keep it. */
+static vram_status norm_then_linear(const vram_nn_layer_norm *ln, const vram_nn_linear *lin, int keep, vram_tensor *x,
+                                    vram_tensor **y) {
+    if (!keep) return vram_layer_norm_linear(x, ln->weight, ln->bias, ln->eps, lin->weight, lin->bias, y);
+    vram_tensor *a = NULL;
+    vram_status s = vram_nn_layer_norm_forward(ln, x, &a);
+    if (s == VRAM_OK) s = vram_nn_linear_forward(lin, a, y);
+    vram_tensor_free(a);
+    return s;
+}
+
 vram_status vram_nn_block_forward(vram_nn_block *m, vram_tensor *x, int training, vram_tensor **y) {
     char sx[96];
     if (x->ndim != 3 || x->shape[2] != m->attn.width)
@@ -239,14 +252,13 @@ vram_status vram_nn_block_forward(vram_nn_block *m, vram_tensor *x, int training
     /* Each layer norm is fused with the projection after it (layer_norm_linear), so the
      * normalised activations are recomputed in backward instead of kept. */
     vram_tensor *qkv = NULL, *b = NULL, *h = NULL, *c = NULL, *d = NULL;
-    vram_status s = vram_layer_norm_linear(x, m->ln1.weight, m->ln1.bias, m->ln1.eps, m->attn.c_attn.weight,
-                                           m->attn.c_attn.bias, &qkv);
+    int keep_ln = (m->keep & VRAM_GPT_KEEP_LAYERNORM) != 0;
+    vram_status s = norm_then_linear(&m->ln1, &m->attn.c_attn, keep_ln, x, &qkv);
     if (s == VRAM_OK) s = attention_from_qkv(&m->attn, qkv, training, &b);
     if (s == VRAM_OK) s = vram_add(x, b, &h);
     vram_tensor_free(b);
-    if (s == VRAM_OK)
-        s = vram_layer_norm_linear(h, m->ln2.weight, m->ln2.bias, m->ln2.eps, m->mlp.fc.weight, m->mlp.fc.bias, &c);
-    if (s == VRAM_OK) s = mlp_from_hidden(&m->mlp, c, training, &d);
+    if (s == VRAM_OK) s = norm_then_linear(&m->ln2, &m->mlp.fc, keep_ln, h, &c);
+    if (s == VRAM_OK) s = mlp_from_hidden(&m->mlp, c, training, (m->keep & VRAM_GPT_KEEP_GELU) != 0, &d);
     vram_tensor_free(c);
     if (s == VRAM_OK) s = vram_add(h, d, y);
     vram_tensor_free(h);
@@ -374,9 +386,15 @@ vram_status vram_gpt_forward(vram_gpt *g, vram_tensor *ids, vram_tensor *targets
         vram_tensor_free(x);
         x = tmp;
     }
+    if (s == VRAM_OK && (g->cfg.precision == VRAM_DTYPE_BF16 || g->cfg.precision == VRAM_DTYPE_F16)) {
+        s = vram_to_dtype(x, g->cfg.precision, &tmp); /* mixed precision from here to the loss */
+        vram_tensor_free(x);
+        x = tmp;
+    }
     for (int i = 0; i < g->cfg.layers && s == VRAM_OK; i++) {
         vram_nn_block *b = &g->blocks[i];
         b->training = training;
+        b->keep = g->cfg.keep;
         tmp = NULL;
         if (g->checkpoint) {
             s = vram_checkpoint(g->rt, block_ckpt_fn, b, 1, &x, &tmp);

@@ -8,6 +8,9 @@
  * gradient, so the composition of views (reshape, transpose, slice) and its zero-filled
  * per-slice gradients summed by the engine never exists; the softmax's gradient is computed in
  * place over dP. Numerically it is the composition of vram_causal_attention.
+ *
+ * With 16-bit qkv and head size 64 on a device with a flash-attention slot, the op is one
+ * kernel that never stores P: the node keeps qkv, the output and the rows' log-sum-exp.
  */
 #include <math.h>
 #include <string.h>
@@ -81,10 +84,49 @@ static vram_status attention_qkv_backward(vram_node *n, vram_tensor *g, vram_ten
     return s;
 }
 
+static vram_status flash_backward(vram_node *n, vram_tensor *g, vram_tensor **gin) {
+    vram_runtime *rt = n->rt;
+    vram_tensor *qkv = n->saved[0], *y = n->saved[1], *lse = n->saved[2], *gc = NULL;
+    vram_status s = vram_tensor_contig(g, &gc);
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, qkv->dtype, 3, qkv->shape, VRAM_TAG_TEMPORARY, &gin[0]);
+    if (s == VRAM_OK)
+        rt->k->flash_attention_backward(rt, qkv->dtype, qkv->shape[0], qkv->shape[1], n->ip[0], vram_tensor_data(qkv),
+                                        vram_tensor_data(y), vram_tensor_data(gc), vram_tensor_data(lse),
+                                        vram_tensor_data(gin[0]));
+    vram_tensor_free(gc);
+    return s;
+}
+
+static vram_status attention_flash(vram_tensor *qkv, int64_t H, vram_tensor **out) {
+    vram_runtime *rt = qkv->rt;
+    int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3, os[3] = {B, T, C}, ls[1] = {B * H * T};
+    vram_tensor *xc = NULL, *lse = NULL, *y = NULL;
+    vram_status s = vram_tensor_contig(qkv, &xc);
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, qkv->dtype, 3, os, VRAM_TAG_TEMPORARY, &y);
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, VRAM_DTYPE_F32, 1, ls, VRAM_TAG_TEMPORARY, &lse);
+    if (s == VRAM_OK) {
+        rt->k->flash_attention(rt, qkv->dtype, B, T, H, vram_tensor_data(xc), vram_tensor_data(y), vram_tensor_data(lse));
+        if (vram_should_record(1, &qkv)) {
+            vram_node *n = vram_node_attach(y, "flash_attention", flash_backward, 1, &qkv);
+            if (!n) {
+                s = vram_error(VRAM_ERR_HOST_MEMORY, "causal_attention_qkv: out of host memory for the graph");
+            } else {
+                n->ip[0] = H;
+                vram_node_save(n, xc);
+                vram_node_save(n, y);
+                vram_node_save(n, lse);
+            }
+        }
+    }
+    vram_tensor_free(xc);
+    vram_tensor_free(lse);
+    return rt_finish(s, y, out);
+}
+
 vram_status vram_causal_attention_qkv(vram_tensor *qkv, int64_t heads, vram_tensor **out) {
     char sq[96];
     if (!qkv || !out) return vram_error(VRAM_ERR_INVALID_ARG, "causal_attention_qkv: null argument");
-    vram_status s = vram_check_float("causal_attention_qkv", qkv);
+    vram_status s = vram_check_float_lowp("causal_attention_qkv", qkv);
     if (s != VRAM_OK) return s;
     if (qkv->ndim != 3 || heads < 1 || qkv->shape[2] % (3 * heads))
         return vram_error(VRAM_ERR_SHAPE, "causal_attention_qkv: qkv %s must be [B, T, 3C] with C a multiple of %lld heads",
@@ -92,6 +134,7 @@ vram_status vram_causal_attention_qkv(vram_tensor *qkv, int64_t heads, vram_tens
     vram_runtime *rt = qkv->rt;
     vram_dtype dt = qkv->dtype;
     int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3, H = heads, D = C / H, BH = B * H;
+    if (vram_dtype_is_lowp(dt) && rt->k->flash_attention && D == 64) return attention_flash(qkv, H, out);
     int64_t hs[4] = {B, H, T, D}, ps[3] = {BH, T, T}, os[3] = {B, T, C};
     vram_tensor *xc = NULL, *parts[3] = {0}, *sc = NULL, *p = NULL, *o = NULL, *y = NULL;
     s = vram_tensor_contig(qkv, &xc);

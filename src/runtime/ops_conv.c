@@ -57,7 +57,8 @@ static vram_status conv_backward(vram_node *n, vram_tensor *g, vram_tensor **gin
 vram_status vram_conv2d(vram_tensor *x, vram_tensor *w, vram_tensor *b, int stride, int pad, vram_tensor **out) {
     char sx[96], sw[96];
     if (!x || !w || !out) return vram_error(VRAM_ERR_INVALID_ARG, "conv2d: null argument");
-    vram_status s = vram_check_same_dtype("conv2d", x, w);
+    vram_status s = vram_check_float("conv2d", x); /* no 16-bit convolution kernels */
+    if (s == VRAM_OK) s = vram_check_same_dtype("conv2d", x, w);
     if (s == VRAM_OK && b) s = vram_check_same_dtype("conv2d", x, b);
     if (s != VRAM_OK) return s;
     if (x->ndim != 4 || w->ndim != 4 || x->shape[1] != w->shape[1])

@@ -19,8 +19,8 @@ vram_status vram_check_float(const char *op, const vram_tensor *t) {
 }
 
 vram_status vram_check_same_dtype(const char *op, const vram_tensor *a, const vram_tensor *b) {
-    vram_status s = vram_check_float(op, a);
-    if (s == VRAM_OK) s = vram_check_float(op, b);
+    vram_status s = vram_check_float_lowp(op, a);
+    if (s == VRAM_OK) s = vram_check_float_lowp(op, b);
     if (s == VRAM_OK && a->dtype != b->dtype)
         return vram_error(VRAM_ERR_INVALID_ARG, "%s: dtypes differ (%s and %s)", op, vram_dtype_name(a->dtype),
                           vram_dtype_name(b->dtype));
@@ -190,7 +190,7 @@ static vram_status unary_backward(vram_node *n, vram_tensor *g, vram_tensor **gi
 
 static vram_status unary_op(const char *name, int op, double p, vram_tensor *x, vram_tensor **out) {
     if (!out) return vram_error(VRAM_ERR_INVALID_ARG, "%s: null argument", name);
-    vram_status s = vram_check_float(name, x);
+    vram_status s = vram_check_float_lowp(name, x);
     if (s != VRAM_OK) return s;
     vram_tensor *xc = NULL, *y = NULL;
     s = vram_tensor_contig(x, &xc);
@@ -242,7 +242,7 @@ static vram_status dropout_backward(vram_node *n, vram_tensor *g, vram_tensor **
 
 vram_status vram_dropout(vram_tensor *x, double p, int training, vram_tensor **out) {
     if (!out) return vram_error(VRAM_ERR_INVALID_ARG, "dropout: null argument");
-    vram_status s = vram_check_float("dropout", x);
+    vram_status s = vram_check_float_lowp("dropout", x);
     if (s != VRAM_OK) return s;
     if (!(p >= 0 && p <= 1)) return vram_error(VRAM_ERR_INVALID_ARG, "dropout: probability %g outside [0, 1]", p);
     if (!training || p == 0) return vram_scale(x, 1.0, out);

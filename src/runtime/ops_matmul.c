@@ -130,6 +130,13 @@ static vram_status linear_backward(vram_node *n, vram_tensor *g, vram_tensor **g
     int64_t out_f = w->shape[0], in_f = w->shape[1], rows = vram_tensor_numel(x) / in_f;
     vram_status s = vram_tensor_contig(g, &gc);
     if (s != VRAM_OK) return s;
+    if (x->dtype != w->dtype) { /* mixed precision */
+        vram_mixed_grads want = {vram_node_needs(n, 0), vram_node_needs(n, 1), n->n_in > 2 && vram_node_needs(n, 2),
+                                 n->in_ndim[0], n->in_shape[0]};
+        s = vram_mixed_linear_backward(&want, gc, x, w, &gin[0], &gin[1], n->n_in > 2 ? &gin[2] : NULL);
+        vram_tensor_free(gc);
+        return s;
+    }
     if (vram_node_needs(n, 0)) { /* gx [rows, in] = g [rows, out] @ W [out, in] */
         s = vram_tensor_empty(rt, g->dtype, n->in_ndim[0], n->in_shape[0], VRAM_TAG_TEMPORARY, &gin[0]);
         if (s == VRAM_OK)
@@ -153,8 +160,8 @@ static vram_status linear_backward(vram_node *n, vram_tensor *g, vram_tensor **g
 vram_status vram_linear(vram_tensor *x, vram_tensor *w, vram_tensor *bias, vram_tensor **out) {
     char sx[96], sw[96];
     if (!x || !w || !out) return vram_error(VRAM_ERR_INVALID_ARG, "linear: null argument");
-    vram_status s = vram_check_same_dtype("linear", x, w);
-    if (s == VRAM_OK && bias) s = vram_check_same_dtype("linear", x, bias);
+    vram_status s = vram_check_param_dtype("linear", x, w);
+    if (s == VRAM_OK && bias) s = vram_check_param_dtype("linear", x, bias);
     if (s != VRAM_OK) return s;
     if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
         return vram_error(VRAM_ERR_SHAPE, "linear: input %s and weight %s: the weight must be [out, %lld]", SHAPE_STR(x, sx),
@@ -176,7 +183,15 @@ vram_status vram_linear(vram_tensor *x, vram_tensor *w, vram_tensor *bias, vram_
         return s;
     }
     int fused_bias = bias && rt->k->matmul_bias && bias->strides[0] == 1 && in_f > 0;
-    if (fused_bias) { /* the bias added by the product itself */
+    if (x->dtype != w->dtype) {
+        fused_bias = 1;
+        s = vram_mixed_linear(xc, w, bias, y);
+        if (s != VRAM_OK) {
+            vram_tensor_free(xc);
+            vram_tensor_free(y);
+            return s;
+        }
+    } else if (fused_bias) { /* the bias added by the product itself */
         rt->k->matmul_bias(rt, x->dtype, rows, out_f, in_f, vram_tensor_data(xc), in_f, 1, vram_tensor_data(w),
                            w->strides[1], w->strides[0], vram_tensor_data(y), vram_tensor_data(bias));
     } else {
@@ -221,6 +236,26 @@ static vram_status gelu_linear_backward(vram_node *n, vram_tensor *g, vram_tenso
     vram_tensor *x = n->saved[0], *w = n->saved[1], *gc = NULL, *h = NULL, *gh = NULL;
     int64_t out_f = w->shape[0], in_f = w->shape[1], rows = vram_tensor_numel(x) / in_f;
     vram_status s = vram_tensor_contig(g, &gc);
+    if (s == VRAM_OK && x->dtype != w->dtype) { /* mixed precision: gelu(x) recomputed for the products */
+        int need_gx = vram_node_needs(n, 0);
+        vram_mixed_grads want = {need_gx, vram_node_needs(n, 1), n->n_in > 2 && vram_node_needs(n, 2), n->in_ndim[0],
+                                 n->in_shape[0]};
+        s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &h);
+        if (s == VRAM_OK) {
+            rt->k->unary(VRAM_UN_GELU, 0, x->dtype, vram_tensor_numel(x), vram_tensor_data(h), vram_tensor_data(x));
+            s = vram_mixed_linear_backward(&want, gc, h, w, &gh, &gin[1], n->n_in > 2 ? &gin[2] : NULL);
+        }
+        vram_tensor_free(h);
+        if (s == VRAM_OK && need_gx) {
+            rt->k->unary_backward(VRAM_UN_GELU, 0, x->dtype, vram_tensor_numel(x), vram_tensor_data(gh), vram_tensor_data(gh),
+                                  vram_tensor_data(x));
+            gin[0] = gh;
+        } else {
+            vram_tensor_free(gh);
+        }
+        vram_tensor_free(gc);
+        return s;
+    }
     /* recompute gelu(x): the activation forward did not keep */
     if (s == VRAM_OK && vram_node_needs(n, 1)) s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &h);
     if (s == VRAM_OK && h) {
@@ -253,7 +288,7 @@ static vram_status gelu_linear_backward(vram_node *n, vram_tensor *g, vram_tenso
 
 vram_status vram_gelu_linear(vram_tensor *x, vram_tensor *w, vram_tensor *bias, vram_tensor **out) {
     if (!x || !w || !out) return vram_error(VRAM_ERR_INVALID_ARG, "gelu_linear: null argument");
-    vram_status s = vram_check_float("gelu_linear", x);
+    vram_status s = vram_check_param_dtype("gelu_linear", x, w);
     if (s != VRAM_OK) return s;
     vram_tensor *xc = NULL, *h = NULL, *y = NULL;
     s = vram_tensor_contig(x, &xc);

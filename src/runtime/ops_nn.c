@@ -109,7 +109,7 @@ static vram_status xent_backward(vram_node *n, vram_tensor *g, vram_tensor **gin
 vram_status vram_cross_entropy(vram_tensor *logits, vram_tensor *targets, vram_tensor **out) {
     char sl[96], st[96];
     if (!out) return vram_error(VRAM_ERR_INVALID_ARG, "cross_entropy: null argument");
-    vram_status s = vram_check_float("cross_entropy", logits);
+    vram_status s = vram_check_float_lowp("cross_entropy", logits);
     if (s != VRAM_OK) return s;
     if (!targets) return vram_error(VRAM_ERR_INVALID_ARG, "cross_entropy: null targets");
     if (logits->ndim < 1 || logits->shape[logits->ndim - 1] == 0 ||
@@ -128,8 +128,9 @@ vram_status vram_cross_entropy(vram_tensor *logits, vram_tensor *targets, vram_t
     vram_tensor *lc = NULL, *lse = NULL, *y = NULL;
     s = vram_tensor_contig(logits, &lc);
     int64_t rshape[1] = {rows};
-    if (s == VRAM_OK) s = vram_tensor_empty(rt, logits->dtype, 1, rshape, VRAM_TAG_TEMPORARY, &lse);
-    if (s == VRAM_OK) s = vram_tensor_empty(rt, logits->dtype, 0, NULL, VRAM_TAG_TEMPORARY, &y);
+    vram_dtype sdt = vram_stat_dtype(logits->dtype); /* 16-bit logits: the lse and the loss in f32 */
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, sdt, 1, rshape, VRAM_TAG_TEMPORARY, &lse);
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, sdt, 0, NULL, VRAM_TAG_TEMPORARY, &y);
     if (s == VRAM_OK) {
         double loss = rt->k->cross_entropy(logits->dtype, rows, c, vram_tensor_data(lc), vram_tensor_data(targets),
                                            targets->dtype, vram_tensor_data(lse));
@@ -160,8 +161,9 @@ static vram_status ln_backward(vram_node *n, vram_tensor *g, vram_tensor **gin) 
     if (s != VRAM_OK) return s;
     if (vram_node_needs(n, 0)) s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &gin[0]);
     int64_t cs[1] = {c};
-    if (s == VRAM_OK && n->n_in > 1 && vram_node_needs(n, 1)) s = vram_tensor_new(rt, x->dtype, 1, cs, VRAM_TAG_TEMPORARY, &gin[1]);
-    if (s == VRAM_OK && n->n_in > 2 && vram_node_needs(n, 2)) s = vram_tensor_new(rt, x->dtype, 1, cs, VRAM_TAG_TEMPORARY, &gin[2]);
+    vram_dtype pdt = vram_stat_dtype(x->dtype); /* f32 weights under 16-bit activations */
+    if (s == VRAM_OK && n->n_in > 1 && vram_node_needs(n, 1)) s = vram_tensor_new(rt, pdt, 1, cs, VRAM_TAG_TEMPORARY, &gin[1]);
+    if (s == VRAM_OK && n->n_in > 2 && vram_node_needs(n, 2)) s = vram_tensor_new(rt, pdt, 1, cs, VRAM_TAG_TEMPORARY, &gin[2]);
     if (s == VRAM_OK)
         rt->k->layer_norm_backward(x->dtype, rows, c, gin[0] ? vram_tensor_data(gin[0]) : NULL,
                                    n->n_in > 1 && gin[1] ? vram_tensor_data(gin[1]) : NULL,
@@ -175,7 +177,7 @@ static vram_status ln_backward(vram_node *n, vram_tensor *g, vram_tensor **gin) 
 vram_status vram_layer_norm(vram_tensor *x, vram_tensor *w, vram_tensor *b, double eps, vram_tensor **out) {
     char sx[96], sp[96];
     if (!out) return vram_error(VRAM_ERR_INVALID_ARG, "layer_norm: null argument");
-    vram_status s = vram_check_float("layer_norm", x);
+    vram_status s = vram_check_float_lowp("layer_norm", x);
     if (s != VRAM_OK) return s;
     if (x->ndim < 1 || x->shape[x->ndim - 1] == 0)
         return vram_error(VRAM_ERR_SHAPE, "layer_norm: input %s needs a non-empty last dimension", SHAPE_STR(x, sx));
@@ -183,7 +185,7 @@ vram_status vram_layer_norm(vram_tensor *x, vram_tensor *w, vram_tensor *b, doub
     vram_tensor *params[2] = {w, b};
     for (int i = 0; i < 2; i++) {
         if (!params[i]) continue;
-        s = vram_check_same_dtype("layer_norm", x, params[i]);
+        s = vram_check_param_dtype("layer_norm", x, params[i]);
         if (s != VRAM_OK) return s;
         if (params[i]->ndim != 1 || params[i]->shape[0] != c || !vram_tensor_is_contiguous(params[i]))
             return vram_error(VRAM_ERR_SHAPE, "layer_norm: input %s and %s %s: expected a contiguous [%lld]",
@@ -195,8 +197,8 @@ vram_status vram_layer_norm(vram_tensor *x, vram_tensor *w, vram_tensor *b, doub
     vram_tensor *xc = NULL, *y = NULL, *mean = NULL, *rstd = NULL;
     s = vram_tensor_contig(x, &xc);
     if (s == VRAM_OK) s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &y);
-    if (s == VRAM_OK) s = vram_tensor_empty(rt, x->dtype, 1, rs, VRAM_TAG_TEMPORARY, &mean);
-    if (s == VRAM_OK) s = vram_tensor_empty(rt, x->dtype, 1, rs, VRAM_TAG_TEMPORARY, &rstd);
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, vram_stat_dtype(x->dtype), 1, rs, VRAM_TAG_TEMPORARY, &mean);
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, vram_stat_dtype(x->dtype), 1, rs, VRAM_TAG_TEMPORARY, &rstd);
     if (s == VRAM_OK) {
         rt->k->layer_norm(x->dtype, rows, c, eps, vram_tensor_data(y), vram_tensor_data(xc), w ? vram_tensor_data(w) : NULL,
                           b ? vram_tensor_data(b) : NULL, vram_tensor_data(mean), vram_tensor_data(rstd));
@@ -277,32 +279,38 @@ static vram_status ln_linear_backward(vram_node *n, vram_tensor *g, vram_tensor 
     vram_status s = vram_tensor_contig(g, &gc);
     /* recompute the normalised input, which forward did not keep */
     if (s == VRAM_OK) s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &a);
-    if (s == VRAM_OK) s = vram_tensor_empty(rt, x->dtype, 1, rs, VRAM_TAG_TEMPORARY, &m2);
-    if (s == VRAM_OK) s = vram_tensor_empty(rt, x->dtype, 1, rs, VRAM_TAG_TEMPORARY, &r2);
+    vram_dtype pdt = vram_stat_dtype(x->dtype); /* f32 statistics and weights under 16-bit activations */
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, pdt, 1, rs, VRAM_TAG_TEMPORARY, &m2);
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, pdt, 1, rs, VRAM_TAG_TEMPORARY, &r2);
     if (s == VRAM_OK)
         rt->k->layer_norm(x->dtype, rows, c, n->dp[0], vram_tensor_data(a), vram_tensor_data(x), vram_tensor_data(lw),
                           vram_tensor_data(lb), vram_tensor_data(m2), vram_tensor_data(r2));
     vram_tensor_free(m2);
     vram_tensor_free(r2);
-    if (s == VRAM_OK && vram_node_needs(n, 3)) { /* gW [out, c] = g^T [out, rows] @ a [rows, c] */
+    int need_ln = vram_node_needs(n, 0) || vram_node_needs(n, 1) || vram_node_needs(n, 2);
+    if (s == VRAM_OK && x->dtype != w->dtype) { /* mixed precision: the products' gradients in one call */
+        vram_mixed_grads want = {need_ln, vram_node_needs(n, 3), n->n_in > 4 && vram_node_needs(n, 4), x->ndim, x->shape};
+        s = vram_mixed_linear_backward(&want, gc, a, w, &ga, &gin[3], n->n_in > 4 ? &gin[4] : NULL);
+    } else if (s == VRAM_OK && vram_node_needs(n, 3)) { /* gW [out, c] = g^T [out, rows] @ a [rows, c] */
         s = vram_tensor_empty(rt, x->dtype, 2, w->shape, VRAM_TAG_TEMPORARY, &gin[3]);
         if (s == VRAM_OK)
             rt->k->matmul(rt, x->dtype, 1, out_f, c, rows, vram_tensor_data(gc), 0, 1, out_f, vram_tensor_data(a), 0, c, 1,
                           vram_tensor_data(gin[3]), 0);
     }
-    if (s == VRAM_OK && n->n_in > 4 && vram_node_needs(n, 4)) {
+    if (s == VRAM_OK && x->dtype == w->dtype && n->n_in > 4 && vram_node_needs(n, 4)) {
         int64_t os[1] = {out_f};
         s = vram_sum_to_shape(gc, 1, os, &gin[4]);
     }
-    int need_ln = vram_node_needs(n, 0) || vram_node_needs(n, 1) || vram_node_needs(n, 2);
-    if (s == VRAM_OK && need_ln) { /* ga [rows, c] = g @ W */
+    if (s == VRAM_OK && need_ln && x->dtype == w->dtype) { /* ga [rows, c] = g @ W */
         s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &ga);
         if (s == VRAM_OK)
             rt->k->matmul(rt, x->dtype, 1, rows, c, out_f, vram_tensor_data(gc), 0, out_f, 1, vram_tensor_data(w), 0,
                           w->strides[0], w->strides[1], vram_tensor_data(ga), 0);
+    }
+    if (s == VRAM_OK && need_ln) {
         if (s == VRAM_OK && vram_node_needs(n, 0)) s = vram_tensor_empty(rt, x->dtype, n->in_ndim[0], n->in_shape[0], VRAM_TAG_TEMPORARY, &gin[0]);
-        if (s == VRAM_OK && vram_node_needs(n, 1)) s = vram_tensor_new(rt, x->dtype, 1, cs, VRAM_TAG_TEMPORARY, &gin[1]);
-        if (s == VRAM_OK && vram_node_needs(n, 2)) s = vram_tensor_new(rt, x->dtype, 1, cs, VRAM_TAG_TEMPORARY, &gin[2]);
+        if (s == VRAM_OK && vram_node_needs(n, 1)) s = vram_tensor_new(rt, pdt, 1, cs, VRAM_TAG_TEMPORARY, &gin[1]);
+        if (s == VRAM_OK && vram_node_needs(n, 2)) s = vram_tensor_new(rt, pdt, 1, cs, VRAM_TAG_TEMPORARY, &gin[2]);
         if (s == VRAM_OK)
             rt->k->layer_norm_backward(x->dtype, rows, c, gin[0] ? vram_tensor_data(gin[0]) : NULL,
                                        gin[1] ? vram_tensor_data(gin[1]) : NULL, gin[2] ? vram_tensor_data(gin[2]) : NULL,
@@ -320,7 +328,7 @@ vram_status vram_layer_norm_linear(vram_tensor *x, vram_tensor *ln_w, vram_tenso
     char sx[96];
     if (!x || !ln_w || !ln_b || !w || !out)
         return vram_error(VRAM_ERR_INVALID_ARG, "layer_norm_linear: null argument (the layer norm needs weight and bias)");
-    vram_status s = vram_check_float("layer_norm_linear", x);
+    vram_status s = vram_check_param_dtype("layer_norm_linear", x, w);
     if (s != VRAM_OK) return s;
     if (x->ndim < 1 || x->shape[x->ndim - 1] == 0)
         return vram_error(VRAM_ERR_SHAPE, "layer_norm_linear: input %s needs a non-empty last dimension", SHAPE_STR(x, sx));
@@ -328,7 +336,7 @@ vram_status vram_layer_norm_linear(vram_tensor *x, vram_tensor *ln_w, vram_tenso
     vram_tensor *params[2] = {ln_w, ln_b};
     for (int i = 0; i < 2; i++) {
         char sp[96];
-        s = vram_check_same_dtype("layer_norm_linear", x, params[i]);
+        s = vram_check_param_dtype("layer_norm_linear", x, params[i]);
         if (s != VRAM_OK) return s;
         if (params[i]->ndim != 1 || params[i]->shape[0] != c || !vram_tensor_is_contiguous(params[i]))
             return vram_error(VRAM_ERR_SHAPE, "layer_norm_linear: input %s and layer-norm %s %s: expected a contiguous [%lld]",
@@ -338,8 +346,8 @@ vram_status vram_layer_norm_linear(vram_tensor *x, vram_tensor *ln_w, vram_tenso
     vram_tensor *a = NULL, *y = NULL, *xc = NULL, *mean = NULL, *rstd = NULL;
     s = vram_tensor_contig(x, &xc);
     if (s == VRAM_OK) s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &a);
-    if (s == VRAM_OK) s = vram_tensor_empty(rt, x->dtype, 1, rs, VRAM_TAG_TEMPORARY, &mean);
-    if (s == VRAM_OK) s = vram_tensor_empty(rt, x->dtype, 1, rs, VRAM_TAG_TEMPORARY, &rstd);
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, vram_stat_dtype(x->dtype), 1, rs, VRAM_TAG_TEMPORARY, &mean);
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, vram_stat_dtype(x->dtype), 1, rs, VRAM_TAG_TEMPORARY, &rstd);
     if (s == VRAM_OK) {
         rt->k->layer_norm(x->dtype, rows, c, eps, vram_tensor_data(a), vram_tensor_data(xc), vram_tensor_data(ln_w),
                           vram_tensor_data(ln_b), vram_tensor_data(mean), vram_tensor_data(rstd));

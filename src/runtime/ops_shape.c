@@ -307,7 +307,7 @@ static vram_status expand_backward(vram_node *n, vram_tensor *g, vram_tensor **g
 static vram_status reduce(const char *name, vram_tensor *x, int dim, int keepdim, double factor, vram_tensor **out) {
     char sx[96];
     if (!out) return vram_error(VRAM_ERR_INVALID_ARG, "%s: null argument", name);
-    vram_status s = vram_check_float(name, x);
+    vram_status s = vram_check_float_lowp(name, x);
     if (s != VRAM_OK) return s;
     if (dim >= x->ndim || dim < -1)
         return vram_error(VRAM_ERR_SHAPE, "%s: dimension %d of %s", name, dim, SHAPE_STR(x, sx));

@@ -20,7 +20,17 @@ struct vram_optimizer {
     int n;
     vram_tensor **s1, **s2; /* [n] state tensors (NULL until needed) */
     int64_t *steps;
+    int stepped_last; /* the last step's count of updated parameters, for uncounting it */
+    const int32_t *skip; /* a loss scaler's device flag, or NULL */
 };
+
+void vram_optimizer_set_skip_flag(vram_optimizer *o, const int32_t *flag) { o->skip = flag; }
+
+void vram_optimizer_uncount_step(vram_optimizer *o) {
+    for (int i = 0; i < o->n && o->stepped_last; i++)
+        if (vram_param_list_get(o->params, i)->grad && o->steps[i] > 0) o->steps[i]--;
+    o->stepped_last = 0;
+}
 
 void vram_optim_config_default(vram_optim_kind kind, vram_optim_config *c) {
     memset(c, 0, sizeof *c);
@@ -140,10 +150,58 @@ vram_status vram_optimizer_state_prepare(vram_optimizer *o, int i, int64_t step,
     return VRAM_OK;
 }
 
+/* Adam/AdamW over every parameter in one multi-tensor update, where the device has one and all
+ * parameters with gradients share a dtype and a step count (VRAM_ERR_UNSUPPORTED otherwise,
+ * before anything changed). */
+static vram_status adam_step_list(vram_optimizer *o) {
+    const vram_optim_config *c = &o->cfg;
+    int count = 0;
+    int64_t step = -1;
+    vram_dtype dt = VRAM_DTYPE_F32;
+    for (int i = 0; i < o->n; i++) {
+        vram_tensor *p = vram_param_list_get(o->params, i);
+        if (!p->grad) continue;
+        if ((count && (o->steps[i] + 1 != step || p->dtype != dt)) || !vram_tensor_is_contiguous(p) ||
+            !vram_tensor_is_contiguous(p->grad))
+            return VRAM_ERR_UNSUPPORTED;
+        step = o->steps[i] + 1, dt = p->dtype, count++;
+    }
+    if (!count) return VRAM_OK;
+    void **ptrs = malloc(sizeof *ptrs * 4 * (size_t)count);
+    int64_t *ns = malloc(sizeof *ns * (size_t)count);
+    vram_status s = ptrs && ns ? VRAM_OK : vram_error(VRAM_ERR_HOST_MEMORY, "optimizer step: out of host memory");
+    int m = 0;
+    for (int i = 0; i < o->n && s == VRAM_OK; i++) {
+        vram_tensor *p = vram_param_list_get(o->params, i);
+        if (!p->grad) continue;
+        s = state(p, &o->s1[i]);
+        if (s == VRAM_OK) s = state(p, &o->s2[i]);
+        if (s != VRAM_OK) break;
+        ptrs[m] = vram_tensor_data(p), ptrs[count + m] = vram_tensor_data(p->grad);
+        ptrs[2 * count + m] = vram_tensor_data(o->s1[i]), ptrs[3 * count + m] = vram_tensor_data(o->s2[i]);
+        ns[m++] = vram_tensor_numel(p);
+    }
+    if (s == VRAM_OK) {
+        o->rt->k->adam_update_list(dt, count, ptrs, (const void *const *)(ptrs + count), ptrs + 2 * count,
+                                   ptrs + 3 * count, ns, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay,
+                                   c->kind == VRAM_OPTIM_ADAMW, step, o->skip);
+        for (int i = 0; i < o->n; i++)
+            if (vram_param_list_get(o->params, i)->grad) o->steps[i] = step;
+    }
+    free(ptrs);
+    free(ns);
+    return s;
+}
+
 vram_status vram_optimizer_step(vram_optimizer *o) {
     if (!o) return vram_error(VRAM_ERR_INVALID_ARG, "optimizer step: null optimizer");
     const vram_kernels *k = o->rt->k;
     const vram_optim_config *c = &o->cfg;
+    o->stepped_last = 1;
+    if ((c->kind == VRAM_OPTIM_ADAM || c->kind == VRAM_OPTIM_ADAMW) && k->adam_update_list) {
+        vram_status s = adam_step_list(o);
+        if (s != VRAM_ERR_UNSUPPORTED) return s; /* else the parameters are not one list: per tensor */
+    }
     for (int i = 0; i < o->n; i++) {
         vram_tensor *p = vram_param_list_get(o->params, i), *g = p->grad;
         if (!g) continue;
@@ -158,7 +216,8 @@ vram_status vram_optimizer_step(vram_optimizer *o) {
             if (c->momentum > 0) s = state(p, &o->s1[i]);
             if (s == VRAM_OK)
                 k->sgd_update(p->dtype, n, vram_tensor_data(p), vram_tensor_data(g),
-                              o->s1[i] ? vram_tensor_data(o->s1[i]) : NULL, c->lr, c->momentum, c->weight_decay, step == 1);
+                              o->s1[i] ? vram_tensor_data(o->s1[i]) : NULL, c->lr, c->momentum, c->weight_decay, step == 1,
+                              o->skip);
             break;
         case VRAM_OPTIM_ADAM:
         case VRAM_OPTIM_ADAMW:
@@ -167,13 +226,13 @@ vram_status vram_optimizer_step(vram_optimizer *o) {
             if (s == VRAM_OK)
                 k->adam_update(p->dtype, n, vram_tensor_data(p), vram_tensor_data(g), vram_tensor_data(o->s1[i]),
                                vram_tensor_data(o->s2[i]), c->lr, c->beta1, c->beta2, c->eps, c->weight_decay,
-                               c->kind == VRAM_OPTIM_ADAMW, step);
+                               c->kind == VRAM_OPTIM_ADAMW, step, o->skip);
             break;
         case VRAM_OPTIM_ADAGRAD:
             s = state(p, &o->s1[i]);
             if (s == VRAM_OK)
                 k->adagrad_update(p->dtype, n, vram_tensor_data(p), vram_tensor_data(g), vram_tensor_data(o->s1[i]), c->lr,
-                                  c->eps, c->weight_decay, step, c->lr_decay);
+                                  c->eps, c->weight_decay, step, c->lr_decay, o->skip);
             break;
         }
         if (s != VRAM_OK) {

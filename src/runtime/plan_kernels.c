@@ -107,17 +107,24 @@ static void plan_pool2d_backward(vram_dtype dt, int is_max, int64_t planes, int6
         (void)argmax;
 }
 static void plan_sgd_update(vram_dtype dt, int64_t n, void *p, const void *g, void *buf, double lr, double momentum,
-                            double weight_decay, int first) {
-    (void)dt, (void)n, (void)p, (void)g, (void)buf, (void)lr, (void)momentum, (void)weight_decay, (void)first;
+                            double weight_decay, int first, const int32_t *skip) {
+    (void)dt, (void)n, (void)p, (void)g, (void)buf, (void)lr, (void)momentum, (void)weight_decay, (void)first, (void)skip;
 }
 static void plan_adam_update(vram_dtype dt, int64_t n, void *p, const void *g, void *m, void *v, double lr, double b1,
-                             double b2, double eps, double weight_decay, int decoupled, int64_t step) {
+                             double b2, double eps, double weight_decay, int decoupled, int64_t step, const int32_t *skip) {
     (void)dt, (void)n, (void)p, (void)g, (void)m, (void)v, (void)lr, (void)b1, (void)b2, (void)eps, (void)weight_decay,
-        (void)decoupled, (void)step;
+        (void)decoupled, (void)step, (void)skip;
 }
 static void plan_adagrad_update(vram_dtype dt, int64_t n, void *p, const void *g, void *sum, double lr, double eps,
-                                double weight_decay, int64_t step, double lr_decay) {
-    (void)dt, (void)n, (void)p, (void)g, (void)sum, (void)lr, (void)eps, (void)weight_decay, (void)step, (void)lr_decay;
+                                double weight_decay, int64_t step, double lr_decay, const int32_t *skip) {
+    (void)dt, (void)n, (void)p, (void)g, (void)sum, (void)lr, (void)eps, (void)weight_decay, (void)step, (void)lr_decay,
+        (void)skip;
+}
+static void plan_unscale(vram_dtype dt, int64_t n, void *x, const float *scale, int32_t *found_inf) {
+    (void)dt, (void)n, (void)x, (void)scale, (void)found_inf;
+}
+static void plan_scaler_update(float *scale, int32_t *state, double growth, double backoff, int interval) {
+    (void)scale, (void)state, (void)growth, (void)backoff, (void)interval;
 }
 static double plan_sum_squares(int count, const vram_dtype *dts, const int64_t *ns, const void *const *xs) {
     (void)count, (void)dts, (void)ns, (void)xs;
@@ -162,6 +169,8 @@ const vram_kernels vram_plan_kernels = {
     .sgd_update = plan_sgd_update,
     .adam_update = plan_adam_update,
     .adagrad_update = plan_adagrad_update,
+    .unscale = plan_unscale,
+    .scaler_update = plan_scaler_update,
     .sum_squares = plan_sum_squares,
     .scale_inplace = plan_scale_inplace,
     .upload = plan_upload,

@@ -120,14 +120,27 @@ typedef struct vram_kernels {
     void (*pool2d_backward)(vram_dtype dt, int is_max, int64_t planes, int64_t h, int64_t w, int k,
                             int stride, int64_t oh, int64_t ow, void *gx, const void *gout,
                             const int32_t *argmax);
-    /* Optimizer updates over n contiguous elements (see optim.c for the formulas). */
+    /* Optimizer updates over n contiguous elements (see optim.c for the formulas). `skip` (device
+     * memory, may be NULL): when *skip is non-zero the update does nothing (a loss scaler found
+     * an inf or NaN gradient), read by the kernel so the host need not wait for it. */
     void (*sgd_update)(vram_dtype dt, int64_t n, void *p, const void *g, void *buf, double lr,
-                       double momentum, double weight_decay, int first);
+                       double momentum, double weight_decay, int first, const int32_t *skip);
     void (*adam_update)(vram_dtype dt, int64_t n, void *p, const void *g, void *m, void *v, double lr,
                         double b1, double b2, double eps, double weight_decay, int decoupled,
-                        int64_t step);
+                        int64_t step, const int32_t *skip);
     void (*adagrad_update)(vram_dtype dt, int64_t n, void *p, const void *g, void *sum, double lr,
-                           double eps, double weight_decay, int64_t step, double lr_decay);
+                           double eps, double weight_decay, int64_t step, double lr_decay, const int32_t *skip);
+    /* Optional (NULL: adam_update per tensor): adam_update over `count` tensors of one dtype and
+     * one step count in one launch (a multi-tensor fused AdamW). */
+    void (*adam_update_list)(vram_dtype dt, int count, void *const *p, const void *const *g, void *const *m,
+                             void *const *v, const int64_t *n, double lr, double b1, double b2, double eps,
+                             double weight_decay, int decoupled, int64_t step, const int32_t *skip);
+    /* Dynamic loss scaling (grad_scaler.c): x /= *scale over n elements, and *found_inf = 1 when
+     * any result is inf or NaN; then the scale's update from state = {growth tracker,
+     * found_inf}: backoff and a reset tracker after an overflow, growth after `interval` clean
+     * steps in a row. */
+    void (*unscale)(vram_dtype dt, int64_t n, void *x, const float *scale, int32_t *found_inf);
+    void (*scaler_update)(float *scale, int32_t *state, double growth, double backoff, int interval);
     /* The sum of squares of `count` tensors of ns[i] contiguous elements (the global gradient
      * norm: one read back for all of them), and in-place scaling. */
     double (*sum_squares)(int count, const vram_dtype *dts, const int64_t *ns, const void *const *xs);
@@ -140,6 +153,21 @@ typedef struct vram_kernels {
     int64_t (*find_bad_id)(int64_t n, const void *ids, vram_dtype dt, int64_t limit);
     /* Waits for the device's queued work; returns the first error of a kernel or copy. */
     vram_status (*sync)(void);
+
+    /* ---- low precision (ops_mixed.c; NULL on a device without it, the CPU) ---- */
+    /* C = A @ B (+ C if accumulate) (+ bias [N] when not NULL: no batch, no accumulate), A and B
+     * in ab_dt (f16 or bf16), C and bias in c_dt (ab_dt, or f32 for a weight's gradient), with
+     * fp32 accumulation. Strides as matmul's. */
+    void (*matmul_lowp)(vram_runtime *rt, vram_dtype ab_dt, vram_dtype c_dt, int64_t batch, int64_t M, int64_t N,
+                        int64_t K, const void *A, int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b,
+                        int64_t sb_k, int64_t sb_n, void *C, int accumulate, const void *bias);
+    /* Causal attention that never stores the T x T scores (f16/bf16, head size 64): qkv
+     * [B, T, 3C] contiguous -> out [B, T, C] and lse [B*H*T] (f32) for backward, which writes
+     * the whole of gqkv [B, T, 3C] from gout [B, T, C]. */
+    void (*flash_attention)(vram_runtime *rt, vram_dtype dt, int64_t B, int64_t T, int64_t H, const void *qkv, void *out,
+                            float *lse);
+    void (*flash_attention_backward)(vram_runtime *rt, vram_dtype dt, int64_t B, int64_t T, int64_t H, const void *qkv,
+                                     const void *out, const void *gout, const float *lse, void *gqkv);
 
     /* ---- inference (generation.c; CPU versions in cpu_infer.c) ---- */
     /* y[M, N] = x[M, K] W^T + bias (may be NULL), W [N, K] in fmt (VRAM_WFMT_Q8_0 or _BF16,
@@ -254,6 +282,28 @@ vram_status vram_sum_to_shape(vram_tensor *g, int ndim, const int64_t *shape, vr
 vram_status vram_add_nograd(vram_tensor *a, vram_tensor *b, vram_tensor **out);
 /* Batched matrix product without recording, on raw geometry (a, b: [.., M, K], [.., K, N]). */
 vram_status vram_matmul_raw(vram_tensor *a, vram_tensor *b, vram_tensor **out);
+
+/* ---- mixed precision (ops_mixed.c) ---- */
+int vram_dtype_is_lowp(vram_dtype dt);
+/* The dtype of an op's statistics (layer norm's mean and rstd, the loss's lse): f32 for f16/bf16. */
+vram_dtype vram_stat_dtype(vram_dtype dt);
+/* vram_check_float, and f16/bf16 where the device has low-precision kernels; for the ops whose
+ * kernels take 16-bit data (elementwise, reductions, layer norm, loss, attention, products). */
+vram_status vram_check_float_lowp(const char *op, const vram_tensor *t);
+/* A parameter p of an op on x: the same float dtype, or f32 with 16-bit x (mixed precision). */
+vram_status vram_check_param_dtype(const char *op, const vram_tensor *x, const vram_tensor *p);
+/* y = xc @ W^T + bias for contiguous 16-bit xc [rows, in] and f32 W [out, in], bias [out]. */
+vram_status vram_mixed_linear(vram_tensor *xc, vram_tensor *w, vram_tensor *bias, vram_tensor *y);
+/* Which gradients of a mixed linear to compute (gx takes x's shape). */
+typedef struct vram_mixed_grads {
+    int gx, gw, gb;
+    int x_ndim;
+    const int64_t *x_shape;
+} vram_mixed_grads;
+/* From gc (contiguous, 16-bit [rows, out]) and the saved input a [rows, in]: gx in gc's dtype,
+ * gw and gb in W's (f32). */
+vram_status vram_mixed_linear_backward(const vram_mixed_grads *want, vram_tensor *gc, vram_tensor *a, vram_tensor *w,
+                                       vram_tensor **gx, vram_tensor **gw, vram_tensor **gb);
 
 /* An op's last step: hands y out on success, frees it on error (then *out is left alone). */
 static inline vram_status rt_finish(vram_status s, vram_tensor *y, vram_tensor **out) {

@@ -8,7 +8,8 @@
  * back: afterwards every rank holds the same updated weights, while each kept 1/size of the
  * optimizer state. Padding elements (a bucket rounded up to a multiple of the ranks) have zero
  * gradient and zero weight and stay zero under every update rule. Clipping sums the chunks'
- * squares over the ranks: the same global norm as the whole gradient's.
+ * squares over the ranks: the same global norm as the whole gradient's. (A loss scaler's skip
+ * flag is not read: `vram train` refuses --zero 1 with loss scaling.)
  */
 #include <math.h>
 #include <stdlib.h>
@@ -74,7 +75,7 @@ static vram_status update(vram_ddp *d, ddp_bucket *b, const vram_optim_config *c
         if (c->momentum > 0) s = state(d, b, &b->s1);
         if (s == VRAM_OK)
             k->sgd_update(d->dt, b->chunk, p, g, b->s1 ? vram_tensor_data(b->s1) : NULL, c->lr, c->momentum,
-                          c->weight_decay, step == 1);
+                          c->weight_decay, step == 1, NULL);
         break;
     case VRAM_OPTIM_ADAM:
     case VRAM_OPTIM_ADAMW:
@@ -82,13 +83,13 @@ static vram_status update(vram_ddp *d, ddp_bucket *b, const vram_optim_config *c
         if (s == VRAM_OK) s = state(d, b, &b->s2);
         if (s == VRAM_OK)
             k->adam_update(d->dt, b->chunk, p, g, vram_tensor_data(b->s1), vram_tensor_data(b->s2), c->lr, c->beta1,
-                           c->beta2, c->eps, c->weight_decay, c->kind == VRAM_OPTIM_ADAMW, step);
+                           c->beta2, c->eps, c->weight_decay, c->kind == VRAM_OPTIM_ADAMW, step, NULL);
         break;
     case VRAM_OPTIM_ADAGRAD:
         s = state(d, b, &b->s1);
         if (s == VRAM_OK)
             k->adagrad_update(d->dt, b->chunk, p, g, vram_tensor_data(b->s1), c->lr, c->eps, c->weight_decay, step,
-                              c->lr_decay);
+                              c->lr_decay, NULL);
         break;
     }
     if (s != VRAM_OK) b->step--;

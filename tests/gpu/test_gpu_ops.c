@@ -3,7 +3,10 @@
  * forward output and the gradient of every input (through sum(out * R) with a random R), and
  * the optimizers' updates. Two runtimes, one per device, get the same inputs from the host;
  * f32 results must agree to a relative error of 1e-4 (norm of the difference over the norm of
- * the CPU's), f64 to 1e-10. Skipped (77) where no GPU or driver exists.
+ * the CPU's), f64 to 1e-10. Mixed precision: the GPU gets the activations (specs marked .act)
+ * in bf16 or f16 with f32 parameters and is compared with the CPU's f32 op, to 2e-2 (3e-2 for
+ * gradients); this covers flash attention (head size 64) against the CPU's attention. Skipped
+ * (77) where no GPU or driver exists.
  */
 #include <math.h>
 #include <stdio.h>
@@ -40,7 +43,18 @@ typedef struct spec {
     int64_t limit;
     int transposed;
     int grad;
+    int act; /* an activation: 16-bit on the GPU in the mixed-precision cases */
 } spec;
+
+static vram_dtype gpu_act_dt = VRAM_DTYPE_F32; /* F16/BF16 while the mixed-precision cases run */
+
+/* t cast to the GPU's activation dtype (t's reference taken; the cast keeps t's gradient). */
+static vram_tensor *to_act(vram_tensor *t) {
+    vram_tensor *c = NULL;
+    CHECK_OK(vram_to_dtype(t, gpu_act_dt, &c));
+    vram_tensor_free(t);
+    return c;
+}
 
 static double *host_data(const spec *s, int64_t *n) {
     *n = 1;
@@ -136,7 +150,9 @@ typedef vram_status (*op_fn)(vram_tensor **in, const int64_t *p, vram_tensor **o
 
 /* Runs op on both devices with the same inputs, compares outputs and input gradients. */
 static void run_case(const char *name, op_fn op, int n_in, const spec *specs, const int64_t *p, vram_dtype dt) {
-    double tol = dt == VRAM_DTYPE_F64 ? 1e-10 : 1e-4;
+    int mixed = gpu_act_dt != VRAM_DTYPE_F32;
+    double tol = dt == VRAM_DTYPE_F64 ? 1e-10 : mixed ? 2e-2 : 1e-4, gtol = mixed ? 3e-2 : tol * 10;
+    vram_tensor *leaf[8] = {0}; /* the GPU's f32 inputs behind the 16-bit casts */
     double *vals[8];
     for (int i = 0; i < n_in; i++) {
         int64_t n;
@@ -149,7 +165,13 @@ static void run_case(const char *name, op_fn op, int n_in, const spec *specs, co
     int64_t rn = 0;
     for (int k = 0; k < 2; k++) {
         vram_runtime_seed(sides[k]->rt, seed);
-        for (int i = 0; i < n_in; i++) in[k][i] = make(sides[k], &specs[i], vals[i], dt);
+        for (int i = 0; i < n_in; i++) {
+            in[k][i] = make(sides[k], &specs[i], vals[i], dt);
+            if (k == 1 && mixed && specs[i].act) {
+                leaf[i] = vram_tensor_retain(in[k][i]);
+                in[k][i] = to_act(in[k][i]);
+            }
+        }
         vram_status s = op(in[k], p, &out[k]);
         CHECK(s == VRAM_OK, "%s on %s: %s (%s)", name, k ? "gpu" : "cpu", vram_status_str(s), vram_last_error());
         if (s != VRAM_OK) out[k] = NULL;
@@ -167,11 +189,13 @@ static void run_case(const char *name, op_fn op, int n_in, const spec *specs, co
             vram_tensor *rt_ = NULL, *prod = NULL, *loss = NULL;
             spec rs = {.nd = vram_tensor_ndim(out[k])};
             memcpy(rs.shape, vram_tensor_shape(out[k]), sizeof(int64_t) * (size_t)rs.nd);
-            rt_ = make(sides[k], &rs, r, vram_tensor_dtype(out[k]));
+            rt_ = make(sides[k], &rs, r, VRAM_DTYPE_F32);
+            if (vram_tensor_dtype(out[k]) != VRAM_DTYPE_F32) rt_ = to_act(rt_);
             CHECK_OK(vram_mul(out[k], rt_, &prod));
             CHECK_OK(vram_sum(prod, &loss));
             CHECK_OK(vram_backward(loss, NULL));
-            for (int i = 0; i < n_in; i++) grads[k][i] = specs[i].grad && !specs[i].ids ? vram_tensor_grad(in[k][i]) : NULL;
+            for (int i = 0; i < n_in; i++)
+                grads[k][i] = specs[i].grad && !specs[i].ids ? vram_tensor_grad(k && leaf[i] ? leaf[i] : in[k][i]) : NULL;
             vram_tensor_free(rt_);
             vram_tensor_free(prod);
             vram_tensor_free(loss);
@@ -179,9 +203,10 @@ static void run_case(const char *name, op_fn op, int n_in, const spec *specs, co
         for (int i = 0; i < n_in; i++) {
             if (!grads[0][i] && !grads[1][i]) continue;
             snprintf(what, sizeof what, "%s (%s) gradient of input %d", name, vram_dtype_name(dt), i);
-            compare(what, grads[0][i], grads[1][i], tol * 10);
+            compare(what, grads[0][i], grads[1][i], gtol);
         }
     }
+    for (int i = 0; i < n_in; i++) vram_tensor_free(leaf[i]);
     CHECK_OK(vram_runtime_sync(gpu.rt));
     for (int k = 0; k < 2; k++) {
         vram_tensor_free(out[k]);
@@ -326,6 +351,43 @@ static void test_ops(vram_dtype dt, int trials) {
     }
 }
 
+/* Mixed precision: 16-bit activations with f32 parameters on the GPU against f32 on the CPU. */
+static void test_mixed(vram_dtype act, int trials) {
+    gpu_act_dt = act;
+    vram_dtype dt = VRAM_DTYPE_F32;
+    for (int t = 0; t < trials; t++) {
+        int64_t a = irand(1, 5), b = irand(1, 9), c = irand(2, 67), d = irand(1, 4);
+        spec same[2] = {SPEC(.nd = 3, .shape = {a, b, c}, .grad = 1, .act = 1), SPEC(.nd = 3, .shape = {a, b, c}, .grad = 1, .act = 1)};
+        run_case("mixed add", op_add, 2, same, NULL, dt);
+        run_case("mixed gelu", op_gelu, 1, same, NULL, dt);
+        int64_t m = irand(1, 70), k = 8 * irand(1, 12), n = 8 * irand(1, 9);
+        spec lin[3] = {SPEC(.nd = 3, .shape = {d, m, k}, .grad = 1, .act = 1), SPEC(.nd = 2, .shape = {n, k}, .grad = 1),
+                       SPEC(.nd = 1, .shape = {n}, .grad = 1)};
+        int64_t bias[1] = {t & 1};
+        run_case("mixed linear", op_linear, 3, lin, bias, dt);
+        run_case("mixed gelu_linear", op_gelu_linear, 3, lin, NULL, dt);
+        spec lnl[5] = {SPEC(.nd = 3, .shape = {d, m, k}, .grad = 1, .act = 1), SPEC(.nd = 1, .shape = {k}, .grad = 1),
+                       SPEC(.nd = 1, .shape = {k}, .grad = 1), SPEC(.nd = 2, .shape = {n, k}, .grad = 1),
+                       SPEC(.nd = 1, .shape = {n}, .grad = 1)};
+        run_case("mixed layer_norm_linear", op_ln_linear, 5, lnl, NULL, dt);
+        spec ln[3] = {SPEC(.nd = 3, .shape = {a, b, c}, .grad = 1, .act = 1), SPEC(.nd = 1, .shape = {c}, .grad = 1),
+                      SPEC(.nd = 1, .shape = {c}, .grad = 1)};
+        run_case("mixed layer_norm", op_layer_norm, 3, ln, NULL, dt);
+        int64_t rows = irand(1, 40), classes = irand(2, 3000);
+        spec xe[2] = {SPEC(.nd = 2, .shape = {rows, classes}, .grad = 1, .act = 1),
+                      SPEC(.nd = 1, .shape = {rows}, .ids = 1, .limit = classes)};
+        run_case("mixed cross_entropy", op_xent, 2, xe, NULL, dt);
+        /* flash attention (head size 64): T around the 64-row tiles */
+        int64_t Ts[] = {1, 17, 64, 65, 130, 200}, T = Ts[t % 6], heads[1] = {irand(1, 3)};
+        spec fa[1] = {SPEC(.nd = 3, .shape = {irand(1, 2), T, 3 * heads[0] * 64}, .grad = 1, .act = 1)};
+        run_case("flash attention (qkv, head size 64)", op_attention_qkv, 1, fa, heads, dt);
+        int64_t other[1] = {d}; /* head size 16: the composed path in 16 bits */
+        spec aq[1] = {SPEC(.nd = 3, .shape = {a, irand(1, 40), 3 * d * 16}, .grad = 1, .act = 1)};
+        run_case("mixed causal_attention_qkv (head size 16)", op_attention_qkv, 1, aq, other, dt);
+    }
+    gpu_act_dt = VRAM_DTYPE_F32;
+}
+
 /* Two steps of each optimizer, with gradients clipped, from the same parameters and grads. */
 static void test_optimizers(void) {
     const char *names[] = {"sgd", "momentum", "adam", "adamw", "adagrad"};
@@ -446,6 +508,8 @@ int main(int argc, char **argv) {
     if (!open_side(&cpu, "host") || !open_side(&gpu, "cuda")) return check_done();
     test_ops(VRAM_DTYPE_F32, trials);
     test_ops(VRAM_DTYPE_F64, 1);
+    test_mixed(VRAM_DTYPE_BF16, 2 * trials);
+    test_mixed(VRAM_DTYPE_F16, trials);
     test_optimizers();
     test_bad_ids();
     test_launch_failure();
