@@ -5,9 +5,9 @@
 #   1. tests/dist_check.py gpu: one rank of the NCCL engine, launched with torchrun's variables
 #      (RANK=0 WORLD_SIZE=1, the TCP rendezvous on 127.0.0.1; no MPI, no network), against the
 #      one-process GPU run: losses step by step, plain DDP, ZeRO-1, accumulation;
-#   2. GPT-2 124M, B=8 T=1024 fp32 AdamW, 12 steps: one process, NCCL 1 rank DDP, NCCL 1 rank
-#      ZeRO-1 (and mpirun -n 1 where Open MPI is installed): step medians, communication and
-#      its hidden share, optimizer-state bytes;
+#   2. GPT-2 124M, B=8 T=1024 AdamW, 12 steps: one process, NCCL 1 rank DDP, NCCL 1 rank ZeRO-1,
+#      and bf16 mixed precision one process and NCCL 1 rank (and mpirun -n 1 where Open MPI is
+#      installed): step medians, communication and its hidden share, optimizer-state bytes;
 # and prints a table last. libnccl.so.2 is looked for where PyTorch's wheel puts it when the
 # loader does not know one (VRAM_LIBNCCL overrides).
 set -u
@@ -49,12 +49,14 @@ run() { # name, env, args...
 run one "" $V train --device cuda:0 $G
 run nccl_ddp "$TORCHRUN_VARS MASTER_PORT=29531" $V train --device cuda $G --dist nccl
 run nccl_zero1 "$TORCHRUN_VARS MASTER_PORT=29532" $V train --device cuda $G --dist nccl --zero 1
+run one_bf16 "" $V train --device cuda:0 $G --precision bf16
+run nccl_bf16 "$TORCHRUN_VARS MASTER_PORT=29533" $V train --device cuda $G --dist nccl --precision bf16
 if command -v mpirun > /dev/null 2>&1; then
   run mpirun_nccl "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" mpirun -n 1 $V train --device cuda $G --dist nccl
 fi
 
 echo
-echo "GPT-2 124M, B=8 T=1024 fp32 AdamW, 12 steps ($(head -3 "$OUT/machine.txt" | tail -1 | cut -d, -f1)):"
+echo "GPT-2 124M, B=8 T=1024 AdamW (fp32 unless _bf16), 12 steps ($(head -3 "$OUT/machine.txt" | tail -1 | cut -d, -f1)):"
 printf "%-12s %12s %14s %16s %14s %12s\n" run "median step" "loss step 12" "opt state B" "comm ms" "hidden"
 for f in "$OUT"/gpt2_*.log; do
   n=$(basename "$f" .log); n=${n#gpt2_}
