@@ -11,7 +11,7 @@ if(Python3_Interpreter_FOUND)
                                        $<TARGET_FILE:vram> ${VRAM_TRAIN_CORPUS} ${part})
     # (Open MPI's own allocations at exit are not vram's leaks: lsan_mpi.supp names its libraries,
     # which the slow unwinder can see through: they are built without frame pointers)
-    set_tests_properties(dist_${part} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 RESOURCE_LOCK mpi ENVIRONMENT
+    set_tests_properties(dist_${part} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 RESOURCE_LOCK mpi ENVIRONMENT
                          "ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0;LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/lsan_mpi.supp")
   endforeach()
   set_tests_properties(dist_match dist_faults PROPERTIES FIXTURES_REQUIRED mpi)
