@@ -168,35 +168,41 @@ static vram_status finish_launch(nccl_state *st, int rc, const char *what, void 
 
 static int nccl_dt(vram_dtype dt) { return dt == VRAM_DTYPE_F64 ? NCCL_FLOAT64 : NCCL_FLOAT32; }
 
-static vram_status n_iallreduce(vram_comm *c, void *buf, int64_t n, vram_dtype dt, void **h) {
+enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER, OP_BROADCAST };
+
+/* Queues one collective on the communication stream, after the compute stream's work so far. */
+static vram_status launch(vram_comm *c, int op, const void *send, void *recv, int64_t n, vram_dtype dt, int root,
+                          void **h) {
     nccl_state *st = c->engine_state;
     vram_status s = order_after_compute(st);
     if (s != VRAM_OK) return s;
-    return finish_launch(st, nc.AllReduce(buf, buf, (size_t)n, nccl_dt(dt), NCCL_SUM, st->comm, st->stream),
-                         "ncclAllReduce", h);
+    int t = nccl_dt(dt), rc;
+    const char *what;
+    switch (op) {
+    case OP_ALLREDUCE: rc = nc.AllReduce(send, recv, (size_t)n, t, NCCL_SUM, st->comm, st->stream), what = "ncclAllReduce"; break;
+    case OP_REDUCE_SCATTER:
+        rc = nc.ReduceScatter(send, recv, (size_t)n, t, NCCL_SUM, st->comm, st->stream), what = "ncclReduceScatter";
+        break;
+    case OP_ALLGATHER: rc = nc.AllGather(send, recv, (size_t)n, t, st->comm, st->stream), what = "ncclAllGather"; break;
+    default: rc = nc.Broadcast(send, recv, (size_t)n, t, root, st->comm, st->stream), what = "ncclBroadcast"; break;
+    }
+    return finish_launch(st, rc, what, h);
+}
+
+static vram_status n_iallreduce(vram_comm *c, void *buf, int64_t n, vram_dtype dt, void **h) {
+    return launch(c, OP_ALLREDUCE, buf, buf, n, dt, 0, h);
 }
 
 static vram_status n_ireduce_scatter(vram_comm *c, const void *send, void *recv, int64_t n, vram_dtype dt, void **h) {
-    nccl_state *st = c->engine_state;
-    vram_status s = order_after_compute(st);
-    if (s != VRAM_OK) return s;
-    return finish_launch(st, nc.ReduceScatter(send, recv, (size_t)n, nccl_dt(dt), NCCL_SUM, st->comm, st->stream),
-                         "ncclReduceScatter", h);
+    return launch(c, OP_REDUCE_SCATTER, send, recv, n, dt, 0, h);
 }
 
 static vram_status n_iallgather(vram_comm *c, const void *send, void *recv, int64_t n, vram_dtype dt, void **h) {
-    nccl_state *st = c->engine_state;
-    vram_status s = order_after_compute(st);
-    if (s != VRAM_OK) return s;
-    return finish_launch(st, nc.AllGather(send, recv, (size_t)n, nccl_dt(dt), st->comm, st->stream), "ncclAllGather", h);
+    return launch(c, OP_ALLGATHER, send, recv, n, dt, 0, h);
 }
 
 static vram_status n_ibroadcast(vram_comm *c, void *buf, int64_t n, vram_dtype dt, int root, void **h) {
-    nccl_state *st = c->engine_state;
-    vram_status s = order_after_compute(st);
-    if (s != VRAM_OK) return s;
-    return finish_launch(st, nc.Broadcast(buf, buf, (size_t)n, nccl_dt(dt), root, st->comm, st->stream),
-                         "ncclBroadcast", h);
+    return launch(c, OP_BROADCAST, buf, buf, n, dt, root, h);
 }
 
 static int n_test(vram_comm *c, void **h) {
