@@ -1,22 +1,18 @@
 /* ddp.h — data parallel training over a communicator (comm.h): DistributedDataParallel's design,
  * and ZeRO stage 1.
  *
- * Every rank holds the whole model and trains on its own shard of each batch. At vram_ddp_new
- * rank 0's parameters are broadcast (the same initial weights everywhere) and the parameters are
- * grouped into buckets of about `bucket_bytes`, in reverse order (the order backward finishes
- * their gradients). During the backward pass of a step's last micro-batch the autograd gradient
- * hook marks each parameter whose gradient is final; when a bucket is complete its gradients are
- * copied into the bucket's flat buffer (memory tagged "communication") and its reduction starts
- * at once, non-blocking, while backward goes on (buckets start in order on every rank). The
- * earlier micro-batches of a step (gradient accumulation) communicate nothing, as `no_sync`.
- * vram_ddp_finish waits for what is still under way and hands back the mean gradient.
+ * Every rank holds the whole model and trains on its own shard of each batch. vram_ddp_new
+ * broadcasts rank 0's parameters and groups them into buckets of about `bucket_bytes`, last
+ * parameter first (the order backward finishes them). In the backward pass of a step's last
+ * micro-batch, autograd's gradient hook marks each final gradient; a complete bucket is copied
+ * into its flat buffer (tag "communication") and its reduction starts at once, non-blocking,
+ * while backward goes on. Earlier micro-batches communicate nothing (`no_sync`).
  *   zero = 0: all-reduce per bucket; every rank then runs the same optimizer step.
- *   zero = 1: each bucket is cut into `size` equal chunks, rank r owns chunk r of every bucket;
- *     reduce-scatter per bucket leaves each rank the mean gradient of its chunks only, the
- *     optimizer state exists only for those chunks (1/size of it per rank), each rank updates
- *     its chunks and an all-gather per bucket brings every rank all updated parameters.
- * Timing per step (vram_ddp_stats): how long the collectives were under way, and how much of
- * that lay before the end of backward (hidden) versus waited for after it (exposed).
+ *   zero = 1: rank r owns chunk r of each bucket cut into `size` equal chunks: reduce-scatter
+ *     leaves it the mean gradient of its chunks, optimizer state exists for those only (1/size
+ *     per rank), and after its update an all-gather per bucket brings all ranks every parameter.
+ * vram_ddp_stats: how long the collectives were under way, the part before the end of backward
+ * (hidden) and the time waited for them after it (exposed).
  */
 #ifndef VRAM_DDP_H
 #define VRAM_DDP_H
