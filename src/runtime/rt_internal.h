@@ -44,6 +44,7 @@ struct vram_tensor {
     vram_tensor *grad;
     vram_node *grad_fn;
     int grad_is_temporary; /* a checkpoint's stand-in input: its grad is a temporary */
+    int grad_uses;         /* leaf edges to it not yet run in the backward passes under way */
 };
 
 /* A strided view handed to kernels: data points at element [0..0]. */
@@ -218,6 +219,9 @@ struct vram_runtime {
     /* vram_runtime_set_alloc_observer's hook (may be NULL). */
     void (*on_alloc)(void *ctx, vram_status status);
     void *on_alloc_ctx;
+    /* vram_runtime_set_grad_hook's hook (may be NULL): a leaf's gradient is final. */
+    vram_grad_hook on_grad;
+    void *on_grad_ctx;
 };
 
 /* A shape-only runtime over `a` (any device, simulated included) with the planner's kernel
