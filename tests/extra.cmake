@@ -133,6 +133,10 @@ add_test(NAME gpu_cli_train COMMAND sh -c "\
   echo \"$out\" | tail -5; [ $s -eq 1 ] && echo \"$out\" | grep -q 'out of memory while' && echo \"$out\" | grep -q 'try a smaller --batch'")
 set_tests_properties(gpu_cli_train PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600 RESOURCE_LOCK gpu
                      PASS_REGULAR_EXPRESSION "categories add up to the allocator's allocated bytes: yes")
+# vram generate --device cuda:0 against the CPU: the same greedy tokens and logits in every weight format
+add_test(NAME gpu_cli_generate COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/gpu/test_gpu_generate.py
+                                       ${VRAM_EXE} ${VRAM_TRAIN_CORPUS})
+set_tests_properties(gpu_cli_generate PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600 RESOURCE_LOCK gpu)
 # Mixed precision on the GPU: the loss scaler's semantics with the device-side state, and
 # `vram train --precision bf16 / fp16` end to end (fp16 with the dynamic loss scale)
 add_test(NAME gpu_test_grad_scaler COMMAND test_grad_scaler cuda)

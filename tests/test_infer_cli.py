@@ -11,7 +11,10 @@ command line.
 - cached and uncached (--no-cache) generation print the same text; memory by category shows a
   KV cache and no activations;
 - bad input, each one message and exit status 2: a corrupted, truncated or foreign model file,
-  a prompt longer than the context, --int8 on a quantized model, resuming with another shape.
+  a prompt longer than the context, --int8 on a quantized model, resuming with another shape;
+- --tokenizer (GPT-2's BPE, the fixture files of tests/reference/bpe): the prompt's ids are the
+  reference encoder's and the prompt prints decoded; a missing tokenizer, one larger than the
+  model's vocabulary and a prompt that is not UTF-8 are status 2.
 """
 import os
 import re
@@ -104,6 +107,30 @@ def main():
                "this run's model", "resume with another shape")
         expect(common + ["--steps", "3", "--resume", p("half.vram")], "at step 4 already", "resume past --steps")
         expect(common + ["--steps", "9", "--resume", p("q.vram")], "quantized", "resume a quantized model")
+
+        # GPT-2's BPE (--tokenizer): the fixture vocabulary of tests/reference/bpe (857 tokens) on a
+        # model with room for them; the prompt's ids are the reference encoder's (cases.txt)
+        bpe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference", "bpe")
+        big = p("big.vram")
+        r = run(common[:2] + ["--data", corpus, "--steps", "2", "--vocab", "1024", "--save", big] + SHAPE)
+        check(r.returncode == 0, "a model with a 1024-token vocabulary: " + r.stderr)
+        line = "And God said, Let there be light: and there was light."
+        r = run([vram, "generate", "--model", big, "--tokenizer", bpe, "--prompt", line, "--tokens", "6",
+                 "--temperature", "0", "--print-ids"])
+        cases = open(os.path.join(bpe, "cases.txt")).read().split("\n")
+        want = cases[cases.index(line.encode().hex()) + 2]
+        m = re.search(r"^prompt ids 1: (.*)$", r.stdout, re.M)
+        if check(r.returncode == 0 and m, "generate --tokenizer: %s" % r.stderr):
+            check(m.group(1) == want, "the prompt's BPE ids are the reference's: %s vs %s" % (m.group(1), want))
+            check("--- prompt 1\n" + line in r.stdout, "the prompt is printed decoded: " + r.stdout[:300])
+        expect([vram, "generate", "--model", big, "--tokenizer", p("nowhere"), "--prompt", "x"], "cannot open the vocabulary",
+               "a missing tokenizer")
+        expect([vram, "generate", "--model", model, "--tokenizer", bpe, "--prompt", "x"],
+               "its 857 tokens exceed the model's vocabulary of 256", "a tokenizer larger than the model's vocabulary")
+        expect([vram, "generate", "--model", big, "--tokenizer", bpe, "--prompt", b"ok \xff"], "not valid UTF-8 at byte 3",
+               "a prompt that is not UTF-8")
+        expect([vram, "generate", "--model", big, "--tokenizer", bpe, "--eval", corpus], "does not take --tokenizer",
+               "--eval with a tokenizer")
     return done("test_infer_cli")
 
 

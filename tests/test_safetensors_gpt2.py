@@ -5,7 +5,8 @@
 
 The file is what `model.save_pretrained(safe_serialization=True)` of a GPT2LMHeadModel holds:
 transformer.* names, Conv1D weights [in, out], lm_head tied (absent), the attention mask buffer
-(attn.bias) present, one tensor in F16 and one in BF16; GELU is GPT-2's tanh form. The reference
+(attn.bias) present, one tensor in F16 and one in BF16; GELU is GPT-2's tanh form. The tied head
+is held once (the weights' bytes are the file's tensors', without a second wte). The reference
 forward below follows Hugging Face's modeling_gpt2 step by step in float64. Also: GPT2Model's
 names (no "transformer." prefix) load the same; a model vram trained and saved as safetensors
 gives the logits of the same model saved as .vram; another architecture's tensors, a truncated
@@ -174,6 +175,9 @@ def main():
         r = run([vram, "generate", "--model", st, "--prompt", prompt, "--tokens", "1", "--logits", out])
         check(r.returncode == 0, "vram generate on the safetensors file: %d %s" % (r.returncode, r.stderr))
         check("2 layers, 2 heads, width 32, vocab 256, context 16, tanh GELU" in r.stdout, "shape read: " + r.stdout[:300])
+        # the head is wte itself (no lm_head.weight in the file): held and counted once, as PyTorch does
+        held = "weights f32, %.3f MiB" % (4 * sum(len(v[2]) for v in w.values()) / 2**20)
+        check(held in r.stdout, "the tied head is not a second copy: want '%s' in %s" % (held, r.stdout[:400]))
         got = read_logits(out, len(tokens)) if r.returncode == 0 else None
         if check(got is not None, "logits file of [%d, %d]" % (len(tokens), V)):
             d = max_diff(got, ref)

@@ -33,6 +33,10 @@ vram_status vram_lm_load(vram_runtime *rt, const char *path, vram_lm **out, uint
  * matrix. A file already quantized is VRAM_ERR_STATE. *kept as vram_lm_quantize's. */
 vram_status vram_lm_load_as(vram_runtime *rt, const char *path, vram_wfmt want, vram_lm **out, uint64_t *bytes_read,
                             int *kept);
+/* A copy of src (any format, on a host runtime) on runtime rt, e.g. a GPU's: the same weights in
+ * the same formats, uploaded one at a time. Models are loaded and quantized on the host, then
+ * copied, so the device holds only the final weights. *bytes (may be NULL): bytes uploaded. */
+vram_status vram_lm_copy_to(const vram_lm *src, vram_runtime *rt, vram_lm **out, uint64_t *bytes);
 /* From a training GPT's parameters (copied; the GPT is not kept). */
 vram_status vram_lm_from_gpt(vram_gpt *g, vram_lm **out);
 void vram_lm_free(vram_lm *m);

@@ -33,6 +33,8 @@ vram_status vram_safetensors_gpt_info(vram_safetensors *st, vram_model_info *inf
  * there with that shape. */
 vram_status vram_safetensors_read_gpt(vram_safetensors *st, const char *name, int64_t rows, int64_t cols, float *dst);
 uint64_t vram_safetensors_bytes_read(const vram_safetensors *st);
+/* 1 when the file has no lm_head.weight: the output head is the token embedding (GPT-2's tie). */
+int vram_safetensors_tied(vram_safetensors *st);
 
 /* Writes g's weights under PyTorch's names (lm_head.weight too where it is not wte's copy). */
 vram_status vram_safetensors_save_gpt(const char *path, vram_gpt *g);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_infer.h"
 #include "cuda_rt.h"
 
 vram_cuda vram_cuda_state;
@@ -239,6 +240,11 @@ vram_status vram_cuda_runtime_open(vram_runtime *rt, int ordinal) {
             goto fail;
         }
     }
+    s = vram_cuda_infer_open(); /* the inference kernels' module (cuda_infer_ops.c) */
+    if (s != VRAM_OK) {
+        vram_cuda_blas_close();
+        goto fail;
+    }
     cu_open = 1;
     {
         const char *p = getenv("VRAM_CUDA_PROFILE");
@@ -332,6 +338,7 @@ void vram_cuda_runtime_close(vram_runtime *rt) {
     cu.CtxSetCurrent(cu_ctx);
     cu.StreamSynchronize((CUstream)g->stream);
     if (prof.on) prof_report();
+    vram_cuda_infer_close();
     vram_cuda_blas_close();
     for (int e = 0; e < 2; e++)
         if (timer_ev[e]) cu.EventDestroy(timer_ev[e]), timer_ev[e] = NULL;
@@ -396,6 +403,40 @@ void vram_cuda_zero(void *dst, size_t n) {
     int tok = vram_cuda_prof_begin();
     cu_check(cu.MemsetD8Async((CUdeviceptr)dst, 0, n, (CUstream)g->stream), "zeroing GPU memory", n);
     vram_cuda_prof_end(tok, CK_PROF_COPY);
+}
+
+/* ---- modules beside the main one (cuda_infer.h): loaded, unloaded, launched by handle ---- */
+
+vram_status vram_cuda_module_load(const void *image, const char *const *names, int n, void **fns, void **module) {
+    CUmodule mod = NULL;
+    CUresult r = cu.ModuleLoadData(&mod, image);
+    if (r != CUDA_SUCCESS)
+        return vram_error(VRAM_ERR_DRIVER, "runtime: loading the GPU kernels of %s failed: %s", n > 0 ? names[0] : "?",
+                          cu_err(r));
+    for (int k = 0; k < n; k++) {
+        CUfunction f = NULL;
+        r = cu.ModuleGetFunction(&f, mod, names[k]);
+        if (r != CUDA_SUCCESS) {
+            cu.ModuleUnload(mod);
+            return vram_error(VRAM_ERR_DRIVER, "runtime: kernel %s missing from its module: %s", names[k], cu_err(r));
+        }
+        fns[k] = f;
+    }
+    *module = mod;
+    return VRAM_OK;
+}
+
+void vram_cuda_module_unload(void *module) { cu.ModuleUnload((CUmodule)module); }
+
+void vram_cuda_launch_fn(void *fn, const char *name, int64_t blocks, int threads, void **args) {
+    vram_cuda *g = &vram_cuda_state;
+    if (g->error != VRAM_OK || blocks <= 0) return;
+    if (blocks > 0x7fffffff) blocks = 0x7fffffff;
+    CUresult r = cu.LaunchKernel((CUfunction)fn, (unsigned)blocks, 1, 1, (unsigned)threads, 1, 1, 0, (CUstream)g->stream,
+                                 args, NULL);
+    if (r != CUDA_SUCCESS)
+        vram_cuda_fail(VRAM_ERR_DRIVER, "GPU kernel %s (%lld blocks of %d threads) failed to launch: %s", name,
+                       (long long)blocks, threads, cu_err(r));
 }
 
 vram_status vram_cuda_sync(void) {

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cuda_abi.h"
+#include "cuda_infer.h"
 #include "cuda_rt.h"
 
 enum { THREADS = 256 };
@@ -540,4 +541,9 @@ const vram_kernels vram_cuda_kernels = {
     .zero = vram_cuda_zero,
     .find_bad_id = cuda_find_bad_id,
     .sync = cuda_sync,
+    /* inference (cuda_infer_ops.c) */
+    .linear_lowp = vram_cuda_linear_lowp,
+    .embedding_lowp = vram_cuda_embedding_lowp,
+    .kv_attention = vram_cuda_kv_attention,
+    .gelu_tanh = vram_cuda_gelu_tanh,
 };

@@ -7,7 +7,9 @@
  * output projection and residual, layer_norm, the MLP (GELU in the model's form) and residual,
  * then the final layer norm and the output head. A projection is the f32 op vram_linear for f32
  * weights and the linear_lowp kernel for bf16 and INT8 weights. Everything runs under no_grad,
- * so every intermediate is a temporary, freed as soon as the next one exists.
+ * so every intermediate is a temporary, freed as soon as the next one exists. The same code runs
+ * on the CPU and on a GPU: token ids and positions are uploaded as tensors, the logits read
+ * back to the host for sampling (a copy on the CPU, the step's one wait on a GPU).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -96,26 +98,33 @@ static vram_status lm_linear(vram_lm *m, vram_tensor *x, const vram_lm_weight *w
     return VRAM_OK;
 }
 
-/* x = lookup(wte, ids) + lookup(wpe, positions): [n*T, C]. */
+/* x = lookup(wte, ids) + lookup(wpe, positions): [n*T, C]. The token ids and positions are
+ * host memory, uploaded to the device as two id tensors (a copy on the CPU). */
 static vram_status lm_embed(vram_lm *m, const vram_kv_cache *c, int row0, int n, int64_t T, const int32_t *ids,
                             vram_tensor **x) {
     int64_t C = m->info.gpt.width, R = n * T;
-    vram_tensor *tok = NULL, *pos = NULL, *pid = NULL;
-    vram_status s = vram_tensor_empty(m->rt, VRAM_DTYPE_I32, 1, &R, VRAM_TAG_TEMPORARY, &pid);
+    vram_tensor *tok = NULL, *pos = NULL, *pid = NULL, *tid = NULL;
+    int32_t *p = malloc(sizeof *p * (size_t)R);
+    if (!p) return vram_error(VRAM_ERR_HOST_MEMORY, "lm forward: out of host memory");
+    for (int b = 0; b < n; b++)
+        for (int64_t t = 0; t < T; t++) p[b * T + t] = (int32_t)(c->lens[row0 + b] + t);
+    vram_status s = vram_tensor_from_data(m->rt, VRAM_DTYPE_I32, 1, &R, VRAM_TAG_TEMPORARY, p, &pid);
+    if (s == VRAM_OK) s = vram_tensor_from_data(m->rt, VRAM_DTYPE_I32, 1, &R, VRAM_TAG_TEMPORARY, ids, &tid);
     if (s == VRAM_OK) s = vram_tensor_empty(m->rt, VRAM_DTYPE_F32, 2, (int64_t[]){R, C}, VRAM_TAG_TEMPORARY, &tok);
     if (s == VRAM_OK) s = vram_tensor_empty(m->rt, VRAM_DTYPE_F32, 2, (int64_t[]){R, C}, VRAM_TAG_TEMPORARY, &pos);
     if (s == VRAM_OK) {
-        int32_t *p = vram_tensor_data(pid);
-        for (int b = 0; b < n; b++)
-            for (int64_t t = 0; t < T; t++) p[b * T + t] = (int32_t)(c->lens[row0 + b] + t);
         const vram_lm_weight *wte = &m->w[LM_WTE], *wpe = &m->w[LM_WPE];
-        m->rt->k->embedding_lowp(wte->fmt, R, C, wte->rows, vram_tensor_data(tok), vram_tensor_data(wte->t), ids);
-        m->rt->k->embedding_lowp(wpe->fmt, R, C, wpe->rows, vram_tensor_data(pos), vram_tensor_data(wpe->t), p);
+        m->rt->k->embedding_lowp(wte->fmt, R, C, wte->rows, vram_tensor_data(tok), vram_tensor_data(wte->t),
+                                 vram_tensor_data(tid));
+        m->rt->k->embedding_lowp(wpe->fmt, R, C, wpe->rows, vram_tensor_data(pos), vram_tensor_data(wpe->t),
+                                 vram_tensor_data(pid));
         s = vram_add(tok, pos, x);
     }
     vram_tensor_free(tok);
     vram_tensor_free(pos);
     vram_tensor_free(pid);
+    vram_tensor_free(tid);
+    free(p);
     return s;
 }
 
@@ -255,13 +264,22 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* The next token of row b after its whole sequence seq[0..len), recomputed from an empty cache. */
+/* lg's values in host memory (host, room for them): read back from the device, which waits for
+ * the forward; its first error is the status. */
+static vram_status logits_to_host(vram_lm *m, vram_tensor *lg, float *host) {
+    vram_tensor_read_host(lg, host);
+    return vram_runtime_sync(m->rt);
+}
+
+/* The next token of row b after its whole sequence seq[0..len), recomputed from an empty cache;
+ * host: room for one row of logits. */
 static vram_status step_uncached(vram_lm *m, vram_kv_cache *c, int b, const int32_t *seq, int64_t len,
-                                 const vram_generate_opts *o, int32_t *tok) {
+                                 const vram_generate_opts *o, float *host, int32_t *tok) {
     vram_tensor *lg = NULL;
     vram_kv_cache_reset(c, b);
     vram_status s = vram_lm_forward(m, c, b, 1, len, seq, 0, &lg);
-    if (s == VRAM_OK) *tok = vram_lm_sample(m->rt, vram_tensor_data(lg), m->info.gpt.vocab, o->temperature, o->top_k);
+    if (s == VRAM_OK) s = logits_to_host(m, lg, host);
+    if (s == VRAM_OK) *tok = vram_lm_sample(m->rt, host, m->info.gpt.vocab, o->temperature, o->top_k);
     vram_tensor_free(lg);
     return s;
 }
@@ -282,15 +300,16 @@ vram_status vram_lm_generate(vram_lm *m, int n, const int32_t *const *prompts, c
     }
     if (n < 1 || o->tokens < 1) return vram_error(VRAM_ERR_INVALID_ARG, "generate: %d prompts, %d tokens", n, o->tokens);
     int32_t *seq = calloc((size_t)n * (size_t)longest, sizeof *seq), *next = calloc((size_t)n, sizeof *next);
+    float *host = malloc(sizeof *host * (size_t)n * (size_t)g->vocab); /* the logits of a step */
     vram_kv_cache *c = NULL;
-    vram_status s = seq && next ? vram_kv_cache_new(m, n, longest - 1 > 0 ? longest - 1 : 1, &c)
-                                : vram_error(VRAM_ERR_HOST_MEMORY, "generate: out of host memory");
+    vram_status s = seq && next && host ? vram_kv_cache_new(m, n, longest - 1 > 0 ? longest - 1 : 1, &c)
+                                        : vram_error(VRAM_ERR_HOST_MEMORY, "generate: out of host memory");
     vram_runtime_seed(m->rt, o->seed);
     memset(st, 0, sizeof *st);
     double t0 = now_s();
     for (int b = 0; b < n && s == VRAM_OK; b++) { /* prompts one by one: their lengths differ */
         memcpy(seq + b * longest, prompts[b], sizeof *seq * (size_t)lens[b]);
-        s = step_uncached(m, c, b, seq + b * longest, lens[b], o, &next[b]);
+        s = step_uncached(m, c, b, seq + b * longest, lens[b], o, host, &next[b]);
     }
     double t1 = now_s();
     for (int t = 0; t < o->tokens && s == VRAM_OK; t++) {
@@ -300,14 +319,15 @@ vram_status vram_lm_generate(vram_lm *m, int n, const int32_t *const *prompts, c
         }
         if (t + 1 == o->tokens) break;
         if (o->no_cache) {
-            for (int b = 0; b < n && s == VRAM_OK; b++) s = step_uncached(m, c, b, seq + b * longest, lens[b] + t + 1, o, &next[b]);
+            for (int b = 0; b < n && s == VRAM_OK; b++)
+                s = step_uncached(m, c, b, seq + b * longest, lens[b] + t + 1, o, host, &next[b]);
             continue;
         }
         vram_tensor *lg = NULL;
         s = vram_lm_forward(m, c, 0, n, 1, next, 0, &lg);
+        if (s == VRAM_OK) s = logits_to_host(m, lg, host);
         for (int b = 0; b < n && s == VRAM_OK; b++)
-            next[b] = vram_lm_sample(m->rt, (const float *)vram_tensor_data(lg) + (int64_t)b * g->vocab, g->vocab,
-                                     o->temperature, o->top_k);
+            next[b] = vram_lm_sample(m->rt, host + (int64_t)b * g->vocab, g->vocab, o->temperature, o->top_k);
         vram_tensor_free(lg);
     }
     st->prefill_s = t1 - t0;
@@ -316,6 +336,7 @@ vram_status vram_lm_generate(vram_lm *m, int n, const int32_t *const *prompts, c
     vram_kv_cache_free(c);
     free(seq);
     free(next);
+    free(host);
     return s;
 }
 
@@ -325,7 +346,8 @@ vram_status vram_lm_nll(vram_lm *m, const uint8_t *text, uint64_t len, uint64_t 
     vram_kv_cache *c = NULL;
     vram_status s = vram_kv_cache_new(m, 1, ctx, &c);
     int32_t *ids = malloc(sizeof *ids * (size_t)ctx);
-    if (s == VRAM_OK && !ids) s = vram_error(VRAM_ERR_HOST_MEMORY, "nll: out of host memory");
+    float *host = malloc(sizeof *host * (size_t)ctx * (size_t)m->info.gpt.vocab);
+    if (s == VRAM_OK && (!ids || !host)) s = vram_error(VRAM_ERR_HOST_MEMORY, "nll: out of host memory");
     double total = 0;
     uint64_t count = 0;
     for (uint64_t at = 0; s == VRAM_OK && at + 1 < len && count < max_tokens; at += (uint64_t)ctx) {
@@ -334,8 +356,9 @@ vram_status vram_lm_nll(vram_lm *m, const uint8_t *text, uint64_t len, uint64_t 
         vram_tensor *lg = NULL;
         vram_kv_cache_reset(c, -1);
         s = vram_lm_forward(m, c, 0, 1, T, ids, 1, &lg);
+        if (s == VRAM_OK) s = logits_to_host(m, lg, host);
         for (int64_t t = 0; s == VRAM_OK && t < T; t++) { /* -log softmax(logits)[next byte] */
-            const float *z = (const float *)vram_tensor_data(lg) + t * m->info.gpt.vocab;
+            const float *z = host + t * m->info.gpt.vocab;
             double mx = z[0], sum = 0;
             for (int v = 1; v < m->info.gpt.vocab; v++) mx = z[v] > mx ? z[v] : mx;
             for (int v = 0; v < m->info.gpt.vocab; v++) sum += exp(z[v] - mx);
@@ -345,6 +368,7 @@ vram_status vram_lm_nll(vram_lm *m, const uint8_t *text, uint64_t len, uint64_t 
         vram_tensor_free(lg);
     }
     free(ids);
+    free(host);
     vram_kv_cache_free(c);
     if (s != VRAM_OK) return s;
     *nll = total / (double)count;

@@ -32,6 +32,9 @@ struct vram_lm {
      * would each be rounded up to the allocator's next size class); NULL until needed */
     vram_tensor *arena;
     uint64_t arena_used;
+    /* the output head is the token embedding (a safetensors file without lm_head.weight): the
+     * last weight holds a reference to wte's tensor, converted and counted once */
+    int tied;
 };
 
 #endif

@@ -5,7 +5,8 @@
  * logical [rows, cols] matrix (a vector is one row) with its storage format and tensor: an f32
  * [rows, cols] tensor, or for bf16 and INT8 a u8 view of the format's bytes (model_file.h) in
  * one arena block.
- * Only 2-D parameters (embeddings, projections, output head) are ever converted.
+ * Only 2-D parameters (embeddings, projections, output head) are ever converted. A safetensors
+ * GPT-2 without lm_head.weight ties the head to wte: the head holds wte's tensor (m->tied).
  *
  * Q8_0 quantization of a block of 32 weights: scale d = max|w| / 127 rounded to f16, q =
  * round(w / d) clamped to [-127, 127], as llama.cpp's Q8_0 (8.5 bits a weight). Q8_R does the
@@ -94,15 +95,29 @@ vram_wfmt vram_lm_format(const vram_lm *m) {
     return VRAM_WFMT_F32;
 }
 
+/* Whether weight i is the tied head (wte's tensor again: held, converted and counted once). */
+static int is_tied_head(const vram_lm *m, int i) { return m->tied && i == m->n - 1; }
+
+/* Points the tied head at wte's tensor and format (after wte was loaded or converted). */
+static void tie_head(vram_lm *m) {
+    if (!m->tied) return;
+    vram_lm_weight *head = &m->w[m->n - 1];
+    vram_tensor_free(head->t);
+    head->t = vram_tensor_retain(m->w[LM_WTE].t);
+    head->fmt = m->w[LM_WTE].fmt;
+}
+
 uint64_t vram_lm_weight_bytes(const vram_lm *m) {
     uint64_t b = 0;
-    for (int i = 0; i < m->n; i++) b += vram_wfmt_bytes(m->w[i].fmt, m->w[i].rows, m->w[i].cols);
+    for (int i = 0; i < m->n; i++)
+        if (!is_tied_head(m, i)) b += vram_wfmt_bytes(m->w[i].fmt, m->w[i].rows, m->w[i].cols);
     return b;
 }
 
 uint64_t vram_lm_f32_bytes(const vram_lm *m) {
     uint64_t b = 0;
-    for (int i = 0; i < m->n; i++) b += vram_wfmt_bytes(VRAM_WFMT_F32, m->w[i].rows, m->w[i].cols);
+    for (int i = 0; i < m->n; i++)
+        if (!is_tied_head(m, i)) b += vram_wfmt_bytes(VRAM_WFMT_F32, m->w[i].rows, m->w[i].cols);
     return b;
 }
 
@@ -140,7 +155,7 @@ static vram_status weight_tensor(vram_lm *m, const vram_lm_weight *w, vram_wfmt 
 static uint64_t arena_bytes(const vram_lm *m, vram_wfmt fmt) {
     uint64_t b = 0;
     for (int i = 0; i < m->n; i++)
-        if (m->w[i].rows > 1 && !(fmt == VRAM_WFMT_Q8_0 && m->w[i].cols % 32))
+        if (m->w[i].rows > 1 && !is_tied_head(m, i) && !(fmt == VRAM_WFMT_Q8_0 && m->w[i].cols % 32))
             b += arena_round(vram_wfmt_bytes(fmt, m->w[i].rows, m->w[i].cols));
     return b;
 }
@@ -181,7 +196,7 @@ static void quantize_q8_r(const float *w, int64_t rows, int64_t cols, uint8_t *o
 }
 
 static vram_status quantize_one(vram_lm *m, vram_lm_weight *w, vram_wfmt fmt, int *kept) {
-    if (w->rows == 1 || w->fmt != VRAM_WFMT_F32) return VRAM_OK;
+    if (w->rows == 1 || w->fmt != VRAM_WFMT_F32 || is_tied_head(m, (int)(w - m->w))) return VRAM_OK;
     if (fmt == VRAM_WFMT_Q8_0 && w->cols % 32) {
         (*kept)++;
         return VRAM_OK;
@@ -275,11 +290,16 @@ static vram_status load_safetensors(vram_runtime *rt, const char *path, vram_wfm
     if (s == VRAM_OK) s = vram_safetensors_gpt_info(st, &info);
     if (s == VRAM_OK) s = vram_model_info_check(&info, path);
     if (s == VRAM_OK) s = lm_alloc(rt, &info, &m);
+    if (s == VRAM_OK) m->tied = vram_safetensors_tied(st);
     /* every tensor checked before any is allocated: the shape comes from the file */
     for (int i = 0; m && i < m->n && s == VRAM_OK; i++) s = vram_safetensors_read_gpt(st, m->w[i].name, m->w[i].rows, m->w[i].cols, NULL);
     if (s == VRAM_OK && want != VRAM_WFMT_F32) s = arena_reserve(m, arena_bytes(m, want));
     for (int i = 0; m && i < m->n && s == VRAM_OK; i++) {
         vram_lm_weight *w = &m->w[i];
+        if (is_tied_head(m, i)) {
+            tie_head(m);
+            continue;
+        }
         s = weight_tensor(m, w, VRAM_WFMT_F32, &w->t);
         if (s == VRAM_OK) s = vram_safetensors_read_gpt(st, w->name, w->rows, w->cols, vram_tensor_data(w->t));
         if (s == VRAM_OK && want != VRAM_WFMT_F32) s = quantize_one(m, w, want, kept);
@@ -343,11 +363,45 @@ vram_status vram_lm_from_gpt(vram_gpt *g, vram_lm **out) {
     return VRAM_OK;
 }
 
+vram_status vram_lm_copy_to(const vram_lm *src, vram_runtime *rt, vram_lm **out, uint64_t *bytes) {
+    if (!src || !rt || !out) return vram_error(VRAM_ERR_INVALID_ARG, "model copy: null argument");
+    if (src->rt->on_gpu) return vram_error(VRAM_ERR_UNSUPPORTED, "model copy: the source must be a host model");
+    vram_lm *m = NULL;
+    vram_status s = lm_alloc(rt, &src->info, &m);
+    uint64_t arena = 0, total = 0;
+    for (int i = 0; s == VRAM_OK && i < src->n; i++)
+        if (src->w[i].fmt != VRAM_WFMT_F32 && !is_tied_head(src, i))
+            arena += arena_round(vram_wfmt_bytes(src->w[i].fmt, src->w[i].rows, src->w[i].cols));
+    if (s == VRAM_OK) s = arena_reserve(m, arena);
+    if (s == VRAM_OK) m->tied = src->tied;
+    for (int i = 0; s == VRAM_OK && i < m->n; i++) {
+        const vram_lm_weight *w = &src->w[i];
+        if (is_tied_head(m, i)) {
+            tie_head(m);
+            continue;
+        }
+        size_t nb = (size_t)vram_wfmt_bytes(w->fmt, w->rows, w->cols);
+        m->w[i].fmt = w->fmt;
+        s = weight_tensor(m, &m->w[i], w->fmt, &m->w[i].t);
+        if (s == VRAM_OK) rt->k->upload(vram_tensor_data(m->w[i].t), vram_tensor_data(w->t), nb);
+        total += nb;
+    }
+    if (s == VRAM_OK) s = vram_runtime_sync(rt);
+    if (s != VRAM_OK) {
+        vram_lm_free(m);
+        return s;
+    }
+    if (bytes) *bytes = total;
+    *out = m;
+    return VRAM_OK;
+}
+
 vram_status vram_lm_quantize(vram_lm *m, vram_wfmt fmt, int *kept) {
     vram_status s = check_target(m, fmt);
     if (s == VRAM_OK) s = arena_reserve(m, arena_bytes(m, fmt));
     int k = 0;
     for (int i = 0; i < m->n && s == VRAM_OK; i++) s = quantize_one(m, &m->w[i], fmt, &k);
+    tie_head(m);
     if (s != VRAM_OK) return s;
     m->info.flags |= VRAM_MF_QUANTIZED;
     if (kept) *kept = k;

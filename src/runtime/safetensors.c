@@ -312,6 +312,8 @@ static float load_elem(const st_tensor *t, const uint8_t *p, uint64_t i) {
     return t->dtype == ST_F16 ? vram_f16_to_f32(h) : vram_bf16_to_f32(h);
 }
 
+int vram_safetensors_tied(vram_safetensors *st) { return find(st, "", "lm_head.weight") == NULL; }
+
 vram_status vram_safetensors_read_gpt(vram_safetensors *st, const char *name, int64_t rows, int64_t cols, float *dst) {
     if (!st->prefix) return vram_error(VRAM_ERR_STATE, "safetensors: read before gpt_info");
     st_tensor *t = !strcmp(name, "lm_head.weight") ? find(st, "", name) : find(st, st->prefix, name);

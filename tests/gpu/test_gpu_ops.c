@@ -15,15 +15,10 @@
 
 #include "../check.h"
 #include "../../src/runtime/cuda_rt.h"
+#include "runtime_sides.h"
 #include "vram/alloc.h"
 #include "vram/nn.h"
 #include "vram/optim.h"
-
-typedef struct side {
-    vram_device *dev;
-    vram_allocator *a;
-    vram_runtime *rt;
-} side;
 
 static side cpu, gpu;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -487,27 +482,6 @@ static void test_launch_failure(void) {
     vram_tensor_free(x);
     vram_tensor_free(y);
     vram_tensor_free(z);
-}
-
-static int open_side(side *s, const char *spec) {
-    vram_status st = vram_device_open(spec, &s->dev);
-    if (st != VRAM_OK) return 0;
-    CHECK_OK(vram_allocator_new(s->dev, NULL, &s->a));
-    st = vram_runtime_new(s->a, 2, &s->rt);
-    CHECK(st == VRAM_OK, "runtime on %s: %s (%s)", spec, vram_status_str(st), vram_last_error());
-    return st == VRAM_OK;
-}
-
-static void close_side(side *s) {
-    vram_runtime_free(s->rt);
-    if (s->a) {
-        vram_stats st;
-        vram_allocator_get_stats(s->a, &st);
-        int64_t left = st.allocated_bytes[VRAM_POOL_ALL].current - st.tags[VRAM_TAG_OTHER].allocated_bytes.current;
-        CHECK(left == 0, "%lld bytes of tensors still allocated on %s at the end", (long long)left, s->dev->kind);
-        vram_allocator_destroy(s->a);
-    }
-    vram_device_close(s->dev);
 }
 
 int main(int argc, char **argv) {
