@@ -177,15 +177,18 @@ int main(int argc, char **argv) {
         if (s == VRAM_OK) s = vram_gpt_forward(g, ti, tt, 1, NULL, &loss);
         if (s == VRAM_OK) losses[step] = vram_tensor_item(loss);
         if (s == VRAM_OK) s = vram_backward(loss, scaler ? vram_grad_scaler_seed(scaler) : NULL);
+        if (s == VRAM_OK && scaler) s = vram_grad_scaler_unscale(scaler, pl); /* step 1's gradients unscaled */
         if (s == VRAM_OK && step == 0) {
             float *g1 = gather(pl, 1, &bytes);
             if (!g1 || !write_file(out, "grads1.bin", g1, bytes)) s = VRAM_ERR_IO;
             free(g1);
         }
-        if (s == VRAM_OK && scaler) s = vram_grad_scaler_unscale(scaler, pl);
         if (s == VRAM_OK && clip > 0) s = vram_clip_grad_norm(pl, clip, NULL);
         if (s == VRAM_OK) s = vram_optimizer_step(opt);
-        if (s == VRAM_OK && scaler) s = vram_grad_scaler_update(scaler, NULL);
+        int skipped = 0;
+        if (s == VRAM_OK && scaler) s = vram_grad_scaler_update(scaler, &skipped);
+        if (s == VRAM_OK && skipped) printf("step %2d skipped (inf/NaN gradients), scale now %g\n", step + 1,
+                                            vram_grad_scaler_scale(scaler));
         if (s == VRAM_OK) s = vram_runtime_sync(rt);
         vram_tensor_free(ti);
         vram_tensor_free(tt);

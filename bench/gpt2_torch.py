@@ -77,13 +77,13 @@ def autocast(args):
     return torch.autocast("cuda", dtype=torch.bfloat16 if args.precision == "bf16" else torch.float16)
 
 
-def train_losses(d, args, names, shapes, init, toks, backend):
-    """The run of DIR in PyTorch; returns its losses and step 1's gradients by name."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+def model_from(names, shapes, init, heads):
+    """The same-layout model on the GPU with the parameters of init.bin; returns it and its
+    parameters by name."""
     L = 1 + max(int(n.split(".")[1]) for n in names if n.startswith("h."))
     V, C = shapes[names.index("wte.weight")]
     T = shapes[names.index("wpe.weight")][0]
-    model = GPT(L, args.heads, C, V, T).to("cuda")
+    model = GPT(L, heads, C, V, T).to("cuda")
     params = dict(model.named_parameters())
     at = 0
     with torch.no_grad():
@@ -92,9 +92,16 @@ def train_losses(d, args, names, shapes, init, toks, backend):
             params[n].copy_(torch.from_numpy(init[at:at + k].reshape(sh)))
             at += k
     assert at == init.size and len(params) == len(names), "parameter layout differs"
+    return model, params
+
+
+def train_losses(d, args, names, shapes, init, toks, backend):
+    """The run of DIR in PyTorch; returns its losses and step 1's gradients by name."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    model, params = model_from(names, shapes, init, args.heads)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, eps=1e-8, foreach=False)
     scaler = torch.amp.GradScaler("cuda", enabled=args.precision == "fp16")
-    losses, grads = [], {}
+    losses, grads, skipped = [], {}, []
     for step in range(toks.shape[0]):
         b = torch.from_numpy(toks[step].astype(np.int64)).to("cuda")
         opt.zero_grad(set_to_none=True)
@@ -106,9 +113,14 @@ def train_losses(d, args, names, shapes, init, toks, backend):
             grads = {n: params[n].grad.detach().clone() for n in names}
         if args.clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+        scale = scaler.get_scale()
         scaler.step(opt)
         scaler.update()
+        if scaler.is_enabled() and scaler.get_scale() < scale:
+            skipped.append(step + 1)
         losses.append(loss.item())
+    if skipped:
+        print(f"torch ({backend.name}): steps skipped for inf/NaN gradients: {skipped}")
     return losses, grads
 
 
@@ -126,7 +138,7 @@ def check_mixed(d, args, names, shapes, init, toks, losses, g1):
     dt = [abs(x - y) for x, y in zip(b, a)]
     print(f"{'step':>4} {'vram':>10} {'torch flash':>12} {'torch eff.':>11} {'|vram-flash|':>13} {'|eff.-flash|':>13}")
     for i in range(len(losses)):
-        if i < 5 or (i + 1) % 20 == 0:
+        if i < 5 or (i + 1) % 20 == 0 or dv[i] > 0.05:
             print(f"{i + 1:>4} {losses[i]:>10.5f} {a[i]:>12.5f} {b[i]:>11.5f} {dv[i]:>13.2e} {dt[i]:>13.2e}")
     tail = max(1, len(losses) // 10)
     mv, mt = statistics.mean(dv), statistics.mean(dt)
@@ -143,21 +155,9 @@ def check(d, args):
     names = [ln.split() for ln in open(os.path.join(d, "params.txt"))]
     shapes = [tuple(int(x) for x in s.split(",")) for _, s in names]
     names = [n for n, _ in names]
-    L = 1 + max(int(n.split(".")[1]) for n in names if n.startswith("h."))
-    V, C = shapes[names.index("wte.weight")]
-    T = shapes[names.index("wpe.weight")][0]
-    H = args.heads
     dev = "cuda"
-    model = GPT(L, H, C, V, T).to(dev)
-    params = dict(model.named_parameters())
     init = np.fromfile(os.path.join(d, "init.bin"), dtype=np.float32)
-    at = 0
-    with torch.no_grad():
-        for n, s in zip(names, shapes):
-            k = math.prod(s)
-            params[n].copy_(torch.from_numpy(init[at:at + k].reshape(s)))
-            at += k
-    assert at == init.size and len(params) == len(names), "parameter layout differs"
+    model, params = model_from(names, shapes, init, args.heads)
     order = [params[n] for n in names]
     losses = [float(x) for x in open(os.path.join(d, "losses.txt"))]
     steps = len(losses)

@@ -417,3 +417,6 @@ vram_cli_test(cli_train_save_every_alone 2 "--save-every needs --save PATH"
 
 # ---- faults (issue 41): tests/faults/faults.cmake
 include(${CMAKE_CURRENT_SOURCE_DIR}/faults/faults.cmake)
+
+# ---- data parallel (issue 44): tests/dist.cmake
+include(${CMAKE_CURRENT_SOURCE_DIR}/dist.cmake)

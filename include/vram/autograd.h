@@ -39,6 +39,13 @@ void vram_tensor_zero_grad(vram_tensor *t, int set_to_none);
  * is consumed: saved tensors are released as nodes run. */
 vram_status vram_backward(vram_tensor *root, const vram_tensor *grad);
 
+/* Called during vram_backward as soon as a leaf's gradient is final for this backward pass
+ * (every edge to it has run; checkpointed segments' inner passes included): data parallel
+ * training starts communicating a gradient there, while the rest of backward still runs. An
+ * error it returns ends the backward pass with that error. NULL removes the hook. */
+typedef vram_status (*vram_grad_hook)(void *ctx, vram_tensor *leaf);
+void vram_runtime_set_grad_hook(vram_runtime *rt, vram_grad_hook fn, void *ctx);
+
 /* Thread-local no_grad scope (nests). */
 void vram_no_grad_enter(void);
 void vram_no_grad_exit(void);

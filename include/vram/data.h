@@ -31,6 +31,12 @@ uint64_t vram_text_data_split_size(const vram_text_data *d, int split);
  * is an error. */
 vram_status vram_text_data_batch(vram_text_data *d, vram_runtime *rt, int split, int64_t batch, int64_t context,
                                  vram_tensor **ids, vram_tensor **targets);
+/* A rank's shard of a data parallel batch: draws all `total` offsets of the batch, as
+ * vram_text_data_batch(total) would (so every rank's random state stays the same), and makes
+ * tensors of the `rows` windows from row `first` on. Rows [r*b, (r+1)*b) of N ranks are together
+ * the single process's batch of N*b. */
+vram_status vram_text_data_batch_rows(vram_text_data *d, vram_runtime *rt, int split, int64_t total, int64_t first,
+                                      int64_t rows, int64_t context, vram_tensor **ids, vram_tensor **targets);
 
 /* Entropy of the byte distribution of the training split, in nats (a streaming pass over the
  * mapping). A model that predicts only byte frequencies reaches exactly this loss. */

@@ -33,6 +33,11 @@ vram_status vram_tanh(vram_tensor *x, vram_tensor **out);
 /* Matrix product: [.., M, K] @ [.., K, N] -> [.., M, N]; leading (batch) dims broadcast;
  * 1-D operands are not accepted. */
 vram_status vram_matmul(vram_tensor *a, vram_tensor *b, vram_tensor **out);
+/* cross_entropy(x @ weight^T, targets): a language model's head and loss as one op. With 16-bit
+ * x on a device with the fused kernels it runs in chunks of rows and never stores the logits:
+ * each chunk's logits become their gradient in place, and x's and the weight's gradients are
+ * computed then and kept for backward (llm.c's fused classifier); elsewhere it is the two ops. */
+vram_status vram_linear_cross_entropy(vram_tensor *x, vram_tensor *weight, vram_tensor *targets, vram_tensor **out);
 /* x cast to dtype, differentiable (the gradient is cast back). f16/bf16 need a device with
  * low-precision kernels (the GPU). */
 vram_status vram_to_dtype(vram_tensor *x, vram_dtype dtype, vram_tensor **out);

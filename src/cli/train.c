@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "train_dist.h"
 #include "vram/alloc.h"
 #include "vram/data.h"
 #include "vram/model_file.h"
@@ -48,6 +49,7 @@ typedef struct train_opts {
     vram_dtype precision; /* VRAM_DTYPE_F32, or F16/BF16 for mixed precision */
     int loss_scale;       /* dynamic loss scaling (GradScaler): 1 on, 0 off, -1 by precision (fp16) */
     int keep;             /* VRAM_GPT_KEEP_*: activations kept instead of recomputed */
+    vram_train_dist dist; /* data parallel (train_dist.c) */
 } train_opts;
 
 static void usage(FILE *out) {
@@ -72,7 +74,8 @@ static void usage(FILE *out) {
             "                       optimizer state in fp32)\n"
             "  --loss-scale MODE    dynamic (default with fp16: GradScaler's, from 2^16) or off\n"
             "  --recompute WHAT     gelu,layernorm (default: both outputs recomputed in backward), gelu,\n"
-            "                       layernorm or none (kept for backward: more memory, less compute)\n"
+            "                       layernorm, none (kept for backward: more memory, less compute), or block\n"
+            "                       (whole blocks: --checkpoint)\n"
             "  --eval-every N       validation loss every N steps, under no_grad (default 0 = off)\n"
             "  --eval-batches N     batches per evaluation (default 8)\n"
             "  --log-every N        a progress line every N steps when the output is not a terminal\n"
@@ -87,7 +90,8 @@ static void usage(FILE *out) {
             "                       a PATH ending in .safetensors saves the weights only, GPT-2 names)\n"
             "  --save-every N       also save every N steps\n"
             "  --resume PATH        continue a run saved with --save (same shape, optimizer and corpus) up to --steps\n"
-            "  --report             end with the memory summary and the table of memory by category\n");
+            "  --report             end with the memory summary and the table of memory by category\n"
+            VRAM_TRAIN_DIST_USAGE);
 }
 
 static int parse_int_in(const char *flag, const char *v, int lo, int hi, int *out) {
@@ -121,6 +125,7 @@ static int parse(int argc, char **argv, train_opts *o) {
     o->precision = VRAM_DTYPE_F32;
     o->loss_scale = -1;
     vram_cli_model_spec("tiny", &o->gpt, NULL, 0); /* --model presets and specs: model_spec.c */
+    vram_train_dist_defaults(&o->dist);
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
@@ -139,7 +144,7 @@ static int parse(int argc, char **argv, train_opts *o) {
                                              "--eval-every", "--eval-batches", "--log-every", "--layers", "--heads",
                                              "--width", "--context", "--dropout", "--capacity", "--threads", "--seed",
                                              "--device", "--model", "--vocab", "--save", "--save-every", "--resume",
-                                             "--precision", "--loss-scale", "--recompute"};
+                                             "--precision", "--loss-scale", "--recompute", VRAM_TRAIN_DIST_FLAGS};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(f, valued[k]);
         if (!known) {
@@ -153,8 +158,9 @@ static int parse(int argc, char **argv, train_opts *o) {
             return 2;
         }
         const char *v = argv[++i];
-        int ok = 1, tmp;
-        if (!strcmp(f, "--data")) o->data = v;
+        int ok = 1, tmp, dist = vram_train_dist_parse(&o->dist, f, v);
+        if (dist) ok = dist > 0;
+        else if (!strcmp(f, "--data")) o->data = v;
         else if (!strcmp(f, "--batch")) ok = parse_int(f, v, 1, &o->batch);
         else if (!strcmp(f, "--accum")) ok = parse_int(f, v, 1, &o->accum);
         else if (!strcmp(f, "--steps")) ok = parse_int(f, v, 1, &o->steps);
@@ -177,12 +183,15 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(f, "--vocab")) ok = parse_int_in(f, v, 256, MAX_VOCAB, &o->gpt.vocab);
         else if (!strcmp(f, "--recompute")) {
             int gelu = strstr(v, "gelu") != NULL, ln = strstr(v, "layernorm") != NULL;
+            int block = !strcmp(v, "block");
             if (strcmp(v, "none") && strcmp(v, "gelu") && strcmp(v, "layernorm") && strcmp(v, "gelu,layernorm") &&
-                strcmp(v, "layernorm,gelu")) {
-                fprintf(stderr, "vram train: --recompute: '%s' is not gelu,layernorm, gelu, layernorm or none\n", v);
+                strcmp(v, "layernorm,gelu") && !block) {
+                fprintf(stderr, "vram train: --recompute: '%s' is not gelu,layernorm, gelu, layernorm, none or block\n", v);
                 ok = 0;
             }
-            o->keep = (gelu ? 0 : VRAM_GPT_KEEP_GELU) | (ln ? 0 : VRAM_GPT_KEEP_LAYERNORM);
+            o->keep = block || gelu ? 0 : VRAM_GPT_KEEP_GELU;
+            o->keep |= block || ln ? 0 : VRAM_GPT_KEEP_LAYERNORM;
+            o->checkpoint |= block;
         } else if (!strcmp(f, "--loss-scale")) {
             if (!strcmp(v, "dynamic")) o->loss_scale = 1;
             else if (!strcmp(v, "off")) o->loss_scale = 0;
@@ -235,7 +244,8 @@ static int parse(int argc, char **argv, train_opts *o) {
         fprintf(stderr, "vram train: --optimizer: %s\n", vram_last_error());
         return 2;
     }
-    return 0;
+    return vram_train_dist_check(&o->dist, o->save || o->resume, !strncmp(o->device, "cuda", 4),
+                                 o->loss_scale == 1 || (o->loss_scale < 0 && o->precision == VRAM_DTYPE_F16));
 }
 
 static int cmp_double(const void *x, const void *y) {
@@ -405,7 +415,9 @@ static void print_mfu(const train_opts *o, int64_t params, double step_ms, const
 static vram_status micro_step(vram_gpt *g, vram_text_data *d, vram_runtime *rt, const train_opts *o, int last,
                               const vram_grad_scaler *scaler, int64_t *fwd_tags, double *loss_out) {
     vram_tensor *ids = NULL, *tg = NULL, *loss = NULL, *scaled = NULL;
-    vram_status s = vram_text_data_batch(d, rt, VRAM_SPLIT_TRAIN, o->batch, o->gpt.context, &ids, &tg);
+    int64_t total, first; /* this rank's rows of the batch of all ranks */
+    vram_train_dist_rows(&o->dist, o->batch, &total, &first);
+    vram_status s = vram_text_data_batch_rows(d, rt, VRAM_SPLIT_TRAIN, total, first, o->batch, o->gpt.context, &ids, &tg);
     if (s == VRAM_OK) s = vram_gpt_forward(g, ids, tg, 1, NULL, &loss);
     vram_tensor_free(ids);
     vram_tensor_free(tg);
@@ -418,19 +430,22 @@ static vram_status micro_step(vram_gpt *g, vram_text_data *d, vram_runtime *rt, 
         *loss_out = vram_tensor_item(loss);
         s = o->accum > 1 ? vram_scale(loss, 1.0 / o->accum, &scaled) : VRAM_OK;
     }
+    if (o->dist.ddp) vram_ddp_begin_micro(o->dist.ddp, last); /* only the last backward communicates */
     if (s == VRAM_OK) s = vram_backward(scaled ? scaled : loss, scaler ? vram_grad_scaler_seed(scaler) : NULL);
     vram_tensor_free(scaled);
     vram_tensor_free(loss);
     return s;
 }
 
-static vram_status evaluate(vram_gpt *g, vram_text_data *d, vram_runtime *rt, const train_opts *o, double *out) {
+static vram_status evaluate(vram_gpt *g, vram_text_data *d, vram_runtime *rt, train_opts *o, double *out) {
     double total = 0;
     vram_status s = VRAM_OK;
     vram_no_grad_enter();
     for (int i = 0; i < o->eval_batches && s == VRAM_OK; i++) {
         vram_tensor *ids = NULL, *tg = NULL, *loss = NULL;
-        s = vram_text_data_batch(d, rt, VRAM_SPLIT_VAL, o->batch, o->gpt.context, &ids, &tg);
+        int64_t total, first;
+        vram_train_dist_rows(&o->dist, o->batch, &total, &first);
+        s = vram_text_data_batch_rows(d, rt, VRAM_SPLIT_VAL, total, first, o->batch, o->gpt.context, &ids, &tg);
         if (s == VRAM_OK) s = vram_gpt_forward(g, ids, tg, 0, NULL, &loss);
         if (s == VRAM_OK) total += vram_tensor_item(loss);
         vram_tensor_free(ids);
@@ -439,6 +454,8 @@ static vram_status evaluate(vram_gpt *g, vram_text_data *d, vram_runtime *rt, co
     }
     vram_no_grad_exit();
     *out = total / o->eval_batches;
+    if (s == VRAM_OK && vram_train_dist_mean(&o->dist, out))
+        s = vram_error(VRAM_ERR_IO, "the validation loss of the ranks: %s", vram_last_error());
     return s;
 }
 
@@ -465,6 +482,7 @@ int vram_cmd_train(int argc, char **argv) {
     int pr = parse(argc, argv, &o);
     if (pr == 1) return 0;
     if (pr == 2) return 2;
+    if (o.dist.ranks) return vram_train_dist_relaunch(&o.dist, argc, argv); /* (mpirun runs the ranks) */
     explain_opts = &o;
     char installed[4200];
     int defaulted = o.data == NULL;
@@ -499,6 +517,10 @@ int vram_cmd_train(int argc, char **argv) {
     char spec[64] = "host";
     if (on_gpu) snprintf(spec, sizeof spec, "%s", o.device);
     else if (o.capacity) snprintf(spec, sizeof spec, "host:%llu", (unsigned long long)o.capacity);
+    if (vram_train_dist_launch(&o.dist, o.device, spec, sizeof spec)) { /* (a GPU a rank: LOCAL_RANK) */
+        vram_text_data_close(data);
+        return 2;
+    }
     vram_device *dev = NULL;
     vram_allocator *a = NULL;
     vram_runtime *rt = NULL;
@@ -556,6 +578,10 @@ int vram_cmd_train(int argc, char **argv) {
             goto done;
         }
     }
+    if (vram_train_dist_start(&o.dist, rt, params)) { /* rank 0's weights broadcast, DDP's buckets */
+        rc = 1;
+        goto done;
+    }
     /* ---- resume (model_file.h): weights, optimizer state, step and random state ---- */
     int first_step = 1;
     if (o.resume) {
@@ -575,8 +601,9 @@ int vram_cmd_train(int argc, char **argv) {
            o.batch, o.accum, o.gpt.context, (double)o.batch * o.accum * o.gpt.context, o.optimizer, oc.lr, o.clip,
            o.checkpoint ? "every block" : "off", o.precision == VRAM_DTYPE_F32 ? "fp32" : o.precision == VRAM_DTYPE_BF16 ?
            "mixed precision bf16" : "mixed precision fp16", plural(o.steps, "step", (char[32]){0}, 32));
+    vram_train_dist_describe(&o.dist, o.batch);
     fflush(stdout);
-    progress prog = {isatty(STDOUT_FILENO), o.log_every ? o.log_every : (o.steps + 19) / 20, now_s()};
+    progress prog = {isatty(STDOUT_FILENO) && !o.dist.comm /* (mpirun's pty) */, o.log_every ? o.log_every : (o.steps + 19) / 20, now_s()};
     int64_t fwd_tags[VRAM_TAG_BUILTIN_COUNT] = {0};
     double t_start = now_s(), last_loss = NAN, last_val = NAN;
     double *step_ms = calloc((size_t)(o.steps - first_step) + 2, sizeof *step_ms);
@@ -585,6 +612,7 @@ int vram_cmd_train(int argc, char **argv) {
         goto done;
     }
     for (int step = first_step; step <= o.steps; step++) {
+        if (o.dist.comm) vram_train_dist_fault(&o.dist, step); /* (a test's lost rank: docs/data-parallel.md) */
         double t0 = now_s(), loss_sum = 0;
         vram_param_list_zero_grad(params, 1);
         for (int m = 0; m < o.accum && s == VRAM_OK; m++) {
@@ -593,9 +621,11 @@ int vram_cmd_train(int argc, char **argv) {
             loss_sum += l;
         }
         double norm = 0;
+        vram_ddp *ddp = o.dist.ddp; /* data parallel: the mean gradient over the ranks */
+        if (s == VRAM_OK && ddp) s = vram_ddp_finish(ddp);
         if (s == VRAM_OK && scaler) s = vram_grad_scaler_unscale(scaler, params); /* before clipping, as PyTorch */
-        if (s == VRAM_OK && o.clip > 0) s = vram_clip_grad_norm(params, o.clip, &norm);
-        if (s == VRAM_OK) s = vram_optimizer_step(opt);
+        if (s == VRAM_OK && o.clip > 0) s = ddp ? vram_ddp_clip_grad_norm(ddp, o.clip, &norm) : vram_clip_grad_norm(params, o.clip, &norm);
+        if (s == VRAM_OK) s = ddp ? vram_ddp_step(ddp, opt) : vram_optimizer_step(opt);
         if (s == VRAM_OK && scaler) s = vram_grad_scaler_update(scaler, NULL);
         if (s == VRAM_OK) s = vram_runtime_sync(rt); /* the step's GPU work done (and its errors seen) */
         if (s != VRAM_OK) {
@@ -609,10 +639,16 @@ int vram_cmd_train(int argc, char **argv) {
         double dt = now_s() - t0;
         step_ms[step - first_step] = dt * 1e3;
         last_loss = loss_sum / o.accum;
+        if (vram_train_dist_mean(&o.dist, &last_loss)) { /* (the loss of the whole batch) */
+            rc = 1;
+            free(step_ms);
+            goto done;
+        }
         vram_stats st;
         vram_allocator_get_stats(a, &st);
         progress_step(&prog, step, o.steps, last_loss, (double)o.batch * o.accum * o.gpt.context / dt, dt,
                       st.allocated_bytes[VRAM_POOL_ALL].peak);
+        vram_train_dist_step(&o.dist, step, dt, !prog.tty && (step % prog.every == 0 || step == o.steps));
         if (o.eval_every && (step % o.eval_every == 0 || step == o.steps)) {
             s = evaluate(g, data, rt, &o, &last_val);
             if (s != VRAM_OK) {
@@ -658,6 +694,7 @@ int vram_cmd_train(int argc, char **argv) {
         printf("loss scaling: scale %g at the end, %lld of %d steps skipped for inf/NaN gradients\n",
                vram_grad_scaler_scale(scaler), (long long)vram_grad_scaler_skipped(scaler), o.steps - first_step + 1);
     free(step_ms);
+    if (vram_train_dist_report(&o.dist, a, opt)) rc = 1;
     if (o.report) {
         printf("\n");
         char *sum = NULL;
@@ -670,6 +707,8 @@ int vram_cmd_train(int argc, char **argv) {
         print_categories(a, fwd_tags);
     }
 done:
+    if (rc) vram_train_dist_abort(&o.dist); /* (no rank waits for this one) */
+    vram_train_dist_end(&o.dist);
     vram_grad_scaler_free(scaler);
     vram_optimizer_free(opt);
     vram_gpt_free(g);

@@ -8,7 +8,9 @@
  *      handing each the gradient accumulated for its output (`pending`);
  *   3. adds each input gradient into the producer's `pending` or, for a leaf, into leaf->grad
  *      (tagged VRAM_TAG_GRADIENT; the first gradient's block is re-tagged rather than copied);
- *   4. releases the node's saved tensors and edges right after it runs.
+ *   4. releases the node's saved tensors and edges right after it runs;
+ *   5. with a gradient hook (data parallel training), counts each leaf's edges in step 1 and
+ *      calls the hook when the last has run: that leaf's gradient is final.
  * Saved tensors are aliases without graph history (a node may save its own output without a
  * reference cycle). While saved, a temporary block is tagged VRAM_TAG_ACTIVATION.
  */
@@ -38,6 +40,11 @@ vram_status vram_tensor_set_requires_grad(vram_tensor *t, int requires_grad) {
 }
 
 int vram_tensor_requires_grad(const vram_tensor *t) { return needs_grad(t); }
+
+void vram_runtime_set_grad_hook(vram_runtime *rt, vram_grad_hook fn, void *ctx) {
+    rt->on_grad = fn;
+    rt->on_grad_ctx = ctx;
+}
 vram_tensor *vram_tensor_grad(const vram_tensor *t) { return t->grad; }
 const char *vram_tensor_grad_fn_name(const vram_tensor *t) { return t->grad_fn ? t->grad_fn->name : ""; }
 
@@ -237,6 +244,8 @@ vram_status vram_backward(vram_tensor *root, const vram_tensor *grad) {
         return vram_error(VRAM_ERR_STATE, "backward: the graph through %s was already consumed by an earlier backward", rn->name);
     }
 
+    vram_grad_hook hook = root->rt->on_grad;
+    void *hook_ctx = root->rt->on_grad_ctx;
     /* 1. collect (each collected node retained for the duration) */
     node_vec all = {0}, stack = {0};
     s = VRAM_OK;
@@ -251,6 +260,9 @@ vram_status vram_backward(vram_tensor *root, const vram_tensor *grad) {
             s = VRAM_ERR_HOST_MEMORY;
             break;
         }
+        /* With a gradient hook, count each leaf's edges: its gradient is final when the last has run. */
+        for (int i = 0; hook && i < n->n_in; i++)
+            if (n->leaf[i]) n->leaf[i]->grad_uses++;
         for (int i = 0; i < n->n_in && s == VRAM_OK; i++) {
             vram_node *m = n->next[i];
             if (!m) continue;
@@ -307,6 +319,7 @@ vram_status vram_backward(vram_tensor *root, const vram_tensor *grad) {
                     s = accumulate(&leaf->grad, gin[i], leaf->grad_is_temporary ? VRAM_TAG_TEMPORARY : VRAM_TAG_GRADIENT);
                 }
             }
+            if (hook && n->leaf[i] && --n->leaf[i]->grad_uses == 0 && s == VRAM_OK) s = hook(hook_ctx, n->leaf[i]);
             vram_tensor_free(gin[i]);
             if (m && --m->deps == 0 && s == VRAM_OK && !vec_push(&stack, m))
                 s = vram_error(VRAM_ERR_HOST_MEMORY, "backward: out of host memory");
@@ -317,6 +330,8 @@ vram_status vram_backward(vram_tensor *root, const vram_tensor *grad) {
     for (size_t i = 0; i < all.n; i++) {
         all.v[i]->visited = 0;
         all.v[i]->deps = 0;
+        for (int j = 0; hook && s != VRAM_OK && j < all.v[i]->n_in; j++) /* (nodes that did not run) */
+            if (all.v[i]->leaf[j]) all.v[i]->leaf[j]->grad_uses = 0;
         if (s != VRAM_OK) node_release_graph(all.v[i]);
         vram_node_unref(all.v[i]);
     }

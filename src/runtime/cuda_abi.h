@@ -31,6 +31,12 @@ typedef struct vk_adam_entry {
     int64_t n, start;
 } vk_adam_entry;
 
+/* One tensor of a multi-tensor reduction or scaling (vk_list_sum_squares, vk_list_scale). */
+typedef struct vk_list_entry {
+    char *x;
+    int64_t n, start;
+} vk_list_entry;
+
 /* The reduced dimensions of a broadcast reduction (vk_reduce_add): the source's strides. */
 typedef struct vk_red {
     int nd;

@@ -94,15 +94,41 @@ struct shape {
     int64_t B, Tn, H;
 };
 
+/* What a block works on: its (batch, head), the row block `blk` (counted from the last, so the
+ * longest causal loops start first), and its warp's lane layout and scratch tiles. */
+template <typename T> struct block_ctx {
+    int64_t blk, bh, C, stride;
+    const T *base;   /* qkv at the block's (batch, head): q at +0, k at +C, v at +2C */
+    const T *gbase;  /* the output gradient at (batch, head), [T, C] rows */
+    int64_t gqkv_at; /* the element offset of (batch, head) in qkv and gqkv */
+    int w, lane, r, c0;
+    float *s; /* the warp's 16 x 64 fp32 scores */
+    T *p;     /* the warp's 16 x 64 probabilities */
+};
+
+template <typename T> __device__ block_ctx<T> block_setup(shape sh, const T *qkv, const T *gout, char *smem) {
+    block_ctx<T> c;
+    int64_t nb = (sh.Tn + TILE - 1) / TILE, b;
+    c.blk = nb - 1 - blockIdx.x % nb, c.bh = blockIdx.x / nb;
+    b = c.bh / sh.H, c.C = sh.H * D, c.stride = 3 * c.C;
+    int64_t h = c.bh % sh.H;
+    c.gqkv_at = b * sh.Tn * c.stride + h * D;
+    c.base = qkv + c.gqkv_at;
+    c.gbase = gout ? gout + b * sh.Tn * c.C + h * D : nullptr;
+    c.w = threadIdx.x >> 5, c.lane = threadIdx.x & 31, c.r = c.lane >> 1, c.c0 = (c.lane & 1) * 32;
+    c.s = (float *)(smem + 2 * TILE_BYTES) + c.w * 16 * LDS;
+    c.p = (T *)(smem + 2 * TILE_BYTES + S_BYTES) + c.w * 16 * LDT;
+    return c;
+}
+
 template <typename T> __device__ void forward(shape sh, const T *qkv, T *out, float *lse, float scale, char *smem) {
-    int64_t nq = (sh.Tn + TILE - 1) / TILE, qb = nq - 1 - blockIdx.x % nq, bh = blockIdx.x / nq;
-    int64_t b = bh / sh.H, h = bh % sh.H, C = sh.H * D, stride = 3 * C;
-    const T *base = qkv + b * sh.Tn * stride + h * D;
-    T *ks = (T *)smem, *vs = (T *)(smem + TILE_BYTES);
-    int w = threadIdx.x >> 5, lane = threadIdx.x & 31, r = lane >> 1, c0 = (lane & 1) * 32;
-    float *s = (float *)(smem + 2 * TILE_BYTES) + w * 16 * LDS;
-    T *p = (T *)(smem + 2 * TILE_BYTES + S_BYTES) + w * 16 * LDT;
-    int64_t q0 = qb * TILE, qi = q0 + w * 16 + r;
+    block_ctx<T> c = block_setup(sh, qkv, (const T *)nullptr, smem);
+    int64_t qb = c.blk, bh = c.bh, C = c.C, stride = c.stride;
+    const T *base = c.base;
+    T *ks = (T *)smem, *vs = (T *)(smem + TILE_BYTES), *p = c.p;
+    int w = c.w, lane = c.lane, r = c.r, c0 = c.c0;
+    float *s = c.s;
+    int64_t b = bh / sh.H, h = bh % sh.H, q0 = qb * TILE, qi = q0 + w * 16 + r;
 
     frag_a<T> fq[4];
     load_tile(ks, base, stride, q0, sh.Tn);
@@ -151,13 +177,12 @@ template <typename T> __device__ void forward(shape sh, const T *qkv, T *out, fl
 /* dK and dV of one block of 64 keys, over the query tiles at or after it. */
 template <typename T> __device__ void backward_kv(shape sh, const T *qkv, const T *gout, const float *lse,
                                                   const float *dvec, T *gqkv, float scale, char *smem) {
-    int64_t nk = (sh.Tn + TILE - 1) / TILE, kb = nk - 1 - blockIdx.x % nk, bh = blockIdx.x / nk;
-    int64_t b = bh / sh.H, h = bh % sh.H, C = sh.H * D, stride = 3 * C;
-    const T *base = qkv + b * sh.Tn * stride + h * D, *gbase = gout + b * sh.Tn * C + h * D;
-    T *qs = (T *)smem, *dos = (T *)(smem + TILE_BYTES);
-    int w = threadIdx.x >> 5, lane = threadIdx.x & 31, r = lane >> 1, c0 = (lane & 1) * 32;
-    float *s = (float *)(smem + 2 * TILE_BYTES) + w * 16 * LDS;
-    T *p = (T *)(smem + 2 * TILE_BYTES + S_BYTES) + w * 16 * LDT;
+    block_ctx<T> c = block_setup(sh, qkv, gout, smem);
+    int64_t kb = c.blk, bh = c.bh, C = c.C, stride = c.stride;
+    const T *base = c.base, *gbase = c.gbase;
+    T *qs = (T *)smem, *dos = (T *)(smem + TILE_BYTES), *p = c.p;
+    int w = c.w, r = c.r, c0 = c.c0;
+    float *s = c.s;
     float *lse_s = (float *)(smem + 2 * TILE_BYTES + S_BYTES + P_BYTES), *dv_s = lse_s + TILE;
     int64_t k0 = kb * TILE, kj = k0 + w * 16 + r;
 
@@ -196,7 +221,7 @@ template <typename T> __device__ void backward_kv(shape sh, const T *qkv, const 
         product_acc(dk, p, qs); /* dK += dS^T Q (scaled at the end) */
         __syncthreads();
     }
-    T *gb = gqkv + b * sh.Tn * stride + h * D;
+    T *gb = gqkv + c.gqkv_at;
     store_rows(s, dk, scale, gb + C, stride, k0 + w * 16, sh.Tn, (const float *)nullptr);
     store_rows(s, dv, 1.0f, gb + 2 * C, stride, k0 + w * 16, sh.Tn, (const float *)nullptr);
 }
@@ -204,13 +229,12 @@ template <typename T> __device__ void backward_kv(shape sh, const T *qkv, const 
 /* dQ of one block of 64 queries, over the key tiles at or before it. */
 template <typename T> __device__ void backward_q(shape sh, const T *qkv, const T *gout, const float *lse,
                                                  const float *dvec, T *gqkv, float scale, char *smem) {
-    int64_t nq = (sh.Tn + TILE - 1) / TILE, qb = nq - 1 - blockIdx.x % nq, bh = blockIdx.x / nq;
-    int64_t b = bh / sh.H, h = bh % sh.H, C = sh.H * D, stride = 3 * C;
-    const T *base = qkv + b * sh.Tn * stride + h * D, *gbase = gout + b * sh.Tn * C + h * D;
-    T *ks = (T *)smem, *vs = (T *)(smem + TILE_BYTES);
-    int w = threadIdx.x >> 5, lane = threadIdx.x & 31, r = lane >> 1, c0 = (lane & 1) * 32;
-    float *s = (float *)(smem + 2 * TILE_BYTES) + w * 16 * LDS;
-    T *p = (T *)(smem + 2 * TILE_BYTES + S_BYTES) + w * 16 * LDT;
+    block_ctx<T> c = block_setup(sh, qkv, gout, smem);
+    int64_t qb = c.blk, bh = c.bh, C = c.C, stride = c.stride;
+    const T *base = c.base, *gbase = c.gbase;
+    T *ks = (T *)smem, *vs = (T *)(smem + TILE_BYTES), *p = c.p;
+    int w = c.w, r = c.r, c0 = c.c0;
+    float *s = c.s;
     int64_t q0 = qb * TILE, qi = q0 + w * 16 + r;
     float row_lse = qi < sh.Tn ? lse[bh * sh.Tn + qi] : 0.0f, row_dv = qi < sh.Tn ? dvec[bh * sh.Tn + qi] : 0.0f;
 
@@ -240,7 +264,7 @@ template <typename T> __device__ void backward_q(shape sh, const T *qkv, const T
         product_acc(dq, p, ks); /* dQ += dS K (scaled at the end) */
         __syncthreads();
     }
-    store_rows(s, dq, scale, gqkv + b * sh.Tn * stride + h * D, stride, q0 + w * 16, sh.Tn, (const float *)nullptr);
+    store_rows(s, dq, scale, gqkv + c.gqkv_at, stride, q0 + w * 16, sh.Tn, (const float *)nullptr);
 }
 
 } /* namespace fa */

@@ -445,6 +445,17 @@ extern "C" __global__ void vk_embedding_backward(int dt, int64_t n_ids, int64_t 
     });
 }
 
+/* log(sum(exp(x[0..n)))) of one row, by the whole block (every thread gets it). */
+template <typename T, typename A> __device__ double row_lse(const T *x, int64_t n, double *sh) {
+    A mx = (A)-INFINITY;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = (A)x[j] > mx ? (A)x[j] : mx;
+    mx = block_max(mx, (A *)sh);
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += (double)m_exp((A)x[j] - mx);
+    s = block_sum(s, sh);
+    return (double)mx + log(s);
+}
+
 /* Cross-entropy, one block per row: lse[r] (in A) and the row's loss into loss_rows[r] (double). */
 extern "C" __global__ void vk_cross_entropy(int dt, int64_t rows, int64_t n, const char *logits, const char *targets,
                                             int tdt, char *lse, double *loss_rows) {
@@ -452,16 +463,33 @@ extern "C" __global__ void vk_cross_entropy(int dt, int64_t rows, int64_t n, con
     DISPATCH_ALL(dt, {
         for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
             const T *x = (const T *)logits + r * n;
-            A mx = (A)-INFINITY;
-            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = (A)x[j] > mx ? (A)x[j] : mx;
-            mx = block_max(mx, (A *)sh);
-            double s = 0;
-            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += (double)m_exp((A)x[j] - mx);
-            s = block_sum(s, sh);
+            double l = row_lse<T, A>(x, n, sh);
             if (threadIdx.x == 0) {
-                double l = (double)mx + log(s);
                 ((A *)lse)[r] = (A)l;
                 loss_rows[r] = l - (double)(A)x[load_id(targets, tdt, r)];
+            }
+        }
+    });
+}
+
+/* The classifier's cross-entropy, one block per row of [rows, ld] logits whose first n columns
+ * are the classes: the row's loss added to *loss_sum, and with scale != 0 the logits replaced by
+ * their gradient scale * (softmax - onehot), zero in the padding columns (no probabilities are
+ * ever stored: llm.c's fused classifier). */
+extern "C" __global__ void vk_cross_entropy_fused(int dt, int64_t rows, int64_t n, int64_t ld, double scale, char *logits,
+                                                  const char *targets, int tdt, double *loss_sum) {
+    __shared__ double sh[32];
+    DISPATCH_ALL(dt, {
+        for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+            T *x = (T *)logits + r * ld;
+            int64_t tgt = load_id(targets, tdt, r);
+            double lse = row_lse<T, A>(x, n, sh);
+            if (threadIdx.x == 0) atomicAdd(loss_sum, lse - (double)(A)x[tgt]);
+            __syncthreads(); /* x[tgt] read before it is overwritten */
+            if (scale != 0) {
+                A l = (A)lse, sc = (A)scale;
+                for (int64_t j = threadIdx.x; j < ld; j += blockDim.x)
+                    x[j] = (T)(j < n ? (m_exp((A)x[j] - l) - (j == tgt ? (A)1 : (A)0)) * sc : (A)0);
             }
         }
     });
@@ -688,6 +716,47 @@ extern "C" __global__ void vk_sum_squares(int dt, int64_t n, const char *xv, dou
     });
     s = block_sum(s, sh);
     if (threadIdx.x == 0) atomicAdd(out, s);
+}
+
+/* The tensor of a list (sorted by start) that holds element i of their concatenation. */
+__device__ __forceinline__ int list_find(const vk_list_entry *tab, int count, int64_t i) {
+    int lo = 0, hi = count - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (tab[mid].start <= i) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* *out += the sum of squares of every tensor of the list, one launch (the global gradient norm):
+ * each thread walks its grid-stride elements in order, moving to the next tensor as it goes. */
+extern "C" __global__ void vk_list_sum_squares(int dt, int count, const vk_list_entry *tab, int64_t total, double *out) {
+    __shared__ double sh[32];
+    double s = 0;
+    int64_t i0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    int t = i0 < total ? list_find(tab, count, i0) : 0;
+    DISPATCH_ALL(dt, {
+        GRID_STRIDE(i, total) {
+            while (i >= tab[t].start + tab[t].n) t++;
+            double v = (double)(A)((const T *)tab[t].x)[i - tab[t].start];
+            s += v * v;
+        }
+    });
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) atomicAdd(out, s);
+}
+
+extern "C" __global__ void vk_list_scale(int dt, int count, const vk_list_entry *tab, int64_t total, double s) {
+    int64_t i0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    int t = i0 < total ? list_find(tab, count, i0) : 0;
+    DISPATCH_ALL(dt, {
+        GRID_STRIDE(i, total) {
+            while (i >= tab[t].start + tab[t].n) t++;
+            T *x = (T *)tab[t].x + (i - tab[t].start);
+            *x = (T)((A)*x * (A)s);
+        }
+    });
 }
 
 /* ids outside [0, limit) set *bad to 1 (the host checks it before using the ids). */

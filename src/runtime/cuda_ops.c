@@ -277,6 +277,13 @@ static void cuda_cross_entropy_backward(vram_dtype dt, int64_t rows, int64_t n, 
     vram_cuda_launch(CK_CROSS_ENTROPY_BACKWARD, vram_cuda_blocks(rows * n, THREADS), THREADS, args);
 }
 
+static void cuda_cross_entropy_fused(vram_dtype dt, int64_t rows, int64_t n, int64_t ld, double scale, void *logits,
+                                     const void *targets, vram_dtype tdt, double *loss_sum) {
+    int d = dt, t = tdt;
+    void *args[] = {&d, &rows, &n, &ld, &scale, &logits, &targets, &t, &loss_sum};
+    vram_cuda_launch(CK_CROSS_ENTROPY_FUSED, row_blocks(rows), row_threads(n), args);
+}
+
 static void cuda_mask_scale(vram_dtype dt, int64_t n, void *out, const void *x, const uint8_t *mask, double scale) {
     int d = dt;
     void *args[] = {&d, &n, &out, &x, &mask, &scale};
@@ -365,10 +372,45 @@ static void cuda_adagrad_update(vram_dtype dt, int64_t n, void *p, const void *g
     vram_cuda_launch(CK_ADAGRAD_UPDATE, vram_cuda_blocks(n, THREADS), THREADS, args);
 }
 
+/* A device table of `count` tensors (vk_list_entry) from the allocator, freed by the caller after
+ * its launch (stream order); NULL when it could not be made. *total: their elements. */
+static void *list_table(int count, const int64_t *ns, const void *const *xs, int64_t *total) {
+    vram_cuda *g = &vram_cuda_state;
+    vk_list_entry *tab = count > 0 ? malloc(sizeof *tab * (size_t)count) : NULL;
+    void *dtab = NULL;
+    if (!tab || vram_allocator_malloc(g->rt->alloc, sizeof *tab * (size_t)count, g->rt->stream, VRAM_TAG_TEMPORARY,
+                                      &dtab) != VRAM_OK) {
+        free(tab);
+        return NULL;
+    }
+    *total = 0;
+    for (int i = 0; i < count; i++) {
+        tab[i] = (vk_list_entry){(char *)xs[i], ns[i], *total};
+        *total += ns[i];
+    }
+    vram_cuda_upload(dtab, tab, sizeof *tab * (size_t)count);
+    free(tab);
+    return dtab;
+}
+
+static int one_dtype(int count, const vram_dtype *dts) {
+    for (int i = 1; i < count; i++)
+        if (dts[i] != dts[0]) return 0;
+    return count > 0;
+}
+
 static double cuda_sum_squares(int count, const vram_dtype *dts, const int64_t *ns, const void *const *xs) {
     vram_cuda *g = &vram_cuda_state;
-    void *acc = (char *)g->scratch + 8;
+    void *acc = (char *)g->scratch + 8, *tab = NULL;
+    int64_t total = 0;
     vram_cuda_zero(acc, sizeof(double));
+    if (one_dtype(count, dts) && (tab = list_table(count, ns, xs, &total)) != NULL) { /* one launch for all */
+        int d = dts[0];
+        void *args[] = {&d, &count, &tab, &total, &acc};
+        vram_cuda_launch(CK_LIST_SUM_SQUARES, vram_cuda_blocks(total, THREADS), THREADS, args);
+        vram_allocator_free(g->rt->alloc, tab);
+        count = 0;
+    }
     for (int k = 0; k < count; k++) { /* every tensor into one accumulator, read back once */
         int d = dts[k];
         int64_t n = ns[k];
@@ -396,6 +438,20 @@ static void cuda_scale_inplace(vram_dtype dt, int64_t n, void *x, double s) {
     int d = dt;
     void *args[] = {&d, &n, &x, &s};
     vram_cuda_launch(CK_SCALE_INPLACE, vram_cuda_blocks(n, THREADS), THREADS, args);
+}
+
+static void cuda_scale_inplace_list(vram_dtype dt, int count, const int64_t *ns, void *const *xs, double s) {
+    vram_cuda *g = &vram_cuda_state;
+    int64_t total = 0;
+    void *tab = list_table(count, ns, (const void *const *)xs, &total);
+    if (!tab) {
+        for (int i = 0; i < count; i++) cuda_scale_inplace(dt, ns[i], xs[i], s);
+        return;
+    }
+    int d = dt;
+    void *args[] = {&d, &count, &tab, &total, &s};
+    vram_cuda_launch(CK_LIST_SCALE, vram_cuda_blocks(total, THREADS), THREADS, args);
+    vram_allocator_free(g->rt->alloc, tab);
 }
 
 static int64_t cuda_find_bad_id(int64_t n, const void *ids, vram_dtype dt, int64_t limit) {
@@ -455,6 +511,7 @@ const vram_kernels vram_cuda_kernels = {
     .matmul = vram_cuda_matmul,
     .matmul_bias = vram_cuda_matmul_bias,
     .matmul_lowp = vram_cuda_matmul_lowp,
+    .cross_entropy_fused = cuda_cross_entropy_fused,
     .flash_attention = cuda_flash_attention,
     .flash_attention_backward = cuda_flash_attention_backward,
     .softmax = cuda_softmax,
@@ -474,6 +531,7 @@ const vram_kernels vram_cuda_kernels = {
     .adam_update = cuda_adam_update,
     .adagrad_update = cuda_adagrad_update,
     .adam_update_list = cuda_adam_update_list,
+    .scale_inplace_list = cuda_scale_inplace_list,
     .unscale = cuda_unscale,
     .scaler_update = cuda_scaler_update,
     .sum_squares = cuda_sum_squares,

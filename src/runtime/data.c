@@ -88,8 +88,14 @@ uint64_t vram_text_data_split_size(const vram_text_data *d, int split) {
 
 vram_status vram_text_data_batch(vram_text_data *d, vram_runtime *rt, int split, int64_t batch, int64_t context,
                                  vram_tensor **ids, vram_tensor **targets) {
-    if (!d || !rt || !ids || !targets || batch < 1 || context < 1)
-        return vram_error(VRAM_ERR_INVALID_ARG, "dataset batch: batch %lld, context %lld", (long long)batch, (long long)context);
+    return vram_text_data_batch_rows(d, rt, split, batch, 0, batch, context, ids, targets);
+}
+
+vram_status vram_text_data_batch_rows(vram_text_data *d, vram_runtime *rt, int split, int64_t total, int64_t first,
+                                      int64_t batch, int64_t context, vram_tensor **ids, vram_tensor **targets) {
+    if (!d || !rt || !ids || !targets || batch < 1 || context < 1 || first < 0 || first > total - batch)
+        return vram_error(VRAM_ERR_INVALID_ARG, "dataset batch: rows %lld..%lld of %lld, context %lld", (long long)first,
+                          (long long)(first + batch), (long long)total, (long long)context);
     uint64_t lo = split == VRAM_SPLIT_VAL ? d->val_start : 0, hi = split == VRAM_SPLIT_VAL ? d->size : d->val_start;
     if (hi - lo < (uint64_t)context + 1)
         return vram_error(VRAM_ERR_INVALID_ARG, "dataset batch: the %s split has %llu bytes, fewer than context %lld + 1",
@@ -113,9 +119,11 @@ vram_status vram_text_data_batch(vram_text_data *d, vram_runtime *rt, int split,
         return vram_error(VRAM_ERR_HOST_MEMORY, "dataset batch: out of host memory");
     }
     uint64_t span = hi - lo - (uint64_t)context;
-    for (int64_t b = 0; b < batch; b++) {
+    for (int64_t row = 0; row < total; row++) {
         uint64_t off = lo + (uint64_t)(vram_runtime_uniform(rt) * (double)span);
         if (off >= lo + span) off = lo + span - 1;
+        if (row < first || row >= first + batch) continue; /* another rank's window */
+        int64_t b = row - first;
         const uint8_t *src = d->bytes + off;
         for (int64_t t = 0; t < context; t++) {
             xp[b * context + t] = src[t];

@@ -250,7 +250,8 @@ vram_status vram_nn_block_forward(vram_nn_block *m, vram_tensor *x, int training
     if (x->ndim != 3 || x->shape[2] != m->attn.width)
         return vram_error(VRAM_ERR_SHAPE, "block: input %s must be [B, T, %lld]", SHAPE_STR(x, sx), (long long)m->attn.width);
     /* Each layer norm is fused with the projection after it (layer_norm_linear), so the
-     * normalised activations are recomputed in backward instead of kept. */
+     * normalised activations are recomputed in backward instead of kept (unless the model's
+     * configuration keeps them: VRAM_GPT_KEEP_LAYERNORM). */
     vram_tensor *qkv = NULL, *b = NULL, *h = NULL, *c = NULL, *d = NULL;
     int keep_ln = (m->keep & VRAM_GPT_KEEP_LAYERNORM) != 0;
     vram_status s = norm_then_linear(&m->ln1, &m->attn.c_attn, keep_ln, x, &qkv);
@@ -407,6 +408,11 @@ vram_status vram_gpt_forward(vram_gpt *g, vram_tensor *ids, vram_tensor *targets
     tmp = NULL; /* (x holds the last block's output; a failure must not free it twice) */
     if (s == VRAM_OK) s = vram_nn_layer_norm_forward(&g->ln_f, x, &tmp);
     vram_tensor_free(x);
+    if (s == VRAM_OK && loss_out && !logits_out && !g->lm_head.bias) { /* the head and the loss as one op */
+        s = vram_linear_cross_entropy(tmp, g->lm_head.weight, targets, loss_out);
+        vram_tensor_free(tmp);
+        return s;
+    }
     if (s == VRAM_OK) s = vram_nn_linear_forward(&g->lm_head, tmp, &logits);
     vram_tensor_free(tmp);
     if (s == VRAM_OK && loss_out) s = vram_cross_entropy(logits, targets, loss_out);

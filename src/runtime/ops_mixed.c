@@ -60,7 +60,7 @@ vram_status vram_to_dtype(vram_tensor *x, vram_dtype dt, vram_tensor **out) {
  * off cuBLASLt's tensor-core layouts, so they run on a width padded to a multiple of 64: the
  * weight's cast gets zero rows, the output (and in backward the gradient) is copied between the
  * padded and the exact layout. The copies cost a fraction of what the misaligned product does. */
-static int64_t padded_width(int64_t n) { return n % 8 ? (n + 63) / 64 * 64 : n; }
+int64_t vram_mixed_padded_width(int64_t n) { return n % 8 ? (n + 63) / 64 * 64 : n; }
 
 /* A [rows, width] view of the first `width` columns of a [rows, ld] tensor. */
 static void columns_view(const vram_tensor *t, int64_t rows, int64_t width, int64_t ld, int64_t col0, vram_kview *v) {
@@ -72,7 +72,7 @@ static void columns_view(const vram_tensor *t, int64_t rows, int64_t width, int6
 }
 
 /* t [n, ...] (f32) cast to dt with its first dimension zero-padded to n_pad. */
-static vram_status cast_padded(const vram_tensor *t, vram_dtype dt, int64_t n_pad, vram_tensor **out) {
+vram_status vram_mixed_cast_padded(const vram_tensor *t, vram_dtype dt, int64_t n_pad, vram_tensor **out) {
     if (t->shape[0] == n_pad) return vram_tensor_cast(t, dt, VRAM_TAG_TEMPORARY, out);
     int64_t shape[MAXD];
     memcpy(shape, t->shape, sizeof shape);
@@ -96,10 +96,10 @@ vram_status vram_mixed_linear(vram_tensor *xc, vram_tensor *w, vram_tensor *bias
     vram_runtime *rt = xc->rt;
     vram_dtype dt = xc->dtype;
     int64_t out_f = w->shape[0], in_f = w->shape[1], rows = vram_tensor_numel(xc) / (in_f ? in_f : 1);
-    int64_t ld = padded_width(out_f), ps[2] = {rows, ld};
+    int64_t ld = vram_mixed_padded_width(out_f), ps[2] = {rows, ld};
     vram_tensor *wl = NULL, *bl = NULL, *yp = NULL;
-    vram_status s = cast_padded(w, dt, ld, &wl);
-    if (s == VRAM_OK && bias) s = cast_padded(bias, dt, ld, &bl);
+    vram_status s = vram_mixed_cast_padded(w, dt, ld, &wl);
+    if (s == VRAM_OK && bias) s = vram_mixed_cast_padded(bias, dt, ld, &bl);
     if (s == VRAM_OK && ld != out_f) s = vram_tensor_empty(rt, dt, 2, ps, VRAM_TAG_TEMPORARY, &yp);
     if (s == VRAM_OK) /* y [rows, out] = x [rows, in] @ W^T */
         rt->k->matmul_lowp(rt, dt, dt, 1, rows, ld, in_f, vram_tensor_data(xc), 0, in_f, 1, vram_tensor_data(wl), 0, 1,
@@ -135,7 +135,7 @@ vram_status vram_mixed_linear_backward(const vram_mixed_grads *want, vram_tensor
     vram_runtime *rt = gc->rt;
     vram_dtype dt = gc->dtype;
     int64_t out_f = w->shape[0], in_f = w->shape[1], rows = vram_tensor_numel(gc) / (out_f ? out_f : 1);
-    int64_t ld = padded_width(out_f);
+    int64_t ld = vram_mixed_padded_width(out_f);
     vram_tensor *gp = NULL; /* g on the padded layout, where the product needs it */
     vram_status s = ld != out_f ? pad_columns(gc, rows, out_f, ld, &gp) : VRAM_OK;
     if (gp) gc = gp;
@@ -158,7 +158,7 @@ vram_status vram_mixed_linear_backward(const vram_mixed_grads *want, vram_tensor
     }
     if (s == VRAM_OK && want->gx) { /* gx [rows, in] = g [rows, out] @ W [out, in] */
         vram_tensor *wl = NULL;
-        s = cast_padded(w, dt, ld, &wl);
+        s = vram_mixed_cast_padded(w, dt, ld, &wl);
         if (s == VRAM_OK) s = vram_tensor_empty(rt, dt, want->x_ndim, want->x_shape, VRAM_TAG_TEMPORARY, gx);
         if (s == VRAM_OK)
             rt->k->matmul_lowp(rt, dt, dt, 1, rows, in_f, ld, vram_tensor_data(gc), 0, ld, 1, vram_tensor_data(wl), 0,

@@ -243,6 +243,25 @@ vram_status vram_optimizer_step(vram_optimizer *o) {
     return VRAM_OK;
 }
 
+/* Every gradient of params (m of them) times coef in one launch; 0 when they differ in dtype or
+ * host memory ran out (the caller scales them one by one). */
+static int scale_all(const vram_kernels *k, vram_param_list *params, int m, double coef) {
+    int64_t *ns = malloc(sizeof *ns * (size_t)m);
+    void **xs = malloc(sizeof *xs * (size_t)m);
+    int n = 0, ok = ns && xs;
+    vram_dtype dt = VRAM_DTYPE_F32;
+    for (int i = 0; ok && i < vram_param_list_count(params); i++) {
+        vram_tensor *g = vram_param_list_get(params, i)->grad;
+        if (!g) continue;
+        if (n && g->dtype != dt) ok = 0;
+        dt = g->dtype, ns[n] = vram_tensor_numel(g), xs[n++] = vram_tensor_data(g);
+    }
+    if (ok) k->scale_inplace_list(dt, n, ns, xs, coef);
+    free(ns);
+    free(xs);
+    return ok;
+}
+
 vram_status vram_clip_grad_norm(vram_param_list *params, double max_norm, double *total_norm) {
     if (!params || !(max_norm > 0)) return vram_error(VRAM_ERR_INVALID_ARG, "clip_grad_norm: max_norm %g", max_norm);
     int count = vram_param_list_count(params), m = 0;
@@ -265,6 +284,7 @@ vram_status vram_clip_grad_norm(vram_param_list *params, double max_norm, double
     double norm = sqrt(sq);
     if (total_norm) *total_norm = norm;
     double coef = max_norm / (norm + 1e-6);
+    if (coef < 1 && k && k->scale_inplace_list && m > 0 && scale_all(k, params, m, coef)) return VRAM_OK;
     if (coef < 1) {
         for (int i = 0; i < vram_param_list_count(params); i++) {
             vram_tensor *g = vram_param_list_get(params, i)->grad;

@@ -44,6 +44,7 @@ struct vram_tensor {
     vram_tensor *grad;
     vram_node *grad_fn;
     int grad_is_temporary; /* a checkpoint's stand-in input: its grad is a temporary */
+    int grad_uses;         /* leaf edges to it not yet run in the backward passes under way */
 };
 
 /* A strided view handed to kernels: data points at element [0..0]. */
@@ -129,6 +130,9 @@ typedef struct vram_kernels {
                         int64_t step, const int32_t *skip);
     void (*adagrad_update)(vram_dtype dt, int64_t n, void *p, const void *g, void *sum, double lr,
                            double eps, double weight_decay, int64_t step, double lr_decay, const int32_t *skip);
+    /* Optional (NULL: scale_inplace per tensor): every one of `count` tensors of one dtype scaled
+     * by s in one launch (gradient clipping). */
+    void (*scale_inplace_list)(vram_dtype dt, int count, const int64_t *ns, void *const *xs, double s);
     /* Optional (NULL: adam_update per tensor): adam_update over `count` tensors of one dtype and
      * one step count in one launch (a multi-tensor fused AdamW). */
     void (*adam_update_list)(vram_dtype dt, int count, void *const *p, const void *const *g, void *const *m,
@@ -160,6 +164,12 @@ typedef struct vram_kernels {
     void (*matmul_lowp)(vram_runtime *rt, vram_dtype ab_dt, vram_dtype c_dt, int64_t batch, int64_t M, int64_t N,
                         int64_t K, const void *A, int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b,
                         int64_t sb_k, int64_t sb_n, void *C, int accumulate, const void *bias);
+    /* Cross-entropy and its gradient in one pass, for the classifier (ops_classifier.c): logits
+     * [rows, ld] (the first n columns are the classes); adds the rows' losses to *loss_sum
+     * (device f64) and, when scale != 0, overwrites the logits with scale * (softmax - onehot),
+     * zero past column n. */
+    void (*cross_entropy_fused)(vram_dtype dt, int64_t rows, int64_t n, int64_t ld, double scale, void *logits,
+                                const void *targets, vram_dtype tdt, double *loss_sum);
     /* Causal attention that never stores the T x T scores (f16/bf16, head size 64): qkv
      * [B, T, 3C] contiguous -> out [B, T, C] and lse [B*H*T] (f32) for backward, which writes
      * the whole of gqkv [B, T, 3C] from gout [B, T, C]. */
@@ -209,6 +219,9 @@ struct vram_runtime {
     /* vram_runtime_set_alloc_observer's hook (may be NULL). */
     void (*on_alloc)(void *ctx, vram_status status);
     void *on_alloc_ctx;
+    /* vram_runtime_set_grad_hook's hook (may be NULL): a leaf's gradient is final. */
+    vram_grad_hook on_grad;
+    void *on_grad_ctx;
 };
 
 /* A shape-only runtime over `a` (any device, simulated included) with the planner's kernel
@@ -290,6 +303,10 @@ vram_status vram_check_float_lowp(const char *op, const vram_tensor *t);
 vram_status vram_check_param_dtype(const char *op, const vram_tensor *x, const vram_tensor *p);
 /* y = xc @ W^T + bias for contiguous 16-bit xc [rows, in] and f32 W [out, in], bias [out]. */
 vram_status vram_mixed_linear(vram_tensor *xc, vram_tensor *w, vram_tensor *bias, vram_tensor *y);
+/* A product's output width padded for tensor-core layouts (a multiple of 64 when n is not one
+ * of 8), and t [n, ...] cast to dt with its first dimension zero-padded to n_pad. */
+int64_t vram_mixed_padded_width(int64_t n);
+vram_status vram_mixed_cast_padded(const vram_tensor *t, vram_dtype dt, int64_t n_pad, vram_tensor **out);
 /* Which gradients of a mixed linear to compute (gx takes x's shape). */
 typedef struct vram_mixed_grads {
     int gx, gw, gb;

@@ -184,8 +184,9 @@ static void run_case(const char *name, op_fn op, int n_in, const spec *specs, co
             vram_tensor *rt_ = NULL, *prod = NULL, *loss = NULL;
             spec rs = {.nd = vram_tensor_ndim(out[k])};
             memcpy(rs.shape, vram_tensor_shape(out[k]), sizeof(int64_t) * (size_t)rs.nd);
-            rt_ = make(sides[k], &rs, r, VRAM_DTYPE_F32);
-            if (vram_tensor_dtype(out[k]) != VRAM_DTYPE_F32) rt_ = to_act(rt_);
+            int lowp = vram_tensor_dtype(out[k]) == VRAM_DTYPE_BF16 || vram_tensor_dtype(out[k]) == VRAM_DTYPE_F16;
+            rt_ = make(sides[k], &rs, r, lowp ? VRAM_DTYPE_F32 : vram_tensor_dtype(out[k]));
+            if (lowp) rt_ = to_act(rt_);
             CHECK_OK(vram_mul(out[k], rt_, &prod));
             CHECK_OK(vram_sum(prod, &loss));
             CHECK_OK(vram_backward(loss, NULL));
@@ -237,6 +238,10 @@ static vram_status op_softmax(vram_tensor **x, const int64_t *p, vram_tensor **y
 static vram_status op_log_softmax(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_log_softmax(x[0], y); }
 static vram_status op_causal_softmax(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_causal_softmax(x[0], y); }
 static vram_status op_xent(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_cross_entropy(x[0], x[1], y); }
+static vram_status op_linear_xent(vram_tensor **x, const int64_t *p, vram_tensor **y) {
+    (void)p;
+    return vram_linear_cross_entropy(x[0], x[1], x[2], y);
+}
 static vram_status op_layer_norm(vram_tensor **x, const int64_t *p, vram_tensor **y) {
     (void)p;
     return vram_layer_norm(x[0], x[1], x[2], 1e-5, y);
@@ -372,6 +377,11 @@ static void test_mixed(vram_dtype act, int trials) {
         spec xe[2] = {SPEC(.nd = 2, .shape = {rows, classes}, .grad = 1, .act = 1),
                       SPEC(.nd = 1, .shape = {rows}, .ids = 1, .limit = classes)};
         run_case("mixed cross_entropy", op_xent, 2, xe, NULL, dt);
+        /* the fused classifier: a vocabulary off the tensor-core widths, two chunks of rows at GPT-2's */
+        int64_t V = t & 1 ? 50257 : irand(2, 700), R = t & 1 ? 2000 : irand(1, 90);
+        spec lx[3] = {SPEC(.nd = 2, .shape = {R, 64}, .grad = 1, .act = 1), SPEC(.nd = 2, .shape = {V, 64}, .grad = 1),
+                      SPEC(.nd = 1, .shape = {R}, .ids = 1, .limit = V)};
+        run_case("fused linear_cross_entropy", op_linear_xent, 3, lx, NULL, dt);
         /* flash attention (head size 64): T around the 64-row tiles */
         int64_t Ts[] = {1, 17, 64, 65, 130, 200}, T = Ts[t % 6], heads[1] = {irand(1, 3)};
         spec fa[1] = {SPEC(.nd = 3, .shape = {irand(1, 2), T, 3 * heads[0] * 64}, .grad = 1, .act = 1)};
