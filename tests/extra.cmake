@@ -149,6 +149,11 @@ if(Python3_Interpreter_FOUND)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/gpu/test_torch_streams.py
                    ${CMAKE_BINARY_DIR}/libvram_torch.so)
   set_tests_properties(gpu_test_torch_streams PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600 RESOURCE_LOCK gpu)
+  # memory by category, the leak finder and explain_oom (vram_torch.track) on a GPU
+  add_test(NAME gpu_test_torch_categories
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/gpu/test_torch_categories.py
+                   ${CMAKE_BINARY_DIR}/libvram_torch.so)
+  set_tests_properties(gpu_test_torch_categories PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600 RESOURCE_LOCK gpu)
   # the same on two GPUs: one allocator per device (skipped with fewer than two)
   add_test(NAME gpu_test_torch_multi_gpu
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/gpu/test_torch_multi_gpu.py

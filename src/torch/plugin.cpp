@@ -64,6 +64,7 @@
 #include <vector>
 
 #include "c10_symbols.h"
+#include "categories.h"
 #include "pluggable_patch.h"
 #include "py_stacks.h"
 #include "torch_conf.h"
@@ -166,6 +167,7 @@ vram_allocator *get_allocator(int device, bool create) {
     /* the history asked of every device (a failure is host memory: the allocator runs on without) */
     if (g_history >= 0 && vram_allocator_set_history(a, (uint32_t)g_history) != VRAM_OK)
         fprintf(stderr, "vram: no memory history on %s: %s\n", spec, vram_last_error());
+    categories::on_new_allocator(a);
     g_slots[device].dev = dev;
     g_slots[device].alloc.store(a, std::memory_order_release);
     return a;
@@ -214,6 +216,10 @@ struct ContextScope {
 
 } // namespace
 
+vram_allocator *plugin_allocator(int device) {
+    return device >= 0 && device < kMaxDevices ? g_slots[device].alloc.load(std::memory_order_acquire) : nullptr;
+}
+
 /* The vram version this library was built as (CMakeLists.txt's project()); vram_torch refuses a
  * library whose version is not its own. */
 VRAM_TORCH_API const char *vram_torch_version(void) { return VRAM_VERSION; }
@@ -244,11 +250,12 @@ VRAM_TORCH_API void *vram_torch_alloc(ssize_t size, int device, void *stream) {
     {
         std::optional<ContextScope> scope; /* only while events carry stacks: no context touched otherwise */
         if (stacks >= 2) scope.emplace(stack);
-        st = vram_allocator_malloc(a, (size_t)size, (vram_stream)stream, VRAM_TAG_OTHER, &p);
+        st = vram_allocator_malloc(a, (size_t)size, (vram_stream)stream, categories::default_tag(), &p);
     }
     if (st == VRAM_OK) {
         if (stack) py_stacks::block_set((uint64_t)(uintptr_t)p, stack);
         c10_symbols::report_usage(a, device, p, (int64_t)size);
+        categories::observe(a, device);
         return p;
     }
     std::string msg;
@@ -260,6 +267,8 @@ VRAM_TORCH_API void *vram_torch_alloc(ssize_t size, int device, void *stream) {
          * find_executable_batch_size, toma, ...) look for "CUDA out of memory." in the text */
         msg = std::string("CUDA out of memory. Tried to allocate ") + req + " on cuda:" + std::to_string(device) +
               " (vram).\n" + (report && *report ? report : vram_last_error());
+        std::string lines = categories::oom_lines(a);
+        if (!lines.empty()) msg += "\n" + lines;
         std::lock_guard<std::mutex> lock(g_mutex);
         g_slots[device].oom_report = msg;
     } else {
