@@ -64,8 +64,8 @@ def categories(out):
     import torch_workloads
     import extra_workloads
     torch, vt = torch_workloads.setup_allocator("vram")
-    from vram_torch import categories as cat
-    from vram_torch.leaks import LeakFinder
+    from vram_torch import tracker as cat
+    from vram_torch.leak_finder import LeakFinder
     from vram_torch import category_report as cr
     tracker = vt.track(leaks=True, program=["bench/torchplan_bench.py", "categories"])
     names = ["resnet50_train", "gpt2_train", "bert_varlen", "gpt2_generate"] + list(extra_workloads.WORKLOADS)

@@ -23,7 +23,7 @@ and the workers a program starts with torch.multiprocessing.spawn enable vram to
 The library is looked for in $VRAM_TORCH_LIBRARY, beside this package, then in the repository's
 build folders (build/, b/, build-release/).
 
-track() starts memory by category (categories.py): categories() returns the record per step and
+track() starts memory by category (tracker.py): categories() returns the record per step and
 phase, leaks() the memory growing step over step (track(leaks=True)), explain_oom() the last
 out-of-memory with its categories and remedies; `python -m vram_torch run --categories --leaks`
 does it for an unchanged script.
@@ -585,14 +585,14 @@ def oom_report(device=None):
 def track(leaks=False, program=None):
     """Starts memory by category (and with leaks, the leak finder) for the rest of the program:
     hooks on modules, backward and optimizers that re-tag blocks as PyTorch reveals what they
-    are (categories.py). After enable(); a second call returns the running tracker."""
+    are (tracker.py). After enable(); a second call returns the running tracker."""
     _require_enabled("track")
-    from . import categories as cat
+    from . import tracker as cat
     return cat.start(_import_torch("vram_torch.track()"), sys.modules[__name__], leaks=leaks, program=program)
 
 
 def _tracker(what):
-    from . import categories as cat
+    from . import tracker as cat
     t = cat.current()
     if t is None:
         raise RuntimeError("vram_torch.%s: no tracker runs; call vram_torch.track() (or use python -m vram_torch "
@@ -613,7 +613,7 @@ def mark_step():
 
 
 def leaks():
-    """The leaks found so far (leaks.py): memory surviving step boundaries and growing step over
+    """The leaks found so far (leak_finder.py): memory surviving step boundaries and growing step over
     step, by category and by the program line that allocated it. Needs track(leaks=True)."""
     t = _tracker("leaks")
     if t.leaks is None:

@@ -4,8 +4,8 @@
         runs the program unchanged with vram as PyTorch's CUDA allocator (vram_torch.enable()
         first), and with --summary prints vram's memory summary of each device it used at the end;
         --categories prints memory by category per step and phase and writes it as JSON (--out,
-        default vram_categories.json; categories.py), --leaks names memory growing step over step
-        (leaks.py)
+        default vram_categories.json; tracker.py), --leaks names memory growing step over step
+        (leak_finder.py)
     python -m vram_torch record -o run.trace [--device N] [--max-entries N] script.py args...
         records the program's allocations under PyTorch's own allocator (see record.py)
     python -m vram_torch fit --capacity 40GiB [--vram PATH] [--device cudasim] B1=TRACE B2=TRACE [B3=TRACE]
@@ -96,7 +96,7 @@ def _categories_end(vram_torch, a, failed):
         if a.categories:
             print(cr.format_table(record), file=sys.stderr)
         if a.leaks:
-            from . import categories as cat
+            from . import tracker as cat
             finder = cat.current().leaks
             record["leaks"] = finder.leaks()
             record["leak_boundaries"] = list(finder.steps)

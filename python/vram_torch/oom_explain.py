@@ -1,5 +1,5 @@
 """oom_explain.py — why a PyTorch program ran out of memory under vram, and what would fit.
-Pure Python over the figures categories.py takes at the failing allocation (its out-of-memory
+Pure Python over the figures tracker.py takes at the failing allocation (its out-of-memory
 observer), so that it is tested on recorded numbers.
 
 The figures: the categories' bytes at the failure, allocated, reserved, the request, the limit,
@@ -31,7 +31,7 @@ def _mib(n):
 
 def explain(oom):
     """{"at_failure": {...}, "reserved_but_free", "remedies": [{name, change, peak_allocated,
-    peak_reserved, fits}], "lines": [...]} for the figures `oom` (categories.py's), or None."""
+    peak_reserved, fits}], "lines": [...]} for the figures `oom` (tracker.py's), or None."""
     if not oom:
         return None
     c = dict(oom["categories"])

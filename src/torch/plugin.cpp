@@ -199,6 +199,7 @@ bool with_allocator_or_idle(int device, const std::function<void(vram_allocator 
     if (st == VRAM_OK) st = vram_device_open("sim", &dev);
     if (st == VRAM_OK) dev->index = device; /* (what the summary's header names) */
     if (st == VRAM_OK) st = vram_allocator_new(dev, &cfg, &a);
+    if (st == VRAM_OK) categories::on_new_allocator(a); /* (the tags a started device has) */
     if (st == VRAM_OK) fn(a);
     else set_error(vram_last_error());
     if (a) vram_allocator_destroy(a);

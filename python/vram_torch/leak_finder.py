@@ -1,6 +1,6 @@
-"""leaks.py — memory that survives step boundaries and grows step over step, named by category
+"""leak_finder.py — memory that survives step boundaries and grows step over step, named by category
 and by the Python stack that allocated it. Pure Python over plain data, so that it is tested on
-recorded blocks; categories.py feeds it the live blocks at each step boundary.
+recorded blocks; tracker.py feeds it the live blocks at each step boundary.
 
 At each boundary, observe(step, blocks) takes the live blocks: {address, size, category,
 frames [(file, line, function), innermost first]}. A block is known by (address, size, frames):

@@ -1,4 +1,4 @@
-"""categories.py — memory by category for any PyTorch program under vram: parameters, buffers,
+"""tracker.py — memory by category for any PyTorch program under vram: parameters, buffers,
 gradients, optimizer state, activations, temporaries and inputs/other, per step and per phase.
 
     vram_torch.enable(); vram_torch.track()      (or: python -m vram_torch run --categories train.py)
@@ -285,7 +285,7 @@ class Tracker:
         with self.lock:
             self._close_phase()
             steps = list(self.steps)
-            if any(self.current.values()):
+            if not self.steps or set(self.current) - {"other"}:  # (a tail of "other" alone is no step)
                 steps.append({"step": self.step, "incomplete": True, "phases": dict(self.current),
                               "end": cr.now_record(self._read(False))})
             notes = list(self.notes)
@@ -320,7 +320,7 @@ def start(torch, vt, leaks=False, program=None):
     device = torch.cuda.current_device() if torch.cuda.is_initialized() else 0
     finder = None
     if leaks:
-        from .leaks import LeakFinder
+        from .leak_finder import LeakFinder
         vt.record_memory_history("all", max_entries=1, context="state")
         finder = LeakFinder()
     _tracker = Tracker(torch, vt, device, finder, program)
@@ -341,4 +341,4 @@ def stop():
 
 
 if __name__ == "__main__":
-    sys.exit("categories.py is a module of vram_torch: python -m vram_torch run --categories train.py")
+    sys.exit("tracker.py is a module of vram_torch: python -m vram_torch run --categories train.py")
