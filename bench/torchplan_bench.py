@@ -17,6 +17,9 @@ remedies, leaks. bench/run_torchplan_gpu.sh runs every part; each writes JSON un
         `python -m vram_torch run --categories --leaks` on torchplan_programs.py: the three planted
         leaks (flagged by step 3, the planted line in the stack), clean runs (none flagged), AMP,
         checkpointing and torch.compile (categories add up)
+    python bench/torchplan_bench.py bad --out DIR
+        `python -m vram_torch fit` on bad input (no {batch}, a script failing before its first step,
+        a capacity too small for batch 1, a program with no optimizer step)
     python bench/torchplan_bench.py table DIR               the markdown table of everything in DIR
 """
 import argparse
@@ -79,7 +82,7 @@ def categories(out):
         step = torch_workloads.build(name, torch)
         inference = name in ("gpt2_generate", "effnet_infer")
         checks, mismatch = [], []
-        for i in range(4):
+        for i in range(3):
             step()
             if inference:
                 vt.mark_step()
@@ -173,6 +176,9 @@ def fit(model, capacity_gib, out):
     capacity = int(capacity_gib * GiB)
     r = {"model": model, "capacity": capacity}
     r.update(trials(model, capacity))
+    path = os.path.join(out, "fit_%s.json" % model)
+    with open(path, "w") as f:  # the baselines, kept should the fit below not finish
+        json.dump(r, f, indent=1)
     t0 = time.time()
     cmd = [sys.executable, "-m", "vram_torch", "fit", "--capacity", str(capacity), "--allocator", "native",
            "--steps", str(STEPS), "--json", "--"] + program_cmd(model, "{batch}", 50)[1:]
@@ -184,7 +190,7 @@ def fit(model, capacity_gib, out):
     r["fit"] = json.loads(line[-1]) if line else None
     r["fit_stderr"] = p.stderr[-1500:]
     print(json.dumps({k: v for k, v in r.items() if k not in ("log", "fit_stderr")}), flush=True)
-    with open(os.path.join(out, "fit_%s.json" % model), "w") as f:
+    with open(path, "w") as f:
         json.dump(r, f, indent=1)
 
 
@@ -280,11 +286,39 @@ def cli(out):
         json.dump(rows, f, indent=1)
 
 
+BROKEN = "import torch\nraise RuntimeError('broken before the first step')\n"
+INFERENCE = ("import sys, torch\nm = torch.nn.Linear(64, 64).cuda()\nwith torch.no_grad():\n"
+             "    for _ in range(3):\n        m(torch.randn(int(sys.argv[2]), 64, device='cuda'))\n")
+
+
+def bad_inputs(out):
+    """`python -m vram_torch fit` on bad input: each a clear message and a status other than 0."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    rows = []
+    for name, text in (("broken.py", BROKEN), ("inference.py", INFERENCE)):
+        with open(os.path.join(out, name), "w") as f:
+            f.write(text)
+    prog = program_cmd("mlp", "{batch}", 50)[1:]
+    cases = [("no {batch} placeholder", ["--capacity", "8GiB", "--"] + program_cmd("mlp", 4, 50)[1:], 2),
+             ("fails before its first step", ["--capacity", "8GiB", "--", os.path.join(out, "broken.py"), "{batch}"], 1),
+             ("capacity too small for batch 1", ["--capacity", "4MiB", "--"] + prog, 1),
+             ("no optimizer step (inference)", ["--capacity", "8GiB", "--", os.path.join(out, "inference.py"), "--b",
+                                                "{batch}"], 2)]
+    for what, args, want in cases:
+        p = subprocess.run([sys.executable, "-m", "vram_torch", "fit"] + args, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, env=env, timeout=120)
+        msg = (p.stderr.strip().splitlines() or [""])[0][:200]
+        rows.append({"case": what, "status": p.returncode, "want": want, "ok": p.returncode == want, "message": msg})
+        print(json.dumps(rows[-1]), flush=True)
+    with open(os.path.join(out, "bad_input.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+
+
 def table(folder):
     lines = []
     path = os.path.join(folder, "categories.json")
     if os.path.exists(path):
-        lines += ["### Categories (8 workloads under vram, 4 steps)", "",
+        lines += ["### Categories (8 workloads under vram, 3 steps)", "",
                   "| workload | steps | sums exact | params/grads/optim = gc | peak alloc MiB | activ | temps | leaks | s |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for r in json.load(open(path)):
@@ -307,7 +341,7 @@ def table(folder):
                 ratio = "%.3f" % (ft["predicted_peak_reserved"] / ft["measured_peak_reserved"])
             fit_ooms = sum(1 for x in ft.get("runs", []) if x.get("oom"))
             lines.append("| %s | %.1f | %s | %s | %s | %d | %s | %d / %d / %d | %d / %d / %d |" % (
-                r["model"], r["capacity"] / GiB, r["true_batch"], ft.get("batch", "fail (status %s)" % r["fit_status"]),
+                r["model"], r["capacity"] / GiB, r["true_batch"], ft.get("batch", "fail (status %s)" % r.get("fit_status")),
                 ft.get("real_runs", "-"), fit_ooms, ratio, r["lightning"]["batch"], r["lightning"]["trials"],
                 r["lightning"]["ooms"], r["accelerate"]["batch"], r["accelerate"]["trials"], r["accelerate"]["ooms"]))
         lines.append("")
@@ -331,12 +365,18 @@ def table(folder):
             lines.append("| %s | %s | %s | %d | %s | %s | %s |" % (r["name"], r["status"], r.get("sums_exact", "-"),
                                                                r["count"], r["first_step"], r["where"], r["line_ok"]))
         lines.append("")
+    path = os.path.join(folder, "bad_input.json")
+    if os.path.exists(path):
+        lines += ["### fit on bad input", "", "| case | status (wanted) | message |", "|---|---|---|"]
+        for r in json.load(open(path)):
+            lines.append("| %s | %d (%d) | %s |" % (r["case"], r["status"], r["want"], r["message"].replace("|", "/")))
+        lines.append("")
     print("\n".join(lines))
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("what", choices=["categories", "fit", "oom", "cli", "table"])
+    p.add_argument("what", choices=["categories", "fit", "oom", "cli", "bad", "table"])
     p.add_argument("folder", nargs="?")
     p.add_argument("--out", default=".")
     p.add_argument("--model", default="gpt2")
@@ -352,6 +392,8 @@ def main():
         oom(a.model, a.capacity, a.batch, a.out)
     elif a.what == "cli":
         cli(a.out)
+    elif a.what == "bad":
+        bad_inputs(a.out)
     else:
         table(a.folder or a.out)
 

@@ -329,6 +329,11 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME test_vram_torch_fit
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_fit.py $<TARGET_FILE:vram>)
   set_tests_properties(test_vram_torch_fit PROPERTIES TIMEOUT 300)
+  # issue 39's pure parts (leak finder, explain_oom, the categories record, fit -- train.py with a
+  # stand-in for the program's runs): no PyTorch
+  add_test(NAME test_vram_torch_plan_pure
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_plan_pure.py $<TARGET_FILE:vram>)
+  set_tests_properties(test_vram_torch_plan_pure PROPERTIES TIMEOUT 300)
 endif()
 vram_cli_test(cli_plan_fits 0 "peak reserved .*parameters .*reserved but free"
               "${VRAM_EXE} plan --model gpt:2x64x2 --context 32 --batch 8 --threads 1 --capacity 1GiB")
