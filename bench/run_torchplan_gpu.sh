@@ -43,7 +43,7 @@ timeout 200 python3 bench/torchplan_bench.py fit --model gpt2 --capacity 10 --ou
 timeout 200 python3 bench/torchplan_bench.py fit --model resnet50 --capacity 8 --out "$OUT" > "$OUT/fit_resnet50.log" 2>&1 &
 timeout 200 python3 bench/torchplan_bench.py fit --model bert --capacity 8 --out "$OUT" > "$OUT/fit_bert.log" 2>&1 &
 timeout 200 python3 bench/torchplan_bench.py fit --model llama --capacity 12 --out "$OUT" > "$OUT/fit_llama.log" 2>&1 &
-timeout 200 python3 bench/torchplan_bench.py oom --model gpt2 --capacity 6 --batch 24 --out "$OUT" > "$OUT/oom_gpt2.log" 2>&1 &
+timeout 200 python3 bench/torchplan_bench.py oom --model gpt2 --capacity 8 --batch 16 --out "$OUT" > "$OUT/oom_gpt2.log" 2>&1 &
 timeout 200 python3 bench/torchplan_bench.py cli --out "$OUT" > "$OUT/cli.log" 2>&1 &
 timeout 200 python3 bench/torchplan_bench.py bad --out "$OUT" > "$OUT/bad.log" 2>&1 &
 wait

@@ -122,28 +122,11 @@ def program_cmd(model, batch, steps=STEPS, extra=()):
 def trials(model, capacity):
     """Lightning-style and accelerate-style searches by real runs in this process (PyTorch's allocator)."""
     import torch
-    import torchplan_programs as tp
     torch.cuda.set_per_process_memory_fraction(min(1.0, capacity / torch.cuda.mem_get_info()[1]))
     log = []
 
     def fits(b):
-        ok = True
-        model_, opt, make, loss_of = tp.build(model)
-        try:
-            for s in range(STEPS):
-                x, y = make(s, b)
-                opt.zero_grad(set_to_none=True)
-                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=model in ("gpt2", "llama")):
-                    loss = loss_of(model_, x, y)[0]
-                loss.backward()
-                opt.step()
-                loss.item()
-        except torch.OutOfMemoryError:
-            ok = False
-        finally:
-            model_ = opt = x = y = loss = None
-            gc.collect()
-            torch.cuda.empty_cache()
+        ok = train_steps(torch, model, b) is None
         log.append((b, ok))
         return ok
 
@@ -194,18 +177,14 @@ def fit(model, capacity_gib, out):
         json.dump(r, f, indent=1)
 
 
-def oom(model, capacity_gib, batch, out):
-    import torch
-    import vram_torch as vt
+def train_steps(torch, model, batch, steps=STEPS):
+    """Builds the model afresh and trains `steps` steps at `batch`: the error message of an
+    out-of-memory, or None; the model is gone afterwards."""
     import torchplan_programs as tp
-    capacity = int(capacity_gib * GiB)
-    vt.enable()
-    vt.track()
-    torch.cuda.set_per_process_memory_fraction(min(1.0, capacity / torch.cuda.mem_get_info()[1]))
     model_, opt, make, loss_of = tp.build(model)
-    failed = False
+    message = None
     try:
-        for s in range(STEPS):
+        for s in range(steps):
             x, y = make(s, batch)
             opt.zero_grad(set_to_none=True)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=model in ("gpt2", "llama")):
@@ -214,10 +193,31 @@ def oom(model, capacity_gib, batch, out):
             opt.step()
             loss.item()
     except torch.OutOfMemoryError as e:
-        failed = True
         message = str(e)
-    r = {"model": model, "capacity": capacity, "batch": batch, "oom": failed}
-    if failed:
+    finally:
+        model_ = opt = x = y = loss = None
+        gc.collect()
+        torch.cuda.empty_cache()
+    return message
+
+
+def oom(model, capacity_gib, batch, out):
+    """Doubles the batch from `batch` until a run under vram at the capacity runs out of memory;
+    explain_oom()'s halved batch (the last that ran) is then measured in a fresh process."""
+    import torch
+    import vram_torch as vt
+    capacity = int(capacity_gib * GiB)
+    vt.enable()
+    vt.track()
+    torch.cuda.set_per_process_memory_fraction(min(1.0, capacity / torch.cuda.mem_get_info()[1]))
+    message, tries = None, []
+    while message is None and len(tries) < 4:
+        message = train_steps(torch, model, batch)
+        tries.append(batch)
+        if message is None:
+            batch *= 2
+    r = {"model": model, "capacity": capacity, "batch": batch, "tries": tries, "oom": message is not None}
+    if message is not None:
         ex = vt.explain_oom()
         r["message_has_categories"] = "vram categories at the failure" in message
         r["explain"] = ex["lines"]
@@ -234,6 +234,7 @@ def oom(model, capacity_gib, batch, out):
         r["measured"] = m
         if m.get("peak_allocated"):
             r["error_allocated"] = round(half["peak_allocated"] / m["peak_allocated"] - 1, 4)
+            r["error_reserved"] = round(half["peak_reserved"] / m["peak_reserved"] - 1, 4)
     print(json.dumps(r), flush=True)
     with open(os.path.join(out, "oom_%s.json" % model), "w") as f:
         json.dump(r, f, indent=1)
@@ -347,14 +348,16 @@ def table(folder):
         lines.append("")
     ooms = sorted(f for f in os.listdir(folder) if f.startswith("oom_") and not f.startswith("oom_half"))
     if ooms:
-        lines += ["### OOM remedy: batch halved", "", "| model | batch | predicted alloc MiB | measured MiB | error |",
-                  "|---|---|---|---|---|"]
+        lines += ["### OOM remedy: batch halved (vram, capped)", "",
+                  "| model | batch | predicted alloc MiB | measured MiB | error | error reserved | message has categories |",
+                  "|---|---|---|---|---|---|---|"]
         for f in ooms:
             r = json.load(open(os.path.join(folder, f)))
             if r.get("oom") and r.get("measured"):
-                lines.append("| %s | %d -> %d | %.0f | %.0f | %+.1f%% |" % (
+                lines.append("| %s | %d -> %d | %.0f | %.0f | %+.1f%% | %+.1f%% | %s |" % (
                     r["model"], r["batch"], r["batch"] // 2, r["predicted_peak_allocated"] / 2 ** 20,
-                    (r["measured"].get("peak_allocated") or 0) / 2 ** 20, 100 * r.get("error_allocated", 0)))
+                    (r["measured"].get("peak_allocated") or 0) / 2 ** 20, 100 * r.get("error_allocated", 0),
+                    100 * r.get("error_reserved", 0), r.get("message_has_categories")))
         lines.append("")
     path = os.path.join(folder, "leaks.json")
     if os.path.exists(path):
