@@ -140,6 +140,53 @@ check(fit._lenient_rule([(2, 1000), (4, 2001)]) == (-2, 501), "odd bytes per sam
 base, per = fit._lenient_rule([(2, 1000), (4, 2000), (8, 3000)])
 check(all(base + per * b >= s for b, s in ((2, 1000), (4, 2000), (8, 3000))), "never below a size seen")
 
+# --- streams of different shapes, lined up by the allocations' sites (fit_align.py) ---------------
+def stream(batch, workspace):
+    """events and sites of a program: a parameter, per step an activation, a workspace only where
+    asked (a library's choice at that batch), a temporary; the parameter lives on."""
+    ev, sites, n = [], [], 0
+
+    def a(size, site):
+        nonlocal n
+        ev.append(("a", n, size, 0))
+        sites.append(site)
+        n += 1
+        return n - 1
+    p = a(1000, "param")
+    for step in range(3):
+        act = a(100 * batch, "act")
+        if workspace:
+            w = a(5000, "conv")
+            ev.append(("f", w))
+        t = a(10 * batch + 7, "tmp")
+        ev.append(("f", t))
+        ev.append(("f", act))
+    return ev, sites, p
+
+
+lo, lo_sites, _ = stream(2, workspace=False)
+hi, hi_sites, _ = stream(4, workspace=True)
+model = fit.learn({2: lo, 4: hi}, lenient=True, sites={2: lo_sites, 4: hi_sites})
+text = fit.synthesize(model, 8)
+sizes = [int(line.split()[2]) for line in text.splitlines() if line.startswith("a ")]
+check(sizes == [1000] + [800, 5000, 87] * 3, "a workspace only batch 4 has is kept, as seen: %s" % sizes)
+frees = [line for line in text.splitlines() if line.startswith("f ")]
+check(len(frees) == 9, "every free kept: %d" % len(frees))
+try:
+    fit.learn({2: lo, 4: hi}, lenient=True)
+    check(False, "without sites, streams of different shapes are refused")
+except fit.FitError as e:
+    check("differently" in str(e), str(e))
+same, same_sites, _ = stream(4, workspace=False)
+check(fit.learn({2: lo, 4: same}, lenient=True, sites={2: lo_sites, 4: same_sites})
+      == fit.learn({2: lo, 4: same}, lenient=True), "streams of one shape: the sites change nothing")
+far = [("a", k, 64, 0) for k in range(200)]
+try:
+    fit.learn({2: lo, 4: far}, lenient=True, sites={2: lo_sites, 4: ["x%d" % k for k in range(200)]})
+    check(False, "streams with nothing in common are refused")
+except fit.FitError as e:
+    check("cannot be lined up" in str(e), str(e))
+
 # --- fit -- train.py {batch}, with a stand-in for the program's runs ------------------------------
 CHILD = r'''
 import json, sys
@@ -152,14 +199,18 @@ if mode == "broken":
     result.update(steps=0, error="RuntimeError: broken")
 elif mode == "inference":
     result.update(steps=0, ended=True)
-if get("--trace"):
-    lines = ["# memtrace v1"]
-    n = 0
+if get("--trace"):  # at batch 4 a library workspace that batch 2 does not have (a shifted stream)
+    lines, sites, n = ["# memtrace v1"], [], 0
     for step in range(3):
-        lines += ["a %d %d 0" % (n, 64 << 20), "a %d %d 0" % (n + 1, (8 << 20) * batch + 4096), "f %d" % (n + 1),
-                  "f %d" % n]
-        n += 2
+        lines += ["a %d %d 0" % (n, 64 << 20), "a %d %d 0" % (n + 1, (8 << 20) * batch + 4096)]
+        sites += ["w", "act"]
+        if batch == 4:
+            lines += ["a %d %d 0" % (n + 2, 1 << 20), "f %d" % (n + 2)]
+            sites.append("conv")
+        lines += ["f %d" % (n + 1), "f %d" % n]
+        n += 3 if batch == 4 else 2
     open(get("--trace"), "w").write("\n".join(lines) + "\n")
+    json.dump(sites, open(get("--trace") + ".sites", "w"))
 cap = int(get("--capacity") or 0)
 if cap:
     need = (64 << 20) + (8 << 20) * batch + 4096

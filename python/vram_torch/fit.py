@@ -77,14 +77,18 @@ def _is_gzip(path):
         return f.read(2) == b"\x1f\x8b"
 
 
-def learn(traces, lenient=False):
+def learn(traces, lenient=False, sites=None):
     """traces: {batch: events} with at least two batches. Returns the model: a list of
     ("a", index, base, per_batch, stream) and ("f", index), the size at batch b being
     base + per_batch * b. FitError when the traces differ in shape or a size is not linear.
     lenient (for traces of real programs, whose library workspaces need not follow the batch):
     a size is never predicted below what was seen; one that shrinks as the batch grows is taken as
     its largest seen, one off the line or not a whole number of bytes per element as the line
-    through the two largest batches, rounded up."""
+    through the two largest batches, rounded up. sites ({batch: the Python stack's name of each
+    allocation}, fit_align.py), with two traces: streams of different shapes are lined up, and
+    an allocation one batch has and the other lacks is taken at the size seen."""
+    if sites and len(traces) == 2 and not _same_shape(*[traces[b] for b in sorted(traces)]):
+        return _learn_aligned(traces, sites)
     if len(traces) < 2:
         raise FitError("fit needs traces at two or three batch sizes, got %d" % len(traces))
     batches = sorted(traces)
@@ -121,6 +125,29 @@ def learn(traces, lenient=False):
                 raise FitError("allocation %d (event %d) does not grow linearly with the batch: %d, %d, %d bytes at "
                                "batches %s" % (e[1], k, s_lo, traces[b][k][2], s_hi, batches))
         model.append(("a", e[1], base, per, e[3]))
+    return model
+
+
+def _same_shape(lo, hi):
+    return len(lo) == len(hi) and all(a[0] == b[0] and a[1] == b[1] and (a[0] == "f" or a[3] == b[3])
+                                      for a, b in zip(lo, hi))
+
+
+def _learn_aligned(traces, sites):
+    from .fit_align import AlignError, align
+    b_lo, b_hi = sorted(traces)
+    try:
+        unified = align(traces[b_lo], traces[b_hi], sites[b_lo], sites[b_hi])
+    except AlignError as e:
+        raise FitError("the traces at batch %d and %d cannot be lined up: %s" % (b_lo, b_hi, e))
+    model = []
+    for e in unified:
+        if e[0] == "f":
+            model.append(e)
+        elif e[2] is not None and e[3] is not None:
+            model.append(("a", e[1]) + _lenient_rule([(b_lo, e[2]), (b_hi, e[3])]) + (e[4],))
+        else:
+            model.append(("a", e[1], e[2] if e[2] is not None else e[3], 0, e[4]))
     return model
 
 

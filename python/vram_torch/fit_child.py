@@ -8,7 +8,8 @@ The program runs unchanged until its K-th optimizer step ends (a global optimize
 counts them); the process then writes R.json and leaves at once (os._exit: a training loop
 need not end by itself). R.json: {"steps", "peak_allocated", "peak_reserved", "oom", "error",
 "ended"}. With --trace, the allocations up to that moment, recorded under PyTorch's own
-allocator, are written as memtrace v1 (record.py's converter). --allocator: vram
+allocator, are written as memtrace v1 (record.py's converter), and T.trace.sites the Python
+stack's name of each allocation (fit_align.py). --allocator: vram
 (vram_torch.enable()), native, or expandable (PyTorch's expandable segments; fit_run.py sets
 PYTORCH_CUDA_ALLOC_CONF for it before this process starts). --capacity limits the allocator's
 reserved memory, as a GPU of that size would (set_per_process_memory_fraction).
@@ -39,7 +40,8 @@ def main(argv):
         vram_torch.enable()
         mem = vram_torch
     if a.trace:
-        torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=5_000_000)
+        # (context "alloc": each allocation's Python stack, its site for fit_align.py)
+        torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python", max_entries=5_000_000)
     if a.capacity:
         total = torch.cuda.mem_get_info()[1]
         torch.cuda.set_per_process_memory_fraction(min(1.0, a.capacity / total))
@@ -56,9 +58,13 @@ def main(argv):
             snap = torch.cuda.memory._snapshot()
             traces = snap.get("device_traces", [])
             dev = torch.cuda.current_device()
+            entries = traces[dev] if dev < len(traces) else []
             with open(a.trace, "w") as f:
-                convert(traces[dev] if dev < len(traces) else [], f,
-                        {"source": "vram_torch fit, %d steps of %s" % (result["steps"], " ".join([a.script] + a.args))})
+                convert(entries, f, {"source": "vram_torch fit, %d steps of %s" % (result["steps"],
+                                                                                   " ".join([a.script] + a.args))})
+            from .fit_align import site_of
+            with open(a.trace + ".sites", "w") as f:  # in the order convert numbers the allocations
+                json.dump([site_of(e.get("frames")) for e in entries if e.get("action") == "alloc"], f)
         with open(a.result, "w") as f:
             json.dump(result, f)
 

@@ -94,13 +94,16 @@ def fit_program(script_args, capacity, allocator="vram", steps=3, batches=(2, 4)
     folder = folder or tempfile.mkdtemp(prefix="vram_fit_")
     runs = []
     try:
-        traces = {}
+        traces, sites = {}, {}
         for b in batches:
             r = real_run(script_args, b, steps, folder, trace=True)
             runs.append({"batch": b, "kind": "record", "peak_reserved": r.get("peak_reserved")})
             check_recording(r, b, steps)
             traces[b] = load_trace(r["trace"])
-        model = learn(traces, lenient=True)
+            if os.path.exists(r["trace"] + ".sites"):
+                with open(r["trace"] + ".sites") as f:
+                    sites[b] = json.load(f)
+        model = learn(traces, lenient=True, sites=sites if len(sites) == len(traces) else None)
         batch, res, replays = search(model, capacity, exe, device, max_batch, CONF[allocator])
         out = {"capacity": capacity, "allocator": allocator, "steps": steps, "batch": batch, "replays": replays,
                "predicted_peak_reserved": res.get("peak_reserved_bytes"), "runs": runs}
