@@ -164,7 +164,7 @@ def fit(model, capacity_gib, out):
         json.dump(r, f, indent=1)
     t0 = time.time()
     cmd = [sys.executable, "-m", "vram_torch", "fit", "--capacity", str(capacity), "--allocator", "native",
-           "--steps", str(STEPS), "--json", "--"] + program_cmd(model, "{batch}", 50)[1:]
+           "--steps", str(STEPS), "--compare", "--json", "--"] + program_cmd(model, "{batch}", 50)[1:]
     env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     r["fit_seconds"] = round(time.time() - t0, 1)
@@ -333,7 +333,7 @@ def table(folder):
     if fits:
         lines += ["### Largest batch (PyTorch native allocator, capped)", "",
                   "| model | GiB | true | fit batch | fit runs | fit OOMs | pred/meas reserved | Lightning batch/trials/OOMs"
-                  " | accelerate batch/trials/OOMs |", "|---|---|---|---|---|---|---|---|---|"]
+                  " | accelerate batch/trials/OOMs | replayed batch vram / expandable |", "|---|---|---|---|---|---|---|---|---|---|"]
         for f in fits:
             r = json.load(open(os.path.join(folder, f)))
             ft = r.get("fit") or {}
@@ -341,10 +341,12 @@ def table(folder):
             if ft.get("measured_peak_reserved") and ft.get("predicted_peak_reserved"):
                 ratio = "%.3f" % (ft["predicted_peak_reserved"] / ft["measured_peak_reserved"])
             fit_ooms = sum(1 for x in ft.get("runs", []) if x.get("oom"))
-            lines.append("| %s | %.1f | %s | %s | %s | %d | %s | %d / %d / %d | %d / %d / %d |" % (
+            by = ft.get("by_allocator", {})
+            lines.append("| %s | %.1f | %s | %s | %s | %d | %s | %d / %d / %d | %d / %d / %d | %s / %s |" % (
                 r["model"], r["capacity"] / GiB, r["true_batch"], ft.get("batch", "fail (status %s)" % r.get("fit_status")),
                 ft.get("real_runs", "-"), fit_ooms, ratio, r["lightning"]["batch"], r["lightning"]["trials"],
-                r["lightning"]["ooms"], r["accelerate"]["batch"], r["accelerate"]["trials"], r["accelerate"]["ooms"]))
+                r["lightning"]["ooms"], r["accelerate"]["batch"], r["accelerate"]["trials"], r["accelerate"]["ooms"],
+                by.get("vram", {}).get("batch", "-"), by.get("expandable", {}).get("batch", "-")))
         lines.append("")
     ooms = sorted(f for f in os.listdir(folder) if f.startswith("oom_") and not f.startswith("oom_half"))
     if ooms:

@@ -232,13 +232,17 @@ with tempfile.TemporaryDirectory() as d:
         with redirect_stdout(out), redirect_stderr(err):
             status = fit_run.main(argv)
         return status, out.getvalue(), err.getvalue()
-    status, out, err = run(["--capacity", "1GiB", "--vram", VRAM, "--json", "--", script, "ok", "--bs", "{batch}"])
+    status, out, err = run(["--capacity", "1GiB", "--vram", VRAM, "--json", "--compare", "--", script, "ok", "--bs",
+                            "{batch}"])
     r = json.loads(out.splitlines()[0]) if out.strip() else {}
     # 64 MiB + 8 MiB x batch fits 1 GiB up to batch 119 as live bytes; vram's caching keeps some less
     check(status == 0 and r.get("real_runs") == 3 and r.get("confirmed") and 100 <= r["batch"] <= 119,
           "fit finds the batch with 3 real runs and confirms it: %s %s" % (status, err[-300:]))
     check(r.get("predicted_peak_reserved", 0) <= 1 << 30 and [x["kind"] for x in r.get("runs", [])] ==
           ["record", "record", "confirm"], "two recordings and a confirming run: %s" % r.get("runs"))
+    by = r.get("by_allocator", {})
+    check(sorted(by) == ["expandable", "native", "vram"] and by["vram"]["batch"] == r["batch"]
+          and all(90 <= x["batch"] <= 119 for x in by.values()), "--compare: every allocator's batch: %s" % by)
     for args, want, text in ((["--capacity", "1GiB", "--", script, "ok", "--bs", "8"], 2, "no {batch}"),
                              (["--capacity", "1GiB", "--", os.path.join(d, "nope.py"), "{batch}"], 2, "no such script"),
                              (["--capacity", "1GiB", script, "{batch}"], 2, "put the program after --"),

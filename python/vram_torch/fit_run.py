@@ -2,7 +2,7 @@
 times and replaying the rest.
 
     python -m vram_torch fit --capacity 40GiB [--allocator vram|native|expandable] [--steps 3]
-                             [--batches 2,4] [--max-batch N] [--json] -- train.py --batch-size {batch}
+                             [--batches 2,4] [--max-batch N] [--compare] [--json] -- train.py --batch-size {batch}
 
 1. Two real runs at small batches (--batches), each stopped when its --steps-th optimizer step
    ends, recording the program's allocation stream (fit_child.py, PyTorch's own allocator: the
@@ -11,8 +11,10 @@ times and replaying the rest.
    not follow the batch are taken at their largest), synthesizes the stream at any batch and
    searches the largest batch whose replay through vram's allocator on a simulated CUDA device
    of the capacity has no out-of-memory error: vram's own placement for --allocator vram, its
-   segments model (PyTorch's native placement) for native, pages of 20 MiB for expandable.
+   segments model (PyTorch's native placement) for native, its pages that only grow
+   (reserve_slack:0.99, as PyTorch's expandable segments grow) for expandable.
 3. One real run at that batch under that allocator, limited to the capacity, confirms it.
+--compare also searches the other two allocators' batches (replays only, no more real runs).
 Status: 0 the batch is found and confirmed; 1 batch 1 does not fit, the confirming run ran out
 of memory, or the program failed; 2 bad input (no {batch} in the arguments, no script, a program
 that makes no optimizer step).
@@ -25,7 +27,7 @@ import tempfile
 
 from .fit import FitError, find_vram, learn, load_trace, parse_size, search
 
-CONF = {"vram": None, "native": "expandable_segments:False", "expandable": "expandable_segments:True,page_size_mb:20"}
+CONF = {"vram": None, "native": "expandable_segments:False", "expandable": "expandable_segments:True,reserve_slack:0.99"}
 
 
 class RunFailed(Exception):
@@ -83,7 +85,7 @@ def check_recording(r, batch, steps):
 
 
 def fit_program(script_args, capacity, allocator="vram", steps=3, batches=(2, 4), max_batch=1 << 16, vram=None,
-                device="cudasim", confirm=True, folder=None):
+                device="cudasim", confirm=True, folder=None, compare=False):
     """The whole procedure; a dict with batch, predicted and measured peaks, runs and replays."""
     if not any("{batch}" in x for x in script_args):
         raise FitError("no {batch} in the program's arguments (e.g. -- train.py --batch-size {batch})")
@@ -106,7 +108,12 @@ def fit_program(script_args, capacity, allocator="vram", steps=3, batches=(2, 4)
         model = learn(traces, lenient=True, sites=sites if len(sites) == len(traces) else None)
         batch, res, replays = search(model, capacity, exe, device, max_batch, CONF[allocator])
         out = {"capacity": capacity, "allocator": allocator, "steps": steps, "batch": batch, "replays": replays,
-               "predicted_peak_reserved": res.get("peak_reserved_bytes"), "runs": runs}
+               "predicted_peak_reserved": res.get("peak_reserved_bytes"), "runs": runs, "by_allocator": {}}
+        for other in sorted(CONF) if compare else ():  # replays only: which allocator fits the larger batch
+            b, r, n = (batch, res, 0) if other == allocator else search(model, capacity, exe, device, max_batch,
+                                                                         CONF[other])
+            out["by_allocator"][other] = {"batch": b, "predicted_peak_reserved": r.get("peak_reserved_bytes")}
+            out["replays"] += n
         if batch and confirm:
             r = real_run(script_args, batch, steps, folder, allocator=allocator, capacity=capacity)
             runs.append({"batch": batch, "kind": "confirm", "peak_reserved": r.get("peak_reserved"), "oom": r["oom"]})
@@ -140,6 +147,7 @@ def main(argv):
     p.add_argument("--vram")
     p.add_argument("--device", default="cudasim")
     p.add_argument("--no-confirm", action="store_true")
+    p.add_argument("--compare", action="store_true", help="also the batch each other allocator would fit (replays)")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(own)
     try:
@@ -150,7 +158,7 @@ def main(argv):
         if a.steps < 1:
             raise FitError("--steps must be at least 1")
         out = fit_program(script_args, capacity, a.allocator, a.steps, batches, a.max_batch, a.vram, a.device,
-                          not a.no_confirm)
+                          not a.no_confirm, compare=a.compare)
     except (FitError, ValueError) as e:
         print("vram_torch fit: %s" % e, file=sys.stderr)
         return 2
@@ -167,6 +175,9 @@ def main(argv):
         print("largest batch that fits in %.2f GiB under %s: %d (predicted peak reserved %.2f GiB; %d real runs, "
               "%d replays)" % (capacity / 2 ** 30, a.allocator, out["batch"], out["predicted_peak_reserved"] / 2 ** 30,
                                out["real_runs"], out["replays"]))
+        for other, r in out["by_allocator"].items():
+            print("  under %-10s batch %d (predicted peak reserved %.2f GiB)" % (
+                other, r["batch"], (r["predicted_peak_reserved"] or 0) / 2 ** 30))
         if "measured_peak_reserved" in out:
             print("confirmed by a run at batch %d: %s, peak reserved %.2f GiB" % (
                 out["batch"], "fits" if out["confirmed"] else "FAILED", (out["measured_peak_reserved"] or 0) / 2 ** 30))
