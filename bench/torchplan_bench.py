@@ -56,7 +56,7 @@ def independent(torch):
                 params.append(o)
             elif isinstance(o, torch.optim.Optimizer):
                 opts.append(o)
-        except ReferenceError:
+        except Exception:  # (a dead weak proxy, an object whose class check raises)
             continue
     state = [v for o in opts for s in o.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
     return {"parameters": storages_bytes(params), "gradients": storages_bytes([p.grad for p in params]),
