@@ -315,6 +315,18 @@ def bad_inputs(out):
         json.dump(rows, f, indent=1)
 
 
+def json_rows(folder, name, title, head, cells):
+    """A markdown section: a row of cells(r) for each r of the JSON list in folder/name ([] when
+    the file is missing)."""
+    path = os.path.join(folder, name)
+    if not os.path.exists(path):
+        return []
+    out = ["### " + title, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in json.load(open(path)):
+        out.append("| " + " | ".join(str(c) for c in cells(r)) + " |")
+    return out + [""]
+
+
 def table(folder):
     lines = []
     path = os.path.join(folder, "categories.json")
@@ -361,21 +373,12 @@ def table(folder):
                     (r["measured"].get("peak_allocated") or 0) / 2 ** 20, 100 * r.get("error_allocated", 0),
                     100 * r.get("error_reserved", 0), r.get("message_has_categories")))
         lines.append("")
-    path = os.path.join(folder, "leaks.json")
-    if os.path.exists(path):
-        lines += ["### run --categories --leaks (4 steps)", "",
-                  "| program | status | sums exact | leaks | first step | where | planted line in stack |",
-                  "|---|---|---|---|---|---|---|"]
-        for r in json.load(open(path)):
-            lines.append("| %s | %s | %s | %d | %s | %s | %s |" % (r["name"], r["status"], r.get("sums_exact", "-"),
-                                                               r["count"], r["first_step"], r["where"], r["line_ok"]))
-        lines.append("")
-    path = os.path.join(folder, "bad_input.json")
-    if os.path.exists(path):
-        lines += ["### fit on bad input", "", "| case | status (wanted) | message |", "|---|---|---|"]
-        for r in json.load(open(path)):
-            lines.append("| %s | %d (%d) | %s |" % (r["case"], r["status"], r["want"], r["message"].replace("|", "/")))
-        lines.append("")
+    lines += json_rows(folder, "leaks.json", "run --categories --leaks (4 steps)",
+                       ["program", "status", "sums exact", "leaks", "first step", "where", "planted line in stack"],
+                       lambda r: [r["name"], r["status"], r.get("sums_exact", "-"), r["count"], r["first_step"],
+                                  r["where"], r["line_ok"]])
+    lines += json_rows(folder, "bad_input.json", "fit on bad input", ["case", "status (wanted)", "message"],
+                       lambda r: [r["case"], "%d (%d)" % (r["status"], r["want"]), r["message"].replace("|", "/")])
     print("\n".join(lines))
 
 

@@ -15,18 +15,12 @@ import os
 import sys
 import types
 
-if os.environ.get("VRAM_TEST_SANITIZED") and not os.environ.get("VRAM_TEST_PRELOADED"):
-    print("SKIP: the sanitizer build's library cannot be loaded into an uninstrumented python "
-          "without the sanitizers' runtimes preloaded (tests/extra.cmake)")
-    sys.exit(77)
-lib_path, fake = sys.argv[1], sys.argv[2]
-os.environ.update({"VRAM_TORCH_LIBRARY": lib_path, "VRAM_LIBCUDA": fake, "FAKE_CUDA_MEMORY": str(1 << 30),
-                   "FAKE_CUDA_DEVICES": "1", "VRAM_ALLOC_CONF": ""})
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 sys.path.insert(0, HERE)
-from pycheck import check, done  # noqa: E402
+from pycheck import check, done, plugin_over_fake_driver  # noqa: E402
 
+lib_path, fake = plugin_over_fake_driver(devices=1)
 lib = ctypes.CDLL(lib_path)
 lib.vram_torch_alloc.restype, lib.vram_torch_alloc.argtypes = ctypes.c_void_p, [ctypes.c_ssize_t, ctypes.c_int,
                                                                                 ctypes.c_void_p]
