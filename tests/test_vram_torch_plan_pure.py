@@ -135,8 +135,9 @@ with tempfile.TemporaryDirectory() as d:
 
 # --- fit's lenient rule ------------------------------------------------------------------------
 check(fit._lenient_rule([(2, 1000), (4, 600)]) == (1000, 0), "a workspace shrinking with the batch: its largest")
-check(fit._lenient_rule([(2, 1000), (4, 2001)]) == (-2, 501), "odd bytes per sample: rounded up: %s"
+check(fit._lenient_rule([(2, 1000), (4, 2001)]) == (0, 501), "odd bytes per sample: rounded up: %s"
       % (fit._lenient_rule([(2, 1000), (4, 2001)]),))
+check(fit._lenient_rule([(2, 100), (4, 1000)]) == (0, 450), "a size growing faster than the batch: never below 0")
 base, per = fit._lenient_rule([(2, 1000), (4, 2000), (8, 3000)])
 check(all(base + per * b >= s for b, s in ((2, 1000), (4, 2000), (8, 3000))), "never below a size seen")
 

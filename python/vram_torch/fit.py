@@ -161,7 +161,7 @@ def _lenient_rule(points):
     base = s2 - per * b2
     for b, s in points:  # the line must cover every size seen
         base = max(base, s - per * b)
-    return base, per
+    return max(base, 0), per  # (a size that grows faster than the batch: none below 0 at batch 1)
 
 
 def _show(e):
