@@ -1,19 +1,13 @@
 """category_report.py — the record `python -m vram_torch run --categories` writes: memory by
-category, per step and per phase, as data, JSON and a table. Pure Python (no PyTorch), so that
-it is tested on recorded numbers.
+category per step and phase, as data, JSON and a table; pure Python, tested on recorded numbers.
 
-The plug-in keeps a window per device (src/torch/categories.cpp): the peak of allocated bytes
-with each tag's bytes at that moment, the peak of reserved bytes with the allocated bytes then,
-and each tag's own peak. A window read is turned into a phase record by window_record(); the
-phases of a step that repeat (micro-batches of gradient accumulation) merge by merge(), which keeps
-the higher peak with its own breakdown. The whole record:
-
-    {"format": "vram_torch categories v1", "device": 0, "program": [...],
-     "categories": [names...], "steps": [{"step": 1, "phases": {"forward": W, ...},
-     "end": {"allocated": N, "reserved": N, "categories": {...}}}], "run": W, "notes": [...]}
-
-W: peak_allocated, reserved_at_peak_allocated, peak_reserved, allocated_at_peak_reserved,
-reserved_but_free (at the reserved peak), fragmentation (that over the reserved peak),
+A window of the plug-in (src/torch/categories.cpp: the allocated peak with each tag's bytes then,
+the reserved peak with the allocated bytes then, each tag's own peak) becomes a phase record W
+(window_record); phases that repeat in a step (micro-batches) merge, the higher peak keeping its
+breakdown (merge). The record: {"format": FORMAT, "device", "program", "categories", "steps":
+[{"step", "phases": {"forward": W, ...}, "end": {"allocated", "reserved", "categories"}}], "run":
+W, "notes"}. W: peak_allocated, reserved_at_peak_allocated, peak_reserved,
+allocated_at_peak_reserved, reserved_but_free and fragmentation (at the reserved peak),
 at_peak_allocated {category: bytes} (adds up to peak_allocated), own_peak {category: bytes}.
 """
 import json

@@ -1,27 +1,17 @@
-"""tracker.py — memory by category for any PyTorch program under vram: parameters, buffers,
-gradients, optimizer state, activations, temporaries and inputs/other, per step and per phase.
+"""tracker.py — memory by category for any PyTorch program under vram (vram_torch.track(), or
+`python -m vram_torch run --categories`): parameters, buffers, gradients, optimizer state,
+activations, temporaries and inputs/other, per step and per phase (category_report.py's record).
 
-    vram_torch.enable(); vram_torch.track()      (or: python -m vram_torch run --categories train.py)
-    ... training ...
-    vram_torch.categories()                      the record (category_report.py)
-
-Every block carries one allocator tag, so the categories add up to the allocated bytes exactly, at
-every moment. What a block is, PyTorch reveals over time, and the tracker re-tags it then
-(src/torch/categories.cpp does the tagging and keeps the peaks):
-  - new blocks are "temporaries" inside forward, backward and the optimizer step, "other" outside
-    them (inputs, data, the program's own tensors);
-  - the parameters and buffers of a module, the first time it is called (global forward pre-hook);
-  - a parameter's .grad when it is accumulated (post-accumulate-grad hooks), and again after
-    backward and after the optimizer step;
-  - tensors saved for backward (a saved-tensors pack hook), and whatever is still a temporary
-    when backward starts (what the graph holds: covers torch.compile's graphs, whose saved
-    tensors no eager hook sees);
-  - the optimizer's state after its step (global optimizer step hooks).
-Phases: forward begins at the first module call after a step's start or after backward, backward
-is the span of torch.autograd.backward (Tensor.backward calls it), the optimizer phase is
-Optimizer.step; the step ends when the optimizer step ends. A checkpointed block's recomputation
-runs inside backward and stays there. The hooks do nothing while torch.compile traces (the
-compiled graph keeps none of them). One device: the current CUDA device when the tracker starts.
+Every block carries one allocator tag, so the categories add up to the allocated bytes exactly.
+The plug-in tags and keeps the peaks (src/torch/categories.cpp); the Tracker's hooks say what a
+block is as PyTorch reveals it: new blocks are temporaries inside forward, backward and the
+optimizer step, other outside; a module's parameters and buffers at its first call (global
+forward pre-hook); .grad at accumulation (post-accumulate-grad hooks); saved tensors at saving
+(a saved-tensors pack hook) and what is still a temporary when backward starts; the optimizer's
+state after its step (global optimizer step hooks). Phases: forward from the first module call
+after a step's start or after backward, backward = torch.autograd.backward, the optimizer phase
+= Optimizer.step, whose end is the step boundary. The hooks do nothing while torch.compile
+traces. One device: the current one when tracking starts. docs/torch_plan.md has the details.
 """
 import ctypes
 import sys
@@ -60,7 +50,7 @@ class Tracker:
         self.oom = None  # what explain_oom needs, taken at the failing allocation
         # how far forward has come, for explain_oom: module calls in this forward, in the last
         # whole one, and the outermost module called
-        self.calls, self.full_calls, self.root = 0, 0, None
+        self.calls, self.full_calls, self.root, self.restart = 0, 0, None, False
         self.notes = []
         self.buf = (ctypes.c_longlong * cr.WINDOW_SIZE)()
         self._setup_lib()
@@ -172,9 +162,9 @@ class Tracker:
         def pre_forward(module, args):
             if compiling():
                 return None
-            if self.phase in ("other", "optimizer"):
+            if self.phase in ("other", "optimizer") or self.restart:  # (an OOM ended the last forward)
                 self._enter("forward")
-                self.root, self.calls = module, 0
+                self.root, self.calls, self.restart = module, 0, False
             if self.phase == "forward":
                 self.calls += 1
             self._module_seen(module)
@@ -248,6 +238,7 @@ class Tracker:
                     "optimizers": sorted({type(o).__name__ for o in self.optimizers}),
                     "forward_progress": self._forward_progress(),
                     "last_step": self.steps[-1] if self.steps else None}
+        self.restart = self.phase == "forward"  # the error unwinds forward: the next module call starts anew
 
     def _forward_progress(self):
         """The part of forward done when it failed, by module calls: against the last whole
