@@ -13,6 +13,7 @@ run, and the bad input that must be refused before anything runs.
 import io
 import json
 import os
+import subprocess
 import sys
 import tempfile
 from contextlib import redirect_stderr, redirect_stdout
@@ -262,4 +263,12 @@ with tempfile.TemporaryDirectory() as d:
     check(not [n for n in os.listdir(tempfile.gettempdir()) if n.startswith("vram_fit_") and
                os.path.getmtime(os.path.join(tempfile.gettempdir(), n)) > os.path.getmtime(child)],
           "the runs' files are removed")
+# --- run --categories: bad input said before the program runs (no PyTorch needed to say it) -------
+env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(HERE), "python"))
+for args, text in ((["--categories", "--out", "/nonexistent/c.json", __file__], "no such folder"),
+                   (["--leaks", "--out", HERE, __file__], "is a folder"),
+                   (["--categories", os.path.join(HERE, "no_such_script.py")], "no such script")):
+    p = subprocess.run([sys.executable, "-m", "vram_torch", "run"] + args, capture_output=True, text=True, env=env)
+    check(p.returncode == 2 and text in p.stderr and len(p.stderr.strip().splitlines()) == 1,
+          "run %s: status 2, one line: %d %r" % (" ".join(args[:2]), p.returncode, p.stderr[-200:]))
 sys.exit(done("test_vram_torch_plan_pure"))

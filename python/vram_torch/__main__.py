@@ -21,6 +21,7 @@
         the package's version and the libvram_torch.so it loads (status 1 if none loads)
 """
 import argparse
+import os
 import sys
 
 USAGE = ("usage: python -m vram_torch run [--summary] [--categories] [--leaks] [--out FILE] script.py [args...]\n"
@@ -58,6 +59,10 @@ def run(argv):
     a = _parse(p, argv, ("--out",))
     from .launch import check_script, require_torch, run_script, run_to_the_end
     check_script("run", [a.script])
+    if a.categories or a.leaks:
+        from .record import check_output
+        check_output(a.out, "vram_torch run: --out")
+        a.out = os.path.abspath(a.out)  # (where it was checked, also if the program changes folder)
     torch = require_torch("run")
     import vram_torch
     try:
