@@ -72,13 +72,16 @@ class Tracker:
 
     # --- tagging ---------------------------------------------------------------------------
     def retag(self, tensor, name, mask=MASK_ALL):
+        """Tags the block of tensor's storage as `name` where its tag is one of `mask`. Never
+        raises: it runs inside the program's hooks (a meta, sparse or fake tensor has no block)."""
         try:
-            st = tensor.untyped_storage()
-            ptr = st.data_ptr()
-        except (RuntimeError, AttributeError):
+            if not tensor.is_cuda:
+                return
+            ptr = tensor.untyped_storage().data_ptr()
+            if ptr:
+                self.lib.vram_torch_retag(ctypes.c_void_p(ptr), tensor.device.index or 0, mask, cr.TAG[name])
+        except Exception:
             return
-        if ptr and tensor.is_cuda:
-            self.lib.vram_torch_retag(ctypes.c_void_p(ptr), tensor.device.index or 0, mask, cr.TAG[name])
 
     def _module_seen(self, module):
         if module in self.seen:
@@ -88,8 +91,10 @@ class Tracker:
             self.retag(p, "parameters", MASK_ALL & ~_bit("parameters"))
             if p.requires_grad and id(p) not in self.params:
                 self.params[id(p)] = p
-                if hasattr(p, "register_post_accumulate_grad_hook"):
+                try:  # (PyTorch 2.1 and later; leaves only)
                     self.handles.append(p.register_post_accumulate_grad_hook(self._grad_hook))
+                except (AttributeError, RuntimeError):
+                    pass
         for b in module.buffers():
             self.retag(b, "buffers", UNKNOWN)
 
