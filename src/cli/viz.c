@@ -1,7 +1,8 @@
 /* viz.c — `vram viz`: one self-contained HTML page (no network) that draws the memory of one
  * or more inputs: memtraces, replayed through vram's allocator here, snapshot JSON files
  * (`vram replay --snapshot`, vram_torch.snapshot(), or PyTorch's pickle converted by
- * `python -m vram_torch viz`), and the categories JSON of `python -m vram_torch run --categories`. Optionally a PNG of the page, taken by headless Chromium.
+ * `python -m vram_torch viz`), and the categories JSON of `python -m vram_torch run
+ * --categories`. Optionally a PNG of the page, taken by headless Chromium.
  *
  * Each input becomes a viz_model (viz_model.h); viz_html.c writes the page. The page is written
  * to a temporary file beside the output and renamed over it only when complete, so a failure

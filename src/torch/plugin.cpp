@@ -39,6 +39,10 @@
  * as the thread's vram context for the allocator call, so that the history events it records
  * carry it (frees too, in mode 3); vram_torch's snapshot() turns the ids into frames.
  *
+ * Categories (categories.cpp): new blocks get the tag vram_torch's tracker sets for the phase the
+ * program is in, are re-tagged as PyTorch reveals what they are, and each allocation updates the
+ * windows of per-tag peaks; an out-of-memory's message then names the categories.
+ *
  * Also for PyTorch's debugging tools, which a pluggable allocator otherwise leaves blind: an
  * out-of-memory calls the observer set with vram_torch_set_oom_observer (vram_torch's trampoline
  * to torch._C._cuda_attach_out_of_memory_observer's callbacks) before the throw, and every
