@@ -246,7 +246,7 @@ if(Python3_Interpreter_FOUND AND VRAM_CUDA_INCLUDE_DIR)
   # memory by category and the leak finder (vram_torch.track) over the same, checked byte for byte
   add_test(NAME test_vram_torch_categories_cpu
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_categories_cpu.py
-                   $<TARGET_FILE:vram_torch> $<TARGET_FILE:fake_cuda>)
+                   $<TARGET_FILE:vram_torch> $<TARGET_FILE:fake_cuda> $<TARGET_FILE:vram>)
   set_tests_properties(test_vram_torch_categories_cpu PROPERTIES SKIP_RETURN_CODE 77)
   if(VRAM_PY_SANITIZED_ENV)
     set_tests_properties(test_torch_plugin_cpu test_torch_conf test_vram_torch_cpu test_vram_torch_categories_cpu

@@ -49,18 +49,20 @@ def script_args(count, usage, unsanitized=None):
     return sys.argv[1:]
 
 
-def plugin_over_fake_driver(devices):
+def plugin_over_fake_driver(devices, extra=()):
     """The start of a test that drives libvram_torch.so over the fake driver: (library, fake
-    driver) from the arguments, the environment that makes the plug-in load the fake with
-    `devices` devices of 1 GiB; SKIP (77) in the sanitizer build without its runtimes preloaded."""
+    driver, *extra arguments named in `extra`) from the arguments, the environment that makes the
+    plug-in load the fake with `devices` devices of 1 GiB; SKIP (77) in the sanitizer build
+    without its runtimes preloaded."""
     if os.environ.get("VRAM_TEST_SANITIZED") and not os.environ.get("VRAM_TEST_PRELOADED"):
         print("SKIP: the sanitizer build's library cannot be loaded into an uninstrumented python "
               "without the sanitizers' runtimes preloaded (tests/extra.cmake)")
         sys.exit(77)
-    lib_path, fake = script_args(2, "usage: %s LIBVRAM_TORCH FAKE_LIBCUDA" % os.path.basename(sys.argv[0]))
-    os.environ.update({"VRAM_TORCH_LIBRARY": lib_path, "VRAM_LIBCUDA": fake, "FAKE_CUDA_MEMORY": str(1 << 30),
+    args = script_args(2 + len(extra), "usage: %s LIBVRAM_TORCH FAKE_LIBCUDA %s"
+                       % (os.path.basename(sys.argv[0]), " ".join(extra)))
+    os.environ.update({"VRAM_TORCH_LIBRARY": args[0], "VRAM_LIBCUDA": args[1], "FAKE_CUDA_MEMORY": str(1 << 30),
                        "FAKE_CUDA_DEVICES": str(devices), "VRAM_ALLOC_CONF": ""})
-    return lib_path, fake
+    return args
 
 
 def run(cmd, timeout=300, **kw):

@@ -8,11 +8,14 @@ category and every phase's peak are known in advance, so the record is checked b
 (tags add up to allocated; parameters, buffers, gradients, optimizer state, activations,
 temporaries, inputs at each phase's peak), then a kept-outputs leak is flagged by step 3 with
 this file's line, and no leak in the clean steps before it.
-Usage: test_vram_torch_categories_cpu.py LIBVRAM_TORCH FAKE_LIBCUDA
+The record, written as run --categories writes it, is drawn by `vram viz`.
+Usage: test_vram_torch_categories_cpu.py LIBVRAM_TORCH FAKE_LIBCUDA VRAM_EXE
 """
 import ctypes
 import os
+import subprocess
 import sys
+import tempfile
 import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -20,7 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 sys.path.insert(0, HERE)
 from pycheck import check, done, plugin_over_fake_driver  # noqa: E402
 
-lib_path, fake = plugin_over_fake_driver(devices=1)
+lib_path, fake, vram_exe = plugin_over_fake_driver(devices=1, extra=["VRAM_EXE"])
 lib = ctypes.CDLL(lib_path)
 lib.vram_torch_alloc.restype, lib.vram_torch_alloc.argtypes = ctypes.c_void_p, [ctypes.c_ssize_t, ctypes.c_int,
                                                                                 ctypes.c_void_p]
@@ -237,6 +240,12 @@ check(rec["run"]["peak_reserved"] >= rec["run"]["peak_allocated"] > 0 and 0 <= r
       "the run's peaks and fragmentation")
 table = cr.format_table(rec)
 check("params" in table and "activ" in table and table.count("\n") >= 20, "the table:\n" + table)
+
+with tempfile.TemporaryDirectory() as d:  # the JSON run --categories writes, drawn by vram viz
+    cr.write_json(rec, os.path.join(d, "c.json"))
+    p = subprocess.run([vram_exe, "viz", os.path.join(d, "c.json"), "-o", os.path.join(d, "c.html")],
+                       capture_output=True, text=True)
+    check(p.returncode == 0 and os.path.getsize(os.path.join(d, "c.html")) > 0, "vram viz draws it: %s" % p.stderr)
 
 leaks = vram_torch.leaks()
 with open(__file__) as f:
