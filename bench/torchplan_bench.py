@@ -77,41 +77,49 @@ def categories(out):
         gc.collect()
         vt.empty_cache()
         tracker.leaks = LeakFinder()
-        first = len(tracker.steps)
         t0 = time.time()
-        step = torch_workloads.build(name, torch)
-        inference = name in ("gpt2_generate", "effnet_infer")
-        checks, mismatch = [], []
-        for i in range(3):
-            step()
-            if inference:
-                vt.mark_step()
-            torch.cuda.synchronize()
-            st = vt.memory_stats()
-            tags = {k: st.get("tags.%s.requested_bytes.current" % t, 0) for k, t in
-                    (("parameters", "parameter"), ("gradients", "gradient"), ("optimizer_state", "optimizer_state"))}
-            ind = independent(torch)
-            checks.append({"step": i + 1, "tags": tags, "independent": ind})
-            if tags != ind:
-                mismatch.append(i + 1)
-        record = tracker.record()
-        steps = record["steps"][first:]
-        bad = cr.check_sums({"steps": steps})
-        run = None
-        for s in steps:
-            for w in s["phases"].values():
-                run = cr.merge(run, w)
-        leaks = tracker.leaks.leaks()
-        rows.append({"workload": name, "steps": len(steps), "sums_exact": not bad and sum(run["at_peak_allocated"].values())
-                     == run["peak_allocated"], "sum_errors": bad[:3], "independent_equal": not mismatch,
-                     "mismatch_steps": mismatch, "checks": checks[-1], "peak": run, "leaks": leaks,
-                     "seconds": round(time.time() - t0, 1)})
-        print(json.dumps({k: rows[-1][k] for k in ("workload", "steps", "sums_exact", "independent_equal", "seconds")}
-                         | {"leaks": len(leaks)}), flush=True)
-        del step
+        try:
+            rows.append(one_workload(torch, vt, tracker, cr, torch_workloads, name))
+        except Exception as e:  # (a model whose package is missing here): said in its row, the rest go on
+            rows.append({"workload": name, "error": "%s: %s" % (type(e).__name__, str(e)[:300])})
+        rows[-1]["seconds"] = round(time.time() - t0, 1)
+        print(json.dumps({k: rows[-1].get(k) for k in ("workload", "steps", "sums_exact", "independent_equal",
+                                                         "seconds", "error")} | {"leaks": len(rows[-1].get("leaks", []))}),
+              flush=True)
+        with open(os.path.join(out, "categories.json"), "w") as f:  # (each time: kept should a later one hang)
+            json.dump(rows, f, indent=1)
+        gc.collect()
     cat.stop()
-    with open(os.path.join(out, "categories.json"), "w") as f:
-        json.dump(rows, f, indent=1)
+
+
+def one_workload(torch, vt, tracker, cr, torch_workloads, name):
+    """Three steps of a workload under the tracker: its row (sums, the independent check, leaks)."""
+    first = len(tracker.steps)
+    step = torch_workloads.build(name, torch)
+    inference = name in ("gpt2_generate", "effnet_infer")
+    checks, mismatch = [], []
+    for i in range(3):
+        step()
+        if inference:
+            vt.mark_step()
+        torch.cuda.synchronize()
+        st = vt.memory_stats()
+        tags = {k: st.get("tags.%s.requested_bytes.current" % t, 0) for k, t in
+                (("parameters", "parameter"), ("gradients", "gradient"), ("optimizer_state", "optimizer_state"))}
+        ind = independent(torch)
+        checks.append({"step": i + 1, "tags": tags, "independent": ind})
+        if tags != ind:
+            mismatch.append(i + 1)
+    del step
+    steps = tracker.record()["steps"][first:]
+    bad = cr.check_sums({"steps": steps})
+    run = None
+    for s in steps:
+        for w in s["phases"].values():
+            run = cr.merge(run, w)
+    return {"workload": name, "steps": len(steps), "sums_exact": not bad and sum(run["at_peak_allocated"].values())
+            == run["peak_allocated"], "sum_errors": bad[:3], "independent_equal": not mismatch,
+            "mismatch_steps": mismatch, "checks": checks[-1], "peak": run, "leaks": tracker.leaks.leaks()}
 
 
 def program_cmd(model, batch, steps=STEPS, extra=()):
@@ -335,6 +343,9 @@ def table(folder):
                   "| workload | steps | sums exact | params/grads/optim = gc | peak alloc MiB | activ | temps | leaks | s |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for r in json.load(open(path)):
+            if "error" in r:
+                lines.append("| %s | error: %s | | | | | | | |" % (r["workload"], r["error"].replace("|", "/")))
+                continue
             p = r["peak"]
             lines.append("| %s | %d | %s | %s | %.0f | %.0f | %.0f | %d | %.0f |" % (
                 r["workload"], r["steps"], r["sums_exact"], r["independent_equal"], p["peak_allocated"] / 2 ** 20,
