@@ -32,7 +32,7 @@ export PYTHONUNBUFFERED=1
 echo "build done after $(( $(date +%s) - T0 )) s"
 
 timeout 120 python3 tests/gpu/test_torch_categories.py "$VRAM_TORCH_LIBRARY" > "$OUT/test_torch_categories.log" 2>&1 &
-timeout 150 python3 bench/torchplan_bench.py categories --out "$OUT" > "$OUT/categories.log" 2>&1 &
+timeout 180 python3 bench/torchplan_bench.py categories --out "$OUT" > "$OUT/categories.log" 2>&1 &
 wait
 echo "test and categories done ($(( $(date +%s) - T0 )) s)"
 grep -E "FAIL|passed|failed|Error" "$OUT/test_torch_categories.log" | head -20
