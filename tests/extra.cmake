@@ -165,6 +165,11 @@ if(Python3_Interpreter_FOUND)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/gpu/test_torch_streams.py
                    ${CMAKE_BINARY_DIR}/libvram_torch.so)
   set_tests_properties(gpu_test_torch_streams PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600 RESOURCE_LOCK gpu)
+  # memory by category, the leak finder and explain_oom (vram_torch.track) on a GPU
+  add_test(NAME gpu_test_torch_categories
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/gpu/test_torch_categories.py
+                   ${CMAKE_BINARY_DIR}/libvram_torch.so)
+  set_tests_properties(gpu_test_torch_categories PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600 RESOURCE_LOCK gpu)
   # the same on two GPUs: one allocator per device (skipped with fewer than two)
   add_test(NAME gpu_test_torch_multi_gpu
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/gpu/test_torch_multi_gpu.py
@@ -254,8 +259,13 @@ if(Python3_Interpreter_FOUND AND VRAM_CUDA_INCLUDE_DIR)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_cpu.py
                    $<TARGET_FILE:vram_torch> $<TARGET_FILE:fake_cuda>)
   set_tests_properties(test_vram_torch_cpu PROPERTIES SKIP_RETURN_CODE 77)
+  # memory by category and the leak finder (vram_torch.track) over the same, checked byte for byte
+  add_test(NAME test_vram_torch_categories_cpu
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_categories_cpu.py
+                   $<TARGET_FILE:vram_torch> $<TARGET_FILE:fake_cuda> $<TARGET_FILE:vram>)
+  set_tests_properties(test_vram_torch_categories_cpu PROPERTIES SKIP_RETURN_CODE 77)
   if(VRAM_PY_SANITIZED_ENV)
-    set_tests_properties(test_torch_plugin_cpu test_torch_conf test_vram_torch_cpu
+    set_tests_properties(test_torch_plugin_cpu test_torch_conf test_vram_torch_cpu test_vram_torch_categories_cpu
                          PROPERTIES ENVIRONMENT "${VRAM_PY_SANITIZED_ENV}")
   endif()
 endif()
@@ -335,6 +345,11 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME test_vram_torch_fit
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_fit.py $<TARGET_FILE:vram>)
   set_tests_properties(test_vram_torch_fit PROPERTIES TIMEOUT 300)
+  # issue 39's pure parts (leak finder, explain_oom, the categories record, fit -- train.py with a
+  # stand-in for the program's runs): no PyTorch
+  add_test(NAME test_vram_torch_plan_pure
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_plan_pure.py $<TARGET_FILE:vram>)
+  set_tests_properties(test_vram_torch_plan_pure PROPERTIES TIMEOUT 300)
 endif()
 vram_cli_test(cli_plan_fits 0 "peak reserved .*parameters .*reserved but free"
               "${VRAM_EXE} plan --model gpt:2x64x2 --context 32 --batch 8 --threads 1 --capacity 1GiB")

@@ -5,6 +5,7 @@ the one helper of those that drive libvram_torch.so through ctypes.
     check(cond, "what should hold")   # counts; prints "FAIL: what" on stderr when cond is false
     sys.exit(done("test_name"))       # prints "test_name: N passed, M failed"; 1 if any failed
     take_string(lib, ptr)             # a string the plug-in malloc'd, decoded and freed (None for NULL)
+    lib, fake = plugin_over_fake_driver(n)   # libvram_torch.so over the fake driver (a test's start)
     run(cmd, **kw)                    # subprocess.run, output captured as text; a command that
                                       # cannot start or times out is a result with status 127
     check_installed_vram(how, vram, version, trace, cwd)   # an installed `vram` works on its own
@@ -46,6 +47,22 @@ def script_args(count, usage, unsanitized=None):
         print("SKIP: " + unsanitized)
         sys.exit(77)
     return sys.argv[1:]
+
+
+def plugin_over_fake_driver(devices, extra=()):
+    """The start of a test that drives libvram_torch.so over the fake driver: (library, fake
+    driver, *extra arguments named in `extra`) from the arguments, the environment that makes the
+    plug-in load the fake with `devices` devices of 1 GiB; SKIP (77) in the sanitizer build
+    without its runtimes preloaded."""
+    if os.environ.get("VRAM_TEST_SANITIZED") and not os.environ.get("VRAM_TEST_PRELOADED"):
+        print("SKIP: the sanitizer build's library cannot be loaded into an uninstrumented python "
+              "without the sanitizers' runtimes preloaded (tests/extra.cmake)")
+        sys.exit(77)
+    args = script_args(2 + len(extra), "usage: %s LIBVRAM_TORCH FAKE_LIBCUDA %s"
+                       % (os.path.basename(sys.argv[0]), " ".join(extra)))
+    os.environ.update({"VRAM_TORCH_LIBRARY": args[0], "VRAM_LIBCUDA": args[1], "FAKE_CUDA_MEMORY": str(1 << 30),
+                       "FAKE_CUDA_DEVICES": str(devices), "VRAM_ALLOC_CONF": ""})
+    return args
 
 
 def run(cmd, timeout=300, **kw):

@@ -183,6 +183,61 @@ def meta_and_escaping(tmp):
     check(rc == 1 and len(se.strip().splitlines()) == 1 and "no picture" in se, "--png without a working browser: status 1, one line: %r" % se)
 
 
+MiB = 1 << 20
+
+
+def categories_record(steps=3):
+    """A categories JSON as `python -m vram_torch run --categories` writes it
+    (python/vram_torch/category_report.py), with known figures."""
+    def phase(peak_cats, reserved):
+        total = sum(peak_cats.values())
+        return {"peak_allocated": total, "reserved_at_peak_allocated": reserved, "peak_reserved": reserved,
+                "allocated_at_peak_reserved": total, "at_peak_allocated": peak_cats, "own_peak": peak_cats,
+                "reserved_but_free": reserved - total, "fragmentation": round((reserved - total) / reserved, 4)}
+    out = []
+    for s in range(1, steps + 1):
+        out.append({"step": s, "end": {"allocated": 0, "reserved": 0, "categories": {}}, "phases": {
+            "forward": phase({"parameters": 8 * MiB, "buffers": MiB, "activations": 20 * MiB * s, "temporaries": 3 * MiB,
+                              "other": 2 * MiB, "gradients": 0}, 64 * MiB * s),
+            "backward": phase({"parameters": 8 * MiB, "buffers": MiB, "activations": 10 * MiB, "gradients": 8 * MiB,
+                               "temporaries": 5 * MiB}, 64 * MiB * s),
+            "optimizer": phase({"parameters": 8 * MiB, "buffers": MiB, "gradients": 8 * MiB, "optimizer_state": 16 * MiB},
+                               64 * MiB * s)}})
+    return {"format": "vram_torch categories v1", "device": 0, "program": ["train.py"], "categories": [],
+            "steps": out, "run": None, "notes": []}
+
+
+def categories_input(tmp):
+    """The categories JSON of `vram_torch run --categories` draws as a moment per phase, at the
+    phase's peaks; a record whose categories do not add up, or without steps, is refused."""
+    rec = categories_record()
+    path, out = os.path.join(tmp, "cats.json"), os.path.join(tmp, "cats.html")
+    with open(path, "w") as f:
+        json.dump(rec, f, indent=1)
+    rc, _, se = run("viz", path, "-o", out)
+    check(rc == 0, "a categories JSON draws: %s" % se.strip())
+    meta, _ = page_meta(out)
+    if not check(meta and meta[0]["kind"] == "categories", "its kind is categories"):
+        return
+    m = meta[0]
+    check([l for _, l in m["steps"]][:4] == ["step 1 forward", "step 1 backward", "step 1 optimizer", "step 2 forward"]
+          and len(m["steps"]) == 9, "a moment per phase, in order: %s" % m["steps"][:4])
+    check(m["peakAllocated"] == (8 + 1 + 60 + 3 + 2) * MiB and m["peakReserved"] == 192 * MiB,
+          "the peaks: step 3's forward (%d, %d)" % (m["peakAllocated"], m["peakReserved"]))
+    check(m["finalAllocated"] == 33 * MiB and m["finalReserved"] == 192 * MiB, "the end: step 3's optimizer")
+    check(set(m["tags"]) == {"parameter", "buffer", "activation", "temporary", "other", "gradient", "optimizer_state"},
+          "coloured by the allocator's tag names: %s" % m["tags"])
+    bad = json.loads(json.dumps(rec))
+    bad["steps"][1]["phases"]["backward"]["at_peak_allocated"]["gradients"] += 1
+    for what, doc, text in (("categories that do not add up to the peak", bad, "add up"),
+                            ("no steps", dict(rec, steps=[]), "without steps")):
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        rc, _, se = run("viz", path, "-o", os.path.join(tmp, "bad_cats.html"))
+        check(rc == 2 and text in se and len(se.strip().splitlines()) == 1, "%s: status 2, one line: %r" % (what, se))
+    no_leftovers(tmp, "categories")
+
+
 def find_browser():
     for b in (os.environ.get("VRAM_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"):
         if b and shutil.which(b):
@@ -297,6 +352,17 @@ def browser_steps(browser, tmp):
         check(len(res["runs"][0]["meta"]["steps"]) == marks > 0, "every step mark is drawn (%d)" % marks)
 
 
+def browser_categories(browser, tmp):
+    page, path = os.path.join(tmp, "cats_b.html"), os.path.join(tmp, "cats_b.json")
+    with open(path, "w") as f:
+        json.dump(categories_record(), f)
+    rc, _, se = run("viz", path, "-o", page)
+    check(rc == 0, "categories page: %s" % se.strip())
+    res, log = selftest(browser, page)
+    if res:
+        common(res, log, "categories")
+
+
 def browser_snapshots(browser, tmp):
     hist = os.path.join(tmp, "hist.json")
     env = dict(os.environ, VRAM_ALLOC_CONF="history:3000")
@@ -353,6 +419,7 @@ def main():
             bad_inputs(tmp)
             page_properties(tmp)
             meta_and_escaping(tmp)
+            categories_input(tmp)
         else:
             browser = find_browser()
             if not browser:
@@ -361,6 +428,7 @@ def main():
             browser_trace(browser, tmp)
             browser_steps(browser, tmp)
             browser_snapshots(browser, tmp)
+            browser_categories(browser, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return done("viz_check " + PART)

@@ -23,6 +23,11 @@ and the workers a program starts with torch.multiprocessing.spawn enable vram to
 The library is looked for in $VRAM_TORCH_LIBRARY, beside this package, then in the repository's
 build folders (build/, b/, build-release/).
 
+track() starts memory by category (tracker.py): categories() returns the record per step and
+phase, leaks() the memory growing step over step (track(leaks=True)), explain_oom() the last
+out-of-memory with its categories and remedies; `python -m vram_torch run --categories --leaks`
+does it for an unchanged script.
+
 `python -m vram_torch record -o run.trace script.py args...` records any PyTorch program's
 allocations as a memtrace v1 file for `vram replay` (see vram_torch/record.py).
 """
@@ -40,7 +45,7 @@ __all__ = [
     "set_per_process_memory_fraction", "oom_report", "record_memory_history", "history_count",
     "attach_out_of_memory_observer", "get_per_process_memory_fraction", "alloc_conf",
     "set_allocator_settings", "caching_allocator_enable", "caching_allocator_enabled", "AllocatorSettingsError",
-    "InvalidDeviceError", "TorchMissingError",
+    "InvalidDeviceError", "TorchMissingError", "track", "categories", "leaks", "explain_oom", "mark_step",
 ]
 _HISTORY_MAX = 1 << 24  # VRAM_HISTORY_MAX (vram/config.h)
 # The plug-in's out-of-memory observer: (device, bytes asked, the allocator's limit, bytes free).
@@ -575,3 +580,49 @@ def caching_allocator_enabled(device=None):
 def oom_report(device=None):
     """The report of the last out-of-memory on the device ("" if none)."""
     return _load().vram_torch_oom_report(_device(device)).decode(errors="replace")
+
+
+def track(leaks=False, program=None):
+    """Starts memory by category (and with leaks, the leak finder) for the rest of the program:
+    hooks on modules, backward and optimizers that re-tag blocks as PyTorch reveals what they
+    are (tracker.py). After enable(); a second call returns the running tracker."""
+    _require_enabled("track")
+    from . import tracker as cat
+    return cat.start(_import_torch("vram_torch.track()"), sys.modules[__name__], leaks=leaks, program=program)
+
+
+def _tracker(what):
+    from . import tracker as cat
+    t = cat.current()
+    if t is None:
+        raise RuntimeError("vram_torch.%s: no tracker runs; call vram_torch.track() (or use python -m vram_torch "
+                           "run --categories)" % what)
+    return t
+
+
+def categories():
+    """Memory by category, per step and phase, as a dict (category_report.py describes it): each
+    phase's peak allocated with the categories at that moment (they add up to it), the peak
+    reserved, reserved-but-free and fragmentation."""
+    return _tracker("categories").record()
+
+
+def mark_step():
+    """Ends a step by hand, for programs without an optimizer step (inference)."""
+    _tracker("mark_step").end_step()
+
+
+def leaks():
+    """The leaks found so far (leak_finder.py): memory surviving step boundaries and growing step over
+    step, by category and by the program line that allocated it. Needs track(leaks=True)."""
+    t = _tracker("leaks")
+    if t.leaks is None:
+        raise RuntimeError("vram_torch.leaks: the tracker runs without the leak finder; track(leaks=True)")
+    return t.leaks.leaks()
+
+
+def explain_oom():
+    """The last out-of-memory seen while tracking: categories at the failing allocation, memory
+    reserved but free, and remedies with predicted peaks (oom_explain.py); None if none."""
+    from .oom_explain import explain
+    return explain(_tracker("explain_oom").oom)

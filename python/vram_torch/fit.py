@@ -77,10 +77,18 @@ def _is_gzip(path):
         return f.read(2) == b"\x1f\x8b"
 
 
-def learn(traces):
+def learn(traces, lenient=False, sites=None):
     """traces: {batch: events} with at least two batches. Returns the model: a list of
     ("a", index, base, per_batch, stream) and ("f", index), the size at batch b being
-    base + per_batch * b. FitError when the traces differ in shape or a size is not linear."""
+    base + per_batch * b. FitError when the traces differ in shape or a size is not linear.
+    lenient (for traces of real programs, whose library workspaces need not follow the batch):
+    a size is never predicted below what was seen; one that shrinks as the batch grows is taken as
+    its largest seen, one off the line or not a whole number of bytes per element as the line
+    through the two largest batches, rounded up. sites ({batch: the Python stack's name of each
+    allocation}, fit_align.py), with two traces: streams of different shapes are lined up, and
+    an allocation one batch has and the other lacks is taken at the size seen."""
+    if sites and len(traces) == 2 and not _same_shape(*[traces[b] for b in sorted(traces)]):
+        return _learn_aligned(traces, sites)
     if len(traces) < 2:
         raise FitError("fit needs traces at two or three batch sizes, got %d" % len(traces))
     batches = sorted(traces)
@@ -104,6 +112,9 @@ def learn(traces):
             model.append(e)
             continue
         s_lo, s_hi = e[2], hi[k][2]
+        if lenient:
+            model.append(("a", e[1]) + _lenient_rule([(b, traces[b][k][2]) for b in batches]) + (e[3],))
+            continue
         if (s_hi - s_lo) % db:
             raise FitError("allocation %d (event %d): %d bytes at batch %d, %d at batch %d: not a whole number of "
                            "bytes per batch element" % (e[1], k, s_lo, batches[0], s_hi, batches[-1]))
@@ -115,6 +126,42 @@ def learn(traces):
                                "batches %s" % (e[1], k, s_lo, traces[b][k][2], s_hi, batches))
         model.append(("a", e[1], base, per, e[3]))
     return model
+
+
+def _same_shape(lo, hi):
+    return len(lo) == len(hi) and all(a[0] == b[0] and a[1] == b[1] and (a[0] == "f" or a[3] == b[3])
+                                      for a, b in zip(lo, hi))
+
+
+def _learn_aligned(traces, sites):
+    from .fit_align import AlignError, align
+    b_lo, b_hi = sorted(traces)
+    try:
+        unified = align(traces[b_lo], traces[b_hi], sites[b_lo], sites[b_hi])
+    except AlignError as e:
+        raise FitError("the traces at batch %d and %d cannot be lined up: %s" % (b_lo, b_hi, e))
+    model = []
+    for e in unified:
+        if e[0] == "f":
+            model.append(e)
+        elif e[2] is not None and e[3] is not None:
+            model.append(("a", e[1]) + _lenient_rule([(b_lo, e[2]), (b_hi, e[3])]) + (e[4],))
+        else:
+            model.append(("a", e[1], e[2] if e[2] is not None else e[3], 0, e[4]))
+    return model
+
+
+def _lenient_rule(points):
+    """(base, per_batch) for one allocation's (batch, size) points, sorted by batch: the line
+    through the two largest batches, per_batch rounded up, never below a size seen."""
+    (b1, s1), (b2, s2) = points[-2], points[-1]
+    if s2 <= s1:  # not growing with the batch
+        return max(s for _, s in points), 0
+    per = -(-(s2 - s1) // (b2 - b1))
+    base = s2 - per * b2
+    for b, s in points:  # the line must cover every size seen
+        base = max(base, s - per * b)
+    return max(base, 0), per  # (a size that grows faster than the batch: none below 0 at batch 1)
 
 
 def _show(e):
@@ -135,14 +182,16 @@ def synthesize(model, batch):
     return "\n".join(out) + "\n"
 
 
-def replay(vram, text, capacity, device="cudasim"):
-    """Replays trace text with `vram replay --json` on `device` of `capacity` bytes: the result's
-    JSON object (peak_reserved_bytes, oom, ...). FitError when vram cannot replay it at all."""
+def replay(vram, text, capacity, device="cudasim", conf=None):
+    """Replays trace text with `vram replay --json` on `device` of `capacity` bytes (with conf:
+    those VRAM_ALLOC_CONF options): the result's JSON object (peak_reserved_bytes, oom, ...).
+    FitError when vram cannot replay it at all."""
     with tempfile.NamedTemporaryFile("w", suffix=".trace", delete=False) as f:
         f.write(text)
         path = f.name
     try:
-        p = subprocess.run([vram, "replay", "--json", "--device", device, "--capacity", str(capacity), path],
+        p = subprocess.run([vram, "replay", "--json", "--device", device, "--capacity", str(capacity)]
+                           + (["--conf", conf] if conf else []) + [path],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     finally:
         os.unlink(path)
@@ -151,7 +200,7 @@ def replay(vram, text, capacity, device="cudasim"):
     return json.loads(p.stdout.splitlines()[0])
 
 
-def search(model, capacity, vram, device="cudasim", max_batch=1 << 20):
+def search(model, capacity, vram, device="cudasim", max_batch=1 << 20, conf=None):
     """The largest batch in [1, max_batch] whose synthesized stream replays with no out-of-memory
     error on `device` of `capacity` bytes: (batch, its replay result, replays made). batch 0 when
     batch 1 does not fit (the result is then batch 1's)."""
@@ -160,7 +209,7 @@ def search(model, capacity, vram, device="cudasim", max_batch=1 << 20):
     def fits(b):
         nonlocal tried
         tried += 1
-        results[b] = replay(vram, synthesize(model, b), capacity, device)
+        results[b] = replay(vram, synthesize(model, b), capacity, device, conf)
         return not results[b]["oom"]
 
     lo, hi, b = 0, None, 1

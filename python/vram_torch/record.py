@@ -74,20 +74,20 @@ def convert(traces, out, header, marks=None):
     return next_id, peak, skipped
 
 
-def check_output(output):
-    """Exits with a clear message when the trace could not be written: checked before the
-    program runs, not after it."""
+def check_output(output, what="vram_torch record: -o"):
+    """Exits with a clear message (naming `what`) when the file could not be written: checked
+    before the program runs, not after it."""
     if not output:
-        raise BadInput("vram_torch record: -o: an output file is needed")
+        raise BadInput("%s: an output file is needed" % what)
     if os.path.isdir(output):
-        raise BadInput("vram_torch record: -o %s: is a folder" % output)
+        raise BadInput("%s %s: is a folder" % (what, output))
     if output.endswith(os.sep):  # open() would refuse it only after the program ran
-        raise BadInput("vram_torch record: -o %s: names a folder, not a file" % output)
+        raise BadInput("%s %s: names a folder, not a file" % (what, output))
     folder = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(folder):
-        raise BadInput("vram_torch record: -o %s: no such folder %s" % (output, folder))
+        raise BadInput("%s %s: no such folder %s" % (what, output, folder))
     if not os.access(folder, os.W_OK) or (os.path.exists(output) and not os.access(output, os.W_OK)):
-        raise BadInput("vram_torch record: -o %s: not writable" % output)
+        raise BadInput("%s %s: not writable" % (what, output))
 
 
 def per_rank(output):

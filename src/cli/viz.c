@@ -1,7 +1,8 @@
 /* viz.c — `vram viz`: one self-contained HTML page (no network) that draws the memory of one
- * or more inputs: memtraces, replayed through vram's allocator here, and snapshot JSON files
+ * or more inputs: memtraces, replayed through vram's allocator here, snapshot JSON files
  * (`vram replay --snapshot`, vram_torch.snapshot(), or PyTorch's pickle converted by
- * `python -m vram_torch viz`). Optionally a PNG of the page, taken by headless Chromium.
+ * `python -m vram_torch viz`), and the categories JSON of `python -m vram_torch run
+ * --categories`. Optionally a PNG of the page, taken by headless Chromium.
  *
  * Each input becomes a viz_model (viz_model.h); viz_html.c writes the page. The page is written
  * to a temporary file beside the output and renamed over it only when complete, so a failure
@@ -30,7 +31,8 @@ static void usage(FILE *f) {
             "memory by category, stream or stack frame, the allocator's segments at any moment,\n"
             "every allocation reachable by zooming. Two inputs or more are drawn side by side\n"
             "and compared. INPUT is a memtrace (plain, .gz, or - for stdin; replayed through the\n"
-            "allocator here) or a snapshot JSON (vram replay --snapshot, vram_torch.snapshot()).\n"
+            "allocator here), a snapshot JSON (vram replay --snapshot, vram_torch.snapshot()) or\n"
+            "the categories JSON of python -m vram_torch run --categories (a moment per phase).\n"
             "PyTorch's _dump_snapshot pickle: python -m vram_torch viz FILE.pickle -o OUT.html.\n"
             "\n"
             "options:\n"
@@ -104,7 +106,8 @@ static vram_status load_input(const char *path, const viz_trace_options *o, viz_
     size_t size = 0;
     char *text = read_file(path, &size);
     if (!text) return VRAM_ERR_IO;
-    vram_status st = viz_model_from_snapshot(path, text, size, m);
+    vram_status st = viz_is_categories(text, size) ? viz_model_from_categories(path, text, size, m)
+                                                   : viz_model_from_snapshot(path, text, size, m);
     free(text);
     return st;
 }

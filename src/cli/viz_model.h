@@ -85,6 +85,10 @@ typedef struct viz_trace_options {
 } viz_trace_options;
 vram_status viz_model_from_trace(const char *path, const viz_trace_options *o, viz_model *m);
 vram_status viz_model_from_snapshot(const char *path, const char *text, size_t len, viz_model *m);
+/* The categories JSON of `python -m vram_torch run --categories` (viz_categories.c), which
+ * viz_is_categories tells from its first 4 KiB. */
+int viz_is_categories(const char *text, size_t len);
+vram_status viz_model_from_categories(const char *path, const char *text, size_t len, viz_model *m);
 
 /* The page (viz_html.c): written to `out` whole. */
 vram_status viz_html_write(viz_model *const *models, size_t n, const char *title, FILE *out);

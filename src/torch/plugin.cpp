@@ -39,6 +39,10 @@
  * as the thread's vram context for the allocator call, so that the history events it records
  * carry it (frees too, in mode 3); vram_torch's snapshot() turns the ids into frames.
  *
+ * Categories (categories.cpp): new blocks get the tag vram_torch's tracker sets for the phase the
+ * program is in, are re-tagged as PyTorch reveals what they are, and each allocation updates the
+ * windows of per-tag peaks; an out-of-memory's message then names the categories.
+ *
  * Also for PyTorch's debugging tools, which a pluggable allocator otherwise leaves blind: an
  * out-of-memory calls the observer set with vram_torch_set_oom_observer (vram_torch's trampoline
  * to torch._C._cuda_attach_out_of_memory_observer's callbacks) before the throw, and every
@@ -64,6 +68,7 @@
 #include <vector>
 
 #include "c10_symbols.h"
+#include "categories.h"
 #include "pluggable_patch.h"
 #include "py_stacks.h"
 #include "torch_conf.h"
@@ -166,6 +171,7 @@ vram_allocator *get_allocator(int device, bool create) {
     /* the history asked of every device (a failure is host memory: the allocator runs on without) */
     if (g_history >= 0 && vram_allocator_set_history(a, (uint32_t)g_history) != VRAM_OK)
         fprintf(stderr, "vram: no memory history on %s: %s\n", spec, vram_last_error());
+    categories::on_new_allocator(a);
     g_slots[device].dev = dev;
     g_slots[device].alloc.store(a, std::memory_order_release);
     return a;
@@ -197,6 +203,7 @@ bool with_allocator_or_idle(int device, const std::function<void(vram_allocator 
     if (st == VRAM_OK) st = vram_device_open("sim", &dev);
     if (st == VRAM_OK) dev->index = device; /* (what the summary's header names) */
     if (st == VRAM_OK) st = vram_allocator_new(dev, &cfg, &a);
+    if (st == VRAM_OK) categories::on_new_allocator(a); /* (the tags a started device has) */
     if (st == VRAM_OK) fn(a);
     else set_error(vram_last_error());
     if (a) vram_allocator_destroy(a);
@@ -213,6 +220,10 @@ struct ContextScope {
 };
 
 } // namespace
+
+vram_allocator *plugin_allocator(int device) {
+    return device >= 0 && device < kMaxDevices ? g_slots[device].alloc.load(std::memory_order_acquire) : nullptr;
+}
 
 /* The vram version this library was built as (CMakeLists.txt's project()); vram_torch refuses a
  * library whose version is not its own. */
@@ -244,11 +255,12 @@ VRAM_TORCH_API void *vram_torch_alloc(ssize_t size, int device, void *stream) {
     {
         std::optional<ContextScope> scope; /* only while events carry stacks: no context touched otherwise */
         if (stacks >= 2) scope.emplace(stack);
-        st = vram_allocator_malloc(a, (size_t)size, (vram_stream)stream, VRAM_TAG_OTHER, &p);
+        st = vram_allocator_malloc(a, (size_t)size, (vram_stream)stream, categories::default_tag(), &p);
     }
     if (st == VRAM_OK) {
         if (stack) py_stacks::block_set((uint64_t)(uintptr_t)p, stack);
         c10_symbols::report_usage(a, device, p, (int64_t)size);
+        categories::observe(a, device);
         return p;
     }
     std::string msg;
@@ -260,6 +272,8 @@ VRAM_TORCH_API void *vram_torch_alloc(ssize_t size, int device, void *stream) {
          * find_executable_batch_size, toma, ...) look for "CUDA out of memory." in the text */
         msg = std::string("CUDA out of memory. Tried to allocate ") + req + " on cuda:" + std::to_string(device) +
               " (vram).\n" + (report && *report ? report : vram_last_error());
+        std::string lines = categories::oom_lines(a);
+        if (!lines.empty()) msg += "\n" + lines;
         std::lock_guard<std::mutex> lock(g_mutex);
         g_slots[device].oom_report = msg;
     } else {

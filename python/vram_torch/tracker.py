@@ -1,0 +1,340 @@
+"""tracker.py — memory by category for any PyTorch program under vram (vram_torch.track(), or
+`python -m vram_torch run --categories`): parameters, buffers, gradients, optimizer state,
+activations, temporaries and inputs/other, per step and per phase (category_report.py's record).
+
+Every block carries one allocator tag, so the categories add up to the allocated bytes exactly.
+The plug-in tags and keeps the peaks (src/torch/categories.cpp); the Tracker's hooks say what a
+block is as PyTorch reveals it: new blocks are temporaries inside forward, backward and the
+optimizer step, other outside; a module's parameters and buffers at its first call (global
+forward pre-hook); .grad at accumulation (post-accumulate-grad hooks); saved tensors at saving
+(a saved-tensors pack hook) and what is still a temporary when backward starts; the optimizer's
+state after its step (global optimizer step hooks). Phases: forward from the first module call
+after a step's start or after backward, backward = torch.autograd.backward, the optimizer phase
+= Optimizer.step, whose end is the step boundary. The hooks do nothing while torch.compile
+traces. One device: the current one when tracking starts. docs/torch_plan.md has the details.
+"""
+import ctypes
+import sys
+import threading
+import weakref
+
+from . import category_report as cr
+
+MASK_ALL = 0xFFFFFFFF
+
+
+def _bit(*names):
+    m = 0
+    for n in names:
+        m |= 1 << cr.TAG[n]
+    return m
+
+
+UNKNOWN = _bit("other", "temporaries", "activations")
+
+
+class Tracker:
+    """The hooks and the record of one program. install() once; finish() closes the record."""
+
+    def __init__(self, torch, vt, device=0, leaks=None, program=None):
+        self.torch, self.vt, self.lib, self.device = torch, vt, vt._load(), device
+        self.leaks = leaks  # a leaks.LeakFinder, fed at each step boundary
+        self.program = list(program or [])
+        self.phase, self.step = "other", 1
+        self.steps, self.current = [], {}
+        self.run = None
+        self.params = weakref.WeakValueDictionary()  # id -> parameter seen (for .grad re-tags)
+        self.seen = weakref.WeakSet()
+        self.optimizers = weakref.WeakSet()
+        self.handles, self.lock, self.depth = [], threading.RLock(), 0
+        self.oom = None  # what explain_oom needs, taken at the failing allocation
+        # how far forward has come, for explain_oom: module calls in this forward, in the last
+        # whole one, and the outermost module called
+        self.calls, self.full_calls, self.root, self.restart = 0, 0, None, False
+        self.notes = []
+        self.buf = (ctypes.c_longlong * cr.WINDOW_SIZE)()
+        self._setup_lib()
+
+    def _setup_lib(self):
+        lib = self.lib
+        for name, res, args in (("vram_torch_categories_error", ctypes.c_char_p, []),
+                                ("vram_torch_set_default_tag", ctypes.c_int, [ctypes.c_int]),
+                                ("vram_torch_retag", ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint,
+                                                                    ctypes.c_int]),
+                                ("vram_torch_retag_all", ctypes.c_longlong, [ctypes.c_int, ctypes.c_int, ctypes.c_int]),
+                                ("vram_torch_set_windows", None, [ctypes.c_int]),
+                                ("vram_torch_window", ctypes.c_int, [ctypes.c_int, ctypes.c_int,
+                                                                     ctypes.POINTER(ctypes.c_longlong), ctypes.c_size_t])):
+            fn = getattr(lib, name)
+            fn.restype, fn.argtypes = res, args
+        if lib.vram_torch_window(0, 0, None, 0) != cr.WINDOW_SIZE:
+            raise RuntimeError("vram_torch: the library's category window is not this package's layout; rebuild")
+
+    # --- tagging ---------------------------------------------------------------------------
+    def retag(self, tensor, name, mask=MASK_ALL):
+        """Tags the block of tensor's storage as `name` where its tag is one of `mask`. Never
+        raises: it runs inside the program's hooks (a meta, sparse or fake tensor has no block)."""
+        try:
+            if not tensor.is_cuda:
+                return
+            ptr = tensor.untyped_storage().data_ptr()
+            if ptr:
+                self.lib.vram_torch_retag(ctypes.c_void_p(ptr), tensor.device.index or 0, mask, cr.TAG[name])
+        except Exception:
+            return
+
+    def _module_seen(self, module):
+        if module in self.seen:
+            return
+        self.seen.add(module)
+        for p in module.parameters():
+            self.retag(p, "parameters", MASK_ALL & ~_bit("parameters"))
+            if p.requires_grad and id(p) not in self.params:
+                self.params[id(p)] = p
+                try:  # (PyTorch 2.1 and later; leaves only)
+                    self.handles.append(p.register_post_accumulate_grad_hook(self._grad_hook))
+                except (AttributeError, RuntimeError):
+                    pass
+        for b in module.buffers():
+            self.retag(b, "buffers", UNKNOWN)
+
+    def _grad_hook(self, p):
+        if p.grad is not None:
+            self.retag(p.grad, "gradients", UNKNOWN)
+
+    def _grads(self):
+        for p in list(self.params.values()):
+            if p.grad is not None:
+                self.retag(p.grad, "gradients", UNKNOWN)
+
+    # --- phases ----------------------------------------------------------------------------
+    def _enter(self, phase):
+        with self.lock:
+            if phase == self.phase:
+                return
+            self._close_phase()
+            self.phase = phase
+            tag = "other" if phase == "other" else "temporaries"
+            self.lib.vram_torch_set_default_tag(cr.TAG[tag])
+
+    def _read(self, reset):
+        if self.lib.vram_torch_window(self.device, 1 if reset else 0, self.buf, cr.WINDOW_SIZE) < 0:
+            raise RuntimeError("vram_torch: window: %s" % self.lib.vram_torch_categories_error().decode(errors="replace"))
+        return list(self.buf)
+
+    def _close_phase(self):
+        w = cr.window_record(self._read(True))
+        self.current[self.phase] = cr.merge(self.current.get(self.phase), w)
+        self.run = cr.merge(self.run, w)
+
+    def end_step(self):
+        """A step boundary: the step's record closes (also vram_torch.mark_step(), for programs
+        without an optimizer step)."""
+        with self.lock:
+            self._close_phase()
+            now = cr.now_record(self._read(False))
+            self.steps.append({"step": self.step, "phases": self.current, "end": now})
+            if self.leaks is not None:
+                self.leaks.observe(self.step, self._live_blocks())
+            self.step += 1
+            self.current = {}
+            self.phase = "other"
+            self.lib.vram_torch_set_default_tag(cr.TAG["other"])
+
+    def _live_blocks(self):
+        snap = self.vt.snapshot(self.device)
+        names = snap.get("tag_names", [])
+        out = []
+        for seg in snap["segments"]:
+            for b in seg["blocks"]:
+                if b["state"] != "active_allocated":
+                    continue
+                tag = b.get("tag", "other")
+                if isinstance(tag, int):
+                    tag = names[tag] if tag < len(names) else str(tag)
+                out.append({"address": b["address"], "size": b["size"], "category": _category_of(tag),
+                            "frames": [(f.get("filename", "?"), f.get("line", 0), f.get("name", "?"))
+                                       for f in b.get("frames", [])]})
+        return out
+
+    # --- hooks -----------------------------------------------------------------------------
+    def install(self):
+        torch = self.torch
+        compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+        self.lib.vram_torch_set_windows(1)
+        self._read(True)
+
+        def pre_forward(module, args):
+            if compiling():
+                return None
+            if self.phase in ("other", "optimizer") or self.restart:  # (an OOM ended the last forward)
+                self._enter("forward")
+                self.root, self.calls, self.restart = module, 0, False
+            if self.phase == "forward":
+                self.calls += 1
+            self._module_seen(module)
+            return None
+        from torch.nn.modules import module as nn_module
+        self.handles.append(nn_module.register_module_forward_pre_hook(pre_forward))
+
+        def pack(t):
+            if not compiling() and self.phase == "forward":
+                self.retag(t, "activations", _bit("temporaries"))
+            return t
+        try:
+            torch._C._autograd._push_saved_tensors_default_hooks(pack, lambda t: t)
+            self.pushed_hooks = True
+        except (AttributeError, RuntimeError) as e:
+            self.pushed_hooks = False
+            self.notes.append("no saved-tensors hook (%s): activations are what backward finds alive" % e)
+
+        original = torch.autograd.backward
+
+        def backward(*args, **kwargs):
+            self.depth += 1  # (a reentrant checkpoint calls backward inside backward)
+            if self.depth == 1:
+                self.full_calls = self.calls if self.phase == "forward" else self.full_calls
+                self._enter("backward")
+                # what forward made and is still alive is what the graph holds
+                self.lib.vram_torch_retag_all(self.device, cr.TAG["temporaries"], cr.TAG["activations"])
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.depth -= 1
+                if self.depth == 0:
+                    self._grads()
+                    self._enter("other")
+        backward.__wrapped__ = original
+        torch.autograd.backward = backward
+        self.original_backward = original
+
+        def pre_step(opt, args, kwargs):
+            self.optimizers.add(opt)
+            self._enter("optimizer")
+
+        def post_step(opt, args, kwargs):
+            for group in opt.param_groups:
+                for p in group["params"]:
+                    self.retag(p, "parameters", MASK_ALL & ~_bit("parameters"))
+                    if p.grad is not None:
+                        self.retag(p.grad, "gradients", UNKNOWN)
+            for state in opt.state.values():
+                for v in (state.values() if isinstance(state, dict) else ()):
+                    if isinstance(v, torch.Tensor):
+                        self.retag(v, "optimizer_state", UNKNOWN)
+            self.end_step()
+        from torch.optim import optimizer as optim_module
+        self.handles.append(optim_module.register_optimizer_step_pre_hook(pre_step))
+        self.handles.append(optim_module.register_optimizer_step_post_hook(post_step))
+        self.vt.attach_out_of_memory_observer(self._on_oom)
+
+    def _on_oom(self, device, alloc, limit, free):
+        if device != self.device:
+            return
+        st = self.vt.memory_stats(device)
+        cats = {}
+        for i, name in enumerate(cr.TAGS):
+            key = "tags.%s.allocated_bytes.current" % _tag_key(i)
+            cats[name] = st.get(key, 0)
+        self.oom = {"step": self.step, "phase": self.phase, "request": int(alloc), "limit": int(limit),
+                    "allocated": st.get("allocated_bytes.all.current", 0),
+                    "reserved": st.get("reserved_bytes.all.current", 0), "categories": cats,
+                    "trainable_bytes": sum(p.numel() * p.element_size() for p in self.params.values()),
+                    "optimizers": sorted({type(o).__name__ for o in self.optimizers}),
+                    "forward_progress": self._forward_progress(),
+                    "last_step": self.steps[-1] if self.steps else None}
+        self.restart = self.phase == "forward"  # the error unwinds forward: the next module call starts anew
+
+    def _forward_progress(self):
+        """The part of forward done when it failed, by module calls: against the last whole
+        forward's, or else the outermost module's count of modules; 1.0 outside forward."""
+        if self.phase != "forward":
+            return 1.0
+        full = self.full_calls
+        if not full and self.root is not None:
+            try:
+                full = sum(1 for _ in self.root.modules())
+            except Exception:
+                full = 0
+        return min(1.0, self.calls / full) if full else 1.0
+
+    def uninstall(self):
+        for h in self.handles:
+            try:
+                h.remove()
+            except Exception:
+                pass
+        self.handles = []
+        if getattr(self, "original_backward", None) is not None:
+            self.torch.autograd.backward = self.original_backward
+            self.original_backward = None
+        if getattr(self, "pushed_hooks", False):
+            try:
+                self.torch._C._autograd._pop_saved_tensors_default_hooks()
+            except RuntimeError:
+                pass
+            self.pushed_hooks = False
+        self.lib.vram_torch_set_default_tag(cr.TAG["other"])
+
+    def record(self):
+        """The record so far (the open step, if it has anything, as an incomplete last step)."""
+        with self.lock:
+            self._close_phase()
+            steps = list(self.steps)
+            if not self.steps or set(self.current) - {"other"}:  # (a tail of "other" alone is no step)
+                steps.append({"step": self.step, "incomplete": True, "phases": dict(self.current),
+                              "end": cr.now_record(self._read(False))})
+            notes = list(self.notes)
+            if not self.steps:
+                notes.append("no optimizer step was seen: the program is one stretch (vram_torch.mark_step() "
+                             "marks steps)")
+            return {"format": cr.FORMAT, "device": self.device, "program": self.program,
+                    "categories": cr.SHOWN, "steps": steps, "run": self.run, "notes": notes}
+
+
+_BUILTIN_KEYS = ["other", "parameter", "gradient", "optimizer_state", "activation", "temporary", "kv_cache", "buffer"]
+
+
+def _tag_key(i):
+    """The allocator's name of tag i, as memory_stats() and snapshots name it."""
+    return _BUILTIN_KEYS[i]
+
+
+def _category_of(tag_name):
+    return cr.TAGS[_BUILTIN_KEYS.index(tag_name)] if tag_name in _BUILTIN_KEYS else tag_name
+
+
+_tracker = None
+
+
+def start(torch, vt, leaks=False, program=None):
+    """Starts the tracker (once); with leaks, the leak finder too, with Python stacks kept for
+    the live blocks."""
+    global _tracker
+    if _tracker is not None:
+        return _tracker
+    device = torch.cuda.current_device() if torch.cuda.is_initialized() else 0
+    finder = None
+    if leaks:
+        from .leak_finder import LeakFinder
+        vt.record_memory_history("all", max_entries=1, context="state")
+        finder = LeakFinder()
+    _tracker = Tracker(torch, vt, device, finder, program)
+    _tracker.install()
+    return _tracker
+
+
+def current():
+    return _tracker
+
+
+def stop():
+    global _tracker
+    if _tracker is not None:
+        _tracker.uninstall()
+        _tracker.lib.vram_torch_set_windows(0)
+        _tracker = None
+
+
+if __name__ == "__main__":
+    sys.exit("tracker.py is a module of vram_torch: python -m vram_torch run --categories train.py")

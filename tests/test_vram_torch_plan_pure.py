@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""Tests of issue 39's pure-Python parts, no PyTorch: the leak finder on recorded blocks (the
+three classic leaks flagged at the third boundary with their line; steady training, a new input
+each step, varying lengths and reused addresses not flagged), explain_oom's remedies on recorded
+figures, the categories record (windows, merge, sums, table, JSON in and out), fit's lenient rule
+for library workspaces, and `python -m vram_torch fit -- train.py {batch}` end to end with a
+stand-in for the program's runs (fit_run.child_command pointed at a script that writes the runs'
+results and a synthetic program's trace): two recordings, the search by replay, one confirming
+run, and the bad input that must be refused before anything runs.
+
+    python3 tests/test_vram_torch_plan_pure.py VRAM_EXE
+"""
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from contextlib import redirect_stderr, redirect_stdout
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+sys.path.insert(0, HERE)
+from pycheck import check, done  # noqa: E402
+from vram_torch import category_report as cr, fit, fit_run, oom_explain  # noqa: E402
+from vram_torch.leak_finder import LeakFinder, where  # noqa: E402
+
+VRAM = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("VRAM", "vram")
+
+# --- the leak finder ---------------------------------------------------------------------------
+TORCH = ("/usr/lib/python3/dist-packages/torch/nn/modules/linear.py", 125, "forward")
+
+
+def frames(line, fn="main"):
+    return [TORCH, ("/home/u/train.py", line, fn)]
+
+
+def steady_blocks(step, extra=()):
+    """Live blocks at a step boundary of steady training: parameters, gradients (no Python stack),
+    optimizer state, the current input at an address that changes, a loss."""
+    blocks = [{"address": 0x1000 + 0x100 * i, "size": 4096, "category": "parameters", "frames": frames(10)}
+              for i in range(4)]
+    blocks += [{"address": 0x9000 + 0x100 * i, "size": 4096, "category": "gradients", "frames": []} for i in range(4)]
+    if step >= 1:
+        blocks += [{"address": 0x20000 + 0x100 * i, "size": 8192, "category": "optimizer_state", "frames": frames(30)}
+                   for i in range(4)]
+    blocks.append({"address": 0x40000 + 0x1000 * (step % 2), "size": 1024 * (1 + step % 3), "category": "other",
+                   "frames": frames(20)})  # the batch: a new tensor, sometimes larger, at one of two addresses
+    blocks.append({"address": 0x50000, "size": 512, "category": "temporaries", "frames": frames(22)})
+    return blocks + list(extra)
+
+
+def run_finder(leak_from=None, kind="list", steps=6):
+    f = LeakFinder()
+    kept = []
+    for s in range(1, steps + 1):
+        if leak_from is not None and s >= leak_from:
+            kept.append({"address": 0x100000 + 0x10000 * s, "size": 65536, "category":
+                         "activations" if kind != "hook" else "temporaries", "frames": frames(21)})
+        f.observe(s, steady_blocks(s, kept))
+        if leak_from is not None and s == leak_from + 1:
+            check(not f.leaks(), "%s leak: not flagged one step after it begins" % kind)
+    return f
+
+
+f = run_finder()
+check(not f.leaks() and "none" in f.report(), "steady training: no leak (%s)" % f.leaks())
+for kind in ("sum_loss", "list", "hook"):
+    f = run_finder(leak_from=2, kind=kind)
+    leaks = f.leaks()
+    check(len(leaks) == 1 and leaks[0]["first_step"] == 4, "%s leak from step 2: flagged at step 4 (%s)" % (kind, leaks))
+    check(leaks and leaks[0]["where"] == "train.py:21 main" and leaks[0]["bytes_per_step"] == 65536,
+          "%s: named by its line, 64 KiB a step: %s" % (kind, leaks[:1]))
+check("+0.06 MiB a step" in run_finder(leak_from=2).report(), "the report says the growth")
+short = LeakFinder()
+short.observe(1, steady_blocks(1))
+check("2 are needed" not in short.report() and "3 are needed" in short.report(), "too few boundaries said")
+check(where([]) .startswith("no Python stack") and where(frames(5)) == "train.py:5 main", "where()")
+# a block freed and made again at the same address and size each step is the same block: no growth
+f = LeakFinder()
+for s in range(1, 6):
+    f.observe(s, steady_blocks(s, [{"address": 0x70000, "size": 4096, "category": "activations", "frames": frames(40)}]))
+check(not f.leaks(), "a buffer remade at the same place is not a leak")
+
+# --- explain_oom -------------------------------------------------------------------------------
+MiB = 1 << 20
+oom = {"step": 1, "phase": "forward", "request": 100 * MiB, "limit": 1000 * MiB, "allocated": 900 * MiB,
+       "reserved": 990 * MiB, "trainable_bytes": 100 * MiB, "optimizers": ["AdamW"], "forward_progress": 0.5,
+       "categories": {"parameters": 100 * MiB, "buffers": 0, "gradients": 0, "optimizer_state": 0,
+                      "activations": 600 * MiB, "temporaries": 150 * MiB, "other": 50 * MiB}, "last_step": None}
+ex = oom_explain.explain(oom)
+# variable: 600/0.5 + 150 + 50 + 100 = 1500; halved: 100 + 200 (AdamW) + 100 (grads) + 750 = 1150 MiB
+check(ex["remedies"][0]["peak_allocated"] == 1150 * MiB, "batch halved: %d MiB" % (ex["remedies"][0]["peak_allocated"] // MiB))
+check(ex["remedies"][0]["peak_reserved"] == int(1150 * MiB * 1.1) and not ex["remedies"][0]["fits"],
+      "reserved at the failure's ratio; does not fit 1000 MiB")
+check(ex["reserved_but_free"] == 90 * MiB and "reserved but free: 90.00 MiB" in "\n".join(ex["lines"]), "reserved but free")
+check(oom_explain.explain(None) is None, "no OOM, no explanation")
+
+# --- the categories record -------------------------------------------------------------------
+def window(peak, tags_at_peak, own, now_alloc, reserved=None):
+    v = [0] * cr.WINDOW_SIZE
+    v[0], v[1], v[2], v[3], v[4], v[5] = peak, reserved or peak, reserved or peak, peak, now_alloc, reserved or peak
+    for name, b in tags_at_peak.items():
+        v[cr.FIXED + cr.TAG[name]] = b
+    for name, b in own.items():
+        v[cr.FIXED + cr.TAG_MAX + cr.TAG[name]] = b
+    v[cr.FIXED + 2 * cr.TAG_MAX] = now_alloc
+    return v
+
+
+w1 = cr.window_record(window(1000, {"parameters": 400, "activations": 600}, {"activations": 600}, 500, 1500))
+w2 = cr.window_record(window(1200, {"parameters": 400, "activations": 800}, {"activations": 800, "other": 50}, 500, 1400))
+m = cr.merge(w1, w2)
+check(m["peak_allocated"] == 1200 and m["at_peak_allocated"]["activations"] == 800 and m["peak_reserved"] == 1500
+      and m["own_peak"] == {**m["own_peak"], "activations": 800, "other": 50}, "merge keeps each peak with its moment")
+check(m["reserved_but_free"] == 500 and abs(m["fragmentation"] - 0.3333) < 1e-3, "fragmentation at the reserved peak")
+rec = {"format": cr.FORMAT, "steps": [{"step": 1, "phases": {"forward": w1, "backward": w2},
+                                       "end": cr.now_record(window(0, {}, {}, 500))}], "run": m, "notes": ["n"]}
+check(not cr.check_sums(rec), "sums exact")
+bad = json.loads(json.dumps(rec))
+bad["steps"][0]["phases"]["forward"]["at_peak_allocated"]["other"] = 1
+check(len(cr.check_sums(bad)) == 1, "a sum off by a byte is found")
+table = cr.format_table(rec)
+check("forward" in table and "backward" in table and "note: n" in table and "0.00" in table, table)
+with tempfile.TemporaryDirectory() as d:
+    path = os.path.join(d, "c.json")
+    cr.write_json(rec, path)
+    check(cr.load_json(path) == rec, "JSON round trip")
+    with open(path, "w") as f:
+        f.write("{}")
+    try:
+        cr.load_json(path)
+        check(False, "a JSON that is not a record is refused")
+    except ValueError as e:
+        check("not a vram_torch categories" in str(e), str(e))
+
+# --- fit's lenient rule ------------------------------------------------------------------------
+check(fit._lenient_rule([(2, 1000), (4, 600)]) == (1000, 0), "a workspace shrinking with the batch: its largest")
+check(fit._lenient_rule([(2, 1000), (4, 2001)]) == (0, 501), "odd bytes per sample: rounded up: %s"
+      % (fit._lenient_rule([(2, 1000), (4, 2001)]),))
+check(fit._lenient_rule([(2, 100), (4, 1000)]) == (0, 450), "a size growing faster than the batch: never below 0")
+base, per = fit._lenient_rule([(2, 1000), (4, 2000), (8, 3000)])
+check(all(base + per * b >= s for b, s in ((2, 1000), (4, 2000), (8, 3000))), "never below a size seen")
+
+# --- streams of different shapes, lined up by the allocations' sites (fit_align.py) ---------------
+def stream(batch, workspace):
+    """events and sites of a program: a parameter, per step an activation, a workspace only where
+    asked (a library's choice at that batch), a temporary; the parameter lives on."""
+    ev, sites, n = [], [], 0
+
+    def a(size, site):
+        nonlocal n
+        ev.append(("a", n, size, 0))
+        sites.append(site)
+        n += 1
+        return n - 1
+    p = a(1000, "param")
+    for step in range(3):
+        act = a(100 * batch, "act")
+        if workspace:
+            w = a(5000, "conv")
+            ev.append(("f", w))
+        t = a(10 * batch + 7, "tmp")
+        ev.append(("f", t))
+        ev.append(("f", act))
+    return ev, sites, p
+
+
+lo, lo_sites, _ = stream(2, workspace=False)
+hi, hi_sites, _ = stream(4, workspace=True)
+model = fit.learn({2: lo, 4: hi}, lenient=True, sites={2: lo_sites, 4: hi_sites})
+text = fit.synthesize(model, 8)
+sizes = [int(line.split()[2]) for line in text.splitlines() if line.startswith("a ")]
+check(sizes == [1000] + [800, 5000, 87] * 3, "a workspace only batch 4 has is kept, as seen: %s" % sizes)
+frees = [line for line in text.splitlines() if line.startswith("f ")]
+check(len(frees) == 9, "every free kept: %d" % len(frees))
+try:
+    fit.learn({2: lo, 4: hi}, lenient=True)
+    check(False, "without sites, streams of different shapes are refused")
+except fit.FitError as e:
+    check("differently" in str(e), str(e))
+same, same_sites, _ = stream(4, workspace=False)
+check(fit.learn({2: lo, 4: same}, lenient=True, sites={2: lo_sites, 4: same_sites})
+      == fit.learn({2: lo, 4: same}, lenient=True), "streams of one shape: the sites change nothing")
+far = [("a", k, 64, 0) for k in range(200)]
+try:
+    fit.learn({2: lo, 4: far}, lenient=True, sites={2: lo_sites, 4: ["x%d" % k for k in range(200)]})
+    check(False, "streams with nothing in common are refused")
+except fit.FitError as e:
+    check("cannot be lined up" in str(e), str(e))
+
+# --- fit -- train.py {batch}, with a stand-in for the program's runs ------------------------------
+CHILD = r'''
+import json, sys
+a = sys.argv[1:]
+get = lambda k: a[a.index(k) + 1] if k in a else None
+batch = int(a[a.index("--") + 4])
+mode = a[a.index("--") + 2]
+result = {"steps": 3, "oom": False, "error": None, "ended": False, "peak_allocated": 0, "peak_reserved": 0}
+if mode == "broken":
+    result.update(steps=0, error="RuntimeError: broken")
+elif mode == "inference":
+    result.update(steps=0, ended=True)
+if get("--trace"):  # at batch 4 a library workspace that batch 2 does not have (a shifted stream)
+    lines, sites, n = ["# memtrace v1"], [], 0
+    for step in range(3):
+        lines += ["a %d %d 0" % (n, 64 << 20), "a %d %d 0" % (n + 1, (8 << 20) * batch + 4096)]
+        sites += ["w", "act"]
+        if batch == 4:
+            lines += ["a %d %d 0" % (n + 2, 1 << 20), "f %d" % (n + 2)]
+            sites.append("conv")
+        lines += ["f %d" % (n + 1), "f %d" % n]
+        n += 3 if batch == 4 else 2
+    open(get("--trace"), "w").write("\n".join(lines) + "\n")
+    json.dump(sites, open(get("--trace") + ".sites", "w"))
+cap = int(get("--capacity") or 0)
+if cap:
+    need = (64 << 20) + (8 << 20) * batch + 4096
+    result["peak_reserved"] = need
+    result["oom"] = need > cap
+json.dump(result, open(get("--result"), "w"))
+'''
+with tempfile.TemporaryDirectory() as d:
+    child = os.path.join(d, "child.py")
+    with open(child, "w") as f:
+        f.write(CHILD)
+    script = os.path.join(d, "train.py")
+    open(script, "w").close()
+    real = fit_run.child_command
+    fit_run.child_command = lambda args, batch, *rest, **kw: [sys.executable, child] + real(args, batch, *rest, **kw)[4:]
+
+    def run(argv):
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            status = fit_run.main(argv)
+        return status, out.getvalue(), err.getvalue()
+    status, out, err = run(["--capacity", "1GiB", "--vram", VRAM, "--json", "--compare", "--", script, "ok", "--bs",
+                            "{batch}"])
+    r = json.loads(out.splitlines()[0]) if out.strip() else {}
+    # 64 MiB + 8 MiB x batch fits 1 GiB up to batch 119 as live bytes; vram's caching keeps some less
+    check(status == 0 and r.get("real_runs") == 3 and r.get("confirmed") and 100 <= r["batch"] <= 119,
+          "fit finds the batch with 3 real runs and confirms it: %s %s" % (status, err[-300:]))
+    check(r.get("predicted_peak_reserved", 0) <= 1 << 30 and [x["kind"] for x in r.get("runs", [])] ==
+          ["record", "record", "confirm"], "two recordings and a confirming run: %s" % r.get("runs"))
+    by = r.get("by_allocator", {})
+    check(sorted(by) == ["expandable", "native", "vram"] and by["vram"]["batch"] == r["batch"]
+          and all(90 <= x["batch"] <= 119 for x in by.values()), "--compare: every allocator's batch: %s" % by)
+    for args, want, text in ((["--capacity", "1GiB", "--", script, "ok", "--bs", "8"], 2, "no {batch}"),
+                             (["--capacity", "1GiB", "--", os.path.join(d, "nope.py"), "{batch}"], 2, "no such script"),
+                             (["--capacity", "1GiB", script, "{batch}"], 2, "put the program after --"),
+                             (["--capacity", "1GiB", "--batches", "4", "--", script, "ok", "--bs", "{batch}"], 2,
+                              "two or three"),
+                             (["--capacity", "lots", "--", script, "ok", "--bs", "{batch}"], 2, "not a size"),
+                             (["--capacity", "1GiB", "--vram", VRAM, "--", script, "broken", "--bs", "{batch}"], 1,
+                              "failed before its first optimizer step"),
+                             (["--capacity", "1GiB", "--vram", VRAM, "--", script, "inference", "--bs", "{batch}"], 2,
+                              "no optimizer step"),
+                             (["--capacity", "32MiB", "--vram", VRAM, "--", script, "ok", "--bs", "{batch}"], 1,
+                              "batch 1 does not fit")):
+        status, out, err = run(args)
+        check(status == want and text in err, "%s: status %d, %r" % (text, status, err.strip()[-200:]))
+    fit_run.child_command = real
+    check(not [n for n in os.listdir(tempfile.gettempdir()) if n.startswith("vram_fit_") and
+               os.path.getmtime(os.path.join(tempfile.gettempdir(), n)) > os.path.getmtime(child)],
+          "the runs' files are removed")
+# --- run --categories: bad input said before the program runs (no PyTorch needed to say it) -------
+env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(HERE), "python"))
+for args, text in ((["--categories", "--out", "/nonexistent/c.json", __file__], "no such folder"),
+                   (["--leaks", "--out", HERE, __file__], "is a folder"),
+                   (["--categories", os.path.join(HERE, "no_such_script.py")], "no such script")):
+    p = subprocess.run([sys.executable, "-m", "vram_torch", "run"] + args, capture_output=True, text=True, env=env)
+    check(p.returncode == 2 and text in p.stderr and len(p.stderr.strip().splitlines()) == 1,
+          "run %s: status 2, one line: %d %r" % (" ".join(args[:2]), p.returncode, p.stderr[-200:]))
+sys.exit(done("test_vram_torch_plan_pure"))
