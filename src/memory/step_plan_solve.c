@@ -1,0 +1,87 @@
+/* step_plan_solve.c — the offline placement of one period of a repeating allocation sequence:
+ * the dynamic-storage-allocation problem that static planners (XLA, TVM, ggml-alloc) solve, for
+ * lifetimes that wrap around the period's end (a block allocated late in a step and freed early
+ * in the next, as gradients are under zero_grad(set_to_none=True)).
+ *
+ * Greedy by size: requests sorted largest first (ties: earlier start), each placed at the lowest
+ * offset where it overlaps no already placed request whose lifetime conflicts with its own. Two
+ * cyclic lifetimes [s, e) conflict when [s, e) meets [s', e'), [s' - T, e' - T) or
+ * [s' + T, e' + T). The conflicting placed ranges are gathered, sorted by offset and swept for
+ * the first gap that holds the request: O(n^2) time in the worst case, which for the few
+ * thousand large requests of a training step is milliseconds, paid once per plan.
+ */
+#include <stdlib.h>
+
+#include "vram/step_plan.h"
+#include "vram/vram.h"
+
+typedef struct {
+    uint64_t off, end;
+} range;
+
+typedef struct { /* a request in the order of placement (its keys copied: qsort has no context) */
+    uint64_t size, start;
+    size_t i;
+} item;
+
+static int by_size_desc(const void *x, const void *y) {
+    const item *a = x, *b = y;
+    if (a->size != b->size) return a->size > b->size ? -1 : 1;
+    if (a->start != b->start) return a->start < b->start ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+static int by_offset(const void *x, const void *y) {
+    const range *a = x, *b = y;
+    return a->off < b->off ? -1 : a->off > b->off;
+}
+
+static int meets(uint64_t s, uint64_t e, uint64_t s2, uint64_t e2) { return s < e2 && s2 < e; }
+
+/* Whether cyclic lifetimes [s, e) and [s2, e2) of a period T conflict. */
+static int conflict(uint64_t s, uint64_t e, uint64_t s2, uint64_t e2, uint64_t T) {
+    return meets(s, e, s2, e2) || meets(s, e, s2 + T, e2 + T) || meets(s + T, e + T, s2, e2);
+}
+
+vram_status vram_step_plan_solve(size_t n, const uint64_t *sizes, const uint64_t *start, const uint64_t *end,
+                                 uint64_t period, uint64_t *offsets, uint64_t *arena) {
+    if (!arena || (n && (!sizes || !start || !end || !offsets)))
+        return vram_error(VRAM_ERR_INVALID_ARG, "step plan: solve: null argument");
+    *arena = 0;
+    for (size_t i = 0; i < n; i++)
+        if (start[i] >= period || end[i] <= start[i] || end[i] - start[i] > period)
+            return vram_error(VRAM_ERR_INVALID_ARG, "step plan: solve: request %zu lives [%llu, %llu), not within a "
+                              "period of %llu", i, (unsigned long long)start[i], (unsigned long long)end[i],
+                              (unsigned long long)period);
+    if (!n) return VRAM_OK;
+    item *order = malloc(n * sizeof *order);
+    range *near = malloc(n * sizeof *near);
+    if (!order || !near) {
+        free(order);
+        free(near);
+        return vram_error(VRAM_ERR_HOST_MEMORY, "step plan: solve: host out of memory for %zu requests", n);
+    }
+    for (size_t i = 0; i < n; i++) order[i] = (item){sizes[i], start[i], i};
+    qsort(order, n, sizeof *order, by_size_desc);
+    uint64_t top = 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = order[k].i, m = 0;
+        for (size_t q = 0; q < k; q++) {
+            size_t j = order[q].i;
+            if (conflict(start[i], end[i], start[j], end[j], period))
+                near[m++] = (range){offsets[j], offsets[j] + sizes[j]};
+        }
+        qsort(near, m, sizeof *near, by_offset);
+        uint64_t off = 0;
+        for (size_t q = 0; q < m; q++) {
+            if (near[q].off >= off + sizes[i]) break; /* the gap before it holds the request */
+            if (near[q].end > off) off = near[q].end;
+        }
+        offsets[i] = off;
+        if (off + sizes[i] > top) top = off + sizes[i];
+    }
+    free(order);
+    free(near);
+    *arena = top;
+    return VRAM_OK;
+}
