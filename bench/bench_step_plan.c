@@ -151,7 +151,9 @@ int main(int argc, char **argv) {
     printf("# machine: %s\n# command:", machine);
     for (int k = 0; k < argc; k++) printf(" %s", argv[k]);
     printf("\n# device %s; ratio = peak reserved / the trace's peak live bytes; calls = device maps + unmaps\n\n", spec);
-    printf("| trace | vram | calls | with plan | calls | requests | served | missed | plans built/retired "
+    printf("# requests .. plans begun/retired: the layer's counters from the trace's start (a workload's row counts\n"
+           "# those of the workloads before it); period, planned, arena / floor: the last plan solved (begun or not)\n\n");
+    printf("| trace | vram | calls | with plan | calls | requests | served | missed | plans begun/retired "
            "| period | planned | arena / floor |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     int rc = 0;
     for (; i < argc; i++) {
