@@ -28,3 +28,21 @@ for dev in cudasim cudasim:lag=100 sim; do
   echo "## device $dev"
   "$BUILD/bench/bench_step_plan" --device "$dev" "${traces[@]}" | grep -v '^# \(machine\|command\)'
 done
+# What the 64 MiB chunks cost: vram alone on cudasim with smaller chunks (chunk_size_mb), ratio
+# and device calls (maps + unmaps) per trace (per workload where a trace has several).
+echo
+echo "## vram alone on cudasim by chunk size: peak reserved / peak requested (device calls)"
+for mb in 64 16 8 2; do
+  "$BUILD/vram" replay --json --device cudasim --conf "chunk_size_mb:$mb" "${traces[@]}" 2> /dev/null |
+    python3 -c '
+import json, sys
+mb = sys.argv[1]
+cells = []
+for line in sys.stdin:
+    d = json.loads(line)
+    name = d["trace"].split("/")[-1].replace(".trace.gz", "").replace(".trace", "")
+    rows = [(name + ": " + w["name"], w["reserved_over_requested"], None) for w in d.get("workloads", [])] or \
+           [(name, d["reserved_over_requested"], d["device_allocs"] + d["device_frees"])]
+    cells += ["%s %.3f%s" % (n, r, "" if c is None else " (%d)" % c) for n, r, c in rows]
+print("chunk %s MiB: %s" % (mb, "; ".join(cells)))' "$mb"
+done
