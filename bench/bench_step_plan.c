@@ -152,9 +152,10 @@ int main(int argc, char **argv) {
     for (int k = 0; k < argc; k++) printf(" %s", argv[k]);
     printf("\n# device %s; ratio = peak reserved / the trace's peak live bytes; calls = device maps + unmaps\n\n", spec);
     printf("# requests .. plans begun/retired: the layer's counters from the trace's start (a workload's row counts\n"
-           "# those of the workloads before it); period, planned, arena / floor: the last plan solved (begun or not)\n\n");
+           "# those of the workloads before it); period, planned, arena / floor: the last plan solved (begun or not);\n"
+           "# ns/event: the replay loop's host time per trace event, device model included (one run)\n\n");
     printf("| trace | vram | calls | with plan | calls | requests | served | missed | plans begun/retired "
-           "| period | planned | arena / floor |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "| period | planned | arena / floor | ns/event | with plan |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     int rc = 0;
     for (; i < argc; i++) {
         vram_trace *t;
@@ -177,14 +178,15 @@ int main(int argc, char **argv) {
                 continue;
             }
             if (k == 0 && nw) continue; /* (several programs: each measured alone, as vram replay does) */
-            printf("| %s%s%s | %.3f | %llu | %.3f | %llu | %llu | %llu | %llu | %llu/%llu | %llu | %llu | %.3f |\n",
+            printf("| %s%s%s | %.3f | %llu | %.3f | %llu | %llu | %llu | %llu | %llu/%llu | %llu | %llu | %.3f | %.0f | %.0f |\n",
                    name, k ? ": " : "", k ? w[k - 1].name : "", base.ratio, (unsigned long long)base.calls, plan.ratio,
                    (unsigned long long)plan.calls, (unsigned long long)plan.ps.requests,
                    (unsigned long long)plan.ps.served, (unsigned long long)plan.ps.missed,
                    (unsigned long long)plan.ps.plans_built, (unsigned long long)plan.ps.plans_retired,
                    (unsigned long long)plan.ps.last_period, (unsigned long long)plan.ps.last_planned,
                    plan.ps.last_live_peak_bytes ? (double)plan.ps.last_arena_bytes / (double)plan.ps.last_live_peak_bytes
-                                                : 0.0);
+                                                : 0.0,
+                   1e9 * base.seconds / (double)stop, 1e9 * plan.seconds / (double)stop);
         }
         vram_trace_free(t);
     }

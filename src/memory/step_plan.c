@@ -68,6 +68,7 @@ struct vram_step_plan {
     uint32_t waits;    /* low points a pending plan let pass because its arena did not fit */
     uint64_t min_period; /* the shortest period proposed: doubled by each plan retired early */
     uint64_t next_try; /* the first request after which a failed plan is tried again */
+    uint32_t backoff;  /* plans given up in a row: each doubles the wait before the next solve */
     arena cur;       /* the active (or draining) plan's arena */
     ptr_map map;
     vram_step_plan_stats st;
@@ -82,7 +83,12 @@ static record *rec(vram_step_plan *p, uint64_t n) { return n >= p->base && n < p
 
 /* ---- ptr -> n ---- */
 
-static size_t slot_of(const ptr_map *m, uint64_t key) { return (size_t)(mix(0, key) & (m->cap - 1)); }
+/* (splitmix64's finalizer: addresses are 512-byte aligned, their low bits all equal) */
+static size_t slot_of(const ptr_map *m, uint64_t key) {
+    key = (key ^ (key >> 30)) * 0xbf58476d1ce4e5b9ull;
+    key = (key ^ (key >> 27)) * 0x94d049bb133111ebull;
+    return (size_t)((key ^ (key >> 31)) & (m->cap - 1));
+}
 
 static int map_put(ptr_map *m, uint64_t key, uint64_t val) {
     if (2 * (m->count + 1) > m->cap) {
@@ -366,17 +372,27 @@ static int fits_now(vram_step_plan *p) {
     return allocated + p->arena_size <= peak - peak / 32;
 }
 
+/* A plan that could not begin (no arena, or never under the peak): learning goes on, but the
+ * next solve, O(period^2), waits 2, 4, ... 1024 periods, so that a program whose plan never
+ * fits pays for a solve only now and then. */
+static void give_up(vram_step_plan *p, uint64_t n) {
+    p->pending = 0;
+    p->next_try = n + (p->period << p->backoff);
+    if (p->backoff < 10) p->backoff++;
+}
+
 /* The pending plan at request n (its activate_at): begins, or moves to its next low point. */
 static void begin_or_wait(vram_step_plan *p, uint64_t n) {
     if (fits_now(p)) {
-        if (activate(p) != 0) p->next_try = n + p->period;
+        if (activate(p) != 0) give_up(p, n);
+        else p->backoff = 0;
         return;
     }
     uint64_t k = (n - p->first) % p->period, d = 1;
     for (; d <= p->period && p->low[(k + d) % p->period] > p->low_limit; d++) {
     }
     p->activate_at = n + d;
-    if (++p->waits > 4) p->pending = 0; /* it never fits: learn again */
+    if (++p->waits > 4) give_up(p, n); /* it never fits */
 }
 
 /* ---- the API ---- */
@@ -384,6 +400,9 @@ static void begin_or_wait(vram_step_plan *p, uint64_t n) {
 vram_status vram_step_plan_empty_cache(vram_step_plan *p) {
     if (!p) return vram_error(VRAM_ERR_INVALID_ARG, "step plan: empty_cache: null argument");
     vram_step_plan_retire(p);
+    p->backoff = 0; /* another program begins: its plans owe nothing to the last one's */
+    p->next_try = 0;
+    p->min_period = p->cfg.min_period;
     return vram_allocator_empty_cache(p->a);
 }
 
@@ -398,7 +417,7 @@ vram_status vram_step_plan_new(vram_allocator *a, const vram_step_plan_config *c
     if (!p->cfg.window) p->cfg.window = 8;
     if (!p->cfg.confirm) p->cfg.confirm = 32;
     if (p->cfg.confirm < p->cfg.window) p->cfg.confirm = p->cfg.window;
-    if (!p->cfg.max_period) p->cfg.max_period = 65536;
+    if (!p->cfg.max_period) p->cfg.max_period = 16384;
     if (!p->cfg.miss_limit) p->cfg.miss_limit = 16;
     if (!p->cfg.min_period) p->cfg.min_period = 64;
     p->min_period = p->cfg.min_period;
@@ -457,7 +476,8 @@ vram_status vram_step_plan_malloc(vram_step_plan *p, size_t size, vram_stream st
         if (p->pending && n == p->activate_at) {
             begin_or_wait(p, n);
         } else if (!p->pending && confirmed && !p->cur.base && n >= p->next_try && build(p, n, p->cand_p) != 0) {
-            p->next_try = n + p->cand_p; /* (not again for a period: the solve is not free) */
+            p->period = p->cand_p;
+            give_up(p, n);
         }
     }
     if (p->active) {

@@ -6,18 +6,15 @@
  * Greedy by size: requests sorted largest first (ties: earlier start), each placed at the lowest
  * offset where it overlaps no already placed request whose lifetime conflicts with its own. Two
  * cyclic lifetimes [s, e) conflict when [s, e) meets [s', e'), [s' - T, e' - T) or
- * [s' + T, e' + T). The conflicting placed ranges are gathered, sorted by offset and swept for
- * the first gap that holds the request: O(n^2) time in the worst case, which for the few
- * thousand large requests of a training step is milliseconds, paid once per plan.
+ * [s' + T, e' + T). The placed requests are kept sorted by offset, so one pass over them, skipping
+ * those that do not conflict, finds the first gap that holds the request: O(n^2) time, which for
+ * the thousand or so large requests of a training step is a few milliseconds, paid per solve.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "vram/step_plan.h"
 #include "vram/vram.h"
-
-typedef struct {
-    uint64_t off, end;
-} range;
 
 typedef struct { /* a request in the order of placement (its keys copied: qsort has no context) */
     uint64_t size, start;
@@ -29,11 +26,6 @@ static int by_size_desc(const void *x, const void *y) {
     if (a->size != b->size) return a->size > b->size ? -1 : 1;
     if (a->start != b->start) return a->start < b->start ? -1 : 1;
     return a->i < b->i ? -1 : a->i > b->i;
-}
-
-static int by_offset(const void *x, const void *y) {
-    const range *a = x, *b = y;
-    return a->off < b->off ? -1 : a->off > b->off;
 }
 
 static int meets(uint64_t s, uint64_t e, uint64_t s2, uint64_t e2) { return s < e2 && s2 < e; }
@@ -55,33 +47,37 @@ vram_status vram_step_plan_solve(size_t n, const uint64_t *sizes, const uint64_t
                               (unsigned long long)period);
     if (!n) return VRAM_OK;
     item *order = malloc(n * sizeof *order);
-    range *near = malloc(n * sizeof *near);
-    if (!order || !near) {
+    size_t *placed = malloc(n * sizeof *placed); /* placed requests, by offset */
+    if (!order || !placed) {
         free(order);
-        free(near);
+        free(placed);
         return vram_error(VRAM_ERR_HOST_MEMORY, "step plan: solve: host out of memory for %zu requests", n);
     }
     for (size_t i = 0; i < n; i++) order[i] = (item){sizes[i], start[i], i};
     qsort(order, n, sizeof *order, by_size_desc);
     uint64_t top = 0;
     for (size_t k = 0; k < n; k++) {
-        size_t i = order[k].i, m = 0;
-        for (size_t q = 0; q < k; q++) {
-            size_t j = order[q].i;
-            if (conflict(start[i], end[i], start[j], end[j], period))
-                near[m++] = (range){offsets[j], offsets[j] + sizes[j]};
-        }
-        qsort(near, m, sizeof *near, by_offset);
+        size_t i = order[k].i, at = k;
         uint64_t off = 0;
-        for (size_t q = 0; q < m; q++) {
-            if (near[q].off >= off + sizes[i]) break; /* the gap before it holds the request */
-            if (near[q].end > off) off = near[q].end;
+        /* the placed requests in offset order: the first gap among the conflicting ones */
+        for (size_t q = 0; q < k; q++) {
+            size_t j = placed[q];
+            if (!conflict(start[i], end[i], start[j], end[j], period)) continue;
+            if (offsets[j] >= off + sizes[i]) break; /* the gap before it holds the request */
+            if (offsets[j] + sizes[j] > off) off = offsets[j] + sizes[j];
         }
         offsets[i] = off;
         if (off + sizes[i] > top) top = off + sizes[i];
+        for (size_t q = 0; q < k; q++) /* (a binary search would do; the scan above is O(k) anyway) */
+            if (offsets[placed[q]] > off) {
+                at = q;
+                break;
+            }
+        memmove(&placed[at + 1], &placed[at], (k - at) * sizeof *placed);
+        placed[at] = i;
     }
     free(order);
-    free(near);
+    free(placed);
     *arena = top;
     return VRAM_OK;
 }
