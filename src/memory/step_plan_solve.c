@@ -3,12 +3,14 @@
  * lifetimes that wrap around the period's end (a block allocated late in a step and freed early
  * in the next, as gradients are under zero_grad(set_to_none=True)).
  *
- * Greedy by size: requests sorted largest first (ties: earlier start), each placed at the lowest
- * offset where it overlaps no already placed request whose lifetime conflicts with its own. Two
+ * Greedy: requests in one order (ties: earlier start), each placed at the lowest offset where it
+ * overlaps no already placed request whose lifetime conflicts with its own; three orders are
+ * tried (largest first, longest-lived first, largest size x lifetime first) and the smallest
+ * arena kept. Two
  * cyclic lifetimes [s, e) conflict when [s, e) meets [s', e'), [s' - T, e' - T) or
  * [s' + T, e' + T). The placed requests are kept sorted by offset, so one pass over them, skipping
  * those that do not conflict, finds the first gap that holds the request: O(n^2) time, which for
- * the thousand or so large requests of a training step is a few milliseconds, paid per solve.
+ * the thousand or so large requests of a training step is a few milliseconds per order.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,13 +19,13 @@
 #include "vram/vram.h"
 
 typedef struct { /* a request in the order of placement (its keys copied: qsort has no context) */
-    uint64_t size, start;
+    uint64_t key, start;
     size_t i;
 } item;
 
-static int by_size_desc(const void *x, const void *y) {
+static int by_key_desc(const void *x, const void *y) {
     const item *a = x, *b = y;
-    if (a->size != b->size) return a->size > b->size ? -1 : 1;
+    if (a->key != b->key) return a->key > b->key ? -1 : 1;
     if (a->start != b->start) return a->start < b->start ? -1 : 1;
     return a->i < b->i ? -1 : a->i > b->i;
 }
@@ -33,6 +35,34 @@ static int meets(uint64_t s, uint64_t e, uint64_t s2, uint64_t e2) { return s < 
 /* Whether cyclic lifetimes [s, e) and [s2, e2) of a period T conflict. */
 static int conflict(uint64_t s, uint64_t e, uint64_t s2, uint64_t e2, uint64_t T) {
     return meets(s, e, s2, e2) || meets(s, e, s2 + T, e2 + T) || meets(s + T, e + T, s2, e2);
+}
+
+/* Places the requests in the order given, each at the lowest offset free of its placed
+ * conflicts (placed: scratch, the placed requests kept by offset); returns the arena. */
+static uint64_t place_in_order(size_t n, const item *order, const uint64_t *sizes, const uint64_t *start,
+                               const uint64_t *end, uint64_t period, uint64_t *offsets, size_t *placed) {
+    uint64_t top = 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = order[k].i, at = k;
+        uint64_t off = 0;
+        /* the placed requests in offset order: the first gap among the conflicting ones */
+        for (size_t q = 0; q < k; q++) {
+            size_t j = placed[q];
+            if (!conflict(start[i], end[i], start[j], end[j], period)) continue;
+            if (offsets[j] >= off + sizes[i]) break; /* the gap before it holds the request */
+            if (offsets[j] + sizes[j] > off) off = offsets[j] + sizes[j];
+        }
+        offsets[i] = off;
+        if (off + sizes[i] > top) top = off + sizes[i];
+        for (size_t q = 0; q < k; q++)
+            if (offsets[placed[q]] > off) {
+                at = q;
+                break;
+            }
+        memmove(&placed[at + 1], &placed[at], (k - at) * sizeof *placed);
+        placed[at] = i;
+    }
+    return top;
 }
 
 vram_status vram_step_plan_solve(size_t n, const uint64_t *sizes, const uint64_t *start, const uint64_t *end,
@@ -47,37 +77,34 @@ vram_status vram_step_plan_solve(size_t n, const uint64_t *sizes, const uint64_t
                               (unsigned long long)period);
     if (!n) return VRAM_OK;
     item *order = malloc(n * sizeof *order);
-    size_t *placed = malloc(n * sizeof *placed); /* placed requests, by offset */
-    if (!order || !placed) {
+    size_t *placed = malloc(n * sizeof *placed);
+    uint64_t *trial = malloc(n * sizeof *trial);
+    if (!order || !placed || !trial) {
         free(order);
         free(placed);
+        free(trial);
         return vram_error(VRAM_ERR_HOST_MEMORY, "step plan: solve: host out of memory for %zu requests", n);
     }
-    for (size_t i = 0; i < n; i++) order[i] = (item){sizes[i], start[i], i};
-    qsort(order, n, sizeof *order, by_size_desc);
-    uint64_t top = 0;
-    for (size_t k = 0; k < n; k++) {
-        size_t i = order[k].i, at = k;
-        uint64_t off = 0;
-        /* the placed requests in offset order: the first gap among the conflicting ones */
-        for (size_t q = 0; q < k; q++) {
-            size_t j = placed[q];
-            if (!conflict(start[i], end[i], start[j], end[j], period)) continue;
-            if (offsets[j] >= off + sizes[i]) break; /* the gap before it holds the request */
-            if (offsets[j] + sizes[j] > off) off = offsets[j] + sizes[j];
+    /* Three orders, the smallest arena kept: largest first (the classic), longest-lived first,
+     * and largest size x lifetime first (a KV cache's slowly growing, long-lived blocks pack
+     * better by lifetime than by size). */
+    uint64_t best = UINT64_MAX;
+    for (int rule = 0; rule < 3; rule++) {
+        for (size_t i = 0; i < n; i++) {
+            uint64_t life = end[i] - start[i];
+            uint64_t key = rule == 0 ? sizes[i] : rule == 1 ? life : (sizes[i] >> 9) * life;
+            order[i] = (item){key, start[i], i};
         }
-        offsets[i] = off;
-        if (off + sizes[i] > top) top = off + sizes[i];
-        for (size_t q = 0; q < k; q++) /* (a binary search would do; the scan above is O(k) anyway) */
-            if (offsets[placed[q]] > off) {
-                at = q;
-                break;
-            }
-        memmove(&placed[at + 1], &placed[at], (k - at) * sizeof *placed);
-        placed[at] = i;
+        qsort(order, n, sizeof *order, by_key_desc);
+        uint64_t top = place_in_order(n, order, sizes, start, end, period, trial, placed);
+        if (top < best) {
+            best = top;
+            memcpy(offsets, trial, n * sizeof *offsets);
+        }
     }
     free(order);
     free(placed);
-    *arena = top;
+    free(trial);
+    *arena = best;
     return VRAM_OK;
 }
