@@ -44,6 +44,16 @@ def kind_of(name):
     return name.split("_")[0]
 
 
+def checkpointed(torch, model, vocab, shape, seed):
+    """step() of AdamW training with HF gradient checkpointing, bf16 autocast, random tokens."""
+    model = model.to("cuda")
+    model.gradient_checkpointing_enable()
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(seed)
+    return train_step(torch, model, opt, lambda: torch.randint(0, vocab, shape, generator=g).to("cuda"))
+
+
 def train_step(torch, model, opt, make_ids):
     def step():
         ids = make_ids()
@@ -93,22 +103,12 @@ def build(name, torch):
     dev = "cuda"
     if name == "ckpt_gpt2":
         from transformers import GPT2Config, GPT2LMHeadModel
-        model = GPT2LMHeadModel(GPT2Config(use_cache=False)).to(dev)
-        model.gradient_checkpointing_enable()
-        model.train()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        g = torch.Generator().manual_seed(2)
-        return train_step(torch, model, opt, lambda: torch.randint(0, 50257, (8, 1024), generator=g).to(dev))
+        return checkpointed(torch, GPT2LMHeadModel(GPT2Config(use_cache=False)), 50257, (8, 1024), 2)
     if name == "ckpt_llama":
         from transformers import LlamaConfig, LlamaForCausalLM
         cfg = LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=12, num_attention_heads=16,
                           num_key_value_heads=4, vocab_size=32000, max_position_embeddings=2048, use_cache=False)
-        model = LlamaForCausalLM(cfg).to(dev)
-        model.gradient_checkpointing_enable()
-        model.train()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        g = torch.Generator().manual_seed(3)
-        return train_step(torch, model, opt, lambda: torch.randint(0, 32000, (4, 2048), generator=g).to(dev))
+        return checkpointed(torch, LlamaForCausalLM(cfg), 32000, (4, 2048), 3)
     if name == "gen_llama":
         from transformers import LlamaConfig, LlamaForCausalLM
         cfg = LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16,
