@@ -178,6 +178,9 @@ if(Python3_Interpreter_FOUND)
   # bench/torch_workloads.py's report and workload names, without a GPU
   add_test(NAME test_torch_workloads
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_torch_workloads.py)
+  # bench/placement_workloads.py's report (issue 46's GPU programs), without a GPU
+  add_test(NAME test_placement_workloads
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_placement_workloads.py)
   # the interleaved-rounds latency report of bench/run_gpu.sh's `latrounds` mode
   add_test(NAME test_latency_rounds
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_latency_rounds.py)
