@@ -417,7 +417,7 @@ vram_status vram_step_plan_new(vram_allocator *a, const vram_step_plan_config *c
     if (!p->cfg.window) p->cfg.window = 8;
     if (!p->cfg.confirm) p->cfg.confirm = 32;
     if (p->cfg.confirm < p->cfg.window) p->cfg.confirm = p->cfg.window;
-    if (!p->cfg.max_period) p->cfg.max_period = 16384;
+    if (!p->cfg.max_period) p->cfg.max_period = 8192;
     if (!p->cfg.miss_limit) p->cfg.miss_limit = 16;
     if (!p->cfg.min_period) p->cfg.min_period = 64;
     p->min_period = p->cfg.min_period;
