@@ -1,19 +1,17 @@
 /* step_plan.c — learned placement for repeating steps (include/vram/step_plan.h): a layer
  * that recognises a repeating sequence of large requests, solves a whole period's placement
- * offline (step_plan_solve.c) and serves the following periods from it.
+ * offline (step_plan_solve.c) and serves the following periods from one arena block.
  *
- * History: every planned-size request gets a sequence number n and a record (size rounded to
- * 512 B, stream, the tick of its allocation and of its free; ticks count planned allocations
- * and their frees). A hash of the last `window` sizes maps to the newest n that ended such a
- * window; a hit at j proposes the period P = n - j, which becomes a plan once `confirm`
- * requests in a row have matched the request P before. The plan's entry k is the request P
- * back from the k-th one to come, with that request's lifetime (or, when it is still live, the
- * lifetime of the one a period earlier); requests that live a period or longer, or whose
- * lifetime is unknown, or on another stream, are not placed. The arena is one allocator block.
- * Serving: the k-th request after the plan starts takes entry k mod P when its size and stream
- * match and no live arena block overlaps the entry's range (the live arena blocks are a sorted
- * array by offset); else the allocator serves it (a miss). A ptr -> n map (open addressing)
- * finds the record of a large block the allocator served.
+ * History: each large request gets a sequence number n and a record (size rounded to 512 B,
+ * stream, ticks of its allocation and free). A hash of the last `window` sizes maps to the
+ * newest n that ended an equal window; a hit at j proposes the period P = n - j, a plan once a
+ * whole period has matched request for request. Entry k of the plan is the request P back from
+ * the k-th to come, with its lifetime (or its predecessor's, a period earlier); long-lived or
+ * unknown ones are not placed. The plan begins at the template's low point of live bytes, only
+ * where its arena fits under the reserved peak so far. Serving: request k takes entry k mod P
+ * when size and stream match, the plan is in step and no live arena block (a sorted array by
+ * offset) overlaps; else the allocator serves it (a miss). A ptr -> n map (open addressing)
+ * finds the records of blocks the allocator served.
  */
 #include <stdlib.h>
 #include <string.h>
