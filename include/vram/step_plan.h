@@ -3,7 +3,7 @@
  *
  * A vram_step_plan watches the requests of at least `min_size` bytes (the large ones, which
  * decide fragmentation). When the sequence of their sizes repeats (a hash of a window of sizes
- * seen one period earlier, confirmed over the following requests), it solves the placement of
+ * seen one period earlier, confirmed over a whole period), it solves the placement of
  * one whole period offline as a dynamic-storage-allocation problem: every request of the period
  * with its lifetime (the previous occurrence's), an offset in one arena such that no two
  * requests whose lifetimes overlap (cyclically, step after step) overlap in memory, the arena as
@@ -12,7 +12,8 @@
  * (another size, another stream) or its planned range is still in use, it falls back to the
  * allocator's own best fit; after `miss_limit` misses in a row the plan is retired, its arena
  * given back once its last block is freed, and learning starts again.
- * Everything else passes through to the allocator unchanged.
+ * Everything else passes through to the allocator unchanged. The allocator's statistics count
+ * the arena as one allocated block (docs/step_plan.md).
  */
 #ifndef VRAM_STEP_PLAN_H
 #define VRAM_STEP_PLAN_H
@@ -31,7 +32,8 @@ typedef struct vram_step_plan vram_step_plan;
 typedef struct vram_step_plan_config {
     uint64_t min_size;   /* requests of at least this many bytes are planned (0: 1 MiB + 1) */
     uint32_t window;     /* sizes hashed to recognise a repeat (0: 8) */
-    uint32_t confirm;    /* requests that must repeat before a plan is built (0: 32) */
+    uint32_t confirm;    /* requests that must repeat before a plan is solved: a whole period, and
+                          * at least this many (0: 32) */
     uint32_t max_period; /* the longest period looked for, in planned requests (0: 8192; the
                           * solve takes O(period^2) time: ~12 ms for 1,000, ~180 ms for 4,000) */
     uint32_t miss_limit; /* misses in a row that retire a plan (0: 16) */
@@ -44,7 +46,7 @@ typedef struct vram_step_plan_stats {
     uint64_t requests;     /* requests of at least min_size */
     uint64_t served;       /* of those, served from a plan's arena */
     uint64_t missed;       /* made while a plan was active but not served by it */
-    uint64_t plans_built;  /* plans solved and given an arena */
+    uint64_t plans_built;  /* plans begun (given an arena) */
     uint64_t plans_retired;
     uint64_t last_period;  /* the last plan's period, in requests */
     uint64_t last_planned; /* of those, the requests the plan places (the rest are long-lived) */
@@ -79,8 +81,9 @@ void vram_step_plan_get_stats(const vram_step_plan *p, vram_step_plan_stats *out
 /* The solver alone: offsets for n requests of sizes[i] bytes live over the cyclic times
  * [start[i], end[i]) of a period of `period` ticks (0 <= start < period, start < end <=
  * start + period). Two requests conflict when their intervals, or one shifted by a period,
- * overlap; conflicting requests get disjoint [offset, offset + size). Greedy: largest first,
- * each at the lowest offset free of its placed conflicts. Returns the arena size in *arena. */
+ * overlap; conflicting requests get disjoint [offset, offset + size). Greedy: each at the
+ * lowest offset free of its placed conflicts, in three orders (largest, longest-lived, largest
+ * size x lifetime first), the smallest arena kept. Returns the arena size in *arena. */
 vram_status vram_step_plan_solve(size_t n, const uint64_t *sizes, const uint64_t *start, const uint64_t *end,
                                  uint64_t period, uint64_t *offsets, uint64_t *arena);
 
