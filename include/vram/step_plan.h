@@ -13,7 +13,8 @@
  * allocator's own best fit; after `miss_limit` misses in a row the plan is retired, its arena
  * given back once its last block is freed, and learning starts again.
  * Everything else passes through to the allocator unchanged. The allocator's statistics count
- * the arena as one allocated block (docs/step_plan.md).
+ * the arena as one allocated block (docs/step_plan.md). A layer is not thread-safe: callers
+ * from several threads (PyTorch's autograd thread and its main thread) must serialise.
  */
 #ifndef VRAM_STEP_PLAN_H
 #define VRAM_STEP_PLAN_H
