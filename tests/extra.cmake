@@ -402,5 +402,12 @@ vram_cli_test(cli_train_save_every_alone 2 "--save-every needs --save PATH"
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --save-every 3 2>&1")
 # ---- end inference
 
+# ---- learned placement (issue 46): bench_step_plan on the unseen Llama trace, its figures checked
+# (vram 1.068, with the step plan 1.046 x peak requested on cudasim: bench/results/2026-12-06-placement.md)
+add_test(NAME bench_step_plan_llama
+         COMMAND $<TARGET_FILE:bench_step_plan> ${CMAKE_SOURCE_DIR}/traces/unseen/llama_train.trace.gz)
+set_tests_properties(bench_step_plan_llama PROPERTIES
+                     PASS_REGULAR_EXPRESSION "# machine: .*# command: .*[|] llama_train.trace.gz [|] 1[.]068 [|] [0-9]+ [|] 1[.]046 [|]")
+
 # ---- faults (issue 41): tests/faults/faults.cmake
 include(${CMAKE_CURRENT_SOURCE_DIR}/faults/faults.cmake)
