@@ -12,7 +12,7 @@
  * requests (their own cyclic peak of live bytes). A "# sync" line completes the device's work,
  * as vram replay does. Whole traces only (a multi-program trace is one stream here).
  *
- *   bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] TRACE...
+ *   bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] TRACE...
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,13 +131,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--min-mb") && i + 1 < argc) cfg.min_size = (uint64_t)(atof(argv[++i]) * 1048576.0);
         else if (!strcmp(argv[i], "--miss-limit") && i + 1 < argc) cfg.miss_limit = (uint32_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--max-period") && i + 1 < argc) cfg.max_period = (uint32_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--min-period") && i + 1 < argc) cfg.min_period = (uint32_t)atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] TRACE...\n");
+            fprintf(stderr, "usage: bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] TRACE...\n");
             return 2;
         }
     }
     if (i == argc) {
-        fprintf(stderr, "usage: bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] TRACE...\n");
+        fprintf(stderr, "usage: bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] TRACE...\n");
         return 2;
     }
     char machine[256] = "unknown";
