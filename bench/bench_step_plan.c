@@ -10,9 +10,11 @@
  * least min_size, how many a plan served, how many missed while a plan was active, plans built
  * and retired, the last plan's period, planned requests, arena and the floor of its planned
  * requests (their own cyclic peak of live bytes). A "# sync" line completes the device's work,
- * as vram replay does. Whole traces only (a multi-program trace is one stream here).
+ * as vram replay does. A trace of several programs is measured per program, as vram replay
+ * does. --empty-at K,... empties the cache of the replay without a plan before those large
+ * requests: the perturbation a plan's beginning makes, alone.
  *
- *   bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] TRACE...
+ *   bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] [--empty-at K,K...] TRACE...
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +30,17 @@ typedef struct {
     vram_step_plan_stats ps;
     int failed;
 } outcome;
+
+/* --empty-at: the large requests (more than 1 MiB, counted from 0) before which the replay
+ * without a plan empties the cache, as the plan does when it begins: what such a perturbation
+ * alone does to the placement. */
+static const char *g_empty_at;
+
+static int empty_here(uint64_t k) {
+    for (const char *t = g_empty_at; t && *t; t = strchr(t, ',') ? strchr(t, ',') + 1 : NULL)
+        if (strtoull(t, NULL, 10) == k) return 1;
+    return 0;
+}
 
 static double now(void) {
     struct timespec ts;
@@ -78,6 +91,7 @@ static vram_status run(const vram_trace *t, size_t start, size_t stop, const cha
         goto out;
     }
     void (*step)(vram_device *, int) = dev->ops->host_step;
+    uint64_t nlarge = 0; /* large requests so far (--empty-at) */
     double t0 = now();
     if (stop > n) stop = n;
     for (size_t i = 0; i < stop && st == VRAM_OK; i++) {
@@ -95,6 +109,8 @@ static vram_status run(const vram_trace *t, size_t start, size_t stop, const cha
             step(dev, 0);
         }
         if (vram_trace_event_empty(e)) continue;
+        if (!p && g_empty_at && e->op == VRAM_TRACE_ALLOC && e->size > (1u << 20) && empty_here(nlarge++))
+            vram_allocator_empty_cache(a);
         if (e->op == VRAM_TRACE_ALLOC)
             st = p ? vram_step_plan_malloc(p, e->size, e->stream, VRAM_TAG_OTHER, &ptrs[e->index])
                    : vram_allocator_malloc(a, e->size, e->stream, VRAM_TAG_OTHER, &ptrs[e->index]);
@@ -132,13 +148,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--miss-limit") && i + 1 < argc) cfg.miss_limit = (uint32_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--max-period") && i + 1 < argc) cfg.max_period = (uint32_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--min-period") && i + 1 < argc) cfg.min_period = (uint32_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--empty-at") && i + 1 < argc) g_empty_at = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] TRACE...\n");
+            fprintf(stderr, "usage: bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] [--empty-at K,K...] TRACE...\n");
             return 2;
         }
     }
     if (i == argc) {
-        fprintf(stderr, "usage: bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] TRACE...\n");
+        fprintf(stderr, "usage: bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] [--empty-at K,K...] TRACE...\n");
         return 2;
     }
     char machine[256] = "unknown";
