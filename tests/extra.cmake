@@ -199,6 +199,9 @@ if(Python3_Interpreter_FOUND)
   # bench/torch_workloads.py's report and workload names, without a GPU
   add_test(NAME test_torch_workloads
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_torch_workloads.py)
+  # bench/placement_workloads.py's report (issue 46's GPU programs), without a GPU
+  add_test(NAME test_placement_workloads
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_placement_workloads.py)
   # the interleaved-rounds latency report of bench/run_gpu.sh's `latrounds` mode
   add_test(NAME test_latency_rounds
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_latency_rounds.py)
@@ -429,6 +432,13 @@ vram_cli_test(cli_generate_missing_model 2 "model '/nonexistent/m.vram': cannot 
 vram_cli_test(cli_train_save_every_alone 2 "--save-every needs --save PATH"
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --save-every 3 2>&1")
 # ---- end inference
+
+# ---- learned placement (issue 46): bench_step_plan on the unseen Llama trace, its figures checked
+# (vram 1.068, with the step plan 1.046 x peak requested on cudasim: bench/results/2026-12-06-placement.md)
+add_test(NAME bench_step_plan_llama
+         COMMAND $<TARGET_FILE:bench_step_plan> ${CMAKE_SOURCE_DIR}/traces/unseen/llama_train.trace.gz)
+set_tests_properties(bench_step_plan_llama PROPERTIES
+                     PASS_REGULAR_EXPRESSION "# machine: .*# command: .*[|] llama_train.trace.gz [|] 1[.]068 [|] [0-9]+ [|] 1[.]046 [|]")
 
 # ---- faults (issue 41): tests/faults/faults.cmake
 include(${CMAKE_CURRENT_SOURCE_DIR}/faults/faults.cmake)
