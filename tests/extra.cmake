@@ -344,6 +344,9 @@ if(Python3_Interpreter_FOUND)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/bench/plan_grid.py --vram $<TARGET_FILE:vram>
                    --data ${VRAM_TRAIN_CORPUS} --quick --check --steps 2)
   set_tests_properties(plan_vs_train PROPERTIES TIMEOUT 600)
+  # vram plan --device cuda against the GPU runs recorded on an H100 (no GPU needed)
+  add_test(NAME plan_vs_gpu_runs COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/plan_gpu_check.py $<TARGET_FILE:vram>)
+  set_tests_properties(plan_vs_gpu_runs PROPERTIES TIMEOUT 300)
   # python -m vram_torch fit on synthetic traces (no PyTorch): learn, synthesize, search by replay
   add_test(NAME test_vram_torch_fit
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_fit.py $<TARGET_FILE:vram>)
@@ -368,8 +371,10 @@ vram_cli_test(cli_plan_bad_model 2 "--model: model 'gpt:4x' is not gpt:LAYERSxWI
               "${VRAM_EXE} plan --model gpt:4x 2>&1")
 vram_cli_test(cli_plan_bad_model_heads 2 "width 130 is not a multiple of 4 heads"
               "${VRAM_EXE} plan --model gpt:4x130 2>&1")
-vram_cli_test(cli_plan_bf16 2 "--precision bf16: the runtime computes in f32 only"
+vram_cli_test(cli_plan_bf16 2 "--precision bf16 is mixed precision, which runs on the GPU: add --device cuda"
               "${VRAM_EXE} plan --precision bf16 2>&1")
+vram_cli_test(cli_plan_bad_device 2 "--device tpu: not cpu or cuda"
+              "${VRAM_EXE} plan --device tpu 2>&1")
 vram_cli_test(cli_plan_bad_capacity 2 "--capacity: '0' is not a size above zero"
               "${VRAM_EXE} plan --capacity 0 2>&1")
 vram_cli_test(cli_plan_huge_capacity 2 "vram plan: sim device: capacity .* is above 32 TiB"

@@ -32,9 +32,13 @@ typedef struct vram_plan_config {
     int threads;               /* matrix-product threads of the run planned (0 = online CPUs, as vram train) */
     int steps;                 /* 0: until settled (at most VRAM_PLAN_MAX_STEPS); else exactly this many */
     uint64_t capacity;         /* device bytes; 0 = the host's physical memory (vram train's default) */
+    int gpu;                   /* plan the GPU runtime (vram train --device cuda) on a simulated CUDA device;
+                                * gpt.precision F16/BF16 plans mixed precision, which needs it */
 } vram_plan_config;
 
 enum { VRAM_PLAN_MAX_STEPS = 16 };
+/* The GPU a plan of the GPU runtime assumes without a capacity: 80 GiB (an H100's class). */
+#define VRAM_PLAN_GPU_CAPACITY (80ull << 30)
 
 typedef enum vram_plan_phase {
     VRAM_PLAN_SETUP = 0, /* model creation */

@@ -19,6 +19,7 @@
 typedef struct plan_opts {
     vram_plan_config cfg;
     int fit, json, max_batch;
+    vram_dtype precision; /* applied after the flags: --model resets the model's fields */
 } plan_opts;
 
 static void usage(FILE *out) {
@@ -29,12 +30,13 @@ static void usage(FILE *out) {
             "  --model NAME         as vram train: tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl, or gpt:LxW[xH]\n"
             "                       (layers x width [x heads])\n"
             "  --layers N --heads N --width N --context N --vocab N --dropout P   as vram train\n"
-            "  --device cpu         the CPU runtime (the only one planned)\n"
+            "  --device DEV         cpu (default) or cuda[:N]: the GPU runtime, on a simulated CUDA device of\n"
+            "                       --capacity (default 80GiB) with the GPU's chunks and the runtime's own blocks\n"
             "  --batch N --accum K  sequences per micro-batch, micro-batches per step (default 16, 1)\n"
             "  --optimizer NAME     sgd | momentum | adam | adamw | adagrad (default adamw)\n"
             "  --checkpoint         checkpoint every transformer block\n"
             "  --clip X             as vram train (default 1.0; allocates nothing)\n"
-            "  --precision f32      the runtime computes in f32 only\n"
+            "  --precision P        fp32 (default), or bf16 / fp16 (mixed precision, with --device cuda)\n"
             "  --threads N          matrix-product threads of the run planned (default: online CPUs, as vram train)\n"
             "  --capacity SIZE      device memory, e.g. 24GiB (default: physical memory, as vram train)\n"
             "  --steps N            plan exactly N steps (default: until a step changes nothing)\n"
@@ -92,16 +94,19 @@ static int set_flag(const flag *f, const char *v, plan_opts *o) {
         }
         return 0;
     case F_PRECISION:
-        if (strcmp(v, "f32")) {
-            fprintf(stderr, "vram plan: --precision %s: the runtime computes in f32 only (f16 and bf16 are storage "
-                            "types there: docs/runtime.md), so f32 is the one precision to plan\n", v);
+        if (!strcmp(v, "f32") || !strcmp(v, "fp32")) o->precision = VRAM_DTYPE_F32;
+        else if (!strcmp(v, "bf16")) o->precision = VRAM_DTYPE_BF16;
+        else if (!strcmp(v, "fp16") || !strcmp(v, "f16")) o->precision = VRAM_DTYPE_F16;
+        else {
+            fprintf(stderr, "vram plan: --precision %s: not fp32, bf16 or fp16\n", v);
             return 2;
         }
         return 0;
     case F_DEVICE:
-        if (strcmp(v, "cpu") && strcmp(v, "host")) {
-            fprintf(stderr, "vram plan: --device %s: plans are of the CPU runtime for now (the GPU runtime's "
-                            "allocation stream is not modelled: docs/plan.md)\n", v);
+        if (!strcmp(v, "cpu") || !strcmp(v, "host")) o->cfg.gpu = 0;
+        else if (!strcmp(v, "cuda") || (!strncmp(v, "cuda:", 5) && v[5] >= '0' && v[5] <= '9')) o->cfg.gpu = 1;
+        else {
+            fprintf(stderr, "vram plan: --device %s: not cpu or cuda[:N]\n", v);
             return 2;
         }
         return 0;
@@ -118,6 +123,7 @@ static int set_flag(const flag *f, const char *v, plan_opts *o) {
 /* Returns 0 to plan, 1 when --help was printed, 2 on bad usage. */
 static int parse(int argc, char **argv, plan_opts *o) {
     memset(o, 0, sizeof *o);
+    o->precision = VRAM_DTYPE_F32;
     vram_plan_config_default(&o->cfg);
     o->max_batch = 1 << 20;
     vram_plan_config *c = &o->cfg;
@@ -161,6 +167,12 @@ static int parse(int argc, char **argv, plan_opts *o) {
         }
         int rc = set_flag(f, argv[++i], o);
         if (rc) return rc;
+    }
+    c->gpt.precision = o->precision;
+    if (o->precision != VRAM_DTYPE_F32 && !c->gpu) {
+        fprintf(stderr, "vram plan: --precision %s is mixed precision, which runs on the GPU: add --device cuda\n",
+                o->precision == VRAM_DTYPE_BF16 ? "bf16" : "fp16");
+        return 2;
     }
     if (c->gpt.width % c->gpt.heads) {
         fprintf(stderr, "vram plan: width %d is not a multiple of %d heads\n", c->gpt.width, c->gpt.heads);

@@ -52,7 +52,7 @@ void vram_cuda_matmul_lowp(vram_runtime *rt, vram_dtype ab_dt, vram_dtype c_dt, 
 
 #include <cublasLt.h>
 
-enum { WORKSPACE_BYTES = 32 << 20, CACHE_SLOTS = 256, TUNE_ALGOS = 8, TUNE_RUNS = 3 };
+enum { WORKSPACE_BYTES = CUDA_WORKSPACE_BYTES, CACHE_SLOTS = 256, TUNE_ALGOS = 8, TUNE_RUNS = 3 };
 
 static struct {
     void *lib;

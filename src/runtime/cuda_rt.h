@@ -27,8 +27,9 @@ enum {
     CK_PROF_MATMUL = CK_COUNT, CK_PROF_COPY, CK_PROF_SLOTS /* profiler rows beside the kernels */
 };
 
-/* Scratch device memory the kernels share (from the allocator, tag "other"). */
-enum { CUDA_SCRATCH_BYTES = 1 << 20 };
+/* Scratch device memory the kernels share and cuBLASLt's workspace (from the allocator, tag
+ * "other", held while the runtime is open). */
+enum { CUDA_SCRATCH_BYTES = 1 << 20, CUDA_WORKSPACE_BYTES = 32 << 20 };
 
 typedef struct vram_cuda {
     vram_runtime *rt;      /* the runtime the state belongs to */

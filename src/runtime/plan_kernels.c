@@ -8,7 +8,8 @@
  * matrix product (its per-thread pack buffers, cpu_matmul.c), allocates and frees the same
  * buffers here, for as many threads as the CPU product would use, so the allocation stream is
  * the CPU runtime's own. Values returned by kernels (losses, norms) and read back to the host
- * are 0.
+ * are 0. vram_plan_cuda_kernels plans the GPU runtime instead: no pack buffers, the
+ * low-precision slots, and the one temporary a CUDA kernel takes (flash attention's row sums).
  */
 #include <string.h>
 
@@ -144,38 +145,87 @@ static int64_t plan_find_bad_id(int64_t n, const void *ids, vram_dtype dt, int64
 }
 static vram_status plan_sync(void) { return VRAM_OK; }
 
+/* The slots both tables share. */
+#define PLAN_SHARED_SLOTS \
+    .copy = plan_copy, \
+    .fill = plan_fill, \
+    .binary = plan_binary, \
+    .accumulate = plan_accumulate, \
+    .unary = plan_unary, \
+    .unary_backward = plan_unary_backward, \
+    .softmax = plan_softmax, \
+    .softmax_backward = plan_softmax_backward, \
+    .layer_norm = plan_layer_norm, \
+    .layer_norm_backward = plan_layer_norm_backward, \
+    .embedding = plan_embedding, \
+    .embedding_backward = plan_embedding_backward, \
+    .cross_entropy = plan_cross_entropy, \
+    .cross_entropy_backward = plan_cross_entropy_backward, \
+    .mask_scale = plan_mask_scale, \
+    .im2col = plan_im2col, \
+    .col2im = plan_col2im, \
+    .pool2d = plan_pool2d, \
+    .pool2d_backward = plan_pool2d_backward, \
+    .sgd_update = plan_sgd_update, \
+    .adam_update = plan_adam_update, \
+    .adagrad_update = plan_adagrad_update, \
+    .unscale = plan_unscale, \
+    .scaler_update = plan_scaler_update, \
+    .sum_squares = plan_sum_squares, \
+    .scale_inplace = plan_scale_inplace, \
+    .upload = plan_upload, \
+    .download = plan_download, \
+    .zero = plan_zero, \
+    .find_bad_id = plan_find_bad_id, \
+    .sync = plan_sync,
+
 const vram_kernels vram_plan_kernels = {
     .name = "plan",
-    .copy = plan_copy,
-    .fill = plan_fill,
-    .binary = plan_binary,
-    .accumulate = plan_accumulate,
-    .unary = plan_unary,
-    .unary_backward = plan_unary_backward,
     .matmul = plan_matmul,
-    .softmax = plan_softmax,
-    .softmax_backward = plan_softmax_backward,
-    .layer_norm = plan_layer_norm,
-    .layer_norm_backward = plan_layer_norm_backward,
-    .embedding = plan_embedding,
-    .embedding_backward = plan_embedding_backward,
-    .cross_entropy = plan_cross_entropy,
-    .cross_entropy_backward = plan_cross_entropy_backward,
-    .mask_scale = plan_mask_scale,
-    .im2col = plan_im2col,
-    .col2im = plan_col2im,
-    .pool2d = plan_pool2d,
-    .pool2d_backward = plan_pool2d_backward,
-    .sgd_update = plan_sgd_update,
-    .adam_update = plan_adam_update,
-    .adagrad_update = plan_adagrad_update,
-    .unscale = plan_unscale,
-    .scaler_update = plan_scaler_update,
-    .sum_squares = plan_sum_squares,
-    .scale_inplace = plan_scale_inplace,
-    .upload = plan_upload,
-    .download = plan_download,
-    .zero = plan_zero,
-    .find_bad_id = plan_find_bad_id,
-    .sync = plan_sync,
+    PLAN_SHARED_SLOTS
 };
+
+/* ---- the GPU runtime's allocations (cuda_ops.c, cuda_blas.c) ---- */
+
+static void plan_matmul_gpu(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K,
+                            const void *A, int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b,
+                            int64_t sb_k, int64_t sb_n, void *C, int accumulate) {
+    (void)rt, (void)dt, (void)batch, (void)M, (void)N, (void)K, (void)A, (void)sa_b, (void)sa_m, (void)sa_k, (void)B;
+    (void)sb_b, (void)sb_k, (void)sb_n, (void)C, (void)accumulate;
+}
+static void plan_matmul_lowp(vram_runtime *rt, vram_dtype ab_dt, vram_dtype c_dt, int64_t batch, int64_t M, int64_t N,
+                             int64_t K, const void *A, int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B,
+                             int64_t sb_b, int64_t sb_k, int64_t sb_n, void *C, int accumulate, const void *bias) {
+    plan_matmul_gpu(rt, ab_dt, batch, M, N, K, A, sa_b, sa_m, sa_k, B, sb_b, sb_k, sb_n, C, accumulate);
+    (void)c_dt, (void)bias;
+}
+static void plan_cross_entropy_fused(vram_dtype dt, int64_t rows, int64_t n, int64_t ld, double scale, void *logits,
+                                     const void *targets, vram_dtype tdt, double *loss_sum) {
+    (void)dt, (void)rows, (void)n, (void)ld, (void)scale, (void)logits, (void)targets, (void)tdt, (void)loss_sum;
+}
+static void plan_flash_attention(vram_runtime *rt, vram_dtype dt, int64_t B, int64_t T, int64_t H, const void *qkv,
+                                 void *out, float *lse) {
+    (void)rt, (void)dt, (void)B, (void)T, (void)H, (void)qkv, (void)out, (void)lse;
+}
+/* The backward's row sums, a temporary of B*H*T floats, as cuda_ops.c takes it. */
+static void plan_flash_attention_backward(vram_runtime *rt, vram_dtype dt, int64_t B, int64_t T, int64_t H,
+                                          const void *qkv, const void *out, const void *gout, const float *lse,
+                                          void *gqkv) {
+    (void)dt, (void)qkv, (void)out, (void)gout, (void)lse, (void)gqkv;
+    void *dvec = NULL;
+    size_t bytes = (size_t)(B * H * T) * sizeof(float);
+    vram_status s = vram_allocator_malloc(rt->alloc, bytes ? bytes : 1, rt->stream, VRAM_TAG_TEMPORARY, &dvec);
+    vram_runtime_observe(rt, s);
+    if (s == VRAM_OK) vram_allocator_free(rt->alloc, dvec);
+}
+
+const vram_kernels vram_plan_cuda_kernels = {
+    .name = "plan-cuda",
+    .matmul = plan_matmul_gpu,
+    .matmul_lowp = plan_matmul_lowp,
+    .cross_entropy_fused = plan_cross_entropy_fused,
+    .flash_attention = plan_flash_attention,
+    .flash_attention_backward = plan_flash_attention_backward,
+    PLAN_SHARED_SLOTS
+};
+

@@ -11,6 +11,9 @@
  * grow at an allocation, those are the peaks' own moments. Steps, and micro-batches from the
  * third, repeat the same allocations; once one leaves the allocator's figures as it found them
  * (no device call, the same peaks and current bytes), the rest are taken to repeat it.
+ * Planning the GPU runtime (c->gpu) opens "cudasim:CAPACITY" (the CUDA device's chunks and
+ * pages, simulated) and the CUDA table's shape-only twin, which also holds the runtime's own
+ * blocks; fp16 runs with the loss scaler as vram train does.
  */
 #include <limits.h>
 #include <math.h>
@@ -71,12 +74,15 @@ static vram_status check_config(const vram_plan_config *c) {
         return vram_error(VRAM_ERR_INVALID_ARG, "plan: steps %d and threads %d must not be negative", c->steps, c->threads);
     if ((unsigned)c->optimizer > VRAM_OPTIM_ADAGRAD || !(c->momentum >= 0) || !(c->clip >= 0))
         return vram_error(VRAM_ERR_INVALID_ARG, "plan: bad optimizer settings");
+    if ((c->gpt.precision == VRAM_DTYPE_BF16 || c->gpt.precision == VRAM_DTYPE_F16) && !c->gpu)
+        return vram_error(VRAM_ERR_INVALID_ARG, "plan: mixed precision runs on the GPU only: plan it with the GPU runtime");
     return VRAM_OK;
 }
 
 /* One micro-batch as vram train's micro_step does it: ids and targets, forward with the loss,
  * the loss over accum, backward. */
-static vram_status micro_step(vram_gpt *g, vram_runtime *rt, const vram_plan_config *c, plan_watch *w) {
+static vram_status micro_step(vram_gpt *g, vram_runtime *rt, const vram_plan_config *c, const vram_tensor *seed,
+                              plan_watch *w) {
     int64_t shape[2] = {c->batch, c->gpt.context};
     vram_tensor *ids = NULL, *tg = NULL, *loss = NULL, *scaled = NULL;
     w->now.phase = VRAM_PLAN_FORWARD;
@@ -87,7 +93,7 @@ static vram_status micro_step(vram_gpt *g, vram_runtime *rt, const vram_plan_con
     vram_tensor_free(tg);
     w->now.phase = VRAM_PLAN_BACKWARD;
     if (s == VRAM_OK && c->accum > 1) s = vram_scale(loss, 1.0 / c->accum, &scaled);
-    if (s == VRAM_OK) s = vram_backward(scaled ? scaled : loss, NULL);
+    if (s == VRAM_OK) s = vram_backward(scaled ? scaled : loss, seed);
     vram_tensor_free(scaled);
     vram_tensor_free(loss);
     return s;
@@ -114,8 +120,8 @@ static int settled(const step_mark *before, const step_mark *after) {
            after->device_allocs - before->device_allocs == 0 && after->device_frees - before->device_frees == 0;
 }
 
-static vram_status train_steps(vram_runtime *rt, vram_gpt *g, vram_optimizer *opt, const vram_plan_config *c,
-                               plan_watch *w, vram_plan_result *res) {
+static vram_status train_steps(vram_runtime *rt, vram_gpt *g, vram_optimizer *opt, vram_grad_scaler *scaler,
+                               const vram_plan_config *c, plan_watch *w, vram_plan_result *res) {
     vram_param_list *params = vram_gpt_params(g);
     int max = c->steps ? c->steps : VRAM_PLAN_MAX_STEPS;
     step_mark prev = mark_of(w->a);
@@ -126,7 +132,7 @@ static vram_status train_steps(vram_runtime *rt, vram_gpt *g, vram_optimizer *op
         step_mark before = mark_of(w->a);
         for (int m = 0; m < c->accum && s == VRAM_OK; m++) {
             w->now.micro = m + 1;
-            s = micro_step(g, rt, c, w);
+            s = micro_step(g, rt, c, scaler ? vram_grad_scaler_seed(scaler) : NULL, w);
             step_mark after = mark_of(w->a);
             /* The first micro-batch creates the gradients, the second adds to them; from the
              * third on each repeats the one before, so one that changed nothing stands for the
@@ -137,8 +143,10 @@ static vram_status train_steps(vram_runtime *rt, vram_gpt *g, vram_optimizer *op
         w->now.micro = 0;
         w->now.phase = VRAM_PLAN_OPTIMIZER;
         double norm = 0;
+        if (s == VRAM_OK && scaler) s = vram_grad_scaler_unscale(scaler, params);
         if (s == VRAM_OK && c->clip > 0) s = vram_clip_grad_norm(params, c->clip, &norm);
         if (s == VRAM_OK) s = vram_optimizer_step(opt);
+        if (s == VRAM_OK && scaler) s = vram_grad_scaler_update(scaler, NULL);
         if (s != VRAM_OK) break;
         res->steps = step;
         step_mark now = mark_of(w->a);
@@ -196,18 +204,20 @@ vram_status vram_plan_run(const vram_plan_config *c, vram_plan_result *res) {
     vram_status s = check_config(c);
     if (s != VRAM_OK) return s;
     double t0 = now_s();
-    res->capacity = c->capacity ? c->capacity : host_capacity();
+    res->capacity = c->capacity ? c->capacity : c->gpu ? VRAM_PLAN_GPU_CAPACITY : host_capacity();
     char spec[48];
-    snprintf(spec, sizeof spec, "sim:%llu", (unsigned long long)res->capacity);
+    snprintf(spec, sizeof spec, "%s:%llu", c->gpu ? "cudasim" : "sim", (unsigned long long)res->capacity);
     vram_device *dev = NULL;
     vram_allocator *a = NULL;
     vram_runtime *rt = NULL;
     vram_gpt *g = NULL;
     vram_optimizer *opt = NULL;
+    vram_grad_scaler *scaler = NULL;
     plan_watch w = {.res = res};
     s = vram_device_open(spec, &dev);
     if (s == VRAM_OK) s = vram_allocator_new(dev, NULL, &a);
-    if (s == VRAM_OK) s = vram_runtime_new_shape_only(a, c->threads, &rt);
+    if (s == VRAM_OK)
+        s = c->gpu ? vram_runtime_new_shape_only_gpu(a, &rt) : vram_runtime_new_shape_only(a, c->threads, &rt);
     if (s != VRAM_OK) goto done;
     w.a = a;
     vram_runtime_set_alloc_observer(rt, on_alloc, &w);
@@ -219,9 +229,15 @@ vram_status vram_plan_run(const vram_plan_config *c, vram_plan_result *res) {
     vram_optim_config_default(c->optimizer, &oc);
     oc.momentum = c->optimizer == VRAM_OPTIM_SGD ? c->momentum : 0;
     s = vram_optimizer_new(rt, vram_gpt_params(g), &oc, &opt);
-    if (s == VRAM_OK) s = train_steps(rt, g, opt, c, &w, res);
+    if (s == VRAM_OK && c->gpt.precision == VRAM_DTYPE_F16) {
+        vram_grad_scaler_config sc;
+        vram_grad_scaler_config_default(&sc);
+        s = vram_grad_scaler_new(rt, opt, &sc, &scaler);
+    }
+    if (s == VRAM_OK) s = train_steps(rt, g, opt, scaler, c, &w, res);
 done:
     if (a) finish(a, s, &w, res);
+    vram_grad_scaler_free(scaler);
     vram_optimizer_free(opt);
     vram_gpt_free(g);
     vram_runtime_free(rt);

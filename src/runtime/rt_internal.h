@@ -199,6 +199,9 @@ typedef struct vram_kernels {
 extern const vram_kernels vram_cpu_kernels;
 /* The planner's table (plan_kernels.c): computes nothing, allocates what the CPU table does. */
 extern const vram_kernels vram_plan_kernels;
+/* The planner's table for the GPU runtime: allocates what the CUDA table allocates (no pack
+ * buffers; flash attention's row sums), with the low-precision slots, computing nothing. */
+extern const vram_kernels vram_plan_cuda_kernels;
 
 /* The CPU matrix product's work split, which the planner's table repeats: how many threads
  * (each with its own pack buffers) one call runs on, 0 for an empty product; and the bytes of
@@ -222,12 +225,17 @@ struct vram_runtime {
     /* vram_runtime_set_grad_hook's hook (may be NULL): a leaf's gradient is final. */
     vram_grad_hook on_grad;
     void *on_grad_ctx;
+    /* A shape-only runtime planning the GPU: the blocks the CUDA runtime holds from its start
+     * (kernel scratch, cuBLASLt's workspace), NULL otherwise. */
+    void *plan_held[2];
 };
 
 /* A shape-only runtime over `a` (any device, simulated included) with the planner's kernel
  * table: ops check shapes and allocate exactly as the CPU runtime with `threads` threads does,
  * and compute nothing (tensor.c). */
 vram_status vram_runtime_new_shape_only(vram_allocator *a, int threads, vram_runtime **out);
+/* The same for the GPU runtime (vram_plan_cuda_kernels), holding the CUDA runtime's own blocks. */
+vram_status vram_runtime_new_shape_only_gpu(vram_allocator *a, vram_runtime **out);
 /* Calls the runtime's allocation observer, if any, with the allocation's status. */
 static inline void vram_runtime_observe(vram_runtime *rt, vram_status status) {
     if (rt->on_alloc) rt->on_alloc(rt->on_alloc_ctx, status);

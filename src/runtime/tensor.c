@@ -72,8 +72,26 @@ vram_status vram_runtime_new_shape_only(vram_allocator *a, int threads, vram_run
     return VRAM_OK;
 }
 
+vram_status vram_runtime_new_shape_only_gpu(vram_allocator *a, vram_runtime **out) {
+    vram_runtime *rt = NULL;
+    vram_status s = vram_runtime_new_shape_only(a, 1, &rt);
+    if (s != VRAM_OK) return s;
+    rt->k = &vram_plan_cuda_kernels;
+    /* in the CUDA runtime's order: the kernels' scratch, then cuBLASLt's workspace */
+    s = vram_allocator_malloc(a, CUDA_SCRATCH_BYTES, rt->stream, VRAM_TAG_OTHER, &rt->plan_held[0]);
+    if (s == VRAM_OK) s = vram_allocator_malloc(a, CUDA_WORKSPACE_BYTES, rt->stream, VRAM_TAG_OTHER, &rt->plan_held[1]);
+    if (s != VRAM_OK) {
+        vram_runtime_free(rt);
+        return s;
+    }
+    *out = rt;
+    return VRAM_OK;
+}
+
 void vram_runtime_free(vram_runtime *rt) {
     if (!rt) return;
+    for (int i = 0; i < 2; i++)
+        if (rt->plan_held[i]) vram_allocator_free(rt->alloc, rt->plan_held[i]);
     if (rt->on_gpu) vram_cuda_runtime_close(rt);
     free(rt);
 }
