@@ -45,6 +45,10 @@ int vram_cli_integer(const char *tool, const char *flag, const char *v, int lo, 
  * "gpt2-xl") or "gpt:LAYERSxWIDTH[xHEADS]" (model_spec.c). Returns 0 with cfg set, or 1 with a
  * message in err (may be NULL). */
 int vram_cli_model_spec(const char *spec, vram_gpt_config *cfg, char *err, size_t cap);
+/* --recompute of vram train and vram plan: "gelu,layernorm" (the default), "gelu", "layernorm",
+ * "none" or "block" into VRAM_GPT_KEEP_* bits and the checkpoint switch (model_spec.c). Returns
+ * 0, or 1 when the value is none of them. */
+int vram_cli_recompute(const char *v, int *keep, int *checkpoint);
 /* The categories in report order: tag, label and JSON key (plan_oom.c). */
 typedef struct vram_cli_category {
     vram_tag tag;

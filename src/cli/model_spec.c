@@ -41,6 +41,16 @@ static int say(char *err, size_t cap, const char *spec, const char *why) {
     return 1;
 }
 
+int vram_cli_recompute(const char *v, int *keep, int *checkpoint) {
+    int gelu = !strcmp(v, "gelu") || !strcmp(v, "gelu,layernorm") || !strcmp(v, "layernorm,gelu");
+    int ln = !strcmp(v, "layernorm") || !strcmp(v, "gelu,layernorm") || !strcmp(v, "layernorm,gelu");
+    int block = !strcmp(v, "block");
+    if (!gelu && !ln && !block && strcmp(v, "none")) return 1;
+    *keep = (block || gelu ? 0 : VRAM_GPT_KEEP_GELU) | (block || ln ? 0 : VRAM_GPT_KEEP_LAYERNORM);
+    if (block) *checkpoint = 1;
+    return 0;
+}
+
 int vram_cli_model_spec(const char *spec, vram_gpt_config *cfg, char *err, size_t cap) {
     if (!spec) return say(err, cap, "", "is empty");
     for (size_t k = 0; k < sizeof presets / sizeof *presets; k++) {

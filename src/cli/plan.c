@@ -20,6 +20,7 @@ typedef struct plan_opts {
     vram_plan_config cfg;
     int fit, json, max_batch;
     vram_dtype precision; /* applied after the flags: --model resets the model's fields */
+    int keep;             /* --recompute's VRAM_GPT_KEEP_* bits, applied after them too */
 } plan_opts;
 
 static void usage(FILE *out) {
@@ -35,6 +36,7 @@ static void usage(FILE *out) {
             "  --batch N --accum K  sequences per micro-batch, micro-batches per step (default 16, 1)\n"
             "  --optimizer NAME     sgd | momentum | adam | adamw | adagrad (default adamw)\n"
             "  --checkpoint         checkpoint every transformer block\n"
+            "  --recompute WHAT     as vram train: gelu,layernorm (default), gelu, layernorm, none or block\n"
             "  --clip X             as vram train (default 1.0; allocates nothing)\n"
             "  --precision P        fp32 (default), or bf16 / fp16 (mixed precision, with --device cuda)\n"
             "  --threads N          matrix-product threads of the run planned (default: online CPUs, as vram train)\n"
@@ -46,7 +48,7 @@ static void usage(FILE *out) {
             "  --lr, --seed, --data are accepted and ignored (they change no allocation)\n");
 }
 
-enum { F_INT, F_DOUBLE, F_SIZE, F_OPTIM, F_MODEL, F_PRECISION, F_DEVICE, F_IGNORED };
+enum { F_INT, F_DOUBLE, F_SIZE, F_OPTIM, F_MODEL, F_PRECISION, F_DEVICE, F_RECOMPUTE, F_IGNORED };
 
 typedef struct flag {
     const char *name;
@@ -110,6 +112,12 @@ static int set_flag(const flag *f, const char *v, plan_opts *o) {
             return 2;
         }
         return 0;
+    case F_RECOMPUTE:
+        if (vram_cli_recompute(v, &o->keep, &o->cfg.checkpoint)) {
+            fprintf(stderr, "vram plan: --recompute: '%s' is not gelu,layernorm, gelu, layernorm, none or block\n", v);
+            return 2;
+        }
+        return 0;
     case F_IGNORED:
         return 0;
     }
@@ -139,6 +147,7 @@ static int parse(int argc, char **argv, plan_opts *o) {
         {"--precision", F_PRECISION, NULL, 0, 0},      {"--lr", F_IGNORED, NULL, 0, 0},
         {"--vocab", F_INT, &c->gpt.vocab, 256, 1 << 24}, {"--device", F_DEVICE, NULL, 0, 0},
         {"--seed", F_IGNORED, NULL, 0, 0},             {"--data", F_IGNORED, NULL, 0, 0},
+        {"--recompute", F_RECOMPUTE, NULL, 0, 0},
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -169,6 +178,7 @@ static int parse(int argc, char **argv, plan_opts *o) {
         if (rc) return rc;
     }
     c->gpt.precision = o->precision;
+    c->gpt.keep = o->keep;
     if (o->precision != VRAM_DTYPE_F32 && !c->gpu) {
         fprintf(stderr, "vram plan: --precision %s is mixed precision, which runs on the GPU: add --device cuda\n",
                 o->precision == VRAM_DTYPE_BF16 ? "bf16" : "fp16");

@@ -182,16 +182,10 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(f, "--seed")) ok = parse_int(f, v, 0, &tmp), o->seed = (uint64_t)tmp;
         else if (!strcmp(f, "--vocab")) ok = parse_int_in(f, v, 256, MAX_VOCAB, &o->gpt.vocab);
         else if (!strcmp(f, "--recompute")) {
-            int gelu = strstr(v, "gelu") != NULL, ln = strstr(v, "layernorm") != NULL;
-            int block = !strcmp(v, "block");
-            if (strcmp(v, "none") && strcmp(v, "gelu") && strcmp(v, "layernorm") && strcmp(v, "gelu,layernorm") &&
-                strcmp(v, "layernorm,gelu") && !block) {
+            if (vram_cli_recompute(v, &o->keep, &o->checkpoint)) {
                 fprintf(stderr, "vram train: --recompute: '%s' is not gelu,layernorm, gelu, layernorm, none or block\n", v);
                 ok = 0;
             }
-            o->keep = block || gelu ? 0 : VRAM_GPT_KEEP_GELU;
-            o->keep |= block || ln ? 0 : VRAM_GPT_KEEP_LAYERNORM;
-            o->checkpoint |= block;
         } else if (!strcmp(f, "--loss-scale")) {
             if (!strcmp(v, "dynamic")) o->loss_scale = 1;
             else if (!strcmp(v, "off")) o->loss_scale = 0;
