@@ -105,11 +105,7 @@ int main(int argc, char **argv) {
     vram_optim_config_default(VRAM_OPTIM_ADAMW, &oc);
     oc.lr = lr;
     if (s == VRAM_OK) s = vram_optimizer_new(rt, vram_gpt_params(g), &oc, &opt);
-    if (s == VRAM_OK && cfg.precision == VRAM_DTYPE_F16) {
-        vram_grad_scaler_config sc;
-        vram_grad_scaler_config_default(&sc);
-        s = vram_grad_scaler_new(rt, opt, &sc, &scaler);
-    }
+    if (s == VRAM_OK && cfg.precision == VRAM_DTYPE_F16) s = vram_grad_scaler_new(rt, opt, NULL, &scaler);
     if (s != VRAM_OK) {
         fprintf(stderr, "bench_gpt2_reference: %s: %s\n", vram_status_str(s), vram_last_error());
         return 1;

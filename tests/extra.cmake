@@ -62,6 +62,17 @@ vram_cli_test(cli_train_no_default_corpus 2 "no corpus: neither build/data/kjv.t
               "cd / && ${VRAM_EXE} train --steps 1 2>&1")
 vram_cli_test(cli_train_bad_value 2 "unknown optimizer 'lion'"
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --optimizer lion 2>&1")
+# mixed precision's flags (issue 38): bad values, and 16-bit on the CPU, refused before training
+vram_cli_test(cli_train_bad_precision 2 "--precision: 'fp8' is not fp32, bf16 or fp16"
+              "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --precision fp8 2>&1")
+vram_cli_test(cli_train_bad_loss_scale 2 "--loss-scale: 'static' is not dynamic or off"
+              "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --loss-scale static 2>&1")
+vram_cli_test(cli_train_bad_recompute 2 "--recompute: 'attention' is not gelu,layernorm, gelu, layernorm, none or block"
+              "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --recompute attention 2>&1")
+vram_cli_test(cli_train_bf16_on_cpu 2 "--precision bf16 needs --device cuda: the CPU has no low-precision kernels"
+              "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --precision bf16 --steps 1 2>&1")
+vram_cli_test(cli_plan_bad_recompute 2 "--recompute: 'x' is not gelu,layernorm"
+              "${VRAM_EXE} plan --recompute x 2>&1")
 vram_cli_test(cli_train_out_of_memory 1 "out of memory while training step 1"
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --capacity 16MiB --batch 256 --steps 1 2>&1")
 # (a 10^9-layer model was a 152 GB host calloc)

@@ -71,7 +71,7 @@ typedef struct vram_grad_scaler_config {
 } vram_grad_scaler_config;
 void vram_grad_scaler_config_default(vram_grad_scaler_config *cfg);
 typedef struct vram_grad_scaler vram_grad_scaler;
-/* The scaler for optimizer o (it sets o's skip flag). */
+/* The scaler for optimizer o (it sets o's skip flag); cfg NULL: GradScaler's defaults. */
 vram_status vram_grad_scaler_new(vram_runtime *rt, vram_optimizer *o, const vram_grad_scaler_config *cfg,
                                  vram_grad_scaler **out);
 void vram_grad_scaler_free(vram_grad_scaler *s);

@@ -37,7 +37,7 @@ typedef struct vram_plan_config {
 } vram_plan_config;
 
 enum { VRAM_PLAN_MAX_STEPS = 16 };
-/* The GPU a plan of the GPU runtime assumes without a capacity: 80 GiB (an H100's class). */
+/* The GPU memory a plan of the GPU runtime assumes without a capacity: 80 GiB. */
 #define VRAM_PLAN_GPU_CAPACITY (80ull << 30)
 
 typedef enum vram_plan_phase {

@@ -564,9 +564,7 @@ int vram_cmd_train(int argc, char **argv) {
         goto done;
     }
     if (o.loss_scale == 1 || (o.loss_scale < 0 && o.precision == VRAM_DTYPE_F16)) {
-        vram_grad_scaler_config sc;
-        vram_grad_scaler_config_default(&sc);
-        s = vram_grad_scaler_new(rt, opt, &sc, &scaler);
+        s = vram_grad_scaler_new(rt, opt, NULL, &scaler);
         if (s != VRAM_OK) {
             rc = fail(a, s, "creating the loss scaler");
             goto done;

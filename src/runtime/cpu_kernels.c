@@ -11,6 +11,7 @@
 
 #include "dtype_conv.h"
 #include "float_dispatch.h"
+#include "grad_scaler_rule.h"
 #include "rt_internal.h"
 
 #define DISPATCH(dt, ...) VRAM_FLOAT_DISPATCH((dt) == VRAM_DTYPE_F32, __VA_ARGS__)
@@ -573,13 +574,7 @@ static void cpu_unscale(vram_dtype dt, int64_t n, void *xv, const float *scale, 
 }
 
 static void cpu_scaler_update(float *scale, int32_t *state, double growth, double backoff, int interval) {
-    if (state[1]) {
-        *scale = (float)(*scale * backoff);
-        state[0] = 0;
-    } else if (++state[0] >= interval) {
-        *scale = (float)(*scale * growth);
-        state[0] = 0;
-    }
+    vram_scaler_rule(scale, state, growth, backoff, interval);
 }
 
 static double cpu_sum_squares(int count, const vram_dtype *dts, const int64_t *ns, const void *const *xs) {

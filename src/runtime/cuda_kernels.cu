@@ -15,6 +15,7 @@
 
 #include "cuda_abi.h"
 #include "float_dispatch.h"
+#include "grad_scaler_rule.h"
 
 #define DISPATCH(dt, ...) VRAM_FLOAT_DISPATCH((dt) == VK_F32, __VA_ARGS__)
 
@@ -697,13 +698,7 @@ extern "C" __global__ void vk_unscale(int dt, int64_t n, char *xv, const float *
 
 /* The scaler's step, one thread: state = {growth tracker, found_inf}. */
 extern "C" __global__ void vk_scaler_update(float *scale, int32_t *state, double growth, double backoff, int interval) {
-    if (state[1]) {
-        *scale = (float)(*scale * backoff);
-        state[0] = 0;
-    } else if (++state[0] >= interval) {
-        *scale = (float)(*scale * growth);
-        state[0] = 0;
-    }
+    vram_scaler_rule(scale, state, growth, backoff, interval);
 }
 
 /* *out += sum of squares of x (a double accumulator the host reads back). */

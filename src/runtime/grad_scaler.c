@@ -34,7 +34,12 @@ void vram_grad_scaler_config_default(vram_grad_scaler_config *c) {
 
 vram_status vram_grad_scaler_new(vram_runtime *rt, vram_optimizer *o, const vram_grad_scaler_config *cfg,
                                  vram_grad_scaler **out) {
-    if (!rt || !o || !cfg || !out) return vram_error(VRAM_ERR_INVALID_ARG, "grad scaler: null argument");
+    vram_grad_scaler_config defaults;
+    if (!cfg) {
+        vram_grad_scaler_config_default(&defaults);
+        cfg = &defaults;
+    }
+    if (!rt || !o || !out) return vram_error(VRAM_ERR_INVALID_ARG, "grad scaler: null argument");
     if (!(cfg->init_scale > 0) || !(cfg->growth_factor >= 1) || !(cfg->backoff_factor > 0 && cfg->backoff_factor < 1) ||
         cfg->growth_interval < 1)
         return vram_error(VRAM_ERR_INVALID_ARG, "grad scaler: scale %g, growth %g, backoff %g, interval %d: want a positive "

@@ -182,9 +182,9 @@ vram_status vram_linear(vram_tensor *x, vram_tensor *w, vram_tensor *bias, vram_
         vram_tensor_free(xc);
         return s;
     }
-    int fused_bias = bias && rt->k->matmul_bias && bias->strides[0] == 1 && in_f > 0;
-    if (x->dtype != w->dtype) {
-        fused_bias = 1;
+    int mixed = x->dtype != w->dtype; /* its product adds the bias itself */
+    int fused_bias = bias && (mixed || (rt->k->matmul_bias && bias->strides[0] == 1 && in_f > 0));
+    if (mixed) {
         s = vram_mixed_linear(xc, w, bias, y);
         if (s != VRAM_OK) {
             vram_tensor_free(xc);

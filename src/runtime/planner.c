@@ -229,11 +229,7 @@ vram_status vram_plan_run(const vram_plan_config *c, vram_plan_result *res) {
     vram_optim_config_default(c->optimizer, &oc);
     oc.momentum = c->optimizer == VRAM_OPTIM_SGD ? c->momentum : 0;
     s = vram_optimizer_new(rt, vram_gpt_params(g), &oc, &opt);
-    if (s == VRAM_OK && c->gpt.precision == VRAM_DTYPE_F16) {
-        vram_grad_scaler_config sc;
-        vram_grad_scaler_config_default(&sc);
-        s = vram_grad_scaler_new(rt, opt, &sc, &scaler);
-    }
+    if (s == VRAM_OK && c->gpt.precision == VRAM_DTYPE_F16) s = vram_grad_scaler_new(rt, opt, NULL, &scaler);
     if (s == VRAM_OK) s = train_steps(rt, g, opt, scaler, c, &w, res);
 done:
     if (a) finish(a, s, &w, res);
