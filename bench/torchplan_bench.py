@@ -131,11 +131,17 @@ def trials(model, capacity):
     """Lightning-style and accelerate-style searches by real runs in this process (PyTorch's allocator)."""
     import torch
     torch.cuda.set_per_process_memory_fraction(min(1.0, capacity / torch.cuda.mem_get_info()[1]))
-    log = []
+    log = []  # (batch, ran, peak allocated, peak reserved, allocator retries, out-of-memory errors raised)
 
     def fits(b):
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_stats()
         ok = train_steps(torch, model, b) is None
-        log.append((b, ok))
+        st = torch.cuda.memory_stats()
+        # peaks and the allocator's reactions at the cap (cache released and retried), for the record
+        log.append((b, ok, st.get("allocated_bytes.all.peak", 0), st.get("reserved_bytes.all.peak", 0),
+                    st.get("num_alloc_retries", 0) - before.get("num_alloc_retries", 0),
+                    st.get("num_ooms", 0) - before.get("num_ooms", 0)))  # (caught ones too: cuDNN's fallbacks)
         return ok
 
     # Lightning's BatchSizeFinder, mode "binsearch": doubling from 2 until a failure, then bisection
@@ -153,13 +159,13 @@ def trials(model, capacity):
             lo = mid
         else:
             hi = mid
-    lightning = {"trials": len(log) - start, "ooms": sum(1 for _, ok in log[start:] if not ok), "batch": lo}
+    lightning = {"trials": len(log) - start, "ooms": sum(1 for x in log[start:] if not x[1]), "batch": lo}
     truth = lo if hi == lo + 1 else None  # the bracket: lo ran, lo+1 ran out of memory
     # accelerate's find_executable_batch_size: from 128, halved at each out-of-memory
     start, b = len(log), 128
     while b >= 1 and not fits(b):
         b //= 2
-    accelerate = {"trials": len(log) - start, "ooms": sum(1 for _, ok in log[start:] if not ok), "batch": b}
+    accelerate = {"trials": len(log) - start, "ooms": sum(1 for x in log[start:] if not x[1]), "batch": b}
     return {"lightning": lightning, "accelerate": accelerate, "true_batch": truth, "log": log}
 
 
@@ -172,7 +178,7 @@ def fit(model, capacity_gib, out):
         json.dump(r, f, indent=1)
     t0 = time.time()
     cmd = [sys.executable, "-m", "vram_torch", "fit", "--capacity", str(capacity), "--allocator", "native",
-           "--steps", str(STEPS), "--compare", "--json", "--"] + program_cmd(model, "{batch}", 50)[1:]
+           "--steps", str(STEPS), "--compare", "--json", "--keep", os.path.join(out, "fit_%s_files" % model), "--"] + program_cmd(model, "{batch}", 50)[1:]
     env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     r["fit_seconds"] = round(time.time() - t0, 1)
@@ -186,24 +192,18 @@ def fit(model, capacity_gib, out):
 
 
 def train_steps(torch, model, batch, steps=STEPS):
-    """Builds the model afresh and trains `steps` steps at `batch`: the error message of an
-    out-of-memory, or None; the model is gone afterwards."""
+    """Builds the model afresh and trains `steps` steps at `batch` with the program's own loop
+    (torchplan_programs.train, as `python torchplan_programs.py --model M` runs it): the error
+    message of an out-of-memory, or None; the model is gone afterwards."""
     import torchplan_programs as tp
-    model_, opt, make, loss_of = tp.build(model)
+    built = tp.build(model)
     message = None
     try:
-        for s in range(steps):
-            x, y = make(s, batch)
-            opt.zero_grad(set_to_none=True)
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=model in ("gpt2", "llama")):
-                loss = loss_of(model_, x, y)[0]
-            loss.backward()
-            opt.step()
-            loss.item()
+        tp.train(*built, batch, steps, amp=model in ("gpt2", "llama"), say=lambda line: None)
     except torch.OutOfMemoryError as e:
         message = str(e)
     finally:
-        model_ = opt = x = y = loss = None
+        built = None
         gc.collect()
         torch.cuda.empty_cache()
     return message
@@ -371,7 +371,8 @@ def table(folder):
                 r["lightning"]["ooms"], r["accelerate"]["batch"], r["accelerate"]["trials"], r["accelerate"]["ooms"],
                 by.get("vram", {}).get("batch", "-"), by.get("expandable", {}).get("batch", "-")))
         lines.append("")
-    ooms = sorted(f for f in os.listdir(folder) if f.startswith("oom_") and not f.startswith("oom_half"))
+    ooms = sorted(f for f in os.listdir(folder) if f.startswith("oom_") and f.endswith(".json")
+                  and not f.startswith("oom_half"))
     if ooms:
         lines += ["### OOM remedy: batch halved (vram, capped)", "",
                   "| model | batch | predicted alloc MiB | measured MiB | error | error reserved | message has categories |",

@@ -95,6 +95,20 @@ check(ex["remedies"][0]["peak_reserved"] == int(1150 * MiB * 1.1) and not ex["re
       "reserved at the failure's ratio; does not fit 1000 MiB")
 check(ex["reserved_but_free"] == 90 * MiB and "reserved but free: 90.00 MiB" in "\n".join(ex["lines"]), "reserved but free")
 check(oom_explain.explain(None) is None, "no OOM, no explanation")
+# a failure in step 1's forward: no backward seen, so the peaks are lower bounds, and said
+check(all(r["lower_bound"] for r in ex["remedies"]) and "backward pass is not seen" in "\n".join(ex["lines"])
+      and "peak at least 1150.00 MiB allocated" in "\n".join(ex["lines"]), "first-step forward failure: lower bounds said")
+later = dict(oom, step=3, phase="backward", forward_progress=1.0,
+             last_step={"phases": {"forward": {"peak_allocated": 800 * MiB, "at_peak_allocated": {"activations": 500 * MiB}},
+                                   "backward": {"peak_allocated": 950 * MiB, "own_peak": {"optimizer_state": 0},
+                                                "at_peak_allocated": {"activations": 700 * MiB, "temporaries": 50 * MiB}}}})
+for w in later["last_step"]["phases"].values():
+    w.setdefault("own_peak", {})
+ex2 = oom_explain.explain(later)
+# variable: max(600 + 150 + 50 + 100, the last step's 700 + 50) = 900; halved: 100 + 200 + 100 + 450 = 850 MiB
+check(not any(r["lower_bound"] for r in ex2["remedies"]) and ex2["remedies"][0]["peak_allocated"] == 850 * MiB
+      and "not seen" not in "\n".join(ex2["lines"]) and "peak ~850.00 MiB" in "\n".join(ex2["lines"]),
+      "a failure after a completed step: a prediction, not a bound: %s" % ex2["lines"][-2:])
 
 # --- the categories record -------------------------------------------------------------------
 def window(peak, tags_at_peak, own, now_alloc, reserved=None):
@@ -245,6 +259,12 @@ with tempfile.TemporaryDirectory() as d:
     by = r.get("by_allocator", {})
     check(sorted(by) == ["expandable", "native", "vram"] and by["vram"]["batch"] == r["batch"]
           and all(90 <= x["batch"] <= 119 for x in by.values()), "--compare: every allocator's batch: %s" % by)
+    keep = os.path.join(d, "kept")
+    status, out, err = run(["--capacity", "1GiB", "--vram", VRAM, "--json", "--keep", keep, "--", script, "ok", "--bs",
+                            "{batch}"])
+    kept = sorted(os.listdir(keep)) if os.path.isdir(keep) else []
+    check(status == 0 and {"b2.trace", "b4.trace", "b2.trace.sites"} <= set(kept)
+          and json.loads(out.splitlines()[0])["batch"] == r.get("batch"), "--keep DIR keeps the runs' files: %s" % kept)
     for args, want, text in ((["--capacity", "1GiB", "--", script, "ok", "--bs", "8"], 2, "no {batch}"),
                              (["--capacity", "1GiB", "--", os.path.join(d, "nope.py"), "{batch}"], 2, "no such script"),
                              (["--capacity", "1GiB", script, "{batch}"], 2, "put the program after --"),

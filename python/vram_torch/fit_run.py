@@ -2,7 +2,8 @@
 times and replaying the rest.
 
     python -m vram_torch fit --capacity 40GiB [--allocator vram|native|expandable] [--steps 3]
-                             [--batches 2,4] [--max-batch N] [--compare] [--json] -- train.py --batch-size {batch}
+                             [--batches 2,4] [--max-batch N] [--compare] [--json] [--keep DIR]
+                             -- train.py --batch-size {batch}
 
 1. Two real runs at small batches (--batches), each stopped when its --steps-th optimizer step
    ends, recording the program's allocation stream (fit_child.py, PyTorch's own allocator: the
@@ -99,7 +100,8 @@ def fit_program(script_args, capacity, allocator="vram", steps=3, batches=(2, 4)
         traces, sites = {}, {}
         for b in batches:
             r = real_run(script_args, b, steps, folder, trace=True)
-            runs.append({"batch": b, "kind": "record", "peak_reserved": r.get("peak_reserved")})
+            runs.append({"batch": b, "kind": "record", "peak_allocated": r.get("peak_allocated"),
+                         "peak_reserved": r.get("peak_reserved")})
             check_recording(r, b, steps)
             traces[b] = load_trace(r["trace"])
             if os.path.exists(r["trace"] + ".sites"):
@@ -116,7 +118,8 @@ def fit_program(script_args, capacity, allocator="vram", steps=3, batches=(2, 4)
             out["replays"] += n
         if batch and confirm:
             r = real_run(script_args, batch, steps, folder, allocator=allocator, capacity=capacity)
-            runs.append({"batch": batch, "kind": "confirm", "peak_reserved": r.get("peak_reserved"), "oom": r["oom"]})
+            runs.append({"batch": batch, "kind": "confirm", "peak_allocated": r.get("peak_allocated"),
+                         "peak_reserved": r.get("peak_reserved"), "oom": r["oom"]})
             out["confirmed"] = not r["oom"] and r["steps"] >= steps
             out["measured_peak_reserved"] = r.get("peak_reserved")
             if r["error"] and not r["oom"]:
@@ -149,6 +152,7 @@ def main(argv):
     p.add_argument("--no-confirm", action="store_true")
     p.add_argument("--compare", action="store_true", help="also the batch each other allocator would fit (replays)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--keep", metavar="DIR", help="keep the runs' traces and results in DIR (made if missing)")
     a = p.parse_args(own)
     try:
         capacity = parse_size(a.capacity)
@@ -157,8 +161,10 @@ def main(argv):
             raise FitError("--batches needs two or three batch sizes of at least 1, e.g. 2,4")
         if a.steps < 1:
             raise FitError("--steps must be at least 1")
+        if a.keep:
+            os.makedirs(a.keep, exist_ok=True)
         out = fit_program(script_args, capacity, a.allocator, a.steps, batches, a.max_batch, a.vram, a.device,
-                          not a.no_confirm, compare=a.compare)
+                          not a.no_confirm, folder=a.keep, compare=a.compare)
     except (FitError, ValueError) as e:
         print("vram_torch fit: %s" % e, file=sys.stderr)
         return 2

@@ -19,6 +19,12 @@ SGD with momentum / Adagrad), gradients = as held, or the trainable bytes. The p
 failing step is at least the failure's bytes plus the request; where an earlier step at the same
 batch completed, its peak is the larger figure used. Reserved is predicted as allocated times the
 reserved-over-allocated ratio of that moment.
+
+A failure in the forward pass of the first step (no step completed at this batch) has seen no
+backward pass: the loss's own tensors and the gradients of the activations, which often make a
+step's peak, are not in the figures. The report says so, and each remedy's peak is then a lower
+bound ("lower_bound": true, "at least" in the lines); `python -m vram_torch fit` predicts a
+batch from whole recorded steps instead.
 """
 
 STATE_FACTOR = {"Adam": 2, "AdamW": 2, "NAdam": 2, "RAdam": 2, "Adamax": 2, "Adagrad": 1, "RMSprop": 1,
@@ -63,14 +69,22 @@ def explain(oom):
                          ("gradient accumulation (2 micro-batches)", "batch / 2, 2 backward passes per optimizer step")):
         remedies.append({"name": name, "change": change, "peak_allocated": int(halved),
                          "peak_reserved": int(halved * ratio), "fits": halved * ratio <= limit})
+    unseen = not last and oom.get("phase") == "forward"  # no backward pass seen yet: a lower bound
+    for r in remedies:
+        r["lower_bound"] = unseen
     free = max(0, oom["reserved"] - oom["allocated"])
     lines = ["vram_torch: out of memory in step %d (%s), allocating %s; limit %s" % (
         oom["step"], oom["phase"], _mib(request), _mib(limit)),
         "  categories at the failure: " + ", ".join("%s %s" % (k, _mib(v)) for k, v in c.items() if v),
         "  reserved but free: %s of %s reserved (%.1f%%)" % (_mib(free), _mib(oom["reserved"]),
                                                            100.0 * free / oom["reserved"] if oom["reserved"] else 0.0)]
+    if unseen:
+        lines.append("  the failure came in step %d's forward pass, before any step completed: the backward pass is "
+                     "not seen, so the peaks below are lower bounds (forward, parameters, gradients, optimizer state); "
+                     "`python -m vram_torch fit` predicts from whole recorded steps" % oom["step"])
     for r in remedies:
-        lines.append("  %s (%s): peak ~%s allocated, ~%s reserved: %s" % (
-            r["name"], r["change"], _mib(r["peak_allocated"]), _mib(r["peak_reserved"]),
-            "fits" if r["fits"] else "does not fit"))
+        lines.append("  %s (%s): peak %s%s allocated, %s%s reserved: %s" % (
+            r["name"], r["change"], "at least " if unseen else "~", _mib(r["peak_allocated"]),
+            "at least " if unseen else "~", _mib(r["peak_reserved"]),
+            ("does not fit" if not r["fits"] else "may fit" if unseen else "fits")))
     return {"at_failure": oom, "reserved_but_free": free, "remedies": remedies, "lines": lines}
