@@ -232,6 +232,7 @@ def oom(model, capacity_gib, batch, out):
         half = ex["remedies"][0]
         r["predicted_peak_allocated"] = half["peak_allocated"]
         r["predicted_peak_reserved"] = half["peak_reserved"]
+        r["lower_bound"] = half.get("lower_bound", False)
         res = os.path.join(out, "oom_half_%s.json" % model)
         env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
         subprocess.run([sys.executable, "-m", "vram_torch", "_fit_child", "--steps", str(STEPS), "--result", res,
@@ -335,6 +336,32 @@ def json_rows(folder, name, title, head, cells):
     return out + [""]
 
 
+def grid_table(folder):
+    """The GPU runtime's grid (bench/plan_grid.py --device cuda --json): planned against measured."""
+    path = os.path.join(folder, "plan_grid_gpu.json")
+    if not os.path.exists(path):
+        return []
+    rec = json.load(open(path))
+    out = ["### vram plan --device cuda against vram train --device cuda:0 (%d steps)" % rec["steps"], "",
+           "| flags | measured alloc MiB | planned | measured reserved MiB | planned | error |", "|---|---|---|---|---|---|"]
+    for r in rec["rows"]:
+        if "error" not in r:
+            out.append("| `%s` | failed: %s | | | | |" % (r["flags"], r.get("failed", "").strip().replace("|", "/")[-150:]))
+            continue
+        out.append("| `%s` | %.2f | %.2f | %.2f | %.2f | %+.2f%% |" % (
+            r["flags"], r["measured_allocated"], r["planned_allocated"], r["measured_reserved"], r["planned_reserved"],
+            100 * r["error"]))
+    errs = [r["error"] for r in rec["rows"] if "error" in r]
+    if errs:
+        out += ["", "%d of %d measured; reserved error %+.2f%% .. %+.2f%%; within the bounds (+3%%, -2%%): %d" % (
+            len(errs), len(rec["rows"]), 100 * min(errs), 100 * max(errs), sum(1 for e in errs if -0.02 <= e <= 0.03))]
+    for r in rec.get("remedies", []):
+        out.append("- remedy %s `%s`: planned %.2f MiB, %s" % (r["remedy"], r["flags"], r["predicted"], (
+            "measured %.2f MiB (%+.2f%%)" % (r["measured"], 100 * r["error"])) if "measured" in r else
+            "fits: %s%s" % (r["fits"], " (%s)" % r["failed"][-200:] if "failed" in r else "")))
+    return out + [""]
+
+
 def table(folder):
     lines = []
     path = os.path.join(folder, "categories.json")
@@ -375,16 +402,18 @@ def table(folder):
                   and not f.startswith("oom_half"))
     if ooms:
         lines += ["### OOM remedy: batch halved (vram, capped)", "",
-                  "| model | batch | predicted alloc MiB | measured MiB | error | error reserved | message has categories |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| model | batch | failed in | predicted alloc MiB | measured MiB | error | error reserved | lower bound |"
+                  " message has categories |", "|---|---|---|---|---|---|---|---|---|"]
         for f in ooms:
             r = json.load(open(os.path.join(folder, f)))
             if r.get("oom") and r.get("measured"):
-                lines.append("| %s | %d -> %d | %.0f | %.0f | %+.1f%% | %+.1f%% | %s |" % (
-                    r["model"], r["batch"], r["batch"] // 2, r["predicted_peak_allocated"] / 2 ** 20,
-                    (r["measured"].get("peak_allocated") or 0) / 2 ** 20, 100 * r.get("error_allocated", 0),
-                    100 * r.get("error_reserved", 0), r.get("message_has_categories")))
+                lines.append("| %s | %d -> %d | %s | %.0f | %.0f | %+.1f%% | %+.1f%% | %s | %s |" % (
+                    r["model"], r["batch"], r["batch"] // 2, (r.get("explain") or ["?"])[0].split(" in ")[-1].split(",")[0],
+                    r["predicted_peak_allocated"] / 2 ** 20, (r["measured"].get("peak_allocated") or 0) / 2 ** 20,
+                    100 * r.get("error_allocated", 0), 100 * r.get("error_reserved", 0), r.get("lower_bound", "-"),
+                    r.get("message_has_categories")))
         lines.append("")
+    lines += grid_table(folder)
     lines += json_rows(folder, "leaks.json", "run --categories --leaks (4 steps)",
                        ["program", "status", "sums exact", "leaks", "first step", "where", "planted line in stack"],
                        lambda r: [r["name"], r["status"], r.get("sums_exact", "-"), r["count"], r["first_step"],
