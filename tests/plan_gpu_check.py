@@ -83,7 +83,11 @@ def main():
     vram, failed, rows = sys.argv[1], 0, 0
     path = sys.argv[2] if len(sys.argv) == 3 else GRID
     if len(sys.argv) == 3 or os.path.exists(path):
-        n, bad = grid(vram, path)
+        try:
+            n, bad = grid(vram, path)
+        except (OSError, ValueError, KeyError) as e:
+            print(f"plan_gpu_check: {path}: not a GPU grid's records ({type(e).__name__}: {e})", file=sys.stderr)
+            return 2
         print(f"plan_gpu_check: {n - bad} of {n} configurations of the GPU grid planned within bounds")
         rows, failed = rows + n, failed + bad
     for flags, alloc, res in RECORDED:
