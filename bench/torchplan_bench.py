@@ -169,16 +169,30 @@ def trials(model, capacity):
     return {"lightning": lightning, "accelerate": accelerate, "true_batch": truth, "log": log}
 
 
-def fit(model, capacity_gib, out):
+def fit(model, capacity_gib, out, elastic=False):
     capacity = int(capacity_gib * GiB)
     r = {"model": model, "capacity": capacity}
     r.update(trials(model, capacity))
     path = os.path.join(out, "fit_%s.json" % model)
     with open(path, "w") as f:  # the baselines, kept should the fit below not finish
         json.dump(r, f, indent=1)
+    r.update(fit_command(model, capacity, out, []))
+    if elastic:  # again, cuDNN's workspaces given up under the cap (its own 3 real runs)
+        r["elastic"] = fit_command(model, capacity, out, ["--elastic-workspaces"])
+    print(json.dumps({k: v for k, v in r.items() if k not in ("log", "fit_stderr")}), flush=True)
+    with open(path, "w") as f:
+        json.dump(r, f, indent=1)
+
+
+def fit_command(model, capacity, out, extra):
+    """`python -m vram_torch fit --allocator native` on the program: fit_seconds, fit_status, fit
+    (its JSON), fit_stderr."""
+    r = {}
     t0 = time.time()
+    keep = os.path.join(out, "fit_%s%s_files" % (model, "_elastic" if extra else ""))
     cmd = [sys.executable, "-m", "vram_torch", "fit", "--capacity", str(capacity), "--allocator", "native",
-           "--steps", str(STEPS), "--compare", "--json", "--keep", os.path.join(out, "fit_%s_files" % model), "--"] + program_cmd(model, "{batch}", 50)[1:]
+           "--steps", str(STEPS), "--compare", "--json", "--keep", keep] + extra
+    cmd += ["--"] + program_cmd(model, "{batch}", 50)[1:]
     env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     r["fit_seconds"] = round(time.time() - t0, 1)
@@ -186,9 +200,7 @@ def fit(model, capacity_gib, out):
     line = [x for x in p.stdout.splitlines() if x.startswith("{")]
     r["fit"] = json.loads(line[-1]) if line else None
     r["fit_stderr"] = p.stderr[-1500:]
-    print(json.dumps({k: v for k, v in r.items() if k not in ("log", "fit_stderr")}), flush=True)
-    with open(path, "w") as f:
-        json.dump(r, f, indent=1)
+    return r
 
 
 def train_steps(torch, model, batch, steps=STEPS):
@@ -336,6 +348,12 @@ def json_rows(folder, name, title, head, cells):
     return out + [""]
 
 
+def pred_over_measured(ft):
+    if ft.get("measured_peak_reserved") and ft.get("predicted_peak_reserved"):
+        return "%.3f" % (ft["predicted_peak_reserved"] / ft["measured_peak_reserved"])
+    return "-"
+
+
 def grid_table(folder):
     """The GPU runtime's grid (bench/plan_grid.py --device cuda --json): planned against measured."""
     path = os.path.join(folder, "plan_grid_gpu.json")
@@ -383,20 +401,22 @@ def table(folder):
     if fits:
         lines += ["### Largest batch (PyTorch native allocator, capped)", "",
                   "| model | GiB | true | fit batch | fit runs | fit OOMs | pred/meas reserved | Lightning batch/trials/OOMs"
-                  " | accelerate batch/trials/OOMs | replayed batch vram / expandable |", "|---|---|---|---|---|---|---|---|---|---|"]
+                  " | accelerate batch/trials/OOMs | replayed batch vram / expandable | elastic workspaces: batch, pred/meas,"
+                  " dropped |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         for f in fits:
             r = json.load(open(os.path.join(folder, f)))
             ft = r.get("fit") or {}
-            ratio = "-"
-            if ft.get("measured_peak_reserved") and ft.get("predicted_peak_reserved"):
-                ratio = "%.3f" % (ft["predicted_peak_reserved"] / ft["measured_peak_reserved"])
+            ratio = pred_over_measured(ft)
+            el = (r.get("elastic") or {}).get("fit") or {}
+            elastic = "%s, %s, %s" % (el.get("batch", "-"), pred_over_measured(el), el.get("workspaces_dropped", "-"))
             fit_ooms = sum(1 for x in ft.get("runs", []) if x.get("oom"))
             by = ft.get("by_allocator", {})
-            lines.append("| %s | %.1f | %s | %s | %s | %d | %s | %d / %d / %d | %d / %d / %d | %s / %s |" % (
+            lines.append("| %s | %.1f | %s | %s | %s | %d | %s | %d / %d / %d | %d / %d / %d | %s / %s | %s |" % (
                 r["model"], r["capacity"] / GiB, r["true_batch"], ft.get("batch", "fail (status %s)" % r.get("fit_status")),
                 ft.get("real_runs", "-"), fit_ooms, ratio, r["lightning"]["batch"], r["lightning"]["trials"],
                 r["lightning"]["ooms"], r["accelerate"]["batch"], r["accelerate"]["trials"], r["accelerate"]["ooms"],
-                by.get("vram", {}).get("batch", "-"), by.get("expandable", {}).get("batch", "-")))
+                by.get("vram", {}).get("batch", "-"), by.get("expandable", {}).get("batch", "-"),
+                elastic if r.get("elastic") else "-"))
         lines.append("")
     ooms = sorted(f for f in os.listdir(folder) if f.startswith("oom_") and f.endswith(".json")
                   and not f.startswith("oom_half"))
@@ -431,12 +451,13 @@ def main():
     p.add_argument("--model", default="gpt2")
     p.add_argument("--capacity", type=float, default=8.0, help="GiB")
     p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--elastic", action="store_true", help="fit: also with --elastic-workspaces")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     if a.what == "categories":
         categories(a.out)
     elif a.what == "fit":
-        fit(a.model, a.capacity, a.out)
+        fit(a.model, a.capacity, a.out, a.elastic)
     elif a.what == "oom":
         oom(a.model, a.capacity, a.batch, a.out)
     elif a.what == "cli":

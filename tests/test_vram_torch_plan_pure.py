@@ -156,6 +156,35 @@ check(fit._lenient_rule([(2, 100), (4, 1000)]) == (0, 450), "a size growing fast
 base, per = fit._lenient_rule([(2, 1000), (4, 2000), (8, 3000)])
 check(all(base + per * b >= s for b, s in ((2, 1000), (4, 2000), (8, 3000))), "never below a size seen")
 
+# --- elastic workspaces: cuDNN's, given up under the cap -----------------------------------------
+def conv_model(workspace_freed_at_once=True):
+    """A parameter of 64 MiB; per step an activation of 8 MiB a sample and a workspace of 32 MiB a
+    sample, freed right after it is made (cuDNN's pattern), or after another allocation (a
+    temporary: not a workspace)."""
+    m, n = [("a", 0, 64 << 20, 0, 0)], 1
+    for _ in range(2):
+        m.append(("a", n, 0, 8 << 20, 0))
+        if workspace_freed_at_once:
+            m += [("a", n + 1, 0, 32 << 20, 0), ("f", n + 1)]
+        else:
+            m += [("a", n + 1, 0, 32 << 20, 0), ("a", n + 2, 4096, 0, 0), ("f", n + 1), ("f", n + 2)]
+        m.append(("f", n))
+        n += 3
+    return m
+
+
+GiB = 1 << 30
+check(fit.workspaces(conv_model()) == {2, 6} and not fit.workspaces(conv_model(False)), "workspaces: freed by the next event")
+b_plain, r_plain, _ = fit.search(conv_model(), GiB, VRAM, "cudasim", 1024, "expandable_segments:False")
+b_el, r_el, n_el = fit.search(conv_model(), GiB, VRAM, "cudasim", 1024, "expandable_segments:False", elastic=True)
+# with the workspace: 64 + 40 b MiB fits 1 GiB to b = 24; without it 64 + 8 b, to b = 120 (less some rounding)
+check(20 <= b_plain <= 24 and r_plain["workspaces_dropped"] == 0, "the workspace counted: batch %d" % b_plain)
+check(110 <= b_el <= 120 and r_el["workspaces_dropped"] >= 1 and r_el["peak_requested_bytes"] <= GiB,
+      "elastic: the workspace given up under the cap: batch %d, %d dropped" % (b_el, r_el["workspaces_dropped"]))
+b_tmp, r_tmp, _ = fit.search(conv_model(False), GiB, VRAM, "cudasim", 1024, "expandable_segments:False", elastic=True)
+check(20 <= b_tmp <= b_plain and r_tmp["workspaces_dropped"] == 0, "a temporary held across another allocation is never "
+      "given up: batch %d" % b_tmp)
+
 # --- streams of different shapes, lined up by the allocations' sites (fit_align.py) ---------------
 def stream(batch, workspace):
     """events and sites of a program: a parameter, per step an activation, a workspace only where
