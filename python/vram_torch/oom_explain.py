@@ -15,10 +15,11 @@ where fixed = parameters + buffers, variable = activations + temporaries + input
 failing request (what grows with the batch; in forward the activations are scaled to the whole
 forward by the part of it done, counted in module calls), state = the optimizer state (as held, or from the
 last completed step, or, before any step, 2x the trainable bytes for Adam-like optimizers, 1x for
-SGD with momentum / Adagrad), gradients = as held, or the trainable bytes. The peak of the
-failing step is at least the failure's bytes plus the request; where an earlier step at the same
-batch completed, its peak is the larger figure used. Reserved is predicted as allocated times the
-reserved-over-allocated ratio of that moment.
+SGD with momentum / Adagrad), gradients = as held, or the trainable bytes. Where an earlier step
+completed, the rest of a step that failed in forward is modelled from it: its peak's growing
+bytes over its forward's give the share the backward and the optimizer add (a later step may be
+longer: BERT's lengths vary), and the variable part is never below that step's at its peak.
+Reserved is predicted as allocated times the reserved-over-allocated ratio of that moment.
 
 A failure in the forward pass of the first step (no step completed at this batch) has seen no
 backward pass: the loss's own tensors and the gradients of the activations, which often make a
@@ -35,9 +36,15 @@ def _mib(n):
     return "%.2f MiB" % (n / 2 ** 20)
 
 
+def _grows(cats):
+    """The bytes of a moment's categories that grow with the batch."""
+    return cats.get("activations", 0) + cats.get("temporaries", 0) + cats.get("other", 0)
+
+
 def explain(oom):
     """{"at_failure": {...}, "reserved_but_free", "remedies": [{name, change, peak_allocated,
-    peak_reserved, fits}], "lines": [...]} for the figures `oom` (tracker.py's), or None."""
+    peak_reserved, fits, lower_bound}], "lines": [...], "step_peak_allocated" (the failed step's
+    own, as modelled)} for the figures `oom` (tracker.py's), or None."""
     if not oom:
         return None
     c = dict(oom["categories"])
@@ -55,12 +62,16 @@ def explain(oom):
     if not state and oom.get("optimizers"):
         factor = max(STATE_FACTOR.get(name, 2) for name in oom["optimizers"])
         state = factor * oom.get("trainable_bytes", 0)
-    step_peak = oom["allocated"] + request
     if last:  # an earlier step at this batch completed: its peak was at least this high
-        peak = max(w["peak_allocated"] for w in last["phases"].values())
-        if peak > step_peak:
-            lc = max(last["phases"].values(), key=lambda w: w["peak_allocated"])["at_peak_allocated"]
-            variable = max(variable, lc.get("activations", 0) + lc.get("temporaries", 0) + lc.get("other", 0))
+        peak_w = max(last["phases"].values(), key=lambda w: w["peak_allocated"])
+        last_var = _grows(peak_w["at_peak_allocated"])
+        fw = last["phases"].get("forward")
+        fw_var = _grows(fw["at_peak_allocated"]) if fw else 0
+        if oom.get("phase") == "forward" and fw_var and last_var > fw_var:
+            # the rest of this step (backward, the optimizer) adds to its forward what the last
+            # step's added to its own: the same share of the forward's growing bytes
+            variable = int(variable * last_var / fw_var)
+        variable = max(variable, last_var)
     ratio = oom["reserved"] / oom["allocated"] if oom["allocated"] else 1.0
     halved = fixed + state + grads + variable // 2
     limit = oom["limit"]
@@ -87,4 +98,5 @@ def explain(oom):
             r["name"], r["change"], "at least " if unseen else "~", _mib(r["peak_allocated"]),
             "at least " if unseen else "~", _mib(r["peak_reserved"]),
             ("does not fit" if not r["fits"] else "may fit" if unseen else "fits")))
-    return {"at_failure": oom, "reserved_but_free": free, "remedies": remedies, "lines": lines}
+    return {"at_failure": oom, "reserved_but_free": free, "remedies": remedies, "lines": lines,
+            "step_peak_allocated": int(fixed + state + grads + variable)}
