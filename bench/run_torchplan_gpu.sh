@@ -10,7 +10,7 @@
 #   fit         GPT-2, ResNet-50, BERT (variable lengths), Llama, each process capped by
 #               set_per_process_memory_fraction: the true largest batch by real runs of the program
 #               (Lightning-style and accelerate-style searches), then `python -m vram_torch fit
-#               --allocator native` (traces kept in fit_M_files/); ResNet-50 also with
+#               --allocator native` (traces kept in fit_M_files/), and again with
 #               --elastic-workspaces (cuDNN's workspaces given up under the cap)    -> fit_*.json
 #   oom         explain_oom's halved batch against a run of it: GPT-2 failing in step 1's forward
 #               (a lower bound), BERT failing in a later, longer step              -> oom_*.json
@@ -59,7 +59,7 @@ if has grid; then
     --json "$OUT/plan_grid_gpu.json" > "$OUT/grid.log" 2>&1 &
 fi
 if has fit; then
-  for m in "gpt2 10" "resnet50 8 elastic" "bert 8" "llama 12"; do
+  for m in "gpt2 10 elastic" "resnet50 8 elastic" "bert 8 elastic" "llama 12 elastic"; do
     set -- $m
     timeout 270 python3 bench/torchplan_bench.py fit --model "$1" --capacity "$2" --out "$OUT" ${3:+--elastic} > "$OUT/fit_$1.log" 2>&1 &
   done
