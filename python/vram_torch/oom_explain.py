@@ -21,11 +21,8 @@ bytes over its forward's give the share the backward and the optimizer add (a la
 longer: BERT's lengths vary), and the variable part is never below that step's at its peak.
 Reserved is predicted as allocated times the reserved-over-allocated ratio of that moment.
 
-A failure in the forward pass of the first step (no step completed at this batch) has seen no
-backward pass: the loss's own tensors and the gradients of the activations, which often make a
-step's peak, are not in the figures. The report says so, and each remedy's peak is then a lower
-bound ("lower_bound": true, "at least" in the lines); `python -m vram_torch fit` predicts a
-batch from whole recorded steps instead.
+A failure in the first step's forward has seen no backward pass (often the step's peak): the
+report says so and its peaks are lower bounds ("lower_bound": true, "at least").
 """
 
 STATE_FACTOR = {"Adam": 2, "AdamW": 2, "NAdam": 2, "RAdam": 2, "Adamax": 2, "Adagrad": 1, "RMSprop": 1,
