@@ -13,6 +13,12 @@ prints each remedy's planned peak; each remedy that fits is run for real under t
 
 --quick runs a small subset (CTest: tests/plan_check.py); --check exits 1 when a prediction is off
 by more than the bounds (3% of measured peak reserved, under by more than 2%; remedies 10%).
+
+--device cuda (on a GPU machine; bench/run_torchplan_gpu.sh's part `grid`): the GPU grid instead,
+`vram train --device cuda:0` against `vram plan --device cuda` (model size, context, batch,
+optimizer, accumulation, checkpointing, --recompute, fp32/bf16/fp16), --steps each, one run a
+configuration, and the GPU runtime's remedies; --json writes the rows, which
+tests/plan_gpu_check.py reads back (the GPU runs' figures, re-planned on any machine).
 """
 import argparse
 import json
@@ -44,6 +50,57 @@ def full_grid():
     # two threads: the matrix product's per-thread pack buffers
     grid += [("4x128", 16, "adamw", False, 1, 2), ("6x192", 24, "sgd", True, 1, 2), ("4x256", 8, "adamw", False, 2, 2)]
     return grid
+
+
+# (size flags, batch, optimizer, accumulation, other flags): --device cuda
+GPU_SIZES = {
+    "gpt2": ["--model", "gpt2"],
+    "gpt2-512": ["--model", "gpt2", "--context", "512"],
+    "6x384": ["--model", "gpt:6x384", "--heads", "6", "--context", "256"],
+    "medium-512": ["--model", "gpt2-medium", "--context", "512"],
+}
+
+
+def gpu_grid():
+    fp32, bf16, fp16 = ["--precision", "fp32"], ["--precision", "bf16"], ["--precision", "fp16"]
+    g = [("gpt2", 8, "adamw", 1, fp32), ("gpt2", 4, "sgd", 1, fp32), ("gpt2", 8, "adagrad", 1, fp32 + ["--checkpoint"]),
+         ("gpt2", 4, "momentum", 2, fp32),
+         ("gpt2", 8, "adamw", 1, bf16), ("gpt2", 16, "adamw", 1, bf16), ("gpt2", 8, "adam", 1, bf16 + ["--checkpoint"]),
+         ("gpt2", 8, "sgd", 1, bf16 + ["--recompute", "none"]), ("gpt2", 8, "adamw", 1, bf16 + ["--recompute", "gelu"]),
+         ("gpt2", 4, "adamw", 2, bf16), ("gpt2", 8, "adamw", 1, fp16), ("gpt2", 8, "sgd", 1, fp16 + ["--checkpoint"]),
+         ("gpt2-512", 8, "adamw", 1, fp32), ("gpt2-512", 16, "sgd", 1, fp32 + ["--checkpoint"]),
+         ("gpt2-512", 16, "adamw", 1, bf16), ("gpt2-512", 32, "adamw", 1, bf16 + ["--checkpoint"]),
+         ("gpt2-512", 16, "momentum", 1, bf16 + ["--recompute", "layernorm"]), ("gpt2-512", 8, "adagrad", 3, bf16),
+         ("6x384", 16, "adamw", 1, fp32), ("6x384", 32, "adam", 1, fp32), ("6x384", 64, "sgd", 1, fp32 + ["--checkpoint"]),
+         ("6x384", 32, "adamw", 1, bf16), ("6x384", 64, "adamw", 1, bf16 + ["--recompute", "none"]),
+         ("6x384", 32, "adagrad", 1, fp16),
+         ("medium-512", 4, "adamw", 1, bf16), ("medium-512", 8, "adamw", 1, bf16 + ["--checkpoint"]),
+         ("medium-512", 2, "adamw", 1, fp32)]
+    return [GPU_SIZES[size] + ["--batch", str(b), "--optimizer", opt, "--accum", str(acc)] + extra
+            for size, b, opt, acc, extra in g]
+
+
+def gpu_rows(vram, data, grid, steps, path=None):
+    """Each configuration trained on GPU 0 and planned for the GPU runtime (no GPU used by the plan);
+    a configuration that fails is a row with its error (the check counts it as a miss). With path,
+    the rows so far are written there after each (kept should the run be cut short)."""
+    rows = []
+    for flags in grid:
+        row = {"flags": " ".join(flags), "steps": steps}
+        try:
+            m_alloc, m_res, row["train_s"] = measure(vram, data, ["--device", "cuda:0"] + flags, steps)
+            got = plan(vram, ["--device", "cuda"] + flags, steps=steps)
+            row.update(measured_allocated=m_alloc, measured_reserved=m_res, planned_allocated=mib2(got["peak_allocated"]),
+                       planned_reserved=mib2(got["peak_reserved"]))
+            row["error"] = row["planned_reserved"] / m_res - 1
+        except RuntimeError as e:
+            row["failed"] = str(e)[-600:]
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+        if path:
+            with open(path, "w") as f:
+                json.dump({"steps": steps, "rows": rows, "remedies": []}, f, indent=1)
+    return rows
 
 
 def quick_grid():
@@ -153,7 +210,9 @@ def merge_flags(base, extra):
 def check(rows, remedies):
     bad = []
     for r in rows:
-        if abs(r["error"]) > 0.03 or r["error"] < -0.02:
+        if "failed" in r:
+            bad.append("%s: no figure (%s)" % (r["flags"], r["failed"].strip().splitlines()[-1:]))
+        elif abs(r["error"]) > 0.03 or r["error"] < -0.02:
             bad.append("%s: planned %.2f MiB, measured %.2f MiB" % (r["flags"], r["planned_reserved"], r["measured_reserved"]))
     for r in remedies:
         if "error" in r and abs(r["error"]) > 0.10:
@@ -184,7 +243,11 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--markdown")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--json", help="write the rows (and remedies) as JSON here")
     a = ap.parse_args()
+    if a.device == "cuda":
+        return gpu_main(a)
     grid = quick_grid() if a.quick else full_grid()
     print("machine: %s, %s, %d CPUs" % (platform.node(), platform.processor() or platform.machine(), os.cpu_count()))
     print("command: %s" % " ".join(sys.argv))
@@ -209,6 +272,31 @@ def main():
     if a.check and (bad or not any("measured" in r for r in remedies)):
         return 1
     return 0
+
+
+def gpu_main(a):
+    print("machine: %s, %d CPUs; command: %s" % (platform.node(), os.cpu_count(), " ".join(sys.argv)), flush=True)
+    rows = gpu_rows(a.vram, a.data, gpu_grid(), a.steps, a.json)
+    # the GPU runtime out of memory: GPT-2 bf16 at batch 16 in 4 GiB; the remedies that fit, run there
+    try:
+        remedies = remedy_rows(a.vram, a.data, ["--device", "cuda:0", "--model", "gpt2", "--precision", "bf16", "--batch",
+                                                "16"], "4GiB", a.steps)
+    except RuntimeError as e:
+        remedies = [{"remedy": "(the out-of-memory run)", "flags": "", "predicted": 0, "fits": False,
+                     "failed": str(e)[-600:]}]
+    for r in remedies:
+        print(json.dumps(r), flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"steps": a.steps, "rows": rows, "remedies": remedies}, f, indent=1)
+    ok = [r for r in rows if "error" in r]
+    bad = check(rows, remedies)
+    print("\n%d configurations, %d measured; reserved error %+.2f%% .. %+.2f%%; %d out of bounds" % (
+        len(rows), len(ok), 100 * min((r["error"] for r in ok), default=0), 100 * max((r["error"] for r in ok), default=0),
+        len(bad)))
+    for b in bad:
+        print("OUT OF BOUNDS: " + b)
+    return 1 if a.check and bad else 0
 
 
 if __name__ == "__main__":

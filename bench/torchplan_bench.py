@@ -131,11 +131,17 @@ def trials(model, capacity):
     """Lightning-style and accelerate-style searches by real runs in this process (PyTorch's allocator)."""
     import torch
     torch.cuda.set_per_process_memory_fraction(min(1.0, capacity / torch.cuda.mem_get_info()[1]))
-    log = []
+    log = []  # (batch, ran, peak allocated, peak reserved, allocator retries, out-of-memory errors raised)
 
     def fits(b):
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_stats()
         ok = train_steps(torch, model, b) is None
-        log.append((b, ok))
+        st = torch.cuda.memory_stats()
+        # peaks and the allocator's reactions at the cap (cache released and retried), for the record
+        log.append((b, ok, st.get("allocated_bytes.all.peak", 0), st.get("reserved_bytes.all.peak", 0),
+                    st.get("num_alloc_retries", 0) - before.get("num_alloc_retries", 0),
+                    st.get("num_ooms", 0) - before.get("num_ooms", 0)))  # (caught ones too: cuDNN's fallbacks)
         return ok
 
     # Lightning's BatchSizeFinder, mode "binsearch": doubling from 2 until a failure, then bisection
@@ -153,26 +159,40 @@ def trials(model, capacity):
             lo = mid
         else:
             hi = mid
-    lightning = {"trials": len(log) - start, "ooms": sum(1 for _, ok in log[start:] if not ok), "batch": lo}
+    lightning = {"trials": len(log) - start, "ooms": sum(1 for x in log[start:] if not x[1]), "batch": lo}
     truth = lo if hi == lo + 1 else None  # the bracket: lo ran, lo+1 ran out of memory
     # accelerate's find_executable_batch_size: from 128, halved at each out-of-memory
     start, b = len(log), 128
     while b >= 1 and not fits(b):
         b //= 2
-    accelerate = {"trials": len(log) - start, "ooms": sum(1 for _, ok in log[start:] if not ok), "batch": b}
+    accelerate = {"trials": len(log) - start, "ooms": sum(1 for x in log[start:] if not x[1]), "batch": b}
     return {"lightning": lightning, "accelerate": accelerate, "true_batch": truth, "log": log}
 
 
-def fit(model, capacity_gib, out):
+def fit(model, capacity_gib, out, elastic=False):
     capacity = int(capacity_gib * GiB)
     r = {"model": model, "capacity": capacity}
     r.update(trials(model, capacity))
     path = os.path.join(out, "fit_%s.json" % model)
     with open(path, "w") as f:  # the baselines, kept should the fit below not finish
         json.dump(r, f, indent=1)
+    r.update(fit_command(model, capacity, out, []))
+    if elastic:  # again, cuDNN's workspaces given up under the cap (its own 3 real runs)
+        r["elastic"] = fit_command(model, capacity, out, ["--elastic-workspaces"])
+    print(json.dumps({k: v for k, v in r.items() if k not in ("log", "fit_stderr")}), flush=True)
+    with open(path, "w") as f:
+        json.dump(r, f, indent=1)
+
+
+def fit_command(model, capacity, out, extra):
+    """`python -m vram_torch fit --allocator native` on the program: fit_seconds, fit_status, fit
+    (its JSON), fit_stderr."""
+    r = {}
     t0 = time.time()
+    keep = os.path.join(out, "fit_%s%s_files" % (model, "_elastic" if extra else ""))
     cmd = [sys.executable, "-m", "vram_torch", "fit", "--capacity", str(capacity), "--allocator", "native",
-           "--steps", str(STEPS), "--compare", "--json", "--"] + program_cmd(model, "{batch}", 50)[1:]
+           "--steps", str(STEPS), "--compare", "--json", "--keep", keep] + extra
+    cmd += ["--"] + program_cmd(model, "{batch}", 50)[1:]
     env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     r["fit_seconds"] = round(time.time() - t0, 1)
@@ -180,30 +200,22 @@ def fit(model, capacity_gib, out):
     line = [x for x in p.stdout.splitlines() if x.startswith("{")]
     r["fit"] = json.loads(line[-1]) if line else None
     r["fit_stderr"] = p.stderr[-1500:]
-    print(json.dumps({k: v for k, v in r.items() if k not in ("log", "fit_stderr")}), flush=True)
-    with open(path, "w") as f:
-        json.dump(r, f, indent=1)
+    return r
 
 
 def train_steps(torch, model, batch, steps=STEPS):
-    """Builds the model afresh and trains `steps` steps at `batch`: the error message of an
-    out-of-memory, or None; the model is gone afterwards."""
+    """Builds the model afresh and trains `steps` steps at `batch` with the program's own loop
+    (torchplan_programs.train, as `python torchplan_programs.py --model M` runs it): the error
+    message of an out-of-memory, or None; the model is gone afterwards."""
     import torchplan_programs as tp
-    model_, opt, make, loss_of = tp.build(model)
+    built = tp.build(model)
     message = None
     try:
-        for s in range(steps):
-            x, y = make(s, batch)
-            opt.zero_grad(set_to_none=True)
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=model in ("gpt2", "llama")):
-                loss = loss_of(model_, x, y)[0]
-            loss.backward()
-            opt.step()
-            loss.item()
+        tp.train(*built, batch, steps, amp=model in ("gpt2", "llama"), say=lambda line: None)
     except torch.OutOfMemoryError as e:
         message = str(e)
     finally:
-        model_ = opt = x = y = loss = None
+        built = None
         gc.collect()
         torch.cuda.empty_cache()
     return message
@@ -232,6 +244,7 @@ def oom(model, capacity_gib, batch, out):
         half = ex["remedies"][0]
         r["predicted_peak_allocated"] = half["peak_allocated"]
         r["predicted_peak_reserved"] = half["peak_reserved"]
+        r["lower_bound"] = half.get("lower_bound", False)
         res = os.path.join(out, "oom_half_%s.json" % model)
         env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
         subprocess.run([sys.executable, "-m", "vram_torch", "_fit_child", "--steps", str(STEPS), "--result", res,
@@ -335,6 +348,38 @@ def json_rows(folder, name, title, head, cells):
     return out + [""]
 
 
+def pred_over_measured(ft):
+    if ft.get("measured_peak_reserved") and ft.get("predicted_peak_reserved"):
+        return "%.3f" % (ft["predicted_peak_reserved"] / ft["measured_peak_reserved"])
+    return "-"
+
+
+def grid_table(folder):
+    """The GPU runtime's grid (bench/plan_grid.py --device cuda --json): planned against measured."""
+    path = os.path.join(folder, "plan_grid_gpu.json")
+    if not os.path.exists(path):
+        return []
+    rec = json.load(open(path))
+    out = ["### vram plan --device cuda against vram train --device cuda:0 (%d steps)" % rec["steps"], "",
+           "| flags | measured alloc MiB | planned | measured reserved MiB | planned | error |", "|---|---|---|---|---|---|"]
+    for r in rec["rows"]:
+        if "error" not in r:
+            out.append("| `%s` | failed: %s | | | | |" % (r["flags"], r.get("failed", "").strip().replace("|", "/")[-150:]))
+            continue
+        out.append("| `%s` | %.2f | %.2f | %.2f | %.2f | %+.2f%% |" % (
+            r["flags"], r["measured_allocated"], r["planned_allocated"], r["measured_reserved"], r["planned_reserved"],
+            100 * r["error"]))
+    errs = [r["error"] for r in rec["rows"] if "error" in r]
+    if errs:
+        out += ["", "%d of %d measured; reserved error %+.2f%% .. %+.2f%%; within the bounds (+3%%, -2%%): %d" % (
+            len(errs), len(rec["rows"]), 100 * min(errs), 100 * max(errs), sum(1 for e in errs if -0.02 <= e <= 0.03))]
+    for r in rec.get("remedies", []):
+        out.append("- remedy %s `%s`: planned %.2f MiB, %s" % (r["remedy"], r["flags"], r["predicted"], (
+            "measured %.2f MiB (%+.2f%%)" % (r["measured"], 100 * r["error"])) if "measured" in r else
+            "fits: %s%s" % (r["fits"], " (%s)" % r["failed"][-200:] if "failed" in r else "")))
+    return out + [""]
+
+
 def table(folder):
     lines = []
     path = os.path.join(folder, "categories.json")
@@ -356,34 +401,39 @@ def table(folder):
     if fits:
         lines += ["### Largest batch (PyTorch native allocator, capped)", "",
                   "| model | GiB | true | fit batch | fit runs | fit OOMs | pred/meas reserved | Lightning batch/trials/OOMs"
-                  " | accelerate batch/trials/OOMs | replayed batch vram / expandable |", "|---|---|---|---|---|---|---|---|---|---|"]
+                  " | accelerate batch/trials/OOMs | replayed batch vram / expandable | elastic workspaces: batch, pred/meas,"
+                  " dropped |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         for f in fits:
             r = json.load(open(os.path.join(folder, f)))
             ft = r.get("fit") or {}
-            ratio = "-"
-            if ft.get("measured_peak_reserved") and ft.get("predicted_peak_reserved"):
-                ratio = "%.3f" % (ft["predicted_peak_reserved"] / ft["measured_peak_reserved"])
+            ratio = pred_over_measured(ft)
+            el = (r.get("elastic") or {}).get("fit") or {}
+            elastic = "%s, %s, %s" % (el.get("batch", "-"), pred_over_measured(el), el.get("workspaces_dropped", "-"))
             fit_ooms = sum(1 for x in ft.get("runs", []) if x.get("oom"))
             by = ft.get("by_allocator", {})
-            lines.append("| %s | %.1f | %s | %s | %s | %d | %s | %d / %d / %d | %d / %d / %d | %s / %s |" % (
+            lines.append("| %s | %.1f | %s | %s | %s | %d | %s | %d / %d / %d | %d / %d / %d | %s / %s | %s |" % (
                 r["model"], r["capacity"] / GiB, r["true_batch"], ft.get("batch", "fail (status %s)" % r.get("fit_status")),
                 ft.get("real_runs", "-"), fit_ooms, ratio, r["lightning"]["batch"], r["lightning"]["trials"],
                 r["lightning"]["ooms"], r["accelerate"]["batch"], r["accelerate"]["trials"], r["accelerate"]["ooms"],
-                by.get("vram", {}).get("batch", "-"), by.get("expandable", {}).get("batch", "-")))
+                by.get("vram", {}).get("batch", "-"), by.get("expandable", {}).get("batch", "-"),
+                elastic if r.get("elastic") else "-"))
         lines.append("")
-    ooms = sorted(f for f in os.listdir(folder) if f.startswith("oom_") and not f.startswith("oom_half"))
+    ooms = sorted(f for f in os.listdir(folder) if f.startswith("oom_") and f.endswith(".json")
+                  and not f.startswith("oom_half"))
     if ooms:
         lines += ["### OOM remedy: batch halved (vram, capped)", "",
-                  "| model | batch | predicted alloc MiB | measured MiB | error | error reserved | message has categories |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| model | batch | failed in | predicted alloc MiB | measured MiB | error | error reserved | lower bound |"
+                  " message has categories |", "|---|---|---|---|---|---|---|---|---|"]
         for f in ooms:
             r = json.load(open(os.path.join(folder, f)))
             if r.get("oom") and r.get("measured"):
-                lines.append("| %s | %d -> %d | %.0f | %.0f | %+.1f%% | %+.1f%% | %s |" % (
-                    r["model"], r["batch"], r["batch"] // 2, r["predicted_peak_allocated"] / 2 ** 20,
-                    (r["measured"].get("peak_allocated") or 0) / 2 ** 20, 100 * r.get("error_allocated", 0),
-                    100 * r.get("error_reserved", 0), r.get("message_has_categories")))
+                lines.append("| %s | %d -> %d | %s | %.0f | %.0f | %+.1f%% | %+.1f%% | %s | %s |" % (
+                    r["model"], r["batch"], r["batch"] // 2, (r.get("explain") or ["?"])[0].split(" in ")[-1].split(",")[0],
+                    r["predicted_peak_allocated"] / 2 ** 20, (r["measured"].get("peak_allocated") or 0) / 2 ** 20,
+                    100 * r.get("error_allocated", 0), 100 * r.get("error_reserved", 0), r.get("lower_bound", "-"),
+                    r.get("message_has_categories")))
         lines.append("")
+    lines += grid_table(folder)
     lines += json_rows(folder, "leaks.json", "run --categories --leaks (4 steps)",
                        ["program", "status", "sums exact", "leaks", "first step", "where", "planted line in stack"],
                        lambda r: [r["name"], r["status"], r.get("sums_exact", "-"), r["count"], r["first_step"],
@@ -401,12 +451,13 @@ def main():
     p.add_argument("--model", default="gpt2")
     p.add_argument("--capacity", type=float, default=8.0, help="GiB")
     p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--elastic", action="store_true", help="fit: also with --elastic-workspaces")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     if a.what == "categories":
         categories(a.out)
     elif a.what == "fit":
-        fit(a.model, a.capacity, a.out)
+        fit(a.model, a.capacity, a.out, a.elastic)
     elif a.what == "oom":
         oom(a.model, a.capacity, a.batch, a.out)
     elif a.what == "cli":

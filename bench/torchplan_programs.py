@@ -91,6 +91,30 @@ def build(name, checkpoint=False):
     raise SystemExit("unknown model %s" % name)
 
 
+def train(model, opt, make, loss_of, batch, steps, amp=False, leak=None, say=print):
+    """The training loop of every program here; bench/torchplan_bench.py's real runs call it too, so
+    that the batch they find is the largest of this very program (the step's output is held until
+    the next step replaces it, as a loop that logs or inspects it does)."""
+    kept, val = [], 0.0
+    if leak == "hook":
+        target = [m for m in model.modules() if isinstance(m, torch.nn.Linear)][0]
+        target.register_forward_hook(lambda mod, inp, out: kept.append(out))  # LEAK_LINE hook
+    for step in range(steps):
+        x, y = make(step, batch)
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+            loss, out = loss_of(model, x, y)  # LEAK_LINE list hook
+        loss.backward()
+        opt.step()
+        if leak == "list":
+            kept.append(out)
+        if leak == "sum_loss":
+            xv, yv = make(1000 + step, batch)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+                val = val + loss_of(model, xv, yv)[0]  # LEAK_LINE sum_loss
+        say("step %d loss %.4f" % (step, loss.item()))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="mlp")
@@ -104,25 +128,8 @@ def main(argv=None):
     model, opt, make, loss_of = build(a.model, a.checkpoint)
     if a.compile:
         model = torch.compile(model)
-    amp = a.amp or a.model in ("gpt2", "llama")
-    kept, val = [], 0.0
-    if a.leak == "hook":
-        target = [m for m in model.modules() if isinstance(m, torch.nn.Linear)][0]
-        target.register_forward_hook(lambda mod, inp, out: kept.append(out))  # LEAK_LINE hook
-    for step in range(a.steps):
-        x, y = make(step, a.batch_size)
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-            loss, out = loss_of(model, x, y)  # LEAK_LINE list hook
-        loss.backward()
-        opt.step()
-        if a.leak == "list":
-            kept.append(out)
-        if a.leak == "sum_loss":
-            xv, yv = make(1000 + step, a.batch_size)
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-                val = val + loss_of(model, xv, yv)[0]  # LEAK_LINE sum_loss
-        print("step %d loss %.4f" % (step, loss.item()), flush=True)
+    train(model, opt, make, loss_of, a.batch_size, a.steps, a.amp or a.model in ("gpt2", "llama"), a.leak,
+          lambda line: print(line, flush=True))
 
 
 if __name__ == "__main__":

@@ -364,6 +364,10 @@ if(Python3_Interpreter_FOUND)
   # vram plan --device cuda against the GPU runs recorded on an H100 (no GPU needed)
   add_test(NAME plan_vs_gpu_runs COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/plan_gpu_check.py $<TARGET_FILE:vram>)
   set_tests_properties(plan_vs_gpu_runs PROPERTIES TIMEOUT 300)
+  # plan_gpu_check.py's grid part on records made here: in bounds passes, off or unmeasured rows fail
+  add_test(NAME test_plan_gpu_check
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_plan_gpu_check.py $<TARGET_FILE:vram>)
+  set_tests_properties(test_plan_gpu_check PROPERTIES TIMEOUT 600)
   # python -m vram_torch fit on synthetic traces (no PyTorch): learn, synthesize, search by replay
   add_test(NAME test_vram_torch_fit
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_fit.py $<TARGET_FILE:vram>)

@@ -95,6 +95,28 @@ check(ex["remedies"][0]["peak_reserved"] == int(1150 * MiB * 1.1) and not ex["re
       "reserved at the failure's ratio; does not fit 1000 MiB")
 check(ex["reserved_but_free"] == 90 * MiB and "reserved but free: 90.00 MiB" in "\n".join(ex["lines"]), "reserved but free")
 check(oom_explain.explain(None) is None, "no OOM, no explanation")
+# a failure in step 1's forward: no backward seen, so the peaks are lower bounds, and said
+check(all(r["lower_bound"] for r in ex["remedies"]) and "backward pass is not seen" in "\n".join(ex["lines"])
+      and "peak at least 1150.00 MiB allocated" in "\n".join(ex["lines"]), "first-step forward failure: lower bounds said")
+later = dict(oom, step=3, phase="backward", forward_progress=1.0,
+             last_step={"phases": {"forward": {"peak_allocated": 800 * MiB, "at_peak_allocated": {"activations": 500 * MiB}},
+                                   "backward": {"peak_allocated": 950 * MiB, "own_peak": {"optimizer_state": 0},
+                                                "at_peak_allocated": {"activations": 700 * MiB, "temporaries": 50 * MiB}}}})
+for w in later["last_step"]["phases"].values():
+    w.setdefault("own_peak", {})
+ex2 = oom_explain.explain(later)
+# variable: max(600 + 150 + 50 + 100, the last step's 700 + 50) = 900; halved: 100 + 200 + 100 + 450 = 850 MiB
+check(not any(r["lower_bound"] for r in ex2["remedies"]) and ex2["remedies"][0]["peak_allocated"] == 850 * MiB
+      and "not seen" not in "\n".join(ex2["lines"]) and "peak ~850.00 MiB" in "\n".join(ex2["lines"]),
+      "a failure after a completed step: a prediction, not a bound: %s" % ex2["lines"][-2:])
+# failing in a later, longer step's forward (half done): the last step's backward added 750/500 of
+# its forward's growing bytes; this forward's: 600/0.5 + 150 + 50 + 100 = 1500 -> 2250 at its peak;
+# halved: 100 + 200 + 100 + 1125 = 1525 MiB
+longer = dict(later, phase="forward", forward_progress=0.5)
+ex3 = oom_explain.explain(longer)
+check(ex3["remedies"][0]["peak_allocated"] == 1525 * MiB and not ex3["remedies"][0]["lower_bound"],
+      "a longer step failing in forward: the rest of it modelled from the last step: %d MiB"
+      % (ex3["remedies"][0]["peak_allocated"] // MiB))
 
 # --- the categories record -------------------------------------------------------------------
 def window(peak, tags_at_peak, own, now_alloc, reserved=None):
@@ -141,6 +163,35 @@ check(fit._lenient_rule([(2, 1000), (4, 2001)]) == (0, 501), "odd bytes per samp
 check(fit._lenient_rule([(2, 100), (4, 1000)]) == (0, 450), "a size growing faster than the batch: never below 0")
 base, per = fit._lenient_rule([(2, 1000), (4, 2000), (8, 3000)])
 check(all(base + per * b >= s for b, s in ((2, 1000), (4, 2000), (8, 3000))), "never below a size seen")
+
+# --- elastic workspaces: cuDNN's, given up under the cap -----------------------------------------
+def conv_model(workspace_freed_at_once=True):
+    """A parameter of 64 MiB; per step an activation of 8 MiB a sample and a workspace of 32 MiB a
+    sample, freed right after it is made (cuDNN's pattern), or after another allocation (a
+    temporary: not a workspace)."""
+    m, n = [("a", 0, 64 << 20, 0, 0)], 1
+    for _ in range(2):
+        m.append(("a", n, 0, 8 << 20, 0))
+        if workspace_freed_at_once:
+            m += [("a", n + 1, 0, 32 << 20, 0), ("f", n + 1)]
+        else:
+            m += [("a", n + 1, 0, 32 << 20, 0), ("a", n + 2, 4096, 0, 0), ("f", n + 1), ("f", n + 2)]
+        m.append(("f", n))
+        n += 3
+    return m
+
+
+GiB = 1 << 30
+check(fit.workspaces(conv_model()) == {2, 6} and not fit.workspaces(conv_model(False)), "workspaces: freed by the next event")
+b_plain, r_plain, _ = fit.search(conv_model(), GiB, VRAM, "cudasim", 1024, "expandable_segments:False")
+b_el, r_el, n_el = fit.search(conv_model(), GiB, VRAM, "cudasim", 1024, "expandable_segments:False", elastic=True)
+# with the workspace: 64 + 40 b MiB fits 1 GiB to b = 24; without it 64 + 8 b, to b = 120 (less some rounding)
+check(20 <= b_plain <= 24 and r_plain["workspaces_dropped"] == 0, "the workspace counted: batch %d" % b_plain)
+check(110 <= b_el <= 120 and r_el["workspaces_dropped"] >= 1 and r_el["peak_requested_bytes"] <= GiB,
+      "elastic: the workspace given up under the cap: batch %d, %d dropped" % (b_el, r_el["workspaces_dropped"]))
+b_tmp, r_tmp, _ = fit.search(conv_model(False), GiB, VRAM, "cudasim", 1024, "expandable_segments:False", elastic=True)
+check(20 <= b_tmp <= b_plain and r_tmp["workspaces_dropped"] == 0, "a temporary held across another allocation is never "
+      "given up: batch %d" % b_tmp)
 
 # --- streams of different shapes, lined up by the allocations' sites (fit_align.py) ---------------
 def stream(batch, workspace):
@@ -245,6 +296,12 @@ with tempfile.TemporaryDirectory() as d:
     by = r.get("by_allocator", {})
     check(sorted(by) == ["expandable", "native", "vram"] and by["vram"]["batch"] == r["batch"]
           and all(90 <= x["batch"] <= 119 for x in by.values()), "--compare: every allocator's batch: %s" % by)
+    keep = os.path.join(d, "kept")
+    status, out, err = run(["--capacity", "1GiB", "--vram", VRAM, "--json", "--keep", keep, "--", script, "ok", "--bs",
+                            "{batch}"])
+    kept = sorted(os.listdir(keep)) if os.path.isdir(keep) else []
+    check(status == 0 and {"b2.trace", "b4.trace", "b2.trace.sites"} <= set(kept)
+          and json.loads(out.splitlines()[0])["batch"] == r.get("batch"), "--keep DIR keeps the runs' files: %s" % kept)
     for args, want, text in ((["--capacity", "1GiB", "--", script, "ok", "--bs", "8"], 2, "no {batch}"),
                              (["--capacity", "1GiB", "--", os.path.join(d, "nope.py"), "{batch}"], 2, "no such script"),
                              (["--capacity", "1GiB", script, "{batch}"], 2, "put the program after --"),

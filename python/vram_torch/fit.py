@@ -200,17 +200,44 @@ def replay(vram, text, capacity, device="cudasim", conf=None):
     return json.loads(p.stdout.splitlines()[0])
 
 
-def search(model, capacity, vram, device="cudasim", max_batch=1 << 20, conf=None):
+MAX_WORKSPACES_DROPPED = 64  # per replayed batch: beyond it the batch is taken as not fitting
+
+
+def workspaces(model):
+    """The model's indices of allocations freed by the very next event: a library's workspace,
+    used inside one operation (cuDNN's convolutions: theirs is the pattern the recordings show)."""
+    return {k for k in range(len(model) - 1)
+            if model[k][0] == "a" and model[k + 1][0] == "f" and model[k + 1][1] == model[k][1]}
+
+
+def search(model, capacity, vram, device="cudasim", max_batch=1 << 20, conf=None, elastic=False):
     """The largest batch in [1, max_batch] whose synthesized stream replays with no out-of-memory
     error on `device` of `capacity` bytes: (batch, its replay result, replays made). batch 0 when
-    batch 1 does not fit (the result is then batch 1's)."""
+    batch 1 does not fit (the result is then batch 1's).
+
+    elastic: a workspace (workspaces()) whose allocation fails is taken as given up, and the replay
+    runs again with it at 0 bytes: PyTorch's cuDNN convolutions catch the out-of-memory error of a
+    workspace and try plans that need less, down to none, so under a cap the program asks less
+    than its uncapped recordings show. The result then says how many were given up
+    ("workspaces_dropped"); any other failing allocation is an out-of-memory as before."""
     tried, results = 0, {}
+    elastic_at = workspaces(model) if elastic else set()
 
     def fits(b):
         nonlocal tried
-        tried += 1
-        results[b] = replay(vram, synthesize(model, b), capacity, device, conf)
-        return not results[b]["oom"]
+        m, dropped = model, 0
+        while True:
+            tried += 1
+            res = replay(vram, synthesize(m, b), capacity, device, conf)
+            k = res.get("failed_event")
+            if (not res["oom"] or k not in elastic_at or dropped == MAX_WORKSPACES_DROPPED
+                    or m[k][2] + m[k][3] * b == 0):
+                break
+            m = m[:k] + [("a", m[k][1], 0, 0, m[k][4])] + m[k + 1:]
+            dropped += 1
+        res["workspaces_dropped"] = dropped
+        results[b] = res
+        return not res["oom"]
 
     lo, hi, b = 0, None, 1
     while True:  # doubling until one fails

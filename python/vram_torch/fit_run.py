@@ -2,7 +2,9 @@
 times and replaying the rest.
 
     python -m vram_torch fit --capacity 40GiB [--allocator vram|native|expandable] [--steps 3]
-                             [--batches 2,4] [--max-batch N] [--compare] [--json] -- train.py --batch-size {batch}
+                             [--batches 2,4] [--max-batch N] [--compare] [--json] [--keep DIR]
+                             [--elastic-workspaces]
+                             -- train.py --batch-size {batch}
 
 1. Two real runs at small batches (--batches), each stopped when its --steps-th optimizer step
    ends, recording the program's allocation stream (fit_child.py, PyTorch's own allocator: the
@@ -15,6 +17,9 @@ times and replaying the rest.
    (reserve_slack:0.99, as PyTorch's expandable segments grow) for expandable.
 3. One real run at that batch under that allocator, limited to the capacity, confirms it.
 --compare also searches the other two allocators' batches (replays only, no more real runs).
+--elastic-workspaces: a workspace (an allocation freed by the next event, as cuDNN's convolutions
+make them) whose allocation fails in a replay is replayed as given up (fit.search), as PyTorch's
+cuDNN code gives up a workspace it cannot get and tries plans that need less.
 Status: 0 the batch is found and confirmed; 1 batch 1 does not fit, the confirming run ran out
 of memory, or the program failed; 2 bad input (no {batch} in the arguments, no script, a program
 that makes no optimizer step).
@@ -85,7 +90,7 @@ def check_recording(r, batch, steps):
 
 
 def fit_program(script_args, capacity, allocator="vram", steps=3, batches=(2, 4), max_batch=1 << 16, vram=None,
-                device="cudasim", confirm=True, folder=None, compare=False):
+                device="cudasim", confirm=True, folder=None, compare=False, elastic=False):
     """The whole procedure; a dict with batch, predicted and measured peaks, runs and replays."""
     if not any("{batch}" in x for x in script_args):
         raise FitError("no {batch} in the program's arguments (e.g. -- train.py --batch-size {batch})")
@@ -99,24 +104,27 @@ def fit_program(script_args, capacity, allocator="vram", steps=3, batches=(2, 4)
         traces, sites = {}, {}
         for b in batches:
             r = real_run(script_args, b, steps, folder, trace=True)
-            runs.append({"batch": b, "kind": "record", "peak_reserved": r.get("peak_reserved")})
+            runs.append({"batch": b, "kind": "record", "peak_allocated": r.get("peak_allocated"),
+                         "peak_reserved": r.get("peak_reserved")})
             check_recording(r, b, steps)
             traces[b] = load_trace(r["trace"])
             if os.path.exists(r["trace"] + ".sites"):
                 with open(r["trace"] + ".sites") as f:
                     sites[b] = json.load(f)
         model = learn(traces, lenient=True, sites=sites if len(sites) == len(traces) else None)
-        batch, res, replays = search(model, capacity, exe, device, max_batch, CONF[allocator])
+        batch, res, replays = search(model, capacity, exe, device, max_batch, CONF[allocator], elastic)
         out = {"capacity": capacity, "allocator": allocator, "steps": steps, "batch": batch, "replays": replays,
-               "predicted_peak_reserved": res.get("peak_reserved_bytes"), "runs": runs, "by_allocator": {}}
+               "predicted_peak_reserved": res.get("peak_reserved_bytes"), "runs": runs, "by_allocator": {},
+               "elastic_workspaces": elastic, "workspaces_dropped": res.get("workspaces_dropped", 0)}
         for other in sorted(CONF) if compare else ():  # replays only: which allocator fits the larger batch
             b, r, n = (batch, res, 0) if other == allocator else search(model, capacity, exe, device, max_batch,
-                                                                         CONF[other])
+                                                                         CONF[other], elastic)
             out["by_allocator"][other] = {"batch": b, "predicted_peak_reserved": r.get("peak_reserved_bytes")}
             out["replays"] += n
         if batch and confirm:
             r = real_run(script_args, batch, steps, folder, allocator=allocator, capacity=capacity)
-            runs.append({"batch": batch, "kind": "confirm", "peak_reserved": r.get("peak_reserved"), "oom": r["oom"]})
+            runs.append({"batch": batch, "kind": "confirm", "peak_allocated": r.get("peak_allocated"),
+                         "peak_reserved": r.get("peak_reserved"), "oom": r["oom"]})
             out["confirmed"] = not r["oom"] and r["steps"] >= steps
             out["measured_peak_reserved"] = r.get("peak_reserved")
             if r["error"] and not r["oom"]:
@@ -149,6 +157,9 @@ def main(argv):
     p.add_argument("--no-confirm", action="store_true")
     p.add_argument("--compare", action="store_true", help="also the batch each other allocator would fit (replays)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--keep", metavar="DIR", help="keep the runs' traces and results in DIR (made if missing)")
+    p.add_argument("--elastic-workspaces", action="store_true",
+                   help="a workspace freed right after it is made (cuDNN's) may be given up under the cap")
     a = p.parse_args(own)
     try:
         capacity = parse_size(a.capacity)
@@ -157,8 +168,10 @@ def main(argv):
             raise FitError("--batches needs two or three batch sizes of at least 1, e.g. 2,4")
         if a.steps < 1:
             raise FitError("--steps must be at least 1")
+        if a.keep:
+            os.makedirs(a.keep, exist_ok=True)
         out = fit_program(script_args, capacity, a.allocator, a.steps, batches, a.max_batch, a.vram, a.device,
-                          not a.no_confirm, compare=a.compare)
+                          not a.no_confirm, folder=a.keep, compare=a.compare, elastic=a.elastic_workspaces)
     except (FitError, ValueError) as e:
         print("vram_torch fit: %s" % e, file=sys.stderr)
         return 2

@@ -15,10 +15,14 @@ where fixed = parameters + buffers, variable = activations + temporaries + input
 failing request (what grows with the batch; in forward the activations are scaled to the whole
 forward by the part of it done, counted in module calls), state = the optimizer state (as held, or from the
 last completed step, or, before any step, 2x the trainable bytes for Adam-like optimizers, 1x for
-SGD with momentum / Adagrad), gradients = as held, or the trainable bytes. The peak of the
-failing step is at least the failure's bytes plus the request; where an earlier step at the same
-batch completed, its peak is the larger figure used. Reserved is predicted as allocated times the
-reserved-over-allocated ratio of that moment.
+SGD with momentum / Adagrad), gradients = as held, or the trainable bytes. Where an earlier step
+completed, the rest of a step that failed in forward is modelled from it: its peak's growing
+bytes over its forward's give the share the backward and the optimizer add (a later step may be
+longer: BERT's lengths vary), and the variable part is never below that step's at its peak.
+Reserved is predicted as allocated times the reserved-over-allocated ratio of that moment.
+
+A failure in the first step's forward has seen no backward pass (often the step's peak): the
+report says so and its peaks are lower bounds ("lower_bound": true, "at least").
 """
 
 STATE_FACTOR = {"Adam": 2, "AdamW": 2, "NAdam": 2, "RAdam": 2, "Adamax": 2, "Adagrad": 1, "RMSprop": 1,
@@ -29,9 +33,15 @@ def _mib(n):
     return "%.2f MiB" % (n / 2 ** 20)
 
 
+def _grows(cats):
+    """The bytes of a moment's categories that grow with the batch."""
+    return cats.get("activations", 0) + cats.get("temporaries", 0) + cats.get("other", 0)
+
+
 def explain(oom):
     """{"at_failure": {...}, "reserved_but_free", "remedies": [{name, change, peak_allocated,
-    peak_reserved, fits}], "lines": [...]} for the figures `oom` (tracker.py's), or None."""
+    peak_reserved, fits, lower_bound}], "lines": [...], "step_peak_allocated" (the failed step's
+    own, as modelled)} for the figures `oom` (tracker.py's), or None."""
     if not oom:
         return None
     c = dict(oom["categories"])
@@ -49,12 +59,16 @@ def explain(oom):
     if not state and oom.get("optimizers"):
         factor = max(STATE_FACTOR.get(name, 2) for name in oom["optimizers"])
         state = factor * oom.get("trainable_bytes", 0)
-    step_peak = oom["allocated"] + request
     if last:  # an earlier step at this batch completed: its peak was at least this high
-        peak = max(w["peak_allocated"] for w in last["phases"].values())
-        if peak > step_peak:
-            lc = max(last["phases"].values(), key=lambda w: w["peak_allocated"])["at_peak_allocated"]
-            variable = max(variable, lc.get("activations", 0) + lc.get("temporaries", 0) + lc.get("other", 0))
+        peak_w = max(last["phases"].values(), key=lambda w: w["peak_allocated"])
+        last_var = _grows(peak_w["at_peak_allocated"])
+        fw = last["phases"].get("forward")
+        fw_var = _grows(fw["at_peak_allocated"]) if fw else 0
+        if oom.get("phase") == "forward" and fw_var and last_var > fw_var:
+            # the rest of this step (backward, the optimizer) adds to its forward what the last
+            # step's added to its own: the same share of the forward's growing bytes
+            variable = int(variable * last_var / fw_var)
+        variable = max(variable, last_var)
     ratio = oom["reserved"] / oom["allocated"] if oom["allocated"] else 1.0
     halved = fixed + state + grads + variable // 2
     limit = oom["limit"]
@@ -63,14 +77,23 @@ def explain(oom):
                          ("gradient accumulation (2 micro-batches)", "batch / 2, 2 backward passes per optimizer step")):
         remedies.append({"name": name, "change": change, "peak_allocated": int(halved),
                          "peak_reserved": int(halved * ratio), "fits": halved * ratio <= limit})
+    unseen = not last and oom.get("phase") == "forward"  # no backward pass seen yet: a lower bound
+    for r in remedies:
+        r["lower_bound"] = unseen
     free = max(0, oom["reserved"] - oom["allocated"])
     lines = ["vram_torch: out of memory in step %d (%s), allocating %s; limit %s" % (
         oom["step"], oom["phase"], _mib(request), _mib(limit)),
         "  categories at the failure: " + ", ".join("%s %s" % (k, _mib(v)) for k, v in c.items() if v),
         "  reserved but free: %s of %s reserved (%.1f%%)" % (_mib(free), _mib(oom["reserved"]),
                                                            100.0 * free / oom["reserved"] if oom["reserved"] else 0.0)]
+    if unseen:
+        lines.append("  the failure came in step %d's forward pass, before any step completed: the backward pass is "
+                     "not seen, so the peaks below are lower bounds (forward, parameters, gradients, optimizer state); "
+                     "`python -m vram_torch fit` predicts from whole recorded steps" % oom["step"])
     for r in remedies:
-        lines.append("  %s (%s): peak ~%s allocated, ~%s reserved: %s" % (
-            r["name"], r["change"], _mib(r["peak_allocated"]), _mib(r["peak_reserved"]),
-            "fits" if r["fits"] else "does not fit"))
-    return {"at_failure": oom, "reserved_but_free": free, "remedies": remedies, "lines": lines}
+        lines.append("  %s (%s): peak %s%s allocated, %s%s reserved: %s" % (
+            r["name"], r["change"], "at least " if unseen else "~", _mib(r["peak_allocated"]),
+            "at least " if unseen else "~", _mib(r["peak_reserved"]),
+            ("does not fit" if not r["fits"] else "may fit" if unseen else "fits")))
+    return {"at_failure": oom, "reserved_but_free": free, "remedies": remedies, "lines": lines,
+            "step_peak_allocated": int(fixed + state + grads + variable)}
