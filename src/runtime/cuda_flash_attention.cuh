@@ -170,6 +170,21 @@ template <typename T> __device__ block_ctx<T> block_setup(shape sh, const T *qkv
     return c;
 }
 
+/* Key tile kt of the loop over tiles 0..last: starts the copy of tile kt + 1's K and V into
+ * the other stage, then waits until tile kt's have landed (for every thread of the block). */
+template <typename T> __device__ void kv_tile_ready(const block_ctx<T> &c, T *tiles, int64_t kt, int64_t last, int64_t Tn) {
+    if (kt < last) {
+        T *next = tiles + ((kt + 1) & 1) * 2 * TILE_ELEMS;
+        load_tile_async(next, c.base + c.C, c.stride, (kt + 1) * TILE, Tn);
+        load_tile_async(next + TILE_ELEMS, c.base + 2 * c.C, c.stride, (kt + 1) * TILE, Tn);
+        cp_async_commit();
+        cp_async_wait<1>();
+    } else {
+        cp_async_wait<0>();
+    }
+    __syncthreads();
+}
+
 template <typename T> __device__ void forward(shape sh, const T *qkv, T *out, float *lse, float scale, char *smem) {
     block_ctx<T> c = block_setup(sh, qkv, (const T *)nullptr, true);
     T *tiles = (T *)smem; /* stage s: K at (2s) and V at (2s + 1) tiles */
@@ -191,16 +206,7 @@ template <typename T> __device__ void forward(shape sh, const T *qkv, T *out, fl
     for (int j = 0; j < 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
     for (int64_t kt = 0; kt <= qb; kt++) {
         T *ks = tiles + (kt & 1) * 2 * TILE_ELEMS, *vs = ks + TILE_ELEMS;
-        if (kt < qb) {
-            T *next = tiles + ((kt + 1) & 1) * 2 * TILE_ELEMS;
-            load_tile_async(next, c.base + c.C, c.stride, (kt + 1) * TILE, Tn);
-            load_tile_async(next + TILE_ELEMS, c.base + 2 * c.C, c.stride, (kt + 1) * TILE, Tn);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        __syncthreads();
+        kv_tile_ready(c, tiles, kt, qb, Tn);
         float s[8][4];
         product_nt<T>(s, fq, ks);
         float mx[2] = {-INFINITY, -INFINITY};
@@ -342,16 +348,7 @@ template <typename T> __device__ void backward_q(shape sh, const T *qkv, const T
     for (int j = 0; j < 8; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
     for (int64_t kt = 0; kt <= qb; kt++) {
         T *ks = tiles + (kt & 1) * 2 * TILE_ELEMS, *vs = ks + TILE_ELEMS;
-        if (kt < qb) {
-            T *next = tiles + ((kt + 1) & 1) * 2 * TILE_ELEMS;
-            load_tile_async(next, c.base + c.C, c.stride, (kt + 1) * TILE, Tn);
-            load_tile_async(next + TILE_ELEMS, c.base + 2 * c.C, c.stride, (kt + 1) * TILE, Tn);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        __syncthreads();
+        kv_tile_ready(c, tiles, kt, qb, Tn);
         float s[8][4], dp[8][4];
         uint32_t a[4][4];
         product_nt<T>(s, fq, ks);  /* S = Q K^T */
