@@ -6,9 +6,9 @@
  * temporary, or, for parameters that ask for it (vram_gpt_config.keep_lowp_weights), kept as a
  * 16-bit copy that the multi-tensor Adam rewrites as it updates the f32 master; weight and bias
  * gradients come out of the product in f32, so the master weights, their gradients and the
- * optimizer state stay f32. Layer norm and the loss
- * compute in fp32 from 16-bit inputs (their statistics are f32). A device without the
- * low-precision slots (the CPU) refuses 16-bit activations with a message.
+ * optimizer state stay f32. Layer norm and the loss compute in fp32 from 16-bit inputs (their
+ * statistics are f32). A device without the low-precision slots (the CPU) refuses 16-bit
+ * activations with a message.
  */
 #include <string.h>
 
