@@ -413,10 +413,53 @@ extern "C" __global__ void vk_softmax_backward(int dt, int64_t rows, int64_t n, 
 }
 
 /* Layer norm, one block per row; x, out in T, the weight, bias, mean and rstd in A. */
+/* Layer norm's 16-bit fast path: one warp a row held in registers (n a multiple of 256 up to
+ * VK_LN_WARP_MAX), 8 elements per 16-byte access; the statistics as the block path computes them. */
+__device__ __forceinline__ bool ln_warp_rows(int dt, int64_t n) {
+    return (dt == VK_BF16 || dt == VK_F16) && n % 256 == 0 && n <= VK_LN_WARP_MAX;
+}
+template <typename T> __device__ void layer_norm_warp_rows(int64_t rows, int n, float eps, T *out, const T *in,
+                                                           const float *w, const float *b, float *mean, float *rstd) {
+    constexpr int MAXV = VK_LN_WARP_MAX / 256;
+    int lane = threadIdx.x & 31, nw = blockDim.x >> 5, nv = n / 256;
+    for (int64_t r = blockIdx.x * (int64_t)nw + (threadIdx.x >> 5); r < rows; r += (int64_t)gridDim.x * nw) {
+        const T *x = in + r * n;
+        float v[MAXV][8], s = 0, q = 0;
+#pragma unroll
+        for (int k = 0; k < MAXV; k++)
+            if (k < nv) {
+                ld8(x + (k * 32 + lane) * 8, v[k]);
+                for (int e = 0; e < 8; e++) s += v[k][e];
+            }
+        float m = warp_sum(s) / (float)n;
+#pragma unroll
+        for (int k = 0; k < MAXV; k++)
+            if (k < nv)
+                for (int e = 0; e < 8; e++) q += (v[k][e] - m) * (v[k][e] - m);
+        float rs = 1.0f / sqrtf(warp_sum(q) / (float)n + eps);
+        if (lane == 0) mean[r] = m, rstd[r] = rs;
+#pragma unroll
+        for (int k = 0; k < MAXV; k++)
+            if (k < nv) {
+                int j0 = (k * 32 + lane) * 8;
+                for (int e = 0; e < 8; e++) {
+                    float h = (v[k][e] - m) * rs;
+                    v[k][e] = (w ? h * w[j0 + e] : h) + (b ? b[j0 + e] : 0.0f);
+                }
+                st8(out + r * n + j0, v[k]);
+            }
+    }
+}
+
 extern "C" __global__ void vk_layer_norm(int dt, int64_t rows, int64_t n, double eps, char *out, const char *in,
                                          const char *wv, const char *bv, char *meanv, char *rstdv) {
     __shared__ double shd[32];
     DISPATCH_ALL(dt, {
+        if (is_16bit<T>::value && ln_warp_rows(dt, n) && aligned16(out, in, in)) {
+            layer_norm_warp_rows<T>(rows, (int)n, (float)eps, (T *)out, (const T *)in, (const float *)wv,
+                                    (const float *)bv, (float *)meanv, (float *)rstdv);
+            return;
+        }
         A *sh = (A *)shd;
         const A *w = (const A *)wv, *b = (const A *)bv;
         for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -442,11 +485,47 @@ extern "C" __global__ void vk_layer_norm(int dt, int64_t rows, int64_t n, double
 }
 
 /* The input gradient of layer norm, one block per row. */
+/* gx of layer norm for one warp a row in registers (the fast path's shape, ln_warp_rows). */
+template <typename T> __device__ void layer_norm_backward_x_warp_rows(int64_t rows, int n, T *gx, const T *gout,
+                                                                      const T *xin, const float *w, const float *mean,
+                                                                      const float *rstd) {
+    constexpr int MAXV = VK_LN_WARP_MAX / 256;
+    int lane = threadIdx.x & 31, nw = blockDim.x >> 5, nv = n / 256;
+    for (int64_t r = blockIdx.x * (int64_t)nw + (threadIdx.x >> 5); r < rows; r += (int64_t)gridDim.x * nw) {
+        float h[MAXV][8], dh[MAXV][8], m = mean[r], rs = rstd[r], s1 = 0, s2 = 0;
+#pragma unroll
+        for (int k = 0; k < MAXV; k++)
+            if (k < nv) {
+                int j0 = (k * 32 + lane) * 8;
+                ld8(xin + r * n + j0, h[k]);
+                ld8(gout + r * n + j0, dh[k]);
+                for (int e = 0; e < 8; e++) {
+                    h[k][e] = (h[k][e] - m) * rs;
+                    if (w) dh[k][e] *= w[j0 + e];
+                    s1 += dh[k][e];
+                    s2 += dh[k][e] * h[k][e];
+                }
+            }
+        float a = warp_sum(s1) / (float)n, c = warp_sum(s2) / (float)n;
+#pragma unroll
+        for (int k = 0; k < MAXV; k++)
+            if (k < nv) {
+                for (int e = 0; e < 8; e++) dh[k][e] = rs * (dh[k][e] - a - h[k][e] * c);
+                st8(gx + r * n + (k * 32 + lane) * 8, dh[k]);
+            }
+    }
+}
+
 extern "C" __global__ void vk_layer_norm_backward_x(int dt, int64_t rows, int64_t n, char *gxv, const char *gout,
                                                     const char *xv, const char *wv, const char *meanv,
                                                     const char *rstdv) {
     __shared__ double shd[32];
     DISPATCH_ALL(dt, {
+        if (is_16bit<T>::value && ln_warp_rows(dt, n) && aligned16(gxv, gout, xv)) {
+            layer_norm_backward_x_warp_rows<T>(rows, (int)n, (T *)gxv, (const T *)gout, (const T *)xv, (const float *)wv,
+                                               (const float *)meanv, (const float *)rstdv);
+            return;
+        }
         A *sh = (A *)shd;
         const A *w = (const A *)wv;
         for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -545,21 +624,63 @@ extern "C" __global__ void vk_cross_entropy(int dt, int64_t rows, int64_t n, con
  * are the classes: the row's loss added to *loss_sum, and with scale != 0 the logits replaced by
  * their gradient scale * (softmax - onehot), zero in the padding columns (no probabilities are
  * ever stored: llm.c's fused classifier). */
+/* A 16-bit row's log-sum-exp in one pass: each thread keeps a running max and the sum of
+ * exponentials below it over 8-element vectors (the online softmax), then the block combines
+ * the pairs. Every thread gets the result. */
+template <typename T> __device__ float row_lse_online(const T *x, int64_t n, float *sh) {
+    float mx = -INFINITY, sum = 0.0f;
+    int64_t nvec = n / 8;
+    for (int64_t v = threadIdx.x; v <= nvec; v += blockDim.x) {
+        float f[8];
+        int cnt = 8;
+        if (v < nvec) {
+            ld8(x + v * 8, f);
+        } else { /* the tail: n % 8 elements */
+            cnt = (int)(n - nvec * 8);
+            for (int e = 0; e < cnt; e++) f[e] = (float)x[nvec * 8 + e];
+        }
+        if (cnt == 0) continue;
+        float vm = f[0];
+        for (int e = 1; e < cnt; e++) vm = fmaxf(vm, f[e]);
+        float nm = fmaxf(mx, vm);
+        sum = sum * __expf(mx - nm); /* 0 while mx is -inf */
+        for (int e = 0; e < cnt; e++) sum += __expf(f[e] - nm);
+        mx = nm;
+    }
+    float bm = block_max(mx, sh);
+    __syncthreads(); /* sh is reused */
+    float part = mx == -INFINITY ? 0.0f : sum * __expf(mx - bm);
+    return bm + logf(block_sum(part, sh));
+}
+
 extern "C" __global__ void vk_cross_entropy_fused(int dt, int64_t rows, int64_t n, int64_t ld, double scale, char *logits,
                                                   const char *targets, int tdt, double *loss_sum) {
     __shared__ double sh[32];
     DISPATCH_ALL(dt, {
+        bool vec = is_16bit<T>::value && ld % 8 == 0 && aligned16(logits, logits, logits);
         for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
             T *x = (T *)logits + r * ld;
             int64_t tgt = load_id(targets, tdt, r);
-            double lse = row_lse<T, A>(x, n, sh);
+            double lse = vec ? (double)row_lse_online<T>(x, n, (float *)sh) : row_lse<T, A>(x, n, sh);
             if (threadIdx.x == 0) atomicAdd(loss_sum, lse - (double)(A)x[tgt]);
             __syncthreads(); /* x[tgt] read before it is overwritten */
-            if (scale != 0) {
-                A l = (A)lse, sc = (A)scale;
+            if (scale == 0) continue;
+            A l = (A)lse, sc = (A)scale;
+            if (vec) { /* ld is a multiple of 8: whole vectors, the padding columns written as zeros */
+                for (int64_t v = threadIdx.x; v < ld / 8; v += blockDim.x) {
+                    float f[8];
+                    ld8(x + v * 8, f);
+                    for (int e = 0; e < 8; e++) {
+                        int64_t j = v * 8 + e;
+                        f[e] = j < n ? (__expf(f[e] - (float)l) - (j == tgt ? 1.0f : 0.0f)) * (float)sc : 0.0f;
+                    }
+                    st8(x + v * 8, f);
+                }
+            } else {
                 for (int64_t j = threadIdx.x; j < ld; j += blockDim.x)
                     x[j] = (T)(j < n ? (m_exp((A)x[j] - l) - (j == tgt ? (A)1 : (A)0)) * sc : (A)0);
             }
+            __syncthreads(); /* the block's shared scratch is reused by the next row */
         }
     });
 }
