@@ -29,15 +29,24 @@ import sys
 from .launch import BadInput, check_script, require_torch, run_to_the_end
 
 
-def convert(traces, out, header, marks=None):
+def convert(traces, out, header, marks=None, live_at_start=()):
     """Writes memtrace v1 for one device's trace entries; returns (allocations, peak, skipped).
-    marks: {entry index: the "# ..." lines written before that entry's records}."""
+    marks: {entry index: the "# ..." lines written before that entry's records}.
+    live_at_start: (address, size, stream) of blocks allocated before the entries begin, written
+    as allocations ahead of them (so that their frees are not skipped and the peaks count them)."""
     free_action = "free_requested"
     if not any(e.get("action") == "free_requested" for e in traces):
         free_action = "free_completed"
     ids, streams = {}, {0: 0}
     next_id = live = peak = skipped = 0
     body = []
+    for addr, size, stream in live_at_start:
+        s = streams.setdefault(stream, len(streams))
+        ids[addr] = (next_id, size)
+        body.append("a %d %d %d" % (next_id, size, s))
+        next_id += 1
+        live += size
+        peak = max(peak, live)
     for index, e in enumerate(traces):
         if marks and index in marks:
             body.extend(marks[index])
