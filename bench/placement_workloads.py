@@ -174,7 +174,8 @@ def write_trace(torch, path, name, peaks, start, live=(), marks=None):
     header = {"source": "PyTorch %s (CUDA %s), bench/placement_workloads.py --workloads %s, %s, %s" % (
                   torch.__version__.split("+")[0], torch.version.cuda, name, torch.cuda.get_device_name(0),
                   time.strftime("%Y-%m-%d")),
-              "pytorch_native_peak_allocated_bytes": peaks[0], "pytorch_native_peak_reserved_bytes": peaks[1]}
+              "pytorch_native_peak_allocated_bytes": peaks[0], "pytorch_native_peak_reserved_bytes": peaks[1],
+              "live_at_start_bytes": sum(size for _, size, _ in live)}
     with open(path, "w") as f:
         n, peak, skipped = convert(entries, f, header, marks, live)
     print("trace: %s (%d allocations, peak requested %d, %d frees of earlier allocations skipped)"

@@ -456,6 +456,15 @@ add_test(NAME bench_step_plan_llama
 set_tests_properties(bench_step_plan_llama PROPERTIES
                      PASS_REGULAR_EXPRESSION "# machine: .*# command: .*[|] llama_train.trace.gz [|] 1[.]068 [|] [0-9]+ [|] 1[.]046 [|]")
 
+# the six programs recorded on an H100 (bench/results/gpu-placement): replays against the GPU's
+# figures (placement_fidelity.py), and placement_steady.py's ratios and driver calls per step
+if(Python3_Interpreter_FOUND)
+  add_test(NAME placement_replays
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_placement_replays.py $<TARGET_FILE:vram>
+                   ${CMAKE_SOURCE_DIR})
+  set_tests_properties(placement_replays PROPERTIES TIMEOUT 300)
+endif()
+
 # ---- faults (issue 41): tests/faults/faults.cmake
 include(${CMAKE_CURRENT_SOURCE_DIR}/faults/faults.cmake)
 
