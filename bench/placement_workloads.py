@@ -182,6 +182,20 @@ def write_trace(torch, path, name, peaks, start, live=(), marks=None):
           % (path, n, peak, skipped), flush=True)
 
 
+def step_plan_stats(allocator):
+    """The step plan's counters on device 0 under VRAM_STEP_PLAN=1 (src/torch/plan_route.cpp), or None."""
+    if "+plan" not in allocator:
+        return None
+    import ctypes
+    lib = sys.modules["vram_torch"]._load()
+    out = (ctypes.c_ulonglong * 11)()
+    if lib.vram_torch_step_plan_stats(0, out) != 0:
+        return None
+    keys = ("requests", "served", "missed", "plans_begun", "plans_retired", "last_period", "last_planned",
+            "last_arena_bytes", "last_floor_bytes", "arena_bytes", "arena_live_bytes")
+    return dict(zip(keys, out))
+
+
 def run_one(torch, name, allocator, trace_dir):
     gc.collect()
     torch.cuda.empty_cache()
@@ -216,6 +230,10 @@ def run_one(torch, name, allocator, trace_dir):
     r["ratio"] = r["peak_reserved"] / r["peak_requested"] if r["peak_requested"] else None
     if tokens:
         r["tokens"] = tokens
+    plan = step_plan_stats(allocator)
+    if plan:  # the allocator counts the plan's arena as one block: its requested bytes are not the program's
+        r["step_plan"] = plan
+        r["ratio"] = None
     if trace_dir:
         write_trace(torch, os.path.join(trace_dir, name + ".trace"), name,
                     (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()), start, live, marks)
@@ -228,7 +246,8 @@ def run(names, out, trace_dir):
     import torch
     vram = "vram_torch" in sys.modules and sys.modules["vram_torch"].is_enabled()
     conf = os.environ.get("VRAM_ALLOC_CONF", "")
-    allocator = ("vram:" + conf if conf else "vram") if vram else ("expandable" if "expandable_segments:true" in
+    name = "vram+plan" if os.environ.get("VRAM_STEP_PLAN") == "1" else "vram"
+    allocator = (name + ":" + conf if conf else name) if vram else ("expandable" if "expandable_segments:true" in
                                      os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").lower() else "native")
     if trace_dir and vram:
         raise SystemExit("placement_workloads.py: --trace-dir records PyTorch's own allocator's history; run it without vram")
@@ -281,7 +300,11 @@ def report(files):
             rs = runs.get((w, a))
             if not rs:
                 continue
-            ratios = [r["ratio"] for r in rs if r["ratio"]]
+            # under a step plan the allocator's requested bytes count its arena whole: the program's
+            # own peak requested is native's in the same round (the same program, the same requests)
+            ratios = [r["ratio"] or (r["peak_reserved"] / nr["peak_requested"] if nr and nr["peak_requested"] else None)
+                      for r, nr in zip(rs, natives + [None] * len(rs))]
+            ratios = [x for x in ratios if x]
             skip = rs[0]["warmup"]
             st = statistics.median(t for r in rs for t in r["step_times_s"][skip:])
             rel = "-"
@@ -296,11 +319,16 @@ def report(files):
                 same = agreement(natives[0], others) if others else "one round"
                 if a == "native" and others:
                     same = "run to run: " + same
+            plans = [r["step_plan"] for r in rs if "step_plan" in r]
+            if plans:
+                same += "; plan served %d of %d" % (plans[-1]["served"], plans[-1]["requests"])
+            ratio = "-" if not ratios else "%.3f" % ratios[0] if len(set(ratios)) == 1 else "%.3f–%.3f" % (
+                min(ratios), max(ratios))
+            requested = [r["peak_requested"] for r in rs if "step_plan" not in r] or [
+                nr["peak_requested"] for nr in natives] or [0]
             print("| %s | %s | %d | %.3f GiB | %.3f GiB | %s | %.1f ms | %s | %s |" % (
-                w, a, len(rs), statistics.median(r["peak_requested"] for r in rs) / 2 ** 30,
-                statistics.median(r["peak_reserved"] for r in rs) / 2 ** 30,
-                "%.3f" % ratios[0] if len(set(ratios)) == 1 else "%.3f–%.3f" % (min(ratios), max(ratios)),
-                1000 * st, rel, same))
+                w, a, len(rs), statistics.median(requested) / 2 ** 30,
+                statistics.median(r["peak_reserved"] for r in rs) / 2 ** 30, ratio, 1000 * st, rel, same))
 
 
 def main():

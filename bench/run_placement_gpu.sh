@@ -4,11 +4,12 @@
 # with changing batch and prompt, ResNet-50 and ConvNeXt inference on changing batch and
 # resolution), one process per allocator, ROUNDS rounds (default 3) with the allocators in turns
 # (PyTorch native as a plain `python3`, vram under `python -m vram_torch run`, vram:CONF the same
-# with VRAM_ALLOC_CONF=CONF; the order reversed every other round), after one native round that
+# with VRAM_ALLOC_CONF=CONF, vram+plan[:CONF] with learned placement too, VRAM_STEP_PLAN=1,
+# docs/step_plan.md; the order reversed every other round), after one native round that
 # records each program's allocation stream into $OUT/traces/NAME.trace.gz (memtrace v1, for
 # `vram replay` on the CPU; RECORD=0 skips it). About 60 s a process on an H100, 90 s recording.
 #   OUT=dir bench/run_placement_gpu.sh
-#   OUT=dir RECORD=0 ROUNDS=2 ALLOCS="native vram vram:chunk_size_mb:32,move_min_mb:64" \
+#   OUT=dir RECORD=0 ROUNDS=2 ALLOCS="native vram vram+plan:chunk_size_mb:16,move_min_mb:64" \
 #     WORKLOADS=ckpt_gpt2,ckpt_llama,gen_gpt2,infer_resnet50,infer_convnext bench/run_placement_gpu.sh
 #   (the configuration docs/step_plan.md proposes beside plain vram, about 5 minutes on an H100;
 #   gen_llama, whose replay the configuration leaves as it is, out to fit)
@@ -21,7 +22,7 @@ ALLOCS=${ALLOCS:-native vram}
 WORKLOADS=${WORKLOADS:-ckpt_gpt2,ckpt_llama,gen_llama,gen_gpt2,infer_resnet50,infer_convnext}
 read -r -a kinds <<< "$ALLOCS"
 for k in "${kinds[@]}"; do
-  [[ $k == native || $k == vram || $k == vram:?* ]] || { echo "ALLOCS: '$k' is not native, vram or vram:CONF"; exit 2; }
+  [[ $k =~ ^(native|vram(\+plan)?(:.+)?)$ ]] || { echo "ALLOCS: '$k' is not native, vram, vram:CONF, vram+plan or vram+plan:CONF"; exit 2; }
 done
 mkdir -p "$OUT/traces"
 { date -u; git rev-parse HEAD 2>/dev/null; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc;
@@ -43,9 +44,10 @@ one_run() {
   if [[ $alloc == native ]]; then
     env -u VRAM_ALLOC_CONF timeout "${RUN_TIMEOUT:-240}" python3 bench/placement_workloads.py --workloads "$WORKLOADS" "$@" > "$OUT/$label.log" 2>&1
   else
-    local conf=""; [[ $alloc == vram:* ]] && conf=${alloc#vram:}
-    VRAM_ALLOC_CONF=$conf timeout "${RUN_TIMEOUT:-240}" python3 -m vram_torch run bench/placement_workloads.py \
-      --workloads "$WORKLOADS" "$@" > "$OUT/$label.log" 2>&1
+    local conf="" plan=0; [[ $alloc == *:* ]] && conf=${alloc#*:}
+    [[ $alloc == vram+plan* ]] && plan=1
+    VRAM_STEP_PLAN=$plan VRAM_ALLOC_CONF=$conf timeout "${RUN_TIMEOUT:-240}" python3 -m vram_torch run \
+      bench/placement_workloads.py --workloads "$WORKLOADS" "$@" > "$OUT/$label.log" 2>&1
   fi
   rc=$?
   echo "$label ($alloc): rc=$rc, $((SECONDS - t)) s"
@@ -62,7 +64,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
     order=(); for ((i = ${#kinds[@]} - 1; i >= 0; i--)); do order+=("${kinds[$i]}"); done
   fi
   for k in "${order[@]}"; do
-    one_run "r${r}_${k//[:,]/_}" "$k" --out "$OUT/r${r}_${k//[:,]/_}.json"
+    one_run "r${r}_${k//[:,+]/_}" "$k" --out "$OUT/r${r}_${k//[:,+]/_}.json"
   done
 done
 echo "total: $((SECONDS - t0)) s"

@@ -278,9 +278,15 @@ if(Python3_Interpreter_FOUND AND VRAM_CUDA_INCLUDE_DIR)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_categories_cpu.py
                    $<TARGET_FILE:vram_torch> $<TARGET_FILE:fake_cuda> $<TARGET_FILE:vram>)
   set_tests_properties(test_vram_torch_categories_cpu PROPERTIES SKIP_RETURN_CODE 77)
+  # learned placement under the plug-in (VRAM_STEP_PLAN=1, src/torch/plan_route.cpp): an H100
+  # recording replayed through it, record_stream on an arena block, two threads, bad values
+  add_test(NAME test_torch_step_plan_cpu
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_torch_step_plan_cpu.py
+                   $<TARGET_FILE:vram_torch> $<TARGET_FILE:fake_cuda> ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_torch_step_plan_cpu PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
   if(VRAM_PY_SANITIZED_ENV)
     set_tests_properties(test_torch_plugin_cpu test_torch_conf test_vram_torch_cpu test_vram_torch_categories_cpu
-                         PROPERTIES ENVIRONMENT "${VRAM_PY_SANITIZED_ENV}")
+                         test_torch_step_plan_cpu PROPERTIES ENVIRONMENT "${VRAM_PY_SANITIZED_ENV}")
   endif()
 endif()
 # ---- end issue 3 --------------------------------------------------------------------------

@@ -39,6 +39,14 @@ with tempfile.TemporaryDirectory() as d:
         r = result("gen_llama", alloc, [9, 3.0, 3.0], [float(sum(map(sum, tokens))), 0.0], 2.2 * GIB)
         r["tokens"] = tokens
         return r
+    for rname, reserved in (("r1_native", None), ("r2_native", None), ("r1_plan", 2.08), ("r2_plan", 2.06)):
+        if reserved is None:
+            continue
+        # under a step plan the allocator's requested bytes count the arena whole: the ratio is
+        # taken over native's requested bytes of the same round
+        r = result("ckpt_gpt2", "vram+plan:chunk_size_mb:16", [9, 1.0, 1.0, 1.0], [5.0, 4.0], reserved * GIB)
+        r.update(peak_requested=3 * GIB, ratio=None, step_plan={"served": 90, "requests": 100})
+        rounds.setdefault(rname, []).append(r)
     first = [[1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 11, 12]]
     rounds["r1_native"].append(gen("native", first))
     rounds["r1_vram"].append(gen("vram", [[1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 11, 0]]))
@@ -69,6 +77,10 @@ with tempfile.TemporaryDirectory() as d:
     nat = rows.get(("ckpt_gpt2", "native"))
     if check(nat is not None, "a native row"):
         check(nat[7] == "-" and nat[8] == "run to run: identical", "native's later rounds against its first: %s" % nat)
+    plan = rows.get(("ckpt_gpt2", "vram+plan:chunk_size_mb:16"))
+    if check(plan is not None, "a row for the plan"):
+        check(plan[3] == "2.000 GiB" and plan[5] == "1.030–1.040", "over native's requested bytes: %s" % plan)
+        check(plan[8] == "identical; plan served 90 of 100", "the plan's counters: %s" % plan)
     gl_native = rows.get(("gen_llama", "native"))
     gl_vram = rows.get(("gen_llama", "vram"))
     if check(gl_native is not None and gl_vram is not None, "gen_llama rows"):

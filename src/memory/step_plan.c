@@ -536,6 +536,10 @@ int vram_step_plan_owns(const vram_step_plan *p, const void *ptr) {
     return i < p->cur.nlive && p->cur.live[i].off == a - p->cur.base;
 }
 
+void *vram_step_plan_arena_block(const vram_step_plan *p) {
+    return p && p->cur.base ? (void *)(uintptr_t)p->cur.base : NULL;
+}
+
 void vram_step_plan_get_stats(const vram_step_plan *p, vram_step_plan_stats *out) {
     if (!out) return;
     memset(out, 0, sizeof *out);
