@@ -246,8 +246,8 @@ def run(names, out, trace_dir):
     import torch
     vram = "vram_torch" in sys.modules and sys.modules["vram_torch"].is_enabled()
     conf = os.environ.get("VRAM_ALLOC_CONF", "")
-    name = "vram+plan" if os.environ.get("VRAM_STEP_PLAN") == "1" else "vram"
-    allocator = (name + ":" + conf if conf else name) if vram else ("expandable" if "expandable_segments:true" in
+    label = "vram+plan" if os.environ.get("VRAM_STEP_PLAN") == "1" else "vram"
+    allocator = (label + ":" + conf if conf else label) if vram else ("expandable" if "expandable_segments:true" in
                                      os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").lower() else "native")
     if trace_dir and vram:
         raise SystemExit("placement_workloads.py: --trace-dir records PyTorch's own allocator's history; run it without vram")
