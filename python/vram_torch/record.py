@@ -37,16 +37,13 @@ def convert(traces, out, header, marks=None, live_at_start=()):
     free_action = "free_requested"
     if not any(e.get("action") == "free_requested" for e in traces):
         free_action = "free_completed"
+    head = [{"action": "alloc", "addr": addr, "size": size, "stream": stream} for addr, size, stream in live_at_start]
+    if head:  # as allocations the entries begin with; the marks stay before the entries they name
+        marks = {k + len(head): v for k, v in (marks or {}).items()}
+        traces = head + list(traces)
     ids, streams = {}, {0: 0}
     next_id = live = peak = skipped = 0
     body = []
-    for addr, size, stream in live_at_start:
-        s = streams.setdefault(stream, len(streams))
-        ids[addr] = (next_id, size)
-        body.append("a %d %d %d" % (next_id, size, s))
-        next_id += 1
-        live += size
-        peak = max(peak, live)
     for index, e in enumerate(traces):
         if marks and index in marks:
             body.extend(marks[index])
