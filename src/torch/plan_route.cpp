@@ -51,7 +51,7 @@ bool on_new_allocator(int device, vram_allocator *a) {
     return true;
 }
 
-bool malloc(int device, size_t size, vram_stream stream, vram_tag tag, void **ptr, vram_status *st) {
+bool allocate(int device, size_t size, vram_stream stream, vram_tag tag, void **ptr, vram_status *st) {
     vram_step_plan *p = plan_of(device);
     if (!p) return false;
     std::lock_guard<std::mutex> lock(g_routes[device].mutex);
@@ -59,7 +59,7 @@ bool malloc(int device, size_t size, vram_stream stream, vram_tag tag, void **pt
     return true;
 }
 
-bool free(int device, void *ptr, vram_status *st) {
+bool release(int device, void *ptr, vram_status *st) {
     vram_step_plan *p = plan_of(device);
     if (!p) return false;
     std::lock_guard<std::mutex> lock(g_routes[device].mutex);

@@ -14,8 +14,8 @@ namespace plan_route {
  * allocator then runs without. */
 bool on_new_allocator(int device, vram_allocator *a);
 /* Whether `device` routes through a plan: then *st is the plan's answer. */
-bool malloc(int device, size_t size, vram_stream stream, vram_tag tag, void **ptr, vram_status *st);
-bool free(int device, void *ptr, vram_status *st);
+bool allocate(int device, size_t size, vram_stream stream, vram_tag tag, void **ptr, vram_status *st);
+bool release(int device, void *ptr, vram_status *st);
 /* The plan retired and the cache given back (vram_step_plan_empty_cache). */
 bool empty_cache(int device, vram_status *st);
 /* A block that is the plan's own arena's: it is named by the arena's allocator block instead

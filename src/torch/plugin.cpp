@@ -258,7 +258,7 @@ VRAM_TORCH_API void *vram_torch_alloc(ssize_t size, int device, void *stream) {
     {
         std::optional<ContextScope> scope; /* only while events carry stacks: no context touched otherwise */
         if (stacks >= 2) scope.emplace(stack);
-        if (!plan_route::malloc(device, (size_t)size, (vram_stream)stream, categories::default_tag(), &p, &st))
+        if (!plan_route::allocate(device, (size_t)size, (vram_stream)stream, categories::default_tag(), &p, &st))
             st = vram_allocator_malloc(a, (size_t)size, (vram_stream)stream, categories::default_tag(), &p);
     }
     if (st == VRAM_OK) {
@@ -344,7 +344,7 @@ VRAM_TORCH_API void vram_torch_free(void *ptr, ssize_t size, int device, void *s
     std::optional<ContextScope> scope; /* frees' events carry stacks in mode 3 only */
     if (stacks >= 3) scope.emplace(py_stacks::gather());
     vram_status st = VRAM_ERR_NOT_FOUND;
-    if (a && !plan_route::free(device, ptr, &st)) st = vram_allocator_free(a, ptr);
+    if (a && !plan_route::release(device, ptr, &st)) st = vram_allocator_free(a, ptr);
     if (st == VRAM_OK) {
         if (size > 0) c10_symbols::report_usage(a, device, ptr, -(int64_t)size); /* (0: a block vram_torch recreated) */
     } else {
