@@ -9,7 +9,7 @@
 # records each program's allocation stream into $OUT/traces/NAME.trace.gz (memtrace v1, for
 # `vram replay` on the CPU; RECORD=0 skips it). About 60 s a process on an H100, 90 s recording.
 #   OUT=dir bench/run_placement_gpu.sh
-#   OUT=dir RECORD=0 ROUNDS=2 ALLOCS="native vram vram+plan:chunk_size_mb:16,move_min_mb:64" \
+#   OUT=dir RECORD=0 ROUNDS=2 ALLOCS="native vram vram+plan:chunk_size_mb:8,move_min_mb:64" \
 #     WORKLOADS=ckpt_gpt2,ckpt_llama,gen_gpt2,infer_resnet50,infer_convnext bench/run_placement_gpu.sh
 #   (the configuration docs/step_plan.md proposes beside plain vram, about 5 minutes on an H100;
 #   gen_llama, whose replay the configuration leaves as it is, out to fit)
