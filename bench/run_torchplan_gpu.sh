@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # run_torchplan_gpu.sh — issue 39's measurements on a GPU machine (H100, PyTorch with CUDA,
 # transformers, torchvision; no network), results under $OUT (or ./gpu-out), a table last.
-#   bench/run_torchplan_gpu.sh                         every part, about 5 minutes on an H100
+#   bench/run_torchplan_gpu.sh                         every part, about 6 minutes on an H100
 #   PARTS="fit oom grid" bench/run_torchplan_gpu.sh    the largest batch, OOM remedies, the runtime grid
+#                                                      (about 4-5 minutes: the parts run at once)
 # Builds vram and libvram_torch.so (Release, into b/), then the parts asked (PARTS, default all):
 #   test        tests/gpu/test_torch_categories.py (categories, leaks, explain_oom on an MLP)
 #   categories  the eight workloads behind traces/ (sums exact, parameters/gradients/optimizer
