@@ -69,6 +69,12 @@ vram_cli_test(cli_train_bad_loss_scale 2 "--loss-scale: 'static' is not dynamic 
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --loss-scale static 2>&1")
 vram_cli_test(cli_train_bad_recompute 2 "--recompute: 'attention' is not gelu,layernorm, gelu, layernorm, none or block"
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --recompute attention 2>&1")
+vram_cli_test(cli_train_bad_lowp_weights 2 "--lowp-weights: 'fp8' is not cast or keep"
+              "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --lowp-weights fp8 2>&1")
+vram_cli_test(cli_plan_bad_lowp_weights 2 "--lowp-weights: 'x' is not cast or keep" "${VRAM_EXE} plan --lowp-weights x 2>&1")
+if(Python3_Interpreter_FOUND) # kept 16-bit weight copies, planned: what they add and what they save
+  add_test(NAME plan_lowp_weights COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/plan_lowp_check.py $<TARGET_FILE:vram>)
+endif()
 vram_cli_test(cli_train_bf16_on_cpu 2 "--precision bf16 needs --device cuda: the CPU has no low-precision kernels"
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --precision bf16 --steps 1 2>&1")
 vram_cli_test(cli_plan_bad_recompute 2 "--recompute: 'x' is not gelu,layernorm"

@@ -51,6 +51,12 @@ int vram_cli_recompute(const char *v, int *keep, int *checkpoint) {
     return 0;
 }
 
+int vram_cli_lowp_weights(const char *v, int *keep) {
+    if (strcmp(v, "cast") && strcmp(v, "keep")) return 1;
+    *keep = !strcmp(v, "keep");
+    return 0;
+}
+
 int vram_cli_model_spec(const char *spec, vram_gpt_config *cfg, char *err, size_t cap) {
     if (!spec) return say(err, cap, "", "is empty");
     for (size_t k = 0; k < sizeof presets / sizeof *presets; k++) {

@@ -21,6 +21,7 @@ typedef struct plan_opts {
     int fit, json, max_batch;
     vram_dtype precision; /* applied after the flags: --model resets the model's fields */
     int keep;             /* --recompute's VRAM_GPT_KEEP_* bits, applied after them too */
+    int keep_lowp;        /* --lowp-weights keep */
 } plan_opts;
 
 static void usage(FILE *out) {
@@ -39,6 +40,7 @@ static void usage(FILE *out) {
             "  --recompute WHAT     as vram train: gelu,layernorm (default), gelu, layernorm, none or block\n"
             "  --clip X             as vram train (default 1.0; allocates nothing)\n"
             "  --precision P        fp32 (default), or bf16 / fp16 (mixed precision, with --device cuda)\n"
+            "  --lowp-weights HOW   as vram train: cast (default) or keep\n"
             "  --threads N          matrix-product threads of the run planned (default: online CPUs, as vram train)\n"
             "  --capacity SIZE      device memory, e.g. 24GiB (default: physical memory, as vram train)\n"
             "  --steps N            plan exactly N steps (default: until a step changes nothing)\n"
@@ -48,7 +50,7 @@ static void usage(FILE *out) {
             "  --lr, --seed, --data are accepted and ignored (they change no allocation)\n");
 }
 
-enum { F_INT, F_DOUBLE, F_SIZE, F_OPTIM, F_MODEL, F_PRECISION, F_DEVICE, F_RECOMPUTE, F_IGNORED };
+enum { F_INT, F_DOUBLE, F_SIZE, F_OPTIM, F_MODEL, F_PRECISION, F_DEVICE, F_RECOMPUTE, F_LOWP_WEIGHTS, F_IGNORED };
 
 typedef struct flag {
     const char *name;
@@ -118,6 +120,12 @@ static int set_flag(const flag *f, const char *v, plan_opts *o) {
             return 2;
         }
         return 0;
+    case F_LOWP_WEIGHTS:
+        if (vram_cli_lowp_weights(v, &o->keep_lowp)) {
+            fprintf(stderr, "vram plan: --lowp-weights: '%s' is not cast or keep\n", v);
+            return 2;
+        }
+        return 0;
     case F_IGNORED:
         return 0;
     }
@@ -147,7 +155,7 @@ static int parse(int argc, char **argv, plan_opts *o) {
         {"--precision", F_PRECISION, NULL, 0, 0},      {"--lr", F_IGNORED, NULL, 0, 0},
         {"--vocab", F_INT, &c->gpt.vocab, 256, 1 << 24}, {"--device", F_DEVICE, NULL, 0, 0},
         {"--seed", F_IGNORED, NULL, 0, 0},             {"--data", F_IGNORED, NULL, 0, 0},
-        {"--recompute", F_RECOMPUTE, NULL, 0, 0},
+        {"--recompute", F_RECOMPUTE, NULL, 0, 0},      {"--lowp-weights", F_LOWP_WEIGHTS, NULL, 0, 0},
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -179,6 +187,7 @@ static int parse(int argc, char **argv, plan_opts *o) {
     }
     c->gpt.precision = o->precision;
     c->gpt.keep = o->keep;
+    c->gpt.keep_lowp_weights = o->keep_lowp;
     if (o->precision != VRAM_DTYPE_F32 && !c->gpu) {
         fprintf(stderr, "vram plan: --precision %s is mixed precision, which runs on the GPU: add --device cuda\n",
                 o->precision == VRAM_DTYPE_BF16 ? "bf16" : "fp16");

@@ -49,6 +49,7 @@ typedef struct train_opts {
     vram_dtype precision; /* VRAM_DTYPE_F32, or F16/BF16 for mixed precision */
     int loss_scale;       /* dynamic loss scaling (GradScaler): 1 on, 0 off, -1 by precision (fp16) */
     int keep;             /* VRAM_GPT_KEEP_*: activations kept instead of recomputed */
+    int keep_lowp;        /* --lowp-weights keep: 16-bit weight copies kept beside the f32 masters */
     vram_train_dist dist; /* data parallel (train_dist.c) */
 } train_opts;
 
@@ -73,6 +74,8 @@ static void usage(FILE *out) {
             "                       attention in P on tensor cores, activations in P, weights, gradients and\n"
             "                       optimizer state in fp32)\n"
             "  --loss-scale MODE    dynamic (default with fp16: GradScaler's, from 2^16) or off\n"
+            "  --lowp-weights HOW   with bf16/fp16: cast (default: each product casts the fp32 weight into a\n"
+            "                       temporary) or keep (a 16-bit copy of every weight, rewritten by AdamW)\n"
             "  --recompute WHAT     gelu,layernorm (default: both outputs recomputed in backward), gelu,\n"
             "                       layernorm, none (kept for backward: more memory, less compute), or block\n"
             "                       (whole blocks: --checkpoint)\n"
@@ -144,7 +147,8 @@ static int parse(int argc, char **argv, train_opts *o) {
                                              "--eval-every", "--eval-batches", "--log-every", "--layers", "--heads",
                                              "--width", "--context", "--dropout", "--capacity", "--threads", "--seed",
                                              "--device", "--model", "--vocab", "--save", "--save-every", "--resume",
-                                             "--precision", "--loss-scale", "--recompute", VRAM_TRAIN_DIST_FLAGS};
+                                             "--precision", "--loss-scale", "--recompute", "--lowp-weights",
+                                             VRAM_TRAIN_DIST_FLAGS};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(f, valued[k]);
         if (!known) {
@@ -184,6 +188,11 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(f, "--recompute")) {
             if (vram_cli_recompute(v, &o->keep, &o->checkpoint)) {
                 fprintf(stderr, "vram train: --recompute: '%s' is not gelu,layernorm, gelu, layernorm, none or block\n", v);
+                ok = 0;
+            }
+        } else if (!strcmp(f, "--lowp-weights")) {
+            if (vram_cli_lowp_weights(v, &o->keep_lowp)) {
+                fprintf(stderr, "vram train: --lowp-weights: '%s' is not cast or keep\n", v);
                 ok = 0;
             }
         } else if (!strcmp(f, "--loss-scale")) {
@@ -544,6 +553,7 @@ int vram_cmd_train(int argc, char **argv) {
     vram_runtime_set_alloc_observer(rt, note_oom, rt); /* for the out-of-memory explanation */
     o.gpt.precision = o.precision;
     o.gpt.keep = o.keep;
+    o.gpt.keep_lowp_weights = o.keep_lowp;
     s = vram_gpt_new(rt, &o.gpt, &g);
     if (s != VRAM_OK) {
         rc = fail(a, s, "creating the model");
@@ -589,10 +599,12 @@ int vram_cmd_train(int argc, char **argv) {
            plural(o.gpt.layers, "layer", b2, sizeof b2), plural(o.gpt.heads, "head", b3, sizeof b3), o.gpt.width,
            o.gpt.context, o.gpt.vocab, o.gpt.tied ? ", tied embedding" : "", (long long)vram_param_list_numel(params),
            mib(vram_param_list_numel(params) * 4, b1, sizeof b1));
-    printf("training: batch %d x accum %d x context %d = %.0f tokens/step, %s lr %g, clip %g, checkpoint %s, %s, %s\n",
+    printf("training: batch %d x accum %d x context %d = %.0f tokens/step, %s lr %g, clip %g, checkpoint %s, %s%s, %s\n",
            o.batch, o.accum, o.gpt.context, (double)o.batch * o.accum * o.gpt.context, o.optimizer, oc.lr, o.clip,
            o.checkpoint ? "every block" : "off", o.precision == VRAM_DTYPE_F32 ? "fp32" : o.precision == VRAM_DTYPE_BF16 ?
-           "mixed precision bf16" : "mixed precision fp16", plural(o.steps, "step", (char[32]){0}, 32));
+           "mixed precision bf16" : "mixed precision fp16",
+           o.precision != VRAM_DTYPE_F32 && o.keep_lowp ? " (16-bit weight copies kept)" : "",
+           plural(o.steps, "step", (char[32]){0}, 32));
     vram_train_dist_describe(&o.dist, o.batch);
     fflush(stdout);
     progress prog = {isatty(STDOUT_FILENO) && !o.dist.comm /* (mpirun's pty) */, o.log_every ? o.log_every : (o.steps + 19) / 20, now_s()};

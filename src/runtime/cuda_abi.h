@@ -28,6 +28,7 @@ typedef struct vk_adam_entry {
     char *p;
     const char *g;
     char *m, *v;
+    char *lowp; /* NULL, or a 16-bit copy of p rewritten with it (kept weights, ops_mixed.c) */
     int64_t n, start;
 } vk_adam_entry;
 

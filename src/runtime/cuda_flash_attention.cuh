@@ -3,268 +3,371 @@
  *
  * Inputs are the packed projection qkv [B, T, 3C] (q, k, v side by side; C = H heads x 64) and
  * the output is [B, T, C] with the heads merged, as ops_attention.c's op. A block of 4 warps
- * owns 64 rows of one (batch, head); each warp owns 16 of them and loops over 64-wide tiles of
- * the other side, staged in shared memory. Products run on wmma 16x16x16 fragments with fp32
- * accumulation; the elementwise work (scale, causal mask, exp) is done in fp32 on a warp's
- * 16 x 64 score tile in shared memory, two lanes a row.
+ * owns 64 rows of one (batch, head); each warp owns 16 of them, keeps them in registers as
+ * mma.sync A fragments, and loops over 64-wide tiles of the other side, which cp.async stages
+ * into shared memory one tile ahead of the one being multiplied. Scores, probabilities and
+ * accumulators stay in registers: a product's accumulator fragment is repacked in place as the
+ * next product's A fragment (the m16n8k16 layouts line up), so no score tile touches memory.
  *
- * Forward runs two passes over the keys (the row max and sum, then O = exp(S - lse) V), so the
- * output accumulates in registers without rescaling; it keeps lse [B*H, T] (fp32) for backward.
- * Backward is FlashAttention-2's, split in two kernels so that nothing is added atomically:
- * one per key block accumulates dK and dV over the query tiles, one per query block
- * accumulates dQ over the key tiles; both recompute P from lse, with dvec = rowsum(dO * O).
+ * Forward is FlashAttention-2's one pass with the online softmax (the running max rescales the
+ * output); it keeps lse [B*H, T] (fp32) for backward. Backward is split in two kernels so that
+ * nothing is added atomically: one per key block accumulates dK and dV over the query tiles,
+ * one per query block accumulates dQ over the key tiles; both recompute P from lse, with
+ * dvec = rowsum(dO * O). Blocks are numbered longest causal loop first, across all heads.
  */
-#include <mma.h>
 
 namespace fa {
 
-using namespace nvcuda;
+constexpr int D = 64, TILE = 64, WARPS = 4, THREADS = WARPS * 32;
+constexpr int LDT = D + 8;                /* row stride in elements: 144 bytes keeps ldmatrix conflict-free */
+constexpr int TILE_ELEMS = TILE * LDT;    /* one 64 x 64 tile of 16-bit elements, padded */
+constexpr int STAGES = 2;                 /* the tile being multiplied and the one in flight */
+constexpr int SMEM_BYTES = STAGES * 2 * TILE_ELEMS * 2 + STAGES * 2 * TILE * 4;
+constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
 
-constexpr int D = 64, TILE = 64, WARPS = 4, LDT = TILE + 8, LDS = TILE + 4;
-constexpr int TILE_BYTES = TILE * LDT * 2;           /* a 64 x 64 tile of 16-bit elements, padded */
-constexpr int S_BYTES = WARPS * 16 * LDS * 4;        /* each warp's 16 x 64 fp32 scores */
-constexpr int P_BYTES = WARPS * 16 * LDT * 2;        /* each warp's 16 x 64 probabilities in T */
-constexpr int SMEM_BYTES = 2 * TILE_BYTES + S_BYTES + P_BYTES + 2 * TILE * 4;
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
-template <typename T> using frag_a = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major>;
-template <typename T> using frag_at = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::col_major>;
-template <typename T> using frag_b = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major>;
-template <typename T> using frag_bt = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major>;
-using frag_c = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+/* 16 bytes global -> shared without passing through registers; `valid` false writes zeros. */
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-/* rows [t0, t0 + 64) of a [.., T, stride] tensor, 64 columns from `src`, into dst [64][LDT];
- * rows past T read as zeros. */
-template <typename T> __device__ void load_tile(T *dst, const T *src, int64_t stride, int64_t t0, int64_t Tn) {
-    for (int i = threadIdx.x; i < TILE * (D / 8); i += blockDim.x) {
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
+}
+
+/* c (16 x 8, fp32) += a (16 x 16) b (16 x 8) on the tensor cores. */
+template <typename T> __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
+template <> __device__ __forceinline__ void mma<__nv_bfloat16>(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <> __device__ __forceinline__ void mma<__half>(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Two floats as one register of two 16-bit elements, the lower column in the low half. */
+template <typename T> __device__ __forceinline__ uint32_t pack2(float x, float y);
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float x, float y) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
+    return *(uint32_t *)&v;
+}
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float x, float y) {
+    __half2 v = __floats2half2_rn(x, y);
+    return *(uint32_t *)&v;
+}
+
+/* Starts copying rows [t0, t0 + 64) of a [.., T, stride] tensor, 64 columns from `src`, into
+ * dst [64][LDT]; rows past T read as zeros. */
+template <typename T> __device__ void load_tile_async(T *dst, const T *src, int64_t stride, int64_t t0, int64_t Tn) {
+    for (int i = threadIdx.x; i < TILE * (D / 8); i += THREADS) {
         int r = i / (D / 8), c = (i % (D / 8)) * 8;
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (t0 + r < Tn) v = *(const uint4 *)(src + (t0 + r) * stride + c);
-        *(uint4 *)(dst + r * LDT + c) = v;
+        bool ok = t0 + r < Tn;
+        cp_async16(dst + r * LDT + c, src + (ok ? t0 + r : 0) * stride + c, ok);
     }
 }
 
-/* acc[n] = a (16 x 64, four k-step fragments) @ the 64 x 64 tile `b` read transposed: b is
- * stored [n][k] (rows are the output's columns). Written to s (16 x 64, ld LDS). */
-template <typename T> __device__ void product_bt(float *s, const frag_a<T> *a, const T *b) {
-    for (int n = 0; n < 4; n++) {
-        frag_c acc;
-        wmma::fill_fragment(acc, 0.0f);
-        for (int k = 0; k < 4; k++) {
-            frag_bt<T> fb;
-            wmma::load_matrix_sync(fb, b + n * 16 * LDT + k * 16, LDT);
-            wmma::mma_sync(acc, a[k], fb, acc);
+/* The warp's 16 rows [row0, row0 + 16) of a tile as A fragments, one per 16-column k-step. */
+template <typename T> __device__ void load_a(uint32_t a[4][4], const T *tile, int row0) {
+    int l = threadIdx.x & 31;
+    for (int k = 0; k < 4; k++) ldsm_x4(a[k], tile + (row0 + (l & 7) + ((l >> 3) & 1) * 8) * LDT + k * 16 + (l >> 4) * 8);
+}
+
+/* s (16 x 64) = a (16 x 64) times the tile transposed: the tile is stored [n][k]. */
+template <typename T> __device__ void product_nt(float s[8][4], const uint32_t a[4][4], const T *tile) {
+    int l = threadIdx.x & 31;
+    for (int j = 0; j < 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 8; j += 2) {
+            uint32_t b[4];
+            ldsm_x4(b, tile + (j * 8 + (l & 7) + (l >> 4) * 8) * LDT + k * 16 + ((l >> 3) & 1) * 8);
+            mma<T>(s[j], a[k], b[0], b[1]);
+            mma<T>(s[j + 1], a[k], b[2], b[3]);
         }
-        wmma::store_matrix_sync(s + n * 16, acc, LDS, wmma::mem_row_major);
-    }
 }
 
-/* acc[n] += p (16 x 64 in shared memory, ld LDT) @ the 64 x 64 tile b ([k][n], ld LDT). */
-template <typename T> __device__ void product_acc(frag_c *acc, const T *p, const T *b) {
+/* o (16 x 64) += p (16 x 64) times the tile, stored [k][n]. */
+template <typename T> __device__ void product_nn(float o[8][4], const uint32_t p[4][4], const T *tile) {
+    int l = threadIdx.x & 31;
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 8; j += 2) {
+            uint32_t b[4];
+            ldsm_x4_trans(b, tile + (k * 16 + (l & 7) + ((l >> 3) & 1) * 8) * LDT + j * 8 + (l >> 4) * 8);
+            mma<T>(o[j], p[k], b[0], b[1]);
+            mma<T>(o[j + 1], p[k], b[2], b[3]);
+        }
+}
+
+/* An accumulator (16 x 64) repacked as A fragments: n-tiles 2k and 2k+1 are k-step k. */
+template <typename T> __device__ void to_a(uint32_t a[4][4], const float s[8][4]) {
     for (int k = 0; k < 4; k++) {
-        frag_a<T> fa;
-        wmma::load_matrix_sync(fa, p + k * 16, LDT);
-        for (int n = 0; n < 4; n++) {
-            frag_b<T> fb;
-            wmma::load_matrix_sync(fb, b + k * 16 * LDT + n * 16, LDT);
-            wmma::mma_sync(acc[n], fa, fb, acc[n]);
-        }
+        a[k][0] = pack2<T>(s[2 * k][0], s[2 * k][1]);
+        a[k][1] = pack2<T>(s[2 * k][2], s[2 * k][3]);
+        a[k][2] = pack2<T>(s[2 * k + 1][0], s[2 * k + 1][1]);
+        a[k][3] = pack2<T>(s[2 * k + 1][2], s[2 * k + 1][3]);
     }
 }
 
-template <typename T> __device__ void load_rows(frag_a<T> *f, const T *tile, int w) {
-    for (int k = 0; k < 4; k++) wmma::load_matrix_sync(f[k], tile + w * 16 * LDT + k * 16, LDT);
+/* Writes the warp's accumulator to rows [row0, row0 + 16) of dst (row stride `stride`, rows
+ * past T skipped), the upper 8 rows times f1 and the lower 8 times f2. A thread holds rows
+ * g and g + 8 and, of each 8-column n-tile, columns 2q and 2q + 1. */
+template <typename T> __device__ void store_rows(T *dst, int64_t stride, int64_t row0, int64_t Tn, const float o[8][4],
+                                                 float f1, float f2) {
+    int l = threadIdx.x & 31, g = l >> 2, q = l & 3;
+    for (int j = 0; j < 8; j++) {
+        if (row0 + g < Tn) *(uint32_t *)(dst + (row0 + g) * stride + j * 8 + 2 * q) = pack2<T>(o[j][0] * f1, o[j][1] * f1);
+        if (row0 + g + 8 < Tn)
+            *(uint32_t *)(dst + (row0 + g + 8) * stride + j * 8 + 2 * q) = pack2<T>(o[j][2] * f2, o[j][3] * f2);
+    }
 }
 
-/* Writes a warp's 16 x 64 accumulator (times scale) to rows [t0, t0 + 16) of dst (row stride
- * `stride`, rows past T skipped), through its score tile s. */
-template <typename T> __device__ void store_rows(float *s, frag_c *acc, float scale, T *dst, int64_t stride, int64_t t0,
-                                                 int64_t Tn, const float *row_div) {
-    int lane = threadIdx.x & 31;
-    for (int n = 0; n < 4; n++) wmma::store_matrix_sync(s + n * 16, acc[n], LDS, wmma::mem_row_major);
-    __syncwarp();
-    int r = lane >> 1, c0 = (lane & 1) * 32;
-    if (t0 + r < Tn) {
-        float f = row_div ? scale / row_div[r] : scale;
-        for (int c = c0; c < c0 + 32; c++) dst[(t0 + r) * stride + c] = (T)(s[r * LDS + c] * f);
-    }
-    __syncwarp();
+__device__ __forceinline__ float quad_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
 struct shape {
     int64_t B, Tn, H;
 };
 
-/* What a block works on: its (batch, head), the row block `blk` (counted from the last, so the
- * longest causal loops start first), and its warp's lane layout and scratch tiles. */
+/* What a block works on: its (batch, head) and its 64-row block; `longest_first` numbers the
+ * blocks so that the ones with the most causal work start first across all heads. */
 template <typename T> struct block_ctx {
-    int64_t blk, bh, C, stride;
+    int64_t blk, nb, bh, b, h, C, stride;
     const T *base;   /* qkv at the block's (batch, head): q at +0, k at +C, v at +2C */
     const T *gbase;  /* the output gradient at (batch, head), [T, C] rows */
     int64_t gqkv_at; /* the element offset of (batch, head) in qkv and gqkv */
-    int w, lane, r, c0;
-    float *s; /* the warp's 16 x 64 fp32 scores */
-    T *p;     /* the warp's 16 x 64 probabilities */
+    int w, g, q;     /* warp, and the lane's row (g, g + 8) and column pair (2q) in a fragment */
 };
 
-template <typename T> __device__ block_ctx<T> block_setup(shape sh, const T *qkv, const T *gout, char *smem) {
+template <typename T> __device__ block_ctx<T> block_setup(shape sh, const T *qkv, const T *gout, bool last_first) {
     block_ctx<T> c;
-    int64_t nb = (sh.Tn + TILE - 1) / TILE, b;
-    c.blk = nb - 1 - blockIdx.x % nb, c.bh = blockIdx.x / nb;
-    b = c.bh / sh.H, c.C = sh.H * D, c.stride = 3 * c.C;
-    int64_t h = c.bh % sh.H;
-    c.gqkv_at = b * sh.Tn * c.stride + h * D;
+    int64_t BH = sh.B * sh.H;
+    c.nb = (sh.Tn + TILE - 1) / TILE;
+    c.blk = blockIdx.x / BH, c.bh = blockIdx.x % BH;
+    if (last_first) c.blk = c.nb - 1 - c.blk;
+    c.b = c.bh / sh.H, c.h = c.bh % sh.H, c.C = sh.H * D, c.stride = 3 * c.C;
+    c.gqkv_at = c.b * sh.Tn * c.stride + c.h * D;
     c.base = qkv + c.gqkv_at;
-    c.gbase = gout ? gout + b * sh.Tn * c.C + h * D : nullptr;
-    c.w = threadIdx.x >> 5, c.lane = threadIdx.x & 31, c.r = c.lane >> 1, c.c0 = (c.lane & 1) * 32;
-    c.s = (float *)(smem + 2 * TILE_BYTES) + c.w * 16 * LDS;
-    c.p = (T *)(smem + 2 * TILE_BYTES + S_BYTES) + c.w * 16 * LDT;
+    c.gbase = gout ? gout + c.b * sh.Tn * c.C + c.h * D : nullptr;
+    c.w = threadIdx.x >> 5, c.g = (threadIdx.x & 31) >> 2, c.q = threadIdx.x & 3;
     return c;
 }
 
 template <typename T> __device__ void forward(shape sh, const T *qkv, T *out, float *lse, float scale, char *smem) {
-    block_ctx<T> c = block_setup(sh, qkv, (const T *)nullptr, smem);
-    int64_t qb = c.blk, bh = c.bh, C = c.C, stride = c.stride;
-    const T *base = c.base;
-    T *ks = (T *)smem, *vs = (T *)(smem + TILE_BYTES), *p = c.p;
-    int w = c.w, lane = c.lane, r = c.r, c0 = c.c0;
-    float *s = c.s;
-    int64_t b = bh / sh.H, h = bh % sh.H, q0 = qb * TILE, qi = q0 + w * 16 + r;
+    block_ctx<T> c = block_setup(sh, qkv, (const T *)nullptr, true);
+    T *tiles = (T *)smem; /* stage s: K at (2s) and V at (2s + 1) tiles */
+    int64_t qb = c.blk, q0 = qb * TILE, row0 = q0 + c.w * 16, Tn = sh.Tn;
+    const float sl2 = scale * LOG2E;
 
-    frag_a<T> fq[4];
-    load_tile(ks, base, stride, q0, sh.Tn);
+    load_tile_async(tiles + 2 * TILE_ELEMS, c.base, c.stride, q0, Tn); /* Q through stage 1 */
+    cp_async_commit();
+    load_tile_async(tiles, c.base + c.C, c.stride, 0, Tn);
+    load_tile_async(tiles + TILE_ELEMS, c.base + 2 * c.C, c.stride, 0, Tn);
+    cp_async_commit();
+    cp_async_wait<1>();
     __syncthreads();
-    load_rows(fq, ks, w);
+    uint32_t fq[4][4];
+    load_a(fq, tiles + 2 * TILE_ELEMS, c.w * 16);
     __syncthreads();
 
-    float m = -INFINITY, l = 0;
-    for (int64_t kt = 0; kt <= qb; kt++) { /* pass 1: the row's max and sum of exponentials */
-        load_tile(ks, base + C, stride, kt * TILE, sh.Tn);
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, o[8][4];
+    for (int j = 0; j < 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    for (int64_t kt = 0; kt <= qb; kt++) {
+        T *ks = tiles + (kt & 1) * 2 * TILE_ELEMS, *vs = ks + TILE_ELEMS;
+        if (kt < qb) {
+            T *next = tiles + ((kt + 1) & 1) * 2 * TILE_ELEMS;
+            load_tile_async(next, c.base + c.C, c.stride, (kt + 1) * TILE, Tn);
+            load_tile_async(next + TILE_ELEMS, c.base + 2 * c.C, c.stride, (kt + 1) * TILE, Tn);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
         __syncthreads();
-        product_bt(s, fq, ks);
-        __syncwarp();
-        float mx = -INFINITY;
-        for (int c = c0; c < c0 + 32; c++)
-            if (kt * TILE + c <= qi) mx = fmaxf(mx, s[r * LDS + c] * scale);
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        float mn = fmaxf(m, mx), sum = 0;
-        for (int c = c0; c < c0 + 32; c++)
-            if (kt * TILE + c <= qi) sum += __expf(s[r * LDS + c] * scale - mn);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        l = (m == -INFINITY ? 0 : l * __expf(m - mn)) + sum;
-        m = mn;
-        __syncthreads();
+        float s[8][4];
+        product_nt<T>(s, fq, ks);
+        float mx[2] = {-INFINITY, -INFINITY};
+        for (int j = 0; j < 8; j++)
+            for (int e = 0; e < 4; e++) {
+                float v = s[j][e] * sl2;
+                if (kt == qb && kt * TILE + j * 8 + 2 * c.q + (e & 1) > row0 + c.g + (e >> 1) * 8) v = -INFINITY;
+                s[j][e] = v;
+                mx[e >> 1] = fmaxf(mx[e >> 1], v);
+            }
+        for (int i = 0; i < 2; i++) {
+            float mn = fmaxf(m[i], quad_max(mx[i])); /* finite: a row's own key is never masked */
+            float corr = exp2f(m[i] - mn);
+            l[i] *= corr;
+            for (int j = 0; j < 8; j++) o[j][2 * i] *= corr, o[j][2 * i + 1] *= corr;
+            m[i] = mn;
+        }
+        for (int j = 0; j < 8; j++)
+            for (int e = 0; e < 4; e++) {
+                float p = exp2f(s[j][e] - m[e >> 1]);
+                s[j][e] = p;
+                l[e >> 1] += p;
+            }
+        uint32_t pa[4][4];
+        to_a<T>(pa, s);
+        product_nn<T>(o, pa, vs);
+        __syncthreads(); /* the stage is refilled next iteration */
     }
-    float row_lse = m + __logf(l);
+    for (int i = 0; i < 2; i++) {
+        l[i] = quad_sum(l[i]);
+        int64_t row = row0 + c.g + i * 8;
+        if (c.q == 0 && row < Tn) lse[c.bh * Tn + row] = (m[i] + log2f(l[i])) * LN2;
+    }
+    store_rows(out + c.b * Tn * c.C + c.h * D, c.C, row0, Tn, o, 1.0f / l[0], 1.0f / l[1]);
+}
 
-    frag_c acc[4];
-    for (int n = 0; n < 4; n++) wmma::fill_fragment(acc[n], 0.0f);
-    for (int64_t kt = 0; kt <= qb; kt++) { /* pass 2: O = exp(S - lse) V */
-        load_tile(ks, base + C, stride, kt * TILE, sh.Tn);
-        load_tile(vs, base + 2 * C, stride, kt * TILE, sh.Tn);
-        __syncthreads();
-        product_bt(s, fq, ks);
-        __syncwarp();
-        for (int c = c0; c < c0 + 32; c++)
-            p[r * LDT + c] = (T)(kt * TILE + c <= qi ? __expf(s[r * LDS + c] * scale - row_lse) : 0.0f);
-        __syncwarp();
-        product_acc(acc, p, vs);
-        __syncthreads();
+/* Starts the copy of query tile qt (Q and dO) into stage buffers qs/dos, and loads its lse (in
+ * log2 units) and dvec rows, zeros past T. */
+template <typename T> __device__ void load_query_tile(const block_ctx<T> &c, shape sh, int64_t qt, T *qs, T *dos,
+                                                      float *lse_s, float *dv_s, const float *lse, const float *dvec) {
+    int64_t q0 = qt * TILE;
+    load_tile_async(qs, c.base, c.stride, q0, sh.Tn);
+    load_tile_async(dos, c.gbase, c.C, q0, sh.Tn);
+    cp_async_commit();
+    for (int i = threadIdx.x; i < TILE; i += THREADS) {
+        bool ok = q0 + i < sh.Tn;
+        lse_s[i] = ok ? lse[c.bh * sh.Tn + q0 + i] * LOG2E : 0.0f;
+        dv_s[i] = ok ? dvec[c.bh * sh.Tn + q0 + i] : 0.0f;
     }
-    if (qi < sh.Tn && (lane & 1) == 0) lse[bh * sh.Tn + qi] = row_lse;
-    store_rows(s, acc, 1.0f, out + b * sh.Tn * C + h * D, C, q0 + w * 16, sh.Tn, (const float *)nullptr);
 }
 
 /* dK and dV of one block of 64 keys, over the query tiles at or after it. */
 template <typename T> __device__ void backward_kv(shape sh, const T *qkv, const T *gout, const float *lse,
                                                   const float *dvec, T *gqkv, float scale, char *smem) {
-    block_ctx<T> c = block_setup(sh, qkv, gout, smem);
-    int64_t kb = c.blk, bh = c.bh, C = c.C, stride = c.stride;
-    const T *base = c.base, *gbase = c.gbase;
-    T *qs = (T *)smem, *dos = (T *)(smem + TILE_BYTES), *p = c.p;
-    int w = c.w, r = c.r, c0 = c.c0;
-    float *s = c.s;
-    float *lse_s = (float *)(smem + 2 * TILE_BYTES + S_BYTES + P_BYTES), *dv_s = lse_s + TILE;
-    int64_t k0 = kb * TILE, kj = k0 + w * 16 + r;
+    block_ctx<T> c = block_setup(sh, qkv, gout, false);
+    T *tiles = (T *)smem; /* stage s: Q at (2s) and dO at (2s + 1) tiles */
+    float *rows = (float *)(tiles + STAGES * 2 * TILE_ELEMS); /* stage s: lse at (2s), dvec at (2s + 1) */
+    int64_t kb = c.blk, k0 = kb * TILE, krow0 = k0 + c.w * 16, Tn = sh.Tn, nq = c.nb;
+    const float sl2 = scale * LOG2E;
 
-    frag_a<T> fk[4], fv[4];
-    load_tile(qs, base + C, stride, k0, sh.Tn);
-    load_tile(dos, base + 2 * C, stride, k0, sh.Tn);
+    load_tile_async(tiles + 2 * TILE_ELEMS, c.base + c.C, c.stride, k0, Tn); /* K and V through stage 1 */
+    load_tile_async(tiles + 3 * TILE_ELEMS, c.base + 2 * c.C, c.stride, k0, Tn);
+    cp_async_commit();
+    load_query_tile(c, sh, kb, tiles, tiles + TILE_ELEMS, rows, rows + TILE, lse, dvec);
+    cp_async_wait<1>();
     __syncthreads();
-    load_rows(fk, qs, w);
-    load_rows(fv, dos, w);
+    uint32_t fk[4][4], fv[4][4];
+    load_a(fk, tiles + 2 * TILE_ELEMS, c.w * 16);
+    load_a(fv, tiles + 3 * TILE_ELEMS, c.w * 16);
     __syncthreads();
 
-    frag_c dk[4], dv[4];
-    for (int n = 0; n < 4; n++) wmma::fill_fragment(dk[n], 0.0f), wmma::fill_fragment(dv[n], 0.0f);
-    for (int64_t qt = kb; qt * TILE < sh.Tn; qt++) {
-        int64_t q0 = qt * TILE;
-        load_tile(qs, base, stride, q0, sh.Tn);
-        load_tile(dos, gbase, C, q0, sh.Tn);
-        for (int i = threadIdx.x; i < TILE; i += blockDim.x) {
-            int ok = q0 + i < sh.Tn;
-            lse_s[i] = ok ? lse[bh * sh.Tn + q0 + i] : 0.0f;
-            dv_s[i] = ok ? dvec[bh * sh.Tn + q0 + i] : 0.0f;
+    float dk[8][4], dv[8][4];
+    for (int j = 0; j < 8; j++)
+        for (int e = 0; e < 4; e++) dk[j][e] = dv[j][e] = 0.0f;
+    for (int64_t qt = kb; qt < nq; qt++) {
+        int st = (int)((qt - kb) & 1);
+        T *qs = tiles + st * 2 * TILE_ELEMS, *dos = qs + TILE_ELEMS;
+        const float *lse_s = rows + st * 2 * TILE, *dv_s = lse_s + TILE;
+        if (qt + 1 < nq) {
+            T *next = tiles + (st ^ 1) * 2 * TILE_ELEMS;
+            float *next_rows = rows + (st ^ 1) * 2 * TILE;
+            load_query_tile(c, sh, qt + 1, next, next + TILE_ELEMS, next_rows, next_rows + TILE, lse, dvec);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
         }
         __syncthreads();
-        product_bt(s, fk, qs); /* S^T: keys x queries */
-        __syncwarp();
-        for (int c = c0; c < c0 + 32; c++) {
-            int64_t qi = q0 + c;
-            p[r * LDT + c] = (T)(kj <= qi && qi < sh.Tn ? __expf(s[r * LDS + c] * scale - lse_s[c]) : 0.0f);
-        }
-        __syncwarp();
-        product_acc(dv, p, dos); /* dV += P^T dO */
-        product_bt(s, fv, dos);  /* dP^T = V dO^T */
-        __syncwarp();
-        for (int c = c0; c < c0 + 32; c++) p[r * LDT + c] = (T)((float)p[r * LDT + c] * (s[r * LDS + c] - dv_s[c]));
-        __syncwarp();
-        product_acc(dk, p, qs); /* dK += dS^T Q (scaled at the end) */
+        float s[8][4], dp[8][4];
+        uint32_t a[4][4];
+        product_nt<T>(s, fk, qs); /* S^T: keys x queries */
+        for (int j = 0; j < 8; j++)
+            for (int e = 0; e < 4; e++) {
+                int col = j * 8 + 2 * c.q + (e & 1);
+                int64_t qi = qt * TILE + col, kj = krow0 + c.g + (e >> 1) * 8;
+                s[j][e] = kj <= qi && qi < Tn ? exp2f(s[j][e] * sl2 - lse_s[col]) : 0.0f;
+            }
+        to_a<T>(a, s);
+        product_nn<T>(dv, a, dos); /* dV += P^T dO */
+        product_nt<T>(dp, fv, dos); /* dP^T = V dO^T */
+        for (int j = 0; j < 8; j++)
+            for (int e = 0; e < 4; e++) dp[j][e] = s[j][e] * (dp[j][e] - dv_s[j * 8 + 2 * c.q + (e & 1)]);
+        to_a<T>(a, dp);
+        product_nn<T>(dk, a, qs); /* dK += dS^T Q (scaled when stored) */
         __syncthreads();
     }
     T *gb = gqkv + c.gqkv_at;
-    store_rows(s, dk, scale, gb + C, stride, k0 + w * 16, sh.Tn, (const float *)nullptr);
-    store_rows(s, dv, 1.0f, gb + 2 * C, stride, k0 + w * 16, sh.Tn, (const float *)nullptr);
+    store_rows(gb + c.C, c.stride, krow0, Tn, dk, scale, scale);
+    store_rows(gb + 2 * c.C, c.stride, krow0, Tn, dv, 1.0f, 1.0f);
 }
 
 /* dQ of one block of 64 queries, over the key tiles at or before it. */
 template <typename T> __device__ void backward_q(shape sh, const T *qkv, const T *gout, const float *lse,
                                                  const float *dvec, T *gqkv, float scale, char *smem) {
-    block_ctx<T> c = block_setup(sh, qkv, gout, smem);
-    int64_t qb = c.blk, bh = c.bh, C = c.C, stride = c.stride;
-    const T *base = c.base, *gbase = c.gbase;
-    T *ks = (T *)smem, *vs = (T *)(smem + TILE_BYTES), *p = c.p;
-    int w = c.w, r = c.r, c0 = c.c0;
-    float *s = c.s;
-    int64_t q0 = qb * TILE, qi = q0 + w * 16 + r;
-    float row_lse = qi < sh.Tn ? lse[bh * sh.Tn + qi] : 0.0f, row_dv = qi < sh.Tn ? dvec[bh * sh.Tn + qi] : 0.0f;
+    block_ctx<T> c = block_setup(sh, qkv, gout, true);
+    T *tiles = (T *)smem; /* stage s: K at (2s) and V at (2s + 1) tiles */
+    int64_t qb = c.blk, q0 = qb * TILE, row0 = q0 + c.w * 16, Tn = sh.Tn;
+    const float sl2 = scale * LOG2E;
+    float row_lse[2], row_dv[2];
+    for (int i = 0; i < 2; i++) {
+        int64_t row = row0 + c.g + i * 8;
+        row_lse[i] = row < Tn ? lse[c.bh * Tn + row] * LOG2E : 0.0f;
+        row_dv[i] = row < Tn ? dvec[c.bh * Tn + row] : 0.0f;
+    }
 
-    frag_a<T> fq[4], fdo[4];
-    load_tile(ks, base, stride, q0, sh.Tn);
-    load_tile(vs, gbase, C, q0, sh.Tn);
+    load_tile_async(tiles + 2 * TILE_ELEMS, c.base, c.stride, q0, Tn); /* Q and dO through stage 1 */
+    load_tile_async(tiles + 3 * TILE_ELEMS, c.gbase, c.C, q0, Tn);
+    cp_async_commit();
+    load_tile_async(tiles, c.base + c.C, c.stride, 0, Tn);
+    load_tile_async(tiles + TILE_ELEMS, c.base + 2 * c.C, c.stride, 0, Tn);
+    cp_async_commit();
+    cp_async_wait<1>();
     __syncthreads();
-    load_rows(fq, ks, w);
-    load_rows(fdo, vs, w);
+    uint32_t fq[4][4], fdo[4][4];
+    load_a(fq, tiles + 2 * TILE_ELEMS, c.w * 16);
+    load_a(fdo, tiles + 3 * TILE_ELEMS, c.w * 16);
     __syncthreads();
 
-    frag_c dq[4];
-    for (int n = 0; n < 4; n++) wmma::fill_fragment(dq[n], 0.0f);
+    float dq[8][4];
+    for (int j = 0; j < 8; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
     for (int64_t kt = 0; kt <= qb; kt++) {
-        load_tile(ks, base + C, stride, kt * TILE, sh.Tn);
-        load_tile(vs, base + 2 * C, stride, kt * TILE, sh.Tn);
+        T *ks = tiles + (kt & 1) * 2 * TILE_ELEMS, *vs = ks + TILE_ELEMS;
+        if (kt < qb) {
+            T *next = tiles + ((kt + 1) & 1) * 2 * TILE_ELEMS;
+            load_tile_async(next, c.base + c.C, c.stride, (kt + 1) * TILE, Tn);
+            load_tile_async(next + TILE_ELEMS, c.base + 2 * c.C, c.stride, (kt + 1) * TILE, Tn);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
         __syncthreads();
-        product_bt(s, fq, ks); /* S = Q K^T */
-        __syncwarp();
-        for (int c = c0; c < c0 + 32; c++)
-            p[r * LDT + c] = (T)(kt * TILE + c <= qi && qi < sh.Tn ? __expf(s[r * LDS + c] * scale - row_lse) : 0.0f);
-        __syncwarp();
-        product_bt(s, fdo, vs); /* dP = dO V^T */
-        __syncwarp();
-        for (int c = c0; c < c0 + 32; c++) p[r * LDT + c] = (T)((float)p[r * LDT + c] * (s[r * LDS + c] - row_dv));
-        __syncwarp();
-        product_acc(dq, p, ks); /* dQ += dS K (scaled at the end) */
+        float s[8][4], dp[8][4];
+        uint32_t a[4][4];
+        product_nt<T>(s, fq, ks);  /* S = Q K^T */
+        product_nt<T>(dp, fdo, vs); /* dP = dO V^T */
+        for (int j = 0; j < 8; j++)
+            for (int e = 0; e < 4; e++) {
+                int i = e >> 1;
+                int64_t key = kt * TILE + j * 8 + 2 * c.q + (e & 1), row = row0 + c.g + i * 8;
+                float p = key <= row && row < Tn ? exp2f(s[j][e] * sl2 - row_lse[i]) : 0.0f;
+                s[j][e] = p * (dp[j][e] - row_dv[i]);
+            }
+        to_a<T>(a, s);
+        product_nn<T>(dq, a, ks); /* dQ += dS K (scaled when stored) */
         __syncthreads();
     }
-    store_rows(s, dq, scale, gqkv + c.gqkv_at, stride, q0 + w * 16, sh.Tn, (const float *)nullptr);
+    store_rows(gqkv + c.gqkv_at, c.stride, row0, Tn, dq, scale, scale);
 }
 
 } /* namespace fa */
@@ -282,8 +385,9 @@ template <typename T> __device__ void backward_q(shape sh, const T *qkv, const T
     } while (0)
 
 /* Grid: ceil(T / 64) * B * H blocks of 128 threads (the same for the backward kernels). */
-extern "C" __global__ void vk_flash_forward(int dt, int64_t B, int64_t Tn, int64_t H, const char *qkv, char *out,
-                                            float *lse, float scale) {
+extern "C" __global__ void __launch_bounds__(fa::THREADS) vk_flash_forward(int dt, int64_t B, int64_t Tn, int64_t H,
+                                                                           const char *qkv, char *out, float *lse,
+                                                                           float scale) {
     FA_DISPATCH(dt, fa::forward<T>({B, Tn, H}, (const T *)qkv, (T *)out, lse, scale, smem));
 }
 
@@ -303,12 +407,14 @@ extern "C" __global__ void vk_flash_dot(int dt, int64_t B, int64_t Tn, int64_t H
     }
 }
 
-extern "C" __global__ void vk_flash_backward_kv(int dt, int64_t B, int64_t Tn, int64_t H, const char *qkv, const char *gout,
-                                                const float *lse, const float *dvec, char *gqkv, float scale) {
+extern "C" __global__ void __launch_bounds__(fa::THREADS)
+    vk_flash_backward_kv(int dt, int64_t B, int64_t Tn, int64_t H, const char *qkv, const char *gout, const float *lse,
+                         const float *dvec, char *gqkv, float scale) {
     FA_DISPATCH(dt, fa::backward_kv<T>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv, scale, smem));
 }
 
-extern "C" __global__ void vk_flash_backward_q(int dt, int64_t B, int64_t Tn, int64_t H, const char *qkv, const char *gout,
-                                               const float *lse, const float *dvec, char *gqkv, float scale) {
+extern "C" __global__ void __launch_bounds__(fa::THREADS)
+    vk_flash_backward_q(int dt, int64_t B, int64_t Tn, int64_t H, const char *qkv, const char *gout, const float *lse,
+                        const float *dvec, char *gqkv, float scale) {
     FA_DISPATCH(dt, fa::backward_q<T>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv, scale, smem));
 }

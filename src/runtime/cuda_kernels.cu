@@ -55,6 +55,62 @@ __device__ __forceinline__ float m_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ double m_sqrt(double x) { return sqrt(x); }
 __device__ __forceinline__ double m_log(double x) { return log(x); }
 
+/* ---- 16-bit elementwise fast path: 8 elements per 16-byte access ----
+ * Contiguous 16-bit operands (the mixed-precision activations) are read and written 8 at a
+ * time; VEC8_LOOP runs the vectors over a grid stride and leaves the tail to the scalar loop. */
+template <typename T> struct is_16bit { static constexpr bool value = false; };
+template <> struct is_16bit<__nv_bfloat16> { static constexpr bool value = true; };
+template <> struct is_16bit<__half> { static constexpr bool value = true; };
+
+template <typename T> __device__ __forceinline__ void ld8(const T *p, float *f) {
+    uint4 u = *(const uint4 *)p;
+    const T *e = (const T *)&u;
+    for (int k = 0; k < 8; k++) f[k] = (float)e[k];
+}
+template <typename T> __device__ __forceinline__ void st8(T *p, const float *f) {
+    uint4 u;
+    T *e = (T *)&u;
+    for (int k = 0; k < 8; k++) e[k] = (T)f[k];
+    *(uint4 *)p = u;
+}
+__device__ __forceinline__ bool aligned16(const void *a, const void *b, const void *c) {
+    return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15) == 0;
+}
+/* for (v = each 8-element vector of n) BODY, then `done` = the elements covered */
+#define VEC8_LOOP(v, n, done, ...)                                                                 \
+    int64_t done = ((n) / 8) * 8;                                                                  \
+    for (int64_t v = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) * 8; v < done;              \
+         v += (int64_t)gridDim.x * blockDim.x * 8) {                                               \
+        __VA_ARGS__                                                                                \
+    }
+#define GRID_STRIDE_FROM(i, from, n)                                                               \
+    for (int64_t i = (from) + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+/* One element of the unary ops and their gradients (op: 0 relu, 1 gelu (erf), 2 tanh, else scale). */
+template <typename A> __device__ __forceinline__ A unary_op(int op, A v, double p) {
+    switch (op) {
+    case 0: return v > 0 ? v : (A)0;
+    case 1: return (A)0.5 * v * ((A)1 + m_erf(v * (A)0.70710678118654752440));
+    case 2: return m_tanh(v);
+    default: return v * (A)p;
+    }
+}
+template <typename A> __device__ __forceinline__ A unary_grad(int op, A gv, A xi, double p) {
+    switch (op) {
+    case 0: return xi > 0 ? gv : (A)0;
+    case 1: {
+        A cdf = (A)0.5 * ((A)1 + m_erf(xi * (A)0.70710678118654752440));
+        A pdf = (A)0.39894228040143267794 * m_exp((A)-0.5 * xi * xi);
+        return gv * (cdf + xi * pdf);
+    }
+    case 2: return gv * (1 - xi * xi);
+    default: return gv * (A)p;
+    }
+}
+template <typename A> __device__ __forceinline__ A binary_op(int op, A x, A y) {
+    return op == 0 ? x + y : op == 1 ? x - y : op == 2 ? x * y : x / y;
+}
+
 __device__ __forceinline__ double ld_any(const char *p, int dt) {
     switch (dt) {
     case VK_F64: return *(const double *)p;
@@ -150,17 +206,21 @@ extern "C" __global__ void vk_fill(vk_geom g, char *dst, int dt, double v) {
 
 extern "C" __global__ void vk_binary(vk_geom g, int op, int dt, char *out, const char *a, const char *b) {
     DISPATCH_ALL(dt, {
-        GRID_STRIDE(i, g.n) {
+        int64_t from = 0;
+        if (is_16bit<T>::value && g.nd == 1 && g.st[0][0] == 1 && g.st[1][0] == 1 && g.st[2][0] == 1 && aligned16(out, a, b)) {
+            VEC8_LOOP(v, g.n, done, { /* same shape, contiguous */
+                float x[8], y[8];
+                ld8((const T *)a + v, x);
+                ld8((const T *)b + v, y);
+                for (int k = 0; k < 8; k++) x[k] = binary_op(op, x[k], y[k]);
+                st8((T *)out + v, x);
+            });
+            from = done;
+        }
+        GRID_STRIDE_FROM(i, from, g.n) {
             int64_t off[3];
             unravel(g, i, 3, off);
-            A x = (A)((const T *)a)[off[1]], y = (A)((const T *)b)[off[2]], r;
-            switch (op) {
-            case 0: r = x + y; break;
-            case 1: r = x - y; break;
-            case 2: r = x * y; break;
-            default: r = x / y; break;
-            }
-            ((T *)out)[off[0]] = (T)r;
+            ((T *)out)[off[0]] = (T)binary_op(op, (A)((const T *)a)[off[1]], (A)((const T *)b)[off[2]]);
         }
     });
 }
@@ -168,7 +228,18 @@ extern "C" __global__ void vk_binary(vk_geom g, int op, int dt, char *out, const
 /* dst += src, where no two elements of src land on one element of dst. */
 extern "C" __global__ void vk_accumulate(vk_geom g, int dt, char *dst, const char *src) {
     DISPATCH_ALL(dt, {
-        GRID_STRIDE(i, g.n) {
+        int64_t from = 0;
+        if (is_16bit<T>::value && g.nd == 1 && g.st[0][0] == 1 && g.st[1][0] == 1 && aligned16(dst, src, src)) {
+            VEC8_LOOP(v, g.n, done, {
+                float x[8], y[8];
+                ld8((const T *)dst + v, x);
+                ld8((const T *)src + v, y);
+                for (int k = 0; k < 8; k++) x[k] += y[k];
+                st8((T *)dst + v, x);
+            });
+            from = done;
+        }
+        GRID_STRIDE_FROM(i, from, g.n) {
             int64_t off[3];
             unravel(g, i, 2, off);
             T *d = (T *)dst + off[0];
@@ -212,39 +283,36 @@ extern "C" __global__ void vk_unary(int op, double p, int dt, int64_t n, char *o
     DISPATCH_ALL(dt, {
         const T *x = (const T *)in;
         T *o = (T *)out;
-        GRID_STRIDE(i, n) {
-            A v = (A)x[i], r;
-            switch (op) {
-            case 0: r = v > 0 ? v : (A)0; break;
-            case 1: r = (A)0.5 * v * ((A)1 + m_erf(v * (A)0.70710678118654752440)); break;
-            case 2: r = m_tanh(v); break;
-            default: r = v * (A)p; break;
-            }
-            o[i] = (T)r;
+        int64_t from = 0;
+        if (is_16bit<T>::value && aligned16(x, o, o)) {
+            VEC8_LOOP(v, n, done, {
+                float f[8];
+                ld8(x + v, f);
+                for (int k = 0; k < 8; k++) f[k] = unary_op(op, f[k], p);
+                st8(o + v, f);
+            });
+            from = done;
         }
+        GRID_STRIDE_FROM(i, from, n) o[i] = (T)unary_op(op, (A)x[i], p);
     });
 }
-
 extern "C" __global__ void vk_unary_backward(int op, double p, int dt, int64_t n, char *gin, const char *gout,
                                              const char *saved) {
     DISPATCH_ALL(dt, {
-        const T *g = (const T *)gout, *x = (const T *)saved;
+        const T *g = (const T *)gout, *x = (const T *)saved; /* scale keeps nothing: x NULL */
         T *gi = (T *)gin;
-        GRID_STRIDE(i, n) {
-            A gv = (A)g[i], xi = op < 3 ? (A)x[i] : (A)0, r; /* scale keeps nothing */
-            switch (op) {
-            case 0: r = xi > 0 ? gv : (A)0; break;
-            case 1: {
-                A cdf = (A)0.5 * ((A)1 + m_erf(xi * (A)0.70710678118654752440));
-                A pdf = (A)0.39894228040143267794 * m_exp((A)-0.5 * xi * xi);
-                r = gv * (cdf + xi * pdf);
-                break;
-            }
-            case 2: r = gv * (1 - xi * xi); break;
-            default: r = gv * (A)p; break;
-            }
-            gi[i] = (T)r;
+        int64_t from = 0;
+        if (is_16bit<T>::value && op < 3 && aligned16(g, x, gi)) {
+            VEC8_LOOP(v, n, done, {
+                float gv[8], xv[8];
+                ld8(g + v, gv);
+                ld8(x + v, xv);
+                for (int k = 0; k < 8; k++) gv[k] = unary_grad(op, gv[k], xv[k], p);
+                st8(gi + v, gv);
+            });
+            from = done;
         }
+        GRID_STRIDE_FROM(i, from, n) gi[i] = (T)unary_grad(op, (A)g[i], op < 3 ? (A)x[i] : (A)0, p);
     });
 }
 
@@ -634,7 +702,7 @@ extern "C" __global__ void vk_adam_update(int dt, int64_t n, char *pv, const cha
  * walks into the next tensors where the chunk crosses into them. */
 extern "C" __global__ void vk_adam_update_list(int dt, int count, const vk_adam_entry *tab, int64_t total, int64_t chunk,
                                                double step_size, double sbc2, double b1, double b2, double eps,
-                                               double decay, double wd, int decoupled, const int32_t *skip) {
+                                               double decay, double wd, int decoupled, const int32_t *skip, int lowp_dt) {
     __shared__ int first;
     if (skip && *skip) return;
     DISPATCH(dt, {
@@ -662,7 +730,12 @@ extern "C" __global__ void vk_adam_update_list(int dt, int count, const vk_adam_
                 T mi = tb1 * m[j] + (1 - tb1) * gi, vi = tb2 * v[j] + (1 - tb2) * gi * gi;
                 m[j] = mi;
                 v[j] = vi;
-                p[j] = pi - ss * mi / (m_sqrt(vi) / sb + te);
+                pi -= ss * mi / (m_sqrt(vi) / sb + te);
+                p[j] = pi;
+                if (tab[t].lowp) {
+                    if (lowp_dt == VK_BF16) ((__nv_bfloat16 *)tab[t].lowp)[j] = __float2bfloat16((float)pi);
+                    else ((__half *)tab[t].lowp)[j] = __float2half((float)pi);
+                }
             }
             __syncthreads();
         }

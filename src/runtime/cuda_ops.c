@@ -336,21 +336,29 @@ static void cuda_adam_update(vram_dtype dt, int64_t n, void *p, const void *g, v
 
 static void cuda_adam_update_list(vram_dtype dt, int count, void *const *p, const void *const *g, void *const *m,
                                   void *const *v, const int64_t *n, double lr, double b1, double b2, double eps,
-                                  double wd, int decoupled, int64_t step, const int32_t *skip) {
+                                  double wd, int decoupled, int64_t step, const int32_t *skip, void *const *lowp,
+                                  vram_dtype lowp_dt) {
     vram_cuda *st = &vram_cuda_state;
     vk_adam_entry *tab = malloc(sizeof *tab * (size_t)(count > 0 ? count : 1));
     void *dtab = NULL;
     if (!tab || count < 1 ||
         vram_allocator_malloc(st->rt->alloc, sizeof *tab * (size_t)count, st->rt->stream, VRAM_TAG_TEMPORARY, &dtab) !=
             VRAM_OK) {
-        free(tab); /* no table: one launch per tensor */
-        for (int i = 0; i < count; i++)
+        free(tab); /* no table: one launch per tensor, and the kept copies cast after it */
+        for (int i = 0; i < count; i++) {
             cuda_adam_update(dt, n[i], p[i], g[i], m[i], v[i], lr, b1, b2, eps, wd, decoupled, step, skip);
+            if (lowp && lowp[i]) {
+                vram_kview d = {.data = lowp[i], .dtype = lowp_dt, .ndim = 1, .shape = {n[i]}, .strides = {1}};
+                vram_kview s = {.data = p[i], .dtype = dt, .ndim = 1, .shape = {n[i]}, .strides = {1}};
+                vram_cuda_kernels.copy(&d, &s);
+            }
+        }
         return;
     }
     int64_t total = 0;
     for (int i = 0; i < count; i++) {
-        tab[i] = (vk_adam_entry){(char *)p[i], (const char *)g[i], (char *)m[i], (char *)v[i], n[i], total};
+        tab[i] = (vk_adam_entry){(char *)p[i], (const char *)g[i], (char *)m[i], (char *)v[i],
+                                 lowp ? (char *)lowp[i] : NULL, n[i], total};
         total += n[i];
     }
     vram_cuda_upload(dtab, tab, sizeof *tab * (size_t)count);
@@ -358,8 +366,8 @@ static void cuda_adam_update_list(vram_dtype dt, int count, void *const *p, cons
     double bc1 = 1 - pow(b1, (double)step), bc2 = 1 - pow(b2, (double)step);
     double step_size = lr / bc1, sbc2 = sqrt(bc2), decay = 1 - lr * wd;
     int64_t chunk = 4 * THREADS;
-    int d = dt;
-    void *args[] = {&d, &count, &dtab, &total, &chunk, &step_size, &sbc2, &b1, &b2, &eps, &decay, &wd, &decoupled, &skip};
+    int d = dt, ld = lowp_dt;
+    void *args[] = {&d, &count, &dtab, &total, &chunk, &step_size, &sbc2, &b1, &b2, &eps, &decay, &wd, &decoupled, &skip, &ld};
     vram_cuda_launch(CK_ADAM_UPDATE_LIST, vram_cuda_blocks((total + chunk - 1) / chunk * THREADS, THREADS), THREADS, args);
     vram_allocator_free(st->rt->alloc, dtab); /* stream order keeps it until the kernel has read it */
 }

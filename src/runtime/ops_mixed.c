@@ -3,8 +3,10 @@
  *
  * The rules are autocast's: products run in the activations' 16-bit dtype on the device's
  * low-precision slot (fp32 accumulation); the f32 weights are cast for each product into a
- * temporary, never kept; weight and bias gradients come out of the product in f32, so the
- * master weights, their gradients and the optimizer state stay f32. Layer norm and the loss
+ * temporary, or, for parameters that ask for it (vram_gpt_config.keep_lowp_weights), kept as a
+ * 16-bit copy that the multi-tensor Adam rewrites as it updates the f32 master; weight and bias
+ * gradients come out of the product in f32, so the master weights, their gradients and the
+ * optimizer state stay f32. Layer norm and the loss
  * compute in fp32 from 16-bit inputs (their statistics are f32). A device without the
  * low-precision slots (the CPU) refuses 16-bit activations with a message.
  */
@@ -71,25 +73,54 @@ static void columns_view(const vram_tensor *t, int64_t rows, int64_t width, int6
     v->data += col0 * (int64_t)vram_dtype_size(t->dtype);
 }
 
-/* t [n, ...] (f32) cast to dt with its first dimension zero-padded to n_pad. */
-vram_status vram_mixed_cast_padded(const vram_tensor *t, vram_dtype dt, int64_t n_pad, vram_tensor **out) {
-    if (t->shape[0] == n_pad) return vram_tensor_cast(t, dt, VRAM_TAG_TEMPORARY, out);
+/* t's first rows cast into c (dt, its first dimension n_pad >= t's); the extra rows untouched. */
+static void cast_rows_into(const vram_tensor *t, vram_tensor *c) {
+    vram_kview dst, src;
+    vram_kview_of(c, &dst);
+    vram_kview_of(t, &src);
+    dst.shape[0] = t->shape[0];
+    t->rt->k->copy(&dst, &src);
+}
+
+/* t [n, ...] (f32) cast to dt with its first dimension zero-padded to n_pad, tagged `tag`. */
+static vram_status cast_padded(const vram_tensor *t, vram_dtype dt, int64_t n_pad, vram_tag tag, vram_tensor **out) {
+    if (t->shape[0] == n_pad) return vram_tensor_cast(t, dt, tag, out);
     int64_t shape[MAXD];
     memcpy(shape, t->shape, sizeof shape);
     shape[0] = n_pad;
     vram_tensor *p = NULL;
-    vram_status s = vram_tensor_empty(t->rt, dt, t->ndim, shape, VRAM_TAG_TEMPORARY, &p);
+    vram_status s = vram_tensor_empty(t->rt, dt, t->ndim, shape, tag, &p);
     if (s != VRAM_OK) return s;
     int64_t row = vram_tensor_numel(t) / t->shape[0];
     size_t esz = vram_dtype_size(dt);
     t->rt->k->zero((char *)vram_tensor_data(p) + (size_t)(t->shape[0] * row) * esz, (size_t)((n_pad - t->shape[0]) * row) * esz);
-    vram_kview dst, src;
-    vram_kview_of(p, &dst);
-    vram_kview_of(t, &src);
-    dst.shape[0] = t->shape[0];
-    t->rt->k->copy(&dst, &src);
+    cast_rows_into(t, p);
     *out = p;
     return VRAM_OK;
+}
+
+/* A parameter's kept 16-bit copy: made at first use (tagged as a parameter: it lives as long
+ * as the weight), re-cast when the parameters changed since it was written. */
+static vram_status kept_copy(vram_tensor *t, vram_dtype dt, int64_t n_pad, vram_tensor **out) {
+    vram_runtime *rt = t->rt;
+    if (t->lowp && (t->lowp->dtype != dt || t->lowp->shape[0] != n_pad)) {
+        vram_tensor_free(t->lowp); /* asked for in another layout: one kept copy per weight */
+        t->lowp = NULL;
+    }
+    if (!t->lowp) {
+        vram_status s = cast_padded(t, dt, n_pad, VRAM_TAG_PARAMETER, &t->lowp);
+        if (s != VRAM_OK) return s;
+    } else if (t->lowp_epoch != rt->param_epoch) {
+        cast_rows_into(t, t->lowp);
+    }
+    t->lowp_epoch = rt->param_epoch;
+    *out = vram_tensor_retain(t->lowp);
+    return VRAM_OK;
+}
+
+vram_status vram_mixed_cast_padded(vram_tensor *t, vram_dtype dt, int64_t n_pad, vram_tensor **out) {
+    if (t->keep_lowp && t->ndim > 0 && vram_tensor_is_contiguous(t)) return kept_copy(t, dt, n_pad, out);
+    return cast_padded(t, dt, n_pad, VRAM_TAG_TEMPORARY, out);
 }
 
 vram_status vram_mixed_linear(vram_tensor *xc, vram_tensor *w, vram_tensor *bias, vram_tensor *y) {

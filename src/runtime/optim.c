@@ -167,10 +167,11 @@ static vram_status adam_step_list(vram_optimizer *o) {
         step = o->steps[i] + 1, dt = p->dtype, count++;
     }
     if (!count) return VRAM_OK;
-    void **ptrs = malloc(sizeof *ptrs * 4 * (size_t)count);
+    void **ptrs = malloc(sizeof *ptrs * 5 * (size_t)count), **lowp = ptrs ? ptrs + 4 * count : NULL;
     int64_t *ns = malloc(sizeof *ns * (size_t)count);
     vram_status s = ptrs && ns ? VRAM_OK : vram_error(VRAM_ERR_HOST_MEMORY, "optimizer step: out of host memory");
-    int m = 0;
+    vram_dtype lowp_dt = VRAM_DTYPE_F32; /* the kept 16-bit copies' dtype: the first one's */
+    int m = 0, kept = 0;
     for (int i = 0; i < o->n && s == VRAM_OK; i++) {
         vram_tensor *p = vram_param_list_get(o->params, i);
         if (!p->grad) continue;
@@ -179,14 +180,21 @@ static vram_status adam_step_list(vram_optimizer *o) {
         if (s != VRAM_OK) break;
         ptrs[m] = vram_tensor_data(p), ptrs[count + m] = vram_tensor_data(p->grad);
         ptrs[2 * count + m] = vram_tensor_data(o->s1[i]), ptrs[3 * count + m] = vram_tensor_data(o->s2[i]);
+        lowp[m] = NULL;
+        if (p->lowp && (!kept || p->lowp->dtype == lowp_dt)) /* rows past p's (padding) stay zero */
+            lowp[m] = vram_tensor_data(p->lowp), lowp_dt = p->lowp->dtype, kept++;
         ns[m++] = vram_tensor_numel(p);
     }
     if (s == VRAM_OK) {
         o->rt->k->adam_update_list(dt, count, ptrs, (const void *const *)(ptrs + count), ptrs + 2 * count,
                                    ptrs + 3 * count, ns, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay,
-                                   c->kind == VRAM_OPTIM_ADAMW, step, o->skip);
-        for (int i = 0; i < o->n; i++)
-            if (vram_param_list_get(o->params, i)->grad) o->steps[i] = step;
+                                   c->kind == VRAM_OPTIM_ADAMW, step, o->skip, kept ? lowp : NULL, lowp_dt);
+        for (int i = 0; i < o->n; i++) {
+            vram_tensor *p = vram_param_list_get(o->params, i);
+            if (!p->grad) continue;
+            o->steps[i] = step;
+            if (p->lowp && p->lowp->dtype == lowp_dt) p->lowp_epoch = o->rt->param_epoch; /* rewritten above */
+        }
     }
     free(ptrs);
     free(ns);
@@ -198,6 +206,7 @@ vram_status vram_optimizer_step(vram_optimizer *o) {
     const vram_kernels *k = o->rt->k;
     const vram_optim_config *c = &o->cfg;
     o->stepped_last = 1;
+    o->rt->param_epoch++; /* kept 16-bit weight copies not rewritten by the update below are stale */
     if ((c->kind == VRAM_OPTIM_ADAM || c->kind == VRAM_OPTIM_ADAMW) && k->adam_update_list) {
         vram_status s = adam_step_list(o);
         if (s != VRAM_ERR_UNSUPPORTED) return s; /* else the parameters are not one list: per tensor */

@@ -45,6 +45,12 @@ struct vram_tensor {
     vram_node *grad_fn;
     int grad_is_temporary; /* a checkpoint's stand-in input: its grad is a temporary */
     int grad_uses;         /* leaf edges to it not yet run in the backward passes under way */
+    /* Mixed precision with kept 16-bit weights (ops_mixed.c): a parameter that asks for it
+     * (keep_lowp) keeps its cast in `lowp`, current while lowp_epoch equals the runtime's
+     * param_epoch; the multi-tensor Adam rewrites it in the same pass as the weight. */
+    int keep_lowp;
+    vram_tensor *lowp;
+    uint64_t lowp_epoch;
 };
 
 /* A strided view handed to kernels: data points at element [0..0]. */
@@ -134,10 +140,12 @@ typedef struct vram_kernels {
      * by s in one launch (gradient clipping). */
     void (*scale_inplace_list)(vram_dtype dt, int count, const int64_t *ns, void *const *xs, double s);
     /* Optional (NULL: adam_update per tensor): adam_update over `count` tensors of one dtype and
-     * one step count in one launch (a multi-tensor fused AdamW). */
+     * one step count in one launch (a multi-tensor fused AdamW). lowp (may be NULL, or hold
+     * NULLs) names kept 16-bit copies of the weights, in lowp_dt, rewritten from the result. */
     void (*adam_update_list)(vram_dtype dt, int count, void *const *p, const void *const *g, void *const *m,
                              void *const *v, const int64_t *n, double lr, double b1, double b2, double eps,
-                             double weight_decay, int decoupled, int64_t step, const int32_t *skip);
+                             double weight_decay, int decoupled, int64_t step, const int32_t *skip,
+                             void *const *lowp, vram_dtype lowp_dt);
     /* Dynamic loss scaling (grad_scaler.c): x /= *scale over n elements, and *found_inf = 1 when
      * any result is inf or NaN; then the scale's update from state = {growth tracker,
      * found_inf}: backoff and a reset tracker after an overflow, growth after `interval` clean
@@ -228,6 +236,9 @@ struct vram_runtime {
     /* A shape-only runtime planning the GPU: the blocks the CUDA runtime holds from its start
      * (kernel scratch, cuBLASLt's workspace), NULL otherwise. */
     void *plan_held[2];
+    /* Bumped whenever parameters may have changed (an optimizer step, a host write): kept
+     * 16-bit weight copies older than it are re-cast before their next use. */
+    uint64_t param_epoch;
 };
 
 /* A shape-only runtime over `a` (any device, simulated included) with the planner's kernel
@@ -312,9 +323,10 @@ vram_status vram_check_param_dtype(const char *op, const vram_tensor *x, const v
 /* y = xc @ W^T + bias for contiguous 16-bit xc [rows, in] and f32 W [out, in], bias [out]. */
 vram_status vram_mixed_linear(vram_tensor *xc, vram_tensor *w, vram_tensor *bias, vram_tensor *y);
 /* A product's output width padded for tensor-core layouts (a multiple of 64 when n is not one
- * of 8), and t [n, ...] cast to dt with its first dimension zero-padded to n_pad. */
+ * of 8), and t [n, ...] cast to dt with its first dimension zero-padded to n_pad: a new
+ * temporary, or, for a parameter with keep_lowp, its kept copy (retained; free it either way). */
 int64_t vram_mixed_padded_width(int64_t n);
-vram_status vram_mixed_cast_padded(const vram_tensor *t, vram_dtype dt, int64_t n_pad, vram_tensor **out);
+vram_status vram_mixed_cast_padded(vram_tensor *t, vram_dtype dt, int64_t n_pad, vram_tensor **out);
 /* Which gradients of a mixed linear to compute (gx takes x's shape). */
 typedef struct vram_mixed_grads {
     int gx, gw, gb;

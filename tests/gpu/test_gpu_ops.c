@@ -484,6 +484,59 @@ static void test_launch_failure(void) {
     vram_tensor_free(z);
 }
 
+/* Kept 16-bit weight copies (vram_gpt_config.keep_lowp_weights) change no number: a small GPT
+ * trained in bf16 with them and without them, from the same seed on the same tokens, gives
+ * the same losses and the same weights bit for bit (the kept copy is the cast each product
+ * would make, rewritten by the multi-tensor AdamW). Head size 64: flash attention runs too. */
+static void test_kept_lowp_weights(void) {
+    enum { B = 2, T = 64, V = 300, STEPS = 4 };
+    int32_t ids[B * T], targets[B * T];
+    for (int i = 0; i < B * T; i++) ids[i] = (int32_t)irand(0, V - 1), targets[i] = (int32_t)irand(0, V - 1);
+    double losses[2][STEPS];
+    vram_tensor *wte[2] = {NULL, NULL};
+    for (int keep = 0; keep < 2; keep++) {
+        vram_gpt_config cfg = {.layers = 2, .heads = 2, .width = 128, .vocab = V, .context = T, .tied = 1,
+                               .init_std = 0.02, .precision = VRAM_DTYPE_BF16, .keep_lowp_weights = keep};
+        vram_runtime_seed(gpu.rt, 1234);
+        vram_gpt *g = NULL;
+        CHECK_OK(vram_gpt_new(gpu.rt, &cfg, &g));
+        vram_param_list *pl = vram_gpt_params(g);
+        vram_optim_config oc;
+        CHECK_OK(vram_optim_config_parse("adamw", &oc));
+        vram_optimizer *opt = NULL;
+        CHECK_OK(vram_optimizer_new(gpu.rt, pl, &oc, &opt));
+        vram_tensor *ti = NULL, *tt = NULL;
+        CHECK_OK(vram_tensor_from_data(gpu.rt, VRAM_DTYPE_I32, 2, (int64_t[]){B, T}, VRAM_TAG_OTHER, ids, &ti));
+        CHECK_OK(vram_tensor_from_data(gpu.rt, VRAM_DTYPE_I32, 2, (int64_t[]){B, T}, VRAM_TAG_OTHER, targets, &tt));
+        for (int step = 0; step < STEPS; step++) {
+            vram_tensor *loss = NULL;
+            vram_param_list_zero_grad(pl, 1);
+            CHECK_OK(vram_gpt_forward(g, ti, tt, 1, NULL, &loss));
+            CHECK_OK(vram_backward(loss, NULL));
+            CHECK_OK(vram_optimizer_step(opt));
+            double *v = to_host(loss);
+            losses[keep][step] = v[0];
+            free(v);
+            vram_tensor_free(loss);
+        }
+        for (int i = 0; i < vram_param_list_count(pl); i++)
+            if (!strcmp(vram_param_list_name(pl, i), "wte.weight")) wte[keep] = vram_tensor_retain(vram_param_list_get(pl, i));
+        vram_tensor_free(ti);
+        vram_tensor_free(tt);
+        vram_optimizer_free(opt);
+        vram_gpt_free(g);
+    }
+    for (int step = 0; step < STEPS; step++)
+        CHECK(losses[0][step] == losses[1][step] && isfinite(losses[0][step]),
+              "kept bf16 weights: step %d loss %.9g, cast each product %.9g", step + 1, losses[1][step], losses[0][step]);
+    CHECK(losses[0][STEPS - 1] < losses[0][0], "kept bf16 weights: the loss did not fall (%g -> %g)", losses[0][0],
+          losses[0][STEPS - 1]);
+    CHECK(wte[0] && wte[1], "kept bf16 weights: no wte.weight parameter");
+    if (wte[0] && wte[1]) compare("kept bf16 weights: wte after the steps", wte[0], wte[1], 0);
+    vram_tensor_free(wte[0]);
+    vram_tensor_free(wte[1]);
+}
+
 int main(int argc, char **argv) {
     int trials = argc > 1 ? atoi(argv[1]) : 3;
     if (vram_device_open("cuda", &gpu.dev) != VRAM_OK) check_skip(vram_last_error());
@@ -495,6 +548,7 @@ int main(int argc, char **argv) {
     test_mixed(VRAM_DTYPE_BF16, 2 * trials);
     test_mixed(VRAM_DTYPE_F16, trials);
     test_optimizers();
+    test_kept_lowp_weights();
     test_bad_ids();
     test_launch_failure();
     close_side(&gpu);
