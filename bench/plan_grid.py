@@ -16,7 +16,7 @@ by more than the bounds (3% of measured peak reserved, under by more than 2%; re
 
 --device cuda (on a GPU machine; bench/run_torchplan_gpu.sh's part `grid`): the GPU grid instead,
 `vram train --device cuda:0` against `vram plan --device cuda` (model size, context, batch,
-optimizer, accumulation, checkpointing, --recompute, fp32/bf16/fp16), --steps each, one run a
+optimizer, accumulation, checkpointing, --recompute, fp32/bf16/fp16, --lowp-weights), --steps each, one run a
 configuration, and the GPU runtime's remedies; --json writes the rows, which
 tests/plan_gpu_check.py reads back (the GPU runs' figures, re-planned on any machine).
 """
@@ -75,7 +75,9 @@ def gpu_grid():
          ("6x384", 32, "adamw", 1, bf16), ("6x384", 64, "adamw", 1, bf16 + ["--recompute", "none"]),
          ("6x384", 32, "adagrad", 1, fp16),
          ("medium-512", 4, "adamw", 1, bf16), ("medium-512", 8, "adamw", 1, bf16 + ["--checkpoint"]),
-         ("medium-512", 2, "adamw", 1, fp32)]
+         ("medium-512", 2, "adamw", 1, fp32),
+         ("gpt2", 8, "adamw", 1, bf16 + ["--lowp-weights", "keep"]),
+         ("gpt2-512", 16, "adamw", 1, fp16 + ["--lowp-weights", "keep"])]
     return [GPU_SIZES[size] + ["--batch", str(b), "--optimizer", opt, "--accum", str(acc)] + extra
             for size, b, opt, acc, extra in g]
 

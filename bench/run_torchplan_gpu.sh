@@ -17,7 +17,7 @@
 #               (a lower bound), BERT failing in a later, longer step              -> oom_*.json
 #   cli         run --categories --leaks: planted leaks, clean runs, AMP, checkpointing, compile
 #   bad         fit on bad input
-#   grid        `vram plan --device cuda` against `vram train --device cuda:0`: 27 configurations,
+#   grid        `vram plan --device cuda` against `vram train --device cuda:0`: 29 configurations,
 #               4 steps each, and the runtime's remedies                    -> plan_grid_gpu.json
 # then the table (bench/torchplan_bench.py table)                                  -> table.md
 # The parts after the first two run at once (each process capped, or small); grid beside them.
