@@ -17,14 +17,21 @@ allocation stream and the same outputs come under every allocator):
   infer_resnet50 torchvision ResNet-50, no_grad, fp32; a step is six batches of random size 1..64
                  at a random resolution of 160..320 (multiples of 32)
   infer_convnext timm ConvNeXt-Tiny, no_grad, bf16 autocast; as infer_resnet50
-A step's output is its loss (training) or a checksum of the sampled tokens / the logits.
+A step's output is its loss (training), the sampled tokens (generation; also their checksum), or
+a checksum of the logits (inference). The report compares them with native's first round: the
+share of equal tokens for generation (bf16 Llama samples differently from run to run even under
+native, so its native row's "run to run" figure is the floor to compare with), the largest
+difference otherwise; each allocator's step time against native's per round, with the rounds'
+own figures (their spread on a shared machine is wider than the effects measured).
 
 Between workloads the cache is emptied and the peaks reset (torch.cuda.empty_cache,
 reset_peak_memory_stats, which vram_torch answers under vram). --trace-dir (PyTorch's allocator
 only) records each workload's allocation stream with torch.cuda.memory._record_memory_history and
 writes DIR/NAME.trace (memtrace v1, PyTorch's peaks for that workload in the header), as
-`python -m vram_torch record` does for a whole program; a recording run's step times are not
-comparable (the history costs time).
+`python -m vram_torch record` does for a whole program, with the blocks live when the workload
+began (the workloads before it left cuBLAS's workspaces, which count in its peaks) allocated at
+its head and a `# sync: step K` line where each step begins; a recording run's step times are
+not comparable (the history costs time).
 """
 import argparse
 import gc
@@ -79,7 +86,10 @@ def generate_step(torch, model, vocab, max_batch, max_prompt, eos):
         with torch.no_grad():
             out = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=True, top_k=50,
                                  max_new_tokens=48, min_new_tokens=48, pad_token_id=eos, use_cache=True)
-        return float(out[:, n:].sum().item())
+        checksum = float(out[:, n:].sum().item())
+        # the tokens themselves for the comparison, copied whole (a contiguous tensor: no device
+        # allocation, so the allocation stream stays the one recorded) and cut on the host
+        return {"output": checksum, "tokens": out.cpu()[:, n:].flatten().tolist()}
     return step
 
 
@@ -137,8 +147,25 @@ def ring_length(torch):
     return len(traces[0])
 
 
-def write_trace(torch, path, name, peaks, start):
-    """This workload's entries of PyTorch's trace ring (those from `start` on) as memtrace v1."""
+def live_blocks(torch):
+    """(address, requested size, stream) of every block allocated now: what the workloads before
+    this one left behind (cuBLAS's workspaces, 66 MiB on an H100), which counts in this
+    workload's peaks on the GPU and so goes at the head of its trace."""
+    blocks = []
+    for seg in torch.cuda.memory._snapshot().get("segments", []):
+        if seg.get("device", 0) != 0:
+            continue
+        addr = seg["address"]
+        for b in seg.get("blocks", []):
+            if b.get("state") == "active_allocated":
+                blocks.append((addr, int(b.get("requested_size") or b["size"]), int(seg.get("stream", 0))))
+            addr += b["size"]
+    return blocks
+
+
+def write_trace(torch, path, name, peaks, start, live=(), marks=None):
+    """This workload's entries of PyTorch's trace ring (those from `start` on) as memtrace v1, the
+    blocks `live` at its start allocated first, a "# sync: step K" line where each step began."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
     from vram_torch.record import convert
     snap = torch.cuda.memory._snapshot()
@@ -147,11 +174,26 @@ def write_trace(torch, path, name, peaks, start):
     header = {"source": "PyTorch %s (CUDA %s), bench/placement_workloads.py --workloads %s, %s, %s" % (
                   torch.__version__.split("+")[0], torch.version.cuda, name, torch.cuda.get_device_name(0),
                   time.strftime("%Y-%m-%d")),
-              "pytorch_native_peak_allocated_bytes": peaks[0], "pytorch_native_peak_reserved_bytes": peaks[1]}
+              "pytorch_native_peak_allocated_bytes": peaks[0], "pytorch_native_peak_reserved_bytes": peaks[1],
+              "live_at_start_bytes": sum(size for _, size, _ in live)}
     with open(path, "w") as f:
-        n, peak, skipped = convert(entries, f, header)
+        n, peak, skipped = convert(entries, f, header, marks, live)
     print("trace: %s (%d allocations, peak requested %d, %d frees of earlier allocations skipped)"
           % (path, n, peak, skipped), flush=True)
+
+
+def step_plan_stats(allocator):
+    """The step plan's counters on device 0 under VRAM_STEP_PLAN=1 (src/torch/plan_route.cpp), or None."""
+    if "+plan" not in allocator:
+        return None
+    import ctypes
+    lib = sys.modules["vram_torch"]._load()
+    out = (ctypes.c_ulonglong * 11)()
+    if lib.vram_torch_step_plan_stats(0, out) != 0:
+        return None
+    keys = ("requests", "served", "missed", "plans_begun", "plans_retired", "last_period", "last_planned",
+            "last_arena_bytes", "last_floor_bytes", "arena_bytes", "arena_live_bytes")
+    return dict(zip(keys, out))
 
 
 def run_one(torch, name, allocator, trace_dir):
@@ -159,19 +201,26 @@ def run_one(torch, name, allocator, trace_dir):
     torch.cuda.empty_cache()
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
-    start = 0
+    start, live, marks = 0, [], {}
     if trace_dir:  # (whether turning the history off clears the ring differs between versions)
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=1 << 23)
         start = ring_length(torch)
+        live = live_blocks(torch)
     step = build(name, torch)
     n = STEPS[kind_of(name)]
-    outputs, times = [], []
-    for _ in range(n):
+    outputs, tokens, times = [], [], []
+    for k in range(n):
         torch.cuda.synchronize()
+        if trace_dir:  # where each step begins, for replays that measure steps (placement_steady.py)
+            marks[ring_length(torch) - start] = ["# sync: step %d" % k]
         t0 = time.perf_counter()
-        outputs.append(step())
+        out = step()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
+        if isinstance(out, dict):
+            tokens.append(out["tokens"])
+            out = out["output"]
+        outputs.append(out)
     stats = torch.cuda.memory_stats()
     r = {"workload": name, "allocator": allocator, "outputs": outputs, "step_times_s": times,
          "warmup": WARMUP[kind_of(name)],
@@ -179,10 +228,16 @@ def run_one(torch, name, allocator, trace_dir):
          "peak_requested": stats.get("requested_bytes.all.peak", 0),
          "peak_allocated": stats.get("allocated_bytes.all.peak", 0)}
     r["ratio"] = r["peak_reserved"] / r["peak_requested"] if r["peak_requested"] else None
+    if tokens:
+        r["tokens"] = tokens
+    plan = step_plan_stats(allocator)
+    if plan:  # the allocator counts the plan's arena as one block: its requested bytes are not the program's
+        r["step_plan"] = plan
+        r["ratio"] = None
     if trace_dir:
         write_trace(torch, os.path.join(trace_dir, name + ".trace"), name,
-                    (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()), start)
-    print(json.dumps({k: v for k, v in r.items() if k != "step_times_s"}), flush=True)
+                    (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()), start, live, marks)
+    print(json.dumps({k: v for k, v in r.items() if k not in ("step_times_s", "tokens")}), flush=True)
     del step
     return r
 
@@ -191,7 +246,8 @@ def run(names, out, trace_dir):
     import torch
     vram = "vram_torch" in sys.modules and sys.modules["vram_torch"].is_enabled()
     conf = os.environ.get("VRAM_ALLOC_CONF", "")
-    allocator = ("vram:" + conf if conf else "vram") if vram else ("expandable" if "expandable_segments:true" in
+    label = "vram+plan" if os.environ.get("VRAM_STEP_PLAN") == "1" else "vram"
+    allocator = (label + ":" + conf if conf else label) if vram else ("expandable" if "expandable_segments:true" in
                                      os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").lower() else "native")
     if trace_dir and vram:
         raise SystemExit("placement_workloads.py: --trace-dir records PyTorch's own allocator's history; run it without vram")
@@ -205,10 +261,26 @@ def run(names, out, trace_dir):
             json.dump({"info": info, "results": results}, f)
 
 
+def agreement(ref, rs):
+    """How the runs rs's outputs compare with the run ref's: "identical", the share of sampled
+    tokens equal position by position (generation, whose token-id checksums say nothing about how
+    close two runs are), or the largest difference of the per-step outputs (loss, logits sum)."""
+    if ref.get("tokens") and all(r.get("tokens") for r in rs):
+        equal = total = 0
+        for r in rs:
+            for a, b in zip(ref["tokens"], r["tokens"]):
+                total += max(len(a), len(b))
+                equal += sum(x == y for x, y in zip(a, b))
+        return "identical" if equal == total else "%.1f%% of tokens equal" % (100.0 * equal / total)
+    diff = max(max(abs(x - y) for x, y in zip(ref["outputs"], r["outputs"])) for r in rs)
+    return "identical" if diff == 0 else "max diff %.3g" % diff
+
+
 def report(files):
     """Per workload and allocator over its rounds: the ratio's range, the median step time after
     warm-up, the median over rounds of (per-step median of this run's step over native's same step
-    in the native run of the same round), and whether the outputs equal native's."""
+    in the native run of the same round) with each round's figure, and the outputs against native's
+    first round (native's own row: its other rounds against its first, the run-to-run spread)."""
     runs = {}  # (workload, allocator) -> [result per round]
     info = None
     for path in files:
@@ -219,7 +291,7 @@ def report(files):
     print("GPU: %s, PyTorch %s, CUDA %s, %s; %s\n" % (info["gpu"], info["torch"], info["cuda"], info["date"],
                                                      ", ".join(sorted(set(files)))))
     print("| workload | allocator | rounds | peak requested | peak reserved | reserved / requested | step time (median) "
-          "| vs native | outputs vs native |")
+          "| vs native (rounds) | outputs vs native's first round |")
     print("|---|---|---|---|---|---|---|---|---|")
     allocators = sorted({a for (_, a) in runs}, key=lambda a: (a != "native", a))
     for w in WORKLOADS:
@@ -228,24 +300,35 @@ def report(files):
             rs = runs.get((w, a))
             if not rs:
                 continue
-            ratios = [r["ratio"] for r in rs if r["ratio"]]
+            # under a step plan the allocator's requested bytes count its arena whole: the program's
+            # own peak requested is native's in the same round (the same program, the same requests)
+            ratios = [r["ratio"] or (r["peak_reserved"] / nr["peak_requested"] if nr and nr["peak_requested"] else None)
+                      for r, nr in zip(rs, natives + [None] * len(rs))]
+            ratios = [x for x in ratios if x]
             skip = rs[0]["warmup"]
             st = statistics.median(t for r in rs for t in r["step_times_s"][skip:])
             rel = "-"
             if natives and a != "native":
                 per_round = [statistics.median(t / b for t, b in zip(r["step_times_s"][skip:], nr["step_times_s"][skip:]))
                              for r, nr in zip(rs, natives)]
-                rel = "%+.1f%%" % (100 * (statistics.median(per_round) - 1))
+                rel = "%+.1f%% (%s)" % (100 * (statistics.median(per_round) - 1),
+                                        ", ".join("%+.0f%%" % (100 * (x - 1)) for x in per_round))
             same = "-"
             if natives:
-                ref = natives[0]["outputs"]
-                diff = max(max(abs(x - y) for x, y in zip(ref, r["outputs"])) for r in rs)
-                same = "identical" if diff == 0 else "max diff %.3g" % diff
+                others = rs if a != "native" else rs[1:]
+                same = agreement(natives[0], others) if others else "one round"
+                if a == "native" and others:
+                    same = "run to run: " + same
+            plans = [r["step_plan"] for r in rs if "step_plan" in r]
+            if plans:
+                same += "; plan served %d of %d" % (plans[-1]["served"], plans[-1]["requests"])
+            ratio = "-" if not ratios else "%.3f" % ratios[0] if len(set(ratios)) == 1 else "%.3f–%.3f" % (
+                min(ratios), max(ratios))
+            requested = [r["peak_requested"] for r in rs if "step_plan" not in r] or [
+                nr["peak_requested"] for nr in natives] or [0]
             print("| %s | %s | %d | %.3f GiB | %.3f GiB | %s | %.1f ms | %s | %s |" % (
-                w, a, len(rs), statistics.median(r["peak_requested"] for r in rs) / 2 ** 30,
-                statistics.median(r["peak_reserved"] for r in rs) / 2 ** 30,
-                "%.3f" % ratios[0] if len(set(ratios)) == 1 else "%.3f–%.3f" % (min(ratios), max(ratios)),
-                1000 * st, rel, same))
+                w, a, len(rs), statistics.median(requested) / 2 ** 30,
+                statistics.median(r["peak_reserved"] for r in rs) / 2 ** 30, ratio, 1000 * st, rel, same))
 
 
 def main():

@@ -16,7 +16,7 @@ by more than the bounds (3% of measured peak reserved, under by more than 2%; re
 
 --device cuda (on a GPU machine; bench/run_torchplan_gpu.sh's part `grid`): the GPU grid instead,
 `vram train --device cuda:0` against `vram plan --device cuda` (model size, context, batch,
-optimizer, accumulation, checkpointing, --recompute, fp32/bf16/fp16), --steps each, one run a
+optimizer, accumulation, checkpointing, --recompute, fp32/bf16/fp16, --lowp-weights), --steps each, one run a
 configuration, and the GPU runtime's remedies; --json writes the rows, which
 tests/plan_gpu_check.py reads back (the GPU runs' figures, re-planned on any machine).
 """
@@ -75,20 +75,28 @@ def gpu_grid():
          ("6x384", 32, "adamw", 1, bf16), ("6x384", 64, "adamw", 1, bf16 + ["--recompute", "none"]),
          ("6x384", 32, "adagrad", 1, fp16),
          ("medium-512", 4, "adamw", 1, bf16), ("medium-512", 8, "adamw", 1, bf16 + ["--checkpoint"]),
-         ("medium-512", 2, "adamw", 1, fp32)]
+         ("medium-512", 2, "adamw", 1, fp32),
+         ("gpt2", 8, "adamw", 1, bf16 + ["--lowp-weights", "keep"]),
+         ("gpt2-512", 16, "adamw", 1, fp16 + ["--lowp-weights", "keep"])]
     return [GPU_SIZES[size] + ["--batch", str(b), "--optimizer", opt, "--accum", str(acc)] + extra
             for size, b, opt, acc, extra in g]
 
 
-def gpu_rows(vram, data, grid, steps, path=None):
+def gpu_rows(vram, data, grid, steps, path=None, done=()):
     """Each configuration trained on GPU 0 and planned for the GPU runtime (no GPU used by the plan);
     a configuration that fails is a row with its error (the check counts it as a miss). With path,
-    the rows so far are written there after each (kept should the run be cut short)."""
-    rows = []
+    the rows so far are written there after each (kept should the run be cut short). done: rows
+    measured by an earlier run at the same steps (--resume), kept and planned again, not rerun."""
+    rows, earlier = [], {r["flags"]: r for r in done if "measured_reserved" in r}
     for flags in grid:
         row = {"flags": " ".join(flags), "steps": steps}
         try:
-            m_alloc, m_res, row["train_s"] = measure(vram, data, ["--device", "cuda:0"] + flags, steps)
+            if row["flags"] in earlier:
+                r = earlier[row["flags"]]
+                m_alloc, m_res, row["train_s"] = r["measured_allocated"], r["measured_reserved"], r.get("train_s")
+                row["from"] = "earlier run"
+            else:
+                m_alloc, m_res, row["train_s"] = measure(vram, data, ["--device", "cuda:0"] + flags, steps)
             got = plan(vram, ["--device", "cuda"] + flags, steps=steps)
             row.update(measured_allocated=m_alloc, measured_reserved=m_res, planned_allocated=mib2(got["peak_allocated"]),
                        planned_reserved=mib2(got["peak_reserved"]))
@@ -245,6 +253,7 @@ def main():
     ap.add_argument("--markdown")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--json", help="write the rows (and remedies) as JSON here")
+    ap.add_argument("--resume", help="--device cuda: a JSON of an earlier run whose measured rows are kept")
     a = ap.parse_args()
     if a.device == "cuda":
         return gpu_main(a)
@@ -276,7 +285,15 @@ def main():
 
 def gpu_main(a):
     print("machine: %s, %d CPUs; command: %s" % (platform.node(), os.cpu_count(), " ".join(sys.argv)), flush=True)
-    rows = gpu_rows(a.vram, a.data, gpu_grid(), a.steps, a.json)
+    done = []
+    if a.resume:
+        with open(a.resume) as f:
+            earlier = json.load(f)
+        if earlier.get("steps") != a.steps:
+            raise SystemExit("plan_grid.py: %s was measured at --steps %s, not %d" % (a.resume, earlier.get("steps"),
+                                                                                    a.steps))
+        done = earlier["rows"]
+    rows = gpu_rows(a.vram, a.data, gpu_grid(), a.steps, a.json, done)
     # the GPU runtime out of memory: GPT-2 bf16 at batch 16 in 4 GiB; the remedies that fit, run there
     try:
         remedies = remedy_rows(a.vram, a.data, ["--device", "cuda:0", "--model", "gpt2", "--precision", "bf16", "--batch",

@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
-# run_placement_gpu.sh — issue 46's GPU measurements in one go (about 4 minutes on an H100):
-# the six programs of bench/placement_workloads.py (checkpointed GPT-2 and Llama training,
-# Llama and GPT-2 generation with changing batch and prompt, ResNet-50 and ConvNeXt inference on
-# changing batch and resolution), one process per allocator, ROUNDS rounds (default 3) with the
-# allocators in turns (PyTorch native as a plain `python3`, vram under `python -m vram_torch run`,
-# the order swapped every other round), after one native round that records each program's
-# allocation stream into $OUT/traces/NAME.trace.gz (memtrace v1, for `vram replay` on the CPU).
-#   OUT=dir bench/run_placement_gpu.sh            (ALLOCS="native vram vram:CONF ..." to add configs)
+# run_placement_gpu.sh — issue 46's GPU measurements in one go: the six programs of
+# bench/placement_workloads.py (checkpointed GPT-2 and Llama training, Llama and GPT-2 generation
+# with changing batch and prompt, ResNet-50 and ConvNeXt inference on changing batch and
+# resolution), one process per allocator, ROUNDS rounds (default 3) with the allocators in turns
+# (PyTorch native as a plain `python3`, vram under `python -m vram_torch run`, vram:CONF the same
+# with VRAM_ALLOC_CONF=CONF, vram+plan[:CONF] with learned placement too, VRAM_STEP_PLAN=1,
+# docs/step_plan.md; the order reversed every other round), after one native round that
+# records each program's allocation stream into $OUT/traces/NAME.trace.gz (memtrace v1, for
+# `vram replay` on the CPU; RECORD=0 skips it). About 60 s a process on an H100, 90 s recording.
+#   OUT=dir bench/run_placement_gpu.sh
+#   OUT=dir RECORD=0 ROUNDS=2 ALLOCS="native vram vram+plan:chunk_size_mb:8,move_min_mb:64" \
+#     WORKLOADS=ckpt_gpt2,ckpt_llama,gen_gpt2,infer_resnet50,infer_convnext bench/run_placement_gpu.sh
+#   (the configuration docs/step_plan.md proposes beside plain vram, about 5 minutes on an H100;
+#   gen_llama, whose replay the configuration leaves as it is, out to fit)
 # Writes machine.txt, build.log, one JSON and log per run, report.md; prints the table last.
 set -u
 OUT=${OUT:-$PWD/gpu-out}
 ROUNDS=${ROUNDS:-3}
+RECORD=${RECORD:-1}
 ALLOCS=${ALLOCS:-native vram}
 WORKLOADS=${WORKLOADS:-ckpt_gpt2,ckpt_llama,gen_llama,gen_gpt2,infer_resnet50,infer_convnext}
+read -r -a kinds <<< "$ALLOCS"
+for k in "${kinds[@]}"; do
+  [[ $k =~ ^(native|vram(\+plan)?(:.+)?)$ ]] || { echo "ALLOCS: '$k' is not native, vram, vram:CONF, vram+plan or vram+plan:CONF"; exit 2; }
+done
 mkdir -p "$OUT/traces"
 { date -u; git rev-parse HEAD 2>/dev/null; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc;
   python3 -c 'import torch, transformers, timm, torchvision; print("torch", torch.__version__, "cuda", torch.version.cuda,
@@ -33,25 +44,27 @@ one_run() {
   if [[ $alloc == native ]]; then
     env -u VRAM_ALLOC_CONF timeout "${RUN_TIMEOUT:-240}" python3 bench/placement_workloads.py --workloads "$WORKLOADS" "$@" > "$OUT/$label.log" 2>&1
   else
-    local conf=""; [[ $alloc == vram:* ]] && conf=${alloc#vram:}
-    VRAM_ALLOC_CONF=$conf timeout "${RUN_TIMEOUT:-240}" python3 -m vram_torch run bench/placement_workloads.py \
-      --workloads "$WORKLOADS" "$@" > "$OUT/$label.log" 2>&1
+    local conf="" plan=0; [[ $alloc == *:* ]] && conf=${alloc#*:}
+    [[ $alloc == vram+plan* ]] && plan=1
+    VRAM_STEP_PLAN=$plan VRAM_ALLOC_CONF=$conf timeout "${RUN_TIMEOUT:-240}" python3 -m vram_torch run \
+      bench/placement_workloads.py --workloads "$WORKLOADS" "$@" > "$OUT/$label.log" 2>&1
   fi
   rc=$?
   echo "$label ($alloc): rc=$rc, $((SECONDS - t)) s"
   [[ $rc == 0 ]] || tail -15 "$OUT/$label.log"
 }
-one_run record native --trace-dir "$OUT/traces"
-gzip -f "$OUT"/traces/*.trace 2>/dev/null
-ls -l "$OUT/traces"
-read -r -a kinds <<< "$ALLOCS"
+if [[ $RECORD != 0 ]]; then
+  one_run record native --trace-dir "$OUT/traces"
+  gzip -f "$OUT"/traces/*.trace 2>/dev/null
+  ls -l "$OUT/traces"
+fi
 for ((r = 1; r <= ROUNDS; r++)); do
   order=("${kinds[@]}")
   if (( r % 2 == 0 )); then  # reversed, so that neither allocator always runs first
     order=(); for ((i = ${#kinds[@]} - 1; i >= 0; i--)); do order+=("${kinds[$i]}"); done
   fi
   for k in "${order[@]}"; do
-    one_run "r${r}_${k//[:,]/_}" "$k" --out "$OUT/r${r}_${k//[:,]/_}.json"
+    one_run "r${r}_${k//[:,+]/_}" "$k" --out "$OUT/r${r}_${k//[:,+]/_}.json"
   done
 done
 echo "total: $((SECONDS - t0)) s"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # run_torchplan_gpu.sh — issue 39's measurements on a GPU machine (H100, PyTorch with CUDA,
 # transformers, torchvision; no network), results under $OUT (or ./gpu-out), a table last.
-#   bench/run_torchplan_gpu.sh                         every part, about 5 minutes on an H100
+#   bench/run_torchplan_gpu.sh                         every part, about 6 minutes on an H100
 #   PARTS="fit oom grid" bench/run_torchplan_gpu.sh    the largest batch, OOM remedies, the runtime grid
+#                                                      (about 4-5 minutes: the parts run at once)
 # Builds vram and libvram_torch.so (Release, into b/), then the parts asked (PARTS, default all):
 #   test        tests/gpu/test_torch_categories.py (categories, leaks, explain_oom on an MLP)
 #   categories  the eight workloads behind traces/ (sums exact, parameters/gradients/optimizer
@@ -10,14 +11,15 @@
 #   fit         GPT-2, ResNet-50, BERT (variable lengths), Llama, each process capped by
 #               set_per_process_memory_fraction: the true largest batch by real runs of the program
 #               (Lightning-style and accelerate-style searches), then `python -m vram_torch fit
-#               --allocator native` (traces kept in fit_M_files/), and again with
-#               --elastic-workspaces (cuDNN's workspaces given up under the cap)    -> fit_*.json
+#               --allocator native` (traces kept in fit_M_files/); ResNet-50 also with
+#               --elastic-workspaces and recorded at batches 8,16                  -> fit_*.json
 #   oom         explain_oom's halved batch against a run of it: GPT-2 failing in step 1's forward
 #               (a lower bound), BERT failing in a later, longer step              -> oom_*.json
 #   cli         run --categories --leaks: planted leaks, clean runs, AMP, checkpointing, compile
 #   bad         fit on bad input
-#   grid        `vram plan --device cuda` against `vram train --device cuda:0`: 27 configurations,
+#   grid        `vram plan --device cuda` against `vram train --device cuda:0`: 29 configurations,
 #               4 steps each, and the runtime's remedies                    -> plan_grid_gpu.json
+#               (GRID_FROM=an earlier plan_grid_gpu.json: its measured rows are kept, the rest run)
 # then the table (bench/torchplan_bench.py table)                                  -> table.md
 # The parts after the first two run at once (each process capped, or small); grid beside them.
 set -u
@@ -55,14 +57,17 @@ fi
 
 # capacities (GiB) chosen so that the largest batch is in the tens: quick steps
 if has grid; then
-  timeout 300 python3 bench/plan_grid.py --device cuda --vram "$VRAM" --data b/data/kjv.txt --steps 4 \
-    --json "$OUT/plan_grid_gpu.json" > "$OUT/grid.log" 2>&1 &
+  timeout 420 python3 bench/plan_grid.py --device cuda --vram "$VRAM" --data b/data/kjv.txt --steps 4 \
+    ${GRID_FROM:+--resume "$GRID_FROM"} --json "$OUT/plan_grid_gpu.json" > "$OUT/grid.log" 2>&1 &
 fi
 if has fit; then
-  for m in "gpt2 10 elastic" "resnet50 8 elastic" "bert 8 elastic" "llama 12 elastic"; do
+  for m in "gpt2 10" "bert 8" "llama 12"; do
     set -- $m
-    timeout 270 python3 bench/torchplan_bench.py fit --model "$1" --capacity "$2" --out "$OUT" ${3:+--elastic} > "$OUT/fit_$1.log" 2>&1 &
+    timeout 270 python3 bench/torchplan_bench.py fit --model "$1" --capacity "$2" --out "$OUT" > "$OUT/fit_$1.log" 2>&1 &
   done
+  # ResNet-50 three ways: as the others, with --elastic-workspaces, and recorded at batches 8 and 16
+  timeout 330 python3 bench/torchplan_bench.py fit --model resnet50 --capacity 8 --out "$OUT" --elastic --batches 8,16 \
+    > "$OUT/fit_resnet50.log" 2>&1 &
 fi
 if has oom; then
   timeout 200 python3 bench/torchplan_bench.py oom --model gpt2 --capacity 8 --batch 16 --out "$OUT" > "$OUT/oom_gpt2.log" 2>&1 &

@@ -169,7 +169,7 @@ def trials(model, capacity):
     return {"lightning": lightning, "accelerate": accelerate, "true_batch": truth, "log": log}
 
 
-def fit(model, capacity_gib, out, elastic=False):
+def fit(model, capacity_gib, out, elastic=False, batches=None):
     capacity = int(capacity_gib * GiB)
     r = {"model": model, "capacity": capacity}
     r.update(trials(model, capacity))
@@ -179,6 +179,8 @@ def fit(model, capacity_gib, out, elastic=False):
     r.update(fit_command(model, capacity, out, []))
     if elastic:  # again, cuDNN's workspaces given up under the cap (its own 3 real runs)
         r["elastic"] = fit_command(model, capacity, out, ["--elastic-workspaces"])
+    if batches:  # again, recorded at other batches (cuDNN chooses its workspaces by shape)
+        r["batches"] = fit_command(model, capacity, out, ["--batches", batches])
     print(json.dumps({k: v for k, v in r.items() if k not in ("log", "fit_stderr")}), flush=True)
     with open(path, "w") as f:
         json.dump(r, f, indent=1)
@@ -189,7 +191,7 @@ def fit_command(model, capacity, out, extra):
     (its JSON), fit_stderr."""
     r = {}
     t0 = time.time()
-    keep = os.path.join(out, "fit_%s%s_files" % (model, "_elastic" if extra else ""))
+    keep = os.path.join(out, "fit_%s%s_files" % (model, "".join("_" + x.strip("-").replace(",", "_") for x in extra)))
     cmd = [sys.executable, "-m", "vram_torch", "fit", "--capacity", str(capacity), "--allocator", "native",
            "--steps", str(STEPS), "--compare", "--json", "--keep", keep] + extra
     cmd += ["--"] + program_cmd(model, "{batch}", 50)[1:]
@@ -402,21 +404,24 @@ def table(folder):
         lines += ["### Largest batch (PyTorch native allocator, capped)", "",
                   "| model | GiB | true | fit batch | fit runs | fit OOMs | pred/meas reserved | Lightning batch/trials/OOMs"
                   " | accelerate batch/trials/OOMs | replayed batch vram / expandable | elastic workspaces: batch, pred/meas,"
-                  " dropped |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  " dropped | other recording batches: batch, pred/meas |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for f in fits:
             r = json.load(open(os.path.join(folder, f)))
             ft = r.get("fit") or {}
             ratio = pred_over_measured(ft)
             el = (r.get("elastic") or {}).get("fit") or {}
             elastic = "%s, %s, %s" % (el.get("batch", "-"), pred_over_measured(el), el.get("workspaces_dropped", "-"))
+            ob = (r.get("batches") or {}).get("fit") or {}
+            other = "%s (%s), %s" % (ob.get("batch", "-"), ",".join(str(x["batch"]) for x in ob.get("runs", [])
+                                                                   if x["kind"] == "record"), pred_over_measured(ob))
             fit_ooms = sum(1 for x in ft.get("runs", []) if x.get("oom"))
             by = ft.get("by_allocator", {})
-            lines.append("| %s | %.1f | %s | %s | %s | %d | %s | %d / %d / %d | %d / %d / %d | %s / %s | %s |" % (
+            lines.append("| %s | %.1f | %s | %s | %s | %d | %s | %d / %d / %d | %d / %d / %d | %s / %s | %s | %s |" % (
                 r["model"], r["capacity"] / GiB, r["true_batch"], ft.get("batch", "fail (status %s)" % r.get("fit_status")),
                 ft.get("real_runs", "-"), fit_ooms, ratio, r["lightning"]["batch"], r["lightning"]["trials"],
                 r["lightning"]["ooms"], r["accelerate"]["batch"], r["accelerate"]["trials"], r["accelerate"]["ooms"],
                 by.get("vram", {}).get("batch", "-"), by.get("expandable", {}).get("batch", "-"),
-                elastic if r.get("elastic") else "-"))
+                elastic if r.get("elastic") else "-", other if r.get("batches") else "-"))
         lines.append("")
     ooms = sorted(f for f in os.listdir(folder) if f.startswith("oom_") and f.endswith(".json")
                   and not f.startswith("oom_half"))
@@ -452,12 +457,13 @@ def main():
     p.add_argument("--capacity", type=float, default=8.0, help="GiB")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--elastic", action="store_true", help="fit: also with --elastic-workspaces")
+    p.add_argument("--batches", help="fit: also recorded at these batches (e.g. 8,16)")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     if a.what == "categories":
         categories(a.out)
     elif a.what == "fit":
-        fit(a.model, a.capacity, a.out, a.elastic)
+        fit(a.model, a.capacity, a.out, a.elastic, a.batches)
     elif a.what == "oom":
         oom(a.model, a.capacity, a.batch, a.out)
     elif a.what == "cli":

@@ -284,9 +284,15 @@ if(Python3_Interpreter_FOUND AND VRAM_CUDA_INCLUDE_DIR)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_categories_cpu.py
                    $<TARGET_FILE:vram_torch> $<TARGET_FILE:fake_cuda> $<TARGET_FILE:vram>)
   set_tests_properties(test_vram_torch_categories_cpu PROPERTIES SKIP_RETURN_CODE 77)
+  # learned placement under the plug-in (VRAM_STEP_PLAN=1, src/torch/plan_route.cpp): an H100
+  # recording replayed through it, record_stream on an arena block, two threads, bad values
+  add_test(NAME test_torch_step_plan_cpu
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_torch_step_plan_cpu.py
+                   $<TARGET_FILE:vram_torch> $<TARGET_FILE:fake_cuda> ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_torch_step_plan_cpu PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
   if(VRAM_PY_SANITIZED_ENV)
     set_tests_properties(test_torch_plugin_cpu test_torch_conf test_vram_torch_cpu test_vram_torch_categories_cpu
-                         PROPERTIES ENVIRONMENT "${VRAM_PY_SANITIZED_ENV}")
+                         test_torch_step_plan_cpu PROPERTIES ENVIRONMENT "${VRAM_PY_SANITIZED_ENV}")
   endif()
 endif()
 # ---- end issue 3 --------------------------------------------------------------------------
@@ -465,6 +471,15 @@ add_test(NAME bench_step_plan_llama
          COMMAND $<TARGET_FILE:bench_step_plan> ${CMAKE_SOURCE_DIR}/traces/unseen/llama_train.trace.gz)
 set_tests_properties(bench_step_plan_llama PROPERTIES
                      PASS_REGULAR_EXPRESSION "# machine: .*# command: .*[|] llama_train.trace.gz [|] 1[.]068 [|] [0-9]+ [|] 1[.]046 [|]")
+
+# the six programs recorded on an H100 (bench/results/gpu-placement): replays against the GPU's
+# figures (placement_fidelity.py), and placement_steady.py's ratios and driver calls per step
+if(Python3_Interpreter_FOUND)
+  add_test(NAME placement_replays
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_placement_replays.py $<TARGET_FILE:vram>
+                   ${CMAKE_SOURCE_DIR})
+  set_tests_properties(placement_replays PROPERTIES TIMEOUT 300)
+endif()
 
 # ---- faults (issue 41): tests/faults/faults.cmake
 include(${CMAKE_CURRENT_SOURCE_DIR}/faults/faults.cmake)

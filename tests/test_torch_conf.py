@@ -182,6 +182,10 @@ check(conf["history"] == "10" and conf["expandable_segments"] == "True" and conf
       "VRAM_ALLOC_CONF set: PyTorch's settings are not applied")
 check("PYTORCH_CUDA_ALLOC_CONF (expandable_segments:False) left out: VRAM_ALLOC_CONF is set" in notes
       and "PYTORCH_NO_CUDA_MEMORY_CACHING left out" in notes, "and named: %r" % notes)
+# the configuration bench/run_placement_gpu.sh measures beside plain vram (ALLOCS="vram:CONF")
+conf, notes = settle({"VRAM_ALLOC_CONF": "chunk_size_mb:32,move_min_mb:64"})
+check(conf["chunk_size_mb"] == "32" and conf["move_min_mb"] == "64" and conf["expandable_segments"] == "True"
+      and notes == "", "the placement script's configuration reaches the allocator: %r" % conf)
 conf, notes = settle({"VRAM_ALLOC_CONF": "", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"})
 check(conf["expandable_segments"] == "False", "an empty VRAM_ALLOC_CONF counts as unset")
 

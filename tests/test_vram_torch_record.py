@@ -1,8 +1,8 @@
 """test_vram_torch_record.py — the memtrace v1 converter behind `python -m vram_torch record`,
 on PyTorch-shaped trace entries (no torch needed): dense ids, requested sizes, streams numbered
 in order of first use, frees of allocations made before recording skipped, the peak of live
-requested bytes, free_completed used only where free_requested is absent, and marks (comment
-lines) before the entries they name; then the command itself on a stand-in torch: the program's
+requested bytes, free_completed used only where free_requested is absent, marks (comment
+lines) before the entries they name, and blocks live before the entries written first; then the command itself on a stand-in torch: the program's
 arguments and exit status, the trace of a program that failed named partial, -o kept where it
 was given when the program changes folder, one file per rank under torchrun, and a trace also
 from a program that ends by os._exit() or SIGTERM (but none from the processes it forks), and an
@@ -42,6 +42,17 @@ convert(tr, out, {}, marks={4: ["# sync: first step 0", "# workload: second"], 0
 body = [l for l in out.getvalue().splitlines() if l.startswith(("# workload", "# sync")) or not l.startswith("#")]
 check(body == ["# workload: first", "a 0 1000 0", "a 1 50 1", "# sync: first step 0", "# workload: second", "f 0",
                "a 2 10 2", "a 3 7 1"], "marks before their entries: %s" % body)
+
+# Blocks live before the entries begin (what an earlier workload left: cuBLAS's workspaces) come
+# first, count in the peak, and their frees are no longer skipped.
+out = io.StringIO()
+n, peak, skipped = convert(tr, out, {}, live_at_start=[(5, 4096, 0), (9, 64, 777)])
+lines = out.getvalue().splitlines()
+body = [l for l in lines if not l.startswith("#")]
+check(body == ["a 0 4096 0", "a 1 64 1", "f 0", "a 2 1000 0", "a 3 50 1", "f 2", "a 4 10 2", "a 5 7 1"],
+      "live blocks first, their free kept: %s" % body)
+check((n, peak, skipped) == (6, 4160, 0) and "# peak_requested_bytes: 4160" in lines,
+      "live blocks in the counts and the peak: %s" % ((n, peak, skipped),))
 
 old = [{"action": "alloc", "addr": 1, "size": 512, "stream": 0}, {"action": "free_completed", "addr": 1}]
 out = io.StringIO()

@@ -70,6 +70,10 @@ vram_status vram_step_plan_free(vram_step_plan *p, void *ptr);
  * vram_allocator_block_info and record_stream do not know it). */
 int vram_step_plan_owns(const vram_step_plan *p, const void *ptr);
 
+/* The arena's own allocator block (NULL: no arena): a caller that must tell the allocator about
+ * an arena block's other uses (record_stream) names the arena instead. */
+void *vram_step_plan_arena_block(const vram_step_plan *p);
+
 /* Stops serving from the current plan; learning starts again. Its arena goes back to the
  * allocator once its last block is freed. */
 void vram_step_plan_retire(vram_step_plan *p);

@@ -16,10 +16,8 @@ failing request (what grows with the batch; in forward the activations are scale
 forward by the part of it done, counted in module calls), state = the optimizer state (as held, or from the
 last completed step, or, before any step, 2x the trainable bytes for Adam-like optimizers, 1x for
 SGD with momentum / Adagrad), gradients = as held, or the trainable bytes. Where an earlier step
-completed, the rest of a step that failed in forward is modelled from it: its peak's growing
-bytes over its forward's give the share the backward and the optimizer add (a later step may be
-longer: BERT's lengths vary), and the variable part is never below that step's at its peak.
-Reserved is predicted as allocated times the reserved-over-allocated ratio of that moment.
+at this batch completed, the variable part is never below that step's at its peak. Reserved is
+predicted as allocated times the reserved-over-allocated ratio of that moment.
 
 A failure in the first step's forward has seen no backward pass (often the step's peak): the
 report says so and its peaks are lower bounds ("lower_bound": true, "at least").
@@ -61,14 +59,7 @@ def explain(oom):
         state = factor * oom.get("trainable_bytes", 0)
     if last:  # an earlier step at this batch completed: its peak was at least this high
         peak_w = max(last["phases"].values(), key=lambda w: w["peak_allocated"])
-        last_var = _grows(peak_w["at_peak_allocated"])
-        fw = last["phases"].get("forward")
-        fw_var = _grows(fw["at_peak_allocated"]) if fw else 0
-        if oom.get("phase") == "forward" and fw_var and last_var > fw_var:
-            # the rest of this step (backward, the optimizer) adds to its forward what the last
-            # step's added to its own: the same share of the forward's growing bytes
-            variable = int(variable * last_var / fw_var)
-        variable = max(variable, last_var)
+        variable = max(variable, _grows(peak_w["at_peak_allocated"]))
     ratio = oom["reserved"] / oom["allocated"] if oom["allocated"] else 1.0
     halved = fixed + state + grads + variable // 2
     limit = oom["limit"]

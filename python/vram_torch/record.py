@@ -29,12 +29,18 @@ import sys
 from .launch import BadInput, check_script, require_torch, run_to_the_end
 
 
-def convert(traces, out, header, marks=None):
+def convert(traces, out, header, marks=None, live_at_start=()):
     """Writes memtrace v1 for one device's trace entries; returns (allocations, peak, skipped).
-    marks: {entry index: the "# ..." lines written before that entry's records}."""
+    marks: {entry index: the "# ..." lines written before that entry's records}.
+    live_at_start: (address, size, stream) of blocks allocated before the entries begin, written
+    as allocations ahead of them (so that their frees are not skipped and the peaks count them)."""
     free_action = "free_requested"
     if not any(e.get("action") == "free_requested" for e in traces):
         free_action = "free_completed"
+    head = [{"action": "alloc", "addr": addr, "size": size, "stream": stream} for addr, size, stream in live_at_start]
+    if head:  # as allocations the entries begin with; the marks stay before the entries they name
+        marks = {k + len(head): v for k, v in (marks or {}).items()}
+        traces = head + list(traces)
     ids, streams = {}, {0: 0}
     next_id = live = peak = skipped = 0
     body = []

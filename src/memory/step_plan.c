@@ -360,14 +360,16 @@ static int activate(vram_step_plan *p) {
 
 /* Whether the arena, made now beside what is allocated, stays under the reserved peak so far
  * (less a margin for the holes among the blocks that stay): a plan must not raise the peak the
- * learning steps set. Else the pending plan waits for its next low point. */
+ * learning steps set. Else the pending plan waits for its next low point. The margin, 1/64, is
+ * narrow enough that a plan may still begin where fine chunks have already placed the learning
+ * steps within a few percent of their floor (there the plan is what stops their page moves). */
 static int fits_now(vram_step_plan *p) {
     if (p->cfg.may_raise_peak) return 1;
     vram_stats x;
     vram_allocator_get_stats(p->a, &x);
     uint64_t allocated = (uint64_t)x.allocated_bytes[VRAM_POOL_ALL].current;
     uint64_t peak = (uint64_t)x.reserved_bytes[VRAM_POOL_ALL].peak;
-    return allocated + p->arena_size <= peak - peak / 32;
+    return allocated + p->arena_size <= peak - peak / 64;
 }
 
 /* A plan that could not begin (no arena, or never under the peak): learning goes on, but the
@@ -534,6 +536,10 @@ int vram_step_plan_owns(const vram_step_plan *p, const void *ptr) {
     if (!p || !p->cur.base || a < p->cur.base || a >= p->cur.base + p->cur.size) return 0;
     size_t i = live_lower(&p->cur, a - p->cur.base);
     return i < p->cur.nlive && p->cur.live[i].off == a - p->cur.base;
+}
+
+void *vram_step_plan_arena_block(const vram_step_plan *p) {
+    return p && p->cur.base ? (void *)(uintptr_t)p->cur.base : NULL;
 }
 
 void vram_step_plan_get_stats(const vram_step_plan *p, vram_step_plan_stats *out) {

@@ -69,6 +69,7 @@
 
 #include "c10_symbols.h"
 #include "categories.h"
+#include "plan_route.h"
 #include "pluggable_patch.h"
 #include "py_stacks.h"
 #include "torch_conf.h"
@@ -172,6 +173,8 @@ vram_allocator *get_allocator(int device, bool create) {
     if (g_history >= 0 && vram_allocator_set_history(a, (uint32_t)g_history) != VRAM_OK)
         fprintf(stderr, "vram: no memory history on %s: %s\n", spec, vram_last_error());
     categories::on_new_allocator(a);
+    if (!plan_route::on_new_allocator(device, a)) /* (runs on without: a plan is a measurement's option) */
+        fprintf(stderr, "vram: no step plan on %s: %s\n", spec, vram_last_error());
     g_slots[device].dev = dev;
     g_slots[device].alloc.store(a, std::memory_order_release);
     return a;
@@ -255,7 +258,8 @@ VRAM_TORCH_API void *vram_torch_alloc(ssize_t size, int device, void *stream) {
     {
         std::optional<ContextScope> scope; /* only while events carry stacks: no context touched otherwise */
         if (stacks >= 2) scope.emplace(stack);
-        st = vram_allocator_malloc(a, (size_t)size, (vram_stream)stream, categories::default_tag(), &p);
+        if (!plan_route::allocate(device, (size_t)size, (vram_stream)stream, categories::default_tag(), &p, &st))
+            st = vram_allocator_malloc(a, (size_t)size, (vram_stream)stream, categories::default_tag(), &p);
     }
     if (st == VRAM_OK) {
         if (stack) py_stacks::block_set((uint64_t)(uintptr_t)p, stack);
@@ -310,6 +314,7 @@ void answer_cache_info(int device, size_t *largest) {
 /* recordStream from PyTorch's C++ (ProcessGroupNCCL, ...), as Tensor.record_stream. */
 void answer_record_stream(void *ptr, int device, void *stream) {
     vram_allocator *a = get_allocator(device, false);
+    if (void *arena = a ? plan_route::arena_of(device, ptr) : nullptr) ptr = arena;
     if (a) vram_allocator_record_stream(a, ptr, (vram_stream)stream); /* an unknown block: nothing to keep */
 }
 } // namespace
@@ -338,7 +343,8 @@ VRAM_TORCH_API void vram_torch_free(void *ptr, ssize_t size, int device, void *s
     if (stacks) py_stacks::block_drop((uint64_t)(uintptr_t)ptr);
     std::optional<ContextScope> scope; /* frees' events carry stacks in mode 3 only */
     if (stacks >= 3) scope.emplace(py_stacks::gather());
-    vram_status st = a ? vram_allocator_free(a, ptr) : VRAM_ERR_NOT_FOUND;
+    vram_status st = VRAM_ERR_NOT_FOUND;
+    if (a && !plan_route::release(device, ptr, &st)) st = vram_allocator_free(a, ptr);
     if (st == VRAM_OK) {
         if (size > 0) c10_symbols::report_usage(a, device, ptr, -(int64_t)size); /* (0: a block vram_torch recreated) */
     } else {
@@ -363,6 +369,7 @@ VRAM_TORCH_API int vram_torch_init_device(int device) { return get_allocator(dev
 VRAM_TORCH_API int vram_torch_record_stream(void *ptr, int device, void *stream) {
     if (!ptr) return 0; /* an empty tensor's: no memory to keep (PyTorch's allocator ignores it too) */
     vram_allocator *a = get_allocator(device, false);
+    if (void *arena = a ? plan_route::arena_of(device, ptr) : nullptr) ptr = arena;
     return a ? status_of(vram_allocator_record_stream(a, ptr, (vram_stream)stream)) : -1;
 }
 
@@ -371,7 +378,9 @@ VRAM_TORCH_API int vram_torch_empty_cache(int device) {
     for (int d = 0; d < kMaxDevices; d++) {
         if (device >= 0 && d != device) continue;
         vram_allocator *a = g_slots[d].alloc.load();
-        if (a && status_of(vram_allocator_empty_cache(a)) != 0) rc = -1;
+        vram_status st = VRAM_OK;
+        if (a && !plan_route::empty_cache(d, &st)) st = vram_allocator_empty_cache(a);
+        if (a && status_of(st) != 0) rc = -1;
     }
     return rc;
 }
@@ -811,4 +820,15 @@ VRAM_TORCH_API char *vram_torch_snapshot_json(int device) {
         return nullptr;
     }
     return buf;
+}
+
+/* The step plan's counters on `device` (VRAM_STEP_PLAN=1, plan_route.h): requests, served,
+ * missed, plans begun, retired, last period, last planned, last arena bytes, its floor, the
+ * arena now, its live bytes. 0, or -1 where the device has no plan. */
+VRAM_TORCH_API int vram_torch_step_plan_stats(int device, unsigned long long out[11]) {
+    if (!out || !plan_route::stats(device, out)) {
+        set_error("no step plan on cuda:" + std::to_string(device) + " (VRAM_STEP_PLAN=1 starts one)");
+        return -1;
+    }
+    return 0;
 }

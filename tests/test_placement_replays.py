@@ -1,0 +1,91 @@
+"""test_placement_replays.py — issue 46's CPU side against its GPU side: the six programs recorded
+on an H100 (bench/results/gpu-placement/traces) replayed by `vram replay` beside what the H100
+measured (bench/results/gpu-placement/2026-12-06-h100/r*.json):
+- bench/placement_fidelity.py: native's ratio replayed equals the GPU's (to 0.001, once the
+  blocks an earlier workload left are at each trace's head), and vram's replay (cudasim, or at
+  the GPU's lag) lies within 0.015 of the GPU's range on every program; --check fails a tolerance
+  the replays miss, with status 1 and a message;
+- bench/placement_steady.py: the default and the configuration the GPU script measures beside it
+  (chunk_size_mb:32,move_min_mb:64) on ResNet-50 inference, ratios and driver calls pinned, the
+  warm-up cut at `# sync: step` lines where a trace has them, and an unknown vram refused.
+Usage: test_placement_replays.py VRAM_EXE REPO_ROOT"""
+import os
+import subprocess
+import sys
+import tempfile
+
+vram, root = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pycheck import check, done  # noqa: E402
+
+bench = os.path.join(root, "bench")
+gpu_dir = os.path.join(root, "bench", "results", "gpu-placement", "2026-12-06-h100")
+tdir = os.path.join(root, "bench", "results", "gpu-placement", "traces")
+names = ["ckpt_gpt2", "ckpt_llama", "gen_llama", "gen_gpt2", "infer_resnet50", "infer_convnext"]
+traces = [os.path.join(tdir, n + ".trace.gz") for n in names]
+
+
+def run(script, *args):
+    return subprocess.run([sys.executable, os.path.join(bench, script), "--vram", vram] + list(args),
+                          capture_output=True, text=True)
+
+
+def rows(out):
+    """{first cell: [cells]} of a markdown table's body rows."""
+    got = {}
+    for line in out.splitlines():
+        if line.startswith("| ") and not line.startswith("| ---") and "---|" not in line:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            got[cells[0]] = cells
+    return got
+
+
+p = run("placement_fidelity.py", "--check", "0.015", gpu_dir, *traces)
+check(p.returncode == 0, "fidelity within 0.015 (status %d): %s%s" % (p.returncode, p.stdout[-600:], p.stderr[-300:]))
+t = rows(p.stdout)
+for n in names:
+    r = t.get(n)
+    if check(r is not None, "a row for %s" % n):
+        check(r[1] == r[2], "%s: native replayed %s = GPU %s" % (n, r[2], r[1]))
+want = {"ckpt_gpt2": ("1.060", "1.057"), "ckpt_llama": ("1.071", "1.070"), "gen_llama": ("1.058", "1.052"),
+        "gen_gpt2": ("1.056", "1.044"), "infer_resnet50": ("1.099–1.180", "1.094"),
+        "infer_convnext": ("1.270", "1.217")}
+for n, (gpu, cudasim) in want.items():
+    r = t.get(n)
+    if r:
+        check(r[3] == "vram" and r[4] == gpu and r[5] == cudasim, "%s: GPU %s, cudasim %s: %s" % (n, gpu, cudasim, r))
+check(t.get("infer_convnext", [""] * 7)[6] == "1.282", "ConvNeXt at the GPU's lag: 1.282 (GPU 1.270)")
+p = run("placement_fidelity.py", "--check", "0.001", gpu_dir, *traces)
+check(p.returncode == 1 and "more than 0.001" in p.stderr, "a tolerance the replays miss fails: %d %s" % (p.returncode, p.stderr))
+p = run("placement_fidelity.py", tempfile.gettempdir() + "/no-such-gpu-dir", traces[0])
+check(p.returncode not in (0, 1) and "no r*.json" in p.stderr, "no GPU results: an error: %s" % p.stderr)
+
+conf = "chunk_size_mb:32,move_min_mb:64"
+p = run("placement_steady.py", "--conf", conf, os.path.join(tdir, "infer_resnet50.trace.gz"))
+check(p.returncode == 0, "placement_steady runs: %s" % p.stderr)
+r = rows(p.stdout).get("infer_resnet50.trace.gz")
+if check(r is not None, "a resnet row: %s" % p.stdout):
+    check(r[1] == "share of events", "no step marks in the H100 recording: cut by share: %s" % r)
+    check(r[2] == "1.094, 63, 0.0" and r[3] == "1.061, 104, 2.2", "default 1.094, %s 1.061 (calls pinned): %s" % (conf, r))
+p = run("placement_steady.py", "--device", "cudasim:lag=100", "--conf", conf, os.path.join(tdir, "infer_resnet50.trace.gz"))
+r = rows(p.stdout).get("infer_resnet50.trace.gz")
+if check(r is not None, "a resnet row at lag 100"):
+    check(r[2].startswith("1.175,") and r[3].startswith("1.061,"), "at the GPU's lag: 1.175 -> 1.061: %s" % r)
+
+with tempfile.TemporaryDirectory() as d:
+    # a made-up inference trace with step marks: 64 MiB held, then per step 100 MiB come and go;
+    # the cut falls at the second mark (one warm-up step), three steps follow
+    lines = ["# memtrace v1", "# live_at_start_bytes: 0", "a 0 67108864 0"]
+    for k in range(4):
+        lines += ["# sync: step %d" % k, "a %d 104857600 0" % (k + 1), "f %d" % (k + 1)]
+    path = os.path.join(d, "infer_made.trace")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    p = run("placement_steady.py", path)
+    r = rows(p.stdout).get("infer_made.trace")
+    if check(p.returncode == 0 and r is not None, "made-up trace: %s %s" % (p.stdout, p.stderr)):
+        check(r[1] == "sync marks" and r[2].endswith(", 0.0"), "cut at the step marks, no calls after warm-up: %s" % r)
+p = subprocess.run([sys.executable, os.path.join(bench, "placement_steady.py"), "--vram", "/nonexistent/vram", traces[0]],
+                   capture_output=True, text=True)
+check(p.returncode != 0 and "not an executable" in p.stderr, "a missing vram: %s" % p.stderr)
+sys.exit(done("test_placement_replays"))
