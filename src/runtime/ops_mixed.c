@@ -119,6 +119,7 @@ static vram_status kept_copy(vram_tensor *t, vram_dtype dt, int64_t n_pad, vram_
 }
 
 vram_status vram_mixed_cast_padded(vram_tensor *t, vram_dtype dt, int64_t n_pad, vram_tensor **out) {
+    if (t->lowp_of) t = t->lowp_of; /* a saved alias of a parameter with a kept copy */
     if (t->keep_lowp && t->ndim > 0 && vram_tensor_is_contiguous(t)) return kept_copy(t, dt, n_pad, out);
     return cast_padded(t, dt, n_pad, VRAM_TAG_TEMPORARY, out);
 }

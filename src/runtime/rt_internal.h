@@ -51,6 +51,7 @@ struct vram_tensor {
     int keep_lowp;
     vram_tensor *lowp;
     uint64_t lowp_epoch;
+    vram_tensor *lowp_of; /* an alias the graph saved of such a parameter: the parameter (held) */
 };
 
 /* A strided view handed to kernels: data points at element [0..0]. */

@@ -279,6 +279,7 @@ void vram_tensor_free(vram_tensor *t) {
     if (!t || atomic_fetch_sub(&t->refs, 1) != 1) return;
     vram_tensor_free(t->grad);
     vram_tensor_free(t->lowp);
+    vram_tensor_free(t->lowp_of);
     if (t->grad_fn) vram_node_unref(t->grad_fn);
     storage_unref(t->st);
     free(t);
