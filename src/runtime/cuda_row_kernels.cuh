@@ -1,0 +1,351 @@
+/* cuda_row_kernels.cuh — the runtime's row kernels (included by cuda_kernels.cu, the one
+ * translation unit of the fatbin, at this point of it): softmax, layer norm, embeddings and
+ * cross-entropy. A row kernel runs one block a row and reduces with block_sum/block_max; 16-bit
+ * layer-norm rows of a width that fits a warp's registers take a warp each instead, and the
+ * fused classifier's 16-bit rows get their log-sum-exp in one online pass over 8-element vectors.
+ */
+
+/* ---- row kernels: one block per row ---- */
+
+extern "C" __global__ void vk_softmax(int dt, int64_t rows, int64_t n, int64_t causal_t, int log_, char *out, const char *in) {
+    __shared__ double shd[32];
+    DISPATCH_ALL(dt, {
+        A *sh = (A *)shd;
+        for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+            const T *x = (const T *)in + r * n;
+            T *y = (T *)out + r * n;
+            int64_t valid = causal_t > 0 ? (r % causal_t) + 1 : n;
+            if (valid > n) valid = n;
+            A mx = (A)-INFINITY;
+            for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) mx = (A)x[j] > mx ? (A)x[j] : mx;
+            mx = block_max(mx, sh);
+            A sum = 0;
+            for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) sum += m_exp((A)x[j] - mx);
+            sum = block_sum(sum, sh);
+            if (log_) {
+                A lse = mx + (A)m_log((double)sum);
+                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) y[j] = (T)(j < valid ? (A)x[j] - lse : (A)-INFINITY);
+            } else {
+                A inv = (A)1 / sum;
+                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) y[j] = (T)(j < valid ? m_exp((A)x[j] - mx) * inv : (A)0);
+            }
+        }
+    });
+}
+
+extern "C" __global__ void vk_softmax_backward(int dt, int64_t rows, int64_t n, int log_, char *gin, const char *gout,
+                                               const char *yv) {
+    __shared__ double shd[32];
+    DISPATCH_ALL(dt, {
+        A *sh = (A *)shd;
+        for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+            const T *g = (const T *)gout + r * n, *y = (const T *)yv + r * n;
+            T *gi = (T *)gin + r * n;
+            A s = 0;
+            if (log_) {
+                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += (A)g[j];
+                s = block_sum(s, sh);
+                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) gi[j] = (T)((A)g[j] - m_exp((A)y[j]) * s);
+            } else {
+                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += (A)g[j] * (A)y[j];
+                s = block_sum(s, sh);
+                for (int64_t j = threadIdx.x; j < n; j += blockDim.x) gi[j] = (T)((A)y[j] * ((A)g[j] - s));
+            }
+        }
+    });
+}
+
+/* Layer norm, one block per row; x, out in T, the weight, bias, mean and rstd in A. */
+/* Layer norm's 16-bit fast path: one warp a row held in registers (n a multiple of 256 up to
+ * VK_LN_WARP_MAX), 8 elements per 16-byte access; the statistics as the block path computes them. */
+__device__ __forceinline__ bool ln_warp_rows(int dt, int64_t n) {
+    return (dt == VK_BF16 || dt == VK_F16) && n % 256 == 0 && n <= VK_LN_WARP_MAX;
+}
+template <typename T> __device__ void layer_norm_warp_rows(int64_t rows, int n, float eps, T *out, const T *in,
+                                                           const float *w, const float *b, float *mean, float *rstd) {
+    constexpr int MAXV = VK_LN_WARP_MAX / 256;
+    int lane = threadIdx.x & 31, nw = blockDim.x >> 5, nv = n / 256;
+    for (int64_t r = blockIdx.x * (int64_t)nw + (threadIdx.x >> 5); r < rows; r += (int64_t)gridDim.x * nw) {
+        const T *x = in + r * n;
+        float v[MAXV][8], s = 0, q = 0;
+#pragma unroll
+        for (int k = 0; k < MAXV; k++)
+            if (k < nv) {
+                ld8(x + (k * 32 + lane) * 8, v[k]);
+                for (int e = 0; e < 8; e++) s += v[k][e];
+            }
+        float m = warp_sum(s) / (float)n;
+#pragma unroll
+        for (int k = 0; k < MAXV; k++)
+            if (k < nv)
+                for (int e = 0; e < 8; e++) q += (v[k][e] - m) * (v[k][e] - m);
+        float rs = 1.0f / sqrtf(warp_sum(q) / (float)n + eps);
+        if (lane == 0) mean[r] = m, rstd[r] = rs;
+#pragma unroll
+        for (int k = 0; k < MAXV; k++)
+            if (k < nv) {
+                int j0 = (k * 32 + lane) * 8;
+                for (int e = 0; e < 8; e++) {
+                    float h = (v[k][e] - m) * rs;
+                    v[k][e] = (w ? h * w[j0 + e] : h) + (b ? b[j0 + e] : 0.0f);
+                }
+                st8(out + r * n + j0, v[k]);
+            }
+    }
+}
+
+extern "C" __global__ void vk_layer_norm(int dt, int64_t rows, int64_t n, double eps, char *out, const char *in,
+                                         const char *wv, const char *bv, char *meanv, char *rstdv) {
+    __shared__ double shd[32];
+    DISPATCH_ALL(dt, {
+        if (is_16bit<T>::value && ln_warp_rows(dt, n) && aligned16(out, in, in)) {
+            layer_norm_warp_rows<T>(rows, (int)n, (float)eps, (T *)out, (const T *)in, (const float *)wv,
+                                    (const float *)bv, (float *)meanv, (float *)rstdv);
+            return;
+        }
+        A *sh = (A *)shd;
+        const A *w = (const A *)wv, *b = (const A *)bv;
+        for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+            const T *x = (const T *)in + r * n;
+            T *y = (T *)out + r * n;
+            A m = 0;
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m += (A)x[j];
+            m = block_sum(m, sh) / (A)n;
+            A v = 0;
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) v += ((A)x[j] - m) * ((A)x[j] - m);
+            v = block_sum(v, sh) / (A)n;
+            A rs = (A)1 / m_sqrt(v + (A)eps);
+            if (threadIdx.x == 0) {
+                ((A *)meanv)[r] = m;
+                ((A *)rstdv)[r] = rs;
+            }
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+                A h = ((A)x[j] - m) * rs;
+                y[j] = (T)((w ? h * w[j] : h) + (b ? b[j] : (A)0));
+            }
+        }
+    });
+}
+
+/* The input gradient of layer norm, one block per row. */
+/* gx of layer norm for one warp a row in registers (the fast path's shape, ln_warp_rows). */
+template <typename T> __device__ void layer_norm_backward_x_warp_rows(int64_t rows, int n, T *gx, const T *gout,
+                                                                      const T *xin, const float *w, const float *mean,
+                                                                      const float *rstd) {
+    constexpr int MAXV = VK_LN_WARP_MAX / 256;
+    int lane = threadIdx.x & 31, nw = blockDim.x >> 5, nv = n / 256;
+    for (int64_t r = blockIdx.x * (int64_t)nw + (threadIdx.x >> 5); r < rows; r += (int64_t)gridDim.x * nw) {
+        float h[MAXV][8], dh[MAXV][8], m = mean[r], rs = rstd[r], s1 = 0, s2 = 0;
+#pragma unroll
+        for (int k = 0; k < MAXV; k++)
+            if (k < nv) {
+                int j0 = (k * 32 + lane) * 8;
+                ld8(xin + r * n + j0, h[k]);
+                ld8(gout + r * n + j0, dh[k]);
+                for (int e = 0; e < 8; e++) {
+                    h[k][e] = (h[k][e] - m) * rs;
+                    if (w) dh[k][e] *= w[j0 + e];
+                    s1 += dh[k][e];
+                    s2 += dh[k][e] * h[k][e];
+                }
+            }
+        float a = warp_sum(s1) / (float)n, c = warp_sum(s2) / (float)n;
+#pragma unroll
+        for (int k = 0; k < MAXV; k++)
+            if (k < nv) {
+                for (int e = 0; e < 8; e++) dh[k][e] = rs * (dh[k][e] - a - h[k][e] * c);
+                st8(gx + r * n + (k * 32 + lane) * 8, dh[k]);
+            }
+    }
+}
+
+extern "C" __global__ void vk_layer_norm_backward_x(int dt, int64_t rows, int64_t n, char *gxv, const char *gout,
+                                                    const char *xv, const char *wv, const char *meanv,
+                                                    const char *rstdv) {
+    __shared__ double shd[32];
+    DISPATCH_ALL(dt, {
+        if (is_16bit<T>::value && ln_warp_rows(dt, n) && aligned16(gxv, gout, xv)) {
+            layer_norm_backward_x_warp_rows<T>(rows, (int)n, (T *)gxv, (const T *)gout, (const T *)xv, (const float *)wv,
+                                               (const float *)meanv, (const float *)rstdv);
+            return;
+        }
+        A *sh = (A *)shd;
+        const A *w = (const A *)wv;
+        for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+            const T *g = (const T *)gout + r * n, *x = (const T *)xv + r * n;
+            A m = ((const A *)meanv)[r], rs = ((const A *)rstdv)[r];
+            A s1 = 0, s2 = 0;
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+                A h = ((A)x[j] - m) * rs, dh = w ? (A)g[j] * w[j] : (A)g[j];
+                s1 += dh;
+                s2 += dh * h;
+            }
+            s1 = block_sum(s1, sh);
+            s2 = block_sum(s2, sh);
+            A a = s1 / (A)n, c = s2 / (A)n;
+            T *gr = (T *)gxv + r * n;
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+                A h = ((A)x[j] - m) * rs, dh = w ? (A)g[j] * w[j] : (A)g[j];
+                gr[j] = (T)(rs * (dh - a - h * c));
+            }
+        }
+    });
+}
+
+/* The weight and bias gradients of layer norm (+=, in A): column sums over chunks of rows. */
+extern "C" __global__ void vk_layer_norm_backward_wb(int dt, int64_t rows, int64_t n, int64_t chunk, char *gwv, char *gbv,
+                                                     const char *gout, const char *xv, const char *meanv,
+                                                     const char *rstdv) {
+    int64_t chunks = (rows + chunk - 1) / chunk;
+    DISPATCH_ALL(dt, {
+        GRID_STRIDE(i, n * chunks) {
+            int64_t j = i % n, c = i / n, lo = c * chunk, hi = lo + chunk < rows ? lo + chunk : rows;
+            A aw = 0, ab = 0;
+            for (int64_t r = lo; r < hi; r++) {
+                A g = (A)((const T *)gout)[r * n + j];
+                aw += g * (((A)((const T *)xv)[r * n + j] - ((const A *)meanv)[r]) * ((const A *)rstdv)[r]);
+                ab += g;
+            }
+            if (gwv) atomicAdd((A *)gwv + j, aw);
+            if (gbv) atomicAdd((A *)gbv + j, ab);
+        }
+    });
+}
+
+__device__ __forceinline__ int64_t load_id(const char *ids, int dt, int64_t i) {
+    return dt == VK_I64 ? ((const int64_t *)ids)[i] : ((const int32_t *)ids)[i];
+}
+
+extern "C" __global__ void vk_embedding(int dt, int64_t n_ids, int64_t c, char *out, const char *table, const char *ids,
+                                        int id_dt) {
+    DISPATCH_ALL(dt, {
+        GRID_STRIDE(i, n_ids * c) {
+            int64_t row = i / c, col = i - row * c;
+            ((T *)out)[i] = ((const T *)table)[load_id(ids, id_dt, row) * c + col];
+        }
+    });
+}
+
+extern "C" __global__ void vk_embedding_backward(int dt, int64_t n_ids, int64_t c, char *gtable, const char *gout,
+                                                 const char *ids, int id_dt) {
+    DISPATCH(dt, {
+        GRID_STRIDE(i, n_ids * c) {
+            int64_t row = i / c, col = i - row * c;
+            atomicAdd((T *)gtable + load_id(ids, id_dt, row) * c + col, ((const T *)gout)[i]);
+        }
+    });
+}
+
+/* log(sum(exp(x[0..n)))) of one row, by the whole block (every thread gets it). */
+template <typename T, typename A> __device__ double row_lse(const T *x, int64_t n, double *sh) {
+    A mx = (A)-INFINITY;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = (A)x[j] > mx ? (A)x[j] : mx;
+    mx = block_max(mx, (A *)sh);
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += (double)m_exp((A)x[j] - mx);
+    s = block_sum(s, sh);
+    return (double)mx + log(s);
+}
+
+/* Cross-entropy, one block per row: lse[r] (in A) and the row's loss into loss_rows[r] (double). */
+extern "C" __global__ void vk_cross_entropy(int dt, int64_t rows, int64_t n, const char *logits, const char *targets,
+                                            int tdt, char *lse, double *loss_rows) {
+    __shared__ double sh[32];
+    DISPATCH_ALL(dt, {
+        for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+            const T *x = (const T *)logits + r * n;
+            double l = row_lse<T, A>(x, n, sh);
+            if (threadIdx.x == 0) {
+                ((A *)lse)[r] = (A)l;
+                loss_rows[r] = l - (double)(A)x[load_id(targets, tdt, r)];
+            }
+        }
+    });
+}
+
+/* The classifier's cross-entropy, one block per row of [rows, ld] logits whose first n columns
+ * are the classes: the row's loss added to *loss_sum, and with scale != 0 the logits replaced by
+ * their gradient scale * (softmax - onehot), zero in the padding columns (no probabilities are
+ * ever stored: llm.c's fused classifier). */
+/* A 16-bit row's log-sum-exp in one pass: each thread keeps a running max and the sum of
+ * exponentials below it over 8-element vectors (the online softmax), then the block combines
+ * the pairs. Every thread gets the result. */
+template <typename T> __device__ float row_lse_online(const T *x, int64_t n, float *sh) {
+    float mx = -INFINITY, sum = 0.0f;
+    int64_t nvec = n / 8;
+    for (int64_t v = threadIdx.x; v <= nvec; v += blockDim.x) {
+        float f[8];
+        int cnt = 8;
+        if (v < nvec) {
+            ld8(x + v * 8, f);
+        } else { /* the tail: n % 8 elements */
+            cnt = (int)(n - nvec * 8);
+            for (int e = 0; e < cnt; e++) f[e] = (float)x[nvec * 8 + e];
+        }
+        if (cnt == 0) continue;
+        float vm = f[0];
+        for (int e = 1; e < cnt; e++) vm = fmaxf(vm, f[e]);
+        float nm = fmaxf(mx, vm);
+        sum = sum * __expf(mx - nm); /* 0 while mx is -inf */
+        for (int e = 0; e < cnt; e++) sum += __expf(f[e] - nm);
+        mx = nm;
+    }
+    float bm = block_max(mx, sh);
+    __syncthreads(); /* sh is reused */
+    float part = mx == -INFINITY ? 0.0f : sum * __expf(mx - bm);
+    return bm + logf(block_sum(part, sh));
+}
+
+extern "C" __global__ void vk_cross_entropy_fused(int dt, int64_t rows, int64_t n, int64_t ld, double scale, char *logits,
+                                                  const char *targets, int tdt, double *loss_sum) {
+    __shared__ double sh[32];
+    DISPATCH_ALL(dt, {
+        bool vec = is_16bit<T>::value && ld % 8 == 0 && aligned16(logits, logits, logits);
+        for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+            T *x = (T *)logits + r * ld;
+            int64_t tgt = load_id(targets, tdt, r);
+            double lse = vec ? (double)row_lse_online<T>(x, n, (float *)sh) : row_lse<T, A>(x, n, sh);
+            if (threadIdx.x == 0) atomicAdd(loss_sum, lse - (double)(A)x[tgt]);
+            __syncthreads(); /* x[tgt] read before it is overwritten */
+            if (scale == 0) continue;
+            A l = (A)lse, sc = (A)scale;
+            if (vec) { /* ld is a multiple of 8: whole vectors, the padding columns written as zeros */
+                for (int64_t v = threadIdx.x; v < ld / 8; v += blockDim.x) {
+                    float f[8];
+                    ld8(x + v * 8, f);
+                    for (int e = 0; e < 8; e++) {
+                        int64_t j = v * 8 + e;
+                        f[e] = j < n ? (__expf(f[e] - (float)l) - (j == tgt ? 1.0f : 0.0f)) * (float)sc : 0.0f;
+                    }
+                    st8(x + v * 8, f);
+                }
+            } else {
+                for (int64_t j = threadIdx.x; j < ld; j += blockDim.x)
+                    x[j] = (T)(j < n ? (m_exp((A)x[j] - l) - (j == tgt ? (A)1 : (A)0)) * sc : (A)0);
+            }
+            __syncthreads(); /* the block's shared scratch is reused by the next row */
+        }
+    });
+}
+
+/* The mean of loss_rows[rows] into *out, by one block. */
+extern "C" __global__ void vk_mean_rows(int64_t rows, const double *loss_rows, double *out) {
+    __shared__ double sh[32];
+    double s = 0;
+    for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) s += loss_rows[r];
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) *out = rows ? s / (double)rows : 0;
+}
+
+extern "C" __global__ void vk_cross_entropy_backward(int dt, int64_t rows, int64_t n, double scale, char *glogits,
+                                                     const char *logits, const char *targets, int tdt, const char *lse) {
+    DISPATCH_ALL(dt, {
+        A sc = (A)scale;
+        GRID_STRIDE(i, rows * n) {
+            int64_t r = i / n, j = i - r * n;
+            A v = m_exp((A)((const T *)logits)[i] - ((const A *)lse)[r]) * sc;
+            if (j == load_id(targets, tdt, r)) v -= sc;
+            ((T *)glogits)[i] = (T)v;
+        }
+    });
+}
