@@ -34,7 +34,8 @@ static vram_status classifier_backward(vram_node *n, vram_tensor *g, vram_tensor
     return VRAM_OK;
 }
 
-/* The chunked product and loss; gx, gw NULL under no_grad. Returns the mean loss. */
+/* The chunked product and loss; gx, gw NULL under no_grad (gw [ld, C], the padded width). Returns
+ * the mean loss. */
 static vram_status run_chunks(vram_tensor *xc, vram_tensor *wl, vram_tensor *tc, int64_t V, vram_tensor *gx,
                               vram_tensor *gw, double *loss) {
     vram_runtime *rt = xc->rt;
@@ -59,7 +60,7 @@ static vram_status run_chunks(vram_tensor *xc, vram_tensor *wl, vram_tensor *tc,
         /* gx [r, C] = dlogits [r, ld] @ W [ld, C]; gW [V, C] (+)= dlogits^T [V, r] @ x [r, C] */
         rt->k->matmul_lowp(rt, dt, dt, 1, r, C, ld, b, 0, ld, 1, vram_tensor_data(wl), 0, C, 1,
                            (char *)vram_tensor_data(gx) + (size_t)(c0 * C) * esz, 0, NULL);
-        rt->k->matmul_lowp(rt, dt, VRAM_DTYPE_F32, 1, V, C, r, b, 0, 1, ld, xr, 0, C, 1, vram_tensor_data(gw), c0 > 0,
+        rt->k->matmul_lowp(rt, dt, VRAM_DTYPE_F32, 1, ld, C, r, b, 0, 1, ld, xr, 0, C, 1, vram_tensor_data(gw), c0 > 0,
                            NULL);
     }
     if (s == VRAM_OK) *loss = vram_tensor_item(sum) / (double)rows;
@@ -94,9 +95,17 @@ vram_status vram_linear_cross_entropy(vram_tensor *x, vram_tensor *w, vram_tenso
     int grad = vram_should_record(2, in);
     if (s == VRAM_OK) s = vram_mixed_cast_padded(w, x->dtype, vram_mixed_padded_width(V), &wl);
     if (s == VRAM_OK && grad) s = vram_tensor_empty(rt, x->dtype, x->ndim, x->shape, VRAM_TAG_TEMPORARY, &gx);
-    if (s == VRAM_OK && grad) s = vram_tensor_empty(rt, VRAM_DTYPE_F32, 2, w->shape, VRAM_TAG_TEMPORARY, &gw);
+    /* gW on the padded width too, so that its product's M is a tensor-core multiple (the padding
+     * rows see zero logit gradients); the gradient is the view of its first V rows */
+    int64_t gws[2] = {wl->shape[0], C};
+    vram_tensor *gwp = NULL;
+    if (s == VRAM_OK && grad) s = vram_tensor_empty(rt, VRAM_DTYPE_F32, 2, gws, VRAM_TAG_TEMPORARY, &gwp);
+    if (s == VRAM_OK && grad) {
+        gw = vram_tensor_view_new(gwp, 2, w->shape, gwp->strides, 0);
+        if (!gw) s = vram_error(VRAM_ERR_HOST_MEMORY, "linear_cross_entropy: out of host memory");
+    }
     double loss = 0;
-    if (s == VRAM_OK) s = run_chunks(xc, wl, tc, V, gx, gw, &loss);
+    if (s == VRAM_OK) s = run_chunks(xc, wl, tc, V, gx, gwp, &loss);
     if (s == VRAM_OK) s = vram_tensor_empty(rt, VRAM_DTYPE_F32, 0, NULL, VRAM_TAG_TEMPORARY, &y);
     if (s == VRAM_OK) s = vram_tensor_fill(y, loss);
     if (s == VRAM_OK && grad) {
@@ -110,5 +119,6 @@ vram_status vram_linear_cross_entropy(vram_tensor *x, vram_tensor *w, vram_tenso
         }
     }
     vram_tensor_free(xc), vram_tensor_free(tc), vram_tensor_free(wl), vram_tensor_free(gx), vram_tensor_free(gw);
+    vram_tensor_free(gwp);
     return rt_finish(s, y, out);
 }
