@@ -280,6 +280,32 @@ extern "C" __global__ void vk_reduce_add(vk_geom g, vk_red r, int64_t chunk, int
     });
 }
 
+/* out[j] += sum of g[r * ld + j] over a chunk of rows, for j < n (16-bit g, f32 out): thread i
+ * takes column group i % groups (8 columns when the rows allow 16-byte access, else one) and
+ * chunk i / groups, and adds its partial sums atomically. */
+extern "C" __global__ void vk_column_sum_lowp(int dt, int64_t rows, int64_t n, int64_t ld, int64_t chunk, const char *gv,
+                                              float *out) {
+    DISPATCH_ALL(dt, {
+        const T *g = (const T *)gv;
+        bool vec = is_16bit<T>::value && n % 8 == 0 && ld % 8 == 0 && aligned16(g, g, g);
+        int64_t width = vec ? 8 : 1, groups = n / width, chunks = (rows + chunk - 1) / chunk;
+        GRID_STRIDE(i, groups * chunks) {
+            int64_t j0 = (i % groups) * width, r0 = (i / groups) * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (int64_t r = r0; r < r1; r++) {
+                if (vec) {
+                    float f[8];
+                    ld8(g + r * ld + j0, f);
+                    for (int e = 0; e < 8; e++) acc[e] += f[e];
+                } else {
+                    acc[0] += (float)g[r * ld + j0];
+                }
+            }
+            for (int e = 0; e < width; e++) atomicAdd(out + j0 + e, acc[e]);
+        }
+    });
+}
+
 extern "C" __global__ void vk_unary(int op, double p, int dt, int64_t n, char *out, const char *in) {
     DISPATCH_ALL(dt, {
         const T *x = (const T *)in;

@@ -295,6 +295,15 @@ static void cuda_cross_entropy_backward(vram_dtype dt, int64_t rows, int64_t n, 
     vram_cuda_launch(CK_CROSS_ENTROPY_BACKWARD, vram_cuda_blocks(rows * n, THREADS), THREADS, args);
 }
 
+static void cuda_column_sum_lowp(vram_dtype dt, int64_t rows, int64_t n, int64_t ld, const void *g, float *out) {
+    vram_cuda_zero(out, (size_t)n * sizeof(float));
+    if (rows <= 0 || n <= 0) return;
+    int64_t chunk = 128, chunks = (rows + chunk - 1) / chunk, groups = n % 8 == 0 && ld % 8 == 0 ? n / 8 : n;
+    int d = dt;
+    void *args[] = {&d, &rows, &n, &ld, &chunk, &g, &out};
+    vram_cuda_launch(CK_COLUMN_SUM_LOWP, vram_cuda_blocks(groups * chunks, THREADS), THREADS, args);
+}
+
 static void cuda_cross_entropy_fused(vram_dtype dt, int64_t rows, int64_t n, int64_t ld, double scale, void *logits,
                                      const void *targets, vram_dtype tdt, double *loss_sum) {
     int d = dt, t = tdt;
@@ -537,6 +546,7 @@ const vram_kernels vram_cuda_kernels = {
     .matmul = vram_cuda_matmul,
     .matmul_bias = vram_cuda_matmul_bias,
     .matmul_lowp = vram_cuda_matmul_lowp,
+    .column_sum_lowp = cuda_column_sum_lowp,
     .cross_entropy_fused = cuda_cross_entropy_fused,
     .flash_attention = cuda_flash_attention,
     .flash_attention_backward = cuda_flash_attention_backward,

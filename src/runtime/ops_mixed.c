@@ -177,7 +177,11 @@ vram_status vram_mixed_linear_backward(const vram_mixed_grads *want, vram_tensor
             rt->k->matmul_lowp(rt, dt, w->dtype, 1, out_f, in_f, rows, vram_tensor_data(gc), 0, 1, ld, vram_tensor_data(a),
                                0, in_f, 1, vram_tensor_data(*gw), 0, NULL);
     }
-    if (s == VRAM_OK && want->gb) { /* gb [out] (f32) = ones [1, rows] @ g [rows, out] */
+    if (s == VRAM_OK && want->gb && rt->k->column_sum_lowp) { /* gb [out] (f32) = g's column sums */
+        int64_t os[1] = {out_f};
+        s = vram_tensor_empty(rt, w->dtype, 1, os, VRAM_TAG_TEMPORARY, gb);
+        if (s == VRAM_OK) rt->k->column_sum_lowp(dt, rows, out_f, ld, vram_tensor_data(gc), vram_tensor_data(*gb));
+    } else if (s == VRAM_OK && want->gb) { /* gb [out] (f32) = ones [1, rows] @ g [rows, out] */
         vram_tensor *ones = NULL;
         int64_t os[1] = {out_f}, rs[2] = {1, rows};
         s = vram_tensor_empty(rt, dt, 2, rs, VRAM_TAG_TEMPORARY, &ones);

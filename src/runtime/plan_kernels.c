@@ -219,10 +219,15 @@ static void plan_flash_attention_backward(vram_runtime *rt, vram_dtype dt, int64
     if (s == VRAM_OK) vram_allocator_free(rt->alloc, dvec);
 }
 
+static void plan_column_sum_lowp(vram_dtype dt, int64_t rows, int64_t n, int64_t ld, const void *g, float *out) {
+    (void)dt, (void)rows, (void)n, (void)ld, (void)g, (void)out; /* allocates nothing */
+}
+
 const vram_kernels vram_plan_cuda_kernels = {
     .name = "plan-cuda",
     .matmul = plan_matmul_gpu,
     .matmul_lowp = plan_matmul_lowp,
+    .column_sum_lowp = plan_column_sum_lowp,
     .cross_entropy_fused = plan_cross_entropy_fused,
     .flash_attention = plan_flash_attention,
     .flash_attention_backward = plan_flash_attention_backward,

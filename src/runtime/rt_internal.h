@@ -173,6 +173,9 @@ typedef struct vram_kernels {
     void (*matmul_lowp)(vram_runtime *rt, vram_dtype ab_dt, vram_dtype c_dt, int64_t batch, int64_t M, int64_t N,
                         int64_t K, const void *A, int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b,
                         int64_t sb_k, int64_t sb_n, void *C, int accumulate, const void *bias);
+    /* Optional (NULL: a product with a row of ones): out [n] (f32) = the sum over `rows` of the
+     * first n columns of g [rows, ld] (f16/bf16): a mixed linear's bias gradient. */
+    void (*column_sum_lowp)(vram_dtype dt, int64_t rows, int64_t n, int64_t ld, const void *g, float *out);
     /* Cross-entropy and its gradient in one pass, for the classifier (ops_classifier.c): logits
      * [rows, ld] (the first n columns are the classes); adds the rows' losses to *loss_sum
      * (device f64) and, when scale != 0, overwrites the logits with scale * (softmax - onehot),
