@@ -365,6 +365,11 @@ static void test_mixed(vram_dtype act, int trials) {
                        SPEC(.nd = 1, .shape = {n}, .grad = 1)};
         int64_t bias[1] = {t & 1};
         run_case("mixed linear", op_linear, 3, lin, bias, dt);
+        /* an output width off the multiples of 8: the padded layout, the bias gradient's scalar path */
+        int64_t odd = 8 * irand(0, 8) + irand(1, 7), with_bias[1] = {1};
+        spec lo[3] = {SPEC(.nd = 2, .shape = {m, k}, .grad = 1, .act = 1), SPEC(.nd = 2, .shape = {odd, k}, .grad = 1),
+                      SPEC(.nd = 1, .shape = {odd}, .grad = 1)};
+        run_case("mixed linear (odd width)", op_linear, 3, lo, with_bias, dt);
         run_case("mixed gelu_linear", op_gelu_linear, 3, lin, NULL, dt);
         spec lnl[5] = {SPEC(.nd = 3, .shape = {d, m, k}, .grad = 1, .act = 1), SPEC(.nd = 1, .shape = {k}, .grad = 1),
                        SPEC(.nd = 1, .shape = {k}, .grad = 1), SPEC(.nd = 2, .shape = {n, k}, .grad = 1),
