@@ -71,6 +71,10 @@ vram_cli_test(cli_train_bad_recompute 2 "--recompute: 'attention' is not gelu,la
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --recompute attention 2>&1")
 vram_cli_test(cli_train_bad_lowp_weights 2 "--lowp-weights: 'fp8' is not cast or keep"
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --lowp-weights fp8 2>&1")
+vram_cli_test(cli_train_lowp_weights_fp32 2 "--lowp-weights keep keeps 16-bit weight copies for mixed precision"
+              "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --lowp-weights keep --steps 1 2>&1")
+vram_cli_test(cli_plan_lowp_weights_fp32 2 "--lowp-weights keep keeps 16-bit weight copies for mixed precision"
+              "${VRAM_EXE} plan --device cuda --lowp-weights keep 2>&1")
 vram_cli_test(cli_plan_bad_lowp_weights 2 "--lowp-weights: 'x' is not cast or keep" "${VRAM_EXE} plan --lowp-weights x 2>&1")
 if(Python3_Interpreter_FOUND) # kept 16-bit weight copies, planned: what they add and what they save
   add_test(NAME plan_lowp_weights COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/plan_lowp_check.py $<TARGET_FILE:vram>)

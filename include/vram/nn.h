@@ -103,8 +103,9 @@ typedef struct vram_gpt_config {
      * else: the parameters' dtype throughout */
     vram_dtype precision;
     /* With mixed precision: 1 keeps a 16-bit copy of every weight beside its f32 master, which
-     * the multi-tensor Adam rewrites as it updates the master (more memory, no cast per
-     * product); 0, the default, casts the f32 weight into a temporary for each product. */
+     * the multi-tensor Adam rewrites as it updates the master (more memory; the forward's
+     * products cast nothing); 0, the default, casts the f32 weight into a temporary for each
+     * product. */
     int keep_lowp_weights;
     /* What the blocks store instead of recomputing in backward (0, the default: GELU's output
      * and the layer norms' outputs are recomputed, llm.c's recompute 2; VRAM_GPT_KEEP_* bits

@@ -188,6 +188,11 @@ static int parse(int argc, char **argv, plan_opts *o) {
     c->gpt.precision = o->precision;
     c->gpt.keep = o->keep;
     c->gpt.keep_lowp_weights = o->keep_lowp;
+    if (o->keep_lowp && o->precision == VRAM_DTYPE_F32) {
+        fprintf(stderr, "vram plan: --lowp-weights keep keeps 16-bit weight copies for mixed precision: add --precision "
+                        "bf16 or fp16\n");
+        return 2;
+    }
     if (o->precision != VRAM_DTYPE_F32 && !c->gpu) {
         fprintf(stderr, "vram plan: --precision %s is mixed precision, which runs on the GPU: add --device cuda\n",
                 o->precision == VRAM_DTYPE_BF16 ? "bf16" : "fp16");

@@ -517,6 +517,12 @@ int vram_cmd_train(int argc, char **argv) {
         vram_text_data_close(data);
         return 2;
     }
+    if (o.keep_lowp && o.precision == VRAM_DTYPE_F32) { /* a flag that would change nothing is a mistake */
+        fprintf(stderr, "vram train: --lowp-weights keep keeps 16-bit weight copies for mixed precision: add "
+                        "--precision bf16 or fp16\n");
+        vram_text_data_close(data);
+        return 2;
+    }
     char spec[64] = "host";
     if (on_gpu) snprintf(spec, sizeof spec, "%s", o.device);
     else if (o.capacity) snprintf(spec, sizeof spec, "host:%llu", (unsigned long long)o.capacity);

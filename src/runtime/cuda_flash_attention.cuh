@@ -170,14 +170,18 @@ template <typename T> __device__ block_ctx<T> block_setup(shape sh, const T *qkv
     return c;
 }
 
+/* Starts the copy of key tile kt's K and V into a stage (K, then V one tile after it). */
+template <typename T> __device__ void kv_tile_start(const block_ctx<T> &c, T *stage, int64_t kt, int64_t Tn) {
+    load_tile_async(stage, c.base + c.C, c.stride, kt * TILE, Tn);
+    load_tile_async(stage + TILE_ELEMS, c.base + 2 * c.C, c.stride, kt * TILE, Tn);
+    cp_async_commit();
+}
+
 /* Key tile kt of the loop over tiles 0..last: starts the copy of tile kt + 1's K and V into
  * the other stage, then waits until tile kt's have landed (for every thread of the block). */
 template <typename T> __device__ void kv_tile_ready(const block_ctx<T> &c, T *tiles, int64_t kt, int64_t last, int64_t Tn) {
     if (kt < last) {
-        T *next = tiles + ((kt + 1) & 1) * 2 * TILE_ELEMS;
-        load_tile_async(next, c.base + c.C, c.stride, (kt + 1) * TILE, Tn);
-        load_tile_async(next + TILE_ELEMS, c.base + 2 * c.C, c.stride, (kt + 1) * TILE, Tn);
-        cp_async_commit();
+        kv_tile_start(c, tiles + ((kt + 1) & 1) * 2 * TILE_ELEMS, kt + 1, Tn);
         cp_async_wait<1>();
     } else {
         cp_async_wait<0>();
@@ -193,9 +197,7 @@ template <typename T> __device__ void forward(shape sh, const T *qkv, T *out, fl
 
     load_tile_async(tiles + 2 * TILE_ELEMS, c.base, c.stride, q0, Tn); /* Q through stage 1 */
     cp_async_commit();
-    load_tile_async(tiles, c.base + c.C, c.stride, 0, Tn);
-    load_tile_async(tiles + TILE_ELEMS, c.base + 2 * c.C, c.stride, 0, Tn);
-    cp_async_commit();
+    kv_tile_start(c, tiles, 0, Tn);
     cp_async_wait<1>();
     __syncthreads();
     uint32_t fq[4][4];
@@ -334,9 +336,7 @@ template <typename T> __device__ void backward_q(shape sh, const T *qkv, const T
     load_tile_async(tiles + 2 * TILE_ELEMS, c.base, c.stride, q0, Tn); /* Q and dO through stage 1 */
     load_tile_async(tiles + 3 * TILE_ELEMS, c.gbase, c.C, q0, Tn);
     cp_async_commit();
-    load_tile_async(tiles, c.base + c.C, c.stride, 0, Tn);
-    load_tile_async(tiles + TILE_ELEMS, c.base + 2 * c.C, c.stride, 0, Tn);
-    cp_async_commit();
+    kv_tile_start(c, tiles, 0, Tn);
     cp_async_wait<1>();
     __syncthreads();
     uint32_t fq[4][4], fdo[4][4];
