@@ -127,7 +127,6 @@ void vram_node_save(vram_node *n, vram_tensor *t) {
         n->saved[n->n_saved++] = NULL;
         return;
     }
-    if (t->keep_lowp) alias->lowp_of = vram_tensor_retain(t); /* backward's products use its kept copy */
     vram_storage *st = t->st;
     if (st->saved++ == 0 && st->tag == VRAM_TAG_TEMPORARY) {
         if (vram_allocator_set_tag(n->rt->alloc, st->data, VRAM_TAG_ACTIVATION) == VRAM_OK) st->tag = VRAM_TAG_ACTIVATION;

@@ -337,7 +337,7 @@ vram_status vram_gpt_new(vram_runtime *rt, const vram_gpt_config *cfg, vram_gpt 
     }
     if (s == VRAM_OK && cfg->init_std > 0) s = gpt2_init(g->params, cfg);
     if (s == VRAM_OK && cfg->keep_lowp_weights && (cfg->precision == VRAM_DTYPE_BF16 || cfg->precision == VRAM_DTYPE_F16))
-        for (int i = 0; i < vram_param_list_count(g->params); i++) vram_param_list_get(g->params, i)->keep_lowp = 1;
+        for (int i = 0; i < vram_param_list_count(g->params); i++) vram_param_list_get(g->params, i)->st->keep_lowp = 1;
     if (s != VRAM_OK) {
         vram_gpt_free(g);
         return s;

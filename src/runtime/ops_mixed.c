@@ -99,28 +99,28 @@ static vram_status cast_padded(const vram_tensor *t, vram_dtype dt, int64_t n_pa
     return VRAM_OK;
 }
 
-/* A parameter's kept 16-bit copy: made at first use (tagged as a parameter: it lives as long
- * as the weight), re-cast when the parameters changed since it was written. */
+/* A parameter's kept 16-bit copy, on its storage: made at first use (tagged as a parameter: it
+ * lives as long as the weight), re-cast when the parameters changed since it was written. */
 static vram_status kept_copy(vram_tensor *t, vram_dtype dt, int64_t n_pad, vram_tensor **out) {
-    vram_runtime *rt = t->rt;
-    if (t->lowp && (t->lowp->dtype != dt || t->lowp->shape[0] != n_pad)) {
-        vram_tensor_free(t->lowp); /* asked for in another layout: one kept copy per weight */
-        t->lowp = NULL;
+    vram_storage *st = t->st;
+    if (st->lowp && (st->lowp->dtype != dt || st->lowp->shape[0] != n_pad)) {
+        vram_tensor_free(st->lowp); /* asked for in another layout: one kept copy per weight */
+        st->lowp = NULL;
     }
-    if (!t->lowp) {
-        vram_status s = cast_padded(t, dt, n_pad, VRAM_TAG_PARAMETER, &t->lowp);
+    if (!st->lowp) {
+        vram_status s = cast_padded(t, dt, n_pad, VRAM_TAG_PARAMETER, &st->lowp);
         if (s != VRAM_OK) return s;
-    } else if (t->lowp_epoch != rt->param_epoch) {
-        cast_rows_into(t, t->lowp);
+    } else if (st->lowp_epoch != t->rt->param_epoch) {
+        cast_rows_into(t, st->lowp);
     }
-    t->lowp_epoch = rt->param_epoch;
-    *out = vram_tensor_retain(t->lowp);
+    st->lowp_epoch = t->rt->param_epoch;
+    *out = vram_tensor_retain(st->lowp);
     return VRAM_OK;
 }
 
 vram_status vram_mixed_cast_padded(vram_tensor *t, vram_dtype dt, int64_t n_pad, vram_tensor **out) {
-    if (t->lowp_of) t = t->lowp_of; /* a saved alias of a parameter with a kept copy */
-    if (t->keep_lowp && t->ndim > 0 && vram_tensor_is_contiguous(t)) return kept_copy(t, dt, n_pad, out);
+    if (t->st->keep_lowp && t->ndim > 0 && vram_tensor_is_contiguous(t) && t->offset == 0)
+        return kept_copy(t, dt, n_pad, out); /* the weight and every alias of it */
     return cast_padded(t, dt, n_pad, VRAM_TAG_TEMPORARY, out);
 }
 

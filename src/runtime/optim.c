@@ -181,8 +181,8 @@ static vram_status adam_step_list(vram_optimizer *o) {
         ptrs[m] = vram_tensor_data(p), ptrs[count + m] = vram_tensor_data(p->grad);
         ptrs[2 * count + m] = vram_tensor_data(o->s1[i]), ptrs[3 * count + m] = vram_tensor_data(o->s2[i]);
         lowp[m] = NULL;
-        if (p->lowp && (!kept || p->lowp->dtype == lowp_dt)) /* rows past p's (padding) stay zero */
-            lowp[m] = vram_tensor_data(p->lowp), lowp_dt = p->lowp->dtype, kept++;
+        vram_tensor *kc = p->st->lowp; /* a kept 16-bit copy: rows past p's (padding) stay zero */
+        if (kc && (!kept || kc->dtype == lowp_dt)) lowp[m] = vram_tensor_data(kc), lowp_dt = kc->dtype, kept++;
         ns[m++] = vram_tensor_numel(p);
     }
     if (s == VRAM_OK) {
@@ -193,7 +193,7 @@ static vram_status adam_step_list(vram_optimizer *o) {
             vram_tensor *p = vram_param_list_get(o->params, i);
             if (!p->grad) continue;
             o->steps[i] = step;
-            if (p->lowp && p->lowp->dtype == lowp_dt) p->lowp_epoch = o->rt->param_epoch; /* rewritten above */
+            if (p->st->lowp && p->st->lowp->dtype == lowp_dt) p->st->lowp_epoch = o->rt->param_epoch; /* rewritten above */
         }
     }
     free(ptrs);

@@ -27,6 +27,13 @@ typedef struct vram_storage {
     atomic_int refs;
     int saved; /* how many graph nodes hold it for backward (tag is ACTIVATION while > 0) */
     vram_tag tag_before_saved;
+    /* Mixed precision with kept 16-bit weights (ops_mixed.c): a parameter's storage that asks for
+     * it (keep_lowp) keeps its cast in `lowp`, current while lowp_epoch equals the runtime's
+     * param_epoch; the multi-tensor Adam rewrites it in the same pass as the weight. On the
+     * storage, so that every view of the weight (the graph's saved aliases) finds it. */
+    int keep_lowp;
+    struct vram_tensor *lowp;
+    uint64_t lowp_epoch;
 } vram_storage;
 
 typedef struct vram_node vram_node;
@@ -45,13 +52,6 @@ struct vram_tensor {
     vram_node *grad_fn;
     int grad_is_temporary; /* a checkpoint's stand-in input: its grad is a temporary */
     int grad_uses;         /* leaf edges to it not yet run in the backward passes under way */
-    /* Mixed precision with kept 16-bit weights (ops_mixed.c): a parameter that asks for it
-     * (keep_lowp) keeps its cast in `lowp`, current while lowp_epoch equals the runtime's
-     * param_epoch; the multi-tensor Adam rewrites it in the same pass as the weight. */
-    int keep_lowp;
-    vram_tensor *lowp;
-    uint64_t lowp_epoch;
-    vram_tensor *lowp_of; /* an alias the graph saved of such a parameter: the parameter (held) */
 };
 
 /* A strided view handed to kernels: data points at element [0..0]. */
@@ -328,7 +328,7 @@ vram_status vram_check_param_dtype(const char *op, const vram_tensor *x, const v
 vram_status vram_mixed_linear(vram_tensor *xc, vram_tensor *w, vram_tensor *bias, vram_tensor *y);
 /* A product's output width padded for tensor-core layouts (a multiple of 64 when n is not one
  * of 8), and t [n, ...] cast to dt with its first dimension zero-padded to n_pad: a new
- * temporary, or, for a parameter with keep_lowp, its kept copy (retained; free it either way). */
+ * temporary, or, for a parameter whose storage keeps one, its kept copy (retained; free it either way). */
 int64_t vram_mixed_padded_width(int64_t n);
 vram_status vram_mixed_cast_padded(vram_tensor *t, vram_dtype dt, int64_t n_pad, vram_tensor **out);
 /* Which gradients of a mixed linear to compute (gx takes x's shape). */

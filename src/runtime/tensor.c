@@ -232,9 +232,9 @@ vram_status vram_tensor_from_data(vram_runtime *rt, vram_dtype dt, int ndim, con
 }
 
 void vram_tensor_write_host(vram_tensor *t, const void *host) {
-    if (t->lowp) { /* a parameter with a kept 16-bit copy: drop it, the next use casts anew */
-        vram_tensor_free(t->lowp);
-        t->lowp = NULL;
+    if (t->st->lowp) { /* a parameter with a kept 16-bit copy: drop it, the next use casts anew */
+        vram_tensor_free(t->st->lowp);
+        t->st->lowp = NULL;
     }
     t->rt->k->upload(vram_tensor_data(t), host, (size_t)vram_tensor_numel(t) * vram_dtype_size(t->dtype));
 }
@@ -270,6 +270,7 @@ void vram_node_unref(vram_node *n); /* autograd.c */
 
 static void storage_unref(vram_storage *st) {
     if (atomic_fetch_sub(&st->refs, 1) == 1) {
+        vram_tensor_free(st->lowp);
         vram_allocator_free(st->rt->alloc, st->data);
         free(st);
     }
@@ -278,8 +279,6 @@ static void storage_unref(vram_storage *st) {
 void vram_tensor_free(vram_tensor *t) {
     if (!t || atomic_fetch_sub(&t->refs, 1) != 1) return;
     vram_tensor_free(t->grad);
-    vram_tensor_free(t->lowp);
-    vram_tensor_free(t->lowp_of);
     if (t->grad_fn) vram_node_unref(t->grad_fn);
     storage_unref(t->st);
     free(t);
