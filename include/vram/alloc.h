@@ -206,6 +206,21 @@ uint64_t vram_allocator_largest_free(vram_allocator *a);
  * more than the device says is free (0 for a null allocator). */
 uint64_t vram_allocator_room(vram_allocator *a);
 
+/* Where a pool's reserved memory lies now (pool: VRAM_POOL_ALL, _SMALL or _LARGE). The device
+ * moves and releases memory only by whole chunks (pages model: one page_map; segments: one
+ * segment), so free memory is told apart by what shares its chunk and page:
+ * reserved_bytes = held_bytes + free_movable + free_pinned + free_in_page. For analysis
+ * (bench_placement_waste): O(blocks + pages) under the allocator's lock. */
+typedef struct vram_cache_breakdown {
+    uint64_t reserved_bytes; /* mapped pages and segments */
+    uint64_t held_bytes;     /* under blocks in use, waiting for streams, or kept by a graph's pool */
+    uint64_t free_movable;   /* free, in chunks holding no held block: a move or release takes them */
+    uint64_t free_pinned;    /* free whole pages in chunks that hold a held block: they stay */
+    uint64_t free_in_page;   /* free bytes of pages that hold a held block */
+    uint64_t chunks, chunks_free; /* chunks (segments), and those holding no held block */
+} vram_cache_breakdown;
+vram_status vram_allocator_cache_breakdown(vram_allocator *a, int pool, vram_cache_breakdown *out);
+
 #ifdef __cplusplus
 }
 #endif
