@@ -16,6 +16,10 @@ peaks on the GPU. Traces recorded before 2026-12-06 10:00 UTC lack them; for tho
 live_at_start header line) every workload after the first is replayed with --live blocks
 allocated at its head (default the H100's: 32MiB,32MiB,1MiB,1MiB).
 
+--base-conf CONF: applied under every vram configuration's own (comma-joined before it): the
+allocator as the GPU run's tree placed, where the working tree places otherwise. The H100 run of
+2026-12-06 09:35 UTC predates large_moves (docs/alloc_conf.md): `--base-conf large_moves:False`.
+
 --check TOL: exit 1 unless, for every workload and configuration, the nearer of the two replays
 lies within TOL of the GPU's range, and the replayed native ratio within TOL of the GPU's.
 """
@@ -113,6 +117,7 @@ def main():
     p.add_argument("--vram", default=os.path.join("build", "vram"))
     p.add_argument("--live", default="32MiB,32MiB,1MiB,1MiB")
     p.add_argument("--check", type=float)
+    p.add_argument("--base-conf", default="")
     p.add_argument("gpu_dir")
     p.add_argument("traces", nargs="+")
     a = p.parse_args()
@@ -121,7 +126,8 @@ def main():
     live = [parse_size(s) for s in a.live.split(",") if s]
     runs = gpu_results(a.gpu_dir)
     print("# command: %s" % " ".join(sys.argv))
-    print("# ratio: peak reserved / peak requested; GPU: median (native) or range over rounds\n")
+    print("# ratio: peak reserved / peak requested; GPU: median (native) or range over rounds%s\n" %
+          ("; replays under " + a.base_conf if a.base_conf else ""))
     print("| workload | native GPU | native replayed | allocator | GPU | cudasim | cudasim:lag=100 |")
     print("|---|---|---|---|---|---|---|")
     worst = 0.0
@@ -143,7 +149,7 @@ def main():
                 worst = max(worst, abs(native_rep - statistics.median(native_gpu)))
             allocs = sorted(al for (w, al) in runs if w == name and al != "native")
             for al in allocs or ["vram"]:
-                conf = al.split(":", 1)[1] if ":" in al else ""
+                conf = ",".join(c for c in (a.base_conf, al.split(":", 1)[1] if ":" in al else "") if c)
                 r0 = replay(a.vram, "cudasim", conf, work)["reserved_over_requested"]
                 r1 = replay(a.vram, "cudasim:lag=100", conf, work)["reserved_over_requested"]
                 g = runs.get((name, al))

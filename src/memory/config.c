@@ -32,6 +32,7 @@ void vram_alloc_config_default(vram_alloc_config *cfg) {
     cfg->history_entries = 0;
     cfg->caching = 1;
     cfg->move_busy_pages = VRAM_CONF_AUTO;
+    cfg->large_moves = 1;
     cfg->reserve_slack = VRAM_CONF_AUTO;
     cfg->move_min = 0; /* one chunk */
     cfg->small_classes = 1;
@@ -69,6 +70,7 @@ static const struct {
     {"chunk_headroom", KEY_UINT, offsetof(vram_alloc_config, chunk_headroom), 0, 0, 1u << 20},
     {"move_min_mb", KEY_MIB, offsetof(vram_alloc_config, move_min), 0, 0, 0},
     {"small_classes", KEY_BOOL, offsetof(vram_alloc_config, small_classes), 0, 0, 0},
+    {"large_moves", KEY_BOOL, offsetof(vram_alloc_config, large_moves), 0, 0, 0},
 };
 
 static vram_status parse_uint(const char *key, const char *value, uint64_t *out) {
@@ -269,11 +271,12 @@ void vram_alloc_config_format(const vram_alloc_config *cfg, char *buf, size_t ca
     snprintf(buf, cap,
              "expandable_segments:%s,page_size_mb:%llu%s%s,max_non_split_rounding_mb:%llu,"
              "roundup_power2_divisions:%u,memory_fraction:%s,max_reserved:%llu,history:%u,caching:%s,"
-             "move_busy_pages:%s,reserve_slack:%s%s%s%s%s",
+             "move_busy_pages:%s,reserve_slack:%s%s%s%s%s%s",
              cfg->expandable_segments ? "True" : "False", (unsigned long long)(cfg->page_size / MiB),
              chunk, split,
              (unsigned long long)(cfg->max_non_split_rounding / MiB), cfg->roundup_power2_divisions,
              fraction, (unsigned long long)cfg->max_reserved, cfg->history_entries,
              cfg->caching ? "True" : "False", cfg->move_busy_pages < 0 ? "auto" : cfg->move_busy_pages ? "True" : "False", slack,
-             move_min, headroom, gc, cfg->small_classes ? "" : ",small_classes:False");
+             move_min, headroom, gc, cfg->small_classes ? "" : ",small_classes:False",
+             cfg->large_moves ? "" : ",large_moves:False");
 }

@@ -192,15 +192,50 @@ uint64_t vi_pages_release(vram_allocator *a, uint64_t want, const vi_region *xr,
     return released;
 }
 
+/* Whether page p of r may take pages mapped now: unmapped and not an old address of moved pages. */
+static int page_open(const vi_region *r, uint64_t p) {
+    return !vi_page_mapped(r, p) && !vi_bits_count(r->zombie, p, p + 1);
+}
+
+/* Where in r a chunk of k pages moves to serve the unmapped pages of [f0, f1): the first page of
+ * a run of k unmapped pages that is one of the gaps of [f0, f1) or, with `beyond`, a gap at
+ * either end of [f0, f1) together with the unmapped pages past that end (the whole chunk then
+ * covers the gap, and its pages past the block are free memory, mapped); r->npages when none.
+ * Without `beyond` a chunk larger than every gap cannot move: a need that a request spanning
+ * mapped pages leaves between them is mostly smaller than a chunk (docs/allocator.md). */
+static uint64_t move_target(const vi_region *r, uint64_t f0, uint64_t f1, uint64_t k, int beyond) {
+    for (uint64_t t = f0, te; t < f1; t = te) {
+        t = vi_bits_find(r->mapped, t, f1, 0);
+        te = vi_bits_find(r->mapped, t, f1, 1);
+        if (t >= f1) break;
+        if (te - t >= k) return t;
+        if (!beyond || (t != f0 && te != f1)) continue;
+        uint64_t lo = t, hi = te;
+        if (te == f1)
+            while (hi < r->npages && hi - lo < k && page_open(r, hi)) hi++;
+        if (t == f0)
+            while (lo > 0 && hi - lo < k && page_open(r, lo - 1)) lo--;
+        if (hi - lo >= k) return t + k <= hi ? t : hi - k;
+    }
+    return r->npages;
+}
+
 /* Moves up to `want` pages from free blocks that `stream` freed (and may still be using) into
  * the unmapped pages of [f0, f1) of r, with page_alias: the old addresses stay mapped as
  * zombies until an event recorded on the stream now completes. Stream order keeps the old
  * work and the new block's work apart, so neither the host nor the device waits. [p0, p1) are
  * the pages the new block touches (no source is taken there), [f0, f1) those a moved page may
- * go to (see vi_pages_ensure_mapped). Returns the pages moved. */
+ * go to (see vi_pages_ensure_mapped); with allow_beyond, also past them (move_target). Returns
+ * the pages moved. */
 static uint64_t alias_pages(vram_allocator *a, vi_region *r, uint64_t p0, uint64_t p1, uint64_t f0, uint64_t f1,
-                            vram_stream stream, uint64_t want) {
+                            vram_stream stream, uint64_t want, int allow_beyond) {
     uint64_t moved = 0, P = a->page_size;
+    /* Past the block's edges (`allow_beyond`: moves under the budget, not under the limit, where
+     * the smallest limit GPT-2 sampling fits in rose from 1.048 to 1.073 x its peak requested
+     * when chunks went past) only while one stream alone allocates: the free memory moved there
+     * can serve only that stream, in its order, and a second stream first waits for the moved
+     * pages' old work (vi_streams_many), as for the block's edge pages (vi_pages_ensure_mapped). */
+    int beyond = allow_beyond && a->cfg.large_moves && a->streams_seen == STREAMS_SOLO && stream == a->solo_stream;
     vi_zombie *z = NULL;
     for (vi_block *b = a->cached.head, *next; b && moved < want; b = next) {
         next = b->cnext;
@@ -218,13 +253,8 @@ static uint64_t alias_pages(vram_allocator *a, vi_region *r, uint64_t p0, uint64
                 uint64_t e = vi_bits_find(vr->mapped, s, win[w][1], 0), c, c1;
                 whole_chunks(vr, s, e, &c, &c1);
                 while (c < c1 && moved < want) { /* each whole chunk to a gap of the target it fits */
-                    uint64_t ce = chunk_end(vr, c), k = ce - c, t = f0, te = f0;
-                    for (; t < f1; t = te) {
-                        t = vi_bits_find(r->mapped, t, f1, 0);
-                        te = vi_bits_find(r->mapped, t, f1, 1);
-                        if (te - t >= k) break;
-                    }
-                    if (t >= f1) { /* no gap takes it */
+                    uint64_t ce = chunk_end(vr, c), k = ce - c, t = move_target(r, f0, f1, k, beyond);
+                    if (t >= r->npages) { /* no gap takes it */
                         c = ce;
                         continue;
                     }
@@ -321,10 +351,14 @@ vram_status vi_pages_ensure_mapped(vram_allocator *a, vi_region *r, uint64_t add
     /* Move cached pages rather than raise reserved memory above its budget, when the need is
      * worth a move: below one chunk, mapping costs one driver call where a move costs two, and
      * moving the pages of small holes that the next requests would reuse only churns the
-     * placement (docs/allocator-evidence.md §14). */
+     * placement (docs/allocator-evidence.md §14). With large_moves, a request of two chunks or
+     * more moves pages for a need of a quarter chunk or more: it lies mostly on mapped pages,
+     * and what it lacks between them, mapped afresh every time, is what inference on changing
+     * shapes kept growing by; smaller needs still map, as moving them churned checkpointed
+     * training (bench/results/2026-12-06-placement.md). */
     uint64_t room = peak > reserved ? peak - reserved : 0;
     uint64_t move_min = a->cfg.move_min ? a->cfg.move_min : a->chunk_pages * P;
-    if (need > room && a->cached.head && need >= move_min && !vi_capturing(a)) {
+    if (need > room && a->cached.head && (need >= move_min || (a->cfg.large_moves && rsize >= 2 * move_min && 4 * need >= move_min)) && !vi_capturing(a)) {
         vi_pages_release(a, need - room, r, p0, p1, &blocked);
         reserved = (uint64_t)a->stats.reserved_bytes[0].current;
         /* Busy pages: first ask the streams (the caller polls their events and calls again
@@ -333,7 +367,7 @@ vram_status vi_pages_ensure_mapped(vram_allocator *a, vi_region *r, uint64_t add
          * (docs/allocator-evidence.md §15). */
         if (blocked && may_defer && reserved + need > peak) return VRAM_ERR_STATE;
         if (blocked && a->can_alias && a->cfg.move_busy_pages && reserved + need > peak) {
-            alias_pages(a, r, p0, p1, f0, f1, stream, (reserved + need - peak + P - 1) / P);
+            alias_pages(a, r, p0, p1, f0, f1, stream, (reserved + need - peak + P - 1) / P, 1);
             need = (p1 - p0 - vi_bits_count(r->mapped, p0, p1)) * P;
         }
     }
@@ -343,7 +377,7 @@ vram_status vi_pages_ensure_mapped(vram_allocator *a, vi_region *r, uint64_t add
         vi_pages_release(a, reserved + need - a->limit, r, p0, p1, &blocked);
         reserved = (uint64_t)a->stats.reserved_bytes[0].current;
         if (reserved + need > a->limit && blocked && a->can_alias) {
-            alias_pages(a, r, p0, p1, f0, f1, stream, (reserved + need - a->limit + P - 1) / P);
+            alias_pages(a, r, p0, p1, f0, f1, stream, (reserved + need - a->limit + P - 1) / P, 0);
             need = (p1 - p0 - vi_bits_count(r->mapped, p0, p1)) * P;
         }
         if (reserved + need > a->limit) return VRAM_ERR_OUT_OF_MEMORY;
