@@ -20,6 +20,9 @@ allocated at its head (default the H100's: 32MiB,32MiB,1MiB,1MiB).
 allocator as the GPU run's tree placed, where the working tree places otherwise. The H100 run of
 2026-12-06 09:35 UTC predates large_moves (docs/alloc_conf.md): `--base-conf large_moves:False`.
 
+--write-traces DIR: also writes each trace as replayed (the blocks above at its head) to
+DIR/NAME.trace, for other tools (bench_placement_waste, bench_step_plan) to replay as the GPU ran.
+
 --check TOL: exit 1 unless, for every workload and configuration, the nearer of the two replays
 lies within TOL of the GPU's range, and the replayed native ratio within TOL of the GPU's.
 """
@@ -118,11 +121,14 @@ def main():
     p.add_argument("--live", default="32MiB,32MiB,1MiB,1MiB")
     p.add_argument("--check", type=float)
     p.add_argument("--base-conf", default="")
+    p.add_argument("--write-traces")
     p.add_argument("gpu_dir")
     p.add_argument("traces", nargs="+")
     a = p.parse_args()
     if not os.access(a.vram, os.X_OK):
         fail("placement_fidelity.py: %s is not an executable (build vram, or pass --vram)" % a.vram)
+    if a.write_traces and not os.path.isdir(a.write_traces):
+        fail("placement_fidelity.py: --write-traces %s is not a folder" % a.write_traces)
     live = [parse_size(s) for s in a.live.split(",") if s]
     runs = gpu_results(a.gpu_dir)
     print("# command: %s" % " ".join(sys.argv))
@@ -137,7 +143,7 @@ def main():
             text = read_text(path)
             if name != FIRST and "live_at_start_bytes" not in header(text):
                 text = with_live(text, live)
-            work = os.path.join(tmp, name + ".trace")
+            work = os.path.join(a.write_traces or tmp, name + ".trace")
             with open(work, "w") as f:
                 f.write(text)
             base = replay(a.vram, "cudasim", "", work)

@@ -66,6 +66,12 @@ static uint64_t chunk_cap(vram_allocator *a) {
     return pages < 1 ? 1 : pages < cap ? pages : cap;
 }
 
+/* Whether memory is far from the limit: chunks keep their full size (chunk_cap). large_moves acts
+ * only there: near the limit, moving pages for the small needs of large requests, or mapping a
+ * moved chunk's pages past the block, spends the room the last requests need (the smallest limit
+ * ViT training fits in rose from 1.005 to 1.022 x its peak requested when they did). */
+static int far_from_limit(vram_allocator *a) { return chunk_cap(a) == a->chunk_pages; }
+
 /* Maps pages [p0, p1) of r (all unmapped), in chunks of at most chunk_cap pages: each is one
  * page_map, i.e. one physical allocation (the driver's cost goes by allocations, not bytes).
  * All or nothing: when the device refuses a chunk, the chunks mapped before it are unmapped. */
@@ -235,7 +241,8 @@ static uint64_t alias_pages(vram_allocator *a, vi_region *r, uint64_t p0, uint64
      * when chunks went past) only while one stream alone allocates: the free memory moved there
      * can serve only that stream, in its order, and a second stream first waits for the moved
      * pages' old work (vi_streams_many), as for the block's edge pages (vi_pages_ensure_mapped). */
-    int beyond = allow_beyond && a->cfg.large_moves && a->streams_seen == STREAMS_SOLO && stream == a->solo_stream;
+    int beyond = allow_beyond && a->cfg.large_moves && a->streams_seen == STREAMS_SOLO && stream == a->solo_stream &&
+                 far_from_limit(a);
     vi_zombie *z = NULL;
     for (vi_block *b = a->cached.head, *next; b && moved < want; b = next) {
         next = b->cnext;
@@ -355,10 +362,12 @@ vram_status vi_pages_ensure_mapped(vram_allocator *a, vi_region *r, uint64_t add
      * more moves pages for a need of a quarter chunk or more: it lies mostly on mapped pages,
      * and what it lacks between them, mapped afresh every time, is what inference on changing
      * shapes kept growing by; smaller needs still map, as moving them churned checkpointed
-     * training (bench/results/2026-12-06-placement.md). */
+     * training, and so does all of it near the limit (far_from_limit;
+     * bench/results/2026-12-06-placement.md). */
     uint64_t room = peak > reserved ? peak - reserved : 0;
     uint64_t move_min = a->cfg.move_min ? a->cfg.move_min : a->chunk_pages * P;
-    if (need > room && a->cached.head && (need >= move_min || (a->cfg.large_moves && rsize >= 2 * move_min && 4 * need >= move_min)) && !vi_capturing(a)) {
+    int large = a->cfg.large_moves && rsize >= 2 * move_min && 4 * need >= move_min;
+    if (need > room && a->cached.head && (need >= move_min || (large && far_from_limit(a))) && !vi_capturing(a)) {
         vi_pages_release(a, need - room, r, p0, p1, &blocked);
         reserved = (uint64_t)a->stats.reserved_bytes[0].current;
         /* Busy pages: first ask the streams (the caller polls their events and calls again
