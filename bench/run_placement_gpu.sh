@@ -12,7 +12,10 @@
 #   OUT=dir RECORD=0 ROUNDS=2 ALLOCS="native vram vram+plan:chunk_size_mb:8,move_min_mb:64" \
 #     WORKLOADS=ckpt_gpt2,ckpt_llama,gen_gpt2,infer_resnet50,infer_convnext bench/run_placement_gpu.sh
 #   (the configuration docs/step_plan.md proposes beside plain vram, about 5 minutes on an H100;
-#   gen_llama, whose replay the configuration leaves as it is, out to fit)
+#   gen_llama, whose replay the configuration leaves as it is, out to fit). Since large_moves
+#   (docs/alloc_conf.md) both vram columns place with it: replayed, inference on changing shapes
+#   holds 1.031-1.048 with 8 MiB chunks and plain vram less at the GPU's lag
+#   (bench/results/2026-12-06-placement.md); compare with placement_fidelity.py without --base-conf.
 # Writes machine.txt, build.log, one JSON and log per run, report.md; prints the table last.
 set -u
 OUT=${OUT:-$PWD/gpu-out}

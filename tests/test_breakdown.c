@@ -6,21 +6,12 @@
 #include <string.h>
 
 #include "check.h"
+#include "open_alloc.h"
 #include "test_rng.h"
 #include "vram/alloc.h"
 #include "vram/backend.h"
 
 #define MiB (1024ull * 1024)
-
-static vram_allocator *open_alloc(const char *spec, const char *conf, vram_device **dev) {
-    vram_alloc_config cfg;
-    vram_alloc_config_default(&cfg);
-    if (vram_alloc_config_parse(conf, &cfg) != VRAM_OK) return NULL;
-    if (vram_device_open(spec, dev) != VRAM_OK) return NULL;
-    vram_allocator *a = NULL;
-    if (vram_allocator_new(*dev, &cfg, &a) != VRAM_OK) return NULL;
-    return a;
-}
 
 static void expect(vram_allocator *a, int pool, uint64_t reserved, uint64_t held, uint64_t movable, uint64_t pinned,
                    uint64_t in_page, uint64_t chunks, uint64_t chunks_free, const char *what) {

@@ -15,20 +15,11 @@
 #include <string.h>
 
 #include "check.h"
+#include "open_alloc.h"
 #include "vram/alloc.h"
 #include "vram/backend.h"
 
 #define MiB (1024ull * 1024)
-
-static vram_allocator *open_alloc(const char *spec, const char *conf, vram_device **dev) {
-    vram_alloc_config cfg;
-    vram_alloc_config_default(&cfg);
-    if (vram_alloc_config_parse(conf, &cfg) != VRAM_OK) return NULL;
-    if (vram_device_open(spec, dev) != VRAM_OK) return NULL;
-    vram_allocator *a = NULL;
-    if (vram_allocator_new(*dev, &cfg, &a) != VRAM_OK) return NULL;
-    return a;
-}
 
 static int64_t reserved(vram_allocator *a) {
     vram_stats st;

@@ -68,8 +68,8 @@ static uint64_t chunk_cap(vram_allocator *a) {
 
 /* Whether memory is far from the limit: chunks keep their full size (chunk_cap). large_moves acts
  * only there: near the limit, moving pages for the small needs of large requests, or mapping a
- * moved chunk's pages past the block, spends the room the last requests need (the smallest limit
- * ViT training fits in rose from 1.005 to 1.022 x its peak requested when they did). */
+ * moved chunk's pages past the block, spent the room the last requests need (the smallest limits
+ * that recorded programs fit in rose: bench/results/2026-12-06-placement.md). */
 static int far_from_limit(vram_allocator *a) { return chunk_cap(a) == a->chunk_pages; }
 
 /* Maps pages [p0, p1) of r (all unmapped), in chunks of at most chunk_cap pages: each is one
@@ -237,10 +237,10 @@ static uint64_t alias_pages(vram_allocator *a, vi_region *r, uint64_t p0, uint64
                             vram_stream stream, uint64_t want, int allow_beyond) {
     uint64_t moved = 0, P = a->page_size;
     /* Past the block's edges (`allow_beyond`: moves under the budget, not under the limit, where
-     * the smallest limit GPT-2 sampling fits in rose from 1.048 to 1.073 x its peak requested
-     * when chunks went past) only while one stream alone allocates: the free memory moved there
-     * can serve only that stream, in its order, and a second stream first waits for the moved
-     * pages' old work (vi_streams_many), as for the block's edge pages (vi_pages_ensure_mapped). */
+     * pages mapped past the block raised the smallest limit GPT-2 sampling fits in) only while
+     * one stream alone allocates: the free memory moved there can serve only that stream, in its
+     * order, and a second stream first waits for the moved pages' old work (vi_streams_many), as
+     * for the block's edge pages (vi_pages_ensure_mapped). */
     int beyond = allow_beyond && a->cfg.large_moves && a->streams_seen == STREAMS_SOLO && stream == a->solo_stream &&
                  far_from_limit(a);
     vi_zombie *z = NULL;
