@@ -48,11 +48,12 @@ typedef struct vram_alloc_config {
     int move_busy_pages;            /* 1: move pages a stream may still use whenever that keeps
                                      * reserved memory in its budget; 0: only under the limit;
                                      * -1 (auto, default): 1 where the device can alias pages (CUDA) */
-    int large_moves;                /* pages model, 1 (default): a request of at least twice
-                                     * move_min moves cached pages for what it lacks even below
-                                     * move_min, and while one stream allocates a chunk moved
-                                     * busy may reach past the block into free unmapped pages;
-                                     * 0: neither (the placement before 2026-12-06) */
+    int large_moves;                /* pages model, 1 (default), far from the limit: a request
+                                     * of at least twice move_min moves cached pages for what it
+                                     * lacks from a quarter of move_min on, and while one stream
+                                     * allocates a chunk moved busy may reach past the block into
+                                     * free unmapped pages; 0: neither (the placement before
+                                     * 2026-12-06) */
     double reserve_slack;           /* pages model: reserved memory may grow to this share above
                                      * the peak of allocated memory before cached pages are moved
                                      * (moves cost driver time); -1 (auto, default): 0.03 where a
