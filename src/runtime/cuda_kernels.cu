@@ -54,6 +54,10 @@ __device__ __forceinline__ float m_tanh(float x) { return tanhf(x); }
 __device__ __forceinline__ double m_tanh(double x) { return tanh(x); }
 __device__ __forceinline__ float m_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ double m_sqrt(double x) { return sqrt(x); }
+/* A product rounded on its own, never fused into a following add: a factor applied inside a
+ * kernel gives the bits a separate scaling pass would have stored. */
+__device__ __forceinline__ float m_mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double m_mul_rn(double a, double b) { return __dmul_rn(a, b); }
 __device__ __forceinline__ double m_log(double x) { return log(x); }
 
 /* ---- 16-bit elementwise fast path: 8 elements per 16-byte access ----
@@ -546,7 +550,7 @@ extern "C" __global__ void vk_adam_update_list(int dt, int count, const vk_adam_
                 while (i >= tab[t].start + tab[t].n) t++;
                 int64_t j = i - tab[t].start;
                 T *p = (T *)tab[t].p, *m = (T *)tab[t].m, *v = (T *)tab[t].v;
-                T gi = ((const T *)tab[t].g)[j] * gc, pi = p[j];
+                T gi = m_mul_rn(((const T *)tab[t].g)[j], gc), pi = p[j]; /* (as clipping's own pass) */
                 if (decoupled) pi *= dec;
                 else gi += (T)wd * pi;
                 T mi = tb1 * m[j] + (1 - tb1) * gi, vi = tb2 * v[j] + (1 - tb2) * gi * gi;
