@@ -225,27 +225,34 @@ check(20 <= b_tmp <= b_plain and r_tmp["workspaces_dropped"] == 0, "a temporary 
       "given up: batch %d" % b_tmp)
 
 # --- streams of different shapes, lined up by the allocations' sites (fit_align.py) ---------------
+class Stream:
+    """A stream being written: ev (load_trace's events), sites; a(size, site) allocates (its id
+    returned), f(id) frees."""
+
+    def __init__(self):
+        self.ev, self.sites = [], []
+
+    def a(self, size, site):
+        self.ev.append(("a", len(self.sites), size, 0))
+        self.sites.append(site)
+        return len(self.sites) - 1
+
+    def f(self, ident):
+        self.ev.append(("f", ident))
+
+
 def stream(batch, workspace):
     """events and sites of a program: a parameter, per step an activation, a workspace only where
     asked (a library's choice at that batch), a temporary; the parameter lives on."""
-    ev, sites, n = [], [], 0
-
-    def a(size, site):
-        nonlocal n
-        ev.append(("a", n, size, 0))
-        sites.append(site)
-        n += 1
-        return n - 1
-    p = a(1000, "param")
+    s = Stream()
+    p = s.a(1000, "param")
     for step in range(3):
-        act = a(100 * batch, "act")
+        act = s.a(100 * batch, "act")
         if workspace:
-            w = a(5000, "conv")
-            ev.append(("f", w))
-        t = a(10 * batch + 7, "tmp")
-        ev.append(("f", t))
-        ev.append(("f", act))
-    return ev, sites, p
+            s.f(s.a(5000, "conv"))
+        s.f(s.a(10 * batch + 7, "tmp"))
+        s.f(act)
+    return s.ev, s.sites, p
 
 
 lo, lo_sites, _ = stream(2, workspace=False)
@@ -276,24 +283,17 @@ except fit.FitError as e:
 # with the held one, the workspace's size would be read as the held one's growth, and the held one
 # kept twice (cuDNN's backward in ResNet-50: +4% at batch 88)
 def engine_stream(batch, extra_workspace):
-    ev, sites, n = [], [], 0
-
-    def a(size, site):
-        nonlocal n
-        ev.append(("a", n, size, 0))
-        sites.append(site)
-        n += 1
-        return n - 1
-    a(10000, "param")
+    s = Stream()
+    s.a(10000, "param")
     for step in range(3):
         if extra_workspace:
-            ev.append(("f", a(3000, "")))
-        held = a(1000 * batch, "")  # an activation's gradient, say: outlived by the next allocation
-        ev.append(("f", a(500 * batch + 64, "")))  # a workspace both batches have
-        grad = a(700, "")
-        ev.append(("f", held))
-        ev.append(("f", grad))
-    return ev, sites
+            s.f(s.a(3000, ""))
+        held = s.a(1000 * batch, "")  # an activation's gradient, say: outlived by the next allocation
+        s.f(s.a(500 * batch + 64, ""))  # a workspace both batches have
+        grad = s.a(700, "")
+        s.f(held)
+        s.f(grad)
+    return s.ev, s.sites
 
 
 (lo, lo_sites), (hi, hi_sites) = engine_stream(2, False), engine_stream(4, True)
