@@ -324,5 +324,31 @@ for fail_in, progress, rest in ((0, 0.5, [1, 0.0]), (1, 1.0, [0, float(1 << 16)]
           "\n".join(ex["lines"]), "the step estimated: %d bytes halved, want %d: %s" % (
               ex["remedies"][0]["peak_allocated"], want, ex["lines"][3:4]))
     del x
+
+
+class Deep(Module):
+    """Eight layers whose outputs halve as they go (as a convolutional net's do)."""
+
+    def __init__(self):
+        super().__init__()
+        self.children = [Layer(4096, (64 * KiB) >> i) for i in range(8)]
+
+    def forward(self, x):
+        for layer in self.children:
+            x = layer(x)
+        return x
+
+
+# failing in the sixth layer: two layers still to run, each taken to save what each of the last
+# quarter of the five completed (the fourth and fifth: 8 and 4 KiB) saved: 6 KiB
+deep = Deep()
+deep.children[5].forward = failing(1 << 12)
+try:
+    deep(Tensor(KiB))
+except MemoryError:
+    pass
+f = vram_torch.explain_oom()["at_failure"]
+check(f["forward_rest"] == [2, 6.0 * KiB] and f["forward_progress"] == 6 / 8, "the rest of a shrinking forward at its "
+      "recent rate: %s" % f["forward_rest"])
 cat.stop()
 sys.exit(done("test_vram_torch_categories_cpu"))
