@@ -2,8 +2,8 @@
 # run_torchplan_gpu.sh — issue 39's measurements on a GPU machine (H100, PyTorch with CUDA,
 # transformers, torchvision; no network), results under $OUT (or ./gpu-out), a table last.
 #   bench/run_torchplan_gpu.sh                         every part, about 6 minutes on an H100
-#   PARTS="fit oom grid" GRID_FROM=bench/results/2026-12-06-plan-gpu-grid.json bench/run_torchplan_gpu.sh
-#       the largest batch, OOM remedies, the runtime grid's rows not yet measured (about 6 minutes,
+#   PARTS="fit oom grid" bench/run_torchplan_gpu.sh
+#       the largest batch, OOM remedies, the runtime grid, all 29 configurations (about 6 minutes,
 #       at most 8.5 by the timeouts: the fits and the grid at once, the OOM cases after the fits)
 # Builds vram and libvram_torch.so (Release, into b/), then the parts asked (PARTS, default all):
 #   test        tests/gpu/test_torch_categories.py (categories, leaks, explain_oom on an MLP)
@@ -21,8 +21,9 @@
 #   cli         run --categories --leaks: planted leaks, clean runs, AMP, checkpointing, compile
 #   bad         fit on bad input
 #   grid        `vram plan --device cuda` against `vram train --device cuda:0`: 29 configurations,
-#               4 steps each, and the runtime's remedies                    -> plan_grid_gpu.json
-#               (GRID_FROM=an earlier plan_grid_gpu.json: its measured rows are kept, the rest run)
+#               4 steps each, two trainings at once, and the runtime's remedies -> plan_grid_gpu.json
+#               (GRID_FROM=an earlier plan_grid_gpu.json: its measured rows are kept, the rest run;
+#               only while the runtime's allocations are unchanged since it was measured)
 # then the table (bench/torchplan_bench.py table)                                  -> table.md
 # The parts after the first two run at once (each process capped, or small); grid beside them.
 set -u
@@ -60,7 +61,7 @@ fi
 
 # capacities (GiB) chosen so that the largest batch is in the tens: quick steps
 if has grid; then
-  timeout 420 python3 bench/plan_grid.py --device cuda --vram "$VRAM" --data b/data/kjv.txt --steps 4 \
+  timeout 420 python3 bench/plan_grid.py --device cuda --vram "$VRAM" --data b/data/kjv.txt --steps 4 --jobs 2 \
     ${GRID_FROM:+--resume "$GRID_FROM"} --json "$OUT/plan_grid_gpu.json" > "$OUT/grid.log" 2>&1 &
 fi
 FIT_PIDS=""
