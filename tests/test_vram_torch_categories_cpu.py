@@ -82,7 +82,7 @@ class Parameter(Tensor):
         self.requires_grad = True
 
 
-pre_hooks, step_pre, step_post, saved_hooks = [], [], [], []
+pre_hooks, post_hooks, step_pre, step_post, saved_hooks = [], [], [], [], []
 
 
 class Module:
@@ -104,7 +104,10 @@ class Module:
     def __call__(self, x):
         for h in list(pre_hooks):
             h(self, (x,))
-        return self.forward(x)
+        out = self.forward(x)
+        for h in list(post_hooks):
+            h(self, (x,), out)
+        return out
 
 
 class Layer(Module):
@@ -187,6 +190,7 @@ torch._C = types.SimpleNamespace(_autograd=types.SimpleNamespace(
 torch.cuda = types.SimpleNamespace(is_initialized=lambda: True, current_device=lambda: 0, device_count=lambda: 1)
 nn_module = types.ModuleType("torch.nn.modules.module")
 nn_module.register_module_forward_pre_hook = register(pre_hooks)
+nn_module.register_module_forward_hook = register(post_hooks)
 optim_module = types.ModuleType("torch.optim.optimizer")
 optim_module.register_optimizer_step_pre_hook = register(step_pre)
 optim_module.register_optimizer_step_post_hook = register(step_post)
@@ -350,5 +354,68 @@ except MemoryError:
 f = vram_torch.explain_oom()["at_failure"]
 check(f["forward_rest"] == [2, 6.0 * KiB] and f["forward_progress"] == 6 / 8, "the rest of a shrinking forward at its "
       "recent rate: %s" % f["forward_rest"])
+
+
+# --- a convolutional forward failing: the rest sized by its modules' shapes (forward_shapes.py) ---
+class Image(Tensor):
+    """An N x C x H x W output of one byte an element, made by an operation."""
+
+    def __init__(self, shape):
+        super().__init__(shape[0] * shape[1] * shape[2] * shape[3])
+        self.shape, self.grad_fn = shape, "made by an operation"
+
+    def dim(self):
+        return 4
+
+
+class Conv2d(Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.params = [Parameter(4096)]
+        self.in_channels, self.out_channels, self.kernel_size = cin, cout, (1, 1)
+        self.stride, self.padding, self.dilation = (stride, stride), (0, 0), (1, 1)
+
+    def forward(self, x):  # saves nothing new (its input is the last output, saved already)
+        n, _, h, w = x.shape
+        return Image((n, self.out_channels, (h - 1) // self.stride[0] + 1, (w - 1) // self.stride[1] + 1))
+
+
+class BatchNorm2d(Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.params, self.num_features = [Parameter(256)], channels
+
+    def forward(self, x):  # saves its input and its output
+        out = Image(x.shape)
+        for t in (x, out):
+            saved_hooks[-1][0](t)
+        return out
+
+
+class ConvNet(Module):
+    def __init__(self):
+        super().__init__()
+        self.children = [Conv2d(8, 16, 1), BatchNorm2d(16), Conv2d(16, 32, 2), BatchNorm2d(32), Conv2d(32, 64, 2),
+                         BatchNorm2d(64)]
+
+    def forward(self, x):
+        for m in self.children:
+            x = m(x)
+        return x
+
+
+# failing in the third convolution: it and the last norm still to run (64 x 4 x 4 a sample each at
+# stride 2 from 8 x 8), at what the second norm saved per element of its output (its input and
+# output: 2 bytes): 2 x (2048 + 2048)
+cnn = ConvNet()
+cnn.children[4].forward = failing(1 << 10)
+try:
+    cnn(Image((2, 8, 16, 16)))
+except MemoryError:
+    pass
+f = vram_torch.explain_oom()["at_failure"]
+check(f["forward_rest_shapes"] == [2, 2 * (2048 + 2048)], "the rest of a convolutional forward by its shapes: %s (the "
+      "rate's guess %s)" % (f["forward_rest_shapes"], f["forward_rest"]))
 cat.stop()
+check(not post_hooks, "stop() takes the forward hook away")
 sys.exit(done("test_vram_torch_categories_cpu"))

@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 sys.path.insert(0, HERE)
 from pycheck import check, done  # noqa: E402
-from vram_torch import category_report as cr, fit, fit_run, oom_explain  # noqa: E402
+from vram_torch import category_report as cr, fit, fit_run, forward_shapes, oom_explain  # noqa: E402
 from vram_torch.leak_finder import LeakFinder, where  # noqa: E402
 
 VRAM = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("VRAM", "vram")
@@ -118,6 +118,38 @@ rested = oom_explain.explain(dict(oom, forward_rest=[10, 20.0 * MiB]))
 check(rested["remedies"][0]["peak_allocated"] == 1050 * MiB and "800.00 MiB (10 modules with parameters still to run, "
       "20.00 MiB each" in "\n".join(rested["lines"]), "the rest of forward at its recent rate: %d MiB: %s" % (
           rested["remedies"][0]["peak_allocated"] // MiB, rested["lines"][3][:300]))
+# the rest of a convolutional forward by its output shapes (forward_shapes.py): ResNet-50's layer3,
+# layer4 and head as torchvision registers them, after layer2 (512 channels at 28 x 28)
+def conv(cin, cout, k, stride):
+    return {"kind": "conv", "in": cin, "out": cout, "kernel": (k, k), "stride": (stride, stride),
+            "padding": (k // 2, k // 2), "dilation": (1, 1)}
+
+
+def bottlenecks(cin, mid, blocks, stride):
+    out = []
+    for b in range(blocks):
+        s = stride if b == 0 else 1
+        out += [conv(cin, mid, 1, 1), {"kind": "bn", "channels": mid}, conv(mid, mid, 3, s), {"kind": "bn", "channels": mid},
+                conv(mid, 4 * mid, 1, 1), {"kind": "bn", "channels": 4 * mid}]
+        if b == 0:  # the downsample: on the block's input, after bn3 in registration order
+            out += [conv(cin, 4 * mid, 1, s), {"kind": "bn", "channels": 4 * mid}]
+        cin = 4 * mid
+    return out
+
+
+rest = bottlenecks(512, 256, 6, 2) + bottlenecks(1024, 512, 3, 2) + [{"kind": "linear", "out": 1000}]
+numel = forward_shapes.rest_numel(rest, {512: (28, 28), 128: (28, 28)}, 1)
+# layer3: block 0 1,304,576 elements (its downsample on the 28 x 28 input), blocks 1-5 602,112 each;
+# layer4: block 0 652,288, blocks 1-2 301,056 each; the head 1,000
+check(numel is not None and len(numel) == len(rest) and sum(numel) == 1304576 + 5 * 602112 + 652288 + 2 * 301056 + 1000,
+      "ResNet-50's layer3 and layer4 sized by their shapes: %s" % (sum(numel) if numel else None))
+check(forward_shapes.rest_numel(rest, {128: (28, 28)}, 1) is None and forward_shapes.rest_numel([None], {}, 1) is None,
+      "an input size not seen, or a module not known: no answer")
+check(forward_shapes.conv_out(224, 7, 2, 3, 1) == 112 and forward_shapes.conv_out(56, 3, 2, 1, 1) == 28, "conv_out")
+shaped = oom_explain.explain(dict(oom, forward_rest=[10, 20.0 * MiB], forward_rest_shapes=[10, 100 * MiB]))
+# the shapes' answer before the rate: 600 + 100 activations, + 150 + 50 + 100 + 200: halved 100 + 200 + 100 + 600
+check(shaped["remedies"][0]["peak_allocated"] == 1000 * MiB and "by their output shapes" in "\n".join(shaped["lines"]),
+      "the rest of forward by its shapes: %d MiB" % (shaped["remedies"][0]["peak_allocated"] // MiB))
 # GPT-2 124M (bf16 autocast, AdamW) at batch 16 under 8 GiB on an H100 failed in step 1's forward
 # allocating the loss's fp32 logits; its figures at the failure (bench/results/2026-12-06-torchplan-run2/
 # oom_gpt2.json) and the run at batch 8 measured: 7,733 MiB allocated at its peak

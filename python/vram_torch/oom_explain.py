@@ -13,7 +13,8 @@ step that completed (if any). The remedies and their predicted peaks (allocated 
 
 where fixed = parameters + buffers, variable = activations + temporaries + inputs/other + the
 failing request (what grows with the batch; in forward the activations are scaled to the whole
-forward: the modules with parameters still to run taken to save as much each as the last
+forward: the modules with parameters still to run sized by their output shapes where
+forward_shapes.py knows them (convolutional nets), else taken to save as much each as the last
 quarter run did, or by the part done, counted in such calls), state = the
 optimizer state (as held, or from the last completed step, or, before any step, what the
 optimizers known from their construction will make: state_bytes()), gradients = as held, or the
@@ -75,7 +76,12 @@ def explain(oom):
     # (convolutional nets save less as they go deeper), else in proportion to the part done
     progress = min(1.0, max(oom.get("forward_progress", 1.0), 0.05))
     rest = oom.get("forward_rest") if oom.get("phase") == "forward" else None
-    if rest:
+    shaped = oom.get("forward_rest_shapes") if oom.get("phase") == "forward" else None
+    if shaped:
+        activations = c.get("activations", 0) + shaped[1]
+        how = "%d modules with parameters still to run, %s by their output shapes (convolutions' strides and " \
+              "channels) at what the last quarter run saved per output element" % (shaped[0], _mib(shaped[1]))
+    elif rest:
         activations = c.get("activations", 0) + int(rest[0] * rest[1])
         how = "%d modules with parameters still to run, %s each as the last quarter run" % (rest[0], _mib(rest[1]))
     else:

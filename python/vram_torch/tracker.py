@@ -109,6 +109,23 @@ class Tracker:
 
     def _forward_start(self):
         self.calls, self.saved_ptrs, self.saved_total, self.marks, self.largest_recent = 0, set(), 0, [], 0
+        # for the rest of a convolutional forward (forward_shapes.py): the modules with parameters
+        # called, in order; each one's output elements; the last spatial size of each channel count
+        self.called, self.out_numel, self.spatial, self.batch = [], {}, {}, 0
+
+    def _output_seen(self, module, output):
+        """A module's output (a global forward hook): its size, for the rest of forward. Never
+        raises (a hook)."""
+        try:
+            if self.phase != "forward" or not isinstance(output, self.torch.Tensor):
+                return
+            if output.dim() == 4:
+                self.spatial[int(output.shape[1])] = (int(output.shape[2]), int(output.shape[3]))
+                self.batch = int(output.shape[0])
+            if module in self.weighted:
+                self.out_numel[id(module)] = output.numel()
+        except Exception:
+            pass
 
     def _saved(self, t):
         """Counts a tensor forward saves for backward, if an operation made it (parameters and
@@ -202,10 +219,14 @@ class Tracker:
             if self.phase == "forward" and module in self.weighted:
                 self.calls += 1
                 self.marks.append(self.saved_total)
+                self.called.append(module)
                 self.largest_recent = 0
             return None
         from torch.nn.modules import module as nn_module
         self.handles.append(nn_module.register_module_forward_pre_hook(pre_forward))
+        if hasattr(nn_module, "register_module_forward_hook"):
+            self.handles.append(nn_module.register_module_forward_hook(
+                lambda module, args, output: None if compiling() else self._output_seen(module, output)))
 
         def pack(t):
             if not compiling() and self.phase == "forward":
@@ -292,6 +313,7 @@ class Tracker:
                     "optimizer_info": [info for info in map(_optimizer_info, list(self.optimizers)) if info],
                     "largest_recent": self.largest_recent,
                     "forward_progress": self._forward_progress(), "forward_rest": self._forward_rest(),
+                    "forward_rest_shapes": self._forward_rest_shapes(),
                     "last_step": self.steps[-1] if self.steps else None}
         self.restart = self.phase == "forward"  # the error unwinds forward: the next module call starts anew
 
@@ -309,6 +331,29 @@ class Tracker:
             return [max(0, full - k), float(self.saved_total)]
         recent = max(1, (done + 3) // 4)
         return [max(0, full - k), (self.marks[done] - self.marks[done - recent]) / recent]
+
+    def _forward_rest_shapes(self):
+        """(modules with parameters still to run, the bytes they will save): their outputs' sizes
+        from their shapes (forward_shapes.py) times the bytes saved per output element by the last
+        quarter of those completed; None outside forward, or where a module or a size is not
+        known (then the recent rate stands)."""
+        if self.phase != "forward" or len(self.called) < 2 or self.root is None:
+            return None
+        try:
+            from .forward_shapes import describe, rest_numel
+            # still to run: no output seen (the one that failed too: the later ones' sizes follow from it)
+            rest = [m for m in self.root.modules() if id(m) not in self.out_numel
+                    and (m in self.weighted or any(True for _ in m.parameters(recurse=False)))]
+            numels = rest_numel([describe(m) for m in rest], dict(self.spatial), self.batch)
+            done = len(self.called) - 1
+            recent = max(1, (done + 3) // 4)
+            seen = [self.out_numel.get(id(m)) for m in self.called[done - recent:done]]
+            if numels is None or None in seen or not sum(seen):
+                return None
+            per_element = (self.marks[done] - self.marks[done - recent]) / sum(seen)
+            return [len(rest), int(per_element * sum(numels))]
+        except Exception:
+            return None
 
     def _weighted_count(self):
         try:
