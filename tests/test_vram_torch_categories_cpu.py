@@ -330,28 +330,33 @@ for fail_in, progress, rest in ((0, 0.5, [1, 0.0]), (1, 1.0, [0, float(1 << 16)]
     del x
 
 
-class Deep(Module):
-    """Eight layers whose outputs halve as they go (as a convolutional net's do)."""
+class Chain(Module):
+    """Its children called one after the other."""
 
-    def __init__(self):
+    def __init__(self, children):
         super().__init__()
-        self.children = [Layer(4096, (64 * KiB) >> i) for i in range(8)]
+        self.children = children
 
     def forward(self, x):
-        for layer in self.children:
-            x = layer(x)
+        for m in self.children:
+            x = m(x)
         return x
+
+
+def fail_forward(net, index, x):
+    """The figures explain_oom has after net's forward fails in its child `index`."""
+    net.children[index].forward = failing(1 << 10)
+    try:
+        net(x)
+    except MemoryError:
+        pass
+    return vram_torch.explain_oom()["at_failure"]
 
 
 # failing in the sixth layer: two layers still to run, each taken to save what each of the last
 # quarter of the five completed (the fourth and fifth: 8 and 4 KiB) saved: 6 KiB
-deep = Deep()
-deep.children[5].forward = failing(1 << 12)
-try:
-    deep(Tensor(KiB))
-except MemoryError:
-    pass
-f = vram_torch.explain_oom()["at_failure"]
+# (eight layers whose outputs halve as they go, as a convolutional net's do)
+f = fail_forward(Chain([Layer(4096, (64 * KiB) >> i) for i in range(8)]), 5, Tensor(KiB))
 check(f["forward_rest"] == [2, 6.0 * KiB] and f["forward_progress"] == 6 / 8, "the rest of a shrinking forward at its "
       "recent rate: %s" % f["forward_rest"])
 
@@ -392,28 +397,11 @@ class BatchNorm2d(Module):
         return out
 
 
-class ConvNet(Module):
-    def __init__(self):
-        super().__init__()
-        self.children = [Conv2d(8, 16, 1), BatchNorm2d(16), Conv2d(16, 32, 2), BatchNorm2d(32), Conv2d(32, 64, 2),
-                         BatchNorm2d(64)]
-
-    def forward(self, x):
-        for m in self.children:
-            x = m(x)
-        return x
-
-
 # failing in the third convolution: it and the last norm still to run (64 x 4 x 4 a sample each at
 # stride 2 from 8 x 8), at what the second norm saved per element of its output (its input and
 # output: 2 bytes): 2 x (2048 + 2048)
-cnn = ConvNet()
-cnn.children[4].forward = failing(1 << 10)
-try:
-    cnn(Image((2, 8, 16, 16)))
-except MemoryError:
-    pass
-f = vram_torch.explain_oom()["at_failure"]
+cnn = Chain([Conv2d(8, 16, 1), BatchNorm2d(16), Conv2d(16, 32, 2), BatchNorm2d(32), Conv2d(32, 64, 2), BatchNorm2d(64)])
+f = fail_forward(cnn, 4, Image((2, 8, 16, 16)))
 check(f["forward_rest_shapes"] == [2, 2 * (2048 + 2048)], "the rest of a convolutional forward by its shapes: %s (the "
       "rate's guess %s)" % (f["forward_rest_shapes"], f["forward_rest"]))
 cat.stop()
