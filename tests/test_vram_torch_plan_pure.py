@@ -313,7 +313,7 @@ except fit.FitError as e:
 # a workspace only batch 4 has, just before a held allocation from the same (Python-less) site: the
 # autograd engine's allocations have no Python stack, so only the lifetime tells them apart; paired
 # with the held one, the workspace's size would be read as the held one's growth, and the held one
-# kept twice (cuDNN's backward in ResNet-50: +4% at batch 88)
+# kept twice (cuDNN's backward in ResNet-50, bench/results/2026-12-06-torchplan.md)
 def engine_stream(batch, extra_workspace):
     s = Stream()
     s.a(10000, "param")
