@@ -28,6 +28,7 @@ import re
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 MIB = 1024.0 * 1024.0
 
@@ -82,12 +83,16 @@ def gpu_grid():
             for size, b, opt, acc, extra in g]
 
 
-def gpu_rows(vram, data, grid, steps, path=None, done=()):
+def gpu_rows(vram, data, grid, steps, path=None, done=(), jobs=1):
     """Each configuration trained on GPU 0 and planned for the GPU runtime (no GPU used by the plan);
     a configuration that fails is a row with its error (the check counts it as a miss). With path,
     the rows so far are written there after each (kept should the run be cut short). done: rows
-    measured by an earlier run at the same steps (--resume), kept and planned again, not rerun."""
+    measured by an earlier run at the same steps (--resume), kept and planned again, not rerun.
+    jobs: trainings run at once (each process has its own allocator: its peaks are its own)."""
     rows, earlier = [], {r["flags"]: r for r in done if "measured_reserved" in r}
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    runs = {" ".join(f): pool.submit(measure, vram, data, ["--device", "cuda:0"] + f, steps)
+            for f in grid if " ".join(f) not in earlier}
     for flags in grid:
         row = {"flags": " ".join(flags), "steps": steps}
         try:
@@ -96,7 +101,7 @@ def gpu_rows(vram, data, grid, steps, path=None, done=()):
                 m_alloc, m_res, row["train_s"] = r["measured_allocated"], r["measured_reserved"], r.get("train_s")
                 row["from"] = "earlier run"
             else:
-                m_alloc, m_res, row["train_s"] = measure(vram, data, ["--device", "cuda:0"] + flags, steps)
+                m_alloc, m_res, row["train_s"] = runs[row["flags"]].result()
             got = plan(vram, ["--device", "cuda"] + flags, steps=steps)
             row.update(measured_allocated=m_alloc, measured_reserved=m_res, planned_allocated=mib2(got["peak_allocated"]),
                        planned_reserved=mib2(got["peak_reserved"]))
@@ -254,6 +259,7 @@ def main():
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--json", help="write the rows (and remedies) as JSON here")
     ap.add_argument("--resume", help="--device cuda: a JSON of an earlier run whose measured rows are kept")
+    ap.add_argument("--jobs", type=int, default=1, help="--device cuda: trainings at once (default 1)")
     a = ap.parse_args()
     if a.device == "cuda":
         return gpu_main(a)
@@ -293,7 +299,7 @@ def gpu_main(a):
             raise SystemExit("plan_grid.py: %s was measured at --steps %s, not %d" % (a.resume, earlier.get("steps"),
                                                                                     a.steps))
         done = earlier["rows"]
-    rows = gpu_rows(a.vram, a.data, gpu_grid(), a.steps, a.json, done)
+    rows = gpu_rows(a.vram, a.data, gpu_grid(), a.steps, a.json, done, a.jobs)
     # the GPU runtime out of memory: GPT-2 bf16 at batch 16 in 4 GiB; the remedies that fit, run there
     try:
         remedies = remedy_rows(a.vram, a.data, ["--device", "cuda:0", "--model", "gpt2", "--precision", "bf16", "--batch",

@@ -246,7 +246,8 @@ def oom(model, capacity_gib, batch, out):
         half = ex["remedies"][0]
         r["predicted_peak_allocated"] = half["peak_allocated"]
         r["predicted_peak_reserved"] = half["peak_reserved"]
-        r["lower_bound"] = half.get("lower_bound", False)
+        r["estimate"] = half.get("estimate", False)  # no step completed: the step estimated from its forward
+        r["forward_progress"] = ex["at_failure"].get("forward_progress")
         res = os.path.join(out, "oom_half_%s.json" % model)
         env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
         subprocess.run([sys.executable, "-m", "vram_torch", "_fit_child", "--steps", str(STEPS), "--result", res,
@@ -427,15 +428,16 @@ def table(folder):
                   and not f.startswith("oom_half"))
     if ooms:
         lines += ["### OOM remedy: batch halved (vram, capped)", "",
-                  "| model | batch | failed in | predicted alloc MiB | measured MiB | error | error reserved | lower bound |"
-                  " message has categories |", "|---|---|---|---|---|---|---|---|---|"]
+                  "| model | GiB | batch | failed in | predicted alloc MiB | measured MiB | error | error reserved |"
+                  " estimated (no step completed) | message has categories |", "|---|---|---|---|---|---|---|---|---|---|"]
         for f in ooms:
             r = json.load(open(os.path.join(folder, f)))
             if r.get("oom") and r.get("measured"):
-                lines.append("| %s | %d -> %d | %s | %.0f | %.0f | %+.1f%% | %+.1f%% | %s | %s |" % (
-                    r["model"], r["batch"], r["batch"] // 2, (r.get("explain") or ["?"])[0].split(" in ")[-1].split(",")[0],
+                lines.append("| %s | %.0f | %d -> %d | %s | %.0f | %.0f | %+.1f%% | %+.1f%% | %s | %s |" % (
+                    r["model"], r["capacity"] / GiB, r["batch"], r["batch"] // 2,
+                    (r.get("explain") or ["?"])[0].split(" in ")[-1].split(",")[0],
                     r["predicted_peak_allocated"] / 2 ** 20, (r["measured"].get("peak_allocated") or 0) / 2 ** 20,
-                    100 * r.get("error_allocated", 0), 100 * r.get("error_reserved", 0), r.get("lower_bound", "-"),
+                    100 * r.get("error_allocated", 0), 100 * r.get("error_reserved", 0), r.get("estimate", "-"),
                     r.get("message_has_categories")))
         lines.append("")
     lines += grid_table(folder)

@@ -387,6 +387,10 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME test_vram_torch_plan_pure
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_plan_pure.py $<TARGET_FILE:vram>)
   set_tests_properties(test_vram_torch_plan_pure PROPERTIES TIMEOUT 300)
+  # fit offline on four programs' streams recorded on an H100, against their real runs
+  add_test(NAME fit_recorded_streams
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/fit_recorded_check.py $<TARGET_FILE:vram>)
+  set_tests_properties(fit_recorded_streams PROPERTIES TIMEOUT 300)
 endif()
 vram_cli_test(cli_plan_fits 0 "peak reserved .*parameters .*reserved but free"
               "${VRAM_EXE} plan --model gpt:2x64x2 --context 32 --batch 8 --threads 1 --capacity 1GiB")

@@ -15,16 +15,24 @@ each of its GPU runs (model size, context, batch, optimizer, accumulation, check
 --recompute, precision; --steps S) is planned again here with `--steps S` and must be within the
 same reserved bounds (issue 39: 3%, never under by more than 2%); a configuration the GPU run could
 not measure is a miss.
-usage: plan_gpu_check.py VRAM [GRID.json]
+Where RECORDS (bench/results/2026-12-06-plan-gpu-records.json) exists, its figures replace the
+ones below: `plan_gpu_check.py --measure VRAM CORPUS OUT.json` on a GPU machine runs each of the
+configurations below for 4 steps (three processes at a time; each has its own allocator, so the
+peaks are the same as alone) and writes them there, with the machine and the date.
+usage: plan_gpu_check.py VRAM [GRID.json] | --measure VRAM CORPUS OUT.json
 """
 import json
 import os
 import re
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 GRID = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "results",
                     "2026-12-06-plan-gpu-grid.json")
+
+RECORDS = os.path.join(os.path.dirname(GRID), "2026-12-06-plan-gpu-records.json")
 
 # (flags after `--device cuda --model gpt2 --batch 8`, peak allocated MiB, peak reserved MiB or None)
 RECORDED = [
@@ -87,7 +95,43 @@ def grid(vram, path):
     return len(rec["rows"]), failed
 
 
+def measure(vram, corpus, out_path):
+    """Runs every RECORDED configuration on the GPU; writes their peaks to out_path."""
+    def run(flags):
+        cmd = [vram, "train", "--device", "cuda:0", "--model", "gpt2", "--batch", "8", "--data", corpus, "--steps", "4",
+               "--lr", "3e-4"] + flags.split()
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        m = re.search(r"peak allocated ([0-9.]+) MiB, peak reserved ([0-9.]+) MiB", p.stdout)
+        if p.returncode != 0 or not m:
+            return {"flags": flags, "failed": (p.stdout + p.stderr)[-400:]}
+        return {"flags": flags, "allocated": float(m.group(1)), "reserved": float(m.group(2))}
+    with ThreadPoolExecutor(3) as ex:
+        rows = list(ex.map(run, [f for f, _, _ in RECORDED]))
+    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout.strip()
+    with open(out_path, "w") as f:
+        json.dump({"gpu": gpu, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "steps": 4,
+                   "command": "vram train --device cuda:0 --model gpt2 --batch 8 --steps 4 --lr 3e-4 FLAGS",
+                   "rows": rows}, f, indent=1)
+    for r in rows:
+        print("%-55s %s" % (r["flags"], "allocated %.2f MiB, reserved %.2f MiB" % (r["allocated"], r["reserved"])
+                             if "allocated" in r else "FAILED " + r["failed"][-200:]))
+    return 0 if all("allocated" in r for r in rows) else 1
+
+
+def recorded():
+    """RECORDED, or the figures RECORDS holds for the same configurations (a failed run: a miss)."""
+    if not os.path.exists(RECORDS):
+        return RECORDED
+    with open(RECORDS) as f:
+        rows = {r["flags"]: r for r in json.load(f)["rows"]}
+    return [(flags, rows.get(flags, {}).get("allocated", -1.0), rows.get(flags, {}).get("reserved", -1.0))
+            for flags, _, _ in RECORDED]
+
+
 def main():
+    if len(sys.argv) == 5 and sys.argv[1] == "--measure":
+        return measure(*sys.argv[2:])
     if len(sys.argv) not in (2, 3):
         print(__doc__.strip().splitlines()[-1])
         return 2
@@ -101,7 +145,7 @@ def main():
             return 2
         print(f"plan_gpu_check: {n - bad} of {n} configurations of the GPU grid planned within bounds")
         rows, failed = rows + n, failed + bad
-    for flags, alloc, res in RECORDED:
+    for flags, alloc, res in recorded():
         if alloc is None:
             continue
         got = plan(vram, flags)

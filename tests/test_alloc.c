@@ -522,6 +522,35 @@ static void test_segments_model(void) {
     close_alloc(a, dev);
 }
 
+/* At the limit the segments model gives back what PyTorch does: with max_split_size unset its
+ * release_available_cached_blocks does nothing and release_cached_blocks frees every wholly free
+ * segment, not only as many as the request needs; what stays cached shapes later placements. */
+static void test_segments_limit_release(void) {
+    for (int split = 0; split < 2; split++) {
+        vram_device *dev;
+        vram_allocator *a = open_alloc("sim:1GiB", split ? "expandable_segments:False,max_split_size_mb:20"
+                                                         : "expandable_segments:False", &dev);
+        CHECK_OK(vram_allocator_set_limit(a, 100 * MiB));
+        void *x, *y, *z;
+        CHECK_OK(vram_allocator_malloc(a, 30 * MiB, 0, 0, &x));
+        CHECK_OK(vram_allocator_malloc(a, 40 * MiB, 0, 0, &y));
+        CHECK_OK(vram_allocator_free(a, x));
+        CHECK_OK(vram_allocator_free(a, y));
+        CHECK_OK(vram_allocator_malloc(a, 50 * MiB, 0, 0, &z)); /* 70 cached + 50 > 100: a retry */
+        vram_stats st;
+        vram_allocator_get_stats(a, &st);
+        CHECK(st.num_alloc_retries == 1 && st.num_ooms == 0, "one retry, no OOM");
+        if (!split)
+            CHECK(st.reserved_bytes[0].current == (int64_t)(50 * MiB) && st.num_device_free == 2,
+                  "every wholly free segment released: reserved %lld", (long long)st.reserved_bytes[0].current);
+        else /* only as much as needed: the oldest free segment (30 MiB) suffices */
+            CHECK(st.reserved_bytes[0].current == (int64_t)(90 * MiB) && st.num_device_free == 1,
+                  "max_split_size set: released as needed: reserved %lld", (long long)st.reserved_bytes[0].current);
+        CHECK_OK(vram_allocator_free(a, z));
+        close_alloc(a, dev);
+    }
+}
+
 static void test_tags(void) {
     vram_device *dev;
     vram_allocator *a = open_alloc("sim:1GiB", "", &dev);
@@ -1651,6 +1680,7 @@ int main(void) {
     test_chunk_map_all_or_nothing();
     test_limit_and_oom();
     test_segments_model();
+    test_segments_limit_release();
     test_tags();
     test_solo_tag();
     test_streams();

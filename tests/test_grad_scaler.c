@@ -78,8 +78,7 @@ static int step(rig *r, double x0) {
     vram_param_list_zero_grad(r->params, 1);
     backward(r, x0, 1);
     CHECK_OK(vram_grad_scaler_unscale(r->scaler, r->params));
-    CHECK_OK(vram_clip_grad_norm(r->params, 1.0, NULL));
-    CHECK_OK(vram_optimizer_step(r->opt));
+    CHECK_OK(vram_optimizer_clip_step(r->opt, 1.0, NULL)); /* (the GPU folds the clipping into the update) */
     int skipped = -1;
     CHECK_OK(vram_grad_scaler_update(r->scaler, &skipped));
     return skipped;

@@ -41,11 +41,14 @@ class Handle:
 
 
 class Storage:
-    def __init__(self, ptr):
-        self.ptr = ptr
+    def __init__(self, ptr, nbytes):
+        self.ptr, self.size = ptr, nbytes
 
     def data_ptr(self):
         return self.ptr
+
+    def nbytes(self):
+        return self.size
 
 
 class Tensor:
@@ -57,7 +60,13 @@ class Tensor:
         self.hooks = []
 
     def untyped_storage(self):
-        return Storage(self.ptr)
+        return Storage(self.ptr, self.nbytes)
+
+    def numel(self):
+        return self.nbytes
+
+    def element_size(self):
+        return 1
 
     def __del__(self):
         lib.vram_torch_free(self.ptr, self.nbytes, 0, None)
@@ -73,15 +82,15 @@ class Parameter(Tensor):
         self.requires_grad = True
 
 
-pre_hooks, step_pre, step_post, saved_hooks = [], [], [], []
+pre_hooks, post_hooks, step_pre, step_post, saved_hooks = [], [], [], [], []
 
 
 class Module:
     def __init__(self):
         self.params, self.bufs, self.children = [], [], []
 
-    def parameters(self):
-        return [p for m in self.modules() for p in m.params]
+    def parameters(self, recurse=True):
+        return [p for m in (self.modules() if recurse else [self]) for p in m.params]
 
     def buffers(self):
         return [b for m in self.modules() for b in m.bufs]
@@ -95,7 +104,10 @@ class Module:
     def __call__(self, x):
         for h in list(pre_hooks):
             h(self, (x,))
-        return self.forward(x)
+        out = self.forward(x)
+        for h in list(post_hooks):
+            h(self, (x,), out)
+        return out
 
 
 class Layer(Module):
@@ -109,6 +121,7 @@ class Layer(Module):
     def forward(self, x):
         work = Tensor(self.obytes // 2)  # a temporary, freed before the layer returns
         out = Tensor(self.obytes)
+        out.grad_fn = "made by an operation"
         self.saved.append(saved_hooks[-1][0](out) if saved_hooks else out)
         del work
         return out
@@ -135,9 +148,14 @@ def fake_backward(tensors, *args, **kwargs):
                 h(p)
 
 
-class Adam:
+class Optimizer:
+    def __init__(self, params, defaults):
+        self.param_groups, self.state, self.defaults = [dict(defaults, params=list(params))], {}, defaults
+
+
+class Adam(Optimizer):
     def __init__(self, params):
-        self.param_groups, self.state = [{"params": list(params)}], {}
+        super().__init__(params, {"lr": 1e-3, "amsgrad": False})
 
     def step(self):
         for h in list(step_pre):
@@ -172,12 +190,15 @@ torch._C = types.SimpleNamespace(_autograd=types.SimpleNamespace(
 torch.cuda = types.SimpleNamespace(is_initialized=lambda: True, current_device=lambda: 0, device_count=lambda: 1)
 nn_module = types.ModuleType("torch.nn.modules.module")
 nn_module.register_module_forward_pre_hook = register(pre_hooks)
+nn_module.register_module_forward_hook = register(post_hooks)
 optim_module = types.ModuleType("torch.optim.optimizer")
 optim_module.register_optimizer_step_pre_hook = register(step_pre)
 optim_module.register_optimizer_step_post_hook = register(step_post)
+optim = types.ModuleType("torch.optim")
+optim.Optimizer = Optimizer
 for name, mod in (("torch", torch), ("torch.nn", types.ModuleType("torch.nn")),
                   ("torch.nn.modules", types.ModuleType("torch.nn.modules")), ("torch.nn.modules.module", nn_module),
-                  ("torch.optim", types.ModuleType("torch.optim")), ("torch.optim.optimizer", optim_module)):
+                  ("torch.optim", optim), ("torch.optim.optimizer", optim_module)):
     sys.modules[name] = mod
 sys.modules["torch.nn"].modules = sys.modules["torch.nn.modules"]
 sys.modules["torch.nn.modules"].module = nn_module
@@ -260,6 +281,129 @@ n = len(vram_torch.categories()["steps"])
 vram_torch.mark_step()
 check(len(vram_torch.categories()["steps"]) == n + 1, "mark_step ends a step by hand")
 cat.stop()
-check(torch.autograd.backward is fake_backward and not saved_hooks and not pre_hooks and not step_post,
-      "stop() takes every hook away")
+check(torch.autograd.backward is fake_backward and not saved_hooks and not pre_hooks and not step_post
+      and not hasattr(Optimizer.__init__, "__wrapped__"), "stop() takes every hook away")
+
+# --- an out-of-memory in step 1's forward: explain_oom estimates the step -----------------------
+# The optimizer is known from its construction (no step has run), the forward's progress by the
+# calls of modules with parameters, and its largest saved tensor; the plug-in's out-of-memory
+# observer is called as it would be at a failing allocation inside a layer.
+opt.state.clear()  # (the first run's optimizer state and kept outputs go)
+kept.clear()
+tracker = cat.start(torch, vram_torch, program=["stand-in"])
+net = Net()
+opt2 = Adam(net.parameters())
+check(opt2 in tracker.optimizers and opt not in tracker.optimizers, "an optimizer made while tracking is known at once")
+real_forward = [layer.forward for layer in net.children]
+
+
+def failing(size):
+    def forward(x):
+        tracker._on_oom(0, size, 1 << 30, 0)
+        raise MemoryError("out of memory")
+    return forward
+
+
+for fail_in, progress, rest in ((0, 0.5, [1, 0.0]), (1, 1.0, [0, float(1 << 16)])):
+    net.children[fail_in].forward = failing(3 << 16)
+    x = Tensor(8 * KiB)
+    try:
+        net(x)
+    except MemoryError:
+        pass
+    net.children[fail_in].forward = real_forward[fail_in]
+    ex = vram_torch.explain_oom()
+    f = ex["at_failure"]
+    check(f["phase"] == "forward" and f["step"] == 1 and f["forward_progress"] == progress
+          and f["forward_rest"] == rest and f["optimizer_info"] == [{"name": "Adam", "param_bytes": P, "momentum": False,
+                                                                         "amsgrad": False, "centered": False}],
+          "failing in layer %d: progress %s, the rest %s: %s" % (fail_in, progress, rest,
+                                                                 {k: f.get(k) for k in ("forward_progress", "forward_rest",
+                                                                                            "optimizer_info")}))
+    c = f["categories"]
+    # the rest of forward: modules still to run x bytes each as lately; the largest recent is the request
+    variable = c["activations"] + int(rest[0] * rest[1]) + c["temporaries"] + c["other"] + (3 << 16) + 2 * (3 << 16)
+    want = c["parameters"] + c["buffers"] + 2 * P + P + variable // 2
+    check(ex["estimate"] and ex["remedies"][0]["peak_allocated"] == want and "optimizer state 2.50 MiB (Adam)" in
+          "\n".join(ex["lines"]), "the step estimated: %d bytes halved, want %d: %s" % (
+              ex["remedies"][0]["peak_allocated"], want, ex["lines"][3:4]))
+    del x
+
+
+class Chain(Module):
+    """Its children called one after the other."""
+
+    def __init__(self, children):
+        super().__init__()
+        self.children = children
+
+    def forward(self, x):
+        for m in self.children:
+            x = m(x)
+        return x
+
+
+def fail_forward(net, index, x):
+    """The figures explain_oom has after net's forward fails in its child `index`."""
+    net.children[index].forward = failing(1 << 10)
+    try:
+        net(x)
+    except MemoryError:
+        pass
+    return vram_torch.explain_oom()["at_failure"]
+
+
+# failing in the sixth layer: two layers still to run, each taken to save what each of the last
+# quarter of the five completed (the fourth and fifth: 8 and 4 KiB) saved: 6 KiB
+# (eight layers whose outputs halve as they go, as a convolutional net's do)
+f = fail_forward(Chain([Layer(4096, (64 * KiB) >> i) for i in range(8)]), 5, Tensor(KiB))
+check(f["forward_rest"] == [2, 6.0 * KiB] and f["forward_progress"] == 6 / 8, "the rest of a shrinking forward at its "
+      "recent rate: %s" % f["forward_rest"])
+
+
+# --- a convolutional forward failing: the rest sized by its modules' shapes (forward_shapes.py) ---
+class Image(Tensor):
+    """An N x C x H x W output of one byte an element, made by an operation."""
+
+    def __init__(self, shape):
+        super().__init__(shape[0] * shape[1] * shape[2] * shape[3])
+        self.shape, self.grad_fn = shape, "made by an operation"
+
+    def dim(self):
+        return 4
+
+
+class Conv2d(Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.params = [Parameter(4096)]
+        self.in_channels, self.out_channels, self.kernel_size = cin, cout, (1, 1)
+        self.stride, self.padding, self.dilation = (stride, stride), (0, 0), (1, 1)
+
+    def forward(self, x):  # saves nothing new (its input is the last output, saved already)
+        n, _, h, w = x.shape
+        return Image((n, self.out_channels, (h - 1) // self.stride[0] + 1, (w - 1) // self.stride[1] + 1))
+
+
+class BatchNorm2d(Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.params, self.num_features = [Parameter(256)], channels
+
+    def forward(self, x):  # saves its input and its output
+        out = Image(x.shape)
+        for t in (x, out):
+            saved_hooks[-1][0](t)
+        return out
+
+
+# failing in the third convolution: it and the last norm still to run (64 x 4 x 4 a sample each at
+# stride 2 from 8 x 8), at what the second norm saved per element of its output (its input and
+# output: 2 bytes): 2 x (2048 + 2048)
+cnn = Chain([Conv2d(8, 16, 1), BatchNorm2d(16), Conv2d(16, 32, 2), BatchNorm2d(32), Conv2d(32, 64, 2), BatchNorm2d(64)])
+f = fail_forward(cnn, 4, Image((2, 8, 16, 16)))
+check(f["forward_rest_shapes"] == [2, 2 * (2048 + 2048)], "the rest of a convolutional forward by its shapes: %s (the "
+      "rate's guess %s)" % (f["forward_rest_shapes"], f["forward_rest"]))
+cat.stop()
+check(not post_hooks, "stop() takes the forward hook away")
 sys.exit(done("test_vram_torch_categories_cpu"))

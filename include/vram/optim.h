@@ -93,6 +93,10 @@ void vram_optimizer_uncount_step(vram_optimizer *o);
 /* Scales all gradients so their global L2 norm is at most max_norm; *total_norm (may be NULL)
  * receives the norm before clipping. */
 vram_status vram_clip_grad_norm(vram_param_list *params, double max_norm, double *total_norm);
+/* vram_clip_grad_norm over o's parameters, then vram_optimizer_step(o), in one pass fewer where
+ * the update is one multi-tensor kernel (Adam, AdamW on the GPU): the clipping factor is applied
+ * inside the update, and the gradients are left as they were (unclipped). */
+vram_status vram_optimizer_clip_step(vram_optimizer *o, double max_norm, double *total_norm);
 
 #ifdef __cplusplus
 }

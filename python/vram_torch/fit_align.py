@@ -3,14 +3,18 @@ when they are not the same length: a library may allocate a workspace at one bat
 the other (cuDNN chooses its algorithm by shape), which shifts every later event.
 
 Each allocation carries its site, the Python stack that made it (fit_child.py writes them beside
-the trace; "" where no Python ran). Events become tokens: an allocation (stream, site), a free
-("f", the freed allocation's site). The two token lists are walked together; where they differ,
+the trace; "" where no Python ran: the autograd engine's). Events become tokens: an allocation
+(stream, site, scoped: everything made during its life is freed within it, as a workspace's), a
+free ("f", the freed allocation's site). Without "scoped", a workspace one batch has would pair
+with an allocation the other batch holds from the same site, and its size be read as that one's
+growth. The two token lists are walked together; where they differ,
 the smallest skip (events of one side, or of both) after which WINDOW tokens agree again is taken
 as events one side has and the other lacks. The result is one stream of allocations, each with
 its size at both batches where both have it, at one where one has it (a constant then: the
 workspace as seen), and frees placed where the later of the two sides frees (so the stream never
 holds less than either run did).
 """
+import heapq
 import zlib
 
 LOOKAHEAD = 64  # events either side may have that the other lacks, at one place
@@ -28,11 +32,35 @@ def site_of(frames):
     return "%08x" % zlib.crc32(text.encode()) if text else ""
 
 
+def _nested(events):
+    """For each allocation event's position: True where every allocation made during its lifetime
+    is freed within it (a workspace, a temporary: scoped to one operation), False where one
+    outlives it or it is never freed (memory the program holds on to). That is: at its free, it is
+    the newest allocation still live (a max-heap of the live ones' positions, dead ones dropped
+    lazily)."""
+    made, dead, heap, out = {}, set(), [], {}
+    for k, e in enumerate(events):
+        if e[0] == "a":
+            made[e[1]] = k
+            out[k] = False
+            heapq.heappush(heap, -k)
+        elif e[1] in made:
+            pos = made.pop(e[1])
+            while heap and -heap[0] in dead:
+                dead.discard(-heapq.heappop(heap))
+            out[pos] = bool(heap) and -heap[0] == pos
+            dead.add(pos)
+    return out
+
+
 def _tokens(events, sites):
-    out = []
-    for e in events:
+    """An allocation (stream, site, scoped), a free ("f", site). Scoped (_nested) keeps a
+    library's workspace from pairing with an allocation the program holds: the autograd engine's
+    allocations have no Python stack, so their sites are all alike."""
+    nested, out = _nested(events), []
+    for k, e in enumerate(events):
         site = sites[e[1]] if e[1] < len(sites) else ""
-        out.append(("a", e[3], site) if e[0] == "a" else ("f", site))
+        out.append(("a", e[3], site, nested[k]) if e[0] == "a" else ("f", site))
     return out
 
 

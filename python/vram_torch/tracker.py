@@ -48,9 +48,13 @@ class Tracker:
         self.optimizers = weakref.WeakSet()
         self.handles, self.lock, self.depth = [], threading.RLock(), 0
         self.oom = None  # what explain_oom needs, taken at the failing allocation
-        # how far forward has come, for explain_oom: module calls in this forward, in the last
-        # whole one, and the outermost module called
+        # how far forward has come, for explain_oom: calls of modules with parameters of their own
+        # in this forward and in the last whole one, the outermost module called; and what this
+        # forward saved for backward (made by an operation, each storage once): its bytes, their
+        # running total at each such call (the recent rate), the largest since the last such call
         self.calls, self.full_calls, self.root, self.restart = 0, 0, None, False
+        self.weighted = weakref.WeakSet()  # modules seen with parameters of their own
+        self._forward_start()
         self.notes = []
         self.buf = (ctypes.c_longlong * cr.WINDOW_SIZE)()
         self._setup_lib()
@@ -87,6 +91,11 @@ class Tracker:
         if module in self.seen:
             return
         self.seen.add(module)
+        try:
+            if any(True for _ in module.parameters(recurse=False)):
+                self.weighted.add(module)
+        except Exception:  # (a module of another shape: not counted in forward's progress)
+            pass
         for p in module.parameters():
             self.retag(p, "parameters", MASK_ALL & ~_bit("parameters"))
             if p.requires_grad and id(p) not in self.params:
@@ -97,6 +106,41 @@ class Tracker:
                     pass
         for b in module.buffers():
             self.retag(b, "buffers", UNKNOWN)
+
+    def _forward_start(self):
+        self.calls, self.saved_ptrs, self.saved_total, self.marks, self.largest_recent = 0, set(), 0, [], 0
+        # for the rest of a convolutional forward (forward_shapes.py): the modules with parameters
+        # called, in order; each one's output elements; the last spatial size of each channel count
+        self.called, self.out_numel, self.spatial, self.batch = [], {}, {}, 0
+
+    def _output_seen(self, module, output):
+        """A module's output (a global forward hook): its size, for the rest of forward. Never
+        raises (a hook)."""
+        try:
+            if self.phase != "forward" or not isinstance(output, self.torch.Tensor):
+                return
+            if output.dim() == 4:
+                self.spatial[int(output.shape[1])] = (int(output.shape[2]), int(output.shape[3]))
+                self.batch = int(output.shape[0])
+            if module in self.weighted:
+                self.out_numel[id(module)] = output.numel()
+        except Exception:
+            pass
+
+    def _saved(self, t):
+        """Counts a tensor forward saves for backward, if an operation made it (parameters and
+        inputs are saved too, but are not activations). Never raises (a hook)."""
+        try:
+            if getattr(t, "grad_fn", None) is None:
+                return
+            st = t.untyped_storage()
+            if st.data_ptr() in self.saved_ptrs:
+                return
+            self.saved_ptrs.add(st.data_ptr())
+            self.saved_total += st.nbytes()
+            self.largest_recent = max(self.largest_recent, st.nbytes())
+        except Exception:  # (a tensor with no storage: nothing to weigh)
+            pass
 
     def _grad_hook(self, p):
         if p.grad is not None:
@@ -169,17 +213,25 @@ class Tracker:
                 return None
             if self.phase in ("other", "optimizer") or self.restart:  # (an OOM ended the last forward)
                 self._enter("forward")
-                self.root, self.calls, self.restart = module, 0, False
-            if self.phase == "forward":
-                self.calls += 1
+                self.root, self.restart = module, False
+                self._forward_start()
             self._module_seen(module)
+            if self.phase == "forward" and module in self.weighted:
+                self.calls += 1
+                self.marks.append(self.saved_total)
+                self.called.append(module)
+                self.largest_recent = 0
             return None
         from torch.nn.modules import module as nn_module
         self.handles.append(nn_module.register_module_forward_pre_hook(pre_forward))
+        if hasattr(nn_module, "register_module_forward_hook"):
+            self.handles.append(nn_module.register_module_forward_hook(
+                lambda module, args, output: None if compiling() else self._output_seen(module, output)))
 
         def pack(t):
             if not compiling() and self.phase == "forward":
                 self.retag(t, "activations", _bit("temporaries"))
+                self._saved(t)
             return t
         try:
             torch._C._autograd._push_saved_tensors_default_hooks(pack, lambda t: t)
@@ -226,7 +278,24 @@ class Tracker:
         from torch.optim import optimizer as optim_module
         self.handles.append(optim_module.register_optimizer_step_pre_hook(pre_step))
         self.handles.append(optim_module.register_optimizer_step_post_hook(post_step))
+        self._watch_optimizers()
         self.vt.attach_out_of_memory_observer(self._on_oom)
+
+    def _watch_optimizers(self):
+        """Optimizers made while tracking are known from their construction (Optimizer.__init__
+        wrapped), so that a failure before the first step knows the state they will make."""
+        try:
+            from torch.optim import Optimizer as cls
+        except ImportError:  # (a torch without it: optimizers are known at their first step)
+            return
+        original, optimizers = cls.__init__, self.optimizers
+
+        def init(opt, *args, **kwargs):
+            original(opt, *args, **kwargs)
+            optimizers.add(opt)
+        init.__wrapped__ = original
+        cls.__init__ = init
+        self.original_optimizer_init = (cls, original)
 
     def _on_oom(self, device, alloc, limit, free):
         if device != self.device:
@@ -241,21 +310,67 @@ class Tracker:
                     "reserved": st.get("reserved_bytes.all.current", 0), "categories": cats,
                     "trainable_bytes": sum(p.numel() * p.element_size() for p in self.params.values()),
                     "optimizers": sorted({type(o).__name__ for o in self.optimizers}),
-                    "forward_progress": self._forward_progress(),
+                    "optimizer_info": [info for info in map(_optimizer_info, list(self.optimizers)) if info],
+                    "largest_recent": self.largest_recent,
+                    "forward_progress": self._forward_progress(), "forward_rest": self._forward_rest(),
+                    "forward_rest_shapes": self._forward_rest_shapes(),
                     "last_step": self.steps[-1] if self.steps else None}
         self.restart = self.phase == "forward"  # the error unwinds forward: the next module call starts anew
 
+    def _forward_rest(self):
+        """(modules with parameters still to run in this forward, bytes saved per such module over
+        the last quarter of those completed): the rest of forward as it has lately gone; None
+        outside forward or where not known. (The module running when it failed is not done: the
+        first one's partial figure stands for the rate until one completes.)"""
+        if self.phase != "forward" or not self.marks:
+            return None
+        full = self.full_calls or self._weighted_count()
+        k = len(self.marks)
+        done = k - 1
+        if not done:
+            return [max(0, full - k), float(self.saved_total)]
+        recent = max(1, (done + 3) // 4)
+        return [max(0, full - k), (self.marks[done] - self.marks[done - recent]) / recent]
+
+    def _forward_rest_shapes(self):
+        """(modules with parameters still to run, the bytes they will save): their outputs' sizes
+        from their shapes (forward_shapes.py) times the bytes saved per output element by the last
+        quarter of those completed; None outside forward, or where a module or a size is not
+        known (then the recent rate stands)."""
+        if self.phase != "forward" or len(self.called) < 2 or self.root is None:
+            return None
+        try:
+            from .forward_shapes import describe, rest_numel
+            # still to run: no output seen (the one that failed too: the later ones' sizes follow from it)
+            rest = [m for m in self.root.modules() if id(m) not in self.out_numel
+                    and (m in self.weighted or any(True for _ in m.parameters(recurse=False)))]
+            numels = rest_numel([describe(m) for m in rest], dict(self.spatial), self.batch)
+            done = len(self.called) - 1
+            recent = max(1, (done + 3) // 4)
+            seen = [self.out_numel.get(id(m)) for m in self.called[done - recent:done]]
+            if numels is None or None in seen or not sum(seen):
+                return None
+            per_element = (self.marks[done] - self.marks[done - recent]) / sum(seen)
+            return [len(rest), int(per_element * sum(numels))]
+        except Exception:
+            return None
+
+    def _weighted_count(self):
+        try:
+            return sum(1 for m in self.root.modules() if any(True for _ in m.parameters(recurse=False)))
+        except Exception:
+            return 0
+
     def _forward_progress(self):
-        """The part of forward done when it failed, by module calls: against the last whole
-        forward's, or else the outermost module's count of modules; 1.0 outside forward."""
+        """The part of forward done when it failed, by calls of modules with parameters of their
+        own (containers and parameterless modules need not be called, or are called more than
+        once): against the last whole forward's, or else the outermost module's count of such
+        modules; 1.0 outside forward."""
         if self.phase != "forward":
             return 1.0
         full = self.full_calls
         if not full and self.root is not None:
-            try:
-                full = sum(1 for _ in self.root.modules())
-            except Exception:
-                full = 0
+            full = self._weighted_count()
         return min(1.0, self.calls / full) if full else 1.0
 
     def uninstall(self):
@@ -265,6 +380,10 @@ class Tracker:
             except Exception:
                 pass
         self.handles = []
+        if getattr(self, "original_optimizer_init", None) is not None:
+            cls, original = self.original_optimizer_init
+            cls.__init__ = original
+            self.original_optimizer_init = None
         if getattr(self, "original_backward", None) is not None:
             self.torch.autograd.backward = self.original_backward
             self.original_backward = None
@@ -290,6 +409,24 @@ class Tracker:
                              "marks steps)")
             return {"format": cr.FORMAT, "device": self.device, "program": self.program,
                     "categories": cr.SHOWN, "steps": steps, "run": self.run, "notes": notes}
+
+
+def _optimizer_info(opt):
+    """What an optimizer's state will weigh: its class, the bytes of its distinct trainable
+    parameters, and the settings that add state (oom_explain.state_bytes); None if unreadable."""
+    try:
+        seen, total = set(), 0
+        for group in opt.param_groups:
+            for p in group["params"]:
+                if id(p) not in seen and getattr(p, "requires_grad", True):
+                    seen.add(id(p))
+                    total += p.numel() * p.element_size()
+        group = opt.param_groups[0] if opt.param_groups else {}
+        return {"name": type(opt).__name__, "param_bytes": total,
+                "momentum": bool(group.get("momentum", 0)), "amsgrad": bool(group.get("amsgrad", False)),
+                "centered": bool(group.get("centered", False))}
+    except Exception:  # (an optimizer of another shape: the names alone are used)
+        return None
 
 
 _BUILTIN_KEYS = ["other", "parameter", "gradient", "optimizer_state", "activation", "temporary", "kv_cache", "buffer"]

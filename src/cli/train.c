@@ -634,8 +634,12 @@ int vram_cmd_train(int argc, char **argv) {
         vram_ddp *ddp = o.dist.ddp; /* data parallel: the mean gradient over the ranks */
         if (s == VRAM_OK && ddp) s = vram_ddp_finish(ddp);
         if (s == VRAM_OK && scaler) s = vram_grad_scaler_unscale(scaler, params); /* before clipping, as PyTorch */
-        if (s == VRAM_OK && o.clip > 0) s = ddp ? vram_ddp_clip_grad_norm(ddp, o.clip, &norm) : vram_clip_grad_norm(params, o.clip, &norm);
-        if (s == VRAM_OK) s = ddp ? vram_ddp_step(ddp, opt) : vram_optimizer_step(opt);
+        if (s == VRAM_OK && ddp) {
+            if (o.clip > 0) s = vram_ddp_clip_grad_norm(ddp, o.clip, &norm);
+            if (s == VRAM_OK) s = vram_ddp_step(ddp, opt);
+        } else if (s == VRAM_OK) { /* clipping folded into the update where it can be */
+            s = o.clip > 0 ? vram_optimizer_clip_step(opt, o.clip, &norm) : vram_optimizer_step(opt);
+        }
         if (s == VRAM_OK && scaler) s = vram_grad_scaler_update(scaler, NULL);
         if (s == VRAM_OK) s = vram_runtime_sync(rt); /* the step's GPU work done (and its errors seen) */
         if (s != VRAM_OK) {

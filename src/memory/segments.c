@@ -3,7 +3,8 @@
  *
  * vi_region_new makes a region holding one free, ready block (also the pages model's two
  * virtual ranges at creation). vi_new_segment asks the device for a segment within the limit,
- * releasing wholly free segments first when needed; vi_release_cache gives cached memory back:
+ * releasing wholly free segments first when needed (all of them unless max_split_size is set,
+ * as PyTorch does); vi_release_cache gives cached memory back:
  * pages (pages.c) and wholly free, ready segments, oldest free first.
  */
 #include <stdlib.h>
@@ -120,7 +121,10 @@ vi_block *vi_new_segment(vram_allocator *a, int pool, uint64_t rsize, int *retri
         if (!vi_capturing(a)) { /* a capture waits for and releases nothing */
             *retried = 1;
             vi_sync_all_streams(a);
-            release_segments(a, reserved + size - a->limit);
+            /* as PyTorch at its limit: with max_split_size set, free segments only as needed
+             * (release_available_cached_blocks); unset, that step does nothing and every wholly free
+             * segment goes back (release_cached_blocks), which decides what later placements see */
+            release_segments(a, a->cfg.max_split_size == UINT64_MAX ? UINT64_MAX : reserved + size - a->limit);
         }
         if ((uint64_t)a->stats.reserved_bytes[0].current + size > a->limit) {
             *err = VRAM_ERR_OUT_OF_MEMORY;

@@ -54,6 +54,10 @@ __device__ __forceinline__ float m_tanh(float x) { return tanhf(x); }
 __device__ __forceinline__ double m_tanh(double x) { return tanh(x); }
 __device__ __forceinline__ float m_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ double m_sqrt(double x) { return sqrt(x); }
+/* A product rounded on its own, never fused into a following add: a factor applied inside a
+ * kernel gives the bits a separate scaling pass would have stored. */
+__device__ __forceinline__ float m_mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double m_mul_rn(double a, double b) { return __dmul_rn(a, b); }
 __device__ __forceinline__ double m_log(double x) { return log(x); }
 
 /* ---- 16-bit elementwise fast path: 8 elements per 16-byte access ----
@@ -283,25 +287,41 @@ extern "C" __global__ void vk_reduce_add(vk_geom g, vk_red r, int64_t chunk, int
 /* out[j] += sum of g[r * ld + j] over a chunk of rows, for j < n (16-bit g, f32 out): thread i
  * takes column group i % groups (8 columns when the rows allow 16-byte access, else one) and
  * chunk i / groups, and adds its partial sums atomically. */
-extern "C" __global__ void vk_column_sum_lowp(int dt, int64_t rows, int64_t n, int64_t ld, int64_t chunk, const char *gv,
-                                              float *out) {
+/* Column sums of g [rows, n] (row stride ld) added into out (f32, zeroed by the caller). With
+ * `vec` (16-bit, n and ld multiples of 8, 16-byte aligned) a block of 256 threads takes 256
+ * columns (32 lanes of 8) of one chunk of rows, 8 row lanes striding through it, and sums the
+ * lanes in shared memory, so each column gets one atomic add a block; else a thread sums one
+ * column of one chunk. */
+extern "C" __global__ void vk_column_sum_lowp(int dt, int vec, int64_t rows, int64_t n, int64_t ld, int64_t chunk,
+                                              const char *gv, float *out) {
+    __shared__ float part[8][257];
     DISPATCH_ALL(dt, {
         const T *g = (const T *)gv;
-        bool vec = is_16bit<T>::value && n % 8 == 0 && ld % 8 == 0 && aligned16(g, g, g);
-        int64_t width = vec ? 8 : 1, groups = n / width, chunks = (rows + chunk - 1) / chunk;
-        GRID_STRIDE(i, groups * chunks) {
-            int64_t j0 = (i % groups) * width, r0 = (i / groups) * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
+        if (is_16bit<T>::value && vec) {
+            int64_t col_blocks = (n / 8 + 31) / 32, cb = blockIdx.x % col_blocks, r0 = blockIdx.x / col_blocks * chunk;
+            int64_t r1 = r0 + chunk < rows ? r0 + chunk : rows, j0 = cb * 256 + (threadIdx.x & 31) * 8;
+            int ty = threadIdx.x >> 5;
             float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            for (int64_t r = r0; r < r1; r++) {
-                if (vec) {
+            if (j0 < n)
+                for (int64_t r = r0 + ty; r < r1; r += 8) {
                     float f[8];
                     ld8(g + r * ld + j0, f);
                     for (int e = 0; e < 8; e++) acc[e] += f[e];
-                } else {
-                    acc[0] += (float)g[r * ld + j0];
                 }
-            }
-            for (int e = 0; e < width; e++) atomicAdd(out + j0 + e, acc[e]);
+            for (int e = 0; e < 8; e++) part[ty][(threadIdx.x & 31) * 8 + e] = acc[e];
+            __syncthreads();
+            int64_t j = cb * 256 + threadIdx.x;
+            float sum = 0;
+            for (int k = 0; k < 8; k++) sum += part[k][threadIdx.x];
+            if (j < n) atomicAdd(out + j, sum);
+            return;
+        }
+        int64_t chunks = (rows + chunk - 1) / chunk;
+        GRID_STRIDE(i, n * chunks) {
+            int64_t j = i % n, r0 = i / n * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
+            float acc = 0;
+            for (int64_t r = r0; r < r1; r++) acc += (float)g[r * ld + j];
+            atomicAdd(out + j, acc);
         }
     });
 }
@@ -507,11 +527,12 @@ extern "C" __global__ void vk_adam_update(int dt, int64_t n, char *pv, const cha
  * walks into the next tensors where the chunk crosses into them. */
 extern "C" __global__ void vk_adam_update_list(int dt, int count, const vk_adam_entry *tab, int64_t total, int64_t chunk,
                                                double step_size, double sbc2, double b1, double b2, double eps,
-                                               double decay, double wd, int decoupled, const int32_t *skip, int lowp_dt) {
+                                               double decay, double wd, int decoupled, const int32_t *skip, int lowp_dt,
+                                               double gcoef) {
     __shared__ int first;
     if (skip && *skip) return;
     DISPATCH(dt, {
-        T ss = (T)step_size, sb = (T)sbc2, tb1 = (T)b1, tb2 = (T)b2, te = (T)eps, dec = (T)decay;
+        T ss = (T)step_size, sb = (T)sbc2, tb1 = (T)b1, tb2 = (T)b2, te = (T)eps, dec = (T)decay, gc = (T)gcoef;
         for (int64_t c0 = blockIdx.x * chunk; c0 < total; c0 += (int64_t)gridDim.x * chunk) {
             if (threadIdx.x == 0) {
                 int lo = 0, hi = count - 1;
@@ -529,7 +550,7 @@ extern "C" __global__ void vk_adam_update_list(int dt, int count, const vk_adam_
                 while (i >= tab[t].start + tab[t].n) t++;
                 int64_t j = i - tab[t].start;
                 T *p = (T *)tab[t].p, *m = (T *)tab[t].m, *v = (T *)tab[t].v;
-                T gi = ((const T *)tab[t].g)[j], pi = p[j];
+                T gi = m_mul_rn(((const T *)tab[t].g)[j], gc), pi = p[j]; /* (as clipping's own pass) */
                 if (decoupled) pi *= dec;
                 else gi += (T)wd * pi;
                 T mi = tb1 * m[j] + (1 - tb1) * gi, vi = tb2 * v[j] + (1 - tb2) * gi * gi;

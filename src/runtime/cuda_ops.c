@@ -10,6 +10,7 @@
  * read back the one value.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -295,13 +296,25 @@ static void cuda_cross_entropy_backward(vram_dtype dt, int64_t rows, int64_t n, 
     vram_cuda_launch(CK_CROSS_ENTROPY_BACKWARD, vram_cuda_blocks(rows * n, THREADS), THREADS, args);
 }
 
+/* Column sums on the 16-bit fast path: blocks of 256 columns times chunks of rows, about eight
+ * blocks an SM (vk_column_sum_lowp); else a thread a column of a 128-row chunk. */
 static void cuda_column_sum_lowp(vram_dtype dt, int64_t rows, int64_t n, int64_t ld, const void *g, float *out) {
     vram_cuda_zero(out, (size_t)n * sizeof(float));
     if (rows <= 0 || n <= 0) return;
-    int64_t chunk = 128, chunks = (rows + chunk - 1) / chunk, groups = n % 8 == 0 && ld % 8 == 0 ? n / 8 : n;
-    int d = dt;
-    void *args[] = {&d, &rows, &n, &ld, &chunk, &g, &out};
-    vram_cuda_launch(CK_COLUMN_SUM_LOWP, vram_cuda_blocks(groups * chunks, THREADS), THREADS, args);
+    int d = dt, vec = (dt == VRAM_DTYPE_BF16 || dt == VRAM_DTYPE_F16) && n % 8 == 0 && ld % 8 == 0 && (uintptr_t)g % 16 == 0;
+    int64_t chunk = 128, blocks;
+    if (vec) {
+        int64_t col_blocks = (n / 8 + 31) / 32, sms = vram_cuda_state.sm_count > 0 ? vram_cuda_state.sm_count : 132;
+        int64_t chunks = sms * 8 / col_blocks;
+        if (chunks < 1) chunks = 1;
+        chunk = (rows + chunks - 1) / chunks;
+        chunk = chunk < 8 ? 8 : (chunk + 7) / 8 * 8;
+        blocks = col_blocks * ((rows + chunk - 1) / chunk);
+    } else {
+        blocks = vram_cuda_blocks(n * ((rows + chunk - 1) / chunk), THREADS);
+    }
+    void *args[] = {&d, &vec, &rows, &n, &ld, &chunk, &g, &out};
+    vram_cuda_launch(CK_COLUMN_SUM_LOWP, blocks, vec ? 256 : THREADS, args);
 }
 
 static void cuda_cross_entropy_fused(vram_dtype dt, int64_t rows, int64_t n, int64_t ld, double scale, void *logits,
@@ -364,7 +377,7 @@ static void cuda_adam_update(vram_dtype dt, int64_t n, void *p, const void *g, v
 static void cuda_adam_update_list(vram_dtype dt, int count, void *const *p, const void *const *g, void *const *m,
                                   void *const *v, const int64_t *n, double lr, double b1, double b2, double eps,
                                   double wd, int decoupled, int64_t step, const int32_t *skip, void *const *lowp,
-                                  vram_dtype lowp_dt) {
+                                  vram_dtype lowp_dt, double gcoef) {
     vram_cuda *st = &vram_cuda_state;
     vk_adam_entry *tab = malloc(sizeof *tab * (size_t)(count > 0 ? count : 1));
     void *dtab = NULL;
@@ -373,6 +386,7 @@ static void cuda_adam_update_list(vram_dtype dt, int count, void *const *p, cons
             VRAM_OK) {
         free(tab); /* no table: one launch per tensor, and the kept copies cast after it */
         for (int i = 0; i < count; i++) {
+            if (gcoef != 1) vram_cuda_kernels.scale_inplace(dt, n[i], (void *)g[i], gcoef);
             cuda_adam_update(dt, n[i], p[i], g[i], m[i], v[i], lr, b1, b2, eps, wd, decoupled, step, skip);
             if (lowp && lowp[i]) {
                 vram_kview d = {.data = lowp[i], .dtype = lowp_dt, .ndim = 1, .shape = {n[i]}, .strides = {1}};
@@ -394,7 +408,8 @@ static void cuda_adam_update_list(vram_dtype dt, int count, void *const *p, cons
     double step_size = lr / bc1, sbc2 = sqrt(bc2), decay = 1 - lr * wd;
     int64_t chunk = 4 * THREADS;
     int d = dt, ld = lowp_dt;
-    void *args[] = {&d, &count, &dtab, &total, &chunk, &step_size, &sbc2, &b1, &b2, &eps, &decay, &wd, &decoupled, &skip, &ld};
+    void *args[] = {&d,     &count, &dtab, &total,     &chunk, &step_size, &sbc2, &b1,
+                    &b2,    &eps,   &decay, &wd,       &decoupled, &skip,   &ld,   &gcoef};
     vram_cuda_launch(CK_ADAM_UPDATE_LIST, vram_cuda_blocks((total + chunk - 1) / chunk * THREADS, THREADS), THREADS, args);
     vram_allocator_free(st->rt->alloc, dtab); /* stream order keeps it until the kernel has read it */
 }

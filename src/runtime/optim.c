@@ -22,6 +22,7 @@ struct vram_optimizer {
     int64_t *steps;
     int stepped_last; /* the last step's count of updated parameters, for uncounting it */
     const int32_t *skip; /* a loss scaler's device flag, or NULL */
+    double grad_coef;    /* clipping's factor, applied inside the multi-tensor update (clip_step) */
 };
 
 void vram_optimizer_set_skip_flag(vram_optimizer *o, const int32_t *flag) { o->skip = flag; }
@@ -93,6 +94,7 @@ vram_status vram_optimizer_new(vram_runtime *rt, vram_param_list *params, const 
         return vram_error(VRAM_ERR_HOST_MEMORY, "optimizer: out of host memory");
     }
     o->rt = rt;
+    o->grad_coef = 1;
     o->params = params;
     o->cfg = *cfg;
     o->n = n;
@@ -188,7 +190,7 @@ static vram_status adam_step_list(vram_optimizer *o) {
     if (s == VRAM_OK) {
         o->rt->k->adam_update_list(dt, count, ptrs, (const void *const *)(ptrs + count), ptrs + 2 * count,
                                    ptrs + 3 * count, ns, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay,
-                                   c->kind == VRAM_OPTIM_ADAMW, step, o->skip, kept ? lowp : NULL, lowp_dt);
+                                   c->kind == VRAM_OPTIM_ADAMW, step, o->skip, kept ? lowp : NULL, lowp_dt, o->grad_coef);
         for (int i = 0; i < o->n; i++) {
             vram_tensor *p = vram_param_list_get(o->params, i);
             if (!p->grad) continue;
@@ -201,6 +203,8 @@ static vram_status adam_step_list(vram_optimizer *o) {
     return s;
 }
 
+static void scale_grads(vram_param_list *params, double coef);
+
 vram_status vram_optimizer_step(vram_optimizer *o) {
     if (!o) return vram_error(VRAM_ERR_INVALID_ARG, "optimizer step: null optimizer");
     const vram_kernels *k = o->rt->k;
@@ -211,6 +215,7 @@ vram_status vram_optimizer_step(vram_optimizer *o) {
         vram_status s = adam_step_list(o);
         if (s != VRAM_ERR_UNSUPPORTED) return s; /* else the parameters are not one list: per tensor */
     }
+    if (o->grad_coef < 1) scale_grads(o->params, o->grad_coef); /* (clip_step's factor) */
     for (int i = 0; i < o->n; i++) {
         vram_tensor *p = vram_param_list_get(o->params, i), *g = p->grad;
         if (!g) continue;
@@ -271,8 +276,8 @@ static int scale_all(const vram_kernels *k, vram_param_list *params, int m, doub
     return ok;
 }
 
-vram_status vram_clip_grad_norm(vram_param_list *params, double max_norm, double *total_norm) {
-    if (!params || !(max_norm > 0)) return vram_error(VRAM_ERR_INVALID_ARG, "clip_grad_norm: max_norm %g", max_norm);
+/* The global L2 norm of params' gradients (one reduction over all of them). */
+static vram_status grad_norm(vram_param_list *params, double *norm) {
     int count = vram_param_list_count(params), m = 0;
     vram_dtype *dts = malloc(sizeof *dts * (size_t)(count ? count : 1));
     int64_t *ns = malloc(sizeof *ns * (size_t)(count ? count : 1));
@@ -290,15 +295,50 @@ vram_status vram_clip_grad_norm(vram_param_list *params, double max_norm, double
     }
     double sq = k ? k->sum_squares(m, dts, ns, xs) : 0;
     free(dts), free(ns), free(xs);
-    double norm = sqrt(sq);
+    *norm = sqrt(sq);
+    return VRAM_OK;
+}
+
+/* Every gradient of params times coef (< 1). */
+static void scale_grads(vram_param_list *params, double coef) {
+    int m = 0;
+    const vram_kernels *k = NULL;
+    for (int i = 0; i < vram_param_list_count(params); i++) {
+        vram_tensor *g = vram_param_list_get(params, i)->grad;
+        if (g) m++, k = g->rt->k;
+    }
+    if (!k || (k->scale_inplace_list && scale_all(k, params, m, coef))) return;
+    for (int i = 0; i < vram_param_list_count(params); i++) {
+        vram_tensor *g = vram_param_list_get(params, i)->grad;
+        if (g) g->rt->k->scale_inplace(g->dtype, vram_tensor_numel(g), vram_tensor_data(g), coef);
+    }
+}
+
+vram_status vram_clip_grad_norm(vram_param_list *params, double max_norm, double *total_norm) {
+    if (!params || !(max_norm > 0)) return vram_error(VRAM_ERR_INVALID_ARG, "clip_grad_norm: max_norm %g", max_norm);
+    double norm = 0;
+    vram_status s = grad_norm(params, &norm);
+    if (s != VRAM_OK) return s;
     if (total_norm) *total_norm = norm;
     double coef = max_norm / (norm + 1e-6);
-    if (coef < 1 && k && k->scale_inplace_list && m > 0 && scale_all(k, params, m, coef)) return VRAM_OK;
-    if (coef < 1) {
-        for (int i = 0; i < vram_param_list_count(params); i++) {
-            vram_tensor *g = vram_param_list_get(params, i)->grad;
-            if (g) g->rt->k->scale_inplace(g->dtype, vram_tensor_numel(g), vram_tensor_data(g), coef);
-        }
-    }
+    if (coef < 1) scale_grads(params, coef);
     return VRAM_OK;
+}
+
+vram_status vram_optimizer_clip_step(vram_optimizer *o, double max_norm, double *total_norm) {
+    if (!o || !(max_norm > 0)) return vram_error(VRAM_ERR_INVALID_ARG, "clip_step: max_norm %g", max_norm);
+    const vram_optim_config *c = &o->cfg;
+    if (!((c->kind == VRAM_OPTIM_ADAM || c->kind == VRAM_OPTIM_ADAMW) && o->rt->k->adam_update_list)) {
+        vram_status s = vram_clip_grad_norm(o->params, max_norm, total_norm);
+        return s == VRAM_OK ? vram_optimizer_step(o) : s;
+    }
+    double norm = 0;
+    vram_status s = grad_norm(o->params, &norm);
+    if (s != VRAM_OK) return s;
+    if (total_norm) *total_norm = norm;
+    double coef = max_norm / (norm + 1e-6);
+    o->grad_coef = coef < 1 ? coef : 1;
+    s = vram_optimizer_step(o);
+    o->grad_coef = 1;
+    return s;
 }

@@ -144,8 +144,7 @@ static vram_status train_steps(vram_runtime *rt, vram_gpt *g, vram_optimizer *op
         w->now.phase = VRAM_PLAN_OPTIMIZER;
         double norm = 0;
         if (s == VRAM_OK && scaler) s = vram_grad_scaler_unscale(scaler, params);
-        if (s == VRAM_OK && c->clip > 0) s = vram_clip_grad_norm(params, c->clip, &norm);
-        if (s == VRAM_OK) s = vram_optimizer_step(opt);
+        if (s == VRAM_OK) s = c->clip > 0 ? vram_optimizer_clip_step(opt, c->clip, &norm) : vram_optimizer_step(opt);
         if (s == VRAM_OK && scaler) s = vram_grad_scaler_update(scaler, NULL);
         if (s != VRAM_OK) break;
         res->steps = step;

@@ -142,11 +142,12 @@ typedef struct vram_kernels {
     void (*scale_inplace_list)(vram_dtype dt, int count, const int64_t *ns, void *const *xs, double s);
     /* Optional (NULL: adam_update per tensor): adam_update over `count` tensors of one dtype and
      * one step count in one launch (a multi-tensor fused AdamW). lowp (may be NULL, or hold
-     * NULLs) names kept 16-bit copies of the weights, in lowp_dt, rewritten from the result. */
+     * NULLs) names kept 16-bit copies of the weights, in lowp_dt, rewritten from the result. The
+     * gradients are read times grad_coef (gradient clipping's factor, 1 when not clipping). */
     void (*adam_update_list)(vram_dtype dt, int count, void *const *p, const void *const *g, void *const *m,
                              void *const *v, const int64_t *n, double lr, double b1, double b2, double eps,
                              double weight_decay, int decoupled, int64_t step, const int32_t *skip,
-                             void *const *lowp, vram_dtype lowp_dt);
+                             void *const *lowp, vram_dtype lowp_dt, double grad_coef);
     /* Dynamic loss scaling (grad_scaler.c): x /= *scale over n elements, and *found_inf = 1 when
      * any result is inf or NaN; then the scale's update from state = {growth tracker,
      * found_inf}: backoff and a reset tracker after an overflow, growth after `interval` clean

@@ -405,10 +405,10 @@ static void test_optimizers(void) {
         spec ps = SPEC(.nd = 2, .shape = {37, 29}, .grad = 1);
         int64_t n;
         double *pv = host_data(&ps, &n), *g1 = host_data(&ps, &n), *g2 = host_data(&ps, &n);
-        vram_tensor *p[2];
-        side *sides[2] = {&cpu, &gpu};
-        double norms[2] = {0};
-        for (int k = 0; k < 2; k++) {
+        vram_tensor *p[3];
+        side *sides[3] = {&cpu, &gpu, &gpu}; /* the third: clipping folded into the step (clip_step) */
+        double norms[3] = {0};
+        for (int k = 0; k < 3; k++) {
             vram_param_list *pl = NULL;
             CHECK_OK(vram_param_list_new(&pl));
             vram_tensor *t = NULL;
@@ -428,8 +428,9 @@ static void test_optimizers(void) {
                 CHECK_OK(vram_mul(t, r, &prod));
                 CHECK_OK(vram_sum(prod, &loss));
                 CHECK_OK(vram_backward(loss, NULL));
-                CHECK_OK(vram_clip_grad_norm(pl, 10.0, &norms[k]));
-                CHECK_OK(vram_optimizer_step(opt));
+                if (k < 2) CHECK_OK(vram_clip_grad_norm(pl, 10.0, &norms[k]));
+                if (k < 2) CHECK_OK(vram_optimizer_step(opt));
+                else CHECK_OK(vram_optimizer_clip_step(opt, 10.0, &norms[k]));
                 vram_tensor_free(r);
                 vram_tensor_free(prod);
                 vram_tensor_free(loss);
@@ -443,8 +444,11 @@ static void test_optimizers(void) {
         snprintf(what, sizeof what, "%s: parameters after 2 steps", names[o]);
         compare(what, p[0], p[1], 1e-5);
         CHECK(fabs(norms[0] - norms[1]) <= 1e-5 * norms[0], "%s: gradient norm cpu %g gpu %g", names[o], norms[0], norms[1]);
-        vram_tensor_free(p[0]);
-        vram_tensor_free(p[1]);
+        CHECK(norms[1] > 10.0, "%s: the gradient norm %g does not reach the clipping bound", names[o], norms[1]);
+        snprintf(what, sizeof what, "%s: clip_step against clip then step", names[o]);
+        compare(what, p[1], p[2], 0); /* the same products, in the update instead of before it */
+        CHECK(norms[2] == norms[1], "%s: clip_step's norm %.17g, clip's %.17g", names[o], norms[2], norms[1]);
+        for (int k = 0; k < 3; k++) vram_tensor_free(p[k]);
         free(pv);
         free(g1);
         free(g2);
