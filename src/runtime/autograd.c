@@ -162,17 +162,10 @@ static void node_release_graph(vram_node *n) {
 }
 
 /* dst += src in place when dst is exclusively ours and contiguous; otherwise a new sum. */
-static int held_once(const vram_tensor *t) { return atomic_load(&t->refs) == 1 && atomic_load(&t->st->refs) == 1; }
-
-/* Adds src into the gradient slot *dst. An empty slot takes src itself where it can: always when
- * no one else holds it, and for a node's pending gradient (a temporary) also when src is shared,
- * as an add's backward passes the same tensor to both inputs; backward functions only read their
- * incoming gradient, and a later contribution to a slot that is still shared is added out of
- * place, so a shared tensor is never written. A parameter's .grad is only ever its own. */
 static vram_status accumulate(vram_tensor **dst, vram_tensor *src, vram_tag tag) {
     if (!*dst) {
-        int shareable = tag == VRAM_TAG_TEMPORARY && src->st->tag == tag;
-        if ((held_once(src) || shareable) && vram_tensor_is_contiguous(src) && src->offset == 0 && !src->grad_fn) {
+        if (atomic_load(&src->refs) == 1 && atomic_load(&src->st->refs) == 1 && vram_tensor_is_contiguous(src) &&
+            src->offset == 0 && !src->grad_fn) {
             if (src->st->tag != tag) {
                 vram_status s = vram_allocator_set_tag(src->rt->alloc, src->st->data, tag);
                 if (s != VRAM_OK) return s;
@@ -195,20 +188,8 @@ static vram_status accumulate(vram_tensor **dst, vram_tensor *src, vram_tag tag)
                           SHAPE_STR(d, b));
     }
     vram_kview dv, sv;
-    vram_kview_of(src, &sv);
-    if (!held_once(d)) { /* shared with another slot: the sum goes to a new tensor */
-        vram_tensor *c = NULL;
-        vram_status s = vram_tensor_empty_like(d, tag, &c);
-        if (s != VRAM_OK) return s;
-        vram_kview cv;
-        vram_kview_of(c, &cv);
-        vram_kview_of(d, &dv);
-        d->rt->k->binary(VRAM_BIN_ADD, &cv, &dv, &sv);
-        vram_tensor_free(d);
-        *dst = c;
-        return VRAM_OK;
-    }
     vram_kview_of(d, &dv);
+    vram_kview_of(src, &sv);
     d->rt->k->accumulate(&dv, &sv);
     return VRAM_OK;
 }
