@@ -7,7 +7,7 @@
  * use (pinned: they move only with that block's chunk), and the free bytes of pages that a block
  * in use shares (in-page). One walk over each region's blocks fills a per-page count of bytes in
  * use; a second walk over the chunks sorts the free pages. For analysis (bench_placement_waste,
- * bench/results/2026-12-06-placement.md): O(blocks + pages), under the allocator's lock.
+ * docs/allocator.md): O(blocks + pages), under the allocator's lock.
  */
 #include <stdlib.h>
 #include <string.h>

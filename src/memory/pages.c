@@ -68,8 +68,7 @@ static uint64_t chunk_cap(vram_allocator *a) {
 
 /* Whether memory is far from the limit: chunks keep their full size (chunk_cap). large_moves acts
  * only there: near the limit, moving pages for the small needs of large requests, or mapping a
- * moved chunk's pages past the block, spent the room the last requests need (the smallest limits
- * that recorded programs fit in rose: bench/results/2026-12-06-placement.md). */
+ * moved chunk's pages past the block, spent the room the last requests need (docs/allocator.md). */
 static int far_from_limit(vram_allocator *a) { return chunk_cap(a) == a->chunk_pages; }
 
 /* Maps pages [p0, p1) of r (all unmapped), in chunks of at most chunk_cap pages: each is one
@@ -362,8 +361,7 @@ vram_status vi_pages_ensure_mapped(vram_allocator *a, vi_region *r, uint64_t add
      * more moves pages for a need of a quarter chunk or more: it lies mostly on mapped pages,
      * and what it lacks between them, mapped afresh every time, is what inference on changing
      * shapes kept growing by; smaller needs still map, as moving them churned checkpointed
-     * training, and so does all of it near the limit (far_from_limit;
-     * bench/results/2026-12-06-placement.md). */
+     * training, and so does all of it near the limit (far_from_limit; docs/allocator.md). */
     uint64_t room = peak > reserved ? peak - reserved : 0;
     uint64_t move_min = a->cfg.move_min ? a->cfg.move_min : a->chunk_pages * P;
     int large = a->cfg.large_moves && rsize >= 2 * move_min && 4 * need >= move_min;

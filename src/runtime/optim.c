@@ -203,7 +203,39 @@ static vram_status adam_step_list(vram_optimizer *o) {
     return s;
 }
 
-static void scale_grads(vram_param_list *params, double coef);
+/* Every gradient of params (m of them) times coef in one launch; 0 when they differ in dtype or
+ * host memory ran out (the caller scales them one by one). */
+static int scale_all(const vram_kernels *k, vram_param_list *params, int m, double coef) {
+    int64_t *ns = malloc(sizeof *ns * (size_t)m);
+    void **xs = malloc(sizeof *xs * (size_t)m);
+    int n = 0, ok = ns && xs;
+    vram_dtype dt = VRAM_DTYPE_F32;
+    for (int i = 0; ok && i < vram_param_list_count(params); i++) {
+        vram_tensor *g = vram_param_list_get(params, i)->grad;
+        if (!g) continue;
+        if (n && g->dtype != dt) ok = 0;
+        dt = g->dtype, ns[n] = vram_tensor_numel(g), xs[n++] = vram_tensor_data(g);
+    }
+    if (ok) k->scale_inplace_list(dt, n, ns, xs, coef);
+    free(ns);
+    free(xs);
+    return ok;
+}
+
+/* Every gradient of params times coef (< 1). */
+static void scale_grads(vram_param_list *params, double coef) {
+    int m = 0;
+    const vram_kernels *k = NULL;
+    for (int i = 0; i < vram_param_list_count(params); i++) {
+        vram_tensor *g = vram_param_list_get(params, i)->grad;
+        if (g) m++, k = g->rt->k;
+    }
+    if (!k || (k->scale_inplace_list && scale_all(k, params, m, coef))) return;
+    for (int i = 0; i < vram_param_list_count(params); i++) {
+        vram_tensor *g = vram_param_list_get(params, i)->grad;
+        if (g) g->rt->k->scale_inplace(g->dtype, vram_tensor_numel(g), vram_tensor_data(g), coef);
+    }
+}
 
 vram_status vram_optimizer_step(vram_optimizer *o) {
     if (!o) return vram_error(VRAM_ERR_INVALID_ARG, "optimizer step: null optimizer");
@@ -257,25 +289,6 @@ vram_status vram_optimizer_step(vram_optimizer *o) {
     return VRAM_OK;
 }
 
-/* Every gradient of params (m of them) times coef in one launch; 0 when they differ in dtype or
- * host memory ran out (the caller scales them one by one). */
-static int scale_all(const vram_kernels *k, vram_param_list *params, int m, double coef) {
-    int64_t *ns = malloc(sizeof *ns * (size_t)m);
-    void **xs = malloc(sizeof *xs * (size_t)m);
-    int n = 0, ok = ns && xs;
-    vram_dtype dt = VRAM_DTYPE_F32;
-    for (int i = 0; ok && i < vram_param_list_count(params); i++) {
-        vram_tensor *g = vram_param_list_get(params, i)->grad;
-        if (!g) continue;
-        if (n && g->dtype != dt) ok = 0;
-        dt = g->dtype, ns[n] = vram_tensor_numel(g), xs[n++] = vram_tensor_data(g);
-    }
-    if (ok) k->scale_inplace_list(dt, n, ns, xs, coef);
-    free(ns);
-    free(xs);
-    return ok;
-}
-
 /* The global L2 norm of params' gradients (one reduction over all of them). */
 static vram_status grad_norm(vram_param_list *params, double *norm) {
     int count = vram_param_list_count(params), m = 0;
@@ -297,21 +310,6 @@ static vram_status grad_norm(vram_param_list *params, double *norm) {
     free(dts), free(ns), free(xs);
     *norm = sqrt(sq);
     return VRAM_OK;
-}
-
-/* Every gradient of params times coef (< 1). */
-static void scale_grads(vram_param_list *params, double coef) {
-    int m = 0;
-    const vram_kernels *k = NULL;
-    for (int i = 0; i < vram_param_list_count(params); i++) {
-        vram_tensor *g = vram_param_list_get(params, i)->grad;
-        if (g) m++, k = g->rt->k;
-    }
-    if (!k || (k->scale_inplace_list && scale_all(k, params, m, coef))) return;
-    for (int i = 0; i < vram_param_list_count(params); i++) {
-        vram_tensor *g = vram_param_list_get(params, i)->grad;
-        if (g) g->rt->k->scale_inplace(g->dtype, vram_tensor_numel(g), vram_tensor_data(g), coef);
-    }
 }
 
 vram_status vram_clip_grad_norm(vram_param_list *params, double max_norm, double *total_norm) {
