@@ -128,6 +128,13 @@ static vram_status c_gelu_linear(vram_tensor **x, vram_tensor **o) {
     vram_tensor_free(t);
     return s;
 }
+static vram_status c_gelu_tanh_linear(vram_tensor **x, vram_tensor **o) {
+    vram_tensor *t = NULL;
+    vram_status s = vram_transpose(x[0], 0, 1, &t);
+    if (s == VRAM_OK) s = vram_gelu_tanh_linear(t, x[1], x[2], o);
+    vram_tensor_free(t);
+    return s;
+}
 static vram_status c_ln_linear(vram_tensor **x, vram_tensor **o) {
     vram_tensor *t = NULL;
     vram_status s = vram_transpose(x[0], 0, 1, &t);
@@ -138,6 +145,7 @@ static vram_status c_ln_linear(vram_tensor **x, vram_tensor **o) {
 static vram_status c_relu(vram_tensor **x, vram_tensor **o) { return vram_relu(x[0], o); }
 static vram_status c_gelu(vram_tensor **x, vram_tensor **o) { return vram_gelu(x[0], o); }
 static vram_status c_tanh(vram_tensor **x, vram_tensor **o) { return vram_tanh(x[0], o); }
+static vram_status c_gelu_tanh(vram_tensor **x, vram_tensor **o) { return vram_gelu_tanh(x[0], o); }
 static vram_status c_scale(vram_tensor **x, vram_tensor **o) { return vram_scale(x[0], -2.5, o); }
 static vram_status c_softmax_t(vram_tensor **x, vram_tensor **o) {
     vram_tensor *t = NULL;
@@ -242,6 +250,52 @@ static void shape_errors(void) {
     vram_tensor_free(bad_ids);
 }
 
+/* GPT-2's tanh GELU in f32 (the vectorised sigmoid form) against its tanh formula in f64, value
+ * and gradient, over [-12, 12] (both tails included); and the f32 gradient against f32 central
+ * differences. */
+static double gelu_tanh_ref(double x) { return 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+static void gelu_tanh_f32(void) {
+    enum { N = 241 };
+    float xs[N], ys[N], gs[N];
+    for (int i = 0; i < N; i++) xs[i] = -12.0f + 0.1f * (float)i + 0.0123f;
+    vram_tensor *x = NULL, *y = NULL, *loss = NULL;
+    CHECK_OK(vram_tensor_from_data(rt, VRAM_DTYPE_F32, 1, SH(N), VRAM_TAG_PARAMETER, xs, &x));
+    vram_tensor_set_requires_grad(x, 1);
+    CHECK_OK(vram_gelu_tanh(x, &y));
+    CHECK_OK(vram_sum(y, &loss));
+    CHECK_OK(vram_backward(loss, NULL));
+    vram_tensor_read_host(y, ys);
+    vram_tensor_read_host(vram_tensor_grad(x), gs);
+    double worst_y = 0, worst_g = 0, worst_fd = 0;
+    for (int i = 0; i < N; i++) {
+        double xd = xs[i], h = 1e-5;
+        double gref = (gelu_tanh_ref(xd + h) - gelu_tanh_ref(xd - h)) / (2 * h);
+        double ey = fabs(ys[i] - gelu_tanh_ref(xd)) / (1e-3 + fabs(gelu_tanh_ref(xd))), eg = fabs(gs[i] - gref);
+        float hf = 1.0f / 64, xp = xs[i] + hf, xm = xs[i] - hf, yp, ym;
+        vram_tensor *tp = NULL, *tm = NULL, *op = NULL, *om = NULL;
+        vram_no_grad_enter();
+        CHECK_OK(vram_tensor_from_data(rt, VRAM_DTYPE_F32, 1, SH(1), VRAM_TAG_TEMPORARY, &xp, &tp));
+        CHECK_OK(vram_tensor_from_data(rt, VRAM_DTYPE_F32, 1, SH(1), VRAM_TAG_TEMPORARY, &xm, &tm));
+        CHECK_OK(vram_gelu_tanh(tp, &op));
+        CHECK_OK(vram_gelu_tanh(tm, &om));
+        vram_no_grad_exit();
+        vram_tensor_read_host(op, &yp);
+        vram_tensor_read_host(om, &ym);
+        double efd = fabs(gs[i] - ((double)yp - ym) / (2.0 * hf));
+        vram_tensor_free(tp), vram_tensor_free(tm), vram_tensor_free(op), vram_tensor_free(om);
+        worst_y = ey > worst_y ? ey : worst_y;
+        worst_g = eg > worst_g ? eg : worst_g;
+        worst_fd = efd > worst_fd ? efd : worst_fd;
+    }
+    CHECK(worst_y < 2e-6, "f32 gelu_tanh differs from the f64 formula by %g (relative)", worst_y);
+    CHECK(worst_g < 5e-6, "f32 gelu_tanh gradient differs from the f64 derivative by %g", worst_g);
+    CHECK(worst_fd < 2e-3, "f32 gelu_tanh gradient differs from f32 central differences by %g", worst_fd);
+    printf("%-28s max rel error %.2e, gradient %.2e (f32 differences %.2e)\n", "gelu_tanh f32", worst_y, worst_g, worst_fd);
+    vram_tensor_free(loss);
+    vram_tensor_free(y);
+    vram_tensor_free(x);
+}
+
 /* The blocked, threaded f32 kernel against the plain f64 loop, with ragged edges and a
  * transposed operand, at sizes that take the threaded path. */
 static void matmul_f32(void) {
@@ -334,6 +388,8 @@ int main(void) {
     gradcheck("linear (transposed input)", c_linear, 3, x);
     x[0] = leaf(2, SH(5, 3), -2, 2), x[1] = leaf(2, SH(4, 5), -1, 1), x[2] = leaf(1, SH(4), -1, 1);
     gradcheck("gelu_linear (transposed)", c_gelu_linear, 3, x);
+    x[0] = leaf(2, SH(5, 3), -3, 3), x[1] = leaf(2, SH(4, 5), -1, 1), x[2] = leaf(1, SH(4), -1, 1);
+    gradcheck("gelu_tanh_linear (transposed)", c_gelu_tanh_linear, 3, x);
     {
         vram_tensor *y[5] = {leaf(2, SH(6, 3), -2, 2), leaf(1, SH(6), 0.5, 1.5), leaf(1, SH(6), -1, 1), leaf(2, SH(4, 6), -1, 1),
                              leaf(1, SH(4), -1, 1)};
@@ -347,6 +403,8 @@ int main(void) {
     gradcheck("relu", c_relu, 1, x);
     x[0] = leaf(2, SH(3, 4), -3, 3);
     gradcheck("gelu", c_gelu, 1, x);
+    x[0] = leaf(2, SH(4, 5), -4, 4);
+    gradcheck("gelu_tanh", c_gelu_tanh, 1, x);
     x[0] = leaf(2, SH(3, 4), -2, 2);
     gradcheck("tanh", c_tanh, 1, x);
     x[0] = leaf(2, SH(3, 4), -2, 2);
@@ -414,6 +472,7 @@ int main(void) {
     shape_errors();
     dtypes();
     matmul_f32();
+    gelu_tanh_f32();
 
     vram_stats st;
     vram_allocator_get_stats(a, &st);

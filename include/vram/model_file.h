@@ -39,12 +39,11 @@ uint64_t vram_wfmt_bytes(vram_wfmt f, int64_t rows, int64_t cols);
 
 enum { VRAM_MF_ROLE_PARAM = 0, VRAM_MF_ROLE_OPT1 = 1, VRAM_MF_ROLE_OPT2 = 2 };
 enum { VRAM_MF_TRAINING = 1u, VRAM_MF_QUANTIZED = 2u };
-enum { VRAM_ACT_GELU_ERF = 0, VRAM_ACT_GELU_TANH = 1 };
 
 typedef struct vram_model_info {
     char arch[16];  /* "gpt2" */
     vram_gpt_config gpt;
-    int activation; /* VRAM_ACT_*: vram train's GELU is erf's, GPT-2's the tanh approximation */
+    int activation; /* VRAM_ACT_* (nn.h), the same as gpt.activation */
     uint32_t flags; /* VRAM_MF_TRAINING: the fields below are set; VRAM_MF_QUANTIZED */
     uint64_t step;
     uint64_t rng[4];

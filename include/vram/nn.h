@@ -64,9 +64,13 @@ vram_status vram_nn_embedding_init(vram_nn_embedding *m, vram_runtime *rt, vram_
                                    int64_t dim);
 vram_status vram_nn_embedding_forward(const vram_nn_embedding *m, vram_tensor *ids, vram_tensor **y);
 
+/* The GELU of the MLP and the GPT: erf's (PyTorch's default) or GPT-2's tanh approximation. */
+enum { VRAM_ACT_GELU_ERF = 0, VRAM_ACT_GELU_TANH = 1 };
+
 typedef struct vram_nn_mlp {
     vram_nn_linear fc, proj; /* width -> 4 width -> width, GELU between */
     double dropout;
+    int activation; /* VRAM_ACT_* (0 after init: erf) */
 } vram_nn_mlp;
 vram_status vram_nn_mlp_init(vram_nn_mlp *m, vram_runtime *rt, vram_param_list *l, const char *name, int64_t width,
                              double dropout);
@@ -111,6 +115,9 @@ typedef struct vram_gpt_config {
      * and the layer norms' outputs are recomputed, llm.c's recompute 2; VRAM_GPT_KEEP_* bits
      * keep them, for measuring what recomputation saves). */
     int keep;
+    /* VRAM_ACT_GELU_ERF (0, the default) or VRAM_ACT_GELU_TANH (GPT-2's; in mixed precision on
+     * the GPU the MLP's first product computes it in its epilogue). */
+    int activation;
 } vram_gpt_config;
 enum { VRAM_GPT_KEEP_GELU = 1, VRAM_GPT_KEEP_LAYERNORM = 2 };
 

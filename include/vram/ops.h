@@ -25,9 +25,11 @@ vram_status vram_mul(vram_tensor *a, vram_tensor *b, vram_tensor **out);
 vram_status vram_div(vram_tensor *a, vram_tensor *b, vram_tensor **out);
 vram_status vram_scale(vram_tensor *x, double s, vram_tensor **out); /* x * s */
 
-/* Elementwise activations. gelu is the exact (erf) form, PyTorch's default. */
+/* Elementwise activations. gelu is the exact (erf) form, PyTorch's default; gelu_tanh GPT-2's
+ * approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (PyTorch's approximate='tanh'). */
 vram_status vram_relu(vram_tensor *x, vram_tensor **out);
 vram_status vram_gelu(vram_tensor *x, vram_tensor **out);
+vram_status vram_gelu_tanh(vram_tensor *x, vram_tensor **out);
 vram_status vram_tanh(vram_tensor *x, vram_tensor **out);
 
 /* Matrix product: [.., M, K] @ [.., K, N] -> [.., M, N]; leading (batch) dims broadcast;
@@ -49,6 +51,10 @@ vram_status vram_linear(vram_tensor *x, vram_tensor *weight, vram_tensor *bias, 
 /* linear(gelu(x), weight, bias), keeping only x for backward (gelu(x) is recomputed there):
  * the same values and gradients as the two ops, with one activation fewer saved. */
 vram_status vram_gelu_linear(vram_tensor *x, vram_tensor *weight, vram_tensor *bias, vram_tensor **out);
+/* The same with the tanh GELU. In mixed precision on the GPU, GELU's forward comes from the
+ * epilogue of the product that made x when that product's weight asks for it (the GPT's MLP),
+ * and its derivative is applied in the epilogue of the input gradient's product. */
+vram_status vram_gelu_tanh_linear(vram_tensor *x, vram_tensor *weight, vram_tensor *bias, vram_tensor **out);
 
 /* linear(layer_norm(x, ln_weight, ln_bias, eps), weight, bias) keeping x and one mean and
  * 1/std per row for backward, not the normalised x (recomputed there). ln_weight and ln_bias

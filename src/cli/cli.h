@@ -52,6 +52,9 @@ int vram_cli_recompute(const char *v, int *keep, int *checkpoint);
 /* --lowp-weights of vram train and vram plan: "cast" (0, each product casts its weight) or
  * "keep" (1, a 16-bit copy of every weight is kept). Returns 0, or 1 when it is neither. */
 int vram_cli_lowp_weights(const char *v, int *keep);
+/* --activation of vram train and vram plan: "gelu_tanh" (VRAM_ACT_GELU_TANH, GPT-2's) or
+ * "gelu_erf" (VRAM_ACT_GELU_ERF). Returns 0, or 1 when it is neither. */
+int vram_cli_activation(const char *v, int *act);
 /* The categories in report order: tag, label and JSON key (plan_oom.c). */
 typedef struct vram_cli_category {
     vram_tag tag;

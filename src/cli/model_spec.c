@@ -2,7 +2,7 @@
  *
  * Presets: "tiny" (the default: 4 layers, 4 heads, width 128, context 64, vocabulary 256) and
  * GPT-2's sizes ("gpt2" 124M, "gpt2-medium", "gpt2-large", "gpt2-xl": tied embedding, GPT-2's
- * initialisation, vocabulary 50257, context 1024). A spec "gpt:LAYERSxWIDTH[xHEADS]" sets those
+ * initialisation and tanh GELU, vocabulary 50257, context 1024; the others use erf's GELU). A spec "gpt:LAYERSxWIDTH[xHEADS]" sets those
  * fields of the model given so far (heads otherwise as they were). Numbers are bounded as vram
  * train bounds its flags. The dropout given before --model is kept; later flags change single
  * fields. A bad argument is one message naming it.
@@ -18,11 +18,15 @@ static const struct {
     const char *name;
     vram_gpt_config cfg;
 } presets[] = {
+#define GPT2_PRESET(L, H, C)                                                                                  \
+    {.layers = L, .heads = H, .width = C, .vocab = 50257, .context = 1024, .tied = 1, .init_std = 0.02,           \
+     .activation = VRAM_ACT_GELU_TANH}
     {"tiny", {.layers = 4, .heads = 4, .width = 128, .vocab = 256, .context = 64}},
-    {"gpt2", {.layers = 12, .heads = 12, .width = 768, .vocab = 50257, .context = 1024, .tied = 1, .init_std = 0.02}},
-    {"gpt2-medium", {.layers = 24, .heads = 16, .width = 1024, .vocab = 50257, .context = 1024, .tied = 1, .init_std = 0.02}},
-    {"gpt2-large", {.layers = 36, .heads = 20, .width = 1280, .vocab = 50257, .context = 1024, .tied = 1, .init_std = 0.02}},
-    {"gpt2-xl", {.layers = 48, .heads = 25, .width = 1600, .vocab = 50257, .context = 1024, .tied = 1, .init_std = 0.02}},
+    {"gpt2", GPT2_PRESET(12, 12, 768)},
+    {"gpt2-medium", GPT2_PRESET(24, 16, 1024)},
+    {"gpt2-large", GPT2_PRESET(36, 20, 1280)},
+    {"gpt2-xl", GPT2_PRESET(48, 25, 1600)},
+#undef GPT2_PRESET
 };
 
 /* One decimal field ending at `stop` (or the string's end); advances *p past it. */
@@ -54,6 +58,12 @@ int vram_cli_recompute(const char *v, int *keep, int *checkpoint) {
 int vram_cli_lowp_weights(const char *v, int *keep) {
     if (strcmp(v, "cast") && strcmp(v, "keep")) return 1;
     *keep = !strcmp(v, "keep");
+    return 0;
+}
+
+int vram_cli_activation(const char *v, int *act) {
+    if (strcmp(v, "gelu_tanh") && strcmp(v, "gelu_erf")) return 1;
+    *act = !strcmp(v, "gelu_tanh") ? VRAM_ACT_GELU_TANH : VRAM_ACT_GELU_ERF;
     return 0;
 }
 

@@ -50,6 +50,7 @@ typedef struct train_opts {
     int loss_scale;       /* dynamic loss scaling (GradScaler): 1 on, 0 off, -1 by precision (fp16) */
     int keep;             /* VRAM_GPT_KEEP_*: activations kept instead of recomputed */
     int keep_lowp;        /* --lowp-weights keep: 16-bit weight copies kept beside the f32 masters */
+    int activation;       /* --activation: VRAM_ACT_*, or -1: the model's (applied after --model) */
     vram_train_dist dist; /* data parallel (train_dist.c) */
 } train_opts;
 
@@ -76,6 +77,9 @@ static void usage(FILE *out) {
             "  --loss-scale MODE    dynamic (default with fp16: GradScaler's, from 2^16) or off\n"
             "  --lowp-weights HOW   with bf16/fp16: cast (default: each product casts the fp32 weight into a\n"
             "                       temporary) or keep (a 16-bit copy of every weight, rewritten by AdamW)\n"
+            "  --activation A       gelu_tanh (GPT-2's; the default of the gpt2 models; with bf16/fp16 on a GPU\n"
+            "                       computed in the MLP's first product's epilogue) or gelu_erf (the default of\n"
+            "                       the others)\n"
             "  --recompute WHAT     gelu,layernorm (default: both outputs recomputed in backward), gelu,\n"
             "                       layernorm, none (kept for backward: more memory, less compute), or block\n"
             "                       (whole blocks: --checkpoint)\n"
@@ -127,6 +131,7 @@ static int parse(int argc, char **argv, train_opts *o) {
     o->device = "cpu";
     o->precision = VRAM_DTYPE_F32;
     o->loss_scale = -1;
+    o->activation = -1;
     vram_cli_model_spec("tiny", &o->gpt, NULL, 0); /* --model presets and specs: model_spec.c */
     vram_train_dist_defaults(&o->dist);
     for (int i = 1; i < argc; i++) {
@@ -148,7 +153,7 @@ static int parse(int argc, char **argv, train_opts *o) {
                                              "--width", "--context", "--dropout", "--capacity", "--threads", "--seed",
                                              "--device", "--model", "--vocab", "--save", "--save-every", "--resume",
                                              "--precision", "--loss-scale", "--recompute", "--lowp-weights",
-                                             VRAM_TRAIN_DIST_FLAGS};
+                                             "--activation", VRAM_TRAIN_DIST_FLAGS};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(f, valued[k]);
         if (!known) {
@@ -193,6 +198,11 @@ static int parse(int argc, char **argv, train_opts *o) {
         } else if (!strcmp(f, "--lowp-weights")) {
             if (vram_cli_lowp_weights(v, &o->keep_lowp)) {
                 fprintf(stderr, "vram train: --lowp-weights: '%s' is not cast or keep\n", v);
+                ok = 0;
+            }
+        } else if (!strcmp(f, "--activation")) {
+            if (vram_cli_activation(v, &o->activation)) {
+                fprintf(stderr, "vram train: --activation: '%s' is not gelu_tanh or gelu_erf\n", v);
                 ok = 0;
             }
         } else if (!strcmp(f, "--loss-scale")) {
@@ -560,6 +570,7 @@ int vram_cmd_train(int argc, char **argv) {
     o.gpt.precision = o.precision;
     o.gpt.keep = o.keep;
     o.gpt.keep_lowp_weights = o.keep_lowp;
+    if (o.activation >= 0) o.gpt.activation = o.activation;
     s = vram_gpt_new(rt, &o.gpt, &g);
     if (s != VRAM_OK) {
         rc = fail(a, s, "creating the model");

@@ -204,6 +204,12 @@ static void cpu_unary(int op, double p, vram_dtype dt, int64_t n, void *out, con
             for (int64_t i = 0; i < n; i++) o[i] = (T)0.5 * x[i] * ((T)1 + M_ERF(x[i] * (T)0.70710678118654752440));
             break;
         case VRAM_UN_TANH: for (int64_t i = 0; i < n; i++) o[i] = M_TANH(x[i]); break;
+        case VRAM_UN_GELU_TANH: /* 0.5 x (1 + tanh(u)) = x sigmoid(2u): one exp, so the loop vectorises */
+            for (int64_t i = 0; i < n; i++) {
+                T xi = x[i], u2 = (T)1.5957691216057307 * (xi + (T)0.044715 * xi * xi * xi);
+                o[i] = xi / ((T)1 + M_EXP(-u2));
+            }
+            break;
         default: {
             T s = (T)p;
             for (int64_t i = 0; i < n; i++) o[i] = x[i] * s;
@@ -228,6 +234,13 @@ static void cpu_unary_backward(int op, double p, vram_dtype dt, int64_t n, void 
             }
             break;
         case VRAM_UN_TANH: for (int64_t i = 0; i < n; i++) gi[i] = g[i] * (1 - x[i] * x[i]); break;
+        case VRAM_UN_GELU_TANH: /* with s = sigmoid(2u): s + 2 x s (1 - s) u' */
+            for (int64_t i = 0; i < n; i++) {
+                T xi = x[i], x2 = xi * xi, u2 = (T)1.5957691216057307 * (xi + (T)0.044715 * x2 * xi);
+                T sg = (T)1 / ((T)1 + M_EXP(-u2)), du2 = (T)1.5957691216057307 * ((T)1 + (T)0.134145 * x2);
+                gi[i] = g[i] * (sg + xi * sg * ((T)1 - sg) * du2);
+            }
+            break;
         default: {
             T s = (T)p;
             for (int64_t i = 0; i < n; i++) gi[i] = g[i] * s;

@@ -13,6 +13,10 @@
  * The first time a product that overwrites its output runs, the heuristic's best candidates are
  * each timed on the real operands and the fastest is kept (VRAM_CUBLASLT_TUNE=0 keeps the
  * heuristic's first). The workspace (32 MiB) comes from the allocator, tagged "other".
+ * Epilogues: the bias (BIAS), and GPT-2's tanh GELU for 16-bit products (GELU_AUX_BIAS: the
+ * output is gelu(pre), the aux matrix pre, kept for backward; DGELU: the output times
+ * gelu'(aux)); where the heuristic has no algorithm for one, that is remembered in the cache
+ * and the product runs without it, followed by the elementwise kernel.
  */
 #include <dlfcn.h>
 #include <stddef.h>
@@ -47,12 +51,26 @@ void vram_cuda_matmul_lowp(vram_runtime *rt, vram_dtype ab_dt, vram_dtype c_dt, 
     (void)c_dt, (void)bias;
     vram_cuda_matmul(rt, ab_dt, batch, M, N, K, A, sa_b, sa_m, sa_k, B, sb_b, sb_k, sb_n, C, accumulate);
 }
+void vram_cuda_matmul_lowp_gelu(vram_runtime *rt, vram_dtype dt, int64_t M, int64_t N, int64_t K, const void *A,
+                                int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_k, int64_t sb_n, void *pre, void *out,
+                                const void *bias) {
+    (void)out, (void)bias;
+    vram_cuda_matmul(rt, dt, 1, M, N, K, A, 0, sa_m, sa_k, B, 0, sb_k, sb_n, pre, 0);
+}
+void vram_cuda_matmul_lowp_dgelu(vram_runtime *rt, vram_dtype dt, int64_t M, int64_t N, int64_t K, const void *A,
+                                 int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_k, int64_t sb_n, void *C,
+                                 const void *pre) {
+    (void)pre;
+    vram_cuda_matmul(rt, dt, 1, M, N, K, A, 0, sa_m, sa_k, B, 0, sb_k, sb_n, C, 0);
+}
 
 #else
 
 #include <cublasLt.h>
 
-enum { WORKSPACE_BYTES = CUDA_WORKSPACE_BYTES, CACHE_SLOTS = 256, TUNE_ALGOS = 8, TUNE_RUNS = 3 };
+enum { WORKSPACE_BYTES = CUDA_WORKSPACE_BYTES, CACHE_SLOTS = 256, TUNE_ALGOS = 8, TUNE_RUNS = 3, KEY_LEN = 17 };
+/* A product's epilogue: none, the bias, or the tanh GELU's forward (with bias) and gradient. */
+enum { EPI_NONE, EPI_BIAS, EPI_GELU_AUX, EPI_GELU_AUX_BIAS, EPI_DGELU };
 
 static struct {
     void *lib;
@@ -79,7 +97,8 @@ static struct {
 /* One cached product: its key and what cuBLASLt needs to run it. */
 typedef struct lt_plan {
     int used;
-    int64_t key[16];
+    int unsupported; /* an epilogue cuBLASLt has no algorithm for: the caller runs it unfused */
+    int64_t key[KEY_LEN];
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t lx, ly, ld;
     cublasLtMatmulAlgo_t algo;
@@ -149,11 +168,14 @@ vram_status vram_cuda_blas_open(char *why, size_t cap) {
 
 static void plan_release(lt_plan *p) {
     if (!p->used) return;
-    lt.LayoutDestroy(p->lx);
-    lt.LayoutDestroy(p->ly);
-    lt.LayoutDestroy(p->ld);
-    lt.DescDestroy(p->desc);
     p->used = 0;
+    if (p->unsupported) return; /* its descriptors went when it was found unsupported */
+    if (p->lx) lt.LayoutDestroy(p->lx);
+    if (p->ly) lt.LayoutDestroy(p->ly);
+    if (p->ld) lt.LayoutDestroy(p->ld);
+    if (p->desc) lt.DescDestroy(p->desc);
+    p->lx = p->ly = p->ld = NULL;
+    p->desc = NULL;
 }
 
 void vram_cuda_blas_close(void) {
@@ -200,10 +222,10 @@ static cudaDataType_t cuda_type(vram_dtype dt) {
 
 static lt_plan *plan_get(vram_dtype dt, vram_dtype c_dt, int64_t batch, int64_t M, int64_t N, int64_t K, int opx, int64_t xr, int64_t xc,
                          int64_t ldx, int64_t sx_b, int opy, int64_t yr, int64_t yc, int64_t ldy, int64_t sy_b,
-                         int64_t alx, int64_t aly, int64_t alc, int with_bias) {
-    int64_t key[16] = {dt, batch, M, N, K, opx, ldx, sx_b, opy, ldy, sy_b, alx, aly, alc, with_bias, c_dt};
+                         int64_t alx, int64_t aly, int64_t alc, int epi, const void *aux) {
+    int64_t key[KEY_LEN] = {dt, batch, M, N, K, opx, ldx, sx_b, opy, ldy, sy_b, alx, aly, alc, epi, c_dt, aux ? alignment(aux) : 0};
     uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < 16; i++) h = (h ^ (uint64_t)key[i]) * 1099511628211ull;
+    for (int i = 0; i < KEY_LEN; i++) h = (h ^ (uint64_t)key[i]) * 1099511628211ull;
     lt_plan *p = &lt_cache[h % CACHE_SLOTS];
     for (int probe = 0; probe < 8; probe++) {
         lt_plan *q = &lt_cache[(h + (uint64_t)probe) % CACHE_SLOTS];
@@ -214,15 +236,25 @@ static lt_plan *plan_get(vram_dtype dt, vram_dtype c_dt, int64_t batch, int64_t 
         }
     }
     plan_release(p); /* a full neighbourhood: the first slot makes room */
+    p->lx = p->ly = p->ld = NULL;
+    p->desc = NULL;
     cudaDataType_t ty = cuda_type(dt), tc = cuda_type(c_dt);
     cublasComputeType_t ct = dt == VRAM_DTYPE_F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
     cublasStatus_t st = lt.DescCreate(&p->desc, ct, dt == VRAM_DTYPE_F64 ? CUDA_R_64F : CUDA_R_32F);
     int32_t tx = opx, ty_op = opy;
     if (st == CUBLAS_STATUS_SUCCESS) st = lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &tx, sizeof tx);
     if (st == CUBLAS_STATUS_SUCCESS) st = lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &ty_op, sizeof ty_op);
-    if (st == CUBLAS_STATUS_SUCCESS && with_bias) {
-        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-        st = lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    if (st == CUBLAS_STATUS_SUCCESS && epi != EPI_NONE) {
+        cublasLtEpilogue_t e = epi == EPI_BIAS           ? CUBLASLT_EPILOGUE_BIAS
+                               : epi == EPI_GELU_AUX      ? CUBLASLT_EPILOGUE_GELU_AUX
+                               : epi == EPI_GELU_AUX_BIAS ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                                          : CUBLASLT_EPILOGUE_DGELU;
+        st = lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
+    }
+    if (st == CUBLAS_STATUS_SUCCESS && aux) { /* the GELU's input: D's shape, contiguous, D's dtype */
+        int64_t aux_ld = N;
+        st = lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld);
+        if (st == CUBLAS_STATUS_SUCCESS) st = lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
     }
     if (st == CUBLAS_STATUS_SUCCESS) st = lt.LayoutCreate(&p->lx, ty, (uint64_t)xr, (uint64_t)xc, ldx);
     if (st == CUBLAS_STATUS_SUCCESS) st = lt.LayoutCreate(&p->ly, ty, (uint64_t)yr, (uint64_t)yc, ldy);
@@ -263,6 +295,15 @@ static lt_plan *plan_get(vram_dtype dt, vram_dtype c_dt, int64_t batch, int64_t 
     }
     memcpy(p->key, key, sizeof key);
     p->used = 1;
+    p->unsupported = 0;
+    if (st != CUBLAS_STATUS_SUCCESS && epi >= EPI_GELU_AUX) { /* remembered: the caller runs it unfused */
+        plan_release(p);
+        p->used = p->unsupported = 1;
+        if (vram_cuda_profiling())
+            fprintf(stderr, "cuBLASLt has no GELU epilogue for [%lld x %lld] @ [%lld x %lld] (%s): %s; separate kernels\n",
+                    (long long)M, (long long)K, (long long)K, (long long)N, vram_dtype_name(dt), lt_status(st));
+        return p;
+    }
     if (st != CUBLAS_STATUS_SUCCESS) {
         plan_release(p);
         vram_cuda_fail(VRAM_ERR_DRIVER, "cuBLASLt has no product for %lld x [%lld x %lld] @ [%lld x %lld] (%s): %s",
@@ -312,20 +353,25 @@ static void *contiguous_copy(vram_runtime *rt, vram_dtype dt, int64_t batch, int
 }
 
 /* C = A @ B (+ C if accumulate) (+ bias over columns when bias is not NULL: no batch, no accumulate).
- * A and B in dt, C and the bias in c_dt. */
-static void matmul(vram_runtime *rt, vram_dtype dt, vram_dtype c_dt, int64_t batch, int64_t M, int64_t N, int64_t K, const void *A,
-                   int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b, int64_t sb_k, int64_t sb_n,
-                   void *C, int accumulate, const void *bias) {
-    if (vram_cuda_state.error != VRAM_OK || batch <= 0 || M <= 0 || N <= 0) return;
+ * A and B in dt, C and the bias in c_dt. With a GELU epilogue (gelu != EPI_NONE: 16-bit, no
+ * batch, no accumulate, aux [M, N] contiguous in dt): EPI_GELU_AUX(_BIAS) writes the product
+ * (+ bias) to aux and its GELU to C; EPI_DGELU multiplies the product by GELU's derivative at
+ * aux. Returns 0 when cuBLASLt has no such fused product (nothing ran: the caller runs it
+ * unfused), else 1. */
+static int matmul(vram_runtime *rt, vram_dtype dt, vram_dtype c_dt, int64_t batch, int64_t M, int64_t N, int64_t K, const void *A,
+                  int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b, int64_t sb_k, int64_t sb_n,
+                  void *C, int accumulate, const void *bias, int gelu, const void *aux) {
+    if (vram_cuda_state.error != VRAM_OK || batch <= 0 || M <= 0 || N <= 0) return 1;
+    if (K <= 0 && gelu != EPI_NONE) return 0; /* an empty sum through the unfused path */
     if (K <= 0) { /* an empty sum: C = 0 (or unchanged) */
         if (!accumulate) vram_cuda_zero(C, (size_t)(batch * M * N) * vram_dtype_size(c_dt));
-        return;
+        return 1;
     }
     int lowp = dt == VRAM_DTYPE_F16 || dt == VRAM_DTYPE_BF16;
     if (!(dt == VRAM_DTYPE_F32 || dt == VRAM_DTYPE_F64 || lowp) || !(c_dt == dt || (lowp && c_dt == VRAM_DTYPE_F32))) {
         vram_cuda_fail(VRAM_ERR_UNSUPPORTED, "matrix product: %s operands into %s on the GPU (f32, f64, or f16/bf16 into "
                        "their own dtype or f32)", vram_dtype_name(dt), vram_dtype_name(c_dt));
-        return;
+        return 1;
     }
     if (batch == 1) sa_b = sb_b = 0;
     /* X = B^T (N x K) is cuBLASLt's A; Y = A^T (K x M) its B */
@@ -334,7 +380,7 @@ static void matmul(vram_runtime *rt, vram_dtype dt, vram_dtype c_dt, int64_t bat
     void *tmp_a = NULL, *tmp_b = NULL;
     if (!pick_layout(N, K, sb_n, sb_k, &opx, &xr, &xc, &ldx)) {
         tmp_b = contiguous_copy(rt, dt, batch, K, N, B, sb_b, sb_k, sb_n);
-        if (!tmp_b) return;
+        if (!tmp_b) return 1;
         B = tmp_b, sb_b = batch > 1 ? K * N : 0, sb_k = N, sb_n = 1;
         pick_layout(N, K, sb_n, sb_k, &opx, &xr, &xc, &ldx);
     }
@@ -342,15 +388,22 @@ static void matmul(vram_runtime *rt, vram_dtype dt, vram_dtype c_dt, int64_t bat
         tmp_a = contiguous_copy(rt, dt, batch, M, K, A, sa_b, sa_m, sa_k);
         if (!tmp_a) {
             if (tmp_b) vram_allocator_free(rt->alloc, tmp_b);
-            return;
+            return 1;
         }
         A = tmp_a, sa_b = batch > 1 ? M * K : 0, sa_m = K, sa_k = 1;
         pick_layout(K, M, sa_k, sa_m, &opy, &yr, &yc, &ldy);
     }
+    int epi = gelu != EPI_NONE ? gelu + (gelu == EPI_GELU_AUX && bias) : bias ? EPI_BIAS : EPI_NONE;
     lt_plan *p = plan_get(dt, c_dt, batch, M, N, K, opx, xr, xc, ldx, sb_b, opy, yr, yc, ldy, sa_b, alignment(B), alignment(A),
-                          alignment(C), bias != NULL);
+                          alignment(C), epi, aux);
+    int ran = !(p && p->unsupported);
+    if (!ran) p = NULL;
     if (p && bias && lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) != CUBLAS_STATUS_SUCCESS) {
         vram_cuda_fail(VRAM_ERR_DRIVER, "cuBLASLt refused a bias pointer");
+        p = NULL;
+    }
+    if (p && aux && lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux) != CUBLAS_STATUS_SUCCESS) {
+        vram_cuda_fail(VRAM_ERR_DRIVER, "cuBLASLt refused an epilogue's aux pointer");
         p = NULL;
     }
     if (p) {
@@ -371,23 +424,42 @@ static void matmul(vram_runtime *rt, vram_dtype dt, vram_dtype c_dt, int64_t bat
     /* stream order keeps the temporaries alive until the product has read them */
     if (tmp_a) vram_allocator_free(rt->alloc, tmp_a);
     if (tmp_b) vram_allocator_free(rt->alloc, tmp_b);
+    return ran;
 }
 
 void vram_cuda_matmul(vram_runtime *rt, vram_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, const void *A,
                       int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b, int64_t sb_k, int64_t sb_n,
                       void *C, int accumulate) {
-    matmul(rt, dt, dt, batch, M, N, K, A, sa_b, sa_m, sa_k, B, sb_b, sb_k, sb_n, C, accumulate, NULL);
+    matmul(rt, dt, dt, batch, M, N, K, A, sa_b, sa_m, sa_k, B, sb_b, sb_k, sb_n, C, accumulate, NULL, EPI_NONE, NULL);
 }
 
 void vram_cuda_matmul_bias(vram_runtime *rt, vram_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t sa_m,
                            int64_t sa_k, const void *B, int64_t sb_k, int64_t sb_n, void *C, const void *bias) {
-    matmul(rt, dt, dt, 1, M, N, K, A, 0, sa_m, sa_k, B, 0, sb_k, sb_n, C, 0, bias);
+    matmul(rt, dt, dt, 1, M, N, K, A, 0, sa_m, sa_k, B, 0, sb_k, sb_n, C, 0, bias, EPI_NONE, NULL);
 }
 
 void vram_cuda_matmul_lowp(vram_runtime *rt, vram_dtype ab_dt, vram_dtype c_dt, int64_t batch, int64_t M, int64_t N,
                            int64_t K, const void *A, int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b,
                            int64_t sb_k, int64_t sb_n, void *C, int accumulate, const void *bias) {
-    matmul(rt, ab_dt, c_dt, batch, M, N, K, A, sa_b, sa_m, sa_k, B, sb_b, sb_k, sb_n, C, accumulate, bias);
+    matmul(rt, ab_dt, c_dt, batch, M, N, K, A, sa_b, sa_m, sa_k, B, sb_b, sb_k, sb_n, C, accumulate, bias, EPI_NONE, NULL);
+}
+
+/* Where cuBLASLt has no fused product, the product and then the elementwise kernel (the same
+ * buffers: nothing more is allocated either way). */
+void vram_cuda_matmul_lowp_gelu(vram_runtime *rt, vram_dtype dt, int64_t M, int64_t N, int64_t K, const void *A,
+                                int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_k, int64_t sb_n, void *pre, void *out,
+                                const void *bias) {
+    if (matmul(rt, dt, dt, 1, M, N, K, A, 0, sa_m, sa_k, B, 0, sb_k, sb_n, out, 0, bias, EPI_GELU_AUX, pre)) return;
+    matmul(rt, dt, dt, 1, M, N, K, A, 0, sa_m, sa_k, B, 0, sb_k, sb_n, pre, 0, bias, EPI_NONE, NULL);
+    vram_cuda_kernels.unary(VRAM_UN_GELU_TANH, 0, dt, M * N, out, pre);
+}
+
+void vram_cuda_matmul_lowp_dgelu(vram_runtime *rt, vram_dtype dt, int64_t M, int64_t N, int64_t K, const void *A,
+                                 int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_k, int64_t sb_n, void *C,
+                                 const void *pre) {
+    if (matmul(rt, dt, dt, 1, M, N, K, A, 0, sa_m, sa_k, B, 0, sb_k, sb_n, C, 0, NULL, EPI_DGELU, pre)) return;
+    matmul(rt, dt, dt, 1, M, N, K, A, 0, sa_m, sa_k, B, 0, sb_k, sb_n, C, 0, NULL, EPI_NONE, NULL);
+    vram_cuda_kernels.unary_backward(VRAM_UN_GELU_TANH, 0, dt, M * N, C, C, pre);
 }
 
 #endif

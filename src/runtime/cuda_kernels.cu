@@ -91,12 +91,14 @@ __device__ __forceinline__ bool aligned16(const void *a, const void *b, const vo
 #define GRID_STRIDE_FROM(i, from, n)                                                               \
     for (int64_t i = (from) + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
-/* One element of the unary ops and their gradients (op: 0 relu, 1 gelu (erf), 2 tanh, else scale). */
+/* One element of the unary ops and their gradients (op: 0 relu, 1 gelu (erf), 2 tanh, 4 gelu (tanh
+ * approximation, as x sigmoid(2u), the CPU's formula), else scale). */
 template <typename A> __device__ __forceinline__ A unary_op(int op, A v, double p) {
     switch (op) {
     case 0: return v > 0 ? v : (A)0;
     case 1: return (A)0.5 * v * ((A)1 + m_erf(v * (A)0.70710678118654752440));
     case 2: return m_tanh(v);
+    case 4: return v / ((A)1 + m_exp((A)-1.5957691216057307 * (v + (A)0.044715 * v * v * v)));
     default: return v * (A)p;
     }
 }
@@ -109,6 +111,10 @@ template <typename A> __device__ __forceinline__ A unary_grad(int op, A gv, A xi
         return gv * (cdf + xi * pdf);
     }
     case 2: return gv * (1 - xi * xi);
+    case 4: {
+        A x2 = xi * xi, sg = (A)1 / ((A)1 + m_exp((A)-1.5957691216057307 * (xi + (A)0.044715 * x2 * xi)));
+        return gv * (sg + xi * sg * ((A)1 - sg) * ((A)1.5957691216057307 * ((A)1 + (A)0.134145 * x2)));
+    }
     default: return gv * (A)p;
     }
 }
@@ -346,10 +352,10 @@ extern "C" __global__ void vk_unary(int op, double p, int dt, int64_t n, char *o
 extern "C" __global__ void vk_unary_backward(int op, double p, int dt, int64_t n, char *gin, const char *gout,
                                              const char *saved) {
     DISPATCH_ALL(dt, {
-        const T *g = (const T *)gout, *x = (const T *)saved; /* scale keeps nothing: x NULL */
+        const T *g = (const T *)gout, *x = (const T *)saved; /* scale (3) keeps nothing: x NULL */
         T *gi = (T *)gin;
         int64_t from = 0;
-        if (is_16bit<T>::value && op < 3 && aligned16(g, x, gi)) {
+        if (is_16bit<T>::value && op != 3 && aligned16(g, x, gi)) {
             VEC8_LOOP(v, n, done, {
                 float gv[8], xv[8];
                 ld8(g + v, gv);
@@ -359,7 +365,7 @@ extern "C" __global__ void vk_unary_backward(int op, double p, int dt, int64_t n
             });
             from = done;
         }
-        GRID_STRIDE_FROM(i, from, n) gi[i] = (T)unary_grad(op, (A)g[i], op < 3 ? (A)x[i] : (A)0, p);
+        GRID_STRIDE_FROM(i, from, n) gi[i] = (T)unary_grad(op, (A)g[i], op != 3 ? (A)x[i] : (A)0, p);
     });
 }
 

@@ -85,6 +85,12 @@ void vram_cuda_matmul_bias(vram_runtime *rt, vram_dtype dt, int64_t M, int64_t N
 void vram_cuda_matmul_lowp(vram_runtime *rt, vram_dtype ab_dt, vram_dtype c_dt, int64_t batch, int64_t M, int64_t N,
                            int64_t K, const void *A, int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b,
                            int64_t sb_k, int64_t sb_n, void *C, int accumulate, const void *bias);
+void vram_cuda_matmul_lowp_gelu(vram_runtime *rt, vram_dtype dt, int64_t M, int64_t N, int64_t K, const void *A,
+                                int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_k, int64_t sb_n, void *pre, void *out,
+                                const void *bias);
+void vram_cuda_matmul_lowp_dgelu(vram_runtime *rt, vram_dtype dt, int64_t M, int64_t N, int64_t K, const void *A,
+                                 int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_k, int64_t sb_n, void *C,
+                                 const void *pre);
 
 /* The table (cuda_ops.c) and opening/closing the state (cuda_context.c). */
 extern const vram_kernels vram_cuda_kernels;

@@ -19,7 +19,7 @@ void vram_model_info_from_gpt(vram_model_info *info, const vram_gpt_config *cfg)
     memset(info, 0, sizeof *info);
     snprintf(info->arch, sizeof info->arch, "gpt2");
     info->gpt = *cfg;
-    info->activation = VRAM_ACT_GELU_ERF;
+    info->activation = cfg->activation;
 }
 
 vram_status vram_model_info_check(const vram_model_info *in, const char *path) {
@@ -142,8 +142,6 @@ static vram_status open_checked(const char *path, vram_model_file **f) {
     if (s == VRAM_OK) s = vram_model_info_check(vram_model_file_info(*f), path);
     if (s == VRAM_OK && (vram_model_file_info(*f)->flags & VRAM_MF_QUANTIZED))
         s = vram_error(VRAM_ERR_UNSUPPORTED, "model '%s' is quantized: it can generate (vram generate) but not train", path);
-    if (s == VRAM_OK && vram_model_file_info(*f)->activation != VRAM_ACT_GELU_ERF)
-        s = vram_error(VRAM_ERR_UNSUPPORTED, "model '%s' uses the tanh GELU; the training GPT computes erf's", path);
     if (s != VRAM_OK) {
         vram_model_file_close(*f);
         *f = NULL;
@@ -185,6 +183,9 @@ vram_status vram_gpt_resume(const char *path, vram_gpt *g, vram_optimizer *opt, 
         s = vram_error(VRAM_ERR_INVALID_ARG, "model '%s' is %d layers, %d heads, width %d, context %d; this run's model is "
                        "%d, %d, %d, %d", path, fc->layers, fc->heads, fc->width, fc->context, c->layers, c->heads, c->width,
                        c->context);
+    else if (c->activation != in->activation)
+        s = vram_error(VRAM_ERR_INVALID_ARG, "model '%s' uses the %s GELU; this run's model the %s GELU", path,
+                       in->activation == VRAM_ACT_GELU_TANH ? "tanh" : "erf", c->activation == VRAM_ACT_GELU_TANH ? "tanh" : "erf");
     else if (in->optim.kind != oc->kind || (in->optim.momentum > 0) != (oc->momentum > 0))
         s = vram_error(VRAM_ERR_INVALID_ARG, "model '%s' was trained with %s%s; this run uses %s%s", path,
                        vram_optim_kind_name(in->optim.kind), in->optim.momentum > 0 ? " (momentum)" : "",

@@ -129,7 +129,7 @@ static void header_decode(const uint8_t *h, vram_model_info *out) {
     int32_t v[6];
     for (int i = 0; i < 6; i++) v[i] = (int32_t)get_u32(h + 40 + 4 * i);
     out->gpt = (vram_gpt_config){.layers = v[0], .heads = v[1], .width = v[2], .vocab = v[3], .context = v[4]};
-    out->activation = v[5];
+    out->activation = out->gpt.activation = v[5];
     out->gpt.dropout = get_f64(h + 64);
     out->step = get_u64(h + 72);
     for (int i = 0; i < 4; i++) out->rng[i] = get_u64(h + 80 + 8 * i);

@@ -162,8 +162,10 @@ vram_status vram_nn_mlp_init(vram_nn_mlp *m, vram_runtime *rt, vram_param_list *
 /* The MLP after its first projection: h = fc(x) -> proj(gelu(h)) (+ dropout). */
 static vram_status mlp_from_hidden(const vram_nn_mlp *m, vram_tensor *h, int training, int keep_gelu, vram_tensor **y) {
     vram_tensor *p = NULL, *a = NULL;
+    int tanh_ = m->activation == VRAM_ACT_GELU_TANH;
     /* gelu + projection as one op, so the 4x-wide GELU output is not kept for backward */
-    vram_status s = keep_gelu ? vram_gelu(h, &a) : vram_gelu_linear(h, m->proj.weight, m->proj.bias, &p);
+    vram_status s = keep_gelu ? (tanh_ ? vram_gelu_tanh(h, &a) : vram_gelu(h, &a))
+                              : (tanh_ ? vram_gelu_tanh_linear : vram_gelu_linear)(h, m->proj.weight, m->proj.bias, &p);
     if (keep_gelu && s == VRAM_OK) s = vram_linear(a, m->proj.weight, m->proj.bias, &p);
     vram_tensor_free(a);
     if (s == VRAM_OK && training && m->dropout > 0) {
@@ -327,6 +329,10 @@ vram_status vram_gpt_new(vram_runtime *rt, const vram_gpt_config *cfg, vram_gpt 
         char name[32];
         snprintf(name, sizeof name, "h.%d", i);
         s = vram_nn_block_init(&g->blocks[i], rt, g->params, name, cfg->width, cfg->heads, cfg->dropout);
+        vram_nn_mlp *mlp = &g->blocks[i].mlp;
+        mlp->activation = cfg->activation;
+        /* the MLP's first product computes the tanh GELU too, where the device can (ops_mixed.c) */
+        if (s == VRAM_OK) mlp->fc.weight->st->gelu_epilogue = cfg->activation == VRAM_ACT_GELU_TANH;
     }
     if (s == VRAM_OK) s = vram_nn_layer_norm_init(&g->ln_f, rt, g->params, "ln_f", cfg->width);
     if (s == VRAM_OK && cfg->tied) {

@@ -1,5 +1,5 @@
 /* ops_elementwise.c — broadcasting arithmetic (add, sub, mul, div, scale), activations (relu,
- * gelu, tanh) and dropout, with their backward functions, plus the helpers other ops share:
+ * gelu, gelu_tanh, tanh) and dropout, with their backward functions, plus the helpers other ops share:
  * dtype checks and sum_to_shape (the reduction that undoes broadcasting in backward).
  *
  * Broadcasting builds, for each operand, a view over the output shape whose strides are 0 in
@@ -192,15 +192,17 @@ static vram_status unary_op(const char *name, int op, double p, vram_tensor *x, 
     if (!out) return vram_error(VRAM_ERR_INVALID_ARG, "%s: null argument", name);
     vram_status s = vram_check_float_lowp(name, x);
     if (s != VRAM_OK) return s;
-    vram_tensor *xc = NULL, *y = NULL;
+    vram_tensor *xc = NULL, *y = op == VRAM_UN_GELU_TANH ? vram_mixed_take_gelu(x) : NULL; /* from an epilogue */
     s = vram_tensor_contig(x, &xc);
-    if (s != VRAM_OK) return s;
-    s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &y);
+    if (s == VRAM_OK && !y) {
+        s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &y);
+        if (s == VRAM_OK) x->rt->k->unary(op, p, x->dtype, vram_tensor_numel(x), vram_tensor_data(y), vram_tensor_data(xc));
+    }
     if (s != VRAM_OK) {
         vram_tensor_free(xc);
+        vram_tensor_free(y);
         return s;
     }
-    x->rt->k->unary(op, p, x->dtype, vram_tensor_numel(x), vram_tensor_data(y), vram_tensor_data(xc));
     if (vram_should_record(1, &x)) {
         vram_node *n = vram_node_attach(y, name, unary_backward, 1, &x);
         if (!n) {
@@ -210,8 +212,8 @@ static vram_status unary_op(const char *name, int op, double p, vram_tensor *x, 
         }
         n->ip[0] = op;
         n->dp[0] = p;
-        /* relu and gelu need their input; tanh its output; scale nothing. */
-        if (op == VRAM_UN_RELU || op == VRAM_UN_GELU) vram_node_save(n, xc);
+        /* relu and the gelus need their input; tanh its output; scale nothing. */
+        if (op == VRAM_UN_RELU || op == VRAM_UN_GELU || op == VRAM_UN_GELU_TANH) vram_node_save(n, xc);
         if (op == VRAM_UN_TANH) vram_node_save(n, y);
     }
     vram_tensor_free(xc);
@@ -222,6 +224,7 @@ static vram_status unary_op(const char *name, int op, double p, vram_tensor *x, 
 vram_status vram_relu(vram_tensor *x, vram_tensor **out) { return unary_op("relu", VRAM_UN_RELU, 0, x, out); }
 vram_status vram_gelu(vram_tensor *x, vram_tensor **out) { return unary_op("gelu", VRAM_UN_GELU, 0, x, out); }
 vram_status vram_tanh(vram_tensor *x, vram_tensor **out) { return unary_op("tanh", VRAM_UN_TANH, 0, x, out); }
+vram_status vram_gelu_tanh(vram_tensor *x, vram_tensor **out) { return unary_op("gelu_tanh", VRAM_UN_GELU_TANH, 0, x, out); }
 vram_status vram_scale(vram_tensor *x, double f, vram_tensor **out) { return unary_op("scale", VRAM_UN_SCALE, f, x, out); }
 
 /* ---- dropout ---- */

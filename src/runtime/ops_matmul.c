@@ -6,7 +6,10 @@
  * flattened into one stride are made contiguous first. Backward: dA = dC @ B^T and
  * dB = A^T @ dC, again as strided views, summed over the batch when the operand was 2-D.
  * gelu_linear is linear(gelu(x)) that keeps only x for backward and recomputes gelu(x) there:
- * the MLP's widest activation is then stored once instead of twice (llm.c's recompute idea).
+ * the MLP's widest activation is then stored once instead of twice (llm.c's recompute idea);
+ * gelu_tanh_linear the same with GPT-2's tanh GELU, whose forward takes gelu(x) from the
+ * previous product's epilogue when there is one, and whose mixed backward applies gelu'(x)
+ * in the input gradient's product (cuBLASLt's DGELU epilogue on the GPU).
  */
 #include <math.h>
 #include <string.h>
@@ -132,7 +135,7 @@ static vram_status linear_backward(vram_node *n, vram_tensor *g, vram_tensor **g
     if (s != VRAM_OK) return s;
     if (x->dtype != w->dtype) { /* mixed precision */
         vram_mixed_grads want = {vram_node_needs(n, 0), vram_node_needs(n, 1), n->n_in > 2 && vram_node_needs(n, 2),
-                                 n->in_ndim[0], n->in_shape[0]};
+                                 n->in_ndim[0], n->in_shape[0], NULL};
         s = vram_mixed_linear_backward(&want, gc, x, w, &gin[0], &gin[1], n->n_in > 2 ? &gin[2] : NULL);
         vram_tensor_free(gc);
         return s;
@@ -229,37 +232,49 @@ vram_status vram_linear(vram_tensor *x, vram_tensor *w, vram_tensor *bias, vram_
     return VRAM_OK;
 }
 
-/* ---- gelu_linear: linear(gelu(x)) saving only x ---- */
+/* ---- gelu_linear: linear(gelu(x)) saving only x (n->ip[0]: VRAM_UN_GELU or VRAM_UN_GELU_TANH) ---- */
+
+/* Mixed precision: gelu(x) recomputed for the products; with the tanh GELU on a device with
+ * the fused slot, gelu'(x) is applied in the input gradient's product (no separate pass). */
+static vram_status gelu_linear_backward_mixed(vram_node *n, vram_tensor *gc, vram_tensor **gin) {
+    vram_runtime *rt = n->rt;
+    vram_tensor *x = n->saved[0], *w = n->saved[1], *h = NULL, *gh = NULL;
+    int op = (int)n->ip[0], need_gx = vram_node_needs(n, 0);
+    int fused = op == VRAM_UN_GELU_TANH && rt->k->matmul_lowp_dgelu && x->shape[x->ndim - 1] % 8 == 0;
+    vram_mixed_grads want = {need_gx, vram_node_needs(n, 1), n->n_in > 2 && vram_node_needs(n, 2), n->in_ndim[0],
+                             n->in_shape[0], fused && need_gx ? x : NULL};
+    vram_status s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &h);
+    if (s == VRAM_OK) {
+        rt->k->unary(op, 0, x->dtype, vram_tensor_numel(x), vram_tensor_data(h), vram_tensor_data(x));
+        s = vram_mixed_linear_backward(&want, gc, h, w, &gh, &gin[1], n->n_in > 2 ? &gin[2] : NULL);
+    }
+    vram_tensor_free(h);
+    if (s == VRAM_OK && need_gx) {
+        if (!want.dgelu_pre)
+            rt->k->unary_backward(op, 0, x->dtype, vram_tensor_numel(x), vram_tensor_data(gh), vram_tensor_data(gh),
+                                  vram_tensor_data(x));
+        gin[0] = gh;
+    } else {
+        vram_tensor_free(gh);
+    }
+    return s;
+}
 
 static vram_status gelu_linear_backward(vram_node *n, vram_tensor *g, vram_tensor **gin) {
     vram_runtime *rt = n->rt;
     vram_tensor *x = n->saved[0], *w = n->saved[1], *gc = NULL, *h = NULL, *gh = NULL;
+    int op = (int)n->ip[0];
     int64_t out_f = w->shape[0], in_f = w->shape[1], rows = vram_tensor_numel(x) / in_f;
     vram_status s = vram_tensor_contig(g, &gc);
-    if (s == VRAM_OK && x->dtype != w->dtype) { /* mixed precision: gelu(x) recomputed for the products */
-        int need_gx = vram_node_needs(n, 0);
-        vram_mixed_grads want = {need_gx, vram_node_needs(n, 1), n->n_in > 2 && vram_node_needs(n, 2), n->in_ndim[0],
-                                 n->in_shape[0]};
-        s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &h);
-        if (s == VRAM_OK) {
-            rt->k->unary(VRAM_UN_GELU, 0, x->dtype, vram_tensor_numel(x), vram_tensor_data(h), vram_tensor_data(x));
-            s = vram_mixed_linear_backward(&want, gc, h, w, &gh, &gin[1], n->n_in > 2 ? &gin[2] : NULL);
-        }
-        vram_tensor_free(h);
-        if (s == VRAM_OK && need_gx) {
-            rt->k->unary_backward(VRAM_UN_GELU, 0, x->dtype, vram_tensor_numel(x), vram_tensor_data(gh), vram_tensor_data(gh),
-                                  vram_tensor_data(x));
-            gin[0] = gh;
-        } else {
-            vram_tensor_free(gh);
-        }
+    if (s == VRAM_OK && x->dtype != w->dtype) {
+        s = gelu_linear_backward_mixed(n, gc, gin);
         vram_tensor_free(gc);
         return s;
     }
     /* recompute gelu(x): the activation forward did not keep */
     if (s == VRAM_OK && vram_node_needs(n, 1)) s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &h);
     if (s == VRAM_OK && h) {
-        rt->k->unary(VRAM_UN_GELU, 0, x->dtype, vram_tensor_numel(x), vram_tensor_data(h), vram_tensor_data(x));
+        rt->k->unary(op, 0, x->dtype, vram_tensor_numel(x), vram_tensor_data(h), vram_tensor_data(x));
         s = vram_tensor_empty(rt, g->dtype, 2, w->shape, VRAM_TAG_TEMPORARY, &gin[1]);
         if (s == VRAM_OK) /* gW [out, in] = g^T [out, rows] @ gelu(x) [rows, in] */
             rt->k->matmul(rt, g->dtype, 1, out_f, in_f, rows, vram_tensor_data(gc), 0, 1, out_f, vram_tensor_data(h), 0,
@@ -274,8 +289,8 @@ static vram_status gelu_linear_backward(vram_node *n, vram_tensor *g, vram_tenso
             s = vram_tensor_empty(rt, g->dtype, n->in_ndim[0], n->in_shape[0], VRAM_TAG_TEMPORARY, &gin[0]);
         }
         if (s == VRAM_OK)
-            rt->k->unary_backward(VRAM_UN_GELU, 0, x->dtype, vram_tensor_numel(x), vram_tensor_data(gin[0]),
-                                  vram_tensor_data(gh), vram_tensor_data(x));
+            rt->k->unary_backward(op, 0, x->dtype, vram_tensor_numel(x), vram_tensor_data(gin[0]), vram_tensor_data(gh),
+                                  vram_tensor_data(x));
         vram_tensor_free(gh);
     }
     if (s == VRAM_OK && n->n_in > 2 && vram_node_needs(n, 2)) {
@@ -286,15 +301,18 @@ static vram_status gelu_linear_backward(vram_node *n, vram_tensor *g, vram_tenso
     return s;
 }
 
-vram_status vram_gelu_linear(vram_tensor *x, vram_tensor *w, vram_tensor *bias, vram_tensor **out) {
-    if (!x || !w || !out) return vram_error(VRAM_ERR_INVALID_ARG, "gelu_linear: null argument");
-    vram_status s = vram_check_param_dtype("gelu_linear", x, w);
+static vram_status gelu_linear_op(const char *name, int op, vram_tensor *x, vram_tensor *w, vram_tensor *bias,
+                                  vram_tensor **out) {
+    if (!x || !w || !out) return vram_error(VRAM_ERR_INVALID_ARG, "%s: null argument", name);
+    vram_status s = vram_check_param_dtype(name, x, w);
     if (s != VRAM_OK) return s;
-    vram_tensor *xc = NULL, *h = NULL, *y = NULL;
+    vram_tensor *xc = NULL, *h = op == VRAM_UN_GELU_TANH ? vram_mixed_take_gelu(x) : NULL, *y = NULL;
     s = vram_tensor_contig(x, &xc);
-    if (s == VRAM_OK) s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &h);
+    if (s == VRAM_OK && !h) {
+        s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &h);
+        if (s == VRAM_OK) x->rt->k->unary(op, 0, x->dtype, vram_tensor_numel(x), vram_tensor_data(h), vram_tensor_data(xc));
+    }
     if (s == VRAM_OK) {
-        x->rt->k->unary(VRAM_UN_GELU, 0, x->dtype, vram_tensor_numel(x), vram_tensor_data(h), vram_tensor_data(xc));
         vram_no_grad_enter(); /* the linear part is recorded below as one node */
         s = vram_linear(h, w, bias, &y);
         vram_no_grad_exit();
@@ -303,10 +321,11 @@ vram_status vram_gelu_linear(vram_tensor *x, vram_tensor *w, vram_tensor *bias, 
     if (s == VRAM_OK) {
         vram_tensor *in[3] = {x, w, bias};
         if (vram_should_record(bias ? 3 : 2, in)) {
-            vram_node *n = vram_node_attach(y, "gelu_linear", gelu_linear_backward, bias ? 3 : 2, in);
+            vram_node *n = vram_node_attach(y, name, gelu_linear_backward, bias ? 3 : 2, in);
             if (!n) {
-                s = vram_error(VRAM_ERR_HOST_MEMORY, "gelu_linear: out of host memory for the graph");
+                s = vram_error(VRAM_ERR_HOST_MEMORY, "%s: out of host memory for the graph", name);
             } else {
+                n->ip[0] = op;
                 vram_node_remember_shape(n, 0, x);
                 vram_node_save(n, xc);
                 vram_node_save(n, w);
@@ -315,6 +334,14 @@ vram_status vram_gelu_linear(vram_tensor *x, vram_tensor *w, vram_tensor *bias, 
     }
     vram_tensor_free(xc);
     return rt_finish(s, y, out);
+}
+
+vram_status vram_gelu_linear(vram_tensor *x, vram_tensor *w, vram_tensor *bias, vram_tensor **out) {
+    return gelu_linear_op("gelu_linear", VRAM_UN_GELU, x, w, bias, out);
+}
+
+vram_status vram_gelu_tanh_linear(vram_tensor *x, vram_tensor *w, vram_tensor *bias, vram_tensor **out) {
+    return gelu_linear_op("gelu_tanh_linear", VRAM_UN_GELU_TANH, x, w, bias, out);
 }
 
 /* ---- attention ---- */

@@ -124,6 +124,15 @@ vram_status vram_mixed_cast_padded(vram_tensor *t, vram_dtype dt, int64_t n_pad,
     return cast_padded(t, dt, n_pad, VRAM_TAG_TEMPORARY, out);
 }
 
+vram_tensor *vram_mixed_take_gelu(vram_tensor *x) {
+    vram_tensor *g = x->st->gelu;
+    if (!g || x->offset || !vram_tensor_is_contiguous(x) || x->dtype != g->dtype ||
+        vram_tensor_numel(x) != vram_tensor_numel(g))
+        return NULL;
+    x->st->gelu = NULL;
+    return g;
+}
+
 vram_status vram_mixed_linear(vram_tensor *xc, vram_tensor *w, vram_tensor *bias, vram_tensor *y) {
     vram_runtime *rt = xc->rt;
     vram_dtype dt = xc->dtype;
@@ -133,7 +142,13 @@ vram_status vram_mixed_linear(vram_tensor *xc, vram_tensor *w, vram_tensor *bias
     vram_status s = vram_mixed_cast_padded(w, dt, ld, &wl);
     if (s == VRAM_OK && bias) s = vram_mixed_cast_padded(bias, dt, ld, &bl);
     if (s == VRAM_OK && ld != out_f) s = vram_tensor_empty(rt, dt, 2, ps, VRAM_TAG_TEMPORARY, &yp);
-    if (s == VRAM_OK) /* y [rows, out] = x [rows, in] @ W^T */
+    if (s == VRAM_OK && w->st->gelu_epilogue && rt->k->matmul_lowp_gelu && !yp && out_f % 8 == 0 && !y->st->gelu) {
+        /* y and GELU-tanh(y) from one product, the latter for the GELU op that follows */
+        s = vram_tensor_empty_like(y, VRAM_TAG_TEMPORARY, &y->st->gelu);
+        if (s == VRAM_OK)
+            rt->k->matmul_lowp_gelu(rt, dt, rows, out_f, in_f, vram_tensor_data(xc), in_f, 1, vram_tensor_data(wl), 1, in_f,
+                                    vram_tensor_data(y), vram_tensor_data(y->st->gelu), bl ? vram_tensor_data(bl) : NULL);
+    } else if (s == VRAM_OK) /* y [rows, out] = x [rows, in] @ W^T */
         rt->k->matmul_lowp(rt, dt, dt, 1, rows, ld, in_f, vram_tensor_data(xc), 0, in_f, 1, vram_tensor_data(wl), 0, 1,
                            in_f, vram_tensor_data(yp ? yp : y), 0, bl ? vram_tensor_data(bl) : NULL);
     if (s == VRAM_OK && yp) {
@@ -196,7 +211,10 @@ vram_status vram_mixed_linear_backward(const vram_mixed_grads *want, vram_tensor
         vram_tensor *wl = NULL;
         s = vram_mixed_cast_padded(w, dt, ld, &wl);
         if (s == VRAM_OK) s = vram_tensor_empty(rt, dt, want->x_ndim, want->x_shape, VRAM_TAG_TEMPORARY, gx);
-        if (s == VRAM_OK)
+        if (s == VRAM_OK && want->dgelu_pre) /* times GELU's derivative at its input, in the epilogue */
+            rt->k->matmul_lowp_dgelu(rt, dt, rows, in_f, ld, vram_tensor_data(gc), ld, 1, vram_tensor_data(wl), in_f, 1,
+                                     vram_tensor_data(*gx), vram_tensor_data(want->dgelu_pre));
+        else if (s == VRAM_OK)
             rt->k->matmul_lowp(rt, dt, dt, 1, rows, in_f, ld, vram_tensor_data(gc), 0, ld, 1, vram_tensor_data(wl), 0,
                                in_f, 1, vram_tensor_data(*gx), 0, NULL);
         vram_tensor_free(wl);

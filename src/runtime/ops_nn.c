@@ -289,7 +289,8 @@ static vram_status ln_linear_backward(vram_node *n, vram_tensor *g, vram_tensor 
     vram_tensor_free(r2);
     int need_ln = vram_node_needs(n, 0) || vram_node_needs(n, 1) || vram_node_needs(n, 2);
     if (s == VRAM_OK && x->dtype != w->dtype) { /* mixed precision: the products' gradients in one call */
-        vram_mixed_grads want = {need_ln, vram_node_needs(n, 3), n->n_in > 4 && vram_node_needs(n, 4), x->ndim, x->shape};
+        vram_mixed_grads want = {need_ln, vram_node_needs(n, 3), n->n_in > 4 && vram_node_needs(n, 4), x->ndim, x->shape,
+                                 NULL};
         s = vram_mixed_linear_backward(&want, gc, a, w, &ga, &gin[3], n->n_in > 4 ? &gin[4] : NULL);
     } else if (s == VRAM_OK && vram_node_needs(n, 3)) { /* gW [out, c] = g^T [out, rows] @ a [rows, c] */
         s = vram_tensor_empty(rt, x->dtype, 2, w->shape, VRAM_TAG_TEMPORARY, &gin[3]);

@@ -199,6 +199,19 @@ static void plan_matmul_lowp(vram_runtime *rt, vram_dtype ab_dt, vram_dtype c_dt
     plan_matmul_gpu(rt, ab_dt, batch, M, N, K, A, sa_b, sa_m, sa_k, B, sb_b, sb_k, sb_n, C, accumulate);
     (void)c_dt, (void)bias;
 }
+/* The fused GELU products write buffers the ops allocated; their fallback allocates nothing either. */
+static void plan_matmul_lowp_gelu(vram_runtime *rt, vram_dtype dt, int64_t M, int64_t N, int64_t K, const void *A,
+                                  int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_k, int64_t sb_n, void *pre,
+                                  void *out, const void *bias) {
+    plan_matmul_gpu(rt, dt, 1, M, N, K, A, 0, sa_m, sa_k, B, 0, sb_k, sb_n, pre, 0);
+    (void)out, (void)bias;
+}
+static void plan_matmul_lowp_dgelu(vram_runtime *rt, vram_dtype dt, int64_t M, int64_t N, int64_t K, const void *A,
+                                   int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_k, int64_t sb_n, void *C,
+                                   const void *pre) {
+    plan_matmul_gpu(rt, dt, 1, M, N, K, A, 0, sa_m, sa_k, B, 0, sb_k, sb_n, C, 0);
+    (void)pre;
+}
 static void plan_cross_entropy_fused(vram_dtype dt, int64_t rows, int64_t n, int64_t ld, double scale, void *logits,
                                      const void *targets, vram_dtype tdt, double *loss_sum) {
     (void)dt, (void)rows, (void)n, (void)ld, (void)scale, (void)logits, (void)targets, (void)tdt, (void)loss_sum;
@@ -227,6 +240,8 @@ const vram_kernels vram_plan_cuda_kernels = {
     .name = "plan-cuda",
     .matmul = plan_matmul_gpu,
     .matmul_lowp = plan_matmul_lowp,
+    .matmul_lowp_gelu = plan_matmul_lowp_gelu,
+    .matmul_lowp_dgelu = plan_matmul_lowp_dgelu,
     .column_sum_lowp = plan_column_sum_lowp,
     .cross_entropy_fused = plan_cross_entropy_fused,
     .flash_attention = plan_flash_attention,

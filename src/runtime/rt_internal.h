@@ -34,6 +34,11 @@ typedef struct vram_storage {
     int keep_lowp;
     struct vram_tensor *lowp;
     uint64_t lowp_epoch;
+    /* GELU in a product's epilogue (ops_mixed.c): a weight's storage with gelu_epilogue set has
+     * its mixed products also write GELU-tanh of their output, into `gelu` on the output's
+     * storage, which the next GELU-tanh op of that whole output takes instead of computing it. */
+    int gelu_epilogue;
+    struct vram_tensor *gelu;
 } vram_storage;
 
 typedef struct vram_node vram_node;
@@ -64,7 +69,8 @@ typedef struct vram_kview {
 } vram_kview;
 
 enum { VRAM_BIN_ADD, VRAM_BIN_SUB, VRAM_BIN_MUL, VRAM_BIN_DIV };
-enum { VRAM_UN_RELU, VRAM_UN_GELU, VRAM_UN_TANH, VRAM_UN_SCALE };
+/* GELU_TANH: GPT-2's tanh approximation, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+enum { VRAM_UN_RELU, VRAM_UN_GELU, VRAM_UN_TANH, VRAM_UN_SCALE, VRAM_UN_GELU_TANH };
 
 typedef struct vram_kernels {
     const char *name;
@@ -78,7 +84,7 @@ typedef struct vram_kernels {
     void (*accumulate)(const vram_kview *dst, const vram_kview *src);
     /* Contiguous n elements. */
     void (*unary)(int op, double p, vram_dtype dt, int64_t n, void *out, const void *x);
-    /* gin = gout * f'(.), where `saved` is the input (relu, gelu) or the output (tanh). */
+    /* gin = gout * f'(.), where `saved` is the input (relu, both gelus) or the output (tanh). */
     void (*unary_backward)(int op, double p, vram_dtype dt, int64_t n, void *gin, const void *gout,
                            const void *saved);
     /* C[b] = A[b] @ B[b] (+ C[b] if accumulate) for b < batch. A: M x K with strides (sa_m, sa_k),
@@ -174,6 +180,17 @@ typedef struct vram_kernels {
     void (*matmul_lowp)(vram_runtime *rt, vram_dtype ab_dt, vram_dtype c_dt, int64_t batch, int64_t M, int64_t N,
                         int64_t K, const void *A, int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b,
                         int64_t sb_k, int64_t sb_n, void *C, int accumulate, const void *bias);
+    /* Optional (NULL: matmul_lowp, then unary): GPT-2's tanh GELU in the product's epilogue, for
+     * 16-bit A, B and outputs, no batch, N a multiple of 8. Forward: pre [M, N] = A @ B + bias
+     * (bias [N], may be NULL) and out [M, N] = gelu_tanh(pre); backward (dgelu): C [M, N] =
+     * (A @ B) * gelu_tanh'(pre). pre, out and C contiguous; A, B strided as matmul's. Where the
+     * library has no such product the slot runs the product and the elementwise kernel. */
+    void (*matmul_lowp_gelu)(vram_runtime *rt, vram_dtype dt, int64_t M, int64_t N, int64_t K, const void *A,
+                             int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_k, int64_t sb_n, void *pre, void *out,
+                             const void *bias);
+    void (*matmul_lowp_dgelu)(vram_runtime *rt, vram_dtype dt, int64_t M, int64_t N, int64_t K, const void *A,
+                              int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_k, int64_t sb_n, void *C,
+                              const void *pre);
     /* Optional (NULL: a product with a row of ones): out [n] (f32) = the sum over `rows` of the
      * first n columns of g [rows, ld] (f16/bf16): a mixed linear's bias gradient. */
     void (*column_sum_lowp)(vram_dtype dt, int64_t rows, int64_t n, int64_t ld, const void *g, float *out);
@@ -325,8 +342,13 @@ vram_dtype vram_stat_dtype(vram_dtype dt);
 vram_status vram_check_float_lowp(const char *op, const vram_tensor *t);
 /* A parameter p of an op on x: the same float dtype, or f32 with 16-bit x (mixed precision). */
 vram_status vram_check_param_dtype(const char *op, const vram_tensor *x, const vram_tensor *p);
-/* y = xc @ W^T + bias for contiguous 16-bit xc [rows, in] and f32 W [out, in], bias [out]. */
+/* y = xc @ W^T + bias for contiguous 16-bit xc [rows, in] and f32 W [out, in], bias [out]. When
+ * W's storage asks for the GELU epilogue (and the device has it), GELU-tanh(y) too, on y's
+ * storage (vram_storage.gelu). */
 vram_status vram_mixed_linear(vram_tensor *xc, vram_tensor *w, vram_tensor *bias, vram_tensor *y);
+/* The GELU-tanh of the whole of x that a product's epilogue left on x's storage, handed over
+ * (the caller owns it), or NULL when there is none. */
+vram_tensor *vram_mixed_take_gelu(vram_tensor *x);
 /* A product's output width padded for tensor-core layouts (a multiple of 64 when n is not one
  * of 8), and t [n, ...] cast to dt with its first dimension zero-padded to n_pad: a new
  * temporary, or, for a parameter whose storage keeps one, its kept copy (retained; free it either way). */
@@ -337,6 +359,10 @@ typedef struct vram_mixed_grads {
     int gx, gw, gb;
     int x_ndim;
     const int64_t *x_shape;
+    /* Not NULL: gx comes out times gelu_tanh'(dgelu_pre) (the GELU's input, [rows, in]
+     * contiguous, 16-bit), through the device's matmul_lowp_dgelu; the caller sets it only when
+     * the device has that slot. */
+    const struct vram_tensor *dgelu_pre;
 } vram_mixed_grads;
 /* From gc (contiguous, 16-bit [rows, out]) and the saved input a [rows, in]: gx in gc's dtype,
  * gw and gb in W's (f32). */

@@ -286,7 +286,7 @@ vram_status vram_safetensors_gpt_info(vram_safetensors *st, vram_model_info *inf
         return vram_error(VRAM_ERR_PARSE, "safetensors '%s': no usable head count (__metadata__ n_head '%s', width %lld)",
                           st->path, st->n_head, (long long)wte->shape[1]);
     info->gpt.heads = (int)heads;
-    info->activation = !strcmp(st->activation, "gelu_erf") ? VRAM_ACT_GELU_ERF : VRAM_ACT_GELU_TANH;
+    info->activation = info->gpt.activation = !strcmp(st->activation, "gelu_erf") ? VRAM_ACT_GELU_ERF : VRAM_ACT_GELU_TANH;
     if (layers < 1) return vram_error(VRAM_ERR_PARSE, "safetensors '%s': no transformer blocks (h.0...)", st->path);
     return VRAM_OK;
 }
@@ -353,8 +353,9 @@ vram_status vram_safetensors_save_gpt(const char *path, vram_gpt *g) {
     size_t cap = 256 + (size_t)n * 192, len = 0;
     char *hdr = malloc(cap);
     if (!hdr) return vram_error(VRAM_ERR_HOST_MEMORY, "safetensors: out of host memory");
-    len += (size_t)snprintf(hdr + len, cap - len, "{\"__metadata__\":{\"format\":\"pt\",\"n_head\":\"%d\",\"activation\":\"gelu_erf\"}",
-                            vram_gpt_get_config(g)->heads);
+    len += (size_t)snprintf(hdr + len, cap - len, "{\"__metadata__\":{\"format\":\"pt\",\"n_head\":\"%d\",\"activation\":\"%s\"}",
+                            vram_gpt_get_config(g)->heads,
+                            vram_gpt_get_config(g)->activation == VRAM_ACT_GELU_TANH ? "gelu_tanh" : "gelu_erf");
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
         vram_tensor *t = vram_param_list_get(pl, i);

@@ -271,6 +271,7 @@ void vram_node_unref(vram_node *n); /* autograd.c */
 static void storage_unref(vram_storage *st) {
     if (atomic_fetch_sub(&st->refs, 1) == 1) {
         vram_tensor_free(st->lowp);
+        vram_tensor_free(st->gelu);
         vram_allocator_free(st->rt->alloc, st->data);
         free(st);
     }
