@@ -7,10 +7,12 @@
  *   batches.bin  every step's tokens, i32 [steps][batch][context + 1] (ids, then targets shifted)
  *   grads1.bin   the gradients of the first step's backward (before clipping), f32
  *   losses.txt   one loss per step, %.9g
+ *   activation.txt  gelu_tanh or gelu_erf: the MLP's GELU
  *
  * usage: bench_gpt2_reference --out DIR [--device cuda:0] [--steps 20] [--batch 8] [--context 1024]
  *        [--layers 12 --heads 12 --width 768 --vocab 50257] [--lr 3e-4] [--clip 1.0] [--seed 1337]
- *        [--precision fp32|bf16|fp16] [--data FILE]
+ *        [--precision fp32|bf16|fp16] [--data FILE] [--activation gelu_tanh|gelu_erf]
+ * The GELU is GPT-2's tanh form by default (vram train --model gpt2's).
  * --precision bf16/fp16 trains with mixed precision (fp16 with the dynamic loss scaler); --data
  * takes the batches from windows of a file's bytes (a learnable text, not random ids).
  */
@@ -54,7 +56,7 @@ int main(int argc, char **argv) {
     const char *out = NULL, *device = "cuda:0";
     int steps = 20, batch = 8;
     vram_gpt_config cfg = {.layers = 12, .heads = 12, .width = 768, .vocab = 50257, .context = 1024, .tied = 1,
-                           .init_std = 0.02};
+                           .init_std = 0.02, .activation = VRAM_ACT_GELU_TANH};
     double lr = 3e-4, clip = 1.0;
     unsigned long long seed = 1337;
     const char *data = NULL;
@@ -75,6 +77,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(f, "--clip")) clip = atof(v);
         else if (!strcmp(f, "--seed")) seed = strtoull(v, NULL, 10);
         else if (!strcmp(f, "--data")) data = v;
+        else if (!strcmp(f, "--activation")) {
+            if (!strcmp(v, "gelu_tanh")) cfg.activation = VRAM_ACT_GELU_TANH;
+            else if (!strcmp(v, "gelu_erf")) cfg.activation = VRAM_ACT_GELU_ERF;
+            else goto usage;
+        }
         else if (!strcmp(f, "--precision")) {
             if (!strcmp(v, "bf16")) cfg.precision = VRAM_DTYPE_BF16;
             else if (!strcmp(v, "fp16")) cfg.precision = VRAM_DTYPE_F16;
@@ -124,6 +131,8 @@ int main(int argc, char **argv) {
         fprintf(names, "\n");
     }
     if (!names || fclose(names) != 0) return fprintf(stderr, "bench_gpt2_reference: cannot write params.txt\n"), 1;
+    const char *act = cfg.activation == VRAM_ACT_GELU_TANH ? "gelu_tanh\n" : "gelu_erf\n";
+    if (!write_file(out, "activation.txt", act, strlen(act))) return 1;
     size_t bytes;
     float *init = gather(pl, 0, &bytes);
     if (!init || !write_file(out, "init.bin", init, bytes)) return 1;
@@ -214,6 +223,6 @@ int main(int argc, char **argv) {
 usage:
     fprintf(stderr, "usage: bench_gpt2_reference --out DIR [--device cuda:0] [--steps N] [--batch B] [--context T] "
                     "[--layers L --heads H --width C --vocab V] [--lr X] [--clip X] [--seed N] [--precision fp32|bf16|fp16] "
-                    "[--data FILE]\n");
+                    "[--data FILE] [--activation gelu_tanh|gelu_erf]\n");
     return 2;
 }

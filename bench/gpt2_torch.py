@@ -15,7 +15,8 @@
               tokens/s, peak allocated and reserved.
 
 The same-layout model: token + position embeddings, pre-norm blocks with c_attn [3C, C] and
-exact-erf GELU, final layer norm, output projection tied to the token embedding.
+GPT-2's tanh GELU (--activation gelu_erf: the exact one; check takes DIR's activation.txt, erf where
+a DIR has none), final layer norm, output projection tied to the token embedding.
 """
 import argparse
 import math
@@ -35,9 +36,9 @@ torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
 
 
 class Block(nn.Module):
-    def __init__(self, C, H):
+    def __init__(self, C, H, approximate):
         super().__init__()
-        self.H = H
+        self.H, self.approximate = H, approximate
         self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
         self.attn = nn.Module()
         self.attn.c_attn, self.attn.c_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
@@ -49,14 +50,15 @@ class Block(nn.Module):
         qkv = self.attn.c_attn(self.ln_1(x)).view(B, T, 3, self.H, C // self.H).permute(2, 0, 3, 1, 4)
         y = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], is_causal=True)
         x = x + self.attn.c_proj(y.transpose(1, 2).reshape(B, T, C))
-        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x))))
+        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x)), approximate=self.approximate))
 
 
 class GPT(nn.Module):
-    def __init__(self, L, H, C, V, T):
+    def __init__(self, L, H, C, V, T, activation="gelu_tanh"):
         super().__init__()
         self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(T, C)
-        self.h = nn.ModuleList(Block(C, H) for _ in range(L))
+        approximate = "tanh" if activation == "gelu_tanh" else "none"
+        self.h = nn.ModuleList(Block(C, H, approximate) for _ in range(L))
         self.ln_f = nn.LayerNorm(C)
 
     def forward(self, idx, targets):
@@ -77,13 +79,19 @@ def autocast(args):
     return torch.autocast("cuda", dtype=torch.bfloat16 if args.precision == "bf16" else torch.float16)
 
 
-def model_from(names, shapes, init, heads):
+def dir_activation(d):
+    """The GELU bench_gpt2_reference trained with (erf where DIR predates activation.txt)."""
+    path = os.path.join(d, "activation.txt")
+    return open(path).read().strip() if os.path.exists(path) else "gelu_erf"
+
+
+def model_from(names, shapes, init, heads, activation):
     """The same-layout model on the GPU with the parameters of init.bin; returns it and its
     parameters by name."""
     L = 1 + max(int(n.split(".")[1]) for n in names if n.startswith("h."))
     V, C = shapes[names.index("wte.weight")]
     T = shapes[names.index("wpe.weight")][0]
-    model = GPT(L, heads, C, V, T).to("cuda")
+    model = GPT(L, heads, C, V, T, activation).to("cuda")
     params = dict(model.named_parameters())
     at = 0
     with torch.no_grad():
@@ -98,7 +106,7 @@ def model_from(names, shapes, init, heads):
 def train_losses(d, args, names, shapes, init, toks, backend):
     """The run of DIR in PyTorch; returns its losses and step 1's gradients by name."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    model, params = model_from(names, shapes, init, args.heads)
+    model, params = model_from(names, shapes, init, args.heads, dir_activation(d))
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, eps=1e-8, foreach=False)
     scaler = torch.amp.GradScaler("cuda", enabled=args.precision == "fp16")
     losses, grads, skipped = [], {}, []
@@ -157,7 +165,7 @@ def check(d, args):
     names = [n for n, _ in names]
     dev = "cuda"
     init = np.fromfile(os.path.join(d, "init.bin"), dtype=np.float32)
-    model, params = model_from(names, shapes, init, args.heads)
+    model, params = model_from(names, shapes, init, args.heads, dir_activation(d))
     order = [params[n] for n in names]
     losses = [float(x) for x in open(os.path.join(d, "losses.txt"))]
     steps = len(losses)
@@ -211,7 +219,7 @@ def speed(args):
             model.train()
             step_fn = lambda x, y: model(input_ids=x, labels=y).loss  # noqa: E731 (labels shift inside)
         else:
-            model = GPT(12, 12, 768, 50257, 1024).to(dev)
+            model = GPT(12, 12, 768, 50257, 1024, args.activation).to(dev)
             step_fn = torch.compile(model) if kind == "same-compile" else model
         opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
         data = torch.randint(0, 50257, (B, T + 1), device=dev)
@@ -240,6 +248,7 @@ def speed(args):
         torch.cuda.empty_cache()
     prec = "fp32 (TF32 off)" if args.precision == "fp32" else f"{args.precision} autocast"
     print(f"# torch {torch.__version__}, {torch.cuda.get_device_name()}, {prec}, B={B}, T={T}, fused AdamW, "
+          f"same-layout GELU {args.activation}, "
           f"clip 1.0, median of steps 4..{args.steps} (torch.compile: after its compiling steps)")
     names = {"hf": "HF GPT2LMHeadModel eager", "hf-ckpt": "HF eager, checkpointing", "same": "same-layout model eager",
              "same-compile": "same-layout torch.compile"}
@@ -260,6 +269,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--models", default="hf,same")
     ap.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
+    ap.add_argument("--activation", choices=["gelu_tanh", "gelu_erf"], default="gelu_tanh",
+                    help="speed: the same-layout model's GELU (GPT-2's tanh form, vram's --model gpt2 default)")
     args = ap.parse_args()
     if args.mode == "check":
         if not args.dir:

@@ -612,9 +612,10 @@ int vram_cmd_train(int argc, char **argv) {
     printf("vram train: %s, %.2f MB corpus '%s' (byte unigram entropy %.4f nats = %.3f bits)\n",
            vram_runtime_device_name(rt), vram_text_data_size(data) / 1e6, o.data, unigram, unigram / log(2.0));
     char b2[32], b3[32];
-    printf("model: GPT %s, %s, width %d, context %d, vocab %d%s: %lld parameters (%s)\n",
+    printf("model: GPT %s, %s, width %d, context %d, vocab %d%s, %s GELU: %lld parameters (%s)\n",
            plural(o.gpt.layers, "layer", b2, sizeof b2), plural(o.gpt.heads, "head", b3, sizeof b3), o.gpt.width,
-           o.gpt.context, o.gpt.vocab, o.gpt.tied ? ", tied embedding" : "", (long long)vram_param_list_numel(params),
+           o.gpt.context, o.gpt.vocab, o.gpt.tied ? ", tied embedding" : "",
+           o.gpt.activation == VRAM_ACT_GELU_TANH ? "tanh" : "erf", (long long)vram_param_list_numel(params),
            mib(vram_param_list_numel(params) * 4, b1, sizeof b1));
     printf("training: batch %d x accum %d x context %d = %.0f tokens/step, %s lr %g, clip %g, checkpoint %s, %s%s, %s\n",
            o.batch, o.accum, o.gpt.context, (double)o.batch * o.accum * o.gpt.context, o.optimizer, oc.lr, o.clip,

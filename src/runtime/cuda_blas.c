@@ -16,7 +16,8 @@
  * Epilogues: the bias (BIAS), and GPT-2's tanh GELU for 16-bit products (GELU_AUX_BIAS: the
  * output is gelu(pre), the aux matrix pre, kept for backward; DGELU: the output times
  * gelu'(aux)); where the heuristic has no algorithm for one, that is remembered in the cache
- * and the product runs without it, followed by the elementwise kernel.
+ * and the product runs without it, followed by the elementwise kernel (as with
+ * VRAM_GELU_EPILOGUE=0, which measures and tests that path).
  */
 #include <dlfcn.h>
 #include <stddef.h>
@@ -362,7 +363,8 @@ static int matmul(vram_runtime *rt, vram_dtype dt, vram_dtype c_dt, int64_t batc
                   int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b, int64_t sb_k, int64_t sb_n,
                   void *C, int accumulate, const void *bias, int gelu, const void *aux) {
     if (vram_cuda_state.error != VRAM_OK || batch <= 0 || M <= 0 || N <= 0) return 1;
-    if (K <= 0 && gelu != EPI_NONE) return 0; /* an empty sum through the unfused path */
+    const char *off = gelu != EPI_NONE ? getenv("VRAM_GELU_EPILOGUE") : NULL; /* "0": measure the unfused path */
+    if (gelu != EPI_NONE && (K <= 0 || (off && !strcmp(off, "0")))) return 0; /* (an empty sum: unfused too) */
     if (K <= 0) { /* an empty sum: C = 0 (or unchanged) */
         if (!accumulate) vram_cuda_zero(C, (size_t)(batch * M * N) * vram_dtype_size(c_dt));
         return 1;

@@ -184,8 +184,10 @@ vram_status vram_gpt_resume(const char *path, vram_gpt *g, vram_optimizer *opt, 
                        "%d, %d, %d, %d", path, fc->layers, fc->heads, fc->width, fc->context, c->layers, c->heads, c->width,
                        c->context);
     else if (c->activation != in->activation)
-        s = vram_error(VRAM_ERR_INVALID_ARG, "model '%s' uses the %s GELU; this run's model the %s GELU", path,
-                       in->activation == VRAM_ACT_GELU_TANH ? "tanh" : "erf", c->activation == VRAM_ACT_GELU_TANH ? "tanh" : "erf");
+        s = vram_error(VRAM_ERR_INVALID_ARG, "model '%s' uses the %s GELU; this run's model the %s GELU (vram train: "
+                       "--activation %s)", path, in->activation == VRAM_ACT_GELU_TANH ? "tanh" : "erf",
+                       c->activation == VRAM_ACT_GELU_TANH ? "tanh" : "erf",
+                       in->activation == VRAM_ACT_GELU_TANH ? "gelu_tanh" : "gelu_erf");
     else if (in->optim.kind != oc->kind || (in->optim.momentum > 0) != (oc->momentum > 0))
         s = vram_error(VRAM_ERR_INVALID_ARG, "model '%s' was trained with %s%s; this run uses %s%s", path,
                        vram_optim_kind_name(in->optim.kind), in->optim.momentum > 0 ? " (momentum)" : "",

@@ -222,6 +222,7 @@ static vram_status op_scale(vram_tensor **x, const int64_t *p, vram_tensor **y) 
 static vram_status op_relu(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_relu(x[0], y); }
 static vram_status op_gelu(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_gelu(x[0], y); }
 static vram_status op_tanh(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_tanh(x[0], y); }
+static vram_status op_gelu_tanh(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_gelu_tanh(x[0], y); }
 static vram_status op_matmul(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_matmul(x[0], x[1], y); }
 static vram_status op_linear(vram_tensor **x, const int64_t *p, vram_tensor **y) {
     return vram_linear(x[0], x[1], p[0] ? x[2] : NULL, y);
@@ -229,6 +230,30 @@ static vram_status op_linear(vram_tensor **x, const int64_t *p, vram_tensor **y)
 static vram_status op_gelu_linear(vram_tensor **x, const int64_t *p, vram_tensor **y) {
     (void)p;
     return vram_gelu_linear(x[0], x[1], x[2], y);
+}
+static vram_status op_gelu_tanh_linear(vram_tensor **x, const int64_t *p, vram_tensor **y) {
+    (void)p;
+    return vram_gelu_tanh_linear(x[0], x[1], x[2], y);
+}
+/* The GPT's MLP with the tanh GELU: fc, whose weight asks for the GELU epilogue (as nn.c's does),
+ * then gelu_tanh_linear (p[0] = 0) or gelu_tanh and a linear (p[0] = 1: GELU's output kept). In
+ * mixed precision on the GPU the GELU comes out of fc's product (counted in epilogue_gelus). */
+static int epilogue_gelus;
+static vram_status op_mlp_tanh(vram_tensor **x, const int64_t *p, vram_tensor **y) {
+    vram_tensor *h = NULL, *a = NULL;
+    x[1]->st->gelu_epilogue = 1;
+    vram_status s = vram_linear(x[0], x[1], x[2], &h);
+    if (s == VRAM_OK && h->st->gelu) epilogue_gelus++;
+    if (s == VRAM_OK && p[0]) {
+        s = vram_gelu_tanh(h, &a);
+        if (s == VRAM_OK) s = vram_linear(a, x[3], x[4], y);
+    } else if (s == VRAM_OK) {
+        s = vram_gelu_tanh_linear(h, x[3], x[4], y);
+    }
+    if (s == VRAM_OK && h->st->gelu) s = vram_error(VRAM_ERR_INVALID_ARG, "the epilogue's GELU was left unused");
+    vram_tensor_free(a);
+    vram_tensor_free(h);
+    return s;
 }
 static vram_status op_ln_linear(vram_tensor **x, const int64_t *p, vram_tensor **y) {
     (void)p;
@@ -298,6 +323,7 @@ static void test_ops(vram_dtype dt, int trials) {
         run_case("relu", op_relu, 1, one, NULL, dt);
         run_case("gelu", op_gelu, 1, one, NULL, dt);
         run_case("tanh", op_tanh, 1, one, NULL, dt);
+        run_case("gelu_tanh", op_gelu_tanh, 1, one, NULL, dt);
         run_case("sum", op_sum, 1, one, NULL, dt);
         run_case("mean", op_mean, 1, one, NULL, dt);
         int64_t sd[2] = {irand(0, 2), irand(0, 1)};
@@ -321,6 +347,7 @@ static void test_ops(vram_dtype dt, int trials) {
         int64_t bias[1] = {t & 1};
         run_case("linear", op_linear, 3, lin, bias, dt);
         run_case("gelu_linear", op_gelu_linear, 3, lin, NULL, dt);
+        run_case("gelu_tanh_linear", op_gelu_tanh_linear, 3, lin, NULL, dt);
         spec lnl[5] = {SPEC(.nd = 3, .shape = {d, m, k}, .grad = 1), SPEC(.nd = 1, .shape = {k}, .grad = 1),
                        SPEC(.nd = 1, .shape = {k}, .grad = 1), SPEC(.nd = 2, .shape = {n, k}, .grad = 1),
                        SPEC(.nd = 1, .shape = {n}, .grad = 1)};
@@ -371,6 +398,22 @@ static void test_mixed(vram_dtype act, int trials) {
                       SPEC(.nd = 1, .shape = {odd}, .grad = 1)};
         run_case("mixed linear (odd width)", op_linear, 3, lo, with_bias, dt);
         run_case("mixed gelu_linear", op_gelu_linear, 3, lin, NULL, dt);
+        run_case("mixed gelu_tanh", op_gelu_tanh, 1, same, NULL, dt);
+        /* the tanh GELU's derivative in the input gradient's product (cuBLASLt's DGELU) */
+        run_case("mixed gelu_tanh_linear", op_gelu_tanh_linear, 3, lin, NULL, dt);
+        /* fc with the GELU in its epilogue (GELU_AUX_BIAS), then the projection (any width) */
+        int64_t po = irand(1, 40), mlp_one[1] = {0}, mlp_kept[1] = {1};
+        spec mlp[5] = {SPEC(.nd = 3, .shape = {d, m, k}, .grad = 1, .act = 1), SPEC(.nd = 2, .shape = {n, k}, .grad = 1),
+                       SPEC(.nd = 1, .shape = {n}, .grad = 1), SPEC(.nd = 2, .shape = {po, n}, .grad = 1),
+                       SPEC(.nd = 1, .shape = {po}, .grad = 1)};
+        run_case("mixed mlp, tanh GELU from fc's epilogue", op_mlp_tanh, 5, mlp, mlp_one, dt);
+        run_case("mixed mlp, tanh GELU from fc's epilogue, kept", op_mlp_tanh, 5, mlp, mlp_kept, dt);
+        setenv("VRAM_GELU_EPILOGUE", "0", 1); /* as where cuBLASLt has no such product: separate kernels */
+        run_case("mixed mlp, tanh GELU, epilogue off", op_mlp_tanh, 5, mlp, mlp_one, dt);
+        unsetenv("VRAM_GELU_EPILOGUE");
+        spec mlp_odd[5] = {mlp[0], SPEC(.nd = 2, .shape = {odd, k}, .grad = 1), SPEC(.nd = 1, .shape = {odd}, .grad = 1),
+                           SPEC(.nd = 2, .shape = {po, odd}, .grad = 1), SPEC(.nd = 1, .shape = {po}, .grad = 1)};
+        run_case("mixed mlp, tanh GELU, odd width (unfused)", op_mlp_tanh, 5, mlp_odd, mlp_one, dt);
         spec lnl[5] = {SPEC(.nd = 3, .shape = {d, m, k}, .grad = 1, .act = 1), SPEC(.nd = 1, .shape = {k}, .grad = 1),
                        SPEC(.nd = 1, .shape = {k}, .grad = 1), SPEC(.nd = 2, .shape = {n, k}, .grad = 1),
                        SPEC(.nd = 1, .shape = {n}, .grad = 1)};
@@ -556,6 +599,7 @@ int main(int argc, char **argv) {
     test_ops(VRAM_DTYPE_F64, 1);
     test_mixed(VRAM_DTYPE_BF16, 2 * trials);
     test_mixed(VRAM_DTYPE_F16, trials);
+    CHECK(epilogue_gelus > 0, "no mixed MLP got its GELU from fc's product (the GELU epilogue never ran)");
     test_optimizers();
     test_kept_lowp_weights();
     test_bad_ids();
