@@ -104,7 +104,7 @@ vram_status vram_gpt_load(vram_runtime *rt, const char *path, vram_gpt **out, ui
 vram_status vram_gpt_resume(const char *path, vram_gpt *g, vram_optimizer *opt, vram_train_state *ts,
                             uint64_t *bytes_read);
 
-/* Fills info's architecture fields from a GPT config (arch "gpt2", erf GELU). */
+/* Fills info's architecture fields from a GPT config (arch "gpt2", its GELU). */
 void vram_model_info_from_gpt(vram_model_info *info, const vram_gpt_config *cfg);
 /* Checks that info names an architecture this vram runs ("gpt2") with a sane shape. */
 vram_status vram_model_info_check(const vram_model_info *info, const char *path);

@@ -9,8 +9,8 @@
  * nn.h's Linear [out, in]); lm_head.weight is tied to wte and usually absent. The mask buffers
  * older checkpoints carry (attn.bias, attn.masked_bias) are ignored; any other name is another
  * architecture. Heads are not in the weights: "n_head" in __metadata__, else width / 64 (GPT-2's
- * head size). GELU is GPT-2's tanh form unless __metadata__ says "activation": "gelu_erf" (what
- * vram train's models use, and what vram writes for them).
+ * head size). GELU is GPT-2's tanh form unless __metadata__ says "activation": "gelu_erf"; vram
+ * writes "gelu_erf" or "gelu_tanh", the model's (vram_gpt_config.activation).
  */
 #ifndef VRAM_SAFETENSORS_H
 #define VRAM_SAFETENSORS_H
