@@ -95,6 +95,8 @@ vram_cli_test(cli_train_bf16_on_cpu 2 "--precision bf16 needs --device cuda: the
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --precision bf16 --steps 1 2>&1")
 vram_cli_test(cli_plan_bad_recompute 2 "--recompute: 'x' is not gelu,layernorm"
               "${VRAM_EXE} plan --recompute x 2>&1")
+vram_cli_test(cli_plan_bad_activation 2 "--activation: 'swish' is not gelu_tanh or gelu_erf"
+              "${VRAM_EXE} plan --activation swish 2>&1")
 vram_cli_test(cli_train_out_of_memory 1 "out of memory while training step 1"
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --capacity 16MiB --batch 256 --steps 1 2>&1")
 # (a 10^9-layer model was a 152 GB host calloc)

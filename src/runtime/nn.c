@@ -154,6 +154,7 @@ vram_status vram_nn_mlp_init(vram_nn_mlp *m, vram_runtime *rt, vram_param_list *
                              double dropout) {
     char buf[128];
     m->dropout = dropout;
+    m->activation = VRAM_ACT_GELU_ERF;
     vram_status s = vram_nn_linear_init(&m->fc, rt, l, join(buf, sizeof buf, name, "c_fc"), width, 4 * width, 1);
     if (s == VRAM_OK) s = vram_nn_linear_init(&m->proj, rt, l, join(buf, sizeof buf, name, "c_proj"), 4 * width, width, 1);
     return s;
