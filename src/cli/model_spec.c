@@ -2,10 +2,11 @@
  *
  * Presets: "tiny" (the default: 4 layers, 4 heads, width 128, context 64, vocabulary 256) and
  * GPT-2's sizes ("gpt2" 124M, "gpt2-medium", "gpt2-large", "gpt2-xl": tied embedding, GPT-2's
- * initialisation and tanh GELU, vocabulary 50257, context 1024; the others use erf's GELU). A spec "gpt:LAYERSxWIDTH[xHEADS]" sets those
- * fields of the model given so far (heads otherwise as they were). Numbers are bounded as vram
- * train bounds its flags. The dropout given before --model is kept; later flags change single
- * fields. A bad argument is one message naming it.
+ * initialisation and tanh GELU, vocabulary 50257, context 1024; the others use erf's GELU). A
+ * spec "gpt:LAYERSxWIDTH[xHEADS]" sets those fields of the model given so far (heads otherwise
+ * as they were). Numbers are bounded as vram train bounds its flags. The dropout given before
+ * --model is kept; later flags change single fields. A bad argument is one message naming it.
+ * Also --recompute, --lowp-weights and --activation's values, which both commands share.
  */
 #include <errno.h>
 #include <stdio.h>

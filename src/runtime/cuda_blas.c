@@ -224,7 +224,8 @@ static cudaDataType_t cuda_type(vram_dtype dt) {
 static lt_plan *plan_get(vram_dtype dt, vram_dtype c_dt, int64_t batch, int64_t M, int64_t N, int64_t K, int opx, int64_t xr, int64_t xc,
                          int64_t ldx, int64_t sx_b, int opy, int64_t yr, int64_t yc, int64_t ldy, int64_t sy_b,
                          int64_t alx, int64_t aly, int64_t alc, int epi, const void *aux) {
-    int64_t key[KEY_LEN] = {dt, batch, M, N, K, opx, ldx, sx_b, opy, ldy, sy_b, alx, aly, alc, epi, c_dt, aux ? alignment(aux) : 0};
+    int64_t key[KEY_LEN] = {dt,  batch, M,   N,   K,   opx, ldx,  sx_b, opy,
+                            ldy, sy_b,  alx, aly, alc, epi, c_dt, aux ? alignment(aux) : 0};
     uint64_t h = 1469598103934665603ull;
     for (int i = 0; i < KEY_LEN; i++) h = (h ^ (uint64_t)key[i]) * 1099511628211ull;
     lt_plan *p = &lt_cache[h % CACHE_SLOTS];
