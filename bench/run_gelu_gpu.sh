@@ -53,12 +53,18 @@ for a in gelu_erf gelu_tanh; do
 done
 
 med() { cat "$OUT"/vram_$1_*.log 2>/dev/null | sed -n 's/^summary: median step \([0-9.]*\) ms.*/\1/p' | paste -sd' '; }
+mid() { echo "$1" | tr ' ' '\n' | sort -g | awk '{v[NR]=$1} END {if (NR) print (NR % 2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 peaks() { grep -h '^summary' "$OUT/vram_$1_1.log" 2>/dev/null | sed -n 's/.*; \(peak allocated.*\)$/\1/p'; }
+TORCH=$(sed -n 's/.*compile *\([0-9.]*\) ms.*/\1/p' "$OUT/torch.log")
+row() { # LABEL NAME
+  local m; m=$(mid "$(med "$2")")
+  echo "| $1 | $(med "$2") | ${m:--} | $([ -n "$m" ] && [ -n "$TORCH" ] && awk -v t="$TORCH" -v v="$m" 'BEGIN {printf "%.2fx", t / v}') | $(peaks "$2") |"
+}
 echo
-echo "| run (bf16, --lowp-weights keep) | ms/step by round | peaks (round 1) |"
-echo "|---|---|---|"
-echo "| vram erf GELU, separate kernels | $(med erf) | $(peaks erf) |"
-echo "| vram tanh GELU, cuBLASLt epilogues | $(med tanh_fused) | $(peaks tanh_fused) |"
-echo "| vram tanh GELU, VRAM_GELU_EPILOGUE=0 | $(med tanh_unfused) | $(peaks tanh_unfused) |"
-echo "| torch.compile same-layout (tanh GELU) | $(sed -n 's/.*compile *\([0-9.]*\) ms.*/\1/p' "$OUT/torch.log") | $(sed -n 's/.*\(peak allocated.*\)$/\1/p' "$OUT/torch.log") |"
-echo "| vram plan --device cuda (tanh fused) | | $(grep -E '^peak (allocated|reserved)' "$OUT/plan_tanh.log" | awk '{print $2, $3}' | paste -sd' ') |"
+echo "| run (bf16, --lowp-weights keep) | ms/step by round | median | speed vs torch.compile | peaks (round 1) |"
+echo "|---|---|---|---|---|"
+row "vram erf GELU, separate kernels" erf
+row "vram tanh GELU, cuBLASLt epilogues" tanh_fused
+row "vram tanh GELU, VRAM_GELU_EPILOGUE=0" tanh_unfused
+echo "| torch.compile same-layout (tanh GELU) | ${TORCH:--} | | 1 | $(sed -n 's/.*\(peak allocated.*\)$/\1/p' "$OUT/torch.log") |"
+echo "| vram plan --device cuda (tanh fused) | | | | $(grep -E '^peak (allocated|reserved)' "$OUT/plan_tanh.log" | awk '{print $2, $3, "MiB"}' | paste -sd' ') |"
