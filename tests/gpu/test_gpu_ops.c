@@ -536,6 +536,41 @@ static void test_launch_failure(void) {
     vram_tensor_free(z);
 }
 
+/* A small GPT (cfg) trained `steps` AdamW steps on side sd from seed 1234 on ids/targets [B, T]:
+ * each step's loss into losses; the trained wte.weight retained into *wte when wte is not NULL. */
+static void train_small_gpt(side *sd, const vram_gpt_config *cfg, const int32_t *ids, const int32_t *targets, int64_t B,
+                            int64_t T, int steps, double *losses, vram_tensor **wte) {
+    vram_runtime_seed(sd->rt, 1234);
+    vram_gpt *g = NULL;
+    CHECK_OK(vram_gpt_new(sd->rt, cfg, &g));
+    if (!g) return;
+    vram_param_list *pl = vram_gpt_params(g);
+    vram_optim_config oc;
+    CHECK_OK(vram_optim_config_parse("adamw", &oc));
+    vram_optimizer *opt = NULL;
+    CHECK_OK(vram_optimizer_new(sd->rt, pl, &oc, &opt));
+    vram_tensor *ti = NULL, *tt = NULL;
+    CHECK_OK(vram_tensor_from_data(sd->rt, VRAM_DTYPE_I32, 2, (int64_t[]){B, T}, VRAM_TAG_OTHER, ids, &ti));
+    CHECK_OK(vram_tensor_from_data(sd->rt, VRAM_DTYPE_I32, 2, (int64_t[]){B, T}, VRAM_TAG_OTHER, targets, &tt));
+    for (int step = 0; step < steps; step++) {
+        vram_tensor *loss = NULL;
+        vram_param_list_zero_grad(pl, 1);
+        CHECK_OK(vram_gpt_forward(g, ti, tt, 1, NULL, &loss));
+        CHECK_OK(vram_backward(loss, NULL));
+        CHECK_OK(vram_optimizer_step(opt));
+        double *v = to_host(loss);
+        losses[step] = v[0];
+        free(v);
+        vram_tensor_free(loss);
+    }
+    for (int i = 0; wte && i < vram_param_list_count(pl); i++)
+        if (!strcmp(vram_param_list_name(pl, i), "wte.weight")) *wte = vram_tensor_retain(vram_param_list_get(pl, i));
+    vram_tensor_free(ti);
+    vram_tensor_free(tt);
+    vram_optimizer_free(opt);
+    vram_gpt_free(g);
+}
+
 /* Kept 16-bit weight copies (vram_gpt_config.keep_lowp_weights) change no number: a small GPT
  * trained in bf16 with them and without them, from the same seed on the same tokens, gives
  * the same losses and the same weights bit for bit (the kept copy is the cast each product
@@ -549,34 +584,7 @@ static void test_kept_lowp_weights(void) {
     for (int keep = 0; keep < 2; keep++) {
         vram_gpt_config cfg = {.layers = 2, .heads = 2, .width = 128, .vocab = V, .context = T, .tied = 1,
                                .init_std = 0.02, .precision = VRAM_DTYPE_BF16, .keep_lowp_weights = keep};
-        vram_runtime_seed(gpu.rt, 1234);
-        vram_gpt *g = NULL;
-        CHECK_OK(vram_gpt_new(gpu.rt, &cfg, &g));
-        vram_param_list *pl = vram_gpt_params(g);
-        vram_optim_config oc;
-        CHECK_OK(vram_optim_config_parse("adamw", &oc));
-        vram_optimizer *opt = NULL;
-        CHECK_OK(vram_optimizer_new(gpu.rt, pl, &oc, &opt));
-        vram_tensor *ti = NULL, *tt = NULL;
-        CHECK_OK(vram_tensor_from_data(gpu.rt, VRAM_DTYPE_I32, 2, (int64_t[]){B, T}, VRAM_TAG_OTHER, ids, &ti));
-        CHECK_OK(vram_tensor_from_data(gpu.rt, VRAM_DTYPE_I32, 2, (int64_t[]){B, T}, VRAM_TAG_OTHER, targets, &tt));
-        for (int step = 0; step < STEPS; step++) {
-            vram_tensor *loss = NULL;
-            vram_param_list_zero_grad(pl, 1);
-            CHECK_OK(vram_gpt_forward(g, ti, tt, 1, NULL, &loss));
-            CHECK_OK(vram_backward(loss, NULL));
-            CHECK_OK(vram_optimizer_step(opt));
-            double *v = to_host(loss);
-            losses[keep][step] = v[0];
-            free(v);
-            vram_tensor_free(loss);
-        }
-        for (int i = 0; i < vram_param_list_count(pl); i++)
-            if (!strcmp(vram_param_list_name(pl, i), "wte.weight")) wte[keep] = vram_tensor_retain(vram_param_list_get(pl, i));
-        vram_tensor_free(ti);
-        vram_tensor_free(tt);
-        vram_optimizer_free(opt);
-        vram_gpt_free(g);
+        train_small_gpt(&gpu, &cfg, ids, targets, B, T, STEPS, losses[keep], &wte[keep]);
     }
     for (int step = 0; step < STEPS; step++)
         CHECK(losses[0][step] == losses[1][step] && isfinite(losses[0][step]),
@@ -587,6 +595,34 @@ static void test_kept_lowp_weights(void) {
     if (wte[0] && wte[1]) compare("kept bf16 weights: wte after the steps", wte[0], wte[1], 0);
     vram_tensor_free(wte[0]);
     vram_tensor_free(wte[1]);
+}
+
+/* The tanh GELU end to end: a small GPT trained in bf16 with the GELU in cuBLASLt's epilogues,
+ * and with them off (VRAM_GELU_EPILOGUE=0: separate kernels), from the same weights on the same
+ * tokens: the same losses to bf16's rounding, falling; its first loss as the CPU's f32 model's. */
+static void test_tanh_gpt(void) {
+    enum { B = 2, T = 64, V = 300, STEPS = 4 };
+    int32_t ids[B * T], targets[B * T];
+    for (int i = 0; i < B * T; i++) ids[i] = (int32_t)irand(0, V - 1), targets[i] = (int32_t)irand(0, V - 1);
+    double losses[3][STEPS];
+    vram_gpt_config cfg = {.layers = 2, .heads = 2, .width = 128, .vocab = V, .context = T, .tied = 1, .init_std = 0.02,
+                           .precision = VRAM_DTYPE_BF16, .keep_lowp_weights = 1, .activation = VRAM_ACT_GELU_TANH};
+    train_small_gpt(&gpu, &cfg, ids, targets, B, T, STEPS, losses[0], NULL);
+    setenv("VRAM_GELU_EPILOGUE", "0", 1);
+    train_small_gpt(&gpu, &cfg, ids, targets, B, T, STEPS, losses[1], NULL);
+    unsetenv("VRAM_GELU_EPILOGUE");
+    cfg.precision = VRAM_DTYPE_F32, cfg.keep_lowp_weights = 0;
+    train_small_gpt(&cpu, &cfg, ids, targets, B, T, 1, losses[2], NULL);
+    for (int step = 0; step < STEPS; step++)
+        CHECK(fabs(losses[0][step] - losses[1][step]) <= 1e-2 * fabs(losses[1][step]) && isfinite(losses[0][step]),
+              "tanh GELU GPT: step %d loss %.6g with the epilogues, %.6g without", step + 1, losses[0][step],
+              losses[1][step]);
+    CHECK(losses[0][STEPS - 1] < losses[0][0], "tanh GELU GPT: the loss did not fall (%g -> %g)", losses[0][0],
+          losses[0][STEPS - 1]);
+    CHECK(fabs(losses[0][0] - losses[2][0]) <= 1e-2 * losses[2][0], "tanh GELU GPT: first loss %.6g in bf16, %.6g on the CPU",
+          losses[0][0], losses[2][0]);
+    printf("tanh GELU GPT: losses %.5f -> %.5f (epilogues), %.5f -> %.5f (separate kernels); step 1 on the CPU %.5f\n",
+           losses[0][0], losses[0][STEPS - 1], losses[1][0], losses[1][STEPS - 1], losses[2][0]);
 }
 
 int main(int argc, char **argv) {
@@ -602,6 +638,7 @@ int main(int argc, char **argv) {
     CHECK(epilogue_gelus > 0, "no mixed MLP got its GELU from fc's product (the GELU epilogue never ran)");
     test_optimizers();
     test_kept_lowp_weights();
+    test_tanh_gpt();
     test_bad_ids();
     test_launch_failure();
     close_side(&gpu);
