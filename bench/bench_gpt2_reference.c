@@ -10,8 +10,9 @@
  *
  * usage: bench_gpt2_reference --out DIR [--device cuda:0] [--steps 20] [--batch 8] [--context 1024]
  *        [--layers 12 --heads 12 --width 768 --vocab 50257] [--lr 3e-4] [--clip 1.0] [--seed 1337]
- *        [--precision fp32|bf16|fp16] [--data FILE]
- * --precision bf16/fp16 trains with mixed precision (fp16 with the dynamic loss scaler); --data
+ *        [--precision fp32|bf16|fp16] [--residual lowp|fp32] [--data FILE]
+ * --precision bf16/fp16 trains with mixed precision (fp16 with the dynamic loss scaler), --residual
+ * fp32 with the residual stream kept f32 (vram_gpt_config.residual_f32); --data
  * takes the batches from windows of a file's bytes (a learnable text, not random ids).
  */
 #include <errno.h>
@@ -75,6 +76,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(f, "--clip")) clip = atof(v);
         else if (!strcmp(f, "--seed")) seed = strtoull(v, NULL, 10);
         else if (!strcmp(f, "--data")) data = v;
+        else if (!strcmp(f, "--residual")) {
+            if (strcmp(v, "fp32") && strcmp(v, "lowp")) goto usage;
+            cfg.residual_f32 = !strcmp(v, "fp32");
+        }
         else if (!strcmp(f, "--precision")) {
             if (!strcmp(v, "bf16")) cfg.precision = VRAM_DTYPE_BF16;
             else if (!strcmp(v, "fp16")) cfg.precision = VRAM_DTYPE_F16;
@@ -214,6 +219,6 @@ int main(int argc, char **argv) {
 usage:
     fprintf(stderr, "usage: bench_gpt2_reference --out DIR [--device cuda:0] [--steps N] [--batch B] [--context T] "
                     "[--layers L --heads H --width C --vocab V] [--lr X] [--clip X] [--seed N] [--precision fp32|bf16|fp16] "
-                    "[--data FILE]\n");
+                    "[--residual lowp|fp32] [--data FILE]\n");
     return 2;
 }

@@ -57,6 +57,12 @@ int vram_cli_lowp_weights(const char *v, int *keep) {
     return 0;
 }
 
+int vram_cli_residual(const char *v, int *f32) {
+    if (strcmp(v, "fp32") && strcmp(v, "lowp")) return 1;
+    *f32 = !strcmp(v, "fp32");
+    return 0;
+}
+
 int vram_cli_model_spec(const char *spec, vram_gpt_config *cfg, char *err, size_t cap) {
     if (!spec) return say(err, cap, "", "is empty");
     for (size_t k = 0; k < sizeof presets / sizeof *presets; k++) {

@@ -50,6 +50,7 @@ typedef struct train_opts {
     int loss_scale;       /* dynamic loss scaling (GradScaler): 1 on, 0 off, -1 by precision (fp16) */
     int keep;             /* VRAM_GPT_KEEP_*: activations kept instead of recomputed */
     int keep_lowp;        /* --lowp-weights keep: 16-bit weight copies kept beside the f32 masters */
+    int residual;         /* --residual: 1 fp32, 0 lowp, -1 not given (lowp under mixed precision) */
     vram_train_dist dist; /* data parallel (train_dist.c) */
 } train_opts;
 
@@ -76,6 +77,9 @@ static void usage(FILE *out) {
             "  --loss-scale MODE    dynamic (default with fp16: GradScaler's, from 2^16) or off\n"
             "  --lowp-weights HOW   with bf16/fp16: cast (default: each product casts the fp32 weight into a\n"
             "                       temporary) or keep (a 16-bit copy of every weight, rewritten by AdamW)\n"
+            "  --residual WHERE     with bf16/fp16: lowp (default: the residual stream in P from the embeddings\n"
+            "                       on, as llm.c) or fp32 (kept fp32 as PyTorch's autocast keeps it; layer norms\n"
+            "                       read fp32 and give the products P)\n"
             "  --recompute WHAT     gelu,layernorm (default: both outputs recomputed in backward), gelu,\n"
             "                       layernorm, none (kept for backward: more memory, less compute), or block\n"
             "                       (whole blocks: --checkpoint)\n"
@@ -127,6 +131,7 @@ static int parse(int argc, char **argv, train_opts *o) {
     o->device = "cpu";
     o->precision = VRAM_DTYPE_F32;
     o->loss_scale = -1;
+    o->residual = -1;
     vram_cli_model_spec("tiny", &o->gpt, NULL, 0); /* --model presets and specs: model_spec.c */
     vram_train_dist_defaults(&o->dist);
     for (int i = 1; i < argc; i++) {
@@ -147,7 +152,7 @@ static int parse(int argc, char **argv, train_opts *o) {
                                              "--eval-every", "--eval-batches", "--log-every", "--layers", "--heads",
                                              "--width", "--context", "--dropout", "--capacity", "--threads", "--seed",
                                              "--device", "--model", "--vocab", "--save", "--save-every", "--resume",
-                                             "--precision", "--loss-scale", "--recompute", "--lowp-weights",
+                                             "--precision", "--loss-scale", "--recompute", "--lowp-weights", "--residual",
                                              VRAM_TRAIN_DIST_FLAGS};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(f, valued[k]);
@@ -193,6 +198,11 @@ static int parse(int argc, char **argv, train_opts *o) {
         } else if (!strcmp(f, "--lowp-weights")) {
             if (vram_cli_lowp_weights(v, &o->keep_lowp)) {
                 fprintf(stderr, "vram train: --lowp-weights: '%s' is not cast or keep\n", v);
+                ok = 0;
+            }
+        } else if (!strcmp(f, "--residual")) {
+            if (vram_cli_residual(v, &o->residual)) {
+                fprintf(stderr, "vram train: --residual: '%s' is not fp32 or lowp\n", v);
                 ok = 0;
             }
         } else if (!strcmp(f, "--loss-scale")) {
@@ -523,6 +533,11 @@ int vram_cmd_train(int argc, char **argv) {
         vram_text_data_close(data);
         return 2;
     }
+    if (o.residual == 0 && o.precision == VRAM_DTYPE_F32) { /* fp32 has no 16-bit stream to keep */
+        fprintf(stderr, "vram train: --residual lowp is for mixed precision: add --precision bf16 or fp16\n");
+        vram_text_data_close(data);
+        return 2;
+    }
     char spec[64] = "host";
     if (on_gpu) snprintf(spec, sizeof spec, "%s", o.device);
     else if (o.capacity) snprintf(spec, sizeof spec, "host:%llu", (unsigned long long)o.capacity);
@@ -560,6 +575,7 @@ int vram_cmd_train(int argc, char **argv) {
     o.gpt.precision = o.precision;
     o.gpt.keep = o.keep;
     o.gpt.keep_lowp_weights = o.keep_lowp;
+    o.gpt.residual_f32 = o.residual == 1;
     s = vram_gpt_new(rt, &o.gpt, &g);
     if (s != VRAM_OK) {
         rc = fail(a, s, "creating the model");
@@ -605,11 +621,12 @@ int vram_cmd_train(int argc, char **argv) {
            plural(o.gpt.layers, "layer", b2, sizeof b2), plural(o.gpt.heads, "head", b3, sizeof b3), o.gpt.width,
            o.gpt.context, o.gpt.vocab, o.gpt.tied ? ", tied embedding" : "", (long long)vram_param_list_numel(params),
            mib(vram_param_list_numel(params) * 4, b1, sizeof b1));
-    printf("training: batch %d x accum %d x context %d = %.0f tokens/step, %s lr %g, clip %g, checkpoint %s, %s%s, %s\n",
+    int mixed = o.precision != VRAM_DTYPE_F32;
+    printf("training: batch %d x accum %d x context %d = %.0f tokens/step, %s lr %g, clip %g, checkpoint %s, %s%s%s, %s\n",
            o.batch, o.accum, o.gpt.context, (double)o.batch * o.accum * o.gpt.context, o.optimizer, oc.lr, o.clip,
            o.checkpoint ? "every block" : "off", o.precision == VRAM_DTYPE_F32 ? "fp32" : o.precision == VRAM_DTYPE_BF16 ?
-           "mixed precision bf16" : "mixed precision fp16",
-           o.precision != VRAM_DTYPE_F32 && o.keep_lowp ? " (16-bit weight copies kept)" : "",
+           "mixed precision bf16" : "mixed precision fp16", mixed && o.keep_lowp ? " (16-bit weight copies kept)" : "",
+           mixed && o.residual == 1 ? " (fp32 residual stream)" : "",
            plural(o.steps, "step", (char[32]){0}, 32));
     vram_train_dist_describe(&o.dist, o.batch);
     fflush(stdout);
