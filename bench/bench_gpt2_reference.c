@@ -10,10 +10,11 @@
  *
  * usage: bench_gpt2_reference --out DIR [--device cuda:0] [--steps 20] [--batch 8] [--context 1024]
  *        [--layers 12 --heads 12 --width 768 --vocab 50257] [--lr 3e-4] [--clip 1.0] [--seed 1337]
- *        [--precision fp32|bf16|fp16] [--residual lowp|fp32] [--data FILE]
- * --precision bf16/fp16 trains with mixed precision (fp16 with the dynamic loss scaler), --residual
- * fp32 with the residual stream kept f32 (vram_gpt_config.residual_f32); --data
- * takes the batches from windows of a file's bytes (a learnable text, not random ids).
+ *        [--precision fp32|bf16|fp16] [--data FILE]
+ * --precision bf16/fp16 trains with mixed precision (fp16 with the dynamic loss scaler); --data
+ * takes the batches from windows of a file's bytes (a learnable text, not random ids). --residual
+ * fp32 keeps mixed precision's residual stream f32 (vram_gpt_config.residual_f32; lowp, the
+ * default, keeps it 16-bit).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -73,13 +74,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(f, "--width")) cfg.width = atoi(v);
         else if (!strcmp(f, "--vocab")) cfg.vocab = atoi(v);
         else if (!strcmp(f, "--lr")) lr = atof(v);
+        else if (!strcmp(f, "--residual") && (!strcmp(v, "fp32") || !strcmp(v, "lowp"))) cfg.residual_f32 = !strcmp(v, "fp32");
         else if (!strcmp(f, "--clip")) clip = atof(v);
         else if (!strcmp(f, "--seed")) seed = strtoull(v, NULL, 10);
         else if (!strcmp(f, "--data")) data = v;
-        else if (!strcmp(f, "--residual")) {
-            if (strcmp(v, "fp32") && strcmp(v, "lowp")) goto usage;
-            cfg.residual_f32 = !strcmp(v, "fp32");
-        }
         else if (!strcmp(f, "--precision")) {
             if (!strcmp(v, "bf16")) cfg.precision = VRAM_DTYPE_BF16;
             else if (!strcmp(v, "fp16")) cfg.precision = VRAM_DTYPE_F16;
@@ -217,8 +215,8 @@ int main(int argc, char **argv) {
     vram_device_close(dev);
     return 0;
 usage:
-    fprintf(stderr, "usage: bench_gpt2_reference --out DIR [--device cuda:0] [--steps N] [--batch B] [--context T] "
+    fprintf(stderr, "usage: bench_gpt2_reference --out DIR [--device cuda:0] [--residual lowp|fp32] [--steps N] [--batch B] [--context T] "
                     "[--layers L --heads H --width C --vocab V] [--lr X] [--clip X] [--seed N] [--precision fp32|bf16|fp16] "
-                    "[--residual lowp|fp32] [--data FILE]\n");
+                    "[--data FILE]\n");
     return 2;
 }
