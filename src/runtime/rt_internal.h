@@ -327,17 +327,17 @@ vram_status vram_matmul_raw(vram_tensor *a, vram_tensor *b, vram_tensor **out);
 int vram_dtype_is_lowp(vram_dtype dt);
 /* The dtype of an op's statistics (layer norm's mean and rstd, the loss's lse): f32 for f16/bf16. */
 vram_dtype vram_stat_dtype(vram_dtype dt);
-/* vram_check_float, and f16/bf16 where the device has low-precision kernels; for the ops whose
- * kernels take 16-bit data (elementwise, reductions, layer norm, loss, attention, products). */
-vram_status vram_check_float_lowp(const char *op, const vram_tensor *t);
-/* A parameter p of an op on x: the same float dtype, or f32 with 16-bit x (mixed precision). */
-vram_status vram_check_param_dtype(const char *op, const vram_tensor *x, const vram_tensor *p);
 /* OK when a layer norm of x may give its output in dt: x's dtype, or f16/bf16 from an f32 x on
  * a device with the mixed layer-norm kernels (the f32 residual stream); else a message. */
 vram_status vram_check_norm_dtype(const char *op, const vram_tensor *x, vram_dtype dt);
 /* a + b for one f32 and one f16/bf16 tensor of one shape: f32, the gradient rounded back to
  * the 16-bit operand's dtype (vram_add calls it for such operands). */
 vram_status vram_mixed_add(vram_tensor *a, vram_tensor *b, vram_tensor **out);
+/* vram_check_float, and f16/bf16 where the device has low-precision kernels; for the ops whose
+ * kernels take 16-bit data (elementwise, reductions, layer norm, loss, attention, products). */
+vram_status vram_check_float_lowp(const char *op, const vram_tensor *t);
+/* A parameter p of an op on x: the same float dtype, or f32 with 16-bit x (mixed precision). */
+vram_status vram_check_param_dtype(const char *op, const vram_tensor *x, const vram_tensor *p);
 /* y = xc @ W^T + bias for contiguous 16-bit xc [rows, in] and f32 W [out, in], bias [out]. */
 vram_status vram_mixed_linear(vram_tensor *xc, vram_tensor *w, vram_tensor *bias, vram_tensor *y);
 /* A product's output width padded for tensor-core layouts (a multiple of 64 when n is not one
