@@ -210,25 +210,25 @@ static void layer_norm_shape(vram_dtype dt, int64_t rows, int64_t n, int64_t *bl
     *blocks = row_blocks(rows);
 }
 
-/* dt: the output's dtype; xdt: the input's (dt, or f32 under a 16-bit dt: layer_norm_mixed). */
-static void layer_norm_launch(vram_dtype dt, vram_dtype xdt, int64_t rows, int64_t n, double eps, void *out, const void *x,
+/* k: CK_LAYER_NORM, or CK_LAYER_NORM_MIXED (f32 x, out in the 16-bit dt). */
+static void layer_norm_launch(int k, vram_dtype dt, int64_t rows, int64_t n, double eps, void *out, const void *x,
                               const void *w, const void *b, void *mean, void *rstd) {
-    int d = dt, xd = xdt;
-    void *args[] = {&d, &xd, &rows, &n, &eps, &out, &x, &w, &b, &mean, &rstd};
+    int d = dt;
+    void *args[] = {&d, &rows, &n, &eps, &out, &x, &w, &b, &mean, &rstd};
     int64_t blocks;
     int threads;
     layer_norm_shape(dt, rows, n, &blocks, &threads);
-    vram_cuda_launch(CK_LAYER_NORM, blocks, threads, args);
+    vram_cuda_launch(k, blocks, threads, args);
 }
 
 static void cuda_layer_norm(vram_dtype dt, int64_t rows, int64_t n, double eps, void *out, const void *x, const void *w,
                             const void *b, void *mean, void *rstd) {
-    layer_norm_launch(dt, dt, rows, n, eps, out, x, w, b, mean, rstd);
+    layer_norm_launch(CK_LAYER_NORM, dt, rows, n, eps, out, x, w, b, mean, rstd);
 }
 
 static void cuda_layer_norm_mixed(vram_dtype dt, int64_t rows, int64_t n, double eps, void *out, const void *x,
                                   const void *w, const void *b, void *mean, void *rstd) {
-    layer_norm_launch(dt, VRAM_DTYPE_F32, rows, n, eps, out, x, w, b, mean, rstd);
+    layer_norm_launch(CK_LAYER_NORM_MIXED, dt, rows, n, eps, out, x, w, b, mean, rstd);
 }
 
 /* Rows per chunk of a column sum over `rows`, so that n columns x chunks fill the GPU. */
@@ -240,35 +240,36 @@ static int64_t column_chunk(int64_t rows, int64_t n) {
     return chunk < 8 ? 8 : chunk;
 }
 
-/* dt: the output gradient's dtype; xdt: x's and gx's (dt, or f32 under a 16-bit dt). */
-static void layer_norm_backward_launch(vram_dtype dt, vram_dtype xdt, int64_t rows, int64_t n, void *gx, void *gw,
-                                       void *gb, const void *gout, const void *x, const void *w, const void *mean,
+/* mixed: the kernels for f32 x and gx, gout in the 16-bit dt. */
+static void layer_norm_backward_launch(int mixed, vram_dtype dt, int64_t rows, int64_t n, void *gx, void *gw, void *gb,
+                                       const void *gout, const void *x, const void *w, const void *mean,
                                        const void *rstd) {
-    int d = dt, xd = xdt;
+    int d = dt;
     if (gx) {
-        void *args[] = {&d, &xd, &rows, &n, &gx, &gout, &x, &w, &mean, &rstd};
+        void *args[] = {&d, &rows, &n, &gx, &gout, &x, &w, &mean, &rstd};
         int64_t blocks;
         int threads;
         layer_norm_shape(dt, rows, n, &blocks, &threads);
-        vram_cuda_launch(CK_LAYER_NORM_BACKWARD_X, blocks, threads, args);
+        vram_cuda_launch(mixed ? CK_LAYER_NORM_MIXED_BACKWARD_X : CK_LAYER_NORM_BACKWARD_X, blocks, threads, args);
     }
     if (gw || gb) {
         int64_t chunk = column_chunk(rows, n), chunks = (rows + chunk - 1) / chunk;
-        void *args[] = {&d, &xd, &rows, &n, &chunk, &gw, &gb, &gout, &x, &mean, &rstd};
-        vram_cuda_launch(CK_LAYER_NORM_BACKWARD_WB, vram_cuda_blocks(n * chunks, THREADS), THREADS, args);
+        void *args[] = {&d, &rows, &n, &chunk, &gw, &gb, &gout, &x, &mean, &rstd};
+        vram_cuda_launch(mixed ? CK_LAYER_NORM_MIXED_BACKWARD_WB : CK_LAYER_NORM_BACKWARD_WB,
+                         vram_cuda_blocks(n * chunks, THREADS), THREADS, args);
     }
 }
 
 static void cuda_layer_norm_backward(vram_dtype dt, int64_t rows, int64_t n, void *gx, void *gw, void *gb,
                                      const void *gout, const void *x, const void *w, const void *mean,
                                      const void *rstd) {
-    layer_norm_backward_launch(dt, dt, rows, n, gx, gw, gb, gout, x, w, mean, rstd);
+    layer_norm_backward_launch(0, dt, rows, n, gx, gw, gb, gout, x, w, mean, rstd);
 }
 
 static void cuda_layer_norm_mixed_backward(vram_dtype dt, int64_t rows, int64_t n, void *gx, void *gw, void *gb,
                                            const void *gout, const void *x, const void *w, const void *mean,
                                            const void *rstd) {
-    layer_norm_backward_launch(dt, VRAM_DTYPE_F32, rows, n, gx, gw, gb, gout, x, w, mean, rstd);
+    layer_norm_backward_launch(1, dt, rows, n, gx, gw, gb, gout, x, w, mean, rstd);
 }
 
 static void cuda_embedding(vram_dtype dt, int64_t n_ids, int64_t c, void *out, const void *table, const void *ids,

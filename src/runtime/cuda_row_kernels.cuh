@@ -3,6 +3,7 @@
  * cross-entropy. A row kernel runs one block a row and reduces with block_sum/block_max; 16-bit
  * layer-norm rows of a width that fits a warp's registers take a warp each instead, and the
  * fused classifier's 16-bit rows get their log-sum-exp in one online pass over 8-element vectors.
+ * Layer norm also takes f32 rows to 16-bit ones (and back in backward): the f32 residual stream.
  */
 
 /* ---- row kernels: one block per row ---- */
@@ -56,14 +57,16 @@ extern "C" __global__ void vk_softmax_backward(int dt, int64_t rows, int64_t n, 
 }
 
 /* Layer norm. The input rows are TI, the output rows TO: both T, or f32 in and 16-bit out
- * (mixed precision's f32 residual stream normalised for the 16-bit product after it; the
- * kernels' xdt argument says which); the weight, bias, mean and rstd are in A. In backward the
- * output gradient is TO and the input gradient TI. */
+ * (the _mixed kernels: mixed precision's f32 residual stream normalised for the 16-bit product
+ * after it; kernels of their own, so that the plain ones keep their register counts); the
+ * weight, bias, mean and rstd are in A. In backward the output gradient is TO and the input
+ * gradient TI. */
 /* Layer norm's 16-bit fast path: one warp a row held in registers (n a multiple of 256 up to
  * VK_LN_WARP_MAX), 8 elements per access; the statistics as the block path computes them. */
 __device__ __forceinline__ bool ln_warp_rows(int dt, int64_t n) {
     return (dt == VK_BF16 || dt == VK_F16) && n % 256 == 0 && n <= VK_LN_WARP_MAX;
 }
+/* DISPATCH_ALL's 16-bit half: T for dt, f16 or bf16. */
 #define DISPATCH_LOWP(dt, ...)                                                                     \
     do {                                                                                           \
         if ((dt) == VK_BF16) {                                                                     \
@@ -148,15 +151,17 @@ __device__ void layer_norm_rows(int dt, int64_t rows, int64_t n, double eps, cha
                                      (A *)rstdv, sh);
 }
 
-/* dt: the output's dtype; xdt: the input's (dt, or f32 under a 16-bit dt). */
-extern "C" __global__ void vk_layer_norm(int dt, int xdt, int64_t rows, int64_t n, double eps, char *out, const char *in,
+extern "C" __global__ void vk_layer_norm(int dt, int64_t rows, int64_t n, double eps, char *out, const char *in,
                                          const char *wv, const char *bv, char *meanv, char *rstdv) {
     __shared__ double shd[32];
-    if (xdt != dt) {
-        DISPATCH_LOWP(dt, { layer_norm_rows<float, T, float>(dt, rows, n, eps, out, in, wv, bv, meanv, rstdv, (float *)shd); });
-        return;
-    }
     DISPATCH_ALL(dt, { layer_norm_rows<T, T, A>(dt, rows, n, eps, out, in, wv, bv, meanv, rstdv, (A *)shd); });
+}
+
+/* f32 rows in, rows of the 16-bit dt out. */
+extern "C" __global__ void vk_layer_norm_mixed(int dt, int64_t rows, int64_t n, double eps, char *out, const char *in,
+                                               const char *wv, const char *bv, char *meanv, char *rstdv) {
+    __shared__ double shd[32];
+    DISPATCH_LOWP(dt, { layer_norm_rows<float, T, float>(dt, rows, n, eps, out, in, wv, bv, meanv, rstdv, (float *)shd); });
 }
 
 /* gx of layer norm for one warp a row in registers (the fast path's shape, ln_warp_rows):
@@ -231,18 +236,21 @@ __device__ void layer_norm_backward_x_rows(int dt, int64_t rows, int64_t n, char
                                                 (const A *)meanv, (const A *)rstdv, sh);
 }
 
-/* dt: the output gradient's dtype (the forward output's); xdt: x's and gx's (dt, or f32). */
-extern "C" __global__ void vk_layer_norm_backward_x(int dt, int xdt, int64_t rows, int64_t n, char *gxv, const char *gout,
+extern "C" __global__ void vk_layer_norm_backward_x(int dt, int64_t rows, int64_t n, char *gxv, const char *gout,
                                                     const char *xv, const char *wv, const char *meanv,
                                                     const char *rstdv) {
     __shared__ double shd[32];
-    if (xdt != dt) {
-        DISPATCH_LOWP(dt, {
-            layer_norm_backward_x_rows<float, T, float>(dt, rows, n, gxv, gout, xv, wv, meanv, rstdv, (float *)shd);
-        });
-        return;
-    }
     DISPATCH_ALL(dt, { layer_norm_backward_x_rows<T, T, A>(dt, rows, n, gxv, gout, xv, wv, meanv, rstdv, (A *)shd); });
+}
+
+/* gout in the 16-bit dt, x and gx f32. */
+extern "C" __global__ void vk_layer_norm_mixed_backward_x(int dt, int64_t rows, int64_t n, char *gxv, const char *gout,
+                                                          const char *xv, const char *wv, const char *meanv,
+                                                          const char *rstdv) {
+    __shared__ double shd[32];
+    DISPATCH_LOWP(dt, {
+        layer_norm_backward_x_rows<float, T, float>(dt, rows, n, gxv, gout, xv, wv, meanv, rstdv, (float *)shd);
+    });
 }
 
 /* The weight and bias gradients of layer norm (+=, in A): column sums over chunks of rows. */
@@ -263,20 +271,22 @@ __device__ void layer_norm_backward_wb_cols(int64_t rows, int64_t n, int64_t chu
     }
 }
 
-/* dt: the output gradient's dtype; xdt: x's (dt, or f32 under a 16-bit dt). */
-extern "C" __global__ void vk_layer_norm_backward_wb(int dt, int xdt, int64_t rows, int64_t n, int64_t chunk, char *gwv,
-                                                     char *gbv, const char *gout, const char *xv, const char *meanv,
+extern "C" __global__ void vk_layer_norm_backward_wb(int dt, int64_t rows, int64_t n, int64_t chunk, char *gwv, char *gbv,
+                                                     const char *gout, const char *xv, const char *meanv,
                                                      const char *rstdv) {
-    if (xdt != dt) {
-        DISPATCH_LOWP(dt, {
-            layer_norm_backward_wb_cols<float, T, float>(rows, n, chunk, (float *)gwv, (float *)gbv, (const T *)gout,
-                                                         (const float *)xv, (const float *)meanv, (const float *)rstdv);
-        });
-        return;
-    }
     DISPATCH_ALL(dt, {
         layer_norm_backward_wb_cols<T, T, A>(rows, n, chunk, (A *)gwv, (A *)gbv, (const T *)gout, (const T *)xv,
                                              (const A *)meanv, (const A *)rstdv);
+    });
+}
+
+/* gout in the 16-bit dt, x f32. */
+extern "C" __global__ void vk_layer_norm_mixed_backward_wb(int dt, int64_t rows, int64_t n, int64_t chunk, char *gwv,
+                                                           char *gbv, const char *gout, const char *xv, const char *meanv,
+                                                           const char *rstdv) {
+    DISPATCH_LOWP(dt, {
+        layer_norm_backward_wb_cols<float, T, float>(rows, n, chunk, (float *)gwv, (float *)gbv, (const T *)gout,
+                                                     (const float *)xv, (const float *)meanv, (const float *)rstdv);
     });
 }
 
