@@ -215,6 +215,40 @@ static void test_remedies(void) {
     CHECK(vram_plan_remedies(&c, rem, 8) == 0, "no remedy for batch 1, checkpointed, plain SGD");
 }
 
+/* The GPU runtime's remedies (planned on the simulated device): bf16 for fp32, cast for kept
+ * 16-bit weights, recomputation for kept outputs; each planned below what it replaces. */
+static void test_gpu_remedies(void) {
+    vram_plan_config c = small_config();
+    c.gpt = (vram_gpt_config){.layers = 2, .heads = 4, .width = 256, .vocab = 256, .context = 128,
+                              .precision = VRAM_DTYPE_F32}; /* activations well above the workspace */
+    c.gpu = 1;
+    c.batch = 16;
+    c.capacity = 256ull << 20; /* cuBLASLt's workspace, 32 MiB, beside the model */
+    vram_plan_result base;
+    CHECK(vram_plan_run(&c, &base) == VRAM_OK, "fp32 plan: %s", vram_last_error());
+    vram_plan_remedy rem[8];
+    int n = vram_plan_remedies(&c, rem, 8);
+    CHECK(n == 6 && !strcmp(rem[5].name, "mixed precision (bf16)") && !strcmp(rem[5].flags, "--precision bf16") &&
+              rem[5].config.gpt.precision == VRAM_DTYPE_BF16,
+          "fp32 on the GPU: %d remedies, the last %s", n, n > 0 ? rem[n - 1].name : "");
+    CHECK(n == 6 && rem[5].peak_reserved > 0 && rem[5].peak_reserved < base.peak_reserved, "bf16 %lld < fp32 %lld",
+          n == 6 ? (long long)rem[5].peak_reserved : -1, (long long)base.peak_reserved);
+    c.gpt.precision = VRAM_DTYPE_BF16;
+    c.gpt.keep_lowp_weights = 1;
+    c.gpt.keep = VRAM_GPT_KEEP_GELU | VRAM_GPT_KEEP_LAYERNORM;
+    CHECK(vram_plan_run(&c, &base) == VRAM_OK, "bf16 plan: %s", vram_last_error());
+    n = vram_plan_remedies(&c, rem, 8);
+    CHECK(n == 7 && !strcmp(rem[5].flags, "--lowp-weights cast") && !rem[5].config.gpt.keep_lowp_weights &&
+              !strcmp(rem[6].flags, "--recompute gelu,layernorm") && rem[6].config.gpt.keep == 0,
+          "bf16 with kept weights and outputs: %d remedies", n);
+    for (int i = 5; i < n && n == 7; i++)
+        CHECK(rem[i].peak_reserved > 0 && rem[i].peak_reserved < base.peak_reserved, "%s: %lld < %lld", rem[i].name,
+              (long long)rem[i].peak_reserved, (long long)base.peak_reserved);
+    c.checkpoint = 1; /* whole blocks recomputed: nothing kept to recompute */
+    n = vram_plan_remedies(&c, rem, 8);
+    CHECK(n == 5 && !strcmp(rem[n - 1].flags, "--lowp-weights cast"), "checkpointed: %d remedies", n);
+}
+
 static void test_bad_input(void) {
     vram_plan_config c = small_config();
     vram_plan_result r;
@@ -236,6 +270,7 @@ int main(void) {
     test_categories();
     test_oom_and_fit();
     test_remedies();
+    test_gpu_remedies();
     test_bad_input();
     return check_done();
 }

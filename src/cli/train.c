@@ -366,7 +366,7 @@ static void note_oom(void *ctx, vram_status status) {
     oom_seen = 1;
 }
 
-static void explain_oom(const char *what) {
+static void explain_oom(const char *what, vram_allocator *a) {
     const train_opts *o = explain_opts;
     vram_plan_moment at = oom_moment;
     vram_plan_config c;
@@ -381,10 +381,10 @@ static void explain_oom(const char *what) {
     c.momentum = oc.momentum;
     c.clip = o->clip;
     c.threads = o->threads;
-    c.capacity = o->capacity;
-    const char *no_remedies = !strcmp(what, "creating the model") ? vram_cli_model_too_big
-                              : !strncmp(o->device, "cuda", 4) ? "remedies are planned for the CPU runtime only"
-                                                               : NULL;
+    c.gpu = !strncmp(o->device, "cuda", 4);
+    /* the GPU's own size where no --capacity was given: what this run could not exceed */
+    c.capacity = o->capacity || !c.gpu ? o->capacity : vram_allocator_limit(a);
+    const char *no_remedies = !strcmp(what, "creating the model") ? vram_cli_model_too_big : NULL;
     vram_cli_explain_oom(stderr, "vram train", &at, &c, no_remedies);
 }
 /* ---- end of the out-of-memory explanation ---- */
@@ -395,7 +395,7 @@ static int fail(vram_allocator *a, vram_status s, const char *what) {
         const char *rep = a ? vram_allocator_oom_report(a) : "";
         if (rep && *rep) fprintf(stderr, "%s\n", rep);
         /* only where the allocator refused a tensor (not where host memory ran out) */
-        if (a && explain_opts && oom_seen) explain_oom(what);
+        if (a && explain_opts && oom_seen) explain_oom(what, a);
         fprintf(stderr, "vram train: try a smaller --batch (with --accum to keep the batch), --checkpoint, a smaller "
                         "model, or a larger --capacity\n");
     } else {

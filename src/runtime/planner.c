@@ -355,6 +355,21 @@ int vram_plan_remedies(const vram_plan_config *c, vram_plan_remedy *out, int max
         r->config.momentum = 0;
         snprintf(r->flags, sizeof r->flags, "--optimizer sgd");
     }
+    /* the GPU runtime's own levers: mixed precision, casting the weights, the default recomputation */
+    int mixed = c->gpt.precision == VRAM_DTYPE_BF16 || c->gpt.precision == VRAM_DTYPE_F16;
+    if (c->gpu && !mixed && (r = add_remedy(out, &n, max, c, "mixed precision (bf16)"))) {
+        r->config.gpt.precision = VRAM_DTYPE_BF16;
+        snprintf(r->flags, sizeof r->flags, "--precision bf16");
+    }
+    if (c->gpu && mixed && c->gpt.keep_lowp_weights &&
+        (r = add_remedy(out, &n, max, c, "16-bit weights cast, not kept"))) {
+        r->config.gpt.keep_lowp_weights = 0;
+        snprintf(r->flags, sizeof r->flags, "--lowp-weights cast");
+    }
+    if (c->gpu && c->gpt.keep && !c->checkpoint && (r = add_remedy(out, &n, max, c, "GELU and layer norm recomputed"))) {
+        r->config.gpt.keep = 0;
+        snprintf(r->flags, sizeof r->flags, "--recompute gelu,layernorm");
+    }
     for (int i = 0; i < n; i++) {
         vram_status s = plan_remedy(&out[i]);
         if (s != VRAM_OK) return s;

@@ -472,8 +472,12 @@ static void test_optimizers(void) {
         CHECK(fabs(norms[0] - norms[1]) <= 1e-5 * norms[0], "%s: gradient norm cpu %g gpu %g", names[o], norms[0], norms[1]);
         CHECK(norms[1] > 10.0, "%s: the gradient norm %g does not reach the clipping bound", names[o], norms[1]);
         snprintf(what, sizeof what, "%s: clip_step against clip then step", names[o]);
-        compare(what, p[1], p[2], 0); /* the same products, in the update instead of before it */
-        CHECK(norms[2] == norms[1], "%s: clip_step's norm %.17g, clip's %.17g", names[o], norms[2], norms[1]);
+        /* The same products, in the update instead of before it; the GPU's sum of squares adds its
+         * blocks' partial sums atomically, so the norm (and through it the factor) may differ in
+         * its last bits from run to run. */
+        compare(what, p[1], p[2], 1e-6);
+        CHECK(fabs(norms[2] - norms[1]) <= 1e-12 * norms[1], "%s: clip_step's norm %.17g, clip's %.17g", names[o],
+              norms[2], norms[1]);
         for (int k = 0; k < 3; k++) vram_tensor_free(p[k]);
         free(pv);
         free(g1);
