@@ -7,7 +7,8 @@
  * gradient of its shape (a 16-bit gradient reaching an f32 sum would fail the engine's
  * accumulation). Only add mixes dtypes. The GPT, in both residual modes: forward and backward
  * run, the loss and every gradient are f32 of the parameter's shape, and the f32 stream keeps
- * more activations for backward than the 16-bit one (the saved layer-norm inputs).
+ * more activations for backward than the 16-bit one (the saved layer-norm inputs); out of
+ * memory, `--residual lowp` is among the remedies planned.
  */
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "check.h"
 #include "vram/alloc.h"
 #include "vram/nn.h"
+#include "vram/plan.h"
 
 static vram_runtime *rt;
 static vram_allocator *alloc;
@@ -104,6 +106,30 @@ static int64_t gpt_step(int residual_f32) {
     return st.tags[VRAM_TAG_ACTIVATION].allocated_bytes.peak;
 }
 
+/* An f32 stream that does not fit: the 16-bit one is a remedy, planned below it. */
+static void remedy(void) {
+    vram_plan_config c;
+    vram_plan_config_default(&c);
+    c.gpt = (vram_gpt_config){.layers = 2, .heads = 4, .width = 256, .vocab = 256, .context = 128,
+                              .precision = VRAM_DTYPE_BF16, .residual_f32 = 1};
+    c.gpu = 1;
+    c.batch = 16;
+    c.capacity = 256ull << 20;
+    vram_plan_result base;
+    CHECK(vram_plan_run(&c, &base) == VRAM_OK, "bf16 plan with an f32 stream: %s", vram_last_error());
+    vram_plan_remedy rem[8];
+    int n = vram_plan_remedies(&c, rem, 8), at = -1;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(rem[i].flags, "--residual lowp")) at = i;
+    CHECK(at >= 0 && !rem[at].config.gpt.residual_f32 && rem[at].peak_reserved > 0 &&
+              rem[at].peak_reserved <= base.peak_reserved && rem[at].result.peak_allocated < base.peak_allocated,
+          "--residual lowp among %d remedies: at %d, peak allocated %lld of %lld", n, at,
+          at >= 0 ? (long long)rem[at].result.peak_allocated : -1, (long long)base.peak_allocated);
+    c.gpt.residual_f32 = 0;
+    n = vram_plan_remedies(&c, rem, 8);
+    for (int i = 0; i < n; i++) CHECK(strcmp(rem[i].flags, "--residual lowp"), "--residual lowp offered for a 16-bit stream");
+}
+
 int main(void) {
     vram_device *dev = NULL;
     CHECK_OK(vram_device_open("cudasim:8GiB", &dev));
@@ -116,6 +142,7 @@ int main(void) {
     int64_t want = 5LL * 2 * 64 * 256 * 2;
     CHECK(f32 - low == want, "activations' peak: 16-bit stream %lld, f32 stream %lld bytes (expected %lld more)",
           (long long)low, (long long)f32, (long long)want);
+    remedy();
     vram_runtime_free(rt);
     vram_stats st;
     vram_allocator_get_stats(alloc, &st);
