@@ -149,7 +149,8 @@ static int parse(int argc, char **argv, train_opts *o) {
             continue;
         }
         static const char *const valued[] = {"--data", "--batch", "--accum", "--steps", "--optimizer", "--lr", "--clip",
-                                             "--eval-every", "--eval-batches", "--log-every", "--layers", "--heads", "--residual",
+                                             "--eval-every", "--eval-batches", "--log-every", "--layers", "--heads",
+                                             "--residual",
                                              "--width", "--context", "--dropout", "--capacity", "--threads", "--seed",
                                              "--device", "--model", "--vocab", "--save", "--save-every", "--resume",
                                              "--precision", "--loss-scale", "--recompute", "--lowp-weights",
