@@ -5,7 +5,8 @@
  * f32 results must agree to a relative error of 1e-4 (norm of the difference over the norm of
  * the CPU's), f64 to 1e-10. Mixed precision: the GPU gets the activations (specs marked .act)
  * in bf16 or f16 with f32 parameters and is compared with the CPU's f32 op, to 2e-2 (3e-2 for
- * gradients); this covers flash attention (head size 64) against the CPU's attention. Skipped
+ * gradients); this covers flash attention (head size 64) against the CPU's attention, and the f32
+ * residual stream's ops (f32 in, 16-bit out; f32 + 16-bit) and GPT against the CPU's f32. Skipped
  * (77) where no GPU or driver exists.
  */
 #include <math.h>
