@@ -14,7 +14,9 @@
  *        [--precision fp32|bf16|fp16] [--data FILE] [--activation gelu_tanh|gelu_erf]
  * The GELU is GPT-2's tanh form by default (vram train --model gpt2's).
  * --precision bf16/fp16 trains with mixed precision (fp16 with the dynamic loss scaler); --data
- * takes the batches from windows of a file's bytes (a learnable text, not random ids).
+ * takes the batches from windows of a file's bytes (a learnable text, not random ids). --residual
+ * fp32 keeps mixed precision's residual stream f32 (vram_gpt_config.residual_f32; lowp, the
+ * default, keeps it 16-bit).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -74,6 +76,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(f, "--width")) cfg.width = atoi(v);
         else if (!strcmp(f, "--vocab")) cfg.vocab = atoi(v);
         else if (!strcmp(f, "--lr")) lr = atof(v);
+        else if (!strcmp(f, "--residual") && (!strcmp(v, "fp32") || !strcmp(v, "lowp"))) cfg.residual_f32 = !strcmp(v, "fp32");
         else if (!strcmp(f, "--clip")) clip = atof(v);
         else if (!strcmp(f, "--seed")) seed = strtoull(v, NULL, 10);
         else if (!strcmp(f, "--data")) data = v;
@@ -221,7 +224,7 @@ int main(int argc, char **argv) {
     vram_device_close(dev);
     return 0;
 usage:
-    fprintf(stderr, "usage: bench_gpt2_reference --out DIR [--device cuda:0] [--steps N] [--batch B] [--context T] "
+    fprintf(stderr, "usage: bench_gpt2_reference --out DIR [--device cuda:0] [--residual lowp|fp32] [--steps N] [--batch B] [--context T] "
                     "[--layers L --heads H --width C --vocab V] [--lr X] [--clip X] [--seed N] [--precision fp32|bf16|fp16] "
                     "[--data FILE] [--activation gelu_tanh|gelu_erf]\n");
     return 2;

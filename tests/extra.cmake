@@ -91,6 +91,18 @@ vram_cli_test(cli_plan_bad_lowp_weights 2 "--lowp-weights: 'x' is not cast or ke
 if(Python3_Interpreter_FOUND) # kept 16-bit weight copies, planned: what they add and what they save
   add_test(NAME plan_lowp_weights COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/plan_lowp_check.py $<TARGET_FILE:vram>)
 endif()
+# --residual (the residual stream f32 or 16-bit under mixed precision): bad values, lowp without
+# mixed precision, and what fp32 adds to the plan (exactly the stream's saved tensors, widened)
+vram_cli_test(cli_train_bad_residual 2 "--residual: 'bf16' is not fp32 or lowp"
+              "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --residual bf16 2>&1")
+vram_cli_test(cli_train_residual_lowp_fp32 2 "--residual lowp is for mixed precision: add --precision bf16 or fp16"
+              "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --residual lowp --steps 1 2>&1")
+vram_cli_test(cli_plan_bad_residual 2 "--residual: 'x' is not fp32 or lowp" "${VRAM_EXE} plan --residual x 2>&1")
+vram_cli_test(cli_plan_residual_lowp_fp32 2 "--residual lowp is for mixed precision"
+              "${VRAM_EXE} plan --device cuda --residual lowp 2>&1")
+if(Python3_Interpreter_FOUND)
+  add_test(NAME plan_residual_f32 COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/plan_residual_check.py $<TARGET_FILE:vram>)
+endif()
 vram_cli_test(cli_train_bf16_on_cpu 2 "--precision bf16 needs --device cuda: the CPU has no low-precision kernels"
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --precision bf16 --steps 1 2>&1")
 vram_cli_test(cli_plan_bad_recompute 2 "--recompute: 'x' is not gelu,layernorm"
@@ -180,6 +192,8 @@ add_test(NAME gpu_cli_train_mixed COMMAND sh -c "\
   if ! ${VRAM_EXE} smi --list >/dev/null 2>&1 && ! [ -e /dev/nvidiactl ]; then echo 'SKIP: no GPU'; exit 77; fi; \
   ${VRAM_EXE} train --device cuda:0 --data ${VRAM_TRAIN_CORPUS} --model gpt2 --layers 2 --context 256 --batch 4 --steps 20 --precision bf16 --report || exit 1; \
   ${VRAM_EXE} train --device cuda:0 --data ${VRAM_TRAIN_CORPUS} --model gpt2 --layers 2 --context 256 --batch 4 --steps 20 --precision fp16 --checkpoint --report | grep 'loss scaling: scale' || exit 1; \
+  res=$(${VRAM_EXE} train --device cuda:0 --data ${VRAM_TRAIN_CORPUS} --model gpt2 --layers 2 --context 256 --batch 4 --steps 10 --precision bf16 --residual fp32) || exit 1; \
+  echo \"$res\" | grep 'fp32 residual stream' || exit 1; \
   out=$(${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --steps 1 --precision bf16 2>&1); s=$?; echo \"$out\" | tail -2; \
   [ $s -ne 0 ] && echo \"$out\" | grep -q 'low-precision kernels'")
 set_tests_properties(gpu_cli_train_mixed PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600 RESOURCE_LOCK gpu

@@ -359,6 +359,51 @@ static void dtypes(void) {
     vram_tensor_free(back);
 }
 
+/* Mixed precision's f32 residual stream (a 16-bit branch added to f32, layer norm from f32 to 16
+ * bits): what the CPU, which has no low-precision kernels, and bad arguments get — one message and
+ * no tensor; and an output dtype equal to the input's is the plain op, bit for bit. */
+static void residual_f32_refusals(void) {
+    vram_tensor *x = NULL, *xb = NULL, *row = NULL, *w = NULL, *bias = NULL, *lw = NULL, *x64 = NULL, *o = NULL, *p = NULL;
+    float ones[4] = {1, 1, 1, 1}, zeros[4] = {0}, v[12];
+    for (int i = 0; i < 12; i++) v[i] = (float)(0.1 * i * i - 1);
+    CHECK_OK(vram_tensor_from_data(rt, VRAM_DTYPE_F32, 2, SH(3, 4), VRAM_TAG_TEMPORARY, v, &x));
+    CHECK_OK(vram_tensor_cast(x, VRAM_DTYPE_BF16, VRAM_TAG_TEMPORARY, &xb));
+    CHECK_OK(vram_tensor_cast(x, VRAM_DTYPE_F64, VRAM_TAG_TEMPORARY, &x64));
+    CHECK_OK(vram_tensor_new(rt, VRAM_DTYPE_BF16, 1, SH(4), VRAM_TAG_TEMPORARY, &row));
+    CHECK_OK(vram_tensor_from_data(rt, VRAM_DTYPE_F32, 1, SH(4), VRAM_TAG_TEMPORARY, ones, &w));
+    CHECK_OK(vram_tensor_from_data(rt, VRAM_DTYPE_F32, 1, SH(4), VRAM_TAG_TEMPORARY, zeros, &bias));
+    CHECK_OK(vram_tensor_new(rt, VRAM_DTYPE_F32, 2, SH(5, 4), VRAM_TAG_TEMPORARY, &lw));
+    CHECK(vram_add(x, row, &o) == VRAM_ERR_SHAPE && !o, "f32 + bf16 broadcast accepted");
+    CHECK(strstr(vram_last_error(), "add only at one shape") && strstr(vram_last_error(), "[3, 4] and [4]"), "detail: %s",
+          vram_last_error());
+    CHECK(vram_add(xb, x, &o) == VRAM_ERR_UNSUPPORTED && !o, "bf16 + f32 on the CPU accepted");
+    CHECK(strstr(vram_last_error(), "add: bf16 tensors need a device with low-precision kernels"), "detail: %s",
+          vram_last_error());
+    CHECK(vram_layer_norm_to(x, w, bias, 1e-5, VRAM_DTYPE_BF16, &o) == VRAM_ERR_UNSUPPORTED && !o,
+          "layer norm to bf16 on the CPU accepted");
+    CHECK(strstr(vram_last_error(), "layer_norm: bf16 tensors need a device with low-precision kernels"), "detail: %s",
+          vram_last_error());
+    CHECK(vram_layer_norm_to(x64, w, bias, 1e-5, VRAM_DTYPE_F16, &o) == VRAM_ERR_UNSUPPORTED && !o, "f64 to f16 accepted");
+    CHECK(strstr(vram_last_error(), "a f16 output from a f64 input") && strstr(vram_last_error(), "from an f32 input"),
+          "detail: %s", vram_last_error());
+    CHECK(vram_layer_norm_linear_to(x, w, bias, 1e-5, lw, NULL, VRAM_DTYPE_I32, &o) == VRAM_ERR_UNSUPPORTED && !o,
+          "layer_norm_linear to i32 accepted");
+    CHECK(strstr(vram_last_error(), "layer_norm_linear: a i32 output from a f32 input"), "detail: %s", vram_last_error());
+    CHECK(vram_layer_norm_linear_to(x, w, bias, 1e-5, lw, NULL, VRAM_DTYPE_BF16, &o) == VRAM_ERR_UNSUPPORTED && !o,
+          "layer_norm_linear to bf16 on the CPU accepted");
+    /* the output in the input's dtype: vram_layer_norm itself */
+    CHECK_OK(vram_layer_norm_to(x, w, bias, 1e-5, VRAM_DTYPE_F32, &o));
+    CHECK_OK(vram_layer_norm(x, w, bias, 1e-5, &p));
+    if (o && p) {
+        float a[12], b[12];
+        vram_tensor_read_host(o, a);
+        vram_tensor_read_host(p, b);
+        CHECK(vram_tensor_dtype(o) == VRAM_DTYPE_F32 && !memcmp(a, b, sizeof a), "layer_norm_to f32 differs from layer_norm");
+    }
+    vram_tensor *all[] = {x, xb, row, w, bias, lw, x64, o, p};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) vram_tensor_free(all[i]);
+}
+
 int main(void) {
     vram_device *dev = NULL;
     vram_allocator *a = NULL;
@@ -471,6 +516,7 @@ int main(void) {
 
     shape_errors();
     dtypes();
+    residual_f32_refusals();
     matmul_f32();
     gelu_tanh_f32();
 

@@ -92,6 +92,8 @@ typedef struct vram_nn_block {
     vram_nn_mlp mlp;
     int training; /* read by the checkpointed forward */
     int keep;     /* VRAM_GPT_KEEP_* (vram_gpt_config) */
+    int lowp;     /* VRAM_DTYPE_F16/_BF16: an f32 input's products run in it (vram_gpt_config.residual_f32);
+                   * 0: in the input's dtype */
 } vram_nn_block;
 vram_status vram_nn_block_init(vram_nn_block *m, vram_runtime *rt, vram_param_list *l, const char *name, int64_t width,
                                int64_t heads, double dropout);
@@ -111,6 +113,12 @@ typedef struct vram_gpt_config {
      * products cast nothing); 0, the default, casts the f32 weight into a temporary for each
      * product. */
     int keep_lowp_weights;
+    /* With mixed precision: 1 keeps the residual stream (the embeddings' sum, every block's
+     * output) in f32, as PyTorch's autocast does: each layer norm reads f32 and rounds its
+     * output for the 16-bit product after it, the products' 16-bit outputs are added in f32
+     * (more activation memory: the layer norms' saved inputs are f32); 0, the default, casts
+     * the stream to 16 bits once after the embeddings, as llm.c does. */
+    int residual_f32;
     /* What the blocks store instead of recomputing in backward (0, the default: GELU's output
      * and the layer norms' outputs are recomputed, llm.c's recompute 2; VRAM_GPT_KEEP_* bits
      * keep them, for measuring what recomputation saves). */

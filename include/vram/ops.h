@@ -18,7 +18,9 @@
 extern "C" {
 #endif
 
-/* Elementwise, with broadcasting. */
+/* Elementwise, with broadcasting. add also takes one f32 and one f16/bf16 tensor of one shape
+ * (on a device with low-precision kernels): the sum in f32, as PyTorch promotes it (mixed
+ * precision's residual adds), the 16-bit operand's gradient rounded to its dtype. */
 vram_status vram_add(vram_tensor *a, vram_tensor *b, vram_tensor **out);
 vram_status vram_sub(vram_tensor *a, vram_tensor *b, vram_tensor **out);
 vram_status vram_mul(vram_tensor *a, vram_tensor *b, vram_tensor **out);
@@ -61,6 +63,11 @@ vram_status vram_gelu_tanh_linear(vram_tensor *x, vram_tensor *weight, vram_tens
  * are required; bias may be NULL. */
 vram_status vram_layer_norm_linear(vram_tensor *x, vram_tensor *ln_weight, vram_tensor *ln_bias, double eps,
                                    vram_tensor *weight, vram_tensor *bias, vram_tensor **out);
+/* The same with the normalised x in `dtype`: x's, or f16/bf16 from an f32 x (mixed precision
+ * with an f32 residual stream, as autocast runs it: the layer norm computes in f32 and rounds
+ * its output once, for a product in that dtype; x's gradient comes back f32). */
+vram_status vram_layer_norm_linear_to(vram_tensor *x, vram_tensor *ln_weight, vram_tensor *ln_bias, double eps,
+                                      vram_tensor *weight, vram_tensor *bias, vram_dtype dtype, vram_tensor **out);
 
 /* Along the last dimension. */
 vram_status vram_softmax(vram_tensor *x, vram_tensor **out);
@@ -70,6 +77,9 @@ vram_status vram_cross_entropy(vram_tensor *logits, vram_tensor *targets, vram_t
 /* Layer norm over the last dimension; weight/bias [C] may be NULL. */
 vram_status vram_layer_norm(vram_tensor *x, vram_tensor *weight, vram_tensor *bias, double eps,
                             vram_tensor **out);
+/* Layer norm with its output in `dtype`: x's, or f16/bf16 from an f32 x (as vram_layer_norm_linear_to). */
+vram_status vram_layer_norm_to(vram_tensor *x, vram_tensor *weight, vram_tensor *bias, double eps, vram_dtype dtype,
+                               vram_tensor **out);
 /* Rows of table [V, C] picked by integer ids [..] -> [.., C]. An id out of range is an error. */
 vram_status vram_embedding(vram_tensor *table, vram_tensor *ids, vram_tensor **out);
 /* Inverted dropout: zeroes with probability p, scales the rest by 1/(1-p). Identity when

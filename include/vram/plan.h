@@ -108,7 +108,8 @@ enum { VRAM_PLAN_REMEDY_ROOM = 8 };
 
 /* Fills up to `max` remedies for `c` into `out` (those that apply: halving needs a batch > 1,
  * checkpointing that it is off, a leaner optimizer one that keeps state; on the GPU runtime also
- * bf16 for fp32, cast for kept 16-bit weights, recomputation for kept outputs) and returns how many,
+ * bf16 for fp32, cast for kept 16-bit weights, recomputation for kept outputs, a 16-bit residual
+ * stream for an f32 one) and returns how many,
  * or a negative vram_status when a plan fails for another reason than memory. */
 int vram_plan_remedies(const vram_plan_config *c, vram_plan_remedy *out, int max);
 

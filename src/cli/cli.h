@@ -49,6 +49,9 @@ int vram_cli_model_spec(const char *spec, vram_gpt_config *cfg, char *err, size_
  * "none" or "block" into VRAM_GPT_KEEP_* bits and the checkpoint switch (model_spec.c). Returns
  * 0, or 1 when the value is none of them. */
 int vram_cli_recompute(const char *v, int *keep, int *checkpoint);
+/* --residual of vram train and vram plan: "fp32" (1: the residual stream stays f32 under mixed
+ * precision, vram_gpt_config.residual_f32) or "lowp" (0: 16-bit). Returns 0, or 1 when neither. */
+int vram_cli_residual(const char *v, int *f32);
 /* --lowp-weights of vram train and vram plan: "cast" (0, each product casts its weight) or
  * "keep" (1, a 16-bit copy of every weight is kept). Returns 0, or 1 when it is neither. */
 int vram_cli_lowp_weights(const char *v, int *keep);

@@ -56,6 +56,12 @@ int vram_cli_recompute(const char *v, int *keep, int *checkpoint) {
     return 0;
 }
 
+int vram_cli_residual(const char *v, int *f32) {
+    if (strcmp(v, "fp32") && strcmp(v, "lowp")) return 1;
+    *f32 = !strcmp(v, "fp32");
+    return 0;
+}
+
 int vram_cli_lowp_weights(const char *v, int *keep) {
     if (strcmp(v, "cast") && strcmp(v, "keep")) return 1;
     *keep = !strcmp(v, "keep");

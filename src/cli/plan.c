@@ -20,6 +20,7 @@ typedef struct plan_opts {
     vram_plan_config cfg;
     int fit, json, max_batch;
     vram_dtype precision; /* applied after the flags: --model resets the model's fields */
+    int residual;         /* --residual: 1 fp32, 0 lowp, -1 not given */
     int keep;             /* --recompute's VRAM_GPT_KEEP_* bits, applied after them too */
     int keep_lowp;        /* --lowp-weights keep */
     int activation;       /* --activation: VRAM_ACT_*, or -1: the model's */
@@ -41,6 +42,7 @@ static void usage(FILE *out) {
             "  --recompute WHAT     as vram train: gelu,layernorm (default), gelu, layernorm, none or block\n"
             "  --clip X             as vram train (default 1.0; allocates nothing)\n"
             "  --precision P        fp32 (default), or bf16 / fp16 (mixed precision, with --device cuda)\n"
+            "  --residual WHERE     as vram train: lowp (default) or fp32 (the residual stream kept fp32)\n"
             "  --lowp-weights HOW   as vram train: cast (default) or keep\n"
             "  --activation A       as vram train: gelu_tanh (default of the gpt2 models) or gelu_erf\n"
             "  --threads N          matrix-product threads of the run planned (default: online CPUs, as vram train)\n"
@@ -52,7 +54,8 @@ static void usage(FILE *out) {
             "  --lr, --seed, --data are accepted and ignored (they change no allocation)\n");
 }
 
-enum { F_INT, F_DOUBLE, F_SIZE, F_OPTIM, F_MODEL, F_PRECISION, F_DEVICE, F_RECOMPUTE, F_LOWP_WEIGHTS, F_ACTIVATION, F_IGNORED };
+enum { F_INT, F_DOUBLE, F_SIZE, F_OPTIM, F_MODEL, F_PRECISION, F_DEVICE, F_RECOMPUTE, F_LOWP_WEIGHTS, F_ACTIVATION, F_IGNORED,
+       F_RESIDUAL };
 
 typedef struct flag {
     const char *name;
@@ -122,6 +125,12 @@ static int set_flag(const flag *f, const char *v, plan_opts *o) {
             return 2;
         }
         return 0;
+    case F_RESIDUAL:
+        if (vram_cli_residual(v, &o->residual)) {
+            fprintf(stderr, "vram plan: --residual: '%s' is not fp32 or lowp\n", v);
+            return 2;
+        }
+        return 0;
     case F_LOWP_WEIGHTS:
         if (vram_cli_lowp_weights(v, &o->keep_lowp)) {
             fprintf(stderr, "vram plan: --lowp-weights: '%s' is not cast or keep\n", v);
@@ -151,6 +160,7 @@ static int parse(int argc, char **argv, plan_opts *o) {
     o->activation = -1;
     vram_plan_config_default(&o->cfg);
     o->max_batch = 1 << 20;
+    o->residual = -1;
     vram_plan_config *c = &o->cfg;
     /* bounds as vram train's */
     const flag flags[] = {
@@ -163,6 +173,7 @@ static int parse(int argc, char **argv, plan_opts *o) {
         {"--optimizer", F_OPTIM, NULL, 0, 0},          {"--model", F_MODEL, NULL, 0, 0},
         {"--precision", F_PRECISION, NULL, 0, 0},      {"--lr", F_IGNORED, NULL, 0, 0},
         {"--vocab", F_INT, &c->gpt.vocab, 256, 1 << 24}, {"--device", F_DEVICE, NULL, 0, 0},
+        {"--residual", F_RESIDUAL, NULL, 0, 0},
         {"--seed", F_IGNORED, NULL, 0, 0},             {"--data", F_IGNORED, NULL, 0, 0},
         {"--recompute", F_RECOMPUTE, NULL, 0, 0},      {"--lowp-weights", F_LOWP_WEIGHTS, NULL, 0, 0},
         {"--activation", F_ACTIVATION, NULL, 0, 0},
@@ -196,12 +207,17 @@ static int parse(int argc, char **argv, plan_opts *o) {
         if (rc) return rc;
     }
     c->gpt.precision = o->precision;
+    c->gpt.residual_f32 = o->residual == 1;
     c->gpt.keep = o->keep;
     c->gpt.keep_lowp_weights = o->keep_lowp;
     if (o->activation >= 0) c->gpt.activation = o->activation;
     if (o->keep_lowp && o->precision == VRAM_DTYPE_F32) {
         fprintf(stderr, "vram plan: --lowp-weights keep keeps 16-bit weight copies for mixed precision: add --precision "
                         "bf16 or fp16\n");
+        return 2;
+    }
+    if (o->residual == 0 && o->precision == VRAM_DTYPE_F32) {
+        fprintf(stderr, "vram plan: --residual lowp is for mixed precision: add --precision bf16 or fp16\n");
         return 2;
     }
     if (o->precision != VRAM_DTYPE_F32 && !c->gpu) {

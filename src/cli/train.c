@@ -48,6 +48,7 @@ typedef struct train_opts {
     int save_every;
     vram_dtype precision; /* VRAM_DTYPE_F32, or F16/BF16 for mixed precision */
     int loss_scale;       /* dynamic loss scaling (GradScaler): 1 on, 0 off, -1 by precision (fp16) */
+    int residual;         /* --residual: 1 fp32, 0 lowp, -1 not given (lowp under mixed precision) */
     int keep;             /* VRAM_GPT_KEEP_*: activations kept instead of recomputed */
     int keep_lowp;        /* --lowp-weights keep: 16-bit weight copies kept beside the f32 masters */
     int activation;       /* --activation: VRAM_ACT_*, or -1: the model's (applied after --model) */
@@ -75,6 +76,9 @@ static void usage(FILE *out) {
             "                       attention in P on tensor cores, activations in P, weights, gradients and\n"
             "                       optimizer state in fp32)\n"
             "  --loss-scale MODE    dynamic (default with fp16: GradScaler's, from 2^16) or off\n"
+            "  --residual WHERE     with bf16/fp16: lowp (default: the residual stream in P from the embeddings\n"
+            "                       on, as llm.c) or fp32 (kept fp32 as PyTorch's autocast keeps it; layer norms\n"
+            "                       read fp32 and give the products P)\n"
             "  --lowp-weights HOW   with bf16/fp16: cast (default: each product casts the fp32 weight into a\n"
             "                       temporary) or keep (a 16-bit copy of every weight, rewritten by AdamW)\n"
             "  --activation A       gelu_tanh (GPT-2's; the default of the gpt2 models; with bf16/fp16 on a GPU\n"
@@ -130,6 +134,7 @@ static int parse(int argc, char **argv, train_opts *o) {
     o->optimizer = "adamw";
     o->device = "cpu";
     o->precision = VRAM_DTYPE_F32;
+    o->residual = -1;
     o->loss_scale = -1;
     o->activation = -1;
     vram_cli_model_spec("tiny", &o->gpt, NULL, 0); /* --model presets and specs: model_spec.c */
@@ -150,6 +155,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         }
         static const char *const valued[] = {"--data", "--batch", "--accum", "--steps", "--optimizer", "--lr", "--clip",
                                              "--eval-every", "--eval-batches", "--log-every", "--layers", "--heads",
+                                             "--residual",
                                              "--width", "--context", "--dropout", "--capacity", "--threads", "--seed",
                                              "--device", "--model", "--vocab", "--save", "--save-every", "--resume",
                                              "--precision", "--loss-scale", "--recompute", "--lowp-weights",
@@ -218,6 +224,11 @@ static int parse(int argc, char **argv, train_opts *o) {
             else if (!strcmp(v, "fp16") || !strcmp(v, "f16")) o->precision = VRAM_DTYPE_F16;
             else {
                 fprintf(stderr, "vram train: --precision: '%s' is not fp32, bf16 or fp16\n", v);
+                ok = 0;
+            }
+        } else if (!strcmp(f, "--residual")) {
+            if (vram_cli_residual(v, &o->residual)) {
+                fprintf(stderr, "vram train: --residual: '%s' is not fp32 or lowp\n", v);
                 ok = 0;
             }
         } else if (!strcmp(f, "--device")) {
@@ -533,6 +544,11 @@ int vram_cmd_train(int argc, char **argv) {
         vram_text_data_close(data);
         return 2;
     }
+    if (o.residual == 0 && o.precision == VRAM_DTYPE_F32) { /* fp32 has no 16-bit stream to keep */
+        fprintf(stderr, "vram train: --residual lowp is for mixed precision: add --precision bf16 or fp16\n");
+        vram_text_data_close(data);
+        return 2;
+    }
     char spec[64] = "host";
     if (on_gpu) snprintf(spec, sizeof spec, "%s", o.device);
     else if (o.capacity) snprintf(spec, sizeof spec, "host:%llu", (unsigned long long)o.capacity);
@@ -568,6 +584,7 @@ int vram_cmd_train(int argc, char **argv) {
     vram_runtime_seed(rt, o.seed);
     vram_runtime_set_alloc_observer(rt, note_oom, rt); /* for the out-of-memory explanation */
     o.gpt.precision = o.precision;
+    o.gpt.residual_f32 = o.residual == 1;
     o.gpt.keep = o.keep;
     o.gpt.keep_lowp_weights = o.keep_lowp;
     if (o.activation >= 0) o.gpt.activation = o.activation;
@@ -617,11 +634,12 @@ int vram_cmd_train(int argc, char **argv) {
            o.gpt.context, o.gpt.vocab, o.gpt.tied ? ", tied embedding" : "",
            o.gpt.activation == VRAM_ACT_GELU_TANH ? "tanh" : "erf", (long long)vram_param_list_numel(params),
            mib(vram_param_list_numel(params) * 4, b1, sizeof b1));
-    printf("training: batch %d x accum %d x context %d = %.0f tokens/step, %s lr %g, clip %g, checkpoint %s, %s%s, %s\n",
+    printf("training: batch %d x accum %d x context %d = %.0f tokens/step, %s lr %g, clip %g, checkpoint %s, %s%s%s, %s\n",
            o.batch, o.accum, o.gpt.context, (double)o.batch * o.accum * o.gpt.context, o.optimizer, oc.lr, o.clip,
            o.checkpoint ? "every block" : "off", o.precision == VRAM_DTYPE_F32 ? "fp32" : o.precision == VRAM_DTYPE_BF16 ?
            "mixed precision bf16" : "mixed precision fp16",
            o.precision != VRAM_DTYPE_F32 && o.keep_lowp ? " (16-bit weight copies kept)" : "",
+           o.precision != VRAM_DTYPE_F32 && o.residual == 1 ? " (fp32 residual stream)" : "",
            plural(o.steps, "step", (char[32]){0}, 32));
     vram_train_dist_describe(&o.dist, o.batch);
     fflush(stdout);

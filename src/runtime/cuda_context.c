@@ -96,7 +96,9 @@ static const char *const kernel_names[CK_COUNT] = {
     [CK_UNSCALE] = "vk_unscale", [CK_SCALER_UPDATE] = "vk_scaler_update",
     [CK_ADAM_UPDATE_LIST] = "vk_adam_update_list", [CK_CROSS_ENTROPY_FUSED] = "vk_cross_entropy_fused",
     [CK_LIST_SUM_SQUARES] = "vk_list_sum_squares", [CK_LIST_SCALE] = "vk_list_scale",
-    [CK_COLUMN_SUM_LOWP] = "vk_column_sum_lowp",
+    [CK_COLUMN_SUM_LOWP] = "vk_column_sum_lowp", [CK_LAYER_NORM_MIXED] = "vk_layer_norm_mixed",
+    [CK_LAYER_NORM_MIXED_BACKWARD_X] = "vk_layer_norm_mixed_backward_x",
+    [CK_LAYER_NORM_MIXED_BACKWARD_WB] = "vk_layer_norm_mixed_backward_wb",
 };
 
 static struct {

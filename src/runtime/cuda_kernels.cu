@@ -78,6 +78,16 @@ template <typename T> __device__ __forceinline__ void st8(T *p, const float *f) 
     for (int k = 0; k < 8; k++) e[k] = (T)f[k];
     *(uint4 *)p = u;
 }
+/* f32 rows in the same 8-element vectors (two 16-byte accesses): the f32 residual stream that
+ * mixed precision's layer norm and add read beside 16-bit operands (vram_gpt_config.residual_f32). */
+__device__ __forceinline__ void ld8(const float *p, float *f) {
+    float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
+    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+}
+__device__ __forceinline__ void st8(float *p, const float *f) {
+    ((float4 *)p)[0] = make_float4(f[0], f[1], f[2], f[3]);
+    ((float4 *)p)[1] = make_float4(f[4], f[5], f[6], f[7]);
+}
 __device__ __forceinline__ bool aligned16(const void *a, const void *b, const void *c) {
     return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15) == 0;
 }
@@ -215,7 +225,34 @@ extern "C" __global__ void vk_fill(vk_geom g, char *dst, int dt, double v) {
 
 /* ---- elementwise arithmetic ---- */
 
-extern "C" __global__ void vk_binary(vk_geom g, int op, int dt, char *out, const char *a, const char *b) {
+/* out = a op b with out and a f32 and b 16-bit (TB): a 16-bit branch added to mixed precision's
+ * f32 residual stream, computed in f32. */
+template <typename TB> __device__ void binary_f32_lowp(const vk_geom &g, int op, float *out, const float *a, const TB *b) {
+    int64_t from = 0;
+    if (g.nd == 1 && g.st[0][0] == 1 && g.st[1][0] == 1 && g.st[2][0] == 1 && aligned16(out, a, b)) {
+        VEC8_LOOP(v, g.n, done, {
+            float x[8], y[8];
+            ld8(a + v, x);
+            ld8(b + v, y);
+            for (int k = 0; k < 8; k++) x[k] = binary_op(op, x[k], y[k]);
+            st8(out + v, x);
+        });
+        from = done;
+    }
+    GRID_STRIDE_FROM(i, from, g.n) {
+        int64_t off[3];
+        unravel(g, i, 3, off);
+        out[off[0]] = binary_op(op, a[off[1]], (float)b[off[2]]);
+    }
+}
+
+/* bdt: b's dtype, dt's but for a mixed add (dt f32, bdt f16/bf16). */
+extern "C" __global__ void vk_binary(vk_geom g, int op, int dt, char *out, const char *a, const char *b, int bdt) {
+    if (bdt != dt) {
+        if (bdt == VK_BF16) binary_f32_lowp(g, op, (float *)out, (const float *)a, (const __nv_bfloat16 *)b);
+        else binary_f32_lowp(g, op, (float *)out, (const float *)a, (const __half *)b);
+        return;
+    }
     DISPATCH_ALL(dt, {
         int64_t from = 0;
         if (is_16bit<T>::value && g.nd == 1 && g.st[0][0] == 1 && g.st[1][0] == 1 && g.st[2][0] == 1 && aligned16(out, a, b)) {

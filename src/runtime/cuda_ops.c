@@ -115,11 +115,11 @@ static void cuda_binary(int op, const vram_kview *out, const vram_kview *a, cons
     vk_geom g;
     geom_build(out->ndim, out->shape, 3, st, &g);
     if (g.n == 0) return;
-    int dt = out->dtype;
+    int dt = out->dtype, bdt = b->dtype; /* (b f16/bf16 under f32 a and out: a mixed add) */
     char *o = out->data;
     const char *x = a->data, *y = b->data;
-    void *rest[] = {&op, &dt, &o, &x, &y};
-    launch_geom(CK_BINARY, &g, rest, 5);
+    void *rest[] = {&op, &dt, &o, &x, &y, &bdt};
+    launch_geom(CK_BINARY, &g, rest, 6);
 }
 
 /* dst += src over src's shape; dims where dst's stride is 0 are summed (a broadcast's inverse). */
@@ -210,14 +210,25 @@ static void layer_norm_shape(vram_dtype dt, int64_t rows, int64_t n, int64_t *bl
     *blocks = row_blocks(rows);
 }
 
-static void cuda_layer_norm(vram_dtype dt, int64_t rows, int64_t n, double eps, void *out, const void *x, const void *w,
-                            const void *b, void *mean, void *rstd) {
+/* k: CK_LAYER_NORM, or CK_LAYER_NORM_MIXED (f32 x, out in the 16-bit dt). */
+static void layer_norm_launch(int k, vram_dtype dt, int64_t rows, int64_t n, double eps, void *out, const void *x,
+                              const void *w, const void *b, void *mean, void *rstd) {
     int d = dt;
     void *args[] = {&d, &rows, &n, &eps, &out, &x, &w, &b, &mean, &rstd};
     int64_t blocks;
     int threads;
     layer_norm_shape(dt, rows, n, &blocks, &threads);
-    vram_cuda_launch(CK_LAYER_NORM, blocks, threads, args);
+    vram_cuda_launch(k, blocks, threads, args);
+}
+
+static void cuda_layer_norm(vram_dtype dt, int64_t rows, int64_t n, double eps, void *out, const void *x, const void *w,
+                            const void *b, void *mean, void *rstd) {
+    layer_norm_launch(CK_LAYER_NORM, dt, rows, n, eps, out, x, w, b, mean, rstd);
+}
+
+static void cuda_layer_norm_mixed(vram_dtype dt, int64_t rows, int64_t n, double eps, void *out, const void *x,
+                                  const void *w, const void *b, void *mean, void *rstd) {
+    layer_norm_launch(CK_LAYER_NORM_MIXED, dt, rows, n, eps, out, x, w, b, mean, rstd);
 }
 
 /* Rows per chunk of a column sum over `rows`, so that n columns x chunks fill the GPU. */
@@ -229,22 +240,36 @@ static int64_t column_chunk(int64_t rows, int64_t n) {
     return chunk < 8 ? 8 : chunk;
 }
 
-static void cuda_layer_norm_backward(vram_dtype dt, int64_t rows, int64_t n, void *gx, void *gw, void *gb,
-                                     const void *gout, const void *x, const void *w, const void *mean,
-                                     const void *rstd) {
+/* mixed: the kernels for f32 x and gx, gout in the 16-bit dt. */
+static void layer_norm_backward_launch(int mixed, vram_dtype dt, int64_t rows, int64_t n, void *gx, void *gw, void *gb,
+                                       const void *gout, const void *x, const void *w, const void *mean,
+                                       const void *rstd) {
     int d = dt;
     if (gx) {
         void *args[] = {&d, &rows, &n, &gx, &gout, &x, &w, &mean, &rstd};
         int64_t blocks;
         int threads;
         layer_norm_shape(dt, rows, n, &blocks, &threads);
-        vram_cuda_launch(CK_LAYER_NORM_BACKWARD_X, blocks, threads, args);
+        vram_cuda_launch(mixed ? CK_LAYER_NORM_MIXED_BACKWARD_X : CK_LAYER_NORM_BACKWARD_X, blocks, threads, args);
     }
     if (gw || gb) {
         int64_t chunk = column_chunk(rows, n), chunks = (rows + chunk - 1) / chunk;
         void *args[] = {&d, &rows, &n, &chunk, &gw, &gb, &gout, &x, &mean, &rstd};
-        vram_cuda_launch(CK_LAYER_NORM_BACKWARD_WB, vram_cuda_blocks(n * chunks, THREADS), THREADS, args);
+        vram_cuda_launch(mixed ? CK_LAYER_NORM_MIXED_BACKWARD_WB : CK_LAYER_NORM_BACKWARD_WB,
+                         vram_cuda_blocks(n * chunks, THREADS), THREADS, args);
     }
+}
+
+static void cuda_layer_norm_backward(vram_dtype dt, int64_t rows, int64_t n, void *gx, void *gw, void *gb,
+                                     const void *gout, const void *x, const void *w, const void *mean,
+                                     const void *rstd) {
+    layer_norm_backward_launch(0, dt, rows, n, gx, gw, gb, gout, x, w, mean, rstd);
+}
+
+static void cuda_layer_norm_mixed_backward(vram_dtype dt, int64_t rows, int64_t n, void *gx, void *gw, void *gb,
+                                           const void *gout, const void *x, const void *w, const void *mean,
+                                           const void *rstd) {
+    layer_norm_backward_launch(1, dt, rows, n, gx, gw, gb, gout, x, w, mean, rstd);
 }
 
 static void cuda_embedding(vram_dtype dt, int64_t n_ids, int64_t c, void *out, const void *table, const void *ids,
@@ -564,6 +589,8 @@ const vram_kernels vram_cuda_kernels = {
     .matmul_lowp_gelu = vram_cuda_matmul_lowp_gelu,
     .matmul_lowp_dgelu = vram_cuda_matmul_lowp_dgelu,
     .column_sum_lowp = cuda_column_sum_lowp,
+    .layer_norm_mixed = cuda_layer_norm_mixed,
+    .layer_norm_mixed_backward = cuda_layer_norm_mixed_backward,
     .cross_entropy_fused = cuda_cross_entropy_fused,
     .flash_attention = cuda_flash_attention,
     .flash_attention_backward = cuda_flash_attention_backward,

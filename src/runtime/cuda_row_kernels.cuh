@@ -3,6 +3,7 @@
  * cross-entropy. A row kernel runs one block a row and reduces with block_sum/block_max; 16-bit
  * layer-norm rows of a width that fits a warp's registers take a warp each instead, and the
  * fused classifier's 16-bit rows get their log-sum-exp in one online pass over 8-element vectors.
+ * Layer norm also takes f32 rows to 16-bit ones (and back in backward): the f32 residual stream.
  */
 
 /* ---- row kernels: one block per row ---- */
@@ -55,18 +56,35 @@ extern "C" __global__ void vk_softmax_backward(int dt, int64_t rows, int64_t n, 
     });
 }
 
-/* Layer norm, one block per row; x, out in T, the weight, bias, mean and rstd in A. */
+/* Layer norm. The input rows are TI, the output rows TO: both T, or f32 in and 16-bit out
+ * (the _mixed kernels: mixed precision's f32 residual stream normalised for the 16-bit product
+ * after it; kernels of their own, so that the plain ones keep their register counts); the
+ * weight, bias, mean and rstd are in A. In backward the output gradient is TO and the input
+ * gradient TI. */
 /* Layer norm's 16-bit fast path: one warp a row held in registers (n a multiple of 256 up to
- * VK_LN_WARP_MAX), 8 elements per 16-byte access; the statistics as the block path computes them. */
+ * VK_LN_WARP_MAX), 8 elements per access; the statistics as the block path computes them. */
 __device__ __forceinline__ bool ln_warp_rows(int dt, int64_t n) {
     return (dt == VK_BF16 || dt == VK_F16) && n % 256 == 0 && n <= VK_LN_WARP_MAX;
 }
-template <typename T> __device__ void layer_norm_warp_rows(int64_t rows, int n, float eps, T *out, const T *in,
-                                                           const float *w, const float *b, float *mean, float *rstd) {
+/* DISPATCH_ALL's 16-bit half: T for dt, f16 or bf16. */
+#define DISPATCH_LOWP(dt, ...)                                                                     \
+    do {                                                                                           \
+        if ((dt) == VK_BF16) {                                                                     \
+            typedef __nv_bfloat16 T;                                                               \
+            __VA_ARGS__                                                                            \
+        } else {                                                                                   \
+            typedef __half T;                                                                      \
+            __VA_ARGS__                                                                            \
+        }                                                                                          \
+    } while (0)
+
+template <typename TI, typename TO> __device__ void layer_norm_warp_rows(int64_t rows, int n, float eps, TO *out,
+                                                                         const TI *in, const float *w, const float *b,
+                                                                         float *mean, float *rstd) {
     constexpr int MAXV = VK_LN_WARP_MAX / 256;
     int lane = threadIdx.x & 31, nw = blockDim.x >> 5, nv = n / 256;
     for (int64_t r = blockIdx.x * (int64_t)nw + (threadIdx.x >> 5); r < rows; r += (int64_t)gridDim.x * nw) {
-        const T *x = in + r * n;
+        const TI *x = in + r * n;
         float v[MAXV][8], s = 0, q = 0;
 #pragma unroll
         for (int k = 0; k < MAXV; k++)
@@ -94,44 +112,64 @@ template <typename T> __device__ void layer_norm_warp_rows(int64_t rows, int n, 
     }
 }
 
+/* Layer norm, one block a row (rows off the fast path's widths, f32 and f64). */
+template <typename TI, typename TO, typename A>
+__device__ void layer_norm_block_rows(int64_t rows, int64_t n, double eps, TO *out, const TI *in, const A *w, const A *b,
+                                      A *mean, A *rstd, A *sh) {
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const TI *x = in + r * n;
+        TO *y = out + r * n;
+        A m = 0;
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m += (A)x[j];
+        m = block_sum(m, sh) / (A)n;
+        A v = 0;
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) v += ((A)x[j] - m) * ((A)x[j] - m);
+        v = block_sum(v, sh) / (A)n;
+        A rs = (A)1 / m_sqrt(v + (A)eps);
+        if (threadIdx.x == 0) {
+            mean[r] = m;
+            rstd[r] = rs;
+        }
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+            A h = ((A)x[j] - m) * rs;
+            y[j] = (TO)((w ? h * w[j] : h) + (b ? b[j] : (A)0));
+        }
+    }
+}
+
+template <typename TI, typename TO, typename A>
+__device__ void layer_norm_rows(int dt, int64_t rows, int64_t n, double eps, char *out, const char *in, const char *wv,
+                                const char *bv, char *meanv, char *rstdv, A *sh) {
+    if constexpr (is_16bit<TO>::value) {
+        if (ln_warp_rows(dt, n) && aligned16(out, in, in)) {
+            layer_norm_warp_rows<TI, TO>(rows, (int)n, (float)eps, (TO *)out, (const TI *)in, (const float *)wv,
+                                         (const float *)bv, (float *)meanv, (float *)rstdv);
+            return;
+        }
+    }
+    layer_norm_block_rows<TI, TO, A>(rows, n, eps, (TO *)out, (const TI *)in, (const A *)wv, (const A *)bv, (A *)meanv,
+                                     (A *)rstdv, sh);
+}
+
 extern "C" __global__ void vk_layer_norm(int dt, int64_t rows, int64_t n, double eps, char *out, const char *in,
                                          const char *wv, const char *bv, char *meanv, char *rstdv) {
     __shared__ double shd[32];
-    DISPATCH_ALL(dt, {
-        if (is_16bit<T>::value && ln_warp_rows(dt, n) && aligned16(out, in, in)) {
-            layer_norm_warp_rows<T>(rows, (int)n, (float)eps, (T *)out, (const T *)in, (const float *)wv,
-                                    (const float *)bv, (float *)meanv, (float *)rstdv);
-            return;
-        }
-        A *sh = (A *)shd;
-        const A *w = (const A *)wv, *b = (const A *)bv;
-        for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-            const T *x = (const T *)in + r * n;
-            T *y = (T *)out + r * n;
-            A m = 0;
-            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m += (A)x[j];
-            m = block_sum(m, sh) / (A)n;
-            A v = 0;
-            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) v += ((A)x[j] - m) * ((A)x[j] - m);
-            v = block_sum(v, sh) / (A)n;
-            A rs = (A)1 / m_sqrt(v + (A)eps);
-            if (threadIdx.x == 0) {
-                ((A *)meanv)[r] = m;
-                ((A *)rstdv)[r] = rs;
-            }
-            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-                A h = ((A)x[j] - m) * rs;
-                y[j] = (T)((w ? h * w[j] : h) + (b ? b[j] : (A)0));
-            }
-        }
-    });
+    DISPATCH_ALL(dt, { layer_norm_rows<T, T, A>(dt, rows, n, eps, out, in, wv, bv, meanv, rstdv, (A *)shd); });
 }
 
-/* The input gradient of layer norm, one block per row. */
-/* gx of layer norm for one warp a row in registers (the fast path's shape, ln_warp_rows). */
-template <typename T> __device__ void layer_norm_backward_x_warp_rows(int64_t rows, int n, T *gx, const T *gout,
-                                                                      const T *xin, const float *w, const float *mean,
-                                                                      const float *rstd) {
+/* f32 rows in, rows of the 16-bit dt out. */
+extern "C" __global__ void vk_layer_norm_mixed(int dt, int64_t rows, int64_t n, double eps, char *out, const char *in,
+                                               const char *wv, const char *bv, char *meanv, char *rstdv) {
+    __shared__ double shd[32];
+    DISPATCH_LOWP(dt, { layer_norm_rows<float, T, float>(dt, rows, n, eps, out, in, wv, bv, meanv, rstdv, (float *)shd); });
+}
+
+/* gx of layer norm for one warp a row in registers (the fast path's shape, ln_warp_rows):
+ * gout in TO (16-bit), x and gx in TI. */
+template <typename TI, typename TO> __device__ void layer_norm_backward_x_warp_rows(int64_t rows, int n, TI *gx,
+                                                                                    const TO *gout, const TI *xin,
+                                                                                    const float *w, const float *mean,
+                                                                                    const float *rstd) {
     constexpr int MAXV = VK_LN_WARP_MAX / 256;
     int lane = threadIdx.x & 31, nw = blockDim.x >> 5, nv = n / 256;
     for (int64_t r = blockIdx.x * (int64_t)nw + (threadIdx.x >> 5); r < rows; r += (int64_t)gridDim.x * nw) {
@@ -159,56 +197,96 @@ template <typename T> __device__ void layer_norm_backward_x_warp_rows(int64_t ro
     }
 }
 
+/* The input gradient of layer norm, one block a row. */
+template <typename TI, typename TO, typename A>
+__device__ void layer_norm_backward_x_block_rows(int64_t rows, int64_t n, TI *gxv, const TO *gout, const TI *xv,
+                                                 const A *w, const A *meanv, const A *rstdv, A *sh) {
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const TO *g = gout + r * n;
+        const TI *x = xv + r * n;
+        A m = meanv[r], rs = rstdv[r];
+        A s1 = 0, s2 = 0;
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+            A h = ((A)x[j] - m) * rs, dh = w ? (A)g[j] * w[j] : (A)g[j];
+            s1 += dh;
+            s2 += dh * h;
+        }
+        s1 = block_sum(s1, sh);
+        s2 = block_sum(s2, sh);
+        A a = s1 / (A)n, c = s2 / (A)n;
+        TI *gr = gxv + r * n;
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+            A h = ((A)x[j] - m) * rs, dh = w ? (A)g[j] * w[j] : (A)g[j];
+            gr[j] = (TI)(rs * (dh - a - h * c));
+        }
+    }
+}
+
+template <typename TI, typename TO, typename A>
+__device__ void layer_norm_backward_x_rows(int dt, int64_t rows, int64_t n, char *gxv, const char *gout, const char *xv,
+                                           const char *wv, const char *meanv, const char *rstdv, A *sh) {
+    if constexpr (is_16bit<TO>::value) {
+        if (ln_warp_rows(dt, n) && aligned16(gxv, gout, xv)) {
+            layer_norm_backward_x_warp_rows<TI, TO>(rows, (int)n, (TI *)gxv, (const TO *)gout, (const TI *)xv,
+                                                    (const float *)wv, (const float *)meanv, (const float *)rstdv);
+            return;
+        }
+    }
+    layer_norm_backward_x_block_rows<TI, TO, A>(rows, n, (TI *)gxv, (const TO *)gout, (const TI *)xv, (const A *)wv,
+                                                (const A *)meanv, (const A *)rstdv, sh);
+}
+
 extern "C" __global__ void vk_layer_norm_backward_x(int dt, int64_t rows, int64_t n, char *gxv, const char *gout,
                                                     const char *xv, const char *wv, const char *meanv,
                                                     const char *rstdv) {
     __shared__ double shd[32];
-    DISPATCH_ALL(dt, {
-        if (is_16bit<T>::value && ln_warp_rows(dt, n) && aligned16(gxv, gout, xv)) {
-            layer_norm_backward_x_warp_rows<T>(rows, (int)n, (T *)gxv, (const T *)gout, (const T *)xv, (const float *)wv,
-                                               (const float *)meanv, (const float *)rstdv);
-            return;
-        }
-        A *sh = (A *)shd;
-        const A *w = (const A *)wv;
-        for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-            const T *g = (const T *)gout + r * n, *x = (const T *)xv + r * n;
-            A m = ((const A *)meanv)[r], rs = ((const A *)rstdv)[r];
-            A s1 = 0, s2 = 0;
-            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-                A h = ((A)x[j] - m) * rs, dh = w ? (A)g[j] * w[j] : (A)g[j];
-                s1 += dh;
-                s2 += dh * h;
-            }
-            s1 = block_sum(s1, sh);
-            s2 = block_sum(s2, sh);
-            A a = s1 / (A)n, c = s2 / (A)n;
-            T *gr = (T *)gxv + r * n;
-            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-                A h = ((A)x[j] - m) * rs, dh = w ? (A)g[j] * w[j] : (A)g[j];
-                gr[j] = (T)(rs * (dh - a - h * c));
-            }
-        }
+    DISPATCH_ALL(dt, { layer_norm_backward_x_rows<T, T, A>(dt, rows, n, gxv, gout, xv, wv, meanv, rstdv, (A *)shd); });
+}
+
+/* gout in the 16-bit dt, x and gx f32. */
+extern "C" __global__ void vk_layer_norm_mixed_backward_x(int dt, int64_t rows, int64_t n, char *gxv, const char *gout,
+                                                          const char *xv, const char *wv, const char *meanv,
+                                                          const char *rstdv) {
+    __shared__ double shd[32];
+    DISPATCH_LOWP(dt, {
+        layer_norm_backward_x_rows<float, T, float>(dt, rows, n, gxv, gout, xv, wv, meanv, rstdv, (float *)shd);
     });
 }
 
 /* The weight and bias gradients of layer norm (+=, in A): column sums over chunks of rows. */
+template <typename TI, typename TO, typename A>
+__device__ void layer_norm_backward_wb_cols(int64_t rows, int64_t n, int64_t chunk, A *gw, A *gb, const TO *gout,
+                                            const TI *x, const A *mean, const A *rstd) {
+    int64_t chunks = (rows + chunk - 1) / chunk;
+    GRID_STRIDE(i, n * chunks) {
+        int64_t j = i % n, c = i / n, lo = c * chunk, hi = lo + chunk < rows ? lo + chunk : rows;
+        A aw = 0, ab = 0;
+        for (int64_t r = lo; r < hi; r++) {
+            A g = (A)gout[r * n + j];
+            aw += g * (((A)x[r * n + j] - mean[r]) * rstd[r]);
+            ab += g;
+        }
+        if (gw) atomicAdd(gw + j, aw);
+        if (gb) atomicAdd(gb + j, ab);
+    }
+}
+
 extern "C" __global__ void vk_layer_norm_backward_wb(int dt, int64_t rows, int64_t n, int64_t chunk, char *gwv, char *gbv,
                                                      const char *gout, const char *xv, const char *meanv,
                                                      const char *rstdv) {
-    int64_t chunks = (rows + chunk - 1) / chunk;
     DISPATCH_ALL(dt, {
-        GRID_STRIDE(i, n * chunks) {
-            int64_t j = i % n, c = i / n, lo = c * chunk, hi = lo + chunk < rows ? lo + chunk : rows;
-            A aw = 0, ab = 0;
-            for (int64_t r = lo; r < hi; r++) {
-                A g = (A)((const T *)gout)[r * n + j];
-                aw += g * (((A)((const T *)xv)[r * n + j] - ((const A *)meanv)[r]) * ((const A *)rstdv)[r]);
-                ab += g;
-            }
-            if (gwv) atomicAdd((A *)gwv + j, aw);
-            if (gbv) atomicAdd((A *)gbv + j, ab);
-        }
+        layer_norm_backward_wb_cols<T, T, A>(rows, n, chunk, (A *)gwv, (A *)gbv, (const T *)gout, (const T *)xv,
+                                             (const A *)meanv, (const A *)rstdv);
+    });
+}
+
+/* gout in the 16-bit dt, x f32. */
+extern "C" __global__ void vk_layer_norm_mixed_backward_wb(int dt, int64_t rows, int64_t n, int64_t chunk, char *gwv,
+                                                           char *gbv, const char *gout, const char *xv, const char *meanv,
+                                                           const char *rstdv) {
+    DISPATCH_LOWP(dt, {
+        layer_norm_backward_wb_cols<float, T, float>(rows, n, chunk, (float *)gwv, (float *)gbv, (const T *)gout,
+                                                     (const float *)xv, (const float *)meanv, (const float *)rstdv);
     });
 }
 

@@ -237,12 +237,13 @@ vram_status vram_nn_block_init(vram_nn_block *m, vram_runtime *rt, vram_param_li
     return s;
 }
 
-/* linear(layer_norm(x)): one op that recomputes the normalised x in backward, or two that keep it. */
+/* linear(layer_norm(x)): one op that recomputes the normalised x in backward, or two that keep
+ * it; the normalised x in dt (x's, or 16-bit from an f32 residual stream). */
 static vram_status norm_then_linear(const vram_nn_layer_norm *ln, const vram_nn_linear *lin, int keep, vram_tensor *x,
-                                    vram_tensor **y) {
-    if (!keep) return vram_layer_norm_linear(x, ln->weight, ln->bias, ln->eps, lin->weight, lin->bias, y);
+                                    vram_dtype dt, vram_tensor **y) {
+    if (!keep) return vram_layer_norm_linear_to(x, ln->weight, ln->bias, ln->eps, lin->weight, lin->bias, dt, y);
     vram_tensor *a = NULL;
-    vram_status s = vram_nn_layer_norm_forward(ln, x, &a);
+    vram_status s = vram_layer_norm_to(x, ln->weight, ln->bias, ln->eps, dt, &a);
     if (s == VRAM_OK) s = vram_nn_linear_forward(lin, a, y);
     vram_tensor_free(a);
     return s;
@@ -257,11 +258,13 @@ vram_status vram_nn_block_forward(vram_nn_block *m, vram_tensor *x, int training
      * configuration keeps them: VRAM_GPT_KEEP_LAYERNORM). */
     vram_tensor *qkv = NULL, *b = NULL, *h = NULL, *c = NULL, *d = NULL;
     int keep_ln = (m->keep & VRAM_GPT_KEEP_LAYERNORM) != 0;
-    vram_status s = norm_then_linear(&m->ln1, &m->attn.c_attn, keep_ln, x, &qkv);
+    /* an f32 residual stream under mixed precision: the products in m->lowp, the adds in f32 */
+    vram_dtype dt = vram_dtype_is_lowp((vram_dtype)m->lowp) ? (vram_dtype)m->lowp : x->dtype;
+    vram_status s = norm_then_linear(&m->ln1, &m->attn.c_attn, keep_ln, x, dt, &qkv);
     if (s == VRAM_OK) s = attention_from_qkv(&m->attn, qkv, training, &b);
     if (s == VRAM_OK) s = vram_add(x, b, &h);
     vram_tensor_free(b);
-    if (s == VRAM_OK) s = norm_then_linear(&m->ln2, &m->mlp.fc, keep_ln, h, &c);
+    if (s == VRAM_OK) s = norm_then_linear(&m->ln2, &m->mlp.fc, keep_ln, h, dt, &c);
     if (s == VRAM_OK) s = mlp_from_hidden(&m->mlp, c, training, (m->keep & VRAM_GPT_KEEP_GELU) != 0, &d);
     vram_tensor_free(c);
     if (s == VRAM_OK) s = vram_add(h, d, y);
@@ -396,7 +399,8 @@ vram_status vram_gpt_forward(vram_gpt *g, vram_tensor *ids, vram_tensor *targets
         vram_tensor_free(x);
         x = tmp;
     }
-    if (s == VRAM_OK && (g->cfg.precision == VRAM_DTYPE_BF16 || g->cfg.precision == VRAM_DTYPE_F16)) {
+    int mixed = g->cfg.precision == VRAM_DTYPE_BF16 || g->cfg.precision == VRAM_DTYPE_F16;
+    if (s == VRAM_OK && mixed && !g->cfg.residual_f32) {
         s = vram_to_dtype(x, g->cfg.precision, &tmp); /* mixed precision from here to the loss */
         vram_tensor_free(x);
         x = tmp;
@@ -405,6 +409,7 @@ vram_status vram_gpt_forward(vram_gpt *g, vram_tensor *ids, vram_tensor *targets
         vram_nn_block *b = &g->blocks[i];
         b->training = training;
         b->keep = g->cfg.keep;
+        b->lowp = mixed && g->cfg.residual_f32 ? g->cfg.precision : 0; /* (else the stream's own dtype) */
         tmp = NULL;
         if (g->checkpoint) {
             s = vram_checkpoint(g->rt, block_ckpt_fn, b, 1, &x, &tmp);
@@ -415,7 +420,8 @@ vram_status vram_gpt_forward(vram_gpt *g, vram_tensor *ids, vram_tensor *targets
         x = tmp;
     }
     tmp = NULL; /* (x holds the last block's output; a failure must not free it twice) */
-    if (s == VRAM_OK) s = vram_nn_layer_norm_forward(&g->ln_f, x, &tmp);
+    if (s == VRAM_OK) /* (16-bit for the classifier under mixed precision, from either stream) */
+        s = vram_layer_norm_to(x, g->ln_f.weight, g->ln_f.bias, g->ln_f.eps, mixed ? g->cfg.precision : x->dtype, &tmp);
     vram_tensor_free(x);
     if (s == VRAM_OK && loss_out && !logits_out && !g->lm_head.bias) { /* the head and the loss as one op */
         s = vram_linear_cross_entropy(tmp, g->lm_head.weight, targets, loss_out);

@@ -144,6 +144,9 @@ static const char *bin_names[] = {"add", "sub", "mul", "div"};
 
 static vram_status binary_op(int op, vram_tensor *a, vram_tensor *b, vram_tensor **out) {
     if (!a || !b || !out) return vram_error(VRAM_ERR_INVALID_ARG, "%s: null argument", bin_names[op]);
+    if (op == VRAM_BIN_ADD && ((a->dtype == VRAM_DTYPE_F32 && vram_dtype_is_lowp(b->dtype)) ||
+                               (b->dtype == VRAM_DTYPE_F32 && vram_dtype_is_lowp(a->dtype))))
+        return vram_mixed_add(a, b, out); /* a 16-bit branch onto the f32 residual stream (ops_mixed.c) */
     vram_tensor *y = NULL;
     vram_status s = binary_raw(bin_names[op], op, a, b, &y);
     if (s != VRAM_OK) return s;

@@ -34,6 +34,57 @@ vram_status vram_check_param_dtype(const char *op, const vram_tensor *x, const v
     return vram_check_same_dtype(op, x, p);
 }
 
+/* ---- the f32 residual stream (vram_gpt_config.residual_f32) ---- */
+
+/* Autocast keeps the residual stream f32: layer norm reads it and gives its 16-bit output to
+ * the product after it, and the products' 16-bit outputs are added to it in f32. */
+vram_status vram_check_norm_dtype(const char *op, const vram_tensor *x, vram_dtype dt) {
+    if (dt == x->dtype) return VRAM_OK;
+    if (x->dtype != VRAM_DTYPE_F32 || !vram_dtype_is_lowp(dt))
+        return vram_error(VRAM_ERR_UNSUPPORTED, "%s: a %s output from a %s input: the output is the input's dtype, or "
+                          "f16/bf16 from an f32 input (mixed precision)", op, vram_dtype_name(dt), vram_dtype_name(x->dtype));
+    vram_tensor tmp = {.rt = x->rt, .dtype = dt};
+    vram_status s = vram_check_float_lowp(op, &tmp);
+    if (s == VRAM_OK && !x->rt->k->layer_norm_mixed)
+        return vram_error(VRAM_ERR_UNSUPPORTED, "%s: the %s device has no layer norm from f32 to %s", op, x->rt->k->name,
+                          vram_dtype_name(dt));
+    return s;
+}
+
+static vram_status mixed_add_backward(vram_node *n, vram_tensor *g, vram_tensor **gin) {
+    vram_status s = VRAM_OK; /* g is f32, the sum's dtype: rounded once for the 16-bit operand */
+    for (int i = 0; i < 2 && s == VRAM_OK; i++) {
+        if (!vram_node_needs(n, i)) continue;
+        if ((vram_dtype)n->ip[i] == g->dtype) gin[i] = vram_tensor_retain(g);
+        else s = vram_tensor_cast(g, (vram_dtype)n->ip[i], VRAM_TAG_TEMPORARY, &gin[i]);
+    }
+    return s;
+}
+
+vram_status vram_mixed_add(vram_tensor *a, vram_tensor *b, vram_tensor **out) {
+    char sa[96], sb[96];
+    vram_tensor *hi = a->dtype == VRAM_DTYPE_F32 ? a : b, *lo = hi == a ? b : a;
+    if (!vram_shape_equal(a, b))
+        return vram_error(VRAM_ERR_SHAPE, "add: an f32 and a %s tensor add only at one shape (no broadcasting across "
+                          "dtypes): %s and %s", vram_dtype_name(lo->dtype), SHAPE_STR(a, sa), SHAPE_STR(b, sb));
+    vram_status s = vram_check_float_lowp("add", lo);
+    vram_tensor *y = NULL;
+    if (s == VRAM_OK) s = vram_tensor_empty(a->rt, VRAM_DTYPE_F32, a->ndim, a->shape, VRAM_TAG_TEMPORARY, &y);
+    if (s != VRAM_OK) return s;
+    vram_kview vo, vh, vl;
+    vram_kview_of(y, &vo);
+    vram_kview_of(hi, &vh);
+    vram_kview_of(lo, &vl);
+    a->rt->k->binary(VRAM_BIN_ADD, &vo, &vh, &vl); /* the kernel reads b's dtype from its view */
+    vram_tensor *in[2] = {a, b};
+    if (vram_should_record(2, in)) {
+        vram_node *n = vram_node_attach(y, "add", mixed_add_backward, 2, in);
+        if (!n) s = vram_error(VRAM_ERR_HOST_MEMORY, "add: out of host memory for the graph");
+        else n->ip[0] = a->dtype, n->ip[1] = b->dtype;
+    }
+    return rt_finish(s, y, out);
+}
+
 /* ---- a differentiable cast ---- */
 
 static vram_status to_dtype_backward(vram_node *n, vram_tensor *g, vram_tensor **gin) {

@@ -159,13 +159,15 @@ static vram_status ln_backward(vram_node *n, vram_tensor *g, vram_tensor **gin) 
     int64_t c = x->shape[x->ndim - 1], rows = vram_tensor_numel(x) / c;
     vram_status s = vram_tensor_contig(g, &gc);
     if (s != VRAM_OK) return s;
-    if (vram_node_needs(n, 0)) s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &gin[0]);
+    s = vram_check_norm_dtype("layer_norm backward", x, gc->dtype); /* (a 16-bit gradient of an f32 x: mixed) */
+    if (s == VRAM_OK && vram_node_needs(n, 0)) s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &gin[0]);
     int64_t cs[1] = {c};
     vram_dtype pdt = vram_stat_dtype(x->dtype); /* f32 weights under 16-bit activations */
     if (s == VRAM_OK && n->n_in > 1 && vram_node_needs(n, 1)) s = vram_tensor_new(rt, pdt, 1, cs, VRAM_TAG_TEMPORARY, &gin[1]);
     if (s == VRAM_OK && n->n_in > 2 && vram_node_needs(n, 2)) s = vram_tensor_new(rt, pdt, 1, cs, VRAM_TAG_TEMPORARY, &gin[2]);
     if (s == VRAM_OK)
-        rt->k->layer_norm_backward(x->dtype, rows, c, gin[0] ? vram_tensor_data(gin[0]) : NULL,
+        (gc->dtype == x->dtype ? rt->k->layer_norm_backward : rt->k->layer_norm_mixed_backward)(
+                                   gc->dtype, rows, c, gin[0] ? vram_tensor_data(gin[0]) : NULL,
                                    n->n_in > 1 && gin[1] ? vram_tensor_data(gin[1]) : NULL,
                                    n->n_in > 2 && gin[2] ? vram_tensor_data(gin[2]) : NULL, vram_tensor_data(gc),
                                    vram_tensor_data(x), w ? vram_tensor_data(w) : NULL, vram_tensor_data(mean),
@@ -175,9 +177,14 @@ static vram_status ln_backward(vram_node *n, vram_tensor *g, vram_tensor **gin) 
 }
 
 vram_status vram_layer_norm(vram_tensor *x, vram_tensor *w, vram_tensor *b, double eps, vram_tensor **out) {
+    return vram_layer_norm_to(x, w, b, eps, x ? x->dtype : VRAM_DTYPE_F32, out);
+}
+
+vram_status vram_layer_norm_to(vram_tensor *x, vram_tensor *w, vram_tensor *b, double eps, vram_dtype dt, vram_tensor **out) {
     char sx[96], sp[96];
     if (!out) return vram_error(VRAM_ERR_INVALID_ARG, "layer_norm: null argument");
     vram_status s = vram_check_float_lowp("layer_norm", x);
+    if (s == VRAM_OK) s = vram_check_norm_dtype("layer_norm", x, dt);
     if (s != VRAM_OK) return s;
     if (x->ndim < 1 || x->shape[x->ndim - 1] == 0)
         return vram_error(VRAM_ERR_SHAPE, "layer_norm: input %s needs a non-empty last dimension", SHAPE_STR(x, sx));
@@ -196,12 +203,13 @@ vram_status vram_layer_norm(vram_tensor *x, vram_tensor *w, vram_tensor *b, doub
     int64_t rows = vram_tensor_numel(x) / c, rs[1] = {rows};
     vram_tensor *xc = NULL, *y = NULL, *mean = NULL, *rstd = NULL;
     s = vram_tensor_contig(x, &xc);
-    if (s == VRAM_OK) s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &y);
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, dt, x->ndim, x->shape, VRAM_TAG_TEMPORARY, &y);
     if (s == VRAM_OK) s = vram_tensor_empty(rt, vram_stat_dtype(x->dtype), 1, rs, VRAM_TAG_TEMPORARY, &mean);
     if (s == VRAM_OK) s = vram_tensor_empty(rt, vram_stat_dtype(x->dtype), 1, rs, VRAM_TAG_TEMPORARY, &rstd);
     if (s == VRAM_OK) {
-        rt->k->layer_norm(x->dtype, rows, c, eps, vram_tensor_data(y), vram_tensor_data(xc), w ? vram_tensor_data(w) : NULL,
-                          b ? vram_tensor_data(b) : NULL, vram_tensor_data(mean), vram_tensor_data(rstd));
+        (dt == x->dtype ? rt->k->layer_norm : rt->k->layer_norm_mixed)(
+            dt, rows, c, eps, vram_tensor_data(y), vram_tensor_data(xc), w ? vram_tensor_data(w) : NULL,
+            b ? vram_tensor_data(b) : NULL, vram_tensor_data(mean), vram_tensor_data(rstd));
         vram_tensor *in[3] = {x, w, b};
         int nin = b ? 3 : w ? 2 : 1;
         if (vram_should_record(nin, in)) {
@@ -274,21 +282,24 @@ static vram_status ln_linear_backward(vram_node *n, vram_tensor *g, vram_tensor 
     vram_tensor *x = n->saved[0], *mean = n->saved[1], *rstd = n->saved[2], *lw = n->saved[3], *lb = n->saved[4],
                 *w = n->saved[5];
     int64_t c = x->shape[x->ndim - 1], rows = vram_tensor_numel(x) / c, out_f = w->shape[0];
+    vram_dtype adt = (vram_dtype)n->ip[0]; /* the normalised x's: x's, or 16-bit from an f32 x */
     vram_tensor *gc = NULL, *a = NULL, *m2 = NULL, *r2 = NULL, *ga = NULL;
     int64_t rs[1] = {rows}, cs[1] = {c};
     vram_status s = vram_tensor_contig(g, &gc);
     /* recompute the normalised input, which forward did not keep */
-    if (s == VRAM_OK) s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &a);
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, adt, x->ndim, x->shape, VRAM_TAG_TEMPORARY, &a);
     vram_dtype pdt = vram_stat_dtype(x->dtype); /* f32 statistics and weights under 16-bit activations */
     if (s == VRAM_OK) s = vram_tensor_empty(rt, pdt, 1, rs, VRAM_TAG_TEMPORARY, &m2);
     if (s == VRAM_OK) s = vram_tensor_empty(rt, pdt, 1, rs, VRAM_TAG_TEMPORARY, &r2);
     if (s == VRAM_OK)
-        rt->k->layer_norm(x->dtype, rows, c, n->dp[0], vram_tensor_data(a), vram_tensor_data(x), vram_tensor_data(lw),
-                          vram_tensor_data(lb), vram_tensor_data(m2), vram_tensor_data(r2));
+        (adt == x->dtype ? rt->k->layer_norm : rt->k->layer_norm_mixed)(adt, rows, c, n->dp[0], vram_tensor_data(a),
+                                                                         vram_tensor_data(x), vram_tensor_data(lw),
+                                                                         vram_tensor_data(lb), vram_tensor_data(m2),
+                                                                         vram_tensor_data(r2));
     vram_tensor_free(m2);
     vram_tensor_free(r2);
     int need_ln = vram_node_needs(n, 0) || vram_node_needs(n, 1) || vram_node_needs(n, 2);
-    if (s == VRAM_OK && x->dtype != w->dtype) { /* mixed precision: the products' gradients in one call */
+    if (s == VRAM_OK && adt != w->dtype) { /* mixed precision: the products' gradients in one call */
         vram_mixed_grads want = {need_ln, vram_node_needs(n, 3), n->n_in > 4 && vram_node_needs(n, 4), x->ndim, x->shape,
                                  NULL};
         s = vram_mixed_linear_backward(&want, gc, a, w, &ga, &gin[3], n->n_in > 4 ? &gin[4] : NULL);
@@ -298,11 +309,11 @@ static vram_status ln_linear_backward(vram_node *n, vram_tensor *g, vram_tensor 
             rt->k->matmul(rt, x->dtype, 1, out_f, c, rows, vram_tensor_data(gc), 0, 1, out_f, vram_tensor_data(a), 0, c, 1,
                           vram_tensor_data(gin[3]), 0);
     }
-    if (s == VRAM_OK && x->dtype == w->dtype && n->n_in > 4 && vram_node_needs(n, 4)) {
+    if (s == VRAM_OK && adt == w->dtype && n->n_in > 4 && vram_node_needs(n, 4)) {
         int64_t os[1] = {out_f};
         s = vram_sum_to_shape(gc, 1, os, &gin[4]);
     }
-    if (s == VRAM_OK && need_ln && x->dtype == w->dtype) { /* ga [rows, c] = g @ W */
+    if (s == VRAM_OK && need_ln && adt == w->dtype) { /* ga [rows, c] = g @ W */
         s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &ga);
         if (s == VRAM_OK)
             rt->k->matmul(rt, x->dtype, 1, rows, c, out_f, vram_tensor_data(gc), 0, out_f, 1, vram_tensor_data(w), 0,
@@ -312,8 +323,9 @@ static vram_status ln_linear_backward(vram_node *n, vram_tensor *g, vram_tensor 
         if (s == VRAM_OK && vram_node_needs(n, 0)) s = vram_tensor_empty(rt, x->dtype, n->in_ndim[0], n->in_shape[0], VRAM_TAG_TEMPORARY, &gin[0]);
         if (s == VRAM_OK && vram_node_needs(n, 1)) s = vram_tensor_new(rt, pdt, 1, cs, VRAM_TAG_TEMPORARY, &gin[1]);
         if (s == VRAM_OK && vram_node_needs(n, 2)) s = vram_tensor_new(rt, pdt, 1, cs, VRAM_TAG_TEMPORARY, &gin[2]);
-        if (s == VRAM_OK)
-            rt->k->layer_norm_backward(x->dtype, rows, c, gin[0] ? vram_tensor_data(gin[0]) : NULL,
+        if (s == VRAM_OK) /* (gx in x's dtype from ga in the normalised x's) */
+            (adt == x->dtype ? rt->k->layer_norm_backward : rt->k->layer_norm_mixed_backward)(
+                                       adt, rows, c, gin[0] ? vram_tensor_data(gin[0]) : NULL,
                                        gin[1] ? vram_tensor_data(gin[1]) : NULL, gin[2] ? vram_tensor_data(gin[2]) : NULL,
                                        vram_tensor_data(ga), vram_tensor_data(x), vram_tensor_data(lw),
                                        vram_tensor_data(mean), vram_tensor_data(rstd));
@@ -326,10 +338,16 @@ static vram_status ln_linear_backward(vram_node *n, vram_tensor *g, vram_tensor 
 
 vram_status vram_layer_norm_linear(vram_tensor *x, vram_tensor *ln_w, vram_tensor *ln_b, double eps, vram_tensor *w,
                                    vram_tensor *bias, vram_tensor **out) {
+    return vram_layer_norm_linear_to(x, ln_w, ln_b, eps, w, bias, x ? x->dtype : VRAM_DTYPE_F32, out);
+}
+
+vram_status vram_layer_norm_linear_to(vram_tensor *x, vram_tensor *ln_w, vram_tensor *ln_b, double eps, vram_tensor *w,
+                                      vram_tensor *bias, vram_dtype dt, vram_tensor **out) {
     char sx[96];
     if (!x || !ln_w || !ln_b || !w || !out)
         return vram_error(VRAM_ERR_INVALID_ARG, "layer_norm_linear: null argument (the layer norm needs weight and bias)");
     vram_status s = vram_check_param_dtype("layer_norm_linear", x, w);
+    if (s == VRAM_OK) s = vram_check_norm_dtype("layer_norm_linear", x, dt);
     if (s != VRAM_OK) return s;
     if (x->ndim < 1 || x->shape[x->ndim - 1] == 0)
         return vram_error(VRAM_ERR_SHAPE, "layer_norm_linear: input %s needs a non-empty last dimension", SHAPE_STR(x, sx));
@@ -346,12 +364,14 @@ vram_status vram_layer_norm_linear(vram_tensor *x, vram_tensor *ln_w, vram_tenso
     vram_runtime *rt = x->rt;
     vram_tensor *a = NULL, *y = NULL, *xc = NULL, *mean = NULL, *rstd = NULL;
     s = vram_tensor_contig(x, &xc);
-    if (s == VRAM_OK) s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &a);
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, dt, x->ndim, x->shape, VRAM_TAG_TEMPORARY, &a);
     if (s == VRAM_OK) s = vram_tensor_empty(rt, vram_stat_dtype(x->dtype), 1, rs, VRAM_TAG_TEMPORARY, &mean);
     if (s == VRAM_OK) s = vram_tensor_empty(rt, vram_stat_dtype(x->dtype), 1, rs, VRAM_TAG_TEMPORARY, &rstd);
     if (s == VRAM_OK) {
-        rt->k->layer_norm(x->dtype, rows, c, eps, vram_tensor_data(a), vram_tensor_data(xc), vram_tensor_data(ln_w),
-                          vram_tensor_data(ln_b), vram_tensor_data(mean), vram_tensor_data(rstd));
+        (dt == x->dtype ? rt->k->layer_norm : rt->k->layer_norm_mixed)(dt, rows, c, eps, vram_tensor_data(a),
+                                                                       vram_tensor_data(xc), vram_tensor_data(ln_w),
+                                                                       vram_tensor_data(ln_b), vram_tensor_data(mean),
+                                                                       vram_tensor_data(rstd));
         vram_no_grad_enter(); /* recorded below as one node that keeps x, not layer_norm(x) */
         s = vram_linear(a, w, bias, &y);
         vram_no_grad_exit();
@@ -363,6 +383,7 @@ vram_status vram_layer_norm_linear(vram_tensor *x, vram_tensor *ln_w, vram_tenso
         vram_node *n = attach_or_fail(y, "layer_norm_linear", ln_linear_backward, nin, in, &s);
         if (n) {
             n->dp[0] = eps;
+            n->ip[0] = dt;
             vram_node_remember_shape(n, 0, x);
             vram_node_save(n, xc);
             vram_node_save(n, mean);

@@ -370,6 +370,10 @@ int vram_plan_remedies(const vram_plan_config *c, vram_plan_remedy *out, int max
         r->config.gpt.keep = 0;
         snprintf(r->flags, sizeof r->flags, "--recompute gelu,layernorm");
     }
+    if (c->gpu && mixed && c->gpt.residual_f32 && (r = add_remedy(out, &n, max, c, "residual stream in 16 bits"))) {
+        r->config.gpt.residual_f32 = 0;
+        snprintf(r->flags, sizeof r->flags, "--residual lowp");
+    }
     for (int i = 0; i < n; i++) {
         vram_status s = plan_remedy(&out[i]);
         if (s != VRAM_OK) return s;

@@ -78,7 +78,8 @@ typedef struct vram_kernels {
     void (*copy)(const vram_kview *dst, const vram_kview *src);
     void (*fill)(const vram_kview *dst, double value);
     /* out (contiguous, shape = broadcast shape) = a op b, where a and b are views over that
-     * shape with stride 0 in broadcast dims. f32/f64 only, one dtype. */
+     * shape with stride 0 in broadcast dims. f32/f64, one dtype; on a device with the
+     * low-precision slots also f16/bf16, and b f16/bf16 under f32 out and a (a mixed add). */
     void (*binary)(int op, const vram_kview *out, const vram_kview *a, const vram_kview *b);
     /* dst += src elementwise over src's shape; dst may have stride-0 dims (a reduction). */
     void (*accumulate)(const vram_kview *dst, const vram_kview *src);
@@ -194,6 +195,12 @@ typedef struct vram_kernels {
     /* Optional (NULL: a product with a row of ones): out [n] (f32) = the sum over `rows` of the
      * first n columns of g [rows, ld] (f16/bf16): a mixed linear's bias gradient. */
     void (*column_sum_lowp)(vram_dtype dt, int64_t rows, int64_t n, int64_t ld, const void *g, float *out);
+    /* layer_norm and layer_norm_backward with f32 rows x (and gx) and 16-bit rows out (and
+     * gout) in dt: an f32 residual stream normalised for a 16-bit product (ops_mixed.c). */
+    void (*layer_norm_mixed)(vram_dtype dt, int64_t rows, int64_t n, double eps, void *out, const void *x, const void *w,
+                             const void *b, void *mean, void *rstd);
+    void (*layer_norm_mixed_backward)(vram_dtype dt, int64_t rows, int64_t n, void *gx, void *gw, void *gb,
+                                      const void *gout, const void *x, const void *w, const void *mean, const void *rstd);
     /* Cross-entropy and its gradient in one pass, for the classifier (ops_classifier.c): logits
      * [rows, ld] (the first n columns are the classes); adds the rows' losses to *loss_sum
      * (device f64) and, when scale != 0, overwrites the logits with scale * (softmax - onehot),
@@ -337,6 +344,12 @@ vram_status vram_matmul_raw(vram_tensor *a, vram_tensor *b, vram_tensor **out);
 int vram_dtype_is_lowp(vram_dtype dt);
 /* The dtype of an op's statistics (layer norm's mean and rstd, the loss's lse): f32 for f16/bf16. */
 vram_dtype vram_stat_dtype(vram_dtype dt);
+/* OK when a layer norm of x may give its output in dt: x's dtype, or f16/bf16 from an f32 x on
+ * a device with the mixed layer-norm kernels (the f32 residual stream); else a message. */
+vram_status vram_check_norm_dtype(const char *op, const vram_tensor *x, vram_dtype dt);
+/* a + b for one f32 and one f16/bf16 tensor of one shape: f32, the gradient rounded back to
+ * the 16-bit operand's dtype (vram_add calls it for such operands). */
+vram_status vram_mixed_add(vram_tensor *a, vram_tensor *b, vram_tensor **out);
 /* vram_check_float, and f16/bf16 where the device has low-precision kernels; for the ops whose
  * kernels take 16-bit data (elementwise, reductions, layer norm, loss, attention, products). */
 vram_status vram_check_float_lowp(const char *op, const vram_tensor *t);

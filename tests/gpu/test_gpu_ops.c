@@ -5,7 +5,8 @@
  * f32 results must agree to a relative error of 1e-4 (norm of the difference over the norm of
  * the CPU's), f64 to 1e-10. Mixed precision: the GPU gets the activations (specs marked .act)
  * in bf16 or f16 with f32 parameters and is compared with the CPU's f32 op, to 2e-2 (3e-2 for
- * gradients); this covers flash attention (head size 64) against the CPU's attention. Skipped
+ * gradients); this covers flash attention (head size 64) against the CPU's attention, and the f32
+ * residual stream's ops (f32 in, 16-bit out; f32 + 16-bit) and GPT against the CPU's f32. Skipped
  * (77) where no GPU or driver exists.
  */
 #include <math.h>
@@ -271,6 +272,17 @@ static vram_status op_layer_norm(vram_tensor **x, const int64_t *p, vram_tensor 
     (void)p;
     return vram_layer_norm(x[0], x[1], x[2], 1e-5, y);
 }
+/* From an f32 input to the GPU's 16-bit activation dtype (mixed precision's f32 residual
+ * stream); the CPU's op stays f32. */
+static vram_dtype out_dt(vram_tensor *x) { return vram_tensor_runtime(x) == gpu.rt ? gpu_act_dt : vram_tensor_dtype(x); }
+static vram_status op_layer_norm_f32in(vram_tensor **x, const int64_t *p, vram_tensor **y) {
+    (void)p;
+    return vram_layer_norm_to(x[0], x[1], x[2], 1e-5, out_dt(x[0]), y);
+}
+static vram_status op_ln_linear_f32in(vram_tensor **x, const int64_t *p, vram_tensor **y) {
+    (void)p;
+    return vram_layer_norm_linear_to(x[0], x[1], x[2], 1e-5, x[3], x[4], out_dt(x[0]), y);
+}
 static vram_status op_embedding(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_embedding(x[0], x[1], y); }
 static vram_status op_dropout(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_dropout(x[0], 0.3, 1, y); }
 static vram_status op_sum(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_sum(x[0], y); }
@@ -387,6 +399,16 @@ static void test_mixed(vram_dtype act, int trials) {
         spec same[2] = {SPEC(.nd = 3, .shape = {a, b, c}, .grad = 1, .act = 1), SPEC(.nd = 3, .shape = {a, b, c}, .grad = 1, .act = 1)};
         run_case("mixed add", op_add, 2, same, NULL, dt);
         run_case("mixed gelu", op_gelu, 1, same, NULL, dt);
+        /* the f32 residual stream: f32 + 16-bit (either order, one a transposed view) into f32;
+         * layer norms from f32 rows to 16-bit ones, at widths of both kernel paths */
+        int64_t wide = t & 1 ? 256 * irand(1, 4) : c;
+        spec hl[2] = {SPEC(.nd = 3, .shape = {a, b, wide}, .grad = 1), SPEC(.nd = 3, .shape = {a, b, wide}, .grad = 1, .act = 1)};
+        run_case("add f32 + 16-bit", op_add, 2, hl, NULL, dt);
+        spec lh[2] = {SPEC(.nd = 3, .shape = {a, b, c}, .grad = 1, .act = 1), SPEC(.nd = 3, .shape = {a, b, c}, .grad = 1, .transposed = 1)};
+        run_case("add 16-bit + f32 (transposed)", op_add, 2, lh, NULL, dt);
+        spec lf[3] = {SPEC(.nd = 3, .shape = {a, b, wide}, .grad = 1), SPEC(.nd = 1, .shape = {wide}, .grad = 1),
+                      SPEC(.nd = 1, .shape = {wide}, .grad = 1)};
+        run_case("layer_norm f32 -> 16-bit", op_layer_norm_f32in, 3, lf, NULL, dt);
         int64_t m = irand(1, 70), k = 8 * irand(1, 12), n = 8 * irand(1, 9);
         spec lin[3] = {SPEC(.nd = 3, .shape = {d, m, k}, .grad = 1, .act = 1), SPEC(.nd = 2, .shape = {n, k}, .grad = 1),
                        SPEC(.nd = 1, .shape = {n}, .grad = 1)};
@@ -418,6 +440,11 @@ static void test_mixed(vram_dtype act, int trials) {
                        SPEC(.nd = 1, .shape = {k}, .grad = 1), SPEC(.nd = 2, .shape = {n, k}, .grad = 1),
                        SPEC(.nd = 1, .shape = {n}, .grad = 1)};
         run_case("mixed layer_norm_linear", op_ln_linear, 5, lnl, NULL, dt);
+        int64_t kw = t & 1 ? 256 * irand(1, 3) : k;
+        spec lnf[5] = {SPEC(.nd = 3, .shape = {d, m, kw}, .grad = 1), SPEC(.nd = 1, .shape = {kw}, .grad = 1),
+                       SPEC(.nd = 1, .shape = {kw}, .grad = 1), SPEC(.nd = 2, .shape = {n, kw}, .grad = 1),
+                       SPEC(.nd = 1, .shape = {n}, .grad = 1)};
+        run_case("layer_norm_linear f32 -> 16-bit product", op_ln_linear_f32in, 5, lnf, NULL, dt);
         spec ln[3] = {SPEC(.nd = 3, .shape = {a, b, c}, .grad = 1, .act = 1), SPEC(.nd = 1, .shape = {c}, .grad = 1),
                       SPEC(.nd = 1, .shape = {c}, .grad = 1)};
         run_case("mixed layer_norm", op_layer_norm, 3, ln, NULL, dt);
@@ -439,6 +466,55 @@ static void test_mixed(vram_dtype act, int trials) {
         run_case("mixed causal_attention_qkv (head size 16)", op_attention_qkv, 1, aq, other, dt);
     }
     gpu_act_dt = VRAM_DTYPE_F32;
+}
+
+/* The GPT in bf16 with the residual stream kept f32 (vram_gpt_config.residual_f32) and with it
+ * in 16 bits, against the same GPT in f32 on the CPU from the same weights: one step's loss and
+ * every parameter's gradient. Width 256: the layer norms' one-warp-a-row paths; head size 64:
+ * flash attention. */
+static void test_residual_f32_gpt(void) {
+    enum { B = 2, T = 64, V = 300 };
+    int32_t ids[B * T], targets[B * T];
+    for (int i = 0; i < B * T; i++) ids[i] = (int32_t)irand(0, V - 1), targets[i] = (int32_t)irand(0, V - 1);
+    for (int resid = 1; resid >= 0; resid--) {
+        vram_gpt *g[2] = {NULL, NULL};
+        vram_tensor *loss[2] = {NULL, NULL};
+        side *sides[2] = {&cpu, &gpu};
+        for (int k = 0; k < 2; k++) {
+            vram_gpt_config cfg = {.layers = 2, .heads = 4, .width = 256, .vocab = V, .context = T, .tied = 1,
+                                   .init_std = 0.02, .precision = k ? VRAM_DTYPE_BF16 : VRAM_DTYPE_F32, .residual_f32 = resid};
+            vram_runtime_seed(sides[k]->rt, 4321);
+            CHECK_OK(vram_gpt_new(sides[k]->rt, &cfg, &g[k]));
+            vram_tensor *ti = NULL, *tt = NULL;
+            CHECK_OK(vram_tensor_from_data(sides[k]->rt, VRAM_DTYPE_I32, 2, (int64_t[]){B, T}, VRAM_TAG_OTHER, ids, &ti));
+            CHECK_OK(vram_tensor_from_data(sides[k]->rt, VRAM_DTYPE_I32, 2, (int64_t[]){B, T}, VRAM_TAG_OTHER, targets, &tt));
+            vram_status s = vram_gpt_forward(g[k], ti, tt, 1, NULL, &loss[k]);
+            CHECK(s == VRAM_OK, "gpt (residual %s) on %s: %s", resid ? "f32" : "16-bit", k ? "gpu" : "cpu", vram_last_error());
+            if (s == VRAM_OK) CHECK_OK(vram_backward(loss[k], NULL));
+            vram_tensor_free(ti);
+            vram_tensor_free(tt);
+        }
+        if (loss[0] && loss[1]) {
+            double *l0 = to_host(loss[0]), *l1 = to_host(loss[1]);
+            CHECK(fabs(l1[0] - l0[0]) <= 1e-2 * fabs(l0[0]), "gpt bf16 (residual %s): loss %.6f, f32 on the CPU %.6f",
+                  resid ? "f32" : "16-bit", l1[0], l0[0]);
+            printf("gpt bf16, residual stream %s: loss %.6f, f32 on the CPU %.6f\n", resid ? "f32" : "16-bit", l1[0], l0[0]);
+            free(l0);
+            free(l1);
+            vram_param_list *pl[2] = {vram_gpt_params(g[0]), vram_gpt_params(g[1])};
+            for (int i = 0; i < vram_param_list_count(pl[0]); i++) {
+                char what[160];
+                snprintf(what, sizeof what, "gpt bf16 (residual %s): gradient of %s", resid ? "f32" : "16-bit",
+                         vram_param_list_name(pl[0], i));
+                compare(what, vram_tensor_grad(vram_param_list_get(pl[0], i)), vram_tensor_grad(vram_param_list_get(pl[1], i)),
+                        5e-2);
+            }
+        }
+        for (int k = 0; k < 2; k++) {
+            vram_tensor_free(loss[k]);
+            vram_gpt_free(g[k]);
+        }
+    }
 }
 
 /* Two steps of each optimizer, with gradients clipped, from the same parameters and grads. */
@@ -644,6 +720,7 @@ int main(int argc, char **argv) {
     test_kept_lowp_weights();
     test_tanh_gpt();
     test_bad_ids();
+    test_residual_f32_gpt(); /* (before the launch failure, whose error stays) */
     test_launch_failure();
     close_side(&gpu);
     close_side(&cpu);
