@@ -396,7 +396,8 @@ vram_status vi_pages_ensure_mapped(vram_allocator *a, vi_region *r, uint64_t add
         /* With chunk_divisor, a move takes no chunk below 1/(4N) of the need: gathering a large
          * need from many small chunks cost a driver call each, and tore holes into memory that
          * the next small requests mapped again, step after step (checkpointed training). */
-        uint64_t min_chunk = a->cfg.chunk_divisor ? (need >> a->page_shift) / (4ull * a->cfg.chunk_divisor) : 0;
+        uint64_t min_chunk = a->cfg.chunk_divisor && a->chunk_pages > 1 ? (need >> a->page_shift) / (4ull * a->cfg.chunk_divisor) : 0;
+        if (min_chunk > a->chunk_pages / 4) min_chunk = a->chunk_pages / 4;
         release_chunks(a, need - room, r, p0, p1, &blocked, min_chunk);
         reserved = (uint64_t)a->stats.reserved_bytes[0].current;
         /* Busy pages: first ask the streams (the caller polls their events and calls again
