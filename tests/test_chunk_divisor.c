@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "conf_key_check.h"
 #include "open_alloc.h"
 #include "vram/alloc.h"
 #include "vram/backend.h"
@@ -170,21 +171,11 @@ static void test_page_chunks(void) {
 }
 
 static void test_config(void) {
-    vram_alloc_config c, e;
+    vram_alloc_config c;
     vram_alloc_config_default(&c);
     CHECK(c.chunk_divisor == 16, "16 by default");
-    char text[VRAM_ALLOC_CONF_FORMAT_MAX];
-    vram_alloc_config_format(&c, text, sizeof text);
-    CHECK(!strstr(text, "chunk_divisor"), "the default is not written: %s", text);
-    CHECK_OK(vram_alloc_config_parse("chunk_divisor:0", &c));
+    c = conf_key_check("chunk_divisor", "chunk_divisor:0", "chunk_divisor:4097");
     CHECK(c.chunk_divisor == 0, "chunk_divisor:0");
-    vram_alloc_config_format(&c, text, sizeof text);
-    CHECK(strstr(text, ",chunk_divisor:0") != NULL, "formatted: %s", text);
-    vram_alloc_config_default(&e);
-    CHECK_OK(vram_alloc_config_parse(text, &e));
-    CHECK(memcmp(&c, &e, sizeof c) == 0, "round-trips: %s", text);
-    CHECK(vram_alloc_config_parse("chunk_divisor:4097", &c) == VRAM_ERR_INVALID_ARG, "above 4096 refused");
-    CHECK(strstr(vram_last_error(), "chunk_divisor") != NULL, "names the key: %s", vram_last_error());
     CHECK(vram_alloc_config_parse("chunk_divisor:-1", &c) == VRAM_ERR_INVALID_ARG, "negative refused");
     vram_alloc_config_default(&c);
     c.chunk_divisor = 5000;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "conf_key_check.h"
 #include "open_alloc.h"
 #include "vram/alloc.h"
 #include "vram/backend.h"
@@ -107,21 +108,11 @@ static void test_moves(void) {
 }
 
 static void test_config(void) {
-    vram_alloc_config c, e;
+    vram_alloc_config c;
     vram_alloc_config_default(&c);
     CHECK(c.large_moves == 1, "on by default");
-    char text[VRAM_ALLOC_CONF_FORMAT_MAX];
-    vram_alloc_config_format(&c, text, sizeof text);
-    CHECK(!strstr(text, "large_moves"), "the default is not written: %s", text);
-    CHECK_OK(vram_alloc_config_parse("large_moves:False", &c));
+    c = conf_key_check("large_moves", "large_moves:False", "large_moves:sometimes");
     CHECK(c.large_moves == 0, "large_moves:False");
-    vram_alloc_config_format(&c, text, sizeof text);
-    CHECK(strstr(text, ",large_moves:False") != NULL, "formatted: %s", text);
-    vram_alloc_config_default(&e);
-    CHECK_OK(vram_alloc_config_parse(text, &e));
-    CHECK(memcmp(&c, &e, sizeof c) == 0, "round-trips: %s", text);
-    CHECK(vram_alloc_config_parse("large_moves:sometimes", &c) == VRAM_ERR_INVALID_ARG, "a bad value is refused");
-    CHECK(strstr(vram_last_error(), "large_moves") != NULL, "names the key: %s", vram_last_error());
 }
 
 int main(void) {
