@@ -2,14 +2,15 @@
  *
  * A placement whose pages are not all mapped calls vi_pages_ensure_mapped, which maps the
  * missing pages in chunks (one physical allocation of up to chunk_pages pages, mapped and
- * unmapped whole; smaller near the limit, chunk_cap). When that would raise reserved memory
- * above its budget (reserve_budget) by at least move_min, whole free chunks elsewhere move
- * instead: those of ready free blocks are unmapped (vi_pages_release) and new ones mapped; those
- * the requesting stream may still use are aliased to the new address (page_alias) with
- * move_busy_pages, their old addresses kept as zombies until the stream's event completes
- * (vi_pages_reap_zombies). Candidates come from the cached list, oldest free first. The region's
- * bitmaps (pages.h) record what is mapped, where chunks start and which addresses are zombies;
- * mark_pages keeps reserved bytes, mapped ranges and device-call counters with them.
+ * unmapped whole; smaller near the limit, chunk_cap, and for smaller requests, request_chunk).
+ * When that would raise reserved memory above its budget (reserve_budget) by at least move_min,
+ * whole free chunks elsewhere move instead: those of ready free blocks are unmapped
+ * (vi_pages_release) and new ones mapped; those the requesting stream may still use are aliased
+ * to the new address (page_alias) with move_busy_pages, their old addresses kept as zombies
+ * until the stream's event completes (vi_pages_reap_zombies). Candidates come from the cached
+ * list, oldest free first. The region's bitmaps (pages.h) record what is mapped, where chunks
+ * start and which addresses are zombies; mark_pages keeps reserved bytes, mapped ranges and
+ * device-call counters with them.
  */
 #include <stdlib.h>
 
@@ -396,7 +397,9 @@ vram_status vi_pages_ensure_mapped(vram_allocator *a, vi_region *r, uint64_t add
         /* With chunk_divisor, a move takes no chunk below 1/(4N) of the need: gathering a large
          * need from many small chunks cost a driver call each, and tore holes into memory that
          * the next small requests mapped again, step after step (checkpointed training). */
-        uint64_t min_chunk = a->cfg.chunk_divisor && a->chunk_pages > 1 ? (need >> a->page_shift) / (4ull * a->cfg.chunk_divisor) : 0;
+        uint64_t min_chunk = 0;
+        if (a->cfg.chunk_divisor && a->chunk_pages > 1) /* (at most a quarter chunk: small chunk sizes keep moving) */
+            min_chunk = (need >> a->page_shift) / (4ull * a->cfg.chunk_divisor);
         if (min_chunk > a->chunk_pages / 4) min_chunk = a->chunk_pages / 4;
         release_chunks(a, need - room, r, p0, p1, &blocked, min_chunk);
         reserved = (uint64_t)a->stats.reserved_bytes[0].current;
