@@ -16,6 +16,12 @@
 #   (docs/alloc_conf.md) both vram columns place with it: replayed, inference on changing shapes
 #   holds 1.031-1.048 with 8 MiB chunks and plain vram less at the GPU's lag
 #   (bench/results/2026-12-06-placement.md); compare with placement_fidelity.py without --base-conf.
+#   Since chunk_divisor (default 16, docs/alloc_conf.md) plain vram maps a request's pages in chunks
+#   of 1/16 of it; its measurement beside main's placement, about five minutes on an H100:
+#   OUT=dir RECORD=0 ROUNDS=2 ALLOCS="native vram vram:chunk_divisor:0" \
+#     WORKLOADS=ckpt_gpt2,ckpt_llama,gen_gpt2,infer_resnet50,infer_convnext bench/run_placement_gpu.sh
+#   (vram+plan only with small chunks and chunk_divisor:0, e.g. vram+plan:chunk_size_mb:8,move_min_mb:64,
+#   chunk_divisor:0: over the default chunks the plan holds more on checkpointed GPT-2).
 # Writes machine.txt, build.log, one JSON and log per run, report.md; prints the table last.
 set -u
 OUT=${OUT:-$PWD/gpu-out}

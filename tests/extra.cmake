@@ -502,10 +502,16 @@ vram_cli_test(cli_train_save_every_alone 2 "--save-every needs --save PATH"
 # ---- end inference
 
 # ---- learned placement (issue 46): bench_step_plan on the unseen Llama trace, its figures checked
-# (vram 1.068, with the step plan 1.046 x peak requested on cudasim: bench/results/2026-12-06-placement.md)
+# (vram 1.030, with the step plan 1.033 x peak requested on cudasim; 1.068 and 1.046 with
+# chunk_divisor:0: bench/results/2026-12-06-placement.md)
 add_test(NAME bench_step_plan_llama
          COMMAND $<TARGET_FILE:bench_step_plan> ${CMAKE_SOURCE_DIR}/traces/unseen/llama_train.trace.gz)
 set_tests_properties(bench_step_plan_llama PROPERTIES
+                     PASS_REGULAR_EXPRESSION "# machine: .*# command: .*[|] llama_train.trace.gz [|] 1[.]030 [|] [0-9]+ [|] 1[.]033 [|]")
+add_test(NAME bench_step_plan_llama_divisor_off
+         COMMAND ${CMAKE_COMMAND} -E env VRAM_ALLOC_CONF=chunk_divisor:0
+                 $<TARGET_FILE:bench_step_plan> ${CMAKE_SOURCE_DIR}/traces/unseen/llama_train.trace.gz)
+set_tests_properties(bench_step_plan_llama_divisor_off PROPERTIES
                      PASS_REGULAR_EXPRESSION "# machine: .*# command: .*[|] llama_train.trace.gz [|] 1[.]068 [|] [0-9]+ [|] 1[.]046 [|]")
 
 # the six programs recorded on an H100 (bench/results/gpu-placement): replays against the GPU's

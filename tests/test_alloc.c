@@ -16,10 +16,13 @@
 #define GiB (1024ull * MiB)
 
 /* A device by its spec ("events:SIZE": the test device whose stream work the test controls,
- * fakes/event_device.h) and an allocator on it with `conf` over the defaults. */
+ * fakes/event_device.h) and an allocator on it with `conf` over the defaults and chunk_divisor:0:
+ * the layouts below are worked out for chunks of chunk_size whatever a request's size (chunks in
+ * proportion to the request are test_chunk_divisor.c's). */
 static vram_allocator *open_alloc(const char *spec, const char *conf, vram_device **dev) {
     vram_alloc_config cfg;
     vram_alloc_config_default(&cfg);
+    cfg.chunk_divisor = 0;
     if (vram_alloc_config_parse(conf, &cfg) != VRAM_OK) return NULL;
     if ((strncmp(spec, "events:", 7) ? vram_device_open(spec, dev) : event_device_open(spec + 7, dev)) != VRAM_OK) return NULL;
     vram_allocator *a = NULL;
@@ -152,7 +155,7 @@ static void test_chunk_map_all_or_nothing(void) {
     CHECK_OK(vram_device_open("sim:24MiB", &dev));
     vram_alloc_config cfg;
     vram_alloc_config_default(&cfg);
-    CHECK_OK(vram_alloc_config_parse("chunk_size_mb:8", &cfg));
+    CHECK_OK(vram_alloc_config_parse("chunk_size_mb:8,chunk_divisor:0", &cfg));
     vram_allocator *other, *a;
     CHECK_OK(vram_allocator_new(dev, &cfg, &other));
     CHECK_OK(vram_allocator_new(dev, &cfg, &a));
@@ -250,7 +253,7 @@ static void test_chunk_headroom(void) {
     CHECK_OK(vram_device_open("sim:4GiB", &dev));
     vram_alloc_config cfg;
     vram_alloc_config_default(&cfg);
-    CHECK_OK(vram_alloc_config_parse("chunk_size_mb:64", &cfg));
+    CHECK_OK(vram_alloc_config_parse("chunk_size_mb:64,chunk_divisor:0", &cfg));
     vram_allocator *other, *a;
     CHECK_OK(vram_allocator_new(dev, &cfg, &other));
     CHECK_OK(vram_allocator_new(dev, &cfg, &a));

@@ -29,10 +29,10 @@ static void expect(vram_allocator *a, int pool, uint64_t reserved, uint64_t held
           (unsigned long long)chunks_free);
 }
 
-/* Pages model, 2 MiB pages, 8 MiB chunks (4 pages). */
+/* Pages model, 2 MiB pages, 8 MiB chunks (4 pages), whatever the request's size (chunk_divisor:0). */
 static void test_pages(void) {
     vram_device *dev;
-    vram_allocator *a = open_alloc("sim:8GiB", "chunk_size_mb:8", &dev);
+    vram_allocator *a = open_alloc("sim:8GiB", "chunk_size_mb:8,chunk_divisor:0", &dev);
     CHECK(a != NULL, "open");
     if (!a) return;
     expect(a, VRAM_POOL_ALL, 0, 0, 0, 0, 0, 0, 0, "empty");

@@ -10,11 +10,13 @@
  * the room left, and 22 MiB is below move_min: without large_moves the pages are mapped afresh
  * (342 MiB); with it D's chunk moves (aliased: the stream may still use it) to R's end, 42 MiB of
  * it past R, and reserved memory stays 320 MiB. Also: the key parses, formats and round-trips,
- * and a multi-stream allocator keeps moved chunks inside the block.
+ * and a multi-stream allocator keeps moved chunks inside the block. (chunk_divisor:0 throughout: the
+ * layout is one 64 MiB chunk a block; chunks in proportion to a request are test_chunk_divisor's.)
  */
 #include <string.h>
 
 #include "check.h"
+#include "conf_key_check.h"
 #include "open_alloc.h"
 #include "vram/alloc.h"
 #include "vram/backend.h"
@@ -67,21 +69,21 @@ static void test_moves(void) {
     vram_allocator *a;
     void *r;
     /* the GPU's work done at once: the freed blocks' pages are unmapped and mapped afresh */
-    int64_t off = place("cudasim:8GiB", "large_moves:False", 0, &r, &a, &dev);
+    int64_t off = place("cudasim:8GiB", "large_moves:False,chunk_divisor:0", 0, &r, &a, &dev);
     CHECK(off == (int64_t)(342 * MiB), "without large_moves the 22 MiB are mapped: %lld MiB", (long long)(off >> 20));
     vram_allocator_destroy(a);
     vram_device_close(dev);
-    int64_t on = place("cudasim:8GiB", "", 0, &r, &a, &dev);
+    int64_t on = place("cudasim:8GiB", "chunk_divisor:0", 0, &r, &a, &dev);
     CHECK(on == (int64_t)(278 * MiB), "with large_moves D's chunk goes, 22 MiB come: %lld MiB", (long long)(on >> 20));
     vram_allocator_destroy(a);
     vram_device_close(dev);
 
     /* the GPU's work never done (a lag no replay advances): D's pages are busy and move by aliasing */
-    off = place("cudasim:8GiB,lag=1000", "large_moves:False", 0, &r, &a, &dev);
+    off = place("cudasim:8GiB,lag=1000", "large_moves:False,chunk_divisor:0", 0, &r, &a, &dev);
     CHECK(off == (int64_t)(342 * MiB), "busy, without large_moves: %lld MiB", (long long)(off >> 20));
     vram_allocator_destroy(a);
     vram_device_close(dev);
-    on = place("cudasim:8GiB,lag=1000", "", 0, &r, &a, &dev);
+    on = place("cudasim:8GiB,lag=1000", "chunk_divisor:0", 0, &r, &a, &dev);
     CHECK(on == (int64_t)(320 * MiB), "busy, with large_moves D's chunk moves past R's end: %lld MiB", (long long)(on >> 20));
     vram_stats st;
     vram_allocator_get_stats(a, &st);
@@ -99,28 +101,18 @@ static void test_moves(void) {
     vram_device_close(dev);
 
     /* two streams: a moved chunk stays inside the block, and none fits R's 22 MiB gap */
-    int64_t many = place("cudasim:8GiB,lag=1000", "", 1, &r, &a, &dev);
+    int64_t many = place("cudasim:8GiB,lag=1000", "chunk_divisor:0", 1, &r, &a, &dev);
     CHECK(many == (int64_t)(342 * MiB), "two streams: nothing moves past the block (the small block is the small pool's): %lld MiB", (long long)(many >> 20));
     vram_allocator_destroy(a);
     vram_device_close(dev);
 }
 
 static void test_config(void) {
-    vram_alloc_config c, e;
+    vram_alloc_config c;
     vram_alloc_config_default(&c);
     CHECK(c.large_moves == 1, "on by default");
-    char text[VRAM_ALLOC_CONF_FORMAT_MAX];
-    vram_alloc_config_format(&c, text, sizeof text);
-    CHECK(!strstr(text, "large_moves"), "the default is not written: %s", text);
-    CHECK_OK(vram_alloc_config_parse("large_moves:False", &c));
+    c = conf_key_check("large_moves", "large_moves:False", "large_moves:sometimes");
     CHECK(c.large_moves == 0, "large_moves:False");
-    vram_alloc_config_format(&c, text, sizeof text);
-    CHECK(strstr(text, ",large_moves:False") != NULL, "formatted: %s", text);
-    vram_alloc_config_default(&e);
-    CHECK_OK(vram_alloc_config_parse(text, &e));
-    CHECK(memcmp(&c, &e, sizeof c) == 0, "round-trips: %s", text);
-    CHECK(vram_alloc_config_parse("large_moves:sometimes", &c) == VRAM_ERR_INVALID_ARG, "a bad value is refused");
-    CHECK(strstr(vram_last_error(), "large_moves") != NULL, "names the key: %s", vram_last_error());
 }
 
 int main(void) {

@@ -26,7 +26,7 @@ FLAGS = ["--model gpt:6x384 --heads 6 --context 256 --batch 16 --optimizer adamw
 def planned(flags, steps):
     p = subprocess.run([VRAM, "plan", "--json", "--device", "cuda", "--steps", str(steps)] + flags.split(),
                        capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, VRAM_ALLOC_CONF="large_moves:False"))  # as plan_gpu_check.py plans
+                       env=dict(os.environ, VRAM_ALLOC_CONF="large_moves:False,chunk_divisor:0"))  # as plan_gpu_check.py plans
     r = json.loads(p.stdout)
     return r["peak_allocated"] / 2 ** 20, r["peak_reserved"] / 2 ** 20
 

@@ -60,6 +60,12 @@ typedef struct vram_alloc_config {
                                      * chunk is larger than a page (CUDA), else 0 */
     uint64_t move_min;              /* pages model: pages move only to serve a need of at least
                                      * this many bytes; 0 (default) = one chunk */
+    uint32_t chunk_divisor;         /* pages model: a request's pages are mapped in chunks of at
+                                     * most 1/N of its size (a power of two of pages, never below
+                                     * an eighth of chunk_size), and a move for a need takes no
+                                     * chunk smaller than 1/(4N) of it (at most a quarter chunk);
+                                     * 0 = chunk_size for every request (the placement before);
+                                     * default 16 (docs/alloc_conf.md) */
 } vram_alloc_config;
 
 /* The defaults, before any string is applied. */

@@ -2,14 +2,15 @@
  *
  * A placement whose pages are not all mapped calls vi_pages_ensure_mapped, which maps the
  * missing pages in chunks (one physical allocation of up to chunk_pages pages, mapped and
- * unmapped whole; smaller near the limit, chunk_cap). When that would raise reserved memory
- * above its budget (reserve_budget) by at least move_min, whole free chunks elsewhere move
- * instead: those of ready free blocks are unmapped (vi_pages_release) and new ones mapped; those
- * the requesting stream may still use are aliased to the new address (page_alias) with
- * move_busy_pages, their old addresses kept as zombies until the stream's event completes
- * (vi_pages_reap_zombies). Candidates come from the cached list, oldest free first. The region's
- * bitmaps (pages.h) record what is mapped, where chunks start and which addresses are zombies;
- * mark_pages keeps reserved bytes, mapped ranges and device-call counters with them.
+ * unmapped whole; smaller near the limit, chunk_cap, and for smaller requests, request_chunk).
+ * When that would raise reserved memory above its budget (reserve_budget) by at least move_min,
+ * whole free chunks elsewhere move instead: those of ready free blocks are unmapped
+ * (vi_pages_release) and new ones mapped; those the requesting stream may still use are aliased
+ * to the new address (page_alias) with move_busy_pages, their old addresses kept as zombies
+ * until the stream's event completes (vi_pages_reap_zombies). Candidates come from the cached
+ * list, oldest free first. The region's bitmaps (pages.h) record what is mapped, where chunks
+ * start and which addresses are zombies; mark_pages keeps reserved bytes, mapped ranges and
+ * device-call counters with them.
  */
 #include <stdlib.h>
 
@@ -66,16 +67,32 @@ static uint64_t chunk_cap(vram_allocator *a) {
     return pages < 1 ? 1 : pages < cap ? pages : cap;
 }
 
+/* The most pages a chunk mapped for a request of rsize bytes may hold (chunk_divisor): a power of
+ * two no larger than 1/chunk_divisor of the request, and no smaller than an eighth of chunk_pages.
+ * A chunk moves and unmaps only whole: when a block is freed and a block of another size reuses
+ * its memory, the free rest of each chunk the new block touches is pinned there (inference on
+ * batches of changing shape kept most of its waste so). Chunks in proportion to the request keep
+ * that rest in proportion too, and a training loop's large blocks still map in a few chunks. */
+static uint64_t request_chunk(const vram_allocator *a, uint64_t rsize) {
+    uint64_t cap = a->chunk_pages;
+    if (!a->cfg.chunk_divisor || cap <= 1) return cap;
+    uint64_t want = (rsize >> a->page_shift) / a->cfg.chunk_divisor, c = cap / 8 ? cap / 8 : 1;
+    while (c * 2 <= want && c * 2 <= cap) c *= 2;
+    return c;
+}
+
 /* Whether memory is far from the limit: chunks keep their full size (chunk_cap). large_moves acts
  * only there: near the limit, moving pages for the small needs of large requests, or mapping a
  * moved chunk's pages past the block, spent the room the last requests need (docs/allocator.md). */
 static int far_from_limit(vram_allocator *a) { return chunk_cap(a) == a->chunk_pages; }
 
-/* Maps pages [p0, p1) of r (all unmapped), in chunks of at most chunk_cap pages: each is one
- * page_map, i.e. one physical allocation (the driver's cost goes by allocations, not bytes).
- * All or nothing: when the device refuses a chunk, the chunks mapped before it are unmapped. */
-static vram_status map_pages(vram_allocator *a, vi_region *r, uint64_t p0, uint64_t p1) {
-    uint64_t P = a->page_size, cap = chunk_cap(a);
+/* Maps pages [p0, p1) of r (all unmapped) for a request of rsize bytes, in chunks of at most
+ * chunk_cap and request_chunk pages: each is one page_map, i.e. one physical allocation (the
+ * driver's cost goes by allocations, not bytes). All or nothing: when the device refuses a chunk,
+ * the chunks mapped before it are unmapped. */
+static vram_status map_pages(vram_allocator *a, vi_region *r, uint64_t p0, uint64_t p1, uint64_t rsize) {
+    uint64_t P = a->page_size, cap = chunk_cap(a), fit = request_chunk(a, rsize);
+    if (fit < cap) cap = fit;
     for (uint64_t c = p0, n; c < p1; c += n) {
         n = p1 - c < cap ? p1 - c : cap;
         vram_status st = a->dev->ops->page_map(a->dev, r->base + c * P, n * P);
@@ -150,12 +167,12 @@ static void page_windows(uint64_t p0, uint64_t p1, int same_region, uint64_t x0,
     }
 }
 
-/* Pages model: unmaps whole free mapped pages of ready free blocks, outside pages [x0, x1) of
- * region xr, until `want` bytes are unmapped (UINT64_MAX: all). Blocks not yet ready are
- * skipped and reported through *blocked: their stream may still use the pages. Returns the
- * bytes unmapped. */
-uint64_t vi_pages_release(vram_allocator *a, uint64_t want, const vi_region *xr, uint64_t x0, uint64_t x1,
-                            int *blocked) {
+/* Pages model: unmaps whole free mapped chunks of at least min_chunk pages of ready free blocks,
+ * outside pages [x0, x1) of region xr, until `want` bytes are unmapped (UINT64_MAX: all). Blocks
+ * not yet ready are skipped and reported through *blocked: their stream may still use the pages.
+ * Returns the bytes unmapped. */
+static uint64_t release_chunks(vram_allocator *a, uint64_t want, const vi_region *xr, uint64_t x0, uint64_t x1,
+                               int *blocked, uint64_t min_chunk) {
     uint64_t released = 0, P = a->page_size;
     for (vi_block *b = a->cached.head, *next; b && released < want; b = next) {
         next = b->cnext;
@@ -184,6 +201,11 @@ uint64_t vi_pages_release(vram_allocator *a, uint64_t want, const vi_region *xr,
                 whole_chunks(r, s, e, &c, &c1);
                 while (c < c1 && released < want) {
                     uint64_t ce = chunk_end(r, c);
+                    if (ce - c < min_chunk) { /* too small to be worth its call: stays */
+                        c = ce;
+                        left = 1;
+                        continue;
+                    }
                     if (unmap_pages(a, r, c, ce) != VRAM_OK) break;
                     released += (ce - c) * P;
                     c = ce;
@@ -195,6 +217,11 @@ uint64_t vi_pages_release(vram_allocator *a, uint64_t want, const vi_region *xr,
         if (!left) vi_cached_remove(a, b);
     }
     return released;
+}
+
+uint64_t vi_pages_release(vram_allocator *a, uint64_t want, const vi_region *xr, uint64_t x0, uint64_t x1,
+                          int *blocked) {
+    return release_chunks(a, want, xr, x0, x1, blocked, 0);
 }
 
 /* Whether page p of r may take pages mapped now: unmapped and not an old address of moved pages. */
@@ -230,10 +257,10 @@ static uint64_t move_target(const vi_region *r, uint64_t f0, uint64_t f1, uint64
  * zombies until an event recorded on the stream now completes. Stream order keeps the old
  * work and the new block's work apart, so neither the host nor the device waits. [p0, p1) are
  * the pages the new block touches (no source is taken there), [f0, f1) those a moved page may
- * go to (see vi_pages_ensure_mapped); with allow_beyond, also past them (move_target). Returns
- * the pages moved. */
+ * go to (see vi_pages_ensure_mapped); with allow_beyond, also past them (move_target). Chunks of
+ * fewer than min_chunk pages stay. Returns the pages moved. */
 static uint64_t alias_pages(vram_allocator *a, vi_region *r, uint64_t p0, uint64_t p1, uint64_t f0, uint64_t f1,
-                            vram_stream stream, uint64_t want, int allow_beyond) {
+                            vram_stream stream, uint64_t want, int allow_beyond, uint64_t min_chunk) {
     uint64_t moved = 0, P = a->page_size;
     /* Past the block's edges (`allow_beyond`: moves under the budget, not under the limit, where
      * pages mapped past the block raised the smallest limit GPT-2 sampling fits in) only while
@@ -259,8 +286,9 @@ static uint64_t alias_pages(vram_allocator *a, vi_region *r, uint64_t p0, uint64
                 uint64_t e = vi_bits_find(vr->mapped, s, win[w][1], 0), c, c1;
                 whole_chunks(vr, s, e, &c, &c1);
                 while (c < c1 && moved < want) { /* each whole chunk to a gap of the target it fits */
-                    uint64_t ce = chunk_end(vr, c), k = ce - c, t = move_target(r, f0, f1, k, beyond);
-                    if (t >= r->npages) { /* no gap takes it */
+                    uint64_t ce = chunk_end(vr, c), k = ce - c;
+                    uint64_t t = k < min_chunk ? r->npages : move_target(r, f0, f1, k, beyond);
+                    if (t >= r->npages) { /* too small to be worth its call, or no gap takes it */
                         c = ce;
                         continue;
                     }
@@ -366,7 +394,14 @@ vram_status vi_pages_ensure_mapped(vram_allocator *a, vi_region *r, uint64_t add
     uint64_t move_min = a->cfg.move_min ? a->cfg.move_min : a->chunk_pages * P;
     int large = a->cfg.large_moves && rsize >= 2 * move_min && 4 * need >= move_min;
     if (need > room && a->cached.head && (need >= move_min || (large && far_from_limit(a))) && !vi_capturing(a)) {
-        vi_pages_release(a, need - room, r, p0, p1, &blocked);
+        /* With chunk_divisor, a move takes no chunk below 1/(4N) of the need: gathering a large
+         * need from many small chunks cost a driver call each, and tore holes into memory that
+         * the next small requests mapped again, step after step (checkpointed training). */
+        uint64_t min_chunk = 0;
+        if (a->cfg.chunk_divisor && a->chunk_pages > 1) /* (at most a quarter chunk: small chunk sizes keep moving) */
+            min_chunk = (need >> a->page_shift) / (4ull * a->cfg.chunk_divisor);
+        if (min_chunk > a->chunk_pages / 4) min_chunk = a->chunk_pages / 4;
+        release_chunks(a, need - room, r, p0, p1, &blocked, min_chunk);
         reserved = (uint64_t)a->stats.reserved_bytes[0].current;
         /* Busy pages: first ask the streams (the caller polls their events and calls again
          * without may_defer), and alias only what is still in use then. Aliasing first moved
@@ -374,7 +409,7 @@ vram_status vi_pages_ensure_mapped(vram_allocator *a, vi_region *r, uint64_t add
          * (docs/allocator-evidence.md §15). */
         if (blocked && may_defer && reserved + need > peak) return VRAM_ERR_STATE;
         if (blocked && a->can_alias && a->cfg.move_busy_pages && reserved + need > peak) {
-            alias_pages(a, r, p0, p1, f0, f1, stream, (reserved + need - peak + P - 1) / P, 1);
+            alias_pages(a, r, p0, p1, f0, f1, stream, (reserved + need - peak + P - 1) / P, 1, min_chunk);
             need = (p1 - p0 - vi_bits_count(r->mapped, p0, p1)) * P;
         }
     }
@@ -384,7 +419,7 @@ vram_status vi_pages_ensure_mapped(vram_allocator *a, vi_region *r, uint64_t add
         vi_pages_release(a, reserved + need - a->limit, r, p0, p1, &blocked);
         reserved = (uint64_t)a->stats.reserved_bytes[0].current;
         if (reserved + need > a->limit && blocked && a->can_alias) {
-            alias_pages(a, r, p0, p1, f0, f1, stream, (reserved + need - a->limit + P - 1) / P, 0);
+            alias_pages(a, r, p0, p1, f0, f1, stream, (reserved + need - a->limit + P - 1) / P, 0, 0);
             need = (p1 - p0 - vi_bits_count(r->mapped, p0, p1)) * P;
         }
         if (reserved + need > a->limit) return VRAM_ERR_OUT_OF_MEMORY;
@@ -393,13 +428,13 @@ vram_status vi_pages_ensure_mapped(vram_allocator *a, vi_region *r, uint64_t add
         uint64_t s = vi_bits_find(r->mapped, p, p1, 0);
         if (s >= p1) break;
         uint64_t e = vi_bits_find(r->mapped, s, p1, 1);
-        vram_status st = map_pages(a, r, s, e);
+        vram_status st = map_pages(a, r, s, e, rsize);
         if (st == VRAM_ERR_OUT_OF_MEMORY && !vi_capturing(a)) { /* the device is full: release cache, retry */
             *retried = 1;
             blocked = 0;
             vi_pages_reap_zombies(a, 1);
             vi_pages_release(a, UINT64_MAX, r, p0, p1, &blocked);
-            st = map_pages(a, r, s, e);
+            st = map_pages(a, r, s, e, rsize);
         }
         if (st != VRAM_OK) return st;
         p = e;
