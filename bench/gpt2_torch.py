@@ -15,8 +15,8 @@
               tokens/s, peak allocated and reserved.
 
 The same-layout model: token + position embeddings, pre-norm blocks with c_attn [3C, C] and
-GPT-2's tanh GELU (--activation gelu_erf: the exact one; check takes DIR's activation.txt, erf where
-a DIR has none), final layer norm, output projection tied to the token embedding.
+erf's GELU (vram's default; --activation gelu_tanh: GPT-2's own; check takes DIR's activation.txt,
+erf where a DIR has none), final layer norm, output projection tied to the token embedding.
 """
 import argparse
 import math
@@ -54,7 +54,7 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, L, H, C, V, T, activation="gelu_tanh"):
+    def __init__(self, L, H, C, V, T, activation="gelu_erf"):
         super().__init__()
         self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(T, C)
         approximate = "tanh" if activation == "gelu_tanh" else "none"
@@ -271,8 +271,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--models", default="hf,same")
     ap.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
-    ap.add_argument("--activation", choices=["gelu_tanh", "gelu_erf"], default="gelu_tanh",
-                    help="speed: the same-layout model's GELU (GPT-2's tanh form, vram's --model gpt2 default)")
+    ap.add_argument("--activation", choices=["gelu_tanh", "gelu_erf"], default="gelu_erf",
+                    help="speed: the same-layout model's GELU (erf's, vram's default; gelu_tanh: GPT-2's)")
     args = ap.parse_args()
     if args.mode == "check":
         if not args.dir:

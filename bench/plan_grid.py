@@ -53,13 +53,12 @@ def full_grid():
     return grid
 
 
-# (size flags, batch, optimizer, accumulation, other flags): --device cuda. erf's GELU throughout, as
-# the recorded grid was measured (tests/plan_gpu_check.py plans it so).
+# (size flags, batch, optimizer, accumulation, other flags): --device cuda
 GPU_SIZES = {
-    "gpt2": ["--model", "gpt2", "--activation", "gelu_erf"],
-    "gpt2-512": ["--model", "gpt2", "--context", "512", "--activation", "gelu_erf"],
+    "gpt2": ["--model", "gpt2"],
+    "gpt2-512": ["--model", "gpt2", "--context", "512"],
     "6x384": ["--model", "gpt:6x384", "--heads", "6", "--context", "256"],
-    "medium-512": ["--model", "gpt2-medium", "--context", "512", "--activation", "gelu_erf"],
+    "medium-512": ["--model", "gpt2-medium", "--context", "512"],
 }
 
 

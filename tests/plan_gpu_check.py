@@ -58,13 +58,12 @@ RECORDED = [
 # The GPU runs above and the grid's predate large_moves and chunk_divisor (docs/alloc_conf.md):
 # they are planned as that tree placed. (With large_moves the plans differ by up to 3%: bf16
 # --checkpoint 2406 -> 2342 MiB; with chunk_divisor too, 2324 MiB.)
-GPU_TREE_ENV = dict(os.environ, VRAM_ALLOC_CONF=",".join(
-    c for c in (os.environ.get("VRAM_ALLOC_CONF", ""), "large_moves:False,chunk_divisor:0") if c))
+GPU_TREE_CONF = "large_moves:False,chunk_divisor:0"
 
 
-# Every figure here was measured with erf's GELU, before the gpt2 models' default became the tanh
-# GELU (whose mixed-precision MLP takes its GELU from a product's epilogue and places its blocks
-# differently): plans and new measurements name it.
+# Every figure here was measured with erf's GELU (the default; the tanh GELU's mixed-precision MLP
+# takes its GELU from a product's epilogue and places its blocks differently): plans and new
+# measurements name it, should the default change.
 ERF = ["--activation", "gelu_erf"]
 
 
@@ -72,9 +71,11 @@ def erf_flags(flags):
     return flags.split() + ([] if "--activation" in flags else ERF)
 
 
-def plan(vram, flags, base=("--model", "gpt2", "--batch", "8")):
+def plan(vram, flags, base=("--model", "gpt2", "--batch", "8"), tree=GPU_TREE_CONF):
+    """Plans as the GPU run's tree placed: `tree`'s options before the environment's own."""
+    conf = ",".join(c for c in (tree, os.environ.get("VRAM_ALLOC_CONF", "")) if c)
     out = subprocess.run([vram, "plan", "--device", "cuda"] + list(base) + erf_flags(flags),
-                         capture_output=True, text=True, timeout=300, env=GPU_TREE_ENV)
+                         capture_output=True, text=True, timeout=300, env=dict(os.environ, VRAM_ALLOC_CONF=conf))
     if out.returncode != 0:
         raise SystemExit(f"vram plan {flags}: status {out.returncode}: {out.stderr.strip()}")
     got = {}
@@ -87,23 +88,33 @@ def plan(vram, flags, base=("--model", "gpt2", "--batch", "8")):
 
 
 def grid(vram, path):
-    """(rows checked, misses) for the GPU grid's records in `path`."""
+    """(rows checked, failures, known misses) for the GPU grid's records in `path`. The records may say how their
+    tree placed ("alloc_conf", else GPU_TREE_CONF) and list misses already reported
+    ("known_misses": flags -> where the miss is explained): such a row prints as a known miss and
+    does not fail the check, and fails it once it is within bounds (the list is then stale)."""
     with open(path) as f:
         rec = json.load(f)
-    failed = 0
+    tree, known = rec.get("alloc_conf", GPU_TREE_CONF), rec.get("known_misses", {})
+    failed = known_missed = 0
     for r in rec["rows"]:
         if "measured_reserved" not in r:
             print("FAIL %s: the GPU run gave no figure (%s)" % (r["flags"], r.get("failed", "?").strip()[-200:]))
             failed += 1
             continue
-        got = plan(vram, r["flags"], ("--steps", str(rec["steps"])))
+        got = plan(vram, r["flags"], ("--steps", str(rec["steps"])), tree)
         err = (got["reserved"] - r["measured_reserved"]) / r["measured_reserved"]
         ok = -0.02 <= err <= 0.03
+        is_known = r["flags"] in known
+        tag = ("FAIL (listed as a known miss, now within bounds)" if ok else "KNOWN MISS") if is_known else \
+            "ok  " if ok else "FAIL"
         print("%s %-100s reserved %9.2f planned, %9.2f measured (%+.2f%%); allocated %+.2f%%" % (
-            "ok  " if ok else "FAIL", r["flags"], got["reserved"], r["measured_reserved"], 100 * err,
+            tag, r["flags"], got["reserved"], r["measured_reserved"], 100 * err,
             100 * (got["allocated"] / r["measured_allocated"] - 1)))
-        failed += not ok
-    return len(rec["rows"]), failed
+        if is_known and not ok:
+            print("     known: " + known[r["flags"]])
+        failed += ok == is_known
+        known_missed += is_known and not ok
+    return len(rec["rows"]), failed, known_missed
 
 
 def measure(vram, corpus, out_path):
@@ -146,15 +157,16 @@ def main():
     if len(sys.argv) not in (2, 3):
         print(__doc__.strip().splitlines()[-1])
         return 2
-    vram, failed, rows = sys.argv[1], 0, 0
+    vram, failed, rows, known = sys.argv[1], 0, 0, 0
     path = sys.argv[2] if len(sys.argv) == 3 else GRID
     if len(sys.argv) == 3 or os.path.exists(path):
         try:
-            n, bad = grid(vram, path)
+            n, bad, known = grid(vram, path)
         except (OSError, ValueError, KeyError) as e:
             print(f"plan_gpu_check: {path}: not a GPU grid's records ({type(e).__name__}: {e})", file=sys.stderr)
             return 2
-        print(f"plan_gpu_check: {n - bad} of {n} configurations of the GPU grid planned within bounds")
+        print(f"plan_gpu_check: {n - bad - known} of {n} configurations of the GPU grid planned within bounds"
+              + (f"; {known} known miss{'es' if known > 1 else ''}, reported in its records" if known else ""))
         rows, failed = rows + n, failed + bad
     for flags, alloc, res in recorded():
         if alloc is None:
@@ -169,7 +181,8 @@ def main():
             line += f"; reserved {got['reserved']:9.2f} planned, {res:9.2f} measured ({100 * err:+.2f}%)"
         print(("ok   " if ok else "FAIL ") + line)
         failed += not ok
-    print(f"plan_gpu_check: {rows - failed} of {rows} GPU runs planned within bounds")
+    print(f"plan_gpu_check: {rows - failed - known} of {rows} GPU runs planned within bounds"
+          + (f" ({known} known)" if known else ""))
     return 1 if failed else 0
 
 
