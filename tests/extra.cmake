@@ -415,6 +415,11 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME test_vram_torch_plan_pure
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_vram_torch_plan_pure.py $<TARGET_FILE:vram>)
   set_tests_properties(test_vram_torch_plan_pure PROPERTIES TIMEOUT 300)
+  # vram train --trace: the run's stream replays to its own peaks; an OOM run's trace fails again
+  add_test(NAME train_trace
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_train_trace.py $<TARGET_FILE:vram>
+                   ${VRAM_TRAIN_CORPUS})
+  set_tests_properties(train_trace PROPERTIES TIMEOUT 300)
   # fit offline on four programs' streams recorded on an H100, against their real runs
   add_test(NAME fit_recorded_streams
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/fit_recorded_check.py $<TARGET_FILE:vram>)

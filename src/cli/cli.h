@@ -27,6 +27,12 @@ int vram_train_resume(const char *path, struct vram_gpt *g, struct vram_optimize
 int vram_train_save(const char *path, struct vram_gpt *g, struct vram_optimizer *opt, struct vram_text_data *data,
                     int step);
 
+/* `vram train --trace` (train_trace.c): start recording the allocator's events before the run
+ * allocates; at its end write them as a memtrace v1 file (0, or 1 after a message). */
+struct vram_allocator;
+int vram_train_trace_start(struct vram_allocator *a);
+int vram_train_trace_write(struct vram_allocator *a, const char *path, const char *source);
+
 /* 0 when VRAM_ALLOC_CONF and the --conf string (NULL: none) parse; else prints the error as
  * "TOOL: ..." and returns 2 (conf_check.c). */
 int vram_cli_check_conf(const char *tool, const char *conf);

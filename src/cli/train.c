@@ -45,6 +45,7 @@ typedef struct train_opts {
     const char *device; /* "cpu" or a cuda spec */
     vram_gpt_config gpt;
     const char *save, *resume; /* model files (model_file.h) */
+    const char *trace;         /* --trace: the run's allocations as a memtrace file (train_trace.c) */
     int save_every;
     vram_dtype precision; /* VRAM_DTYPE_F32, or F16/BF16 for mixed precision */
     int loss_scale;       /* dynamic loss scaling (GradScaler): 1 on, 0 off, -1 by precision (fp16) */
@@ -101,6 +102,8 @@ static void usage(FILE *out) {
             "  --save-every N       also save every N steps\n"
             "  --resume PATH        continue a run saved with --save (same shape, optimizer and corpus) up to --steps\n"
             "  --report             end with the memory summary and the table of memory by category\n"
+            "  --trace PATH         write the run's allocations (requested sizes, frees) as a memtrace v1 file,\n"
+            "                       also after an out-of-memory failure: for vram replay, vram viz\n"
             VRAM_TRAIN_DIST_USAGE);
 }
 
@@ -156,7 +159,7 @@ static int parse(int argc, char **argv, train_opts *o) {
                                              "--eval-every", "--eval-batches", "--log-every", "--layers", "--heads",
                                              "--residual",
                                              "--width", "--context", "--dropout", "--capacity", "--threads", "--seed",
-                                             "--device", "--model", "--vocab", "--save", "--save-every", "--resume",
+                                             "--device", "--model", "--vocab", "--save", "--save-every", "--resume", "--trace",
                                              "--precision", "--loss-scale", "--recompute", "--lowp-weights",
                                              "--activation", VRAM_TRAIN_DIST_FLAGS};
         int known = 0;
@@ -191,6 +194,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(f, "--dropout")) ok = parse_double(f, v, 0, 0.99, &o->gpt.dropout);
         else if (!strcmp(f, "--save")) o->save = v;
         else if (!strcmp(f, "--resume")) o->resume = v;
+        else if (!strcmp(f, "--trace")) o->trace = v;
         else if (!strcmp(f, "--save-every")) ok = parse_int(f, v, 1, &o->save_every);
         else if (!strcmp(f, "--threads")) ok = parse_int(f, v, 1, &o->threads);
         else if (!strcmp(f, "--seed")) ok = parse_int(f, v, 0, &tmp), o->seed = (uint64_t)tmp;
@@ -256,6 +260,10 @@ static int parse(int argc, char **argv, train_opts *o) {
     }
     if (o->save_every && !o->save) {
         fprintf(stderr, "vram train: --save-every needs --save PATH\n");
+        return 2;
+    }
+    if (o->trace && (o->dist.engine || o->dist.ranks)) { /* every rank would write the one file */
+        fprintf(stderr, "vram train: --trace records one process: not with --dist or --ranks\n");
         return 2;
     }
     if (o->gpt.width % o->gpt.heads) {
@@ -500,6 +508,14 @@ static const char *default_corpus(char *installed, size_t cap) {
     return installed;
 }
 
+/* "vram train ARGS" for the trace's source header: on one line, cut to fit `cap`. */
+static void trace_source(int argc, char **argv, char *out, size_t cap) {
+    size_t n = (size_t)snprintf(out, cap, "vram train");
+    for (int i = 1; i < argc && n < cap; i++) n += (size_t)snprintf(out + n, cap - n, " %s", argv[i]);
+    for (char *p = out; *p; p++)
+        if (*p == '\n' || *p == '\r') *p = ' ';
+}
+
 int vram_cmd_train(int argc, char **argv) {
     train_opts o;
     int pr = parse(argc, argv, &o);
@@ -561,7 +577,7 @@ int vram_cmd_train(int argc, char **argv) {
     vram_gpt *g = NULL;
     vram_optimizer *opt = NULL;
     vram_grad_scaler *scaler = NULL;
-    int rc = 0;
+    int rc = 0, tracing = 0;
     s = vram_device_open(spec, &dev);
     if (s != VRAM_OK) {
         fprintf(stderr, "vram train: %s: %s\n", on_gpu ? "--device" : "--capacity", vram_last_error());
@@ -574,6 +590,13 @@ int vram_cmd_train(int argc, char **argv) {
         fprintf(stderr, "vram train: --capacity: %s; give a smaller --capacity\n", vram_last_error());
         rc = 2;
         goto done;
+    }
+    if (s == VRAM_OK && o.trace) {
+        if (vram_train_trace_start(a)) {
+            rc = 1;
+            goto done;
+        }
+        tracing = 1;
     }
     if (s == VRAM_OK) s = vram_runtime_new(a, o.threads, &rt);
     if (s != VRAM_OK) {
@@ -756,6 +779,11 @@ done:
     vram_optimizer_free(opt);
     vram_gpt_free(g);
     vram_runtime_free(rt);
+    if (tracing) { /* after everything is freed: the trace ends with nothing live */
+        char source[512];
+        trace_source(argc, argv, source, sizeof source);
+        if (vram_train_trace_write(a, o.trace, source) && !rc) rc = 1;
+    }
     if (a) vram_allocator_destroy(a);
     vram_device_close(dev);
     vram_text_data_close(data);
