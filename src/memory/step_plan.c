@@ -11,7 +11,8 @@
  * where its arena fits under the reserved peak so far. Serving: request k takes entry k mod P
  * when size and stream match, the plan is in step and no live arena block (a sorted array by
  * offset) overlaps; else the allocator serves it (a miss). A ptr -> n map (open addressing)
- * finds the records of blocks the allocator served.
+ * finds the records of blocks the allocator served. Early plans (cfg.early) take the program's
+ * first step as the template and begin in its second (early_settle, early_fits, early_skip).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +63,6 @@ struct vram_step_plan {
      * enough of them are (freed_bytes), and begun only then (settled) */
     int early_plan, settled;
     uint64_t freed_bytes, built_at;
-    uint32_t resolves;
     uint64_t *off;          /* per entry: offset, NONE when not placed */
     uint64_t *esize;
     vram_stream stream;
