@@ -14,7 +14,7 @@
  * does. --empty-at K,... empties the cache of the replay without a plan before those large
  * requests: the perturbation a plan's beginning makes, alone.
  *
- *   bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] [--empty-at K,K...] TRACE...
+ *   bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] [--empty-at K,K...] [--early] TRACE...
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,13 +149,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--max-period") && i + 1 < argc) cfg.max_period = (uint32_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--min-period") && i + 1 < argc) cfg.min_period = (uint32_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--empty-at") && i + 1 < argc) g_empty_at = argv[++i];
+        else if (!strcmp(argv[i], "--early")) cfg.early = 1;
         else {
-            fprintf(stderr, "usage: bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] [--empty-at K,K...] TRACE...\n");
+            fprintf(stderr, "usage: bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] [--empty-at K,K...] [--early] TRACE...\n");
             return 2;
         }
     }
     if (i == argc) {
-        fprintf(stderr, "usage: bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] [--empty-at K,K...] TRACE...\n");
+        fprintf(stderr, "usage: bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] [--empty-at K,K...] [--early] TRACE...\n");
         return 2;
     }
     char machine[256] = "unknown";

@@ -246,7 +246,7 @@ def run(names, out, trace_dir):
     import torch
     vram = "vram_torch" in sys.modules and sys.modules["vram_torch"].is_enabled()
     conf = os.environ.get("VRAM_ALLOC_CONF", "")
-    label = "vram+plan" if os.environ.get("VRAM_STEP_PLAN") == "1" else "vram"
+    label = {"1": "vram+plan", "early": "vram+plan+early"}.get(os.environ.get("VRAM_STEP_PLAN", ""), "vram")
     allocator = (label + ":" + conf if conf else label) if vram else ("expandable" if "expandable_segments:true" in
                                      os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").lower() else "native")
     if trace_dir and vram:

@@ -526,6 +526,11 @@ if(Python3_Interpreter_FOUND)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_placement_replays.py $<TARGET_FILE:vram>
                    ${CMAKE_SOURCE_DIR})
   set_tests_properties(placement_replays PROPERTIES TIMEOUT 300)
+  # early plans (docs/step_plan.md): checkpointed training under 1.03 on those recordings
+  add_test(NAME step_plan_early
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_step_plan_early.py
+                   $<TARGET_FILE:bench_step_plan> $<TARGET_FILE:vram> ${CMAKE_SOURCE_DIR})
+  set_tests_properties(step_plan_early PROPERTIES TIMEOUT 300)
 endif()
 
 # ---- faults (issue 41): tests/faults/faults.cmake

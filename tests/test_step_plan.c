@@ -12,6 +12,7 @@
  * is served from a plan in its later steps; one that deviates (a request of another size, one
  * left out, another stream) misses there and stays correct, one that stops repeating has its
  * plan retired and its arena given back, and a program that repeats again is planned again.
+ * Early plans: a program whose first step keeps state for good is served from its second.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -269,6 +270,54 @@ static void test_deviations(void) {
     }
 }
 
+/* Early plans (cfg.early): a training program whose first step ends by allocating state for
+ * good (the optimizer's, a pair of blocks per parameter) that the later steps do not allocate;
+ * its steps begin holding little (a step's boundary is where a plan may begin).
+ * The plan begins in the second step and serves it, skipping the state's entries; without
+ * `early` nothing is served before the fourth step. Random steps, audited as above. */
+static void test_early(void) {
+    for (int round = 0; round < 12; round++) {
+        for (int early = 0; early < 2; early++) {
+            uint64_t seed = rng_state;
+            prog g;
+            prog_open(&g, 0);
+            vram_step_plan_destroy(g.p);
+            vram_step_plan_config cfg = {0};
+            cfg.early = early;
+            CHECK_OK(vram_step_plan_new(g.a, &cfg, &g.p));
+            size_t n = 160 + rnd() % 200, np = 8 + rnd() % 16;
+            op *step = calloc(n, sizeof *step), *param = calloc(np, sizeof *param);
+            make_step(step, n);
+            for (size_t i = 0; i < n; i++) step[i].life = 1 + (uint32_t)(rnd() % (n - i)); /* within the step */
+            for (size_t i = 0; i < 64; i++) step[i] = (op){2 * MiB + rnd() % 4096, 1 + (uint32_t)(rnd() % 4), 0}; /* a step begins holding little */
+            for (size_t i = 0; i < np; i++) param[i] = (op){8 * MiB + (rnd() % 16) * MiB, 0, 0};
+            for (size_t i = 0; i < np; i++) request(&g, &param[i]);
+            uint64_t served[10];
+            for (int s = 0; s < 10; s++) {
+                for (size_t i = 0; i < n; i++) request(&g, &step[i]);
+                for (size_t i = 0; s == 0 && i < 2 * np; i++) request(&g, &param[i / 2]);
+                audit(&g, "early");
+                vram_step_plan_stats ps;
+                vram_step_plan_get_stats(g.p, &ps);
+                served[s] = ps.served;
+            }
+            if (early) {
+                CHECK(served[0] == 0 && served[1] > 0, "round %d: early plan served %llu in the first step, %llu by the second's end",
+                      round, (unsigned long long)served[0], (unsigned long long)served[1]);
+                CHECK(served[9] - served[2] > 7 * n / 2, "round %d: early plan served %llu of %zu requests in the last 7 steps",
+                      round, (unsigned long long)(served[9] - served[2]), 7 * n);
+            } else {
+                CHECK(served[2] == 0, "round %d: without early, %llu served by the third step's end", round,
+                      (unsigned long long)served[2]);
+            }
+            prog_close(&g, "early");
+            free(step);
+            free(param);
+            if (!early) rng_state = seed; /* the same program with early */
+        }
+    }
+}
+
 static void test_layer_args(void) {
     vram_step_plan *p = NULL;
     CHECK(vram_step_plan_new(NULL, NULL, &p) == VRAM_ERR_INVALID_ARG && !p, "no allocator");
@@ -298,5 +347,6 @@ int main(void) {
     test_layer_args();
     test_regular();
     test_deviations();
+    test_early();
     return check_done();
 }

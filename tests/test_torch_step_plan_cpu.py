@@ -10,6 +10,8 @@ plan is made when a device's allocator starts):
   chunk_size_mb:8,move_min_mb:64; 1.036 and 1.030 with chunk_divisor:0, before it was the default);
 - record_stream on an arena block is taken (on the arena's allocator block) and retires the plan;
 - two threads allocating and freeing at once through one plan;
+- VRAM_STEP_PLAN=early (default configuration): the same recording at 1.023 x peak requested,
+  as bench_step_plan --early replays it (1.057 without a plan);
 - VRAM_STEP_PLAN=2: one message, no plan, allocations served all the same; and no plan without
   the variable (vram_torch_step_plan_stats then fails with a message).
 Usage: test_torch_step_plan_cpu.py LIBVRAM_TORCH FAKE_LIBCUDA REPO_ROOT
@@ -180,6 +182,19 @@ if "begun" in with_plan and "peak_reserved" in without:
           "empty_cache retires the plan and gives its arena back: %s" % with_plan)
     print("peak reserved with the plan %s, without %s" % (with_plan["peak_reserved"], without["peak_reserved"]))
 
+# VRAM_STEP_PLAN=early under the default configuration: the early plan begins in the second step
+# and the plug-in places as `bench_step_plan --early` does (1.023; 1.057 without a plan)
+p, early = run("replay", VRAM_STEP_PLAN="early", FAKE_CUDA_EVENT_LAG="0", VRAM_ALLOC_CONF="")
+q, plain_default = run("replay", FAKE_CUDA_EVENT_LAG="0", VRAM_ALLOC_CONF="")
+if check(p.returncode == 0 and "begun" in early and "peak_reserved" in plain_default,
+         "replay with an early plan: %s %s" % (p.stdout[-300:], p.stderr[-300:])):
+    peak = 6926311944
+    r_early, r_plain = int(early["peak_reserved"]) / peak, int(plain_default["peak_reserved"]) / peak
+    check("%.3f" % r_early == "1.023" and "%.3f" % r_plain == "1.057",
+          "the early plan through the plug-in: %.4f (without a plan %.4f)" % (r_early, r_plain))
+    check(early["null_pointers"] == "0" and int(early["served"]) > int(early["requests"]) * 9 // 10,
+          "an early plan serves over 90%% of large requests: %s of %s" % (early["served"], early["requests"]))
+
 p, cases = run("cases", VRAM_STEP_PLAN="1")
 check(p.returncode == 0, "cases run: %s %s" % (p.stdout[-300:], p.stderr[-300:]))
 check(cases.get("found") == "1", "the replay reaches a plan with live arena blocks: %s" % cases)
@@ -191,7 +206,7 @@ check(cases.get("thread_errors") == "0" and cases.get("allocated_after") == "0" 
 p, bad = run("plain", VRAM_STEP_PLAN="2")
 check(p.returncode == 0 and bad.get("served") == "1" and bad.get("stats_rc") == "-1",
       "VRAM_STEP_PLAN=2: allocations served without a plan: %s" % bad)
-check(p.stderr.count("VRAM_STEP_PLAN=2: 0 or 1") == 1 and "no step plan on cuda:0" in p.stderr,
+check(p.stderr.count("VRAM_STEP_PLAN=2: 0, 1 or early") == 1 and "no step plan on cuda:0" in p.stderr,
       "and one message says why: %r" % p.stderr)
 p, plain = run("plain")
 check(plain.get("stats_rc") == "-1" and "VRAM_STEP_PLAN=1 starts one" in plain.get("error", "") and p.stderr == "",

@@ -41,6 +41,11 @@ typedef struct vram_step_plan_config {
     uint32_t min_period; /* the shortest period looked for, in planned requests (0: 64) */
     int may_raise_peak;  /* begin a plan even where its arena would raise reserved memory above its
                           * peak so far (0: wait for a moment where it fits, at most 4 low points) */
+    int early;           /* plan the program's first step and serve from its second (docs/step_plan.md,
+                          * "Early plans"): a repeat whose period spans most of the history is solved
+                          * at once, solved again once the first step's blocks are freed, and begins
+                          * there even above the peak so far; entries the first step allocated for
+                          * good (optimizer state) are skipped when the later steps lack them (0: off) */
 } vram_step_plan_config;
 
 typedef struct vram_step_plan_stats {

@@ -11,7 +11,8 @@
  * where its arena fits under the reserved peak so far. Serving: request k takes entry k mod P
  * when size and stream match, the plan is in step and no live arena block (a sorted array by
  * offset) overlaps; else the allocator serves it (a miss). A ptr -> n map (open addressing)
- * finds the records of blocks the allocator served.
+ * finds the records of blocks the allocator served. Early plans (cfg.early) take the program's
+ * first step as the template and begin in its second (early_settle, early_fits, early_skip).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -56,11 +57,19 @@ struct vram_step_plan {
     int pending, active;
     uint64_t activate_at, arena_size;
     uint64_t *low, low_limit; /* per entry: planned bytes live in the template then; the limit to begin */
-    uint64_t period, first; /* entry k serves request first + k + m * period */
+    uint64_t period, first; /* entry k serves request first + k - shift + m * period */
+    uint64_t shift;         /* entries skipped so far (early plans: the first step's one-time requests) */
+    /* early plans (cfg.early): solved before the first step's blocks are freed, solved again once
+     * enough of them are (freed_bytes), and begun only then (settled) */
+    int early_plan, settled;
+    uint64_t freed_bytes, built_at;
     uint64_t *off;          /* per entry: offset, NONE when not placed */
     uint64_t *esize;
     vram_stream stream;
     uint32_t misses;   /* in a row */
+    uint32_t dry;      /* misses since the plan last served (early plans retire at miss_limit) */
+    int fed;           /* the plan served a request since it began (an early plan that has not
+                        * retires at its first miss: its proposal was a coincidence) */
     int in_step;       /* the last requests matched the plan (see serve) */
     uint32_t step_run; /* matches in a row since it was last out of step */
     uint32_t waits;    /* low points a pending plan let pass because its arena did not fit */
@@ -197,7 +206,8 @@ static int same(const vram_step_plan *p, uint64_t i, uint64_t j) {
     return x->size == y->size && x->stream == y->stream;
 }
 
-/* After request n was recorded: updates the proposed period; returns 1 when it is confirmed. */
+/* After request n was recorded: updates the proposed period; returns 1 when it is confirmed, 2
+ * when it is an early plan's (cfg.early) proposal. */
 static int learn(vram_step_plan *p, uint64_t n) {
     uint64_t W = p->cfg.window;
     if (p->cand_p) {
@@ -223,6 +233,9 @@ static int learn(vram_step_plan *p, uint64_t n) {
         if (!same(p, n - m, j - m)) return 0;
     p->cand_p = n - j;
     p->cand_matched = W;
+    /* early: a period that spans most of the history is the program's step repeating for the
+     * first time (the repeats within a step, its layers, span a fraction of it) */
+    if (p->cfg.early && !p->cur.base && 4 * p->cand_p >= 3 * (n + 1 - p->base)) return 2;
     return 0; /* (confirmed only by the requests to come: a whole period must repeat) */
 }
 
@@ -301,6 +314,9 @@ static int build(vram_step_plan *p, uint64_t n, uint64_t P) {
         p->waits = 0;
         p->period = P;
         p->first = n + 1;
+        p->shift = 0;
+        p->freed_bytes = 0;
+        p->built_at = n;
         p->activate_at = n + 1 + kmin;
         p->stream = stream;
         p->arena_size = arena_size;
@@ -333,6 +349,7 @@ void vram_step_plan_retire(vram_step_plan *p) {
     if (p) p->pending = 0;
     if (!p || !p->active) return;
     p->active = 0;
+    p->early_plan = 0;
     p->st.plans_retired++;
     /* a plan that did not last two periods was likely a repeat within the step (a model's
      * layers): look for longer ones */
@@ -352,10 +369,32 @@ static int activate(vram_step_plan *p) {
     p->active = 1;
     p->in_step = 1;
     p->misses = 0;
+    p->dry = 0;
+    p->fed = 0;
     p->cur.base = (uint64_t)(uintptr_t)ptr;
     p->cur.size = p->arena_size;
     p->st.plans_built++;
     return 0;
+}
+
+/* An early plan begins in the program's second step, the first with the optimizer's state,
+ * whose peak is above the first step's whatever the placement: the rule against raising the
+ * peak so far cannot apply. It begins where the blocks its entries place that are live now
+ * outside the arena (the template's and this period's, which the arena would duplicate) come to
+ * at most 1/16 of the arena: a step's boundary, not a guess of one; only once `confirm`
+ * requests of the second step have repeated the first's; and only where the first step kept
+ * blocks of at least 1/16 of the arena for good (the optimizer's state: why the second step's
+ * peak is the program's; a program that keeps nothing, inference, gains nothing from it). */
+static int early_fits(vram_step_plan *p) {
+    if (p->cand_p != p->period || p->cand_matched < p->cfg.confirm) return 0; /* not yet a repeat */
+    uint64_t P = p->period, start = p->first - P, end = p->base + p->count, dup = 0, kept = 0;
+    for (uint64_t m = start < p->base ? p->base : start; m + 1 < end; m++) {
+        const record *r = rec(p, m);
+        if (!r || r->t_free != NONE) continue;
+        if (p->off[(m - start) % P] != NONE) dup += r->size; /* the arena would place it again */
+        else if (m < p->first) kept += r->size;             /* the template allocated it for good */
+    }
+    return dup <= p->arena_size / 16 && kept >= p->arena_size / 16;
 }
 
 /* Whether the arena, made now beside what is allocated, stays under the reserved peak so far
@@ -365,6 +404,7 @@ static int activate(vram_step_plan *p) {
  * steps within a few percent of their floor (there the plan is what stops their page moves). */
 static int fits_now(vram_step_plan *p) {
     if (p->cfg.may_raise_peak) return 1;
+    if (p->early_plan) return early_fits(p);
     vram_stats x;
     vram_allocator_get_stats(p->a, &x);
     uint64_t allocated = (uint64_t)x.allocated_bytes[VRAM_POOL_ALL].current;
@@ -389,10 +429,50 @@ static void begin_or_wait(vram_step_plan *p, uint64_t n) {
         return;
     }
     uint64_t k = (n - p->first) % p->period, d = 1;
+    if (p->early_plan && p->low[(k + 1) % p->period] <= p->low_limit) { /* still at the low: the next request */
+        p->activate_at = n + 1;
+        return;
+    }
     for (; d <= p->period && p->low[(k + d) % p->period] > p->low_limit; d++) {
     }
     p->activate_at = n + d;
     if (++p->waits > 4) give_up(p, n); /* it never fits */
+}
+
+/* An early plan was solved while the first step's last blocks (gradients, the optimizer's
+ * temporaries) were still live, so without their lifetimes. Once blocks of the template of at
+ * least 1/16 of the arena have been freed since (zero_grad), it is solved again from the last
+ * period and may begin at its next low point; until then it waits. A plan whose template frees
+ * nothing for an eighth of a period (it held nothing more) begins as it is. */
+static void early_settle(vram_step_plan *p, uint64_t n) {
+    uint64_t P = p->period;
+    if (p->freed_bytes >= p->arena_size / 16) {
+        p->pending = 0;
+        if (build(p, n, P) != 0) {
+            p->period = P;
+            p->early_plan = 0;
+            give_up(p, n);
+            return;
+        }
+        p->settled = 1;
+    } else if (n >= p->built_at + P / 8) {
+        p->settled = 1;
+    } else if (n == p->activate_at) {
+        p->activate_at++;
+    }
+}
+
+/* Early plans: the first step allocated the optimizer's state (still live, not placed); the
+ * later steps do not. Where the request is the one after such entries, they are skipped. */
+static uint64_t early_skip(vram_step_plan *p, uint64_t k, uint64_t rsize) {
+    uint64_t P = p->period, k2 = k, d = 0;
+    for (; d < P; d++, k2 = (k2 + 1) % P) {
+        const record *t = rec(p, p->first - P + k2);
+        if (!t || t->t_free != NONE || p->off[k2] != NONE) break;
+    }
+    if (!d || d == P || p->esize[k2] != rsize) return k;
+    p->shift = (p->shift + d) % P;
+    return k2;
 }
 
 /* ---- the API ---- */
@@ -444,11 +524,15 @@ void vram_step_plan_destroy(vram_step_plan *p) {
  * only after `window` requests in a row have matched (a run of equal sizes elsewhere, such as
  * the next model's parameters, must not be taken for the plan's). */
 static int serve(vram_step_plan *p, uint64_t n, uint64_t rsize, vram_stream stream, void **ptr) {
-    uint64_t k = (n - p->first) % p->period;
+    uint64_t k = (n - p->first + p->shift) % p->period;
+    if (p->early_plan) k = early_skip(p, k, rsize);
     if (p->esize[k] != rsize || stream != p->stream) {
         p->in_step = 0;
         p->step_run = 0;
-        if (++p->misses >= p->cfg.miss_limit) vram_step_plan_retire(p);
+        /* an early plan whose first step was not like the next (a proposal of the wrong period)
+         * matches now and then by size but serves nothing: it must not keep its arena */
+        if (++p->misses >= p->cfg.miss_limit || (p->early_plan && ++p->dry >= (p->fed ? p->cfg.miss_limit : 1)))
+            vram_step_plan_retire(p);
         return 0;
     }
     p->misses = 0;
@@ -459,6 +543,8 @@ static int serve(vram_step_plan *p, uint64_t n, uint64_t rsize, vram_stream stre
     uint64_t o = p->off[k];
     if (o == NONE || live_overlaps(&p->cur, o, rsize) || live_insert(&p->cur, o, rsize, n) != 0) return 0;
     *ptr = (void *)(uintptr_t)(p->cur.base + o);
+    p->dry = 0;
+    p->fed = 1;
     return 1;
 }
 
@@ -472,12 +558,21 @@ vram_status vram_step_plan_malloc(vram_step_plan *p, size_t size, vram_stream st
     int missed = 0;
     if (!p->active) {
         int confirmed = learn(p, n);
-        if (p->pending && !p->cand_p) p->pending = 0; /* the sequence changed before the plan began */
+        if (p->pending && !p->cand_p) { /* the sequence changed before the plan began */
+            p->pending = 0;
+            p->early_plan = 0;
+        }
+        if (p->pending && p->early_plan && !p->settled) early_settle(p, n);
         if (p->pending && n == p->activate_at) {
             begin_or_wait(p, n);
-        } else if (!p->pending && confirmed && !p->cur.base && n >= p->next_try && build(p, n, p->cand_p) != 0) {
-            p->period = p->cand_p;
-            give_up(p, n);
+        } else if (!p->pending && confirmed && !p->cur.base && n >= p->next_try) {
+            p->early_plan = confirmed == 2;
+            p->settled = 0;
+            if (build(p, n, p->cand_p) != 0) {
+                p->period = p->cand_p;
+                p->early_plan = 0;
+                give_up(p, n);
+            }
         }
     }
     if (p->active) {
@@ -527,6 +622,7 @@ vram_status vram_step_plan_free(vram_step_plan *p, void *ptr) {
     if (n != NONE) {
         record *r = rec(p, n);
         if (r) r->t_free = p->tick++;
+        if (r && p->pending && p->early_plan && !p->settled && n + p->period >= p->first) p->freed_bytes += r->size;
     }
     return vram_allocator_free(p->a, ptr);
 }

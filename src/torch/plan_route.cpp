@@ -40,13 +40,15 @@ vram_step_plan *plan_of(int device) {
 bool on_new_allocator(int device, vram_allocator *a) {
     const char *v = getenv("VRAM_STEP_PLAN");
     if (!v || !*v || !strcmp(v, "0")) return true;
-    if (strcmp(v, "1") != 0) {
-        vram_error(VRAM_ERR_INVALID_ARG, "VRAM_STEP_PLAN=%s: 0 or 1", v);
+    vram_step_plan_config cfg = {};
+    cfg.early = !strcmp(v, "early"); /* plan the first step, serve from the second (docs/step_plan.md) */
+    if (strcmp(v, "1") != 0 && !cfg.early) {
+        vram_error(VRAM_ERR_INVALID_ARG, "VRAM_STEP_PLAN=%s: 0, 1 or early", v);
         return false;
     }
     if (device < 0 || device >= kMaxDevices) return false;
     vram_step_plan *p = nullptr;
-    if (vram_step_plan_new(a, nullptr, &p) != VRAM_OK) return false;
+    if (vram_step_plan_new(a, &cfg, &p) != VRAM_OK) return false;
     g_routes[device].plan.store(p, std::memory_order_release);
     return true;
 }

@@ -10,7 +10,7 @@ extern "C" {
 
 namespace plan_route {
 /* A new allocator on `device`: a plan over it when VRAM_STEP_PLAN asks for one. false when it
- * asks with a value other than 0 or 1, or the plan cannot be made (the error says why); the
+ * asks with a value other than 0, 1 or early, or the plan cannot be made (the error says why); the
  * allocator then runs without. */
 bool on_new_allocator(int device, vram_allocator *a);
 /* Whether `device` routes through a plan: then *st is the plan's answer. */
