@@ -157,11 +157,10 @@ static int parse(int argc, char **argv, train_opts *o) {
         }
         static const char *const valued[] = {"--data", "--batch", "--accum", "--steps", "--optimizer", "--lr", "--clip",
                                              "--eval-every", "--eval-batches", "--log-every", "--layers", "--heads",
-                                             "--residual",
                                              "--width", "--context", "--dropout", "--capacity", "--threads", "--seed",
                                              "--device", "--model", "--vocab", "--save", "--save-every", "--resume", "--trace",
                                              "--precision", "--loss-scale", "--recompute", "--lowp-weights",
-                                             "--activation", VRAM_TRAIN_DIST_FLAGS};
+                                             "--residual", "--activation", VRAM_TRAIN_DIST_FLAGS};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(f, valued[k]);
         if (!known) {
