@@ -6,7 +6,7 @@
  * allocates anything; it records every allocation with its requested size and every free as
  * requested. At the end of the run (or at its failure) the snapshot's events become the trace's
  * `a ID SIZE STREAM` and `f ID` lines: ids numbered in allocation order, a free matched to the
- * live allocation at its address through a small open-addressing table. A request the allocator
+ * live allocation at its address through a small open-addressing table (addr_map). A request the allocator
  * refused (out of memory) is written where it came, after a `# oom:` line, as an allocation freed
  * at once, so that a replay under the run's capacity fails where the run did. A run with more
  * events than the history holds is refused rather than written short.
@@ -31,32 +31,18 @@ int vram_train_trace_start(vram_allocator *a) {
     return 1;
 }
 
-/* Live allocations by address: open addressing, linear probing, deletion by backward shift. */
+/* Allocation ids by address: open addressing, linear probing. One block lives at an address at a
+ * time, so an allocation overwrites its address's entry and a free sets it to 0 (not live);
+ * entries are never removed. */
 typedef struct addr_map {
     uint64_t *addr, *id; /* addr 0: an empty slot (the allocator never returns address 0 here) */
     size_t mask;
 } addr_map;
 
 static size_t slot_of(const addr_map *m, uint64_t addr) {
-    uint64_t h = addr * 0x9e3779b97f4a7c15ull;
-    size_t i = (size_t)(h >> 17) & m->mask;
+    size_t i = (size_t)((addr * 0x9e3779b97f4a7c15ull) >> 17) & m->mask;
     while (m->addr[i] && m->addr[i] != addr) i = (i + 1) & m->mask;
     return i;
-}
-
-static void map_del(addr_map *m, size_t i) {
-    size_t j = i;
-    for (;;) {
-        j = (j + 1) & m->mask;
-        if (!m->addr[j]) break;
-        size_t home = (size_t)((m->addr[j] * 0x9e3779b97f4a7c15ull) >> 17) & m->mask;
-        /* move j back into the hole at i when its home is not in (i, j] cyclically */
-        if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
-            m->addr[i] = m->addr[j], m->id[i] = m->id[j];
-            i = j;
-        }
-    }
-    m->addr[i] = 0;
 }
 
 /* Writes the events as memtrace lines; returns a message on failure (NULL: written). */
@@ -66,7 +52,7 @@ static const char *write_events(FILE *f, const vram_snapshot *snap, addr_map *m)
         const vram_event *e = &snap->events[k];
         if (e->action == VRAM_EVENT_ALLOC) {
             size_t i = slot_of(m, e->addr);
-            if (m->addr[i]) return "two live allocations at one address in the history";
+            if (m->id[i]) return "two live allocations at one address in the history";
             m->addr[i] = e->addr, m->id[i] = next_id;
             fprintf(f, "a %" PRIu64 " %" PRIu64 " %u\n", next_id++, e->size, (unsigned)e->stream);
         } else if (e->action == VRAM_EVENT_OOM) {
@@ -76,9 +62,9 @@ static const char *write_events(FILE *f, const vram_snapshot *snap, addr_map *m)
             next_id++;
         } else if (e->action == VRAM_EVENT_FREE_REQUESTED) {
             size_t i = slot_of(m, e->addr);
-            if (!m->addr[i]) return "a free of an allocation the history did not see made";
+            if (!m->id[i]) return "a free of an allocation the history did not see made";
             fprintf(f, "f %" PRIu64 "\n", m->id[i]);
-            map_del(m, i);
+            m->id[i] = 0;
         }
     }
     return NULL;
