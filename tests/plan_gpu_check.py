@@ -17,8 +17,8 @@ same reserved bounds (issue 39: 3%, never under by more than 2%); a configuratio
 not measure is a miss.
 Where RECORDS (bench/results/2026-12-06-plan-gpu-records.json) exists, its figures replace the
 ones below: `plan_gpu_check.py --measure VRAM CORPUS OUT.json` on a GPU machine runs each of the
-configurations below for 4 steps (three processes at a time; each has its own allocator, so the
-peaks are the same as alone) and writes them there, with the machine and the date.
+configurations below for 4 steps, one at a time (runs side by side changed the reserved peaks the
+caching allocator reached), and writes them there, with the machine and the date.
 usage: plan_gpu_check.py VRAM [GRID.json] | --measure VRAM CORPUS OUT.json
 """
 import json
@@ -27,7 +27,6 @@ import re
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 GRID = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "results",
                     "2026-12-06-plan-gpu-grid.json")
@@ -127,8 +126,7 @@ def measure(vram, corpus, out_path):
         if p.returncode != 0 or not m:
             return {"flags": flags, "failed": (p.stdout + p.stderr)[-400:]}
         return {"flags": flags, "allocated": float(m.group(1)), "reserved": float(m.group(2))}
-    with ThreadPoolExecutor(3) as ex:
-        rows = list(ex.map(run, [f for f, _, _ in RECORDED]))
+    rows = [run(f) for f, _, _ in RECORDED]
     gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                          capture_output=True, text=True).stdout.strip()
     with open(out_path, "w") as f:

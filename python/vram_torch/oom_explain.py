@@ -24,9 +24,11 @@ ratio of that moment.
 
 A failure in the first step's forward has seen no backward pass (often the step's peak): the
 step is then estimated ("estimate": true, its basis in the lines): backward starts at the loss
-holding the gradient of the largest tensor in and out of the op that made it, 2x the larger of
-the failing request and the largest tensor saved since the last module with parameters began
-(the output end's tensors, as far as forward came), added to the variable part.
+holding the gradient of the largest tensor and the gradient it hands on, 1.5x the larger of the
+failing request and the largest tensor saved since the last module with parameters began (the
+output end's tensors, as far as forward came), added to the variable part. Not 2x: the largest is
+most often the loss's input (the logits), whose producer's gradient is narrower (bf16 logits
+upcast to f32) or made after the logits are freed; docs/plan.md gives the runs that set it.
 """
 
 STATE_FACTOR = {"Adam": 2, "AdamW": 2, "NAdam": 2, "RAdam": 2, "Adamax": 2, "Adagrad": 1, "RMSprop": 1,
@@ -103,8 +105,8 @@ def explain(oom):
         state = factor * trainable
     estimate = not last and oom.get("phase") == "forward"  # no backward pass seen yet
     largest = max(request, oom.get("largest_recent", 0))
-    if estimate:  # backward's start: the largest tensor's gradient in and out
-        variable += 2 * largest
+    if estimate:  # backward's start: the largest tensor's gradient and the one it hands on
+        variable += 3 * largest // 2
     if last:  # an earlier step at this batch completed: its peak was at least this high
         peak_w = max(last["phases"].values(), key=lambda w: w["peak_allocated"])
         variable = max(variable, _grows(peak_w["at_peak_allocated"]))
@@ -128,8 +130,8 @@ def explain(oom):
         names = ", ".join(sorted({o["name"] for o in info})) or ", ".join(oom.get("optimizers") or []) or "none known"
         lines.append("  the failure came in step %d's forward pass, before any step completed: the step is an ESTIMATE, "
                      "not a measurement: activations of the whole forward %s (%s), gradients %s (the trainable "
-                     "parameters), optimizer state %s (%s), and backward's start as 2 x the largest recent tensor (%s: "
-                     "its gradient in and out); `python -m vram_torch fit` predicts from whole recorded steps" % (
+                     "parameters), optimizer state %s (%s), and backward's start as 1.5 x the largest recent tensor (%s: "
+                     "its gradient and the one it hands on); `python -m vram_torch fit` predicts from whole recorded steps" % (
                          oom["step"], _mib(activations), how, _mib(grads), _mib(state), names, _mib(largest)))
     for r in remedies:
         lines.append("  %s (%s): peak ~%s allocated, ~%s reserved%s: %s" % (
