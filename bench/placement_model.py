@@ -207,7 +207,7 @@ def main():
             if not heaps[0].peak:
                 fail("%s: no request above 1 MiB" % path)
             ratios = sorted(h.high / h.peak for h in heaps)
-            h = heaps[0]
+            h = min(heaps, key=lambda x: x.high / x.peak)  # (of several seeds: the lowest)
             cell = "%.4f" % ratios[0] if len(ratios) == 1 else "%.4f .. %.4f (median %.4f, %d seeds)" % (
                 ratios[0], ratios[-1], ratios[len(ratios) // 2], len(ratios))
             print("| %s | %s | %.1f | %.1f | %s |" % (name, p, h.high / 2**20, h.peak / 2**20, cell))
