@@ -139,6 +139,12 @@ out:
     return st;
 }
 
+static int usage(void) {
+    fprintf(stderr, "usage: bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] "
+                    "[--empty-at K,K...] [--early] [--may-raise-peak] [--confirm N] TRACE...\n");
+    return 2;
+}
+
 int main(int argc, char **argv) {
     const char *spec = "cudasim";
     vram_step_plan_config cfg = {0};
@@ -154,13 +160,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--may-raise-peak")) cfg.may_raise_peak = 1;
         else if (!strcmp(argv[i], "--confirm") && i + 1 < argc) cfg.confirm = (uint32_t)atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] [--empty-at K,K...] [--early] [--may-raise-peak] [--confirm N] TRACE...\n");
-            return 2;
+            return usage();
         }
     }
     if (i == argc) {
-        fprintf(stderr, "usage: bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] [--empty-at K,K...] [--early] [--may-raise-peak] [--confirm N] TRACE...\n");
-        return 2;
+        return usage();
     }
     char machine[256] = "unknown";
     FILE *f = fopen("/proc/cpuinfo", "r");
