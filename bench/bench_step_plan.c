@@ -12,9 +12,10 @@
  * requests (their own cyclic peak of live bytes). A "# sync" line completes the device's work,
  * as vram replay does. A trace of several programs is measured per program, as vram replay
  * does. --empty-at K,... empties the cache of the replay without a plan before those large
- * requests: the perturbation a plan's beginning makes, alone.
+ * requests: the perturbation a plan's beginning makes, alone. --may-raise-peak and --confirm N set
+ * the configuration's fields of those names (step_plan.h).
  *
- *   bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] [--empty-at K,K...] [--early] TRACE...
+ *   bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] [--empty-at K,K...] [--early] [--may-raise-peak] [--confirm N] TRACE...
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,6 +139,12 @@ out:
     return st;
 }
 
+static int usage(void) {
+    fprintf(stderr, "usage: bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] "
+                    "[--empty-at K,K...] [--early] [--may-raise-peak] [--confirm N] TRACE...\n");
+    return 2;
+}
+
 int main(int argc, char **argv) {
     const char *spec = "cudasim";
     vram_step_plan_config cfg = {0};
@@ -150,14 +157,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--min-period") && i + 1 < argc) cfg.min_period = (uint32_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--empty-at") && i + 1 < argc) g_empty_at = argv[++i];
         else if (!strcmp(argv[i], "--early")) cfg.early = 1;
+        else if (!strcmp(argv[i], "--may-raise-peak")) cfg.may_raise_peak = 1;
+        else if (!strcmp(argv[i], "--confirm") && i + 1 < argc) cfg.confirm = (uint32_t)atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] [--empty-at K,K...] [--early] TRACE...\n");
-            return 2;
+            return usage();
         }
     }
     if (i == argc) {
-        fprintf(stderr, "usage: bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] [--empty-at K,K...] [--early] TRACE...\n");
-        return 2;
+        return usage();
     }
     char machine[256] = "unknown";
     FILE *f = fopen("/proc/cpuinfo", "r");

@@ -531,6 +531,16 @@ if(Python3_Interpreter_FOUND)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_step_plan_early.py
                    $<TARGET_FILE:bench_step_plan> $<TARGET_FILE:vram> ${CMAKE_SOURCE_DIR})
   set_tests_properties(step_plan_early PROPERTIES TIMEOUT 300)
+  # layer plans (VRAM_STEP_PLAN=layers, docs/step_plan.md): generation under 1.045 on those recordings
+  add_test(NAME step_plan_layers
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_step_plan_layers.py
+                   $<TARGET_FILE:bench_step_plan> $<TARGET_FILE:vram> ${CMAKE_SOURCE_DIR})
+  set_tests_properties(step_plan_layers PROPERTIES TIMEOUT 300)
+  # the address-space model and the snapshot layout behind the account of generation's waste
+  add_test(NAME placement_analysis
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_placement_analysis.py
+                   $<TARGET_FILE:vram> ${CMAKE_SOURCE_DIR})
+  set_tests_properties(placement_analysis PROPERTIES TIMEOUT 300)
 endif()
 
 # ---- faults (issue 41): tests/faults/faults.cmake

@@ -11,37 +11,24 @@ earlier workload left at each trace's head):
 - without --early the plan's figures are those of before (the option is off by default).
 Usage: test_step_plan_early.py BENCH_STEP_PLAN_EXE VRAM_EXE REPO_ROOT"""
 import os
-import subprocess
 import sys
 import tempfile
 
 bench_exe, vram, root = sys.argv[1], sys.argv[2], sys.argv[3]
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pycheck import check, done  # noqa: E402
+from plan_bench import NAMES, gpu_traces, table as bench_table  # noqa: E402
 
-gpu_dir = os.path.join(root, "bench", "results", "gpu-placement", "2026-12-06-h100")
-tdir = os.path.join(root, "bench", "results", "gpu-placement", "traces")
-names = ["ckpt_gpt2", "ckpt_llama", "gen_llama", "gen_gpt2", "infer_resnet50", "infer_convnext"]
+names = NAMES
 
 
 def table(args):
-    """{trace name: [cells]} of bench_step_plan's table (vram, calls, with plan, calls, ...)."""
-    p = subprocess.run([bench_exe] + args, capture_output=True, text=True)
-    check(p.returncode == 0, "bench_step_plan %s: status %d %s" % (" ".join(args[:3]), p.returncode, p.stderr[-300:]))
-    got = {}
-    for line in p.stdout.splitlines():
-        if line.startswith("| ") and not line.startswith("| trace |"):
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            got[cells[0].replace(".trace", "")] = cells
-    return got
+    """bench_step_plan's table: {trace name: [cells]}."""
+    return bench_table(bench_exe, args)
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    p = subprocess.run([sys.executable, os.path.join(root, "bench", "placement_fidelity.py"), "--vram", vram,
-                        "--write-traces", tmp, gpu_dir] + [os.path.join(tdir, n + ".trace.gz") for n in names],
-                       capture_output=True, text=True)
-    check(p.returncode == 0, "placement_fidelity.py --write-traces: status %d %s" % (p.returncode, p.stderr[-300:]))
-    traces = [os.path.join(tmp, n + ".trace") for n in names]
+    traces = gpu_traces(root, vram, tmp)
     # (vram, with an early plan) per device; the plan without --early as measured before
     want = {"cudasim": {"ckpt_gpt2": ("1.057", "1.023", "1.090"), "ckpt_llama": ("1.069", "1.022", "1.068")},
             "cudasim:lag=100": {"ckpt_gpt2": ("1.061", "1.016", "1.098"), "ckpt_llama": ("1.063", "1.024", "1.071")}}

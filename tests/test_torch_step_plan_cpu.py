@@ -12,6 +12,9 @@ plan is made when a device's allocator starts):
 - two threads allocating and freeing at once through one plan;
 - VRAM_STEP_PLAN=early (default configuration): the same recording at 1.023 x peak requested,
   as bench_step_plan --early replays it (1.057 without a plan);
+- VRAM_STEP_PLAN=layers (default configuration): the H100 recording of Llama generation, whose
+  prefill repeats a layer, at 1.049 x peak requested, as bench_step_plan --min-period 16
+  --confirm 8 --may-raise-peak replays it (1.058 without a plan);
 - VRAM_STEP_PLAN=2: one message, no plan, allocations served all the same; and no plan without
   the variable (vram_torch_step_plan_stats then fails with a message).
 Usage: test_torch_step_plan_cpu.py LIBVRAM_TORCH FAKE_LIBCUDA REPO_ROOT
@@ -31,7 +34,8 @@ lib_path, fake, root = sys.argv[1], sys.argv[2], sys.argv[3]
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pycheck import check, done  # noqa: E402
 
-TRACE = os.path.join(root, "bench", "results", "gpu-placement", "traces", "ckpt_gpt2.trace.gz")
+TRACES = os.path.join(root, "bench", "results", "gpu-placement", "traces")
+TRACE = os.path.join(TRACES, os.environ.get("PLAN_TRACE", "ckpt_gpt2") + ".trace.gz")  # the child's
 FIELDS = ("requests", "served", "missed", "begun", "retired", "period", "planned", "arena", "floor", "arena_now",
           "arena_live")
 
@@ -151,6 +155,7 @@ def run(mode, **env):
     e = dict(os.environ, VRAM_LIBCUDA=fake, FAKE_CUDA_MEMORY=str(80 << 30), FAKE_CUDA_DEVICES="1",
              VRAM_ALLOC_CONF="chunk_size_mb:8,move_min_mb:64")
     e.pop("VRAM_STEP_PLAN", None)
+    e.pop("PLAN_TRACE", None)
     e.update(env)
     p = subprocess.run([sys.executable, __file__, lib_path, fake, root, mode], capture_output=True, text=True, env=e)
     return p, dict(l.split("=", 1) for l in p.stdout.splitlines() if "=" in l)
@@ -195,6 +200,19 @@ if check(p.returncode == 0 and "begun" in early and "peak_reserved" in plain_def
     check(early["null_pointers"] == "0" and int(early["served"]) > int(early["requests"]) * 9 // 10,
           "an early plan serves over 90%% of large requests: %s of %s" % (early["served"], early["requests"]))
 
+# VRAM_STEP_PLAN=layers: Llama generation's prefill planned layer by layer, as `bench_step_plan
+# --min-period 16 --confirm 8 --may-raise-peak` places the same trace (1.049; 1.058 without a plan)
+p, layers = run("replay", VRAM_STEP_PLAN="layers", PLAN_TRACE="gen_llama", FAKE_CUDA_EVENT_LAG="0", VRAM_ALLOC_CONF="")
+q, gen_plain = run("replay", PLAN_TRACE="gen_llama", FAKE_CUDA_EVENT_LAG="0", VRAM_ALLOC_CONF="")
+if check(p.returncode == 0 and "begun" in layers and "peak_reserved" in gen_plain,
+         "replay with layer plans: %s %s" % (p.stdout[-300:], p.stderr[-300:])):
+    peak = 695950096  # the trace's peak of live bytes
+    r_layers, r_plain = int(layers["peak_reserved"]) / peak, int(gen_plain["peak_reserved"]) / peak
+    check("%.3f" % r_layers == "1.049" and "%.3f" % r_plain == "1.058",
+          "layer plans through the plug-in: %.4f (without a plan %.4f)" % (r_layers, r_plain))
+    check(layers["null_pointers"] == "0" and int(layers["begun"]) >= 4 and int(layers["period"]) < 64,
+          "a plan of a layer (period under 64 requests) begins in every call: %s" % layers)
+
 p, cases = run("cases", VRAM_STEP_PLAN="1")
 check(p.returncode == 0, "cases run: %s %s" % (p.stdout[-300:], p.stderr[-300:]))
 check(cases.get("found") == "1", "the replay reaches a plan with live arena blocks: %s" % cases)
@@ -206,7 +224,7 @@ check(cases.get("thread_errors") == "0" and cases.get("allocated_after") == "0" 
 p, bad = run("plain", VRAM_STEP_PLAN="2")
 check(p.returncode == 0 and bad.get("served") == "1" and bad.get("stats_rc") == "-1",
       "VRAM_STEP_PLAN=2: allocations served without a plan: %s" % bad)
-check(p.stderr.count("VRAM_STEP_PLAN=2: 0, 1 or early") == 1 and "no step plan on cuda:0" in p.stderr,
+check(p.stderr.count("VRAM_STEP_PLAN=2: 0, 1, early or layers") == 1 and "no step plan on cuda:0" in p.stderr,
       "and one message says why: %r" % p.stderr)
 p, plain = run("plain")
 check(plain.get("stats_rc") == "-1" and "VRAM_STEP_PLAN=1 starts one" in plain.get("error", "") and p.stderr == "",

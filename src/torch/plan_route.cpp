@@ -1,6 +1,6 @@
 /* plan_route.cpp — a device's allocations through a vram_step_plan (learned placement for
- * repeating steps, docs/step_plan.md) when VRAM_STEP_PLAN=1, for measuring it on a GPU under
- * unchanged PyTorch programs.
+ * repeating steps, docs/step_plan.md) when VRAM_STEP_PLAN=1 (or early, or layers: the presets
+ * on_new_allocator names), for measuring it on a GPU under unchanged PyTorch programs.
  *
  * One plan per device, made when the device's allocator starts, with its own mutex: the layer
  * is not thread-safe and PyTorch allocates from its main thread and the autograd engine's
@@ -42,8 +42,15 @@ bool on_new_allocator(int device, vram_allocator *a) {
     if (!v || !*v || !strcmp(v, "0")) return true;
     vram_step_plan_config cfg = {};
     cfg.early = !strcmp(v, "early"); /* plan the first step, serve from the second (docs/step_plan.md) */
-    if (strcmp(v, "1") != 0 && !cfg.early) {
-        vram_error(VRAM_ERR_INVALID_ARG, "VRAM_STEP_PLAN=%s: 0, 1 or early", v);
+    if (!strcmp(v, "layers")) {
+        /* a model's layers as the step (generation's prefill: docs/step_plan.md, "Layer plans"):
+         * periods from 16 requests, confirmed after 8, begun even above the peak so far (the
+         * prefill of the longest prompt sets the peak while it runs) */
+        cfg.min_period = 16;
+        cfg.confirm = 8;
+        cfg.may_raise_peak = 1;
+    } else if (strcmp(v, "1") != 0 && !cfg.early) {
+        vram_error(VRAM_ERR_INVALID_ARG, "VRAM_STEP_PLAN=%s: 0, 1, early or layers", v);
         return false;
     }
     if (device < 0 || device >= kMaxDevices) return false;
