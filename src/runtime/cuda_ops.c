@@ -589,6 +589,7 @@ const vram_kernels vram_cuda_kernels = {
     .matmul_lowp_gelu = vram_cuda_matmul_lowp_gelu,
     .matmul_lowp_dgelu = vram_cuda_matmul_lowp_dgelu,
     .column_sum_lowp = cuda_column_sum_lowp,
+    .matmul_lowp_wgrad = vram_cuda_matmul_lowp_wgrad,
     .layer_norm_mixed = cuda_layer_norm_mixed,
     .layer_norm_mixed_backward = cuda_layer_norm_mixed_backward,
     .cross_entropy_fused = cuda_cross_entropy_fused,

@@ -236,6 +236,12 @@ static void plan_column_sum_lowp(vram_dtype dt, int64_t rows, int64_t n, int64_t
     (void)dt, (void)rows, (void)n, (void)ld, (void)g, (void)out; /* allocates nothing */
 }
 
+/* The weight and bias gradients write buffers the op allocated; the fallback allocates nothing. */
+static void plan_matmul_lowp_wgrad(vram_runtime *rt, vram_dtype dt, int64_t rows, int64_t out_f, int64_t in_f,
+                                   const void *g, int64_t ld, const void *a, float *gw, float *gb) {
+    (void)rt, (void)dt, (void)rows, (void)out_f, (void)in_f, (void)g, (void)ld, (void)a, (void)gw, (void)gb;
+}
+
 const vram_kernels vram_plan_cuda_kernels = {
     .name = "plan-cuda",
     .matmul = plan_matmul_gpu,
@@ -243,6 +249,7 @@ const vram_kernels vram_plan_cuda_kernels = {
     .matmul_lowp_gelu = plan_matmul_lowp_gelu,
     .matmul_lowp_dgelu = plan_matmul_lowp_dgelu,
     .column_sum_lowp = plan_column_sum_lowp,
+    .matmul_lowp_wgrad = plan_matmul_lowp_wgrad,
     .layer_norm_mixed = plan_layer_norm, /* (computes nothing, allocates nothing: as the plain ones) */
     .layer_norm_mixed_backward = plan_layer_norm_backward,
     .cross_entropy_fused = plan_cross_entropy_fused,

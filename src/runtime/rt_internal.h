@@ -195,6 +195,12 @@ typedef struct vram_kernels {
     /* Optional (NULL: a product with a row of ones): out [n] (f32) = the sum over `rows` of the
      * first n columns of g [rows, ld] (f16/bf16): a mixed linear's bias gradient. */
     void (*column_sum_lowp)(vram_dtype dt, int64_t rows, int64_t n, int64_t ld, const void *g, float *out);
+    /* Optional (NULL: matmul_lowp, then column_sum_lowp): a mixed linear's weight and bias
+     * gradients from one call: gw [out_f, in_f] (f32) = g^T @ a, gb [out_f] (f32, or NULL) = the
+     * column sums of the first out_f columns of g [rows, ld]; a [rows, in_f]; g and a 16-bit in
+     * dt, contiguous. The GPU's comes out of one product where cuBLASLt has the epilogue. */
+    void (*matmul_lowp_wgrad)(vram_runtime *rt, vram_dtype dt, int64_t rows, int64_t out_f, int64_t in_f, const void *g,
+                              int64_t ld, const void *a, float *gw, float *gb);
     /* layer_norm and layer_norm_backward with f32 rows x (and gx) and 16-bit rows out (and
      * gout) in dt: an f32 residual stream normalised for a 16-bit product (ops_mixed.c). */
     void (*layer_norm_mixed)(vram_dtype dt, int64_t rows, int64_t n, double eps, void *out, const void *x, const void *w,

@@ -390,6 +390,8 @@ static void test_ops(vram_dtype dt, int trials) {
     }
 }
 
+static int64_t bgrad_cases, bgrad_fused; /* bias gradients asked of the product, and those from its epilogue */
+
 /* Mixed precision: 16-bit activations with f32 parameters on the GPU against f32 on the CPU. */
 static void test_mixed(vram_dtype act, int trials) {
     gpu_act_dt = act;
@@ -419,6 +421,18 @@ static void test_mixed(vram_dtype act, int trials) {
         spec lo[3] = {SPEC(.nd = 2, .shape = {m, k}, .grad = 1, .act = 1), SPEC(.nd = 2, .shape = {odd, k}, .grad = 1),
                       SPEC(.nd = 1, .shape = {odd}, .grad = 1)};
         run_case("mixed linear (odd width)", op_linear, 3, lo, with_bias, dt);
+        /* the bias gradient out of the weight gradient's product (cuBLASLt's BGRADB), over few
+         * rows and over many, and with it off (VRAM_BGRAD_EPILOGUE=0: the column-sum kernel) */
+        int64_t fused0 = vram_cuda_epilogue_bgrads;
+        run_case("mixed linear, bias gradient from the product", op_linear, 3, lin, with_bias, dt);
+        spec tall[3] = {SPEC(.nd = 2, .shape = {2048 + 8 * irand(0, 4), k}, .grad = 1, .act = 1), lin[1], lin[2]};
+        run_case("mixed linear, bias gradient over 2k rows", op_linear, 3, tall, with_bias, dt);
+        bgrad_cases += 2, bgrad_fused += vram_cuda_epilogue_bgrads - fused0;
+        setenv("VRAM_BGRAD_EPILOGUE", "0", 1);
+        int64_t off0 = vram_cuda_epilogue_bgrads;
+        run_case("mixed linear, bias gradient kernel (epilogue off)", op_linear, 3, tall, with_bias, dt);
+        CHECK(vram_cuda_epilogue_bgrads == off0, "VRAM_BGRAD_EPILOGUE=0: a bias gradient still came from the epilogue");
+        unsetenv("VRAM_BGRAD_EPILOGUE");
         run_case("mixed gelu_linear", op_gelu_linear, 3, lin, NULL, dt);
         run_case("mixed gelu_tanh", op_gelu_tanh, 1, same, NULL, dt);
         /* the tanh GELU's derivative in the input gradient's product (cuBLASLt's DGELU) */
@@ -716,6 +730,9 @@ int main(int argc, char **argv) {
     test_mixed(VRAM_DTYPE_BF16, 2 * trials);
     test_mixed(VRAM_DTYPE_F16, trials);
     CHECK(epilogue_gelus > 0, "no mixed MLP got its GELU from fc's product (the GELU epilogue never ran)");
+    /* (no failure where cuBLASLt has no BGRADB product: the kernel's sums were checked instead) */
+    printf("bias gradients from cuBLASLt's BGRADB epilogue: %lld of %lld linear cases (%lld in all)\n",
+           (long long)bgrad_fused, (long long)bgrad_cases, (long long)vram_cuda_epilogue_bgrads);
     test_optimizers();
     test_kept_lowp_weights();
     test_tanh_gpt();
