@@ -207,6 +207,11 @@ typedef struct vram_kernels {
                              const void *b, void *mean, void *rstd);
     void (*layer_norm_mixed_backward)(vram_dtype dt, int64_t rows, int64_t n, void *gx, void *gw, void *gb,
                                       const void *gout, const void *x, const void *w, const void *mean, const void *rstd);
+    /* Optional (NULL: binary, then layer_norm): the residual add and the layer norm after it in
+     * one pass: h = x + r, out = layer_norm(h) as layer_norm would give it from the stored h;
+     * x, r, h and out contiguous in dt (any float dtype); w, b, mean, rstd as layer_norm's. */
+    void (*add_layer_norm)(vram_dtype dt, int64_t rows, int64_t n, double eps, void *h, void *out, const void *x,
+                           const void *r, const void *w, const void *b, void *mean, void *rstd);
     /* Cross-entropy and its gradient in one pass, for the classifier (ops_classifier.c): logits
      * [rows, ld] (the first n columns are the classes); adds the rows' losses to *loss_sum
      * (device f64) and, when scale != 0, overwrites the logits with scale * (softmax - onehot),
@@ -341,6 +346,9 @@ vram_status vram_check_float(const char *op, const vram_tensor *t);
 vram_status vram_check_same_dtype(const char *op, const vram_tensor *a, const vram_tensor *b);
 /* Sums g down to a tensor of the given shape (the inverse of broadcasting). */
 vram_status vram_sum_to_shape(vram_tensor *g, int ndim, const int64_t *shape, vram_tensor **out);
+/* Records y = a op b (VRAM_BIN_*), computed by the caller (a fused kernel), for backward as
+ * the op itself would (nothing when no input needs a gradient). */
+vram_status vram_binary_record(int op, vram_tensor *a, vram_tensor *b, vram_tensor *y);
 /* out = a + b for same-shape tensors, no graph (used by the engine to accumulate). */
 vram_status vram_add_nograd(vram_tensor *a, vram_tensor *b, vram_tensor **out);
 /* Batched matrix product without recording, on raw geometry (a, b: [.., M, K], [.., K, N]). */
