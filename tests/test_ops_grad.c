@@ -146,7 +146,8 @@ static vram_status c_ln_linear(vram_tensor **x, vram_tensor **o) {
  * side by side, so that the gradient reaches the inputs through either. */
 static vram_status c_add_ln_linear(vram_tensor **x, vram_tensor **o) {
     vram_tensor *h = NULL, *y = NULL;
-    vram_status s = vram_add_layer_norm_linear_to(x[0], x[1], x[2], x[3], 1e-5, x[4], x[5], VRAM_DTYPE_F64, &h, &y);
+    vram_status s = vram_add_layer_norm_linear_to(x[0], vram_tensor_retain(x[1]), x[2], x[3], 1e-5, x[4], x[5],
+                                                  VRAM_DTYPE_F64, &h, &y);
     if (s == VRAM_OK) s = vram_concat(2, (vram_tensor *[]){y, h}, 1, o);
     vram_tensor_free(h);
     vram_tensor_free(y);

@@ -262,11 +262,13 @@ vram_status vram_nn_block_forward(vram_nn_block *m, vram_tensor *x, int training
     vram_dtype dt = vram_dtype_is_lowp((vram_dtype)m->lowp) ? (vram_dtype)m->lowp : x->dtype;
     vram_status s = norm_then_linear(&m->ln1, &m->attn.c_attn, keep_ln, x, dt, &qkv);
     if (s == VRAM_OK) s = attention_from_qkv(&m->attn, qkv, training, &b);
-    if (s == VRAM_OK && !keep_ln) /* the residual add and ln_2 in one kernel where the device has it */
+    if (s == VRAM_OK && !keep_ln) { /* the residual add and ln_2 in one kernel where the device has it */
         s = vram_add_layer_norm_linear_to(x, b, m->ln2.weight, m->ln2.bias, m->ln2.eps, m->mlp.fc.weight, m->mlp.fc.bias,
                                           dt, &h, &c);
-    else if (s == VRAM_OK)
+        b = NULL; /* (taken) */
+    } else if (s == VRAM_OK) {
         s = vram_add(x, b, &h);
+    }
     vram_tensor_free(b);
     if (s == VRAM_OK && keep_ln) s = norm_then_linear(&m->ln2, &m->mlp.fc, keep_ln, h, dt, &c);
     if (s == VRAM_OK) s = mlp_from_hidden(&m->mlp, c, training, (m->keep & VRAM_GPT_KEEP_GELU) != 0, &d);

@@ -438,24 +438,37 @@ static int add_ln_fuses(const vram_tensor *x, const vram_tensor *r, vram_dtype d
 vram_status vram_add_layer_norm_linear_to(vram_tensor *x, vram_tensor *r, vram_tensor *ln_w, vram_tensor *ln_b,
                                           double eps, vram_tensor *w, vram_tensor *bias, vram_dtype dt, vram_tensor **h,
                                           vram_tensor **out) {
-    if (!x || !r || !h || !out) return vram_error(VRAM_ERR_INVALID_ARG, "add_layer_norm_linear: null argument");
+    if (!x || !r || !h || !out) {
+        vram_tensor_free(r);
+        return vram_error(VRAM_ERR_INVALID_ARG, "add_layer_norm_linear: null argument");
+    }
     vram_status s;
     if (!add_ln_fuses(x, r, dt)) { /* the add, then the layer norm and the product */
         vram_tensor *sum = NULL;
         s = vram_add(x, r, &sum);
+        vram_tensor_free(r); /* (before the layer norm allocates, as the separate ops run) */
         if (s == VRAM_OK) s = vram_layer_norm_linear_to(sum, ln_w, ln_b, eps, w, bias, dt, out);
         if (s != VRAM_OK) vram_tensor_free(sum);
         else *h = sum;
         return s;
     }
     s = ln_linear_check(x, ln_w, ln_b, w, dt, out);
-    if (s != VRAM_OK) return s;
+    if (s != VRAM_OK) {
+        vram_tensor_free(r);
+        return s;
+    }
     vram_runtime *rt = x->rt;
     int64_t c = x->shape[x->ndim - 1], rows = vram_tensor_numel(x) / c, rs[1] = {rows};
     vram_tensor *sum = NULL, *a = NULL, *mean = NULL, *rstd = NULL;
-    /* the tensors, in the order the separate ops allocate them: the sum, then the layer norm's */
+    /* The normalised rows overwrite the branch where nothing else holds it (each element is read
+     * before it is written, by the thread that writes it): then the blocks are those of the
+     * separate ops, whose layer norm takes the block the branch's free returned, and the
+     * allocator sees the same requests (the sum, then the statistics). */
+    int in_place = atomic_load(&r->refs) == 1 && atomic_load(&r->st->refs) == 1 && r->offset == 0 && !r->st->lowp &&
+                   !r->st->gelu && !r->st->keep_lowp;
     s = vram_tensor_empty(rt, x->dtype, x->ndim, x->shape, VRAM_TAG_TEMPORARY, &sum);
-    if (s == VRAM_OK) s = vram_tensor_empty(rt, dt, x->ndim, x->shape, VRAM_TAG_TEMPORARY, &a);
+    if (s == VRAM_OK && in_place) a = vram_tensor_retain(r);
+    else if (s == VRAM_OK) s = vram_tensor_empty(rt, dt, x->ndim, x->shape, VRAM_TAG_TEMPORARY, &a);
     if (s == VRAM_OK) s = vram_tensor_empty(rt, vram_stat_dtype(x->dtype), 1, rs, VRAM_TAG_TEMPORARY, &mean);
     if (s == VRAM_OK) s = vram_tensor_empty(rt, vram_stat_dtype(x->dtype), 1, rs, VRAM_TAG_TEMPORARY, &rstd);
     if (s == VRAM_OK) {
@@ -464,6 +477,7 @@ vram_status vram_add_layer_norm_linear_to(vram_tensor *x, vram_tensor *r, vram_t
                               vram_tensor_data(rstd));
         s = vram_binary_record(VRAM_BIN_ADD, x, r, sum);
     }
+    vram_tensor_free(r); /* freed in stream order: the kernel has read it */
     if (s != VRAM_OK) {
         vram_tensor_free(sum);
         vram_tensor_free(a);

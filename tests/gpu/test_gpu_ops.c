@@ -262,11 +262,17 @@ static vram_status op_ln_linear(vram_tensor **x, const int64_t *p, vram_tensor *
 }
 /* The residual sum and layer_norm_linear of it: one kernel for the add and the layer norm on the
  * GPU (p[0] = 1: VRAM_FUSED_ADD_LN=0, separate kernels), separate ops on the CPU; both outputs
- * side by side, so that the sum (the residual stream) is compared too. */
+ * side by side, so that the sum (the residual stream) is compared too. p[1] = 1: the branch is
+ * a tensor only the op holds (x[1] * 1), whose block the layer norm's output overwrites. */
 static vram_status op_add_ln_linear(vram_tensor **x, const int64_t *p, vram_tensor **y) {
-    vram_tensor *h = NULL, *c = NULL;
+    vram_tensor *h = NULL, *c = NULL, *r = NULL;
+    vram_status s = p && p[1] ? vram_scale(x[1], 1.0, &r) : VRAM_OK;
+    if (!r) r = vram_tensor_retain(x[1]);
     if (p && p[0]) setenv("VRAM_FUSED_ADD_LN", "0", 1);
-    vram_status s = vram_add_layer_norm_linear_to(x[0], x[1], x[2], x[3], 1e-5, x[4], x[5], vram_tensor_dtype(x[0]), &h, &c);
+    if (s == VRAM_OK)
+        s = vram_add_layer_norm_linear_to(x[0], r, x[2], x[3], 1e-5, x[4], x[5], vram_tensor_dtype(x[0]), &h, &c);
+    else
+        vram_tensor_free(r);
     unsetenv("VRAM_FUSED_ADD_LN");
     if (s == VRAM_OK) s = vram_concat(2, (vram_tensor *[]){c, h}, vram_tensor_ndim(h) - 1, y);
     vram_tensor_free(h);
@@ -378,7 +384,8 @@ static void test_ops(vram_dtype dt, int trials) {
                        SPEC(.nd = 1, .shape = {n}, .grad = 1)};
         run_case("layer_norm_linear", op_ln_linear, 5, lnl, NULL, dt);
         spec aln[6] = {lnl[0], lnl[0], lnl[1], lnl[2], lnl[3], lnl[4]};
-        run_case("add_layer_norm_linear", op_add_ln_linear, 6, aln, NULL, dt);
+        int64_t fresh[2] = {0, t & 1};
+        run_case("add_layer_norm_linear", op_add_ln_linear, 6, aln, fresh, dt);
         spec ln[3] = {SPEC(.nd = 3, .shape = {a, b, c}, .grad = 1), SPEC(.nd = 1, .shape = {c}, .grad = 1),
                       SPEC(.nd = 1, .shape = {c}, .grad = 1)};
         run_case("layer_norm", op_layer_norm, 3, ln, NULL, dt);
@@ -471,17 +478,18 @@ static void test_mixed(vram_dtype act, int trials) {
         run_case("mixed layer_norm_linear", op_ln_linear, 5, lnl, NULL, dt);
         /* the residual add and the layer norm in one kernel: widths off and on the one-warp-a-row
          * path (multiples of 256 up to 1024), and the separate kernels (VRAM_FUSED_ADD_LN=0) */
-        int64_t kwide = t & 1 ? 256 * irand(1, 4) : k, sep[1] = {1};
+        int64_t kwide = t & 1 ? 256 * irand(1, 4) : k, sep[2] = {1, 0}, fresh[2] = {0, 1};
         spec aln[6] = {SPEC(.nd = 3, .shape = {d, m, kwide}, .grad = 1, .act = 1),
                        SPEC(.nd = 3, .shape = {d, m, kwide}, .grad = 1, .act = 1), SPEC(.nd = 1, .shape = {kwide}, .grad = 1),
                        SPEC(.nd = 1, .shape = {kwide}, .grad = 1), SPEC(.nd = 2, .shape = {n, kwide}, .grad = 1),
                        SPEC(.nd = 1, .shape = {n}, .grad = 1)};
         run_case("mixed add_layer_norm_linear (one kernel)", op_add_ln_linear, 6, aln, NULL, dt);
+        run_case("mixed add_layer_norm_linear (one kernel, output over the branch)", op_add_ln_linear, 6, aln, fresh, dt);
         spec aln_warp[6] = {SPEC(.nd = 2, .shape = {m, 768}, .grad = 1, .act = 1),
                             SPEC(.nd = 2, .shape = {m, 768}, .grad = 1, .act = 1), SPEC(.nd = 1, .shape = {768}, .grad = 1),
                             SPEC(.nd = 1, .shape = {768}, .grad = 1), SPEC(.nd = 2, .shape = {n, 768}, .grad = 1),
                             SPEC(.nd = 1, .shape = {n}, .grad = 1)};
-        run_case("mixed add_layer_norm_linear (one kernel, width 768)", op_add_ln_linear, 6, aln_warp, NULL, dt);
+        run_case("mixed add_layer_norm_linear (one kernel, width 768)", op_add_ln_linear, 6, aln_warp, fresh, dt);
         run_case("mixed add_layer_norm_linear (separate kernels)", op_add_ln_linear, 6, aln, sep, dt);
         int64_t kw = t & 1 ? 256 * irand(1, 3) : k;
         spec lnf[5] = {SPEC(.nd = 3, .shape = {d, m, kw}, .grad = 1), SPEC(.nd = 1, .shape = {kw}, .grad = 1),
