@@ -58,23 +58,26 @@ prof() { # NAME ENV...
 prof on VRAM_BGRAD_EPILOGUE=1 VRAM_FUSED_ADD_LN=1
 prof off VRAM_BGRAD_EPILOGUE=0 VRAM_FUSED_ADD_LN=0
 
-timeout 30 b/vram plan --device cuda --model gpt2 --batch 8 --precision bf16 --lowp-weights keep > "$L/plan.log" 2>&1
+# (the tree options the GPU runs place with, as tests/plan_gpu_check.py plans them)
+VRAM_ALLOC_CONF=large_moves:False,chunk_divisor:0 timeout 30 b/vram plan --device cuda --model gpt2 --batch 8 \
+  --precision bf16 --lowp-weights keep > "$L/plan.log" 2>&1
 say "plan rc=$?: $(grep -E '^peak (allocated|reserved)' "$L/plan.log" | paste -sd';')"
 pack
 
 med() { cat "$L"/vram_$1_*.log 2>/dev/null | sed -n 's/^summary: median step \([0-9.]*\) ms.*/\1/p' | paste -sd' '; }
 mid() { echo "$1" | tr ' ' '\n' | sort -g | awk '{v[NR]=$1} END {if (NR) print (NR % 2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 peaks() { grep -h '^summary' "$L/vram_$1_1.log" 2>/dev/null | sed -n 's/.*; \(peak allocated.*\)$/\1/p'; }
+losses() { cat "$L"/vram_$1_*.log 2>/dev/null | sed -n 's/.*final train loss \([0-9.]*\).*/\1/p' | paste -sd' '; }
 OFF=$(mid "$(med off)")
 row() { # LABEL NAME
   local m; m=$(mid "$(med "$2")")
-  say "| $1 | $(med "$2") | ${m:--} | $([ -n "$m" ] && [ -n "$OFF" ] && awk -v o="$OFF" -v v="$m" 'BEGIN {printf "%+.2f ms", v - o}') | $(peaks "$2") |"
+  say "| $1 | $(med "$2") | ${m:--} | $([ -n "$m" ] && [ -n "$OFF" ] && awk -v o="$OFF" -v v="$m" 'BEGIN {printf "%+.2f ms", v - o}') | $(losses "$2") | $(peaks "$2") |"
 }
 say ""
-say "| run (bf16, --lowp-weights keep, GPT-2 124M B=8 T=1024) | ms/step by round | median | vs off | peaks (round 1) |"
-say "|---|---|---|---|---|"
+say "| run (bf16, --lowp-weights keep, GPT-2 124M B=8 T=1024) | ms/step by round | median | vs off | loss at step 30 | peaks (round 1) |"
+say "|---|---|---|---|---|---|"
 row "on: BGRADB bias gradients + one-kernel add/layer norm" on
 row "bgrad_off: VRAM_BGRAD_EPILOGUE=0" bgrad_off
 row "off: both off (the code before)" off
-say "| vram plan --device cuda | | | | $(grep -E '^peak (allocated|reserved)' "$L/plan.log" | awk '{print $2, $3, $4}' | paste -sd' ') |"
+say "| vram plan --device cuda | | | | | $(grep -E '^peak (allocated|reserved)' "$L/plan.log" | awk '{print $2, $3, $4}' | paste -sd' ') |"
 rm -rf "$L"

@@ -316,10 +316,13 @@ static lt_plan *plan_get(vram_dtype dt, vram_dtype c_dt, int64_t batch, int64_t 
     if (st != CUBLAS_STATUS_SUCCESS && epi >= EPI_GELU_AUX) { /* remembered: the caller runs it unfused */
         plan_release(p);
         p->used = p->unsupported = 1;
+        const char *what = epi == EPI_BGRADB        ? "bias-gradient"
+                           : epi == EPI_BGRADB_LOWP ? "16-bit bias-gradient"
+                                                    : "GELU";
         if (vram_cuda_profiling())
             fprintf(stderr, "cuBLASLt has no %s epilogue for [%lld x %lld] @ [%lld x %lld] (%s into %s): %s; separate "
-                    "kernels\n", epi >= EPI_BGRADB ? "bias-gradient" : "GELU", (long long)M, (long long)K, (long long)K,
-                    (long long)N, vram_dtype_name(dt), vram_dtype_name(c_dt), lt_status(st));
+                    "kernels\n", what, (long long)M, (long long)K, (long long)K, (long long)N, vram_dtype_name(dt),
+                    vram_dtype_name(c_dt), lt_status(st));
         return p;
     }
     if (st != CUBLAS_STATUS_SUCCESS) {
@@ -437,9 +440,19 @@ static int matmul(vram_runtime *rt, vram_dtype dt, vram_dtype c_dt, int64_t batc
         cublasStatus_t st = lt.Matmul(lt_handle, p->desc, alpha, B, p->lx, A, p->ly, beta, C, p->ld, C, p->ld, &p->algo,
                                       lt_workspace, WORKSPACE_BYTES, (cudaStream_t)vram_cuda_state.stream);
         vram_cuda_prof_end(tok, CK_PROF_MATMUL);
-        if (st != CUBLAS_STATUS_SUCCESS)
+        if (st != CUBLAS_STATUS_SUCCESS && epi >= EPI_GELU_AUX && st != CUBLAS_STATUS_EXECUTION_FAILED) {
+            /* an optional epilogue the heuristic offered but the product refused: remembered as
+             * unsupported, and the caller runs it unfused (these products overwrite their outputs) */
+            if (vram_cuda_profiling())
+                fprintf(stderr, "cuBLASLt refused the epilogue %d it offered for [%lld x %lld] @ [%lld x %lld]: %s; "
+                        "separate kernels\n", epi, (long long)M, (long long)K, (long long)K, (long long)N, lt_status(st));
+            plan_release(p);
+            p->used = p->unsupported = 1;
+            ran = 0;
+        } else if (st != CUBLAS_STATUS_SUCCESS) {
             vram_cuda_fail(VRAM_ERR_DRIVER, "cuBLASLt product %lld x [%lld x %lld] @ [%lld x %lld] failed: %s",
                            (long long)batch, (long long)M, (long long)K, (long long)K, (long long)N, lt_status(st));
+        }
     }
     /* stream order keeps the temporaries alive until the product has read them */
     if (tmp_a) vram_allocator_free(rt->alloc, tmp_a);
@@ -494,8 +507,8 @@ int64_t vram_cuda_epilogue_bgrads;
  * is allocated on any of the paths. */
 void vram_cuda_matmul_lowp_wgrad(vram_runtime *rt, vram_dtype dt, int64_t rows, int64_t out_f, int64_t in_f,
                                  const void *g, int64_t ld, const void *a, float *gw, float *gb) {
-    if (gb && rows > 0 && in_f > 0 && matmul(rt, dt, VRAM_DTYPE_F32, 1, out_f, in_f, rows, g, 0, 1, ld, a, 0, in_f, 1, gw, 0, gb,
-                                 EPI_BGRADB, NULL)) {
+    if (gb && rows > 0 && in_f > 0 &&
+        matmul(rt, dt, VRAM_DTYPE_F32, 1, out_f, in_f, rows, g, 0, 1, ld, a, 0, in_f, 1, gw, 0, gb, EPI_BGRADB, NULL)) {
         if (vram_cuda_state.error == VRAM_OK) vram_cuda_epilogue_bgrads++;
         return;
     }

@@ -179,10 +179,11 @@ extern "C" __global__ void vk_layer_norm(int dt, int64_t rows, int64_t n, double
 }
 
 /* The residual add and the layer norm after it in one pass: hout = in + res (the residual
- * stream, in dt), out = layer_norm(hout) in dt; one read of in and res, none of hout. */
-extern "C" __global__ void __launch_bounds__(1024) vk_add_layer_norm(int dt, int64_t rows, int64_t n, double eps, char *hout, char *out,
-                                             const char *in, const char *res, const char *wv, const char *bv,
-                                             char *meanv, char *rstdv) {
+ * stream, in dt), out = layer_norm(hout) in dt; one read of in and res, none of hout. out may
+ * be res (each element is read before it is written, by the thread that writes it). */
+extern "C" __global__ void __launch_bounds__(1024)
+vk_add_layer_norm(int dt, int64_t rows, int64_t n, double eps, char *hout, char *out, const char *in, const char *res,
+                  const char *wv, const char *bv, char *meanv, char *rstdv) {
     __shared__ double shd[32];
     DISPATCH_ALL(dt, {
         layer_norm_rows<T, T, A, true>(dt, rows, n, eps, out, in, wv, bv, meanv, rstdv, (A *)shd, hout, res);
