@@ -344,6 +344,13 @@ vram_status vram_layer_norm_linear(vram_tensor *x, vram_tensor *ln_w, vram_tenso
     return vram_layer_norm_linear_to(x, ln_w, ln_b, eps, w, bias, x ? x->dtype : VRAM_DTYPE_F32, out);
 }
 
+static void free_four(vram_tensor *a, vram_tensor *b, vram_tensor *c, vram_tensor *d) {
+    vram_tensor_free(a);
+    vram_tensor_free(b);
+    vram_tensor_free(c);
+    vram_tensor_free(d);
+}
+
 /* The checks of layer_norm_linear_to on x (the layer norm's input) and the parameters. */
 static vram_status ln_linear_check(vram_tensor *x, vram_tensor *ln_w, vram_tensor *ln_b, vram_tensor *w, vram_dtype dt,
                                    vram_tensor **out) {
@@ -412,10 +419,7 @@ vram_status vram_layer_norm_linear_to(vram_tensor *x, vram_tensor *ln_w, vram_te
     if (s == VRAM_OK) s = vram_tensor_empty(rt, vram_stat_dtype(x->dtype), 1, rs, VRAM_TAG_TEMPORARY, &mean);
     if (s == VRAM_OK) s = vram_tensor_empty(rt, vram_stat_dtype(x->dtype), 1, rs, VRAM_TAG_TEMPORARY, &rstd);
     if (s != VRAM_OK) {
-        vram_tensor_free(a);
-        vram_tensor_free(xc);
-        vram_tensor_free(mean);
-        vram_tensor_free(rstd);
+        free_four(a, xc, mean, rstd);
         return s;
     }
     (dt == x->dtype ? rt->k->layer_norm : rt->k->layer_norm_mixed)(dt, rows, c, eps, vram_tensor_data(a),
@@ -479,10 +483,7 @@ vram_status vram_add_layer_norm_linear_to(vram_tensor *x, vram_tensor *r, vram_t
     }
     vram_tensor_free(r); /* freed in stream order: the kernel has read it */
     if (s != VRAM_OK) {
-        vram_tensor_free(sum);
-        vram_tensor_free(a);
-        vram_tensor_free(mean);
-        vram_tensor_free(rstd);
+        free_four(sum, a, mean, rstd);
         return s;
     }
     s = ln_linear_finish(sum, vram_tensor_retain(sum), a, mean, rstd, ln_w, ln_b, eps, w, bias, dt, out);
