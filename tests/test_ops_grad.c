@@ -142,6 +142,17 @@ static vram_status c_ln_linear(vram_tensor **x, vram_tensor **o) {
     vram_tensor_free(t);
     return s;
 }
+/* The residual sum and layer_norm_linear of it (vram_add_layer_norm_linear_to): both outputs,
+ * side by side, so that the gradient reaches the inputs through either. */
+static vram_status c_add_ln_linear(vram_tensor **x, vram_tensor **o) {
+    vram_tensor *h = NULL, *y = NULL;
+    vram_status s = vram_add_layer_norm_linear_to(x[0], vram_tensor_retain(x[1]), x[2], x[3], 1e-5, x[4], x[5],
+                                                  VRAM_DTYPE_F64, &h, &y);
+    if (s == VRAM_OK) s = vram_concat(2, (vram_tensor *[]){y, h}, 1, o);
+    vram_tensor_free(h);
+    vram_tensor_free(y);
+    return s;
+}
 static vram_status c_relu(vram_tensor **x, vram_tensor **o) { return vram_relu(x[0], o); }
 static vram_status c_gelu(vram_tensor **x, vram_tensor **o) { return vram_gelu(x[0], o); }
 static vram_status c_tanh(vram_tensor **x, vram_tensor **o) { return vram_tanh(x[0], o); }
@@ -439,6 +450,9 @@ int main(void) {
         vram_tensor *y[5] = {leaf(2, SH(6, 3), -2, 2), leaf(1, SH(6), 0.5, 1.5), leaf(1, SH(6), -1, 1), leaf(2, SH(4, 6), -1, 1),
                              leaf(1, SH(4), -1, 1)};
         gradcheck("layer_norm_linear (transp.)", c_ln_linear, 5, y);
+        vram_tensor *z[6] = {leaf(2, SH(3, 6), -2, 2), leaf(2, SH(3, 6), -2, 2), leaf(1, SH(6), 0.5, 1.5), leaf(1, SH(6), -1, 1),
+                             leaf(2, SH(4, 6), -1, 1), leaf(1, SH(4), -1, 1)};
+        gradcheck("add_layer_norm_linear", c_add_ln_linear, 6, z);
     }
     x[0] = leaf(2, SH(3, 4), 0.1, 1);
     {

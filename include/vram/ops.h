@@ -68,6 +68,15 @@ vram_status vram_layer_norm_linear(vram_tensor *x, vram_tensor *ln_weight, vram_
  * its output once, for a product in that dtype; x's gradient comes back f32). */
 vram_status vram_layer_norm_linear_to(vram_tensor *x, vram_tensor *ln_weight, vram_tensor *ln_bias, double eps,
                                       vram_tensor *weight, vram_tensor *bias, vram_dtype dtype, vram_tensor **out);
+/* The residual sum h = x + r (returned in *h, recorded as vram_add's) and
+ * vram_layer_norm_linear_to(h, ...) in *out; takes r's reference (the branch is freed as soon
+ * as the sum no longer needs it). On the GPU, with x and r of one shape and dtype (and dtype
+ * the same), the add and the layer norm run as one kernel, which reads x and r once and never
+ * reads h back (VRAM_FUSED_ADD_LN=0: separate kernels); where only the call holds r, the
+ * layer norm's output overwrites it, so the allocator sees the separate ops' requests. */
+vram_status vram_add_layer_norm_linear_to(vram_tensor *x, vram_tensor *r, vram_tensor *ln_weight, vram_tensor *ln_bias,
+                                          double eps, vram_tensor *weight, vram_tensor *bias, vram_dtype dtype,
+                                          vram_tensor **h, vram_tensor **out);
 
 /* Along the last dimension. */
 vram_status vram_softmax(vram_tensor *x, vram_tensor **out);

@@ -64,14 +64,24 @@ void vram_cuda_matmul_lowp_dgelu(vram_runtime *rt, vram_dtype dt, int64_t M, int
     (void)pre;
     vram_cuda_matmul(rt, dt, 1, M, N, K, A, 0, sa_m, sa_k, B, 0, sb_k, sb_n, C, 0);
 }
+int64_t vram_cuda_epilogue_bgrads;
+void vram_cuda_matmul_lowp_wgrad(vram_runtime *rt, vram_dtype dt, int64_t rows, int64_t out_f, int64_t in_f,
+                                 const void *g, int64_t ld, const void *a, float *gw, float *gb) {
+    (void)rt, (void)dt, (void)rows, (void)out_f, (void)in_f, (void)g, (void)ld, (void)a, (void)gw, (void)gb;
+    vram_cuda_fail(VRAM_ERR_UNSUPPORTED, "no cuBLASLt in this build");
+}
 
 #else
 
 #include <cublasLt.h>
 
-enum { WORKSPACE_BYTES = CUDA_WORKSPACE_BYTES, CACHE_SLOTS = 256, TUNE_ALGOS = 8, TUNE_RUNS = 3, KEY_LEN = 17 };
-/* A product's epilogue: none, the bias, or the tanh GELU's forward (with bias) and gradient. */
-enum { EPI_NONE, EPI_BIAS, EPI_GELU_AUX, EPI_GELU_AUX_BIAS, EPI_DGELU };
+enum { WORKSPACE_BYTES = CUDA_WORKSPACE_BYTES, CACHE_SLOTS = 256, TUNE_ALGOS = 8, TUNE_RUNS = 3, KEY_LEN = 18 };
+/* A product's epilogue: none, the bias, the tanh GELU's forward (with bias) and gradient, or
+ * the bias gradient (BGRADB: the column sums of the product's right operand, cuBLASLt's B,
+ * written to the bias pointer in C's dtype, or with _LOWP in the operands' 16-bit dtype).
+ * Those from EPI_GELU_AUX on are optional: where the heuristic has none, the caller runs the
+ * unfused kernels. */
+enum { EPI_NONE, EPI_BIAS, EPI_GELU_AUX, EPI_GELU_AUX_BIAS, EPI_DGELU, EPI_BGRADB, EPI_BGRADB_LOWP };
 
 static struct {
     void *lib;
@@ -223,9 +233,9 @@ static cudaDataType_t cuda_type(vram_dtype dt) {
 
 static lt_plan *plan_get(vram_dtype dt, vram_dtype c_dt, int64_t batch, int64_t M, int64_t N, int64_t K, int opx, int64_t xr, int64_t xc,
                          int64_t ldx, int64_t sx_b, int opy, int64_t yr, int64_t yc, int64_t ldy, int64_t sy_b,
-                         int64_t alx, int64_t aly, int64_t alc, int epi, const void *aux) {
-    int64_t key[KEY_LEN] = {dt,  batch, M,   N,   K,   opx, ldx,  sx_b, opy,
-                            ldy, sy_b,  alx, aly, alc, epi, c_dt, aux ? alignment(aux) : 0};
+                         int64_t alx, int64_t aly, int64_t alc, int epi, const void *aux, const void *bias) {
+    int64_t key[KEY_LEN] = {dt,  batch, M,   N,   K,   opx,  ldx, sx_b, opy,
+                            ldy, sy_b,  alx, aly, alc, epi, c_dt, aux ? alignment(aux) : 0, bias ? alignment(bias) : 0};
     uint64_t h = 1469598103934665603ull;
     for (int i = 0; i < KEY_LEN; i++) h = (h ^ (uint64_t)key[i]) * 1099511628211ull;
     lt_plan *p = &lt_cache[h % CACHE_SLOTS];
@@ -250,8 +260,13 @@ static lt_plan *plan_get(vram_dtype dt, vram_dtype c_dt, int64_t batch, int64_t 
         cublasLtEpilogue_t e = epi == EPI_BIAS           ? CUBLASLT_EPILOGUE_BIAS
                                : epi == EPI_GELU_AUX      ? CUBLASLT_EPILOGUE_GELU_AUX
                                : epi == EPI_GELU_AUX_BIAS ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
-                                                          : CUBLASLT_EPILOGUE_DGELU;
+                               : epi == EPI_DGELU         ? CUBLASLT_EPILOGUE_DGELU
+                                                          : CUBLASLT_EPILOGUE_BGRADB;
         st = lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
+    }
+    if (st == CUBLAS_STATUS_SUCCESS && epi == EPI_BGRADB_LOWP) {
+        int32_t bt = (int32_t)ty;
+        st = lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt);
     }
     if (st == CUBLAS_STATUS_SUCCESS && aux) { /* the GELU's input: D's shape, contiguous, D's dtype */
         int64_t aux_ld = N;
@@ -301,9 +316,13 @@ static lt_plan *plan_get(vram_dtype dt, vram_dtype c_dt, int64_t batch, int64_t 
     if (st != CUBLAS_STATUS_SUCCESS && epi >= EPI_GELU_AUX) { /* remembered: the caller runs it unfused */
         plan_release(p);
         p->used = p->unsupported = 1;
+        const char *what = epi == EPI_BGRADB        ? "bias-gradient"
+                           : epi == EPI_BGRADB_LOWP ? "16-bit bias-gradient"
+                                                    : "GELU";
         if (vram_cuda_profiling())
-            fprintf(stderr, "cuBLASLt has no GELU epilogue for [%lld x %lld] @ [%lld x %lld] (%s): %s; separate kernels\n",
-                    (long long)M, (long long)K, (long long)K, (long long)N, vram_dtype_name(dt), lt_status(st));
+            fprintf(stderr, "cuBLASLt has no %s epilogue for [%lld x %lld] @ [%lld x %lld] (%s into %s): %s; separate "
+                    "kernels\n", what, (long long)M, (long long)K, (long long)K, (long long)N, vram_dtype_name(dt),
+                    vram_dtype_name(c_dt), lt_status(st));
         return p;
     }
     if (st != CUBLAS_STATUS_SUCCESS) {
@@ -364,7 +383,8 @@ static int matmul(vram_runtime *rt, vram_dtype dt, vram_dtype c_dt, int64_t batc
                   int64_t sa_b, int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_b, int64_t sb_k, int64_t sb_n,
                   void *C, int accumulate, const void *bias, int gelu, const void *aux) {
     if (vram_cuda_state.error != VRAM_OK || batch <= 0 || M <= 0 || N <= 0) return 1;
-    const char *off = gelu != EPI_NONE ? getenv("VRAM_GELU_EPILOGUE") : NULL; /* "0": measure the unfused path */
+    /* "0": measure (and test) the unfused path */
+    const char *off = gelu == EPI_NONE ? NULL : getenv(gelu >= EPI_BGRADB ? "VRAM_BGRAD_EPILOGUE" : "VRAM_GELU_EPILOGUE");
     if (gelu != EPI_NONE && (K <= 0 || (off && !strcmp(off, "0")))) return 0; /* (an empty sum: unfused too) */
     if (K <= 0) { /* an empty sum: C = 0 (or unchanged) */
         if (!accumulate) vram_cuda_zero(C, (size_t)(batch * M * N) * vram_dtype_size(c_dt));
@@ -398,7 +418,7 @@ static int matmul(vram_runtime *rt, vram_dtype dt, vram_dtype c_dt, int64_t batc
     }
     int epi = gelu != EPI_NONE ? gelu + (gelu == EPI_GELU_AUX && bias) : bias ? EPI_BIAS : EPI_NONE;
     lt_plan *p = plan_get(dt, c_dt, batch, M, N, K, opx, xr, xc, ldx, sb_b, opy, yr, yc, ldy, sa_b, alignment(B), alignment(A),
-                          alignment(C), epi, aux);
+                          alignment(C), epi, aux, bias);
     int ran = !(p && p->unsupported);
     if (!ran) p = NULL;
     if (p && bias && lt.DescSet(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) != CUBLAS_STATUS_SUCCESS) {
@@ -420,9 +440,19 @@ static int matmul(vram_runtime *rt, vram_dtype dt, vram_dtype c_dt, int64_t batc
         cublasStatus_t st = lt.Matmul(lt_handle, p->desc, alpha, B, p->lx, A, p->ly, beta, C, p->ld, C, p->ld, &p->algo,
                                       lt_workspace, WORKSPACE_BYTES, (cudaStream_t)vram_cuda_state.stream);
         vram_cuda_prof_end(tok, CK_PROF_MATMUL);
-        if (st != CUBLAS_STATUS_SUCCESS)
+        if (st != CUBLAS_STATUS_SUCCESS && epi >= EPI_GELU_AUX && st != CUBLAS_STATUS_EXECUTION_FAILED) {
+            /* an optional epilogue the heuristic offered but the product refused: remembered as
+             * unsupported, and the caller runs it unfused (these products overwrite their outputs) */
+            if (vram_cuda_profiling())
+                fprintf(stderr, "cuBLASLt refused the epilogue %d it offered for [%lld x %lld] @ [%lld x %lld]: %s; "
+                        "separate kernels\n", epi, (long long)M, (long long)K, (long long)K, (long long)N, lt_status(st));
+            plan_release(p);
+            p->used = p->unsupported = 1;
+            ran = 0;
+        } else if (st != CUBLAS_STATUS_SUCCESS) {
             vram_cuda_fail(VRAM_ERR_DRIVER, "cuBLASLt product %lld x [%lld x %lld] @ [%lld x %lld] failed: %s",
                            (long long)batch, (long long)M, (long long)K, (long long)K, (long long)N, lt_status(st));
+        }
     }
     /* stream order keeps the temporaries alive until the product has read them */
     if (tmp_a) vram_allocator_free(rt->alloc, tmp_a);
@@ -463,6 +493,37 @@ void vram_cuda_matmul_lowp_dgelu(vram_runtime *rt, vram_dtype dt, int64_t M, int
     if (matmul(rt, dt, dt, 1, M, N, K, A, 0, sa_m, sa_k, B, 0, sb_k, sb_n, C, 0, NULL, EPI_DGELU, pre)) return;
     matmul(rt, dt, dt, 1, M, N, K, A, 0, sa_m, sa_k, B, 0, sb_k, sb_n, C, 0, NULL, EPI_NONE, NULL);
     vram_cuda_kernels.unary_backward(VRAM_UN_GELU_TANH, 0, dt, M * N, C, C, pre);
+}
+
+/* The count of bias gradients that came out of a weight gradient's product (the tests read it). */
+int64_t vram_cuda_epilogue_bgrads;
+
+/* gw [out_f, in_f] (f32) = g^T @ a with g [rows, ld] and a [rows, in_f] 16-bit, and gb [out_f]
+ * (f32, may be NULL) = the column sums of g's first out_f columns. The sums come out of the
+ * product's BGRADB epilogue (cuBLASLt's B is g read transposed: its column sums over the "k"
+ * dimension, rows): in f32, C's dtype, or where the heuristic has none for that, in the
+ * 16-bit dtype into the scratch memory and widened by a copy. Where it has neither (or with
+ * VRAM_BGRAD_EPILOGUE=0), the product runs plain and the column-sum kernel after it. Nothing
+ * is allocated on any of the paths. */
+void vram_cuda_matmul_lowp_wgrad(vram_runtime *rt, vram_dtype dt, int64_t rows, int64_t out_f, int64_t in_f,
+                                 const void *g, int64_t ld, const void *a, float *gw, float *gb) {
+    if (gb && rows > 0 && in_f > 0 &&
+        matmul(rt, dt, VRAM_DTYPE_F32, 1, out_f, in_f, rows, g, 0, 1, ld, a, 0, in_f, 1, gw, 0, gb, EPI_BGRADB, NULL)) {
+        if (vram_cuda_state.error == VRAM_OK) vram_cuda_epilogue_bgrads++;
+        return;
+    }
+    void *lowp = vram_cuda_state.scratch;
+    if (gb && rows > 0 && in_f > 0 && (size_t)out_f * 2 <= CUDA_SCRATCH_BYTES &&
+        matmul(rt, dt, VRAM_DTYPE_F32, 1, out_f, in_f, rows, g, 0, 1, ld, a, 0, in_f, 1, gw, 0, lowp, EPI_BGRADB_LOWP,
+               NULL)) {
+        vram_kview dst = {.data = (char *)gb, .dtype = VRAM_DTYPE_F32, .ndim = 1, .shape = {out_f}, .strides = {1}};
+        vram_kview src = {.data = (char *)lowp, .dtype = dt, .ndim = 1, .shape = {out_f}, .strides = {1}};
+        vram_cuda_kernels.copy(&dst, &src);
+        if (vram_cuda_state.error == VRAM_OK) vram_cuda_epilogue_bgrads++;
+        return;
+    }
+    matmul(rt, dt, VRAM_DTYPE_F32, 1, out_f, in_f, rows, g, 0, 1, ld, a, 0, in_f, 1, gw, 0, NULL, EPI_NONE, NULL);
+    if (gb) vram_cuda_kernels.column_sum_lowp(dt, rows, out_f, ld, g, gb);
 }
 
 #endif

@@ -98,7 +98,7 @@ static const char *const kernel_names[CK_COUNT] = {
     [CK_LIST_SUM_SQUARES] = "vk_list_sum_squares", [CK_LIST_SCALE] = "vk_list_scale",
     [CK_COLUMN_SUM_LOWP] = "vk_column_sum_lowp", [CK_LAYER_NORM_MIXED] = "vk_layer_norm_mixed",
     [CK_LAYER_NORM_MIXED_BACKWARD_X] = "vk_layer_norm_mixed_backward_x",
-    [CK_LAYER_NORM_MIXED_BACKWARD_WB] = "vk_layer_norm_mixed_backward_wb",
+    [CK_LAYER_NORM_MIXED_BACKWARD_WB] = "vk_layer_norm_mixed_backward_wb", [CK_ADD_LAYER_NORM] = "vk_add_layer_norm",
 };
 
 static struct {

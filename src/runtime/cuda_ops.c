@@ -231,6 +231,16 @@ static void cuda_layer_norm_mixed(vram_dtype dt, int64_t rows, int64_t n, double
     layer_norm_launch(CK_LAYER_NORM_MIXED, dt, rows, n, eps, out, x, w, b, mean, rstd);
 }
 
+static void cuda_add_layer_norm(vram_dtype dt, int64_t rows, int64_t n, double eps, void *h, void *out, const void *x,
+                                const void *r, const void *w, const void *b, void *mean, void *rstd) {
+    int d = dt;
+    void *args[] = {&d, &rows, &n, &eps, &h, &out, &x, &r, &w, &b, &mean, &rstd};
+    int64_t blocks;
+    int threads;
+    layer_norm_shape(dt, rows, n, &blocks, &threads);
+    vram_cuda_launch(CK_ADD_LAYER_NORM, blocks, threads, args);
+}
+
 /* Rows per chunk of a column sum over `rows`, so that n columns x chunks fill the GPU. */
 static int64_t column_chunk(int64_t rows, int64_t n) {
     int64_t target = (int64_t)(vram_cuda_state.sm_count > 0 ? vram_cuda_state.sm_count : 132) * 2048;
@@ -589,6 +599,7 @@ const vram_kernels vram_cuda_kernels = {
     .matmul_lowp_gelu = vram_cuda_matmul_lowp_gelu,
     .matmul_lowp_dgelu = vram_cuda_matmul_lowp_dgelu,
     .column_sum_lowp = cuda_column_sum_lowp,
+    .matmul_lowp_wgrad = vram_cuda_matmul_lowp_wgrad,
     .layer_norm_mixed = cuda_layer_norm_mixed,
     .layer_norm_mixed_backward = cuda_layer_norm_mixed_backward,
     .cross_entropy_fused = cuda_cross_entropy_fused,
@@ -597,6 +608,7 @@ const vram_kernels vram_cuda_kernels = {
     .softmax = cuda_softmax,
     .softmax_backward = cuda_softmax_backward,
     .layer_norm = cuda_layer_norm,
+    .add_layer_norm = cuda_add_layer_norm,
     .layer_norm_backward = cuda_layer_norm_backward,
     .embedding = cuda_embedding,
     .embedding_backward = cuda_embedding_backward,

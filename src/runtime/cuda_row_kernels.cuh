@@ -1,9 +1,10 @@
 /* cuda_row_kernels.cuh — the runtime's row kernels (included by cuda_kernels.cu, the one
- * translation unit of the fatbin, at this point of it): softmax, layer norm, embeddings and
- * cross-entropy. A row kernel runs one block a row and reduces with block_sum/block_max; 16-bit
- * layer-norm rows of a width that fits a warp's registers take a warp each instead, and the
- * fused classifier's 16-bit rows get their log-sum-exp in one online pass over 8-element vectors.
- * Layer norm also takes f32 rows to 16-bit ones (and back in backward): the f32 residual stream.
+ * translation unit of the fatbin, at this point of it): softmax, layer norm (also fused with
+ * the residual add before it), embeddings and cross-entropy. A row kernel runs one block a row
+ * and reduces with block_sum/block_max; 16-bit layer-norm rows of a width that fits a warp's
+ * registers take a warp each instead, and the fused classifier's 16-bit rows get their
+ * log-sum-exp in one online pass over 8-element vectors. Layer norm also takes f32 rows to
+ * 16-bit ones (and back in backward): the f32 residual stream.
  */
 
 /* ---- row kernels: one block per row ---- */
@@ -78,9 +79,11 @@ __device__ __forceinline__ bool ln_warp_rows(int dt, int64_t n) {
         }                                                                                          \
     } while (0)
 
-template <typename TI, typename TO> __device__ void layer_norm_warp_rows(int64_t rows, int n, float eps, TO *out,
-                                                                         const TI *in, const float *w, const float *b,
-                                                                         float *mean, float *rstd) {
+/* ADD (vk_add_layer_norm): the rows normalised are in + res, stored to hout first (the residual
+ * stream) and normalised as stored, rounded to TI, as a separate add then layer norm would. */
+template <typename TI, typename TO, bool ADD = false>
+__device__ void layer_norm_warp_rows(int64_t rows, int n, float eps, TO *out, const TI *in, const float *w, const float *b,
+                                     float *mean, float *rstd, TI *hout = nullptr, const TI *res = nullptr) {
     constexpr int MAXV = VK_LN_WARP_MAX / 256;
     int lane = threadIdx.x & 31, nw = blockDim.x >> 5, nv = n / 256;
     for (int64_t r = blockIdx.x * (int64_t)nw + (threadIdx.x >> 5); r < rows; r += (int64_t)gridDim.x * nw) {
@@ -90,6 +93,12 @@ template <typename TI, typename TO> __device__ void layer_norm_warp_rows(int64_t
         for (int k = 0; k < MAXV; k++)
             if (k < nv) {
                 ld8(x + (k * 32 + lane) * 8, v[k]);
+                if constexpr (ADD) {
+                    float u[8];
+                    ld8(res + r * n + (k * 32 + lane) * 8, u);
+                    for (int e = 0; e < 8; e++) v[k][e] = (float)(TI)(v[k][e] + u[e]);
+                    st8(hout + r * n + (k * 32 + lane) * 8, v[k]);
+                }
                 for (int e = 0; e < 8; e++) s += v[k][e];
             }
         float m = warp_sum(s) / (float)n;
@@ -112,15 +121,25 @@ template <typename TI, typename TO> __device__ void layer_norm_warp_rows(int64_t
     }
 }
 
-/* Layer norm, one block a row (rows off the fast path's widths, f32 and f64). */
-template <typename TI, typename TO, typename A>
+/* Layer norm, one block a row (rows off the fast path's widths, f32 and f64); ADD as the warp
+ * path's (each thread reads back only the sums it stored). */
+template <typename TI, typename TO, typename A, bool ADD = false>
 __device__ void layer_norm_block_rows(int64_t rows, int64_t n, double eps, TO *out, const TI *in, const A *w, const A *b,
-                                      A *mean, A *rstd, A *sh) {
+                                      A *mean, A *rstd, A *sh, TI *hout = nullptr, const TI *res = nullptr) {
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const TI *x = in + r * n;
         TO *y = out + r * n;
         A m = 0;
-        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m += (A)x[j];
+        if constexpr (ADD) {
+            TI *h = hout + r * n;
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+                h[j] = (TI)((A)x[j] + (A)res[r * n + j]);
+                m += (A)h[j];
+            }
+            x = h;
+        } else {
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m += (A)x[j];
+        }
         m = block_sum(m, sh) / (A)n;
         A v = 0;
         for (int64_t j = threadIdx.x; j < n; j += blockDim.x) v += ((A)x[j] - m) * ((A)x[j] - m);
@@ -137,24 +156,38 @@ __device__ void layer_norm_block_rows(int64_t rows, int64_t n, double eps, TO *o
     }
 }
 
-template <typename TI, typename TO, typename A>
+template <typename TI, typename TO, typename A, bool ADD = false>
 __device__ void layer_norm_rows(int dt, int64_t rows, int64_t n, double eps, char *out, const char *in, const char *wv,
-                                const char *bv, char *meanv, char *rstdv, A *sh) {
+                                const char *bv, char *meanv, char *rstdv, A *sh, char *hout = nullptr,
+                                const char *res = nullptr) {
     if constexpr (is_16bit<TO>::value) {
-        if (ln_warp_rows(dt, n) && aligned16(out, in, in)) {
-            layer_norm_warp_rows<TI, TO>(rows, (int)n, (float)eps, (TO *)out, (const TI *)in, (const float *)wv,
-                                         (const float *)bv, (float *)meanv, (float *)rstdv);
+        if (ln_warp_rows(dt, n) && aligned16(out, in, in) && (!ADD || aligned16(hout, res, res))) {
+            layer_norm_warp_rows<TI, TO, ADD>(rows, (int)n, (float)eps, (TO *)out, (const TI *)in, (const float *)wv,
+                                              (const float *)bv, (float *)meanv, (float *)rstdv, (TI *)hout,
+                                              (const TI *)res);
             return;
         }
     }
-    layer_norm_block_rows<TI, TO, A>(rows, n, eps, (TO *)out, (const TI *)in, (const A *)wv, (const A *)bv, (A *)meanv,
-                                     (A *)rstdv, sh);
+    layer_norm_block_rows<TI, TO, A, ADD>(rows, n, eps, (TO *)out, (const TI *)in, (const A *)wv, (const A *)bv,
+                                          (A *)meanv, (A *)rstdv, sh, (TI *)hout, (const TI *)res);
 }
 
 extern "C" __global__ void vk_layer_norm(int dt, int64_t rows, int64_t n, double eps, char *out, const char *in,
                                          const char *wv, const char *bv, char *meanv, char *rstdv) {
     __shared__ double shd[32];
     DISPATCH_ALL(dt, { layer_norm_rows<T, T, A>(dt, rows, n, eps, out, in, wv, bv, meanv, rstdv, (A *)shd); });
+}
+
+/* The residual add and the layer norm after it in one pass: hout = in + res (the residual
+ * stream, in dt), out = layer_norm(hout) in dt; one read of in and res, none of hout. out may
+ * be res (each element is read before it is written, by the thread that writes it). */
+extern "C" __global__ void __launch_bounds__(1024)
+vk_add_layer_norm(int dt, int64_t rows, int64_t n, double eps, char *hout, char *out, const char *in, const char *res,
+                  const char *wv, const char *bv, char *meanv, char *rstdv) {
+    __shared__ double shd[32];
+    DISPATCH_ALL(dt, {
+        layer_norm_rows<T, T, A, true>(dt, rows, n, eps, out, in, wv, bv, meanv, rstdv, (A *)shd, hout, res);
+    });
 }
 
 /* f32 rows in, rows of the 16-bit dt out. */

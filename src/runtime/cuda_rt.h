@@ -24,7 +24,7 @@ enum {
     CK_ADAM_UPDATE, CK_ADAGRAD_UPDATE, CK_SUM_SQUARES, CK_CHECK_IDS, CK_COPY16, CK_FLASH_FORWARD, CK_FLASH_DOT, CK_FLASH_BACKWARD_KV, CK_FLASH_BACKWARD_Q,
     CK_UNSCALE, CK_SCALER_UPDATE, CK_ADAM_UPDATE_LIST, CK_CROSS_ENTROPY_FUSED,
     CK_LIST_SUM_SQUARES, CK_LIST_SCALE, CK_COLUMN_SUM_LOWP, CK_LAYER_NORM_MIXED, CK_LAYER_NORM_MIXED_BACKWARD_X,
-    CK_LAYER_NORM_MIXED_BACKWARD_WB, CK_COUNT,
+    CK_LAYER_NORM_MIXED_BACKWARD_WB, CK_ADD_LAYER_NORM, CK_COUNT,
     CK_PROF_MATMUL = CK_COUNT, CK_PROF_COPY, CK_PROF_SLOTS /* profiler rows beside the kernels */
 };
 
@@ -92,6 +92,10 @@ void vram_cuda_matmul_lowp_gelu(vram_runtime *rt, vram_dtype dt, int64_t M, int6
 void vram_cuda_matmul_lowp_dgelu(vram_runtime *rt, vram_dtype dt, int64_t M, int64_t N, int64_t K, const void *A,
                                  int64_t sa_m, int64_t sa_k, const void *B, int64_t sb_k, int64_t sb_n, void *C,
                                  const void *pre);
+void vram_cuda_matmul_lowp_wgrad(vram_runtime *rt, vram_dtype dt, int64_t rows, int64_t out_f, int64_t in_f,
+                                 const void *g, int64_t ld, const void *a, float *gw, float *gb);
+/* How many bias gradients came out of cuBLASLt's BGRADB epilogue (for the tests). */
+extern int64_t vram_cuda_epilogue_bgrads;
 
 /* The table (cuda_ops.c) and opening/closing the state (cuda_context.c). */
 extern const vram_kernels vram_cuda_kernels;

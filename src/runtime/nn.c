@@ -249,28 +249,58 @@ static vram_status norm_then_linear(const vram_nn_layer_norm *ln, const vram_nn_
     return s;
 }
 
-vram_status vram_nn_block_forward(vram_nn_block *m, vram_tensor *x, int training, vram_tensor **y) {
+/* The block on x, or on x + branch when branch is not NULL (the previous block's MLP output,
+ * not yet added: that residual add runs with ln_1 as one op; takes branch). With d_out, the
+ * block's own MLP output is left unadded in *d_out (for the next block's ln_1) and *y is the
+ * stream before it; else *y is their sum. Each layer norm is fused with the projection after
+ * it (layer_norm_linear), so the normalised activations are recomputed in backward instead of
+ * kept (unless the model's configuration keeps them: VRAM_GPT_KEEP_LAYERNORM), and each
+ * residual add with the layer norm after it. */
+static vram_status block_forward(vram_nn_block *m, vram_tensor *x, vram_tensor *branch, int training, vram_tensor **y,
+                                 vram_tensor **d_out) {
     char sx[96];
-    if (x->ndim != 3 || x->shape[2] != m->attn.width)
+    if (x->ndim != 3 || x->shape[2] != m->attn.width) {
+        vram_tensor_free(branch);
         return vram_error(VRAM_ERR_SHAPE, "block: input %s must be [B, T, %lld]", SHAPE_STR(x, sx), (long long)m->attn.width);
-    /* Each layer norm is fused with the projection after it (layer_norm_linear), so the
-     * normalised activations are recomputed in backward instead of kept (unless the model's
-     * configuration keeps them: VRAM_GPT_KEEP_LAYERNORM). */
-    vram_tensor *qkv = NULL, *b = NULL, *h = NULL, *c = NULL, *d = NULL;
+    }
+    vram_tensor *xin = NULL, *qkv = NULL, *b = NULL, *h = NULL, *c = NULL, *d = NULL;
     int keep_ln = (m->keep & VRAM_GPT_KEEP_LAYERNORM) != 0;
     /* an f32 residual stream under mixed precision: the products in m->lowp, the adds in f32 */
     vram_dtype dt = vram_dtype_is_lowp((vram_dtype)m->lowp) ? (vram_dtype)m->lowp : x->dtype;
-    vram_status s = norm_then_linear(&m->ln1, &m->attn.c_attn, keep_ln, x, dt, &qkv);
+    vram_status s;
+    if (branch) { /* (only without keep_ln: the caller's rule) */
+        s = vram_add_layer_norm_linear_to(x, branch, m->ln1.weight, m->ln1.bias, m->ln1.eps, m->attn.c_attn.weight,
+                                          m->attn.c_attn.bias, dt, &xin, &qkv);
+    } else {
+        xin = vram_tensor_retain(x);
+        s = norm_then_linear(&m->ln1, &m->attn.c_attn, keep_ln, x, dt, &qkv);
+    }
     if (s == VRAM_OK) s = attention_from_qkv(&m->attn, qkv, training, &b);
-    if (s == VRAM_OK) s = vram_add(x, b, &h);
+    if (s == VRAM_OK && !keep_ln) { /* the residual add and ln_2 in one kernel where the device has it */
+        s = vram_add_layer_norm_linear_to(xin, b, m->ln2.weight, m->ln2.bias, m->ln2.eps, m->mlp.fc.weight,
+                                          m->mlp.fc.bias, dt, &h, &c);
+        b = NULL; /* (taken) */
+    } else if (s == VRAM_OK) {
+        s = vram_add(xin, b, &h);
+    }
     vram_tensor_free(b);
-    if (s == VRAM_OK) s = norm_then_linear(&m->ln2, &m->mlp.fc, keep_ln, h, dt, &c);
+    if (s == VRAM_OK && keep_ln) s = norm_then_linear(&m->ln2, &m->mlp.fc, keep_ln, h, dt, &c);
     if (s == VRAM_OK) s = mlp_from_hidden(&m->mlp, c, training, (m->keep & VRAM_GPT_KEEP_GELU) != 0, &d);
     vram_tensor_free(c);
-    if (s == VRAM_OK) s = vram_add(h, d, y);
+    if (s == VRAM_OK && d_out) {
+        *y = h, *d_out = d;
+        h = d = NULL;
+    } else if (s == VRAM_OK) {
+        s = vram_add(h, d, y);
+    }
     vram_tensor_free(h);
     vram_tensor_free(d);
+    vram_tensor_free(xin);
     return s;
+}
+
+vram_status vram_nn_block_forward(vram_nn_block *m, vram_tensor *x, int training, vram_tensor **y) {
+    return block_forward(m, x, NULL, training, y, NULL);
 }
 
 static vram_status block_ckpt_fn(void *ctx, int n, vram_tensor *const *in, vram_tensor **out) {
@@ -376,7 +406,7 @@ vram_status vram_gpt_forward(vram_gpt *g, vram_tensor *ids, vram_tensor *targets
                           g->cfg.context);
     if (loss_out && !targets) return vram_error(VRAM_ERR_INVALID_ARG, "gpt forward: a loss needs targets");
     int64_t T = ids->shape[1];
-    vram_tensor *pos = NULL, *tok = NULL, *pe = NULL, *x = NULL, *tmp = NULL, *logits = NULL;
+    vram_tensor *pos = NULL, *tok = NULL, *pe = NULL, *x = NULL, *tmp = NULL, *logits = NULL, *branch = NULL;
     vram_status s = vram_tensor_empty(g->rt, VRAM_DTYPE_I32, 1, &T, VRAM_TAG_TEMPORARY, &pos);
     if (s == VRAM_OK) {
         int32_t *p = malloc(sizeof *p * (size_t)T);
@@ -411,14 +441,22 @@ vram_status vram_gpt_forward(vram_gpt *g, vram_tensor *ids, vram_tensor *targets
         b->keep = g->cfg.keep;
         b->lowp = mixed && g->cfg.residual_f32 ? g->cfg.precision : 0; /* (else the stream's own dtype) */
         tmp = NULL;
+        /* Between blocks (not checkpointed, layer norms recomputed, recording: the sums are kept
+         * by the graph either way), a block's MLP output is handed to the next block unadded,
+         * whose ln_1 adds it in the same kernel; the allocator sees the same requests. */
+        int hand_on = !g->checkpoint && !(g->cfg.keep & VRAM_GPT_KEEP_LAYERNORM) && vram_grad_enabled() &&
+                      i + 1 < g->cfg.layers;
+        vram_tensor *next = NULL;
         if (g->checkpoint) {
             s = vram_checkpoint(g->rt, block_ckpt_fn, b, 1, &x, &tmp);
         } else {
-            s = vram_nn_block_forward(b, x, training, &tmp);
+            s = block_forward(b, x, branch, training, &tmp, hand_on ? &next : NULL);
         }
+        branch = next; /* (the previous one taken) */
         vram_tensor_free(x);
         x = tmp;
     }
+    vram_tensor_free(branch); /* (NULL but after a failure) */
     tmp = NULL; /* (x holds the last block's output; a failure must not free it twice) */
     if (s == VRAM_OK) /* (16-bit for the classifier under mixed precision, from either stream) */
         s = vram_layer_norm_to(x, g->ln_f.weight, g->ln_f.bias, g->ln_f.eps, mixed ? g->cfg.precision : x->dtype, &tmp);

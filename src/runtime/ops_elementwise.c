@@ -149,23 +149,27 @@ static vram_status binary_op(int op, vram_tensor *a, vram_tensor *b, vram_tensor
         return vram_mixed_add(a, b, out); /* a 16-bit branch onto the f32 residual stream (ops_mixed.c) */
     vram_tensor *y = NULL;
     vram_status s = binary_raw(bin_names[op], op, a, b, &y);
-    if (s != VRAM_OK) return s;
-    vram_tensor *in[2] = {a, b};
-    if (vram_should_record(2, in)) {
-        vram_node *n = vram_node_attach(y, bin_names[op], binary_backward, 2, in);
-        if (!n) {
-            vram_tensor_free(y);
-            return vram_error(VRAM_ERR_HOST_MEMORY, "%s: out of host memory for the graph", bin_names[op]);
-        }
-        n->ip[0] = op;
-        vram_node_remember_shape(n, 0, a);
-        vram_node_remember_shape(n, 1, b);
-        if (op == VRAM_BIN_MUL || op == VRAM_BIN_DIV) {
-            vram_node_save(n, a);
-            vram_node_save(n, b);
-        }
+    if (s == VRAM_OK) s = vram_binary_record(op, a, b, y);
+    if (s != VRAM_OK) {
+        vram_tensor_free(y);
+        return s;
     }
     *out = y;
+    return VRAM_OK;
+}
+
+vram_status vram_binary_record(int op, vram_tensor *a, vram_tensor *b, vram_tensor *y) {
+    vram_tensor *in[2] = {a, b};
+    if (!vram_should_record(2, in)) return VRAM_OK;
+    vram_node *n = vram_node_attach(y, bin_names[op], binary_backward, 2, in);
+    if (!n) return vram_error(VRAM_ERR_HOST_MEMORY, "%s: out of host memory for the graph", bin_names[op]);
+    n->ip[0] = op;
+    vram_node_remember_shape(n, 0, a);
+    vram_node_remember_shape(n, 1, b);
+    if (op == VRAM_BIN_MUL || op == VRAM_BIN_DIV) {
+        vram_node_save(n, a);
+        vram_node_save(n, b);
+    }
     return VRAM_OK;
 }
 

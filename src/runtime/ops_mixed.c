@@ -237,19 +237,26 @@ vram_status vram_mixed_linear_backward(const vram_mixed_grads *want, vram_tensor
     vram_tensor *gp = NULL; /* g on the padded layout, where the product needs it */
     vram_status s = ld != out_f ? pad_columns(gc, rows, out_f, ld, &gp) : VRAM_OK;
     if (gp) gc = gp;
-    if (s == VRAM_OK && want->gw) { /* gW [out, in] (f32) = g^T [out, rows] @ a [rows, in] */
+    int64_t os[1] = {out_f};
+    int fused = want->gw && rt->k->matmul_lowp_wgrad;
+    if (s == VRAM_OK && fused) { /* gW = g^T @ a and gb = g's column sums in one call */
+        s = vram_tensor_empty(rt, w->dtype, 2, w->shape, VRAM_TAG_TEMPORARY, gw);
+        if (s == VRAM_OK && want->gb) s = vram_tensor_empty(rt, w->dtype, 1, os, VRAM_TAG_TEMPORARY, gb);
+        if (s == VRAM_OK)
+            rt->k->matmul_lowp_wgrad(rt, dt, rows, out_f, in_f, vram_tensor_data(gc), ld, vram_tensor_data(a),
+                                     vram_tensor_data(*gw), want->gb ? vram_tensor_data(*gb) : NULL);
+    } else if (s == VRAM_OK && want->gw) { /* gW [out, in] (f32) = g^T [out, rows] @ a [rows, in] */
         s = vram_tensor_empty(rt, w->dtype, 2, w->shape, VRAM_TAG_TEMPORARY, gw);
         if (s == VRAM_OK)
             rt->k->matmul_lowp(rt, dt, w->dtype, 1, out_f, in_f, rows, vram_tensor_data(gc), 0, 1, ld, vram_tensor_data(a),
                                0, in_f, 1, vram_tensor_data(*gw), 0, NULL);
     }
-    if (s == VRAM_OK && want->gb && rt->k->column_sum_lowp) { /* gb [out] (f32) = g's column sums */
-        int64_t os[1] = {out_f};
+    if (s == VRAM_OK && want->gb && !fused && rt->k->column_sum_lowp) { /* gb [out] (f32) = g's column sums */
         s = vram_tensor_empty(rt, w->dtype, 1, os, VRAM_TAG_TEMPORARY, gb);
         if (s == VRAM_OK) rt->k->column_sum_lowp(dt, rows, out_f, ld, vram_tensor_data(gc), vram_tensor_data(*gb));
-    } else if (s == VRAM_OK && want->gb) { /* gb [out] (f32) = ones [1, rows] @ g [rows, out] */
+    } else if (s == VRAM_OK && want->gb && !fused) { /* gb [out] (f32) = ones [1, rows] @ g [rows, out] */
         vram_tensor *ones = NULL;
-        int64_t os[1] = {out_f}, rs[2] = {1, rows};
+        int64_t rs[2] = {1, rows};
         s = vram_tensor_empty(rt, dt, 2, rs, VRAM_TAG_TEMPORARY, &ones);
         if (s == VRAM_OK) s = vram_tensor_fill(ones, 1.0);
         if (s == VRAM_OK) s = vram_tensor_empty(rt, w->dtype, 1, os, VRAM_TAG_TEMPORARY, gb);

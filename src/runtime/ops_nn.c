@@ -6,8 +6,11 @@
  * per row (not the probabilities); layer norm its input and one mean and 1/std per row;
  * embedding only the ids. layer_norm_linear (linear of a layer norm, as every transformer
  * block has twice) keeps the layer norm's input and row statistics but not its output, which
- * backward recomputes.
+ * backward recomputes; add_layer_norm_linear computes that input as a residual sum, in the same
+ * kernel as the layer norm where the device has one (recorded as the add and the
+ * layer_norm_linear they replace).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "rt_internal.h"
@@ -341,8 +344,16 @@ vram_status vram_layer_norm_linear(vram_tensor *x, vram_tensor *ln_w, vram_tenso
     return vram_layer_norm_linear_to(x, ln_w, ln_b, eps, w, bias, x ? x->dtype : VRAM_DTYPE_F32, out);
 }
 
-vram_status vram_layer_norm_linear_to(vram_tensor *x, vram_tensor *ln_w, vram_tensor *ln_b, double eps, vram_tensor *w,
-                                      vram_tensor *bias, vram_dtype dt, vram_tensor **out) {
+static void free_four(vram_tensor *a, vram_tensor *b, vram_tensor *c, vram_tensor *d) {
+    vram_tensor_free(a);
+    vram_tensor_free(b);
+    vram_tensor_free(c);
+    vram_tensor_free(d);
+}
+
+/* The checks of layer_norm_linear_to on x (the layer norm's input) and the parameters. */
+static vram_status ln_linear_check(vram_tensor *x, vram_tensor *ln_w, vram_tensor *ln_b, vram_tensor *w, vram_dtype dt,
+                                   vram_tensor **out) {
     char sx[96];
     if (!x || !ln_w || !ln_b || !w || !out)
         return vram_error(VRAM_ERR_INVALID_ARG, "layer_norm_linear: null argument (the layer norm needs weight and bias)");
@@ -351,7 +362,7 @@ vram_status vram_layer_norm_linear_to(vram_tensor *x, vram_tensor *ln_w, vram_te
     if (s != VRAM_OK) return s;
     if (x->ndim < 1 || x->shape[x->ndim - 1] == 0)
         return vram_error(VRAM_ERR_SHAPE, "layer_norm_linear: input %s needs a non-empty last dimension", SHAPE_STR(x, sx));
-    int64_t c = x->shape[x->ndim - 1], rows = vram_tensor_numel(x) / c, rs[1] = {rows};
+    int64_t c = x->shape[x->ndim - 1];
     vram_tensor *params[2] = {ln_w, ln_b};
     for (int i = 0; i < 2; i++) {
         char sp[96];
@@ -361,21 +372,18 @@ vram_status vram_layer_norm_linear_to(vram_tensor *x, vram_tensor *ln_w, vram_te
             return vram_error(VRAM_ERR_SHAPE, "layer_norm_linear: input %s and layer-norm %s %s: expected a contiguous [%lld]",
                               SHAPE_STR(x, sx), i ? "bias" : "weight", SHAPE_STR(params[i], sp), (long long)c);
     }
-    vram_runtime *rt = x->rt;
-    vram_tensor *a = NULL, *y = NULL, *xc = NULL, *mean = NULL, *rstd = NULL;
-    s = vram_tensor_contig(x, &xc);
-    if (s == VRAM_OK) s = vram_tensor_empty(rt, dt, x->ndim, x->shape, VRAM_TAG_TEMPORARY, &a);
-    if (s == VRAM_OK) s = vram_tensor_empty(rt, vram_stat_dtype(x->dtype), 1, rs, VRAM_TAG_TEMPORARY, &mean);
-    if (s == VRAM_OK) s = vram_tensor_empty(rt, vram_stat_dtype(x->dtype), 1, rs, VRAM_TAG_TEMPORARY, &rstd);
-    if (s == VRAM_OK) {
-        (dt == x->dtype ? rt->k->layer_norm : rt->k->layer_norm_mixed)(dt, rows, c, eps, vram_tensor_data(a),
-                                                                       vram_tensor_data(xc), vram_tensor_data(ln_w),
-                                                                       vram_tensor_data(ln_b), vram_tensor_data(mean),
-                                                                       vram_tensor_data(rstd));
-        vram_no_grad_enter(); /* recorded below as one node that keeps x, not layer_norm(x) */
-        s = vram_linear(a, w, bias, &y);
-        vram_no_grad_exit();
-    }
+    return VRAM_OK;
+}
+
+/* The product after the layer norm (a = layer_norm(x) in dt, with x's contiguous xc and its row
+ * statistics) and the node that keeps x, not a. Takes a, xc, mean and rstd. */
+static vram_status ln_linear_finish(vram_tensor *x, vram_tensor *xc, vram_tensor *a, vram_tensor *mean, vram_tensor *rstd,
+                                    vram_tensor *ln_w, vram_tensor *ln_b, double eps, vram_tensor *w, vram_tensor *bias,
+                                    vram_dtype dt, vram_tensor **out) {
+    vram_tensor *y = NULL;
+    vram_no_grad_enter(); /* recorded below as one node that keeps x, not layer_norm(x) */
+    vram_status s = vram_linear(a, w, bias, &y);
+    vram_no_grad_exit();
     vram_tensor_free(a);
     vram_tensor *in[5] = {x, ln_w, ln_b, w, bias};
     int nin = bias ? 5 : 4;
@@ -397,4 +405,89 @@ vram_status vram_layer_norm_linear_to(vram_tensor *x, vram_tensor *ln_w, vram_te
     vram_tensor_free(mean);
     vram_tensor_free(rstd);
     return rt_finish(s, y, out);
+}
+
+vram_status vram_layer_norm_linear_to(vram_tensor *x, vram_tensor *ln_w, vram_tensor *ln_b, double eps, vram_tensor *w,
+                                      vram_tensor *bias, vram_dtype dt, vram_tensor **out) {
+    vram_status s = ln_linear_check(x, ln_w, ln_b, w, dt, out);
+    if (s != VRAM_OK) return s;
+    vram_runtime *rt = x->rt;
+    int64_t c = x->shape[x->ndim - 1], rows = vram_tensor_numel(x) / c, rs[1] = {rows};
+    vram_tensor *a = NULL, *xc = NULL, *mean = NULL, *rstd = NULL;
+    s = vram_tensor_contig(x, &xc);
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, dt, x->ndim, x->shape, VRAM_TAG_TEMPORARY, &a);
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, vram_stat_dtype(x->dtype), 1, rs, VRAM_TAG_TEMPORARY, &mean);
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, vram_stat_dtype(x->dtype), 1, rs, VRAM_TAG_TEMPORARY, &rstd);
+    if (s != VRAM_OK) {
+        free_four(a, xc, mean, rstd);
+        return s;
+    }
+    (dt == x->dtype ? rt->k->layer_norm : rt->k->layer_norm_mixed)(dt, rows, c, eps, vram_tensor_data(a),
+                                                                   vram_tensor_data(xc), vram_tensor_data(ln_w),
+                                                                   vram_tensor_data(ln_b), vram_tensor_data(mean),
+                                                                   vram_tensor_data(rstd));
+    return ln_linear_finish(x, xc, a, mean, rstd, ln_w, ln_b, eps, w, bias, dt, out);
+}
+
+/* Whether h = x + r and its layer norm run as one kernel (the device's add_layer_norm): one
+ * dtype throughout, one shape, contiguous; VRAM_FUSED_ADD_LN=0 turns it off (to measure and
+ * test the separate kernels, which allocate the same tensors in the same order). */
+static int add_ln_fuses(const vram_tensor *x, const vram_tensor *r, vram_dtype dt) {
+    const char *off = getenv("VRAM_FUSED_ADD_LN");
+    return x->rt->k->add_layer_norm && !(off && !strcmp(off, "0")) && r->rt == x->rt && r->dtype == x->dtype &&
+           dt == x->dtype && vram_shape_equal(x, r) && vram_tensor_is_contiguous(x) && vram_tensor_is_contiguous(r) &&
+           (x->dtype == VRAM_DTYPE_F32 || x->dtype == VRAM_DTYPE_F64 || vram_dtype_is_lowp(x->dtype));
+}
+
+vram_status vram_add_layer_norm_linear_to(vram_tensor *x, vram_tensor *r, vram_tensor *ln_w, vram_tensor *ln_b,
+                                          double eps, vram_tensor *w, vram_tensor *bias, vram_dtype dt, vram_tensor **h,
+                                          vram_tensor **out) {
+    if (!x || !r || !h || !out) {
+        vram_tensor_free(r);
+        return vram_error(VRAM_ERR_INVALID_ARG, "add_layer_norm_linear: null argument");
+    }
+    vram_status s;
+    if (!add_ln_fuses(x, r, dt)) { /* the add, then the layer norm and the product */
+        vram_tensor *sum = NULL;
+        s = vram_add(x, r, &sum);
+        vram_tensor_free(r); /* (before the layer norm allocates, as the separate ops run) */
+        if (s == VRAM_OK) s = vram_layer_norm_linear_to(sum, ln_w, ln_b, eps, w, bias, dt, out);
+        if (s != VRAM_OK) vram_tensor_free(sum);
+        else *h = sum;
+        return s;
+    }
+    s = ln_linear_check(x, ln_w, ln_b, w, dt, out);
+    if (s != VRAM_OK) {
+        vram_tensor_free(r);
+        return s;
+    }
+    vram_runtime *rt = x->rt;
+    int64_t c = x->shape[x->ndim - 1], rows = vram_tensor_numel(x) / c, rs[1] = {rows};
+    vram_tensor *sum = NULL, *a = NULL, *mean = NULL, *rstd = NULL;
+    /* The normalised rows overwrite the branch where nothing else holds it (each element is read
+     * before it is written, by the thread that writes it): then the blocks are those of the
+     * separate ops, whose layer norm takes the block the branch's free returned, and the
+     * allocator sees the same requests (the sum, then the statistics). */
+    int in_place = atomic_load(&r->refs) == 1 && atomic_load(&r->st->refs) == 1 && r->offset == 0 && !r->st->lowp &&
+                   !r->st->gelu && !r->st->keep_lowp;
+    s = vram_tensor_empty(rt, x->dtype, x->ndim, x->shape, VRAM_TAG_TEMPORARY, &sum);
+    if (s == VRAM_OK && in_place) a = vram_tensor_retain(r);
+    else if (s == VRAM_OK) s = vram_tensor_empty(rt, dt, x->ndim, x->shape, VRAM_TAG_TEMPORARY, &a);
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, vram_stat_dtype(x->dtype), 1, rs, VRAM_TAG_TEMPORARY, &mean);
+    if (s == VRAM_OK) s = vram_tensor_empty(rt, vram_stat_dtype(x->dtype), 1, rs, VRAM_TAG_TEMPORARY, &rstd);
+    if (s == VRAM_OK) {
+        rt->k->add_layer_norm(dt, rows, c, eps, vram_tensor_data(sum), vram_tensor_data(a), vram_tensor_data(x),
+                              vram_tensor_data(r), vram_tensor_data(ln_w), vram_tensor_data(ln_b), vram_tensor_data(mean),
+                              vram_tensor_data(rstd));
+        s = vram_binary_record(VRAM_BIN_ADD, x, r, sum);
+    }
+    vram_tensor_free(r); /* freed in stream order: the kernel has read it */
+    if (s != VRAM_OK) {
+        free_four(sum, a, mean, rstd);
+        return s;
+    }
+    s = ln_linear_finish(sum, vram_tensor_retain(sum), a, mean, rstd, ln_w, ln_b, eps, w, bias, dt, out);
+    if (s != VRAM_OK) vram_tensor_free(sum);
+    else *h = sum;
+    return s;
 }

@@ -236,6 +236,18 @@ static void plan_column_sum_lowp(vram_dtype dt, int64_t rows, int64_t n, int64_t
     (void)dt, (void)rows, (void)n, (void)ld, (void)g, (void)out; /* allocates nothing */
 }
 
+/* The weight and bias gradients write buffers the op allocated; the fallback allocates nothing. */
+static void plan_matmul_lowp_wgrad(vram_runtime *rt, vram_dtype dt, int64_t rows, int64_t out_f, int64_t in_f,
+                                   const void *g, int64_t ld, const void *a, float *gw, float *gb) {
+    (void)rt, (void)dt, (void)rows, (void)out_f, (void)in_f, (void)g, (void)ld, (void)a, (void)gw, (void)gb;
+}
+
+static void plan_add_layer_norm(vram_dtype dt, int64_t rows, int64_t n, double eps, void *h, void *out, const void *x,
+                                const void *r, const void *w, const void *b, void *mean, void *rstd) {
+    (void)dt, (void)rows, (void)n, (void)eps, (void)h, (void)out, (void)x, (void)r, (void)w, (void)b, (void)mean;
+    (void)rstd; /* writes buffers the op allocated */
+}
+
 const vram_kernels vram_plan_cuda_kernels = {
     .name = "plan-cuda",
     .matmul = plan_matmul_gpu,
@@ -243,8 +255,10 @@ const vram_kernels vram_plan_cuda_kernels = {
     .matmul_lowp_gelu = plan_matmul_lowp_gelu,
     .matmul_lowp_dgelu = plan_matmul_lowp_dgelu,
     .column_sum_lowp = plan_column_sum_lowp,
+    .matmul_lowp_wgrad = plan_matmul_lowp_wgrad,
     .layer_norm_mixed = plan_layer_norm, /* (computes nothing, allocates nothing: as the plain ones) */
     .layer_norm_mixed_backward = plan_layer_norm_backward,
+    .add_layer_norm = plan_add_layer_norm,
     .cross_entropy_fused = plan_cross_entropy_fused,
     .flash_attention = plan_flash_attention,
     .flash_attention_backward = plan_flash_attention_backward,

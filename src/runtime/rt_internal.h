@@ -195,12 +195,23 @@ typedef struct vram_kernels {
     /* Optional (NULL: a product with a row of ones): out [n] (f32) = the sum over `rows` of the
      * first n columns of g [rows, ld] (f16/bf16): a mixed linear's bias gradient. */
     void (*column_sum_lowp)(vram_dtype dt, int64_t rows, int64_t n, int64_t ld, const void *g, float *out);
+    /* Optional (NULL: matmul_lowp, then column_sum_lowp): a mixed linear's weight and bias
+     * gradients from one call: gw [out_f, in_f] (f32) = g^T @ a, gb [out_f] (f32, or NULL) = the
+     * column sums of the first out_f columns of g [rows, ld]; a [rows, in_f]; g and a 16-bit in
+     * dt, contiguous. The GPU's comes out of one product where cuBLASLt has the epilogue. */
+    void (*matmul_lowp_wgrad)(vram_runtime *rt, vram_dtype dt, int64_t rows, int64_t out_f, int64_t in_f, const void *g,
+                              int64_t ld, const void *a, float *gw, float *gb);
     /* layer_norm and layer_norm_backward with f32 rows x (and gx) and 16-bit rows out (and
      * gout) in dt: an f32 residual stream normalised for a 16-bit product (ops_mixed.c). */
     void (*layer_norm_mixed)(vram_dtype dt, int64_t rows, int64_t n, double eps, void *out, const void *x, const void *w,
                              const void *b, void *mean, void *rstd);
     void (*layer_norm_mixed_backward)(vram_dtype dt, int64_t rows, int64_t n, void *gx, void *gw, void *gb,
                                       const void *gout, const void *x, const void *w, const void *mean, const void *rstd);
+    /* Optional (NULL: binary, then layer_norm): the residual add and the layer norm after it in
+     * one pass: h = x + r, out = layer_norm(h) as layer_norm would give it from the stored h;
+     * x, r, h and out contiguous in dt (any float dtype); w, b, mean, rstd as layer_norm's. */
+    void (*add_layer_norm)(vram_dtype dt, int64_t rows, int64_t n, double eps, void *h, void *out, const void *x,
+                           const void *r, const void *w, const void *b, void *mean, void *rstd);
     /* Cross-entropy and its gradient in one pass, for the classifier (ops_classifier.c): logits
      * [rows, ld] (the first n columns are the classes); adds the rows' losses to *loss_sum
      * (device f64) and, when scale != 0, overwrites the logits with scale * (softmax - onehot),
@@ -335,6 +346,9 @@ vram_status vram_check_float(const char *op, const vram_tensor *t);
 vram_status vram_check_same_dtype(const char *op, const vram_tensor *a, const vram_tensor *b);
 /* Sums g down to a tensor of the given shape (the inverse of broadcasting). */
 vram_status vram_sum_to_shape(vram_tensor *g, int ndim, const int64_t *shape, vram_tensor **out);
+/* Records y = a op b (VRAM_BIN_*), computed by the caller (a fused kernel), for backward as
+ * the op itself would (nothing when no input needs a gradient). */
+vram_status vram_binary_record(int op, vram_tensor *a, vram_tensor *b, vram_tensor *y);
 /* out = a + b for same-shape tensors, no graph (used by the engine to accumulate). */
 vram_status vram_add_nograd(vram_tensor *a, vram_tensor *b, vram_tensor **out);
 /* Batched matrix product without recording, on raw geometry (a, b: [.., M, K], [.., K, N]). */

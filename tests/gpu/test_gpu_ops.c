@@ -260,6 +260,25 @@ static vram_status op_ln_linear(vram_tensor **x, const int64_t *p, vram_tensor *
     (void)p;
     return vram_layer_norm_linear(x[0], x[1], x[2], 1e-5, x[3], x[4], y);
 }
+/* The residual sum and layer_norm_linear of it: one kernel for the add and the layer norm on the
+ * GPU (p[0] = 1: VRAM_FUSED_ADD_LN=0, separate kernels), separate ops on the CPU; both outputs
+ * side by side, so that the sum (the residual stream) is compared too. p[1] = 1: the branch is
+ * a tensor only the op holds (x[1] * 1), whose block the layer norm's output overwrites. */
+static vram_status op_add_ln_linear(vram_tensor **x, const int64_t *p, vram_tensor **y) {
+    vram_tensor *h = NULL, *c = NULL, *r = NULL;
+    vram_status s = p && p[1] ? vram_scale(x[1], 1.0, &r) : VRAM_OK;
+    if (!r) r = vram_tensor_retain(x[1]);
+    if (p && p[0]) setenv("VRAM_FUSED_ADD_LN", "0", 1);
+    if (s == VRAM_OK)
+        s = vram_add_layer_norm_linear_to(x[0], r, x[2], x[3], 1e-5, x[4], x[5], vram_tensor_dtype(x[0]), &h, &c);
+    else
+        vram_tensor_free(r);
+    unsetenv("VRAM_FUSED_ADD_LN");
+    if (s == VRAM_OK) s = vram_concat(2, (vram_tensor *[]){c, h}, vram_tensor_ndim(h) - 1, y);
+    vram_tensor_free(h);
+    vram_tensor_free(c);
+    return s;
+}
 static vram_status op_softmax(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_softmax(x[0], y); }
 static vram_status op_log_softmax(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_log_softmax(x[0], y); }
 static vram_status op_causal_softmax(vram_tensor **x, const int64_t *p, vram_tensor **y) { (void)p; return vram_causal_softmax(x[0], y); }
@@ -364,6 +383,9 @@ static void test_ops(vram_dtype dt, int trials) {
                        SPEC(.nd = 1, .shape = {k}, .grad = 1), SPEC(.nd = 2, .shape = {n, k}, .grad = 1),
                        SPEC(.nd = 1, .shape = {n}, .grad = 1)};
         run_case("layer_norm_linear", op_ln_linear, 5, lnl, NULL, dt);
+        spec aln[6] = {lnl[0], lnl[0], lnl[1], lnl[2], lnl[3], lnl[4]};
+        int64_t fresh[2] = {0, t & 1};
+        run_case("add_layer_norm_linear", op_add_ln_linear, 6, aln, fresh, dt);
         spec ln[3] = {SPEC(.nd = 3, .shape = {a, b, c}, .grad = 1), SPEC(.nd = 1, .shape = {c}, .grad = 1),
                       SPEC(.nd = 1, .shape = {c}, .grad = 1)};
         run_case("layer_norm", op_layer_norm, 3, ln, NULL, dt);
@@ -389,6 +411,8 @@ static void test_ops(vram_dtype dt, int trials) {
         run_case("avg_pool2d", op_avgpool, 1, pl, NULL, dt);
     }
 }
+
+static int64_t bgrad_cases, bgrad_fused; /* bias gradients asked of the product, and those from its epilogue */
 
 /* Mixed precision: 16-bit activations with f32 parameters on the GPU against f32 on the CPU. */
 static void test_mixed(vram_dtype act, int trials) {
@@ -419,6 +443,18 @@ static void test_mixed(vram_dtype act, int trials) {
         spec lo[3] = {SPEC(.nd = 2, .shape = {m, k}, .grad = 1, .act = 1), SPEC(.nd = 2, .shape = {odd, k}, .grad = 1),
                       SPEC(.nd = 1, .shape = {odd}, .grad = 1)};
         run_case("mixed linear (odd width)", op_linear, 3, lo, with_bias, dt);
+        /* the bias gradient out of the weight gradient's product (cuBLASLt's BGRADB), over few
+         * rows and over many, and with it off (VRAM_BGRAD_EPILOGUE=0: the column-sum kernel) */
+        int64_t fused0 = vram_cuda_epilogue_bgrads;
+        run_case("mixed linear, bias gradient from the product", op_linear, 3, lin, with_bias, dt);
+        spec tall[3] = {SPEC(.nd = 2, .shape = {2048 + 8 * irand(0, 4), k}, .grad = 1, .act = 1), lin[1], lin[2]};
+        run_case("mixed linear, bias gradient over 2k rows", op_linear, 3, tall, with_bias, dt);
+        bgrad_cases += 2, bgrad_fused += vram_cuda_epilogue_bgrads - fused0;
+        setenv("VRAM_BGRAD_EPILOGUE", "0", 1);
+        int64_t off0 = vram_cuda_epilogue_bgrads;
+        run_case("mixed linear, bias gradient kernel (epilogue off)", op_linear, 3, tall, with_bias, dt);
+        CHECK(vram_cuda_epilogue_bgrads == off0, "VRAM_BGRAD_EPILOGUE=0: a bias gradient still came from the epilogue");
+        unsetenv("VRAM_BGRAD_EPILOGUE");
         run_case("mixed gelu_linear", op_gelu_linear, 3, lin, NULL, dt);
         run_case("mixed gelu_tanh", op_gelu_tanh, 1, same, NULL, dt);
         /* the tanh GELU's derivative in the input gradient's product (cuBLASLt's DGELU) */
@@ -440,6 +476,21 @@ static void test_mixed(vram_dtype act, int trials) {
                        SPEC(.nd = 1, .shape = {k}, .grad = 1), SPEC(.nd = 2, .shape = {n, k}, .grad = 1),
                        SPEC(.nd = 1, .shape = {n}, .grad = 1)};
         run_case("mixed layer_norm_linear", op_ln_linear, 5, lnl, NULL, dt);
+        /* the residual add and the layer norm in one kernel: widths off and on the one-warp-a-row
+         * path (multiples of 256 up to 1024), and the separate kernels (VRAM_FUSED_ADD_LN=0) */
+        int64_t kwide = t & 1 ? 256 * irand(1, 4) : k, sep[2] = {1, 0}, fresh[2] = {0, 1};
+        spec aln[6] = {SPEC(.nd = 3, .shape = {d, m, kwide}, .grad = 1, .act = 1),
+                       SPEC(.nd = 3, .shape = {d, m, kwide}, .grad = 1, .act = 1), SPEC(.nd = 1, .shape = {kwide}, .grad = 1),
+                       SPEC(.nd = 1, .shape = {kwide}, .grad = 1), SPEC(.nd = 2, .shape = {n, kwide}, .grad = 1),
+                       SPEC(.nd = 1, .shape = {n}, .grad = 1)};
+        run_case("mixed add_layer_norm_linear (one kernel)", op_add_ln_linear, 6, aln, NULL, dt);
+        run_case("mixed add_layer_norm_linear (one kernel, output over the branch)", op_add_ln_linear, 6, aln, fresh, dt);
+        spec aln_warp[6] = {SPEC(.nd = 2, .shape = {m, 768}, .grad = 1, .act = 1),
+                            SPEC(.nd = 2, .shape = {m, 768}, .grad = 1, .act = 1), SPEC(.nd = 1, .shape = {768}, .grad = 1),
+                            SPEC(.nd = 1, .shape = {768}, .grad = 1), SPEC(.nd = 2, .shape = {n, 768}, .grad = 1),
+                            SPEC(.nd = 1, .shape = {n}, .grad = 1)};
+        run_case("mixed add_layer_norm_linear (one kernel, width 768)", op_add_ln_linear, 6, aln_warp, fresh, dt);
+        run_case("mixed add_layer_norm_linear (separate kernels)", op_add_ln_linear, 6, aln, sep, dt);
         int64_t kw = t & 1 ? 256 * irand(1, 3) : k;
         spec lnf[5] = {SPEC(.nd = 3, .shape = {d, m, kw}, .grad = 1), SPEC(.nd = 1, .shape = {kw}, .grad = 1),
                        SPEC(.nd = 1, .shape = {kw}, .grad = 1), SPEC(.nd = 2, .shape = {n, kw}, .grad = 1),
@@ -716,6 +767,9 @@ int main(int argc, char **argv) {
     test_mixed(VRAM_DTYPE_BF16, 2 * trials);
     test_mixed(VRAM_DTYPE_F16, trials);
     CHECK(epilogue_gelus > 0, "no mixed MLP got its GELU from fc's product (the GELU epilogue never ran)");
+    /* (no failure where cuBLASLt has no BGRADB product: the kernel's sums were checked instead) */
+    printf("bias gradients from cuBLASLt's BGRADB epilogue: %lld of %lld linear cases (%lld in all)\n",
+           (long long)bgrad_fused, (long long)bgrad_cases, (long long)vram_cuda_epilogue_bgrads);
     test_optimizers();
     test_kept_lowp_weights();
     test_tanh_gpt();
