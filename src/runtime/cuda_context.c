@@ -93,6 +93,7 @@ static const char *const kernel_names[CK_COUNT] = {
     [CK_SUM_SQUARES] = "vk_sum_squares", [CK_CHECK_IDS] = "vk_check_ids", [CK_COPY16] = "vk_copy16",
     [CK_FLASH_FORWARD] = "vk_flash_forward", [CK_FLASH_DOT] = "vk_flash_dot",
     [CK_FLASH_BACKWARD_KV] = "vk_flash_backward_kv", [CK_FLASH_BACKWARD_Q] = "vk_flash_backward_q",
+    [CK_FLASH_BACKWARD] = "vk_flash_backward", [CK_FLASH_DQ] = "vk_flash_dq",
     [CK_UNSCALE] = "vk_unscale", [CK_SCALER_UPDATE] = "vk_scaler_update",
     [CK_ADAM_UPDATE_LIST] = "vk_adam_update_list", [CK_CROSS_ENTROPY_FUSED] = "vk_cross_entropy_fused",
     [CK_LIST_SUM_SQUARES] = "vk_list_sum_squares", [CK_LIST_SCALE] = "vk_list_scale",

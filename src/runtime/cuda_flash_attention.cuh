@@ -14,6 +14,11 @@
  * nothing is added atomically: one per key block accumulates dK and dV over the query tiles,
  * one per query block accumulates dQ over the key tiles; both recompute P from lse, with
  * dvec = rowsum(dO * O). Blocks are numbered longest causal loop first, across all heads.
+ * The default backward is FlashAttention-2's one pass (backward_fused): one block per key block
+ * computes dK and dV as above and, from the same P and dS, adds each query tile's dQ share
+ * into an fp32 [B, T, C] accumulator with atomics; a small kernel scales it into 16 bits. P
+ * is computed once instead of twice; the order of the atomic adds varies, so dQ's last bits
+ * vary from run to run (VRAM_FLASH_BWD=split keeps the two deterministic kernels).
  */
 
 namespace fa {
@@ -23,6 +28,7 @@ constexpr int LDT = D + 8;                /* row stride in elements: 144 bytes k
 constexpr int TILE_ELEMS = TILE * LDT;    /* one 64 x 64 tile of 16-bit elements, padded */
 constexpr int STAGES = 2;                 /* the tile being multiplied and the one in flight */
 constexpr int SMEM_BYTES = STAGES * 2 * TILE_ELEMS * 2 + STAGES * 2 * TILE * 4;
+constexpr int SMEM_FUSED_BYTES = SMEM_BYTES + TILE_ELEMS * 2; /* + the key block's K, for dQ */
 constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -85,6 +91,14 @@ template <typename T> __device__ void load_a(uint32_t a[4][4], const T *tile, in
     for (int k = 0; k < 4; k++) ldsm_x4(a[k], tile + (row0 + (l & 7) + ((l >> 3) & 1) * 8) * LDT + k * 16 + (l >> 4) * 8);
 }
 
+/* The A fragments of columns [m0, m0 + 16) of a tile stored [k][m] (the transpose of rows
+ * m0.. of a [m][k] tile): ldmatrix's .trans hands each lane the (m, k) pairs load_a would. */
+template <typename T> __device__ void load_a_trans(uint32_t a[4][4], const T *tile, int m0) {
+    int l = threadIdx.x & 31;
+    for (int k = 0; k < 4; k++)
+        ldsm_x4_trans(a[k], tile + (k * 16 + (l & 7) + (l >> 4) * 8) * LDT + m0 + ((l >> 3) & 1) * 8);
+}
+
 /* s (16 x 64) = a (16 x 64) times the tile transposed: the tile is stored [n][k]. */
 template <typename T> __device__ void product_nt(float s[8][4], const uint32_t a[4][4], const T *tile) {
     int l = threadIdx.x & 31;
@@ -130,6 +144,34 @@ template <typename T> __device__ void store_rows(T *dst, int64_t stride, int64_t
         if (row0 + g < Tn) *(uint32_t *)(dst + (row0 + g) * stride + j * 8 + 2 * q) = pack2<T>(o[j][0] * f1, o[j][1] * f1);
         if (row0 + g + 8 < Tn)
             *(uint32_t *)(dst + (row0 + g + 8) * stride + j * 8 + 2 * q) = pack2<T>(o[j][2] * f2, o[j][3] * f2);
+    }
+}
+
+/* Writes A fragments (16 x 64, as to_a packs them) to rows [row0, row0 + 16) of a tile. */
+template <typename T> __device__ void store_a(T *tile, int row0, const uint32_t a[4][4]) {
+    int l = threadIdx.x & 31, g = l >> 2, q = l & 3;
+    for (int k = 0; k < 4; k++)
+        for (int h = 0; h < 2; h++) {
+            *(uint32_t *)(tile + (row0 + g) * LDT + (2 * k + h) * 8 + 2 * q) = a[k][2 * h];
+            *(uint32_t *)(tile + (row0 + g + 8) * LDT + (2 * k + h) * 8 + 2 * q) = a[k][2 * h + 1];
+        }
+}
+
+/* Adds the warp's accumulator to rows [row0, row0 + 16) of an fp32 dst (rows past T skipped),
+ * two columns an atomic: Hopper adds a float2 in one operation. */
+__device__ __forceinline__ void atomic_add2(float *p, float x, float y) {
+#if __CUDA_ARCH__ >= 900
+    atomicAdd((float2 *)p, make_float2(x, y));
+#else
+    atomicAdd(p, x);
+    atomicAdd(p + 1, y);
+#endif
+}
+__device__ void add_rows(float *dst, int64_t stride, int64_t row0, int64_t Tn, const float o[8][4]) {
+    int l = threadIdx.x & 31, g = l >> 2, q = l & 3;
+    for (int j = 0; j < 8; j++) {
+        if (row0 + g < Tn) atomic_add2(dst + (row0 + g) * stride + j * 8 + 2 * q, o[j][0], o[j][1]);
+        if (row0 + g + 8 < Tn) atomic_add2(dst + (row0 + g + 8) * stride + j * 8 + 2 * q, o[j][2], o[j][3]);
     }
 }
 
@@ -319,6 +361,75 @@ template <typename T> __device__ void backward_kv(shape sh, const T *qkv, const 
     store_rows(gb + 2 * c.C, c.stride, krow0, Tn, dv, 1.0f, 1.0f);
 }
 
+/* FlashAttention-2's one-pass backward: dK and dV of one block of 64 keys as backward_kv, and
+ * each query tile's share of dQ (dS K over this block's keys) added into dq_acc [B, T, C]
+ * (fp32, zeroed, unscaled). Each iteration's dS^T goes through shared memory, into the dO
+ * buffer it no longer needs, so that the warps can take it by query rows: warp w multiplies
+ * queries [16w, 16w + 16) of dS by the block's K (kept in shared memory) and adds the result. */
+template <typename T> __device__ void backward_fused(shape sh, const T *qkv, const T *gout, const float *lse,
+                                                     const float *dvec, T *gqkv, float *dq_acc, float scale,
+                                                     char *smem) {
+    block_ctx<T> c = block_setup(sh, qkv, gout, false);
+    T *tiles = (T *)smem, *ks = tiles + 4 * TILE_ELEMS; /* stage s: Q at (2s), dO at (2s + 1); K at 4 */
+    float *rows = (float *)(tiles + 5 * TILE_ELEMS);    /* stage s: lse at (2s), dvec at (2s + 1) */
+    int64_t kb = c.blk, k0 = kb * TILE, krow0 = k0 + c.w * 16, Tn = sh.Tn, nq = c.nb;
+    const float sl2 = scale * LOG2E;
+    float *dq_at = dq_acc + c.b * Tn * c.C + c.h * D;
+
+    load_tile_async(ks, c.base + c.C, c.stride, k0, Tn); /* K to its place, V through stage 1 */
+    load_tile_async(tiles + 2 * TILE_ELEMS, c.base + 2 * c.C, c.stride, k0, Tn);
+    cp_async_commit();
+    load_query_tile(c, sh, kb, tiles, tiles + TILE_ELEMS, rows, rows + TILE, lse, dvec);
+    cp_async_wait<1>();
+    __syncthreads();
+    uint32_t fv[4][4];
+    load_a(fv, tiles + 2 * TILE_ELEMS, c.w * 16);
+
+    float dk[8][4], dv[8][4];
+    for (int j = 0; j < 8; j++)
+        for (int e = 0; e < 4; e++) dk[j][e] = dv[j][e] = 0.0f;
+    for (int64_t qt = kb; qt < nq; qt++) {
+        int st = (int)((qt - kb) & 1);
+        T *qs = tiles + st * 2 * TILE_ELEMS, *dos = qs + TILE_ELEMS;
+        const float *lse_s = rows + st * 2 * TILE, *dv_s = lse_s + TILE;
+        cp_async_wait<0>();
+        __syncthreads(); /* tile qt has landed, and every warp is done with the other stage */
+        if (qt + 1 < nq) {
+            T *next = tiles + (st ^ 1) * 2 * TILE_ELEMS;
+            float *next_rows = rows + (st ^ 1) * 2 * TILE;
+            load_query_tile(c, sh, qt + 1, next, next + TILE_ELEMS, next_rows, next_rows + TILE, lse, dvec);
+        }
+        float s[8][4], dp[8][4];
+        uint32_t a[4][4];
+        load_a(a, ks, c.w * 16); /* the warp's K rows (read again each tile: fewer registers held) */
+        product_nt<T>(s, a, qs); /* S^T: keys x queries */
+        for (int j = 0; j < 8; j++)
+            for (int e = 0; e < 4; e++) {
+                int col = j * 8 + 2 * c.q + (e & 1);
+                int64_t qi = qt * TILE + col, kj = krow0 + c.g + (e >> 1) * 8;
+                s[j][e] = kj <= qi && qi < Tn ? exp2f(s[j][e] * sl2 - lse_s[col]) : 0.0f;
+            }
+        to_a<T>(a, s);
+        product_nn<T>(dv, a, dos); /* dV += P^T dO */
+        product_nt<T>(dp, fv, dos); /* dP^T = V dO^T */
+        for (int j = 0; j < 8; j++)
+            for (int e = 0; e < 4; e++) dp[j][e] = s[j][e] * (dp[j][e] - dv_s[j * 8 + 2 * c.q + (e & 1)]);
+        to_a<T>(a, dp);
+        product_nn<T>(dk, a, qs); /* dK += dS^T Q (scaled when stored) */
+        __syncthreads(); /* every warp is done reading dO: its buffer takes dS^T */
+        store_a<T>(dos, c.w * 16, a);
+        __syncthreads();
+        float dq[8][4];
+        for (int j = 0; j < 8; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
+        load_a_trans(a, dos, c.w * 16); /* dS for the warp's 16 queries, all 64 keys */
+        product_nn<T>(dq, a, ks);        /* dQ (this key block's share) = dS K */
+        add_rows(dq_at, c.C, qt * TILE + c.w * 16, Tn, dq);
+    }
+    T *gb = gqkv + c.gqkv_at;
+    store_rows(gb + c.C, c.stride, krow0, Tn, dk, scale, scale);
+    store_rows(gb + 2 * c.C, c.stride, krow0, Tn, dv, 1.0f, 1.0f);
+}
+
 /* dQ of one block of 64 queries, over the key tiles at or before it. */
 template <typename T> __device__ void backward_q(shape sh, const T *qkv, const T *gout, const float *lse,
                                                  const float *dvec, T *gqkv, float scale, char *smem) {
@@ -369,9 +480,9 @@ template <typename T> __device__ void backward_q(shape sh, const T *qkv, const T
 
 } /* namespace fa */
 
-#define FA_DISPATCH(dt, call)                                                                      \
+#define FA_DISPATCH(dt, bytes, call)                                                               \
     do {                                                                                           \
-        __shared__ __align__(128) char smem[fa::SMEM_BYTES];                                       \
+        __shared__ __align__(128) char smem[bytes];                                                \
         if ((dt) == VK_BF16) {                                                                     \
             typedef __nv_bfloat16 T;                                                               \
             call;                                                                                  \
@@ -385,12 +496,13 @@ template <typename T> __device__ void backward_q(shape sh, const T *qkv, const T
 extern "C" __global__ void __launch_bounds__(fa::THREADS) vk_flash_forward(int dt, int64_t B, int64_t Tn, int64_t H,
                                                                            const char *qkv, char *out, float *lse,
                                                                            float scale) {
-    FA_DISPATCH(dt, fa::forward<T>({B, Tn, H}, (const T *)qkv, (T *)out, lse, scale, smem));
+    FA_DISPATCH(dt, fa::SMEM_BYTES, fa::forward<T>({B, Tn, H}, (const T *)qkv, (T *)out, lse, scale, smem));
 }
 
-/* dvec[b, h, t] = sum over d of dO * O, both [B, T, C]: one warp a row. */
+/* dvec[b, h, t] = sum over d of dO * O, both [B, T, C]: one warp a row. dq_zero, when not
+ * null, is the fused backward's [B, T, C] fp32 accumulator, zeroed here on the way. */
 extern "C" __global__ void vk_flash_dot(int dt, int64_t B, int64_t Tn, int64_t H, const char *gout, const char *out,
-                                        float *dvec) {
+                                        float *dvec, float *dq_zero) {
     int lane = threadIdx.x & 31;
     int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5, warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
     for (int64_t row = warp; row < B * H * Tn; row += warps) {
@@ -401,17 +513,45 @@ extern "C" __global__ void vk_flash_dot(int dt, int64_t B, int64_t Tn, int64_t H
         });
         acc = warp_sum(acc);
         if (lane == 0) dvec[row] = acc;
+        if (dq_zero) dq_zero[at + lane] = dq_zero[at + lane + 32] = 0.0f;
     }
 }
 
 extern "C" __global__ void __launch_bounds__(fa::THREADS)
     vk_flash_backward_kv(int dt, int64_t B, int64_t Tn, int64_t H, const char *qkv, const char *gout, const float *lse,
                          const float *dvec, char *gqkv, float scale) {
-    FA_DISPATCH(dt, fa::backward_kv<T>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv, scale, smem));
+    FA_DISPATCH(dt, fa::SMEM_BYTES, fa::backward_kv<T>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv, scale, smem));
 }
 
 extern "C" __global__ void __launch_bounds__(fa::THREADS)
     vk_flash_backward_q(int dt, int64_t B, int64_t Tn, int64_t H, const char *qkv, const char *gout, const float *lse,
                         const float *dvec, char *gqkv, float scale) {
-    FA_DISPATCH(dt, fa::backward_q<T>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv, scale, smem));
+    FA_DISPATCH(dt, fa::SMEM_BYTES, fa::backward_q<T>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv, scale, smem));
+}
+
+/* Grid: ceil(T / 64) * B * H blocks of 128 threads, one per key block; dq_acc as vk_flash_dot
+ * leaves it (zeroed). */
+extern "C" __global__ void __launch_bounds__(fa::THREADS)
+    vk_flash_backward(int dt, int64_t B, int64_t Tn, int64_t H, const char *qkv, const char *gout, const float *lse,
+                      const float *dvec, char *gqkv, float *dq_acc, float scale) {
+    FA_DISPATCH(dt, fa::SMEM_FUSED_BYTES,
+                fa::backward_fused<T>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv, dq_acc, scale, smem));
+}
+
+/* The q third of gqkv [B, T, 3C] = scale * dq_acc [B, T, C] in 16 bits, four elements a thread
+ * (C is a multiple of 64). */
+extern "C" __global__ void vk_flash_dq(int dt, int64_t B, int64_t Tn, int64_t H, const float *dq_acc, char *gqkv,
+                                       float scale) {
+    int64_t C = H * fa::D, n4 = B * Tn * C / 4;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t e = 4 * i, bt = e / C, col = e % C;
+        float4 v = *(const float4 *)(dq_acc + e);
+        uint32_t lo, hi;
+        if (dt == VK_BF16) {
+            lo = fa::pack2<__nv_bfloat16>(v.x * scale, v.y * scale), hi = fa::pack2<__nv_bfloat16>(v.z * scale, v.w * scale);
+        } else {
+            lo = fa::pack2<__half>(v.x * scale, v.y * scale), hi = fa::pack2<__half>(v.z * scale, v.w * scale);
+        }
+        *(uint2 *)(gqkv + (bt * 3 * C + col) * 2) = make_uint2(lo, hi);
+    }
 }

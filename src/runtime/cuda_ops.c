@@ -555,24 +555,50 @@ static void cuda_flash_attention(vram_runtime *rt, vram_dtype dt, int64_t B, int
     vram_cuda_launch(CK_FLASH_FORWARD, (T + FLASH_TILE - 1) / FLASH_TILE * B * H, FLASH_THREADS, args);
 }
 
+int vram_flash_backward_split(void) {
+    const char *e = getenv("VRAM_FLASH_BWD");
+    if (!e || !*e || !strcmp(e, "fused")) return 0;
+    return !strcmp(e, "split") ? 1 : -1;
+}
+
+/* dvec (the rows' dO . O) first, then the fused backward (with its fp32 dQ accumulator, zeroed
+ * by the dvec kernel, scaled into gqkv's q third after) or the split pair. */
 static void cuda_flash_attention_backward(vram_runtime *rt, vram_dtype dt, int64_t B, int64_t T, int64_t H,
                                           const void *qkv, const void *out, const void *gout, const float *lse,
                                           void *gqkv) {
-    void *dvec = NULL;
-    size_t bytes = (size_t)(B * H * T) * sizeof(float);
+    int split = vram_flash_backward_split();
+    if (split < 0) {
+        vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_FLASH_BWD=%s: expected fused or split", getenv("VRAM_FLASH_BWD"));
+        return;
+    }
+    void *dvec = NULL, *dq = NULL;
+    size_t bytes = (size_t)(B * H * T) * sizeof(float), dq_bytes = split ? 0 : (size_t)(B * T * H * 64) * sizeof(float);
     if (vram_allocator_malloc(rt->alloc, bytes ? bytes : 1, rt->stream, VRAM_TAG_TEMPORARY, &dvec) != VRAM_OK) {
         vram_cuda_fail(VRAM_ERR_OUT_OF_MEMORY, "flash attention backward: no memory for %zu bytes of row sums", bytes);
         return;
     }
+    if (!split && vram_allocator_malloc(rt->alloc, dq_bytes ? dq_bytes : 1, rt->stream, VRAM_TAG_TEMPORARY, &dq) != VRAM_OK) {
+        vram_allocator_free(rt->alloc, dvec);
+        vram_cuda_fail(VRAM_ERR_OUT_OF_MEMORY, "flash attention backward: no memory for %zu bytes of fp32 dQ", dq_bytes);
+        return;
+    }
     int d = dt;
     float scale = 0.125f;
-    void *dot_args[] = {&d, &B, &T, &H, &gout, &out, &dvec};
+    void *dot_args[] = {&d, &B, &T, &H, &gout, &out, &dvec, &dq};
     vram_cuda_launch(CK_FLASH_DOT, vram_cuda_blocks(B * H * T * 32, THREADS), THREADS, dot_args);
-    void *args[] = {&d, &B, &T, &H, &qkv, &gout, &lse, &dvec, &gqkv, &scale};
     int64_t blocks = (T + FLASH_TILE - 1) / FLASH_TILE * B * H;
-    vram_cuda_launch(CK_FLASH_BACKWARD_KV, blocks, FLASH_THREADS, args);
-    vram_cuda_launch(CK_FLASH_BACKWARD_Q, blocks, FLASH_THREADS, args);
-    vram_allocator_free(rt->alloc, dvec); /* stream order keeps it until the kernels have read it */
+    if (split) {
+        void *args[] = {&d, &B, &T, &H, &qkv, &gout, &lse, &dvec, &gqkv, &scale};
+        vram_cuda_launch(CK_FLASH_BACKWARD_KV, blocks, FLASH_THREADS, args);
+        vram_cuda_launch(CK_FLASH_BACKWARD_Q, blocks, FLASH_THREADS, args);
+    } else {
+        void *args[] = {&d, &B, &T, &H, &qkv, &gout, &lse, &dvec, &gqkv, &dq, &scale};
+        vram_cuda_launch(CK_FLASH_BACKWARD, blocks, FLASH_THREADS, args);
+        void *dq_args[] = {&d, &B, &T, &H, &dq, &gqkv, &scale};
+        vram_cuda_launch(CK_FLASH_DQ, vram_cuda_blocks(B * T * H * 16, THREADS), THREADS, dq_args);
+        vram_allocator_free(rt->alloc, dq);
+    }
+    vram_allocator_free(rt->alloc, dvec); /* stream order keeps them until the kernels have read them */
 }
 
 const vram_kernels vram_cuda_kernels = {

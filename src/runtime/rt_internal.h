@@ -239,6 +239,11 @@ extern const vram_kernels vram_plan_kernels;
 /* The planner's table for the GPU runtime: allocates what the CUDA table allocates (no pack
  * buffers; flash attention's row sums), with the low-precision slots, computing nothing. */
 extern const vram_kernels vram_plan_cuda_kernels;
+/* Which flash-attention backward the CUDA table runs, from VRAM_FLASH_BWD: 0 the one-pass
+ * (fused, the default: dQ added atomically), 1 the split pair of kernels (deterministic), -1
+ * a value that is neither (the CUDA slot then fails with a message). The planner asks too:
+ * the one-pass backward takes an fp32 dQ accumulator. */
+int vram_flash_backward_split(void);
 
 /* The CPU matrix product's work split, which the planner's table repeats: how many threads
  * (each with its own pack buffers) one call runs on, 0 for an empty product; and the bytes of
