@@ -403,12 +403,17 @@ template <typename T> __device__ void backward_fused(shape sh, const T *qkv, con
         uint32_t a[4][4];
         load_a(a, ks, c.w * 16); /* the warp's K rows (read again each tile: fewer registers held) */
         product_nt<T>(s, a, qs); /* S^T: keys x queries */
-        for (int j = 0; j < 8; j++)
-            for (int e = 0; e < 4; e++) {
-                int col = j * 8 + 2 * c.q + (e & 1);
-                int64_t qi = qt * TILE + col, kj = krow0 + c.g + (e >> 1) * 8;
-                s[j][e] = kj <= qi && qi < Tn ? exp2f(s[j][e] * sl2 - lse_s[col]) : 0.0f;
-            }
+        if (qt == kb || (qt + 1) * TILE > Tn) { /* the diagonal tile or the last: masked */
+            for (int j = 0; j < 8; j++)
+                for (int e = 0; e < 4; e++) {
+                    int col = j * 8 + 2 * c.q + (e & 1);
+                    int64_t qi = qt * TILE + col, kj = krow0 + c.g + (e >> 1) * 8;
+                    s[j][e] = kj <= qi && qi < Tn ? exp2f(s[j][e] * sl2 - lse_s[col]) : 0.0f;
+                }
+        } else {
+            for (int j = 0; j < 8; j++)
+                for (int e = 0; e < 4; e++) s[j][e] = exp2f(s[j][e] * sl2 - lse_s[j * 8 + 2 * c.q + (e & 1)]);
+        }
         to_a<T>(a, s);
         product_nn<T>(dv, a, dos); /* dV += P^T dO */
         product_nt<T>(dp, fv, dos); /* dP^T = V dO^T */
@@ -508,8 +513,16 @@ extern "C" __global__ void vk_flash_dot(int dt, int64_t B, int64_t Tn, int64_t H
     for (int64_t row = warp; row < B * H * Tn; row += warps) {
         int64_t t = row % Tn, bh = row / Tn, b = bh / H, h = bh % H, at = (b * Tn + t) * H * fa::D + h * fa::D;
         float acc = 0;
-        DISPATCH_ALL(dt, {
-            for (int d = lane; d < fa::D; d += 32) acc += (float)((const T *)gout)[at + d] * (float)((const T *)out)[at + d];
+        DISPATCH_ALL(dt, { /* two neighbouring elements a lane: one 32-bit load each in 16 bits */
+            const T *gp = (const T *)gout + at + 2 * lane, *op = (const T *)out + at + 2 * lane;
+            T g2[2], o2[2];
+            if (sizeof(T) == 2) {
+                uint32_t gv = *(const uint32_t *)gp, ov = *(const uint32_t *)op;
+                memcpy(g2, &gv, 4), memcpy(o2, &ov, 4);
+            } else {
+                g2[0] = gp[0], g2[1] = gp[1], o2[0] = op[0], o2[1] = op[1];
+            }
+            acc = (float)g2[0] * (float)o2[0] + (float)g2[1] * (float)o2[1];
         });
         acc = warp_sum(acc);
         if (lane == 0) dvec[row] = acc;

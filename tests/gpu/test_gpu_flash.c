@@ -76,8 +76,10 @@ static int attention_run(side *sd, vram_dtype dt, int64_t B, int64_t T, int64_t 
 }
 
 /* Relative error of b against a over the elements of `part` (-1 all; 0, 1, 2 the q, k, v
- * thirds of rows `width` wide); *diff counts the elements that differ at all. */
-static double rel_err(const double *a, const double *b, int64_t n, int64_t width, int part, int64_t *diff) {
+ * thirds of rows `width` wide): the norm of the difference over a's norm, or over `at_least` where
+ * that is larger; *diff counts the elements that differ at all. */
+static double rel_err(const double *a, const double *b, int64_t n, int64_t width, int part, double at_least,
+                      int64_t *diff) {
     double num = 0, den = 0;
     *diff = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -87,7 +89,13 @@ static double rel_err(const double *a, const double *b, int64_t n, int64_t width
         num += d != d ? INFINITY : d * d;
         den += a[i] * a[i];
     }
-    return sqrt(num) / (sqrt(den) + 1e-30);
+    return sqrt(num) / fmax(sqrt(den), fmax(at_least, 1e-30));
+}
+
+static double norm(const double *a, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += a[i] * a[i];
+    return sqrt(s);
 }
 
 static const char *const parts[3] = {"dQ", "dK", "dV"};
@@ -106,11 +114,14 @@ static void against_cpu(vram_dtype dt, int64_t B, int64_t T, int64_t H) {
             setenv("VRAM_FLASH_BWD", variants[v], 1);
             if (!attention_run(&gpu, dt, B, T, H, qkv, g, out, grad)) continue;
             int64_t diff;
-            double eo = rel_err(ref_out, out, no, C, -1, &diff), e[3];
+            double eo = rel_err(ref_out, out, no, C, -1, 0, &diff), e[3];
+            /* a third far smaller than the whole gradient is measured against 1% of the whole's
+             * norm: at T = 1, dQ and dK are 0 in exact arithmetic and rounding noise on both sides */
+            double at_least = 1e-2 * norm(ref_grad, nq);
             CHECK(eo <= tol_out, "flash %s B=%lld T=%lld H=%lld (%s): output relative error %.3g (tolerance %.1g)",
                   vram_dtype_name(dt), (long long)B, (long long)T, (long long)H, variants[v], eo, tol_out);
             for (int p = 0; p < 3; p++) {
-                e[p] = rel_err(ref_grad, grad, nq, 3 * C, p, &diff);
+                e[p] = rel_err(ref_grad, grad, nq, 3 * C, p, at_least, &diff);
                 CHECK(e[p] <= tol_grad, "flash %s B=%lld T=%lld H=%lld (%s backward): %s relative error %.3g (tolerance %.1g)",
                       vram_dtype_name(dt), (long long)B, (long long)T, (long long)H, variants[v], parts[p], e[p], tol_grad);
             }
@@ -137,11 +148,11 @@ static void variants_agree(vram_dtype dt, int64_t B, int64_t T, int64_t H) {
     if (ok) {
         int64_t diff, again[3], vs_split[3];
         double e[3];
-        rel_err(out[0], out[2], no, C, -1, &diff);
+        rel_err(out[0], out[2], no, C, -1, 0, &diff);
         CHECK(diff == 0, "flash %s: the forward differs between runs in %lld elements", vram_dtype_name(dt), (long long)diff);
         for (int p = 0; p < 3; p++) {
-            rel_err(grad[0], grad[1], nq, 3 * C, p, &again[p]);
-            e[p] = rel_err(grad[2], grad[0], nq, 3 * C, p, &vs_split[p]);
+            rel_err(grad[0], grad[1], nq, 3 * C, p, 0, &again[p]);
+            e[p] = rel_err(grad[2], grad[0], nq, 3 * C, p, 0, &vs_split[p]);
             /* the same products in the same order but for dQ's sum over key blocks: fp32 order,
              * then one rounding to 16 bits, moves an element by at most an ulp now and then */
             CHECK(e[p] <= 1e-3, "flash %s B=%lld T=%lld H=%lld: fused %s against split: relative error %.3g",
