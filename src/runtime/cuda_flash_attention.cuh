@@ -31,6 +31,7 @@ constexpr int SMEM_BYTES = STAGES * 2 * TILE_ELEMS * 2 + STAGES * 2 * TILE * 4;
 constexpr int SMEM_FUSED_BYTES = SMEM_BYTES + TILE_ELEMS * 2; /* + the key block's K, for dQ */
 constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
 
+#ifndef VRAM_FA_EMULATED /* (tests/flash_emulator.h gives these on the CPU) */
 __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
 /* 16 bytes global -> shared without passing through registers; `valid` false writes zeros. */
@@ -63,6 +64,7 @@ template <> __device__ __forceinline__ void mma<__half>(float c[4], const uint32
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+#endif
 
 /* Two floats as one register of two 16-bit elements, the lower column in the low half. */
 template <typename T> __device__ __forceinline__ uint32_t pack2(float x, float y);
