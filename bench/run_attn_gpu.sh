@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # run_attn_gpu.sh — flash attention's one-pass backward against the split one (issue 38), one
 # call of about 3 minutes on an H100: builds vram, the GPU tests and bench_flash; runs
-# gpu_test_gpu_flash (both backward variants in bf16 and f16 against the CPU and each other) and
-# gpu_test_gpu_ops 1; bench_flash at GPT-2's layer shape (B=8 T=1024 H=12, both variants); then
+# gpu_test_gpu_flash (the backward variants in bf16 and f16 against the CPU and each other) and
+# gpu_test_gpu_ops 1; bench_flash at GPT-2's layer shape (B=8 T=1024 H=12, every variant); then
 # ROUNDS rounds of vram bf16 with kept weights, GPT-2 124M B=8 T=1024 AdamW, 30 steps, with
 #   fused   VRAM_FLASH_BWD=fused: FlashAttention-2's one pass, dQ added atomically (the default)
+#   fused3  VRAM_FLASH_BWD=fused3: the same kernel held to 168 registers, three blocks an SM
 #   split   VRAM_FLASH_BWD=split: a dK/dV kernel and a dQ kernel, each recomputing P
 # and a 6-step VRAM_CUDA_PROFILE=1 kernel profile of each. Everything lands in $OUT (or
 # ./gpu-out): summary.txt (what is printed here) and logs.tgz (every log); a table last.
@@ -39,10 +40,9 @@ run() { # NAME ROUND
   echo "vram [$1] round $2 rc=$?: $(grep -E '^summary' "$L/vram_$1_$2.log")"
 }
 for ((r = 1; r <= ROUNDS; r++)); do
-  run fused "$r"
-  run split "$r"
+  for v in fused fused3 split; do run $v "$r"; done
 done
-for v in fused split; do
+for v in fused fused3 split; do
   VRAM_FLASH_BWD=$v VRAM_CUDA_PROFILE=1 timeout 60 b/vram train $TRAIN --steps 6 > "$L/profile_$v.log" 2>&1
   echo "profile $v rc=$?"
   grep -E "GPU time by kernel|vk_flash" "$L/profile_$v.log" | head -6
@@ -58,7 +58,7 @@ grep -E '^\|' "$L/bench_flash.log"
 echo
 echo "| run (bf16, --lowp-weights keep, 30 steps) | ms/step by round | median | peaks (round 1) | flash kernels, ms in 6 profiled steps |"
 echo "|---|---|---|---|---|"
-for v in fused split; do
+for v in fused fused3 split; do
   echo "| VRAM_FLASH_BWD=$v | $(med $v) | $(mid "$(med $v)") | $(peaks $v) | $(flash $v) |"
 done
 }

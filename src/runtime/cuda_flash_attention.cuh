@@ -545,12 +545,20 @@ extern "C" __global__ void __launch_bounds__(fa::THREADS)
 }
 
 /* Grid: ceil(T / 64) * B * H blocks of 128 threads, one per key block; dq_acc as vk_flash_dot
- * leaves it (zeroed). */
+ * leaves it (zeroed). vk_flash_backward3 is the same kernel held to 168 registers a thread so
+ * that three blocks share an SM instead of two (at the price of a few spilled values). */
+#define FA_BACKWARD_FUSED                                                                           \
+    FA_DISPATCH(dt, fa::SMEM_FUSED_BYTES,                                                         \
+                fa::backward_fused<T>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv, dq_acc, scale, smem))
 extern "C" __global__ void __launch_bounds__(fa::THREADS)
     vk_flash_backward(int dt, int64_t B, int64_t Tn, int64_t H, const char *qkv, const char *gout, const float *lse,
                       const float *dvec, char *gqkv, float *dq_acc, float scale) {
-    FA_DISPATCH(dt, fa::SMEM_FUSED_BYTES,
-                fa::backward_fused<T>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv, dq_acc, scale, smem));
+    FA_BACKWARD_FUSED;
+}
+extern "C" __global__ void __launch_bounds__(fa::THREADS, 3)
+    vk_flash_backward3(int dt, int64_t B, int64_t Tn, int64_t H, const char *qkv, const char *gout, const float *lse,
+                       const float *dvec, char *gqkv, float *dq_acc, float scale) {
+    FA_BACKWARD_FUSED;
 }
 
 /* The q third of gqkv [B, T, 3C] = scale * dq_acc [B, T, C] in 16 bits, four elements a thread

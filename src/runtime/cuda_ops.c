@@ -555,10 +555,11 @@ static void cuda_flash_attention(vram_runtime *rt, vram_dtype dt, int64_t B, int
     vram_cuda_launch(CK_FLASH_FORWARD, (T + FLASH_TILE - 1) / FLASH_TILE * B * H, FLASH_THREADS, args);
 }
 
-int vram_flash_backward_split(void) {
+vram_flash_bwd vram_flash_backward_form(void) {
     const char *e = getenv("VRAM_FLASH_BWD");
-    if (!e || !*e || !strcmp(e, "fused")) return 0;
-    return !strcmp(e, "split") ? 1 : -1;
+    if (!e || !*e || !strcmp(e, "fused")) return VRAM_FLASH_BWD_FUSED;
+    if (!strcmp(e, "fused3")) return VRAM_FLASH_BWD_FUSED3;
+    return !strcmp(e, "split") ? VRAM_FLASH_BWD_SPLIT : VRAM_FLASH_BWD_BAD;
 }
 
 /* dvec (the rows' dO . O) first, then the fused backward (with its fp32 dQ accumulator, zeroed
@@ -566,9 +567,10 @@ int vram_flash_backward_split(void) {
 static void cuda_flash_attention_backward(vram_runtime *rt, vram_dtype dt, int64_t B, int64_t T, int64_t H,
                                           const void *qkv, const void *out, const void *gout, const float *lse,
                                           void *gqkv) {
-    int split = vram_flash_backward_split();
-    if (split < 0) {
-        vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_FLASH_BWD=%s: expected fused or split", getenv("VRAM_FLASH_BWD"));
+    vram_flash_bwd form = vram_flash_backward_form();
+    int split = form == VRAM_FLASH_BWD_SPLIT;
+    if (form == VRAM_FLASH_BWD_BAD) {
+        vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_FLASH_BWD=%s: expected fused, fused3 or split", getenv("VRAM_FLASH_BWD"));
         return;
     }
     void *dvec = NULL, *dq = NULL;
@@ -593,7 +595,7 @@ static void cuda_flash_attention_backward(vram_runtime *rt, vram_dtype dt, int64
         vram_cuda_launch(CK_FLASH_BACKWARD_Q, blocks, FLASH_THREADS, args);
     } else {
         void *args[] = {&d, &B, &T, &H, &qkv, &gout, &lse, &dvec, &gqkv, &dq, &scale};
-        vram_cuda_launch(CK_FLASH_BACKWARD, blocks, FLASH_THREADS, args);
+        vram_cuda_launch(form == VRAM_FLASH_BWD_FUSED3 ? CK_FLASH_BACKWARD3 : CK_FLASH_BACKWARD, blocks, FLASH_THREADS, args);
         void *dq_args[] = {&d, &B, &T, &H, &dq, &gqkv, &scale};
         vram_cuda_launch(CK_FLASH_DQ, vram_cuda_blocks(B * T * H * 16, THREADS), THREADS, dq_args);
         vram_allocator_free(rt->alloc, dq);

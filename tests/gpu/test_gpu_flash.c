@@ -1,6 +1,7 @@
-/* test_gpu_flash.c — flash attention's two backward variants (VRAM_FLASH_BWD=fused, the
- * one-pass default with dQ added atomically, and split, the two deterministic kernels) against
- * the CPU's f32 attention and against each other, in bf16 and f16.
+/* test_gpu_flash.c — flash attention's backward variants (VRAM_FLASH_BWD=fused, the one-pass
+ * default with dQ added atomically; fused3, the same kernel held to three blocks an SM; split,
+ * the two deterministic kernels) against the CPU's f32 attention and against each other, in
+ * bf16 and f16.
  *
  * Against the CPU: inputs already rounded to the 16-bit type (so both sides see the same
  * numbers), T around the 64-row tiles and B*H from 1 to 96; the output and the gradients of
@@ -109,8 +110,8 @@ static void against_cpu(vram_dtype dt, int64_t B, int64_t T, int64_t H) {
     /* bf16 keeps 8 significant bits, f16 11: tolerances a few units of each's rounding */
     double tol_out = dt == VRAM_DTYPE_BF16 ? 1.5e-2 : 3e-3, tol_grad = dt == VRAM_DTYPE_BF16 ? 3e-2 : 8e-3;
     if (attention_run(&cpu, VRAM_DTYPE_F32, B, T, H, qkv, g, ref_out, ref_grad)) {
-        const char *variants[2] = {"fused", "split"};
-        for (int v = 0; v < 2; v++) {
+        const char *variants[3] = {"fused", "fused3", "split"};
+        for (int v = 0; v < 3; v++) {
             setenv("VRAM_FLASH_BWD", variants[v], 1);
             if (!attention_run(&gpu, dt, B, T, H, qkv, g, out, grad)) continue;
             int64_t diff;
@@ -133,30 +134,31 @@ static void against_cpu(vram_dtype dt, int64_t B, int64_t T, int64_t H) {
     free(qkv), free(g), free(ref_out), free(ref_grad), free(out), free(grad);
 }
 
-/* fused twice and split once on the GPU at one (large) shape. */
+/* fused twice, split and fused3 once on the GPU at one (large) shape. */
 static void variants_agree(vram_dtype dt, int64_t B, int64_t T, int64_t H) {
     int64_t C = H * 64, qs[3] = {B, T, 3 * C}, os[3] = {B, T, C}, nq = B * T * 3 * C, no = B * T * C;
-    double *qkv = random_in(dt, qs, 2.0), *g = random_in(dt, os, 1.0), *out[3], *grad[3];
-    const char *variants[3] = {"fused", "fused", "split"};
+    double *qkv = random_in(dt, qs, 2.0), *g = random_in(dt, os, 1.0), *out[4], *grad[4];
+    const char *variants[4] = {"fused", "fused", "split", "fused3"};
     int ok = 1;
-    for (int r = 0; r < 3; r++) {
+    for (int r = 0; r < 4; r++) {
         out[r] = malloc(sizeof(double) * (size_t)no), grad[r] = malloc(sizeof(double) * (size_t)nq);
         setenv("VRAM_FLASH_BWD", variants[r], 1);
         ok &= attention_run(&gpu, dt, B, T, H, qkv, g, out[r], grad[r]);
     }
     unsetenv("VRAM_FLASH_BWD");
     if (ok) {
-        int64_t diff, again[3], vs_split[3];
+        int64_t diff, again[3], vs_split[3], d3;
         double e[3];
         rel_err(out[0], out[2], no, C, -1, 0, &diff);
         CHECK(diff == 0, "flash %s: the forward differs between runs in %lld elements", vram_dtype_name(dt), (long long)diff);
         for (int p = 0; p < 3; p++) {
             rel_err(grad[0], grad[1], nq, 3 * C, p, 0, &again[p]);
             e[p] = rel_err(grad[2], grad[0], nq, 3 * C, p, 0, &vs_split[p]);
+            double e3 = rel_err(grad[2], grad[3], nq, 3 * C, p, 0, &d3);
             /* the same products in the same order but for dQ's sum over key blocks: fp32 order,
              * then one rounding to 16 bits, moves an element by at most an ulp now and then */
-            CHECK(e[p] <= 1e-3, "flash %s B=%lld T=%lld H=%lld: fused %s against split: relative error %.3g",
-                  vram_dtype_name(dt), (long long)B, (long long)T, (long long)H, parts[p], e[p]);
+            CHECK(e[p] <= 1e-3 && e3 <= 1e-3, "flash %s B=%lld T=%lld H=%lld: %s against split: relative error %.3g (fused), %.3g (fused3)",
+                  vram_dtype_name(dt), (long long)B, (long long)T, (long long)H, parts[p], e[p], e3);
         }
         CHECK(again[1] == 0 && again[2] == 0, "flash %s: fused dK/dV differ between two runs (%lld, %lld elements)",
               vram_dtype_name(dt), (long long)again[1], (long long)again[2]);
@@ -166,7 +168,7 @@ static void variants_agree(vram_dtype dt, int64_t B, int64_t T, int64_t H) {
                (long long)(no), e[1], (long long)vs_split[1], e[2], (long long)vs_split[2], (long long)again[0],
                (long long)(again[1] + again[2]));
     }
-    for (int r = 0; r < 3; r++) free(out[r]), free(grad[r]);
+    for (int r = 0; r < 4; r++) free(out[r]), free(grad[r]);
     free(qkv), free(g);
 }
 
