@@ -304,6 +304,37 @@ template <typename T> __device__ void load_query_tile(const block_ctx<T> &c, sha
     }
 }
 
+/* One query tile of a key block's backward (backward_kv's and backward_fused's loop body): P^T
+ * from S^T = K Q^T (masked only on the diagonal tile and the last), dV += P^T dO, dS^T =
+ * P^T * (V dO^T - dvec), dK += dS^T Q; leaves dS^T as A fragments in `ds`. */
+template <typename T>
+__device__ __forceinline__ void key_tile_grads(const block_ctx<T> &c, const uint32_t fk[4][4], const uint32_t fv[4][4],
+                                               const T *qs, const T *dos, const float *lse_s, const float *dv_s,
+                                               int64_t qt, int64_t kb, int64_t Tn, float sl2, float dk[8][4],
+                                               float dv[8][4], uint32_t ds[4][4]) {
+    int64_t krow0 = kb * TILE + c.w * 16;
+    float s[8][4], dp[8][4];
+    product_nt<T>(s, fk, qs); /* S^T: keys x queries */
+    if (qt == kb || (qt + 1) * TILE > Tn) {
+        for (int j = 0; j < 8; j++)
+            for (int e = 0; e < 4; e++) {
+                int col = j * 8 + 2 * c.q + (e & 1);
+                int64_t qi = qt * TILE + col, kj = krow0 + c.g + (e >> 1) * 8;
+                s[j][e] = kj <= qi && qi < Tn ? exp2f(s[j][e] * sl2 - lse_s[col]) : 0.0f;
+            }
+    } else {
+        for (int j = 0; j < 8; j++)
+            for (int e = 0; e < 4; e++) s[j][e] = exp2f(s[j][e] * sl2 - lse_s[j * 8 + 2 * c.q + (e & 1)]);
+    }
+    to_a<T>(ds, s);
+    product_nn<T>(dv, ds, dos); /* dV += P^T dO */
+    product_nt<T>(dp, fv, dos); /* dP^T = V dO^T */
+    for (int j = 0; j < 8; j++)
+        for (int e = 0; e < 4; e++) dp[j][e] = s[j][e] * (dp[j][e] - dv_s[j * 8 + 2 * c.q + (e & 1)]);
+    to_a<T>(ds, dp);
+    product_nn<T>(dk, ds, qs); /* dK += dS^T Q (scaled when stored) */
+}
+
 /* dK and dV of one block of 64 keys, over the query tiles at or after it. */
 template <typename T> __device__ void backward_kv(shape sh, const T *qkv, const T *gout, const float *lse,
                                                   const float *dvec, T *gqkv, float scale, char *smem) {
@@ -340,22 +371,8 @@ template <typename T> __device__ void backward_kv(shape sh, const T *qkv, const 
             cp_async_wait<0>();
         }
         __syncthreads();
-        float s[8][4], dp[8][4];
-        uint32_t a[4][4];
-        product_nt<T>(s, fk, qs); /* S^T: keys x queries */
-        for (int j = 0; j < 8; j++)
-            for (int e = 0; e < 4; e++) {
-                int col = j * 8 + 2 * c.q + (e & 1);
-                int64_t qi = qt * TILE + col, kj = krow0 + c.g + (e >> 1) * 8;
-                s[j][e] = kj <= qi && qi < Tn ? exp2f(s[j][e] * sl2 - lse_s[col]) : 0.0f;
-            }
-        to_a<T>(a, s);
-        product_nn<T>(dv, a, dos); /* dV += P^T dO */
-        product_nt<T>(dp, fv, dos); /* dP^T = V dO^T */
-        for (int j = 0; j < 8; j++)
-            for (int e = 0; e < 4; e++) dp[j][e] = s[j][e] * (dp[j][e] - dv_s[j * 8 + 2 * c.q + (e & 1)]);
-        to_a<T>(a, dp);
-        product_nn<T>(dk, a, qs); /* dK += dS^T Q (scaled when stored) */
+        uint32_t ds[4][4];
+        key_tile_grads(c, fk, fv, qs, dos, lse_s, dv_s, qt, kb, Tn, sl2, dk, dv, ds);
         __syncthreads();
     }
     T *gb = gqkv + c.gqkv_at;
@@ -401,28 +418,9 @@ template <typename T> __device__ void backward_fused(shape sh, const T *qkv, con
             float *next_rows = rows + (st ^ 1) * 2 * TILE;
             load_query_tile(c, sh, qt + 1, next, next + TILE_ELEMS, next_rows, next_rows + TILE, lse, dvec);
         }
-        float s[8][4], dp[8][4];
-        uint32_t a[4][4];
-        load_a(a, ks, c.w * 16); /* the warp's K rows (read again each tile: fewer registers held) */
-        product_nt<T>(s, a, qs); /* S^T: keys x queries */
-        if (qt == kb || (qt + 1) * TILE > Tn) { /* the diagonal tile or the last: masked */
-            for (int j = 0; j < 8; j++)
-                for (int e = 0; e < 4; e++) {
-                    int col = j * 8 + 2 * c.q + (e & 1);
-                    int64_t qi = qt * TILE + col, kj = krow0 + c.g + (e >> 1) * 8;
-                    s[j][e] = kj <= qi && qi < Tn ? exp2f(s[j][e] * sl2 - lse_s[col]) : 0.0f;
-                }
-        } else {
-            for (int j = 0; j < 8; j++)
-                for (int e = 0; e < 4; e++) s[j][e] = exp2f(s[j][e] * sl2 - lse_s[j * 8 + 2 * c.q + (e & 1)]);
-        }
-        to_a<T>(a, s);
-        product_nn<T>(dv, a, dos); /* dV += P^T dO */
-        product_nt<T>(dp, fv, dos); /* dP^T = V dO^T */
-        for (int j = 0; j < 8; j++)
-            for (int e = 0; e < 4; e++) dp[j][e] = s[j][e] * (dp[j][e] - dv_s[j * 8 + 2 * c.q + (e & 1)]);
-        to_a<T>(a, dp);
-        product_nn<T>(dk, a, qs); /* dK += dS^T Q (scaled when stored) */
+        uint32_t fk[4][4], a[4][4];
+        load_a(fk, ks, c.w * 16); /* the warp's K rows (read again each tile: fewer registers held) */
+        key_tile_grads(c, fk, fv, qs, dos, lse_s, dv_s, qt, kb, Tn, sl2, dk, dv, a);
         __syncthreads(); /* every warp is done reading dO: its buffer takes dS^T */
         store_a<T>(dos, c.w * 16, a);
         __syncthreads();
