@@ -1,7 +1,8 @@
 /* bench_flash.c — flash attention on the GPU (vram_causal_attention_qkv with 16-bit qkv and
  * head size 64): milliseconds of its forward and of its backward, in each backward variant
  * (VRAM_FLASH_BWD=fused, the one-pass default; fused3, the same held to three blocks an SM;
- * split, the two-kernel one), at GPT-2's layer shape by default.
+ * split, the two-kernel one) and forward form (VRAM_FLASH_FWD=rows16, the default; rows32),
+ * at GPT-2's layer shape by default.
  *
  * Each round times one forward (no graph recorded) and one backward (from a recorded forward,
  * from a fixed output gradient) between device syncs, the variants alternating round by round
@@ -103,14 +104,16 @@ int main(int argc, char **argv) {
     if (s == VRAM_OK) s = vram_runtime_new(a, 1, &rt);
     if (s == VRAM_OK) s = random_tensor(rt, o.dt, o.B, o.T, 3 * o.H * 64, 2.0, &x);
     if (s == VRAM_OK) s = random_tensor(rt, o.dt, o.B, o.T, o.H * 64, 1.0, &g);
-    const char *variants[3] = {"fused", "fused3", "split"};
-    double *ms[3][2] = {{0}};
-    for (int v = 0; v < 3; v++)
+    enum { NV = 4 };
+    const char *fwd[NV] = {"rows16", "rows16", "rows16", "rows32"}, *bwd[NV] = {"fused", "fused3", "split", "fused"};
+    double *ms[NV][2] = {{0}};
+    for (int v = 0; v < NV; v++)
         for (int k = 0; k < 2; k++) ms[v][k] = calloc((size_t)o.rounds, sizeof(double));
     for (int r = -2; r < o.rounds && s == VRAM_OK; r++) /* two rounds of warm-up */
-        for (int v = 0; v < 3 && s == VRAM_OK; v++) {
+        for (int v = 0; v < NV && s == VRAM_OK; v++) {
             double f, b;
-            setenv("VRAM_FLASH_BWD", variants[v], 1);
+            setenv("VRAM_FLASH_FWD", fwd[v], 1);
+            setenv("VRAM_FLASH_BWD", bwd[v], 1);
             s = round_once(rt, x, g, o.H, &f, &b);
             if (r >= 0) ms[v][0][r] = f, ms[v][1][r] = b;
         }
@@ -121,13 +124,14 @@ int main(int argc, char **argv) {
         double flop = 2.0 * (double)(o.B * o.H) * (double)o.T * (double)o.T * 64 / 2;
         printf("flash attention B=%lld T=%lld H=%lld head size 64, %s, %d rounds (medians)\n\n", (long long)o.B,
                (long long)o.T, (long long)o.H, vram_dtype_name(o.dt), o.rounds);
-        printf("| backward | forward ms | backward ms | forward TFLOP/s | backward TFLOP/s |\n|---|---|---|---|---|\n");
-        for (int v = 0; v < 3; v++) {
+        printf("| VRAM_FLASH_FWD | VRAM_FLASH_BWD | forward ms | backward ms | forward TFLOP/s | backward TFLOP/s |\n"
+               "|---|---|---|---|---|---|\n");
+        for (int v = 0; v < NV; v++) {
             double f = median(ms[v][0], o.rounds), b = median(ms[v][1], o.rounds);
-            printf("| %s | %.3f | %.3f | %.0f | %.0f |\n", variants[v], f, b, 2 * flop / f / 1e9, 5 * flop / b / 1e9);
+            printf("| %s | %s | %.3f | %.3f | %.0f | %.0f |\n", fwd[v], bwd[v], f, b, 2 * flop / f / 1e9, 5 * flop / b / 1e9);
         }
     }
-    for (int v = 0; v < 3; v++) free(ms[v][0]), free(ms[v][1]);
+    for (int v = 0; v < NV; v++) free(ms[v][0]), free(ms[v][1]);
     vram_tensor_free(g);
     vram_tensor_free(x);
     vram_runtime_free(rt);

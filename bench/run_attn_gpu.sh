@@ -7,7 +7,8 @@
 #   fused   VRAM_FLASH_BWD=fused: FlashAttention-2's one pass, dQ added atomically (the default)
 #   fused3  VRAM_FLASH_BWD=fused3: the same kernel held to 168 registers, three blocks an SM
 #   split   VRAM_FLASH_BWD=split: a dK/dV kernel and a dQ kernel, each recomputing P
-# and a 6-step VRAM_CUDA_PROFILE=1 kernel profile of each. Everything lands in $OUT (or
+#   rows32  VRAM_FLASH_FWD=rows32 with fused: the forward with 2 warps of 32 rows a block
+# and a 6-step VRAM_CUDA_PROFILE=1 kernel profile of fused and of split. Everything lands in $OUT (or
 # ./gpu-out): summary.txt (what is printed here) and logs.tgz (every log); a table last.
 #   ROUNDS=2 bench/run_attn_gpu.sh
 set -u
@@ -26,7 +27,7 @@ D=b/data/kjv.txt
 
 timeout 120 b/tests/gpu_test_gpu_flash > "$L/gpu_flash.log" 2>&1
 echo "gpu_test_gpu_flash rc=$?: $(tail -1 "$L/gpu_flash.log")"
-grep -E "FAIL|fused against split|B=1 T=1000" "$L/gpu_flash.log" | head -12
+grep -E "FAIL|against split|rows32 against|B=1 T=1000" "$L/gpu_flash.log" | head -14
 timeout 150 b/tests/gpu_test_gpu_ops 1 > "$L/gpu_ops.log" 2>&1
 echo "gpu_test_gpu_ops 1 rc=$?: $(tail -1 "$L/gpu_ops.log")"
 grep -E "FAIL" "$L/gpu_ops.log" | head -6
@@ -35,14 +36,16 @@ timeout 60 b/bench/bench_flash --batch 8 --seq 1024 --heads 12 --dtype bf16 --ro
 echo "bench_flash rc=$?"
 
 TRAIN="--device cuda:0 --model gpt2 --data $D --batch 8 --steps 30 --lr 3e-4 --precision bf16 --lowp-weights keep"
+fwd() { if [ "$1" = rows32 ]; then echo rows32; else echo rows16; fi; }
+bwd() { if [ "$1" = rows32 ]; then echo fused; else echo "$1"; fi; }
 run() { # NAME ROUND
-  VRAM_FLASH_BWD=$1 timeout 120 b/vram train $TRAIN > "$L/vram_$1_$2.log" 2>&1
+  VRAM_FLASH_FWD=$(fwd "$1") VRAM_FLASH_BWD=$(bwd "$1") timeout 120 b/vram train $TRAIN > "$L/vram_$1_$2.log" 2>&1
   echo "vram [$1] round $2 rc=$?: $(grep -E '^summary' "$L/vram_$1_$2.log")"
 }
 for ((r = 1; r <= ROUNDS; r++)); do
-  for v in fused fused3 split; do run $v "$r"; done
+  for v in fused fused3 split rows32; do run $v "$r"; done
 done
-for v in fused fused3 split; do
+for v in fused split; do
   VRAM_FLASH_BWD=$v VRAM_CUDA_PROFILE=1 timeout 60 b/vram train $TRAIN --steps 6 > "$L/profile_$v.log" 2>&1
   echo "profile $v rc=$?"
   grep -E "GPU time by kernel|vk_flash" "$L/profile_$v.log" | head -6
@@ -58,8 +61,8 @@ grep -E '^\|' "$L/bench_flash.log"
 echo
 echo "| run (bf16, --lowp-weights keep, 30 steps) | ms/step by round | median | peaks (round 1) | flash kernels, ms in 6 profiled steps |"
 echo "|---|---|---|---|---|"
-for v in fused fused3 split; do
-  echo "| VRAM_FLASH_BWD=$v | $(med $v) | $(mid "$(med $v)") | $(peaks $v) | $(flash $v) |"
+for v in fused fused3 split rows32; do
+  echo "| VRAM_FLASH_FWD=$(fwd $v) VRAM_FLASH_BWD=$(bwd $v) | $(med $v) | $(mid "$(med $v)") | $(peaks $v) | $(flash $v) |"
 done
 }
 main 2>&1 | tee "$OUT/summary.txt"

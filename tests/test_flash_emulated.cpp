@@ -1,7 +1,8 @@
 /* test_flash_emulated.cpp — the flash-attention kernels of src/runtime/cuda_flash_attention.cuh,
  * compiled for the CPU over flash_emulator.h, against attention computed in double from the same
- * 16-bit inputs: forward (output and lse) and both backward forms, the one-pass one (with its
- * dQ accumulator zeroed by the dvec kernel and scaled by vk_flash_dq) and the split pair.
+ * 16-bit inputs: forward in both forms (16 and 32 rows a warp: output and lse) and both
+ * backward forms, the one-pass one (with its dQ accumulator zeroed by the dvec kernel and
+ * scaled by vk_flash_dq) and the split pair.
  *
  * This runs the kernels' own fragment layouts, indexing, masking and shared-memory protocol
  * without a GPU: the accumulator starts as NaN and the gradient as garbage, so an element never
@@ -23,7 +24,7 @@ struct problem {
 /* What the kernels produced, as floats: out [B, T, C], lse [B*H*T], and the gradient of qkv
  * [B, T, 3C] from the fused and the split backward. */
 struct results {
-    std::vector<float> out, lse, grad_fused, grad_split;
+    std::vector<float> out, lse, out32, lse32, grad_fused, grad_split;
     int leftover = 0;
 };
 
@@ -52,6 +53,10 @@ static results run_kernels(const problem &p, const std::vector<T> &qkv, const st
         vk_flash_backward(dt, B, Tn, H, x, go, lse.data(), dvec.data(), (char *)gf.data(), dq.data(), scale);
     });
     r.leftover += emu_launch(dq_blocks, 256, [&] { vk_flash_dq(dt, B, Tn, H, dq.data(), (char *)gf.data(), scale); });
+    std::vector<T> out32(out.size(), T(NAN));
+    std::vector<float> lse32(lse.size(), NAN);
+    r.leftover += emu_launch(blocks, 64, [&] { vk_flash_forward32(dt, B, Tn, H, x, (char *)out32.data(), lse32.data(), scale); });
+    r.out32 = floats(out32), r.lse32 = lse32;
     std::fill(dvec.begin(), dvec.end(), NAN);
     r.leftover += emu_launch(dot_blocks, 256, [&] { vk_flash_dot(dt, B, Tn, H, go, (const char *)out.data(), dvec.data(), nullptr); });
     r.leftover += emu_launch(blocks, 128, [&] {
@@ -123,15 +128,17 @@ template <typename T> static void check_problem(const problem &p, int early, uin
     /* bf16 keeps 8 significant bits, f16 11 (P and dS are rounded to them before products) */
     double tol = p.dt == VK_BF16 ? 1e-2 : 2e-3, grad_norm = 0, e_lse = 0;
     for (double g : grad) grad_norm += g * g;
-    for (size_t i = 0; i < lse.size(); i++) e_lse = std::max(e_lse, fabs(lse[i] - r.lse[i]));
+    for (size_t i = 0; i < lse.size(); i++)
+        e_lse = std::max(e_lse, std::max(fabs(lse[i] - r.lse[i]), fabs(lse[i] - r.lse32[i]))); /* (NaN fails) */
+    if (!(e_lse == e_lse)) e_lse = INFINITY;
     char what[96];
     snprintf(what, sizeof what, "%s B=%d T=%d H=%d, cp.async %s", p.dt == VK_BF16 ? "bf16" : "f16", p.B, p.T, p.H,
              early ? "at once" : "at the wait");
-    double e_out = rel_err(out, r.out, (size_t)C, -1, 0);
-    CHECK(e_out <= tol, "%s: output relative error %.3g", what, e_out);
+    double e_out = rel_err(out, r.out, (size_t)C, -1, 0), e_out32 = rel_err(out, r.out32, (size_t)C, -1, 0);
+    CHECK(e_out <= tol && e_out32 <= tol, "%s: output relative error %.3g (rows16), %.3g (rows32)", what, e_out, e_out32);
     CHECK(e_lse <= 1e-4, "%s: lse off by %.3g", what, e_lse);
     CHECK(r.leftover == 0, "%s: %d threads left cp.async copies unwaited", what, r.leftover);
-    printf("%s: out %.2e, lse %.1e;", what, e_out, e_lse);
+    printf("%s: out %.2e (rows32 %.2e), lse %.1e;", what, e_out, e_out32, e_lse);
     const char *parts[3] = {"dQ", "dK", "dV"};
     for (int k = 0; k < 3; k++) { /* (at T = 1, dQ and dK are 0: measured against 1% of the whole) */
         double ef = rel_err(grad, r.grad_fused, (size_t)(3 * C), k, 1e-2 * sqrt(grad_norm));

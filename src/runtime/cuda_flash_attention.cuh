@@ -79,8 +79,9 @@ template <> __device__ __forceinline__ uint32_t pack2<__half>(float x, float y) 
 
 /* Starts copying rows [t0, t0 + 64) of a [.., T, stride] tensor, 64 columns from `src`, into
  * dst [64][LDT]; rows past T read as zeros. */
-template <typename T> __device__ void load_tile_async(T *dst, const T *src, int64_t stride, int64_t t0, int64_t Tn) {
-    for (int i = threadIdx.x; i < TILE * (D / 8); i += THREADS) {
+template <typename T, int NT = THREADS>
+__device__ void load_tile_async(T *dst, const T *src, int64_t stride, int64_t t0, int64_t Tn) {
+    for (int i = threadIdx.x; i < TILE * (D / 8); i += NT) {
         int r = i / (D / 8), c = (i % (D / 8)) * 8;
         bool ok = t0 + r < Tn;
         cp_async16(dst + r * LDT + c, src + (ok ? t0 + r : 0) * stride + c, ok);
@@ -101,29 +102,47 @@ template <typename T> __device__ void load_a_trans(uint32_t a[4][4], const T *ti
         ldsm_x4_trans(a[k], tile + (k * 16 + (l & 7) + (l >> 4) * 8) * LDT + m0 + ((l >> 3) & 1) * 8);
 }
 
-/* s (16 x 64) = a (16 x 64) times the tile transposed: the tile is stored [n][k]. */
-template <typename T> __device__ void product_nt(float s[8][4], const uint32_t a[4][4], const T *tile) {
+/* s (MT x 16 x 64) = a (MT x 16 x 64) times the tile transposed: the tile is stored [n][k];
+ * each B fragment loaded serves the MT row tiles. */
+template <typename T, int MT>
+__device__ void product_nt_m(float s[MT][8][4], const uint32_t a[MT][4][4], const T *tile) {
     int l = threadIdx.x & 31;
-    for (int j = 0; j < 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+    for (int m = 0; m < MT; m++)
+        for (int j = 0; j < 8; j++) s[m][j][0] = s[m][j][1] = s[m][j][2] = s[m][j][3] = 0.0f;
     for (int k = 0; k < 4; k++)
         for (int j = 0; j < 8; j += 2) {
             uint32_t b[4];
             ldsm_x4(b, tile + (j * 8 + (l & 7) + (l >> 4) * 8) * LDT + k * 16 + ((l >> 3) & 1) * 8);
-            mma<T>(s[j], a[k], b[0], b[1]);
-            mma<T>(s[j + 1], a[k], b[2], b[3]);
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                mma<T>(s[m][j], a[m][k], b[0], b[1]);
+                mma<T>(s[m][j + 1], a[m][k], b[2], b[3]);
+            }
         }
 }
 
-/* o (16 x 64) += p (16 x 64) times the tile, stored [k][n]. */
-template <typename T> __device__ void product_nn(float o[8][4], const uint32_t p[4][4], const T *tile) {
+/* o (MT x 16 x 64) += p (MT x 16 x 64) times the tile, stored [k][n]. */
+template <typename T, int MT>
+__device__ void product_nn_m(float o[MT][8][4], const uint32_t p[MT][4][4], const T *tile) {
     int l = threadIdx.x & 31;
     for (int k = 0; k < 4; k++)
         for (int j = 0; j < 8; j += 2) {
             uint32_t b[4];
             ldsm_x4_trans(b, tile + (k * 16 + (l & 7) + ((l >> 3) & 1) * 8) * LDT + j * 8 + (l >> 4) * 8);
-            mma<T>(o[j], p[k], b[0], b[1]);
-            mma<T>(o[j + 1], p[k], b[2], b[3]);
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                mma<T>(o[m][j], p[m][k], b[0], b[1]);
+                mma<T>(o[m][j + 1], p[m][k], b[2], b[3]);
+            }
         }
+}
+
+/* The same for one row tile. */
+template <typename T> __device__ void product_nt(float s[8][4], const uint32_t a[4][4], const T *tile) {
+    product_nt_m<T, 1>((float(*)[8][4])s, (const uint32_t(*)[4][4])a, tile);
+}
+template <typename T> __device__ void product_nn(float o[8][4], const uint32_t p[4][4], const T *tile) {
+    product_nn_m<T, 1>((float(*)[8][4])o, (const uint32_t(*)[4][4])p, tile);
 }
 
 /* An accumulator (16 x 64) repacked as A fragments: n-tiles 2k and 2k+1 are k-step k. */
@@ -215,17 +234,18 @@ template <typename T> __device__ block_ctx<T> block_setup(shape sh, const T *qkv
 }
 
 /* Starts the copy of key tile kt's K and V into a stage (K, then V one tile after it). */
-template <typename T> __device__ void kv_tile_start(const block_ctx<T> &c, T *stage, int64_t kt, int64_t Tn) {
-    load_tile_async(stage, c.base + c.C, c.stride, kt * TILE, Tn);
-    load_tile_async(stage + TILE_ELEMS, c.base + 2 * c.C, c.stride, kt * TILE, Tn);
+template <typename T, int NT = THREADS> __device__ void kv_tile_start(const block_ctx<T> &c, T *stage, int64_t kt, int64_t Tn) {
+    load_tile_async<T, NT>(stage, c.base + c.C, c.stride, kt * TILE, Tn);
+    load_tile_async<T, NT>(stage + TILE_ELEMS, c.base + 2 * c.C, c.stride, kt * TILE, Tn);
     cp_async_commit();
 }
 
 /* Key tile kt of the loop over tiles 0..last: starts the copy of tile kt + 1's K and V into
  * the other stage, then waits until tile kt's have landed (for every thread of the block). */
-template <typename T> __device__ void kv_tile_ready(const block_ctx<T> &c, T *tiles, int64_t kt, int64_t last, int64_t Tn) {
+template <typename T, int NT = THREADS>
+__device__ void kv_tile_ready(const block_ctx<T> &c, T *tiles, int64_t kt, int64_t last, int64_t Tn) {
     if (kt < last) {
-        kv_tile_start(c, tiles + ((kt + 1) & 1) * 2 * TILE_ELEMS, kt + 1, Tn);
+        kv_tile_start<T, NT>(c, tiles + ((kt + 1) & 1) * 2 * TILE_ELEMS, kt + 1, Tn);
         cp_async_wait<1>();
     } else {
         cp_async_wait<0>();
@@ -233,60 +253,83 @@ template <typename T> __device__ void kv_tile_ready(const block_ctx<T> &c, T *ti
     __syncthreads();
 }
 
-template <typename T> __device__ void forward(shape sh, const T *qkv, T *out, float *lse, float scale, char *smem) {
+/* One key tile of the online softmax for a 16-row tile whose first row is `row0`: s (scores)
+ * becomes the probabilities against the running max m, which rescales l and o when it grows.
+ * The diagonal tile (`diag`) masks the keys after each row. */
+template <typename T>
+__device__ __forceinline__ void online_softmax(float s[8][4], float m[2], float l[2], float o[8][4], bool diag, int64_t kt,
+                                               int64_t row0, const block_ctx<T> &c, float sl2) {
+    float mx[2] = {-INFINITY, -INFINITY};
+    for (int j = 0; j < 8; j++)
+        for (int e = 0; e < 4; e++) {
+            float v = s[j][e] * sl2;
+            if (diag && kt * TILE + j * 8 + 2 * c.q + (e & 1) > row0 + c.g + (e >> 1) * 8) v = -INFINITY;
+            s[j][e] = v;
+            mx[e >> 1] = fmaxf(mx[e >> 1], v);
+        }
+    for (int i = 0; i < 2; i++) {
+        float mn = fmaxf(m[i], quad_max(mx[i])); /* finite: a row's own key is never masked */
+        float corr = exp2f(m[i] - mn);
+        l[i] *= corr;
+        for (int j = 0; j < 8; j++) o[j][2 * i] *= corr, o[j][2 * i + 1] *= corr;
+        m[i] = mn;
+    }
+    for (int j = 0; j < 8; j++)
+        for (int e = 0; e < 4; e++) {
+            float p = exp2f(s[j][e] - m[e >> 1]);
+            s[j][e] = p;
+            l[e >> 1] += p;
+        }
+}
+
+/* The forward of one block of 64 query rows: 4 / MT warps of 16 MT rows each (MT = 2: each B
+ * fragment of K and V loaded from shared memory serves two row tiles, half the loads a product). */
+template <typename T, int MT> __device__ void forward(shape sh, const T *qkv, T *out, float *lse, float scale, char *smem) {
+    constexpr int NT = THREADS / MT;
     block_ctx<T> c = block_setup(sh, qkv, (const T *)nullptr, true);
     T *tiles = (T *)smem; /* stage s: K at (2s) and V at (2s + 1) tiles */
-    int64_t qb = c.blk, q0 = qb * TILE, row0 = q0 + c.w * 16, Tn = sh.Tn;
+    int64_t qb = c.blk, q0 = qb * TILE, row0 = q0 + c.w * 16 * MT, Tn = sh.Tn;
     const float sl2 = scale * LOG2E;
 
-    load_tile_async(tiles + 2 * TILE_ELEMS, c.base, c.stride, q0, Tn); /* Q through stage 1 */
+    load_tile_async<T, NT>(tiles + 2 * TILE_ELEMS, c.base, c.stride, q0, Tn); /* Q through stage 1 */
     cp_async_commit();
-    kv_tile_start(c, tiles, 0, Tn);
+    kv_tile_start<T, NT>(c, tiles, 0, Tn);
     cp_async_wait<1>();
     __syncthreads();
-    uint32_t fq[4][4];
-    load_a(fq, tiles + 2 * TILE_ELEMS, c.w * 16);
+    uint32_t fq[MT][4][4];
+#pragma unroll
+    for (int r = 0; r < MT; r++) load_a(fq[r], tiles + 2 * TILE_ELEMS, c.w * 16 * MT + 16 * r);
     __syncthreads();
 
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, o[8][4];
-    for (int j = 0; j < 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    float m[MT][2], l[MT][2], o[MT][8][4];
+#pragma unroll
+    for (int r = 0; r < MT; r++) {
+        m[r][0] = m[r][1] = -INFINITY, l[r][0] = l[r][1] = 0.0f;
+        for (int j = 0; j < 8; j++) o[r][j][0] = o[r][j][1] = o[r][j][2] = o[r][j][3] = 0.0f;
+    }
     for (int64_t kt = 0; kt <= qb; kt++) {
         T *ks = tiles + (kt & 1) * 2 * TILE_ELEMS, *vs = ks + TILE_ELEMS;
-        kv_tile_ready(c, tiles, kt, qb, Tn);
-        float s[8][4];
-        product_nt<T>(s, fq, ks);
-        float mx[2] = {-INFINITY, -INFINITY};
-        for (int j = 0; j < 8; j++)
-            for (int e = 0; e < 4; e++) {
-                float v = s[j][e] * sl2;
-                if (kt == qb && kt * TILE + j * 8 + 2 * c.q + (e & 1) > row0 + c.g + (e >> 1) * 8) v = -INFINITY;
-                s[j][e] = v;
-                mx[e >> 1] = fmaxf(mx[e >> 1], v);
-            }
-        for (int i = 0; i < 2; i++) {
-            float mn = fmaxf(m[i], quad_max(mx[i])); /* finite: a row's own key is never masked */
-            float corr = exp2f(m[i] - mn);
-            l[i] *= corr;
-            for (int j = 0; j < 8; j++) o[j][2 * i] *= corr, o[j][2 * i + 1] *= corr;
-            m[i] = mn;
+        kv_tile_ready<T, NT>(c, tiles, kt, qb, Tn);
+        float s[MT][8][4];
+        uint32_t pa[MT][4][4];
+        product_nt_m<T, MT>(s, fq, ks);
+#pragma unroll
+        for (int r = 0; r < MT; r++) {
+            online_softmax(s[r], m[r], l[r], o[r], kt == qb, kt, row0 + 16 * r, c, sl2);
+            to_a<T>(pa[r], s[r]);
         }
-        for (int j = 0; j < 8; j++)
-            for (int e = 0; e < 4; e++) {
-                float p = exp2f(s[j][e] - m[e >> 1]);
-                s[j][e] = p;
-                l[e >> 1] += p;
-            }
-        uint32_t pa[4][4];
-        to_a<T>(pa, s);
-        product_nn<T>(o, pa, vs);
+        product_nn_m<T, MT>(o, pa, vs);
         __syncthreads(); /* the stage is refilled next iteration */
     }
-    for (int i = 0; i < 2; i++) {
-        l[i] = quad_sum(l[i]);
-        int64_t row = row0 + c.g + i * 8;
-        if (c.q == 0 && row < Tn) lse[c.bh * Tn + row] = (m[i] + log2f(l[i])) * LN2;
+#pragma unroll
+    for (int r = 0; r < MT; r++) {
+        for (int i = 0; i < 2; i++) {
+            l[r][i] = quad_sum(l[r][i]);
+            int64_t row = row0 + 16 * r + c.g + i * 8;
+            if (c.q == 0 && row < Tn) lse[c.bh * Tn + row] = (m[r][i] + log2f(l[r][i])) * LN2;
+        }
+        store_rows(out + c.b * Tn * c.C + c.h * D, c.C, row0 + 16 * r, Tn, o[r], 1.0f / l[r][0], 1.0f / l[r][1]);
     }
-    store_rows(out + c.b * Tn * c.C + c.h * D, c.C, row0, Tn, o, 1.0f / l[0], 1.0f / l[1]);
 }
 
 /* Starts the copy of query tile qt (Q and dO) into stage buffers qs/dos, and loads its lse (in
@@ -501,7 +544,14 @@ template <typename T> __device__ void backward_q(shape sh, const T *qkv, const T
 extern "C" __global__ void __launch_bounds__(fa::THREADS) vk_flash_forward(int dt, int64_t B, int64_t Tn, int64_t H,
                                                                            const char *qkv, char *out, float *lse,
                                                                            float scale) {
-    FA_DISPATCH(dt, fa::SMEM_BYTES, fa::forward<T>({B, Tn, H}, (const T *)qkv, (T *)out, lse, scale, smem));
+    FA_DISPATCH(dt, fa::SMEM_BYTES, (fa::forward<T, 1>({B, Tn, H}, (const T *)qkv, (T *)out, lse, scale, smem)));
+}
+
+/* The same with 2 warps of 32 rows (64 threads a block). */
+extern "C" __global__ void __launch_bounds__(fa::THREADS / 2) vk_flash_forward32(int dt, int64_t B, int64_t Tn, int64_t H,
+                                                                                const char *qkv, char *out, float *lse,
+                                                                                float scale) {
+    FA_DISPATCH(dt, fa::SMEM_BYTES, (fa::forward<T, 2>({B, Tn, H}, (const T *)qkv, (T *)out, lse, scale, smem)));
 }
 
 /* dvec[b, h, t] = sum over d of dO * O, both [B, T, C]: one warp a row. dq_zero, when not

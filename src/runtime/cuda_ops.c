@@ -546,13 +546,22 @@ static vram_status cuda_sync(void) { return vram_cuda_sync(); }
 
 enum { FLASH_TILE = 64, FLASH_THREADS = 128 };
 
+/* VRAM_FLASH_FWD=rows16 (the default: 4 warps of 16 query rows a block) or rows32 (2 warps of
+ * 32 rows: each K and V fragment loaded serves two row tiles). */
 static void cuda_flash_attention(vram_runtime *rt, vram_dtype dt, int64_t B, int64_t T, int64_t H, const void *qkv,
                                  void *out, float *lse) {
     (void)rt;
+    const char *form = getenv("VRAM_FLASH_FWD");
+    int rows32 = form && !strcmp(form, "rows32");
+    if (form && *form && !rows32 && strcmp(form, "rows16")) {
+        vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_FLASH_FWD=%s: expected rows16 or rows32", form);
+        return;
+    }
     int d = dt;
     float scale = 0.125f; /* 1 / sqrt(64): the kernels' head size */
     void *args[] = {&d, &B, &T, &H, &qkv, &out, &lse, &scale};
-    vram_cuda_launch(CK_FLASH_FORWARD, (T + FLASH_TILE - 1) / FLASH_TILE * B * H, FLASH_THREADS, args);
+    vram_cuda_launch(rows32 ? CK_FLASH_FORWARD32 : CK_FLASH_FORWARD, (T + FLASH_TILE - 1) / FLASH_TILE * B * H,
+                     rows32 ? FLASH_THREADS / 2 : FLASH_THREADS, args);
 }
 
 vram_flash_bwd vram_flash_backward_form(void) {

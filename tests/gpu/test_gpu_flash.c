@@ -1,7 +1,7 @@
 /* test_gpu_flash.c — flash attention's backward variants (VRAM_FLASH_BWD=fused, the one-pass
  * default with dQ added atomically; fused3, the same kernel held to three blocks an SM; split,
- * the two deterministic kernels) against the CPU's f32 attention and against each other, in
- * bf16 and f16.
+ * the two deterministic kernels) and forward forms (VRAM_FLASH_FWD=rows16, rows32) against the
+ * CPU's f32 attention and against each other, in bf16 and f16.
  *
  * Against the CPU: inputs already rounded to the 16-bit type (so both sides see the same
  * numbers), T around the 64-row tiles and B*H from 1 to 96; the output and the gradients of
@@ -110,9 +110,11 @@ static void against_cpu(vram_dtype dt, int64_t B, int64_t T, int64_t H) {
     /* bf16 keeps 8 significant bits, f16 11: tolerances a few units of each's rounding */
     double tol_out = dt == VRAM_DTYPE_BF16 ? 1.5e-2 : 3e-3, tol_grad = dt == VRAM_DTYPE_BF16 ? 3e-2 : 8e-3;
     if (attention_run(&cpu, VRAM_DTYPE_F32, B, T, H, qkv, g, ref_out, ref_grad)) {
-        const char *variants[3] = {"fused", "fused3", "split"};
-        for (int v = 0; v < 3; v++) {
-            setenv("VRAM_FLASH_BWD", variants[v], 1);
+        /* the backward forms, then the 32-rows-a-warp forward with the default backward */
+        const char *variants[4] = {"fused", "fused3", "split", "fused, forward rows32"};
+        for (int v = 0; v < 4; v++) {
+            setenv("VRAM_FLASH_BWD", v < 3 ? variants[v] : "fused", 1);
+            setenv("VRAM_FLASH_FWD", v < 3 ? "rows16" : "rows32", 1);
             if (!attention_run(&gpu, dt, B, T, H, qkv, g, out, grad)) continue;
             int64_t diff;
             double eo = rel_err(ref_out, out, no, C, -1, 0, &diff), e[3];
@@ -130,27 +132,35 @@ static void against_cpu(vram_dtype dt, int64_t B, int64_t T, int64_t H) {
                    vram_dtype_name(dt), (long long)B, (long long)T, (long long)H, variants[v], eo, e[0], e[1], e[2]);
         }
         unsetenv("VRAM_FLASH_BWD");
+        unsetenv("VRAM_FLASH_FWD");
     }
     free(qkv), free(g), free(ref_out), free(ref_grad), free(out), free(grad);
 }
 
-/* fused twice, split and fused3 once on the GPU at one (large) shape. */
+/* fused twice, split and fused3 once, and the rows32 forward, on the GPU at one (large) shape. */
 static void variants_agree(vram_dtype dt, int64_t B, int64_t T, int64_t H) {
     int64_t C = H * 64, qs[3] = {B, T, 3 * C}, os[3] = {B, T, C}, nq = B * T * 3 * C, no = B * T * C;
-    double *qkv = random_in(dt, qs, 2.0), *g = random_in(dt, os, 1.0), *out[4], *grad[4];
-    const char *variants[4] = {"fused", "fused", "split", "fused3"};
+    double *qkv = random_in(dt, qs, 2.0), *g = random_in(dt, os, 1.0), *out[5], *grad[5];
+    const char *variants[5] = {"fused", "fused", "split", "fused3", "fused"}; /* the last with the rows32 forward */
     int ok = 1;
-    for (int r = 0; r < 4; r++) {
+    for (int r = 0; r < 5; r++) {
         out[r] = malloc(sizeof(double) * (size_t)no), grad[r] = malloc(sizeof(double) * (size_t)nq);
         setenv("VRAM_FLASH_BWD", variants[r], 1);
+        setenv("VRAM_FLASH_FWD", r == 4 ? "rows32" : "rows16", 1);
         ok &= attention_run(&gpu, dt, B, T, H, qkv, g, out[r], grad[r]);
     }
     unsetenv("VRAM_FLASH_BWD");
+    unsetenv("VRAM_FLASH_FWD");
     if (ok) {
-        int64_t diff, again[3], vs_split[3], d3;
+        int64_t diff, d32, again[3], vs_split[3], d3;
         double e[3];
         rel_err(out[0], out[2], no, C, -1, 0, &diff);
         CHECK(diff == 0, "flash %s: the forward differs between runs in %lld elements", vram_dtype_name(dt), (long long)diff);
+        /* 32 rows a warp: the same products and exponentials per element, in the same order */
+        double e32 = rel_err(out[0], out[4], no, C, -1, 0, &d32);
+        CHECK(e32 <= 1e-3, "flash %s: the rows32 forward against rows16: relative error %.3g", vram_dtype_name(dt), e32);
+        printf("flash %s: forward rows32 against rows16: %.2e, %lld elements differ\n", vram_dtype_name(dt), e32,
+               (long long)d32);
         for (int p = 0; p < 3; p++) {
             rel_err(grad[0], grad[1], nq, 3 * C, p, 0, &again[p]);
             e[p] = rel_err(grad[2], grad[0], nq, 3 * C, p, 0, &vs_split[p]);
@@ -168,7 +178,7 @@ static void variants_agree(vram_dtype dt, int64_t B, int64_t T, int64_t H) {
                (long long)(no), e[1], (long long)vs_split[1], e[2], (long long)vs_split[2], (long long)again[0],
                (long long)(again[1] + again[2]));
     }
-    for (int r = 0; r < 4; r++) free(out[r]), free(grad[r]);
+    for (int r = 0; r < 5; r++) free(out[r]), free(grad[r]);
     free(qkv), free(g);
 }
 
