@@ -10,15 +10,14 @@
  * next product's A fragment (the m16n8k16 layouts line up), so no score tile touches memory.
  *
  * Forward is FlashAttention-2's one pass with the online softmax (the running max rescales the
- * output); it keeps lse [B*H, T] (fp32) for backward. Backward is split in two kernels so that
- * nothing is added atomically: one per key block accumulates dK and dV over the query tiles,
- * one per query block accumulates dQ over the key tiles; both recompute P from lse, with
- * dvec = rowsum(dO * O). Blocks are numbered longest causal loop first, across all heads.
- * The default backward is FlashAttention-2's one pass (backward_fused): one block per key block
- * computes dK and dV as above and, from the same P and dS, adds each query tile's dQ share
- * into an fp32 [B, T, C] accumulator with atomics; a small kernel scales it into 16 bits. P
- * is computed once instead of twice; the order of the atomic adds varies, so dQ's last bits
- * vary from run to run (VRAM_FLASH_BWD=split keeps the two deterministic kernels).
+ * output); it keeps lse [B*H, T] (fp32) for backward (vk_flash_forward32: 2 warps of 32 rows,
+ * each B fragment serving two row tiles). Backward recomputes P from lse, with dvec =
+ * rowsum(dO * O). The default is FlashAttention-2's one pass (backward_fused): one block per
+ * key block accumulates dK and dV over the query tiles and adds each tile's dQ share, from the
+ * same P and dS, into an fp32 [B, T, C] accumulator with atomics (their order varies, so dQ's
+ * last bits do); a small kernel scales it into 16 bits. The split form adds nothing atomically:
+ * a dK/dV kernel per key block and a dQ kernel per query block, each recomputing P. Blocks are
+ * numbered longest causal loop first, across all heads.
  */
 
 namespace fa {
