@@ -10,10 +10,14 @@
  * next product's A fragment (the m16n8k16 layouts line up), so no score tile touches memory.
  *
  * Forward is FlashAttention-2's one pass with the online softmax (the running max rescales the
- * output); it keeps lse [B*H, T] (fp32) for backward. Backward is split in two kernels so that
- * nothing is added atomically: one per key block accumulates dK and dV over the query tiles,
- * one per query block accumulates dQ over the key tiles; both recompute P from lse, with
- * dvec = rowsum(dO * O). Blocks are numbered longest causal loop first, across all heads.
+ * output); it keeps lse [B*H, T] (fp32) for backward (vk_flash_forward32: 2 warps of 32 rows,
+ * each B fragment serving two row tiles). Backward recomputes P from lse, with dvec =
+ * rowsum(dO * O). The default is FlashAttention-2's one pass (backward_fused): one block per
+ * key block accumulates dK and dV over the query tiles and adds each tile's dQ share, from the
+ * same P and dS, into an fp32 [B, T, C] accumulator with atomics (their order varies, so dQ's
+ * last bits do); a small kernel scales it into 16 bits. The split form adds nothing atomically:
+ * a dK/dV kernel per key block and a dQ kernel per query block, each recomputing P. Blocks are
+ * numbered longest causal loop first, across all heads.
  */
 
 namespace fa {
@@ -23,8 +27,10 @@ constexpr int LDT = D + 8;                /* row stride in elements: 144 bytes k
 constexpr int TILE_ELEMS = TILE * LDT;    /* one 64 x 64 tile of 16-bit elements, padded */
 constexpr int STAGES = 2;                 /* the tile being multiplied and the one in flight */
 constexpr int SMEM_BYTES = STAGES * 2 * TILE_ELEMS * 2 + STAGES * 2 * TILE * 4;
+constexpr int SMEM_FUSED_BYTES = SMEM_BYTES + TILE_ELEMS * 2; /* + the key block's K, for dQ */
 constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
 
+#ifndef VRAM_FA_EMULATED /* (tests/flash_emulator.h gives these on the CPU) */
 __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
 /* 16 bytes global -> shared without passing through registers; `valid` false writes zeros. */
@@ -57,6 +63,7 @@ template <> __device__ __forceinline__ void mma<__half>(float c[4], const uint32
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+#endif
 
 /* Two floats as one register of two 16-bit elements, the lower column in the low half. */
 template <typename T> __device__ __forceinline__ uint32_t pack2(float x, float y);
@@ -71,8 +78,9 @@ template <> __device__ __forceinline__ uint32_t pack2<__half>(float x, float y) 
 
 /* Starts copying rows [t0, t0 + 64) of a [.., T, stride] tensor, 64 columns from `src`, into
  * dst [64][LDT]; rows past T read as zeros. */
-template <typename T> __device__ void load_tile_async(T *dst, const T *src, int64_t stride, int64_t t0, int64_t Tn) {
-    for (int i = threadIdx.x; i < TILE * (D / 8); i += THREADS) {
+template <typename T, int NT = THREADS>
+__device__ void load_tile_async(T *dst, const T *src, int64_t stride, int64_t t0, int64_t Tn) {
+    for (int i = threadIdx.x; i < TILE * (D / 8); i += NT) {
         int r = i / (D / 8), c = (i % (D / 8)) * 8;
         bool ok = t0 + r < Tn;
         cp_async16(dst + r * LDT + c, src + (ok ? t0 + r : 0) * stride + c, ok);
@@ -85,29 +93,55 @@ template <typename T> __device__ void load_a(uint32_t a[4][4], const T *tile, in
     for (int k = 0; k < 4; k++) ldsm_x4(a[k], tile + (row0 + (l & 7) + ((l >> 3) & 1) * 8) * LDT + k * 16 + (l >> 4) * 8);
 }
 
-/* s (16 x 64) = a (16 x 64) times the tile transposed: the tile is stored [n][k]. */
-template <typename T> __device__ void product_nt(float s[8][4], const uint32_t a[4][4], const T *tile) {
+/* The A fragments of columns [m0, m0 + 16) of a tile stored [k][m] (the transpose of rows
+ * m0.. of a [m][k] tile): ldmatrix's .trans hands each lane the (m, k) pairs load_a would. */
+template <typename T> __device__ void load_a_trans(uint32_t a[4][4], const T *tile, int m0) {
     int l = threadIdx.x & 31;
-    for (int j = 0; j < 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+    for (int k = 0; k < 4; k++)
+        ldsm_x4_trans(a[k], tile + (k * 16 + (l & 7) + (l >> 4) * 8) * LDT + m0 + ((l >> 3) & 1) * 8);
+}
+
+/* s (MT x 16 x 64) = a (MT x 16 x 64) times the tile transposed: the tile is stored [n][k];
+ * each B fragment loaded serves the MT row tiles. */
+template <typename T, int MT>
+__device__ void product_nt_m(float s[MT][8][4], const uint32_t a[MT][4][4], const T *tile) {
+    int l = threadIdx.x & 31;
+    for (int m = 0; m < MT; m++)
+        for (int j = 0; j < 8; j++) s[m][j][0] = s[m][j][1] = s[m][j][2] = s[m][j][3] = 0.0f;
     for (int k = 0; k < 4; k++)
         for (int j = 0; j < 8; j += 2) {
             uint32_t b[4];
             ldsm_x4(b, tile + (j * 8 + (l & 7) + (l >> 4) * 8) * LDT + k * 16 + ((l >> 3) & 1) * 8);
-            mma<T>(s[j], a[k], b[0], b[1]);
-            mma<T>(s[j + 1], a[k], b[2], b[3]);
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                mma<T>(s[m][j], a[m][k], b[0], b[1]);
+                mma<T>(s[m][j + 1], a[m][k], b[2], b[3]);
+            }
         }
 }
 
-/* o (16 x 64) += p (16 x 64) times the tile, stored [k][n]. */
-template <typename T> __device__ void product_nn(float o[8][4], const uint32_t p[4][4], const T *tile) {
+/* o (MT x 16 x 64) += p (MT x 16 x 64) times the tile, stored [k][n]. */
+template <typename T, int MT>
+__device__ void product_nn_m(float o[MT][8][4], const uint32_t p[MT][4][4], const T *tile) {
     int l = threadIdx.x & 31;
     for (int k = 0; k < 4; k++)
         for (int j = 0; j < 8; j += 2) {
             uint32_t b[4];
             ldsm_x4_trans(b, tile + (k * 16 + (l & 7) + ((l >> 3) & 1) * 8) * LDT + j * 8 + (l >> 4) * 8);
-            mma<T>(o[j], p[k], b[0], b[1]);
-            mma<T>(o[j + 1], p[k], b[2], b[3]);
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                mma<T>(o[m][j], p[m][k], b[0], b[1]);
+                mma<T>(o[m][j + 1], p[m][k], b[2], b[3]);
+            }
         }
+}
+
+/* The same for one row tile. */
+template <typename T> __device__ void product_nt(float s[8][4], const uint32_t a[4][4], const T *tile) {
+    product_nt_m<T, 1>((float(*)[8][4])s, (const uint32_t(*)[4][4])a, tile);
+}
+template <typename T> __device__ void product_nn(float o[8][4], const uint32_t p[4][4], const T *tile) {
+    product_nn_m<T, 1>((float(*)[8][4])o, (const uint32_t(*)[4][4])p, tile);
 }
 
 /* An accumulator (16 x 64) repacked as A fragments: n-tiles 2k and 2k+1 are k-step k. */
@@ -130,6 +164,34 @@ template <typename T> __device__ void store_rows(T *dst, int64_t stride, int64_t
         if (row0 + g < Tn) *(uint32_t *)(dst + (row0 + g) * stride + j * 8 + 2 * q) = pack2<T>(o[j][0] * f1, o[j][1] * f1);
         if (row0 + g + 8 < Tn)
             *(uint32_t *)(dst + (row0 + g + 8) * stride + j * 8 + 2 * q) = pack2<T>(o[j][2] * f2, o[j][3] * f2);
+    }
+}
+
+/* Writes A fragments (16 x 64, as to_a packs them) to rows [row0, row0 + 16) of a tile. */
+template <typename T> __device__ void store_a(T *tile, int row0, const uint32_t a[4][4]) {
+    int l = threadIdx.x & 31, g = l >> 2, q = l & 3;
+    for (int k = 0; k < 4; k++)
+        for (int h = 0; h < 2; h++) {
+            *(uint32_t *)(tile + (row0 + g) * LDT + (2 * k + h) * 8 + 2 * q) = a[k][2 * h];
+            *(uint32_t *)(tile + (row0 + g + 8) * LDT + (2 * k + h) * 8 + 2 * q) = a[k][2 * h + 1];
+        }
+}
+
+/* Adds the warp's accumulator to rows [row0, row0 + 16) of an fp32 dst (rows past T skipped),
+ * two columns an atomic: Hopper adds a float2 in one operation. */
+__device__ __forceinline__ void atomic_add2(float *p, float x, float y) {
+#if __CUDA_ARCH__ >= 900
+    atomicAdd((float2 *)p, make_float2(x, y));
+#else
+    atomicAdd(p, x);
+    atomicAdd(p + 1, y);
+#endif
+}
+__device__ void add_rows(float *dst, int64_t stride, int64_t row0, int64_t Tn, const float o[8][4]) {
+    int l = threadIdx.x & 31, g = l >> 2, q = l & 3;
+    for (int j = 0; j < 8; j++) {
+        if (row0 + g < Tn) atomic_add2(dst + (row0 + g) * stride + j * 8 + 2 * q, o[j][0], o[j][1]);
+        if (row0 + g + 8 < Tn) atomic_add2(dst + (row0 + g + 8) * stride + j * 8 + 2 * q, o[j][2], o[j][3]);
     }
 }
 
@@ -171,17 +233,18 @@ template <typename T> __device__ block_ctx<T> block_setup(shape sh, const T *qkv
 }
 
 /* Starts the copy of key tile kt's K and V into a stage (K, then V one tile after it). */
-template <typename T> __device__ void kv_tile_start(const block_ctx<T> &c, T *stage, int64_t kt, int64_t Tn) {
-    load_tile_async(stage, c.base + c.C, c.stride, kt * TILE, Tn);
-    load_tile_async(stage + TILE_ELEMS, c.base + 2 * c.C, c.stride, kt * TILE, Tn);
+template <typename T, int NT = THREADS> __device__ void kv_tile_start(const block_ctx<T> &c, T *stage, int64_t kt, int64_t Tn) {
+    load_tile_async<T, NT>(stage, c.base + c.C, c.stride, kt * TILE, Tn);
+    load_tile_async<T, NT>(stage + TILE_ELEMS, c.base + 2 * c.C, c.stride, kt * TILE, Tn);
     cp_async_commit();
 }
 
 /* Key tile kt of the loop over tiles 0..last: starts the copy of tile kt + 1's K and V into
  * the other stage, then waits until tile kt's have landed (for every thread of the block). */
-template <typename T> __device__ void kv_tile_ready(const block_ctx<T> &c, T *tiles, int64_t kt, int64_t last, int64_t Tn) {
+template <typename T, int NT = THREADS>
+__device__ void kv_tile_ready(const block_ctx<T> &c, T *tiles, int64_t kt, int64_t last, int64_t Tn) {
     if (kt < last) {
-        kv_tile_start(c, tiles + ((kt + 1) & 1) * 2 * TILE_ELEMS, kt + 1, Tn);
+        kv_tile_start<T, NT>(c, tiles + ((kt + 1) & 1) * 2 * TILE_ELEMS, kt + 1, Tn);
         cp_async_wait<1>();
     } else {
         cp_async_wait<0>();
@@ -189,60 +252,83 @@ template <typename T> __device__ void kv_tile_ready(const block_ctx<T> &c, T *ti
     __syncthreads();
 }
 
-template <typename T> __device__ void forward(shape sh, const T *qkv, T *out, float *lse, float scale, char *smem) {
+/* One key tile of the online softmax for a 16-row tile whose first row is `row0`: s (scores)
+ * becomes the probabilities against the running max m, which rescales l and o when it grows.
+ * The diagonal tile (`diag`) masks the keys after each row. */
+template <typename T>
+__device__ __forceinline__ void online_softmax(float s[8][4], float m[2], float l[2], float o[8][4], bool diag, int64_t kt,
+                                               int64_t row0, const block_ctx<T> &c, float sl2) {
+    float mx[2] = {-INFINITY, -INFINITY};
+    for (int j = 0; j < 8; j++)
+        for (int e = 0; e < 4; e++) {
+            float v = s[j][e] * sl2;
+            if (diag && kt * TILE + j * 8 + 2 * c.q + (e & 1) > row0 + c.g + (e >> 1) * 8) v = -INFINITY;
+            s[j][e] = v;
+            mx[e >> 1] = fmaxf(mx[e >> 1], v);
+        }
+    for (int i = 0; i < 2; i++) {
+        float mn = fmaxf(m[i], quad_max(mx[i])); /* finite: a row's own key is never masked */
+        float corr = exp2f(m[i] - mn);
+        l[i] *= corr;
+        for (int j = 0; j < 8; j++) o[j][2 * i] *= corr, o[j][2 * i + 1] *= corr;
+        m[i] = mn;
+    }
+    for (int j = 0; j < 8; j++)
+        for (int e = 0; e < 4; e++) {
+            float p = exp2f(s[j][e] - m[e >> 1]);
+            s[j][e] = p;
+            l[e >> 1] += p;
+        }
+}
+
+/* The forward of one block of 64 query rows: 4 / MT warps of 16 MT rows each (MT = 2: each B
+ * fragment of K and V loaded from shared memory serves two row tiles, half the loads a product). */
+template <typename T, int MT> __device__ void forward(shape sh, const T *qkv, T *out, float *lse, float scale, char *smem) {
+    constexpr int NT = THREADS / MT;
     block_ctx<T> c = block_setup(sh, qkv, (const T *)nullptr, true);
     T *tiles = (T *)smem; /* stage s: K at (2s) and V at (2s + 1) tiles */
-    int64_t qb = c.blk, q0 = qb * TILE, row0 = q0 + c.w * 16, Tn = sh.Tn;
+    int64_t qb = c.blk, q0 = qb * TILE, row0 = q0 + c.w * 16 * MT, Tn = sh.Tn;
     const float sl2 = scale * LOG2E;
 
-    load_tile_async(tiles + 2 * TILE_ELEMS, c.base, c.stride, q0, Tn); /* Q through stage 1 */
+    load_tile_async<T, NT>(tiles + 2 * TILE_ELEMS, c.base, c.stride, q0, Tn); /* Q through stage 1 */
     cp_async_commit();
-    kv_tile_start(c, tiles, 0, Tn);
+    kv_tile_start<T, NT>(c, tiles, 0, Tn);
     cp_async_wait<1>();
     __syncthreads();
-    uint32_t fq[4][4];
-    load_a(fq, tiles + 2 * TILE_ELEMS, c.w * 16);
+    uint32_t fq[MT][4][4];
+#pragma unroll
+    for (int r = 0; r < MT; r++) load_a(fq[r], tiles + 2 * TILE_ELEMS, c.w * 16 * MT + 16 * r);
     __syncthreads();
 
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, o[8][4];
-    for (int j = 0; j < 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    float m[MT][2], l[MT][2], o[MT][8][4];
+#pragma unroll
+    for (int r = 0; r < MT; r++) {
+        m[r][0] = m[r][1] = -INFINITY, l[r][0] = l[r][1] = 0.0f;
+        for (int j = 0; j < 8; j++) o[r][j][0] = o[r][j][1] = o[r][j][2] = o[r][j][3] = 0.0f;
+    }
     for (int64_t kt = 0; kt <= qb; kt++) {
         T *ks = tiles + (kt & 1) * 2 * TILE_ELEMS, *vs = ks + TILE_ELEMS;
-        kv_tile_ready(c, tiles, kt, qb, Tn);
-        float s[8][4];
-        product_nt<T>(s, fq, ks);
-        float mx[2] = {-INFINITY, -INFINITY};
-        for (int j = 0; j < 8; j++)
-            for (int e = 0; e < 4; e++) {
-                float v = s[j][e] * sl2;
-                if (kt == qb && kt * TILE + j * 8 + 2 * c.q + (e & 1) > row0 + c.g + (e >> 1) * 8) v = -INFINITY;
-                s[j][e] = v;
-                mx[e >> 1] = fmaxf(mx[e >> 1], v);
-            }
-        for (int i = 0; i < 2; i++) {
-            float mn = fmaxf(m[i], quad_max(mx[i])); /* finite: a row's own key is never masked */
-            float corr = exp2f(m[i] - mn);
-            l[i] *= corr;
-            for (int j = 0; j < 8; j++) o[j][2 * i] *= corr, o[j][2 * i + 1] *= corr;
-            m[i] = mn;
+        kv_tile_ready<T, NT>(c, tiles, kt, qb, Tn);
+        float s[MT][8][4];
+        uint32_t pa[MT][4][4];
+        product_nt_m<T, MT>(s, fq, ks);
+#pragma unroll
+        for (int r = 0; r < MT; r++) {
+            online_softmax(s[r], m[r], l[r], o[r], kt == qb, kt, row0 + 16 * r, c, sl2);
+            to_a<T>(pa[r], s[r]);
         }
-        for (int j = 0; j < 8; j++)
-            for (int e = 0; e < 4; e++) {
-                float p = exp2f(s[j][e] - m[e >> 1]);
-                s[j][e] = p;
-                l[e >> 1] += p;
-            }
-        uint32_t pa[4][4];
-        to_a<T>(pa, s);
-        product_nn<T>(o, pa, vs);
+        product_nn_m<T, MT>(o, pa, vs);
         __syncthreads(); /* the stage is refilled next iteration */
     }
-    for (int i = 0; i < 2; i++) {
-        l[i] = quad_sum(l[i]);
-        int64_t row = row0 + c.g + i * 8;
-        if (c.q == 0 && row < Tn) lse[c.bh * Tn + row] = (m[i] + log2f(l[i])) * LN2;
+#pragma unroll
+    for (int r = 0; r < MT; r++) {
+        for (int i = 0; i < 2; i++) {
+            l[r][i] = quad_sum(l[r][i]);
+            int64_t row = row0 + 16 * r + c.g + i * 8;
+            if (c.q == 0 && row < Tn) lse[c.bh * Tn + row] = (m[r][i] + log2f(l[r][i])) * LN2;
+        }
+        store_rows(out + c.b * Tn * c.C + c.h * D, c.C, row0 + 16 * r, Tn, o[r], 1.0f / l[r][0], 1.0f / l[r][1]);
     }
-    store_rows(out + c.b * Tn * c.C + c.h * D, c.C, row0, Tn, o, 1.0f / l[0], 1.0f / l[1]);
 }
 
 /* Starts the copy of query tile qt (Q and dO) into stage buffers qs/dos, and loads its lse (in
@@ -258,6 +344,37 @@ template <typename T> __device__ void load_query_tile(const block_ctx<T> &c, sha
         lse_s[i] = ok ? lse[c.bh * sh.Tn + q0 + i] * LOG2E : 0.0f;
         dv_s[i] = ok ? dvec[c.bh * sh.Tn + q0 + i] : 0.0f;
     }
+}
+
+/* One query tile of a key block's backward (backward_kv's and backward_fused's loop body): P^T
+ * from S^T = K Q^T (masked only on the diagonal tile and the last), dV += P^T dO, dS^T =
+ * P^T * (V dO^T - dvec), dK += dS^T Q; leaves dS^T as A fragments in `ds`. */
+template <typename T>
+__device__ __forceinline__ void key_tile_grads(const block_ctx<T> &c, const uint32_t fk[4][4], const uint32_t fv[4][4],
+                                               const T *qs, const T *dos, const float *lse_s, const float *dv_s,
+                                               int64_t qt, int64_t kb, int64_t Tn, float sl2, float dk[8][4],
+                                               float dv[8][4], uint32_t ds[4][4]) {
+    int64_t krow0 = kb * TILE + c.w * 16;
+    float s[8][4], dp[8][4];
+    product_nt<T>(s, fk, qs); /* S^T: keys x queries */
+    if (qt == kb || (qt + 1) * TILE > Tn) {
+        for (int j = 0; j < 8; j++)
+            for (int e = 0; e < 4; e++) {
+                int col = j * 8 + 2 * c.q + (e & 1);
+                int64_t qi = qt * TILE + col, kj = krow0 + c.g + (e >> 1) * 8;
+                s[j][e] = kj <= qi && qi < Tn ? exp2f(s[j][e] * sl2 - lse_s[col]) : 0.0f;
+            }
+    } else {
+        for (int j = 0; j < 8; j++)
+            for (int e = 0; e < 4; e++) s[j][e] = exp2f(s[j][e] * sl2 - lse_s[j * 8 + 2 * c.q + (e & 1)]);
+    }
+    to_a<T>(ds, s);
+    product_nn<T>(dv, ds, dos); /* dV += P^T dO */
+    product_nt<T>(dp, fv, dos); /* dP^T = V dO^T */
+    for (int j = 0; j < 8; j++)
+        for (int e = 0; e < 4; e++) dp[j][e] = s[j][e] * (dp[j][e] - dv_s[j * 8 + 2 * c.q + (e & 1)]);
+    to_a<T>(ds, dp);
+    product_nn<T>(dk, ds, qs); /* dK += dS^T Q (scaled when stored) */
 }
 
 /* dK and dV of one block of 64 keys, over the query tiles at or after it. */
@@ -296,23 +413,64 @@ template <typename T> __device__ void backward_kv(shape sh, const T *qkv, const 
             cp_async_wait<0>();
         }
         __syncthreads();
-        float s[8][4], dp[8][4];
-        uint32_t a[4][4];
-        product_nt<T>(s, fk, qs); /* S^T: keys x queries */
-        for (int j = 0; j < 8; j++)
-            for (int e = 0; e < 4; e++) {
-                int col = j * 8 + 2 * c.q + (e & 1);
-                int64_t qi = qt * TILE + col, kj = krow0 + c.g + (e >> 1) * 8;
-                s[j][e] = kj <= qi && qi < Tn ? exp2f(s[j][e] * sl2 - lse_s[col]) : 0.0f;
-            }
-        to_a<T>(a, s);
-        product_nn<T>(dv, a, dos); /* dV += P^T dO */
-        product_nt<T>(dp, fv, dos); /* dP^T = V dO^T */
-        for (int j = 0; j < 8; j++)
-            for (int e = 0; e < 4; e++) dp[j][e] = s[j][e] * (dp[j][e] - dv_s[j * 8 + 2 * c.q + (e & 1)]);
-        to_a<T>(a, dp);
-        product_nn<T>(dk, a, qs); /* dK += dS^T Q (scaled when stored) */
+        uint32_t ds[4][4];
+        key_tile_grads(c, fk, fv, qs, dos, lse_s, dv_s, qt, kb, Tn, sl2, dk, dv, ds);
         __syncthreads();
+    }
+    T *gb = gqkv + c.gqkv_at;
+    store_rows(gb + c.C, c.stride, krow0, Tn, dk, scale, scale);
+    store_rows(gb + 2 * c.C, c.stride, krow0, Tn, dv, 1.0f, 1.0f);
+}
+
+/* FlashAttention-2's one-pass backward: dK and dV of one block of 64 keys as backward_kv, and
+ * each query tile's share of dQ (dS K over this block's keys) added into dq_acc [B, T, C]
+ * (fp32, zeroed, unscaled). Each iteration's dS^T goes through shared memory, into the dO
+ * buffer it no longer needs, so that the warps can take it by query rows: warp w multiplies
+ * queries [16w, 16w + 16) of dS by the block's K (kept in shared memory) and adds the result. */
+template <typename T> __device__ void backward_fused(shape sh, const T *qkv, const T *gout, const float *lse,
+                                                     const float *dvec, T *gqkv, float *dq_acc, float scale,
+                                                     char *smem) {
+    block_ctx<T> c = block_setup(sh, qkv, gout, false);
+    T *tiles = (T *)smem, *ks = tiles + 4 * TILE_ELEMS; /* stage s: Q at (2s), dO at (2s + 1); K at 4 */
+    float *rows = (float *)(tiles + 5 * TILE_ELEMS);    /* stage s: lse at (2s), dvec at (2s + 1) */
+    int64_t kb = c.blk, k0 = kb * TILE, krow0 = k0 + c.w * 16, Tn = sh.Tn, nq = c.nb;
+    const float sl2 = scale * LOG2E;
+    float *dq_at = dq_acc + c.b * Tn * c.C + c.h * D;
+
+    load_tile_async(ks, c.base + c.C, c.stride, k0, Tn); /* K to its place, V through stage 1 */
+    load_tile_async(tiles + 2 * TILE_ELEMS, c.base + 2 * c.C, c.stride, k0, Tn);
+    cp_async_commit();
+    load_query_tile(c, sh, kb, tiles, tiles + TILE_ELEMS, rows, rows + TILE, lse, dvec);
+    cp_async_wait<1>();
+    __syncthreads();
+    uint32_t fv[4][4];
+    load_a(fv, tiles + 2 * TILE_ELEMS, c.w * 16);
+
+    float dk[8][4], dv[8][4];
+    for (int j = 0; j < 8; j++)
+        for (int e = 0; e < 4; e++) dk[j][e] = dv[j][e] = 0.0f;
+    for (int64_t qt = kb; qt < nq; qt++) {
+        int st = (int)((qt - kb) & 1);
+        T *qs = tiles + st * 2 * TILE_ELEMS, *dos = qs + TILE_ELEMS;
+        const float *lse_s = rows + st * 2 * TILE, *dv_s = lse_s + TILE;
+        cp_async_wait<0>();
+        __syncthreads(); /* tile qt has landed, and every warp is done with the other stage */
+        if (qt + 1 < nq) {
+            T *next = tiles + (st ^ 1) * 2 * TILE_ELEMS;
+            float *next_rows = rows + (st ^ 1) * 2 * TILE;
+            load_query_tile(c, sh, qt + 1, next, next + TILE_ELEMS, next_rows, next_rows + TILE, lse, dvec);
+        }
+        uint32_t fk[4][4], a[4][4];
+        load_a(fk, ks, c.w * 16); /* the warp's K rows (read again each tile: fewer registers held) */
+        key_tile_grads(c, fk, fv, qs, dos, lse_s, dv_s, qt, kb, Tn, sl2, dk, dv, a);
+        __syncthreads(); /* every warp is done reading dO: its buffer takes dS^T */
+        store_a<T>(dos, c.w * 16, a);
+        __syncthreads();
+        float dq[8][4];
+        for (int j = 0; j < 8; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
+        load_a_trans(a, dos, c.w * 16); /* dS for the warp's 16 queries, all 64 keys */
+        product_nn<T>(dq, a, ks);        /* dQ (this key block's share) = dS K */
+        add_rows(dq_at, c.C, qt * TILE + c.w * 16, Tn, dq);
     }
     T *gb = gqkv + c.gqkv_at;
     store_rows(gb + c.C, c.stride, krow0, Tn, dk, scale, scale);
@@ -369,9 +527,9 @@ template <typename T> __device__ void backward_q(shape sh, const T *qkv, const T
 
 } /* namespace fa */
 
-#define FA_DISPATCH(dt, call)                                                                      \
+#define FA_DISPATCH(dt, bytes, call)                                                               \
     do {                                                                                           \
-        __shared__ __align__(128) char smem[fa::SMEM_BYTES];                                       \
+        __shared__ __align__(128) char smem[bytes];                                                \
         if ((dt) == VK_BF16) {                                                                     \
             typedef __nv_bfloat16 T;                                                               \
             call;                                                                                  \
@@ -385,33 +543,85 @@ template <typename T> __device__ void backward_q(shape sh, const T *qkv, const T
 extern "C" __global__ void __launch_bounds__(fa::THREADS) vk_flash_forward(int dt, int64_t B, int64_t Tn, int64_t H,
                                                                            const char *qkv, char *out, float *lse,
                                                                            float scale) {
-    FA_DISPATCH(dt, fa::forward<T>({B, Tn, H}, (const T *)qkv, (T *)out, lse, scale, smem));
+    FA_DISPATCH(dt, fa::SMEM_BYTES, (fa::forward<T, 1>({B, Tn, H}, (const T *)qkv, (T *)out, lse, scale, smem)));
 }
 
-/* dvec[b, h, t] = sum over d of dO * O, both [B, T, C]: one warp a row. */
+/* The same with 2 warps of 32 rows (64 threads a block). */
+extern "C" __global__ void __launch_bounds__(fa::THREADS / 2) vk_flash_forward32(int dt, int64_t B, int64_t Tn, int64_t H,
+                                                                                const char *qkv, char *out, float *lse,
+                                                                                float scale) {
+    FA_DISPATCH(dt, fa::SMEM_BYTES, (fa::forward<T, 2>({B, Tn, H}, (const T *)qkv, (T *)out, lse, scale, smem)));
+}
+
+/* dvec[b, h, t] = sum over d of dO * O, both [B, T, C]: one warp a row. dq_zero, when not
+ * null, is the fused backward's [B, T, C] fp32 accumulator, zeroed here on the way. */
 extern "C" __global__ void vk_flash_dot(int dt, int64_t B, int64_t Tn, int64_t H, const char *gout, const char *out,
-                                        float *dvec) {
+                                        float *dvec, float *dq_zero) {
     int lane = threadIdx.x & 31;
     int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5, warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
     for (int64_t row = warp; row < B * H * Tn; row += warps) {
         int64_t t = row % Tn, bh = row / Tn, b = bh / H, h = bh % H, at = (b * Tn + t) * H * fa::D + h * fa::D;
         float acc = 0;
-        DISPATCH_ALL(dt, {
-            for (int d = lane; d < fa::D; d += 32) acc += (float)((const T *)gout)[at + d] * (float)((const T *)out)[at + d];
+        DISPATCH_ALL(dt, { /* two neighbouring elements a lane: one 32-bit load each in 16 bits */
+            const T *gp = (const T *)gout + at + 2 * lane, *op = (const T *)out + at + 2 * lane;
+            T g2[2], o2[2];
+            if (sizeof(T) == 2) {
+                uint32_t gv = *(const uint32_t *)gp, ov = *(const uint32_t *)op;
+                memcpy(g2, &gv, 4), memcpy(o2, &ov, 4);
+            } else {
+                g2[0] = gp[0], g2[1] = gp[1], o2[0] = op[0], o2[1] = op[1];
+            }
+            acc = (float)g2[0] * (float)o2[0] + (float)g2[1] * (float)o2[1];
         });
         acc = warp_sum(acc);
         if (lane == 0) dvec[row] = acc;
+        if (dq_zero) dq_zero[at + lane] = dq_zero[at + lane + 32] = 0.0f;
     }
 }
 
 extern "C" __global__ void __launch_bounds__(fa::THREADS)
     vk_flash_backward_kv(int dt, int64_t B, int64_t Tn, int64_t H, const char *qkv, const char *gout, const float *lse,
                          const float *dvec, char *gqkv, float scale) {
-    FA_DISPATCH(dt, fa::backward_kv<T>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv, scale, smem));
+    FA_DISPATCH(dt, fa::SMEM_BYTES, fa::backward_kv<T>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv, scale, smem));
 }
 
 extern "C" __global__ void __launch_bounds__(fa::THREADS)
     vk_flash_backward_q(int dt, int64_t B, int64_t Tn, int64_t H, const char *qkv, const char *gout, const float *lse,
                         const float *dvec, char *gqkv, float scale) {
-    FA_DISPATCH(dt, fa::backward_q<T>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv, scale, smem));
+    FA_DISPATCH(dt, fa::SMEM_BYTES, fa::backward_q<T>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv, scale, smem));
+}
+
+/* Grid: ceil(T / 64) * B * H blocks of 128 threads, one per key block; dq_acc as vk_flash_dot
+ * leaves it (zeroed). vk_flash_backward3 is the same kernel held to 168 registers a thread so
+ * that three blocks share an SM instead of two (at the price of a few spilled values). */
+#define FA_BACKWARD_FUSED                                                                           \
+    FA_DISPATCH(dt, fa::SMEM_FUSED_BYTES,                                                         \
+                fa::backward_fused<T>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv, dq_acc, scale, smem))
+extern "C" __global__ void __launch_bounds__(fa::THREADS)
+    vk_flash_backward(int dt, int64_t B, int64_t Tn, int64_t H, const char *qkv, const char *gout, const float *lse,
+                      const float *dvec, char *gqkv, float *dq_acc, float scale) {
+    FA_BACKWARD_FUSED;
+}
+extern "C" __global__ void __launch_bounds__(fa::THREADS, 3)
+    vk_flash_backward3(int dt, int64_t B, int64_t Tn, int64_t H, const char *qkv, const char *gout, const float *lse,
+                       const float *dvec, char *gqkv, float *dq_acc, float scale) {
+    FA_BACKWARD_FUSED;
+}
+
+/* The q third of gqkv [B, T, 3C] = scale * dq_acc [B, T, C] in 16 bits, four elements a thread
+ * (C is a multiple of 64). */
+extern "C" __global__ void vk_flash_dq(int dt, int64_t B, int64_t Tn, int64_t H, const float *dq_acc, char *gqkv,
+                                       float scale) {
+    int64_t C = H * fa::D, n4 = B * Tn * C / 4;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t e = 4 * i, bt = e / C, col = e % C;
+        float4 v = *(const float4 *)(dq_acc + e);
+        uint32_t lo, hi;
+        if (dt == VK_BF16) {
+            lo = fa::pack2<__nv_bfloat16>(v.x * scale, v.y * scale), hi = fa::pack2<__nv_bfloat16>(v.z * scale, v.w * scale);
+        } else {
+            lo = fa::pack2<__half>(v.x * scale, v.y * scale), hi = fa::pack2<__half>(v.z * scale, v.w * scale);
+        }
+        *(uint2 *)(gqkv + (bt * 3 * C + col) * 2) = make_uint2(lo, hi);
+    }
 }

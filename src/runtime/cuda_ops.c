@@ -556,33 +556,70 @@ static vram_status cuda_sync(void) { return vram_cuda_sync(); }
 
 enum { FLASH_TILE = 64, FLASH_THREADS = 128 };
 
+/* VRAM_FLASH_FWD=rows16 (the default: 4 warps of 16 query rows a block) or rows32 (2 warps of
+ * 32 rows: each K and V fragment loaded serves two row tiles). */
 static void cuda_flash_attention(vram_runtime *rt, vram_dtype dt, int64_t B, int64_t T, int64_t H, const void *qkv,
                                  void *out, float *lse) {
     (void)rt;
+    const char *form = getenv("VRAM_FLASH_FWD");
+    int rows32 = form && !strcmp(form, "rows32");
+    if (form && *form && !rows32 && strcmp(form, "rows16")) {
+        vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_FLASH_FWD=%s: expected rows16 or rows32", form);
+        return;
+    }
     int d = dt;
     float scale = 0.125f; /* 1 / sqrt(64): the kernels' head size */
     void *args[] = {&d, &B, &T, &H, &qkv, &out, &lse, &scale};
-    vram_cuda_launch(CK_FLASH_FORWARD, (T + FLASH_TILE - 1) / FLASH_TILE * B * H, FLASH_THREADS, args);
+    vram_cuda_launch(rows32 ? CK_FLASH_FORWARD32 : CK_FLASH_FORWARD, (T + FLASH_TILE - 1) / FLASH_TILE * B * H,
+                     rows32 ? FLASH_THREADS / 2 : FLASH_THREADS, args);
 }
 
+vram_flash_bwd vram_flash_backward_form(void) {
+    const char *e = getenv("VRAM_FLASH_BWD");
+    if (!e || !*e || !strcmp(e, "fused")) return VRAM_FLASH_BWD_FUSED;
+    if (!strcmp(e, "fused3")) return VRAM_FLASH_BWD_FUSED3;
+    return !strcmp(e, "split") ? VRAM_FLASH_BWD_SPLIT : VRAM_FLASH_BWD_BAD;
+}
+
+/* dvec (the rows' dO . O) first, then the fused backward (with its fp32 dQ accumulator, zeroed
+ * by the dvec kernel, scaled into gqkv's q third after) or the split pair. */
 static void cuda_flash_attention_backward(vram_runtime *rt, vram_dtype dt, int64_t B, int64_t T, int64_t H,
                                           const void *qkv, const void *out, const void *gout, const float *lse,
                                           void *gqkv) {
-    void *dvec = NULL;
-    size_t bytes = (size_t)(B * H * T) * sizeof(float);
+    vram_flash_bwd form = vram_flash_backward_form();
+    int split = form == VRAM_FLASH_BWD_SPLIT;
+    if (form == VRAM_FLASH_BWD_BAD) {
+        vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_FLASH_BWD=%s: expected fused, fused3 or split", getenv("VRAM_FLASH_BWD"));
+        return;
+    }
+    void *dvec = NULL, *dq = NULL;
+    size_t bytes = (size_t)(B * H * T) * sizeof(float), dq_bytes = split ? 0 : (size_t)(B * T * H * 64) * sizeof(float);
     if (vram_allocator_malloc(rt->alloc, bytes ? bytes : 1, rt->stream, VRAM_TAG_TEMPORARY, &dvec) != VRAM_OK) {
         vram_cuda_fail(VRAM_ERR_OUT_OF_MEMORY, "flash attention backward: no memory for %zu bytes of row sums", bytes);
         return;
     }
+    if (!split && vram_allocator_malloc(rt->alloc, dq_bytes ? dq_bytes : 1, rt->stream, VRAM_TAG_TEMPORARY, &dq) != VRAM_OK) {
+        vram_allocator_free(rt->alloc, dvec);
+        vram_cuda_fail(VRAM_ERR_OUT_OF_MEMORY, "flash attention backward: no memory for %zu bytes of fp32 dQ", dq_bytes);
+        return;
+    }
     int d = dt;
     float scale = 0.125f;
-    void *dot_args[] = {&d, &B, &T, &H, &gout, &out, &dvec};
+    void *dot_args[] = {&d, &B, &T, &H, &gout, &out, &dvec, &dq};
     vram_cuda_launch(CK_FLASH_DOT, vram_cuda_blocks(B * H * T * 32, THREADS), THREADS, dot_args);
-    void *args[] = {&d, &B, &T, &H, &qkv, &gout, &lse, &dvec, &gqkv, &scale};
     int64_t blocks = (T + FLASH_TILE - 1) / FLASH_TILE * B * H;
-    vram_cuda_launch(CK_FLASH_BACKWARD_KV, blocks, FLASH_THREADS, args);
-    vram_cuda_launch(CK_FLASH_BACKWARD_Q, blocks, FLASH_THREADS, args);
-    vram_allocator_free(rt->alloc, dvec); /* stream order keeps it until the kernels have read it */
+    if (split) {
+        void *args[] = {&d, &B, &T, &H, &qkv, &gout, &lse, &dvec, &gqkv, &scale};
+        vram_cuda_launch(CK_FLASH_BACKWARD_KV, blocks, FLASH_THREADS, args);
+        vram_cuda_launch(CK_FLASH_BACKWARD_Q, blocks, FLASH_THREADS, args);
+    } else {
+        void *args[] = {&d, &B, &T, &H, &qkv, &gout, &lse, &dvec, &gqkv, &dq, &scale};
+        vram_cuda_launch(form == VRAM_FLASH_BWD_FUSED3 ? CK_FLASH_BACKWARD3 : CK_FLASH_BACKWARD, blocks, FLASH_THREADS, args);
+        void *dq_args[] = {&d, &B, &T, &H, &dq, &gqkv, &scale};
+        vram_cuda_launch(CK_FLASH_DQ, vram_cuda_blocks(B * T * H * 16, THREADS), THREADS, dq_args);
+        vram_allocator_free(rt->alloc, dq);
+    }
+    vram_allocator_free(rt->alloc, dvec); /* stream order keeps them until the kernels have read them */
 }
 
 const vram_kernels vram_cuda_kernels = {

@@ -220,16 +220,23 @@ static void plan_flash_attention(vram_runtime *rt, vram_dtype dt, int64_t B, int
                                  void *out, float *lse) {
     (void)rt, (void)dt, (void)B, (void)T, (void)H, (void)qkv, (void)out, (void)lse;
 }
-/* The backward's row sums, a temporary of B*H*T floats, as cuda_ops.c takes it. */
+/* The backward's temporaries as cuda_ops.c takes them: the row sums (B*H*T floats) and, for
+ * the one-pass backward, the fp32 dQ accumulator (B*T*H*64 floats), freed in reverse. */
 static void plan_flash_attention_backward(vram_runtime *rt, vram_dtype dt, int64_t B, int64_t T, int64_t H,
                                           const void *qkv, const void *out, const void *gout, const float *lse,
                                           void *gqkv) {
     (void)dt, (void)qkv, (void)out, (void)gout, (void)lse, (void)gqkv;
-    void *dvec = NULL;
-    size_t bytes = (size_t)(B * H * T) * sizeof(float);
+    void *dvec = NULL, *dq = NULL;
+    size_t bytes = (size_t)(B * H * T) * sizeof(float), dq_bytes = (size_t)(B * T * H * 64) * sizeof(float);
     vram_status s = vram_allocator_malloc(rt->alloc, bytes ? bytes : 1, rt->stream, VRAM_TAG_TEMPORARY, &dvec);
     vram_runtime_observe(rt, s);
-    if (s == VRAM_OK) vram_allocator_free(rt->alloc, dvec);
+    if (s != VRAM_OK) return;
+    if (vram_flash_backward_form() != VRAM_FLASH_BWD_SPLIT) {
+        s = vram_allocator_malloc(rt->alloc, dq_bytes ? dq_bytes : 1, rt->stream, VRAM_TAG_TEMPORARY, &dq);
+        vram_runtime_observe(rt, s);
+        if (s == VRAM_OK) vram_allocator_free(rt->alloc, dq);
+    }
+    vram_allocator_free(rt->alloc, dvec);
 }
 
 static void plan_column_sum_lowp(vram_dtype dt, int64_t rows, int64_t n, int64_t ld, const void *g, float *out) {

@@ -250,6 +250,12 @@ extern const vram_kernels vram_plan_kernels;
 /* The planner's table for the GPU runtime: allocates what the CUDA table allocates (no pack
  * buffers; flash attention's row sums), with the low-precision slots, computing nothing. */
 extern const vram_kernels vram_plan_cuda_kernels;
+/* Which flash-attention backward the CUDA table runs, from VRAM_FLASH_BWD: fused (the default,
+ * FlashAttention-2's one pass: dQ added atomically), fused3 (the same held to three blocks an
+ * SM), split (two deterministic kernels), or bad (any other value: the CUDA slot fails with a
+ * message). The planner asks too: the one-pass forms take an fp32 dQ accumulator. */
+typedef enum { VRAM_FLASH_BWD_BAD = -1, VRAM_FLASH_BWD_FUSED, VRAM_FLASH_BWD_FUSED3, VRAM_FLASH_BWD_SPLIT } vram_flash_bwd;
+vram_flash_bwd vram_flash_backward_form(void);
 
 /* The CPU matrix product's work split, which the planner's table repeats: how many threads
  * (each with its own pack buffers) one call runs on, 0 for an empty product; and the bytes of

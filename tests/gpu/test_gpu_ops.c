@@ -508,8 +508,10 @@ static void test_mixed(vram_dtype act, int trials) {
         spec lx[3] = {SPEC(.nd = 2, .shape = {R, 64}, .grad = 1, .act = 1), SPEC(.nd = 2, .shape = {V, 64}, .grad = 1),
                       SPEC(.nd = 1, .shape = {R}, .ids = 1, .limit = V)};
         run_case("fused linear_cross_entropy", op_linear_xent, 3, lx, NULL, dt);
-        /* flash attention (head size 64): T around the 64-row tiles */
-        int64_t Ts[] = {1, 17, 64, 65, 130, 200}, T = Ts[t % 6], heads[1] = {irand(1, 3)};
+        /* flash attention (head size 64): T around the 64-row tiles. Not T = 1: there dQ and dK
+         * are 0 in exact arithmetic, exactly 0 on the CPU and rounding noise on the GPU, which a
+         * relative error cannot weigh; test_gpu_flash.c covers T = 1 against the whole gradient. */
+        int64_t Ts[] = {17, 64, 65, 130, 200, 2}, T = Ts[t % 6], heads[1] = {irand(1, 3)};
         spec fa[1] = {SPEC(.nd = 3, .shape = {irand(1, 2), T, 3 * heads[0] * 64}, .grad = 1, .act = 1)};
         run_case("flash attention (qkv, head size 64)", op_attention_qkv, 1, fa, heads, dt);
         int64_t other[1] = {d}; /* head size 16: the composed path in 16 bits */
