@@ -63,25 +63,28 @@ static vram_status random_tensor(vram_runtime *rt, vram_dtype dt, int64_t d0, in
     return s;
 }
 
-/* One round: forward alone, then a recorded forward and its backward; milliseconds of each. */
-static vram_status round_once(vram_runtime *rt, vram_tensor *x, vram_tensor *g, int64_t H, double *fwd, double *bwd) {
-    vram_tensor *y = NULL, *y2 = NULL;
-    vram_status s = vram_tensor_set_requires_grad(x, 0);
-    if (s == VRAM_OK) s = vram_runtime_sync(rt);
+/* One round: forward alone on x (16-bit, no graph), then a recorded forward of leaf's 16-bit
+ * cast (gradients live in f32 only) and its backward; milliseconds of each. The backward also
+ * widens the cast's gradient to the f32 leaf, one pass over qkv's gradient. */
+static vram_status round_once(vram_runtime *rt, vram_tensor *x, vram_tensor *leaf, vram_tensor *g, int64_t H,
+                              double *fwd, double *bwd) {
+    vram_tensor *y = NULL, *xc = NULL, *y2 = NULL;
+    vram_status s = vram_runtime_sync(rt);
     double t0 = vram_bench_now_ns();
     if (s == VRAM_OK) s = vram_causal_attention_qkv(x, H, &y);
     if (s == VRAM_OK) s = vram_runtime_sync(rt);
     double t1 = vram_bench_now_ns();
     vram_tensor_free(y);
-    if (s == VRAM_OK) s = vram_tensor_set_requires_grad(x, 1);
-    if (s == VRAM_OK) s = vram_causal_attention_qkv(x, H, &y2);
+    if (s == VRAM_OK) s = vram_to_dtype(leaf, vram_tensor_dtype(x), &xc);
     if (s == VRAM_OK) s = vram_runtime_sync(rt);
     double t2 = vram_bench_now_ns();
+    if (s == VRAM_OK) s = vram_causal_attention_qkv(xc, H, &y2);
     if (s == VRAM_OK) s = vram_backward(y2, g);
     if (s == VRAM_OK) s = vram_runtime_sync(rt);
     double t3 = vram_bench_now_ns();
     vram_tensor_free(y2);
-    vram_tensor_zero_grad(x, 1);
+    vram_tensor_free(xc);
+    vram_tensor_zero_grad(leaf, 1);
     *fwd = (t1 - t0) / 1e6, *bwd = (t3 - t2) / 1e6;
     return s;
 }
@@ -98,11 +101,13 @@ int main(int argc, char **argv) {
     vram_device *dev = NULL;
     vram_allocator *a = NULL;
     vram_runtime *rt = NULL;
-    vram_tensor *x = NULL, *g = NULL;
+    vram_tensor *x = NULL, *leaf = NULL, *g = NULL;
     vram_status s = vram_device_open("cuda", &dev);
     if (s == VRAM_OK) s = vram_allocator_new(dev, NULL, &a);
     if (s == VRAM_OK) s = vram_runtime_new(a, 1, &rt);
     if (s == VRAM_OK) s = random_tensor(rt, o.dt, o.B, o.T, 3 * o.H * 64, 2.0, &x);
+    if (s == VRAM_OK) s = random_tensor(rt, VRAM_DTYPE_F32, o.B, o.T, 3 * o.H * 64, 2.0, &leaf);
+    if (s == VRAM_OK) s = vram_tensor_set_requires_grad(leaf, 1);
     if (s == VRAM_OK) s = random_tensor(rt, o.dt, o.B, o.T, o.H * 64, 1.0, &g);
     enum { NV = 4 };
     const char *fwd[NV] = {"rows16", "rows16", "rows16", "rows32"}, *bwd[NV] = {"fused", "fused3", "split", "fused"};
@@ -114,7 +119,7 @@ int main(int argc, char **argv) {
             double f, b;
             setenv("VRAM_FLASH_FWD", fwd[v], 1);
             setenv("VRAM_FLASH_BWD", bwd[v], 1);
-            s = round_once(rt, x, g, o.H, &f, &b);
+            s = round_once(rt, x, leaf, g, o.H, &f, &b);
             if (r >= 0) ms[v][0][r] = f, ms[v][1][r] = b;
         }
     if (s != VRAM_OK) {
@@ -133,6 +138,7 @@ int main(int argc, char **argv) {
     }
     for (int v = 0; v < NV; v++) free(ms[v][0]), free(ms[v][1]);
     vram_tensor_free(g);
+    vram_tensor_free(leaf);
     vram_tensor_free(x);
     vram_runtime_free(rt);
     if (a) vram_allocator_destroy(a);

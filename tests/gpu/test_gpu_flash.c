@@ -56,23 +56,39 @@ static double *random_in(vram_dtype dt, const int64_t shape[3], double amp) {
     return v;
 }
 
+/* v as an f32 leaf that requires grad on side sd (gradients live in f32 or f64 only) and, for a
+ * 16-bit dt, the leaf's differentiable cast to dt: the leaf's gradient is dt's widened exactly. */
+static vram_status grad_input(side *sd, vram_dtype dt, const int64_t shape[3], const double *v, vram_tensor **leaf,
+                              vram_tensor **x) {
+    *x = NULL;
+    *leaf = tensor_of(sd, VRAM_DTYPE_F32, shape, v);
+    vram_status s = *leaf ? vram_tensor_set_requires_grad(*leaf, 1) : VRAM_ERR_INVALID_ARG;
+    if (s != VRAM_OK) return s;
+    if (dt == VRAM_DTYPE_F32) {
+        *x = vram_tensor_retain(*leaf);
+        return VRAM_OK;
+    }
+    return vram_to_dtype(*leaf, dt, x);
+}
+
 /* Attention of qkv [B, T, 3C] on side sd in dtype dt, then backward from the output gradient
  * g: out [B, T, C] and grad [B, T, 3C] as doubles. Returns 0 where a step failed. */
 static int attention_run(side *sd, vram_dtype dt, int64_t B, int64_t T, int64_t H, const double *qkv, const double *g,
                          double *out, double *grad) {
     int64_t qs[3] = {B, T, 3 * H * 64}, os[3] = {B, T, H * 64};
-    vram_tensor *x = tensor_of(sd, dt, qs, qkv), *gt = tensor_of(sd, dt, os, g), *y = NULL;
-    vram_status s = x && gt ? vram_tensor_set_requires_grad(x, 1) : VRAM_ERR_INVALID_ARG;
+    vram_tensor *leaf = NULL, *x = NULL, *gt = tensor_of(sd, dt, os, g), *y = NULL;
+    vram_status s = gt ? grad_input(sd, dt, qs, qkv, &leaf, &x) : VRAM_ERR_INVALID_ARG;
     if (s == VRAM_OK) s = vram_causal_attention_qkv(x, H, &y);
     if (s == VRAM_OK) s = vram_backward(y, gt);
     if (s == VRAM_OK) s = vram_runtime_sync(sd->rt);
     if (s == VRAM_OK) s = vram_tensor_to_f64(y, out);
-    if (s == VRAM_OK) s = vram_tensor_to_f64(vram_tensor_grad(x), grad);
+    if (s == VRAM_OK) s = vram_tensor_to_f64(vram_tensor_grad(leaf), grad);
     CHECK(s == VRAM_OK, "attention B=%lld T=%lld H=%lld %s on %s: %s (%s)", (long long)B, (long long)T, (long long)H,
           vram_dtype_name(dt), sd == &gpu ? "gpu" : "cpu", vram_status_str(s), vram_last_error());
     vram_tensor_free(y);
     vram_tensor_free(gt);
     vram_tensor_free(x);
+    vram_tensor_free(leaf);
     return s == VRAM_OK;
 }
 
@@ -186,10 +202,10 @@ static void variants_agree(vram_dtype dt, int64_t B, int64_t T, int64_t H) {
 static void bad_variant(void) {
     int64_t qs[3] = {1, 8, 192}, os[3] = {1, 8, 64};
     double *qkv = random_in(VRAM_DTYPE_BF16, qs, 1.0), *g = random_in(VRAM_DTYPE_BF16, os, 1.0);
-    vram_tensor *x = tensor_of(&gpu, VRAM_DTYPE_BF16, qs, qkv), *gt = tensor_of(&gpu, VRAM_DTYPE_BF16, os, g), *y = NULL;
+    vram_tensor *leaf = NULL, *x = NULL, *gt = tensor_of(&gpu, VRAM_DTYPE_BF16, os, g), *y = NULL;
     setenv("VRAM_FLASH_BWD", "sideways", 1);
-    CHECK_OK(vram_tensor_set_requires_grad(x, 1));
-    CHECK_OK(vram_causal_attention_qkv(x, 1, &y));
+    CHECK_OK(grad_input(&gpu, VRAM_DTYPE_BF16, qs, qkv, &leaf, &x));
+    if (x) CHECK_OK(vram_causal_attention_qkv(x, 1, &y));
     vram_status s = y ? vram_backward(y, gt) : VRAM_ERR_INVALID_ARG;
     if (s == VRAM_OK) s = vram_runtime_sync(gpu.rt);
     CHECK(s != VRAM_OK && strstr(vram_last_error(), "VRAM_FLASH_BWD=sideways"),
@@ -198,6 +214,7 @@ static void bad_variant(void) {
     vram_tensor_free(y);
     vram_tensor_free(gt);
     vram_tensor_free(x);
+    vram_tensor_free(leaf);
     free(qkv), free(g);
 }
 
