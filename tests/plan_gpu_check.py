@@ -18,7 +18,8 @@ not measure is a miss.
 Where RECORDS (bench/results/2026-12-06-plan-gpu-records.json) exists, its figures replace the
 ones below: `plan_gpu_check.py --measure VRAM CORPUS OUT.json` on a GPU machine runs each of the
 configurations below for 4 steps, one at a time (runs side by side changed the reserved peaks the
-caching allocator reached), and writes them there, with the machine and the date.
+caching allocator reached), and writes them there, with the machine and the date; the file's
+"alloc_conf" says how that tree placed ("" for today's defaults), and the plans use it.
 usage: plan_gpu_check.py VRAM [GRID.json] | --measure VRAM CORPUS OUT.json
 """
 import json
@@ -140,13 +141,15 @@ def measure(vram, corpus, out_path):
 
 
 def recorded():
-    """RECORDED, or the figures RECORDS holds for the same configurations (a failed run: a miss)."""
+    """(RECORDED or the figures RECORDS holds for the same configurations (a failed run: a miss), the
+    alloc_conf their tree placed with: RECORDS' own "alloc_conf", else GPU_TREE_CONF)."""
     if not os.path.exists(RECORDS):
-        return RECORDED
+        return RECORDED, GPU_TREE_CONF
     with open(RECORDS) as f:
-        rows = {r["flags"]: r for r in json.load(f)["rows"]}
+        rec = json.load(f)
+    rows = {r["flags"]: r for r in rec["rows"]}
     return [(flags, rows.get(flags, {}).get("allocated", -1.0), rows.get(flags, {}).get("reserved", -1.0))
-            for flags, _, _ in RECORDED]
+            for flags, _, _ in RECORDED], rec.get("alloc_conf", GPU_TREE_CONF)
 
 
 def main():
@@ -166,10 +169,11 @@ def main():
         print(f"plan_gpu_check: {n - bad - known} of {n} configurations of the GPU grid planned within bounds"
               + (f"; {known} known miss{'es' if known > 1 else ''}, reported in its records" if known else ""))
         rows, failed = rows + n, failed + bad
-    for flags, alloc, res in recorded():
+    records, tree = recorded()
+    for flags, alloc, res in records:
         if alloc is None:
             continue
-        got = plan(vram, flags)
+        got = plan(vram, flags, tree=tree)
         rows += 1
         ok = abs(got["allocated"] - alloc) <= 0.001 * alloc
         line = f"{flags:<40} allocated {got['allocated']:9.2f} MiB planned, {alloc:9.2f} measured"
