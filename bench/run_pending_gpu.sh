@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# run_pending_gpu.sh — in one device call, most needed first, every measurement whose code is in
+# the tree but has not yet run on a GPU (device time is scarce: a call may be cut short, so the
+# logs are packed into $OUT/logs.tgz after every stage and $OUT holds at most four files):
+#   1 flash    gpu_test_gpu_flash (every backward form against the CPU) and bench_flash
+#   2 speed    vram bf16 with kept weights, erf and tanh GELU, in turns with torch.compile on the
+#              same-layout model (bench/gpt2_torch.py), ROUNDS rounds: the ratio issue 38 asks for
+#   3 losses   200-step bf16 losses against PyTorch's (bench_gpt2_reference, gpt2_torch.py check)
+#              for the tanh GELU and for --residual fp32, two at a time
+#   4 place    issue 46 on the GPU: generation with VRAM_STEP_PLAN=layers, checkpointed training
+#              with early plans (bench/run_placement_gpu.sh, one round each)
+# STAGES picks and orders them (default "flash speed losses place"). A table per stage in
+# $OUT/log.txt.   OUT=dir ROUNDS=2 bench/run_pending_gpu.sh
+set -u
+OUT=${OUT:-$PWD/gpu-out}
+ROUNDS=${ROUNDS:-2}
+STAGES=${STAGES:-flash speed losses place}
+W=$(mktemp -d)
+mkdir -p "$OUT"
+L=$OUT/log.txt
+say() { echo "$*" | tee -a "$L"; }
+pack() { tar czf "$OUT/logs.tgz" -C "$W" . 2>/dev/null; }
+T0=$(date +%s)
+el() { echo "($(( $(date +%s) - T0 )) s)"; }
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc; git log -1 --oneline 2>/dev/null
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'; } >> "$L" 2>&1
+cat "$L"
+cmake -S . -B b -DCMAKE_BUILD_TYPE=Release > "$W/build.log" 2>&1 &&
+  cmake --build b -j "$(nproc)" --target vram gpu_test_gpu_flash bench_flash bench_gpt2_reference vram_torch >> "$W/build.log" 2>&1 \
+  || { say "BUILD FAILED"; tail -30 "$W/build.log"; pack; exit 1; }
+say "build $(el)"
+D=b/data/kjv.txt
+TRAIN="--device cuda:0 --model gpt2 --data $D --batch 8 --steps 30 --lr 3e-4 --precision bf16 --lowp-weights keep"
+ms() { sed -n 's/^summary: median step \([0-9.]*\) ms.*/\1/p' "$@" 2>/dev/null | paste -sd' '; }
+
+stage_flash() {
+  timeout 120 b/tests/gpu_test_gpu_flash > "$W/flash.log" 2>&1
+  say "gpu_test_gpu_flash rc=$?: $(tail -1 "$W/flash.log")"
+  grep FAIL "$W/flash.log" | head -5 | tee -a "$L"
+  timeout 60 b/bench/bench_flash --rounds 20 > "$W/bench_flash.log" 2>&1
+  say "bench_flash rc=$?"; grep '^|' "$W/bench_flash.log" | tee -a "$L"
+}
+
+stage_speed() {
+  for ((r = 1; r <= ROUNDS; r++)); do
+    for a in gelu_erf gelu_tanh; do
+      timeout 90 b/vram train $TRAIN --activation $a > "$W/speed_${a}_$r.log" 2>&1
+      say "vram $a round $r rc=$?: $(grep '^summary' "$W/speed_${a}_$r.log")"
+    done
+    timeout 240 python3 bench/gpt2_torch.py speed --precision bf16 --models same-compile --steps 25 --activation gelu_tanh \
+      > "$W/torch_$r.log" 2>&1
+    say "torch.compile (tanh) round $r rc=$?: $(grep '^torch' "$W/torch_$r.log")"
+    pack
+  done
+  say "| run | ms/step by round |"; say "|---|---|"
+  say "| vram bf16, erf GELU | $(ms "$W"/speed_gelu_erf_*.log) |"
+  say "| vram bf16, tanh GELU in the epilogues | $(ms "$W"/speed_gelu_tanh_*.log) |"
+  say "| torch.compile, same-layout model, tanh GELU | $(cat "$W"/torch_*.log 2>/dev/null | sed -n 's/.*compile *\([0-9.]*\) ms.*/\1/p' | paste -sd' ') |"
+}
+
+stage_losses() {
+  for m in "tanh --activation gelu_tanh" "res32 --residual fp32"; do
+    set -- $m
+    local name=$1; shift
+    ( timeout 150 b/bench/bench_gpt2_reference --out "$W/ref_$name" --steps 200 --batch 8 --precision bf16 "$@" --data $D \
+        > "$W/ref_$name.log" 2>&1 &&
+      timeout 300 python3 bench/gpt2_torch.py check "$W/ref_$name" --precision bf16 > "$W/check_$name.log" 2>&1
+      echo "rc=$?" >> "$W/check_$name.log"; rm -f "$W"/ref_$name/*.bin ) &
+  done
+  wait
+  for name in tanh res32; do say "loss check $name: $(tail -2 "$W/check_$name.log" 2>/dev/null | paste -sd' ')"; done
+}
+
+stage_place() {
+  OUT=$W/place_gen RECORD=0 ROUNDS=1 ALLOCS="native vram vram+plan+layers" WORKLOADS=gen_llama,gen_gpt2 \
+    timeout 240 bash bench/run_placement_gpu.sh > "$W/place_gen.log" 2>&1
+  say "placement, generation rc=$?"; grep '^|' "$W/place_gen.log" | tail -8 | tee -a "$L"; pack
+  OUT=$W/place_ckpt RECORD=0 ROUNDS=1 ALLOCS="native vram vram+plan+early" WORKLOADS=ckpt_gpt2,ckpt_llama \
+    timeout 240 bash bench/run_placement_gpu.sh > "$W/place_ckpt.log" 2>&1
+  say "placement, checkpointed training rc=$?"; grep '^|' "$W/place_ckpt.log" | tail -8 | tee -a "$L"
+}
+
+for s in $STAGES; do
+  case $s in
+    flash | speed | losses | place) "stage_$s"; pack; say "stage $s done $(el)" ;;
+    *) say "STAGES: '$s' is not flash, speed, losses or place"; exit 2 ;;
+  esac
+done
+say "end $(el)"
