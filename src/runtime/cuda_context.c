@@ -19,6 +19,7 @@
 #include "cuda_rt.h"
 
 vram_cuda vram_cuda_state;
+int64_t vram_cuda_copies, vram_cuda_copy_bytes, vram_cuda_zeros, vram_cuda_zero_bytes;
 
 void vram_cuda_fail(vram_status s, const char *fmt, ...) {
     vram_cuda *g = &vram_cuda_state;
@@ -400,6 +401,7 @@ void vram_cuda_copy_d2d(void *dst, const void *src, size_t n) {
     if (g->error != VRAM_OK || !n) return;
     int tok = vram_cuda_prof_begin();
     cu_check(cu.MemcpyDtoDAsync((CUdeviceptr)dst, (CUdeviceptr)src, n, (CUstream)g->stream), "copy on the GPU", n);
+    vram_cuda_copies++, vram_cuda_copy_bytes += (int64_t)n;
     vram_cuda_prof_end(tok, CK_PROF_COPY);
 }
 
@@ -408,6 +410,7 @@ void vram_cuda_zero(void *dst, size_t n) {
     if (g->error != VRAM_OK || !n) return;
     int tok = vram_cuda_prof_begin();
     cu_check(cu.MemsetD8Async((CUdeviceptr)dst, 0, n, (CUstream)g->stream), "zeroing GPU memory", n);
+    vram_cuda_zeros++, vram_cuda_zero_bytes += (int64_t)n;
     vram_cuda_prof_end(tok, CK_PROF_COPY);
 }
 

@@ -250,13 +250,22 @@ static int64_t column_chunk(int64_t rows, int64_t n) {
     return chunk < 8 ? 8 : chunk;
 }
 
-/* mixed: the kernels for f32 x and gx, gout in the 16-bit dt. */
+/* mixed: the kernels for f32 x and gx, gout in the 16-bit dt. Under vram_fewer_launches() gw and
+ * gb are written, not added to (layer_norm_backward_writes_wb): the input-gradient kernel zeroes
+ * them before the column sums run (or one memset each where that kernel does not run). */
 static void layer_norm_backward_launch(int mixed, vram_dtype dt, int64_t rows, int64_t n, void *gx, void *gw, void *gb,
                                        const void *gout, const void *x, const void *w, const void *mean,
                                        const void *rstd) {
-    int d = dt;
+    int d = dt, write = vram_fewer_launches();
+    size_t wb_bytes = (size_t)n * vram_dtype_size(mixed ? VRAM_DTYPE_F32 : vram_stat_dtype(dt));
+    void *zw = write ? gw : NULL, *zb = write ? gb : NULL;
+    int64_t zwords = write ? (int64_t)(wb_bytes / 4) : 0; /* (f32 or f64: whole words) */
+    if ((!gx || rows <= 0) && write) { /* (no input-gradient kernel runs) */
+        if (gw) vram_cuda_zero(gw, wb_bytes);
+        if (gb) vram_cuda_zero(gb, wb_bytes);
+    }
     if (gx) {
-        void *args[] = {&d, &rows, &n, &gx, &gout, &x, &w, &mean, &rstd};
+        void *args[] = {&d, &rows, &n, &gx, &gout, &x, &w, &mean, &rstd, &zw, &zb, &zwords};
         int64_t blocks;
         int threads;
         layer_norm_shape(dt, rows, n, &blocks, &threads);
@@ -668,6 +677,7 @@ const vram_kernels vram_cuda_kernels = {
     .upload = vram_cuda_upload,
     .download = vram_cuda_download,
     .zero = vram_cuda_zero,
+    .layer_norm_backward_writes_wb = 1,
     .find_bad_id = cuda_find_bad_id,
     .sync = cuda_sync,
     /* inference (cuda_infer_ops.c) */

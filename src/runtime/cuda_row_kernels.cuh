@@ -269,18 +269,29 @@ __device__ void layer_norm_backward_x_rows(int dt, int64_t rows, int64_t n, char
                                                 (const A *)meanv, (const A *)rstdv, sh);
 }
 
+/* Zeroes the weight and bias gradients (zw, zb: `words` 32-bit words each, either may be NULL)
+ * that the column-sum kernel launched after this one adds to: their memsets' launches saved. */
+__device__ __forceinline__ void zero_wb_words(char *zw, char *zb, int64_t words) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < words; i += (int64_t)gridDim.x * blockDim.x) {
+        if (zw) ((uint32_t *)zw)[i] = 0;
+        if (zb) ((uint32_t *)zb)[i] = 0;
+    }
+}
+
 extern "C" __global__ void vk_layer_norm_backward_x(int dt, int64_t rows, int64_t n, char *gxv, const char *gout,
                                                     const char *xv, const char *wv, const char *meanv,
-                                                    const char *rstdv) {
+                                                    const char *rstdv, char *zw, char *zb, int64_t zwords) {
     __shared__ double shd[32];
+    zero_wb_words(zw, zb, zwords);
     DISPATCH_ALL(dt, { layer_norm_backward_x_rows<T, T, A>(dt, rows, n, gxv, gout, xv, wv, meanv, rstdv, (A *)shd); });
 }
 
 /* gout in the 16-bit dt, x and gx f32. */
 extern "C" __global__ void vk_layer_norm_mixed_backward_x(int dt, int64_t rows, int64_t n, char *gxv, const char *gout,
                                                           const char *xv, const char *wv, const char *meanv,
-                                                          const char *rstdv) {
+                                                          const char *rstdv, char *zw, char *zb, int64_t zwords) {
     __shared__ double shd[32];
+    zero_wb_words(zw, zb, zwords);
     DISPATCH_LOWP(dt, {
         layer_norm_backward_x_rows<float, T, float>(dt, rows, n, gxv, gout, xv, wv, meanv, rstdv, (float *)shd);
     });

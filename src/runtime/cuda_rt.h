@@ -65,6 +65,9 @@ void vram_cuda_upload(void *dst, const void *src, size_t n);
 void vram_cuda_download(void *dst, const void *src, size_t n);
 void vram_cuda_copy_d2d(void *dst, const void *src, size_t n);
 void vram_cuda_zero(void *dst, size_t n);
+/* Device-to-device copies and memsets queued since the process began, and their bytes (how the
+ * tests see the launches that VRAM_FEWER_LAUNCHES removes). */
+extern int64_t vram_cuda_copies, vram_cuda_copy_bytes, vram_cuda_zeros, vram_cuda_zero_bytes;
 vram_status vram_cuda_sync(void);
 
 /* A symbol to resolve into a table of function pointers, at byte offset `off`. */

@@ -155,6 +155,15 @@ vram_status vram_cross_entropy(vram_tensor *logits, vram_tensor *targets, vram_t
 
 /* ---- layer norm ---- */
 
+/* A layer norm's weight or bias gradient [c]: the same allocation either way, zeroed only where
+ * the backward kernels add to it (vram_kernels.layer_norm_backward_writes_wb). */
+static vram_status ln_param_grad(vram_runtime *rt, vram_dtype pdt, int64_t c, vram_tensor **out) {
+    int64_t cs[1] = {c};
+    if (rt->k->layer_norm_backward_writes_wb && vram_fewer_launches())
+        return vram_tensor_empty(rt, pdt, 1, cs, VRAM_TAG_TEMPORARY, out);
+    return vram_tensor_new(rt, pdt, 1, cs, VRAM_TAG_TEMPORARY, out);
+}
+
 static vram_status ln_backward(vram_node *n, vram_tensor *g, vram_tensor **gin) {
     vram_runtime *rt = n->rt;
     vram_tensor *x = n->saved[0], *mean = n->saved[1], *rstd = n->saved[2];
@@ -164,10 +173,9 @@ static vram_status ln_backward(vram_node *n, vram_tensor *g, vram_tensor **gin) 
     if (s != VRAM_OK) return s;
     s = vram_check_norm_dtype("layer_norm backward", x, gc->dtype); /* (a 16-bit gradient of an f32 x: mixed) */
     if (s == VRAM_OK && vram_node_needs(n, 0)) s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &gin[0]);
-    int64_t cs[1] = {c};
     vram_dtype pdt = vram_stat_dtype(x->dtype); /* f32 weights under 16-bit activations */
-    if (s == VRAM_OK && n->n_in > 1 && vram_node_needs(n, 1)) s = vram_tensor_new(rt, pdt, 1, cs, VRAM_TAG_TEMPORARY, &gin[1]);
-    if (s == VRAM_OK && n->n_in > 2 && vram_node_needs(n, 2)) s = vram_tensor_new(rt, pdt, 1, cs, VRAM_TAG_TEMPORARY, &gin[2]);
+    if (s == VRAM_OK && n->n_in > 1 && vram_node_needs(n, 1)) s = ln_param_grad(rt, pdt, c, &gin[1]);
+    if (s == VRAM_OK && n->n_in > 2 && vram_node_needs(n, 2)) s = ln_param_grad(rt, pdt, c, &gin[2]);
     if (s == VRAM_OK)
         (gc->dtype == x->dtype ? rt->k->layer_norm_backward : rt->k->layer_norm_mixed_backward)(
                                    gc->dtype, rows, c, gin[0] ? vram_tensor_data(gin[0]) : NULL,
@@ -234,15 +242,36 @@ vram_status vram_layer_norm_to(vram_tensor *x, vram_tensor *w, vram_tensor *b, d
 
 /* ---- embedding ---- */
 
+/* The table's gradient when the scatter can add into it directly: a leaf whose gradient already
+ * holds another contribution (GPT-2's tied head wrote it first), contiguous and of the
+ * gradient's shape and dtype, with no gradient hook (DDP) watching the order of contributions. */
+static vram_tensor *emb_grad_in_place(vram_node *n, const vram_tensor *g) {
+    vram_tensor *leaf = n->leaf[0], *d = leaf ? leaf->grad : NULL;
+    if (!d || !vram_fewer_launches() || n->rt->on_grad || d->dtype != g->dtype || d->offset || d->ndim != 2 ||
+        d->shape[0] != n->in_shape[0][0] || d->shape[1] != n->in_shape[0][1] || !vram_tensor_is_contiguous(d))
+        return NULL;
+    return d;
+}
+
+/* The scatter-add of g's rows into a zeroed [V, C] buffer, which autograd then adds to the
+ * table's gradient; or, where that gradient exists (emb_grad_in_place), straight into it: no
+ * memset, no accumulate. The buffer is taken (and left unused) on that path too, so that the
+ * allocation stream stays the one the planner predicts. */
 static vram_status emb_backward(vram_node *n, vram_tensor *g, vram_tensor **gin) {
-    vram_tensor *ids = n->saved[0], *gc;
+    vram_tensor *ids = n->saved[0], *gc, *direct = emb_grad_in_place(n, g);
     vram_status s = vram_tensor_contig(g, &gc);
     if (s != VRAM_OK) return s;
-    s = vram_tensor_new(n->rt, g->dtype, 2, n->in_shape[0], VRAM_TAG_TEMPORARY, &gin[0]);
+    if (direct) s = vram_tensor_empty(n->rt, g->dtype, 2, n->in_shape[0], VRAM_TAG_TEMPORARY, &gin[0]);
+    else s = vram_tensor_new(n->rt, g->dtype, 2, n->in_shape[0], VRAM_TAG_TEMPORARY, &gin[0]);
     if (s == VRAM_OK)
-        n->rt->k->embedding_backward(g->dtype, vram_tensor_numel(ids), n->in_shape[0][1], vram_tensor_data(gin[0]),
-                                     vram_tensor_data(gc), vram_tensor_data(ids), ids->dtype);
+        n->rt->k->embedding_backward(g->dtype, vram_tensor_numel(ids), n->in_shape[0][1],
+                                     vram_tensor_data(direct ? direct : gin[0]), vram_tensor_data(gc),
+                                     vram_tensor_data(ids), ids->dtype);
     vram_tensor_free(gc);
+    if (s == VRAM_OK && direct) { /* freed where autograd would have freed it after the accumulate */
+        vram_tensor_free(gin[0]);
+        gin[0] = NULL;
+    }
     return s;
 }
 
@@ -287,7 +316,7 @@ static vram_status ln_linear_backward(vram_node *n, vram_tensor *g, vram_tensor 
     int64_t c = x->shape[x->ndim - 1], rows = vram_tensor_numel(x) / c, out_f = w->shape[0];
     vram_dtype adt = (vram_dtype)n->ip[0]; /* the normalised x's: x's, or 16-bit from an f32 x */
     vram_tensor *gc = NULL, *a = NULL, *m2 = NULL, *r2 = NULL, *ga = NULL;
-    int64_t rs[1] = {rows}, cs[1] = {c};
+    int64_t rs[1] = {rows};
     vram_status s = vram_tensor_contig(g, &gc);
     /* recompute the normalised input, which forward did not keep */
     if (s == VRAM_OK) s = vram_tensor_empty(rt, adt, x->ndim, x->shape, VRAM_TAG_TEMPORARY, &a);
@@ -324,8 +353,8 @@ static vram_status ln_linear_backward(vram_node *n, vram_tensor *g, vram_tensor 
     }
     if (s == VRAM_OK && need_ln) {
         if (s == VRAM_OK && vram_node_needs(n, 0)) s = vram_tensor_empty(rt, x->dtype, n->in_ndim[0], n->in_shape[0], VRAM_TAG_TEMPORARY, &gin[0]);
-        if (s == VRAM_OK && vram_node_needs(n, 1)) s = vram_tensor_new(rt, pdt, 1, cs, VRAM_TAG_TEMPORARY, &gin[1]);
-        if (s == VRAM_OK && vram_node_needs(n, 2)) s = vram_tensor_new(rt, pdt, 1, cs, VRAM_TAG_TEMPORARY, &gin[2]);
+        if (s == VRAM_OK && vram_node_needs(n, 1)) s = ln_param_grad(rt, pdt, c, &gin[1]);
+        if (s == VRAM_OK && vram_node_needs(n, 2)) s = ln_param_grad(rt, pdt, c, &gin[2]);
         if (s == VRAM_OK) /* (gx in x's dtype from ga in the normalised x's) */
             (adt == x->dtype ? rt->k->layer_norm_backward : rt->k->layer_norm_mixed_backward)(
                                        adt, rows, c, gin[0] ? vram_tensor_data(gin[0]) : NULL,

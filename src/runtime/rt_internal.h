@@ -106,7 +106,9 @@ typedef struct vram_kernels {
     /* Layer norm over rows of n; mean/rstd [rows] written for backward. w, b may be NULL. */
     void (*layer_norm)(vram_dtype dt, int64_t rows, int64_t n, double eps, void *out, const void *x,
                        const void *w, const void *b, void *mean, void *rstd);
-    /* gx (may be NULL), gw, gb accumulate (+=) (may be NULL). */
+    /* gx (may be NULL), gw, gb accumulate (+=) (may be NULL); where the table sets
+     * layer_norm_backward_writes_wb and vram_fewer_launches() holds, gw and gb are written (=)
+     * instead, so that the op need not zero them first. */
     void (*layer_norm_backward)(vram_dtype dt, int64_t rows, int64_t n, void *gx, void *gw, void *gb,
                                 const void *gout, const void *x, const void *w, const void *mean,
                                 const void *rstd);
@@ -173,6 +175,9 @@ typedef struct vram_kernels {
     int64_t (*find_bad_id)(int64_t n, const void *ids, vram_dtype dt, int64_t limit);
     /* Waits for the device's queued work; returns the first error of a kernel or copy. */
     vram_status (*sync)(void);
+    /* 1: layer_norm_backward and layer_norm_mixed_backward overwrite gw and gb under
+     * vram_fewer_launches() (the GPU zeroes them inside the input-gradient kernel). */
+    int layer_norm_backward_writes_wb;
 
     /* ---- low precision (ops_mixed.c; NULL on a device without it, the CPU) ---- */
     /* C = A @ B (+ C if accumulate) (+ bias [N] when not NULL: no batch, no accumulate), A and B
@@ -362,6 +367,10 @@ vram_status vram_matmul_raw(vram_tensor *a, vram_tensor *b, vram_tensor **out);
 
 /* ---- mixed precision (ops_mixed.c) ---- */
 int vram_dtype_is_lowp(vram_dtype dt);
+/* 1 unless VRAM_FEWER_LAUNCHES=0: the training step's copies and memsets that can go (the layer
+ * norms' zeroed weight gradients, the embedding's zeroed scatter buffer and its accumulate) are
+ * left out. Read at each use, so a test can compare both ways in one process. */
+int vram_fewer_launches(void);
 /* The dtype of an op's statistics (layer norm's mean and rstd, the loss's lse): f32 for f16/bf16. */
 vram_dtype vram_stat_dtype(vram_dtype dt);
 /* OK when a layer norm of x may give its output in dt: x's dtype, or f16/bf16 from an f32 x on

@@ -223,6 +223,11 @@ vram_status vram_tensor_new(vram_runtime *rt, vram_dtype dt, int ndim, const int
     return s;
 }
 
+int vram_fewer_launches(void) {
+    const char *e = getenv("VRAM_FEWER_LAUNCHES");
+    return !(e && !strcmp(e, "0"));
+}
+
 vram_status vram_tensor_from_data(vram_runtime *rt, vram_dtype dt, int ndim, const int64_t *shape, vram_tag tag,
                                   const void *data, vram_tensor **out) {
     if (!data) return vram_error(VRAM_ERR_INVALID_ARG, "tensor_from_data: null data");

@@ -758,6 +758,45 @@ static void test_tanh_gpt(void) {
            losses[0][0], losses[0][STEPS - 1], losses[1][0], losses[1][STEPS - 1], losses[2][0]);
 }
 
+/* VRAM_FEWER_LAUNCHES: a small tied GPT trained in bf16 with it on (the default) and off gives
+ * the same losses and weights (to the atomics' order: layer-norm and embedding gradients), and
+ * on queues at least two memsets fewer per layer norm and one per step (the embedding's zeroed
+ * [V, C] buffer) and no more copies. */
+static void test_fewer_launches(void) {
+    enum { B = 2, T = 64, V = 300, C = 128, LAYERS = 2, STEPS = 3 };
+    int32_t ids[B * T], targets[B * T];
+    for (int i = 0; i < B * T; i++) ids[i] = (int32_t)irand(0, V - 1), targets[i] = (int32_t)irand(0, V - 1);
+    double losses[2][STEPS];
+    vram_tensor *wte[2] = {NULL, NULL};
+    int64_t zeros[2], zero_bytes[2], copies[2];
+    vram_gpt_config cfg = {.layers = LAYERS, .heads = 2, .width = C, .vocab = V, .context = T, .tied = 1,
+                           .init_std = 0.02, .precision = VRAM_DTYPE_BF16, .keep_lowp_weights = 1};
+    for (int on = 0; on < 2; on++) {
+        if (!on) setenv("VRAM_FEWER_LAUNCHES", "0", 1);
+        int64_t z0 = vram_cuda_zeros, zb0 = vram_cuda_zero_bytes, c0 = vram_cuda_copies;
+        train_small_gpt(&gpu, &cfg, ids, targets, B, T, STEPS, losses[on], &wte[on]);
+        zeros[on] = vram_cuda_zeros - z0, zero_bytes[on] = vram_cuda_zero_bytes - zb0, copies[on] = vram_cuda_copies - c0;
+        unsetenv("VRAM_FEWER_LAUNCHES");
+    }
+    for (int step = 0; step < STEPS; step++)
+        CHECK(fabs(losses[0][step] - losses[1][step]) <= 1e-3 * fabs(losses[0][step]) && isfinite(losses[1][step]),
+              "fewer launches: step %d loss %.9g, %.9g with them all", step + 1, losses[1][step], losses[0][step]);
+    CHECK(wte[0] && wte[1], "fewer launches: no wte.weight parameter");
+    if (wte[0] && wte[1]) compare("fewer launches: wte after the steps", wte[0], wte[1], 1e-3);
+    int64_t ln_memsets = STEPS * 2 * (2 * LAYERS + 1); /* weight and bias gradients of every layer norm */
+    CHECK(zeros[0] - zeros[1] >= ln_memsets + STEPS, "fewer launches: %lld memsets, %lld with them all (want %lld fewer)",
+          (long long)zeros[1], (long long)zeros[0], (long long)(ln_memsets + STEPS));
+    CHECK(zero_bytes[0] - zero_bytes[1] >= (int64_t)STEPS * V * C * 4, "fewer launches: %lld bytes zeroed, %lld with "
+          "them all", (long long)zero_bytes[1], (long long)zero_bytes[0]);
+    CHECK(copies[1] <= copies[0], "fewer launches: %lld copies, %lld with them all", (long long)copies[1],
+          (long long)copies[0]);
+    printf("fewer launches: %lld memsets (%lld bytes) and %lld copies in %d steps, against %lld (%lld bytes) and %lld\n",
+           (long long)zeros[1], (long long)zero_bytes[1], (long long)copies[1], STEPS, (long long)zeros[0],
+           (long long)zero_bytes[0], (long long)copies[0]);
+    vram_tensor_free(wte[0]);
+    vram_tensor_free(wte[1]);
+}
+
 int main(int argc, char **argv) {
     int trials = argc > 1 ? atoi(argv[1]) : 3;
     if (vram_device_open("cuda", &gpu.dev) != VRAM_OK) check_skip(vram_last_error());
@@ -775,6 +814,7 @@ int main(int argc, char **argv) {
     test_optimizers();
     test_kept_lowp_weights();
     test_tanh_gpt();
+    test_fewer_launches();
     test_bad_ids();
     test_residual_f32_gpt(); /* (before the launch failure, whose error stays) */
     test_launch_failure();
