@@ -281,13 +281,15 @@ static void layer_norm_backward_launch(int mixed, vram_dtype dt, int64_t rows, i
     int d = dt, old = layer_norm_old_kernels();
     if (old < 0) return;
     if (!old && layer_norm_fused_ok(dt, n, gx, gout, x, w)) {
-        /* 8 rows a block (a warp each), as many blocks as fit at once (two an SM for 16-bit x,
-         * one for f32 x's registers): each block adds its column sums to gw and gb once */
-        int64_t cap = (int64_t)(vram_cuda_state.sm_count > 0 ? vram_cuda_state.sm_count : 132) * (mixed ? 1 : 2);
-        int64_t blocks = (rows + 7) / 8 < cap ? (rows + 7) / 8 : cap;
+        /* a warp a row, one block an SM (the kernels' launch bounds: 16 warps, 8 for f32 x's
+         * registers), each block adding its column sums to gw and gb once */
+        int threads = mixed ? 256 : 512, per = threads / 32;
+        int64_t cap = vram_cuda_state.sm_count > 0 ? vram_cuda_state.sm_count : 132;
+        int64_t blocks = (rows + per - 1) / per < cap ? (rows + per - 1) / per : cap;
         void *args[] = {&d, &rows, &n, &gx, &gw, &gb, &gout, &x, &w, &mean, &rstd};
         if (rows > 0)
-            vram_cuda_launch(mixed ? CK_LAYER_NORM_MIXED_BACKWARD_FUSED : CK_LAYER_NORM_BACKWARD_FUSED, blocks, 256, args);
+            vram_cuda_launch(mixed ? CK_LAYER_NORM_MIXED_BACKWARD_FUSED : CK_LAYER_NORM_BACKWARD_FUSED, blocks, threads,
+                             args);
         if (vram_cuda_state.error == VRAM_OK) vram_cuda_ln_fused_backwards++;
         return;
     }

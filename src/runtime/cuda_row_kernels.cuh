@@ -4,7 +4,8 @@
  * and reduces with block_sum/block_max; 16-bit layer-norm rows of a width that fits a warp's
  * registers take a warp each instead, and the fused classifier's 16-bit rows get their
  * log-sum-exp in one online pass over 8-element vectors. Layer norm also takes f32 rows to
- * 16-bit ones (and back in backward): the f32 residual stream.
+ * 16-bit ones (and back in backward): the f32 residual stream. Its 16-bit backward is one pass
+ * (input, weight and bias gradients from one read of x and gout) where the width allows.
  */
 
 /* ---- row kernels: one block per row ---- */
@@ -406,8 +407,9 @@ __device__ void layer_norm_backward_fused_rows(int64_t rows, int n, TI *gx, floa
 }
 
 /* x, gx and gout in the 16-bit dt; w, mean, rstd, gw and gb f32. The host launches it (and the
- * _mixed one) only for its shapes, 256 threads a block (layer_norm_fused_ok, cuda_ops.c). */
-extern "C" __global__ void __launch_bounds__(256, 2)
+ * _mixed one) only for its shapes (layer_norm_fused_ok, cuda_ops.c), one block an SM: 16 warps
+ * here, 8 in the _mixed one (f32 x takes more registers); fewer, larger blocks, fewer atomics. */
+extern "C" __global__ void __launch_bounds__(512, 1)
 vk_layer_norm_backward_fused(int dt, int64_t rows, int64_t n, char *gxv, char *gwv, char *gbv, const char *gout,
                              const char *xv, const char *wv, const char *meanv, const char *rstdv) {
     __shared__ float shw[VK_LN_WARP_MAX], shb[VK_LN_WARP_MAX];
