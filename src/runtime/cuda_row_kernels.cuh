@@ -324,8 +324,8 @@ extern "C" __global__ void vk_layer_norm_mixed_backward_wb(int dt, int64_t rows,
     });
 }
 
-/* 8 elements of a row as loaded, for the one-pass backward to hold two rows' worth of vectors
- * in registers: 16-bit ones packed (four registers), f32 ones as they are (eight). */
+/* 8 elements of a row as loaded, for the one-pass backward to hold a row's x and gout in
+ * registers between its two passes: 16-bit ones packed (four registers), f32 ones as they are. */
 template <typename T> struct raw8 {
     uint4 u;
     __device__ __forceinline__ void load(const T *p) { u = *(const uint4 *)p; }
