@@ -47,6 +47,7 @@ stage_speed() {
       timeout 90 b/vram train $TRAIN --activation $a > "$W/speed_${a}_$r.log" 2>&1
       say "vram $a round $r rc=$?: $(grep '^summary' "$W/speed_${a}_$r.log")"
     done
+    VRAM_LN_KERNEL=old timeout 90 b/vram train $TRAIN --activation gelu_erf > "$W/speed_lnold_$r.log" 2>&1; say "vram gelu_erf VRAM_LN_KERNEL=old (layer norm backward as two kernels) round $r rc=$?: $(grep '^summary' "$W/speed_lnold_$r.log")"
     timeout 240 python3 bench/gpt2_torch.py speed --precision bf16 --models same-compile --steps 25 --activation gelu_tanh \
       > "$W/torch_$r.log" 2>&1
     say "torch.compile (tanh) round $r rc=$?: $(grep '^torch' "$W/torch_$r.log")"

@@ -25,7 +25,8 @@ typedef struct vk_geom {
 /* One tensor of a multi-tensor optimizer update (vk_adam_update_list): its pointers, size and
  * where it starts in the concatenation of all the list's elements. */
 /* Layer norm's warp-per-row fast path (vk_layer_norm, vk_layer_norm_backward_x): 16-bit rows
- * whose width is a multiple of 256 up to this; the host launches 8 rows a block for them. */
+ * whose width is a multiple of 256 up to this; the host launches 8 rows a block for them. The
+ * one-pass backward (vk_layer_norm_backward_fused) takes multiples of 8 up to this. */
 #define VK_LN_WARP_MAX 1024
 
 typedef struct vk_adam_entry {

@@ -103,6 +103,8 @@ static const char *const kernel_names[CK_COUNT] = {
     [CK_COLUMN_SUM_LOWP] = "vk_column_sum_lowp", [CK_LAYER_NORM_MIXED] = "vk_layer_norm_mixed",
     [CK_LAYER_NORM_MIXED_BACKWARD_X] = "vk_layer_norm_mixed_backward_x",
     [CK_LAYER_NORM_MIXED_BACKWARD_WB] = "vk_layer_norm_mixed_backward_wb", [CK_ADD_LAYER_NORM] = "vk_add_layer_norm",
+    [CK_LAYER_NORM_BACKWARD_FUSED] = "vk_layer_norm_backward_fused",
+    [CK_LAYER_NORM_MIXED_BACKWARD_FUSED] = "vk_layer_norm_mixed_backward_fused",
 };
 
 static struct {

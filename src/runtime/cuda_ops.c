@@ -250,14 +250,55 @@ static int64_t column_chunk(int64_t rows, int64_t n) {
     return chunk < 8 ? 8 : chunk;
 }
 
+/* VRAM_LN_KERNEL=old: layer norm's backward as the pair of kernels (input gradient, then the
+ * weight and bias gradients' column sums) even where the one-pass kernel applies; unset or
+ * "fused": the one-pass kernel where it applies. Read per launch, as the flash forms are. */
+static int layer_norm_old_kernels(void) {
+    const char *e = getenv("VRAM_LN_KERNEL");
+    if (!e || !*e || !strcmp(e, "fused")) return 0;
+    if (strcmp(e, "old")) {
+        vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_LN_KERNEL=%s: expected fused or old", e);
+        return -1;
+    }
+    return 1;
+}
+
+int64_t vram_cuda_ln_fused_backwards;
+
+/* Whether vk_layer_norm_backward_fused takes this backward: 16-bit gout rows of a width that is
+ * a multiple of 8 up to VK_LN_WARP_MAX, the 16-byte vectors aligned, an input gradient wanted. */
+static int layer_norm_fused_ok(vram_dtype dt, int64_t n, const void *gx, const void *gout, const void *x,
+                               const void *w) {
+    uintptr_t a = (uintptr_t)gx | (uintptr_t)gout | (uintptr_t)x | (uintptr_t)w;
+    return (dt == VRAM_DTYPE_BF16 || dt == VRAM_DTYPE_F16) && gx && n > 0 && n % 8 == 0 && n <= VK_LN_WARP_MAX &&
+           (a & 15) == 0;
+}
+
 /* mixed: the kernels for f32 x and gx, gout in the 16-bit dt. Under vram_fewer_launches() gw and
- * gb are written, not added to (layer_norm_backward_writes_wb): the input-gradient kernel zeroes
- * them before the column sums run (or one memset each where that kernel does not run). */
+ * gb are written, not added to (layer_norm_backward_writes_wb): the pair's input-gradient kernel
+ * zeroes them before the column sums run (one memset each where that kernel does not run); the
+ * one-pass kernel adds its blocks' sums atomically, so a memset each zeroes them first. */
 static void layer_norm_backward_launch(int mixed, vram_dtype dt, int64_t rows, int64_t n, void *gx, void *gw, void *gb,
                                        const void *gout, const void *x, const void *w, const void *mean,
                                        const void *rstd) {
-    int d = dt, write = vram_fewer_launches();
+    int d = dt, write = vram_fewer_launches(), old = layer_norm_old_kernels();
+    if (old < 0) return;
     size_t wb_bytes = (size_t)n * vram_dtype_size(mixed ? VRAM_DTYPE_F32 : vram_stat_dtype(dt));
+    if (!old && layer_norm_fused_ok(dt, n, gx, gout, x, w)) {
+        if (write && gw) vram_cuda_zero(gw, wb_bytes);
+        if (write && gb) vram_cuda_zero(gb, wb_bytes);
+        /* a warp a row, one block an SM (the kernels' launch bounds: 16 warps, 8 for f32 x's
+         * registers), each block adding its column sums to gw and gb once */
+        int threads = mixed ? 256 : 512, per = threads / 32;
+        int64_t cap = vram_cuda_state.sm_count > 0 ? vram_cuda_state.sm_count : 132;
+        int64_t blocks = (rows + per - 1) / per < cap ? (rows + per - 1) / per : cap;
+        void *args[] = {&d, &rows, &n, &gx, &gw, &gb, &gout, &x, &w, &mean, &rstd};
+        if (rows > 0)
+            vram_cuda_launch(mixed ? CK_LAYER_NORM_MIXED_BACKWARD_FUSED : CK_LAYER_NORM_BACKWARD_FUSED, blocks, threads,
+                             args);
+        if (vram_cuda_state.error == VRAM_OK) vram_cuda_ln_fused_backwards++;
+        return;
+    }
     void *zw = write ? gw : NULL, *zb = write ? gb : NULL;
     int64_t zwords = write ? (int64_t)(wb_bytes / 4) : 0; /* (f32 or f64: whole words) */
     if ((!gx || rows <= 0) && write) { /* (no input-gradient kernel runs) */

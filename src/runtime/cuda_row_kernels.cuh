@@ -4,7 +4,8 @@
  * and reduces with block_sum/block_max; 16-bit layer-norm rows of a width that fits a warp's
  * registers take a warp each instead, and the fused classifier's 16-bit rows get their
  * log-sum-exp in one online pass over 8-element vectors. Layer norm also takes f32 rows to
- * 16-bit ones (and back in backward): the f32 residual stream.
+ * 16-bit ones (and back in backward): the f32 residual stream. Its 16-bit backward is one pass
+ * (input, weight and bias gradients from one read of x and gout) where the width allows.
  */
 
 /* ---- row kernels: one block per row ---- */
@@ -331,6 +332,115 @@ extern "C" __global__ void vk_layer_norm_mixed_backward_wb(int dt, int64_t rows,
     DISPATCH_LOWP(dt, {
         layer_norm_backward_wb_cols<float, T, float>(rows, n, chunk, (float *)gwv, (float *)gbv, (const T *)gout,
                                                      (const float *)xv, (const float *)meanv, (const float *)rstdv);
+    });
+}
+
+/* 8 elements of a row as loaded, for the one-pass backward to hold a row's x and gout in
+ * registers between its two passes: 16-bit ones packed (four registers), f32 ones as they are. */
+template <typename T> struct raw8 {
+    uint4 u;
+    __device__ __forceinline__ void load(const T *p) { u = *(const uint4 *)p; }
+    __device__ __forceinline__ float operator[](int e) const { return (float)((const T *)&u)[e]; }
+};
+template <> struct raw8<float> {
+    float f[8];
+    __device__ __forceinline__ void load(const float *p) { ld8(p, f); }
+    __device__ __forceinline__ float operator[](int e) const { return f[e]; }
+};
+
+/* Layer norm's backward in one pass (vk_layer_norm_backward_fused and _mixed_, the default for
+ * 16-bit gout rows of a width that is a multiple of 8 up to VK_LN_WARP_MAX): one warp a row, x
+ * and gout read once in 16-byte vectors and held in registers as loaded, gx written once. Lane
+ * l owns the 8-element vectors l, l + 32, ... of every row it visits, so its share of the
+ * weight and bias gradients (column sums) stays in registers across its rows; the warps of a
+ * block then add theirs into shared memory and the block adds the n column sums to gw and gb
+ * with atomics (+=, as the column kernel; no scratch memory). The pair of kernels it replaces
+ * reads x and gout twice. */
+template <typename TI, typename TO>
+__device__ void layer_norm_backward_fused_rows(int64_t rows, int n, TI *gx, float *gw, float *gb, const TO *gout,
+                                               const TI *xin, const float *w, const float *mean, const float *rstd,
+                                               float *shw, float *shb) {
+    constexpr int MAXV = VK_LN_WARP_MAX / 256;
+    int lane = threadIdx.x & 31, nw = blockDim.x >> 5, nv = n / 8;
+    float aw[MAXV][8], ab[MAXV][8];
+#pragma unroll
+    for (int k = 0; k < MAXV; k++)
+        for (int e = 0; e < 8; e++) aw[k][e] = ab[k][e] = 0.0f;
+    for (int64_t r = blockIdx.x * (int64_t)nw + (threadIdx.x >> 5); r < rows; r += (int64_t)gridDim.x * nw) {
+        raw8<TI> xr[MAXV];
+        raw8<TO> gr[MAXV];
+        float m = mean[r], rs = rstd[r], s1 = 0, s2 = 0;
+#pragma unroll
+        for (int k = 0; k < MAXV; k++)
+            if (k * 32 + lane < nv) {
+                xr[k].load(xin + r * n + (k * 32 + lane) * 8);
+                gr[k].load(gout + r * n + (k * 32 + lane) * 8);
+            }
+#pragma unroll
+        for (int k = 0; k < MAXV; k++)
+            if (k * 32 + lane < nv) {
+                const float *wk = w + (k * 32 + lane) * 8;
+                for (int e = 0; e < 8; e++) {
+                    float h = (xr[k][e] - m) * rs, g = gr[k][e], dh = w ? g * wk[e] : g;
+                    aw[k][e] += g * h;
+                    ab[k][e] += g;
+                    s1 += dh;
+                    s2 += dh * h;
+                }
+            }
+        float a = warp_sum(s1) / (float)n, c = warp_sum(s2) / (float)n;
+#pragma unroll
+        for (int k = 0; k < MAXV; k++)
+            if (k * 32 + lane < nv) {
+                const float *wk = w + (k * 32 + lane) * 8;
+                float o[8];
+                for (int e = 0; e < 8; e++) {
+                    float h = (xr[k][e] - m) * rs, dh = w ? gr[k][e] * wk[e] : gr[k][e];
+                    o[e] = rs * (dh - a - h * c);
+                }
+                st8(gx + r * n + (k * 32 + lane) * 8, o);
+            }
+    }
+    for (int j = threadIdx.x; j < n; j += blockDim.x) shw[j] = shb[j] = 0.0f;
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < MAXV; k++)
+        if (k * 32 + lane < nv)
+            for (int e = 0; e < 8; e++) {
+                atomicAdd(shw + (k * 32 + lane) * 8 + e, aw[k][e]);
+                atomicAdd(shb + (k * 32 + lane) * 8 + e, ab[k][e]);
+            }
+    __syncthreads();
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        if (gw) atomicAdd(gw + j, shw[j]);
+        if (gb) atomicAdd(gb + j, shb[j]);
+    }
+}
+
+/* x, gx and gout in the 16-bit dt; w, mean, rstd, gw and gb f32. The host launches it (and the
+ * _mixed one) only for its shapes (layer_norm_fused_ok, cuda_ops.c), one block an SM: 16 warps
+ * here, 8 in the _mixed one (f32 x takes more registers); fewer, larger blocks, fewer atomics. */
+extern "C" __global__ void __launch_bounds__(512, 1)
+vk_layer_norm_backward_fused(int dt, int64_t rows, int64_t n, char *gxv, char *gwv, char *gbv, const char *gout,
+                             const char *xv, const char *wv, const char *meanv, const char *rstdv) {
+    __shared__ float shw[VK_LN_WARP_MAX], shb[VK_LN_WARP_MAX];
+    DISPATCH_LOWP(dt, {
+        layer_norm_backward_fused_rows<T, T>(rows, (int)n, (T *)gxv, (float *)gwv, (float *)gbv, (const T *)gout,
+                                             (const T *)xv, (const float *)wv, (const float *)meanv,
+                                             (const float *)rstdv, shw, shb);
+    });
+}
+
+/* x and gx f32 (the f32 residual stream), gout in the 16-bit dt. */
+extern "C" __global__ void __launch_bounds__(256)
+vk_layer_norm_mixed_backward_fused(int dt, int64_t rows, int64_t n, char *gxv, char *gwv, char *gbv,
+                                   const char *gout, const char *xv, const char *wv, const char *meanv,
+                                   const char *rstdv) {
+    __shared__ float shw[VK_LN_WARP_MAX], shb[VK_LN_WARP_MAX];
+    DISPATCH_LOWP(dt, {
+        layer_norm_backward_fused_rows<float, T>(rows, (int)n, (float *)gxv, (float *)gwv, (float *)gbv,
+                                                 (const T *)gout, (const float *)xv, (const float *)wv,
+                                                 (const float *)meanv, (const float *)rstdv, shw, shb);
     });
 }
 

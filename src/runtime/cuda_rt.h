@@ -25,7 +25,8 @@ enum {
     CK_FLASH_BACKWARD, CK_FLASH_BACKWARD3, CK_FLASH_DQ,
     CK_UNSCALE, CK_SCALER_UPDATE, CK_ADAM_UPDATE_LIST, CK_CROSS_ENTROPY_FUSED,
     CK_LIST_SUM_SQUARES, CK_LIST_SCALE, CK_COLUMN_SUM_LOWP, CK_LAYER_NORM_MIXED, CK_LAYER_NORM_MIXED_BACKWARD_X,
-    CK_LAYER_NORM_MIXED_BACKWARD_WB, CK_ADD_LAYER_NORM, CK_COUNT,
+    CK_LAYER_NORM_MIXED_BACKWARD_WB, CK_ADD_LAYER_NORM, CK_LAYER_NORM_BACKWARD_FUSED,
+    CK_LAYER_NORM_MIXED_BACKWARD_FUSED, CK_COUNT,
     CK_PROF_MATMUL = CK_COUNT, CK_PROF_COPY, CK_PROF_SLOTS /* profiler rows beside the kernels */
 };
 
@@ -100,6 +101,8 @@ void vram_cuda_matmul_lowp_wgrad(vram_runtime *rt, vram_dtype dt, int64_t rows, 
                                  const void *g, int64_t ld, const void *a, float *gw, float *gb);
 /* How many bias gradients came out of cuBLASLt's BGRADB epilogue (for the tests). */
 extern int64_t vram_cuda_epilogue_bgrads;
+/* How many layer-norm backwards ran as the one-pass kernel (for the tests). */
+extern int64_t vram_cuda_ln_fused_backwards;
 
 /* The table (cuda_ops.c) and opening/closing the state (cuda_context.c). */
 extern const vram_kernels vram_cuda_kernels;
