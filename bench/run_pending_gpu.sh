@@ -2,19 +2,22 @@
 # run_pending_gpu.sh — in one device call, most needed first, every measurement whose code is in
 # the tree but has not yet run on a GPU (device time is scarce: a call may be cut short, so the
 # logs are packed into $OUT/logs.tgz after every stage and $OUT holds at most four files):
-#   1 flash    gpu_test_gpu_flash (every backward form against the CPU) and bench_flash
+#   1 tests    gpu_test_gpu_ops 1 (layer norm's one-pass backward, VRAM_FEWER_LAUNCHES, every
+#              mixed op against the CPU), gpu_test_gpu_flash (every flash backward form) and bench_flash
 #   2 speed    vram bf16 with kept weights, erf and tanh GELU, in turns with torch.compile on the
-#              same-layout model (bench/gpt2_torch.py), ROUNDS rounds: the ratio issue 38 asks for
+#              same-layout model (bench/gpt2_torch.py), ROUNDS rounds: the ratio issue 38 asks for;
+#              beside them erf with layer norm's pair of backward kernels (VRAM_LN_KERNEL=old) and
+#              with the removed memsets back (VRAM_FEWER_LAUNCHES=0)
 #   3 losses   200-step bf16 losses against PyTorch's (bench_gpt2_reference, gpt2_torch.py check)
 #              for the tanh GELU and for --residual fp32, two at a time
 #   4 place    issue 46 on the GPU: generation with VRAM_STEP_PLAN=layers, checkpointed training
 #              with early plans (bench/run_placement_gpu.sh, one round each)
-# STAGES picks and orders them (default "flash speed losses place"). A table per stage in
+# STAGES picks and orders them (default "tests speed losses place"). A table per stage in
 # $OUT/log.txt.   OUT=dir ROUNDS=2 bench/run_pending_gpu.sh
 set -u
 OUT=${OUT:-$PWD/gpu-out}
 ROUNDS=${ROUNDS:-2}
-STAGES=${STAGES:-flash speed losses place}
+STAGES=${STAGES:-tests speed losses place}
 W=$(mktemp -d)
 mkdir -p "$OUT"
 L=$OUT/log.txt
@@ -26,14 +29,17 @@ el() { echo "($(( $(date +%s) - T0 )) s)"; }
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'; } >> "$L" 2>&1
 cat "$L"
 cmake -S . -B b -DCMAKE_BUILD_TYPE=Release > "$W/build.log" 2>&1 &&
-  cmake --build b -j "$(nproc)" --target vram gpu_test_gpu_flash bench_flash bench_gpt2_reference vram_torch >> "$W/build.log" 2>&1 \
+  cmake --build b -j "$(nproc)" --target vram gpu_test_gpu_ops gpu_test_gpu_flash bench_flash bench_gpt2_reference vram_torch >> "$W/build.log" 2>&1 \
   || { say "BUILD FAILED"; tail -30 "$W/build.log"; pack; exit 1; }
 say "build $(el)"
 D=b/data/kjv.txt
 TRAIN="--device cuda:0 --model gpt2 --data $D --batch 8 --steps 30 --lr 3e-4 --precision bf16 --lowp-weights keep"
 ms() { sed -n 's/^summary: median step \([0-9.]*\) ms.*/\1/p' "$@" 2>/dev/null | paste -sd' '; }
 
-stage_flash() {
+stage_tests() {
+  timeout 200 b/tests/gpu_test_gpu_ops 1 > "$W/ops.log" 2>&1
+  say "gpu_test_gpu_ops 1 rc=$?: $(tail -1 "$W/ops.log")"
+  grep -E "FAIL|fewer launches|one-pass" "$W/ops.log" | head -8 | tee -a "$L"
   timeout 120 b/tests/gpu_test_gpu_flash > "$W/flash.log" 2>&1
   say "gpu_test_gpu_flash rc=$?: $(tail -1 "$W/flash.log")"
   grep FAIL "$W/flash.log" | head -5 | tee -a "$L"
@@ -47,7 +53,10 @@ stage_speed() {
       timeout 90 b/vram train $TRAIN --activation $a > "$W/speed_${a}_$r.log" 2>&1
       say "vram $a round $r rc=$?: $(grep '^summary' "$W/speed_${a}_$r.log")"
     done
-    VRAM_LN_KERNEL=old timeout 90 b/vram train $TRAIN --activation gelu_erf > "$W/speed_lnold_$r.log" 2>&1; say "vram gelu_erf VRAM_LN_KERNEL=old (layer norm backward as two kernels) round $r rc=$?: $(grep '^summary' "$W/speed_lnold_$r.log")"
+    VRAM_LN_KERNEL=old timeout 90 b/vram train $TRAIN --activation gelu_erf > "$W/speed_lnold_$r.log" 2>&1
+    say "vram gelu_erf VRAM_LN_KERNEL=old round $r rc=$?: $(grep '^summary' "$W/speed_lnold_$r.log")"
+    VRAM_FEWER_LAUNCHES=0 timeout 90 b/vram train $TRAIN --activation gelu_erf > "$W/speed_allmemsets_$r.log" 2>&1
+    say "vram gelu_erf VRAM_FEWER_LAUNCHES=0 round $r rc=$?: $(grep '^summary' "$W/speed_allmemsets_$r.log")"
     timeout 240 python3 bench/gpt2_torch.py speed --precision bf16 --models same-compile --steps 25 --activation gelu_tanh \
       > "$W/torch_$r.log" 2>&1
     say "torch.compile (tanh) round $r rc=$?: $(grep '^torch' "$W/torch_$r.log")"
@@ -56,6 +65,8 @@ stage_speed() {
   say "| run | ms/step by round |"; say "|---|---|"
   say "| vram bf16, erf GELU | $(ms "$W"/speed_gelu_erf_*.log) |"
   say "| vram bf16, tanh GELU in the epilogues | $(ms "$W"/speed_gelu_tanh_*.log) |"
+  say "| vram bf16, erf, VRAM_LN_KERNEL=old | $(ms "$W"/speed_lnold_*.log) |"
+  say "| vram bf16, erf, VRAM_FEWER_LAUNCHES=0 | $(ms "$W"/speed_allmemsets_*.log) |"
   say "| torch.compile, same-layout model, tanh GELU | $(cat "$W"/torch_*.log 2>/dev/null | sed -n 's/.*compile *\([0-9.]*\) ms.*/\1/p' | paste -sd' ') |"
 }
 
@@ -83,8 +94,8 @@ stage_place() {
 
 for s in $STAGES; do
   case $s in
-    flash | speed | losses | place) "stage_$s"; pack; say "stage $s done $(el)" ;;
-    *) say "STAGES: '$s' is not flash, speed, losses or place"; exit 2 ;;
+    tests | speed | losses | place) "stage_$s"; pack; say "stage $s done $(el)" ;;
+    *) say "STAGES: '$s' is not tests, speed, losses or place"; exit 2 ;;
   esac
 done
 say "end $(el)"
