@@ -6,8 +6,8 @@
 #              mixed op against the CPU), gpu_test_gpu_flash (every flash backward form) and bench_flash
 #   2 speed    vram bf16 with kept weights, erf and tanh GELU, in turns with torch.compile on the
 #              same-layout model (bench/gpt2_torch.py), ROUNDS rounds: the ratio issue 38 asks for;
-#              beside them erf with layer norm's pair of backward kernels (VRAM_LN_KERNEL=old) and
-#              with the removed memsets back (VRAM_FEWER_LAUNCHES=0)
+#              beside them erf with layer norm's one-pass backward (VRAM_LN_KERNEL=fused, opt-in
+#              until this runs) and with the removed memsets back (VRAM_FEWER_LAUNCHES=0)
 #   3 losses   200-step bf16 losses against PyTorch's (bench_gpt2_reference, gpt2_torch.py check)
 #              for the tanh GELU and for --residual fp32, two at a time
 #   4 place    issue 46 on the GPU: generation with VRAM_STEP_PLAN=layers, checkpointed training
@@ -53,8 +53,8 @@ stage_speed() {
       timeout 90 b/vram train $TRAIN --activation $a > "$W/speed_${a}_$r.log" 2>&1
       say "vram $a round $r rc=$?: $(grep '^summary' "$W/speed_${a}_$r.log")"
     done
-    VRAM_LN_KERNEL=old timeout 90 b/vram train $TRAIN --activation gelu_erf > "$W/speed_lnold_$r.log" 2>&1
-    say "vram gelu_erf VRAM_LN_KERNEL=old round $r rc=$?: $(grep '^summary' "$W/speed_lnold_$r.log")"
+    VRAM_LN_KERNEL=fused timeout 90 b/vram train $TRAIN --activation gelu_erf > "$W/speed_lnfused_$r.log" 2>&1
+    say "vram gelu_erf VRAM_LN_KERNEL=fused round $r rc=$?: $(grep '^summary' "$W/speed_lnfused_$r.log")"
     VRAM_FEWER_LAUNCHES=0 timeout 90 b/vram train $TRAIN --activation gelu_erf > "$W/speed_allmemsets_$r.log" 2>&1
     say "vram gelu_erf VRAM_FEWER_LAUNCHES=0 round $r rc=$?: $(grep '^summary' "$W/speed_allmemsets_$r.log")"
     timeout 240 python3 bench/gpt2_torch.py speed --precision bf16 --models same-compile --steps 25 --activation gelu_tanh \
@@ -65,7 +65,7 @@ stage_speed() {
   say "| run | ms/step by round |"; say "|---|---|"
   say "| vram bf16, erf GELU | $(ms "$W"/speed_gelu_erf_*.log) |"
   say "| vram bf16, tanh GELU in the epilogues | $(ms "$W"/speed_gelu_tanh_*.log) |"
-  say "| vram bf16, erf, VRAM_LN_KERNEL=old | $(ms "$W"/speed_lnold_*.log) |"
+  say "| vram bf16, erf, VRAM_LN_KERNEL=fused | $(ms "$W"/speed_lnfused_*.log) |"
   say "| vram bf16, erf, VRAM_FEWER_LAUNCHES=0 | $(ms "$W"/speed_allmemsets_*.log) |"
   say "| torch.compile, same-layout model, tanh GELU | $(cat "$W"/torch_*.log 2>/dev/null | sed -n 's/.*compile *\([0-9.]*\) ms.*/\1/p' | paste -sd' ') |"
 }

@@ -250,17 +250,17 @@ static int64_t column_chunk(int64_t rows, int64_t n) {
     return chunk < 8 ? 8 : chunk;
 }
 
-/* VRAM_LN_KERNEL=old: layer norm's backward as the pair of kernels (input gradient, then the
- * weight and bias gradients' column sums) even where the one-pass kernel applies; unset or
- * "fused": the one-pass kernel where it applies. Read per launch, as the flash forms are. */
+/* VRAM_LN_KERNEL=fused: layer norm's one-pass backward where it applies; unset or "old": the pair
+ * of kernels (input gradient, then the weight and bias gradients' column sums), the default
+ * until the one-pass kernel has run on a GPU. Read per launch, as the flash forms are. */
 static int layer_norm_old_kernels(void) {
     const char *e = getenv("VRAM_LN_KERNEL");
-    if (!e || !*e || !strcmp(e, "fused")) return 0;
-    if (strcmp(e, "old")) {
+    if (!e || !*e || !strcmp(e, "old")) return 1;
+    if (strcmp(e, "fused")) {
         vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_LN_KERNEL=%s: expected fused or old", e);
         return -1;
     }
-    return 1;
+    return 0;
 }
 
 int64_t vram_cuda_ln_fused_backwards;

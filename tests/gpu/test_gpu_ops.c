@@ -499,15 +499,17 @@ static void test_mixed(vram_dtype act, int trials) {
         spec ln[3] = {SPEC(.nd = 3, .shape = {a, b, c}, .grad = 1, .act = 1), SPEC(.nd = 1, .shape = {c}, .grad = 1),
                       SPEC(.nd = 1, .shape = {c}, .grad = 1)};
         run_case("mixed layer_norm", op_layer_norm, 3, ln, NULL, dt);
-        /* layer norm's one-pass backward: widths that are multiples of 8 up to 1024 (a partial
-         * last vector round included) take it, odd and wider ones the pair of kernels, as does
-         * every width under VRAM_LN_KERNEL=old; 16-bit rows and f32 ones (the _mixed kernel) */
+        /* layer norm's one-pass backward (VRAM_LN_KERNEL=fused, opt-in until it has run on a GPU):
+         * widths that are multiples of 8 up to 1024 (a partial last vector round included) take
+         * it, odd and wider ones the pair of kernels, as does every width under
+         * VRAM_LN_KERNEL=old; 16-bit rows and f32 ones (the _mixed kernel) */
         int64_t lnw[] = {64, 768, 1024, 8 * irand(1, 127), 1600, 8 * irand(1, 20) + irand(1, 7)};
         for (int i = 0; i < 6; i++) {
             int64_t wd = lnw[i], f0 = vram_cuda_ln_fused_backwards, want = wd % 8 == 0 && wd <= 1024 ? 2 : 0;
             spec lw[3] = {SPEC(.nd = 3, .shape = {irand(1, 3), irand(1, 20), wd}, .grad = 1, .act = 1),
                           SPEC(.nd = 1, .shape = {wd}, .grad = 1), SPEC(.nd = 1, .shape = {wd}, .grad = 1)};
             spec lwf[3] = {SPEC(.nd = 3, .shape = {irand(1, 3), irand(1, 20), wd}, .grad = 1), lw[1], lw[2]};
+            setenv("VRAM_LN_KERNEL", "fused", 1);
             run_case("mixed layer_norm (backward widths)", op_layer_norm, 3, lw, NULL, dt);
             run_case("layer_norm f32 -> 16-bit (backward widths)", op_layer_norm_f32in, 3, lwf, NULL, dt);
             CHECK(vram_cuda_ln_fused_backwards - f0 == want, "layer norm width %lld: %lld one-pass backwards, expected %lld",
