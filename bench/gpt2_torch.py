@@ -10,7 +10,8 @@
               run repeated with another attention kernel (flash, then memory-efficient SDPA).
   speed       PyTorch GPT-2 124M training, B=8, T=1024, fused AdamW, fp32 (TF32 off) or
               --precision bf16 (autocast): --models from hf (HuggingFace's GPT2LMHeadModel, the
-              anchor of BENCHMARKS.md), hf-ckpt (its gradient checkpointing), same (the
+              anchor of BENCHMARKS.md), hf-ckpt (its gradient checkpointing), hf-compile (it under
+              torch.compile), same (the
               same-layout model), same-compile (it under torch.compile); median step time,
               tokens/s, peak allocated and reserved.
 
@@ -219,7 +220,8 @@ def speed(args):
             if kind == "hf-ckpt":
                 model.gradient_checkpointing_enable()
             model.train()
-            step_fn = lambda x, y: model(input_ids=x, labels=y).loss  # noqa: E731 (labels shift inside)
+            hf_fn = torch.compile(model) if kind == "hf-compile" else model
+            step_fn = lambda x, y: hf_fn(input_ids=x, labels=y).loss  # noqa: E731 (labels shift inside)
         else:
             model = GPT(12, 12, 768, 50257, 1024, args.activation).to(dev)
             step_fn = torch.compile(model) if kind == "same-compile" else model
@@ -252,7 +254,8 @@ def speed(args):
     print(f"# torch {torch.__version__}, {torch.cuda.get_device_name()}, {prec}, B={B}, T={T}, fused AdamW, "
           f"same-layout GELU {args.activation}, "
           f"clip 1.0, median of steps 4..{args.steps} (torch.compile: after its compiling steps)")
-    names = {"hf": "HF GPT2LMHeadModel eager", "hf-ckpt": "HF eager, checkpointing", "same": "same-layout model eager",
+    names = {"hf": "HF GPT2LMHeadModel eager", "hf-ckpt": "HF eager, checkpointing",
+             "hf-compile": "HF torch.compile", "same": "same-layout model eager",
              "same-compile": "same-layout torch.compile"}
     for kind, ms, tps, pa, pr in rows:
         name = names.get(kind, kind)
