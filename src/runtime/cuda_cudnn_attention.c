@@ -659,8 +659,18 @@ static void run_failed(dnn_entry *e, const char *what, cudnnStatus_t st, const c
     shape_declined(e, what, st, step, detail);
 }
 
+/* The plans declare 16-byte aligned tensors: a call whose pointers are not runs on the flash
+ * kernels (the runtime's own tensors always are). */
+static int misaligned(const void *a, const void *b, const void *c, const void *d, const void *e) {
+    uintptr_t any = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d | (uintptr_t)e;
+    if (any % 16 && dnn_debug) fprintf(stderr, "vram cudnn: a tensor is not 16-byte aligned: the flash kernels run this call\n");
+    return any % 16 != 0;
+}
+
 int vram_cudnn_attention_forward(vram_runtime *rt, vram_dtype dt, int64_t B, int64_t T, int64_t H, const void *qkv,
                                  void *out, float *lse) {
+    size_t third = (size_t)(H * D) * vram_dtype_size(dt);
+    if (misaligned(qkv, (char *)qkv + third, out, lse, NULL)) return 0;
     dnn_entry *e = ready(dt, B, T, H);
     if (!e) return 0;
     char *ws = workspace(rt, (size_t)e->fwd.ws);
@@ -669,7 +679,6 @@ int vram_cudnn_attention_forward(vram_runtime *rt, vram_dtype dt, int64_t B, int
                 "call\n", (long long)e->fwd.ws);
         return 0;
     }
-    size_t third = (size_t)(H * D) * vram_dtype_size(dt);
     float scale = 1.0f / sqrtf((float)D), neg_inf = dnn_version >= 91000 ? -INFINITY : -FLT_MAX;
     int64_t uids[7] = {U_Q, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEG_INF};
     void *ptrs[7] = {(char *)qkv, (char *)qkv + third, (char *)qkv + 2 * third, out, lse, &scale, &neg_inf};
@@ -690,6 +699,9 @@ int vram_cudnn_attention_forward(vram_runtime *rt, vram_dtype dt, int64_t B, int
 
 int vram_cudnn_attention_backward(vram_runtime *rt, vram_dtype dt, int64_t B, int64_t T, int64_t H, const void *qkv,
                                   const void *out, const void *gout, const float *lse, void *gqkv) {
+    size_t third = (size_t)(H * D) * vram_dtype_size(dt);
+    if (misaligned(qkv, (char *)qkv + third, out, gout, lse) || misaligned(gqkv, (char *)gqkv + third, NULL, NULL, NULL))
+        return 0;
     dnn_entry *e = ready(dt, B, T, H);
     if (!e) return 0;
     /* the plan's own workspace, then D = rowsum(dO * O) [B, H, T] and dQ's fp32 accumulator [B, H, T, 64] */
@@ -702,7 +714,6 @@ int vram_cudnn_attention_backward(vram_runtime *rt, vram_dtype dt, int64_t B, in
         return 0;
     }
     if (dnn_version < 90600) vram_cuda_zero(ws + own + dsum, acc); /* (later versions clear it themselves) */
-    size_t third = (size_t)(H * D) * vram_dtype_size(dt);
     float scale = 1.0f / sqrtf((float)D), neg_inf = dnn_version >= 91000 ? -INFINITY : -FLT_MAX, one = 1.0f;
     int64_t uids[14] = {U_Q, U_K, U_V, U_O, U_DO, U_STATS, U_DQ, U_DK, U_DV, U_SCALE, U_NEG_INF, U_ONE, U_DSUM, U_DQ_ACC};
     void *ptrs[14] = {(char *)qkv, (char *)qkv + third, (char *)qkv + 2 * third, (void *)out, (void *)gout, (void *)lse,
