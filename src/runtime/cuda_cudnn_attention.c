@@ -133,7 +133,7 @@ static const char *dnn_status(cudnnStatus_t st) {
 
 typedef struct gb {
     cudnnStatus_t st;
-    char step[200], detail[320];
+    char step[360], detail[320];
     dnn_plan *p; /* the descriptors go into its keep list */
     cudnnBackendDescriptor_t ops[MAX_OPS];
     int n_ops;
@@ -398,27 +398,35 @@ static void gb_plan(gb *g, const char *name) {
     if (dnn_debug) fprintf(stderr, "vram cudnn: %s: %d operations, graph finalized\n", name, g->n_ops);
     cudnnBackendHeurMode_t modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B};
     cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
-    char tried[160] = "";
+    char tried[240] = "";
     size_t used = 0;
     for (int m = 0; m < 2 && g->st == CUDNN_STATUS_SUCCESS; m++) {
         const char *mname = m ? "heuristic mode B" : "heuristic mode A";
-        cudnnBackendDescriptor_t heur = gb_make(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, mname);
+        cudnnBackendDescriptor_t heur = gb_make(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, mname), cfgs[MAX_CFGS];
         SET(g, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph, mname);
         SET(g, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[m], mname);
-        gb_finalize(g, heur, mname);
-        cudnnBackendDescriptor_t cfgs[MAX_CFGS];
-        int64_t n = 0;
         for (int i = 0; i < MAX_CFGS; i++) cfgs[i] = gb_make(g, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, mname);
         if (g->st != CUDNN_STATUS_SUCCESS) return;
-        cudnnStatus_t st = dnn.GetAttr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, MAX_CFGS, &n, cfgs);
+        /* a mode that cannot rank this graph is noted, and the next one asked */
+        int64_t n = 0;
+        const char *failed = "cudnnBackendFinalize";
+        cudnnStatus_t st = dnn.Finalize(heur);
+        if (st == CUDNN_STATUS_SUCCESS) {
+            failed = "cudnnBackendGetAttribute CUDNN_ATTR_ENGINEHEUR_RESULTS";
+            st = dnn.GetAttr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, MAX_CFGS, &n, cfgs);
+        }
         if (st != CUDNN_STATUS_SUCCESS) {
-            gb_fail(g, st, mname, "cudnnBackendGetAttribute CUDNN_ATTR_ENGINEHEUR_RESULTS");
-            return;
+            last = st;
+            if (dnn.GetLastErrorString) dnn.GetLastErrorString(g->detail, sizeof g->detail);
+            if (dnn_debug) fprintf(stderr, "vram cudnn: %s: %s: %s failed: %s\n", name, mname, failed, dnn_status(st));
+            used += (size_t)snprintf(tried + used, sizeof tried - used, "%s%s: %s failed", used ? ", " : "", mname, failed);
+            if (used >= sizeof tried) used = sizeof tried - 1;
+            continue;
         }
         if (n > MAX_CFGS) n = MAX_CFGS;
         if (dnn_debug) fprintf(stderr, "vram cudnn: %s: %s offers %lld engine configurations\n", name, mname, (long long)n);
-        used += (size_t)snprintf(tried + used, used < sizeof tried ? sizeof tried - used : 0, "%s%s: %lld", used ? ", " : "",
-                                 mname, (long long)n);
+        used += (size_t)snprintf(tried + used, sizeof tried - used, "%s%s: %lld configurations", used ? ", " : "", mname,
+                                 (long long)n);
         if (used >= sizeof tried) used = sizeof tried - 1;
         for (int64_t i = 0; i < n; i++) {
             cudnnBackendDescriptor_t plan = gb_make(g, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "execution plan");
@@ -440,13 +448,17 @@ static void gb_plan(gb *g, const char *name) {
                 return;
             }
             if (dnn_debug) {
-                char json[400] = "";
+                /* the plan's JSON names the engine and its knobs */
                 int64_t jn = 0;
-                if (dnn.GetAttr(plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, sizeof json - 1, &jn,
-                                json) == CUDNN_STATUS_SUCCESS)
-                    json[jn < (int64_t)sizeof json - 1 ? (jn > 0 ? jn : 0) : (int64_t)sizeof json - 1] = 0;
-                fprintf(stderr, "vram cudnn: %s: plan of configuration %lld, workspace %lld bytes: %s\n", name, (long long)i,
-                        (long long)ws, json);
+                char *json = NULL;
+                if (dnn.GetAttr(plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, 0, &jn, NULL) ==
+                        CUDNN_STATUS_SUCCESS && jn > 0 && (json = calloc((size_t)jn + 1, 1)) &&
+                    dnn.GetAttr(plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, jn, &jn, json) !=
+                        CUDNN_STATUS_SUCCESS)
+                    json[0] = 0;
+                fprintf(stderr, "vram cudnn: %s: plan of configuration %lld, workspace %lld bytes: %.600s\n", name,
+                        (long long)i, (long long)ws, json ? json : "(no JSON)");
+                free(json);
             }
             g->p->plan = plan;
             g->p->ws = ws;
@@ -454,7 +466,7 @@ static void gb_plan(gb *g, const char *name) {
         }
     }
     if (g->st == CUDNN_STATUS_SUCCESS) {
-        char step[200];
+        char step[300];
         snprintf(step, sizeof step, "no engine configuration made a plan (%s)", tried);
         gb_fail(g, last, step, NULL);
     }
@@ -659,6 +671,16 @@ static void run_failed(dnn_entry *e, const char *what, cudnnStatus_t st, const c
     shape_declined(e, what, st, step, detail);
 }
 
+/* VRAM_CUDNN_DEBUG: the first call that ran in each direction (later ones are not reported). */
+static void first_run(const dnn_entry *e, const char *what) {
+    static int said[2];
+    int d = what[0] == 'b';
+    if (!dnn_debug || said[d]) return;
+    said[d] = 1;
+    fprintf(stderr, "vram cudnn: %s B=%lld T=%lld H=%lld %s queued on the stream (later calls are not reported)\n", what,
+            (long long)e->B, (long long)e->T, (long long)e->H, vram_dtype_name(e->dt));
+}
+
 /* The plans declare 16-byte aligned tensors: a call whose pointers are not runs on the flash
  * kernels (the runtime's own tensors always are). */
 static int misaligned(const void *a, const void *b, const void *c, const void *d, const void *e) {
@@ -688,11 +710,7 @@ int vram_cudnn_attention_forward(vram_runtime *rt, vram_dtype dt, int64_t B, int
         run_failed(e, "forward", st, step);
         return 0;
     }
-    if (dnn_debug == 1) {
-        fprintf(stderr, "vram cudnn: forward B=%lld T=%lld H=%lld %s ran (later calls are not reported)\n", (long long)B,
-                (long long)T, (long long)H, vram_dtype_name(dt));
-        dnn_debug = 2;
-    }
+    first_run(e, "forward");
     vram_cudnn_attention_calls++;
     return 1;
 }
@@ -724,6 +742,7 @@ int vram_cudnn_attention_backward(vram_runtime *rt, vram_dtype dt, int64_t B, in
         run_failed(e, "backward", st, step);
         return 0;
     }
+    first_run(e, "backward");
     vram_cudnn_attention_calls++;
     return 1;
 }
