@@ -537,6 +537,15 @@ static int dnn_load(void) {
     return 1;
 }
 
+/* "; cuDNN says: <its last error message>", or "" where it has none. */
+static const char *last_detail(void) {
+    static char buf[360];
+    char msg[320] = "";
+    if (dnn.GetLastErrorString) dnn.GetLastErrorString(msg, sizeof msg);
+    snprintf(buf, sizeof buf, "%s%s", msg[0] ? "; cuDNN says: " : "", msg);
+    return buf;
+}
+
 /* libcudnn and a handle on the runtime's stream (once a runtime). Returns 1 when open;
  * otherwise dnn_why says why. */
 static int dnn_open(void) {
@@ -547,13 +556,13 @@ static int dnn_open(void) {
     if (st == CUDNN_STATUS_SUCCESS) {
         st = dnn.SetStream(dnn_handle, (cudaStream_t)vram_cuda_state.stream);
         if (st != CUDNN_STATUS_SUCCESS) {
-            snprintf(dnn_why, sizeof dnn_why, "cudnnSetStream failed: %s", dnn_status(st));
+            snprintf(dnn_why, sizeof dnn_why, "cudnnSetStream failed: %s%s", dnn_status(st), last_detail());
             dnn.Destroy(dnn_handle);
             dnn_handle = NULL;
             return 0;
         }
     } else {
-        snprintf(dnn_why, sizeof dnn_why, "cudnnCreate failed: %s", dnn_status(st));
+        snprintf(dnn_why, sizeof dnn_why, "cudnnCreate failed: %s%s", dnn_status(st), last_detail());
         dnn_handle = NULL;
         return 0;
     }
