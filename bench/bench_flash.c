@@ -2,7 +2,8 @@
  * head size 64): milliseconds of its forward and of its backward, in each backward variant
  * (VRAM_FLASH_BWD=fused, the one-pass default; fused3, the same held to three blocks an SM;
  * split, the two-kernel one) and forward form (VRAM_FLASH_FWD=rows16, the default; rows32),
- * at GPT-2's layer shape by default.
+ * and of cuDNN's fused attention (VRAM_ATTENTION=cudnn; its row says where cuDNN did not run
+ * and why), at GPT-2's layer shape by default.
  *
  * Each round times one forward (no graph recorded) and one backward (from a recorded forward,
  * from a fixed output gradient) between device syncs, the variants alternating round by round
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/runtime/cuda_rt.h" /* vram_cudnn_attention_calls, vram_cudnn_why */
 #include "vram/alloc.h"
 #include "vram/autograd.h"
 #include "vram/bench.h"
@@ -109,8 +111,10 @@ int main(int argc, char **argv) {
     if (s == VRAM_OK) s = random_tensor(rt, VRAM_DTYPE_F32, o.B, o.T, 3 * o.H * 64, 2.0, &leaf);
     if (s == VRAM_OK) s = vram_tensor_set_requires_grad(leaf, 1);
     if (s == VRAM_OK) s = random_tensor(rt, o.dt, o.B, o.T, o.H * 64, 1.0, &g);
-    enum { NV = 4 };
-    const char *fwd[NV] = {"rows16", "rows16", "rows16", "rows32"}, *bwd[NV] = {"fused", "fused3", "split", "fused"};
+    enum { NV = 5 };
+    const char *fwd[NV] = {"rows16", "rows16", "rows16", "rows32", "rows16"}, *bwd[NV] = {"fused", "fused3", "split", "fused", "fused"};
+    const char *path[NV] = {"flash", "flash", "flash", "flash", "cudnn"};
+    int64_t cudnn_calls = 0; /* the cudnn row's calls that cuDNN ran (2 a round) */
     double *ms[NV][2] = {{0}};
     for (int v = 0; v < NV; v++)
         for (int k = 0; k < 2; k++) ms[v][k] = calloc((size_t)o.rounds, sizeof(double));
@@ -119,7 +123,10 @@ int main(int argc, char **argv) {
             double f, b;
             setenv("VRAM_FLASH_FWD", fwd[v], 1);
             setenv("VRAM_FLASH_BWD", bwd[v], 1);
+            setenv("VRAM_ATTENTION", path[v], 1);
+            int64_t c0 = vram_cudnn_attention_calls;
             s = round_once(rt, x, leaf, g, o.H, &f, &b);
+            if (r >= 0 && v == NV - 1) cudnn_calls += vram_cudnn_attention_calls - c0;
             if (r >= 0) ms[v][0][r] = f, ms[v][1][r] = b;
         }
     if (s != VRAM_OK) {
@@ -129,12 +136,17 @@ int main(int argc, char **argv) {
         double flop = 2.0 * (double)(o.B * o.H) * (double)o.T * (double)o.T * 64 / 2;
         printf("flash attention B=%lld T=%lld H=%lld head size 64, %s, %d rounds (medians)\n\n", (long long)o.B,
                (long long)o.T, (long long)o.H, vram_dtype_name(o.dt), o.rounds);
-        printf("| VRAM_FLASH_FWD | VRAM_FLASH_BWD | forward ms | backward ms | forward TFLOP/s | backward TFLOP/s |\n"
-               "|---|---|---|---|---|---|\n");
+        printf("| VRAM_ATTENTION | VRAM_FLASH_FWD | VRAM_FLASH_BWD | forward ms | backward ms | forward TFLOP/s | "
+               "backward TFLOP/s |\n|---|---|---|---|---|---|---|\n");
         for (int v = 0; v < NV; v++) {
             double f = median(ms[v][0], o.rounds), b = median(ms[v][1], o.rounds);
-            printf("| %s | %s | %.3f | %.3f | %.0f | %.0f |\n", fwd[v], bwd[v], f, b, 2 * flop / f / 1e9, 5 * flop / b / 1e9);
+            int dnn = !strcmp(path[v], "cudnn");
+            printf("| %s | %s | %s | %.3f | %.3f | %.0f | %.0f |\n", path[v], dnn ? "-" : fwd[v], dnn ? "-" : bwd[v], f, b,
+                   2 * flop / f / 1e9, 5 * flop / b / 1e9);
         }
+        if (cudnn_calls != 2 * (int64_t)o.rounds)
+            printf("\nthe cudnn row is NOT cuDNN's: %lld of its %d calls ran on cuDNN, the rest on the flash kernels (%s)\n",
+                   (long long)cudnn_calls, 2 * o.rounds, vram_cudnn_why());
     }
     for (int v = 0; v < NV; v++) free(ms[v][0]), free(ms[v][1]);
     vram_tensor_free(g);

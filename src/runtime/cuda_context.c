@@ -330,7 +330,9 @@ static void prof_report(void) {
         for (int r = 0; r < CK_PROF_SLOTS; r++)
             if (prof.calls[r] >= 0 && (best < 0 || prof.ms[r] > prof.ms[best])) best = r;
         if (best < 0 || prof.calls[best] <= 0) break;
-        const char *name = best == CK_PROF_MATMUL ? "cublasLt matmul" : best == CK_PROF_COPY ? "copy / memset" : kernel_names[best];
+        const char *name = best == CK_PROF_MATMUL ? "cublasLt matmul" : best == CK_PROF_COPY ? "copy / memset"
+                           : best == CK_PROF_CUDNN ? "cudnn attention"
+                                                   : kernel_names[best];
         fprintf(stderr, "  %-28s %9lld %11.2f %9.1f %5.1f%%\n", name, prof.calls[best], prof.ms[best],
                 1e3 * prof.ms[best] / (double)prof.calls[best], total > 0 ? 100 * prof.ms[best] / total : 0);
         prof.calls[best] = -1;
@@ -348,6 +350,7 @@ void vram_cuda_runtime_close(vram_runtime *rt) {
     cu.StreamSynchronize((CUstream)g->stream);
     if (prof.on) prof_report();
     vram_cuda_infer_close();
+    vram_cudnn_close();
     vram_cuda_blas_close();
     for (int e = 0; e < 2; e++)
         if (timer_ev[e]) cu.EventDestroy(timer_ev[e]), timer_ev[e] = NULL;

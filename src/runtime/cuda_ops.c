@@ -1,6 +1,7 @@
 /* cuda_ops.c — the CUDA kernel table (vram_cuda_kernels): each slot of vram_kernels as launches
  * of the kernels in cuda_kernels.cu on the runtime's compute stream; matrix products are
- * cuda_blas.c's.
+ * cuda_blas.c's, and flash attention is cuDNN's (cuda_cudnn_attention.c) where VRAM_ATTENTION=cudnn
+ * asks for it and cuDNN can run the shape.
  *
  * Strided slots first merge dimensions: size-1 dimensions go, and two neighbours merge where
  * every operand walks them as one (stride[d] = stride[d+1] * shape[d+1]), so a contiguous
@@ -606,11 +607,23 @@ static vram_status cuda_sync(void) { return vram_cuda_sync(); }
 
 enum { FLASH_TILE = 64, FLASH_THREADS = 128 };
 
+/* VRAM_ATTENTION=flash (the default: the kernels of cuda_flash_attention.cuh) or cudnn (cuDNN's
+ * fused attention, cuda_cudnn_attention.c, where it can run the shape); any other value fails
+ * the call with a message (-1). Read per launch, as the flash forms are. */
+static int attention_path(void) {
+    const char *e = getenv("VRAM_ATTENTION");
+    if (!e || !*e || !strcmp(e, "flash")) return 0;
+    if (!strcmp(e, "cudnn")) return 1;
+    vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_ATTENTION=%s: expected flash or cudnn", e);
+    return -1;
+}
+
 /* VRAM_FLASH_FWD=rows16 (the default: 4 warps of 16 query rows a block) or rows32 (2 warps of
  * 32 rows: each K and V fragment loaded serves two row tiles). */
 static void cuda_flash_attention(vram_runtime *rt, vram_dtype dt, int64_t B, int64_t T, int64_t H, const void *qkv,
                                  void *out, float *lse) {
-    (void)rt;
+    int path = attention_path();
+    if (path < 0 || (path == 1 && vram_cudnn_attention_forward(rt, dt, B, T, H, qkv, out, lse))) return;
     const char *form = getenv("VRAM_FLASH_FWD");
     int rows32 = form && !strcmp(form, "rows32");
     if (form && *form && !rows32 && strcmp(form, "rows16")) {
@@ -636,6 +649,8 @@ vram_flash_bwd vram_flash_backward_form(void) {
 static void cuda_flash_attention_backward(vram_runtime *rt, vram_dtype dt, int64_t B, int64_t T, int64_t H,
                                           const void *qkv, const void *out, const void *gout, const float *lse,
                                           void *gqkv) {
+    int path = attention_path();
+    if (path < 0 || (path == 1 && vram_cudnn_attention_backward(rt, dt, B, T, H, qkv, out, gout, lse, gqkv))) return;
     vram_flash_bwd form = vram_flash_backward_form();
     int split = form == VRAM_FLASH_BWD_SPLIT;
     if (form == VRAM_FLASH_BWD_BAD) {

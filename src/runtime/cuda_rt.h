@@ -2,7 +2,8 @@
  * cuda_context.c (driver, module, stream, errors, copies), cuda_ops.c (the table's kernels)
  * and cuda_blas.c (matrix products through cuBLASLt).
  *
- * Everything vendor-made is opened with dlopen: the driver (libcuda) and cuBLASLt. One CUDA
+ * Everything vendor-made is opened with dlopen: the driver (libcuda), cuBLASLt and (where
+ * VRAM_ATTENTION=cudnn asks for it, cuda_cudnn_attention.c) cuDNN. One CUDA
  * runtime is open per process at a time (the table's slots take no runtime argument); it holds
  * the device's primary context (shared with the allocator's cuda backend and with PyTorch), a
  * non-blocking compute stream on which every kernel, copy and product is queued, and the
@@ -27,7 +28,7 @@ enum {
     CK_LIST_SUM_SQUARES, CK_LIST_SCALE, CK_COLUMN_SUM_LOWP, CK_LAYER_NORM_MIXED, CK_LAYER_NORM_MIXED_BACKWARD_X,
     CK_LAYER_NORM_MIXED_BACKWARD_WB, CK_ADD_LAYER_NORM, CK_LAYER_NORM_BACKWARD_FUSED,
     CK_LAYER_NORM_MIXED_BACKWARD_FUSED, CK_COUNT,
-    CK_PROF_MATMUL = CK_COUNT, CK_PROF_COPY, CK_PROF_SLOTS /* profiler rows beside the kernels */
+    CK_PROF_MATMUL = CK_COUNT, CK_PROF_COPY, CK_PROF_CUDNN, CK_PROF_SLOTS /* profiler rows beside the kernels */
 };
 
 /* Scratch device memory the kernels share and cuBLASLt's workspace (from the allocator, tag
@@ -103,6 +104,25 @@ void vram_cuda_matmul_lowp_wgrad(vram_runtime *rt, vram_dtype dt, int64_t rows, 
 extern int64_t vram_cuda_epilogue_bgrads;
 /* How many layer-norm backwards ran as the one-pass kernel (for the tests). */
 extern int64_t vram_cuda_ln_fused_backwards;
+
+/* cuDNN's fused flash attention (cuda_cudnn_attention.c), which VRAM_ATTENTION=cudnn selects:
+ * the flash_attention slots' arguments; each returns 1 where cuDNN ran the call and 0 where the
+ * caller runs its own kernels (cuDNN absent, without an engine for the shape, or failing: said
+ * once on stderr). Its stats are the flash kernels' lse (same quantity, same layout). */
+int vram_cudnn_attention_forward(vram_runtime *rt, vram_dtype dt, int64_t B, int64_t T, int64_t H, const void *qkv,
+                                 void *out, float *lse);
+int vram_cudnn_attention_backward(vram_runtime *rt, vram_dtype dt, int64_t B, int64_t T, int64_t H, const void *qkv,
+                                  const void *out, const void *gout, const float *lse, void *gqkv);
+void vram_cudnn_close(void);
+/* 1 when libcudnn and a handle are open, -1 when that failed, 0 before the first try; the
+ * calls cuDNN ran (forward and backward); the last reason cuDNN was not used ("" if none). */
+int vram_cudnn_state(void);
+extern int64_t vram_cudnn_attention_calls;
+const char *vram_cudnn_why(void);
+/* Builds the tensor and operation descriptors of both graphs for a shape (and, with_graph, the
+ * operation graphs, without a handle), no device needed: 1 when all finalized, 0 on the first
+ * failure, -1 where cuDNN cannot be loaded; msg says which step and why. */
+int vram_cudnn_selfcheck(vram_dtype dt, int64_t B, int64_t T, int64_t H, int with_graph, char *msg, size_t cap);
 
 /* The table (cuda_ops.c) and opening/closing the state (cuda_context.c). */
 extern const vram_kernels vram_cuda_kernels;
