@@ -157,6 +157,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--min-period") && i + 1 < argc) cfg.min_period = (uint32_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--empty-at") && i + 1 < argc) g_empty_at = argv[++i];
         else if (!strcmp(argv[i], "--early")) cfg.early = 1;
+        else if (!strcmp(argv[i], "--auto")) cfg.auto_plan = 1;
         else if (!strcmp(argv[i], "--may-raise-peak")) cfg.may_raise_peak = 1;
         else if (!strcmp(argv[i], "--confirm") && i + 1 < argc) cfg.confirm = (uint32_t)atoi(argv[++i]);
         else {
