@@ -368,12 +368,14 @@ static void test_auto(void) {
             if (!vary) {
                 CHECK(ps[1].plans_built == 1 && ps[1].last_period == lp && ps[4].plans_built >= 3 &&
                           ps[4].served > ps[4].requests / 2 - ps[0].requests,
-                      "round %d: layer plans (period %zu) from the second call: %llu begun, period %llu, %llu of %llu served",
+                      "round %d: layer plans (period %zu) from the second call: %llu begun, period %llu, "
+                      "%llu of %llu served",
                       round, lp, (unsigned long long)ps[4].plans_built, (unsigned long long)ps[1].last_period,
                       (unsigned long long)ps[4].served, (unsigned long long)ps[4].requests);
             } else {
                 CHECK(ps[1].plans_built == 1 && ps[1].plans_retired == 1 && ps[4].plans_built == 1,
-                      "round %d: a layer plan that served little rules them out: %llu begun by the second call, %llu by the last",
+                      "round %d: a layer plan that served little rules them out: %llu begun by the second "
+                      "call, %llu by the last",
                       round, (unsigned long long)ps[1].plans_built, (unsigned long long)ps[4].plans_built);
             }
             prog_close(&g, "auto generation");

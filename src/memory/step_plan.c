@@ -500,19 +500,22 @@ static uint64_t early_skip(vram_step_plan *p, uint64_t k, uint64_t rsize) {
 /* auto (cfg.auto_plan): whether the period confirmed at n may be planned. Whole steps (as
  * `early` plans them) only where best fit's reserved peak so far is more than 1/32 above its
  * allocated peak: a plan leaves holes of its own beside its arena and perturbs what stays
- * outside it, so where best fit is already that close it has nothing to gain. A short period (a model's layers) only once the same period has come back at
- * another shape (its sizes' sum of hashes differs: generation's next call, another prompt) and
- * no whole step has been planned: training repeats its layers at one shape, and its forward and
- * backward passes differ in period; a single call (one prefill) gets no layer plan. */
+ * outside it, so where best fit is already that close it has nothing to gain. A short period (a
+ * model's layers) only once the same period has come back at another shape (its sizes' sum of
+ * hashes differs: generation's next call, another prompt) and no whole step has been planned:
+ * training repeats its layers at one shape, and its forward and backward passes differ in
+ * period; a single call (one prefill) gets no layer plan. */
 static int auto_allows(vram_step_plan *p, uint64_t n) {
     uint64_t P = p->cand_p, h = 0;
     if (P >= STEP_PERIOD) {
         if (n < p->gate_next) return 0;
         vram_stats x;
         vram_allocator_get_stats(p->a, &x);
-        uint64_t held = (uint64_t)x.reserved_bytes[VRAM_POOL_ALL].peak, used = (uint64_t)x.allocated_bytes[VRAM_POOL_ALL].peak;
+        uint64_t held = (uint64_t)x.reserved_bytes[VRAM_POOL_ALL].peak;
+        uint64_t used = (uint64_t)x.allocated_bytes[VRAM_POOL_ALL].peak;
         if (held > used + used / STEP_GAIN_DIV) return 1;
-        p->gate_next = n + p->cfg.window; /* (asked again a few requests later: the reading costs a copy of the statistics) */
+        /* asked again a few requests later: the reading costs a copy of the statistics */
+        p->gate_next = n + p->cfg.window;
         return 0;
     }
     if (p->layers_off) return 0;
