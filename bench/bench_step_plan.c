@@ -13,9 +13,10 @@
  * as vram replay does. A trace of several programs is measured per program, as vram replay
  * does. --empty-at K,... empties the cache of the replay without a plan before those large
  * requests: the perturbation a plan's beginning makes, alone. --may-raise-peak and --confirm N set
- * the configuration's fields of those names (step_plan.h).
+ * the configuration's fields of those names, --early and --auto `early` and `auto_plan`
+ * (step_plan.h; --auto is VRAM_STEP_PLAN=auto).
  *
- *   bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] [--empty-at K,K...] [--early] [--may-raise-peak] [--confirm N] TRACE...
+ *   bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] [--empty-at K,K...] [--early] [--auto] [--may-raise-peak] [--confirm N] TRACE...
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,7 +142,7 @@ out:
 
 static int usage(void) {
     fprintf(stderr, "usage: bench_step_plan [--device SPEC] [--min-mb N] [--miss-limit N] [--max-period N] [--min-period N] "
-                    "[--empty-at K,K...] [--early] [--may-raise-peak] [--confirm N] TRACE...\n");
+                    "[--empty-at K,K...] [--early] [--auto] [--may-raise-peak] [--confirm N] TRACE...\n");
     return 2;
 }
 
@@ -157,6 +158,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--min-period") && i + 1 < argc) cfg.min_period = (uint32_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--empty-at") && i + 1 < argc) g_empty_at = argv[++i];
         else if (!strcmp(argv[i], "--early")) cfg.early = 1;
+        else if (!strcmp(argv[i], "--auto")) cfg.auto_plan = 1;
         else if (!strcmp(argv[i], "--may-raise-peak")) cfg.may_raise_peak = 1;
         else if (!strcmp(argv[i], "--confirm") && i + 1 < argc) cfg.confirm = (uint32_t)atoi(argv[++i]);
         else {

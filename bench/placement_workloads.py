@@ -246,7 +246,8 @@ def run(names, out, trace_dir):
     import torch
     vram = "vram_torch" in sys.modules and sys.modules["vram_torch"].is_enabled()
     conf = os.environ.get("VRAM_ALLOC_CONF", "")
-    label = {"1": "vram+plan", "early": "vram+plan+early", "layers": "vram+plan+layers"}.get(os.environ.get("VRAM_STEP_PLAN", ""), "vram")
+    label = {"1": "vram+plan", "early": "vram+plan+early", "layers": "vram+plan+layers",
+             "auto": "vram+plan+auto"}.get(os.environ.get("VRAM_STEP_PLAN", ""), "vram")
     allocator = (label + ":" + conf if conf else label) if vram else ("expandable" if "expandable_segments:true" in
                                      os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").lower() else "native")
     if trace_dir and vram:

@@ -6,7 +6,8 @@
 # (PyTorch native as a plain `python3`, vram under `python -m vram_torch run`, vram:CONF the same
 # with VRAM_ALLOC_CONF=CONF, vram+plan[:CONF] with learned placement too, VRAM_STEP_PLAN=1
 # (vram+plan+early[:CONF]: VRAM_STEP_PLAN=early, the plan made from the first step;
-# vram+plan+layers[:CONF]: VRAM_STEP_PLAN=layers, a model's layers planned as the step),
+# vram+plan+layers[:CONF]: VRAM_STEP_PLAN=layers, a model's layers planned as the step;
+# vram+plan+auto[:CONF]: VRAM_STEP_PLAN=auto, the kind of plan decided from the stream),
 # docs/step_plan.md; the order reversed every other round), after one native round that
 # records each program's allocation stream into $OUT/traces/NAME.trace.gz (memtrace v1, for
 # `vram replay` on the CPU; RECORD=0 skips it). About 60 s a process on an H100, 90 s recording.
@@ -33,7 +34,7 @@ ALLOCS=${ALLOCS:-native vram}
 WORKLOADS=${WORKLOADS:-ckpt_gpt2,ckpt_llama,gen_llama,gen_gpt2,infer_resnet50,infer_convnext}
 read -r -a kinds <<< "$ALLOCS"
 for k in "${kinds[@]}"; do
-  [[ $k =~ ^(native|vram(\+plan(\+early|\+layers)?)?(:.+)?)$ ]] || { echo "ALLOCS: '$k' is not native, vram, vram:CONF, vram+plan[+early|+layers] or vram+plan[+early|+layers]:CONF"; exit 2; }
+  [[ $k =~ ^(native|vram(\+plan(\+early|\+layers|\+auto)?)?(:.+)?)$ ]] || { echo "ALLOCS: '$k' is not native, vram, vram:CONF, vram+plan[+early|+layers|+auto] or vram+plan[+early|+layers|+auto]:CONF"; exit 2; }
 done
 mkdir -p "$OUT/traces"
 { date -u; git rev-parse HEAD 2>/dev/null; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc;
@@ -59,6 +60,7 @@ one_run() {
     [[ $alloc == vram+plan* ]] && plan=1
     [[ $alloc == vram+plan+early* ]] && plan=early
     [[ $alloc == vram+plan+layers* ]] && plan=layers
+    [[ $alloc == vram+plan+auto* ]] && plan=auto
     VRAM_STEP_PLAN=$plan VRAM_ALLOC_CONF=$conf timeout "${RUN_TIMEOUT:-240}" python3 -m vram_torch run \
       bench/placement_workloads.py --workloads "$WORKLOADS" "$@" > "$OUT/$label.log" 2>&1
   fi

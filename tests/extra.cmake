@@ -536,6 +536,12 @@ if(Python3_Interpreter_FOUND)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_step_plan_layers.py
                    $<TARGET_FILE:bench_step_plan> $<TARGET_FILE:vram> ${CMAKE_SOURCE_DIR})
   set_tests_properties(step_plan_layers PROPERTIES TIMEOUT 300)
+  # auto plans (VRAM_STEP_PLAN=auto, docs/step_plan.md): each kind of program gets the preset that
+  # suits it, decided from the stream; where neither suits, plain vram's placement, unchanged
+  add_test(NAME step_plan_auto
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_step_plan_auto.py
+                   $<TARGET_FILE:bench_step_plan> $<TARGET_FILE:vram> ${CMAKE_SOURCE_DIR})
+  set_tests_properties(step_plan_auto PROPERTIES TIMEOUT 300)
   # the address-space model and the snapshot layout behind the account of generation's waste
   add_test(NAME placement_analysis
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_placement_analysis.py

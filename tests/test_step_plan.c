@@ -318,6 +318,103 @@ static void test_early(void) {
     }
 }
 
+/* Auto plans (cfg.auto_plan) on generation's calls: a prefill of `layers` equal layers whose sizes
+ * follow the call's prompt (scale), then a decode of random requests. `vary`: every other request
+ * of the layers after the first three is of another size (the plan learnt from layers 0-1 serves
+ * layer 2, then almost nothing). */
+static void gen_call(prog *g, const op *layer, size_t lp, double scale, int vary) {
+    for (int l = 0; l < 8; l++)
+        for (size_t i = 0; i < lp; i++) {
+            op o = layer[i];
+            o.size = (uint64_t)((double)o.size * scale);
+            if (vary && l >= 3 && i % 2) o.size += 4096 * (uint64_t)l;
+            request(g, &o);
+        }
+    for (int t = 0; t < 40; t++) {
+        op o = {2 * MiB + rnd() % (8 * MiB), 1 + (uint32_t)(rnd() % 20), 0};
+        request(g, &o);
+    }
+    free_due(g, 1); /* the call ends: everything it made is freed */
+}
+
+/* A layer plan begins only from the second call with the layer at another shape, never in the
+ * first (a single prefill gets none); the same calls with layers that change after the first three
+ * get one plan that serves little, and then no more (the share rule); a training program on the
+ * sim device, where best fit holds its reserved peak within 1/32 of its allocated peak, gets no
+ * plan of a whole step. Audited as above. */
+static void test_auto(void) {
+    for (int round = 0; round < 8; round++) {
+        for (int vary = 0; vary < 2; vary++) {
+            uint64_t seed = rng_state;
+            prog g;
+            prog_open(&g, 0);
+            vram_step_plan_destroy(g.p);
+            vram_step_plan_config cfg = {0};
+            cfg.auto_plan = 1;
+            CHECK_OK(vram_step_plan_new(g.a, &cfg, &g.p));
+            size_t lp = 16 + rnd() % 30;
+            op *layer = calloc(lp, sizeof *layer);
+            for (size_t i = 0; i < lp; i++)
+                layer[i] = (op){2 * MiB + (rnd() % 32) * MiB + rnd() % 4096, 1 + (uint32_t)(rnd() % (lp - i)), 0};
+            layer[0].life = (uint32_t)(8 * lp); /* the layer's KV cache: the rest of the call */
+            vram_step_plan_stats ps[5];
+            for (int c = 0; c < 5; c++) {
+                gen_call(&g, layer, lp, 1.0 + 0.125 * c, vary);
+                audit(&g, "auto generation");
+                vram_step_plan_get_stats(g.p, &ps[c]);
+            }
+            CHECK(ps[0].plans_built == 0 && ps[0].served == 0, "round %d: a plan in the first call (%llu served)", round,
+                  (unsigned long long)ps[0].served);
+            if (!vary) {
+                CHECK(ps[1].plans_built == 1 && ps[1].last_period == lp && ps[4].plans_built >= 3 &&
+                          ps[4].served > ps[4].requests / 2 - ps[0].requests,
+                      "round %d: layer plans (period %zu) from the second call: %llu begun, period %llu, "
+                      "%llu of %llu served",
+                      round, lp, (unsigned long long)ps[4].plans_built, (unsigned long long)ps[1].last_period,
+                      (unsigned long long)ps[4].served, (unsigned long long)ps[4].requests);
+            } else {
+                CHECK(ps[1].plans_built == 1 && ps[1].plans_retired == 1 && ps[4].plans_built == 1,
+                      "round %d: a layer plan that served little rules them out: %llu begun by the second "
+                      "call, %llu by the last",
+                      round, (unsigned long long)ps[1].plans_built, (unsigned long long)ps[4].plans_built);
+            }
+            prog_close(&g, "auto generation");
+            free(layer);
+            if (!vary) rng_state = seed; /* the same calls, varied */
+        }
+        /* training: test_early's program under auto on the sim device */
+        prog g;
+        prog_open(&g, 0);
+        vram_step_plan_destroy(g.p);
+        vram_step_plan_config cfg = {0};
+        cfg.auto_plan = 1;
+        CHECK_OK(vram_step_plan_new(g.a, &cfg, &g.p));
+        size_t n = 160 + rnd() % 200, np = 8 + rnd() % 16;
+        op *step = calloc(n, sizeof *step), *param = calloc(np, sizeof *param);
+        make_step(step, n);
+        for (size_t i = 0; i < n; i++) step[i].life = 1 + (uint32_t)(rnd() % (n - i));
+        for (size_t i = 0; i < 64; i++) step[i] = (op){2 * MiB + rnd() % 4096, 1 + (uint32_t)(rnd() % 4), 0};
+        for (size_t i = 0; i < np; i++) param[i] = (op){8 * MiB + (rnd() % 16) * MiB, 0, 0};
+        for (size_t i = 0; i < np; i++) request(&g, &param[i]);
+        for (int s = 0; s < 6; s++) {
+            for (size_t i = 0; i < n; i++) request(&g, &step[i]);
+            for (size_t i = 0; s == 0 && i < 2 * np; i++) request(&g, &param[i / 2]);
+        }
+        audit(&g, "auto training");
+        vram_stats st;
+        vram_allocator_get_stats(g.a, &st);
+        vram_step_plan_stats ps;
+        vram_step_plan_get_stats(g.p, &ps);
+        int64_t held = st.reserved_bytes[VRAM_POOL_ALL].peak, used = st.allocated_bytes[VRAM_POOL_ALL].peak;
+        CHECK(held <= used + used / 32 && ps.plans_built == 0 && ps.served == 0,
+              "round %d: best fit within 1/32 (%lld of %lld) and no plan (%llu begun; `early` plans this program)",
+              round, (long long)held, (long long)used, (unsigned long long)ps.plans_built);
+        prog_close(&g, "auto training");
+        free(step);
+        free(param);
+    }
+}
+
 static void test_layer_args(void) {
     vram_step_plan *p = NULL;
     CHECK(vram_step_plan_new(NULL, NULL, &p) == VRAM_ERR_INVALID_ARG && !p, "no allocator");
@@ -348,5 +445,6 @@ int main(void) {
     test_regular();
     test_deviations();
     test_early();
+    test_auto();
     return check_done();
 }

@@ -15,6 +15,9 @@ plan is made when a device's allocator starts):
 - VRAM_STEP_PLAN=layers (default configuration): the H100 recording of Llama generation, whose
   prefill repeats a layer, at 1.049 x peak requested, as bench_step_plan --min-period 16
   --confirm 8 --may-raise-peak replays it (1.058 without a plan);
+- VRAM_STEP_PLAN=auto (default configuration): the kind decided from the stream, placing as
+  bench_step_plan --auto does: checkpointed GPT-2 as the early plan (1.023), Llama generation as
+  layer plans from its third call (1.049; 1.058 without a plan);
 - VRAM_STEP_PLAN=2: one message, no plan, allocations served all the same; and no plan without
   the variable (vram_torch_step_plan_stats then fails with a message).
 Usage: test_torch_step_plan_cpu.py LIBVRAM_TORCH FAKE_LIBCUDA REPO_ROOT
@@ -213,6 +216,18 @@ if check(p.returncode == 0 and "begun" in layers and "peak_reserved" in gen_plai
     check(layers["null_pointers"] == "0" and int(layers["begun"]) >= 4 and int(layers["period"]) < 64,
           "a plan of a layer (period under 64 requests) begins in every call: %s" % layers)
 
+# VRAM_STEP_PLAN=auto: each recording gets the kind of plan that suits it, as `bench_step_plan
+# --auto` places them (checkpointed GPT-2 1.023 from a whole step; Llama generation 1.049 from layers)
+for trace, peak, want, kind in (("ckpt_gpt2", 6926311944, "1.023", "whole step"), ("gen_llama", 695950096, "1.049", "layer")):
+    p, auto = run("replay", VRAM_STEP_PLAN="auto", PLAN_TRACE=trace, FAKE_CUDA_EVENT_LAG="0", VRAM_ALLOC_CONF="")
+    if check(p.returncode == 0 and "begun" in auto, "replay of %s with auto plans: %s %s"
+             % (trace, p.stdout[-300:], p.stderr[-300:])):
+        r_auto = int(auto["peak_reserved"]) / peak
+        check("%.3f" % r_auto == want, "auto plans on %s through the plug-in: %.4f (want %s)" % (trace, r_auto, want))
+        period_ok = int(auto["period"]) >= 64 if kind == "whole step" else int(auto["period"]) < 64
+        check(auto["null_pointers"] == "0" and int(auto["begun"]) >= 1 and period_ok,
+              "%s: a %s's plan begins (period %s)" % (trace, kind, auto["period"]))
+
 p, cases = run("cases", VRAM_STEP_PLAN="1")
 check(p.returncode == 0, "cases run: %s %s" % (p.stdout[-300:], p.stderr[-300:]))
 check(cases.get("found") == "1", "the replay reaches a plan with live arena blocks: %s" % cases)
@@ -224,7 +239,7 @@ check(cases.get("thread_errors") == "0" and cases.get("allocated_after") == "0" 
 p, bad = run("plain", VRAM_STEP_PLAN="2")
 check(p.returncode == 0 and bad.get("served") == "1" and bad.get("stats_rc") == "-1",
       "VRAM_STEP_PLAN=2: allocations served without a plan: %s" % bad)
-check(p.stderr.count("VRAM_STEP_PLAN=2: 0, 1, early or layers") == 1 and "no step plan on cuda:0" in p.stderr,
+check(p.stderr.count("VRAM_STEP_PLAN=2: 0, 1, early, layers or auto") == 1 and "no step plan on cuda:0" in p.stderr,
       "and one message says why: %r" % p.stderr)
 p, plain = run("plain")
 check(plain.get("stats_rc") == "-1" and "VRAM_STEP_PLAN=1 starts one" in plain.get("error", "") and p.stderr == "",

@@ -46,6 +46,12 @@ typedef struct vram_step_plan_config {
                           * at once, solved again once the first step's blocks are freed, and begins
                           * there even above the peak so far; entries the first step allocated for
                           * good (optimizer state) are skipped when the later steps lack them (0: off) */
+    int auto_plan;       /* decide the kind of plan from the stream (docs/step_plan.md, "Auto"): whole steps as
+                          * `early` does, where best fit's reserved peak is more than 1/32 above its
+                          * allocated peak; a model's layers (periods of 16-63 requests) only where a layer's
+                          * period comes back at another shape and no whole step has been planned, begun even
+                          * above the peak so far; layer plans ruled out for good once a whole step is
+                          * planned or a layer plan serves less than half the requests it sees (0: off) */
 } vram_step_plan_config;
 
 typedef struct vram_step_plan_stats {

@@ -13,6 +13,8 @@
  * offset) overlaps; else the allocator serves it (a miss). A ptr -> n map (open addressing)
  * finds the records of blocks the allocator served. Early plans (cfg.early) take the program's
  * first step as the template and begin in its second (early_settle, early_fits, early_skip).
+ * Auto (cfg.auto_plan) decides per confirmed period which kind may be planned: whole steps as
+ * early plans, a model's layers as generation's prefill (auto_allows).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,9 @@
 #define NONE UINT64_MAX
 #define HISTORY_CAP (1u << 20) /* records kept before learning starts over */
 #define TABLE_BITS 16
+#define STEP_PERIOD 64   /* auto: periods from this many requests are whole steps, shorter ones a model's layers */
+#define STEP_GAIN_DIV 32 /* auto: a whole step is planned only where best fit's reserved peak is more than
+                          * 1/32 above its allocated peak (auto_allows) */
 
 typedef struct {
     uint64_t size, t_alloc, t_free;
@@ -76,6 +81,13 @@ struct vram_step_plan {
     uint64_t min_period; /* the shortest period proposed: doubled by each plan retired early */
     uint64_t next_try; /* the first request after which a failed plan is tried again */
     uint32_t backoff;  /* plans given up in a row: each doubles the wait before the next solve */
+    /* auto (cfg.auto_plan): which kind of plan the stream asks for (auto_allows) */
+    int layer_plan;        /* the pending or active plan is a layer plan: it may begin above the peak so far */
+    int layers_ok;         /* layer plans allowed: a layer's period came back at another shape */
+    int layers_off;        /* layer plans ruled out for good */
+    uint64_t sig_p, sig_h; /* the last short period confirmed, and its sizes' hash (free of their order) */
+    uint64_t layer_served, layer_requests; /* the counters when the layer plan began: its share served */
+    uint64_t gate_next;    /* the first request at which a whole step's gain is read again */
     arena cur;       /* the active (or draining) plan's arena */
     ptr_map map;
     vram_step_plan_stats st;
@@ -214,7 +226,8 @@ static int learn(vram_step_plan *p, uint64_t n) {
         if (n - p->cand_p >= p->base && same(p, n, n - p->cand_p)) {
             /* a whole period must repeat: shorter repeats (a model's layers) propose periods that
              * the step as a whole does not keep */
-            uint64_t need = p->cand_p > p->cfg.confirm ? p->cand_p : p->cfg.confirm;
+            uint64_t confirm = p->cfg.auto_plan && p->cand_p < STEP_PERIOD ? p->cfg.window : p->cfg.confirm;
+            uint64_t need = p->cand_p > confirm ? p->cand_p : confirm;
             if (++p->cand_matched >= need) return 1;
         } else {
             p->cand_p = p->cand_matched = 0;
@@ -235,7 +248,9 @@ static int learn(vram_step_plan *p, uint64_t n) {
     p->cand_matched = W;
     /* early: a period that spans most of the history is the program's step repeating for the
      * first time (the repeats within a step, its layers, span a fraction of it) */
-    if (p->cfg.early && !p->cur.base && 4 * p->cand_p >= 3 * (n + 1 - p->base)) return 2;
+    if (p->cfg.early && !p->cur.base && 4 * p->cand_p >= 3 * (n + 1 - p->base) &&
+        (!p->cfg.auto_plan || p->cand_p >= STEP_PERIOD))
+        return 2;
     return 0; /* (confirmed only by the requests to come: a whole period must repeat) */
 }
 
@@ -351,6 +366,10 @@ void vram_step_plan_retire(vram_step_plan *p) {
     p->active = 0;
     p->early_plan = 0;
     p->st.plans_retired++;
+    /* a layer plan that served less than half of what came while it was active did not find
+     * generation's prefill: its arena only perturbed the best fit around it */
+    if (p->layer_plan && 2 * (p->st.served - p->layer_served) < p->st.requests - p->layer_requests) p->layers_off = 1;
+    p->layer_plan = 0;
     /* a plan that did not last two periods was likely a repeat within the step (a model's
      * layers): look for longer ones */
     if (p->base + p->count < p->first + 2 * p->period && p->min_period <= p->period) p->min_period = 2 * p->period;
@@ -374,6 +393,9 @@ static int activate(vram_step_plan *p) {
     p->cur.base = (uint64_t)(uintptr_t)ptr;
     p->cur.size = p->arena_size;
     p->st.plans_built++;
+    if (p->cfg.auto_plan && !p->layer_plan) p->layers_off = 1; /* a whole step planned: training */
+    p->layer_served = p->st.served;
+    p->layer_requests = p->st.requests;
     return 0;
 }
 
@@ -403,7 +425,7 @@ static int early_fits(vram_step_plan *p) {
  * narrow enough that a plan may still begin where fine chunks have already placed the learning
  * steps within a few percent of their floor (there the plan is what stops their page moves). */
 static int fits_now(vram_step_plan *p) {
-    if (p->cfg.may_raise_peak) return 1;
+    if (p->cfg.may_raise_peak || p->layer_plan) return 1;
     if (p->early_plan) return early_fits(p);
     vram_stats x;
     vram_allocator_get_stats(p->a, &x);
@@ -475,6 +497,39 @@ static uint64_t early_skip(vram_step_plan *p, uint64_t k, uint64_t rsize) {
     return k2;
 }
 
+/* auto (cfg.auto_plan): whether the period confirmed at n may be planned. Whole steps (as
+ * `early` plans them) only where best fit's reserved peak so far is more than 1/32 above its
+ * allocated peak: a plan leaves holes of its own beside its arena and perturbs what stays
+ * outside it, so where best fit is already that close it has nothing to gain. A short period (a
+ * model's layers) only once the same period has come back at another shape (its sizes' sum of
+ * hashes differs: generation's next call, another prompt) and no whole step has been planned:
+ * training repeats its layers at one shape, and its forward and backward passes differ in
+ * period; a single call (one prefill) gets no layer plan. */
+static int auto_allows(vram_step_plan *p, uint64_t n) {
+    uint64_t P = p->cand_p, h = 0;
+    if (P >= STEP_PERIOD) {
+        if (n < p->gate_next) return 0;
+        vram_stats x;
+        vram_allocator_get_stats(p->a, &x);
+        uint64_t held = (uint64_t)x.reserved_bytes[VRAM_POOL_ALL].peak;
+        uint64_t used = (uint64_t)x.allocated_bytes[VRAM_POOL_ALL].peak;
+        if (held > used + used / STEP_GAIN_DIV) return 1;
+        /* asked again a few requests later: the reading costs a copy of the statistics */
+        p->gate_next = n + p->cfg.window;
+        return 0;
+    }
+    if (p->layers_off) return 0;
+    if (p->layers_ok) return 1;
+    for (uint64_t m = n + 1 - P; m <= n; m++) h += mix(0, rec(p, m)->size * 64 + rec(p, m)->stream);
+    if (p->sig_p == P && p->sig_h != h) {
+        p->layers_ok = 1;
+        return 1;
+    }
+    p->sig_p = P;
+    p->sig_h = h;
+    return 0;
+}
+
 /* ---- the API ---- */
 
 vram_status vram_step_plan_empty_cache(vram_step_plan *p) {
@@ -483,6 +538,8 @@ vram_status vram_step_plan_empty_cache(vram_step_plan *p) {
     p->backoff = 0; /* another program begins: its plans owe nothing to the last one's */
     p->next_try = 0;
     p->min_period = p->cfg.min_period;
+    p->layers_ok = p->layers_off = 0;
+    p->sig_p = p->sig_h = 0;
     return vram_allocator_empty_cache(p->a);
 }
 
@@ -499,7 +556,8 @@ vram_status vram_step_plan_new(vram_allocator *a, const vram_step_plan_config *c
     if (p->cfg.confirm < p->cfg.window) p->cfg.confirm = p->cfg.window;
     if (!p->cfg.max_period) p->cfg.max_period = 8192;
     if (!p->cfg.miss_limit) p->cfg.miss_limit = 16;
-    if (!p->cfg.min_period) p->cfg.min_period = 64;
+    if (p->cfg.auto_plan) p->cfg.early = 1; /* whole steps as `early` plans them */
+    if (!p->cfg.min_period) p->cfg.min_period = p->cfg.auto_plan ? 16 : 64;
     p->min_period = p->cfg.min_period;
     *out = p;
     return VRAM_OK;
@@ -565,8 +623,10 @@ vram_status vram_step_plan_malloc(vram_step_plan *p, size_t size, vram_stream st
         if (p->pending && p->early_plan && !p->settled) early_settle(p, n);
         if (p->pending && n == p->activate_at) {
             begin_or_wait(p, n);
-        } else if (!p->pending && confirmed && !p->cur.base && n >= p->next_try) {
+        } else if (!p->pending && confirmed && !p->cur.base && n >= p->next_try &&
+                   (!p->cfg.auto_plan || auto_allows(p, n))) {
             p->early_plan = confirmed == 2;
+            p->layer_plan = p->cfg.auto_plan && p->cand_p < STEP_PERIOD;
             p->settled = 0;
             if (build(p, n, p->cand_p) != 0) {
                 p->period = p->cand_p;

@@ -1,6 +1,6 @@
 /* plan_route.cpp — a device's allocations through a vram_step_plan (learned placement for
- * repeating steps, docs/step_plan.md) when VRAM_STEP_PLAN=1 (or early, or layers: the presets
- * on_new_allocator names), for measuring it on a GPU under unchanged PyTorch programs.
+ * repeating steps, docs/step_plan.md) when VRAM_STEP_PLAN=1 (or early, layers or auto: the
+ * presets on_new_allocator names), for measuring it on a GPU under unchanged PyTorch programs.
  *
  * One plan per device, made when the device's allocator starts, with its own mutex: the layer
  * is not thread-safe and PyTorch allocates from its main thread and the autograd engine's
@@ -49,8 +49,12 @@ bool on_new_allocator(int device, vram_allocator *a) {
         cfg.min_period = 16;
         cfg.confirm = 8;
         cfg.may_raise_peak = 1;
+    } else if (!strcmp(v, "auto")) {
+        /* the kind of plan decided from the allocation stream: whole steps where best fit wastes,
+         * a model's layers where they come back at another shape (docs/step_plan.md, "Auto") */
+        cfg.auto_plan = 1;
     } else if (strcmp(v, "1") != 0 && !cfg.early) {
-        vram_error(VRAM_ERR_INVALID_ARG, "VRAM_STEP_PLAN=%s: 0, 1, early or layers", v);
+        vram_error(VRAM_ERR_INVALID_ARG, "VRAM_STEP_PLAN=%s: 0, 1, early, layers or auto", v);
         return false;
     }
     if (device < 0 || device >= kMaxDevices) return false;
