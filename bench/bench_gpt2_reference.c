@@ -58,7 +58,7 @@ int main(int argc, char **argv) {
     const char *out = NULL, *device = "cuda:0";
     int steps = 20, batch = 8;
     vram_gpt_config cfg = {.layers = 12, .heads = 12, .width = 768, .vocab = 50257, .context = 1024, .tied = 1,
-                           .init_std = 0.02, .activation = VRAM_ACT_GELU_ERF};
+                           .init_std = 0.02, .activation = VRAM_ACT_GELU_TANH}; /* vram train's gpt2 */
     double lr = 3e-4, clip = 1.0;
     unsigned long long seed = 1337;
     const char *data = NULL;

@@ -73,14 +73,14 @@ vram_cli_test(cli_train_bad_lowp_weights 2 "--lowp-weights: 'fp8' is not cast or
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --lowp-weights fp8 2>&1")
 vram_cli_test(cli_train_lowp_weights_fp32 2 "--lowp-weights keep keeps 16-bit weight copies for mixed precision"
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --lowp-weights keep --steps 1 2>&1")
-# the GELU: erf's by default (the gpt2 models too, until the tanh form's fused GPU path has run on a
-# GPU), --activation (given before --model too) over it; a tanh model file resumes with the tanh GELU and is refused with erf's
+# the GELU: erf's for the tiny model, GPT-2's tanh for the gpt2 models, --activation (given before --model
+# too) over it; a tanh model file resumes with the tanh GELU and is refused with erf's
 vram_cli_test(cli_train_bad_activation 2 "--activation: 'relu' is not gelu_tanh or gelu_erf"
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --activation relu 2>&1")
-vram_cli_test(cli_train_activation_defaults 0 "vocab 256, erf GELU:.*tied embedding, erf GELU:.*tied embedding, tanh GELU:"
+vram_cli_test(cli_train_activation_defaults 0 "vocab 256, erf GELU:.*tied embedding, tanh GELU:.*tied embedding, erf GELU:"
               "${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --layers 1 --width 32 --context 8 --batch 1 --steps 1 2>&1 && \
                ${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --model gpt2 --layers 1 --width 64 --heads 2 --context 8 --batch 1 --steps 1 2>&1 && \
-               ${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --activation gelu_tanh --model gpt2 --layers 1 --width 64 --heads 2 --context 8 --batch 1 --steps 1 2>&1")
+               ${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --activation gelu_erf --model gpt2 --layers 1 --width 64 --heads 2 --context 8 --batch 1 --steps 1 2>&1")
 vram_cli_test(cli_train_tanh_resume 0 "resumed .* at step 2.*tanh GELU.*summary.*uses the tanh GELU; this run's model the erf GELU \\(vram train: --activation gelu_tanh\\).*refused: 2"
               "d=$(mktemp -d) && ${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --activation gelu_tanh --layers 1 --width 32 --context 8 --batch 2 --steps 2 --save $d/m.vram >/dev/null && \
                ${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --activation gelu_tanh --layers 1 --width 32 --context 8 --batch 2 --steps 3 --resume $d/m.vram 2>&1 && \

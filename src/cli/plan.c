@@ -44,7 +44,7 @@ static void usage(FILE *out) {
             "  --precision P        fp32 (default), or bf16 / fp16 (mixed precision, with --device cuda)\n"
             "  --residual WHERE     as vram train: lowp (default) or fp32 (the residual stream kept fp32)\n"
             "  --lowp-weights HOW   as vram train: cast (default) or keep\n"
-            "  --activation A       as vram train: gelu_erf (default) or gelu_tanh\n"
+            "  --activation A       as vram train: the model's (gpt2: gelu_tanh), or gelu_erf\n"
             "  --threads N          matrix-product threads of the run planned (default: online CPUs, as vram train)\n"
             "  --capacity SIZE      device memory, e.g. 24GiB (default: physical memory, as vram train)\n"
             "  --steps N            plan exactly N steps (default: until a step changes nothing)\n"
