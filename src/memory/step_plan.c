@@ -535,7 +535,10 @@ static int auto_allows(vram_step_plan *p, uint64_t n) {
 vram_status vram_step_plan_empty_cache(vram_step_plan *p) {
     if (!p) return vram_error(VRAM_ERR_INVALID_ARG, "step plan: empty_cache: null argument");
     vram_step_plan_retire(p);
-    p->backoff = 0; /* another program begins: its plans owe nothing to the last one's */
+    /* another program begins: its plans owe nothing to the last one's, and an early plan's first
+     * step must be this program's (the history before it would hide the step's first repeat) */
+    history_reset(p);
+    p->backoff = 0;
     p->next_try = 0;
     p->min_period = p->cfg.min_period;
     p->layers_ok = p->layers_off = 0;
