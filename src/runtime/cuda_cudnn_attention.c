@@ -1,6 +1,7 @@
 /* cuda_cudnn_attention.c — causal attention through cuDNN's fused flash attention, the
- * alternative to the runtime's own kernels (cuda_flash_attention.cuh) that VRAM_ATTENTION=cudnn
- * selects (cuda_ops.c asks here first and runs its own kernels wherever this declines).
+ * GPU's default attention (VRAM_ATTENTION=auto or cudnn; cuda_ops.c asks here first and runs the
+ * runtime's own kernels, cuda_flash_attention.cuh, wherever this declines; VRAM_ATTENTION=flash
+ * skips it).
  *
  * libcudnn.so.9 is opened with dlopen, as cuBLASLt is, and driven through its C backend API
  * (cudnn_graph.h): no C++ frontend. For each (dtype, B, T, H) two operation graphs are built,
@@ -16,12 +17,13 @@
  * Forward:  S = Q K^T (fp32) * scale; causal mask (row index >= column index, else -inf);
  *           M = rowmax S, E = exp(S - M), Z = rowsum E, stats = M + log Z, P = E / Z (16-bit);
  *           O = P V.
- * Backward: D = rowsum(dO * O) (fp32, in the workspace); S as above minus stats, masked,
+ * Backward: D = rowsum(dO * O) (fp32, a temporary); S as above minus stats, masked,
  *           P = exp(S); dV = P^T dO; dS = P * (dO V^T - D) * scale; dK = dS^T Q;
- *           dQ = dS K through an fp32 accumulator in the workspace.
+ *           dQ = dS K through an fp32 accumulator (a temporary).
  * Plans are cached in a small table and kept with every descriptor they were built from. The
- * workspace (the plan's own, then the backward's two fp32 buffers) comes from the allocator,
- * tagged "other", grown when a plan needs more, and freed when the runtime closes. Where cuDNN
+ * plans' own workspace comes from the allocator, tagged "other", grown when a plan needs more,
+ * and freed when the runtime closes; the backward's two fp32 buffers are temporaries taken and
+ * given back around each call, as the flash kernels' one-pass backward takes them. Where cuDNN
  * is absent, has no engine for a graph or fails to run, one line on stderr says which step
  * failed and why (cudnnGetErrorString and cuDNN's last error message), and the caller runs its
  * own kernels. VRAM_CUDNN_DEBUG=1 prints every stage.
@@ -38,6 +40,7 @@
 #include "cuda_rt.h"
 
 int64_t vram_cudnn_attention_calls;
+int vram_cudnn_explicit;
 static char dnn_why[768];
 
 const char *vram_cudnn_why(void) { return dnn_why; }
@@ -48,7 +51,7 @@ int vram_cudnn_state(void) { return -1; }
 
 static void declined(void) {
     static int said;
-    if (!said) fprintf(stderr, "vram: VRAM_ATTENTION=cudnn: %s; running vram's flash kernels\n", dnn_why);
+    if (!said && vram_cudnn_explicit) fprintf(stderr, "vram: VRAM_ATTENTION=cudnn: %s; running vram's flash kernels\n", dnn_why);
     said = 1;
 }
 
@@ -484,7 +487,8 @@ static void plan_release(dnn_plan *p) {
 /* Says once per process why cuDNN is not in use at all. */
 static void declined(void) {
     static int said;
-    if (!said) fprintf(stderr, "vram: VRAM_ATTENTION=cudnn: %s; running vram's flash kernels\n", dnn_why);
+    if (!said && (vram_cudnn_explicit || dnn_debug))
+        fprintf(stderr, "vram: VRAM_ATTENTION=cudnn: %s; running vram's flash kernels\n", dnn_why);
     said = 1;
 }
 
@@ -577,7 +581,8 @@ static void shape_declined(dnn_entry *e, const char *what, cudnnStatus_t st, con
              (long long)e->T, (long long)e->H, vram_dtype_name(e->dt), what, step, st != CUDNN_STATUS_SUCCESS ? ": " : "",
              st != CUDNN_STATUS_SUCCESS ? dnn_status(st) : "", detail && *detail ? "; cuDNN says: " : "",
              detail && *detail ? detail : "");
-    fprintf(stderr, "vram: VRAM_ATTENTION=cudnn: %s; running vram's flash kernels for this shape\n", dnn_why);
+    if (vram_cudnn_explicit || dnn_debug)
+        fprintf(stderr, "vram: VRAM_ATTENTION=cudnn: %s; running vram's flash kernels for this shape\n", dnn_why);
     e->bad = 1;
     plan_release(&e->fwd);
     plan_release(&e->bwd);
@@ -731,22 +736,32 @@ int vram_cudnn_attention_backward(vram_runtime *rt, vram_dtype dt, int64_t B, in
         return 0;
     dnn_entry *e = ready(dt, B, T, H);
     if (!e) return 0;
-    /* the plan's own workspace, then D = rowsum(dO * O) [B, H, T] and dQ's fp32 accumulator [B, H, T, 64] */
-    size_t own = round256((size_t)e->bwd.ws), dsum = round256((size_t)(B * H * T) * sizeof(float));
-    size_t acc = (size_t)(B * H * T * D) * sizeof(float);
-    char *ws = workspace(rt, own + dsum + acc);
-    if (!ws) {
-        fprintf(stderr, "vram: VRAM_ATTENTION=cudnn: no memory for cuDNN's %zu-byte backward workspace; the flash kernels "
-                "run this call\n", own + dsum + acc);
+    /* D = rowsum(dO * O) [B, H, T] and dQ's fp32 accumulator [B, H, T, 64]: the flash kernels'
+     * two temporaries (the same sizes, tags and order), so that the allocations stay the ones the
+     * planner predicts whichever path runs; the plan's own workspace beside them */
+    size_t dsum = (size_t)(B * H * T) * sizeof(float), acc = (size_t)(B * H * T * D) * sizeof(float);
+    char *ws = workspace(rt, (size_t)e->bwd.ws);
+    void *dvec = NULL, *dq = NULL;
+    if (ws && vram_allocator_malloc(rt->alloc, dsum ? dsum : 1, rt->stream, VRAM_TAG_TEMPORARY, &dvec) == VRAM_OK &&
+        vram_allocator_malloc(rt->alloc, acc ? acc : 1, rt->stream, VRAM_TAG_TEMPORARY, &dq) != VRAM_OK) {
+        vram_allocator_free(rt->alloc, dvec);
+        dvec = NULL;
+    }
+    if (!dvec) {
+        if (vram_cudnn_explicit || dnn_debug)
+            fprintf(stderr, "vram: VRAM_ATTENTION=cudnn: no memory for the backward's %zu bytes of fp32 buffers; the flash "
+                    "kernels run this call\n", dsum + acc);
         return 0;
     }
-    if (dnn_version < 90600) vram_cuda_zero(ws + own + dsum, acc); /* (later versions clear it themselves) */
+    if (dnn_version < 90600) vram_cuda_zero(dq, acc); /* (later versions clear it themselves) */
     float scale = 1.0f / sqrtf((float)D), neg_inf = dnn_version >= 91000 ? -INFINITY : -FLT_MAX, one = 1.0f;
     int64_t uids[14] = {U_Q, U_K, U_V, U_O, U_DO, U_STATS, U_DQ, U_DK, U_DV, U_SCALE, U_NEG_INF, U_ONE, U_DSUM, U_DQ_ACC};
     void *ptrs[14] = {(char *)qkv, (char *)qkv + third, (char *)qkv + 2 * third, (void *)out, (void *)gout, (void *)lse,
-                      gqkv, (char *)gqkv + third, (char *)gqkv + 2 * third, &scale, &neg_inf, &one, ws + own, ws + own + dsum};
+                      gqkv, (char *)gqkv + third, (char *)gqkv + 2 * third, &scale, &neg_inf, &one, dvec, dq};
     const char *step = "";
     cudnnStatus_t st = execute(&e->bwd, 14, uids, ptrs, ws, &step);
+    vram_allocator_free(rt->alloc, dq); /* stream order keeps them until cuDNN's kernels have read them */
+    vram_allocator_free(rt->alloc, dvec);
     if (st != CUDNN_STATUS_SUCCESS) {
         run_failed(e, "backward", st, step);
         return 0;

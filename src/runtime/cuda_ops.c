@@ -607,14 +607,16 @@ static vram_status cuda_sync(void) { return vram_cuda_sync(); }
 
 enum { FLASH_TILE = 64, FLASH_THREADS = 128 };
 
-/* VRAM_ATTENTION=flash (the default: the kernels of cuda_flash_attention.cuh) or cudnn (cuDNN's
- * fused attention, cuda_cudnn_attention.c, where it can run the shape); any other value fails
- * the call with a message (-1). Read per launch, as the flash forms are. */
+/* VRAM_ATTENTION=auto (the default: cuDNN's fused attention, cuda_cudnn_attention.c, wherever it
+ * can run the shape, else the kernels of cuda_flash_attention.cuh, silently), cudnn (the same,
+ * saying on stderr why a shape falls back) or flash (always the own kernels); any other value
+ * fails the call with a message (-1). Read per launch, as the flash forms are. */
 static int attention_path(void) {
     const char *e = getenv("VRAM_ATTENTION");
-    if (!e || !*e || !strcmp(e, "flash")) return 0;
-    if (!strcmp(e, "cudnn")) return 1;
-    vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_ATTENTION=%s: expected flash or cudnn", e);
+    if (!e || !*e || !strcmp(e, "auto")) return vram_cudnn_explicit = 0, 1;
+    if (!strcmp(e, "flash")) return 0;
+    if (!strcmp(e, "cudnn")) return vram_cudnn_explicit = 1, 1;
+    vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_ATTENTION=%s: expected auto, cudnn or flash", e);
     return -1;
 }
 

@@ -105,10 +105,13 @@ extern int64_t vram_cuda_epilogue_bgrads;
 /* How many layer-norm backwards ran as the one-pass kernel (for the tests). */
 extern int64_t vram_cuda_ln_fused_backwards;
 
-/* cuDNN's fused flash attention (cuda_cudnn_attention.c), which VRAM_ATTENTION=cudnn selects:
- * the flash_attention slots' arguments; each returns 1 where cuDNN ran the call and 0 where the
- * caller runs its own kernels (cuDNN absent, without an engine for the shape, or failing: said
- * once on stderr). Its stats are the flash kernels' lse (same quantity, same layout). */
+/* cuDNN's fused flash attention (cuda_cudnn_attention.c), the default (VRAM_ATTENTION=auto or
+ * cudnn): the flash_attention slots' arguments; each returns 1 where cuDNN ran the call and 0
+ * where the caller runs its own kernels (cuDNN absent, without an engine for the shape, or
+ * failing: said once on stderr when vram_cudnn_explicit, VRAM_ATTENTION=cudnn, asked for it).
+ * Its stats are the flash kernels' lse (same quantity, same layout), and its backward takes the
+ * same two temporaries as the flash kernels' one-pass backward, in the same order. */
+extern int vram_cudnn_explicit;
 int vram_cudnn_attention_forward(vram_runtime *rt, vram_dtype dt, int64_t B, int64_t T, int64_t H, const void *qkv,
                                  void *out, float *lse);
 int vram_cudnn_attention_backward(vram_runtime *rt, vram_dtype dt, int64_t B, int64_t T, int64_t H, const void *qkv,

@@ -5,7 +5,7 @@
  * (and two lengths off the 64-row tiles), H from 2 to 12; the output and the gradients of q, k
  * and v to the flash tests' tolerances. Against the flash kernels at GPT-2's layer shape (B=8,
  * T=1024, H=12): the same tolerances. Where libcudnn is installed, every call at a sequence
- * length that is a multiple of 64 must have run on cuDNN (vram_cudnn_attention_calls counts
+ * length that is a multiple of 128 must have run on cuDNN (vram_cudnn_attention_calls counts
  * them; a decline prints the failing step and cuDNN's reason); where it is not, the calls fall
  * back to the flash kernels and only the results are checked. The two paths keep the same row
  * statistics, so a forward on one and a backward on the other are checked too. Last, a value
@@ -69,8 +69,8 @@ static void compare(const char *what, vram_dtype dt, int64_t B, int64_t T, int64
             CHECK(e[p] <= tol_grad, "%s: %s relative error %.3g (tolerance %.1g)", name, parts[p], e[p], tol_grad);
         }
         printf("%s: out %.2e dQ %.2e dK %.2e dV %.2e\n", name, eo, e[0], e[1], e[2]);
-        int on_cudnn = !strcmp(fwd, "cudnn") + !strcmp(bwd, "cudnn");
-        if (on_cudnn == 2) ran_on_cudnn(before, T % 64 == 0, name);
+        int on_cudnn = !!strcmp(fwd, "flash") + !!strcmp(bwd, "flash"); /* cudnn or auto (the default) */
+        if (on_cudnn == 2) ran_on_cudnn(before, T % 128 == 0, name);
     }
     free(out), free(grad);
 }
@@ -82,6 +82,7 @@ static void against_cpu(vram_dtype dt, int64_t B, int64_t T, int64_t H, int cros
     double *ref_out = malloc(sizeof(double) * (size_t)no), *ref_grad = malloc(sizeof(double) * (size_t)nq);
     if (attention_run(&cpu, VRAM_DTYPE_F32, B, T, H, qkv, g, ref_out, ref_grad)) {
         compare("cudnn against the CPU", dt, B, T, H, qkv, g, ref_out, ref_grad, "cudnn", "cudnn");
+        compare("the default against the CPU", dt, B, T, H, qkv, g, ref_out, ref_grad, "auto", "auto");
         if (cross) {
             compare("crossed, against the CPU", dt, B, T, H, qkv, g, ref_out, ref_grad, "cudnn", "flash");
             compare("crossed, against the CPU", dt, B, T, H, qkv, g, ref_out, ref_grad, "flash", "cudnn");

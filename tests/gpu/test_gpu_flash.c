@@ -124,6 +124,7 @@ static void bad_variant(void) {
 }
 
 int main(int argc, char **argv) {
+    setenv("VRAM_ATTENTION", "flash", 1); /* the own kernels, which cuDNN's attention would replace by default */
     int large = !(argc > 1 && !strcmp(argv[1], "quick"));
     if (vram_device_open("cuda", &gpu.dev) != VRAM_OK) check_skip(vram_last_error());
     vram_device_close(gpu.dev);

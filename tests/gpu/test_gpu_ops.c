@@ -728,33 +728,29 @@ static void train_small_gpt(side *sd, const vram_gpt_config *cfg, const int32_t 
 
 /* Kept 16-bit weight copies (vram_gpt_config.keep_lowp_weights) change no number: a small GPT
  * trained in bf16 with them and without them, from the same seed on the same tokens, gives
- * the same losses and the same weights bit for bit (the kept copy is the cast each product
- * would make, rewritten by the multi-tensor AdamW). Head size 64: flash attention runs too. */
+ * the same losses and weights up to the order of atomic adds (the kept copy is the cast each
+ * product would make, rewritten by the multi-tensor AdamW). Head size 64: flash attention runs too. */
 static void test_kept_lowp_weights(void) {
     enum { B = 2, T = 64, V = 300, STEPS = 4 };
     int32_t ids[B * T], targets[B * T];
     for (int i = 0; i < B * T; i++) ids[i] = (int32_t)irand(0, V - 1), targets[i] = (int32_t)irand(0, V - 1);
     double losses[2][STEPS];
     vram_tensor *wte[2] = {NULL, NULL};
-    /* The one-pass flash backward adds dQ with atomics in varying order; bit for bit needs the split form. */
-    const char *bwd = getenv("VRAM_FLASH_BWD");
-    char *saved = bwd ? strdup(bwd) : NULL;
-    setenv("VRAM_FLASH_BWD", "split", 1);
     for (int keep = 0; keep < 2; keep++) {
         vram_gpt_config cfg = {.layers = 2, .heads = 2, .width = 128, .vocab = V, .context = T, .tied = 1,
                                .init_std = 0.02, .precision = VRAM_DTYPE_BF16, .keep_lowp_weights = keep};
         train_small_gpt(&gpu, &cfg, ids, targets, B, T, STEPS, losses[keep], &wte[keep]);
     }
-    if (saved) setenv("VRAM_FLASH_BWD", saved, 1);
-    else unsetenv("VRAM_FLASH_BWD");
-    free(saved);
+    /* Atomics (flash attention's dQ, the embedding's scatter onto the head's gradient) add in an
+     * order that varies run to run: the two runs agree to that rounding, not bit for bit; a wrong
+     * kept copy would differ by bf16's rounding (1e-3) or more. */
     for (int step = 0; step < STEPS; step++)
-        CHECK(losses[0][step] == losses[1][step] && isfinite(losses[0][step]),
+        CHECK(fabs(losses[0][step] - losses[1][step]) <= 1e-6 * fabs(losses[0][step]) && isfinite(losses[0][step]),
               "kept bf16 weights: step %d loss %.9g, cast each product %.9g", step + 1, losses[1][step], losses[0][step]);
     CHECK(losses[0][STEPS - 1] < losses[0][0], "kept bf16 weights: the loss did not fall (%g -> %g)", losses[0][0],
           losses[0][STEPS - 1]);
     CHECK(wte[0] && wte[1], "kept bf16 weights: no wte.weight parameter");
-    if (wte[0] && wte[1]) compare("kept bf16 weights: wte after the steps", wte[0], wte[1], 0);
+    if (wte[0] && wte[1]) compare("kept bf16 weights: wte after the steps", wte[0], wte[1], 1e-6);
     vram_tensor_free(wte[0]);
     vram_tensor_free(wte[1]);
 }
