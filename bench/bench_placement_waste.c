@@ -12,9 +12,13 @@
  * way: as much as there was movable memory then ("unmoved": the allocator chose to map, below
  * move_min or under its budget), as much as there was pinned or in-page ("stuck"), and the rest
  * ("new": no free memory could have served it). --events MIB lists the growths that left more than
- * MIB free. Replays are deterministic: one run is the median of any number.
+ * MIB free. --snapshot FILE writes a JSON snapshot (include/vram/snapshot.h, what
+ * bench/snapshot_layout.py reads) at the allocation peak of the one program measured: the layout
+ * behind the first breakdown (vram replay --snapshot writes at the peak of reserved memory, which
+ * a later growth of the small pool may set). Replays are deterministic: one run is the median of
+ * any number.
  *
- *   bench_placement_waste [--device SPEC] [--conf CONF] [--events MIB] TRACE...
+ *   bench_placement_waste [--device SPEC] [--conf CONF] [--events MIB] [--snapshot FILE] TRACE...
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +26,7 @@
 
 #include "vram/bench.h"
 #include "vram/replay.h"
+#include "vram/snapshot.h"
 
 #define MIB (1024.0 * 1024.0)
 
@@ -89,6 +94,38 @@ static vram_status breakdown_at(const vram_trace *t, const vram_replay_options *
     return st;
 }
 
+/* Writes the snapshot of the state after events [start, stop) of t to path: 0, or 1 with a message. */
+static int snapshot_at(const vram_trace *t, const vram_replay_options *o, size_t start, size_t stop, const char *path) {
+    vram_device *dev;
+    vram_allocator *a;
+    vram_replay_result r;
+    vram_snapshot *snap = NULL;
+    vram_status st = vram_replay_open(o, 0, &dev, &a);
+    if (st != VRAM_OK) {
+        fprintf(stderr, "bench_placement_waste: %s\n", vram_last_error());
+        return 1;
+    }
+    st = vram_trace_replay_range(t, a, start, stop, 0, &r);
+    if (st == VRAM_OK) st = vram_allocator_snapshot(a, &snap);
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+    if (st != VRAM_OK) {
+        fprintf(stderr, "bench_placement_waste: snapshot: %s\n", vram_last_error());
+        vram_snapshot_free(snap);
+        return 1;
+    }
+    FILE *f = fopen(path, "w");
+    int bad = !f || vram_snapshot_write_json(snap, f) != VRAM_OK;
+    if (f && fclose(f)) bad = 1;
+    vram_snapshot_free(snap);
+    if (bad) {
+        fprintf(stderr, "bench_placement_waste: cannot write snapshot '%s'\n", path);
+        return 1;
+    }
+    printf("# snapshot after event %zu (the large pool's allocation peak) written to %s\n", stop - 1, path);
+    return 0;
+}
+
 static void print_free(const vram_cache_breakdown *b) {
     printf(" %.0f / %.0f / %.0f |", (double)b->free_movable / MIB, (double)b->free_pinned / MIB,
            (double)b->free_in_page / MIB);
@@ -96,7 +133,7 @@ static void print_free(const vram_cache_breakdown *b) {
 
 /* One program: events [start, stop) of t. Prints its row; 0, or 1 when a replay failed. */
 static int measure(const vram_trace *t, const char *name, const vram_replay_options *o, size_t start, size_t stop,
-                   double events_mib) {
+                   double events_mib, const char *snapshot) {
     size_t nev;
     const vram_trace_event *ev = vram_trace_events(t, &nev);
     vram_device *dev;
@@ -113,6 +150,11 @@ static int measure(const vram_trace *t, const char *name, const vram_replay_opti
     vram_cache_breakdown at_alloc, at_res;
     if (st == VRAM_OK && !w.failed) st = breakdown_at(t, o, start, w.alloc_peak_event + 1, &at_alloc);
     if (st == VRAM_OK && !w.failed) st = breakdown_at(t, o, start, w.reserved_peak_event + 1, &at_res);
+    if (st == VRAM_OK && !w.failed && snapshot && snapshot_at(t, o, start, w.alloc_peak_event + 1, snapshot)) {
+        free(w.grow_event);
+        free(w.grow_bytes);
+        return 1;
+    }
     double unmoved = 0, stuck = 0, fresh = 0;
     for (size_t i = 0; st == VRAM_OK && !w.failed && i < w.ngrow; i++) {
         vram_cache_breakdown b;
@@ -147,23 +189,29 @@ static int measure(const vram_trace *t, const char *name, const vram_replay_opti
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: bench_placement_waste [--device SPEC] [--conf CONF] [--events MIB] TRACE...\n");
+    fprintf(stderr, "usage: bench_placement_waste [--device SPEC] [--conf CONF] [--events MIB] [--snapshot FILE] TRACE...\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
     vram_replay_options o = {.device = "cudasim"};
     double events_mib = 0;
+    const char *snapshot = NULL;
     int i = 1;
     for (; i < argc && !strncmp(argv[i], "--", 2); i++) {
         if (i + 1 >= argc) return usage();
         char *end;
         if (!strcmp(argv[i], "--device")) o.device = argv[++i];
         else if (!strcmp(argv[i], "--conf")) o.conf = argv[++i];
+        else if (!strcmp(argv[i], "--snapshot")) snapshot = argv[++i];
         else if (!strcmp(argv[i], "--events") && (events_mib = strtod(argv[++i], &end)) > 0 && !*end) continue;
         else return usage();
     }
     if (i >= argc) return usage();
+    if (snapshot && argc - i != 1) {
+        fprintf(stderr, "bench_placement_waste: --snapshot takes one trace\n");
+        return 2;
+    }
     /* bad input before any figure: every trace loads, the device and configuration open */
     int ntraces = argc - i;
     vram_trace **traces = calloc((size_t)ntraces, sizeof *traces);
@@ -177,6 +225,10 @@ int main(int argc, char **argv) {
     }
     for (int k = 0; k < ntraces && st == VRAM_OK; k++) st = vram_trace_load(argv[i + k], &traces[k]);
     int rc = st == VRAM_OK ? 0 : 2;
+    if (!rc && snapshot && vram_trace_workloads(traces[0], NULL, 0) > 1) {
+        fprintf(stderr, "bench_placement_waste: --snapshot takes a trace of one program\n");
+        rc = 2;
+    } else
     if (rc) fprintf(stderr, "bench_placement_waste: %s\n", vram_last_error());
     else {
         vram_machine_print(stdout, argc, argv);
@@ -193,11 +245,11 @@ int main(int argc, char **argv) {
         vram_trace_workload wl[64];
         size_t nw = vram_trace_workloads(t, wl, 64);
         const char *path = argv[i + k], *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-        if (!nw) rc |= measure(t, base, &o, 0, n, events_mib);
+        if (!nw) rc |= measure(t, base, &o, 0, n, events_mib, snapshot);
         for (size_t w = 0; w < nw && w < 64; w++) {
             char name[256];
             snprintf(name, sizeof name, "%s: %s", base, wl[w].name);
-            rc |= measure(t, name, &o, wl[w].start, wl[w].end, events_mib);
+            rc |= measure(t, name, &o, wl[w].start, wl[w].end, events_mib, snapshot);
         }
     }
     for (int k = 0; k < ntraces; k++)
