@@ -1,0 +1,213 @@
+/* cuda_flash_backward128.cuh — flash attention's backward over blocks of 128 keys (8 warps a
+ * block), the forms VRAM_FLASH_BWD=fused128 and split128 (included by cuda_kernels.cu after
+ * cuda_flash_attention.cuh, whose fragments, tiles and helpers it uses).
+ *
+ * One block owns 128 keys of one (batch, head); warp w owns keys [16w, 16w + 16) of them and
+ * loops over the 64-row query tiles at or after the block's first key, as the 64-key forms do
+ * (S^T = K Q^T, P^T from lse, dV += P^T dO, dP^T = V dO^T, dS^T, dK += dS^T Q, all in
+ * registers). Twice the keys a block means each Q and dO tile brought from memory, and each
+ * tile's dQ share added atomically, serves twice the products of the 64-key forms. Every
+ * query tile's Q, dO, lse and dvec arrive by cp.async one tile ahead (lse and dvec included,
+ * four bytes a copy, so no thread waits on a plain global load).
+ *
+ * fused128 (vk_flash_backward128) also adds dQ: each warp stores its dS^T (16 keys x 64
+ * queries) into a shared buffer of its own rows, and after one barrier warp w multiplies
+ * queries [16(w % 4), +16) of dS, over all 128 keys, by K's columns [32(w / 4), +32) and adds
+ * the result into the fp32 accumulator four floats an atomic (neighbouring lanes swap halves
+ * so that each holds four adjacent columns of one row). Two barriers an iteration: one before
+ * the tile (it has landed, and every warp is done with the last iteration's buffers) and one
+ * between storing dS^T and reading it. split128 (vk_flash_backward128_kv) is the same kernel
+ * without dQ, paired with cuda_flash_attention.cuh's dQ kernel (vk_flash_backward_q):
+ * deterministic. Shared memory (dynamic, over 48 KiB): K and the dS^T buffer (128 padded rows
+ * each), two stages of Q and dO tiles, two stages of lse and dvec rows.
+ */
+
+namespace fa {
+
+constexpr int KB = 128, WARPS8 = KB / 16, THREADS8 = WARPS8 * 32;
+constexpr int KB_ELEMS = KB * LDT; /* 128 padded rows of 16-bit elements */
+constexpr int SMEM128_BYTES = 2 * KB_ELEMS * 2 + STAGES * 2 * TILE_ELEMS * 2 + STAGES * 2 * TILE * 4;
+static_assert(SMEM128_BYTES == VK_FLASH128_SMEM, "cuda_abi.h's VK_FLASH128_SMEM is the 128-key backward's shared memory");
+
+#ifndef VRAM_FA_EMULATED
+/* 4 bytes global -> shared, through L1 (cp.async's 16-byte .cg form needs 16-byte alignment,
+ * which a row of lse at an odd T lacks); `valid` false writes zeros. */
+__device__ __forceinline__ void cp_async4(void *dst, const void *src, bool valid) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(valid ? 4 : 0));
+}
+#define FA_DYN_SMEM(name) extern __shared__ __align__(128) char name[]
+#else
+#define FA_DYN_SMEM(name) static __align__(128) char name[fa::SMEM128_BYTES]
+#endif
+
+/* Adds four floats to p (16-byte aligned): one operation on Hopper. */
+__device__ __forceinline__ void atomic_add4(float *p, float x, float y, float z, float w) {
+#if __CUDA_ARCH__ >= 900
+    atomicAdd((float4 *)p, make_float4(x, y, z, w));
+#else
+    atomicAdd(p, x);
+    atomicAdd(p + 1, y);
+    atomicAdd(p + 2, z);
+    atomicAdd(p + 3, w);
+#endif
+}
+
+/* Starts the copy of query tile qt (Q and dO) into stage buffers qs/dos and of its lse and
+ * dvec rows into lse_s/dv_s (zeros past T), as one cp.async group. */
+template <typename T> __device__ void query_tile_start128(const block_ctx<T> &c, shape sh, int64_t qt, T *qs, T *dos,
+                                                         float *lse_s, float *dv_s, const float *lse, const float *dvec) {
+    int64_t q0 = qt * TILE;
+    load_tile_async<T, THREADS8>(qs, c.base, c.stride, q0, sh.Tn);
+    load_tile_async<T, THREADS8>(dos, c.gbase, c.C, q0, sh.Tn);
+    int i = threadIdx.x & (TILE - 1);
+    bool ok = q0 + i < sh.Tn;
+    int64_t at = c.bh * sh.Tn + (ok ? q0 + i : 0);
+    if (threadIdx.x < TILE) cp_async4(lse_s + i, lse + at, ok);
+    else if (threadIdx.x < 2 * TILE) cp_async4(dv_s + i, dvec + at, ok);
+    cp_async_commit();
+}
+
+/* One query tile of a warp's 16 keys (first key krow0): P^T from S^T = K Q^T and lse (natural
+ * log, scaled to log2 here), dV += P^T dO, dS^T = P^T * (V dO^T - dvec), dK += dS^T Q; leaves
+ * dS^T as A fragments in `ds`. `mask`: some key of the warp is after some query of the tile,
+ * or the tile runs past T. */
+template <typename T>
+__device__ __forceinline__ void key_tile_grads128(const block_ctx<T> &c, const uint32_t fk[4][4], const uint32_t fv[4][4],
+                                                  const T *qs, const T *dos, const float *lse_s, const float *dv_s,
+                                                  int64_t qt, int64_t krow0, int64_t Tn, bool mask, float sl2,
+                                                  float dk[8][4], float dv[8][4], uint32_t ds[4][4]) {
+    float s[8][4], dp[8][4];
+    product_nt<T>(s, fk, qs); /* S^T: keys x queries */
+    for (int j = 0; j < 8; j++)
+        for (int e = 0; e < 4; e++) {
+            int col = j * 8 + 2 * c.q + (e & 1);
+            float p = exp2f(fmaf(s[j][e], sl2, -LOG2E * lse_s[col]));
+            if (mask) {
+                int64_t qi = qt * TILE + col, kj = krow0 + c.g + (e >> 1) * 8;
+                p = kj <= qi && qi < Tn ? p : 0.0f;
+            }
+            s[j][e] = p;
+        }
+    to_a<T>(ds, s);
+    product_nn<T>(dv, ds, dos); /* dV += P^T dO */
+    product_nt<T>(dp, fv, dos); /* dP^T = V dO^T */
+    for (int j = 0; j < 8; j++)
+        for (int e = 0; e < 4; e++) dp[j][e] = s[j][e] * (dp[j][e] - dv_s[j * 8 + 2 * c.q + (e & 1)]);
+    to_a<T>(ds, dp);
+    product_nn<T>(dk, ds, qs); /* dK += dS^T Q (scaled when stored) */
+}
+
+/* dQ's share of one query tile from this block's 128 keys: queries [16(w % 4), +16) of dS (the
+ * transpose of dst, stored [key][query]) times K's columns [32(w / 4), +32), added into dq_at
+ * (rows past T skipped). */
+template <typename T> __device__ void tile_dq128(const block_ctx<T> &c, const T *dst, const T *ks, float *dq_at,
+                                                 int64_t qt, int64_t Tn) {
+    int l = threadIdx.x & 31, m0 = (c.w & 3) * 16, n0 = (c.w >> 2) * 32;
+    float dq[4][4];
+    for (int j = 0; j < 4; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
+    for (int k = 0; k < KB / 16; k++) {
+        uint32_t a[4], b[4];
+        ldsm_x4_trans(a, dst + (k * 16 + (l & 7) + (l >> 4) * 8) * LDT + m0 + ((l >> 3) & 1) * 8);
+        for (int j = 0; j < 4; j += 2) {
+            ldsm_x4_trans(b, ks + (k * 16 + (l & 7) + ((l >> 3) & 1) * 8) * LDT + n0 + j * 8 + (l >> 4) * 8);
+            mma<T>(dq[j], a, b[0], b[1]);
+            mma<T>(dq[j + 1], a, b[2], b[3]);
+        }
+    }
+    /* lanes q and q ^ 1 swap halves: the even one takes row g's four columns, the odd row g + 8's */
+    bool odd = c.q & 1;
+    int64_t row = qt * TILE + m0 + c.g + (odd ? 8 : 0);
+    for (int j = 0; j < 4; j++) {
+        float s0 = odd ? dq[j][0] : dq[j][2], s1 = odd ? dq[j][1] : dq[j][3];
+        float r0 = __shfl_xor_sync(0xffffffffu, s0, 1), r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+        float *p = dq_at + row * c.C + n0 + j * 8 + 2 * (c.q & ~1);
+        if (row < Tn) {
+            if (odd) atomic_add4(p, r0, r1, dq[j][2], dq[j][3]);
+            else atomic_add4(p, dq[j][0], dq[j][1], r0, r1);
+        }
+    }
+}
+
+/* dK and dV of one block of 128 keys over the query tiles from its first key on, and, with DQ,
+ * each tile's dQ share added into dq_acc [B, T, C] (fp32, zeroed, unscaled). */
+template <typename T, bool DQ>
+__device__ void backward128(shape sh, const T *qkv, const T *gout, const float *lse, const float *dvec, T *gqkv,
+                            float *dq_acc, float scale, char *smem) {
+    block_ctx<T> c = block_setup(sh, qkv, gout, false);
+    c.nb = (sh.Tn + KB - 1) / KB, c.blk = blockIdx.x / (sh.B * sh.H); /* 128-key blocks, longest loop first */
+    T *ks = (T *)smem, *dst = ks + KB_ELEMS, *tiles = dst + KB_ELEMS; /* stage s: Q at (2s), dO at (2s + 1) tiles */
+    float *rows = (float *)(tiles + STAGES * 2 * TILE_ELEMS);          /* stage s: lse at (2s), dvec at (2s + 1) */
+    int64_t k0 = c.blk * KB, krow0 = k0 + c.w * 16, Tn = sh.Tn, nq = (Tn + TILE - 1) / TILE, q_first = k0 / TILE;
+    const float sl2 = scale * LOG2E;
+    float *dq_at = DQ ? dq_acc + c.b * Tn * c.C + c.h * D : nullptr;
+
+    for (int half = 0; half < 2; half++) { /* K to its place, V through the dS^T buffer */
+        load_tile_async<T, THREADS8>(ks + half * TILE_ELEMS, c.base + c.C, c.stride, k0 + half * TILE, Tn);
+        load_tile_async<T, THREADS8>(dst + half * TILE_ELEMS, c.base + 2 * c.C, c.stride, k0 + half * TILE, Tn);
+    }
+    cp_async_commit();
+    query_tile_start128(c, sh, q_first, tiles, tiles + TILE_ELEMS, rows, rows + TILE, lse, dvec);
+    cp_async_wait<1>();
+    __syncthreads();
+    uint32_t fv[4][4];
+    load_a(fv, dst, c.w * 16); /* (the first iteration's barrier comes before dS^T overwrites V) */
+
+    float dk[8][4], dv[8][4];
+    for (int j = 0; j < 8; j++)
+        for (int e = 0; e < 4; e++) dk[j][e] = dv[j][e] = 0.0f;
+    for (int64_t qt = q_first; qt < nq; qt++) {
+        int st = (int)((qt - q_first) & 1);
+        T *qs = tiles + st * 2 * TILE_ELEMS, *dos = qs + TILE_ELEMS;
+        const float *lse_s = rows + st * 2 * TILE, *dv_s = lse_s + TILE;
+        cp_async_wait<0>();
+        __syncthreads(); /* tile qt has landed, and every warp is done with the other stage and dS^T */
+        if (qt + 1 < nq) {
+            T *next = tiles + (st ^ 1) * 2 * TILE_ELEMS;
+            float *next_rows = rows + (st ^ 1) * 2 * TILE;
+            query_tile_start128(c, sh, qt + 1, next, next + TILE_ELEMS, next_rows, next_rows + TILE, lse, dvec);
+        }
+        uint32_t fk[4][4], a[4][4];
+        load_a(fk, ks, c.w * 16); /* the warp's K rows (read again each tile: fewer registers held) */
+        bool mask = krow0 + 15 > qt * TILE || (qt + 1) * TILE > Tn;
+        key_tile_grads128(c, fk, fv, qs, dos, lse_s, dv_s, qt, krow0, Tn, mask, sl2, dk, dv, a);
+        if (DQ) {
+            store_a<T>(dst, c.w * 16, a);
+            __syncthreads(); /* every warp's dS^T rows are in place */
+            tile_dq128(c, dst, ks, dq_at, qt, Tn);
+        }
+    }
+    T *gb = gqkv + c.gqkv_at;
+    store_rows(gb + c.C, c.stride, krow0, Tn, dk, scale, scale);
+    store_rows(gb + 2 * c.C, c.stride, krow0, Tn, dv, 1.0f, 1.0f);
+}
+
+} /* namespace fa */
+
+#define FA_DISPATCH_DYN(dt, call)                                                                  \
+    do {                                                                                           \
+        FA_DYN_SMEM(smem);                                                                         \
+        if ((dt) == VK_BF16) {                                                                     \
+            typedef __nv_bfloat16 T;                                                               \
+            call;                                                                                  \
+        } else {                                                                                   \
+            typedef __half T;                                                                      \
+            call;                                                                                  \
+        }                                                                                          \
+    } while (0)
+
+/* Grid: ceil(T / 128) * B * H blocks of 256 threads with VK_FLASH128_SMEM bytes of dynamic
+ * shared memory, one per 128 keys; dq_acc as vk_flash_dot leaves it (zeroed). */
+extern "C" __global__ void __launch_bounds__(fa::THREADS8)
+    vk_flash_backward128(int dt, int64_t B, int64_t Tn, int64_t H, const char *qkv, const char *gout, const float *lse,
+                         const float *dvec, char *gqkv, float *dq_acc, float scale) {
+    FA_DISPATCH_DYN(dt, (fa::backward128<T, true>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv,
+                                                  dq_acc, scale, smem)));
+}
+
+/* The same grid; dK and dV only (split128's first kernel, vk_flash_backward_q its second). */
+extern "C" __global__ void __launch_bounds__(fa::THREADS8)
+    vk_flash_backward128_kv(int dt, int64_t B, int64_t Tn, int64_t H, const char *qkv, const char *gout,
+                            const float *lse, const float *dvec, char *gqkv, float scale) {
+    FA_DISPATCH_DYN(dt, (fa::backward128<T, false>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv,
+                                                   nullptr, scale, smem)));
+}
