@@ -17,9 +17,10 @@
  * so that each holds four adjacent columns of one row). Two barriers an iteration: one before
  * the tile (it has landed, and every warp is done with the last iteration's buffers) and one
  * between storing dS^T and reading it. split128 (vk_flash_backward128_kv) is the same kernel
- * without dQ, paired with cuda_flash_attention.cuh's dQ kernel (vk_flash_backward_q):
- * deterministic. Shared memory (dynamic, over 48 KiB): K and the dS^T buffer (128 padded rows
- * each), two stages of Q and dO tiles, two stages of lse and dvec rows.
+ * without dQ, then a dQ kernel per 128 queries (vk_flash_backward128_q: backward_q's warps,
+ * 8 of them sharing each K and V tile): deterministic. Shared memory (dynamic, over 48 KiB):
+ * K and the dS^T buffer (128 padded rows each), two stages of Q and dO tiles, two stages of
+ * lse and dvec rows; the dQ kernel's two stages of K and V tiles and its 128 Q and dO rows.
  */
 
 namespace fa {
@@ -28,6 +29,7 @@ constexpr int KB = 128, WARPS8 = KB / 16, THREADS8 = WARPS8 * 32;
 constexpr int KB_ELEMS = KB * LDT; /* 128 padded rows of 16-bit elements */
 constexpr int SMEM128_BYTES = 2 * KB_ELEMS * 2 + STAGES * 2 * TILE_ELEMS * 2 + STAGES * 2 * TILE * 4;
 static_assert(SMEM128_BYTES == VK_FLASH128_SMEM, "cuda_abi.h's VK_FLASH128_SMEM is the 128-key backward's shared memory");
+static_assert(2 * STAGES * TILE_ELEMS * 2 + 2 * KB_ELEMS * 2 <= SMEM128_BYTES, "the dQ kernel's tiles fit the same");
 
 #ifndef VRAM_FA_EMULATED
 /* 4 bytes global -> shared, through L1 (cp.async's 16-byte .cg form needs 16-byte alignment,
@@ -181,6 +183,61 @@ __device__ void backward128(shape sh, const T *qkv, const T *gout, const float *
     store_rows(gb + 2 * c.C, c.stride, krow0, Tn, dv, 1.0f, 1.0f);
 }
 
+/* dQ of one block of 128 queries (warp w: rows [16w, 16w + 16)), over the 64-key tiles at or
+ * before its last row, K and V double-buffered: each tile brought in serves 8 warps. A warp
+ * whose rows all come before a tile skips it (its products would add zeros), so every row
+ * sees the same products in the same order as in backward_q: the same bits. */
+template <typename T> __device__ void backward_q128(shape sh, const T *qkv, const T *gout, const float *lse,
+                                                    const float *dvec, T *gqkv, float scale, char *smem) {
+    block_ctx<T> c = block_setup(sh, qkv, gout, false);
+    c.nb = (sh.Tn + KB - 1) / KB, c.blk = c.nb - 1 - (int64_t)blockIdx.x / (sh.B * sh.H); /* longest loop first */
+    T *tiles = (T *)smem, *qs = tiles + 2 * STAGES * TILE_ELEMS, *dos = qs + KB_ELEMS; /* stage s: K, V at (2s), (2s + 1) */
+    int64_t q0 = c.blk * KB, row0 = q0 + c.w * 16, Tn = sh.Tn, last = ((q0 + KB < Tn ? q0 + KB : Tn) - 1) / TILE;
+    const float sl2 = scale * LOG2E;
+    float row_lse[2], row_dv[2];
+    for (int i = 0; i < 2; i++) {
+        int64_t row = row0 + c.g + i * 8;
+        row_lse[i] = row < Tn ? lse[c.bh * Tn + row] * LOG2E : 0.0f;
+        row_dv[i] = row < Tn ? dvec[c.bh * Tn + row] : 0.0f;
+    }
+
+    for (int half = 0; half < 2; half++) {
+        load_tile_async<T, THREADS8>(qs + half * TILE_ELEMS, c.base, c.stride, q0 + half * TILE, Tn);
+        load_tile_async<T, THREADS8>(dos + half * TILE_ELEMS, c.gbase, c.C, q0 + half * TILE, Tn);
+    }
+    cp_async_commit();
+    kv_tile_start<T, THREADS8>(c, tiles, 0, Tn);
+    cp_async_wait<1>();
+    __syncthreads();
+    uint32_t fq[4][4], fdo[4][4];
+    load_a(fq, qs, c.w * 16);
+    load_a(fdo, dos, c.w * 16);
+
+    float dq[8][4];
+    for (int j = 0; j < 8; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
+    for (int64_t kt = 0; kt <= last; kt++) {
+        T *ks = tiles + (kt & 1) * 2 * TILE_ELEMS, *vs = ks + TILE_ELEMS;
+        kv_tile_ready<T, THREADS8>(c, tiles, kt, last, Tn);
+        if (kt * TILE <= row0 + 15) {
+            float s[8][4], dp[8][4];
+            uint32_t a[4][4];
+            product_nt<T>(s, fq, ks);   /* S = Q K^T */
+            product_nt<T>(dp, fdo, vs); /* dP = dO V^T */
+            for (int j = 0; j < 8; j++)
+                for (int e = 0; e < 4; e++) {
+                    int i = e >> 1;
+                    int64_t key = kt * TILE + j * 8 + 2 * c.q + (e & 1), row = row0 + c.g + i * 8;
+                    float p = key <= row && row < Tn ? exp2f(s[j][e] * sl2 - row_lse[i]) : 0.0f;
+                    s[j][e] = p * (dp[j][e] - row_dv[i]);
+                }
+            to_a<T>(a, s);
+            product_nn<T>(dq, a, ks); /* dQ += dS K (scaled when stored) */
+        }
+        __syncthreads(); /* the stage is refilled next iteration */
+    }
+    store_rows(gqkv + c.gqkv_at, c.stride, row0, Tn, dq, scale, scale);
+}
+
 } /* namespace fa */
 
 #define FA_DISPATCH_DYN(dt, call)                                                                  \
@@ -204,10 +261,18 @@ extern "C" __global__ void __launch_bounds__(fa::THREADS8)
                                                   dq_acc, scale, smem)));
 }
 
-/* The same grid; dK and dV only (split128's first kernel, vk_flash_backward_q its second). */
+/* The same grid; dK and dV only (split128's first kernel). */
 extern "C" __global__ void __launch_bounds__(fa::THREADS8)
     vk_flash_backward128_kv(int dt, int64_t B, int64_t Tn, int64_t H, const char *qkv, const char *gout,
                             const float *lse, const float *dvec, char *gqkv, float scale) {
     FA_DISPATCH_DYN(dt, (fa::backward128<T, false>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv,
                                                    nullptr, scale, smem)));
+}
+
+/* split128's second kernel: the same grid (a block per 128 queries), dQ only. */
+extern "C" __global__ void __launch_bounds__(fa::THREADS8)
+    vk_flash_backward128_q(int dt, int64_t B, int64_t Tn, int64_t H, const char *qkv, const char *gout,
+                           const float *lse, const float *dvec, char *gqkv, float scale) {
+    FA_DISPATCH_DYN(dt, (fa::backward_q128<T>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv, scale,
+                                              smem)));
 }

@@ -681,7 +681,8 @@ static void cuda_flash_attention_backward(vram_runtime *rt, vram_dtype dt, int64
         void *args[] = {&d, &B, &T, &H, &qkv, &gout, &lse, &dvec, &gqkv, &scale};
         if (wide) vram_cuda_launch(CK_FLASH_BACKWARD128_KV, blocks128, 2 * FLASH_THREADS, args);
         else vram_cuda_launch(CK_FLASH_BACKWARD_KV, blocks, FLASH_THREADS, args);
-        vram_cuda_launch(CK_FLASH_BACKWARD_Q, blocks, FLASH_THREADS, args);
+        if (wide) vram_cuda_launch(CK_FLASH_BACKWARD128_Q, blocks128, 2 * FLASH_THREADS, args);
+        else vram_cuda_launch(CK_FLASH_BACKWARD_Q, blocks, FLASH_THREADS, args);
     } else {
         void *args[] = {&d, &B, &T, &H, &qkv, &gout, &lse, &dvec, &gqkv, &dq, &scale};
         if (wide) vram_cuda_launch(CK_FLASH_BACKWARD128, blocks128, 2 * FLASH_THREADS, args);

@@ -99,7 +99,8 @@ static void variants_agree(vram_dtype dt, int64_t B, int64_t T, int64_t H) {
         CHECK(again[1] == 0 && again[2] == 0, "flash %s: fused dK/dV differ between two runs (%lld, %lld elements)",
               vram_dtype_name(dt), (long long)again[1], (long long)again[2]);
         /* the 128-key forms: the products of split's dK/dV kernel (P's exponent rounded apart),
-         * dK/dV deterministic; split128's dQ is split's own kernel, so the same bits */
+         * dK/dV deterministic; split128's dQ kernel gives each row split's products in split's
+         * order, so the same bits */
         int64_t again128[3], d128[3], ds128[3];
         double e128[3], es128[3];
         for (int p = 0; p < 3; p++) {
@@ -112,7 +113,7 @@ static void variants_agree(vram_dtype dt, int64_t B, int64_t T, int64_t H) {
         }
         CHECK(again128[1] == 0 && again128[2] == 0, "flash %s: fused128 dK/dV differ between two runs (%lld, %lld elements)",
               vram_dtype_name(dt), (long long)again128[1], (long long)again128[2]);
-        CHECK(ds128[0] == 0, "flash %s: split128's dQ differs from split's in %lld elements (the same kernel)",
+        CHECK(ds128[0] == 0, "flash %s: split128's dQ differs from split's in %lld elements (the same products)",
               vram_dtype_name(dt), (long long)ds128[0]);
         printf("flash %s: fused128 against split: dQ %.2e, dK %.2e (%lld differ), dV %.2e (%lld); split128: dK %.2e, "
                "dV %.2e; two fused128 runs: dQ differs in %lld elements\n",
