@@ -169,9 +169,13 @@ __device__ void backward128(shape sh, const T *qkv, const T *gout, const float *
             query_tile_start128(c, sh, qt + 1, next, next + TILE_ELEMS, next_rows, next_rows + TILE, lse, dvec);
         }
         uint32_t fk[4][4], a[4][4];
-        load_a(fk, ks, c.w * 16); /* the warp's K rows (read again each tile: fewer registers held) */
-        bool mask = krow0 + 15 > qt * TILE || (qt + 1) * TILE > Tn;
-        key_tile_grads128(c, fk, fv, qs, dos, lse_s, dv_s, qt, krow0, Tn, mask, sl2, dk, dv, a);
+        if (krow0 < (qt + 1) * TILE) {
+            load_a(fk, ks, c.w * 16); /* the warp's K rows (read again each tile: fewer registers held) */
+            bool mask = krow0 + 15 > qt * TILE || (qt + 1) * TILE > Tn;
+            key_tile_grads128(c, fk, fv, qs, dos, lse_s, dv_s, qt, krow0, Tn, mask, sl2, dk, dv, a);
+        } else { /* every key of the warp after every query of the tile: P and dS are 0 */
+            for (int k = 0; k < 4; k++) a[k][0] = a[k][1] = a[k][2] = a[k][3] = 0u;
+        }
         if (DQ) {
             store_a<T>(dst, c.w * 16, a);
             __syncthreads(); /* every warp's dS^T rows are in place */
