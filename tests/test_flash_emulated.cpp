@@ -1,7 +1,8 @@
 /* test_flash_emulated.cpp — the flash-attention kernels of src/runtime/cuda_flash_attention.cuh,
  * compiled for the CPU over flash_emulator.h, against attention computed in double from the same
  * 16-bit inputs: forward in both forms (16 and 32 rows a warp: output and lse) and the
- * backward forms: the one-pass ones over 64 and 128 keys a block (with their dQ accumulator
+ * backward forms: the one-pass ones over 64 and 128 keys a block (fused128 and fused128p, dQ
+ * in the tile's iteration or one behind; with their dQ accumulator
  * zeroed by the dvec kernel and scaled by vk_flash_dq) and the split pairs (per 64 keys and
  * queries, and per 128).
  *
@@ -25,9 +26,9 @@ struct problem {
 };
 
 /* What the kernels produced, as floats: out [B, T, C], lse [B*H*T], and the gradient of qkv
- * [B, T, 3C] from each backward form (fused, split, fused128, split128). */
-enum { FORMS = 4 };
-static const char *const form_names[FORMS] = {"fused", "split", "fused128", "split128"};
+ * [B, T, 3C] from each backward form (fused, split, fused128, split128, fused128p). */
+enum { FORMS = 5 };
+static const char *const form_names[FORMS] = {"fused", "split", "fused128", "split128", "fused128p"};
 struct results {
     std::vector<float> out, lse, out32, lse32, grad[FORMS];
     int leftover = 0;
@@ -85,8 +86,16 @@ static results run_kernels(const problem &p, const std::vector<T> &qkv, const st
     r.leftover += emu_launch(blocks128, 256, [&] {
         vk_flash_backward128_q(dt, B, Tn, H, x, go, lse.data(), dvec.data(), (char *)gs128.data(), scale);
     });
+    std::vector<T> g128p(gf.size(), T(-5.0f));
+    std::fill(dq.begin(), dq.end(), NAN);
+    r.leftover += emu_launch(dot_blocks, 256, [&] { vk_flash_dot(dt, B, Tn, H, go, (const char *)out.data(), dvec.data(), dq.data()); });
+    r.leftover += emu_launch(blocks128, 256, [&] {
+        vk_flash_backward128p(dt, B, Tn, H, x, go, lse.data(), dvec.data(), (char *)g128p.data(), dq.data(), scale);
+    });
+    r.leftover += emu_launch(dq_blocks, 256, [&] { vk_flash_dq(dt, B, Tn, H, dq.data(), (char *)g128p.data(), scale); });
     r.out = floats(out), r.lse = lse;
     r.grad[0] = floats(gf), r.grad[1] = floats(gs), r.grad[2] = floats(g128), r.grad[3] = floats(gs128);
+    r.grad[4] = floats(g128p);
     return r;
 }
 

@@ -98,7 +98,7 @@ static const char *const kernel_names[CK_COUNT] = {
     [CK_FLASH_BACKWARD_KV] = "vk_flash_backward_kv", [CK_FLASH_BACKWARD_Q] = "vk_flash_backward_q",
     [CK_FLASH_BACKWARD] = "vk_flash_backward", [CK_FLASH_BACKWARD3] = "vk_flash_backward3",
     [CK_FLASH_BACKWARD128] = "vk_flash_backward128", [CK_FLASH_BACKWARD128_KV] = "vk_flash_backward128_kv",
-    [CK_FLASH_BACKWARD128_Q] = "vk_flash_backward128_q",
+    [CK_FLASH_BACKWARD128_Q] = "vk_flash_backward128_q", [CK_FLASH_BACKWARD128P] = "vk_flash_backward128p",
     [CK_FLASH_DQ] = "vk_flash_dq",
     [CK_UNSCALE] = "vk_unscale", [CK_SCALER_UPDATE] = "vk_scaler_update",
     [CK_ADAM_UPDATE_LIST] = "vk_adam_update_list", [CK_CROSS_ENTROPY_FUSED] = "vk_cross_entropy_fused",
@@ -114,7 +114,7 @@ static const char *const kernel_names[CK_COUNT] = {
  * kernel at load (cuFuncSetAttribute). */
 static const unsigned kernel_smem[CK_COUNT] = {
     [CK_FLASH_BACKWARD128] = VK_FLASH128_SMEM, [CK_FLASH_BACKWARD128_KV] = VK_FLASH128_SMEM,
-    [CK_FLASH_BACKWARD128_Q] = VK_FLASH128_SMEM,
+    [CK_FLASH_BACKWARD128_Q] = VK_FLASH128_SMEM, [CK_FLASH_BACKWARD128P] = VK_FLASH128P_SMEM,
 };
 
 static struct {

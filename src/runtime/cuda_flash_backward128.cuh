@@ -28,7 +28,9 @@ namespace fa {
 constexpr int KB = 128, WARPS8 = KB / 16, THREADS8 = WARPS8 * 32;
 constexpr int KB_ELEMS = KB * LDT; /* 128 padded rows of 16-bit elements */
 constexpr int SMEM128_BYTES = 2 * KB_ELEMS * 2 + STAGES * 2 * TILE_ELEMS * 2 + STAGES * 2 * TILE * 4;
+constexpr int SMEM128P_BYTES = SMEM128_BYTES + KB_ELEMS * 2; /* + a second dS^T buffer */
 static_assert(SMEM128_BYTES == VK_FLASH128_SMEM, "cuda_abi.h's VK_FLASH128_SMEM is the 128-key backward's shared memory");
+static_assert(SMEM128P_BYTES == VK_FLASH128P_SMEM, "cuda_abi.h's VK_FLASH128P_SMEM: the same with two dS^T buffers");
 static_assert(2 * STAGES * TILE_ELEMS * 2 + 2 * KB_ELEMS * 2 <= SMEM128_BYTES, "the dQ kernel's tiles fit the same");
 
 #ifndef VRAM_FA_EMULATED
@@ -37,9 +39,9 @@ static_assert(2 * STAGES * TILE_ELEMS * 2 + 2 * KB_ELEMS * 2 <= SMEM128_BYTES, "
 __device__ __forceinline__ void cp_async4(void *dst, const void *src, bool valid) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(valid ? 4 : 0));
 }
-#define FA_DYN_SMEM(name) extern __shared__ __align__(128) char name[]
+#define FA_DYN_SMEM(name, bytes) extern __shared__ __align__(128) char name[]
 #else
-#define FA_DYN_SMEM(name) static __align__(128) char name[fa::SMEM128_BYTES]
+#define FA_DYN_SMEM(name, bytes) static __align__(128) char name[bytes]
 #endif
 
 /* Adds four floats to p (16-byte aligned): one operation on Hopper. */
@@ -131,17 +133,21 @@ template <typename T> __device__ void tile_dq128(const block_ctx<T> &c, const T 
 }
 
 /* dK and dV of one block of 128 keys over the query tiles from its first key on, and, with DQ,
- * each tile's dQ share added into dq_acc [B, T, C] (fp32, zeroed, unscaled). */
-template <typename T, bool DQ>
+ * each tile's dQ share added into dq_acc [B, T, C] (fp32, zeroed, unscaled): DQ_SYNC after a
+ * barrier in the tile's own iteration, DQ_BEHIND one iteration later (two dS^T buffers, so
+ * the barrier that starts an iteration is the only one). */
+enum { DQ_NONE, DQ_SYNC, DQ_BEHIND };
+template <typename T, int DQ>
 __device__ void backward128(shape sh, const T *qkv, const T *gout, const float *lse, const float *dvec, T *gqkv,
                             float *dq_acc, float scale, char *smem) {
     block_ctx<T> c = block_setup(sh, qkv, gout, false);
     c.nb = (sh.Tn + KB - 1) / KB, c.blk = blockIdx.x / (sh.B * sh.H); /* 128-key blocks, longest loop first */
-    T *ks = (T *)smem, *dst = ks + KB_ELEMS, *tiles = dst + KB_ELEMS; /* stage s: Q at (2s), dO at (2s + 1) tiles */
+    constexpr int NDS = DQ == DQ_BEHIND ? 2 : 1; /* dS^T buffers */
+    T *ks = (T *)smem, *dst = ks + KB_ELEMS, *tiles = dst + NDS * KB_ELEMS; /* stage s: Q at (2s), dO at (2s + 1) */
     float *rows = (float *)(tiles + STAGES * 2 * TILE_ELEMS);          /* stage s: lse at (2s), dvec at (2s + 1) */
     int64_t k0 = c.blk * KB, krow0 = k0 + c.w * 16, Tn = sh.Tn, nq = (Tn + TILE - 1) / TILE, q_first = k0 / TILE;
     const float sl2 = scale * LOG2E;
-    float *dq_at = DQ ? dq_acc + c.b * Tn * c.C + c.h * D : nullptr;
+    float *dq_at = DQ != DQ_NONE ? dq_acc + c.b * Tn * c.C + c.h * D : nullptr;
 
     for (int half = 0; half < 2; half++) { /* K to its place, V through the dS^T buffer */
         load_tile_async<T, THREADS8>(ks + half * TILE_ELEMS, c.base + c.C, c.stride, k0 + half * TILE, Tn);
@@ -176,11 +182,18 @@ __device__ void backward128(shape sh, const T *qkv, const T *gout, const float *
         } else { /* every key of the warp after every query of the tile: P and dS are 0 */
             for (int k = 0; k < 4; k++) a[k][0] = a[k][1] = a[k][2] = a[k][3] = 0u;
         }
-        if (DQ) {
+        if (DQ == DQ_SYNC) {
             store_a<T>(dst, c.w * 16, a);
             __syncthreads(); /* every warp's dS^T rows are in place */
             tile_dq128(c, dst, ks, dq_at, qt, Tn);
+        } else if (DQ == DQ_BEHIND) { /* the last tile's dS^T is complete since this iteration's barrier */
+            store_a<T>(dst + st * KB_ELEMS, c.w * 16, a);
+            if (qt > q_first) tile_dq128(c, dst + (st ^ 1) * KB_ELEMS, ks, dq_at, qt - 1, Tn);
         }
+    }
+    if (DQ == DQ_BEHIND) {
+        __syncthreads();
+        tile_dq128(c, dst + ((nq - 1 - q_first) & 1) * KB_ELEMS, ks, dq_at, nq - 1, Tn);
     }
     T *gb = gqkv + c.gqkv_at;
     store_rows(gb + c.C, c.stride, krow0, Tn, dk, scale, scale);
@@ -244,9 +257,9 @@ template <typename T> __device__ void backward_q128(shape sh, const T *qkv, cons
 
 } /* namespace fa */
 
-#define FA_DISPATCH_DYN(dt, call)                                                                  \
+#define FA_DISPATCH_DYN(dt, bytes, call)                                                           \
     do {                                                                                           \
-        FA_DYN_SMEM(smem);                                                                         \
+        FA_DYN_SMEM(smem, bytes);                                                                  \
         if ((dt) == VK_BF16) {                                                                     \
             typedef __nv_bfloat16 T;                                                               \
             call;                                                                                  \
@@ -261,22 +274,34 @@ template <typename T> __device__ void backward_q128(shape sh, const T *qkv, cons
 extern "C" __global__ void __launch_bounds__(fa::THREADS8)
     vk_flash_backward128(int dt, int64_t B, int64_t Tn, int64_t H, const char *qkv, const char *gout, const float *lse,
                          const float *dvec, char *gqkv, float *dq_acc, float scale) {
-    FA_DISPATCH_DYN(dt, (fa::backward128<T, true>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv,
-                                                  dq_acc, scale, smem)));
+    FA_DISPATCH_DYN(dt, fa::SMEM128_BYTES,
+                    (fa::backward128<T, fa::DQ_SYNC>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv,
+                                                     dq_acc, scale, smem)));
 }
 
-/* The same grid; dK and dV only (split128's first kernel). */
+/* fused128p: the same grid with VK_FLASH128P_SMEM bytes; each tile's dQ one iteration behind
+ * its dS^T (one barrier an iteration instead of two). */
+extern "C" __global__ void __launch_bounds__(fa::THREADS8)
+    vk_flash_backward128p(int dt, int64_t B, int64_t Tn, int64_t H, const char *qkv, const char *gout,
+                          const float *lse, const float *dvec, char *gqkv, float *dq_acc, float scale) {
+    FA_DISPATCH_DYN(dt, fa::SMEM128P_BYTES,
+                    (fa::backward128<T, fa::DQ_BEHIND>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec,
+                                                       (T *)gqkv, dq_acc, scale, smem)));
+}
+
+/* The same grid (VK_FLASH128_SMEM bytes); dK and dV only (split128's first kernel). */
 extern "C" __global__ void __launch_bounds__(fa::THREADS8)
     vk_flash_backward128_kv(int dt, int64_t B, int64_t Tn, int64_t H, const char *qkv, const char *gout,
                             const float *lse, const float *dvec, char *gqkv, float scale) {
-    FA_DISPATCH_DYN(dt, (fa::backward128<T, false>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv,
-                                                   nullptr, scale, smem)));
+    FA_DISPATCH_DYN(dt, fa::SMEM128_BYTES,
+                    (fa::backward128<T, fa::DQ_NONE>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv,
+                                                     nullptr, scale, smem)));
 }
 
 /* split128's second kernel: the same grid (a block per 128 queries), dQ only. */
 extern "C" __global__ void __launch_bounds__(fa::THREADS8)
     vk_flash_backward128_q(int dt, int64_t B, int64_t Tn, int64_t H, const char *qkv, const char *gout,
                            const float *lse, const float *dvec, char *gqkv, float scale) {
-    FA_DISPATCH_DYN(dt, (fa::backward_q128<T>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv, scale,
-                                              smem)));
+    FA_DISPATCH_DYN(dt, fa::SMEM128_BYTES,
+                    (fa::backward_q128<T>({B, Tn, H}, (const T *)qkv, (const T *)gout, lse, dvec, (T *)gqkv, scale, smem)));
 }

@@ -643,6 +643,7 @@ vram_flash_bwd vram_flash_backward_form(void) {
     if (!strcmp(e, "fused3")) return VRAM_FLASH_BWD_FUSED3;
     if (!strcmp(e, "fused128")) return VRAM_FLASH_BWD_FUSED128;
     if (!strcmp(e, "split128")) return VRAM_FLASH_BWD_SPLIT128;
+    if (!strcmp(e, "fused128p")) return VRAM_FLASH_BWD_FUSED128P;
     return !strcmp(e, "split") ? VRAM_FLASH_BWD_SPLIT : VRAM_FLASH_BWD_BAD;
 }
 
@@ -655,9 +656,9 @@ static void cuda_flash_attention_backward(vram_runtime *rt, vram_dtype dt, int64
     int path = attention_path();
     if (path < 0 || (path == 1 && vram_cudnn_attention_backward(rt, dt, B, T, H, qkv, out, gout, lse, gqkv))) return;
     vram_flash_bwd form = vram_flash_backward_form();
-    int split = !vram_flash_bwd_atomic(form), wide = form == VRAM_FLASH_BWD_FUSED128 || form == VRAM_FLASH_BWD_SPLIT128;
+    int split = !vram_flash_bwd_atomic(form), wide = form >= VRAM_FLASH_BWD_FUSED128;
     if (form == VRAM_FLASH_BWD_BAD) {
-        vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_FLASH_BWD=%s: expected fused, fused3, split, fused128 or split128",
+        vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_FLASH_BWD=%s: expected fused, fused3, split, fused128, fused128p or split128",
                        getenv("VRAM_FLASH_BWD"));
         return;
     }
@@ -685,7 +686,9 @@ static void cuda_flash_attention_backward(vram_runtime *rt, vram_dtype dt, int64
         else vram_cuda_launch(CK_FLASH_BACKWARD_Q, blocks, FLASH_THREADS, args);
     } else {
         void *args[] = {&d, &B, &T, &H, &qkv, &gout, &lse, &dvec, &gqkv, &dq, &scale};
-        if (wide) vram_cuda_launch(CK_FLASH_BACKWARD128, blocks128, 2 * FLASH_THREADS, args);
+        if (wide)
+            vram_cuda_launch(form == VRAM_FLASH_BWD_FUSED128P ? CK_FLASH_BACKWARD128P : CK_FLASH_BACKWARD128, blocks128,
+                             2 * FLASH_THREADS, args);
         else vram_cuda_launch(form == VRAM_FLASH_BWD_FUSED3 ? CK_FLASH_BACKWARD3 : CK_FLASH_BACKWARD, blocks, FLASH_THREADS, args);
         void *dq_args[] = {&d, &B, &T, &H, &dq, &gqkv, &scale};
         vram_cuda_launch(CK_FLASH_DQ, vram_cuda_blocks(B * T * H * 16, THREADS), THREADS, dq_args);
