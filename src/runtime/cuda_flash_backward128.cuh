@@ -1,6 +1,6 @@
 /* cuda_flash_backward128.cuh — flash attention's backward over blocks of 128 keys (8 warps a
- * block), the forms VRAM_FLASH_BWD=fused128 and split128 (included by cuda_kernels.cu after
- * cuda_flash_attention.cuh, whose fragments, tiles and helpers it uses).
+ * block), the forms VRAM_FLASH_BWD=fused128, fused128p and split128 (included by
+ * cuda_kernels.cu after cuda_flash_attention.cuh, whose fragments, tiles and helpers it uses).
  *
  * One block owns 128 keys of one (batch, head); warp w owns keys [16w, 16w + 16) of them and
  * loops over the 64-row query tiles at or after the block's first key, as the 64-key forms do
@@ -16,10 +16,12 @@
  * the result into the fp32 accumulator four floats an atomic (neighbouring lanes swap halves
  * so that each holds four adjacent columns of one row). Two barriers an iteration: one before
  * the tile (it has landed, and every warp is done with the last iteration's buffers) and one
- * between storing dS^T and reading it. split128 (vk_flash_backward128_kv) is the same kernel
+ * between storing dS^T and reading it. fused128p (vk_flash_backward128p) stores each tile's
+ * dS^T into one of two buffers and multiplies the previous tile's after the next iteration's
+ * first barrier, which is then the only one. split128 (vk_flash_backward128_kv) is the same kernel
  * without dQ, then a dQ kernel per 128 queries (vk_flash_backward128_q: backward_q's warps,
  * 8 of them sharing each K and V tile): deterministic. Shared memory (dynamic, over 48 KiB):
- * K and the dS^T buffer (128 padded rows each), two stages of Q and dO tiles, two stages of
+ * K and the dS^T buffer(s) (128 padded rows each), two stages of Q and dO tiles, two stages of
  * lse and dvec rows; the dQ kernel's two stages of K and V tiles and its 128 Q and dO rows.
  */
 
