@@ -1,7 +1,7 @@
 /* test_gpu_flash.c — flash attention's backward variants (VRAM_FLASH_BWD=fused, the one-pass
  * default with dQ added atomically; fused3, the same kernel held to three blocks an SM; split,
- * the two deterministic kernels; fused128 and split128, the same over 128-key blocks of 8 warps)
- * and forward forms (VRAM_FLASH_FWD=rows16, rows32) against the CPU's f32 attention and against
+ * the two deterministic kernels; fused128, fused128p and split128, the same over 128-key blocks
+ * of 8 warps) and forward forms (VRAM_FLASH_FWD=rows16, rows32) against the CPU's f32 attention and against
  * each other, in bf16 and f16.
  *
  * Against the CPU: inputs already rounded to the 16-bit type (so both sides see the same
