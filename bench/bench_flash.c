@@ -1,9 +1,10 @@
 /* bench_flash.c — flash attention on the GPU (vram_causal_attention_qkv with 16-bit qkv and
  * head size 64): milliseconds of its forward and of its backward, in each backward variant
  * (VRAM_FLASH_BWD=fused, the one-pass default; fused3, the same held to three blocks an SM;
- * split, the two-kernel one) and forward form (VRAM_FLASH_FWD=rows16, the default; rows32),
- * and of cuDNN's fused attention (VRAM_ATTENTION=cudnn; its row says where cuDNN did not run
- * and why), at GPT-2's layer shape by default.
+ * split, the two-kernel one; fused128, fused128p and split128, over 128-key blocks) and forward
+ * form (VRAM_FLASH_FWD=rows16, the default; rows32), and of cuDNN's fused attention
+ * (VRAM_ATTENTION=cudnn; its row says where cuDNN did not run and why), at GPT-2's layer shape
+ * by default.
  *
  * Each round times one forward (no graph recorded) and one backward (from a recorded forward,
  * from a fixed output gradient) between device syncs, the variants alternating round by round
@@ -111,9 +112,10 @@ int main(int argc, char **argv) {
     if (s == VRAM_OK) s = random_tensor(rt, VRAM_DTYPE_F32, o.B, o.T, 3 * o.H * 64, 2.0, &leaf);
     if (s == VRAM_OK) s = vram_tensor_set_requires_grad(leaf, 1);
     if (s == VRAM_OK) s = random_tensor(rt, o.dt, o.B, o.T, o.H * 64, 1.0, &g);
-    enum { NV = 5 };
-    const char *fwd[NV] = {"rows16", "rows16", "rows16", "rows32", "rows16"}, *bwd[NV] = {"fused", "fused3", "split", "fused", "fused"};
-    const char *path[NV] = {"flash", "flash", "flash", "flash", "cudnn"};
+    enum { NV = 8 }; /* cudnn last */
+    const char *fwd[NV] = {"rows16", "rows16", "rows16", "rows16", "rows16", "rows16", "rows32", "rows16"};
+    const char *bwd[NV] = {"fused", "fused3", "split", "fused128", "fused128p", "split128", "fused", "fused"};
+    const char *path[NV] = {"flash", "flash", "flash", "flash", "flash", "flash", "flash", "cudnn"};
     int64_t cudnn_calls = 0; /* the cudnn row's calls that cuDNN ran (3 a round: two forwards, a backward) */
     double *ms[NV][2] = {{0}};
     for (int v = 0; v < NV; v++)

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # run_attn_gpu.sh — flash attention's one-pass backward against the split one (issue 38), one
-# call of about 3 minutes on an H100: builds vram, the GPU tests and bench_flash; runs
+# call of about 4 minutes on an H100: builds vram, the GPU tests and bench_flash; runs
 # gpu_test_gpu_flash (the backward variants in bf16 and f16 against the CPU and each other) and
 # gpu_test_gpu_ops 1; bench_flash at GPT-2's layer shape (B=8 T=1024 H=12, every variant); then
 # ROUNDS rounds of vram bf16 with kept weights, GPT-2 124M B=8 T=1024 AdamW, 30 steps, with
 #   fused   VRAM_FLASH_BWD=fused: FlashAttention-2's one pass, dQ added atomically (the default)
 #   fused3  VRAM_FLASH_BWD=fused3: the same kernel held to 168 registers, three blocks an SM
 #   split   VRAM_FLASH_BWD=split: a dK/dV kernel and a dQ kernel, each recomputing P
+#   fused128, fused128p, split128: the same over 128-key blocks of 8 warps (fused128p: dQ one
+#           tile behind, one barrier an iteration)
 #   rows32  VRAM_FLASH_FWD=rows32 with fused: the forward with 2 warps of 32 rows a block
-# and a 6-step VRAM_CUDA_PROFILE=1 kernel profile of fused and of split. Everything lands in $OUT (or
+# and a 6-step VRAM_CUDA_PROFILE=1 kernel profile of fused, split, fused128 and fused128p. Everything lands in $OUT (or
 # ./gpu-out): summary.txt (what is printed here) and logs.tgz (every log); a table last.
 #   ROUNDS=2 bench/run_attn_gpu.sh
 set -u
@@ -25,14 +27,14 @@ cmake -S . -B b -DCMAKE_BUILD_TYPE=Release > "$L/build.log" 2>&1 &&
   || { echo "BUILD FAILED"; tail -30 "$L/build.log"; return 1; }
 D=b/data/kjv.txt
 
-timeout 120 b/tests/gpu_test_gpu_flash > "$L/gpu_flash.log" 2>&1
+timeout 180 b/tests/gpu_test_gpu_flash > "$L/gpu_flash.log" 2>&1
 echo "gpu_test_gpu_flash rc=$?: $(tail -1 "$L/gpu_flash.log")"
-grep -E "FAIL|against split|rows32 against|B=1 T=1000" "$L/gpu_flash.log" | head -14
+grep -E "FAIL|against split|rows32 against|B=1 T=1000" "$L/gpu_flash.log" | head -24
 timeout 150 b/tests/gpu_test_gpu_ops 1 > "$L/gpu_ops.log" 2>&1
 echo "gpu_test_gpu_ops 1 rc=$?: $(tail -1 "$L/gpu_ops.log")"
 grep -E "FAIL" "$L/gpu_ops.log" | head -6
 
-timeout 60 b/bench/bench_flash --batch 8 --seq 1024 --heads 12 --dtype bf16 --rounds 20 > "$L/bench_flash.log" 2>&1
+timeout 90 b/bench/bench_flash --batch 8 --seq 1024 --heads 12 --dtype bf16 --rounds 20 > "$L/bench_flash.log" 2>&1
 echo "bench_flash rc=$?"
 
 TRAIN="--device cuda:0 --model gpt2 --data $D --batch 8 --steps 30 --lr 3e-4 --precision bf16 --lowp-weights keep"
@@ -43,9 +45,9 @@ run() { # NAME ROUND
   echo "vram [$1] round $2 rc=$?: $(grep -E '^summary' "$L/vram_$1_$2.log")"
 }
 for ((r = 1; r <= ROUNDS; r++)); do
-  for v in fused fused3 split rows32; do run $v "$r"; done
+  for v in fused fused3 split fused128 fused128p split128 rows32; do run $v "$r"; done
 done
-for v in fused split; do
+for v in fused split fused128 fused128p; do
   VRAM_FLASH_BWD=$v VRAM_CUDA_PROFILE=1 timeout 60 b/vram train $TRAIN --steps 6 > "$L/profile_$v.log" 2>&1
   echo "profile $v rc=$?"
   grep -E "GPU time by kernel|vk_flash" "$L/profile_$v.log" | head -6
@@ -61,7 +63,7 @@ grep -E '^\|' "$L/bench_flash.log"
 echo
 echo "| run (bf16, --lowp-weights keep, 30 steps) | ms/step by round | median | peaks (round 1) | flash kernels, ms in 6 profiled steps |"
 echo "|---|---|---|---|---|"
-for v in fused fused3 split rows32; do
+for v in fused fused3 split fused128 fused128p split128 rows32; do
   echo "| VRAM_FLASH_FWD=$(fwd $v) VRAM_FLASH_BWD=$(bwd $v) | $(med $v) | $(mid "$(med $v)") | $(peaks $v) | $(flash $v) |"
 done
 }

@@ -122,22 +122,25 @@ struct emu_cp {
     void *dst;
     const void *src;
     bool valid;
+    int bytes;
 };
 static thread_local std::vector<std::vector<emu_cp>> emu_cp_groups;
 static thread_local std::vector<emu_cp> emu_cp_open;
 
 static inline void __syncthreads() { emu_block_bar->wait(); }
 static inline void emu_cp_do(const emu_cp &c) {
-    if (c.valid) memcpy(c.dst, c.src, 16);
-    else memset(c.dst, 0, 16);
+    if (c.valid) memcpy(c.dst, c.src, c.bytes);
+    else memset(c.dst, 0, c.bytes);
 }
 
 namespace fa {
-inline void cp_async16(void *dst, const void *src, bool valid) {
-    emu_cp c{dst, src, valid};
+inline void emu_cp_issue(void *dst, const void *src, bool valid, int bytes) {
+    emu_cp c{dst, src, valid, bytes};
     if (emu_cp_early) emu_cp_do(c);
     else emu_cp_open.push_back(c);
 }
+inline void cp_async16(void *dst, const void *src, bool valid) { emu_cp_issue(dst, src, valid, 16); }
+inline void cp_async4(void *dst, const void *src, bool valid) { emu_cp_issue(dst, src, valid, 4); }
 inline void cp_async_commit() {
     emu_cp_groups.push_back(emu_cp_open);
     emu_cp_open.clear();
@@ -219,8 +222,8 @@ static inline float atomicAdd(float *p, float v) {
     return o;
 }
 
-/* What cuda_kernels.cu defines before including the header. */
-enum { VK_F64 = 0, VK_F32, VK_F16, VK_BF16 };
+/* What cuda_kernels.cu defines before including the headers. */
+#include "../src/runtime/cuda_abi.h"
 #define DISPATCH_ALL(dt, ...)                                                                      \
     do {                                                                                           \
         if ((dt) == VK_BF16) {                                                                     \

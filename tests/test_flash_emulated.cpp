@@ -1,14 +1,17 @@
 /* test_flash_emulated.cpp — the flash-attention kernels of src/runtime/cuda_flash_attention.cuh,
  * compiled for the CPU over flash_emulator.h, against attention computed in double from the same
- * 16-bit inputs: forward in both forms (16 and 32 rows a warp: output and lse) and both
- * backward forms, the one-pass one (with its dQ accumulator zeroed by the dvec kernel and
- * scaled by vk_flash_dq) and the split pair.
+ * 16-bit inputs: forward in both forms (16 and 32 rows a warp: output and lse) and the
+ * backward forms: the one-pass ones over 64 and 128 keys a block (fused128 and fused128p, dQ
+ * in the tile's iteration or one behind; with their dQ accumulator
+ * zeroed by the dvec kernel and scaled by vk_flash_dq) and the split pairs (per 64 keys and
+ * queries, and per 128).
  *
  * This runs the kernels' own fragment layouts, indexing, masking and shared-memory protocol
  * without a GPU: the accumulator starts as NaN and the gradient as garbage, so an element never
  * zeroed or never written shows; cp.async copies land late (at their wait), and once more at
- * issue. T around the 64-row tiles (1, 17, 65, 130) in bf16, 130 in f16. The GPU's own check
- * is tests/gpu/test_gpu_flash.c; this one catches a broken kernel before a GPU run.
+ * issue. T around the 64-row tiles and 128-key blocks (1, 17, 65, 130, 200, 256) in bf16, 130
+ * and 200 in f16. The GPU's own check is tests/gpu/test_gpu_flash.c; this one catches a
+ * broken kernel before a GPU run.
  */
 #include <algorithm>
 #include <cstdio>
@@ -16,15 +19,18 @@
 #include "flash_emulator.h"
 #include "check.h"
 #include "../src/runtime/cuda_flash_attention.cuh"
+#include "../src/runtime/cuda_flash_backward128.cuh"
 
 struct problem {
     int dt, B, T, H;
 };
 
 /* What the kernels produced, as floats: out [B, T, C], lse [B*H*T], and the gradient of qkv
- * [B, T, 3C] from the fused and the split backward. */
+ * [B, T, 3C] from each backward form (fused, split, fused128, split128, fused128p). */
+enum { FORMS = 5 };
+static const char *const form_names[FORMS] = {"fused", "split", "fused128", "split128", "fused128p"};
 struct results {
-    std::vector<float> out, lse, out32, lse32, grad_fused, grad_split;
+    std::vector<float> out, lse, out32, lse32, grad[FORMS];
     int leftover = 0;
 };
 
@@ -65,7 +71,31 @@ static results run_kernels(const problem &p, const std::vector<T> &qkv, const st
     r.leftover += emu_launch(blocks, 128, [&] {
         vk_flash_backward_q(dt, B, Tn, H, x, go, lse.data(), dvec.data(), (char *)gs.data(), scale);
     });
-    r.out = floats(out), r.lse = lse, r.grad_fused = floats(gf), r.grad_split = floats(gs);
+    /* the 128-key forms: 8 warps a block, one block per 128 keys */
+    int64_t blocks128 = (Tn + 127) / 128 * B * H;
+    std::vector<T> g128(gf.size(), T(4321.0f)), gs128(gf.size(), T(-99.0f));
+    std::fill(dq.begin(), dq.end(), NAN);
+    r.leftover += emu_launch(dot_blocks, 256, [&] { vk_flash_dot(dt, B, Tn, H, go, (const char *)out.data(), dvec.data(), dq.data()); });
+    r.leftover += emu_launch(blocks128, 256, [&] {
+        vk_flash_backward128(dt, B, Tn, H, x, go, lse.data(), dvec.data(), (char *)g128.data(), dq.data(), scale);
+    });
+    r.leftover += emu_launch(dq_blocks, 256, [&] { vk_flash_dq(dt, B, Tn, H, dq.data(), (char *)g128.data(), scale); });
+    r.leftover += emu_launch(blocks128, 256, [&] {
+        vk_flash_backward128_kv(dt, B, Tn, H, x, go, lse.data(), dvec.data(), (char *)gs128.data(), scale);
+    });
+    r.leftover += emu_launch(blocks128, 256, [&] {
+        vk_flash_backward128_q(dt, B, Tn, H, x, go, lse.data(), dvec.data(), (char *)gs128.data(), scale);
+    });
+    std::vector<T> g128p(gf.size(), T(-5.0f));
+    std::fill(dq.begin(), dq.end(), NAN);
+    r.leftover += emu_launch(dot_blocks, 256, [&] { vk_flash_dot(dt, B, Tn, H, go, (const char *)out.data(), dvec.data(), dq.data()); });
+    r.leftover += emu_launch(blocks128, 256, [&] {
+        vk_flash_backward128p(dt, B, Tn, H, x, go, lse.data(), dvec.data(), (char *)g128p.data(), dq.data(), scale);
+    });
+    r.leftover += emu_launch(dq_blocks, 256, [&] { vk_flash_dq(dt, B, Tn, H, dq.data(), (char *)g128p.data(), scale); });
+    r.out = floats(out), r.lse = lse;
+    r.grad[0] = floats(gf), r.grad[1] = floats(gs), r.grad[2] = floats(g128), r.grad[3] = floats(gs128);
+    r.grad[4] = floats(g128p);
     return r;
 }
 
@@ -122,7 +152,7 @@ template <typename T> static void check_problem(const problem &p, int early, uin
     std::vector<T> qkv = random_16<T>((size_t)(p.B * p.T * 3 * C), 2.0, &seed), gout = random_16<T>((size_t)(p.B * p.T * C), 1.0, &seed);
     emu_cp_early = early;
     results r = run_kernels(p, qkv, gout);
-    std::vector<double> out(r.out.size()), lse(r.lse.size()), grad(r.grad_fused.size(), 0.0);
+    std::vector<double> out(r.out.size()), lse(r.lse.size()), grad(r.grad[0].size(), 0.0);
     for (int b = 0; b < p.B; b++)
         for (int h = 0; h < p.H; h++) reference_head(p, b, h, floats(qkv), floats(gout), out, lse, grad);
     /* bf16 keeps 8 significant bits, f16 11 (P and dS are rounded to them before products) */
@@ -141,20 +171,28 @@ template <typename T> static void check_problem(const problem &p, int early, uin
     printf("%s: out %.2e (rows32 %.2e), lse %.1e;", what, e_out, e_out32, e_lse);
     const char *parts[3] = {"dQ", "dK", "dV"};
     for (int k = 0; k < 3; k++) { /* (at T = 1, dQ and dK are 0: measured against 1% of the whole) */
-        double ef = rel_err(grad, r.grad_fused, (size_t)(3 * C), k, 1e-2 * sqrt(grad_norm));
-        double es = rel_err(grad, r.grad_split, (size_t)(3 * C), k, 1e-2 * sqrt(grad_norm));
-        double evs = rel_err(r.grad_split, r.grad_fused, (size_t)(3 * C), k, 1e-2 * sqrt(grad_norm));
-        CHECK(ef <= 2 * tol && es <= 2 * tol, "%s: %s relative error %.3g (fused), %.3g (split)", what, parts[k], ef, es);
-        CHECK(evs <= 1e-3, "%s: fused %s against split: relative error %.3g", what, parts[k], evs);
-        printf(" %s %.2e fused, %.2e split;", parts[k], ef, es);
+        printf(" %s", parts[k]);
+        for (int f = 0; f < FORMS; f++) {
+            double e = rel_err(grad, r.grad[f], (size_t)(3 * C), k, 1e-2 * sqrt(grad_norm));
+            /* the same products as split's (P's exponent is rounded differently in the 128-key
+             * forms, dQ summed in another order), so all but the last bits agree */
+            double evs = rel_err(r.grad[1], r.grad[f], (size_t)(3 * C), k, 1e-2 * sqrt(grad_norm));
+            CHECK(e <= 2 * tol, "%s: %s relative error %.3g (%s)", what, parts[k], e, form_names[f]);
+            CHECK(evs <= 1e-3, "%s: %s %s against split: relative error %.3g", what, form_names[f], parts[k], evs);
+            /* split128's dQ kernel gives each row split's products in split's order */
+            CHECK(f != 3 || k != 0 || evs == 0, "%s: split128's dQ differs from split's (relative %.3g)", what, evs);
+            printf(" %.2e %s%s", e, form_names[f], f + 1 < FORMS ? "," : ";");
+        }
     }
     printf("\n");
 }
 
 int main(void) {
-    const problem bf16[] = {{VK_BF16, 1, 1, 2}, {VK_BF16, 1, 17, 1}, {VK_BF16, 2, 65, 1}, {VK_BF16, 1, 130, 2}};
+    const problem bf16[] = {{VK_BF16, 1, 1, 2}, {VK_BF16, 1, 17, 1}, {VK_BF16, 2, 65, 1}, {VK_BF16, 1, 130, 2},
+                            {VK_BF16, 1, 256, 1}, {VK_BF16, 1, 200, 1}};
     for (const problem &p : bf16) check_problem<__nv_bfloat16>(p, 0, 0x9e3779b97f4a7c15ull + (uint64_t)p.T);
     check_problem<__half>({VK_F16, 1, 130, 1}, 0, 0x2545f4914f6cdd1dull);
     check_problem<__nv_bfloat16>(bf16[3], 1, 0x9e3779b97f4a7c15ull); /* copies landing at once */
+    check_problem<__half>({VK_F16, 1, 200, 1}, 1, 0x2545f4914f6cdd1dull);
     return check_done();
 }

@@ -29,6 +29,13 @@ typedef struct vk_geom {
  * one-pass backward (vk_layer_norm_backward_fused) takes multiples of 8 up to this. */
 #define VK_LN_WARP_MAX 1024
 
+/* Dynamic shared memory of the 128-key flash-attention backward (cuda_flash_backward128.cuh:
+ * K and a dS^T buffer of 128 padded rows, two stages of 64-row Q and dO tiles and of lse and
+ * dvec rows), which cuda_context.c grants those kernels at load. */
+#define VK_FLASH128_SMEM (2 * 128 * 72 * 2 + 2 * 2 * 64 * 72 * 2 + 2 * 2 * 64 * 4)
+/* The same with a second dS^T buffer (its fused128p form). */
+#define VK_FLASH128P_SMEM (VK_FLASH128_SMEM + 128 * 72 * 2)
+
 typedef struct vk_adam_entry {
     char *p;
     const char *g;

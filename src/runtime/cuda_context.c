@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_abi.h"
 #include "cuda_infer.h"
 #include "cuda_rt.h"
 
@@ -96,6 +97,8 @@ static const char *const kernel_names[CK_COUNT] = {
     [CK_FLASH_DOT] = "vk_flash_dot",
     [CK_FLASH_BACKWARD_KV] = "vk_flash_backward_kv", [CK_FLASH_BACKWARD_Q] = "vk_flash_backward_q",
     [CK_FLASH_BACKWARD] = "vk_flash_backward", [CK_FLASH_BACKWARD3] = "vk_flash_backward3",
+    [CK_FLASH_BACKWARD128] = "vk_flash_backward128", [CK_FLASH_BACKWARD128_KV] = "vk_flash_backward128_kv",
+    [CK_FLASH_BACKWARD128_Q] = "vk_flash_backward128_q", [CK_FLASH_BACKWARD128P] = "vk_flash_backward128p",
     [CK_FLASH_DQ] = "vk_flash_dq",
     [CK_UNSCALE] = "vk_unscale", [CK_SCALER_UPDATE] = "vk_scaler_update",
     [CK_ADAM_UPDATE_LIST] = "vk_adam_update_list", [CK_CROSS_ENTROPY_FUSED] = "vk_cross_entropy_fused",
@@ -105,6 +108,13 @@ static const char *const kernel_names[CK_COUNT] = {
     [CK_LAYER_NORM_MIXED_BACKWARD_WB] = "vk_layer_norm_mixed_backward_wb", [CK_ADD_LAYER_NORM] = "vk_add_layer_norm",
     [CK_LAYER_NORM_BACKWARD_FUSED] = "vk_layer_norm_backward_fused",
     [CK_LAYER_NORM_MIXED_BACKWARD_FUSED] = "vk_layer_norm_mixed_backward_fused",
+};
+
+/* Dynamic shared memory a kernel is launched with (0 for the rest): past 48 KiB, granted to the
+ * kernel at load (cuFuncSetAttribute). */
+static const unsigned kernel_smem[CK_COUNT] = {
+    [CK_FLASH_BACKWARD128] = VK_FLASH128_SMEM, [CK_FLASH_BACKWARD128_KV] = VK_FLASH128_SMEM,
+    [CK_FLASH_BACKWARD128_Q] = VK_FLASH128_SMEM, [CK_FLASH_BACKWARD128P] = VK_FLASH128P_SMEM,
 };
 
 static struct {
@@ -231,6 +241,17 @@ vram_status vram_cuda_runtime_open(vram_runtime *rt, int ordinal) {
             goto fail;
         }
         g->fn[k] = f;
+        if (kernel_smem[k] > 48 * 1024) {
+            /* looked up here alone: the table's other entries predate it in every driver we load */
+            CUresult (*set)(CUfunction, CUfunction_attribute, int) =
+                (CUresult(*)(CUfunction, CUfunction_attribute, int))dlsym(cu.lib, "cuFuncSetAttribute");
+            r = set ? set(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)kernel_smem[k]) : CUDA_ERROR_NOT_FOUND;
+            if (r != CUDA_SUCCESS) {
+                s = vram_error(VRAM_ERR_DRIVER, "runtime: kernel %s: granting %u bytes of shared memory failed: %s",
+                               kernel_names[k], kernel_smem[k], cu_err(r));
+                goto fail;
+            }
+        }
     }
     {
         CUstream st = NULL;
@@ -369,7 +390,7 @@ void vram_cuda_launch(int k, int64_t blocks, int threads, void **args) {
     if (g->error != VRAM_OK || blocks <= 0) return;
     if (blocks > 0x7fffffff) blocks = 0x7fffffff;
     int tok = vram_cuda_prof_begin();
-    CUresult r = cu.LaunchKernel((CUfunction)g->fn[k], (unsigned)blocks, 1, 1, (unsigned)threads, 1, 1, 0,
+    CUresult r = cu.LaunchKernel((CUfunction)g->fn[k], (unsigned)blocks, 1, 1, (unsigned)threads, 1, 1, kernel_smem[k],
                                  (CUstream)g->stream, args, NULL);
     vram_cuda_prof_end(tok, k);
     if (r != CUDA_SUCCESS)

@@ -643,20 +643,25 @@ vram_flash_bwd vram_flash_backward_form(void) {
     const char *e = getenv("VRAM_FLASH_BWD");
     if (!e || !*e || !strcmp(e, "fused")) return VRAM_FLASH_BWD_FUSED;
     if (!strcmp(e, "fused3")) return VRAM_FLASH_BWD_FUSED3;
+    if (!strcmp(e, "fused128")) return VRAM_FLASH_BWD_FUSED128;
+    if (!strcmp(e, "split128")) return VRAM_FLASH_BWD_SPLIT128;
+    if (!strcmp(e, "fused128p")) return VRAM_FLASH_BWD_FUSED128P;
     return !strcmp(e, "split") ? VRAM_FLASH_BWD_SPLIT : VRAM_FLASH_BWD_BAD;
 }
 
-/* dvec (the rows' dO . O) first, then the fused backward (with its fp32 dQ accumulator, zeroed
- * by the dvec kernel, scaled into gqkv's q third after) or the split pair. */
+/* dvec (the rows' dO . O) first, then a one-pass backward (with its fp32 dQ accumulator, zeroed
+ * by the dvec kernel, scaled into gqkv's q third after) or a split pair. The 128-key kernels
+ * run blocks of 256 threads, one per 128 keys. */
 static void cuda_flash_attention_backward(vram_runtime *rt, vram_dtype dt, int64_t B, int64_t T, int64_t H,
                                           const void *qkv, const void *out, const void *gout, const float *lse,
                                           void *gqkv) {
     int path = attention_path();
     if (path < 0 || (path == 1 && vram_cudnn_attention_backward(rt, dt, B, T, H, qkv, out, gout, lse, gqkv))) return;
     vram_flash_bwd form = vram_flash_backward_form();
-    int split = form == VRAM_FLASH_BWD_SPLIT;
+    int split = !vram_flash_bwd_atomic(form), wide = form >= VRAM_FLASH_BWD_FUSED128;
     if (form == VRAM_FLASH_BWD_BAD) {
-        vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_FLASH_BWD=%s: expected fused, fused3 or split", getenv("VRAM_FLASH_BWD"));
+        vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_FLASH_BWD=%s: expected fused, fused3, split, fused128, fused128p or split128",
+                       getenv("VRAM_FLASH_BWD"));
         return;
     }
     void *dvec = NULL, *dq = NULL;
@@ -674,14 +679,19 @@ static void cuda_flash_attention_backward(vram_runtime *rt, vram_dtype dt, int64
     float scale = 0.125f;
     void *dot_args[] = {&d, &B, &T, &H, &gout, &out, &dvec, &dq};
     vram_cuda_launch(CK_FLASH_DOT, vram_cuda_blocks(B * H * T * 32, THREADS), THREADS, dot_args);
-    int64_t blocks = (T + FLASH_TILE - 1) / FLASH_TILE * B * H;
+    int64_t blocks = (T + FLASH_TILE - 1) / FLASH_TILE * B * H, blocks128 = (T + 2 * FLASH_TILE - 1) / (2 * FLASH_TILE) * B * H;
     if (split) {
         void *args[] = {&d, &B, &T, &H, &qkv, &gout, &lse, &dvec, &gqkv, &scale};
-        vram_cuda_launch(CK_FLASH_BACKWARD_KV, blocks, FLASH_THREADS, args);
-        vram_cuda_launch(CK_FLASH_BACKWARD_Q, blocks, FLASH_THREADS, args);
+        if (wide) vram_cuda_launch(CK_FLASH_BACKWARD128_KV, blocks128, 2 * FLASH_THREADS, args);
+        else vram_cuda_launch(CK_FLASH_BACKWARD_KV, blocks, FLASH_THREADS, args);
+        if (wide) vram_cuda_launch(CK_FLASH_BACKWARD128_Q, blocks128, 2 * FLASH_THREADS, args);
+        else vram_cuda_launch(CK_FLASH_BACKWARD_Q, blocks, FLASH_THREADS, args);
     } else {
         void *args[] = {&d, &B, &T, &H, &qkv, &gout, &lse, &dvec, &gqkv, &dq, &scale};
-        vram_cuda_launch(form == VRAM_FLASH_BWD_FUSED3 ? CK_FLASH_BACKWARD3 : CK_FLASH_BACKWARD, blocks, FLASH_THREADS, args);
+        if (wide)
+            vram_cuda_launch(form == VRAM_FLASH_BWD_FUSED128P ? CK_FLASH_BACKWARD128P : CK_FLASH_BACKWARD128, blocks128,
+                             2 * FLASH_THREADS, args);
+        else vram_cuda_launch(form == VRAM_FLASH_BWD_FUSED3 ? CK_FLASH_BACKWARD3 : CK_FLASH_BACKWARD, blocks, FLASH_THREADS, args);
         void *dq_args[] = {&d, &B, &T, &H, &dq, &gqkv, &scale};
         vram_cuda_launch(CK_FLASH_DQ, vram_cuda_blocks(B * T * H * 16, THREADS), THREADS, dq_args);
         vram_allocator_free(rt->alloc, dq);

@@ -231,7 +231,7 @@ static void plan_flash_attention_backward(vram_runtime *rt, vram_dtype dt, int64
     vram_status s = vram_allocator_malloc(rt->alloc, bytes ? bytes : 1, rt->stream, VRAM_TAG_TEMPORARY, &dvec);
     vram_runtime_observe(rt, s);
     if (s != VRAM_OK) return;
-    if (vram_flash_backward_form() != VRAM_FLASH_BWD_SPLIT) {
+    if (vram_flash_bwd_atomic(vram_flash_backward_form())) {
         s = vram_allocator_malloc(rt->alloc, dq_bytes ? dq_bytes : 1, rt->stream, VRAM_TAG_TEMPORARY, &dq);
         vram_runtime_observe(rt, s);
         if (s == VRAM_OK) vram_allocator_free(rt->alloc, dq);

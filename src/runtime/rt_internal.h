@@ -257,10 +257,23 @@ extern const vram_kernels vram_plan_kernels;
 extern const vram_kernels vram_plan_cuda_kernels;
 /* Which flash-attention backward the CUDA table runs, from VRAM_FLASH_BWD: fused (the default,
  * FlashAttention-2's one pass: dQ added atomically), fused3 (the same held to three blocks an
- * SM), split (two deterministic kernels), or bad (any other value: the CUDA slot fails with a
- * message). The planner asks too: the one-pass forms take an fp32 dQ accumulator. */
-typedef enum { VRAM_FLASH_BWD_BAD = -1, VRAM_FLASH_BWD_FUSED, VRAM_FLASH_BWD_FUSED3, VRAM_FLASH_BWD_SPLIT } vram_flash_bwd;
+ * SM), split (two deterministic kernels), fused128 and split128 (the same over 128-key blocks
+ * of 8 warps), fused128p (fused128 with dQ one tile behind), or bad (any other value: the CUDA slot fails with a message). The planner asks
+ * too: the one-pass forms take an fp32 dQ accumulator (vram_flash_bwd_atomic). */
+typedef enum {
+    VRAM_FLASH_BWD_BAD = -1,
+    VRAM_FLASH_BWD_FUSED,
+    VRAM_FLASH_BWD_FUSED3,
+    VRAM_FLASH_BWD_SPLIT,
+    VRAM_FLASH_BWD_FUSED128, /* the 128-key forms last (cuda_ops.c tells them apart so) */
+    VRAM_FLASH_BWD_SPLIT128,
+    VRAM_FLASH_BWD_FUSED128P
+} vram_flash_bwd;
 vram_flash_bwd vram_flash_backward_form(void);
+static inline int vram_flash_bwd_atomic(vram_flash_bwd f) {
+    return f == VRAM_FLASH_BWD_FUSED || f == VRAM_FLASH_BWD_FUSED3 || f == VRAM_FLASH_BWD_FUSED128 ||
+           f == VRAM_FLASH_BWD_FUSED128P;
+}
 
 /* The CPU matrix product's work split, which the planner's table repeats: how many threads
  * (each with its own pack buffers) one call runs on, 0 for an empty product; and the bytes of

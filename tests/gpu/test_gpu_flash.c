@@ -1,7 +1,8 @@
 /* test_gpu_flash.c — flash attention's backward variants (VRAM_FLASH_BWD=fused, the one-pass
  * default with dQ added atomically; fused3, the same kernel held to three blocks an SM; split,
- * the two deterministic kernels) and forward forms (VRAM_FLASH_FWD=rows16, rows32) against the
- * CPU's f32 attention and against each other, in bf16 and f16.
+ * the two deterministic kernels; fused128, fused128p and split128, the same over 128-key blocks
+ * of 8 warps) and forward forms (VRAM_FLASH_FWD=rows16, rows32) against the CPU's f32 attention and against
+ * each other, in bf16 and f16.
  *
  * Against the CPU: inputs already rounded to the 16-bit type (so both sides see the same
  * numbers), T around the 64-row tiles and B*H from 1 to 96; the output and the gradients of
@@ -32,10 +33,12 @@ static void against_cpu(vram_dtype dt, int64_t B, int64_t T, int64_t H) {
     double tol_out = dt == VRAM_DTYPE_BF16 ? 1.5e-2 : 3e-3, tol_grad = dt == VRAM_DTYPE_BF16 ? 3e-2 : 8e-3;
     if (attention_run(&cpu, VRAM_DTYPE_F32, B, T, H, qkv, g, ref_out, ref_grad)) {
         /* the backward forms, then the 32-rows-a-warp forward with the default backward */
-        const char *variants[4] = {"fused", "fused3", "split", "fused, forward rows32"};
-        for (int v = 0; v < 4; v++) {
-            setenv("VRAM_FLASH_BWD", v < 3 ? variants[v] : "fused", 1);
-            setenv("VRAM_FLASH_FWD", v < 3 ? "rows16" : "rows32", 1);
+        enum { NB = 6 };
+        const char *variants[NB + 1] = {"fused",    "fused3",    "split", "fused128",
+                                        "split128", "fused128p", "fused, forward rows32"};
+        for (int v = 0; v < NB + 1; v++) {
+            setenv("VRAM_FLASH_BWD", v < NB ? variants[v] : "fused", 1);
+            setenv("VRAM_FLASH_FWD", v < NB ? "rows16" : "rows32", 1);
             if (!attention_run(&gpu, dt, B, T, H, qkv, g, out, grad)) continue;
             int64_t diff;
             double eo = rel_err(ref_out, out, no, C, -1, 0, &diff), e[3];
@@ -58,13 +61,17 @@ static void against_cpu(vram_dtype dt, int64_t B, int64_t T, int64_t H) {
     free(qkv), free(g), free(ref_out), free(ref_grad), free(out), free(grad);
 }
 
-/* fused twice, split and fused3 once, and the rows32 forward, on the GPU at one (large) shape. */
+/* fused twice, split and fused3 once, the rows32 forward, fused128 twice, split128 and fused128p
+ * once, on the GPU at one (large) shape. */
 static void variants_agree(vram_dtype dt, int64_t B, int64_t T, int64_t H) {
+    enum { RUNS = 9 };
     int64_t C = H * 64, qs[3] = {B, T, 3 * C}, os[3] = {B, T, C}, nq = B * T * 3 * C, no = B * T * C;
-    double *qkv = random_in(dt, qs, 2.0), *g = random_in(dt, os, 1.0), *out[5], *grad[5];
-    const char *variants[5] = {"fused", "fused", "split", "fused3", "fused"}; /* the last with the rows32 forward */
+    double *qkv = random_in(dt, qs, 2.0), *g = random_in(dt, os, 1.0), *out[RUNS], *grad[RUNS];
+    /* the fifth with the rows32 forward */
+    const char *variants[RUNS] = {"fused",    "fused",    "split",    "fused3",   "fused",
+                                  "fused128", "fused128", "split128", "fused128p"};
     int ok = 1;
-    for (int r = 0; r < 5; r++) {
+    for (int r = 0; r < RUNS; r++) {
         out[r] = malloc(sizeof(double) * (size_t)no), grad[r] = malloc(sizeof(double) * (size_t)nq);
         setenv("VRAM_FLASH_BWD", variants[r], 1);
         setenv("VRAM_FLASH_FWD", r == 4 ? "rows32" : "rows16", 1);
@@ -93,13 +100,36 @@ static void variants_agree(vram_dtype dt, int64_t B, int64_t T, int64_t H) {
         }
         CHECK(again[1] == 0 && again[2] == 0, "flash %s: fused dK/dV differ between two runs (%lld, %lld elements)",
               vram_dtype_name(dt), (long long)again[1], (long long)again[2]);
+        /* the 128-key forms: the products of split's dK/dV kernel (P's exponent rounded apart),
+         * dK/dV deterministic; split128's dQ kernel gives each row split's products in split's
+         * order, so the same bits */
+        int64_t again128[3], d128[3], ds128[3], dp128[3];
+        double e128[3], es128[3], ep128[3];
+        for (int p = 0; p < 3; p++) {
+            rel_err(grad[5], grad[6], nq, 3 * C, p, 0, &again128[p]);
+            e128[p] = rel_err(grad[2], grad[5], nq, 3 * C, p, 0, &d128[p]);
+            es128[p] = rel_err(grad[2], grad[7], nq, 3 * C, p, 0, &ds128[p]);
+            ep128[p] = rel_err(grad[2], grad[8], nq, 3 * C, p, 0, &dp128[p]);
+            CHECK(e128[p] <= 1e-3 && es128[p] <= 1e-3 && ep128[p] <= 1e-3,
+                  "flash %s B=%lld T=%lld H=%lld: %s against split: relative error %.3g (fused128), %.3g (split128), "
+                  "%.3g (fused128p)",
+                  vram_dtype_name(dt), (long long)B, (long long)T, (long long)H, parts[p], e128[p], es128[p], ep128[p]);
+        }
+        CHECK(again128[1] == 0 && again128[2] == 0, "flash %s: fused128 dK/dV differ between two runs (%lld, %lld elements)",
+              vram_dtype_name(dt), (long long)again128[1], (long long)again128[2]);
+        CHECK(ds128[0] == 0, "flash %s: split128's dQ differs from split's in %lld elements (the same products)",
+              vram_dtype_name(dt), (long long)ds128[0]);
+        printf("flash %s: fused128 against split: dQ %.2e, dK %.2e (%lld differ), dV %.2e (%lld); split128: dK %.2e, "
+               "dV %.2e; fused128p: dQ %.2e, dK %.2e, dV %.2e; two fused128 runs: dQ differs in %lld elements\n",
+               vram_dtype_name(dt), e128[0], e128[1], (long long)d128[1], e128[2], (long long)d128[2], es128[1], es128[2],
+               ep128[0], ep128[1], ep128[2], (long long)again128[0]);
         printf("flash %s B=%lld T=%lld H=%lld: fused against split: dQ %.2e (%lld of %lld elements differ), dK %.2e (%lld), "
                "dV %.2e (%lld); two fused runs: dQ differs in %lld elements, dK/dV in %lld\n",
                vram_dtype_name(dt), (long long)B, (long long)T, (long long)H, e[0], (long long)vs_split[0],
                (long long)(no), e[1], (long long)vs_split[1], e[2], (long long)vs_split[2], (long long)again[0],
                (long long)(again[1] + again[2]));
     }
-    for (int r = 0; r < 5; r++) free(out[r]), free(grad[r]);
+    for (int r = 0; r < RUNS; r++) free(out[r]), free(grad[r]);
     free(qkv), free(g);
 }
 
