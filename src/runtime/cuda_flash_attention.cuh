@@ -477,6 +477,29 @@ template <typename T> __device__ void backward_fused(shape sh, const T *qkv, con
     store_rows(gb + 2 * c.C, c.stride, krow0, Tn, dv, 1.0f, 1.0f);
 }
 
+/* One key tile's share of a warp's 16 dQ rows: S = Q K^T and dP = dO V^T on the tile, P
+ * recomputed from the rows' lse (masked past the diagonal and the sequence's end), dS = P (dP -
+ * dvec), dQ += dS K. The split dQ kernels over 64 and 128 queries share it, so that their dQ
+ * comes out in the same bits. */
+template <typename T>
+__device__ __forceinline__ void dq_tile(float dq[8][4], const uint32_t fq[4][4], const uint32_t fdo[4][4], const T *ks,
+                                        const T *vs, int64_t kt, int64_t row0, const block_ctx<T> &c, float sl2,
+                                        const float row_lse[2], const float row_dv[2], int64_t Tn) {
+    float s[8][4], dp[8][4];
+    uint32_t a[4][4];
+    product_nt<T>(s, fq, ks);   /* S = Q K^T */
+    product_nt<T>(dp, fdo, vs); /* dP = dO V^T */
+    for (int j = 0; j < 8; j++)
+        for (int e = 0; e < 4; e++) {
+            int i = e >> 1;
+            int64_t key = kt * TILE + j * 8 + 2 * c.q + (e & 1), row = row0 + c.g + i * 8;
+            float p = key <= row && row < Tn ? exp2f(s[j][e] * sl2 - row_lse[i]) : 0.0f;
+            s[j][e] = p * (dp[j][e] - row_dv[i]);
+        }
+    to_a<T>(a, s);
+    product_nn<T>(dq, a, ks); /* dQ += dS K (scaled when stored) */
+}
+
 /* dQ of one block of 64 queries, over the key tiles at or before it. */
 template <typename T> __device__ void backward_q(shape sh, const T *qkv, const T *gout, const float *lse,
                                                  const float *dvec, T *gqkv, float scale, char *smem) {
@@ -507,19 +530,7 @@ template <typename T> __device__ void backward_q(shape sh, const T *qkv, const T
     for (int64_t kt = 0; kt <= qb; kt++) {
         T *ks = tiles + (kt & 1) * 2 * TILE_ELEMS, *vs = ks + TILE_ELEMS;
         kv_tile_ready(c, tiles, kt, qb, Tn);
-        float s[8][4], dp[8][4];
-        uint32_t a[4][4];
-        product_nt<T>(s, fq, ks);  /* S = Q K^T */
-        product_nt<T>(dp, fdo, vs); /* dP = dO V^T */
-        for (int j = 0; j < 8; j++)
-            for (int e = 0; e < 4; e++) {
-                int i = e >> 1;
-                int64_t key = kt * TILE + j * 8 + 2 * c.q + (e & 1), row = row0 + c.g + i * 8;
-                float p = key <= row && row < Tn ? exp2f(s[j][e] * sl2 - row_lse[i]) : 0.0f;
-                s[j][e] = p * (dp[j][e] - row_dv[i]);
-            }
-        to_a<T>(a, s);
-        product_nn<T>(dq, a, ks); /* dQ += dS K (scaled when stored) */
+        dq_tile<T>(dq, fq, fdo, ks, vs, kt, row0, c, sl2, row_lse, row_dv, Tn);
         __syncthreads();
     }
     store_rows(gqkv + c.gqkv_at, c.stride, row0, Tn, dq, scale, scale);

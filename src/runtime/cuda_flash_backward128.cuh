@@ -237,21 +237,7 @@ template <typename T> __device__ void backward_q128(shape sh, const T *qkv, cons
     for (int64_t kt = 0; kt <= last; kt++) {
         T *ks = tiles + (kt & 1) * 2 * TILE_ELEMS, *vs = ks + TILE_ELEMS;
         kv_tile_ready<T, THREADS8>(c, tiles, kt, last, Tn);
-        if (kt * TILE <= row0 + 15) {
-            float s[8][4], dp[8][4];
-            uint32_t a[4][4];
-            product_nt<T>(s, fq, ks);   /* S = Q K^T */
-            product_nt<T>(dp, fdo, vs); /* dP = dO V^T */
-            for (int j = 0; j < 8; j++)
-                for (int e = 0; e < 4; e++) {
-                    int i = e >> 1;
-                    int64_t key = kt * TILE + j * 8 + 2 * c.q + (e & 1), row = row0 + c.g + i * 8;
-                    float p = key <= row && row < Tn ? exp2f(s[j][e] * sl2 - row_lse[i]) : 0.0f;
-                    s[j][e] = p * (dp[j][e] - row_dv[i]);
-                }
-            to_a<T>(a, s);
-            product_nn<T>(dq, a, ks); /* dQ += dS K (scaled when stored) */
-        }
+        if (kt * TILE <= row0 + 15) dq_tile<T>(dq, fq, fdo, ks, vs, kt, row0, c, sl2, row_lse, row_dv, Tn);
         __syncthreads(); /* the stage is refilled next iteration */
     }
     store_rows(gqkv + c.gqkv_at, c.stride, row0, Tn, dq, scale, scale);
