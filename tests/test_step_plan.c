@@ -174,13 +174,17 @@ static void audit(prog *g, const char *what) {
 
 /* may_raise: begin plans wherever (on the sim device, whose pages move for free, reserved memory
  * follows allocated memory and an arena never fits under the peak so far). */
-static void prog_open(prog *g, int may_raise) {
+static void prog_open_cfg(prog *g, const vram_step_plan_config *cfg) {
     memset(g, 0, sizeof *g);
-    vram_step_plan_config cfg = {0};
-    cfg.may_raise_peak = may_raise;
     CHECK_OK(vram_device_open("sim:64GiB", &g->dev));
     CHECK_OK(vram_allocator_new(g->dev, NULL, &g->a));
-    CHECK_OK(vram_step_plan_new(g->a, &cfg, &g->p));
+    CHECK_OK(vram_step_plan_new(g->a, cfg, &g->p));
+}
+
+static void prog_open(prog *g, int may_raise) {
+    vram_step_plan_config cfg = {0};
+    cfg.may_raise_peak = may_raise;
+    prog_open_cfg(g, &cfg);
 }
 
 static void prog_close(prog *g, const char *what) {
@@ -280,11 +284,9 @@ static void test_early(void) {
         for (int early = 0; early < 2; early++) {
             uint64_t seed = rng_state;
             prog g;
-            prog_open(&g, 0);
-            vram_step_plan_destroy(g.p);
             vram_step_plan_config cfg = {0};
             cfg.early = early;
-            CHECK_OK(vram_step_plan_new(g.a, &cfg, &g.p));
+            prog_open_cfg(&g, &cfg);
             size_t n = 160 + rnd() % 200, np = 8 + rnd() % 16;
             op *step = calloc(n, sizeof *step), *param = calloc(np, sizeof *param);
             make_step(step, n);
@@ -347,11 +349,9 @@ static void test_auto(void) {
         for (int vary = 0; vary < 2; vary++) {
             uint64_t seed = rng_state;
             prog g;
-            prog_open(&g, 0);
-            vram_step_plan_destroy(g.p);
             vram_step_plan_config cfg = {0};
             cfg.auto_plan = 1;
-            CHECK_OK(vram_step_plan_new(g.a, &cfg, &g.p));
+            prog_open_cfg(&g, &cfg);
             size_t lp = 16 + rnd() % 30;
             op *layer = calloc(lp, sizeof *layer);
             for (size_t i = 0; i < lp; i++)
@@ -384,11 +384,9 @@ static void test_auto(void) {
         }
         /* training: test_early's program under auto on the sim device */
         prog g;
-        prog_open(&g, 0);
-        vram_step_plan_destroy(g.p);
         vram_step_plan_config cfg = {0};
         cfg.auto_plan = 1;
-        CHECK_OK(vram_step_plan_new(g.a, &cfg, &g.p));
+        prog_open_cfg(&g, &cfg);
         size_t n = 160 + rnd() % 200, np = 8 + rnd() % 16;
         op *step = calloc(n, sizeof *step), *param = calloc(np, sizeof *param);
         make_step(step, n);
