@@ -1,7 +1,7 @@
 /* cuda_ops.c — the CUDA kernel table (vram_cuda_kernels): each slot of vram_kernels as launches
  * of the kernels in cuda_kernels.cu on the runtime's compute stream; matrix products are
- * cuda_blas.c's, and flash attention is cuDNN's (cuda_cudnn_attention.c) where VRAM_ATTENTION=cudnn
- * asks for it and cuDNN can run the shape.
+ * cuda_blas.c's, and flash attention is cuDNN's (cuda_cudnn_attention.c) wherever cuDNN can run
+ * the shape, unless VRAM_ATTENTION=flash asks for the own kernels.
  *
  * Strided slots first merge dimensions: size-1 dimensions go, and two neighbours merge where
  * every operand walks them as one (stride[d] = stride[d+1] * shape[d+1]), so a contiguous
