@@ -10,6 +10,7 @@
 #   fused128, fused128p, split128: the same over 128-key blocks of 8 warps (fused128p: dQ one
 #           tile behind, one barrier an iteration)
 #   rows32  VRAM_FLASH_FWD=rows32 with fused: the forward with 2 warps of 32 rows a block
+# (all with VRAM_ATTENTION=flash: our kernels, not cuDNN's default attention)
 # and a 6-step VRAM_CUDA_PROFILE=1 kernel profile of fused, split, fused128 and fused128p. Everything lands in $OUT (or
 # ./gpu-out): summary.txt (what is printed here) and logs.tgz (every log); a table last.
 #   ROUNDS=2 bench/run_attn_gpu.sh
@@ -38,6 +39,7 @@ timeout 90 b/bench/bench_flash --batch 8 --seq 1024 --heads 12 --dtype bf16 --ro
 echo "bench_flash rc=$?"
 
 TRAIN="--device cuda:0 --model gpt2 --data $D --batch 8 --steps 30 --lr 3e-4 --precision bf16 --lowp-weights keep"
+export VRAM_ATTENTION=flash # our kernels: cuDNN's attention, the default, would run instead
 fwd() { if [ "$1" = rows32 ]; then echo rows32; else echo rows16; fi; }
 bwd() { if [ "$1" = rows32 ]; then echo fused; else echo "$1"; fi; }
 run() { # NAME ROUND
