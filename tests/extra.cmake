@@ -194,6 +194,9 @@ add_test(NAME gpu_cli_train_mixed COMMAND sh -c "\
   ${VRAM_EXE} train --device cuda:0 --data ${VRAM_TRAIN_CORPUS} --model gpt2 --layers 2 --context 256 --batch 4 --steps 20 --precision fp16 --checkpoint --report | grep 'loss scaling: scale' || exit 1; \
   res=$(${VRAM_EXE} train --device cuda:0 --data ${VRAM_TRAIN_CORPUS} --model gpt2 --layers 2 --context 256 --batch 4 --steps 10 --precision bf16 --residual fp32) || exit 1; \
   echo \"$res\" | grep 'fp32 residual stream' || exit 1; \
+  echo \"$res\" | grep -E '^attention: (cuDNN|vram)' || exit 1; \
+  res=$(VRAM_ATTENTION=flash ${VRAM_EXE} train --device cuda:0 --data ${VRAM_TRAIN_CORPUS} --model gpt2 --layers 2 --context 256 --batch 4 --steps 2 --precision bf16) || exit 1; \
+  echo \"$res\" | grep -E '^attention: vram.s flash kernels .*VRAM_ATTENTION=flash' || exit 1; \
   out=$(${VRAM_EXE} train --data ${VRAM_TRAIN_CORPUS} --steps 1 --precision bf16 2>&1); s=$?; echo \"$out\" | tail -2; \
   [ $s -ne 0 ] && echo \"$out\" | grep -q 'low-precision kernels'")
 set_tests_properties(gpu_cli_train_mixed PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600 RESOURCE_LOCK gpu

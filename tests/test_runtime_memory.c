@@ -378,6 +378,11 @@ int main(int argc, char **argv) {
     test_checkpoint();
     if (!on_gpu) test_out_of_memory(); /* a second runtime: one GPU runtime per process (vram train tests it there) */
     test_convnet();
+    /* the attention report: nothing on the CPU, which has one attention; on the GPU only once an
+     * attention call ran (none of these tests makes one) */
+    char report[256];
+    CHECK(vram_runtime_attention_report(rt, report, sizeof report) == NULL && !vram_runtime_attention_report(NULL, report, 8),
+          "an attention report where no flash-attention call ran");
     CHECK(total_cur() == 0, "%lld bytes still allocated at the end", (long long)total_cur());
     vram_runtime_free(rt);
     vram_allocator_destroy(A);

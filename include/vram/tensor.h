@@ -73,6 +73,10 @@ vram_allocator *vram_runtime_allocator(vram_runtime *rt);
  * out-of-memory explanation). */
 void vram_runtime_set_alloc_observer(vram_runtime *rt, void (*fn)(void *ctx, vram_status status), void *ctx);
 const char *vram_runtime_device_name(vram_runtime *rt);
+/* On the GPU, which attention ran the flash-attention calls so far, in words, into buf (cuDNN's
+ * fused attention, the runtime's own kernels, or both and why); NULL on the CPU or where no such
+ * call has run. */
+const char *vram_runtime_attention_report(vram_runtime *rt, char *buf, size_t cap);
 
 /* Random state (xoshiro256**), used by dropout and initialisers. get/set let checkpointing
  * replay a segment with the same random numbers. */

@@ -756,6 +756,8 @@ int vram_cmd_train(int argc, char **argv) {
                mib(st.reserved_bytes[VRAM_POOL_ALL].peak, (char[32]){0}, 32));
         print_mfu(&o, vram_param_list_numel(params), med, vram_runtime_device_name(rt));
     }
+    char attn[512];
+    if (vram_runtime_attention_report(rt, attn, sizeof attn)) printf("attention: %s\n", attn);
     if (scaler)
         printf("loss scaling: scale %g at the end, %lld of %d steps skipped for inf/NaN gradients\n",
                vram_grad_scaler_scale(scaler), (long long)vram_grad_scaler_skipped(scaler), o.steps - first_step + 1);

@@ -607,6 +607,22 @@ static vram_status cuda_sync(void) { return vram_cuda_sync(); }
 
 enum { FLASH_TILE = 64, FLASH_THREADS = 128 };
 
+static int64_t flash_calls; /* attention calls (forward and backward) the own kernels ran */
+
+/* What ran the attention calls: cuDNN's count against the own kernels', and, where the own
+ * kernels ran any, why cuDNN did not (VRAM_ATTENTION=flash, or cuDNN's last reason). */
+static const char *cuda_attention_report(char *buf, size_t cap) {
+    int64_t dnn = vram_cudnn_attention_calls;
+    const char *e = getenv("VRAM_ATTENTION"), *why = e && !strcmp(e, "flash") ? "VRAM_ATTENTION=flash" : vram_cudnn_why();
+    if (!dnn && !flash_calls) return NULL;
+    if (!flash_calls) snprintf(buf, cap, "cuDNN's fused flash attention (%lld calls)", (long long)dnn);
+    else if (!dnn) snprintf(buf, cap, "vram's flash kernels (%lld calls; %s)", (long long)flash_calls, *why ? why : "cuDNN did not take them");
+    else
+        snprintf(buf, cap, "cuDNN's fused flash attention (%lld calls) and vram's flash kernels (%lld calls; %s)",
+                 (long long)dnn, (long long)flash_calls, *why ? why : "cuDNN did not take them");
+    return buf;
+}
+
 /* VRAM_ATTENTION=auto (the default: cuDNN's fused attention, cuda_cudnn_attention.c, wherever it
  * can run the shape, else the kernels of cuda_flash_attention.cuh, silently), cudnn (the same,
  * saying on stderr why a shape falls back) or flash (always the own kernels); any other value
@@ -626,6 +642,7 @@ static void cuda_flash_attention(vram_runtime *rt, vram_dtype dt, int64_t B, int
                                  void *out, float *lse) {
     int path = attention_path();
     if (path < 0 || (path == 1 && vram_cudnn_attention_forward(rt, dt, B, T, H, qkv, out, lse))) return;
+    flash_calls++;
     const char *form = getenv("VRAM_FLASH_FWD");
     int rows32 = form && !strcmp(form, "rows32");
     if (form && *form && !rows32 && strcmp(form, "rows16")) {
@@ -657,6 +674,7 @@ static void cuda_flash_attention_backward(vram_runtime *rt, vram_dtype dt, int64
                                           void *gqkv) {
     int path = attention_path();
     if (path < 0 || (path == 1 && vram_cudnn_attention_backward(rt, dt, B, T, H, qkv, out, gout, lse, gqkv))) return;
+    flash_calls++;
     vram_flash_bwd form = vram_flash_backward_form();
     int split = !vram_flash_bwd_atomic(form), wide = form >= VRAM_FLASH_BWD_FUSED128;
     if (form == VRAM_FLASH_BWD_BAD) {
@@ -719,6 +737,7 @@ const vram_kernels vram_cuda_kernels = {
     .cross_entropy_fused = cuda_cross_entropy_fused,
     .flash_attention = cuda_flash_attention,
     .flash_attention_backward = cuda_flash_attention_backward,
+    .attention_report = cuda_attention_report,
     .softmax = cuda_softmax,
     .softmax_backward = cuda_softmax_backward,
     .layer_norm = cuda_layer_norm,

@@ -230,6 +230,9 @@ typedef struct vram_kernels {
                             float *lse);
     void (*flash_attention_backward)(vram_runtime *rt, vram_dtype dt, int64_t B, int64_t T, int64_t H, const void *qkv,
                                      const void *out, const void *gout, const float *lse, void *gqkv);
+    /* Which implementation ran the flash-attention calls so far, in words, into buf; NULL where
+     * none ran (or the table has no choice to report). */
+    const char *(*attention_report)(char *buf, size_t cap);
 
     /* ---- inference (generation.c; CPU versions in cpu_infer.c) ---- */
     /* y[M, N] = x[M, K] W^T + bias (may be NULL), W [N, K] in fmt (VRAM_WFMT_Q8_0 or _BF16,

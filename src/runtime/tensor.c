@@ -106,6 +106,11 @@ int vram_runtime_on_gpu(const vram_runtime *rt) { return rt->on_gpu; }
 vram_allocator *vram_runtime_allocator(vram_runtime *rt) { return rt->alloc; }
 const char *vram_runtime_device_name(vram_runtime *rt) { return vram_allocator_device(rt->alloc)->name; }
 
+const char *vram_runtime_attention_report(vram_runtime *rt, char *buf, size_t cap) {
+    if (!rt || !buf || !cap || !rt->k->attention_report) return NULL;
+    return rt->k->attention_report(buf, cap);
+}
+
 static uint64_t splitmix(uint64_t *x) {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
