@@ -538,9 +538,9 @@ template <typename T> __device__ void backward_q(shape sh, const T *qkv, const T
 
 } /* namespace fa */
 
-#define FA_DISPATCH(dt, bytes, call)                                                               \
+/* `call` with T the kernel's 16-bit type, bf16 or f16 by dt. */
+#define FA_TYPED(dt, call)                                                                         \
     do {                                                                                           \
-        __shared__ __align__(128) char smem[bytes];                                                \
         if ((dt) == VK_BF16) {                                                                     \
             typedef __nv_bfloat16 T;                                                               \
             call;                                                                                  \
@@ -548,6 +548,13 @@ template <typename T> __device__ void backward_q(shape sh, const T *qkv, const T
             typedef __half T;                                                                      \
             call;                                                                                  \
         }                                                                                          \
+    } while (0)
+
+/* The same, with `bytes` of static shared memory named smem. */
+#define FA_DISPATCH(dt, bytes, call)                                                               \
+    do {                                                                                           \
+        __shared__ __align__(128) char smem[bytes];                                                \
+        FA_TYPED(dt, call);                                                                        \
     } while (0)
 
 /* Grid: ceil(T / 64) * B * H blocks of 128 threads (the same for the backward kernels). */

@@ -245,16 +245,11 @@ template <typename T> __device__ void backward_q128(shape sh, const T *qkv, cons
 
 } /* namespace fa */
 
+/* FA_DISPATCH with the shared memory granted at launch (dynamic). */
 #define FA_DISPATCH_DYN(dt, bytes, call)                                                           \
     do {                                                                                           \
         FA_DYN_SMEM(smem, bytes);                                                                  \
-        if ((dt) == VK_BF16) {                                                                     \
-            typedef __nv_bfloat16 T;                                                               \
-            call;                                                                                  \
-        } else {                                                                                   \
-            typedef __half T;                                                                      \
-            call;                                                                                  \
-        }                                                                                          \
+        FA_TYPED(dt, call);                                                                        \
     } while (0)
 
 /* Grid: ceil(T / 128) * B * H blocks of 256 threads with VK_FLASH128_SMEM bytes of dynamic
