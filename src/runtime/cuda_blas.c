@@ -10,9 +10,11 @@
  *
  * Descriptors, layouts and the algorithm are cached per shape, strides and pointer alignment (a
  * small open-addressed table), so a training step asks the heuristic once per distinct product.
- * The first time a product that overwrites its output runs, the heuristic's best candidates are
- * each timed on the real operands and the fastest is kept (VRAM_CUBLASLT_TUNE=0 keeps the
- * heuristic's first). The workspace (32 MiB) comes from the allocator, tagged "other".
+ * The first time a product that overwrites its output runs, the heuristic's best candidates (and,
+ * for long sums, the first few split over K, which fills the GPU where a weight gradient has few
+ * output tiles) are each timed on the real operands and the fastest is kept
+ * (VRAM_CUBLASLT_TUNE=N times N of the heuristic's, 0 keeps its first; VRAM_CUBLASLT_SPLITK=0
+ * leaves the splits out, =only times the splits alone where there are any, for the tests). The workspace (32 MiB) comes from the allocator, tagged "other".
  * Epilogues: the bias (BIAS), and GPT-2's tanh GELU for 16-bit products (GELU_AUX_BIAS: the
  * output is gelu(pre), the aux matrix pre, kept for backward; DGELU: the output times
  * gelu'(aux)); where the heuristic has no algorithm for one, that is remembered in the cache
@@ -64,7 +66,7 @@ void vram_cuda_matmul_lowp_dgelu(vram_runtime *rt, vram_dtype dt, int64_t M, int
     (void)pre;
     vram_cuda_matmul(rt, dt, 1, M, N, K, A, 0, sa_m, sa_k, B, 0, sb_k, sb_n, C, 0);
 }
-int64_t vram_cuda_epilogue_bgrads;
+int64_t vram_cuda_epilogue_bgrads, vram_cuda_splitk_chosen;
 void vram_cuda_matmul_lowp_wgrad(vram_runtime *rt, vram_dtype dt, int64_t rows, int64_t out_f, int64_t in_f,
                                  const void *g, int64_t ld, const void *a, float *gw, float *gb) {
     (void)rt, (void)dt, (void)rows, (void)out_f, (void)in_f, (void)g, (void)ld, (void)a, (void)gw, (void)gb;
@@ -75,7 +77,18 @@ void vram_cuda_matmul_lowp_wgrad(vram_runtime *rt, vram_dtype dt, int64_t rows, 
 
 #include <cublasLt.h>
 
-enum { WORKSPACE_BYTES = CUDA_WORKSPACE_BYTES, CACHE_SLOTS = 256, TUNE_ALGOS = 8, TUNE_RUNS = 3, KEY_LEN = 18 };
+/* TUNE_ALGOS: the heuristic's candidates timed by default (VRAM_CUBLASLT_TUNE=N asks for N, up to
+ * MAX_HEURISTIC); SPLITK_FROM: the first candidates also tried with their sum over K split. */
+enum {
+    WORKSPACE_BYTES = CUDA_WORKSPACE_BYTES,
+    CACHE_SLOTS = 256,
+    TUNE_ALGOS = 8,
+    MAX_HEURISTIC = 32,
+    SPLITK_FROM = 4,
+    MAX_CANDIDATES = MAX_HEURISTIC + 3 * SPLITK_FROM,
+    TUNE_RUNS = 3,
+    KEY_LEN = 18
+};
 /* A product's epilogue: none, the bias, the tanh GELU's forward (with bias) and gradient, or
  * the bias gradient (BGRADB: the column sums of the product's right operand, cuBLASLt's B,
  * written to the bias pointer in C's dtype, or with _LOWP in the operands' 16-bit dtype).
@@ -103,6 +116,14 @@ static struct {
     cublasStatus_t (*Matmul)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void *, const void *, cublasLtMatrixLayout_t,
                              const void *, cublasLtMatrixLayout_t, const void *, const void *, cublasLtMatrixLayout_t,
                              void *, cublasLtMatrixLayout_t, const cublasLtMatmulAlgo_t *, void *, size_t, cudaStream_t);
+    /* optional (split-K variants are tried only where all four resolve) */
+    cublasStatus_t (*CapGet)(const cublasLtMatmulAlgo_t *, cublasLtMatmulAlgoCapAttributes_t, void *, size_t, size_t *);
+    cublasStatus_t (*ConfigSet)(cublasLtMatmulAlgo_t *, cublasLtMatmulAlgoConfigAttributes_t, const void *, size_t);
+    cublasStatus_t (*ConfigGet)(const cublasLtMatmulAlgo_t *, cublasLtMatmulAlgoConfigAttributes_t, void *, size_t,
+                                size_t *);
+    cublasStatus_t (*Check)(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                            cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, const cublasLtMatmulAlgo_t *,
+                            cublasLtMatmulHeuristicResult_t *);
 } lt;
 
 /* One cached product: its key and what cuBLASLt needs to run it. */
@@ -113,8 +134,9 @@ typedef struct lt_plan {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t lx, ly, ld;
     cublasLtMatmulAlgo_t algo;
-    cublasLtMatmulAlgo_t candidates[TUNE_ALGOS];
-    int n_candidates; /* > 1 until the candidates have been timed */
+    cublasLtMatmulAlgo_t *candidates; /* until they have been timed (malloc'd) */
+    int *splits;                      /* each candidate's split over K (1: none) */
+    int n_candidates;                 /* > 1 until the candidates have been timed */
 } lt_plan;
 
 static cublasLtHandle_t lt_handle;
@@ -160,6 +182,10 @@ vram_status vram_cuda_blas_open(char *why, size_t cap) {
             return VRAM_ERR_NO_DEVICE;
         }
         *(void **)&lt.GetStatusName = dlsym(lib, "cublasLtGetStatusName");
+        *(void **)&lt.CapGet = dlsym(lib, "cublasLtMatmulAlgoCapGetAttribute");
+        *(void **)&lt.ConfigSet = dlsym(lib, "cublasLtMatmulAlgoConfigSetAttribute");
+        *(void **)&lt.ConfigGet = dlsym(lib, "cublasLtMatmulAlgoConfigGetAttribute");
+        *(void **)&lt.Check = dlsym(lib, "cublasLtMatmulAlgoCheck");
         lt.lib = lib;
     }
     cublasStatus_t st = lt.Create(&lt_handle);
@@ -177,7 +203,16 @@ vram_status vram_cuda_blas_open(char *why, size_t cap) {
     return VRAM_OK;
 }
 
+static void plan_drop_candidates(lt_plan *p) {
+    free(p->candidates);
+    free(p->splits);
+    p->candidates = NULL;
+    p->splits = NULL;
+    p->n_candidates = 0;
+}
+
 static void plan_release(lt_plan *p) {
+    plan_drop_candidates(p);
     if (!p->used) return;
     p->used = 0;
     if (p->unsupported) return; /* its descriptors went when it was found unsupported */
@@ -228,6 +263,66 @@ static cudaDataType_t cuda_type(vram_dtype dt) {
     case VRAM_DTYPE_F16: return CUDA_R_16F;
     case VRAM_DTYPE_BF16: return CUDA_R_16BF;
     default: return CUDA_R_32F;
+    }
+}
+
+/* How many of the heuristic's candidates to time: VRAM_CUBLASLT_TUNE (0 or 1: its first alone). */
+static int tune_count(void) {
+    const char *tune = getenv("VRAM_CUBLASLT_TUNE");
+    if (!tune || !*tune) return TUNE_ALGOS;
+    char *end;
+    long n = strtol(tune, &end, 10);
+    if (*end || n < 1) return 1;
+    return n > MAX_HEURISTIC ? MAX_HEURISTIC : (int)n;
+}
+
+/* Candidate c split over K into `splits` parts, reduced in the compute type (deterministic), if
+ * the algorithm allows it and cuBLASLt accepts it for this product within the workspace. */
+static int split_variant(lt_plan *p, const cublasLtMatmulAlgo_t *a, int32_t splits, cublasLtMatmulAlgo_t *out) {
+    int32_t can = 0, now = 1;
+    uint32_t schemes = 0, scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    size_t w = 0;
+    if (lt.CapGet(a, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &can, sizeof can, &w) != CUBLAS_STATUS_SUCCESS || !can) return 0;
+    if (lt.CapGet(a, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes, &w) != CUBLAS_STATUS_SUCCESS ||
+        !(schemes & scheme))
+        return 0;
+    if (lt.ConfigGet(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &now, sizeof now, &w) != CUBLAS_STATUS_SUCCESS || now > 1) return 0;
+    *out = *a;
+    cublasLtMatmulHeuristicResult_t r;
+    return lt.ConfigSet(out, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof splits) == CUBLAS_STATUS_SUCCESS &&
+           lt.ConfigSet(out, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme) == CUBLAS_STATUS_SUCCESS &&
+           lt.Check(lt_handle, p->desc, p->lx, p->ly, p->ld, p->ld, out, &r) == CUBLAS_STATUS_SUCCESS &&
+           r.state == CUBLAS_STATUS_SUCCESS && r.workspaceSize <= WORKSPACE_BYTES;
+}
+
+/* The candidates to time: the heuristic's, then (for a long sum, where a product has too few
+ * output tiles to fill the GPU) its first few split over K in 2, 3 and 4 parts. VRAM_CUBLASLT_SPLITK=0
+ * leaves the splits out. */
+static void add_candidates(lt_plan *p, const cublasLtMatmulHeuristicResult_t *res, int found, int64_t K) {
+    p->candidates = malloc(sizeof *p->candidates * MAX_CANDIDATES);
+    p->splits = malloc(sizeof *p->splits * MAX_CANDIDATES);
+    if (!p->candidates || !p->splits) { /* no room to tune: the heuristic's first */
+        plan_drop_candidates(p);
+        return;
+    }
+    for (int i = 0; i < found; i++)
+        if (res[i].state == CUBLAS_STATUS_SUCCESS) {
+            p->splits[p->n_candidates] = 1;
+            p->candidates[p->n_candidates++] = res[i].algo;
+        }
+    const char *sk = getenv("VRAM_CUBLASLT_SPLITK");
+    if ((sk && !strcmp(sk, "0")) || K < 2048 || !lt.CapGet || !lt.ConfigSet || !lt.ConfigGet || !lt.Check) return;
+    int heuristic = p->n_candidates;
+    for (int i = 0; i < heuristic && i < SPLITK_FROM; i++)
+        for (int32_t parts = 2; parts <= 4 && p->n_candidates < MAX_CANDIDATES; parts++)
+            if (split_variant(p, &p->candidates[i], parts, &p->candidates[p->n_candidates]))
+                p->splits[p->n_candidates++] = parts;
+    if (sk && !strcmp(sk, "only") && p->n_candidates > heuristic) { /* the tests' way onto the split path */
+        memmove(p->candidates, p->candidates + heuristic, sizeof *p->candidates * (size_t)(p->n_candidates - heuristic));
+        memmove(p->splits, p->splits + heuristic, sizeof *p->splits * (size_t)(p->n_candidates - heuristic));
+        p->n_candidates -= heuristic;
+        p->algo = p->candidates[0];
+        if (p->n_candidates == 1) vram_cuda_splitk_chosen++; /* not timed: it runs as the only one */
     }
 }
 
@@ -296,17 +391,13 @@ static lt_plan *plan_get(vram_dtype dt, vram_dtype c_dt, int64_t batch, int64_t 
         lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ay, sizeof ay);
         lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ac, sizeof ac);
         lt.PrefSet(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ac, sizeof ac);
-        cublasLtMatmulHeuristicResult_t res[TUNE_ALGOS];
-        int found = 0;
-        const char *tune = getenv("VRAM_CUBLASLT_TUNE");
-        int want = tune && !strcmp(tune, "0") ? 1 : TUNE_ALGOS;
+        cublasLtMatmulHeuristicResult_t res[MAX_HEURISTIC];
+        int found = 0, want = tune_count();
         st = lt.Heuristic(lt_handle, p->desc, p->lx, p->ly, p->ld, p->ld, pref, want, res, &found);
         if (st == CUBLAS_STATUS_SUCCESS && found < 1) st = CUBLAS_STATUS_NOT_SUPPORTED;
         if (st == CUBLAS_STATUS_SUCCESS) {
             p->algo = res[0].algo;
-            p->n_candidates = 0;
-            for (int i = 0; i < found; i++)
-                if (res[i].state == CUBLAS_STATUS_SUCCESS) p->candidates[p->n_candidates++] = res[i].algo;
+            if (want > 1) add_candidates(p, res, found, K);
         }
         lt.PrefDestroy(pref);
     }
@@ -340,6 +431,7 @@ static lt_plan *plan_get(vram_dtype dt, vram_dtype c_dt, int64_t batch, int64_t 
 static void tune_plan(lt_plan *p, const void *alpha, const void *beta, const void *A, const void *B, void *C,
                       int64_t batch, int64_t M, int64_t N, int64_t K) {
     double best = -1, first = -1;
+    int won = 0;
     for (int c = 0; c < p->n_candidates; c++) {
         double ms = 0;
         for (int run = 0; run <= TUNE_RUNS && ms >= 0; run++) {
@@ -350,12 +442,13 @@ static void tune_plan(lt_plan *p, const void *alpha, const void *beta, const voi
         }
         if (ms >= 0) ms = vram_cuda_timer_stop();
         if (c == 0) first = ms;
-        if (ms >= 0 && (best < 0 || ms < best)) best = ms, p->algo = p->candidates[c];
+        if (ms >= 0 && (best < 0 || ms < best)) best = ms, p->algo = p->candidates[c], won = c;
     }
+    if (best >= 0 && p->splits[won] > 1) vram_cuda_splitk_chosen++;
     if (vram_cuda_profiling())
-        fprintf(stderr, "cuBLASLt %lld x [%lld x %lld] @ [%lld x %lld]: the heuristic's first %.1f us, the best of %d %.1f us\n",
-                (long long)batch, (long long)M, (long long)K, (long long)K, (long long)N, 1e3 * first / TUNE_RUNS,
-                p->n_candidates, 1e3 * best / TUNE_RUNS);
+        fprintf(stderr, "cuBLASLt %lld x [%lld x %lld] @ [%lld x %lld]: the heuristic's first %.1f us, the best of %d %.1f us "
+                "(candidate %d, K split in %d)\n", (long long)batch, (long long)M, (long long)K, (long long)K, (long long)N,
+                1e3 * first / TUNE_RUNS, p->n_candidates, 1e3 * best / TUNE_RUNS, won, p->splits[won]);
 }
 
 /* A contiguous [batch, rows, cols] copy of a strided operand, from the allocator. */
@@ -435,7 +528,7 @@ static int matmul(vram_runtime *rt, vram_dtype dt, vram_dtype c_dt, int64_t batc
         const void *alpha = dt == VRAM_DTYPE_F64 ? (const void *)&a64 : (const void *)&a32;
         const void *beta = dt == VRAM_DTYPE_F64 ? (const void *)&b64 : (const void *)&b32;
         if (p->n_candidates > 1 && !accumulate) tune_plan(p, alpha, beta, A, B, C, batch, M, N, K);
-        p->n_candidates = 0;
+        plan_drop_candidates(p);
         int tok = vram_cuda_prof_begin();
         cublasStatus_t st = lt.Matmul(lt_handle, p->desc, alpha, B, p->lx, A, p->ly, beta, C, p->ld, C, p->ld, &p->algo,
                                       lt_workspace, WORKSPACE_BYTES, (cudaStream_t)vram_cuda_state.stream);
@@ -496,7 +589,7 @@ void vram_cuda_matmul_lowp_dgelu(vram_runtime *rt, vram_dtype dt, int64_t M, int
 }
 
 /* The count of bias gradients that came out of a weight gradient's product (the tests read it). */
-int64_t vram_cuda_epilogue_bgrads;
+int64_t vram_cuda_epilogue_bgrads, vram_cuda_splitk_chosen;
 
 /* gw [out_f, in_f] (f32) = g^T @ a with g [rows, ld] and a [rows, in_f] 16-bit, and gb [out_f]
  * (f32, may be NULL) = the column sums of g's first out_f columns. The sums come out of the

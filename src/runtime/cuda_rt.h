@@ -103,6 +103,8 @@ void vram_cuda_matmul_lowp_wgrad(vram_runtime *rt, vram_dtype dt, int64_t rows, 
                                  const void *g, int64_t ld, const void *a, float *gw, float *gb);
 /* How many bias gradients came out of cuBLASLt's BGRADB epilogue (for the tests). */
 extern int64_t vram_cuda_epilogue_bgrads;
+/* Products whose timed best split their sum over K (the GPU tests check the split path ran). */
+extern int64_t vram_cuda_splitk_chosen;
 /* How many layer-norm backwards ran as the one-pass kernel (for the tests). */
 extern int64_t vram_cuda_ln_fused_backwards;
 

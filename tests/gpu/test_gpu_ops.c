@@ -413,6 +413,7 @@ static void test_ops(vram_dtype dt, int trials) {
 }
 
 static int64_t bgrad_cases, bgrad_fused; /* bias gradients asked of the product, and those from its epilogue */
+static int64_t splitk_cases, splitk_chosen; /* weight gradients run with only split-K offered, and those split */
 
 /* Mixed precision: 16-bit activations with f32 parameters on the GPU against f32 on the CPU. */
 static void test_mixed(vram_dtype act, int trials) {
@@ -455,6 +456,16 @@ static void test_mixed(vram_dtype act, int trials) {
         run_case("mixed linear, bias gradient kernel (epilogue off)", op_linear, 3, tall, with_bias, dt);
         CHECK(vram_cuda_epilogue_bgrads == off0, "VRAM_BGRAD_EPILOGUE=0: a bias gradient still came from the epilogue");
         unsetenv("VRAM_BGRAD_EPILOGUE");
+        /* the weight gradient's product with its sum over the rows split (cuBLASLt's split-K, which
+         * the tuner may pick for long sums): only split algorithms offered, with and without the
+         * bias gradient's epilogue */
+        setenv("VRAM_CUBLASLT_SPLITK", "only", 1);
+        int64_t split0 = vram_cuda_splitk_chosen, no_bias[1] = {0};
+        spec tall_split[3] = {SPEC(.nd = 2, .shape = {4096 + 8 * irand(0, 64), k}, .grad = 1, .act = 1), lin[1], lin[2]};
+        run_case("mixed linear, weight gradient split over K", op_linear, 3, tall_split, no_bias, dt);
+        run_case("mixed linear, weight gradient split over K, bias", op_linear, 3, tall_split, with_bias, dt);
+        splitk_cases += 2, splitk_chosen += vram_cuda_splitk_chosen - split0;
+        unsetenv("VRAM_CUBLASLT_SPLITK");
         run_case("mixed gelu_linear", op_gelu_linear, 3, lin, NULL, dt);
         run_case("mixed gelu_tanh", op_gelu_tanh, 1, same, NULL, dt);
         /* the tanh GELU's derivative in the input gradient's product (cuBLASLt's DGELU) */
@@ -840,6 +851,9 @@ int main(int argc, char **argv) {
     /* (no failure where cuBLASLt has no BGRADB product: the kernel's sums were checked instead) */
     printf("bias gradients from cuBLASLt's BGRADB epilogue: %lld of %lld linear cases (%lld in all)\n",
            (long long)bgrad_fused, (long long)bgrad_cases, (long long)vram_cuda_epilogue_bgrads);
+    /* (cuBLASLt may offer no split algorithm for a product: its results were checked all the same) */
+    printf("weight gradients split over K by cuBLASLt: %lld of %lld cases with only splits offered (%lld in all)\n",
+           (long long)splitk_chosen, (long long)splitk_cases, (long long)vram_cuda_splitk_chosen);
     test_optimizers();
     test_kept_lowp_weights();
     test_tanh_gpt();
