@@ -697,6 +697,8 @@ extern "C" __global__ void vk_list_scale(int dt, int count, const vk_list_entry 
     });
 }
 
+#include "cuda_optim_list.cuh"
+
 /* ids outside [0, limit) set *bad to 1 (the host checks it before using the ids). */
 extern "C" __global__ void vk_check_ids(int64_t n, const char *ids, int id_dt, int64_t limit, int *bad) {
     GRID_STRIDE(i, n) {
