@@ -39,8 +39,9 @@ typedef struct item {
     vram_dtype lowp;
 } item;
 
-/* Device buffers of one tensor (one element of slack for the offsets) and the host copies of
- * their starting values. */
+/* Device buffers of one tensor (SLACK elements more, for the offsets: off + goff < SLACK) and the
+ * host copies of their starting values. */
+enum { SLACK = 4 };
 typedef struct bufs {
     vram_tensor *p, *g, *m, *v, *lw;
     float *hp, *hg, *hm, *hv;
@@ -61,7 +62,7 @@ static float *host_rand(int64_t n, double lo, double hi) {
 }
 
 static void make(const item *it, bufs *b) {
-    int64_t n = it->n + 1;
+    int64_t n = it->n + SLACK;
     b->hp = host_rand(n, -1, 1), b->hg = host_rand(n, -2, 2), b->hm = host_rand(n, -0.1, 0.1);
     b->hv = host_rand(n, 0, 0.01);
     b->p = dev_f32(n, b->hp), b->g = dev_f32(n, b->hg), b->m = dev_f32(n, b->hm), b->v = dev_f32(n, b->hv);
@@ -143,7 +144,7 @@ static void check_update(const char *form, const item *its, bufs *bs, int count,
         bufs *b = &bs[t];
         double *p = read(b->p), *m = read(b->m), *v = read(b->v), *lw = b->lw ? read(b->lw) : NULL;
         int64_t bad = 0, bad_low = 0, first = -1;
-        for (int64_t j = 0; j <= it->n; j++) {
+        for (int64_t j = 0; j < it->n + SLACK; j++) {
             int64_t k = j - it->off; /* index in the tensor; outside [0, n): slack, never written */
             int inside = k >= 0 && k < it->n;
             double rp = b->hp[j], rm = b->hm[j], rv = b->hv[j];
@@ -195,7 +196,7 @@ static void test_case(const char *name, const item *its, int count, const step_a
     unsetenv("VRAM_OPTIM_KERNEL");
     int64_t apart = 0, same = 0, all = 0;
     for (int t = 0; t < count; t++)
-        for (int64_t j = 0; j <= its[t].n; j++) {
+        for (int64_t j = 0; j < its[t].n + SLACK; j++) {
             double x = pv[t][j], y = po[t][j];
             apart += !(fabs(x - y) <= 4 * 0x1p-24 * fabs(y) + 1e-9);
             same += x == y, all++;
