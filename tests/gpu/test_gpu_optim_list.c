@@ -3,9 +3,9 @@
  * f32, cuda_optim_list.cuh) and the scalar ones (VRAM_OPTIM_KERNEL=old).
  *
  * Each case is a list of f32 tensors of awkward sizes (0, 1, 3, 7, 4095, 4097, 8195, a million
- * and 5, and whole chunks), some starting one element past an aligned address (so their chunks
- * take the scalar path) or with only the gradient misaligned, some with a kept 16-bit copy
- * (bf16 or f16) and some without. Parameters, gradients and Adam state get random values; one
+ * and 5, and whole chunks), some starting one to three elements past an aligned address (so
+ * their chunks take the scalar path) or with only the gradient misaligned, some with a kept
+ * 16-bit copy (bf16 or f16) and some without. Parameters, gradients and Adam state get random values; one
  * step (AdamW and Adam, with clipping's factor 1 and 0.37) is checked element by element against
  * a double-precision reference of the formula from the same inputs (relative 1e-5), the two
  * forms against each other (4 float ulps), and each kept copy against its parameter (bf16: the
