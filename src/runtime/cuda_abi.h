@@ -22,8 +22,6 @@ typedef struct vk_geom {
     int64_t st[3][VK_MAXD]; /* operand strides: [0] the output, [1] and [2] the inputs */
 } vk_geom;
 
-/* One tensor of a multi-tensor optimizer update (vk_adam_update_list): its pointers, size and
- * where it starts in the concatenation of all the list's elements. */
 /* Layer norm's warp-per-row fast path (vk_layer_norm, vk_layer_norm_backward_x): 16-bit rows
  * whose width is a multiple of 256 up to this; the host launches 8 rows a block for them. The
  * one-pass backward (vk_layer_norm_backward_fused) takes multiples of 8 up to this. */
@@ -36,6 +34,9 @@ typedef struct vk_geom {
 /* The same with a second dS^T buffer (its fused128p form). */
 #define VK_FLASH128P_SMEM (VK_FLASH128_SMEM + 128 * 72 * 2)
 
+/* One tensor of a multi-tensor optimizer update (vk_adam_update_list): its pointers, size and
+ * where it starts in the concatenation of all the list's elements (padded to VK_LIST_CHUNK for
+ * the vector form). */
 typedef struct vk_adam_entry {
     char *p;
     const char *g;
@@ -43,6 +44,19 @@ typedef struct vk_adam_entry {
     char *lowp; /* NULL, or a 16-bit copy of p rewritten with it (kept weights, ops_mixed.c) */
     int64_t n, start;
 } vk_adam_entry;
+
+/* The vector list kernels (cuda_optim_list.cuh): each tensor's start in the concatenation is
+ * padded to a multiple of this many elements (a multiple of 4), so that no chunk of it spans
+ * two tensors. */
+#define VK_LIST_CHUNK 4096
+
+/* vk_adam_update_list_vec's step constants, converted to float once on the host (as the scalar
+ * kernel's (T) casts round them): step size, sqrt of the second bias correction, the betas, eps,
+ * the decoupled decay factor, the coupled weight decay, and clipping's factor. */
+typedef struct vk_adam_consts {
+    float ss, sb, b1, b2, eps, decay, wd, gc;
+    int decoupled;
+} vk_adam_consts;
 
 /* One tensor of a multi-tensor reduction or scaling (vk_list_sum_squares, vk_list_scale). */
 typedef struct vk_list_entry {

@@ -7,7 +7,8 @@
  * loop (8 elements per access for contiguous 16-bit operands); row kernels (softmax, layer norm,
  * cross-entropy: cuda_row_kernels.cuh) reduce with warp shuffles; column sums (bias and
  * layer-norm weight gradients, broadcast reductions) split the rows into chunks whose partial
- * sums are added atomically; flash attention is cuda_flash_attention.cuh (and its 128-key
+ * sums are added atomically; the optimizer step's f32 list kernels have vector forms
+ * (cuda_optim_list.cuh); flash attention is cuda_flash_attention.cuh (and its 128-key
  * backward, cuda_flash_backward128.cuh). The math follows
  * cpu_kernels.c formula for formula, so a GPU op and its CPU op agree to rounding.
  */
@@ -696,6 +697,8 @@ extern "C" __global__ void vk_list_scale(int dt, int count, const vk_list_entry 
         }
     });
 }
+
+#include "cuda_optim_list.cuh"
 
 /* ids outside [0, limit) set *bad to 1 (the host checks it before using the ids). */
 extern "C" __global__ void vk_check_ids(int64_t n, const char *ids, int id_dt, int64_t limit, int *bad) {

@@ -460,17 +460,45 @@ static void cuda_adam_update(vram_dtype dt, int64_t n, void *p, const void *g, v
     vram_cuda_launch(CK_ADAM_UPDATE, vram_cuda_blocks(n, THREADS), THREADS, args);
 }
 
+/* VRAM_OPTIM_KERNEL=old: the scalar list kernels (vk_adam_update_list, vk_list_sum_squares) for
+ * f32 lists too; unset or "vec": their vector forms (cuda_optim_list.cuh) for f32. Read per
+ * launch, so that a benchmark can time both in one process. */
+static int optim_old_kernels(void) {
+    const char *e = getenv("VRAM_OPTIM_KERNEL");
+    if (!e || !*e || !strcmp(e, "vec")) return 0;
+    if (strcmp(e, "old")) {
+        vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_OPTIM_KERNEL=%s: expected vec or old", e);
+        return -1;
+    }
+    return 1;
+}
+
+/* Where each tensor of a list starts in the concatenation (pad > 1: rounded up to a multiple of
+ * pad, the vector kernels' chunks); returns the padded total. */
+static int64_t list_starts(int count, const int64_t *ns, int64_t pad, int64_t *starts) {
+    int64_t total = 0;
+    for (int i = 0; i < count; i++) {
+        starts[i] = total;
+        total += pad > 1 ? (ns[i] + pad - 1) / pad * pad : ns[i];
+    }
+    return total;
+}
+
 static void cuda_adam_update_list(vram_dtype dt, int count, void *const *p, const void *const *g, void *const *m,
                                   void *const *v, const int64_t *n, double lr, double b1, double b2, double eps,
                                   double wd, int decoupled, int64_t step, const int32_t *skip, void *const *lowp,
                                   vram_dtype lowp_dt, double gcoef) {
     vram_cuda *st = &vram_cuda_state;
+    int old = optim_old_kernels();
+    if (old < 0) return;
     vk_adam_entry *tab = malloc(sizeof *tab * (size_t)(count > 0 ? count : 1));
+    int64_t *starts = malloc(sizeof *starts * (size_t)(count > 0 ? count : 1));
     void *dtab = NULL;
-    if (!tab || count < 1 ||
+    if (!tab || !starts || count < 1 ||
         vram_allocator_malloc(st->rt->alloc, sizeof *tab * (size_t)count, st->rt->stream, VRAM_TAG_TEMPORARY, &dtab) !=
             VRAM_OK) {
         free(tab); /* no table: one launch per tensor, and the kept copies cast after it */
+        free(starts);
         for (int i = 0; i < count; i++) {
             if (gcoef != 1) vram_cuda_kernels.scale_inplace(dt, n[i], (void *)g[i], gcoef);
             cuda_adam_update(dt, n[i], p[i], g[i], m[i], v[i], lr, b1, b2, eps, wd, decoupled, step, skip);
@@ -482,21 +510,30 @@ static void cuda_adam_update_list(vram_dtype dt, int count, void *const *p, cons
         }
         return;
     }
-    int64_t total = 0;
-    for (int i = 0; i < count; i++) {
+    int vec = dt == VRAM_DTYPE_F32 && !old;
+    int64_t total = list_starts(count, n, vec ? VK_LIST_CHUNK : 1, starts);
+    for (int i = 0; i < count; i++)
         tab[i] = (vk_adam_entry){(char *)p[i], (const char *)g[i], (char *)m[i], (char *)v[i],
-                                 lowp ? (char *)lowp[i] : NULL, n[i], total};
-        total += n[i];
-    }
+                                 lowp ? (char *)lowp[i] : NULL, n[i], starts[i]};
     vram_cuda_upload(dtab, tab, sizeof *tab * (size_t)count);
     free(tab);
+    free(starts);
     double bc1 = 1 - pow(b1, (double)step), bc2 = 1 - pow(b2, (double)step);
     double step_size = lr / bc1, sbc2 = sqrt(bc2), decay = 1 - lr * wd;
-    int64_t chunk = 4 * THREADS;
     int d = dt, ld = lowp_dt;
-    void *args[] = {&d,     &count, &dtab, &total,     &chunk, &step_size, &sbc2, &b1,
-                    &b2,    &eps,   &decay, &wd,       &decoupled, &skip,   &ld,   &gcoef};
-    vram_cuda_launch(CK_ADAM_UPDATE_LIST, vram_cuda_blocks((total + chunk - 1) / chunk * THREADS, THREADS), THREADS, args);
+    if (vec) { /* one block a chunk */
+        vk_adam_consts k = {(float)step_size, (float)sbc2, (float)b1,    (float)b2,   (float)eps,
+                            (float)decay,     (float)wd,   (float)gcoef, decoupled};
+        int64_t nchunks = total / VK_LIST_CHUNK, blocks = nchunks < (1 << 30) ? nchunks : (1 << 30);
+        void *args[] = {&count, &dtab, &nchunks, &k, &skip, &ld};
+        if (nchunks > 0) vram_cuda_launch(CK_ADAM_UPDATE_LIST_VEC, blocks, THREADS, args);
+    } else {
+        int64_t chunk = 4 * THREADS;
+        void *args[] = {&d,  &count, &dtab,  &total, &chunk,     &step_size, &sbc2, &b1,
+                        &b2, &eps,   &decay, &wd,    &decoupled, &skip,      &ld,   &gcoef};
+        vram_cuda_launch(CK_ADAM_UPDATE_LIST, vram_cuda_blocks((total + chunk - 1) / chunk * THREADS, THREADS), THREADS,
+                         args);
+    }
     vram_allocator_free(st->rt->alloc, dtab); /* stream order keeps it until the kernel has read it */
 }
 
@@ -509,23 +546,25 @@ static void cuda_adagrad_update(vram_dtype dt, int64_t n, void *p, const void *g
 }
 
 /* A device table of `count` tensors (vk_list_entry) from the allocator, freed by the caller after
- * its launch (stream order); NULL when it could not be made. *total: their elements. */
-static void *list_table(int count, const int64_t *ns, const void *const *xs, int64_t *total) {
+ * its launch (stream order); NULL when it could not be made. *total: their elements, each
+ * tensor's start padded to a multiple of pad (list_starts). */
+static void *list_table(int count, const int64_t *ns, const void *const *xs, int64_t pad, int64_t *total) {
     vram_cuda *g = &vram_cuda_state;
     vk_list_entry *tab = count > 0 ? malloc(sizeof *tab * (size_t)count) : NULL;
+    int64_t *starts = count > 0 ? malloc(sizeof *starts * (size_t)count) : NULL;
     void *dtab = NULL;
-    if (!tab || vram_allocator_malloc(g->rt->alloc, sizeof *tab * (size_t)count, g->rt->stream, VRAM_TAG_TEMPORARY,
-                                      &dtab) != VRAM_OK) {
+    if (!tab || !starts ||
+        vram_allocator_malloc(g->rt->alloc, sizeof *tab * (size_t)count, g->rt->stream, VRAM_TAG_TEMPORARY, &dtab) !=
+            VRAM_OK) {
         free(tab);
+        free(starts);
         return NULL;
     }
-    *total = 0;
-    for (int i = 0; i < count; i++) {
-        tab[i] = (vk_list_entry){(char *)xs[i], ns[i], *total};
-        *total += ns[i];
-    }
+    *total = list_starts(count, ns, pad, starts);
+    for (int i = 0; i < count; i++) tab[i] = (vk_list_entry){(char *)xs[i], ns[i], starts[i]};
     vram_cuda_upload(dtab, tab, sizeof *tab * (size_t)count);
     free(tab);
+    free(starts);
     return dtab;
 }
 
@@ -539,11 +578,20 @@ static double cuda_sum_squares(int count, const vram_dtype *dts, const int64_t *
     vram_cuda *g = &vram_cuda_state;
     void *acc = (char *)g->scratch + 8, *tab = NULL;
     int64_t total = 0;
+    int old = optim_old_kernels(), vec = count > 0 && dts[0] == VRAM_DTYPE_F32 && !old;
+    if (old < 0) return NAN;
     vram_cuda_zero(acc, sizeof(double));
-    if (one_dtype(count, dts) && (tab = list_table(count, ns, xs, &total)) != NULL) { /* one launch for all */
-        int d = dts[0];
-        void *args[] = {&d, &count, &tab, &total, &acc};
-        vram_cuda_launch(CK_LIST_SUM_SQUARES, vram_cuda_blocks(total, THREADS), THREADS, args);
+    if (one_dtype(count, dts) && (tab = list_table(count, ns, xs, vec ? VK_LIST_CHUNK : 1, &total)) != NULL) {
+        int d = dts[0]; /* one launch for all */
+        if (vec) { /* a fixed grid of about eight blocks an SM over the chunks */
+            int64_t nchunks = total / VK_LIST_CHUNK, sms = g->sm_count > 0 ? g->sm_count : 132;
+            int64_t blocks = nchunks < sms * 8 ? nchunks : sms * 8;
+            void *args[] = {&count, &tab, &nchunks, &acc};
+            if (nchunks > 0) vram_cuda_launch(CK_LIST_SUM_SQUARES_VEC, blocks, THREADS, args);
+        } else {
+            void *args[] = {&d, &count, &tab, &total, &acc};
+            vram_cuda_launch(CK_LIST_SUM_SQUARES, vram_cuda_blocks(total, THREADS), THREADS, args);
+        }
         vram_allocator_free(g->rt->alloc, tab);
         count = 0;
     }
@@ -579,7 +627,7 @@ static void cuda_scale_inplace(vram_dtype dt, int64_t n, void *x, double s) {
 static void cuda_scale_inplace_list(vram_dtype dt, int count, const int64_t *ns, void *const *xs, double s) {
     vram_cuda *g = &vram_cuda_state;
     int64_t total = 0;
-    void *tab = list_table(count, ns, (const void *const *)xs, &total);
+    void *tab = list_table(count, ns, (const void *const *)xs, 1, &total);
     if (!tab) {
         for (int i = 0; i < count; i++) cuda_scale_inplace(dt, ns[i], xs[i], s);
         return;
