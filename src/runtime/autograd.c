@@ -161,11 +161,24 @@ static void node_release_graph(vram_node *n) {
     n->pending = NULL;
 }
 
-/* dst += src in place when dst is exclusively ours and contiguous; otherwise a new sum. */
+/* Whether t is held by its one reference alone (no other tensor, alias or saved view of its block). */
+static int exclusive(const vram_tensor *t) {
+    return atomic_load(&t->refs) == 1 && atomic_load(&t->st->refs) == 1 && vram_tensor_is_contiguous(t) &&
+           t->offset == 0 && !t->grad_fn;
+}
+
+/* dst += src in place when dst is exclusively ours and contiguous; otherwise a new sum. Under
+ * vram_grad_adopt() a node's first gradient is taken by reference even where something else holds
+ * it too (an add hands one tensor to both inputs): a later one then sums into a fresh block
+ * unless the other holders are gone by then (copy-on-write), so no holder sees another's sum. */
 static vram_status accumulate(vram_tensor **dst, vram_tensor *src, vram_tag tag) {
+    int adopt = vram_grad_adopt();
     if (!*dst) {
-        if (atomic_load(&src->refs) == 1 && atomic_load(&src->st->refs) == 1 && vram_tensor_is_contiguous(src) &&
-            src->offset == 0 && !src->grad_fn) {
+        if (adopt && tag == VRAM_TAG_TEMPORARY && src->st->tag == VRAM_TAG_TEMPORARY && !src->grad_fn) {
+            *dst = vram_tensor_retain(src);
+            return VRAM_OK;
+        }
+        if (exclusive(src)) {
             if (src->st->tag != tag) {
                 vram_status s = vram_allocator_set_tag(src->rt->alloc, src->st->data, tag);
                 if (s != VRAM_OK) return s;
@@ -187,11 +200,28 @@ static vram_status accumulate(vram_tensor **dst, vram_tensor *src, vram_tag tag)
         return vram_error(VRAM_ERR_INTERNAL, "backward: gradient shape %s does not match %s", SHAPE_STR(src, a),
                           SHAPE_STR(d, b));
     }
+    if (adopt && !exclusive(d)) { /* shared (adopted above): the sum goes to a block of our own */
+        vram_tensor *c = NULL;
+        vram_status s = vram_tensor_empty_like(d, tag, &c);
+        if (s != VRAM_OK) return s;
+        vram_tensor_copy(c, d);
+        vram_tensor_free(d);
+        *dst = d = c;
+    }
     vram_kview dv, sv;
     vram_kview_of(d, &dv);
     vram_kview_of(src, &sv);
     d->rt->k->accumulate(&dv, &sv);
     return VRAM_OK;
+}
+
+vram_tensor *vram_node_grad_dest(const vram_node *n, int i, const vram_tensor *like) {
+    vram_node *m = n->next[i];
+    vram_tensor *d = m ? m->pending : NULL;
+    if (!d || !vram_grad_adopt() || !n->rt->k->layer_norm_backward_adds_gx || !exclusive(d) ||
+        d->dtype != like->dtype || !vram_shape_equal(d, like))
+        return NULL;
+    return d;
 }
 
 typedef struct node_vec {
