@@ -7,7 +7,9 @@
  *   2. runs nodes whose deps reached zero (a stack, so it goes depth first and frees early),
  *      handing each the gradient accumulated for its output (`pending`);
  *   3. adds each input gradient into the producer's `pending` or, for a leaf, into leaf->grad
- *      (tagged VRAM_TAG_GRADIENT; the first gradient's block is re-tagged rather than copied);
+ *      (tagged VRAM_TAG_GRADIENT; the first gradient's block is re-tagged rather than copied;
+ *      under vram_grad_adopt() a producer's first gradient is shared even where another holds
+ *      it, and copied on the write a second one would make while it is still shared);
  *   4. releases the node's saved tensors and edges right after it runs;
  *   5. with a gradient hook (data parallel training), counts each leaf's edges in step 1 and
  *      calls the hook when the last has run: that leaf's gradient is final.
@@ -174,7 +176,9 @@ static int exclusive(const vram_tensor *t) {
 static vram_status accumulate(vram_tensor **dst, vram_tensor *src, vram_tag tag) {
     int adopt = vram_grad_adopt();
     if (!*dst) {
-        if (adopt && tag == VRAM_TAG_TEMPORARY && src->st->tag == VRAM_TAG_TEMPORARY && !src->grad_fn) {
+        /* (contiguous from offset 0: the backward functions read a pending gradient as one) */
+        if (adopt && tag == VRAM_TAG_TEMPORARY && src->st->tag == VRAM_TAG_TEMPORARY && !src->grad_fn &&
+            vram_tensor_is_contiguous(src) && src->offset == 0) {
             *dst = vram_tensor_retain(src);
             return VRAM_OK;
         }
