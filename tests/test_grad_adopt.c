@@ -52,7 +52,9 @@ static void wrap(vram_runtime *rt, int ln_writes_wb) {
     rt->k = &wrapped;
 }
 
-static void set_adopt(int on) { setenv("VRAM_GRAD_ADOPT", on ? "1" : "0", 1); }
+static void set_adopt(int on) {
+    setenv("VRAM_GRAD_ADOPT", on ? "1" : "0", 1);
+}
 
 /* ---- graphs in f64 ---- */
 
@@ -79,61 +81,61 @@ static vram_tensor *graph(int which, vram_tensor *x, vram_tensor *y, vram_tensor
     CHECK_OK(vram_scale(x, 2.0, &u));
     CHECK_OK(vram_tanh(y, &v));
     switch (which) {
-    case 0: /* h = u + v; u and v each used again after: sum(h*h) + sum(u*u) + sum(v*x) */
-        CHECK_OK(vram_add(u, v, &h));
-        CHECK_OK(vram_mul(h, h, &p));
-        CHECK_OK(vram_mul(u, u, &q));
-        CHECK_OK(vram_mul(v, x, &r));
-        CHECK_OK(vram_add(p, q, &t));
-        vram_tensor_free(p), p = NULL;
-        CHECK_OK(vram_add(t, r, &p));
-        break;
-    case 1: /* the same tensor on both sides: h = u + u, k = h + u, sum(k * v) */
-        CHECK_OK(vram_add(u, u, &h));
-        CHECK_OK(vram_add(h, u, &t));
-        CHECK_OK(vram_mul(t, v, &p));
-        break;
-    case 2: /* adds nested on one stream: a = u + v; b = a + a; c = b + u; sum(c * b) + sum(ln(a) * v) */
-        CHECK_OK(vram_add(u, v, &h));
-        CHECK_OK(vram_add(h, h, &q));
-        CHECK_OK(vram_add(q, u, &r));
-        CHECK_OK(vram_mul(r, q, &t));
-        vram_tensor_free(r), r = NULL;
-        CHECK_OK(vram_layer_norm(h, w, NULL, 1e-5, &r));
-        CHECK_OK(vram_mul(r, v, &p));
-        vram_tensor_free(r), r = NULL;
-        CHECK_OK(vram_add(t, p, &r));
-        vram_tensor_free(p);
-        p = r, r = NULL;
-        break;
-    case 3: /* h = u + v hands one gradient to u and v; u's layer norm adds into it while v's
-             * consumer r = v * v has not run (in one of the two orders of the sums) */
-    case 4:
-        CHECK_OK(vram_add(u, v, &h));
-        CHECK_OK(vram_mul(h, h, &p));
-        CHECK_OK(vram_layer_norm(u, w, NULL, 1e-5, &q));
-        CHECK_OK(vram_mul(v, v, &r));
-        if (which == 3) {
+        case 0: /* h = u + v; u and v each used again after: sum(h*h) + sum(u*u) + sum(v*x) */
+            CHECK_OK(vram_add(u, v, &h));
+            CHECK_OK(vram_mul(h, h, &p));
+            CHECK_OK(vram_mul(u, u, &q));
+            CHECK_OK(vram_mul(v, x, &r));
             CHECK_OK(vram_add(p, q, &t));
             vram_tensor_free(p), p = NULL;
             CHECK_OK(vram_add(t, r, &p));
-        } else {
-            CHECK_OK(vram_add(r, q, &t));
+            break;
+        case 1: /* the same tensor on both sides: h = u + u, k = h + u, sum(k * v) */
+            CHECK_OK(vram_add(u, u, &h));
+            CHECK_OK(vram_add(h, u, &t));
+            CHECK_OK(vram_mul(t, v, &p));
+            break;
+        case 2: /* adds nested on one stream: a = u + v; b = a + a; c = b + u; sum(c * b) + sum(ln(a) * v) */
+            CHECK_OK(vram_add(u, v, &h));
+            CHECK_OK(vram_add(h, h, &q));
+            CHECK_OK(vram_add(q, u, &r));
+            CHECK_OK(vram_mul(r, q, &t));
+            vram_tensor_free(r), r = NULL;
+            CHECK_OK(vram_layer_norm(h, w, NULL, 1e-5, &r));
+            CHECK_OK(vram_mul(r, v, &p));
             vram_tensor_free(r), r = NULL;
             CHECK_OK(vram_add(t, p, &r));
             vram_tensor_free(p);
             p = r, r = NULL;
-        }
-        break;
-    default: /* residual chains: from u, and from u + v, summed */
-        h = residual_chain(u, w, 4);
-        CHECK_OK(vram_add(u, v, &q));
-        r = residual_chain(q, w, 3);
-        CHECK_OK(vram_mul(h, r, &p));
-        break;
+            break;
+        case 3: /* h = u + v hands one gradient to u and v; u's layer norm adds into it while v's
+                 * consumer r = v * v has not run (in one of the two orders of the sums) */
+        case 4:
+            CHECK_OK(vram_add(u, v, &h));
+            CHECK_OK(vram_mul(h, h, &p));
+            CHECK_OK(vram_layer_norm(u, w, NULL, 1e-5, &q));
+            CHECK_OK(vram_mul(v, v, &r));
+            if (which == 3) {
+                CHECK_OK(vram_add(p, q, &t));
+                vram_tensor_free(p), p = NULL;
+                CHECK_OK(vram_add(t, r, &p));
+            } else {
+                CHECK_OK(vram_add(r, q, &t));
+                vram_tensor_free(r), r = NULL;
+                CHECK_OK(vram_add(t, p, &r));
+                vram_tensor_free(p);
+                p = r, r = NULL;
+            }
+            break;
+        default: /* residual chains: from u, and from u + v, summed */
+            h = residual_chain(u, w, 4);
+            CHECK_OK(vram_add(u, v, &q));
+            r = residual_chain(q, w, 3);
+            CHECK_OK(vram_mul(h, r, &p));
+            break;
     }
     CHECK_OK(vram_sum(p, &out));
-    vram_tensor *all[] = {u, v, h, p, q, r, t};
+    vram_tensor *all[] = { u, v, h, p, q, r, t };
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) vram_tensor_free(all[i]);
     return out;
 }
@@ -144,7 +146,7 @@ static void fill(vram_runtime *rt, vram_tensor *t) {
 }
 
 static void graphs(vram_runtime *rt) {
-    int64_t xs[2] = {N, C}, ws[1] = {C};
+    int64_t xs[2] = { N, C }, ws[1] = { C };
     vram_tensor *x = NULL, *y = NULL, *w = NULL;
     CHECK_OK(vram_tensor_new(rt, VRAM_DTYPE_F64, 2, xs, VRAM_TAG_PARAMETER, &x));
     CHECK_OK(vram_tensor_new(rt, VRAM_DTYPE_F64, 2, xs, VRAM_TAG_PARAMETER, &y));
@@ -152,7 +154,7 @@ static void graphs(vram_runtime *rt) {
     if (!x || !y || !w) return;
     vram_runtime_seed(rt, 3);
     fill(rt, x), fill(rt, y), fill(rt, w);
-    vram_tensor *leaves[3] = {x, y, w};
+    vram_tensor *leaves[3] = { x, y, w };
     for (int i = 0; i < 3; i++) vram_tensor_set_requires_grad(leaves[i], 1);
     for (int which = 0; which < 6; which++) {
         double g[2][2 * N * C + C];
@@ -169,8 +171,10 @@ static void graphs(vram_runtime *rt) {
             for (int i = 0; i < 3; i++) {
                 vram_tensor *gr = vram_tensor_grad(leaves[i]);
                 CHECK(gr != NULL || (i == 2 && which < 2), "graph %d: leaf %d has no gradient", which, i);
-                if (gr) vram_tensor_to_f64(gr, g[on] + at);
-                else memset(g[on] + at, 0, sizeof(double) * (size_t)vram_tensor_numel(leaves[i])); /* (w unused) */
+                if (gr)
+                    vram_tensor_to_f64(gr, g[on] + at);
+                else
+                    memset(g[on] + at, 0, sizeof(double) * (size_t)vram_tensor_numel(leaves[i])); /* (w unused) */
                 at += vram_tensor_numel(leaves[i]);
             }
         }
@@ -206,7 +210,7 @@ static void gpt_step(vram_runtime *rt, vram_allocator *a, const vram_gpt_config 
     vram_gpt *g = NULL;
     vram_tensor *ti = NULL, *tt = NULL, *loss = NULL;
     CHECK_OK(vram_gpt_new(rt, cfg, &g));
-    int64_t bt[2] = {B, T};
+    int64_t bt[2] = { B, T };
     if (ids) {
         CHECK_OK(vram_tensor_from_data(rt, VRAM_DTYPE_I32, 2, bt, VRAM_TAG_OTHER, ids, &ti));
         CHECK_OK(vram_tensor_from_data(rt, VRAM_DTYPE_I32, 2, bt, VRAM_TAG_OTHER, targets, &tt));
@@ -245,7 +249,9 @@ static void gpt_step(vram_runtime *rt, vram_allocator *a, const vram_gpt_config 
 
 static void gpt_cpu(vram_runtime *rt, vram_allocator *a) {
     enum { B = 2, T = 32, V = 97, W = 64, L = 2 };
-    vram_gpt_config cfg = {.layers = L, .heads = 2, .width = W, .vocab = V, .context = T, .tied = 1, .init_std = 0.02};
+    vram_gpt_config cfg = {
+        .layers = L, .heads = 2, .width = W, .vocab = V, .context = T, .tied = 1, .init_std = 0.02
+    };
     int32_t ids[B * T], targets[B * T];
     for (int i = 0; i < B * T; i++) ids[i] = (int32_t)((i * 7) % 11), targets[i] = (int32_t)((i * 5 + 3) % V);
     step_result r[2];
@@ -261,8 +267,9 @@ static void gpt_cpu(vram_runtime *rt, vram_allocator *a) {
     CHECK(r[0].c.copies - r[1].c.copies >= 2 * L && r[0].c.accumulates - r[1].c.accumulates == 2 * L,
           "GPT on the CPU: %lld copies and %lld accumulates on, %lld and %lld off", (long long)r[1].c.copies,
           (long long)r[1].c.accumulates, (long long)r[0].c.copies, (long long)r[0].c.accumulates);
-    CHECK(r[1].allocs < r[0].allocs && r[1].peak <= r[0].peak, "GPT on the CPU: %lld allocations (peak %lld) on, %lld (%lld) off",
-          (long long)r[1].allocs, (long long)r[1].peak, (long long)r[0].allocs, (long long)r[0].peak);
+    CHECK(r[1].allocs < r[0].allocs && r[1].peak <= r[0].peak,
+          "GPT on the CPU: %lld allocations (peak %lld) on, %lld (%lld) off", (long long)r[1].allocs,
+          (long long)r[1].peak, (long long)r[0].allocs, (long long)r[0].peak);
     free(r[0].grads), free(r[1].grads);
 }
 
@@ -276,32 +283,43 @@ static void gpt2_plan(void) {
     if (!rt) return;
     wrap(rt, 1);
     enum { L = 12, W = 768, V = 50257 };
-    vram_gpt_config cfg = {.layers = L, .heads = 12, .width = W, .vocab = V, .context = 1024, .tied = 1,
-                           .init_std = 0.02, .precision = VRAM_DTYPE_BF16, .keep_lowp_weights = 1};
+    vram_gpt_config cfg = { .layers = L,
+                            .heads = 12,
+                            .width = W,
+                            .vocab = V,
+                            .context = 1024,
+                            .tied = 1,
+                            .init_std = 0.02,
+                            .precision = VRAM_DTYPE_BF16,
+                            .keep_lowp_weights = 1 };
     step_result r[2];
     for (int on = 0; on < 2; on++) gpt_step(rt, a, &cfg, 8, 1024, NULL, NULL, on, &r[on]);
     for (int on = 0; on < 2; on++)
         printf("GPT-2 124M B=8 bf16, forward and backward, VRAM_GRAD_ADOPT=%d: %lld memsets (%.1f MiB), %lld copies, "
-               "%lld accumulates; %lld allocations of %.1f MiB, peak %.1f MiB\n", on, (long long)r[on].c.zeros,
-               (double)r[on].c.zero_bytes / 1048576.0, (long long)r[on].c.copies, (long long)r[on].c.accumulates,
-               (long long)r[on].allocs, (double)r[on].bytes_allocated / 1048576.0, (double)r[on].peak / 1048576.0);
+               "%lld accumulates; %lld allocations of %.1f MiB, peak %.1f MiB\n",
+               on, (long long)r[on].c.zeros, (double)r[on].c.zero_bytes / 1048576.0, (long long)r[on].c.copies,
+               (long long)r[on].c.accumulates, (long long)r[on].allocs, (double)r[on].bytes_allocated / 1048576.0,
+               (double)r[on].peak / 1048576.0);
     const int64_t stream = 8LL * 1024 * W * 2; /* one [8, 1024, 768] bf16 gradient of the residual stream */
     /* Off: today's counts (test_fewer_launches, docs/runtime.md): 4 memsets, 25 accumulates. */
-    CHECK(r[0].c.zeros == 4 && r[0].c.accumulates == 25, "GPT-2, switch off: %lld memsets, %lld accumulates (want 4, 25)",
-          (long long)r[0].c.zeros, (long long)r[0].c.accumulates);
+    CHECK(r[0].c.zeros == 4 && r[0].c.accumulates == 25,
+          "GPT-2, switch off: %lld memsets, %lld accumulates (want 4, 25)", (long long)r[0].c.zeros,
+          (long long)r[0].c.accumulates);
     /* On: the stream's gradient handed on by reference (both inputs of 2 adds a block, and the
      * token embeddings' of their f32 sum with the positions', whose broadcast sums anyway), the
      * layer norms' input gradients added in place (2 a block), the embedding's [V, C] f32 buffer
      * not taken. */
     int64_t copies = r[0].c.copies - r[1].c.copies, accs = r[0].c.accumulates - r[1].c.accumulates;
     CHECK(copies == 2 * L + 2 * L + 1 && accs == 2 * L && r[0].c.zeros == r[1].c.zeros,
-          "GPT-2: %lld fewer copies (want %d), %lld fewer accumulates (want %d), memsets %lld -> %lld", (long long)copies,
-          4 * L + 1, (long long)accs, 2 * L, (long long)r[0].c.zeros, (long long)r[1].c.zeros);
+          "GPT-2: %lld fewer copies (want %d), %lld fewer accumulates (want %d), memsets %lld -> %lld",
+          (long long)copies, 4 * L + 1, (long long)accs, 2 * L, (long long)r[0].c.zeros, (long long)r[1].c.zeros);
     int64_t fewer = r[0].allocs - r[1].allocs, bytes = r[0].bytes_allocated - r[1].bytes_allocated;
     int64_t want = (4 * L + 2 * L) * stream + 2 * stream + (int64_t)V * W * 4; /* (the f32 sum: twice a bf16 one) */
-    CHECK(fewer == (4 * L + 1) + 2 * L + 1 && bytes == want, "GPT-2: %lld fewer allocations of %lld bytes (want %d of %lld)",
-          (long long)fewer, (long long)bytes, 6 * L + 2, (long long)want);
-    CHECK(r[1].peak <= r[0].peak, "GPT-2: peak %lld with the switch on, %lld off", (long long)r[1].peak, (long long)r[0].peak);
+    CHECK(fewer == (4 * L + 1) + 2 * L + 1 && bytes == want,
+          "GPT-2: %lld fewer allocations of %lld bytes (want %d of %lld)", (long long)fewer, (long long)bytes,
+          6 * L + 2, (long long)want);
+    CHECK(r[1].peak <= r[0].peak, "GPT-2: peak %lld with the switch on, %lld off", (long long)r[1].peak,
+          (long long)r[0].peak);
     vram_runtime_free(rt);
     vram_allocator_destroy(a);
     vram_device_close(dev);

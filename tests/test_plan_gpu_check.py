@@ -31,8 +31,8 @@ ADOPT = 0 if os.environ.get("VRAM_GRAD_ADOPT") == "0" else 1  # the runtime's de
 def planned(flags, steps, adopt=ADOPT):
     p = subprocess.run([VRAM, "plan", "--json", "--device", "cuda", "--steps", str(steps)] + flags.split(),
                        capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, VRAM_ALLOC_CONF="large_moves:False,chunk_divisor:0",  # as plan_gpu_check.py plans
-                                VRAM_GRAD_ADOPT=str(adopt)))
+                       env=dict(os.environ, VRAM_GRAD_ADOPT=str(adopt),
+                                VRAM_ALLOC_CONF="large_moves:False,chunk_divisor:0"))  # as plan_gpu_check.py plans
     r = json.loads(p.stdout)
     return r["peak_allocated"] / 2 ** 20, r["peak_reserved"] / 2 ** 20
 
@@ -64,21 +64,25 @@ with tempfile.TemporaryDirectory() as d:
     # listed so that is within bounds fails (the list is stale)
     path = os.path.join(d, "known.json")
     with open(path, "w") as f:
-        json.dump({"steps": 4, "grad_adopt": ADOPT, "rows": under, "remedies": [], "known_misses": {FLAGS[0]: "see results"}}, f)
+        json.dump({"steps": 4, "grad_adopt": ADOPT, "rows": under, "remedies": [],
+                   "known_misses": {FLAGS[0]: "see results"}}, f)
     p = subprocess.run([sys.executable, CHECK, VRAM, path], capture_output=True, text=True, timeout=600)
     check(p.returncode == 0 and "KNOWN MISS " + FLAGS[0] in p.stdout and "1 of 2 configurations" in p.stdout and
           "1 known miss" in p.stdout, "a known miss: reported, status 0 (%d)\n%s" % (p.returncode, p.stdout[-800:]))
     with open(path, "w") as f:
-        json.dump({"steps": 4, "grad_adopt": ADOPT, "rows": rows, "remedies": [], "known_misses": {FLAGS[0]: "see results"}}, f)
+        json.dump({"steps": 4, "grad_adopt": ADOPT, "rows": rows, "remedies": [],
+                   "known_misses": {FLAGS[0]: "see results"}}, f)
     p = subprocess.run([sys.executable, CHECK, VRAM, path], capture_output=True, text=True, timeout=600)
     check(p.returncode == 1 and "now within bounds" in p.stdout, "a known miss within bounds: status 1\n%s" % p.stdout[-800:])
     old = []
     for flags in FLAGS:
         alloc, res = planned(flags, 4, adopt=0)
-        old.append({"flags": flags, "steps": 4, "measured_allocated": round(alloc, 2), "measured_reserved": round(res, 2)})
+        old.append({"flags": flags, "steps": 4, "measured_allocated": round(alloc, 2),
+                    "measured_reserved": round(res, 2)})
     status, out = run_check(old, d, head={"steps": 4})
     check(status == 0 and "2 of 2 configurations of the GPU grid planned within bounds" in out,
-          "records without grad_adopt, made with VRAM_GRAD_ADOPT=0: within bounds (status %d)\n%s" % (status, out[-800:]))
+          "records without grad_adopt, made with VRAM_GRAD_ADOPT=0: within bounds (status %d)\n%s"
+          % (status, out[-800:]))
     failed = rows + [{"flags": "--model gpt2 --batch 64", "steps": 4, "failed": "vram train: status 1\nout of memory"}]
     status, out = run_check(failed, d)
     check(status == 1 and "gave no figure" in out and "2 of 3 configurations" in out,

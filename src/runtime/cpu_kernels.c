@@ -326,8 +326,8 @@ static void cpu_layer_norm(vram_dtype dt, int64_t rows, int64_t n, double eps, v
 }
 
 VEC_CLONES
-static void cpu_layer_norm_backward(vram_dtype dt, int64_t rows, int64_t n, void *gxv, int gx_add, void *gwv, void *gbv,
-                                    const void *gout, const void *xv, const void *wv, const void *meanv,
+static void cpu_layer_norm_backward(vram_dtype dt, int64_t rows, int64_t n, void *gxv, int gx_add, void *gwv,
+                                    void *gbv, const void *gout, const void *xv, const void *wv, const void *meanv,
                                     const void *rstdv) {
     DISPATCH(dt, {
         T *gx = gxv, *gw = gwv, *gb = gbv;

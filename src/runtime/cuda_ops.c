@@ -276,13 +276,14 @@ static int layer_norm_fused_ok(vram_dtype dt, int64_t n, const void *gx, const v
 }
 
 /* mixed: the kernels for f32 x and gx, gout in the 16-bit dt. gx_add: the kernels add gx's rows
- * to what gx holds (each rounded to gx's dtype first, as a separate accumulate would). Under vram_fewer_launches() gw and
- * gb are written, not added to (layer_norm_backward_writes_wb): the pair's input-gradient kernel
- * zeroes them before the column sums run (one memset each where that kernel does not run); the
- * one-pass kernel adds its blocks' sums atomically, so a memset each zeroes them first. */
-static void layer_norm_backward_launch(int mixed, vram_dtype dt, int64_t rows, int64_t n, void *gx, int gx_add, void *gw, void *gb,
-                                       const void *gout, const void *x, const void *w, const void *mean,
-                                       const void *rstd) {
+ * to what gx holds (each rounded to gx's dtype first, as a separate accumulate would). Under
+ * vram_fewer_launches() gw and gb are written, not added to (layer_norm_backward_writes_wb): the
+ * pair's input-gradient kernel zeroes them before the column sums run (one memset each where that
+ * kernel does not run); the one-pass kernel adds its blocks' sums atomically, so a memset each
+ * zeroes them first. */
+static void layer_norm_backward_launch(int mixed, vram_dtype dt, int64_t rows, int64_t n, void *gx, int gx_add,
+                                       void *gw, void *gb, const void *gout, const void *x, const void *w,
+                                       const void *mean, const void *rstd) {
     int d = dt, write = vram_fewer_launches(), old = layer_norm_old_kernels();
     if (old < 0) return;
     size_t wb_bytes = (size_t)n * vram_dtype_size(mixed ? VRAM_DTYPE_F32 : vram_stat_dtype(dt));

@@ -67,7 +67,8 @@ static void plan_layer_norm(vram_dtype dt, int64_t rows, int64_t n, double eps, 
 }
 static void plan_layer_norm_backward(vram_dtype dt, int64_t rows, int64_t n, void *gx, int gx_add, void *gw, void *gb,
                                      const void *gout, const void *x, const void *w, const void *mean, const void *rstd) {
-    (void)dt, (void)rows, (void)n, (void)gx, (void)gx_add, (void)gw, (void)gb, (void)gout, (void)x, (void)w, (void)mean, (void)rstd;
+    (void)dt, (void)rows, (void)n, (void)gx, (void)gx_add, (void)gw, (void)gb, (void)gout, (void)x, (void)w, (void)mean;
+    (void)rstd;
 }
 static void plan_embedding(vram_dtype dt, int64_t n_ids, int64_t c, void *out, const void *table, const void *ids,
                            vram_dtype id_dt) {

@@ -63,20 +63,27 @@ static void run(const char *kernel, int resid) {
     for (int i = 0; i < B * T; i++) ids[i] = (int32_t)irand(0, V - 1), targets[i] = (int32_t)irand(0, V - 1);
     const char *stream = resid ? "f32" : "16-bit";
     setenv("VRAM_LN_KERNEL", kernel, 1);
-    vram_gpt *g[3] = {NULL, NULL, NULL}; /* the CPU in f32, the GPU with the switch off, on */
-    vram_tensor *loss[3] = {NULL, NULL, NULL};
-    int64_t copies[3] = {0, 0, 0};
+    vram_gpt *g[3] = { NULL, NULL, NULL }; /* the CPU in f32, the GPU with the switch off, on */
+    vram_tensor *loss[3] = { NULL, NULL, NULL };
+    int64_t copies[3] = { 0, 0, 0 };
     for (int k = 0; k < 3; k++) {
         side *sd = k ? &gpu : &cpu;
         setenv("VRAM_GRAD_ADOPT", k == 1 ? "0" : "1", 1);
-        vram_gpt_config cfg = {.layers = LAYERS, .heads = 4, .width = 256, .vocab = V, .context = T, .tied = 1,
-                               .init_std = 0.02, .precision = k ? VRAM_DTYPE_BF16 : VRAM_DTYPE_F32,
-                               .keep_lowp_weights = k != 0, .residual_f32 = k ? resid : 0};
+        vram_gpt_config cfg = { .layers = LAYERS,
+                                .heads = 4,
+                                .width = 256,
+                                .vocab = V,
+                                .context = T,
+                                .tied = 1,
+                                .init_std = 0.02,
+                                .precision = k ? VRAM_DTYPE_BF16 : VRAM_DTYPE_F32,
+                                .keep_lowp_weights = k != 0,
+                                .residual_f32 = k ? resid : 0 };
         vram_runtime_seed(sd->rt, 4321);
         CHECK_OK(vram_gpt_new(sd->rt, &cfg, &g[k]));
         vram_tensor *ti = NULL, *tt = NULL;
-        CHECK_OK(vram_tensor_from_data(sd->rt, VRAM_DTYPE_I32, 2, (int64_t[]){B, T}, VRAM_TAG_OTHER, ids, &ti));
-        CHECK_OK(vram_tensor_from_data(sd->rt, VRAM_DTYPE_I32, 2, (int64_t[]){B, T}, VRAM_TAG_OTHER, targets, &tt));
+        CHECK_OK(vram_tensor_from_data(sd->rt, VRAM_DTYPE_I32, 2, (int64_t[]){ B, T }, VRAM_TAG_OTHER, ids, &ti));
+        CHECK_OK(vram_tensor_from_data(sd->rt, VRAM_DTYPE_I32, 2, (int64_t[]){ B, T }, VRAM_TAG_OTHER, targets, &tt));
         int64_t c0 = vram_cuda_copies;
         vram_status s = g[k] && ti && tt ? vram_gpt_forward(g[k], ti, tt, 1, NULL, &loss[k]) : VRAM_ERR_STATE;
         CHECK(s == VRAM_OK, "%s kernels, residual %s, run %d: %s", kernel, stream, k, vram_last_error());
@@ -92,21 +99,24 @@ static void run(const char *kernel, int resid) {
             CHECK(l1[0] == l2[0], "%s kernels, residual %s: loss %.9g on, %.9g off", kernel, stream, l2[0], l1[0]);
         free(l1);
         free(l2);
-        vram_param_list *pl[3] = {vram_gpt_params(g[0]), vram_gpt_params(g[1]), vram_gpt_params(g[2])};
+        vram_param_list *pl[3] = { vram_gpt_params(g[0]), vram_gpt_params(g[1]), vram_gpt_params(g[2]) };
         for (int i = 0; i < vram_param_list_count(pl[0]); i++) {
             char what[200];
             const char *name = vram_param_list_name(pl[0], i);
-            snprintf(what, sizeof what, "%s kernels, residual %s: gradient of %s, on against off", kernel, stream, name);
-            compare(what, vram_tensor_grad(vram_param_list_get(pl[1], i)), vram_tensor_grad(vram_param_list_get(pl[2], i)),
-                    1e-3);
-            snprintf(what, sizeof what, "%s kernels, residual %s: gradient of %s, on against the CPU", kernel, stream, name);
-            compare(what, vram_tensor_grad(vram_param_list_get(pl[0], i)), vram_tensor_grad(vram_param_list_get(pl[2], i)),
-                    5e-2);
+            snprintf(what, sizeof what, "%s kernels, residual %s: gradient of %s, on against off", kernel, stream,
+                     name);
+            compare(what, vram_tensor_grad(vram_param_list_get(pl[1], i)),
+                    vram_tensor_grad(vram_param_list_get(pl[2], i)), 1e-3);
+            snprintf(what, sizeof what, "%s kernels, residual %s: gradient of %s, on against the CPU", kernel, stream,
+                     name);
+            compare(what, vram_tensor_grad(vram_param_list_get(pl[0], i)),
+                    vram_tensor_grad(vram_param_list_get(pl[2], i)), 5e-2);
         }
         CHECK(copies[1] - copies[2] >= 2 * LAYERS, "%s kernels, residual %s: %lld device copies on, %lld off", kernel,
               stream, (long long)copies[2], (long long)copies[1]);
         printf("%s layer-norm kernels, residual %s: %lld device copies in forward and backward, %lld with "
-               "VRAM_GRAD_ADOPT=0\n", kernel, stream, (long long)copies[2], (long long)copies[1]);
+               "VRAM_GRAD_ADOPT=0\n",
+               kernel, stream, (long long)copies[2], (long long)copies[1]);
     }
     for (int k = 0; k < 3; k++) {
         vram_tensor_free(loss[k]);
