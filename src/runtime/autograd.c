@@ -204,7 +204,10 @@ static vram_status accumulate(vram_tensor **dst, vram_tensor *src, vram_tag tag)
         return vram_error(VRAM_ERR_INTERNAL, "backward: gradient shape %s does not match %s", SHAPE_STR(src, a),
                           SHAPE_STR(d, b));
     }
-    if (adopt && !exclusive(d)) { /* shared (adopted above): the sum goes to a block of our own */
+    /* Shared (adopted above, which only a temporary gradient is): the sum goes to a block of our
+     * own. A parameter's gradient is added to where it is, shared or not (it may be a view into a
+     * data-parallel bucket). */
+    if (adopt && tag == VRAM_TAG_TEMPORARY && !exclusive(d)) {
         vram_tensor *c = NULL;
         vram_status s = vram_tensor_empty_like(d, tag, &c);
         if (s != VRAM_OK) return s;
