@@ -83,6 +83,13 @@ def gpu_grid():
             for size, b, opt, acc, extra in g]
 
 
+def records_head(steps):
+    """What the GPU records say of the runtime that made them, for tests/plan_gpu_check.py to plan
+    them the same way: the steps, the allocator's options and VRAM_GRAD_ADOPT (on unless "0")."""
+    return {"steps": steps, "alloc_conf": os.environ.get("VRAM_ALLOC_CONF", ""),
+            "grad_adopt": 0 if os.environ.get("VRAM_GRAD_ADOPT") == "0" else 1}
+
+
 def gpu_rows(vram, data, grid, steps, path=None, done=(), jobs=1):
     """Each configuration trained on GPU 0 and planned for the GPU runtime (no GPU used by the plan);
     a configuration that fails is a row with its error (the check counts it as a miss). With path,
@@ -112,7 +119,7 @@ def gpu_rows(vram, data, grid, steps, path=None, done=(), jobs=1):
         rows.append(row)
         if path:
             with open(path, "w") as f:
-                json.dump({"steps": steps, "rows": rows, "remedies": []}, f, indent=1)
+                json.dump(dict(records_head(steps), rows=rows, remedies=[]), f, indent=1)
     return rows
 
 
@@ -298,6 +305,9 @@ def gpu_main(a):
         if earlier.get("steps") != a.steps:
             raise SystemExit("plan_grid.py: %s was measured at --steps %s, not %d" % (a.resume, earlier.get("steps"),
                                                                                     a.steps))
+        if earlier.get("grad_adopt", 0) != records_head(a.steps)["grad_adopt"]:
+            raise SystemExit("plan_grid.py: %s was measured with VRAM_GRAD_ADOPT=%s, not this run's" % (
+                a.resume, earlier.get("grad_adopt", 0)))
         done = earlier["rows"]
     rows = gpu_rows(a.vram, a.data, gpu_grid(), a.steps, a.json, done, a.jobs)
     # the GPU runtime out of memory: GPT-2 bf16 at batch 16 in 4 GiB; the remedies that fit, run there
@@ -311,7 +321,7 @@ def gpu_main(a):
         print(json.dumps(r), flush=True)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"steps": a.steps, "rows": rows, "remedies": remedies}, f, indent=1)
+            json.dump(dict(records_head(a.steps), rows=rows, remedies=remedies), f, indent=1)
     ok = [r for r in rows if "error" in r]
     bad = check(rows, remedies)
     print("\n%d configurations, %d measured; reserved error %+.2f%% .. %+.2f%%; %d out of bounds" % (

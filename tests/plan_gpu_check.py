@@ -20,6 +20,10 @@ ones below: `plan_gpu_check.py --measure VRAM CORPUS OUT.json` on a GPU machine 
 configurations below for 4 steps, one at a time (runs side by side changed the reserved peaks the
 caching allocator reached), and writes them there, with the machine and the date; the file's
 "alloc_conf" says how that tree placed ("" for today's defaults), and the plans use it.
+Records (this file's and the grid's) say which runtime made them in "grad_adopt" (VRAM_GRAD_ADOPT,
+docs/runtime.md: 1 where backward shares gradients by reference); a file without it predates the
+switch and is planned with VRAM_GRAD_ADOPT=0, the allocations its runs made. --measure records the
+flag it ran with (the environment's VRAM_GRAD_ADOPT, on unless "0").
 usage: plan_gpu_check.py VRAM [GRID.json] | --measure VRAM CORPUS OUT.json
 """
 import json
@@ -71,11 +75,23 @@ def erf_flags(flags):
     return flags.split() + ([] if "--activation" in flags else ERF)
 
 
-def plan(vram, flags, base=("--model", "gpt2", "--batch", "8"), tree=GPU_TREE_CONF):
-    """Plans as the GPU run's tree placed: `tree`'s options before the environment's own."""
+def adopt_now():
+    """The VRAM_GRAD_ADOPT a run started from this environment gets (on unless "0")."""
+    return 0 if os.environ.get("VRAM_GRAD_ADOPT") == "0" else 1
+
+
+def adopt_of(rec):
+    """Which runtime made a records file: its "grad_adopt", else 0 (made before the switch existed)."""
+    return int(rec.get("grad_adopt", 0))
+
+
+def plan(vram, flags, base=("--model", "gpt2", "--batch", "8"), tree=GPU_TREE_CONF, adopt=0):
+    """Plans as the GPU run's tree placed (`tree`'s options before the environment's own) and with
+    the runtime that made the run (adopt: its VRAM_GRAD_ADOPT)."""
     conf = ",".join(c for c in (tree, os.environ.get("VRAM_ALLOC_CONF", "")) if c)
     out = subprocess.run([vram, "plan", "--device", "cuda"] + list(base) + erf_flags(flags),
-                         capture_output=True, text=True, timeout=300, env=dict(os.environ, VRAM_ALLOC_CONF=conf))
+                         capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, VRAM_ALLOC_CONF=conf, VRAM_GRAD_ADOPT=str(adopt)))
     if out.returncode != 0:
         raise SystemExit(f"vram plan {flags}: status {out.returncode}: {out.stderr.strip()}")
     got = {}
@@ -94,14 +110,14 @@ def grid(vram, path):
     does not fail the check, and fails it once it is within bounds (the list is then stale)."""
     with open(path) as f:
         rec = json.load(f)
-    tree, known = rec.get("alloc_conf", GPU_TREE_CONF), rec.get("known_misses", {})
+    tree, known, adopt = rec.get("alloc_conf", GPU_TREE_CONF), rec.get("known_misses", {}), adopt_of(rec)
     failed = known_missed = 0
     for r in rec["rows"]:
         if "measured_reserved" not in r:
             print("FAIL %s: the GPU run gave no figure (%s)" % (r["flags"], r.get("failed", "?").strip()[-200:]))
             failed += 1
             continue
-        got = plan(vram, r["flags"], ("--steps", str(rec["steps"])), tree)
+        got = plan(vram, r["flags"], ("--steps", str(rec["steps"])), tree, adopt)
         err = (got["reserved"] - r["measured_reserved"]) / r["measured_reserved"]
         ok = -0.02 <= err <= 0.03
         is_known = r["flags"] in known
@@ -132,6 +148,7 @@ def measure(vram, corpus, out_path):
                          capture_output=True, text=True).stdout.strip()
     with open(out_path, "w") as f:
         json.dump({"gpu": gpu, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "steps": 4,
+                   "grad_adopt": adopt_now(), "alloc_conf": os.environ.get("VRAM_ALLOC_CONF", ""),
                    "command": "vram train --device cuda:0 --model gpt2 --batch 8 --steps 4 --lr 3e-4 FLAGS",
                    "rows": rows}, f, indent=1)
     for r in rows:
@@ -142,14 +159,15 @@ def measure(vram, corpus, out_path):
 
 def recorded():
     """(RECORDED or the figures RECORDS holds for the same configurations (a failed run: a miss), the
-    alloc_conf their tree placed with: RECORDS' own "alloc_conf", else GPU_TREE_CONF)."""
+    alloc_conf their tree placed with: RECORDS' own "alloc_conf", else GPU_TREE_CONF, and the
+    VRAM_GRAD_ADOPT they ran with: adopt_of(RECORDS), 0 for RECORDED)."""
     if not os.path.exists(RECORDS):
-        return RECORDED, GPU_TREE_CONF
+        return RECORDED, GPU_TREE_CONF, 0
     with open(RECORDS) as f:
         rec = json.load(f)
     rows = {r["flags"]: r for r in rec["rows"]}
     return [(flags, rows.get(flags, {}).get("allocated", -1.0), rows.get(flags, {}).get("reserved", -1.0))
-            for flags, _, _ in RECORDED], rec.get("alloc_conf", GPU_TREE_CONF)
+            for flags, _, _ in RECORDED], rec.get("alloc_conf", GPU_TREE_CONF), adopt_of(rec)
 
 
 def main():
@@ -169,11 +187,11 @@ def main():
         print(f"plan_gpu_check: {n - bad - known} of {n} configurations of the GPU grid planned within bounds"
               + (f"; {known} known miss{'es' if known > 1 else ''}, reported in its records" if known else ""))
         rows, failed = rows + n, failed + bad
-    records, tree = recorded()
+    records, tree, adopt = recorded()
     for flags, alloc, res in records:
         if alloc is None:
             continue
-        got = plan(vram, flags, tree=tree)
+        got = plan(vram, flags, tree=tree, adopt=adopt)
         rows += 1
         ok = abs(got["allocated"] - alloc) <= 0.001 * alloc
         line = f"{flags:<40} allocated {got['allocated']:9.2f} MiB planned, {alloc:9.2f} measured"

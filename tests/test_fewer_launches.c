@@ -9,7 +9,8 @@
  * accumulate fewer. On the planner's shape-only GPU runtime (the GPU's slots, no values), with
  * the table's layer_norm_backward_writes_wb as the CUDA table has it: GPT-2 124M's step at
  * B=8, T=1024 in bf16 with kept weights, the counts printed both ways (docs/runtime.md quotes
- * them), the same allocations, and the layer norms' 50 memsets plus the embedding's gone.
+ * them), the same allocations, and the layer norms' 50 memsets plus the embedding's gone. All
+ * with VRAM_GRAD_ADOPT=0, the allocations the switch keeps.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,6 +198,8 @@ static void gpu_plan(void) {
 }
 
 int main(void) {
+    /* today's allocations: VRAM_GRAD_ADOPT (test_grad_adopt) drops the embedding's unused buffer */
+    setenv("VRAM_GRAD_ADOPT", "0", 1);
     cpu();
     gpu_plan();
     return check_done();

@@ -7,7 +7,9 @@
  *   2. runs nodes whose deps reached zero (a stack, so it goes depth first and frees early),
  *      handing each the gradient accumulated for its output (`pending`);
  *   3. adds each input gradient into the producer's `pending` or, for a leaf, into leaf->grad
- *      (tagged VRAM_TAG_GRADIENT; the first gradient's block is re-tagged rather than copied);
+ *      (tagged VRAM_TAG_GRADIENT; the first gradient's block is re-tagged rather than copied;
+ *      under vram_grad_adopt() a producer's first gradient is shared even where another holds
+ *      it, and copied on the write a second one would make while it is still shared);
  *   4. releases the node's saved tensors and edges right after it runs;
  *   5. with a gradient hook (data parallel training), counts each leaf's edges in step 1 and
  *      calls the hook when the last has run: that leaf's gradient is final.
@@ -161,11 +163,26 @@ static void node_release_graph(vram_node *n) {
     n->pending = NULL;
 }
 
-/* dst += src in place when dst is exclusively ours and contiguous; otherwise a new sum. */
+/* Whether t is held by its one reference alone (no other tensor, alias or saved view of its block). */
+static int exclusive(const vram_tensor *t) {
+    return atomic_load(&t->refs) == 1 && atomic_load(&t->st->refs) == 1 && vram_tensor_is_contiguous(t) &&
+           t->offset == 0 && !t->grad_fn;
+}
+
+/* dst += src in place when dst is exclusively ours and contiguous; otherwise a new sum. Under
+ * vram_grad_adopt() a node's first gradient is taken by reference even where something else holds
+ * it too (an add hands one tensor to both inputs): a later one then sums into a fresh block
+ * unless the other holders are gone by then (copy-on-write), so no holder sees another's sum. */
 static vram_status accumulate(vram_tensor **dst, vram_tensor *src, vram_tag tag) {
+    int adopt = vram_grad_adopt();
     if (!*dst) {
-        if (atomic_load(&src->refs) == 1 && atomic_load(&src->st->refs) == 1 && vram_tensor_is_contiguous(src) &&
-            src->offset == 0 && !src->grad_fn) {
+        /* (contiguous from offset 0: the backward functions read a pending gradient as one) */
+        if (adopt && tag == VRAM_TAG_TEMPORARY && src->st->tag == VRAM_TAG_TEMPORARY && !src->grad_fn &&
+            vram_tensor_is_contiguous(src) && src->offset == 0) {
+            *dst = vram_tensor_retain(src);
+            return VRAM_OK;
+        }
+        if (exclusive(src)) {
             if (src->st->tag != tag) {
                 vram_status s = vram_allocator_set_tag(src->rt->alloc, src->st->data, tag);
                 if (s != VRAM_OK) return s;
@@ -187,11 +204,31 @@ static vram_status accumulate(vram_tensor **dst, vram_tensor *src, vram_tag tag)
         return vram_error(VRAM_ERR_INTERNAL, "backward: gradient shape %s does not match %s", SHAPE_STR(src, a),
                           SHAPE_STR(d, b));
     }
+    /* Shared (adopted above, which only a temporary gradient is): the sum goes to a block of our
+     * own. A parameter's gradient is added to where it is, shared or not (it may be a view into a
+     * data-parallel bucket). */
+    if (adopt && tag == VRAM_TAG_TEMPORARY && !exclusive(d)) {
+        vram_tensor *c = NULL;
+        vram_status s = vram_tensor_empty_like(d, tag, &c);
+        if (s != VRAM_OK) return s;
+        vram_tensor_copy(c, d);
+        vram_tensor_free(d);
+        *dst = d = c;
+    }
     vram_kview dv, sv;
     vram_kview_of(d, &dv);
     vram_kview_of(src, &sv);
     d->rt->k->accumulate(&dv, &sv);
     return VRAM_OK;
+}
+
+vram_tensor *vram_node_grad_dest(const vram_node *n, int i, const vram_tensor *like) {
+    vram_node *m = n->next[i];
+    vram_tensor *d = m ? m->pending : NULL;
+    if (!d || !vram_grad_adopt() || !n->rt->k->layer_norm_backward_adds_gx || !exclusive(d) ||
+        d->dtype != like->dtype || !vram_shape_equal(d, like))
+        return NULL;
+    return d;
 }
 
 typedef struct node_vec {

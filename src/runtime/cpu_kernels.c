@@ -326,8 +326,8 @@ static void cpu_layer_norm(vram_dtype dt, int64_t rows, int64_t n, double eps, v
 }
 
 VEC_CLONES
-static void cpu_layer_norm_backward(vram_dtype dt, int64_t rows, int64_t n, void *gxv, void *gwv, void *gbv,
-                                    const void *gout, const void *xv, const void *wv, const void *meanv,
+static void cpu_layer_norm_backward(vram_dtype dt, int64_t rows, int64_t n, void *gxv, int gx_add, void *gwv,
+                                    void *gbv, const void *gout, const void *xv, const void *wv, const void *meanv,
                                     const void *rstdv) {
     DISPATCH(dt, {
         T *gx = gxv, *gw = gwv, *gb = gbv;
@@ -349,10 +349,19 @@ static void cpu_layer_norm_backward(vram_dtype dt, int64_t rows, int64_t n, void
             if (gx) {
                 T a = s1 / (T)n, c = s2 / (T)n;
                 T *gr = gx + r * n;
-                for (int64_t j = 0; j < n; j++) {
-                    T h = (x[j] - m) * rs;
-                    T dh = w ? g[j] * w[j] : g[j];
-                    gr[j] = rs * (dh - a - h * c);
+                if (gx_add) {
+                    for (int64_t j = 0; j < n; j++) {
+                        T h = (x[j] - m) * rs;
+                        T dh = w ? g[j] * w[j] : g[j];
+                        volatile T v = rs * (dh - a - h * c); /* (stored first: no fused add, as accumulate sees it) */
+                        gr[j] += v;
+                    }
+                } else {
+                    for (int64_t j = 0; j < n; j++) {
+                        T h = (x[j] - m) * rs;
+                        T dh = w ? g[j] * w[j] : g[j];
+                        gr[j] = rs * (dh - a - h * c);
+                    }
                 }
             }
         }
@@ -654,6 +663,7 @@ const vram_kernels vram_cpu_kernels = {
     .softmax_backward = cpu_softmax_backward,
     .layer_norm = cpu_layer_norm,
     .layer_norm_backward = cpu_layer_norm_backward,
+    .layer_norm_backward_adds_gx = 1,
     .embedding = cpu_embedding,
     .embedding_backward = cpu_embedding_backward,
     .cross_entropy = cpu_cross_entropy,

@@ -275,13 +275,15 @@ static int layer_norm_fused_ok(vram_dtype dt, int64_t n, const void *gx, const v
            (a & 15) == 0;
 }
 
-/* mixed: the kernels for f32 x and gx, gout in the 16-bit dt. Under vram_fewer_launches() gw and
- * gb are written, not added to (layer_norm_backward_writes_wb): the pair's input-gradient kernel
- * zeroes them before the column sums run (one memset each where that kernel does not run); the
- * one-pass kernel adds its blocks' sums atomically, so a memset each zeroes them first. */
-static void layer_norm_backward_launch(int mixed, vram_dtype dt, int64_t rows, int64_t n, void *gx, void *gw, void *gb,
-                                       const void *gout, const void *x, const void *w, const void *mean,
-                                       const void *rstd) {
+/* mixed: the kernels for f32 x and gx, gout in the 16-bit dt. gx_add: the kernels add gx's rows
+ * to what gx holds (each rounded to gx's dtype first, as a separate accumulate would). Under
+ * vram_fewer_launches() gw and gb are written, not added to (layer_norm_backward_writes_wb): the
+ * pair's input-gradient kernel zeroes them before the column sums run (one memset each where that
+ * kernel does not run); the one-pass kernel adds its blocks' sums atomically, so a memset each
+ * zeroes them first. */
+static void layer_norm_backward_launch(int mixed, vram_dtype dt, int64_t rows, int64_t n, void *gx, int gx_add,
+                                       void *gw, void *gb, const void *gout, const void *x, const void *w,
+                                       const void *mean, const void *rstd) {
     int d = dt, write = vram_fewer_launches(), old = layer_norm_old_kernels();
     if (old < 0) return;
     size_t wb_bytes = (size_t)n * vram_dtype_size(mixed ? VRAM_DTYPE_F32 : vram_stat_dtype(dt));
@@ -293,7 +295,7 @@ static void layer_norm_backward_launch(int mixed, vram_dtype dt, int64_t rows, i
         int threads = mixed ? 256 : 512, per = threads / 32;
         int64_t cap = vram_cuda_state.sm_count > 0 ? vram_cuda_state.sm_count : 132;
         int64_t blocks = (rows + per - 1) / per < cap ? (rows + per - 1) / per : cap;
-        void *args[] = {&d, &rows, &n, &gx, &gw, &gb, &gout, &x, &w, &mean, &rstd};
+        void *args[] = {&d, &rows, &n, &gx, &gx_add, &gw, &gb, &gout, &x, &w, &mean, &rstd};
         if (rows > 0)
             vram_cuda_launch(mixed ? CK_LAYER_NORM_MIXED_BACKWARD_FUSED : CK_LAYER_NORM_BACKWARD_FUSED, blocks, threads,
                              args);
@@ -307,7 +309,7 @@ static void layer_norm_backward_launch(int mixed, vram_dtype dt, int64_t rows, i
         if (gb) vram_cuda_zero(gb, wb_bytes);
     }
     if (gx) {
-        void *args[] = {&d, &rows, &n, &gx, &gout, &x, &w, &mean, &rstd, &zw, &zb, &zwords};
+        void *args[] = {&d, &rows, &n, &gx, &gx_add, &gout, &x, &w, &mean, &rstd, &zw, &zb, &zwords};
         int64_t blocks;
         int threads;
         layer_norm_shape(dt, rows, n, &blocks, &threads);
@@ -321,16 +323,16 @@ static void layer_norm_backward_launch(int mixed, vram_dtype dt, int64_t rows, i
     }
 }
 
-static void cuda_layer_norm_backward(vram_dtype dt, int64_t rows, int64_t n, void *gx, void *gw, void *gb,
+static void cuda_layer_norm_backward(vram_dtype dt, int64_t rows, int64_t n, void *gx, int gx_add, void *gw, void *gb,
                                      const void *gout, const void *x, const void *w, const void *mean,
                                      const void *rstd) {
-    layer_norm_backward_launch(0, dt, rows, n, gx, gw, gb, gout, x, w, mean, rstd);
+    layer_norm_backward_launch(0, dt, rows, n, gx, gx_add, gw, gb, gout, x, w, mean, rstd);
 }
 
-static void cuda_layer_norm_mixed_backward(vram_dtype dt, int64_t rows, int64_t n, void *gx, void *gw, void *gb,
-                                           const void *gout, const void *x, const void *w, const void *mean,
+static void cuda_layer_norm_mixed_backward(vram_dtype dt, int64_t rows, int64_t n, void *gx, int gx_add, void *gw,
+                                           void *gb, const void *gout, const void *x, const void *w, const void *mean,
                                            const void *rstd) {
-    layer_norm_backward_launch(1, dt, rows, n, gx, gw, gb, gout, x, w, mean, rstd);
+    layer_norm_backward_launch(1, dt, rows, n, gx, gx_add, gw, gb, gout, x, w, mean, rstd);
 }
 
 static void cuda_embedding(vram_dtype dt, int64_t n_ids, int64_t c, void *out, const void *table, const void *ids,
@@ -813,6 +815,7 @@ const vram_kernels vram_cuda_kernels = {
     .download = vram_cuda_download,
     .zero = vram_cuda_zero,
     .layer_norm_backward_writes_wb = 1,
+    .layer_norm_backward_adds_gx = 1,
     .find_bad_id = cuda_find_bad_id,
     .sync = cuda_sync,
     /* inference (cuda_infer_ops.c) */

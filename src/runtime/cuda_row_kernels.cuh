@@ -198,12 +198,19 @@ extern "C" __global__ void vk_layer_norm_mixed(int dt, int64_t rows, int64_t n, 
     DISPATCH_LOWP(dt, { layer_norm_rows<float, T, float>(dt, rows, n, eps, out, in, wv, bv, meanv, rstdv, (float *)shd); });
 }
 
+/* gx's element from the layer norm's value v when the kernel adds into gx (gx_add): the sum a
+ * separate accumulate gives, v rounded to gx's type first and an add that no multiply fuses into. */
+__device__ __forceinline__ float gx_add_rn(float old, float v) { return __fadd_rn(old, v); }
+__device__ __forceinline__ double gx_add_rn(double old, double v) { return __dadd_rn(old, v); }
+template <typename TI, typename A> __device__ __forceinline__ A gx_sum(TI old, A v) {
+    return gx_add_rn((A)old, (A)(TI)v);
+}
+
 /* gx of layer norm for one warp a row in registers (the fast path's shape, ln_warp_rows):
- * gout in TO (16-bit), x and gx in TI. */
-template <typename TI, typename TO> __device__ void layer_norm_backward_x_warp_rows(int64_t rows, int n, TI *gx,
-                                                                                    const TO *gout, const TI *xin,
-                                                                                    const float *w, const float *mean,
-                                                                                    const float *rstd) {
+ * gout in TO (16-bit), x and gx in TI; gx_add: added to gx (gx_sum). */
+template <typename TI, typename TO>
+__device__ void layer_norm_backward_x_warp_rows(int64_t rows, int n, TI *gx, int gx_add, const TO *gout, const TI *xin,
+                                                const float *w, const float *mean, const float *rstd) {
     constexpr int MAXV = VK_LN_WARP_MAX / 256;
     int lane = threadIdx.x & 31, nw = blockDim.x >> 5, nv = n / 256;
     for (int64_t r = blockIdx.x * (int64_t)nw + (threadIdx.x >> 5); r < rows; r += (int64_t)gridDim.x * nw) {
@@ -226,6 +233,11 @@ template <typename TI, typename TO> __device__ void layer_norm_backward_x_warp_r
         for (int k = 0; k < MAXV; k++)
             if (k < nv) {
                 for (int e = 0; e < 8; e++) dh[k][e] = rs * (dh[k][e] - a - h[k][e] * c);
+                if (gx_add) {
+                    float old[8];
+                    ld8(gx + r * n + (k * 32 + lane) * 8, old);
+                    for (int e = 0; e < 8; e++) dh[k][e] = gx_add_rn(old[e], (float)(TI)dh[k][e]);
+                }
                 st8(gx + r * n + (k * 32 + lane) * 8, dh[k]);
             }
     }
@@ -233,8 +245,8 @@ template <typename TI, typename TO> __device__ void layer_norm_backward_x_warp_r
 
 /* The input gradient of layer norm, one block a row. */
 template <typename TI, typename TO, typename A>
-__device__ void layer_norm_backward_x_block_rows(int64_t rows, int64_t n, TI *gxv, const TO *gout, const TI *xv,
-                                                 const A *w, const A *meanv, const A *rstdv, A *sh) {
+__device__ void layer_norm_backward_x_block_rows(int64_t rows, int64_t n, TI *gxv, int gx_add, const TO *gout,
+                                                 const TI *xv, const A *w, const A *meanv, const A *rstdv, A *sh) {
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const TO *g = gout + r * n;
         const TI *x = xv + r * n;
@@ -251,23 +263,25 @@ __device__ void layer_norm_backward_x_block_rows(int64_t rows, int64_t n, TI *gx
         TI *gr = gxv + r * n;
         for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
             A h = ((A)x[j] - m) * rs, dh = w ? (A)g[j] * w[j] : (A)g[j];
-            gr[j] = (TI)(rs * (dh - a - h * c));
+            A v = rs * (dh - a - h * c);
+            gr[j] = gx_add ? (TI)gx_sum<TI, A>(gr[j], v) : (TI)v;
         }
     }
 }
 
 template <typename TI, typename TO, typename A>
-__device__ void layer_norm_backward_x_rows(int dt, int64_t rows, int64_t n, char *gxv, const char *gout, const char *xv,
-                                           const char *wv, const char *meanv, const char *rstdv, A *sh) {
+__device__ void layer_norm_backward_x_rows(int dt, int64_t rows, int64_t n, char *gxv, int gx_add, const char *gout,
+                                           const char *xv, const char *wv, const char *meanv, const char *rstdv,
+                                           A *sh) {
     if constexpr (is_16bit<TO>::value) {
         if (ln_warp_rows(dt, n) && aligned16(gxv, gout, xv)) {
-            layer_norm_backward_x_warp_rows<TI, TO>(rows, (int)n, (TI *)gxv, (const TO *)gout, (const TI *)xv,
+            layer_norm_backward_x_warp_rows<TI, TO>(rows, (int)n, (TI *)gxv, gx_add, (const TO *)gout, (const TI *)xv,
                                                     (const float *)wv, (const float *)meanv, (const float *)rstdv);
             return;
         }
     }
-    layer_norm_backward_x_block_rows<TI, TO, A>(rows, n, (TI *)gxv, (const TO *)gout, (const TI *)xv, (const A *)wv,
-                                                (const A *)meanv, (const A *)rstdv, sh);
+    layer_norm_backward_x_block_rows<TI, TO, A>(rows, n, (TI *)gxv, gx_add, (const TO *)gout, (const TI *)xv,
+                                                (const A *)wv, (const A *)meanv, (const A *)rstdv, sh);
 }
 
 /* Zeroes the weight and bias gradients (zw, zb: `words` 32-bit words each, either may be NULL)
@@ -279,22 +293,25 @@ __device__ __forceinline__ void zero_wb_words(char *zw, char *zb, int64_t words)
     }
 }
 
-extern "C" __global__ void vk_layer_norm_backward_x(int dt, int64_t rows, int64_t n, char *gxv, const char *gout,
-                                                    const char *xv, const char *wv, const char *meanv,
+extern "C" __global__ void vk_layer_norm_backward_x(int dt, int64_t rows, int64_t n, char *gxv, int gx_add,
+                                                    const char *gout, const char *xv, const char *wv, const char *meanv,
                                                     const char *rstdv, char *zw, char *zb, int64_t zwords) {
     __shared__ double shd[32];
     zero_wb_words(zw, zb, zwords);
-    DISPATCH_ALL(dt, { layer_norm_backward_x_rows<T, T, A>(dt, rows, n, gxv, gout, xv, wv, meanv, rstdv, (A *)shd); });
+    DISPATCH_ALL(dt, {
+        layer_norm_backward_x_rows<T, T, A>(dt, rows, n, gxv, gx_add, gout, xv, wv, meanv, rstdv, (A *)shd);
+    });
 }
 
 /* gout in the 16-bit dt, x and gx f32. */
-extern "C" __global__ void vk_layer_norm_mixed_backward_x(int dt, int64_t rows, int64_t n, char *gxv, const char *gout,
-                                                          const char *xv, const char *wv, const char *meanv,
-                                                          const char *rstdv, char *zw, char *zb, int64_t zwords) {
+extern "C" __global__ void vk_layer_norm_mixed_backward_x(int dt, int64_t rows, int64_t n, char *gxv, int gx_add,
+                                                          const char *gout, const char *xv, const char *wv,
+                                                          const char *meanv, const char *rstdv, char *zw, char *zb,
+                                                          int64_t zwords) {
     __shared__ double shd[32];
     zero_wb_words(zw, zb, zwords);
     DISPATCH_LOWP(dt, {
-        layer_norm_backward_x_rows<float, T, float>(dt, rows, n, gxv, gout, xv, wv, meanv, rstdv, (float *)shd);
+        layer_norm_backward_x_rows<float, T, float>(dt, rows, n, gxv, gx_add, gout, xv, wv, meanv, rstdv, (float *)shd);
     });
 }
 
@@ -357,9 +374,9 @@ template <> struct raw8<float> {
  * with atomics (+=, as the column kernel; no scratch memory). The pair of kernels it replaces
  * reads x and gout twice. */
 template <typename TI, typename TO>
-__device__ void layer_norm_backward_fused_rows(int64_t rows, int n, TI *gx, float *gw, float *gb, const TO *gout,
-                                               const TI *xin, const float *w, const float *mean, const float *rstd,
-                                               float *shw, float *shb) {
+__device__ void layer_norm_backward_fused_rows(int64_t rows, int n, TI *gx, int gx_add, float *gw, float *gb,
+                                               const TO *gout, const TI *xin, const float *w, const float *mean,
+                                               const float *rstd, float *shw, float *shb) {
     constexpr int MAXV = VK_LN_WARP_MAX / 256;
     int lane = threadIdx.x & 31, nw = blockDim.x >> 5, nv = n / 8;
     float aw[MAXV][8], ab[MAXV][8];
@@ -398,6 +415,11 @@ __device__ void layer_norm_backward_fused_rows(int64_t rows, int n, TI *gx, floa
                     float h = (xr[k][e] - m) * rs, dh = w ? gr[k][e] * wk[e] : gr[k][e];
                     o[e] = rs * (dh - a - h * c);
                 }
+                if (gx_add) {
+                    float old[8];
+                    ld8(gx + r * n + (k * 32 + lane) * 8, old);
+                    for (int e = 0; e < 8; e++) o[e] = gx_add_rn(old[e], (float)(TI)o[e]);
+                }
                 st8(gx + r * n + (k * 32 + lane) * 8, o);
             }
     }
@@ -421,24 +443,24 @@ __device__ void layer_norm_backward_fused_rows(int64_t rows, int n, TI *gx, floa
  * _mixed one) only for its shapes (layer_norm_fused_ok, cuda_ops.c), one block an SM: 16 warps
  * here, 8 in the _mixed one (f32 x takes more registers); fewer, larger blocks, fewer atomics. */
 extern "C" __global__ void __launch_bounds__(512, 1)
-vk_layer_norm_backward_fused(int dt, int64_t rows, int64_t n, char *gxv, char *gwv, char *gbv, const char *gout,
-                             const char *xv, const char *wv, const char *meanv, const char *rstdv) {
+vk_layer_norm_backward_fused(int dt, int64_t rows, int64_t n, char *gxv, int gx_add, char *gwv, char *gbv,
+                             const char *gout, const char *xv, const char *wv, const char *meanv, const char *rstdv) {
     __shared__ float shw[VK_LN_WARP_MAX], shb[VK_LN_WARP_MAX];
     DISPATCH_LOWP(dt, {
-        layer_norm_backward_fused_rows<T, T>(rows, (int)n, (T *)gxv, (float *)gwv, (float *)gbv, (const T *)gout,
-                                             (const T *)xv, (const float *)wv, (const float *)meanv,
+        layer_norm_backward_fused_rows<T, T>(rows, (int)n, (T *)gxv, gx_add, (float *)gwv, (float *)gbv,
+                                             (const T *)gout, (const T *)xv, (const float *)wv, (const float *)meanv,
                                              (const float *)rstdv, shw, shb);
     });
 }
 
 /* x and gx f32 (the f32 residual stream), gout in the 16-bit dt. */
 extern "C" __global__ void __launch_bounds__(256)
-vk_layer_norm_mixed_backward_fused(int dt, int64_t rows, int64_t n, char *gxv, char *gwv, char *gbv,
+vk_layer_norm_mixed_backward_fused(int dt, int64_t rows, int64_t n, char *gxv, int gx_add, char *gwv, char *gbv,
                                    const char *gout, const char *xv, const char *wv, const char *meanv,
                                    const char *rstdv) {
     __shared__ float shw[VK_LN_WARP_MAX], shb[VK_LN_WARP_MAX];
     DISPATCH_LOWP(dt, {
-        layer_norm_backward_fused_rows<float, T>(rows, (int)n, (float *)gxv, (float *)gwv, (float *)gbv,
+        layer_norm_backward_fused_rows<float, T>(rows, (int)n, (float *)gxv, gx_add, (float *)gwv, (float *)gbv,
                                                  (const T *)gout, (const float *)xv, (const float *)wv,
                                                  (const float *)meanv, (const float *)rstdv, shw, shb);
     });

@@ -172,13 +172,15 @@ static vram_status ln_backward(vram_node *n, vram_tensor *g, vram_tensor **gin) 
     vram_status s = vram_tensor_contig(g, &gc);
     if (s != VRAM_OK) return s;
     s = vram_check_norm_dtype("layer_norm backward", x, gc->dtype); /* (a 16-bit gradient of an f32 x: mixed) */
-    if (s == VRAM_OK && vram_node_needs(n, 0)) s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &gin[0]);
+    vram_tensor *into = vram_node_needs(n, 0) ? vram_node_grad_dest(n, 0, x) : NULL; /* (adds to x's gradient) */
+    if (s == VRAM_OK && vram_node_needs(n, 0) && !into) s = vram_tensor_empty_like(x, VRAM_TAG_TEMPORARY, &gin[0]);
+    void *gx = into ? vram_tensor_data(into) : gin[0] ? vram_tensor_data(gin[0]) : NULL;
     vram_dtype pdt = vram_stat_dtype(x->dtype); /* f32 weights under 16-bit activations */
     if (s == VRAM_OK && n->n_in > 1 && vram_node_needs(n, 1)) s = ln_param_grad(rt, pdt, c, &gin[1]);
     if (s == VRAM_OK && n->n_in > 2 && vram_node_needs(n, 2)) s = ln_param_grad(rt, pdt, c, &gin[2]);
     if (s == VRAM_OK)
         (gc->dtype == x->dtype ? rt->k->layer_norm_backward : rt->k->layer_norm_mixed_backward)(
-                                   gc->dtype, rows, c, gin[0] ? vram_tensor_data(gin[0]) : NULL,
+                                   gc->dtype, rows, c, gx, into != NULL,
                                    n->n_in > 1 && gin[1] ? vram_tensor_data(gin[1]) : NULL,
                                    n->n_in > 2 && gin[2] ? vram_tensor_data(gin[2]) : NULL, vram_tensor_data(gc),
                                    vram_tensor_data(x), w ? vram_tensor_data(w) : NULL, vram_tensor_data(mean),
@@ -255,14 +257,16 @@ static vram_tensor *emb_grad_in_place(vram_node *n, const vram_tensor *g) {
 
 /* The scatter-add of g's rows into a zeroed [V, C] buffer, which autograd then adds to the
  * table's gradient; or, where that gradient exists (emb_grad_in_place), straight into it: no
- * memset, no accumulate. The buffer is taken (and left unused) on that path too, so that the
- * allocation stream stays the one the planner predicts. */
+ * memset, no accumulate. With VRAM_GRAD_ADOPT=0 the buffer is taken (and left unused) on that
+ * path too, so that the allocation stream stays the one the planner's older GPU records saw. */
 static vram_status emb_backward(vram_node *n, vram_tensor *g, vram_tensor **gin) {
     vram_tensor *ids = n->saved[0], *gc, *direct = emb_grad_in_place(n, g);
     vram_status s = vram_tensor_contig(g, &gc);
     if (s != VRAM_OK) return s;
-    if (direct) s = vram_tensor_empty(n->rt, g->dtype, 2, n->in_shape[0], VRAM_TAG_TEMPORARY, &gin[0]);
-    else s = vram_tensor_new(n->rt, g->dtype, 2, n->in_shape[0], VRAM_TAG_TEMPORARY, &gin[0]);
+    if (direct && !vram_grad_adopt())
+        s = vram_tensor_empty(n->rt, g->dtype, 2, n->in_shape[0], VRAM_TAG_TEMPORARY, &gin[0]);
+    else if (!direct)
+        s = vram_tensor_new(n->rt, g->dtype, 2, n->in_shape[0], VRAM_TAG_TEMPORARY, &gin[0]);
     if (s == VRAM_OK)
         n->rt->k->embedding_backward(g->dtype, vram_tensor_numel(ids), n->in_shape[0][1],
                                      vram_tensor_data(direct ? direct : gin[0]), vram_tensor_data(gc),
@@ -352,13 +356,16 @@ static vram_status ln_linear_backward(vram_node *n, vram_tensor *g, vram_tensor 
                           w->strides[0], w->strides[1], vram_tensor_data(ga), 0);
     }
     if (s == VRAM_OK && need_ln) {
-        if (s == VRAM_OK && vram_node_needs(n, 0)) s = vram_tensor_empty(rt, x->dtype, n->in_ndim[0], n->in_shape[0], VRAM_TAG_TEMPORARY, &gin[0]);
+        vram_tensor *into = vram_node_needs(n, 0) ? vram_node_grad_dest(n, 0, x) : NULL; /* (adds to x's gradient) */
+        if (s == VRAM_OK && vram_node_needs(n, 0) && !into)
+            s = vram_tensor_empty(rt, x->dtype, n->in_ndim[0], n->in_shape[0], VRAM_TAG_TEMPORARY, &gin[0]);
         if (s == VRAM_OK && vram_node_needs(n, 1)) s = ln_param_grad(rt, pdt, c, &gin[1]);
         if (s == VRAM_OK && vram_node_needs(n, 2)) s = ln_param_grad(rt, pdt, c, &gin[2]);
+        void *gx = into ? vram_tensor_data(into) : gin[0] ? vram_tensor_data(gin[0]) : NULL;
         if (s == VRAM_OK) /* (gx in x's dtype from ga in the normalised x's) */
             (adt == x->dtype ? rt->k->layer_norm_backward : rt->k->layer_norm_mixed_backward)(
-                                       adt, rows, c, gin[0] ? vram_tensor_data(gin[0]) : NULL,
-                                       gin[1] ? vram_tensor_data(gin[1]) : NULL, gin[2] ? vram_tensor_data(gin[2]) : NULL,
+                                       adt, rows, c, gx, into != NULL, gin[1] ? vram_tensor_data(gin[1]) : NULL,
+                                       gin[2] ? vram_tensor_data(gin[2]) : NULL,
                                        vram_tensor_data(ga), vram_tensor_data(x), vram_tensor_data(lw),
                                        vram_tensor_data(mean), vram_tensor_data(rstd));
     }

@@ -65,9 +65,10 @@ static void plan_layer_norm(vram_dtype dt, int64_t rows, int64_t n, double eps, 
                             const void *b, void *mean, void *rstd) {
     (void)dt, (void)rows, (void)n, (void)eps, (void)out, (void)x, (void)w, (void)b, (void)mean, (void)rstd;
 }
-static void plan_layer_norm_backward(vram_dtype dt, int64_t rows, int64_t n, void *gx, void *gw, void *gb,
+static void plan_layer_norm_backward(vram_dtype dt, int64_t rows, int64_t n, void *gx, int gx_add, void *gw, void *gb,
                                      const void *gout, const void *x, const void *w, const void *mean, const void *rstd) {
-    (void)dt, (void)rows, (void)n, (void)gx, (void)gw, (void)gb, (void)gout, (void)x, (void)w, (void)mean, (void)rstd;
+    (void)dt, (void)rows, (void)n, (void)gx, (void)gx_add, (void)gw, (void)gb, (void)gout, (void)x, (void)w, (void)mean;
+    (void)rstd;
 }
 static void plan_embedding(vram_dtype dt, int64_t n_ids, int64_t c, void *out, const void *table, const void *ids,
                            vram_dtype id_dt) {
@@ -157,6 +158,7 @@ static vram_status plan_sync(void) { return VRAM_OK; }
     .softmax_backward = plan_softmax_backward, \
     .layer_norm = plan_layer_norm, \
     .layer_norm_backward = plan_layer_norm_backward, \
+    .layer_norm_backward_adds_gx = 1, /* (as the CPU's and the GPU's: it changes what backward allocates) */ \
     .embedding = plan_embedding, \
     .embedding_backward = plan_embedding_backward, \
     .cross_entropy = plan_cross_entropy, \

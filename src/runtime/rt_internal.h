@@ -106,10 +106,11 @@ typedef struct vram_kernels {
     /* Layer norm over rows of n; mean/rstd [rows] written for backward. w, b may be NULL. */
     void (*layer_norm)(vram_dtype dt, int64_t rows, int64_t n, double eps, void *out, const void *x,
                        const void *w, const void *b, void *mean, void *rstd);
-    /* gx (may be NULL), gw, gb accumulate (+=) (may be NULL); where the table sets
-     * layer_norm_backward_writes_wb and vram_fewer_launches() holds, gw and gb are written (=)
-     * instead, so that the op need not zero them first. */
-    void (*layer_norm_backward)(vram_dtype dt, int64_t rows, int64_t n, void *gx, void *gw, void *gb,
+    /* gx (may be NULL) written, or with gx_add added to (+=, each element rounded to gx's dtype
+     * first, so the sum is the one a separate accumulate gives); gw, gb accumulate (+=) (may be
+     * NULL); where the table sets layer_norm_backward_writes_wb and vram_fewer_launches() holds,
+     * gw and gb are written (=) instead, so that the op need not zero them first. */
+    void (*layer_norm_backward)(vram_dtype dt, int64_t rows, int64_t n, void *gx, int gx_add, void *gw, void *gb,
                                 const void *gout, const void *x, const void *w, const void *mean,
                                 const void *rstd);
     /* out[i, :] = table[ids[i], :]; ids are already range-checked. */
@@ -178,6 +179,9 @@ typedef struct vram_kernels {
     /* 1: layer_norm_backward and layer_norm_mixed_backward overwrite gw and gb under
      * vram_fewer_launches() (the GPU zeroes them inside the input-gradient kernel). */
     int layer_norm_backward_writes_wb;
+    /* 1: layer_norm_backward and layer_norm_mixed_backward take gx_add (the ops then add a layer
+     * norm's input gradient into the one autograd already holds, under vram_grad_adopt()). */
+    int layer_norm_backward_adds_gx;
 
     /* ---- low precision (ops_mixed.c; NULL on a device without it, the CPU) ---- */
     /* C = A @ B (+ C if accumulate) (+ bias [N] when not NULL: no batch, no accumulate), A and B
@@ -210,7 +214,7 @@ typedef struct vram_kernels {
      * gout) in dt: an f32 residual stream normalised for a 16-bit product (ops_mixed.c). */
     void (*layer_norm_mixed)(vram_dtype dt, int64_t rows, int64_t n, double eps, void *out, const void *x, const void *w,
                              const void *b, void *mean, void *rstd);
-    void (*layer_norm_mixed_backward)(vram_dtype dt, int64_t rows, int64_t n, void *gx, void *gw, void *gb,
+    void (*layer_norm_mixed_backward)(vram_dtype dt, int64_t rows, int64_t n, void *gx, int gx_add, void *gw, void *gb,
                                       const void *gout, const void *x, const void *w, const void *mean, const void *rstd);
     /* Optional (NULL: binary, then layer_norm): the residual add and the layer norm after it in
      * one pass: h = x + r, out = layer_norm(h) as layer_norm would give it from the stored h;
@@ -367,6 +371,11 @@ vram_node *vram_node_attach(vram_tensor *out, const char *name, vram_backward_fn
 void vram_node_save(vram_node *n, vram_tensor *t);
 void vram_node_remember_shape(vram_node *n, int i, const vram_tensor *t);
 int vram_node_needs(const vram_node *n, int i);
+/* Under vram_grad_adopt() on a table with layer_norm_backward_adds_gx: the gradient autograd
+ * already holds for input i (its producer's pending gradient) when a backward may add into it in
+ * place: held by nothing else, contiguous, of like's dtype and shape. NULL otherwise (the
+ * backward then hands a fresh gradient). */
+vram_tensor *vram_node_grad_dest(const vram_node *n, int i, const vram_tensor *like);
 
 /* ---- shared op helpers (ops_*.c) ---- */
 vram_status vram_check_float(const char *op, const vram_tensor *t);
@@ -387,6 +396,12 @@ int vram_dtype_is_lowp(vram_dtype dt);
  * norms' zeroed weight gradients, the embedding's zeroed scatter buffer and its accumulate) are
  * left out. Read at each use, so a test can compare both ways in one process. */
 int vram_fewer_launches(void);
+/* 1 unless VRAM_GRAD_ADOPT=0: backward shares a gradient by reference where today's runtime
+ * copied it (an add hands its output gradient to both inputs; copy-on-write where a second one
+ * arrives), a layer norm adds its input gradient into the one already there
+ * (vram_node_grad_dest), and the embedding takes no scatter buffer it leaves unused. This changes
+ * the allocations (the planner's GPU records say which way they were measured). Read at each use. */
+int vram_grad_adopt(void);
 /* The dtype of an op's statistics (layer norm's mean and rstd, the loss's lse): f32 for f16/bf16. */
 vram_dtype vram_stat_dtype(vram_dtype dt);
 /* OK when a layer norm of x may give its output in dt: x's dtype, or f16/bf16 from an f32 x on

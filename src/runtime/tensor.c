@@ -233,6 +233,11 @@ int vram_fewer_launches(void) {
     return !(e && !strcmp(e, "0"));
 }
 
+int vram_grad_adopt(void) {
+    const char *e = getenv("VRAM_GRAD_ADOPT");
+    return !(e && !strcmp(e, "0"));
+}
+
 vram_status vram_tensor_from_data(vram_runtime *rt, vram_dtype dt, int ndim, const int64_t *shape, vram_tag tag,
                                   const void *data, vram_tensor **out) {
     if (!data) return vram_error(VRAM_ERR_INVALID_ARG, "tensor_from_data: null data");
