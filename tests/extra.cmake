@@ -534,6 +534,12 @@ if(Python3_Interpreter_FOUND)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_step_plan_early.py
                    $<TARGET_FILE:bench_step_plan> $<TARGET_FILE:vram> ${CMAKE_SOURCE_DIR})
   set_tests_properties(step_plan_early PROPERTIES TIMEOUT 300)
+  # finer chunks for inference on changing shapes (chunk_min_mb:2,reserve_slack:0.01, opt-in,
+  # docs/alloc_conf.md): ConvNeXt under 1.045, the other five within 0.003 under auto
+  add_test(NAME placement_chunk_min
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_chunk_min.py
+                   $<TARGET_FILE:bench_step_plan> $<TARGET_FILE:vram> ${CMAKE_SOURCE_DIR})
+  set_tests_properties(placement_chunk_min PROPERTIES TIMEOUT 300)
   # layer plans (VRAM_STEP_PLAN=layers, docs/step_plan.md): generation under 1.045 on those recordings
   add_test(NAME step_plan_layers
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/test_step_plan_layers.py

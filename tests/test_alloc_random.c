@@ -213,6 +213,7 @@ static void run(const char *conf, int reconfigure, uint64_t max_ops, double max_
             want.max_split_size = split[rnd() % 4];
             want.max_non_split_rounding = (rnd() % 2) * 20 * MiB;
             want.roundup_power2_divisions = (uint32_t)(1u << (rnd() % 4)) & ~1u; /* 0, 2, 4, 8 */
+            want.chunk_min = (rnd() % 3) * 2 * MiB; /* the default, one page or two: applies to the next maps */
             int expandable = want.expandable_segments;
             if (rnd() % 3 == 0) want.expandable_segments = !expandable; /* new memory by pages or segments */
             vram_status st = vram_allocator_set_config(a, &want);
@@ -225,7 +226,7 @@ static void run(const char *conf, int reconfigure, uint64_t max_ops, double max_
             vram_allocator_get_config(a, &got);
             CHECK(got.garbage_collection_threshold == want.garbage_collection_threshold &&
                       got.small_classes == want.small_classes && got.max_split_size == want.max_split_size &&
-                      got.roundup_power2_divisions == want.roundup_power2_divisions &&
+                      got.roundup_power2_divisions == want.roundup_power2_divisions && got.chunk_min == want.chunk_min &&
                       got.expandable_segments == want.expandable_segments,
                   "set_config took");
             if (vram_allocator_check(a) != VRAM_OK) {
@@ -305,6 +306,7 @@ int main(void) {
     run("chunk_size_mb:64,chunk_headroom:0", 0, ops / 8, seconds / 8);      /* 64 MiB chunks up to the limit */
     run("garbage_collection_threshold:0.6,chunk_size_mb:2,move_min_mb:2", 0, ops / 8, seconds / 8); /* frees coalesced at once */
     run("page_size_mb:4,chunk_size_mb:8,move_busy_pages:True", 0, ops / 8, seconds / 8); /* pages of two device pages */
+    run("chunk_size_mb:64,chunk_min_mb:2,reserve_slack:0.01", 0, ops / 8, seconds / 8); /* one-page chunks, tight budget */
     run("", 1, ops / 4, seconds / 4);                          /* options changed at run time */
     run("expandable_segments:False", 1, ops / 8, seconds / 8); /* ... where max_split_size counts */
     CHECK(aliases_seen > 0, "busy pages moved by aliasing in some run (%llu page_alias calls)",

@@ -9,7 +9,9 @@
  * pinned in the chunk the new block ends in, with 16 MiB chunks 8 MiB, and 48 MiB can move); a
  * large need that leaves the small chunks of small requests where they are and moves the large
  * chunks of a large block; the simulated device with page-sized chunks placing exactly as with
- * chunk_divisor:0; and the key's parsing, formatting and refusals.
+ * chunk_divisor:0; and the key's parsing, formatting and refusals. chunk_min_mb (the smallest
+ * chunk, an eighth of chunk_size by default): the chunk counts it gives, the pinned pages it
+ * frees in a smaller layout of the same kind, and its parsing.
  */
 #include <string.h>
 
@@ -57,6 +59,44 @@ static void test_chunk_sizes(void) {
     CHECK(chunks_for("chunk_divisor:4", 96 * MiB) == 6, "chunk_divisor:4: 96 MiB in chunks of 16 MiB");
     CHECK(chunks_for("chunk_size_mb:16", 256 * MiB) == 16, "chunk_size_mb:16: 16 MiB at most, as before");
     CHECK(chunks_for("chunk_size_mb:16", 10 * MiB) == 5, "chunk_size_mb:16: an eighth of 16 MiB is below a page: pages");
+    CHECK(chunks_for("chunk_min_mb:2", 20 * MiB) == 10, "chunk_min_mb:2: 20 MiB in pages (1/16 of it is below one)");
+    CHECK(chunks_for("chunk_min_mb:2", 100 * MiB) == 25, "chunk_min_mb:2: 100 MiB in chunks of 4 MiB (1/16: 6.25)");
+    CHECK(chunks_for("chunk_min_mb:2", 256 * MiB) == 16, "chunk_min_mb:2: 256 MiB still in 16 MiB chunks");
+    CHECK(chunks_for("chunk_min_mb:1", 20 * MiB) == 10, "chunk_min_mb:1: below a page means a page");
+    CHECK(chunks_for("chunk_min_mb:32", 20 * MiB) == 1, "chunk_min_mb:32: 20 MiB in one chunk");
+    CHECK(chunks_for("chunk_min_mb:128", 256 * MiB) == 4, "chunk_min_mb above chunk_size: chunks of chunk_size");
+    CHECK(chunks_for("chunk_min_mb:2,chunk_divisor:0", 20 * MiB) == 1, "chunk_divisor:0: chunk_min_mb does nothing");
+}
+
+/* A 100 MiB block A (a 2 MiB block after it) freed, a 90 MiB block C placed where A was: A's
+ * chunks are 8 MiB by default, so C's last page leaves 3 free pages of its chunk pinned (6 MiB)
+ * and A's 4 MiB tail chunk movable; with chunk_min_mb:2 A's chunks are 4 MiB, one page stays
+ * pinned and 8 MiB can move. */
+static void test_pinned_chunk_min(void) {
+    for (int fine = 0; fine < 2; fine++) {
+        vram_device *dev;
+        vram_allocator *a = open_alloc("cudasim:8GiB", fine ? "chunk_min_mb:2" : "", &dev);
+        CHECK(a != NULL, "open");
+        if (!a) return;
+        void *x, *y, *z;
+        CHECK_OK(vram_allocator_malloc(a, 100 * MiB, 0, VRAM_TAG_OTHER, &x));
+        CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, VRAM_TAG_OTHER, &y));
+        CHECK_OK(vram_allocator_free(a, x));
+        CHECK_OK(vram_allocator_malloc(a, 90 * MiB, 0, VRAM_TAG_OTHER, &z));
+        CHECK(z == x, "C where A was");
+        vram_cache_breakdown b;
+        CHECK_OK(vram_allocator_cache_breakdown(a, VRAM_POOL_LARGE, &b));
+        uint64_t pinned = fine ? 2 * MiB : 6 * MiB, movable = fine ? 8 * MiB : 4 * MiB;
+        CHECK(b.free_pinned == pinned && b.free_movable == movable,
+              "%s: %llu MiB pinned, %llu movable (got %llu, %llu MiB)", fine ? "chunk_min_mb:2" : "default",
+              (unsigned long long)(pinned >> 20), (unsigned long long)(movable >> 20),
+              (unsigned long long)(b.free_pinned >> 20), (unsigned long long)(b.free_movable >> 20));
+        CHECK_OK(vram_allocator_check(a));
+        CHECK_OK(vram_allocator_free(a, z));
+        CHECK_OK(vram_allocator_free(a, y));
+        vram_allocator_destroy(a);
+        vram_device_close(dev);
+    }
 }
 
 /* A 256 MiB block A (a 2 MiB block B after it keeps A's memory from merging with the free end)
@@ -185,11 +225,17 @@ static void test_config(void) {
     vram_allocator *a = NULL;
     CHECK(vram_allocator_new(dev, &c, &a) == VRAM_ERR_INVALID_ARG && a == NULL, "vram_allocator_new refuses it");
     vram_device_close(dev);
+    vram_alloc_config_default(&c);
+    CHECK(c.chunk_min == 0, "chunk_min_mb: 0 (an eighth of chunk_size) by default");
+    c = conf_key_check("chunk_min_mb", "chunk_min_mb:2", "chunk_min_mb:3");
+    CHECK(c.chunk_min == 2 * MiB, "chunk_min_mb:2");
+    CHECK(vram_alloc_config_parse("chunk_min_mb:131072", &c) == VRAM_ERR_INVALID_ARG, "above 65536 refused");
 }
 
 int main(void) {
     test_chunk_sizes();
     test_pinned();
+    test_pinned_chunk_min();
     test_move_sources();
     test_page_chunks();
     test_config();

@@ -66,6 +66,10 @@ typedef struct vram_alloc_config {
                                      * chunk smaller than 1/(4N) of it (at most a quarter chunk);
                                      * 0 = chunk_size for every request (the placement before);
                                      * default 16 (docs/alloc_conf.md) */
+    uint64_t chunk_min;             /* pages model, with chunk_divisor: the smallest chunk a
+                                     * request's pages are mapped in (bytes, a power of two,
+                                     * rounded up to a page); 0 (default) = an eighth of
+                                     * chunk_size (docs/alloc_conf.md) */
 } vram_alloc_config;
 
 /* The defaults, before any string is applied. */

@@ -73,6 +73,7 @@ static const struct {
     {"small_classes", KEY_BOOL, offsetof(vram_alloc_config, small_classes), 0, 0, 0},
     {"large_moves", KEY_BOOL, offsetof(vram_alloc_config, large_moves), 0, 0, 0},
     {"chunk_divisor", KEY_UINT, offsetof(vram_alloc_config, chunk_divisor), 0, 0, 4096},
+    {"chunk_min_mb", KEY_MIB, offsetof(vram_alloc_config, chunk_min), 0, KEY_POW2, 65536},
 };
 
 static vram_status parse_uint(const char *key, const char *value, uint64_t *out) {
@@ -255,7 +256,7 @@ static void format_double(char *buf, size_t cap, double v) {
 
 void vram_alloc_config_format(const vram_alloc_config *cfg, char *buf, size_t cap) {
     char split[48] = "", gc[64] = "", chunk[48] = "", slack[32] = "auto", move_min[40] = "", headroom[40] = "";
-    char divisor[40] = "";
+    char divisor[40] = "", chunk_min[40] = "";
     char fraction[32], number[32];
     format_double(fraction, sizeof fraction, cfg->memory_fraction);
     if (cfg->reserve_slack >= 0) format_double(slack, sizeof slack, cfg->reserve_slack);
@@ -265,6 +266,8 @@ void vram_alloc_config_format(const vram_alloc_config *cfg, char *buf, size_t ca
         snprintf(headroom, sizeof headroom, ",chunk_headroom:%u", cfg->chunk_headroom);
     if (cfg->chunk_divisor != 16)
         snprintf(divisor, sizeof divisor, ",chunk_divisor:%u", cfg->chunk_divisor);
+    if (cfg->chunk_min)
+        snprintf(chunk_min, sizeof chunk_min, ",chunk_min_mb:%llu", (unsigned long long)(cfg->chunk_min / MiB));
     if (cfg->chunk_size)
         snprintf(chunk, sizeof chunk, ",chunk_size_mb:%llu", (unsigned long long)(cfg->chunk_size / MiB));
     if (cfg->max_split_size != UINT64_MAX)
@@ -276,12 +279,12 @@ void vram_alloc_config_format(const vram_alloc_config *cfg, char *buf, size_t ca
     snprintf(buf, cap,
              "expandable_segments:%s,page_size_mb:%llu%s%s,max_non_split_rounding_mb:%llu,"
              "roundup_power2_divisions:%u,memory_fraction:%s,max_reserved:%llu,history:%u,caching:%s,"
-             "move_busy_pages:%s,reserve_slack:%s%s%s%s%s%s%s",
+             "move_busy_pages:%s,reserve_slack:%s%s%s%s%s%s%s%s",
              cfg->expandable_segments ? "True" : "False", (unsigned long long)(cfg->page_size / MiB),
              chunk, split,
              (unsigned long long)(cfg->max_non_split_rounding / MiB), cfg->roundup_power2_divisions,
              fraction, (unsigned long long)cfg->max_reserved, cfg->history_entries,
              cfg->caching ? "True" : "False", cfg->move_busy_pages < 0 ? "auto" : cfg->move_busy_pages ? "True" : "False", slack,
              move_min, headroom, gc, cfg->small_classes ? "" : ",small_classes:False",
-             cfg->large_moves ? "" : ",large_moves:False", divisor);
+             cfg->large_moves ? "" : ",large_moves:False", divisor, chunk_min);
 }

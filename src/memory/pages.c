@@ -68,7 +68,9 @@ static uint64_t chunk_cap(vram_allocator *a) {
 }
 
 /* The most pages a chunk mapped for a request of rsize bytes may hold (chunk_divisor): a power of
- * two no larger than 1/chunk_divisor of the request, and no smaller than an eighth of chunk_pages.
+ * two no larger than 1/chunk_divisor of the request, and no smaller than an eighth of chunk_pages
+ * (or chunk_min, where set: finer chunks let more of a freed block's pages move when blocks of
+ * other sizes take its place, for more driver calls).
  * A chunk moves and unmaps only whole: when a block is freed and a block of another size reuses
  * its memory, the free rest of each chunk the new block touches is pinned there (inference on
  * batches of changing shape kept most of its waste so). Chunks in proportion to the request keep
@@ -76,7 +78,10 @@ static uint64_t chunk_cap(vram_allocator *a) {
 static uint64_t request_chunk(const vram_allocator *a, uint64_t rsize) {
     uint64_t cap = a->chunk_pages;
     if (!a->cfg.chunk_divisor || cap <= 1) return cap;
-    uint64_t want = (rsize >> a->page_shift) / a->cfg.chunk_divisor, c = cap / 8 ? cap / 8 : 1;
+    uint64_t c = a->cfg.chunk_min ? a->cfg.chunk_min >> a->page_shift : cap / 8;
+    if (c < 1) c = 1;
+    if (c > cap) c = cap;
+    uint64_t want = (rsize >> a->page_shift) / a->cfg.chunk_divisor;
     while (c * 2 <= want && c * 2 <= cap) c *= 2;
     return c;
 }
