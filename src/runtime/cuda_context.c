@@ -108,6 +108,7 @@ static const char *const kernel_names[CK_COUNT] = {
     [CK_LAYER_NORM_MIXED_BACKWARD_WB] = "vk_layer_norm_mixed_backward_wb", [CK_ADD_LAYER_NORM] = "vk_add_layer_norm",
     [CK_LAYER_NORM_BACKWARD_FUSED] = "vk_layer_norm_backward_fused",
     [CK_LAYER_NORM_MIXED_BACKWARD_FUSED] = "vk_layer_norm_mixed_backward_fused",
+    [CK_CROSS_ENTROPY_ROWS] = "vk_cross_entropy_rows",
 };
 
 /* Dynamic shared memory a kernel is launched with (0 for the rest): past 48 KiB, granted to the
