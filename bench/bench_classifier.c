@@ -28,17 +28,21 @@ typedef struct opts {
 } opts;
 
 static int parse(int argc, char **argv, opts *o) {
-    *o = (opts){.rows = 1334, .vocab = 50257, .rounds = 50, .dt = VRAM_DTYPE_BF16};
+    *o = (opts){ .rows = 1334, .vocab = 50257, .rounds = 50, .dt = VRAM_DTYPE_BF16 };
     for (int i = 1; i < argc; i += 2) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long n = v ? atoll(v) : 0;
         if (!v) goto bad;
-        if (!strcmp(f, "--rows") && n > 0 && n <= (1 << 20)) o->rows = n;
-        else if (!strcmp(f, "--vocab") && n > 0 && n <= (1 << 24)) o->vocab = n;
-        else if (!strcmp(f, "--rounds") && n > 0 && n <= 10000) o->rounds = (int)n;
+        if (!strcmp(f, "--rows") && n > 0 && n <= (1 << 20))
+            o->rows = n;
+        else if (!strcmp(f, "--vocab") && n > 0 && n <= (1 << 24))
+            o->vocab = n;
+        else if (!strcmp(f, "--rounds") && n > 0 && n <= 10000)
+            o->rounds = (int)n;
         else if (!strcmp(f, "--dtype") && (!strcmp(v, "bf16") || !strcmp(v, "f16")))
             o->dt = !strcmp(v, "bf16") ? VRAM_DTYPE_BF16 : VRAM_DTYPE_F16;
-        else goto bad;
+        else
+            goto bad;
     }
     return 0;
 bad:
@@ -53,13 +57,15 @@ static double median(double *v, int n) {
 
 /* logits [rows, ld] uniform in [-4, 4] (through f32) and targets below vocab. */
 static vram_status inputs(vram_runtime *rt, const opts *o, int64_t ld, vram_tensor **logits, vram_tensor **targets) {
-    int64_t shape[2] = {o->rows, ld}, n = o->rows * ld;
+    int64_t shape[2] = { o->rows, ld }, n = o->rows * ld;
     uint64_t x = 0x9e3779b97f4a7c15ull;
     float *h = malloc(sizeof *h * (size_t)n);
     int32_t *t = malloc(sizeof *t * (size_t)o->rows);
     vram_tensor *f = NULL;
-    vram_status s = h && t ? vram_tensor_new(rt, VRAM_DTYPE_F32, 2, shape, VRAM_TAG_TEMPORARY, &f) : VRAM_ERR_HOST_MEMORY;
-    for (int64_t i = 0; s == VRAM_OK && i < n; i++) h[i] = (float)(8.0 * (double)(vram_bench_next(&x) >> 11) * 0x1.0p-53 - 4);
+    vram_status s =
+        h && t ? vram_tensor_new(rt, VRAM_DTYPE_F32, 2, shape, VRAM_TAG_TEMPORARY, &f) : VRAM_ERR_HOST_MEMORY;
+    for (int64_t i = 0; s == VRAM_OK && i < n; i++)
+        h[i] = (float)(8.0 * (double)(vram_bench_next(&x) >> 11) * 0x1.0p-53 - 4);
     for (int64_t r = 0; s == VRAM_OK && r < o->rows; r++) t[r] = (int32_t)(vram_bench_next(&x) % (uint64_t)o->vocab);
     if (s == VRAM_OK) vram_tensor_write_host(f, h);
     if (s == VRAM_OK) s = vram_tensor_new(rt, o->dt, 2, shape, VRAM_TAG_TEMPORARY, logits);
@@ -88,10 +94,11 @@ int main(int argc, char **argv) {
     if (s == VRAM_OK) s = vram_tensor_empty_like(src, VRAM_TAG_TEMPORARY, &work);
     if (s == VRAM_OK) s = vram_tensor_new(rt, VRAM_DTYPE_F64, 1, &one, VRAM_TAG_TEMPORARY, &sum);
     enum { NV = 2 };
-    const char *kernel[NV] = {"rows", "old"};
-    double *ms[NV] = {calloc((size_t)o.rounds, sizeof(double)), calloc((size_t)o.rounds, sizeof(double))}, loss[NV] = {0};
-    int64_t launches[NV] = {0};
-    double scale = 1.0 / (double)o.rows; /* as the classifier's bf16 forward passes it */
+    const char *kernel[NV] = { "rows", "old" };
+    double *ms[NV] = { calloc((size_t)o.rounds, sizeof(double)), calloc((size_t)o.rounds, sizeof(double)) },
+           loss[NV] = { 0 };
+    int64_t launches[NV] = { 0 };
+    double scale = 1.0 / (double)o.rows;                /* as the classifier's bf16 forward passes it */
     for (int r = -3; r < o.rounds && s == VRAM_OK; r++) /* three rounds of warm-up */
         for (int v = 0; v < NV && s == VRAM_OK; v++) {
             s = vram_tensor_copy(work, src);
@@ -114,16 +121,19 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_classifier: %s (%s)\n", vram_status_str(s), vram_last_error());
     } else {
         double bytes = 2.0 * (double)(o.rows * ld) * (double)vram_dtype_size(o.dt);
-        printf("fused cross-entropy: %lld rows of %lld classes (ld %lld), %s, %d rounds (medians)\n\n", (long long)o.rows,
-               (long long)o.vocab, (long long)ld, vram_dtype_name(o.dt), o.rounds);
+        printf("fused cross-entropy: %lld rows of %lld classes (ld %lld), %s, %d rounds (medians)\n\n",
+               (long long)o.rows, (long long)o.vocab, (long long)ld, vram_dtype_name(o.dt), o.rounds);
         printf("| VRAM_CE_KERNEL | kernel | ms | GB/s (one read + one write) | mean loss |\n|---|---|---|---|---|\n");
         for (int v = 0; v < NV; v++) {
             double m = median(ms[v], o.rounds);
             printf("| %s | %s | %.4f | %.0f | %.6f |\n", kernel[v],
-                   launches[v] == o.rounds ? "vk_cross_entropy_rows" : launches[v] == 0 ? "vk_cross_entropy_fused" : "mixed",
+                   launches[v] == o.rounds ? "vk_cross_entropy_rows"
+                   : launches[v] == 0      ? "vk_cross_entropy_fused"
+                                           : "mixed",
                    m, bytes / (m * 1e-3) / 1e9, loss[v]);
         }
-        if (!launches[0]) printf("\nthe rows row did NOT run the register kernel (this width or dtype takes the old one)\n");
+        if (!launches[0])
+            printf("\nthe rows row did NOT run the register kernel (this width or dtype takes the old one)\n");
         if (!agree) printf("\nthe kernels' losses DISAGREE: %.9g against %.9g\n", loss[0], loss[1]);
     }
     free(ms[0]), free(ms[1]);

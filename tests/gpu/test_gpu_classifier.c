@@ -41,8 +41,10 @@ static vram_tensor *upload(side *sd, vram_dtype dt, int nd, const int64_t *shape
         CHECK_OK(vram_tensor_new(sd->rt, dt, nd, shape, VRAM_TAG_TEMPORARY, &t));
         void *h = malloc((size_t)n * 8);
         for (int64_t i = 0; i < n; i++) {
-            if (dt == VRAM_DTYPE_I32) ((int32_t *)h)[i] = (int32_t)v[i];
-            else ((int64_t *)h)[i] = (int64_t)v[i];
+            if (dt == VRAM_DTYPE_I32)
+                ((int32_t *)h)[i] = (int32_t)v[i];
+            else
+                ((int64_t *)h)[i] = (int64_t)v[i];
         }
         vram_tensor_write_host(t, h);
         free(h);
@@ -70,8 +72,8 @@ static double *download(vram_tensor *t) {
 
 /* rows x ld logits (skip elements in front: off 16-byte alignment where skip is odd), targets
  * 0 and n - 1 in the first two rows; expect_rows: whether the register kernel must run. */
-static void kernel_case(const char *what, vram_dtype dt, vram_dtype tdt, int64_t rows, int64_t n, int64_t ld, int64_t skip,
-                        double scale, int expect_rows) {
+static void kernel_case(const char *what, vram_dtype dt, vram_dtype tdt, int64_t rows, int64_t n, int64_t ld,
+                        int64_t skip, double scale, int expect_rows) {
     int64_t total = skip + rows * ld, one = 1;
     double *v = malloc(sizeof *v * (size_t)total), *tg = malloc(sizeof *tg * (size_t)rows);
     for (int64_t i = 0; i < total; i++) v[i] = 8 * urand() - 4;
@@ -81,8 +83,8 @@ static void kernel_case(const char *what, vram_dtype dt, vram_dtype tdt, int64_t
     }
     vram_tensor *src = upload(&gpu, dt, 1, &total, v), *t = upload(&gpu, tdt, 1, &rows, tg);
     double *x = download(src); /* the 16-bit values the kernels see */
-    vram_tensor *lg[2] = {NULL, NULL}, *sum[2] = {NULL, NULL};
-    double loss[2] = {0, 0}, *g[2] = {NULL, NULL};
+    vram_tensor *lg[2] = { NULL, NULL }, *sum[2] = { NULL, NULL };
+    double loss[2] = { 0, 0 }, *g[2] = { NULL, NULL };
     int runs = expect_rows ? 2 : 1; /* the register kernel's cases also run the old one */
     for (int k = 0; k < runs; k++) {
         CHECK_OK(vram_tensor_new(gpu.rt, dt, 1, &total, VRAM_TAG_TEMPORARY, &lg[k]));
@@ -91,13 +93,14 @@ static void kernel_case(const char *what, vram_dtype dt, vram_dtype tdt, int64_t
         CHECK_OK(vram_tensor_fill(sum[k], 0.0));
         if (k) setenv("VRAM_CE_KERNEL", "old", 1);
         int64_t l0 = vram_cuda_ce_row_launches;
-        vram_cuda_kernels.cross_entropy_fused(dt, rows, n, ld, scale, (char *)vram_tensor_data(lg[k]) + skip * vram_dtype_size(dt),
+        vram_cuda_kernels.cross_entropy_fused(dt, rows, n, ld, scale,
+                                              (char *)vram_tensor_data(lg[k]) + skip * vram_dtype_size(dt),
                                               vram_tensor_data(t), tdt, vram_tensor_data(sum[k]));
         unsetenv("VRAM_CE_KERNEL");
         CHECK_OK(vram_runtime_sync(gpu.rt));
         int64_t took = vram_cuda_ce_row_launches - l0;
-        CHECK(took == (k == 0 && expect_rows), "%s%s: %lld register-kernel launches, expected %d", what, k ? " (old)" : "",
-              (long long)took, k == 0 && expect_rows);
+        CHECK(took == (k == 0 && expect_rows), "%s%s: %lld register-kernel launches, expected %d", what,
+              k ? " (old)" : "", (long long)took, k == 0 && expect_rows);
         loss[k] = vram_tensor_item(sum[k]);
         g[k] = download(lg[k]);
     }
@@ -130,8 +133,8 @@ static void kernel_case(const char *what, vram_dtype dt, vram_dtype tdt, int64_t
     double tol = dt == VRAM_DTYPE_F32 ? 1e-4 : dt == VRAM_DTYPE_F16 ? 2e-3 : 1e-2;
     CHECK(fabs(loss[0] - want) <= 1e-5 * fabs(want) + 1e-6, "%s: loss sum %.9g, want %.9g", what, loss[0], want);
     if (runs > 1)
-        CHECK(fabs(loss[0] - loss[1]) <= 1e-5 * fabs(want) + 1e-6, "%s: loss sum %.9g, the old kernel's %.9g", what, loss[0],
-              loss[1]);
+        CHECK(fabs(loss[0] - loss[1]) <= 1e-5 * fabs(want) + 1e-6, "%s: loss sum %.9g, the old kernel's %.9g", what,
+              loss[0], loss[1]);
     if (scale != 0) {
         double rel = sqrt(num) / (sqrt(den) + 1e-30);
         CHECK(rel <= tol, "%s: gradient relative error %.3g (tolerance %.1g)", what, rel, tol);
@@ -173,20 +176,21 @@ static void test_kernel(void) {
 /* ---- 2. the op and its backward ---- */
 
 enum { SEED_MADE, SEED_GIVEN, SCALED, SUMMED };
-static const char *mode_name[] = {"loss.backward()", "backward with a given seed 1", "(loss * 0.37).backward()",
-                                  "(loss + loss).backward()"};
+static const char *mode_name[] = { "loss.backward()", "backward with a given seed 1", "(loss * 0.37).backward()",
+                                   "(loss + loss).backward()" };
 
 /* loss = linear_cross_entropy(x, W, targets) on both sides (x 16-bit on the GPU, from an f32
  * leaf), backward as `mode` says; the loss and both gradients compared. */
 static void op_case(vram_dtype act, int64_t R, int64_t C, int64_t V, int mode) {
-    int64_t xs[2] = {R, C}, ws[2] = {V, C};
+    int64_t xs[2] = { R, C }, ws[2] = { V, C };
     double *xv = malloc(sizeof *xv * (size_t)(R * C)), *wv = malloc(sizeof *wv * (size_t)(V * C)),
            *tv = malloc(sizeof *tv * (size_t)R);
     for (int64_t i = 0; i < R * C; i++) xv[i] = 2 * urand() - 1;
     for (int64_t i = 0; i < V * C; i++) wv[i] = 0.5 * (2 * urand() - 1);
-    for (int64_t r = 0; r < R; r++) tv[r] = r == 0 ? 0 : r == 1 ? (double)(V - 1) : (double)(int64_t)(urand() * (double)V);
-    side *sides[2] = {&cpu, &gpu};
-    vram_tensor *x[2], *w[2], *loss[2] = {0}, *gx[2], *gw[2];
+    for (int64_t r = 0; r < R; r++)
+        tv[r] = r == 0 ? 0 : r == 1 ? (double)(V - 1) : (double)(int64_t)(urand() * (double)V);
+    side *sides[2] = { &cpu, &gpu };
+    vram_tensor *x[2], *w[2], *loss[2] = { 0 }, *gx[2], *gw[2];
     for (int k = 0; k < 2; k++) {
         x[k] = upload(sides[k], VRAM_DTYPE_F32, 2, xs, xv);
         w[k] = upload(sides[k], VRAM_DTYPE_F32, 2, ws, wv);
@@ -206,10 +210,10 @@ static void op_case(vram_dtype act, int64_t R, int64_t C, int64_t V, int mode) {
         gw[k] = vram_tensor_grad(w[k]);
         vram_tensor_free(root), vram_tensor_free(seed), vram_tensor_free(xa), vram_tensor_free(t);
     }
-    double l[2] = {vram_tensor_item(loss[0]), vram_tensor_item(loss[1])};
+    double l[2] = { vram_tensor_item(loss[0]), vram_tensor_item(loss[1]) };
     const char *an = vram_dtype_name(act);
-    CHECK(fabs(l[0] - l[1]) <= 2e-2 * fabs(l[0]), "classifier %s R=%lld V=%lld, %s: loss %.6g, cpu %.6g", an, (long long)R,
-          (long long)V, mode_name[mode], l[1], l[0]);
+    CHECK(fabs(l[0] - l[1]) <= 2e-2 * fabs(l[0]), "classifier %s R=%lld V=%lld, %s: loss %.6g, cpu %.6g", an,
+          (long long)R, (long long)V, mode_name[mode], l[1], l[0]);
     for (int i = 0; i < 2; i++) {
         vram_tensor *c = i ? gw[0] : gx[0], *d = i ? gw[1] : gx[1];
         CHECK(c && d, "classifier %s, %s: no gradient of %s", an, mode_name[mode], i ? "W" : "x");
