@@ -425,7 +425,8 @@ static void cuda_cross_entropy_fused(vram_dtype dt, int64_t rows, int64_t n, int
     void *args[] = {&d, &rows, &n, &ld, &scale, &logits, &targets, &t, &loss_sum};
     /* 16-bit rows of whole aligned vectors that fit the block's registers: one read of each row,
      * a block (of the kernel's fixed size) a row */
-    if (!old && (dt == VRAM_DTYPE_BF16 || dt == VRAM_DTYPE_F16) && ld % 8 == 0 && ((uintptr_t)logits & 15) == 0 && n <= ld &&
+    int lowp = dt == VRAM_DTYPE_BF16 || dt == VRAM_DTYPE_F16;
+    if (!old && lowp && ld % 8 == 0 && ((uintptr_t)logits & 15) == 0 && n <= ld &&
         ld / 8 <= (int64_t)VK_CE_REG_VPT * VK_CE_REG_THREADS && rows <= INT32_MAX) {
         if (rows > 0) vram_cuda_launch(CK_CROSS_ENTROPY_ROWS, rows, VK_CE_REG_THREADS, args);
         if (vram_cuda_state.error == VRAM_OK) vram_cuda_ce_row_launches++;

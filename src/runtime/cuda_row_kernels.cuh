@@ -564,7 +564,9 @@ extern "C" __global__ void vk_cross_entropy_fused(int dt, int64_t rows, int64_t 
 /* Element i (0..7, a constant once unrolled) of 8 16-bit values in a uint4 as a float, and the
  * bits of a float rounded to T: shifts and masks, so that the vectors stay in registers (a
  * pointer cast of the uint4 would put them in local memory). */
-__device__ __forceinline__ unsigned int u4_word(const uint4 &u, int i) { return i < 2 ? u.x : i < 4 ? u.y : i < 6 ? u.z : u.w; }
+__device__ __forceinline__ unsigned int u4_word(const uint4 &u, int i) {
+    return i < 2 ? u.x : i < 4 ? u.y : i < 6 ? u.z : u.w;
+}
 template <typename T> __device__ __forceinline__ float u4_elem(const uint4 &u, int i);
 template <> __device__ __forceinline__ float u4_elem<__nv_bfloat16>(const uint4 &u, int i) {
     unsigned int w = u4_word(u, i); /* a bf16 is the high half of its f32 */
@@ -583,7 +585,9 @@ template <typename T> __device__ __forceinline__ unsigned int f_bits(float f);
 template <> __device__ __forceinline__ unsigned int f_bits<__nv_bfloat16>(float f) {
     return __bfloat16_as_ushort(__float2bfloat16(f));
 }
-template <> __device__ __forceinline__ unsigned int f_bits<__half>(float f) { return __half_as_ushort(__float2half(f)); }
+template <> __device__ __forceinline__ unsigned int f_bits<__half>(float f) {
+    return __half_as_ushort(__float2half(f));
+}
 template <typename T> __device__ __forceinline__ unsigned int neg_inf_bits();
 template <> __device__ __forceinline__ unsigned int neg_inf_bits<__nv_bfloat16>() { return 0xff80u; }
 template <> __device__ __forceinline__ unsigned int neg_inf_bits<__half>() { return 0xfc00u; }
