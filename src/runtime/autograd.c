@@ -325,6 +325,7 @@ vram_status vram_backward(vram_tensor *root, const vram_tensor *grad) {
 
     /* 2-4. run */
     rn->pending = g0;
+    rn->seed_one = grad == NULL; /* (a node may skip reading a seed it knows: the classifier) */
     stack.n = 0;
     if (s == VRAM_OK && !vec_push(&stack, rn)) s = vram_error(VRAM_ERR_HOST_MEMORY, "backward: out of host memory");
     vram_tensor *gin_small[8];

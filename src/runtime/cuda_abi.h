@@ -27,6 +27,13 @@ typedef struct vk_geom {
  * one-pass backward (vk_layer_norm_backward_fused) takes multiples of 8 up to this. */
 #define VK_LN_WARP_MAX 1024
 
+/* The fused classifier's register kernel (vk_cross_entropy_rows): a block of VK_CE_REG_THREADS
+ * a row, each thread holding VK_CE_REG_VPT of the 16-bit row's 16-byte vectors, so rows of up to
+ * VK_CE_REG_VPT * VK_CE_REG_THREADS * 8 columns (GPT-2's padded 50304 included) are read from
+ * memory once; wider rows take vk_cross_entropy_fused. */
+#define VK_CE_REG_VPT 7
+#define VK_CE_REG_THREADS 1024
+
 /* Dynamic shared memory of the 128-key flash-attention backward (cuda_flash_backward128.cuh:
  * K and a dS^T buffer of 128 padded rows, two stages of 64-row Q and dO tiles and of lse and
  * dvec rows), which cuda_context.c grants those kernels at load. */

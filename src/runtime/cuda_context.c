@@ -109,6 +109,7 @@ static const char *const kernel_names[CK_COUNT] = {
     [CK_LAYER_NORM_BACKWARD_FUSED] = "vk_layer_norm_backward_fused",
     [CK_LAYER_NORM_MIXED_BACKWARD_FUSED] = "vk_layer_norm_mixed_backward_fused",
     [CK_ADAM_UPDATE_LIST_VEC] = "vk_adam_update_list_vec", [CK_LIST_SUM_SQUARES_VEC] = "vk_list_sum_squares_vec",
+    [CK_CROSS_ENTROPY_ROWS] = "vk_cross_entropy_rows",
 };
 
 /* Dynamic shared memory a kernel is launched with (0 for the rest): past 48 KiB, granted to the

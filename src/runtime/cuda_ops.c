@@ -405,10 +405,35 @@ static void cuda_column_sum_lowp(vram_dtype dt, int64_t rows, int64_t n, int64_t
     vram_cuda_launch(CK_COLUMN_SUM_LOWP, blocks, vec ? 256 : THREADS, args);
 }
 
+/* VRAM_CE_KERNEL=old: every fused cross-entropy through vk_cross_entropy_fused (two reads of
+ * each row); unset or "rows": the register kernel where it applies. Read per launch, so that a
+ * bench can time both in one run. */
+static int ce_old_kernel(void) {
+    const char *e = getenv("VRAM_CE_KERNEL");
+    if (!e || !*e || !strcmp(e, "rows")) return 0;
+    if (strcmp(e, "old")) {
+        vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_CE_KERNEL=%s: expected rows or old", e);
+        return -1;
+    }
+    return 1;
+}
+
+int64_t vram_cuda_ce_row_launches;
+
 static void cuda_cross_entropy_fused(vram_dtype dt, int64_t rows, int64_t n, int64_t ld, double scale, void *logits,
                                      const void *targets, vram_dtype tdt, double *loss_sum) {
-    int d = dt, t = tdt;
+    int d = dt, t = tdt, old = ce_old_kernel();
+    if (old < 0) return;
     void *args[] = {&d, &rows, &n, &ld, &scale, &logits, &targets, &t, &loss_sum};
+    /* 16-bit rows of whole aligned vectors that fit the block's registers: one read of each row,
+     * a block (of the kernel's fixed size) a row */
+    int lowp = dt == VRAM_DTYPE_BF16 || dt == VRAM_DTYPE_F16;
+    if (!old && lowp && ld % 8 == 0 && ((uintptr_t)logits & 15) == 0 && n <= ld &&
+        ld / 8 <= (int64_t)VK_CE_REG_VPT * VK_CE_REG_THREADS && rows <= INT32_MAX) {
+        if (rows > 0) vram_cuda_launch(CK_CROSS_ENTROPY_ROWS, rows, VK_CE_REG_THREADS, args);
+        if (vram_cuda_state.error == VRAM_OK) vram_cuda_ce_row_launches++;
+        return;
+    }
     vram_cuda_launch(CK_CROSS_ENTROPY_FUSED, row_blocks(rows), row_threads(n), args);
 }
 

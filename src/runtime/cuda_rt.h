@@ -28,7 +28,8 @@ enum {
     CK_UNSCALE, CK_SCALER_UPDATE, CK_ADAM_UPDATE_LIST, CK_CROSS_ENTROPY_FUSED,
     CK_LIST_SUM_SQUARES, CK_LIST_SCALE, CK_COLUMN_SUM_LOWP, CK_LAYER_NORM_MIXED, CK_LAYER_NORM_MIXED_BACKWARD_X,
     CK_LAYER_NORM_MIXED_BACKWARD_WB, CK_ADD_LAYER_NORM, CK_LAYER_NORM_BACKWARD_FUSED,
-    CK_LAYER_NORM_MIXED_BACKWARD_FUSED, CK_ADAM_UPDATE_LIST_VEC, CK_LIST_SUM_SQUARES_VEC, CK_COUNT,
+    CK_LAYER_NORM_MIXED_BACKWARD_FUSED, CK_ADAM_UPDATE_LIST_VEC, CK_LIST_SUM_SQUARES_VEC, CK_CROSS_ENTROPY_ROWS,
+    CK_COUNT,
     CK_PROF_MATMUL = CK_COUNT, CK_PROF_COPY, CK_PROF_CUDNN, CK_PROF_SLOTS /* profiler rows beside the kernels */
 };
 
@@ -107,6 +108,9 @@ extern int64_t vram_cuda_epilogue_bgrads;
 extern int64_t vram_cuda_splitk_chosen;
 /* How many layer-norm backwards ran as the one-pass kernel (for the tests). */
 extern int64_t vram_cuda_ln_fused_backwards;
+/* How many fused cross-entropy launches took the register kernel, vk_cross_entropy_rows (for the
+ * tests and the bench). */
+extern int64_t vram_cuda_ce_row_launches;
 
 /* cuDNN's fused flash attention (cuda_cudnn_attention.c), the default (VRAM_ATTENTION=auto or
  * cudnn): the flash_attention slots' arguments; each returns 1 where cuDNN ran the call and 0

@@ -6,8 +6,11 @@
  * buffer reused by every chunk, padded to a tensor-core width) are turned in place into
  * softmax - onehot by one kernel that also adds up the loss, and x's and W's gradients are
  * computed from the chunk at once (x's into its rows, W's accumulated in f32). The node keeps
- * those two gradients for backward, which scales them by the seed over the row count (a loss
- * scale, an accumulation factor): the per-row gradient in [-1, 1] stays representable in fp16.
+ * those two gradients for backward, which scales them by the seed (a loss scale, an
+ * accumulation factor). The mean's 1/rows: in bf16, whose exponent range is f32's, the kernel
+ * writes it into the logits' gradient, so that with the seed 1 that vram_backward makes for a
+ * loss (vram_node.seed_one) backward has nothing to scale and nothing to read back; in fp16
+ * the per-row gradient stays in [-1, 1] (representable) and backward divides by the row count.
  * Elsewhere (the CPU, f32 activations) it is vram_linear then vram_cross_entropy.
  */
 #include "rt_internal.h"
@@ -22,13 +25,18 @@ static vram_status composed(vram_tensor *x, vram_tensor *w, vram_tensor *targets
     return s;
 }
 
+/* Whether the kernel writes the mean's 1/rows into the logits' gradient (the header says why bf16). */
+static int mean_in_kernel(vram_dtype dt) { return dt == VRAM_DTYPE_BF16; }
+
 static vram_status classifier_backward(vram_node *n, vram_tensor *g, vram_tensor **gin) {
     vram_runtime *rt = n->rt;
-    double factor = vram_tensor_item(g) / (double)n->ip[0];
+    int folded = (int)n->ip[1];
+    /* the seed vram_backward made is 1: no read of it (a host sync on a device) */
+    double factor = folded && n->seed_one ? 1.0 : vram_tensor_item(g) / (folded ? 1.0 : (double)n->ip[0]);
     for (int i = 0; i < 2; i++) {
         if (!vram_node_needs(n, i)) continue;
         vram_tensor *t = n->saved[i]; /* kept for this backward only: scaled in place */
-        rt->k->scale_inplace(t->dtype, vram_tensor_numel(t), vram_tensor_data(t), factor);
+        if (factor != 1.0) rt->k->scale_inplace(t->dtype, vram_tensor_numel(t), vram_tensor_data(t), factor);
         gin[i] = vram_tensor_retain(t);
     }
     return VRAM_OK;
@@ -46,6 +54,7 @@ static vram_status run_chunks(vram_tensor *xc, vram_tensor *wl, vram_tensor *tc,
     if (R > rows) R = rows;
     if (R < 1) R = 1;
     int64_t bs[2] = {R, ld}, one = 1;
+    double scale = !gx ? 0.0 : mean_in_kernel(dt) ? 1.0 / (double)rows : 1.0; /* the logits' gradient's factor */
     vram_tensor *buf = NULL, *sum = NULL;
     vram_status s = vram_tensor_empty(rt, dt, 2, bs, VRAM_TAG_TEMPORARY, &buf);
     if (s == VRAM_OK) s = vram_tensor_new(rt, VRAM_DTYPE_F64, 1, &one, VRAM_TAG_TEMPORARY, &sum);
@@ -55,7 +64,7 @@ static vram_status run_chunks(vram_tensor *xc, vram_tensor *wl, vram_tensor *tc,
         char *xr = x + (size_t)(c0 * C) * esz;
         /* logits [r, ld] = x [r, C] @ W^T */
         rt->k->matmul_lowp(rt, dt, dt, 1, r, ld, C, xr, 0, C, 1, vram_tensor_data(wl), 0, 1, C, b, 0, NULL);
-        rt->k->cross_entropy_fused(dt, r, V, ld, gx ? 1.0 : 0.0, b, t + (size_t)c0 * tsz, tc->dtype, vram_tensor_data(sum));
+        rt->k->cross_entropy_fused(dt, r, V, ld, scale, b, t + (size_t)c0 * tsz, tc->dtype, vram_tensor_data(sum));
         if (!gx) continue;
         /* gx [r, C] = dlogits [r, ld] @ W [ld, C]; gW [V, C] (+)= dlogits^T [V, r] @ x [r, C] */
         rt->k->matmul_lowp(rt, dt, dt, 1, r, C, ld, b, 0, ld, 1, vram_tensor_data(wl), 0, C, 1,
@@ -114,6 +123,7 @@ vram_status vram_linear_cross_entropy(vram_tensor *x, vram_tensor *w, vram_tenso
             s = vram_error(VRAM_ERR_HOST_MEMORY, "linear_cross_entropy: out of host memory for the graph");
         } else {
             n->ip[0] = vram_tensor_numel(tc);
+            n->ip[1] = mean_in_kernel(x->dtype);
             vram_node_save(n, gx);
             vram_node_save(n, gw);
         }

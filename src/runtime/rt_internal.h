@@ -360,6 +360,7 @@ struct vram_node {
     vram_tensor *pending;      /* gradient accumulated for this node's output */
     int deps;
     int visited;
+    int seed_one;              /* the root of a backward given no gradient: pending is the 1.0 it made */
 };
 
 /* 1 when grad mode is on and some input requires grad (so a node is to be recorded). */
