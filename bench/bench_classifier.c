@@ -50,11 +50,6 @@ bad:
     return 1;
 }
 
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, vram_bench_cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* logits [rows, ld] uniform in [-4, 4] (through f32) and targets below vocab. */
 static vram_status inputs(vram_runtime *rt, const opts *o, int64_t ld, vram_tensor **logits, vram_tensor **targets) {
     int64_t shape[2] = { o->rows, ld }, n = o->rows * ld;
@@ -125,7 +120,7 @@ int main(int argc, char **argv) {
                (long long)o.rows, (long long)o.vocab, (long long)ld, vram_dtype_name(o.dt), o.rounds);
         printf("| VRAM_CE_KERNEL | kernel | ms | GB/s (one read + one write) | mean loss |\n|---|---|---|---|---|\n");
         for (int v = 0; v < NV; v++) {
-            double m = median(ms[v], o.rounds);
+            double m = vram_bench_median(ms[v], o.rounds);
             printf("| %s | %s | %.4f | %.0f | %.6f |\n", kernel[v],
                    launches[v] == o.rounds ? "vk_cross_entropy_rows"
                    : launches[v] == 0      ? "vk_cross_entropy_fused"

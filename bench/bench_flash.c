@@ -92,11 +92,6 @@ static vram_status round_once(vram_runtime *rt, vram_tensor *x, vram_tensor *lea
     return s;
 }
 
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, vram_bench_cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int main(int argc, char **argv) {
     opts o;
     if (parse(argc, argv, &o)) return 2;
@@ -141,7 +136,7 @@ int main(int argc, char **argv) {
         printf("| VRAM_ATTENTION | VRAM_FLASH_FWD | VRAM_FLASH_BWD | forward ms | backward ms | forward TFLOP/s | "
                "backward TFLOP/s |\n|---|---|---|---|---|---|---|\n");
         for (int v = 0; v < NV; v++) {
-            double f = median(ms[v][0], o.rounds), b = median(ms[v][1], o.rounds);
+            double f = vram_bench_median(ms[v][0], o.rounds), b = vram_bench_median(ms[v][1], o.rounds);
             int dnn = !strcmp(path[v], "cudnn");
             printf("| %s | %s | %s | %.3f | %.3f | %.0f | %.0f |\n", path[v], dnn ? "-" : fwd[v], dnn ? "-" : bwd[v], f, b,
                    2 * flop / f / 1e9, 5 * flop / b / 1e9);

@@ -38,11 +38,6 @@ static int gpt2_sizes(int64_t *n) {
     return k;
 }
 
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, vram_bench_cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int main(int argc, char **argv) {
     int rounds = 30, lowp = 1;
     for (int i = 1; i < argc; i++) {
@@ -111,7 +106,7 @@ int main(int argc, char **argv) {
         printf("| kernel | VRAM_OPTIM_KERNEL | ms | GB/s |\n|---|---|---|---|\n");
         for (int k = 0; k < 2; k++)
             for (int f = 0; f < 2; f++) {
-                med[f][k] = median(ms[f][k], rounds);
+                med[f][k] = vram_bench_median(ms[f][k], rounds);
                 printf("| %s | %s | %.3f | %.0f |\n", what[k], form[f], med[f][k], bytes[k] / med[f][k] / 1e6);
             }
         printf("\nvector form's speedup: update %.2fx, sum of squares %.2fx; %.3f ms a step saved\n",

@@ -11,37 +11,24 @@ set -u
 OUT=${OUT:-$PWD/gpu-out}
 ROUNDS=${ROUNDS:-3}
 mkdir -p "$OUT"
-{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc; git log --oneline -1; } \
-  > "$OUT/machine.txt" 2>&1
-cat "$OUT/machine.txt"
-cmake -S . -B b -DCMAKE_BUILD_TYPE=Release > "$OUT/build.log" 2>&1 &&
-  cmake --build b -j "$(nproc)" --target vram gpu_test_gpu_ops >> "$OUT/build.log" 2>&1 \
-  || { echo "BUILD FAILED"; tail -30 "$OUT/build.log"; exit 1; }
-D=b/data/kjv.txt
-[ -s $D ] || { echo "no corpus at $D (the build copies data/kjv.txt.gz there)"; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_common.sh"
+gpu_machine
+gpu_build vram gpu_test_gpu_ops
+gpu_need_corpus
 timeout 200 b/tests/gpu_test_gpu_ops 1 > "$OUT/ops.log" 2>&1
 echo "gpu ops rc=$?: $(grep -E 'passed' "$OUT/ops.log" | tail -1)"
 grep -E "FAIL|^fewer launches" "$OUT/ops.log" | head -12
-TRAIN=(train --device cuda:0 --model gpt2 --data $D --batch 8 --lr 3e-4 --precision bf16 --lowp-weights keep)
-for ((r = 1; r <= ROUNDS; r++)); do
-  for sw in 0 1; do
-    VRAM_FEWER_LAUNCHES=$sw timeout 120 b/vram "${TRAIN[@]}" --steps 30 > "$OUT/speed_${sw}_$r.log" 2>&1
-    echo "VRAM_FEWER_LAUNCHES=$sw round $r rc=$?: $(grep -E '^summary' "$OUT/speed_${sw}_$r.log")"
-  done
-done
+gpu_speed_rounds VRAM_FEWER_LAUNCHES 0 1
 for sw in 0 1; do
-  VRAM_FEWER_LAUNCHES=$sw VRAM_CUDA_PROFILE=1 timeout 120 b/vram "${TRAIN[@]}" --steps 6 > "$OUT/profile_$sw.log" 2>&1
+  gpu_profile VRAM_FEWER_LAUNCHES $sw
   echo "profile VRAM_FEWER_LAUNCHES=$sw rc=$?"
 done
-# a profile row's launches and total ms, per step (6 steps)
-row() { awk -v k="$2" 'index($0, k) { n = split($0, f, " "); for (i = 1; i <= n; i++) if (f[i] ~ /^[0-9]+$/) {
-  printf "%.0f launches, %.3f ms", f[i] / 6, f[i + 1] / 6; exit } }' "$1"; }
 echo
 echo "| VRAM_FEWER_LAUNCHES | ms/step by round | peak allocated | copy / memset a step | vk_accumulate a step | vk_layer_norm_mixed_backward_x a step |"
 echo "|---|---|---:|---|---|---|"
 for sw in 0 1; do
-  ms=$(cat "$OUT"/speed_${sw}_*.log 2>/dev/null | sed -n 's/^summary: median step \([0-9.]*\) ms.*/\1/p' | paste -sd' ')
-  pk=$(grep -h '^summary' "$OUT"/speed_${sw}_*.log 2>/dev/null | tail -1 | sed -n 's/.*peak allocated \([0-9.]* MiB\).*/\1/p')
-  echo "| $sw | ${ms:-?} | ${pk:-?} | $(row "$OUT/profile_$sw.log" 'copy / memset') | $(row "$OUT/profile_$sw.log" vk_accumulate) |" \
-       "$(row "$OUT/profile_$sw.log" vk_layer_norm_mixed_backward_x) |"
+  ms=$(gpu_ms $sw)
+  pk=$(gpu_peak $sw)
+  echo "| $sw | ${ms:-?} | ${pk:-?} | $(gpu_row "$OUT/profile_$sw.log" 'copy / memset') | $(gpu_row "$OUT/profile_$sw.log" vk_accumulate) |" \
+       "$(gpu_row "$OUT/profile_$sw.log" vk_layer_norm_mixed_backward_x) |"
 done

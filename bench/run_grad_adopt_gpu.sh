@@ -20,14 +20,10 @@ ROUNDS=${ROUNDS:-2}
 PARTS=" ${PARTS:-test speed records} "
 has() { [[ "$PARTS" == *" $1 "* ]]; }
 mkdir -p "$OUT"
-{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc; git log --oneline -1; } \
-  > "$OUT/machine.txt" 2>&1
-cat "$OUT/machine.txt"
-cmake -S . -B b -DCMAKE_BUILD_TYPE=Release > "$OUT/build.log" 2>&1 &&
-  cmake --build b -j "$(nproc)" --target vram gpu_test_gpu_grad_adopt >> "$OUT/build.log" 2>&1 \
-  || { echo "BUILD FAILED"; tail -30 "$OUT/build.log"; exit 1; }
-D=b/data/kjv.txt
-[ -s $D ] || { echo "no corpus at $D (the build copies data/kjv.txt.gz there)"; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_common.sh"
+gpu_machine
+gpu_build vram gpu_test_gpu_grad_adopt
+gpu_need_corpus
 T0=$(date +%s)
 if has test; then
   timeout 200 b/tests/gpu_test_gpu_grad_adopt > "$OUT/test.log" 2>&1
@@ -35,15 +31,9 @@ if has test; then
   grep -E "FAIL|device copies" "$OUT/test.log" | head -12
 fi
 if has speed; then
-  TRAIN=(train --device cuda:0 --model gpt2 --data $D --batch 8 --lr 3e-4 --precision bf16 --lowp-weights keep)
-  for ((r = 1; r <= ROUNDS; r++)); do
-    for sw in 0 1; do
-      VRAM_GRAD_ADOPT=$sw timeout 120 b/vram "${TRAIN[@]}" --steps 30 > "$OUT/speed_${sw}_$r.log" 2>&1
-      echo "VRAM_GRAD_ADOPT=$sw round $r rc=$?: $(grep -E '^summary' "$OUT/speed_${sw}_$r.log")"
-    done
-  done
+  gpu_speed_rounds VRAM_GRAD_ADOPT 0 1
   for sw in 0 1; do
-    VRAM_GRAD_ADOPT=$sw VRAM_CUDA_PROFILE=1 timeout 120 b/vram "${TRAIN[@]}" --steps 6 > "$OUT/profile_$sw.log" 2>&1
+    gpu_profile VRAM_GRAD_ADOPT $sw
     echo "profile VRAM_GRAD_ADOPT=$sw rc=$?: $(grep -E 'copy / memset|vk_accumulate' "$OUT/profile_$sw.log" | tr -s ' ' | paste -sd';')"
   done
 fi

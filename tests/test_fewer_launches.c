@@ -1,9 +1,9 @@
 /* test_fewer_launches.c — VRAM_FEWER_LAUNCHES (rt_internal.h) changes no number and no
  * allocation, only the memsets and accumulates a training step queues.
  *
- * A kernel table wrapped around the runtime's counts zero (memsets: calls and bytes), copy,
- * fill and accumulate. On the CPU: a small tied GPT in f32, one step with the switch off and
- * one with it on from the same weights: every gradient bit for bit when each token id occurs
+ * A kernel table wrapped around the runtime's (launch_counts.h) counts zero (memsets: calls and
+ * bytes), copy, fill and accumulate. On the CPU: a small tied GPT in f32, one step with the
+ * switch off and one with it on from the same weights: every gradient bit for bit when each token id occurs
  * once (the embedding's scatter then adds the same single value either way), within f32's
  * rounding when ids repeat; the same allocator statistics; one memset (V x C x 4 bytes) and one
  * accumulate fewer. On the planner's shape-only GPU runtime (the GPU's slots, no values), with
@@ -14,103 +14,10 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "../src/runtime/rt_internal.h"
-#include "check.h"
-#include "vram/alloc.h"
-#include "vram/nn.h"
+#include "launch_counts.h"
 
-typedef struct counts {
-    int64_t zeros, zero_bytes, copies, fills, accumulates;
-} counts;
-
-static counts seen;
-static const vram_kernels *inner;
-static vram_kernels wrapped;
-
-static void count_zero(void *dst, size_t n) {
-    seen.zeros++, seen.zero_bytes += (int64_t)n;
-    inner->zero(dst, n);
-}
-static void count_copy(const vram_kview *dst, const vram_kview *src) {
-    seen.copies++;
-    inner->copy(dst, src);
-}
-static void count_fill(const vram_kview *dst, double v) {
-    seen.fills++;
-    inner->fill(dst, v);
-}
-static void count_accumulate(const vram_kview *dst, const vram_kview *src) {
-    seen.accumulates++;
-    inner->accumulate(dst, src);
-}
-
-static void wrap(vram_runtime *rt, int ln_writes_wb) {
-    inner = rt->k;
-    wrapped = *inner;
-    wrapped.zero = count_zero, wrapped.copy = count_copy, wrapped.fill = count_fill;
-    wrapped.accumulate = count_accumulate;
-    wrapped.layer_norm_backward_writes_wb = ln_writes_wb;
-    rt->k = &wrapped;
-}
-
-typedef struct step_result {
-    counts c;
-    int64_t peak, allocs, bytes_allocated;
-    double loss;
-    float *grads; /* every gradient, concatenated (NULL on the shape-only runtime) */
-    int64_t n_grads;
-} step_result;
-
-/* One forward and backward of a fresh GPT (same seed) on rt, with the switch as `on`. */
-static void gpt_step(vram_runtime *rt, vram_allocator *a, const vram_gpt_config *cfg, int64_t B, int64_t T,
-                     const int32_t *ids, const int32_t *targets, int on, step_result *r) {
-    memset(r, 0, sizeof *r);
-    if (!on) setenv("VRAM_FEWER_LAUNCHES", "0", 1);
-    vram_runtime_seed(rt, 7);
-    vram_gpt *g = NULL;
-    vram_tensor *ti = NULL, *tt = NULL, *loss = NULL;
-    CHECK_OK(vram_gpt_new(rt, cfg, &g));
-    int64_t bt[2] = {B, T};
-    if (ids) {
-        CHECK_OK(vram_tensor_from_data(rt, VRAM_DTYPE_I32, 2, bt, VRAM_TAG_OTHER, ids, &ti));
-        CHECK_OK(vram_tensor_from_data(rt, VRAM_DTYPE_I32, 2, bt, VRAM_TAG_OTHER, targets, &tt));
-    } else {
-        CHECK_OK(vram_tensor_new(rt, VRAM_DTYPE_I32, 2, bt, VRAM_TAG_OTHER, &ti));
-        CHECK_OK(vram_tensor_new(rt, VRAM_DTYPE_I32, 2, bt, VRAM_TAG_OTHER, &tt));
-    }
-    vram_allocator_reset_peak_stats(a);
-    vram_stats s0, s1;
-    vram_allocator_get_stats(a, &s0);
-    counts before = seen;
-    if (g && ti && tt) CHECK_OK(vram_gpt_forward(g, ti, tt, 1, NULL, &loss));
-    if (loss) CHECK_OK(vram_backward(loss, NULL));
-    vram_allocator_get_stats(a, &s1);
-    r->c.zeros = seen.zeros - before.zeros, r->c.zero_bytes = seen.zero_bytes - before.zero_bytes;
-    r->c.copies = seen.copies - before.copies, r->c.fills = seen.fills - before.fills;
-    r->c.accumulates = seen.accumulates - before.accumulates;
-    r->peak = s1.allocated_bytes[VRAM_POOL_ALL].peak;
-    r->allocs = s1.allocation[VRAM_POOL_ALL].allocated - s0.allocation[VRAM_POOL_ALL].allocated;
-    r->bytes_allocated = s1.allocated_bytes[VRAM_POOL_ALL].allocated - s0.allocated_bytes[VRAM_POOL_ALL].allocated;
-    if (ids && loss) r->loss = vram_tensor_item(loss);
-    vram_param_list *pl = g ? vram_gpt_params(g) : NULL;
-    for (int i = 0; ids && pl && i < vram_param_list_count(pl); i++) {
-        vram_tensor *gr = vram_tensor_grad(vram_param_list_get(pl, i));
-        int64_t n = gr ? vram_tensor_numel(gr) : 0;
-        float *p = realloc(r->grads, sizeof *p * (size_t)(r->n_grads + n));
-        CHECK(p != NULL, "out of host memory");
-        if (!p) break;
-        r->grads = p;
-        if (gr) vram_tensor_read_host(gr, r->grads + r->n_grads);
-        r->n_grads += n;
-    }
-    vram_tensor_free(loss), vram_tensor_free(ti), vram_tensor_free(tt);
-    vram_gpt_free(g);
-    unsetenv("VRAM_FEWER_LAUNCHES");
-}
-
-static void same_allocations(const char *what, const step_result *off, const step_result *on) {
+static void same_allocations(const char *what, const lc_step *off, const lc_step *on) {
     CHECK(off->peak == on->peak && off->allocs == on->allocs && off->bytes_allocated == on->bytes_allocated,
           "%s: the allocations changed: peak %lld -> %lld, %lld -> %lld allocations of %lld -> %lld bytes", what,
           (long long)off->peak, (long long)on->peak, (long long)off->allocs, (long long)on->allocs,
@@ -127,7 +34,7 @@ static void cpu(void) {
     if (dev) CHECK_OK(vram_allocator_new(dev, NULL, &a));
     if (a) CHECK_OK(vram_runtime_new(a, 2, &rt));
     if (!rt) return;
-    wrap(rt, 0);
+    lc_wrap(rt, 0);
     vram_gpt_config cfg = {.layers = 2, .heads = 2, .width = C, .vocab = V, .context = T, .tied = 1, .init_std = 0.02};
     int32_t ids[B * T], targets[B * T];
     for (int repeat = 0; repeat < 2; repeat++) {
@@ -135,8 +42,8 @@ static void cpu(void) {
             ids[i] = repeat ? (int32_t)((i * 7) % 11) : (int32_t)((i * 13) % V); /* (13 is prime to V: distinct) */
             targets[i] = (int32_t)((i * 5 + 3) % V);
         }
-        step_result r[2];
-        for (int on = 0; on < 2; on++) gpt_step(rt, a, &cfg, B, T, ids, targets, on, &r[on]);
+        lc_step r[2];
+        for (int on = 0; on < 2; on++) lc_gpt_step(rt, a, &cfg, B, T, ids, targets, "VRAM_FEWER_LAUNCHES", on, &r[on]);
         const char *what = repeat ? "CPU, repeated ids" : "CPU, distinct ids";
         same_allocations(what, &r[0], &r[1]);
         CHECK(r[0].loss == r[1].loss, "%s: loss %.9g, %.9g with the switch off", what, r[1].loss, r[0].loss);
@@ -168,18 +75,13 @@ static void cpu(void) {
 
 /* The planner's GPU runtime: GPT-2 124M at B=8, T=1024, bf16 with kept weights. */
 static void gpu_plan(void) {
-    vram_device *dev = NULL;
-    vram_allocator *a = NULL;
-    vram_runtime *rt = NULL;
-    CHECK_OK(vram_device_open("cudasim:80GiB", &dev));
-    if (dev) CHECK_OK(vram_allocator_new(dev, NULL, &a));
-    if (a) CHECK_OK(vram_runtime_new_shape_only_gpu(a, &rt));
+    vram_device *dev;
+    vram_allocator *a;
+    vram_runtime *rt = lc_open_planner(&dev, &a);
     if (!rt) return;
-    wrap(rt, 1);
-    vram_gpt_config cfg = {.layers = 12, .heads = 12, .width = 768, .vocab = 50257, .context = 1024, .tied = 1,
-                           .init_std = 0.02, .precision = VRAM_DTYPE_BF16, .keep_lowp_weights = 1};
-    step_result r[2];
-    for (int on = 0; on < 2; on++) gpt_step(rt, a, &cfg, 8, 1024, NULL, NULL, on, &r[on]);
+    vram_gpt_config cfg = lc_gpt2_124m();
+    lc_step r[2];
+    for (int on = 0; on < 2; on++) lc_gpt_step(rt, a, &cfg, 8, 1024, NULL, NULL, "VRAM_FEWER_LAUNCHES", on, &r[on]);
     same_allocations("GPT-2 on the planner's GPU runtime", &r[0], &r[1]);
     for (int on = 0; on < 2; on++)
         printf("GPT-2 124M B=8 bf16, forward and backward, VRAM_FEWER_LAUNCHES=%d: %lld memsets (%.1f MiB), %lld copies, "

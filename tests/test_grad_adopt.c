@@ -10,47 +10,15 @@
  * at B=8, T=1024 in bf16 with kept weights on the planner's shape-only GPU runtime (the CUDA
  * table's slots): the counts of copies, accumulates and memsets a forward and backward queue, and
  * the allocations, each way (docs/runtime.md quotes them): the residual stream's copies and the
- * layer norms' accumulates gone with it on, everything as today with it off.
+ * layer norms' accumulates gone with it on, everything as today with it off. The counting and
+ * the GPT step are launch_counts.h's, shared with test_fewer_launches.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/runtime/rt_internal.h"
-#include "check.h"
-#include "vram/alloc.h"
-#include "vram/nn.h"
+#include "launch_counts.h"
 #include "vram/ops.h"
-
-typedef struct counts {
-    int64_t zeros, zero_bytes, copies, accumulates;
-} counts;
-
-static counts seen;
-static const vram_kernels *inner;
-static vram_kernels wrapped;
-
-static void count_zero(void *dst, size_t n) {
-    seen.zeros++, seen.zero_bytes += (int64_t)n;
-    inner->zero(dst, n);
-}
-static void count_copy(const vram_kview *dst, const vram_kview *src) {
-    seen.copies++;
-    inner->copy(dst, src);
-}
-static void count_accumulate(const vram_kview *dst, const vram_kview *src) {
-    seen.accumulates++;
-    inner->accumulate(dst, src);
-}
-
-/* Counts what rt's kernel table queues; ln_writes_wb as the CUDA table has it, on the planner's. */
-static void wrap(vram_runtime *rt, int ln_writes_wb) {
-    inner = rt->k;
-    wrapped = *inner;
-    wrapped.zero = count_zero, wrapped.copy = count_copy, wrapped.accumulate = count_accumulate;
-    wrapped.layer_norm_backward_writes_wb = ln_writes_wb;
-    rt->k = &wrapped;
-}
 
 static void set_adopt(int on) {
     setenv("VRAM_GRAD_ADOPT", on ? "1" : "0", 1);
@@ -158,15 +126,15 @@ static void graphs(vram_runtime *rt) {
     for (int i = 0; i < 3; i++) vram_tensor_set_requires_grad(leaves[i], 1);
     for (int which = 0; which < 6; which++) {
         double g[2][2 * N * C + C];
-        counts c[2];
+        lc_counts c[2];
         for (int on = 0; on < 2; on++) {
             set_adopt(on);
             for (int i = 0; i < 3; i++) vram_tensor_zero_grad(leaves[i], 1);
-            counts before = seen;
+            lc_counts before = lc_seen;
             vram_tensor *out = graph(which, x, y, w);
             if (out) CHECK_OK(vram_backward(out, NULL));
             vram_tensor_free(out);
-            c[on].copies = seen.copies - before.copies, c[on].accumulates = seen.accumulates - before.accumulates;
+            c[on] = lc_since(before);
             int64_t at = 0;
             for (int i = 0; i < 3; i++) {
                 vram_tensor *gr = vram_tensor_grad(leaves[i]);
@@ -193,60 +161,6 @@ static void graphs(vram_runtime *rt) {
 
 /* ---- GPT ---- */
 
-typedef struct step_result {
-    counts c;
-    int64_t peak, allocs, bytes_allocated;
-    double loss;
-    float *grads; /* every gradient, concatenated (NULL on the shape-only runtime) */
-    int64_t n_grads;
-} step_result;
-
-/* One forward and backward of a fresh GPT (same seed) on rt, with the switch as `on`. */
-static void gpt_step(vram_runtime *rt, vram_allocator *a, const vram_gpt_config *cfg, int64_t B, int64_t T,
-                     const int32_t *ids, const int32_t *targets, int on, step_result *r) {
-    memset(r, 0, sizeof *r);
-    set_adopt(on);
-    vram_runtime_seed(rt, 7);
-    vram_gpt *g = NULL;
-    vram_tensor *ti = NULL, *tt = NULL, *loss = NULL;
-    CHECK_OK(vram_gpt_new(rt, cfg, &g));
-    int64_t bt[2] = { B, T };
-    if (ids) {
-        CHECK_OK(vram_tensor_from_data(rt, VRAM_DTYPE_I32, 2, bt, VRAM_TAG_OTHER, ids, &ti));
-        CHECK_OK(vram_tensor_from_data(rt, VRAM_DTYPE_I32, 2, bt, VRAM_TAG_OTHER, targets, &tt));
-    } else {
-        CHECK_OK(vram_tensor_new(rt, VRAM_DTYPE_I32, 2, bt, VRAM_TAG_OTHER, &ti));
-        CHECK_OK(vram_tensor_new(rt, VRAM_DTYPE_I32, 2, bt, VRAM_TAG_OTHER, &tt));
-    }
-    vram_allocator_reset_peak_stats(a);
-    vram_stats s0, s1;
-    vram_allocator_get_stats(a, &s0);
-    counts before = seen;
-    if (g && ti && tt) CHECK_OK(vram_gpt_forward(g, ti, tt, 1, NULL, &loss));
-    if (loss) CHECK_OK(vram_backward(loss, NULL));
-    vram_allocator_get_stats(a, &s1);
-    r->c.zeros = seen.zeros - before.zeros, r->c.zero_bytes = seen.zero_bytes - before.zero_bytes;
-    r->c.copies = seen.copies - before.copies, r->c.accumulates = seen.accumulates - before.accumulates;
-    r->peak = s1.allocated_bytes[VRAM_POOL_ALL].peak;
-    r->allocs = s1.allocation[VRAM_POOL_ALL].allocated - s0.allocation[VRAM_POOL_ALL].allocated;
-    r->bytes_allocated = s1.allocated_bytes[VRAM_POOL_ALL].allocated - s0.allocated_bytes[VRAM_POOL_ALL].allocated;
-    if (ids && loss) r->loss = vram_tensor_item(loss);
-    vram_param_list *pl = g ? vram_gpt_params(g) : NULL;
-    for (int i = 0; ids && pl && i < vram_param_list_count(pl); i++) {
-        vram_tensor *gr = vram_tensor_grad(vram_param_list_get(pl, i));
-        int64_t n = gr ? vram_tensor_numel(gr) : 0;
-        float *p = realloc(r->grads, sizeof *p * (size_t)(r->n_grads + n));
-        CHECK(p != NULL, "out of host memory");
-        if (!p) break;
-        r->grads = p;
-        if (gr) vram_tensor_read_host(gr, r->grads + r->n_grads);
-        r->n_grads += n;
-    }
-    vram_tensor_free(loss), vram_tensor_free(ti), vram_tensor_free(tt);
-    vram_gpt_free(g);
-    unsetenv("VRAM_GRAD_ADOPT");
-}
-
 static void gpt_cpu(vram_runtime *rt, vram_allocator *a) {
     enum { B = 2, T = 32, V = 97, W = 64, L = 2 };
     vram_gpt_config cfg = {
@@ -254,8 +168,8 @@ static void gpt_cpu(vram_runtime *rt, vram_allocator *a) {
     };
     int32_t ids[B * T], targets[B * T];
     for (int i = 0; i < B * T; i++) ids[i] = (int32_t)((i * 7) % 11), targets[i] = (int32_t)((i * 5 + 3) % V);
-    step_result r[2];
-    for (int on = 0; on < 2; on++) gpt_step(rt, a, &cfg, B, T, ids, targets, on, &r[on]);
+    lc_step r[2];
+    for (int on = 0; on < 2; on++) lc_gpt_step(rt, a, &cfg, B, T, ids, targets, "VRAM_GRAD_ADOPT", on, &r[on]);
     CHECK(r[0].loss == r[1].loss, "GPT on the CPU: loss %.9g with VRAM_GRAD_ADOPT on, %.9g off", r[1].loss, r[0].loss);
     CHECK(r[0].n_grads == r[1].n_grads && r[0].n_grads > (int64_t)V * W, "GPT: %lld and %lld gradient elements",
           (long long)r[0].n_grads, (long long)r[1].n_grads);
@@ -274,26 +188,14 @@ static void gpt_cpu(vram_runtime *rt, vram_allocator *a) {
 }
 
 static void gpt2_plan(void) {
-    vram_device *dev = NULL;
-    vram_allocator *a = NULL;
-    vram_runtime *rt = NULL;
-    CHECK_OK(vram_device_open("cudasim:80GiB", &dev));
-    if (dev) CHECK_OK(vram_allocator_new(dev, NULL, &a));
-    if (a) CHECK_OK(vram_runtime_new_shape_only_gpu(a, &rt));
+    vram_device *dev;
+    vram_allocator *a;
+    vram_runtime *rt = lc_open_planner(&dev, &a);
     if (!rt) return;
-    wrap(rt, 1);
-    enum { L = 12, W = 768, V = 50257 };
-    vram_gpt_config cfg = { .layers = L,
-                            .heads = 12,
-                            .width = W,
-                            .vocab = V,
-                            .context = 1024,
-                            .tied = 1,
-                            .init_std = 0.02,
-                            .precision = VRAM_DTYPE_BF16,
-                            .keep_lowp_weights = 1 };
-    step_result r[2];
-    for (int on = 0; on < 2; on++) gpt_step(rt, a, &cfg, 8, 1024, NULL, NULL, on, &r[on]);
+    enum { L = 12, W = 768, V = 50257 }; /* lc_gpt2_124m's */
+    vram_gpt_config cfg = lc_gpt2_124m();
+    lc_step r[2];
+    for (int on = 0; on < 2; on++) lc_gpt_step(rt, a, &cfg, 8, 1024, NULL, NULL, "VRAM_GRAD_ADOPT", on, &r[on]);
     for (int on = 0; on < 2; on++)
         printf("GPT-2 124M B=8 bf16, forward and backward, VRAM_GRAD_ADOPT=%d: %lld memsets (%.1f MiB), %lld copies, "
                "%lld accumulates; %lld allocations of %.1f MiB, peak %.1f MiB\n",
@@ -333,7 +235,7 @@ int main(void) {
     if (dev) CHECK_OK(vram_allocator_new(dev, NULL, &a));
     if (a) CHECK_OK(vram_runtime_new(a, 2, &rt));
     if (rt) {
-        wrap(rt, 0);
+        lc_wrap(rt, 0);
         graphs(rt);
         gpt_cpu(rt, a);
         vram_runtime_free(rt);

@@ -15,6 +15,7 @@
 #define VRAM_BENCH_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "vram/vram.h"
 
@@ -59,6 +60,12 @@ double vram_bench_now_ns(void);
 static inline int vram_bench_cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* The median of v[0..n), n > 0 (the mean of the middle two for even n); sorts v in place. */
+static inline double vram_bench_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, vram_bench_cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* xorshift64, as docs/benchmarks.md gives it. */
