@@ -5,9 +5,10 @@
  * copy, fill and accumulate count into lc_seen and then call the real ones. lc_gpt_step() runs one
  * forward and backward of a fresh GPT (same seed each time) with an environment switch set to 0
  * or 1, and returns what that step queued, the allocator's statistics around it, and on a runtime
- * with values the loss and every gradient. lc_open_planner() opens the planner's shape-only GPU
- * runtime (the CUDA table's slots, no values) and lc_gpt2_124m() is GPT-2 124M in bf16 with kept
- * weights, the step both tests count there. One test program includes this once (static state).
+ * with values the loss and every gradient. lc_open() opens a counted runtime: the CPU's, or the
+ * planner's shape-only GPU runtime (the CUDA table's slots, no values), where lc_gpt2_124m() is
+ * the step both tests count: GPT-2 124M in bf16 with kept weights. One test program includes
+ * this once (the counts are static state).
  */
 #ifndef VRAM_TESTS_LAUNCH_COUNTS_H
 #define VRAM_TESTS_LAUNCH_COUNTS_H
@@ -118,15 +119,17 @@ static void lc_gpt_step(vram_runtime *rt, vram_allocator *a, const vram_gpt_conf
     unsetenv(env);
 }
 
-/* The planner's shape-only GPU runtime on an 80 GiB simulated device, counted (lc_wrap with the
- * CUDA table's layer norm); NULL, with the failure CHECKed, when a step fails. */
-static vram_runtime *lc_open_planner(vram_device **dev, vram_allocator **a) {
+/* A counted runtime (lc_wrap): the CPU's (2 threads) or, with `planner`, the planner's shape-only
+ * GPU runtime on an 80 GiB simulated device with the CUDA table's layer norm. NULL, with the
+ * failure CHECKed, when a step fails (*dev and *a then hold what opened, or NULL). */
+static vram_runtime *lc_open(int planner, vram_device **dev, vram_allocator **a) {
     vram_runtime *rt = NULL;
     *dev = NULL, *a = NULL;
-    CHECK_OK(vram_device_open("cudasim:80GiB", dev));
+    CHECK_OK(vram_device_open(planner ? "cudasim:80GiB" : "host", dev));
     if (*dev) CHECK_OK(vram_allocator_new(*dev, NULL, a));
-    if (*a) CHECK_OK(vram_runtime_new_shape_only_gpu(*a, &rt));
-    if (rt) lc_wrap(rt, 1);
+    if (*a && planner) CHECK_OK(vram_runtime_new_shape_only_gpu(*a, &rt));
+    else if (*a) CHECK_OK(vram_runtime_new(*a, 2, &rt));
+    if (rt) lc_wrap(rt, planner);
     return rt;
 }
 

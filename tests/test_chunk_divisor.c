@@ -68,53 +68,50 @@ static void test_chunk_sizes(void) {
     CHECK(chunks_for("chunk_min_mb:2,chunk_divisor:0", 20 * MiB) == 1, "chunk_divisor:0: chunk_min_mb does nothing");
 }
 
-/* A 100 MiB block A (a 2 MiB block after it) freed, a 90 MiB block C placed where A was: A's
- * chunks are 8 MiB by default, so C's last page leaves 3 free pages of its chunk pinned (6 MiB)
- * and A's 4 MiB tail chunk movable; with chunk_min_mb:2 A's chunks are 4 MiB, one page stays
- * pinned and 8 MiB can move. */
+/* A block A of `asize` (a 2 MiB block B after it keeps A's memory from merging with the free end)
+ * freed, a block C of `csize` placed where A was, under the VRAM_ALLOC_CONF `conf`: the large
+ * pool's cache breakdown then, what of A's memory C's last chunk pins. 0 where the allocator did
+ * not open. */
+static int pinned_after(const char *conf, uint64_t asize, uint64_t csize, vram_cache_breakdown *b) {
+    vram_device *dev;
+    vram_allocator *a = open_alloc("cudasim:8GiB", conf, &dev);
+    CHECK(a != NULL, "open");
+    if (!a) return 0;
+    void *x, *y, *z;
+    CHECK_OK(vram_allocator_malloc(a, asize, 0, VRAM_TAG_OTHER, &x));
+    CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, VRAM_TAG_OTHER, &y));
+    CHECK_OK(vram_allocator_free(a, x));
+    CHECK_OK(vram_allocator_malloc(a, csize, 0, VRAM_TAG_OTHER, &z));
+    CHECK(z == x, "C where A was");
+    CHECK_OK(vram_allocator_cache_breakdown(a, VRAM_POOL_LARGE, b));
+    CHECK_OK(vram_allocator_check(a));
+    CHECK_OK(vram_allocator_free(a, z));
+    CHECK_OK(vram_allocator_free(a, y));
+    vram_allocator_destroy(a);
+    vram_device_close(dev);
+    return 1;
+}
+
+/* A of 100 MiB, C of 90 MiB: A's chunks are 8 MiB by default, so C's last page leaves 3 free
+ * pages of its chunk pinned (6 MiB) and A's 4 MiB tail chunk movable; with chunk_min_mb:2 A's
+ * chunks are 4 MiB, one page stays pinned and 8 MiB can move. */
 static void test_pinned_chunk_min(void) {
     for (int fine = 0; fine < 2; fine++) {
-        vram_device *dev;
-        vram_allocator *a = open_alloc("cudasim:8GiB", fine ? "chunk_min_mb:2" : "", &dev);
-        CHECK(a != NULL, "open");
-        if (!a) return;
-        void *x, *y, *z;
-        CHECK_OK(vram_allocator_malloc(a, 100 * MiB, 0, VRAM_TAG_OTHER, &x));
-        CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, VRAM_TAG_OTHER, &y));
-        CHECK_OK(vram_allocator_free(a, x));
-        CHECK_OK(vram_allocator_malloc(a, 90 * MiB, 0, VRAM_TAG_OTHER, &z));
-        CHECK(z == x, "C where A was");
         vram_cache_breakdown b;
-        CHECK_OK(vram_allocator_cache_breakdown(a, VRAM_POOL_LARGE, &b));
+        if (!pinned_after(fine ? "chunk_min_mb:2" : "", 100 * MiB, 90 * MiB, &b)) return;
         uint64_t pinned = fine ? 2 * MiB : 6 * MiB, movable = fine ? 8 * MiB : 4 * MiB;
         CHECK(b.free_pinned == pinned && b.free_movable == movable,
               "%s: %llu MiB pinned, %llu movable (got %llu, %llu MiB)", fine ? "chunk_min_mb:2" : "default",
               (unsigned long long)(pinned >> 20), (unsigned long long)(movable >> 20),
               (unsigned long long)(b.free_pinned >> 20), (unsigned long long)(b.free_movable >> 20));
-        CHECK_OK(vram_allocator_check(a));
-        CHECK_OK(vram_allocator_free(a, z));
-        CHECK_OK(vram_allocator_free(a, y));
-        vram_allocator_destroy(a);
-        vram_device_close(dev);
     }
 }
 
-/* A 256 MiB block A (a 2 MiB block B after it keeps A's memory from merging with the free end)
- * freed, a 200 MiB block C placed where A was: what of A's memory stays pinned by C's last chunk. */
+/* A of 256 MiB, C of 200 MiB: what of A's memory stays pinned by C's last chunk. */
 static void test_pinned(void) {
     for (int off = 0; off < 2; off++) {
-        vram_device *dev;
-        vram_allocator *a = open_alloc("cudasim:8GiB", off ? "chunk_divisor:0" : "", &dev);
-        CHECK(a != NULL, "open");
-        if (!a) return;
-        void *x, *y, *z;
-        CHECK_OK(vram_allocator_malloc(a, 256 * MiB, 0, VRAM_TAG_OTHER, &x));
-        CHECK_OK(vram_allocator_malloc(a, 2 * MiB, 0, VRAM_TAG_OTHER, &y));
-        CHECK_OK(vram_allocator_free(a, x));
-        CHECK_OK(vram_allocator_malloc(a, 200 * MiB, 0, VRAM_TAG_OTHER, &z));
-        CHECK(z == x, "C where A was");
         vram_cache_breakdown b;
-        CHECK_OK(vram_allocator_cache_breakdown(a, VRAM_POOL_LARGE, &b));
+        if (!pinned_after(off ? "chunk_divisor:0" : "", 256 * MiB, 200 * MiB, &b)) return;
         if (off)
             CHECK(b.free_pinned == 56 * MiB && b.free_movable == 0,
                   "64 MiB chunks: 56 MiB pinned, none movable (got %llu, %llu MiB)",
@@ -123,11 +120,6 @@ static void test_pinned(void) {
             CHECK(b.free_pinned == 8 * MiB && b.free_movable == 48 * MiB,
                   "16 MiB chunks: 8 MiB pinned, 48 MiB movable (got %llu, %llu MiB)",
                   (unsigned long long)(b.free_pinned >> 20), (unsigned long long)(b.free_movable >> 20));
-        CHECK_OK(vram_allocator_check(a));
-        CHECK_OK(vram_allocator_free(a, z));
-        CHECK_OK(vram_allocator_free(a, y));
-        vram_allocator_destroy(a);
-        vram_device_close(dev);
     }
 }
 

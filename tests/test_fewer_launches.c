@@ -27,14 +27,10 @@ static void same_allocations(const char *what, const lc_step *off, const lc_step
 /* The CPU: distinct ids (bit for bit), then repeated ids (to f32's rounding). */
 static void cpu(void) {
     enum { B = 2, T = 32, V = 97, C = 64 };
-    vram_device *dev = NULL;
-    vram_allocator *a = NULL;
-    vram_runtime *rt = NULL;
-    CHECK_OK(vram_device_open("host", &dev));
-    if (dev) CHECK_OK(vram_allocator_new(dev, NULL, &a));
-    if (a) CHECK_OK(vram_runtime_new(a, 2, &rt));
+    vram_device *dev;
+    vram_allocator *a;
+    vram_runtime *rt = lc_open(0, &dev, &a);
     if (!rt) return;
-    lc_wrap(rt, 0);
     vram_gpt_config cfg = {.layers = 2, .heads = 2, .width = C, .vocab = V, .context = T, .tied = 1, .init_std = 0.02};
     int32_t ids[B * T], targets[B * T];
     for (int repeat = 0; repeat < 2; repeat++) {
@@ -43,7 +39,8 @@ static void cpu(void) {
             targets[i] = (int32_t)((i * 5 + 3) % V);
         }
         lc_step r[2];
-        for (int on = 0; on < 2; on++) lc_gpt_step(rt, a, &cfg, B, T, ids, targets, "VRAM_FEWER_LAUNCHES", on, &r[on]);
+        for (int on = 0; on < 2; on++)
+            lc_gpt_step(rt, a, &cfg, B, T, ids, targets, "VRAM_FEWER_LAUNCHES", on, &r[on]);
         const char *what = repeat ? "CPU, repeated ids" : "CPU, distinct ids";
         same_allocations(what, &r[0], &r[1]);
         CHECK(r[0].loss == r[1].loss, "%s: loss %.9g, %.9g with the switch off", what, r[1].loss, r[0].loss);
@@ -77,11 +74,12 @@ static void cpu(void) {
 static void gpu_plan(void) {
     vram_device *dev;
     vram_allocator *a;
-    vram_runtime *rt = lc_open_planner(&dev, &a);
+    vram_runtime *rt = lc_open(1, &dev, &a);
     if (!rt) return;
     vram_gpt_config cfg = lc_gpt2_124m();
     lc_step r[2];
-    for (int on = 0; on < 2; on++) lc_gpt_step(rt, a, &cfg, 8, 1024, NULL, NULL, "VRAM_FEWER_LAUNCHES", on, &r[on]);
+    for (int on = 0; on < 2; on++)
+        lc_gpt_step(rt, a, &cfg, 8, 1024, NULL, NULL, "VRAM_FEWER_LAUNCHES", on, &r[on]);
     same_allocations("GPT-2 on the planner's GPU runtime", &r[0], &r[1]);
     for (int on = 0; on < 2; on++)
         printf("GPT-2 124M B=8 bf16, forward and backward, VRAM_FEWER_LAUNCHES=%d: %lld memsets (%.1f MiB), %lld copies, "

@@ -190,7 +190,7 @@ static void gpt_cpu(vram_runtime *rt, vram_allocator *a) {
 static void gpt2_plan(void) {
     vram_device *dev;
     vram_allocator *a;
-    vram_runtime *rt = lc_open_planner(&dev, &a);
+    vram_runtime *rt = lc_open(1, &dev, &a);
     if (!rt) return;
     enum { L = 12, W = 768, V = 50257 }; /* lc_gpt2_124m's */
     vram_gpt_config cfg = lc_gpt2_124m();
@@ -228,14 +228,10 @@ static void gpt2_plan(void) {
 }
 
 int main(void) {
-    vram_device *dev = NULL;
-    vram_allocator *a = NULL;
-    vram_runtime *rt = NULL;
-    CHECK_OK(vram_device_open("host", &dev));
-    if (dev) CHECK_OK(vram_allocator_new(dev, NULL, &a));
-    if (a) CHECK_OK(vram_runtime_new(a, 2, &rt));
+    vram_device *dev;
+    vram_allocator *a;
+    vram_runtime *rt = lc_open(0, &dev, &a);
     if (rt) {
-        lc_wrap(rt, 0);
         graphs(rt);
         gpt_cpu(rt, a);
         vram_runtime_free(rt);

@@ -56,6 +56,18 @@ __device__ __forceinline__ void store_lowp4(char *lowp, int lowp_dt, int64_t j, 
     *(uint2 *)(lowp + 2 * j) = w;
 }
 
+/* adam_elem on the four elements of float4 group i, already loaded, then their stores and the
+ * 16-bit copy's. */
+__device__ __forceinline__ void adam_store4(const vk_adam_consts &k, float *p, float *m, float *v, char *lowp,
+                                            int lowp_dt, int64_t i, float4 pa, float4 ga, float4 ma, float4 va) {
+    adam_elem(k, pa.x, ga.x, ma.x, va.x);
+    adam_elem(k, pa.y, ga.y, ma.y, va.y);
+    adam_elem(k, pa.z, ga.z, ma.z, va.z);
+    adam_elem(k, pa.w, ga.w, ma.w, va.w);
+    ((float4 *)p)[i] = pa, ((float4 *)m)[i] = ma, ((float4 *)v)[i] = va;
+    if (lowp) store_lowp4(lowp, lowp_dt, 4 * i, pa.x, pa.y, pa.z, pa.w);
+}
+
 /* AdamW on vectors i and i2 (four elements each; i2 < 0: none) of a chunk. Both vectors' loads
  * come before either's stores: the compiler cannot tell that p, m and v do not overlap, so it
  * would not move a later load above a store itself. */
@@ -64,19 +76,8 @@ __device__ __forceinline__ void adam_vec2(const vk_adam_consts &k, float *p, con
     float4 pa = ((float4 *)p)[i], ma = ((float4 *)m)[i], va = ((float4 *)v)[i], ga = ((const float4 *)g)[i];
     float4 pb, mb, vb, gb;
     if (i2 >= 0) pb = ((float4 *)p)[i2], mb = ((float4 *)m)[i2], vb = ((float4 *)v)[i2], gb = ((const float4 *)g)[i2];
-    adam_elem(k, pa.x, ga.x, ma.x, va.x);
-    adam_elem(k, pa.y, ga.y, ma.y, va.y);
-    adam_elem(k, pa.z, ga.z, ma.z, va.z);
-    adam_elem(k, pa.w, ga.w, ma.w, va.w);
-    ((float4 *)p)[i] = pa, ((float4 *)m)[i] = ma, ((float4 *)v)[i] = va;
-    if (lowp) store_lowp4(lowp, lowp_dt, 4 * i, pa.x, pa.y, pa.z, pa.w);
-    if (i2 < 0) return;
-    adam_elem(k, pb.x, gb.x, mb.x, vb.x);
-    adam_elem(k, pb.y, gb.y, mb.y, vb.y);
-    adam_elem(k, pb.z, gb.z, mb.z, vb.z);
-    adam_elem(k, pb.w, gb.w, mb.w, vb.w);
-    ((float4 *)p)[i2] = pb, ((float4 *)m)[i2] = mb, ((float4 *)v)[i2] = vb;
-    if (lowp) store_lowp4(lowp, lowp_dt, 4 * i2, pb.x, pb.y, pb.z, pb.w);
+    adam_store4(k, p, m, v, lowp, lowp_dt, i, pa, ga, ma, va);
+    if (i2 >= 0) adam_store4(k, p, m, v, lowp, lowp_dt, i2, pb, gb, mb, vb);
 }
 
 /* AdamW over an f32 list, one block a chunk (the hardware hands chunks to SMs as they free up,
