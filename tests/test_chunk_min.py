@@ -2,13 +2,13 @@
 `chunk_min_mb:2,reserve_slack:0.01`, docs/alloc_conf.md "Inference on changing shapes") on the six
 programs recorded on an H100 (bench/results/gpu-placement/traces), replayed by bench_step_plan
 --auto as the GPU ran them (placement_fidelity.py --write-traces), on cudasim and at the GPU's lag:
-- ConvNeXt inference on changing batch and resolution, 1.048 / 1.043 with the defaults, holds
-  1.018 / 1.023 (<= 1.045 at both lags), ResNet-50's 1.024 / 1.032 goes to 1.021 / 1.015;
+- ConvNeXt inference on changing batch and resolution holds at most 1.045 at both lags with the
+  option, and ResNet-50 no more than with the defaults;
 - the other four programs under VRAM_STEP_PLAN=auto stay within 0.003 of the defaults' figures
   (generation unchanged);
 - the defaults' own figures are pinned (the option is opt-in: nothing changes without it), and
-  each half of the option alone holds ConvNeXt higher (chunk_min_mb:2 1.035, reserve_slack:0.01
-  the defaults' 1.048 / 1.043).
+  each half of the option alone holds ConvNeXt higher.
+The pinned replay figures and their story: bench/results/2026-12-06-placement.md (chunk_min).
 Usage: test_chunk_min.py BENCH_STEP_PLAN_EXE VRAM_EXE REPO_ROOT"""
 import os
 import subprocess
