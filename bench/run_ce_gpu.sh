@@ -4,7 +4,7 @@
 # 4 minutes on an H100: build; gpu_test_gpu_classifier (the kernel against a double reference and
 # the old kernel, the fallbacks, loss.backward() against the CPU) and gpu_test_gpu_ops 1; the
 # kernel microbenchmark (both kernels in one run); ROUNDS rounds of GPT-2 124M, B=8, T=1024, bf16,
-# 30 steps, with VRAM_CE_KERNEL=old and the default in turns; one 6-step kernel profile each way.
+# 30 steps, with VRAM_CE_KERNEL=old and =rows in turns; one 6-step kernel profile each way.
 # Logs under $OUT (or ./gpu-out); a table last: ms/step by round, peak allocated (must not move
 # between the two), the profile's cross-entropy and vk_scale_inplace rows per step.
 #   ROUNDS=3 bench/run_ce_gpu.sh

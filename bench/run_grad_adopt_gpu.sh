@@ -5,7 +5,7 @@
 #            and against f32 on the CPU, both layer-norm backward paths and residual streams
 #   speed    ROUNDS rounds of GPT-2 124M, B=8, T=1024, bf16, --lowp-weights keep, 30 steps, the
 #            switch off and on in turns, then a 6-step kernel profile each way (VRAM_CUDA_PROFILE)
-#   records  the planner's 15 GPU records measured again with the switch on (the default), one
+#   records  the planner's 15 GPU records measured again with the switch on (VRAM_GRAD_ADOPT=1), one
 #            run at a time (tests/plan_gpu_check.py --measure), copied over
 #            bench/results/2026-12-06-plan-gpu-records.json in this tree and checked there
 #            (plan_gpu_check.py: the records against `vram plan`, the grid's still with the switch off)
@@ -38,7 +38,7 @@ if has speed; then
   done
 fi
 if has records; then
-  python3 tests/plan_gpu_check.py --measure b/vram $D "$OUT/plan-gpu-records.json" > "$OUT/records.log" 2>&1
+  VRAM_GRAD_ADOPT=1 python3 tests/plan_gpu_check.py --measure b/vram $D "$OUT/plan-gpu-records.json" > "$OUT/records.log" 2>&1
   echo "records rc=$? ($(( $(date +%s) - T0 )) s so far)"; cat "$OUT/records.log"
   if grep -q '"grad_adopt": 1' "$OUT/plan-gpu-records.json" 2>/dev/null; then
     cp "$OUT/plan-gpu-records.json" bench/results/2026-12-06-plan-gpu-records.json

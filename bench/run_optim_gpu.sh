@@ -4,7 +4,7 @@
 # kernels' GPU test (both forms against a double reference) and the GPU op tests (the optimizers
 # against the CPU); bench_optim (both forms at GPT-2 124M's 148 shapes, medians and GB/s); then
 # ROUNDS rounds of vram bf16 with kept weights, GPT-2 124M B=8 T=1024 AdamW with clipping, 30
-# steps each, the default (vec) and VRAM_OPTIM_KERNEL=old alternating, and a kernel profile of
+# steps each, VRAM_OPTIM_KERNEL=vec and =old alternating, and a kernel profile of
 # each. Logs under $OUT (or ./gpu-out); a table last.
 #   ROUNDS=2 bench/run_optim_gpu.sh
 set -u

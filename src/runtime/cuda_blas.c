@@ -13,8 +13,9 @@
  * The first time a product that overwrites its output runs, the heuristic's best candidates (and,
  * for long sums, the first few split over K, which fills the GPU where a weight gradient has few
  * output tiles) are each timed on the real operands and the fastest is kept
- * (VRAM_CUBLASLT_TUNE=N times N of the heuristic's, 0 keeps its first; VRAM_CUBLASLT_SPLITK=0
- * leaves the splits out, =only times the splits alone where there are any, for the tests). The workspace (32 MiB) comes from the allocator, tagged "other".
+ * (VRAM_CUBLASLT_TUNE=N times N of the heuristic's, 0 keeps its first; the splits only with
+ * VRAM_CUBLASLT_SPLITK=1, opt-in until they have run on a GPU, or =only: the splits alone where
+ * there are any, for the tests). The workspace (32 MiB) comes from the allocator, tagged "other".
  * Epilogues: the bias (BIAS), and GPT-2's tanh GELU for 16-bit products (GELU_AUX_BIAS: the
  * output is gelu(pre), the aux matrix pre, kept for backward; DGELU: the output times
  * gelu'(aux)); where the heuristic has no algorithm for one, that is remembered in the cache
@@ -295,9 +296,9 @@ static int split_variant(lt_plan *p, const cublasLtMatmulAlgo_t *a, int32_t spli
            r.state == CUBLAS_STATUS_SUCCESS && r.workspaceSize <= WORKSPACE_BYTES;
 }
 
-/* The candidates to time: the heuristic's, then (for a long sum, where a product has too few
- * output tiles to fill the GPU) its first few split over K in 2, 3 and 4 parts. VRAM_CUBLASLT_SPLITK=0
- * leaves the splits out. */
+/* The candidates to time: the heuristic's, then with VRAM_CUBLASLT_SPLITK=1 (for a long sum,
+ * where a product has too few output tiles to fill the GPU) its first few split over K in 2, 3
+ * and 4 parts. */
 static void add_candidates(lt_plan *p, const cublasLtMatmulHeuristicResult_t *res, int found, int64_t K) {
     p->candidates = malloc(sizeof *p->candidates * MAX_CANDIDATES);
     p->splits = malloc(sizeof *p->splits * MAX_CANDIDATES);
@@ -311,7 +312,7 @@ static void add_candidates(lt_plan *p, const cublasLtMatmulHeuristicResult_t *re
             p->candidates[p->n_candidates++] = res[i].algo;
         }
     const char *sk = getenv("VRAM_CUBLASLT_SPLITK");
-    if ((sk && !strcmp(sk, "0")) || K < 2048 || !lt.CapGet || !lt.ConfigSet || !lt.ConfigGet || !lt.Check) return;
+    if (!sk || (strcmp(sk, "1") && strcmp(sk, "only")) || K < 2048 || !lt.CapGet || !lt.ConfigSet || !lt.ConfigGet || !lt.Check) return;
     int heuristic = p->n_candidates;
     for (int i = 0; i < heuristic && i < SPLITK_FROM; i++)
         for (int32_t parts = 2; parts <= 4 && p->n_candidates < MAX_CANDIDATES; parts++)

@@ -405,12 +405,13 @@ static void cuda_column_sum_lowp(vram_dtype dt, int64_t rows, int64_t n, int64_t
     vram_cuda_launch(CK_COLUMN_SUM_LOWP, blocks, vec ? 256 : THREADS, args);
 }
 
-/* VRAM_CE_KERNEL=old: every fused cross-entropy through vk_cross_entropy_fused (two reads of
- * each row); unset or "rows": the register kernel where it applies. Read per launch, so that a
- * bench can time both in one run. */
+/* VRAM_CE_KERNEL=rows: the register kernel where it applies (opt-in until it has run on a GPU);
+ * unset or "old": every fused cross-entropy through vk_cross_entropy_fused (two reads of each
+ * row). Read per launch, so that a bench can time both in one run. */
 static int ce_old_kernel(void) {
     const char *e = getenv("VRAM_CE_KERNEL");
-    if (!e || !*e || !strcmp(e, "rows")) return 0;
+    if (!e || !*e) return 1;
+    if (!strcmp(e, "rows")) return 0;
     if (strcmp(e, "old")) {
         vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_CE_KERNEL=%s: expected rows or old", e);
         return -1;
@@ -487,12 +488,13 @@ static void cuda_adam_update(vram_dtype dt, int64_t n, void *p, const void *g, v
     vram_cuda_launch(CK_ADAM_UPDATE, vram_cuda_blocks(n, THREADS), THREADS, args);
 }
 
-/* VRAM_OPTIM_KERNEL=old: the scalar list kernels (vk_adam_update_list, vk_list_sum_squares) for
- * f32 lists too; unset or "vec": their vector forms (cuda_optim_list.cuh) for f32. Read per
- * launch, so that a benchmark can time both in one process. */
+/* VRAM_OPTIM_KERNEL=vec: the vector forms of the f32 list kernels (cuda_optim_list.cuh; opt-in
+ * until they have run on a GPU); unset or "old": the scalar vk_adam_update_list and
+ * vk_list_sum_squares. Read per launch, so that a benchmark can time both in one process. */
 static int optim_old_kernels(void) {
     const char *e = getenv("VRAM_OPTIM_KERNEL");
-    if (!e || !*e || !strcmp(e, "vec")) return 0;
+    if (!e || !*e) return 1;
+    if (!strcmp(e, "vec")) return 0;
     if (strcmp(e, "old")) {
         vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_OPTIM_KERNEL=%s: expected vec or old", e);
         return -1;

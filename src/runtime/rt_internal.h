@@ -397,7 +397,7 @@ int vram_dtype_is_lowp(vram_dtype dt);
  * norms' zeroed weight gradients, the embedding's zeroed scatter buffer and its accumulate) are
  * left out. Read at each use, so a test can compare both ways in one process. */
 int vram_fewer_launches(void);
-/* 1 unless VRAM_GRAD_ADOPT=0: backward shares a gradient by reference where today's runtime
+/* 1 where VRAM_GRAD_ADOPT=1 (opt-in until it has run on a GPU): backward shares a gradient by reference where today's runtime
  * copied it (an add hands its output gradient to both inputs; copy-on-write where a second one
  * arrives), a layer norm adds its input gradient into the one already there
  * (vram_node_grad_dest), and the embedding takes no scatter buffer it leaves unused. This changes

@@ -235,7 +235,7 @@ int vram_fewer_launches(void) {
 
 int vram_grad_adopt(void) {
     const char *e = getenv("VRAM_GRAD_ADOPT");
-    return !(e && !strcmp(e, "0"));
+    return e && !strcmp(e, "1");
 }
 
 vram_status vram_tensor_from_data(vram_runtime *rt, vram_dtype dt, int ndim, const int64_t *shape, vram_tag tag,

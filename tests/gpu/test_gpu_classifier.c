@@ -7,10 +7,11 @@
  *    n = 50257, ld = 50304, smaller widths, a partial last vector, bf16 and f16) must take it
  *    (vram_cuda_ce_row_launches counts); wider rows, widths off the 8-element vectors,
  *    misaligned rows and f32 must not, and still agree. Targets at column 0 and n - 1 in every
- *    case; the register kernel also against the old one (VRAM_CE_KERNEL=old) on the same input.
+ *    case; the register kernel (VRAM_CE_KERNEL=rows) also against the old one on the same input.
  * 2. vram_linear_cross_entropy (bf16, where the mean's 1/rows is in the kernel, and f16) against
  *    the CPU's composed f32 op: loss.backward() from the seed vram_backward makes (no scaling
- *    pass), from a given seed, and under an upstream factor (loss * 0.37) and a sum.
+ *    pass), from a given seed, and under an upstream factor (loss * 0.37) and a sum; on the
+ *    default kernel and on the register one.
  * Skipped (77) where no GPU or driver exists.
  */
 #include <math.h>
@@ -91,7 +92,7 @@ static void kernel_case(const char *what, vram_dtype dt, vram_dtype tdt, int64_t
         CHECK_OK(vram_tensor_copy(lg[k], src));
         CHECK_OK(vram_tensor_new(gpu.rt, VRAM_DTYPE_F64, 1, &one, VRAM_TAG_TEMPORARY, &sum[k]));
         CHECK_OK(vram_tensor_fill(sum[k], 0.0));
-        if (k) setenv("VRAM_CE_KERNEL", "old", 1);
+        setenv("VRAM_CE_KERNEL", k ? "old" : "rows", 1);
         int64_t l0 = vram_cuda_ce_row_launches;
         vram_cuda_kernels.cross_entropy_fused(dt, rows, n, ld, scale,
                                               (char *)vram_tensor_data(lg[k]) + skip * vram_dtype_size(dt),
@@ -230,14 +231,22 @@ static void op_case(vram_dtype act, int64_t R, int64_t C, int64_t V, int mode) {
     free(xv), free(wv), free(tv);
 }
 
+/* Each case on both kernels: the register one (VRAM_CE_KERNEL=rows) and the default. */
 static void test_op(void) {
-    for (int mode = SEED_MADE; mode <= SUMMED; mode++) {
-        op_case(VRAM_DTYPE_BF16, 77, 64, 777, mode);
-        op_case(VRAM_DTYPE_F16, 77, 64, 777, mode);
+    for (int rows_kernel = 0; rows_kernel < 2; rows_kernel++) {
+        if (rows_kernel) setenv("VRAM_CE_KERNEL", "rows", 1);
+        int64_t l0 = vram_cuda_ce_row_launches;
+        for (int mode = SEED_MADE; mode <= SUMMED; mode++) {
+            op_case(VRAM_DTYPE_BF16, 77, 64, 777, mode);
+            op_case(VRAM_DTYPE_F16, 77, 64, 777, mode);
+        }
+        /* GPT-2's vocabulary over two chunks of rows (1334 a chunk at its padded width) */
+        op_case(VRAM_DTYPE_BF16, 1400, 32, 50257, SEED_MADE);
+        op_case(VRAM_DTYPE_BF16, 1400, 32, 50257, SCALED);
+        CHECK((vram_cuda_ce_row_launches > l0) == rows_kernel, "VRAM_CE_KERNEL=%s: %lld register-kernel launches",
+              rows_kernel ? "rows" : "(unset)", (long long)(vram_cuda_ce_row_launches - l0));
+        unsetenv("VRAM_CE_KERNEL");
     }
-    /* GPT-2's vocabulary over two chunks of rows (1334 a chunk at its padded width) */
-    op_case(VRAM_DTYPE_BF16, 1400, 32, 50257, SEED_MADE);
-    op_case(VRAM_DTYPE_BF16, 1400, 32, 50257, SCALED);
 }
 
 int main(void) {

@@ -1,4 +1,4 @@
-/* test_gpu_grad_adopt.c — VRAM_GRAD_ADOPT (the default) on the GPU: the gradients a GPT's backward
+/* test_gpu_grad_adopt.c — VRAM_GRAD_ADOPT=1 (opt-in) on the GPU: the gradients a GPT's backward
  * gives with it on are those with it off, and those of f32 on the CPU.
  *
  * One forward and backward of a small tied GPT in bf16 with kept weights (width 256: the layer

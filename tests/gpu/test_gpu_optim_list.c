@@ -187,7 +187,7 @@ static void test_case(const char *name, const item *its, int count, const step_a
     char form[160];
     for (int f = 0; f < 2; f++) {
         if (f) setenv("VRAM_OPTIM_KERNEL", "old", 1);
-        else unsetenv("VRAM_OPTIM_KERNEL");
+        else setenv("VRAM_OPTIM_KERNEL", "vec", 1);
         snprintf(form, sizeof form, "%s, %s kernel", name, f ? "old" : "vector");
         rewrite(bs, count);
         run_update(its, bs, count, a, flag ? vram_tensor_data(flag) : NULL);
@@ -222,7 +222,7 @@ static void test_sum_squares(const item *its, int count) {
     }
     for (int f = 0; f < 2; f++) {
         if (f) setenv("VRAM_OPTIM_KERNEL", "old", 1);
-        else unsetenv("VRAM_OPTIM_KERNEL");
+        else setenv("VRAM_OPTIM_KERNEL", "vec", 1);
         double got = gpu.rt->k->sum_squares(count, dts, ns, xs);
         CHECK_OK(vram_runtime_sync(gpu.rt));
         CHECK(fabs(got - want) <= 1e-6 * want, "sum of squares (%s kernel): %.17g, the double sum %.17g",
