@@ -7,6 +7,8 @@
  * group (a read before that wait sees stale memory). bf16 and f16 round to nearest even in
  * software; products accumulate in double, rounded to float per mma. __shared__ becomes
  * `static`: with one block at a time, the kernel's static array is the block's shared memory.
+ * The optimizer and layer-norm tests use the same machinery (float and double shuffles, atomics
+ * under one mutex, blocks of up to 32 warps).
  */
 #ifndef VRAM_TESTS_FLASH_EMULATOR_H
 #define VRAM_TESTS_FLASH_EMULATOR_H
@@ -88,7 +90,11 @@ struct float4 {
 struct uint2 {
     uint32_t x, y;
 };
+struct __align__(16) uint4 {
+    uint32_t x, y, z, w;
+};
 static inline float2 make_float2(float a, float b) { return {a, b}; }
+static inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 static inline uint2 make_uint2(uint32_t a, uint32_t b) { return {a, b}; }
 
 struct emu_barrier {
@@ -113,9 +119,10 @@ struct emu_warp { /* one warp's exchange slots */
     const void *addr[32];
     uint32_t a[32][4], b[32][2];
     float c[32][4], f[32];
+    double d[32];
 };
 static emu_barrier *emu_block_bar;
-static emu_warp emu_warps[8];
+static emu_warp emu_warps[32];
 static std::mutex emu_atomic_mu;
 static int emu_cp_early; /* cp.async copies at issue (1) or at the retiring wait (0) */
 struct emu_cp {
@@ -215,6 +222,15 @@ static inline float __shfl_xor_sync(unsigned, float v, int o) {
     w.bar.wait();
     return r;
 }
+static inline double __shfl_xor_sync(unsigned, double v, int o) {
+    int l = threadIdx.x & 31;
+    emu_warp &w = emu_warps[threadIdx.x >> 5];
+    w.d[l] = v;
+    w.bar.wait();
+    double r = w.d[l ^ o];
+    w.bar.wait();
+    return r;
+}
 static inline float atomicAdd(float *p, float v) {
     std::lock_guard<std::mutex> g(emu_atomic_mu);
     float o = *p;
@@ -242,9 +258,9 @@ static inline float warp_sum(float v) {
     return v;
 }
 
-/* Runs `body` as `blocks` blocks of `threads` threads (at most 256), one block after another
- * on the same threads (a barrier between blocks); returns how many times a thread ended a
- * block with cp.async copies never waited for. */
+/* Runs `body` as `blocks` blocks of `threads` threads (a multiple of 32, at most 1024), one
+ * block after another on the same threads (a barrier between blocks); returns how many times a
+ * thread ended a block with cp.async copies never waited for. */
 static inline int emu_launch(int64_t blocks, int threads, const std::function<void()> &body) {
     int leftover = 0;
     gridDim.x = (unsigned)blocks, blockDim.x = (unsigned)threads;
