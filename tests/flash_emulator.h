@@ -14,6 +14,8 @@
 #ifndef VRAM_TESTS_FLASH_EMULATOR_H
 #define VRAM_TESTS_FLASH_EMULATOR_H
 
+#include <atomic>
+#include <climits>
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
@@ -22,6 +24,11 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #define VRAM_FA_EMULATED 1
 #define __device__
@@ -118,6 +125,26 @@ static inline uint4 __ldcs(const uint4 *p) { return *p; } /* (a streaming load: 
 static inline float2 make_float2(float a, float b) { return {a, b}; }
 static inline uint2 make_uint2(uint32_t a, uint32_t b) { return {a, b}; }
 
+/* A barrier of n threads. On Linux the waiters sleep on a futex of the generation word, so a
+ * release wakes them without each retaking a mutex (a 1024-thread block would queue on one). */
+#ifdef __linux__
+struct emu_barrier {
+    std::atomic<int> count{0}, gen{0};
+    int n;
+    explicit emu_barrier(int n_) : n(n_) {}
+    void wait() {
+        int g = gen.load(std::memory_order_acquire);
+        if (count.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
+            count.store(0, std::memory_order_relaxed); /* before the release: no one re-enters earlier */
+            gen.fetch_add(1, std::memory_order_release);
+            syscall(SYS_futex, (int *)&gen, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+            return;
+        }
+        while (gen.load(std::memory_order_acquire) == g)
+            syscall(SYS_futex, (int *)&gen, FUTEX_WAIT_PRIVATE, g, nullptr, nullptr, 0);
+    }
+};
+#else
 struct emu_barrier {
     std::mutex m;
     std::condition_variable cv;
@@ -135,6 +162,7 @@ struct emu_barrier {
         cv.wait(l, [&] { return gen != g; });
     }
 };
+#endif
 struct emu_warp { /* one warp's exchange slots */
     emu_barrier bar{32};
     const void *addr[32];
