@@ -4,7 +4,8 @@
  * and reduces with block_sum/block_max; 16-bit layer-norm rows of a width that fits a warp's
  * registers take a warp each instead, and the fused classifier's 16-bit rows get their
  * log-sum-exp in one online pass over 8-element vectors (or, up to GPT-2's padded width, sit
- * whole in a block's registers: vk_cross_entropy_rows reads each row once). Layer norm also takes f32 rows to
+ * whole in a block's registers: vk_cross_entropy_rows reads each row once; both classifier kernels
+ * are in cuda_classifier_kernels.cuh, included below). Layer norm also takes f32 rows to
  * 16-bit ones (and back in backward): the f32 residual stream. Its 16-bit backward is one pass
  * (input, weight and bias gradients from one read of x and gout) where the width allows.
  */
