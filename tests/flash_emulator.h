@@ -274,7 +274,9 @@ template <typename V> static inline V emu_shfl_xor(V (*slots)[32], V v, int o) {
     emu_warps[threadIdx.x >> 5].bar.wait();
     return slots[h][l ^ o];
 }
-static inline float __shfl_xor_sync(unsigned, float v, int o) { return emu_shfl_xor(emu_warps[threadIdx.x >> 5].f, v, o); }
+static inline float __shfl_xor_sync(unsigned, float v, int o) {
+    return emu_shfl_xor(emu_warps[threadIdx.x >> 5].f, v, o);
+}
 static inline double __shfl_xor_sync(unsigned, double v, int o) {
     return emu_shfl_xor(emu_warps[threadIdx.x >> 5].d, v, o);
 }

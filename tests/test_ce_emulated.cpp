@@ -184,7 +184,8 @@ static void run_case(int kernel, int dt, int64_t rows, int64_t n, int64_t ld, do
             } else if (j >= n) {
                 bad_pad += got != 0;
             } else {
-                double ref = scale * (exp(from16(xr[j], dt) - lse) - (j == t ? 1.0 : 0.0)), d = fabs(from16(got, dt) - ref);
+                double ref = scale * (exp(from16(xr[j], dt) - lse) - (j == t ? 1.0 : 0.0));
+                double d = fabs(from16(got, dt) - ref);
                 double allowed = (tol_rel + 2e-5) * fabs(ref) + tol_abs; /* 16-bit rounding, float's error */
                 worst = fmax(worst, d / allowed);
                 bad += !(d <= allowed);
