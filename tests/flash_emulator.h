@@ -1,18 +1,21 @@
 /* flash_emulator.h — just enough of CUDA, on the CPU, to run cuda_flash_attention.cuh's kernels
- * (test_flash_emulated.cpp): a block is `threads` OS threads (__syncthreads a barrier), one block
- * at a time; the warp-wide instructions (mma.sync m16n8k16, ldmatrix x4 and its .trans form, a
- * shuffle) exchange the lanes' operands through per-warp slots between two warp barriers and
- * apply PTX's fragment layouts, so a wrong layout or index in a kernel gives wrong numbers here
- * as on the GPU. cp.async either copies at once (`cp_early`) or at the wait that retires its
- * group (a read before that wait sees stale memory). bf16 and f16 round to nearest even in
- * software; products accumulate in double, rounded to float per mma. __shared__ becomes
- * `static`: with one block at a time, the kernel's static array is the block's shared memory.
- * The optimizer and layer-norm tests use the same machinery (float and double shuffles, atomics
- * under one mutex, blocks of up to 32 warps).
+ * (test_flash_emulated.cpp; also the optimizer's list kernels, test_optim_emulated.cpp, layer
+ * norm's, test_ln_emulated.cpp, and the classifier's cross-entropy, test_ce_emulated.cpp): a block is `threads` OS threads (up to
+ * 1024; __syncthreads a barrier), one block at a time; the warp-wide instructions (mma.sync
+ * m16n8k16, ldmatrix x4 and its .trans form, a float or double shuffle) exchange the lanes'
+ * operands through per-warp slots between two warp barriers and apply PTX's fragment layouts,
+ * so a wrong layout or index in a kernel gives wrong numbers here as on the GPU. cp.async
+ * either copies at once (`cp_early`) or at the wait that retires its group (a read before that
+ * wait sees stale memory). bf16 and f16 round to nearest even in software; products accumulate
+ * in double, rounded to float per mma; __expf is computed as the GPU computes it (below), but
+ * not to its bits. __shared__ becomes `static`: with one block at a time, the kernel's static
+ * array is the block's shared memory.
  */
 #ifndef VRAM_TESTS_FLASH_EMULATOR_H
 #define VRAM_TESTS_FLASH_EMULATOR_H
 
+#include <atomic>
+#include <climits>
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
@@ -21,6 +24,11 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #define VRAM_FA_EMULATED 1
 #define __device__
@@ -79,6 +87,25 @@ struct __nv_bfloat162 {
 struct __half2 {
     __half x, y;
 };
+static inline __nv_bfloat16 __float2bfloat16(float x) { return __nv_bfloat16(x); }
+static inline __half __float2half(float x) { return __half(x); }
+static inline float __half2float(__half h) { return (float)h; }
+static inline __half __ushort_as_half(unsigned short u) {
+    __half h;
+    h.x = u;
+    return h;
+}
+static inline unsigned short __half_as_ushort(__half h) { return h.x; }
+static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 b) { return b.x; }
+static inline float __uint_as_float(unsigned int u) { return emu_bits_float(u); }
+/* __expf is ex2.approx.ftz of x * log2(e) on the GPU: the same product rounded to float, then
+ * the host's exp2f (within ex2.approx's 2 ulp of it, not its bits) with subnormals flushed.
+ * (A macro: glibc declares a __expf of its own.) */
+#define __expf emu_fast_expf
+static inline float emu_fast_expf(float x) {
+    float r = exp2f(x * 1.44269504088896341f);
+    return fabsf(r) < 0x1p-126f ? 0.0f : r;
+}
 static inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return {__nv_bfloat16(a), __nv_bfloat16(b)}; }
 static inline __half2 __floats2half2_rn(float a, float b) { return {__half(a), __half(b)}; }
 struct float2 {
@@ -93,10 +120,32 @@ struct uint2 {
 struct __align__(16) uint4 {
     uint32_t x, y, z, w;
 };
+static inline uint4 make_uint4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) { return {a, b, c, d}; }
+static inline uint4 __ldcs(const uint4 *p) { return *p; } /* (a streaming load: only a cache hint) */
 static inline float2 make_float2(float a, float b) { return {a, b}; }
 static inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 static inline uint2 make_uint2(uint32_t a, uint32_t b) { return {a, b}; }
 
+/* A barrier of n threads. On Linux the waiters sleep on a futex of the generation word, so a
+ * release wakes them without each retaking a mutex (a 1024-thread block would queue on one). */
+#ifdef __linux__
+struct emu_barrier {
+    std::atomic<int> count{0}, gen{0};
+    int n;
+    explicit emu_barrier(int n_) : n(n_) {}
+    void wait() {
+        int g = gen.load(std::memory_order_acquire);
+        if (count.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
+            count.store(0, std::memory_order_relaxed); /* before the release: no one re-enters earlier */
+            gen.fetch_add(1, std::memory_order_release);
+            syscall(SYS_futex, (int *)&gen, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+            return;
+        }
+        while (gen.load(std::memory_order_acquire) == g)
+            syscall(SYS_futex, (int *)&gen, FUTEX_WAIT_PRIVATE, g, nullptr, nullptr, 0);
+    }
+};
+#else
 struct emu_barrier {
     std::mutex m;
     std::condition_variable cv;
@@ -114,12 +163,13 @@ struct emu_barrier {
         cv.wait(l, [&] { return gen != g; });
     }
 };
+#endif
 struct emu_warp { /* one warp's exchange slots */
     emu_barrier bar{32};
     const void *addr[32];
     uint32_t a[32][4], b[32][2];
-    float c[32][4], f[32];
-    double d[32];
+    float c[32][4], f[2][32];
+    double d[2][32];
 };
 static emu_barrier *emu_block_bar;
 static emu_warp emu_warps[32];
@@ -213,27 +263,33 @@ template <typename T> inline void mma(float c[4], const uint32_t a[4], uint32_t 
 }
 } /* namespace fa */
 
+/* A shuffle: each lane writes its value into this shuffle's half of the warp's slots, one warp
+ * barrier, then reads its partner's. Successive shuffles alternate halves, so one barrier is
+ * enough: a lane writes a half again only two shuffles later, after the barrier between that
+ * every lane passes once it has read this one. */
+static thread_local int emu_shfl_half;
+template <typename V> static inline V emu_shfl_xor(V (*slots)[32], V v, int o) {
+    int l = threadIdx.x & 31, h = emu_shfl_half;
+    emu_shfl_half ^= 1;
+    slots[h][l] = v;
+    emu_warps[threadIdx.x >> 5].bar.wait();
+    return slots[h][l ^ o];
+}
 static inline float __shfl_xor_sync(unsigned, float v, int o) {
-    int l = threadIdx.x & 31;
-    emu_warp &w = emu_warps[threadIdx.x >> 5];
-    w.f[l] = v;
-    w.bar.wait();
-    float r = w.f[l ^ o];
-    w.bar.wait();
-    return r;
+    return emu_shfl_xor(emu_warps[threadIdx.x >> 5].f, v, o);
 }
 static inline double __shfl_xor_sync(unsigned, double v, int o) {
-    int l = threadIdx.x & 31;
-    emu_warp &w = emu_warps[threadIdx.x >> 5];
-    w.d[l] = v;
-    w.bar.wait();
-    double r = w.d[l ^ o];
-    w.bar.wait();
-    return r;
+    return emu_shfl_xor(emu_warps[threadIdx.x >> 5].d, v, o);
 }
 static inline float atomicAdd(float *p, float v) {
     std::lock_guard<std::mutex> g(emu_atomic_mu);
     float o = *p;
+    *p += v;
+    return o;
+}
+static inline double atomicAdd(double *p, double v) {
+    std::lock_guard<std::mutex> g(emu_atomic_mu);
+    double o = *p;
     *p += v;
     return o;
 }
@@ -258,9 +314,9 @@ static inline float warp_sum(float v) {
     return v;
 }
 
-/* Runs `body` as `blocks` blocks of `threads` threads (a multiple of 32, at most 1024), one
- * block after another on the same threads (a barrier between blocks); returns how many times a
- * thread ended a block with cp.async copies never waited for. */
+/* Runs `body` as `blocks` blocks of `threads` threads (at most 1024), one block after another
+ * on the same threads (a barrier between blocks); returns how many times a thread ended a
+ * block with cp.async copies never waited for. */
 static inline int emu_launch(int64_t blocks, int threads, const std::function<void()> &body) {
     int leftover = 0;
     gridDim.x = (unsigned)blocks, blockDim.x = (unsigned)threads;

@@ -19,6 +19,7 @@
  * arrays must stay untouched, and the zeroing the pair's first kernel does for gw and gb under
  * vram_fewer_launches is run once.
  */
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -100,13 +101,6 @@ template <typename T> static T block_sum(T v, T *sh) {
     v = lane < nw ? sh[lane] : (T)0;
     return warp_sum(v);
 }
-static inline double atomicAdd(double *p, double v) {
-    std::lock_guard<std::mutex> g(emu_atomic_mu);
-    double o = *p;
-    *p += v;
-    return o;
-}
-
 #include "../src/runtime/cuda_layer_norm_kernels.cuh"
 
 enum path { PAIR, FUSED };
@@ -121,7 +115,7 @@ struct buf {
     int off;
     buf(size_t size_, size_t n_, int off_ = 0) : raw((n_ + 2 * SLACK + 1) * size_ + 64), size(size_), n(n_), off(off_) {
         base = (unsigned char *)(((uintptr_t)raw.data() + 15) & ~(uintptr_t)15);
-        memset(base, 0x5a, bytes());
+        std::fill(raw.begin() + (base - raw.data()), raw.begin() + (base - raw.data()) + (ptrdiff_t)bytes(), 0x5a);
     }
     buf(const buf &o) : buf(o.size, o.n, o.off) { memcpy(base, o.base, bytes()); }
     buf &operator=(const buf &) = delete;

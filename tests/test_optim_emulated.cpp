@@ -21,8 +21,6 @@
 /* What cuda_kernels.cu defines before including the header. */
 static inline float m_sqrt(float x) { return sqrtf(x); }
 static inline float m_mul_rn(float a, float b) { return (float)((double)a * (double)b); } /* exact, then one rounding */
-static inline __nv_bfloat16 __float2bfloat16(float x) { return __nv_bfloat16(x); }
-static inline __half __float2half(float x) { return __half(x); }
 static double emu_block_acc;
 template <typename T> static T block_sum(T v, T *) {
     __syncthreads();
@@ -36,12 +34,6 @@ template <typename T> static T block_sum(T v, T *) {
     T r = (T)emu_block_acc;
     __syncthreads();
     return r;
-}
-static inline double atomicAdd(double *p, double v) {
-    std::lock_guard<std::mutex> g(emu_atomic_mu);
-    double o = *p;
-    *p += v;
-    return o;
 }
 
 #include "../src/runtime/cuda_optim_list.cuh"
