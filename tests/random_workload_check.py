@@ -99,7 +99,8 @@ def main():
               f"size classes: allocated the peak, rounded up by at most 1/32 ({c[4]})")
         check(gb(c[3]) > 2 * gb(f[3]), f"size classes: reserve more than twice the floor's range ({c[3]}, {f[3]})")
         check(all(float(x) > 0 for x in v[:3] + f[:3] + c[:3] + h[:3]), "floor: times printed")
-        check(all(float(h[0]) < float(x[0]) for x in (v, f, c)) and h[3] == "-",
+        # (one run's medians: on a loaded machine the harness can tie the others at 0.1 ns)
+        check(all(float(h[0]) <= float(x[0]) * 1.02 for x in (v, f, c)) and h[3] == "-",
               f"floor: the harness alone is the fastest and allocates nothing ({h})")
         m = re.search(r"vram / floor: ([0-9.]+)", run.stdout)
         check(m is not None and abs(float(m.group(1)) - float(v[0]) / float(f[0])) < 0.01,
@@ -112,7 +113,11 @@ def main():
         m = re.search(r"size classes, less the harness: ([0-9.]+) ns an operation, ([0-9.]+) of the floor's; "
                       r"peak reserved ([0-9.]+) of the floor's", run.stdout)
         mine = float(c[0]) - float(h[0])
-        check(m is not None and abs(float(m.group(1)) - mine) < 0.11 and abs(float(m.group(2)) - mine / own[1]) < 0.01
+        # the ratio of two differences of 0.1 ns-rounded medians: its tolerance is what that rounding allows
+        # (where the floor's own time is within that rounding of zero, the ratio says nothing)
+        rounding = 0.01 + (0.1 + 0.1 * abs(mine) / max(own[1], 0.2)) / max(own[1], 0.2)
+        ratio_ok = m is not None and (own[1] <= 0.2 or abs(float(m.group(2)) - mine / own[1]) < rounding)
+        check(m is not None and abs(float(m.group(1)) - mine) < 0.11 and ratio_ok
               and abs(float(m.group(3)) - gb(c[3]) / gb(f[3])) < 0.02, "size classes: the line beneath is the table's")
     run = subprocess.run([floor, "sim", "--runs", "1", "--sizes", "small"], capture_output=True, text=True)
     t = tables(run.stdout)
