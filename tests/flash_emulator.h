@@ -294,6 +294,14 @@ static inline double atomicAdd(double *p, double v) {
     return o;
 }
 
+/* The round-to-nearest intrinsics (never fused into a neighbouring op on the GPU). The float
+ * product goes through double, where it is exact, so that one rounding gives __fmul_rn's bits
+ * even where the host compiler may contract; the tests build for the baseline x86-64, without FMA. */
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline float __fmul_rn(float a, float b) { return (float)((double)a * (double)b); }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+
 /* What cuda_kernels.cu defines before including the headers. */
 #include "../src/runtime/cuda_abi.h"
 #define DISPATCH_ALL(dt, ...)                                                                      \

@@ -22,100 +22,11 @@
 #include "flash_emulator.h"
 #include "check.h"
 
-/* What cuda_kernels.cu (and cuda_row_kernels.cuh before the include) defines for the kernels:
- * the same definitions, so that the reductions add in the GPU's order. */
+/* The kernels' own helpers (DISPATCH_ALL, block_sum, row_lse, ...) as cuda_kernels.cu includes
+ * them, so that the reductions add in the GPU's order; the emulator's three-way DISPATCH_ALL
+ * (for the flash kernels) makes way for theirs. */
 #undef DISPATCH_ALL
-#define DISPATCH_ALL(dt, ...)                                                                      \
-    do {                                                                                           \
-        if ((dt) == VK_BF16) {                                                                     \
-            typedef __nv_bfloat16 T;                                                               \
-            typedef float A;                                                                       \
-            __VA_ARGS__                                                                            \
-        } else if ((dt) == VK_F16) {                                                               \
-            typedef __half T;                                                                      \
-            typedef float A;                                                                       \
-            __VA_ARGS__                                                                            \
-        } else if ((dt) == VK_F32) {                                                               \
-            typedef float T;                                                                       \
-            typedef float A;                                                                       \
-            __VA_ARGS__                                                                            \
-        } else {                                                                                   \
-            typedef double T;                                                                      \
-            typedef double A;                                                                      \
-            __VA_ARGS__                                                                            \
-        }                                                                                          \
-    } while (0)
-#define DISPATCH_LOWP(dt, ...)                                                                     \
-    do {                                                                                           \
-        if ((dt) == VK_BF16) {                                                                     \
-            typedef __nv_bfloat16 T;                                                               \
-            __VA_ARGS__                                                                            \
-        } else {                                                                                   \
-            typedef __half T;                                                                      \
-            __VA_ARGS__                                                                            \
-        }                                                                                          \
-    } while (0)
-static inline float m_exp(float x) { return expf(x); }
-static inline double m_exp(double x) { return exp(x); }
-template <typename T> struct is_16bit { static constexpr bool value = false; };
-template <> struct is_16bit<__nv_bfloat16> { static constexpr bool value = true; };
-template <> struct is_16bit<__half> { static constexpr bool value = true; };
-template <typename T> static inline void ld8(const T *p, float *f) {
-    uint4 u = *(const uint4 *)p;
-    const T *e = (const T *)&u;
-    for (int k = 0; k < 8; k++) f[k] = (float)e[k];
-}
-template <typename T> static inline void st8(T *p, const float *f) {
-    uint4 u;
-    T *e = (T *)&u;
-    for (int k = 0; k < 8; k++) e[k] = (T)f[k];
-    *(uint4 *)p = u;
-}
-static inline bool aligned16(const void *a, const void *b, const void *c) {
-    return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15) == 0;
-}
-template <typename T> static inline T warp_sum_t(T v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-template <typename T> static inline T warp_max(T v) {
-    for (int o = 16; o > 0; o >>= 1) {
-        T w = __shfl_xor_sync(0xffffffffu, v, o);
-        v = w > v ? w : v;
-    }
-    return v;
-}
-template <typename T> static T block_sum(T v, T *sh) {
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    v = warp_sum_t(v);
-    __syncthreads();
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    v = lane < nw ? sh[lane] : (T)0;
-    return warp_sum_t(v);
-}
-template <typename T> static T block_max(T v, T *sh) {
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    v = lane < nw ? sh[lane] : (T)-INFINITY;
-    return warp_max(v);
-}
-static inline int64_t load_id(const char *ids, int dt, int64_t i) {
-    return dt == VK_I64 ? ((const int64_t *)ids)[i] : ((const int32_t *)ids)[i];
-}
-template <typename T, typename A> static double row_lse(const T *x, int64_t n, double *sh) {
-    A mx = (A)-INFINITY;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = (A)x[j] > mx ? (A)x[j] : mx;
-    mx = block_max(mx, (A *)sh);
-    double s = 0;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += (double)m_exp((A)x[j] - mx);
-    s = block_sum(s, sh);
-    return (double)mx + log(s);
-}
-
+#include "../src/runtime/cuda_device_helpers.cuh"
 #include "../src/runtime/cuda_classifier_kernels.cuh"
 
 enum { ROWS_KERNEL, FUSED_KERNEL };

@@ -27,80 +27,10 @@
 #include "flash_emulator.h"
 #include "check.h"
 
-/* What cuda_kernels.cu defines before including the layer-norm header, as it defines it. */
+/* The kernels' own helpers as cuda_kernels.cu includes them before the layer-norm header; the
+ * emulator's three-way DISPATCH_ALL (for the flash kernels) makes way for theirs. */
 #undef DISPATCH_ALL
-#define DISPATCH_ALL(dt, ...)                                                                                          \
-    do {                                                                                                               \
-        if ((dt) == VK_BF16) {                                                                                         \
-            typedef __nv_bfloat16 T;                                                                                   \
-            typedef float A;                                                                                           \
-            __VA_ARGS__                                                                                                \
-        } else if ((dt) == VK_F16) {                                                                                   \
-            typedef __half T;                                                                                          \
-            typedef float A;                                                                                           \
-            __VA_ARGS__                                                                                                \
-        } else if ((dt) == VK_F32) {                                                                                   \
-            typedef float T;                                                                                           \
-            typedef float A;                                                                                           \
-            __VA_ARGS__                                                                                                \
-        } else {                                                                                                       \
-            typedef double T;                                                                                          \
-            typedef double A;                                                                                          \
-            __VA_ARGS__                                                                                                \
-        }                                                                                                              \
-    } while (0)
-#define GRID_STRIDE(i, n)                                                                                              \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
-static inline float m_sqrt(float x) {
-    return sqrtf(x);
-}
-static inline double m_sqrt(double x) {
-    return sqrt(x);
-}
-static inline float __fadd_rn(float a, float b) {
-    return a + b;
-}
-static inline double __dadd_rn(double a, double b) {
-    return a + b;
-}
-template <typename T> struct is_16bit { static constexpr bool value = false; };
-template <> struct is_16bit<__nv_bfloat16> { static constexpr bool value = true; };
-template <> struct is_16bit<__half> { static constexpr bool value = true; };
-template <typename T> static inline void ld8(const T *p, float *f) {
-    uint4 u = *(const uint4 *)p;
-    const T *e = (const T *)&u;
-    for (int k = 0; k < 8; k++) f[k] = (float)e[k];
-}
-template <typename T> static inline void st8(T *p, const float *f) {
-    uint4 u;
-    T *e = (T *)&u;
-    for (int k = 0; k < 8; k++) e[k] = (T)f[k];
-    *(uint4 *)p = u;
-}
-static inline void ld8(const float *p, float *f) {
-    float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
-    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
-}
-static inline void st8(float *p, const float *f) {
-    ((float4 *)p)[0] = make_float4(f[0], f[1], f[2], f[3]);
-    ((float4 *)p)[1] = make_float4(f[4], f[5], f[6], f[7]);
-}
-static inline bool aligned16(const void *a, const void *b, const void *c) {
-    return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15) == 0;
-}
-template <typename T> static inline T warp_sum(T v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-template <typename T> static T block_sum(T v, T *sh) {
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    v = warp_sum(v);
-    __syncthreads();
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    v = lane < nw ? sh[lane] : (T)0;
-    return warp_sum(v);
-}
+#include "../src/runtime/cuda_device_helpers.cuh"
 #include "../src/runtime/cuda_layer_norm_kernels.cuh"
 
 enum path { PAIR, FUSED };
