@@ -21,12 +21,6 @@
 
 #include "flash_emulator.h"
 #include "check.h"
-
-/* The kernels' own helpers (DISPATCH_ALL, block_sum, row_lse, ...) as cuda_kernels.cu includes
- * them, so that the reductions add in the GPU's order; the emulator's three-way DISPATCH_ALL
- * (for the flash kernels) makes way for theirs. */
-#undef DISPATCH_ALL
-#include "../src/runtime/cuda_device_helpers.cuh"
 #include "../src/runtime/cuda_classifier_kernels.cuh"
 
 enum { ROWS_KERNEL, FUSED_KERNEL };

@@ -26,11 +26,6 @@
 
 #include "flash_emulator.h"
 #include "check.h"
-
-/* The kernels' own helpers as cuda_kernels.cu includes them before the layer-norm header; the
- * emulator's three-way DISPATCH_ALL (for the flash kernels) makes way for theirs. */
-#undef DISPATCH_ALL
-#include "../src/runtime/cuda_device_helpers.cuh"
 #include "../src/runtime/cuda_layer_norm_kernels.cuh"
 
 enum path { PAIR, FUSED };

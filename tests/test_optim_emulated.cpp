@@ -17,11 +17,6 @@
 
 #include "flash_emulator.h"
 #include "check.h"
-
-/* The kernels' own helpers (block_sum, m_sqrt, m_mul_rn) as cuda_kernels.cu includes them; the
- * emulator's three-way DISPATCH_ALL (for the flash kernels) makes way for theirs. */
-#undef DISPATCH_ALL
-#include "../src/runtime/cuda_device_helpers.cuh"
 #include "../src/runtime/cuda_optim_list.cuh"
 
 struct item {
