@@ -9,7 +9,8 @@
  * wait sees stale memory). bf16 and f16 round to nearest even in software; products accumulate
  * in double, rounded to float per mma; __expf is computed as the GPU computes it (below), but
  * not to its bits. __shared__ becomes `static`: with one block at a time, the kernel's static
- * array is the block's shared memory.
+ * array is the block's shared memory. Last it includes src/runtime/cuda_device_helpers.cuh, the
+ * helpers cuda_kernels.cu defines before its kernels, so the tests run those, not copies.
  */
 #ifndef VRAM_TESTS_FLASH_EMULATOR_H
 #define VRAM_TESTS_FLASH_EMULATOR_H
@@ -294,25 +295,21 @@ static inline double atomicAdd(double *p, double v) {
     return o;
 }
 
-/* What cuda_kernels.cu defines before including the headers. */
+/* The round-to-nearest intrinsics (never fused into a neighbouring op on the GPU). The float
+ * product goes through double, where it is exact, so that one rounding gives __fmul_rn's bits
+ * even where the host compiler may contract; the tests build for the baseline x86-64, without FMA. */
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline float __fmul_rn(float a, float b) { return (float)((double)a * (double)b); }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+
+/* What cuda_kernels.cu defines before including the headers: the kernels' shared helpers, the
+ * same source the GPU compiles (over the built-ins above). */
 #include "../src/runtime/cuda_abi.h"
-#define DISPATCH_ALL(dt, ...)                                                                      \
-    do {                                                                                           \
-        if ((dt) == VK_BF16) {                                                                     \
-            typedef __nv_bfloat16 T;                                                               \
-            __VA_ARGS__                                                                            \
-        } else if ((dt) == VK_F16) {                                                               \
-            typedef __half T;                                                                      \
-            __VA_ARGS__                                                                            \
-        } else {                                                                                   \
-            typedef float T;                                                                       \
-            __VA_ARGS__                                                                            \
-        }                                                                                          \
-    } while (0)
-static inline float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
+/* DISPATCH_ALL gives every branch an accumulate type A that a kernel need not use (nvcc does not
+ * warn about it; the host compiler under -Werror would). */
+#pragma GCC diagnostic ignored "-Wunused-local-typedefs"
+#include "../src/runtime/cuda_device_helpers.cuh"
 
 /* Runs `body` as `blocks` blocks of `threads` threads (at most 1024), one block after another
  * on the same threads (a barrier between blocks); returns how many times a thread ended a

@@ -17,25 +17,6 @@
 
 #include "flash_emulator.h"
 #include "check.h"
-
-/* What cuda_kernels.cu defines before including the header. */
-static inline float m_sqrt(float x) { return sqrtf(x); }
-static inline float m_mul_rn(float a, float b) { return (float)((double)a * (double)b); } /* exact, then one rounding */
-static double emu_block_acc;
-template <typename T> static T block_sum(T v, T *) {
-    __syncthreads();
-    if (threadIdx.x == 0) emu_block_acc = 0;
-    __syncthreads();
-    {
-        std::lock_guard<std::mutex> g(emu_atomic_mu);
-        emu_block_acc += v;
-    }
-    __syncthreads();
-    T r = (T)emu_block_acc;
-    __syncthreads();
-    return r;
-}
-
 #include "../src/runtime/cuda_optim_list.cuh"
 
 struct item {

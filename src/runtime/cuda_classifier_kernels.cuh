@@ -5,8 +5,7 @@
  * Included by cuda_row_kernels.cuh at this point of cuda_kernels.cu's one translation unit, so
  * the compiled code is what it was when they lived there; a file of its own so that
  * tests/test_ce_emulated.cpp can compile these two kernels for the CPU over tests/flash_emulator.h
- * with only what they use defined (DISPATCH_ALL, DISPATCH_LOWP, block_sum/block_max, ld8/st8,
- * m_exp, is_16bit, aligned16, load_id, row_lse).
+ * with only what they use, cuda_device_helpers.cuh, before them.
  */
 
 /* The classifier's cross-entropy, one block per row of [rows, ld] logits whose first n columns

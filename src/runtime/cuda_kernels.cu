@@ -22,77 +22,8 @@
 
 #define DISPATCH(dt, ...) VRAM_FLOAT_DISPATCH((dt) == VK_F32, __VA_ARGS__)
 
-/* The kernels that low-precision training uses also take f16 and bf16 storage: T is how an
- * element is stored, A the type it is computed and accumulated in (float for the 16-bit types).
- * Weights, layer-norm statistics and cross-entropy's lse stay in A. */
-#define DISPATCH_ALL(dt, ...)                                                                      \
-    do {                                                                                           \
-        if ((dt) == VK_BF16) {                                                                     \
-            typedef __nv_bfloat16 T;                                                               \
-            typedef float A;                                                                       \
-            __VA_ARGS__                                                                            \
-        } else if ((dt) == VK_F16) {                                                               \
-            typedef __half T;                                                                      \
-            typedef float A;                                                                       \
-            __VA_ARGS__                                                                            \
-        } else if ((dt) == VK_F32) {                                                               \
-            typedef float T;                                                                       \
-            typedef float A;                                                                       \
-            __VA_ARGS__                                                                            \
-        } else {                                                                                   \
-            typedef double T;                                                                      \
-            typedef double A;                                                                      \
-            __VA_ARGS__                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "cuda_device_helpers.cuh"
 
-#define GRID_STRIDE(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
-
-__device__ __forceinline__ float m_exp(float x) { return expf(x); }
-__device__ __forceinline__ double m_exp(double x) { return exp(x); }
-__device__ __forceinline__ float m_erf(float x) { return erff(x); }
-__device__ __forceinline__ double m_erf(double x) { return erf(x); }
-__device__ __forceinline__ float m_tanh(float x) { return tanhf(x); }
-__device__ __forceinline__ double m_tanh(double x) { return tanh(x); }
-__device__ __forceinline__ float m_sqrt(float x) { return sqrtf(x); }
-__device__ __forceinline__ double m_sqrt(double x) { return sqrt(x); }
-/* A product rounded on its own, never fused into a following add: a factor applied inside a
- * kernel gives the bits a separate scaling pass would have stored. */
-__device__ __forceinline__ float m_mul_rn(float a, float b) { return __fmul_rn(a, b); }
-__device__ __forceinline__ double m_mul_rn(double a, double b) { return __dmul_rn(a, b); }
-__device__ __forceinline__ double m_log(double x) { return log(x); }
-
-/* ---- 16-bit elementwise fast path: 8 elements per 16-byte access ----
- * Contiguous 16-bit operands (the mixed-precision activations) are read and written 8 at a
- * time; VEC8_LOOP runs the vectors over a grid stride and leaves the tail to the scalar loop. */
-template <typename T> struct is_16bit { static constexpr bool value = false; };
-template <> struct is_16bit<__nv_bfloat16> { static constexpr bool value = true; };
-template <> struct is_16bit<__half> { static constexpr bool value = true; };
-
-template <typename T> __device__ __forceinline__ void ld8(const T *p, float *f) {
-    uint4 u = *(const uint4 *)p;
-    const T *e = (const T *)&u;
-    for (int k = 0; k < 8; k++) f[k] = (float)e[k];
-}
-template <typename T> __device__ __forceinline__ void st8(T *p, const float *f) {
-    uint4 u;
-    T *e = (T *)&u;
-    for (int k = 0; k < 8; k++) e[k] = (T)f[k];
-    *(uint4 *)p = u;
-}
-/* f32 rows in the same 8-element vectors (two 16-byte accesses): the f32 residual stream that
- * mixed precision's layer norm and add read beside 16-bit operands (vram_gpt_config.residual_f32). */
-__device__ __forceinline__ void ld8(const float *p, float *f) {
-    float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
-    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
-}
-__device__ __forceinline__ void st8(float *p, const float *f) {
-    ((float4 *)p)[0] = make_float4(f[0], f[1], f[2], f[3]);
-    ((float4 *)p)[1] = make_float4(f[4], f[5], f[6], f[7]);
-}
-__device__ __forceinline__ bool aligned16(const void *a, const void *b, const void *c) {
-    return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15) == 0;
-}
 /* for (v = each 8-element vector of n) BODY, then `done` = the elements covered */
 #define VEC8_LOOP(v, n, done, ...)                                                                 \
     int64_t done = ((n) / 8) * 8;                                                                  \
@@ -418,40 +349,6 @@ extern "C" __global__ void vk_scale_inplace(int dt, int64_t n, char *x, double s
     DISPATCH_ALL(dt, {
         GRID_STRIDE(i, n) ((T *)x)[i] = (T)((A)((T *)x)[i] * (A)s);
     });
-}
-
-/* ---- block reductions ---- */
-
-template <typename T> __device__ __forceinline__ T warp_sum(T v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-template <typename T> __device__ __forceinline__ T warp_max(T v) {
-    for (int o = 16; o > 0; o >>= 1) {
-        T w = __shfl_xor_sync(0xffffffffu, v, o);
-        v = w > v ? w : v;
-    }
-    return v;
-}
-
-/* Sum (or max) over the block; every thread gets the result. `sh` holds 32 values. */
-template <typename T> __device__ T block_sum(T v, T *sh) {
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    v = warp_sum(v);
-    __syncthreads();
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    v = lane < nw ? sh[lane] : (T)0;
-    return warp_sum(v);
-}
-template <typename T> __device__ T block_max(T v, T *sh) {
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    v = lane < nw ? sh[lane] : (T)-INFINITY;
-    return warp_max(v);
 }
 
 #include "cuda_row_kernels.cuh"

@@ -1,12 +1,11 @@
 /* cuda_layer_norm_kernels.cuh — layer norm's GPU kernels, forward and backward (included by
  * cuda_row_kernels.cuh at its place among the row kernels, so the fatbin is as before; on its own
  * so that tests/test_ln_emulated.cpp can compile it for the CPU over tests/flash_emulator.h).
- * It uses what cuda_kernels.cu defines before its row kernels: DISPATCH_ALL (T and A), ld8/st8,
- * aligned16, is_16bit, warp_sum, block_sum, GRID_STRIDE, m_sqrt. The forward normalises a row
+ * It uses cuda_device_helpers.cuh (DISPATCH_ALL and DISPATCH_LOWP, ld8/st8, aligned16,
+ * is_16bit, warp_sum, block_sum, GRID_STRIDE, m_sqrt). The forward normalises a row
  * per warp (16-bit rows of a width that fits a warp's registers) or per block; the backward is a
  * pair (input gradient by rows, weight and bias gradients by column sums) or, for 16-bit gout
- * rows up to VK_LN_WARP_MAX, one pass; gx_add makes the input gradient add into gx. It defines
- * DISPATCH_LOWP, which the cross-entropy kernels after it use too.
+ * rows up to VK_LN_WARP_MAX, one pass; gx_add makes the input gradient add into gx.
  */
 
 /* Layer norm. The input rows are TI, the output rows TO: both T, or f32 in and 16-bit out
@@ -19,17 +18,6 @@
 __device__ __forceinline__ bool ln_warp_rows(int dt, int64_t n) {
     return (dt == VK_BF16 || dt == VK_F16) && n % 256 == 0 && n <= VK_LN_WARP_MAX;
 }
-/* DISPATCH_ALL's 16-bit half: T for dt, f16 or bf16. */
-#define DISPATCH_LOWP(dt, ...)                                                                     \
-    do {                                                                                           \
-        if ((dt) == VK_BF16) {                                                                     \
-            typedef __nv_bfloat16 T;                                                               \
-            __VA_ARGS__                                                                            \
-        } else {                                                                                   \
-            typedef __half T;                                                                      \
-            __VA_ARGS__                                                                            \
-        }                                                                                          \
-    } while (0)
 
 /* ADD (vk_add_layer_norm): the rows normalised are in + res, stored to hout first (the residual
  * stream) and normalised as stored, rounded to TI, as a separate add then layer norm would. */

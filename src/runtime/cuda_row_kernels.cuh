@@ -1,8 +1,8 @@
 /* cuda_row_kernels.cuh — the runtime's row kernels (included by cuda_kernels.cu, the one
  * translation unit of the fatbin, at this point of it): softmax, layer norm (also fused with
  * the residual add before it), embeddings and cross-entropy. A row kernel runs one block a row
- * and reduces with block_sum/block_max; 16-bit layer-norm rows of a width that fits a warp's
- * registers take a warp each instead, and the fused classifier's 16-bit rows get their
+ * and reduces with block_sum/block_max (cuda_device_helpers.cuh); 16-bit layer-norm rows of a
+ * width that fits a warp's registers take a warp each instead, and the fused classifier's 16-bit rows get their
  * log-sum-exp in one online pass over 8-element vectors (or, up to GPT-2's padded width, sit
  * whole in a block's registers: vk_cross_entropy_rows reads each row once; both classifier kernels
  * are in cuda_classifier_kernels.cuh, included below). Layer norm also takes f32 rows to
@@ -62,10 +62,6 @@ extern "C" __global__ void vk_softmax_backward(int dt, int64_t rows, int64_t n, 
 
 #include "cuda_layer_norm_kernels.cuh"
 
-__device__ __forceinline__ int64_t load_id(const char *ids, int dt, int64_t i) {
-    return dt == VK_I64 ? ((const int64_t *)ids)[i] : ((const int32_t *)ids)[i];
-}
-
 extern "C" __global__ void vk_embedding(int dt, int64_t n_ids, int64_t c, char *out, const char *table, const char *ids,
                                         int id_dt) {
     DISPATCH_ALL(dt, {
@@ -84,17 +80,6 @@ extern "C" __global__ void vk_embedding_backward(int dt, int64_t n_ids, int64_t 
             atomicAdd((T *)gtable + load_id(ids, id_dt, row) * c + col, ((const T *)gout)[i]);
         }
     });
-}
-
-/* log(sum(exp(x[0..n)))) of one row, by the whole block (every thread gets it). */
-template <typename T, typename A> __device__ double row_lse(const T *x, int64_t n, double *sh) {
-    A mx = (A)-INFINITY;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = (A)x[j] > mx ? (A)x[j] : mx;
-    mx = block_max(mx, (A *)sh);
-    double s = 0;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += (double)m_exp((A)x[j] - mx);
-    s = block_sum(s, sh);
-    return (double)mx + log(s);
 }
 
 /* Cross-entropy, one block per row: lse[r] (in A) and the row's loss into loss_rows[r] (double). */
