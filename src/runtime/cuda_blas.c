@@ -273,7 +273,12 @@ static int tune_count(void) {
     if (!tune || !*tune) return TUNE_ALGOS;
     char *end;
     long n = strtol(tune, &end, 10);
-    if (*end || n < 1) return 1;
+    if (*end || n < 0) {
+        vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_CUBLASLT_TUNE=%s: expected a count of candidates (0: the heuristic's first)",
+                       tune);
+        return 1;
+    }
+    if (n < 1) return 1;
     return n > MAX_HEURISTIC ? MAX_HEURISTIC : (int)n;
 }
 
@@ -312,7 +317,11 @@ static void add_candidates(lt_plan *p, const cublasLtMatmulHeuristicResult_t *re
             p->candidates[p->n_candidates++] = res[i].algo;
         }
     const char *sk = getenv("VRAM_CUBLASLT_SPLITK");
-    if (!sk || (strcmp(sk, "1") && strcmp(sk, "only")) || K < 2048 || !lt.CapGet || !lt.ConfigSet || !lt.ConfigGet || !lt.Check) return;
+    if (sk && *sk && strcmp(sk, "0") && strcmp(sk, "1") && strcmp(sk, "only")) {
+        vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_CUBLASLT_SPLITK=%s: expected 0, 1 or only", sk);
+        return;
+    }
+    if (!sk || !*sk || !strcmp(sk, "0") || K < 2048 || !lt.CapGet || !lt.ConfigSet || !lt.ConfigGet || !lt.Check) return;
     int heuristic = p->n_candidates;
     for (int i = 0; i < heuristic && i < SPLITK_FROM; i++)
         for (int32_t parts = 2; parts <= 4 && p->n_candidates < MAX_CANDIDATES; parts++)

@@ -251,18 +251,21 @@ static int64_t column_chunk(int64_t rows, int64_t n) {
     return chunk < 8 ? 8 : chunk;
 }
 
+/* An opt-in kernel switch read at each launch (so a bench or test can time or check both forms in
+ * one process): 1 where VAR is unset or "old", 0 where it names the new form, -1 (the runtime's
+ * sticky error set, naming both values) for anything else. */
+static int old_kernels(const char *var, const char *new_form) {
+    const char *e = getenv(var);
+    if (!e || !*e || !strcmp(e, "old")) return 1;
+    if (!strcmp(e, new_form)) return 0;
+    vram_cuda_fail(VRAM_ERR_INVALID_ARG, "%s=%s: expected %s or old", var, e, new_form);
+    return -1;
+}
+
 /* VRAM_LN_KERNEL=fused: layer norm's one-pass backward where it applies; unset or "old": the pair
  * of kernels (input gradient, then the weight and bias gradients' column sums), the default
- * until the one-pass kernel has run on a GPU. Read per launch, as the flash forms are. */
-static int layer_norm_old_kernels(void) {
-    const char *e = getenv("VRAM_LN_KERNEL");
-    if (!e || !*e || !strcmp(e, "old")) return 1;
-    if (strcmp(e, "fused")) {
-        vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_LN_KERNEL=%s: expected fused or old", e);
-        return -1;
-    }
-    return 0;
-}
+ * (the one-pass kernel ran slower on a GPU). */
+static int layer_norm_old_kernels(void) { return old_kernels("VRAM_LN_KERNEL", "fused"); }
 
 int64_t vram_cuda_ln_fused_backwards;
 
@@ -407,17 +410,8 @@ static void cuda_column_sum_lowp(vram_dtype dt, int64_t rows, int64_t n, int64_t
 
 /* VRAM_CE_KERNEL=rows: the register kernel where it applies (opt-in until it has run on a GPU);
  * unset or "old": every fused cross-entropy through vk_cross_entropy_fused (two reads of each
- * row). Read per launch, so that a bench can time both in one run. */
-static int ce_old_kernel(void) {
-    const char *e = getenv("VRAM_CE_KERNEL");
-    if (!e || !*e) return 1;
-    if (!strcmp(e, "rows")) return 0;
-    if (strcmp(e, "old")) {
-        vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_CE_KERNEL=%s: expected rows or old", e);
-        return -1;
-    }
-    return 1;
-}
+ * row). */
+static int ce_old_kernel(void) { return old_kernels("VRAM_CE_KERNEL", "rows"); }
 
 int64_t vram_cuda_ce_row_launches;
 
@@ -490,17 +484,8 @@ static void cuda_adam_update(vram_dtype dt, int64_t n, void *p, const void *g, v
 
 /* VRAM_OPTIM_KERNEL=vec: the vector forms of the f32 list kernels (cuda_optim_list.cuh; opt-in
  * until they have run on a GPU); unset or "old": the scalar vk_adam_update_list and
- * vk_list_sum_squares. Read per launch, so that a benchmark can time both in one process. */
-static int optim_old_kernels(void) {
-    const char *e = getenv("VRAM_OPTIM_KERNEL");
-    if (!e || !*e) return 1;
-    if (!strcmp(e, "vec")) return 0;
-    if (strcmp(e, "old")) {
-        vram_cuda_fail(VRAM_ERR_INVALID_ARG, "VRAM_OPTIM_KERNEL=%s: expected vec or old", e);
-        return -1;
-    }
-    return 1;
-}
+ * vk_list_sum_squares. */
+static int optim_old_kernels(void) { return old_kernels("VRAM_OPTIM_KERNEL", "vec"); }
 
 /* Where each tensor of a list starts in the concatenation (pad > 1: rounded up to a multiple of
  * pad, the vector kernels' chunks); returns the padded total. */

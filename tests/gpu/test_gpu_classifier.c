@@ -256,6 +256,13 @@ int main(void) {
     if (!open_side(&cpu, "host") || !open_side(&gpu, "cuda")) return check_done();
     test_kernel();
     test_op();
+    /* last (the runtime's error is sticky): a bad value stops the launch, naming it */
+    setenv("VRAM_CE_KERNEL", "bogus", 1);
+    vram_cuda_kernels.cross_entropy_fused(VRAM_DTYPE_BF16, 0, 8, 8, 1.0, NULL, NULL, VRAM_DTYPE_I64, NULL);
+    unsetenv("VRAM_CE_KERNEL");
+    vram_status st = vram_runtime_sync(gpu.rt);
+    CHECK(st != VRAM_OK && strstr(vram_last_error(), "VRAM_CE_KERNEL=bogus: expected rows or old"),
+          "VRAM_CE_KERNEL=bogus: %s (%s)", vram_status_str(st), vram_last_error());
     close_side(&gpu);
     close_side(&cpu);
     return check_done();
