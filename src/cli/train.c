@@ -600,7 +600,7 @@ int vram_cmd_train(int argc, char **argv) {
     }
     if (s == VRAM_OK) s = vram_runtime_new(a, o.threads, &rt);
     if (s != VRAM_OK) {
-        rc = fail(a, s, on_gpu ? "setting up the GPU runtime" : "setting up the allocator");
+        rc = fail(a, s, on_gpu ? "setting up the GPU runtime" : "setting up the runtime");
         goto done;
     }
     vram_runtime_seed(rt, o.seed);

@@ -136,14 +136,27 @@ void vram_node_save(vram_node *n, vram_tensor *t) {
     n->saved[n->n_saved++] = alias;
 }
 
-static void unsave(vram_node *n, vram_tensor *alias) {
-    if (!alias) return; /* (a save that found no host memory) */
+/* Ends alias's saving; the block is tagged a temporary again if it outlives the save (keep:
+ * the alias lives on; otherwise only where another tensor holds the block, as it is about to
+ * be freed). */
+static void unsave_tag(vram_node *n, vram_tensor *alias, int keep) {
     vram_storage *st = alias->st;
-    /* Re-tag only if the block outlives the alias (otherwise it is about to be freed). */
-    if (--st->saved == 0 && st->tag == VRAM_TAG_ACTIVATION && atomic_load(&st->refs) > 1) {
+    if (--st->saved == 0 && st->tag == VRAM_TAG_ACTIVATION && (keep || atomic_load(&st->refs) > 1)) {
         if (vram_allocator_set_tag(n->rt->alloc, st->data, VRAM_TAG_TEMPORARY) == VRAM_OK) st->tag = VRAM_TAG_TEMPORARY;
     }
+}
+
+static void unsave(vram_node *n, vram_tensor *alias) {
+    if (!alias) return; /* (a save that found no host memory) */
+    unsave_tag(n, alias, 0);
     vram_tensor_free(alias);
+}
+
+vram_tensor *vram_node_take_saved(vram_node *n, int i) {
+    vram_tensor *alias = n->saved[i];
+    n->saved[i] = NULL; /* (node_release_graph skips the hole) */
+    if (alias) unsave_tag(n, alias, 1);
+    return alias;
 }
 
 /* Drops what the node holds for backward: saved tensors, edges, context. */
@@ -174,7 +187,7 @@ static int exclusive(const vram_tensor *t) {
  * it too (an add hands one tensor to both inputs): a later one then sums into a fresh block
  * unless the other holders are gone by then (copy-on-write), so no holder sees another's sum. */
 static vram_status accumulate(vram_tensor **dst, vram_tensor *src, vram_tag tag) {
-    int adopt = vram_grad_adopt();
+    int adopt = src->rt->grad_adopt;
     if (!*dst) {
         /* (contiguous from offset 0: the backward functions read a pending gradient as one) */
         if (adopt && tag == VRAM_TAG_TEMPORARY && src->st->tag == VRAM_TAG_TEMPORARY && !src->grad_fn &&
@@ -225,7 +238,7 @@ static vram_status accumulate(vram_tensor **dst, vram_tensor *src, vram_tag tag)
 vram_tensor *vram_node_grad_dest(const vram_node *n, int i, const vram_tensor *like) {
     vram_node *m = n->next[i];
     vram_tensor *d = m ? m->pending : NULL;
-    if (!d || !vram_grad_adopt() || !n->rt->k->layer_norm_backward_adds_gx || !exclusive(d) ||
+    if (!d || !n->rt->grad_adopt || !n->rt->k->layer_norm_backward_adds_gx || !exclusive(d) ||
         d->dtype != like->dtype || !vram_shape_equal(d, like))
         return NULL;
     return d;
@@ -253,6 +266,7 @@ vram_status vram_backward(vram_tensor *root, const vram_tensor *grad) {
     if (!needs_grad(root)) return vram_error(VRAM_ERR_STATE, "backward: the tensor does not require grad and has no grad_fn");
     vram_tensor *g0 = NULL;
     vram_status s;
+    root->rt->grad_adopt = vram_grad_adopt();
     if (grad) {
         if (!vram_shape_equal(root, grad)) {
             char a[96], b[96];

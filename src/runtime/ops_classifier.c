@@ -35,9 +35,11 @@ static vram_status classifier_backward(vram_node *n, vram_tensor *g, vram_tensor
     double factor = folded && n->seed_one ? 1.0 : vram_tensor_item(g) / (folded ? 1.0 : (double)n->ip[0]);
     for (int i = 0; i < 2; i++) {
         if (!vram_node_needs(n, i)) continue;
-        vram_tensor *t = n->saved[i]; /* kept for this backward only: scaled in place */
+        /* kept for this backward only: scaled in place; under grad_adopt handed over, so that
+         * autograd takes it as the gradient (W's: the tied table's, 154 MB for GPT-2) uncopied */
+        vram_tensor *t = rt->grad_adopt ? vram_node_take_saved(n, i) : vram_tensor_retain(n->saved[i]);
         if (factor != 1.0) rt->k->scale_inplace(t->dtype, vram_tensor_numel(t), vram_tensor_data(t), factor);
-        gin[i] = vram_tensor_retain(t);
+        gin[i] = t;
     }
     return VRAM_OK;
 }

@@ -304,6 +304,9 @@ struct vram_runtime {
     /* vram_runtime_set_grad_hook's hook (may be NULL): a leaf's gradient is final. */
     vram_grad_hook on_grad;
     void *on_grad_ctx;
+    /* vram_grad_adopt() as the running backward read it at its start (one read a backward, not
+     * one a gradient). */
+    int grad_adopt;
     /* A shape-only runtime planning the GPU: the blocks the CUDA runtime holds from its start
      * (kernel scratch, cuBLASLt's workspace), NULL otherwise. */
     void *plan_held[2];
@@ -370,6 +373,10 @@ vram_node *vram_node_attach(vram_tensor *out, const char *name, vram_backward_fn
                             vram_tensor *const *inputs);
 /* Keeps a detached alias of t for backward (re-tags temporaries as activations). */
 void vram_node_save(vram_node *n, vram_tensor *t);
+/* Backward only: hands the caller saved tensor i (its reference; the node no longer holds it,
+ * nor tags it an activation), so that a gradient an op computed ahead and saved can become the
+ * input's gradient without a copy. */
+vram_tensor *vram_node_take_saved(vram_node *n, int i);
 void vram_node_remember_shape(vram_node *n, int i, const vram_tensor *t);
 int vram_node_needs(const vram_node *n, int i);
 /* Under vram_grad_adopt() on a table with layer_norm_backward_adds_gx: the gradient autograd
@@ -397,11 +404,15 @@ int vram_dtype_is_lowp(vram_dtype dt);
  * norms' zeroed weight gradients, the embedding's zeroed scatter buffer and its accumulate) are
  * left out. Read at each use, so a test can compare both ways in one process. */
 int vram_fewer_launches(void);
+/* OK when VRAM_FEWER_LAUNCHES and VRAM_GRAD_ADOPT are unset, "0" or "1"; else the error naming the
+ * value (a runtime is not made under a switch it would read as something else). */
+vram_status vram_check_switches(void);
 /* 1 where VRAM_GRAD_ADOPT=1 (opt-in until it has run on a GPU): backward shares a gradient by reference where today's runtime
  * copied it (an add hands its output gradient to both inputs; copy-on-write where a second one
  * arrives), a layer norm adds its input gradient into the one already there
  * (vram_node_grad_dest), and the embedding takes no scatter buffer it leaves unused. This changes
- * the allocations (the planner's GPU records say which way they were measured). Read at each use. */
+ * the allocations (the planner's GPU records say which way they were measured). Read by each
+ * backward at its start (rt->grad_adopt) and by the embedding's forward. */
 int vram_grad_adopt(void);
 /* The dtype of an op's statistics (layer norm's mean and rstd, the loss's lse): f32 for f16/bf16. */
 vram_dtype vram_stat_dtype(vram_dtype dt);

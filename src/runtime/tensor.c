@@ -38,6 +38,8 @@ static void runtime_init(vram_runtime *rt, vram_allocator *a, int threads) {
 
 vram_status vram_runtime_new(vram_allocator *a, int threads, vram_runtime **out) {
     if (!a || !out) return vram_error(VRAM_ERR_INVALID_ARG, "runtime: null argument");
+    vram_status bad = vram_check_switches();
+    if (bad != VRAM_OK) return bad;
     vram_device *dev = vram_allocator_device(a);
     int cuda = dev && !strcmp(dev->kind, "cuda");
     if (!dev || (!dev->host_accessible && !cuda))
@@ -63,6 +65,8 @@ vram_status vram_runtime_new(vram_allocator *a, int threads, vram_runtime **out)
 
 vram_status vram_runtime_new_shape_only(vram_allocator *a, int threads, vram_runtime **out) {
     if (!a || !out) return vram_error(VRAM_ERR_INVALID_ARG, "runtime: null argument");
+    vram_status bad = vram_check_switches();
+    if (bad != VRAM_OK) return bad;
     vram_runtime *rt = calloc(1, sizeof *rt);
     if (!rt) return vram_error(VRAM_ERR_HOST_MEMORY, "runtime: out of host memory");
     rt->k = &vram_plan_kernels;
@@ -228,14 +232,23 @@ vram_status vram_tensor_new(vram_runtime *rt, vram_dtype dt, int ndim, const int
     return s;
 }
 
-int vram_fewer_launches(void) {
-    const char *e = getenv("VRAM_FEWER_LAUNCHES");
-    return !(e && !strcmp(e, "0"));
+/* A "0"/"1" switch: its value, dflt where unset or empty, -1 for anything else. */
+static int env_switch(const char *name, int dflt) {
+    const char *e = getenv(name);
+    if (!e || !*e) return dflt;
+    return !strcmp(e, "1") ? 1 : !strcmp(e, "0") ? 0 : -1;
 }
 
-int vram_grad_adopt(void) {
-    const char *e = getenv("VRAM_GRAD_ADOPT");
-    return e && !strcmp(e, "1");
+int vram_fewer_launches(void) { return env_switch("VRAM_FEWER_LAUNCHES", 1) != 0; }
+
+int vram_grad_adopt(void) { return env_switch("VRAM_GRAD_ADOPT", 0) == 1; }
+
+vram_status vram_check_switches(void) {
+    static const char *const names[] = {"VRAM_FEWER_LAUNCHES", "VRAM_GRAD_ADOPT"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (env_switch(names[i], 0) < 0)
+            return vram_error(VRAM_ERR_INVALID_ARG, "%s=%s: expected 0 or 1", names[i], getenv(names[i]));
+    return VRAM_OK;
 }
 
 vram_status vram_tensor_from_data(vram_runtime *rt, vram_dtype dt, int ndim, const int64_t *shape, vram_tag tag,
