@@ -39,7 +39,7 @@ build-san:
 	$(call quiet_build,$(SAN_BUILD),-DCMAKE_BUILD_TYPE=Debug -DVRAM_SANITIZE=ON -DVRAM_NVCC=VRAM_NVCC-NOTFOUND)
 
 build-tsan:
-	$(call quiet_build,$(TSAN_BUILD),-DCMAKE_BUILD_TYPE=RelWithDebInfo -DVRAM_SANITIZE_THREAD=ON,--target test_alloc test_cuda_fake test_lock fake_cuda)
+	$(call quiet_build,$(TSAN_BUILD),-DCMAKE_BUILD_TYPE=RelWithDebInfo -DVRAM_SANITIZE_THREAD=ON,--target test_alloc_streams test_cuda_fake test_lock fake_cuda)
 
 # The main job, in two parts:
 #  1. replay the bundled real PyTorch traces through the allocator on an 80 GiB simulated

@@ -89,7 +89,7 @@ vram_status vram_alloc_config_check(const vram_alloc_config *cfg);
 vram_status vram_alloc_config_from_env(vram_alloc_config *cfg);
 
 /* The longest string vram_alloc_config_format writes, its terminating NUL included (every
- * option set, each at its longest value; checked by tests/test_alloc.c and fuzz_config). */
+ * option set, each at its longest value; checked by tests/test_alloc_config.c and fuzz_config). */
 #define VRAM_ALLOC_CONF_FORMAT_MAX 512
 
 /* Writes the configuration back as a VRAM_ALLOC_CONF string that parses back (from the
