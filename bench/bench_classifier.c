@@ -1,8 +1,8 @@
 /* bench_classifier.c — the fused classifier's cross-entropy kernel on the GPU: one chunk of
  * logits rows as ops_classifier.c hands it over (GPT-2's 1334 rows of 50304 padded bf16
  * columns, 50257 classes, by default), through the kernel slot with the register kernel
- * (vk_cross_entropy_rows, VRAM_CE_KERNEL=rows) and with the old two-read kernel
- * (VRAM_CE_KERNEL=old, the default), in one run.
+ * (vk_cross_entropy_rows, VRAM_CE_KERNEL=rows, the default) and with the old two-read kernel
+ * (VRAM_CE_KERNEL=old), in one run.
  *
  * Each round copies the same random logits into the work buffer (untimed), then times one
  * launch between CUDA events; the two kernels alternate round by round so that a slow spell

@@ -2,7 +2,7 @@
  * parameter shapes (148 f32 tensors, 124,439,808 elements, each in its own block as a model's
  * are): the AdamW list update (kernel table's adam_update_list, with a kept bf16 copy of every
  * weight unless --no-lowp) and the gradients' sum of squares (sum_squares, clipping's norm), each
- * in its vector form (VRAM_OPTIM_KERNEL=vec) and its scalar form (=old, the default).
+ * in its vector form (VRAM_OPTIM_KERNEL=vec, the default) and its scalar form (=old).
  *
  * Each round times one call of each kernel in each form between GPU events (a call includes its
  * small table upload; the sum of squares also its 8-byte read-back), the forms alternating round

@@ -87,7 +87,7 @@ def records_head(steps):
     """What the GPU records say of the runtime that made them, for tests/plan_gpu_check.py to plan
     them the same way: the steps, the allocator's options and VRAM_GRAD_ADOPT (on unless "0")."""
     return {"steps": steps, "alloc_conf": os.environ.get("VRAM_ALLOC_CONF", ""),
-            "grad_adopt": 1 if os.environ.get("VRAM_GRAD_ADOPT") == "1" else 0}
+            "grad_adopt": 0 if os.environ.get("VRAM_GRAD_ADOPT") == "0" else 1}
 
 
 def gpu_rows(vram, data, grid, steps, path=None, done=(), jobs=1):

@@ -2,20 +2,21 @@
 # run_pending_gpu.sh — every measurement whose code is in the tree but has not run on a GPU, most
 # needed first, in stages that each fit one device call (the logs are packed into $OUT/logs.tgz
 # after every stage; $OUT/log.txt holds a table per stage):
-#   tests    the opt-in paths' GPU tests: gpu_test_gpu_classifier (VRAM_CE_KERNEL=rows),
-#            gpu_test_gpu_optim_list (VRAM_OPTIM_KERNEL=vec), gpu_test_gpu_grad_adopt
-#            (VRAM_GRAD_ADOPT=1), gpu_test_gpu_ops 1 (cuBLASLt's split-K path among them),
-#            gpu_test_gpu_flash (the 128-key backward forms), gpu_cli_train_mixed (the attention
-#            line); bench_classifier and bench_optim (each new kernel beside the old, same run)
-#   speed    GPT-2 124M bf16, kept weights (issue 38): the four opt-in paths all on, all off and
-#            each alone, ROUNDS rounds in turns; all on with --recompute none and gelu; HF's
-#            GPT2LMHeadModel and the same-layout model under torch.compile in round 1 (the anchor);
-#            a 6-step profile with all on
-#   losses   200-step bf16 losses against PyTorch's with all four on (bench_gpt2_reference,
+#   tests    the newer paths' GPU tests: gpu_test_gpu_classifier (VRAM_CE_KERNEL),
+#            gpu_test_gpu_optim_list (VRAM_OPTIM_KERNEL), gpu_test_gpu_grad_adopt (VRAM_GRAD_ADOPT),
+#            gpu_test_gpu_ops 1 (cuBLASLt's split-K path among them), gpu_test_gpu_flash (the
+#            128-key backward forms), gpu_cli_train_mixed (the attention line); bench_classifier
+#            and bench_optim (each new kernel beside the old, same run)
+#   speed    GPT-2 124M bf16, kept weights (issue 38): the defaults, the three paths made default
+#            on 2026-12-07 set back to their old forms (OLD), and split-K (opt-in), ROUNDS rounds in
+#            turns; the defaults with --recompute none and gelu; HF's GPT2LMHeadModel and the
+#            same-layout model under torch.compile in round 1 (the anchor); a 6-step profile
+#   losses   200-step bf16 losses against PyTorch's under the defaults (bench_gpt2_reference,
 #            gpt2_torch.py check)
 #   place    issue 46: VRAM_STEP_PLAN=auto's step time beside plain vram over ROUNDS rounds (six
 #            programs), and chunk_min_mb:2,reserve_slack:0.01 on the two inference programs
-#   records  the planner's 15 GPU records measured again with VRAM_GRAD_ADOPT=1 (into $OUT only)
+#   records  the planner's 15 GPU records measured again under the defaults, gradients by
+#            reference among them (into $OUT only)
 # About: tests 3 min, speed 5 min (ROUNDS=2), losses 1.5 min, place 6 min, records 2.5 min on an
 # H100 after a 1-minute build. STAGES picks and orders them (default "tests speed losses"); QUICK=1
 # leaves the flash and CLI tests out of `tests` (a short call: the new paths' tests and benches).
@@ -41,7 +42,7 @@ cmake -S . -B b -DCMAKE_BUILD_TYPE=Release > "$W/build.log" 2>&1 &&
 say "build $(el)"
 D=b/data/kjv.txt
 TRAIN="--device cuda:0 --model gpt2 --data $D --batch 8 --steps 30 --lr 3e-4 --precision bf16 --lowp-weights keep"
-ALL_ON="VRAM_CE_KERNEL=rows VRAM_OPTIM_KERNEL=vec VRAM_GRAD_ADOPT=1 VRAM_CUBLASLT_SPLITK=1"
+OLD="VRAM_CE_KERNEL=old VRAM_OPTIM_KERNEL=old VRAM_GRAD_ADOPT=0"
 ms() { sed -n 's/^summary: median step \([0-9.]*\) ms.*/\1/p' "$@" 2>/dev/null | paste -sd' '; }
 peak() { grep -h '^summary' "$@" 2>/dev/null | tail -1 | sed -n 's/.*peak allocated \([0-9.]* MiB\).*/\1/p'; }
 
@@ -75,26 +76,23 @@ train() { # TAG "ENV..." [ARGS...]
 stage_speed() {
   local r
   for ((r = 1; r <= ROUNDS; r++)); do
-    train "on_$r" "$ALL_ON"
-    train "off_$r" "X=0"
-    train "ce_$r" "VRAM_CE_KERNEL=rows"
-    train "optim_$r" "VRAM_OPTIM_KERNEL=vec"
-    train "adopt_$r" "VRAM_GRAD_ADOPT=1"
+    train "default_$r" "X=0"
+    train "old_$r" "$OLD"
     train "splitk_$r" "VRAM_CUBLASLT_SPLITK=1"
-    train "on_none_$r" "$ALL_ON" --recompute none
-    train "on_gelu_$r" "$ALL_ON" --recompute gelu
+    train "none_$r" "X=0" --recompute none
+    train "gelu_$r" "X=0" --recompute gelu
     if ((r == 1)); then
       timeout 300 python3 bench/gpt2_torch.py speed --precision bf16 --models same-compile,hf-compile --steps 25 > "$W/torch.log" 2>&1
       say "torch.compile rc=$?: $(grep '^torch' "$W/torch.log" | paste -sd' ')"
     fi
     pack
   done
-  env $ALL_ON VRAM_CUDA_PROFILE=1 timeout 60 b/vram train $TRAIN --steps 6 > "$W/profile.log" 2>&1
+  VRAM_CUDA_PROFILE=1 timeout 60 b/vram train $TRAIN --steps 6 > "$W/profile.log" 2>&1
   sed -n '/GPU time by kernel/,/^done/p' "$W/profile.log" | head -16 | tee -a "$L"
   say "products split over K: $(grep -c 'split in [234]' "$W/profile.log") of $(grep -c 'best of' "$W/profile.log") tuned"
   local t
   say "| run | ms/step by round | peak allocated |"; say "|---|---|---:|"
-  for t in on off ce optim adopt splitk on_none on_gelu; do
+  for t in default old splitk none gelu; do
     say "| $t | $(ms "$W"/speed_${t}_[0-9].log) | $(peak "$W"/speed_${t}_[0-9].log) |"
   done
   say "| torch.compile, same-layout | $(sed -n 's/.*same-layout torch.compile *\([0-9.]*\) ms.*/\1/p' "$W/torch.log" 2>/dev/null) | |"
@@ -102,10 +100,10 @@ stage_speed() {
 }
 
 stage_losses() {
-  env $ALL_ON timeout 150 b/bench/bench_gpt2_reference --out "$W/ref" --steps 200 --batch 8 --precision bf16 --data $D \
+  timeout 150 b/bench/bench_gpt2_reference --out "$W/ref" --steps 200 --batch 8 --precision bf16 --data $D \
     > "$W/ref.log" 2>&1 && timeout 300 python3 bench/gpt2_torch.py check "$W/ref" --precision bf16 > "$W/check.log" 2>&1
   echo "rc=$?" >> "$W/check.log"; rm -f "$W"/ref/*.bin
-  say "loss check (the four opt-in paths on): $(tail -2 "$W/check.log" 2>/dev/null | paste -sd' ')"
+  say "loss check (the defaults): $(tail -2 "$W/check.log" 2>/dev/null | paste -sd' ')"
 }
 
 stage_place() {
@@ -119,9 +117,9 @@ stage_place() {
 }
 
 stage_records() {
-  VRAM_GRAD_ADOPT=1 timeout 200 python3 tests/plan_gpu_check.py --measure b/vram $D "$OUT/plan-gpu-records.json" \
+  timeout 200 python3 tests/plan_gpu_check.py --measure b/vram $D "$OUT/plan-gpu-records.json" \
     > "$W/records.log" 2>&1
-  say "records (VRAM_GRAD_ADOPT=1) rc=$?: $(tail -1 "$W/records.log")"
+  say "records (the defaults) rc=$?: $(tail -1 "$W/records.log")"
   cp bench/results/2026-12-06-plan-gpu-records.json "$W/records-before.json"
   cp "$OUT/plan-gpu-records.json" bench/results/2026-12-06-plan-gpu-records.json 2>/dev/null &&
     python3 tests/plan_gpu_check.py b/vram > "$W/records_check.log" 2>&1

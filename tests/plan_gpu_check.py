@@ -76,8 +76,8 @@ def erf_flags(flags):
 
 
 def adopt_now():
-    """The VRAM_GRAD_ADOPT a run started from this environment gets (on only with "1")."""
-    return 1 if os.environ.get("VRAM_GRAD_ADOPT") == "1" else 0
+    """The VRAM_GRAD_ADOPT a run started from this environment gets (on unless "0")."""
+    return 0 if os.environ.get("VRAM_GRAD_ADOPT") == "0" else 1
 
 
 def adopt_of(rec):

@@ -25,7 +25,7 @@ FLAGS = ["--model gpt:6x384 --heads 6 --context 256 --batch 16 --optimizer adamw
          "--model gpt2 --context 512 --batch 8 --optimizer sgd --accum 1 --precision fp32 --checkpoint"]
 
 
-ADOPT = 1 if os.environ.get("VRAM_GRAD_ADOPT") == "1" else 0  # the runtime's default (off), unless set
+ADOPT = 0 if os.environ.get("VRAM_GRAD_ADOPT") == "0" else 1  # the runtime's default (on), unless set
 
 
 def planned(flags, steps, adopt=ADOPT):

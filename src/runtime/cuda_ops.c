@@ -251,12 +251,13 @@ static int64_t column_chunk(int64_t rows, int64_t n) {
     return chunk < 8 ? 8 : chunk;
 }
 
-/* An opt-in kernel switch read at each launch (so a bench or test can time or check both forms in
- * one process): 1 where VAR is unset or "old", 0 where it names the new form, -1 (the runtime's
- * sticky error set, naming both values) for anything else. */
-static int old_kernels(const char *var, const char *new_form) {
+/* A kernel switch read at each launch (so a bench or test can time or check both forms in one
+ * process): 1 where VAR is "old", 0 where it names the new form, the default (new_default: the
+ * new form) where unset, -1 (the runtime's sticky error set, naming both values) for anything else. */
+static int old_kernels(const char *var, const char *new_form, int new_default) {
     const char *e = getenv(var);
-    if (!e || !*e || !strcmp(e, "old")) return 1;
+    if (!e || !*e) return !new_default;
+    if (!strcmp(e, "old")) return 1;
     if (!strcmp(e, new_form)) return 0;
     vram_cuda_fail(VRAM_ERR_INVALID_ARG, "%s=%s: expected %s or old", var, e, new_form);
     return -1;
@@ -265,7 +266,7 @@ static int old_kernels(const char *var, const char *new_form) {
 /* VRAM_LN_KERNEL=fused: layer norm's one-pass backward where it applies; unset or "old": the pair
  * of kernels (input gradient, then the weight and bias gradients' column sums), the default
  * (the one-pass kernel ran slower on a GPU). */
-static int layer_norm_old_kernels(void) { return old_kernels("VRAM_LN_KERNEL", "fused"); }
+static int layer_norm_old_kernels(void) { return old_kernels("VRAM_LN_KERNEL", "fused", 0); }
 
 int64_t vram_cuda_ln_fused_backwards;
 
@@ -408,10 +409,9 @@ static void cuda_column_sum_lowp(vram_dtype dt, int64_t rows, int64_t n, int64_t
     vram_cuda_launch(CK_COLUMN_SUM_LOWP, blocks, vec ? 256 : THREADS, args);
 }
 
-/* VRAM_CE_KERNEL=rows: the register kernel where it applies (opt-in until it has run on a GPU);
- * unset or "old": every fused cross-entropy through vk_cross_entropy_fused (two reads of each
- * row). */
-static int ce_old_kernel(void) { return old_kernels("VRAM_CE_KERNEL", "rows"); }
+/* Unset or VRAM_CE_KERNEL=rows: the register kernel where it applies (the default, faster on the
+ * GPU); "old": every fused cross-entropy through vk_cross_entropy_fused (two reads of each row). */
+static int ce_old_kernel(void) { return old_kernels("VRAM_CE_KERNEL", "rows", 1); }
 
 int64_t vram_cuda_ce_row_launches;
 
@@ -482,10 +482,9 @@ static void cuda_adam_update(vram_dtype dt, int64_t n, void *p, const void *g, v
     vram_cuda_launch(CK_ADAM_UPDATE, vram_cuda_blocks(n, THREADS), THREADS, args);
 }
 
-/* VRAM_OPTIM_KERNEL=vec: the vector forms of the f32 list kernels (cuda_optim_list.cuh; opt-in
- * until they have run on a GPU); unset or "old": the scalar vk_adam_update_list and
- * vk_list_sum_squares. */
-static int optim_old_kernels(void) { return old_kernels("VRAM_OPTIM_KERNEL", "vec"); }
+/* Unset or VRAM_OPTIM_KERNEL=vec: the vector forms of the f32 list kernels (cuda_optim_list.cuh;
+ * the default, faster on the GPU); "old": the scalar vk_adam_update_list and vk_list_sum_squares. */
+static int optim_old_kernels(void) { return old_kernels("VRAM_OPTIM_KERNEL", "vec", 1); }
 
 /* Where each tensor of a list starts in the concatenation (pad > 1: rounded up to a multiple of
  * pad, the vector kernels' chunks); returns the padded total. */

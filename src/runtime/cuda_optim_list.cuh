@@ -1,7 +1,7 @@
 /* cuda_optim_list.cuh — the vector forms of the two multi-tensor kernels of an f32 optimizer
  * step: AdamW over every parameter (vk_adam_update_list_vec) and the gradients' sum of squares
  * for clipping (vk_list_sum_squares_vec). Included by cuda_kernels.cu (m_sqrt, m_mul_rn,
- * block_sum); cuda_ops.c launches them for f32 lists with VRAM_OPTIM_KERNEL=vec.
+ * block_sum); cuda_ops.c launches them for f32 lists unless VRAM_OPTIM_KERNEL=old.
  *
  * Layout: the host pads each tensor's start in the concatenation to a whole number of
  * VK_LIST_CHUNK elements (the table keeps one entry a tensor, as the scalar kernels' does), so

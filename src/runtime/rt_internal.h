@@ -407,8 +407,8 @@ int vram_fewer_launches(void);
 /* OK when VRAM_FEWER_LAUNCHES and VRAM_GRAD_ADOPT are unset, "0" or "1"; else the error naming the
  * value (a runtime is not made under a switch it would read as something else). */
 vram_status vram_check_switches(void);
-/* 1 where VRAM_GRAD_ADOPT=1 (opt-in until it has run on a GPU): backward shares a gradient by reference where today's runtime
- * copied it (an add hands its output gradient to both inputs; copy-on-write where a second one
+/* 1 unless VRAM_GRAD_ADOPT=0: backward shares a gradient by reference where it would otherwise copy
+ * it (an add hands its output gradient to both inputs; copy-on-write where a second one
  * arrives), a layer norm adds its input gradient into the one already there
  * (vram_node_grad_dest), and the embedding takes no scatter buffer it leaves unused. This changes
  * the allocations (the planner's GPU records say which way they were measured). Read by each

@@ -241,7 +241,7 @@ static int env_switch(const char *name, int dflt) {
 
 int vram_fewer_launches(void) { return env_switch("VRAM_FEWER_LAUNCHES", 1) != 0; }
 
-int vram_grad_adopt(void) { return env_switch("VRAM_GRAD_ADOPT", 0) == 1; }
+int vram_grad_adopt(void) { return env_switch("VRAM_GRAD_ADOPT", 1) != 0; }
 
 vram_status vram_check_switches(void) {
     static const char *const names[] = {"VRAM_FEWER_LAUNCHES", "VRAM_GRAD_ADOPT"};

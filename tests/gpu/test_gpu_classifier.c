@@ -11,7 +11,7 @@
  * 2. vram_linear_cross_entropy (bf16, where the mean's 1/rows is in the kernel, and f16) against
  *    the CPU's composed f32 op: loss.backward() from the seed vram_backward makes (no scaling
  *    pass), from a given seed, and under an upstream factor (loss * 0.37) and a sum; on the
- *    default kernel and on the register one.
+ *    old kernel, the register one, and the default (VRAM_CE_KERNEL unset: the register one).
  * Skipped (77) where no GPU or driver exists.
  */
 #include <math.h>
@@ -231,10 +231,13 @@ static void op_case(vram_dtype act, int64_t R, int64_t C, int64_t V, int mode) {
     free(xv), free(wv), free(tv);
 }
 
-/* Each case on both kernels: the register one (VRAM_CE_KERNEL=rows) and the default. */
+/* Each case on both kernels (VRAM_CE_KERNEL=old, =rows) and with the switch unset, the default:
+ * the register kernel. */
 static void test_op(void) {
-    for (int rows_kernel = 0; rows_kernel < 2; rows_kernel++) {
-        if (rows_kernel) setenv("VRAM_CE_KERNEL", "rows", 1);
+    static const char *const forms[] = {"old", "rows", NULL};
+    for (int f = 0; f < 3; f++) {
+        int rows_kernel = f > 0;
+        if (forms[f]) setenv("VRAM_CE_KERNEL", forms[f], 1);
         int64_t l0 = vram_cuda_ce_row_launches;
         for (int mode = SEED_MADE; mode <= SUMMED; mode++) {
             op_case(VRAM_DTYPE_BF16, 77, 64, 777, mode);
@@ -244,7 +247,7 @@ static void test_op(void) {
         op_case(VRAM_DTYPE_BF16, 1400, 32, 50257, SEED_MADE);
         op_case(VRAM_DTYPE_BF16, 1400, 32, 50257, SCALED);
         CHECK((vram_cuda_ce_row_launches > l0) == rows_kernel, "VRAM_CE_KERNEL=%s: %lld register-kernel launches",
-              rows_kernel ? "rows" : "(unset)", (long long)(vram_cuda_ce_row_launches - l0));
+              forms[f] ? forms[f] : "(unset)", (long long)(vram_cuda_ce_row_launches - l0));
         unsetenv("VRAM_CE_KERNEL");
     }
 }
