@@ -14,8 +14,8 @@
  * for long sums, the first few split over K, which fills the GPU where a weight gradient has few
  * output tiles) are each timed on the real operands and the fastest is kept
  * (VRAM_CUBLASLT_TUNE=N times N of the heuristic's, 0 keeps its first; the splits only with
- * VRAM_CUBLASLT_SPLITK=1, opt-in as they bought no time a step on the GPU, or =only: the splits alone where
- * there are any, for the tests). The workspace (32 MiB) comes from the allocator, tagged "other".
+ * VRAM_CUBLASLT_SPLITK=1, opt-in as they bought no time a step on the GPU, or =only: the
+ * splits alone where there are any, for the tests). The workspace (32 MiB) comes from the allocator, tagged "other".
  * Epilogues: the bias (BIAS), and GPT-2's tanh GELU for 16-bit products (GELU_AUX_BIAS: the
  * output is gelu(pre), the aux matrix pre, kept for backward; DGELU: the output times
  * gelu'(aux)); where the heuristic has no algorithm for one, that is remembered in the cache

@@ -263,7 +263,7 @@ static vram_status emb_backward(vram_node *n, vram_tensor *g, vram_tensor **gin)
     vram_tensor *ids = n->saved[0], *gc, *direct = emb_grad_in_place(n, g);
     vram_status s = vram_tensor_contig(g, &gc);
     if (s != VRAM_OK) return s;
-    if (direct && !vram_grad_adopt())
+    if (direct && !n->rt->grad_adopt)
         s = vram_tensor_empty(n->rt, g->dtype, 2, n->in_shape[0], VRAM_TAG_TEMPORARY, &gin[0]);
     else if (!direct)
         s = vram_tensor_new(n->rt, g->dtype, 2, n->in_shape[0], VRAM_TAG_TEMPORARY, &gin[0]);

@@ -411,8 +411,8 @@ vram_status vram_check_switches(void);
  * it (an add hands its output gradient to both inputs; copy-on-write where a second one
  * arrives), a layer norm adds its input gradient into the one already there
  * (vram_node_grad_dest), and the embedding takes no scatter buffer it leaves unused. This changes
- * the allocations (the planner's GPU records say which way they were measured). Read by each
- * backward at its start (rt->grad_adopt) and by the embedding's forward. */
+ * the allocations (the planner's GPU records say which way they were measured). Read once by
+ * each backward at its start, into rt->grad_adopt, which the backward functions consult. */
 int vram_grad_adopt(void);
 /* The dtype of an op's statistics (layer norm's mean and rstd, the loss's lse): f32 for f16/bf16. */
 vram_dtype vram_stat_dtype(vram_dtype dt);
